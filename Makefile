@@ -1,0 +1,184 @@
+# ampkit — top-level build.  `make` builds everything under build/; `make V=1` shows commands.
+# Objects and dependency files live under $(BUILD)/obj; tools and examples in $(BUILD)/bin;
+# libamprt in $(BUILD)/lib.  `make asan` is the same tree built with sanitizers in build-asan/.
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= gcc
+VERSION := 0.1.0
+
+WARN    := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wformat=2 -Wvla -Wdouble-promotion -Wfloat-conversion -fno-common
+ifdef CI
+WARN    += -Werror
+endif
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += $(WARN) -fno-omit-frame-pointer -fPIC -pthread -D_GNU_SOURCE -DAMP_VERSION=\"$(VERSION)\"
+CPPFLAGS += -Iruntime/include -Iruntime -Ischema -MMD -MP
+LDLIBS_RT := -lunwind -lm -lpthread -ldl
+LDLIBS_DB := -lsqlite3
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# ---- sources -------------------------------------------------------------------------------
+RT_SRC    := $(wildcard runtime/*.c runtime/kernels/*.c) schema/amp_names.c
+SCHEMA_SRC:= $(wildcard schema/*.c)
+PROF_SRC  := $(filter-out profiler/main.c,$(wildcard profiler/*.c))
+DUMP_SRC  := $(filter-out dump/main.c,$(wildcard dump/*.c))
+VIEW_SRC  := $(filter-out viewer/main.c,$(wildcard viewer/*.c))
+EX_SRC    := $(wildcard examples/*.c)
+EXCOM_SRC := $(wildcard examples/common/*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIBRT_A   := $(BUILD)/lib/libamprt.a
+LIBRT_SO  := $(BUILD)/lib/libamprt.so
+LIBSCHEMA := $(BUILD)/lib/libampschema.a
+LIBPROF   := $(BUILD)/lib/libampprof.a
+LIBDUMP   := $(BUILD)/lib/libampdump.a
+LIBVIEW   := $(BUILD)/lib/libampview.a
+LIBEXCOM  := $(BUILD)/lib/libampexamples.a
+
+TOOLS     := $(if $(wildcard profiler/main.c),$(BUILD)/bin/ampprof) \
+             $(if $(wildcard dump/main.c),$(BUILD)/bin/ampdump) \
+             $(if $(wildcard viewer/main.c),$(BUILD)/bin/ampview)
+EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/bin/%,$(EX_SRC))
+BENCHES   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+.PHONY: all lib tools examples benches units test unit e2e asan demo bench install clean deps format
+all: lib tools examples benches units $(BUILD)/amprt.pc
+
+lib: $(LIBRT_A) $(LIBRT_SO)
+tools: $(TOOLS)
+examples: $(EXAMPLES)
+benches: $(BENCHES)
+units: $(UNITS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+define mklib
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+endef
+
+$(LIBRT_A): $(call obj,$(RT_SRC)) ; $(mklib)
+$(LIBSCHEMA): $(call obj,$(SCHEMA_SRC)) ; $(mklib)
+$(LIBPROF): $(call obj,$(PROF_SRC)) ; $(mklib)
+$(LIBDUMP): $(call obj,$(DUMP_SRC)) ; $(mklib)
+$(LIBVIEW): $(call obj,$(VIEW_SRC)) ; $(mklib)
+$(LIBEXCOM): $(call obj,$(EXCOM_SRC)) ; $(mklib)
+
+$(LIBRT_SO): $(call obj,$(RT_SRC))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,libamprt.so $(CFLAGS) $^ -o $@ $(LDLIBS_RT)
+
+# schema/profile.sql is embedded into the schema module as a byte array (NUL-terminated).
+$(BUILD)/gen/profile_sql.h: schema/profile.sql
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q){ echo '/* generated from schema/profile.sql by the Makefile; do not edit */'; \
+	  echo 'static const unsigned char amp_profile_sql_bytes[] = {'; \
+	  od -An -v -tx1 $< | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '0x00};'; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/schema/profile_db.o: $(BUILD)/gen/profile_sql.h
+$(BUILD)/obj/schema/profile_db.o: CPPFLAGS += -I$(BUILD)/gen
+
+# Tools: main.c plus the tool's own library, the schema module, SQLite.
+$(BUILD)/bin/ampprof: $(call obj,profiler/main.c) $(LIBPROF) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS_DB) $(LDLIBS_RT)
+$(BUILD)/bin/ampdump: $(call obj,dump/main.c) $(LIBDUMP) $(LIBPROF) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS_DB) $(LDLIBS_RT)
+$(BUILD)/bin/ampview: $(call obj,viewer/main.c) $(LIBVIEW) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lncursesw $(LDLIBS_DB) -lm
+
+# Examples link the shared runtime (found through an rpath relative to the binary), so that
+# the profiler can tell the user's frames from the runtime's when it records call sites.
+$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(LIBEXCOM) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< $(LIBEXCOM) -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ -lz $(LDLIBS_RT)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBEXCOM) $(LIBPROF) $(LIBSCHEMA) $(LIBRT_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lz $(LDLIBS_DB) $(LDLIBS_RT)
+
+# Unit tests link every module statically; the linker keeps what each test uses.
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBEXCOM) $(LIBDUMP) $(LIBVIEW) $(LIBPROF) $(LIBSCHEMA) $(LIBRT_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lcriterion -lncursesw -lz $(LDLIBS_DB) $(LDLIBS_RT)
+
+$(BUILD)/amprt.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: amprt\nDescription: ampkit mixed-precision training runtime\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lamprt\nLibs.private: -lunwind -lm -lpthread -ldl\n' '$(PREFIX)' '$(VERSION)' > $@
+
+# ---- packages ------------------------------------------------------------------------------
+# Installs only what is missing.  Needs root (apt-get).
+DEB_PKGS := gcc make libsqlite3-dev sqlite3 libunwind-dev libncurses-dev libcriterion-dev tmux \
+            zlib1g-dev dataset-fashion-mnist bible-kjv python3-numpy binutils
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$(echo $$missing | sed 's/^/ /')"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+# ---- tests ---------------------------------------------------------------------------------
+# Unit tests (Criterion) then end-to-end scripts.  AMP_TEST_QUICK=1 skips the slow sweeps.
+test: deps
+	$(MAKE) all
+	$(MAKE) unit e2e
+
+unit: units
+	@set -e; for t in $(UNITS); do echo "== $$t"; LC_ALL=C TZ=UTC $$t --jobs 2 $(CRITERION_ARGS); done
+
+e2e:
+	@set -e; for s in $(sort $(wildcard tests/e2e/*.sh)); do echo "== $$s"; LC_ALL=C TZ=UTC BUILD=$(BUILD) bash $$s; done
+
+asan: deps
+	$(MAKE) BUILD=build-asan OPT=-O1 \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all" units
+	@set -e; for t in $(patsubst $(BUILD)/%,build-asan/%,$(UNITS)); do echo "== $$t"; \
+	  LC_ALL=C TZ=UTC AMP_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1 $$t --jobs 2; done
+
+demo: deps
+	$(MAKE) all
+	@bash tests/demo.sh
+
+bench: all
+	@for b in $(BENCHES); do echo "== $$b"; $$b; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/amp
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBRT_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBRT_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 runtime/include/amp/*.h $(DESTDIR)$(PREFIX)/include/amp/
+	install -m 644 $(BUILD)/amprt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,242 @@
+/* autograd.c — op dispatch bookkeeping (validation, tracing, tape recording) and the
+ * reverse-mode pass over the step's tape.
+ *
+ * Gradients have the dtype of the tensor they belong to, so an FP16 activation gets an FP16
+ * gradient: that is where scaled gradients can overflow, and what the loss scaler is for.
+ * Parameter masters get persistent FP32 gradients.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+int amp_op_begin(amp_ctx *ctx, amp_op_call *call, amp_op_type op, const char *label,
+                 amp_tensor *const *in, int n)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	memset(call, 0, sizeof *call);
+	call->op = op;
+	call->label = label;
+	const char *lb = label ? label : "-";
+	if (!ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "%s '%s': no step begun (call amp_step_begin first)",
+		                amp_op_name(op), lb);
+	for (int i = 0; i < n; i++) {
+		if (!in[i])
+			return amp_fail(ctx, AMP_EINVAL, "%s '%s': input %d is NULL", amp_op_name(op), lb, i);
+		if (in[i]->dtype == AMP_I32)
+			return amp_fail(ctx, AMP_EDTYPE, "%s '%s': input %d is int32, expected a float tensor",
+			                amp_op_name(op), lb, i);
+	}
+	call->exec = amp_policy_exec(ctx, op, in, n);
+	call->in_dtype = n > 0 ? in[0]->dtype : AMP_F32;
+	return AMP_OK;
+}
+
+void amp_op_start_timer(amp_op_call *call)
+{
+	call->t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+}
+
+void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
+                      amp_phase phase, uint64_t t0, uint64_t flops, uint64_t bytes,
+                      amp_shape shape)
+{
+	uint64_t seq = ctx->seq++;
+	ctx->stats.ops_dispatched++;
+	if (!AMP_TRACING())
+		return;
+	amp_trace_op rec = {
+	    .op = op,
+	    .phase = phase,
+	    .exec_dtype = exec,
+	    .in_dtype = exec,
+	    .out_dtype = exec,
+	    .label = label,
+	    .step = ctx->step,
+	    .seq = seq,
+	    .t_begin = t0,
+	    .flops = flops,
+	    .bytes = bytes,
+	    .ndim = shape.ndim,
+	};
+	for (int i = 0; i < shape.ndim && i < 4; i++)
+		rec.shape[i] = shape.d[i];
+	amp_trace_op_end(&rec);
+}
+
+int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *const *in, int n,
+               amp_backward_fn backward, amp_node **nodep)
+{
+	if (nodep)
+		*nodep = NULL;
+	uint64_t seq = ctx->seq++;
+	ctx->stats.ops_dispatched++;
+	if (AMP_TRACING()) {
+		amp_trace_op rec = {
+		    .op = call->op,
+		    .phase = ctx->in_backward ? AMP_PHASE_BACKWARD : AMP_PHASE_FORWARD,
+		    .exec_dtype = call->exec,
+		    .in_dtype = call->in_dtype,
+		    .out_dtype = out->dtype,
+		    .label = call->label,
+		    .step = ctx->step,
+		    .seq = seq,
+		    .t_begin = call->t0,
+		    .flops = call->flops,
+		    .bytes = call->bytes,
+		    .ndim = out->shape.ndim,
+		    .aligned = call->aligned,
+		};
+		for (int i = 0; i < out->shape.ndim; i++)
+			rec.shape[i] = out->shape.d[i];
+		amp_trace_op_end(&rec);
+	}
+	int requires = 0;
+	for (int i = 0; i < n; i++)
+		requires |= in[i] && in[i]->requires_grad;
+	if (!requires || !ctx->training || ctx->in_backward || !backward)
+		return AMP_OK;
+	amp_node *node = amp_arena_alloc(ctx, sizeof *node);
+	if (!node)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory recording %s", amp_op_name(call->op));
+	node->op = call->op;
+	node->label = amp_arena_strdup(ctx, call->label);
+	node->backward = backward;
+	for (int i = 0; i < n && i < AMP_NODE_MAX_IN; i++)
+		node->in[i] = in[i];
+	node->n_in = n;
+	node->out = out;
+	node->exec = call->exec;
+	node->prev = ctx->tape;
+	ctx->tape = node;
+	out->node = node;
+	out->requires_grad = 1;
+	if (nodep)
+		*nodep = node;
+	return AMP_OK;
+}
+
+/* ---- gradient accumulation --------------------------------------------------------------- */
+
+static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
+{
+	*fresh = 0;
+	if (t->grad)
+		return t->grad;
+	if (t->param)
+		t->grad = amp_alloc_persistent(ctx, AMP_F32, t->shape, AMP_MEM_GRADS);
+	else
+		t->grad = amp_alloc(ctx, t->dtype, t->shape, AMP_MEM_GRADS);
+	*fresh = 1;
+	return t->grad;
+}
+
+int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32)
+{
+	int fresh;
+	amp_tensor *g = grad_of(ctx, t, &fresh);
+	if (!g)
+		return AMP_ENOMEM;
+	if (g->dtype == AMP_F32) {
+		if (fresh)
+			memcpy(g->data, g32, (size_t)g->numel * sizeof(float));
+		else
+			amp_vadd_f32(g->data, g32, g->data, g->numel);
+		return AMP_OK;
+	}
+	if (fresh) {
+		amp_cvt_f32_f16(g32, g->data, g->numel);
+		return AMP_OK;
+	}
+	float *acc = amp_arena_alloc(ctx, (size_t)g->numel * sizeof(float));
+	if (!acc)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	amp_cvt_f16_f32(g->data, acc, g->numel);
+	amp_vadd_f32(acc, g32, acc, g->numel);
+	amp_cvt_f32_f16(acc, g->data, g->numel);
+	return AMP_OK;
+}
+
+int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
+{
+	if (g->numel != t->numel)
+		return amp_fail(ctx, AMP_ESHAPE, "gradient of %lld elements for a tensor of %lld",
+		                (long long)g->numel, (long long)t->numel);
+	int fresh;
+	amp_tensor *dst = grad_of(ctx, t, &fresh);
+	if (!dst)
+		return AMP_ENOMEM;
+	if (fresh && dst->dtype == g->dtype) {
+		memcpy(dst->data, g->data, (size_t)g->numel * amp_dtype_size(g->dtype));
+		return AMP_OK;
+	}
+	if (fresh) {
+		/* grad_of made a zeroed buffer; converting straight into it is the whole job. */
+		if (dst->dtype == AMP_F32)
+			amp_cvt_f16_f32(g->data, dst->data, g->numel);
+		else
+			amp_cvt_f32_f16(g->data, dst->data, g->numel);
+		return AMP_OK;
+	}
+	const float *g32 = amp_f32_view(ctx, g);
+	if (!g32)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	return amp_grad_acc_f32(ctx, t, g32);
+}
+
+const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node)
+{
+	const float *g = amp_f32_view(ctx, node->out->grad);
+	if (!g)
+		amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	return g;
+}
+
+/* ---- the reverse pass -------------------------------------------------------------------- */
+
+int amp_backward(amp_ctx *ctx, amp_tensor *loss)
+{
+	if (!ctx || !loss)
+		return amp_fail(ctx, AMP_EINVAL, "amp_backward: NULL argument");
+	if (!ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "amp_backward: no step begun");
+	if (ctx->backward_done)
+		return amp_fail(ctx, AMP_ESTATE, "amp_backward: already run in step %lld",
+		                (long long)ctx->step);
+	if (loss->numel != 1 || loss->dtype == AMP_I32)
+		return amp_fail(ctx, AMP_ESHAPE, "amp_backward: the loss must be a float scalar");
+	ctx->backward_done = 1;
+	float v;
+	if (loss->dtype == AMP_F16)
+		v = amp_f16_to_f32(*(const uint16_t *)loss->data);
+	else
+		v = *(const float *)loss->data;
+	ctx->step_loss = (double)v;
+	if (!loss->requires_grad)
+		return AMP_OK;
+
+	double scale = amp_loss_scale(ctx);
+	ctx->step_scale = scale;
+	float seed = (float)scale;
+	return amp_backward_seeded(ctx, loss, &seed);
+}
+
+int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
+{
+	int rc = amp_grad_acc_f32(ctx, out, seed);
+	if (rc)
+		return rc;
+	ctx->backward_done = 1;
+	ctx->in_backward = 1;
+	for (amp_node *node = ctx->tape; node; node = node->prev) {
+		if (!node->out->grad)
+			continue; /* not on the path from the loss */
+		rc = node->backward(ctx, node);
+		if (rc)
+			break;
+	}
+	ctx->in_backward = 0;
+	return rc;
+}

@@ -1,0 +1,251 @@
+/* amp.h — public API of libamprt, the ampkit mixed-precision training runtime.
+ *
+ * A context owns everything: configuration, tensors (64-byte aligned, in a per-step arena or
+ * persistent), the autograd tape, the loss scaler.  Every function returns AMP_OK (0) or a
+ * negative AMP_E* code; amp_ctx_error() then holds a message naming the op, its layer label and
+ * the shapes.  The library never prints, exits or aborts on bad input.  A context is used by one
+ * thread at a time.
+ */
+#ifndef AMP_AMP_H
+#define AMP_AMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------------------------ */
+enum {
+	AMP_OK = 0,
+	AMP_EINVAL = -1,   /* bad argument (NULL, out of range) */
+	AMP_ENOMEM = -2,   /* allocation failed */
+	AMP_ESHAPE = -3,   /* shapes do not fit the op */
+	AMP_EDTYPE = -4,   /* dtype not accepted by the op */
+	AMP_ECONFIG = -5,  /* bad configuration key, value or op name */
+	AMP_EIO = -6,      /* file could not be read */
+	AMP_ESTATE = -7,   /* call out of order (backward twice, no step begun) */
+};
+/* Static description of an error code; never NULL. */
+const char *amp_strerror(int code);
+
+/* ---- dtypes and shapes ------------------------------------------------------------------- */
+typedef enum {
+	AMP_F32 = 0, /* IEEE binary32 */
+	AMP_F16 = 1, /* IEEE binary16 */
+	AMP_I32 = 2, /* int32 indices (class labels, token ids); never a compute dtype */
+} amp_dtype;
+
+#define AMP_MAX_DIMS 4
+typedef struct amp_shape {
+	int ndim;                 /* 0 (scalar) to AMP_MAX_DIMS */
+	int64_t d[AMP_MAX_DIMS];  /* extents, outermost first; unused entries are 0 */
+} amp_shape;
+
+static inline amp_shape amp_shape1(int64_t a) { amp_shape s = {1, {a, 0, 0, 0}}; return s; }
+static inline amp_shape amp_shape2(int64_t a, int64_t b) { amp_shape s = {2, {a, b, 0, 0}}; return s; }
+static inline amp_shape amp_shape3(int64_t a, int64_t b, int64_t c)
+{ amp_shape s = {3, {a, b, c, 0}}; return s; }
+static inline amp_shape amp_shape4(int64_t a, int64_t b, int64_t c, int64_t d)
+{ amp_shape s = {4, {a, b, c, d}}; return s; }
+
+/* Name of a dtype: "fp32", "fp16", "int32". */
+const char *amp_dtype_name(amp_dtype dt);
+/* Bytes per element. */
+size_t amp_dtype_size(amp_dtype dt);
+
+/* ---- context ----------------------------------------------------------------------------- */
+typedef struct amp_ctx amp_ctx;
+typedef struct amp_tensor amp_tensor;
+
+/* Creates a context.  config_path names an amp.cfg file, or NULL to use $AMP_CONFIG if set;
+ * AMP_* environment variables then override the file (see amp_config_set for the keys).
+ * On failure *out is NULL and, for configuration errors, errbuf (if not NULL) receives a
+ * message naming the file and line.  Free with amp_ctx_free(). */
+int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t errlen);
+/* Frees the context and every tensor, parameter and optimizer it owns.  NULL is a no-op. */
+void amp_ctx_free(amp_ctx *ctx);
+/* Message of the last error on this context ("" if none).  Valid until the next call. */
+const char *amp_ctx_error(const amp_ctx *ctx);
+
+/* Sets one configuration key, exactly as an amp.cfg line "key = value" would.  Keys:
+ *   precision_mode      force_fp32 | allow_mix_precision | force_fp16 | must_keep_origin_dtype
+ *   custom_white_list   comma-separated op names forced to FP16 (e.g. "Softmax,Exp")
+ *   custom_black_list   comma-separated op names forced to FP32
+ *   loss_scale          dynamic | <number> (static scale)
+ *   loss_scale_init     initial dynamic scale (default 128)
+ *   loss_scale_growth_interval  clean steps before growth (default 2000)
+ *   loss_scale_growth_factor    default 2;  loss_scale_backoff_factor  default 0.5
+ *   loss_scale_min, loss_scale_max  clamps (default 1 and 16777216)
+ *   seed                RNG seed for initialisation and dropout (default 1)
+ *   num_threads         kernel threads (default 1; also AMP_NUM_THREADS)
+ *   kernels             auto | avx512 | avx2 | scalar (also AMP_KERNELS)
+ * Returns AMP_ECONFIG for an unknown key, bad value or unknown op name. */
+int amp_config_set(amp_ctx *ctx, const char *key, const char *value);
+/* Reads an amp.cfg file of "key = value" lines ('#' starts a comment). */
+int amp_config_load(amp_ctx *ctx, const char *path);
+/* Current value of a key as text, or NULL for an unknown key. Valid until the next set. */
+const char *amp_config_get(amp_ctx *ctx, const char *key);
+
+/* Training mode (default on) records the tape and applies dropout; off is inference. */
+void amp_set_training(amp_ctx *ctx, int training);
+
+/* ---- steps ------------------------------------------------------------------------------- */
+/* A step brackets one iteration.  Tensors made during a step (activations, gradients of
+ * activations, inputs) live in the step arena and are released by amp_step_end(). */
+int amp_step_begin(amp_ctx *ctx);
+int amp_step_end(amp_ctx *ctx);
+/* Index of the current (or last) step, from 0. */
+int64_t amp_step_index(const amp_ctx *ctx);
+/* Samples processed in this step, for throughput in the profile (optional). */
+void amp_step_set_samples(amp_ctx *ctx, int64_t samples);
+
+/* ---- tensors ----------------------------------------------------------------------------- */
+/* New zeroed step-scoped tensor. */
+int amp_tensor_new(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_tensor **out);
+/* Step-scoped tensor staged from host floats (recorded as an h2d copy).  With dt = AMP_F16 the
+ * values are converted on the way in. */
+int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dtype dt,
+                        amp_tensor **out);
+/* Step-scoped int32 tensor (labels, token ids), staged as an h2d copy. */
+int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_tensor **out);
+
+amp_dtype amp_tensor_dtype(const amp_tensor *t);
+amp_shape amp_tensor_shape(const amp_tensor *t);
+int64_t amp_tensor_numel(const amp_tensor *t);
+/* Raw storage (float, uint16_t halves or int32_t); owned by the context. */
+void *amp_tensor_data(amp_tensor *t);
+/* Copies the tensor into dst (numel floats), converting halves (recorded as a d2h copy). */
+int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst);
+/* Value of a one-element tensor as a double, NAN on error. */
+double amp_tensor_item(amp_ctx *ctx, const amp_tensor *t);
+/* Gradient of a parameter or tensor after amp_backward, or NULL.  For parameters this is the
+ * unscaled FP32 master gradient once the optimizer has run its unscale. */
+amp_tensor *amp_tensor_grad(const amp_tensor *t);
+
+/* ---- parameters -------------------------------------------------------------------------- */
+typedef enum {
+	AMP_INIT_ZEROS,
+	AMP_INIT_ONES,
+	AMP_INIT_NORMAL,   /* N(0, scale^2) */
+	AMP_INIT_UNIFORM,  /* U(-scale, scale) */
+	AMP_INIT_KAIMING,  /* U(-b, b), b = sqrt(6 / fan_in) * scale; fan_in = prod(d[1:]) */
+} amp_init;
+
+/* Trainable parameter: an FP32 master tensor that lives as long as the context.  Under AMP the
+ * ops use an FP16 working copy refreshed once per step (recorded as a cast copy).  label names
+ * it in errors and profiles and is copied. */
+int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init init, float scale,
+                  amp_tensor **out);
+/* Overwrites a parameter's master values from host floats (numel of them). */
+int amp_param_load(amp_ctx *ctx, amp_tensor *param, const float *src);
+
+/* ---- ops ----------------------------------------------------------------------------------
+ * Every op takes the context, a layer label (may be NULL) and its inputs, and stores a new
+ * step-scoped tensor in *out.  The precision policy picks the dtype the op executes in and
+ * inserts casts; the result has that dtype.  Shapes are outermost first. */
+
+/* a (M,K) or (K,M) if trans_a; b (K,N) or (N,K) if trans_b -> (M,N). White list. */
+int amp_matmul(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, int trans_a,
+               int trans_b, amp_tensor **out);
+/* a (B,M,K), b (B,K,N) with the same transposes per batch -> (B,M,N). White list. */
+int amp_batch_matmul(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, int trans_a,
+                     int trans_b, amp_tensor **out);
+/* x (N,in), w (out,in), bias (out) or NULL -> (N,out) = x w^T + bias.  White list. */
+int amp_linear(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, amp_tensor *bias,
+               amp_tensor **out);
+/* x (N,C,H,W), w (O,C,KH,KW), bias (O) or NULL -> (N,O,OH,OW).  White list. */
+int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, amp_tensor *bias,
+               int stride, int pad, amp_tensor **out);
+/* x (N,C,H,W) -> (N,C,(H-k)/stride+1,(W-k)/stride+1).  Gray. */
+int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int stride,
+                  amp_tensor **out);
+/* Elementwise a + b, a * b; b's shape equals a's or a trailing part of it (broadcast). Gray. */
+int amp_add(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out);
+int amp_mul(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out);
+/* x * s for a scalar s.  Gray. */
+int amp_scale(amp_ctx *ctx, const char *label, amp_tensor *x, float s, amp_tensor **out);
+/* x (..., C) + bias (C).  Gray. */
+int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bias,
+                 amp_tensor **out);
+/* Gray activations. GELU uses the tanh approximation. */
+int amp_relu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_gelu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+/* Over the last dimension.  With causal set, x is (..., T, T) and entries j > i of row i are
+ * excluded (probability 0).  Black list. */
+int amp_softmax(amp_ctx *ctx, const char *label, amp_tensor *x, int causal, amp_tensor **out);
+int amp_log_softmax(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+/* Elementwise, black list. */
+int amp_log(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_exp(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_sqrt(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_pow(amp_ctx *ctx, const char *label, amp_tensor *x, float exponent, amp_tensor **out);
+/* Over the last dimension C; gamma, beta (C).  Black list. */
+int amp_layer_norm(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *gamma,
+                   amp_tensor *beta, float eps, amp_tensor **out);
+/* logits (N,C), targets int32 (N) -> scalar mean negative log-likelihood (fused log-softmax
+ * and NLL).  Black list. */
+int amp_cross_entropy(amp_ctx *ctx, const char *label, amp_tensor *logits, amp_tensor *targets,
+                      amp_tensor **out);
+/* Sum / mean of all elements -> scalar.  Black list. */
+int amp_sum(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_mean(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+/* Same data, new shape (numel must match).  Gray. */
+int amp_reshape(amp_ctx *ctx, const char *label, amp_tensor *x, amp_shape shape,
+                amp_tensor **out);
+/* Swaps dimensions d0 and d1.  Gray. */
+int amp_transpose(amp_ctx *ctx, const char *label, amp_tensor *x, int d0, int d1,
+                  amp_tensor **out);
+/* table (V,C), ids int32 of any shape S -> (S..., C).  Gray. */
+int amp_embedding(amp_ctx *ctx, const char *label, amp_tensor *table, amp_tensor *ids,
+                  amp_tensor **out);
+/* Inverted dropout with probability p, seeded from the context; identity when not training.
+ * Gray. */
+int amp_dropout(amp_ctx *ctx, const char *label, amp_tensor *x, float p, amp_tensor **out);
+
+/* ---- autograd ---------------------------------------------------------------------------- */
+/* Reverse-mode pass from a scalar loss through the step's tape.  Under dynamic or static loss
+ * scaling the seed gradient is the loss scale.  Gradients accumulate into parameters' master
+ * gradients (scaled until the optimizer unscales them). */
+int amp_backward(amp_ctx *ctx, amp_tensor *loss);
+
+/* ---- optimizers -------------------------------------------------------------------------- */
+typedef struct amp_optim amp_optim;
+typedef struct amp_sgd_options {
+	float lr;           /* learning rate */
+	float momentum;     /* 0 for plain SGD */
+	float weight_decay; /* L2 added to the gradient */
+} amp_sgd_options;
+typedef struct amp_adamw_options {
+	float lr, beta1, beta2, eps; /* usual defaults 1e-3, 0.9, 0.999, 1e-8 */
+	float weight_decay;          /* decoupled, applied as p -= lr * wd * p */
+} amp_adamw_options;
+
+/* Optimizers act on every parameter of the context.  Owned by the context. */
+int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out);
+int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **out);
+void amp_optim_set_lr(amp_optim *opt, float lr);
+/* Unscales the master gradients, checks them for Inf/NaN, lets the loss scaler decide, and
+ * updates the masters unless the step overflowed (then the step is skipped).  Clears the
+ * gradients either way.  *skipped (may be NULL) is set to 1 for a skipped step. */
+int amp_optim_step(amp_optim *opt, int *skipped);
+
+/* ---- loss scaling and statistics --------------------------------------------------------- */
+double amp_loss_scale(const amp_ctx *ctx);
+typedef struct amp_run_stats {
+	int64_t steps;           /* steps ended */
+	int64_t overflow_steps;  /* steps whose gradients held Inf/NaN */
+	int64_t skipped_steps;   /* steps whose update was skipped */
+	int64_t ops_dispatched;  /* op executions, forward and backward and optimizer */
+	int64_t copies;          /* copy and cast events */
+	uint64_t peak_bytes;     /* peak of all tensor memory */
+	uint64_t bytes_master, bytes_working, bytes_activations, bytes_grads, bytes_optimizer;
+	                         /* current bytes by category */
+} amp_run_stats;
+void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,226 @@
+/* internal.h — the runtime's private types: tensors, the context, the autograd tape, and the
+ * helpers every op uses to validate, pick its precision, cast, allocate, trace and record.
+ *
+ * An op follows one pattern (see ops_elementwise.c for the model):
+ *   amp_op_begin()      validates the step, picks the exec dtype from the policy
+ *   amp_cast_to()       brings each float input to the exec dtype (records casts, on the tape)
+ *   amp_alloc()         allocates the step-scoped output
+ *   kernel              computes
+ *   amp_op_end()        traces the op and records a tape node with its backward function
+ * Backward functions receive the node, read node->out->grad and call amp_grad_acc() per input.
+ */
+#ifndef AMP_INTERNAL_H
+#define AMP_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amp/amp.h"
+#include "amp_events.h"
+#include "kernels/kernels.h"
+#include "trace.h"
+
+typedef enum {
+	AMP_MODE_FORCE_FP32 = 0,
+	AMP_MODE_MIX = 1,          /* allow_mix_precision */
+	AMP_MODE_FORCE_FP16 = 2,
+	AMP_MODE_KEEP_ORIGIN = 3,  /* must_keep_origin_dtype */
+} amp_precision_mode;
+
+typedef struct amp_node amp_node;
+typedef struct amp_param amp_param;
+
+struct amp_tensor {
+	amp_dtype dtype;
+	amp_shape shape;
+	int64_t numel;
+	void *data;              /* 64-byte aligned; step arena or persistent heap */
+	amp_tensor *grad;        /* same dtype and shape, created by backward; NULL before */
+	amp_node *node;          /* tape node that produced it, NULL for leaves */
+	amp_param *param;        /* set on a parameter's master tensor */
+	int requires_grad;       /* a parameter, or computed from one */
+	int persistent;          /* outlives the step (parameters, optimizer state) */
+	uint32_t id;
+};
+
+struct amp_param {
+	amp_tensor *master;      /* FP32, persistent; master->grad is the FP32 master gradient */
+	amp_tensor *working;     /* FP16 working copy for this step, or NULL (step-scoped) */
+	int64_t working_step;    /* step the working copy belongs to */
+	char *label;
+	amp_tensor *opt_m;       /* optimizer state: momentum or Adam first moment (or NULL) */
+	amp_tensor *opt_v;       /* Adam second moment (or NULL) */
+	amp_param *next;
+};
+
+typedef int (*amp_backward_fn)(amp_ctx *ctx, amp_node *node);
+
+#define AMP_NODE_MAX_IN 4
+struct amp_node {
+	amp_op_type op;
+	const char *label;       /* points into the step arena */
+	amp_backward_fn backward;
+	amp_tensor *in[AMP_NODE_MAX_IN]; /* inputs as the kernel saw them (after casts) */
+	int n_in;
+	amp_tensor *out;
+	amp_dtype exec;
+	float f[4];              /* op attributes (eps, p, scale...) */
+	int64_t i[4];            /* op attributes (stride, pad, dims, flags...) */
+	void *saved;             /* extra saved buffer in the step arena (mask, mean/rstd, ...) */
+	amp_node *prev;          /* tape is a list, newest first */
+};
+
+/* Bump allocator for step-scoped memory, reset by amp_step_end(). */
+typedef struct amp_arena_chunk amp_arena_chunk;
+typedef struct amp_arena {
+	amp_arena_chunk *head;   /* current chunk */
+	amp_arena_chunk *spare;  /* chunks kept for reuse after a reset */
+	size_t used_total;       /* bytes handed out since the last reset */
+} amp_arena;
+
+typedef struct amp_scaler {
+	int dynamic;             /* 0: static scale */
+	double scale;
+	double growth_factor, backoff_factor, min_scale, max_scale;
+	int64_t growth_interval;
+	int64_t clean_steps;     /* consecutive clean steps since the last change */
+} amp_scaler;
+
+typedef struct amp_config {
+	amp_precision_mode mode;
+	signed char custom[AMP_OP_COUNT]; /* -1: default list; else amp_op_list forced */
+	char white_list_text[512], black_list_text[512];
+	amp_scaler scaler_init;  /* configured values; the live scaler is ctx->scaler */
+	uint64_t seed;
+	int num_threads;
+	char kernels[16];
+} amp_config;
+
+struct amp_optim;
+
+struct amp_ctx {
+	amp_config cfg;
+	amp_scaler scaler;
+	amp_arena arena;
+	amp_param *params;       /* list, newest first */
+	int n_params;
+	struct amp_optim *optims;
+	amp_node *tape;          /* this step's nodes, newest first */
+	int training;
+	int in_step;
+	int in_backward;         /* ops run during backward are traced with phase backward */
+	int backward_done;
+	int64_t step;            /* current step index; -1 before the first */
+	int64_t samples;
+	uint64_t step_t0;
+	double step_loss;        /* unscaled loss of this step, NAN if unknown */
+	double step_scale;       /* loss scale the step's backward used */
+	int step_overflow, step_skipped;
+	uint64_t seq;            /* op sequence number */
+	uint32_t next_tensor_id;
+	uint64_t rng_state;      /* dropout stream */
+	amp_run_stats stats;
+	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
+	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
+	uint64_t mem_peak;
+	void **persist;                  /* persistent blocks, freed with the context */
+	size_t n_persist, cap_persist;
+	char err[512];
+	char getbuf[64];
+};
+
+/* ---- errors ------------------------------------------------------------------------------ */
+/* Formats the context's error message and returns code. */
+int amp_fail(amp_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* "(2,784)" into buf. */
+const char *amp_shape_str(amp_shape s, char *buf, size_t len);
+int64_t amp_shape_numel(amp_shape s);
+int amp_shape_eq(amp_shape a, amp_shape b);
+
+/* ---- memory ------------------------------------------------------------------------------ */
+/* Step-arena allocation, 64-byte aligned, zeroed; NULL when out of memory. */
+void *amp_arena_alloc(amp_ctx *ctx, size_t bytes);
+/* Step-scoped tensor (zeroed) counted under category; sets an error and returns NULL on OOM. */
+amp_tensor *amp_alloc(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat);
+/* Persistent zeroed block (64-byte aligned) freed with the context; NULL when out of memory. */
+void *amp_persist_alloc(amp_ctx *ctx, size_t bytes);
+/* Persistent tensor freed with the context. */
+amp_tensor *amp_alloc_persistent(amp_ctx *ctx, amp_dtype dt, amp_shape shape,
+                                 amp_mem_category cat);
+/* Step-scoped tensor sharing src's data under a new shape (same numel). */
+amp_tensor *amp_alias(amp_ctx *ctx, amp_tensor *src, amp_shape shape);
+void amp_mem_account(amp_ctx *ctx, amp_mem_category cat, int64_t delta);
+/* Label copied into the step arena (NULL stays NULL). */
+const char *amp_arena_strdup(amp_ctx *ctx, const char *s);
+
+/* ---- precision policy -------------------------------------------------------------------- */
+amp_op_list amp_policy_list(const amp_ctx *ctx, amp_op_type op);
+/* dtype an op executes in, given its float inputs (n of them, NULLs ignored). */
+amp_dtype amp_policy_exec(const amp_ctx *ctx, amp_op_type op, amp_tensor *const *in, int n);
+/* Brings t to dtype dt: returns t itself when it already has it, the parameter's working copy
+ * for an FP32 master going to FP16 (made once per step), or a new cast tensor with a tape node
+ * whose backward casts the gradient back.  Records a copy event.  NULL (error set) on failure. */
+amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label);
+
+/* ---- op dispatch ------------------------------------------------------------------------- */
+typedef struct amp_op_call {
+	amp_op_type op;
+	const char *label;
+	amp_dtype exec;          /* chosen by amp_op_begin */
+	amp_dtype in_dtype;      /* first input's dtype as passed by the caller */
+	uint64_t t0;             /* trace clock at begin (0 when not tracing) */
+	uint64_t flops, bytes;   /* filled by the op for the trace */
+	int aligned;
+} amp_op_call;
+
+/* Checks that a step is open and the inputs are non-NULL float tensors, and picks the exec
+ * dtype for the n inputs.  Returns AMP_OK or an error naming the op and label. */
+int amp_op_begin(amp_ctx *ctx, amp_op_call *call, amp_op_type op, const char *label,
+                 amp_tensor *const *in, int n);
+/* Starts the timer after the casts (so cast time is not counted as op time). */
+void amp_op_start_timer(amp_op_call *call);
+/* Traces the op, counts it, and, when training and any input requires grad, records a tape
+ * node (returned through *node, may be NULL) with backward fn and the inputs.  out->requires_grad
+ * is set accordingly. */
+int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *const *in, int n,
+               amp_backward_fn backward, amp_node **node);
+/* For kernels run inside backward functions and the optimizer: trace an op of `phase`. */
+void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
+                      amp_phase phase, uint64_t t0, uint64_t flops, uint64_t bytes,
+                      amp_shape shape);
+
+/* ---- autograd helpers -------------------------------------------------------------------- */
+/* Adds g (same shape as t; any float dtype, converted to t's dtype) into t->grad, creating it
+ * (zeroed) on first use.  Grads of parameters' masters are persistent, others step-scoped. */
+int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
+/* Adds n floats from g32 (fp32 buffer) into t->grad in t's dtype. */
+int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32);
+/* Gradient of the node's output as an fp32 buffer in the step arena (converted if fp16). */
+const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node);
+
+/* Reverse pass from any tensor `out` whose gradient is seeded with out->numel floats (fp32).
+ * amp_backward() is this with the loss scale as the seed; tests use it for gradient checks. */
+int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed);
+
+/* ---- float access -------------------------------------------------------------------------
+ * Ops that compute elementwise in fp32 read fp16 tensors through these (vectorized converts). */
+/* fp32 view of t's data: t->data itself for fp32, else a converted copy in the step arena. */
+const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t);
+/* Stores n fp32 values into t (converting to fp16 when t is fp16). */
+void amp_store_f32(amp_tensor *t, const float *src);
+
+/* ---- loss scaler ------------------------------------------------------------------------- */
+/* Decides the next scale after a step whose gradients were finite or not; returns the reason
+ * and updates s.  Pure: no tracing. */
+amp_scale_reason amp_scaler_update(amp_scaler *s, int overflow);
+
+/* ---- misc -------------------------------------------------------------------------------- */
+/* Deterministic RNG (splitmix64 / xoshiro-style) for init and dropout. */
+uint64_t amp_rng_next(uint64_t *state);
+float amp_rng_uniform(uint64_t *state);  /* [0, 1) */
+float amp_rng_normal(uint64_t *state);   /* N(0, 1) */
+/* Nonzero if any value of t is NaN or Inf. */
+int amp_tensor_nonfinite(const amp_tensor *t);
+
+#endif

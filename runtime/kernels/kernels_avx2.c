@@ -1,0 +1,109 @@
+/* kernels_avx2.c — the AVX2 + FMA + F16C path: F16C conversions, a 6x16 fp32 FMA
+ * microkernel, and the shared elementwise and GEMM templates compiled for this ISA.
+ * Only called after dispatch.c has seen avx2, fma and f16c (and OS YMM support).
+ */
+#pragma GCC target("avx2,fma,f16c")
+
+#include <immintrin.h>
+
+#include "kernels/kernels_impl.h"
+
+#define VEC_BYTES 32
+#include "vec_impl.h"
+
+/* src: (n) fp32 -> dst: (n) fp16, round to nearest even. */
+static void cvt_f2h(const float *src, uint16_t *dst, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m128i h0 = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+		__m128i h1 = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), _MM_FROUND_TO_NEAREST_INT);
+		_mm_storeu_si128((__m128i *)(dst + i), h0);
+		_mm_storeu_si128((__m128i *)(dst + i + 8), h1);
+	}
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(dst + i),
+		                 _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+	if (i < n) {
+		/* Tail through a zero-padded buffer, so it is converted by the same instruction. */
+		float f[8] = {0};
+		uint16_t h[8];
+		memcpy(f, src + i, (size_t)(n - i) * sizeof *f);
+		_mm_storeu_si128((__m128i *)h,
+		                 _mm256_cvtps_ph(_mm256_loadu_ps(f), _MM_FROUND_TO_NEAREST_INT));
+		memcpy(dst + i, h, (size_t)(n - i) * sizeof *h);
+	}
+}
+
+/* src: (n) fp16 -> dst: (n) fp32 (exact). */
+static void cvt_h2f(const uint16_t *src, float *dst, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m256 f0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i)));
+		__m256 f1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i + 8)));
+		_mm256_storeu_ps(dst + i, f0);
+		_mm256_storeu_ps(dst + i + 8, f1);
+	}
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+	if (i < n) {
+		uint16_t h[8] = {0};
+		float f[8];
+		memcpy(h, src + i, (size_t)(n - i) * sizeof *h);
+		_mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+		memcpy(dst + i, f, (size_t)(n - i) * sizeof *f);
+	}
+}
+
+#define GEMM_MR 6
+#define GEMM_NR 16
+#define GEMM_MC 96
+#define GEMM_KC 256
+#define GEMM_NC 1024
+
+/* ap: (kc, 6) fp32, bp: (kc, 16) fp32 -> c: (6, 16) fp32 at row stride ldc, [+]=. */
+static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
+                     float *restrict c, int64_t ldc, int accumulate)
+{
+	__m256 c0[GEMM_MR], c1[GEMM_MR];
+#pragma GCC unroll 8
+	for (int r = 0; r < GEMM_MR; r++)
+		c0[r] = c1[r] = _mm256_setzero_ps();
+	for (int64_t k = 0; k < kc; k++) {
+		__m256 b0 = _mm256_load_ps(bp + k * GEMM_NR);
+		__m256 b1 = _mm256_load_ps(bp + k * GEMM_NR + 8);
+#pragma GCC unroll 8
+		for (int r = 0; r < GEMM_MR; r++) {
+			__m256 av = _mm256_broadcast_ss(ap + k * GEMM_MR + r);
+			c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+			c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+		}
+	}
+#pragma GCC unroll 8
+	for (int r = 0; r < GEMM_MR; r++) {
+		float *cr = c + r * ldc;
+		if (accumulate) {
+			c0[r] = _mm256_add_ps(c0[r], _mm256_loadu_ps(cr));
+			c1[r] = _mm256_add_ps(c1[r], _mm256_loadu_ps(cr + 8));
+		}
+		_mm256_storeu_ps(cr, c0[r]);
+		_mm256_storeu_ps(cr + 8, c1[r]);
+	}
+}
+
+#include "gemm_impl.h"
+
+const amp_kernel_table amp_kernels_avx2_table = {
+	.isa = AMP_ISA_AVX2,
+	.cvt_f32_f16 = cvt_f2h,
+	.cvt_f16_f32 = cvt_h2f,
+	.gemm_f32 = gemm_f32,
+	.gemm_f16 = gemm_f16,
+	.vadd_f32 = vadd_f32,
+	.vmul_f32 = vmul_f32,
+	.vscale_f32 = vscale_f32,
+	.vaxpy_f32 = vaxpy_f32,
+	.count_nonfinite_f32 = count_nonfinite_f32,
+	.count_nonfinite_f16 = count_nonfinite_f16,
+};

@@ -1,0 +1,45 @@
+/* kernels_impl.h — private to runtime/kernels: the per-path table of kernel functions behind
+ * the public entry points (dispatch.c), and the thread-local GEMM workspace (gemm_ws.c).
+ * Each path file (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c) defines one table; a
+ * future path (e.g. native AVX512-FP16 GEMM) is one more file and one more table.
+ */
+#ifndef AMP_KERNELS_IMPL_H
+#define AMP_KERNELS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* Signatures and semantics are those of the public amp_* function of the same name. */
+typedef struct amp_kernel_table {
+	amp_isa isa;
+	void (*cvt_f32_f16)(const float *src, uint16_t *dst, int64_t n);
+	void (*cvt_f16_f32)(const uint16_t *src, float *dst, int64_t n);
+	void (*gemm_f32)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+	                 int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+	                 int64_t ldc);
+	void (*gemm_f16)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+	                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+	                 uint16_t *C, int64_t ldc);
+	void (*vadd_f32)(const float *a, const float *b, float *dst, int64_t n);
+	void (*vmul_f32)(const float *a, const float *b, float *dst, int64_t n);
+	void (*vscale_f32)(const float *a, float s, float *dst, int64_t n);
+	void (*vaxpy_f32)(float s, const float *a, float *dst, int64_t n);
+	int64_t (*count_nonfinite_f32)(const float *a, int64_t n);
+	int64_t (*count_nonfinite_f16)(const uint16_t *a, int64_t n);
+} amp_kernel_table;
+
+extern const amp_kernel_table amp_kernels_scalar_table;
+extern const amp_kernel_table amp_kernels_avx2_table;
+extern const amp_kernel_table amp_kernels_avx512_table;
+
+/* GEMM scratch: packed A block, packed B block, fp32 accumulator for the fp16 GEMM. */
+typedef enum { AMP_WS_PACK_A = 0, AMP_WS_PACK_B = 1, AMP_WS_ACC = 2, AMP_WS_COUNT } amp_ws_slot;
+
+/* Returns this thread's buffer for `slot`, 64-byte aligned, holding at least nfloats floats
+ * (contents unspecified), or NULL if it cannot be allocated.  Owned by the thread: valid until
+ * the next call for the same slot on this thread, freed when the thread exits. */
+float *amp_kernels_workspace(amp_ws_slot slot, size_t nfloats);
+
+#endif

@@ -1,0 +1,56 @@
+/* kernels_scalar.c — the portable path: plain C, no ISA extensions beyond the compiler's
+ * baseline.  It runs on any x86-64 (or any other CPU) and is the reference the vector paths
+ * are tested against.
+ */
+#include "kernels/kernels_impl.h"
+#include "vec_impl.h"
+
+/* src: (n) fp32 -> dst: (n) fp16. */
+static void cvt_f2h(const float *src, uint16_t *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = amp_f32_to_f16(src[i]);
+}
+
+/* src: (n) fp16 -> dst: (n) fp32. */
+static void cvt_h2f(const uint16_t *src, float *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = amp_f16_to_f32(src[i]);
+}
+
+#define GEMM_MR 4
+#define GEMM_NR 8
+#define GEMM_MC 64
+#define GEMM_KC 256
+#define GEMM_NC 512
+
+/* ap: (kc, MR) fp32, bp: (kc, NR) fp32 -> c: (MR, NR) fp32 at row stride ldc, [+]=. */
+static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
+                     float *restrict c, int64_t ldc, int accumulate)
+{
+	float acc[GEMM_MR][GEMM_NR] = {{0}};
+	for (int64_t k = 0; k < kc; k++)
+		for (int r = 0; r < GEMM_MR; r++)
+			for (int j = 0; j < GEMM_NR; j++)
+				acc[r][j] += ap[k * GEMM_MR + r] * bp[k * GEMM_NR + j];
+	for (int r = 0; r < GEMM_MR; r++)
+		for (int j = 0; j < GEMM_NR; j++)
+			c[r * ldc + j] = accumulate ? c[r * ldc + j] + acc[r][j] : acc[r][j];
+}
+
+#include "gemm_impl.h"
+
+const amp_kernel_table amp_kernels_scalar_table = {
+	.isa = AMP_ISA_SCALAR,
+	.cvt_f32_f16 = cvt_f2h,
+	.cvt_f16_f32 = cvt_h2f,
+	.gemm_f32 = gemm_f32,
+	.gemm_f16 = gemm_f16,
+	.vadd_f32 = vadd_f32,
+	.vmul_f32 = vmul_f32,
+	.vscale_f32 = vscale_f32,
+	.vaxpy_f32 = vaxpy_f32,
+	.count_nonfinite_f32 = count_nonfinite_f32,
+	.count_nonfinite_f16 = count_nonfinite_f16,
+};

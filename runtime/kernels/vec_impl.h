@@ -1,0 +1,128 @@
+/* vec_impl.h — elementwise fp32 kernels and non-finite counters, written once with GCC vector
+ * extensions and included by each path file, whose target pragma decides the instructions.
+ * The includer may define VEC_BYTES (16, 32, 64); without it the loops are plain scalar C.
+ * No FMA contraction (-std=c11 implies -ffp-contract=off), so every path is bit-identical.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#ifdef VEC_BYTES
+#define VEC_F32 (VEC_BYTES / 4)
+#define VEC_F16 (VEC_BYTES / 2)
+typedef float vec_f32 __attribute__((vector_size(VEC_BYTES)));
+typedef int32_t vec_i32 __attribute__((vector_size(VEC_BYTES)));
+typedef int16_t vec_i16 __attribute__((vector_size(VEC_BYTES)));
+
+static inline vec_f32 vload_f32(const float *p)
+{
+	vec_f32 v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline void vstore_f32(float *p, vec_f32 v)
+{
+	memcpy(p, &v, sizeof v);
+}
+#endif
+
+/* a, b, dst: (n) fp32; dst may be a or b. */
+static void vadd_f32(const float *a, const float *b, float *dst, int64_t n)
+{
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	for (; i + VEC_F32 <= n; i += VEC_F32)
+		vstore_f32(dst + i, vload_f32(a + i) + vload_f32(b + i));
+#endif
+	for (; i < n; i++)
+		dst[i] = a[i] + b[i];
+}
+
+/* a, b, dst: (n) fp32; dst may be a or b. */
+static void vmul_f32(const float *a, const float *b, float *dst, int64_t n)
+{
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	for (; i + VEC_F32 <= n; i += VEC_F32)
+		vstore_f32(dst + i, vload_f32(a + i) * vload_f32(b + i));
+#endif
+	for (; i < n; i++)
+		dst[i] = a[i] * b[i];
+}
+
+/* a, dst: (n) fp32; dst may be a. */
+static void vscale_f32(const float *a, float s, float *dst, int64_t n)
+{
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	for (; i + VEC_F32 <= n; i += VEC_F32)
+		vstore_f32(dst + i, vload_f32(a + i) * s);
+#endif
+	for (; i < n; i++)
+		dst[i] = a[i] * s;
+}
+
+/* a, dst: (n) fp32; dst += s * a, rounded twice (no FMA) like the scalar path. */
+static void vaxpy_f32(float s, const float *a, float *dst, int64_t n)
+{
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	for (; i + VEC_F32 <= n; i += VEC_F32)
+		vstore_f32(dst + i, vload_f32(dst + i) + vload_f32(a + i) * s);
+#endif
+	for (; i < n; i++)
+		dst[i] = dst[i] + a[i] * s;
+}
+
+/* a: (n) fp32.  Non-finite means all exponent bits set (Inf or NaN). */
+static int64_t count_nonfinite_f32(const float *a, int64_t n)
+{
+	int64_t count = 0, i = 0;
+#ifdef VEC_BYTES
+	/* Lanes count in int32; flush them well before they could overflow. */
+	while (i + VEC_F32 <= n) {
+		int64_t end = n - VEC_F32;
+		if (end > i + ((int64_t)1 << 20))
+			end = i + ((int64_t)1 << 20);
+		vec_i32 acc = {0};
+		for (; i <= end; i += VEC_F32) {
+			vec_i32 x;
+			memcpy(&x, a + i, sizeof x);
+			acc -= (x & 0x7f800000) == 0x7f800000;  /* true lanes are -1 */
+		}
+		for (int l = 0; l < VEC_F32; l++)
+			count += acc[l];
+	}
+#endif
+	for (; i < n; i++) {
+		uint32_t x;
+		memcpy(&x, a + i, sizeof x);
+		count += (x & 0x7f800000u) == 0x7f800000u;
+	}
+	return count;
+}
+
+/* a: (n) fp16.  Non-finite means exponent bits == 0x1f (Inf or NaN). */
+static int64_t count_nonfinite_f16(const uint16_t *a, int64_t n)
+{
+	int64_t count = 0, i = 0;
+#ifdef VEC_BYTES
+	/* Lanes count in int16: flush every 2^14 vectors. */
+	while (i + VEC_F16 <= n) {
+		int64_t end = n - VEC_F16;
+		if (end > i + (int64_t)VEC_F16 * 16384)
+			end = i + (int64_t)VEC_F16 * 16384;
+		vec_i16 acc = {0};
+		for (; i <= end; i += VEC_F16) {
+			vec_i16 x;
+			memcpy(&x, a + i, sizeof x);
+			acc -= (x & 0x7c00) == 0x7c00;
+		}
+		for (int l = 0; l < VEC_F16; l++)
+			count += (uint16_t)acc[l];
+	}
+#endif
+	for (; i < n; i++)
+		count += (a[i] & 0x7c00u) == 0x7c00u;
+	return count;
+}

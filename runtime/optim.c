@@ -1,0 +1,188 @@
+/* optim.c — the dynamic loss scaler and the optimizers (SGD with momentum, AdamW) that update
+ * the FP32 master weights.
+ *
+ * amp_optim_step() is the one place a step's fate is decided: unscale the master gradients,
+ * look for Inf/NaN, let the scaler decide (every decision is a trace event), then update or
+ * skip.  The scaler's state machine is amp_scaler_update(), kept pure for its tests.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef enum { OPTIM_SGD, OPTIM_ADAMW } optim_kind;
+
+struct amp_optim {
+	amp_ctx *ctx;
+	optim_kind kind;
+	amp_sgd_options sgd;
+	amp_adamw_options adamw;
+	int64_t t; /* AdamW update count, for bias correction */
+};
+
+amp_scale_reason amp_scaler_update(amp_scaler *s, int overflow)
+{
+	if (!s->dynamic)
+		return AMP_SCALE_STATIC;
+	if (overflow) {
+		s->scale = fmax(s->scale * s->backoff_factor, s->min_scale);
+		s->clean_steps = 0;
+		return AMP_SCALE_OVERFLOW;
+	}
+	if (++s->clean_steps >= s->growth_interval) {
+		s->scale = fmin(s->scale * s->growth_factor, s->max_scale);
+		s->clean_steps = 0;
+		return AMP_SCALE_GROWTH;
+	}
+	return AMP_SCALE_HOLD;
+}
+
+static int optim_new(amp_ctx *ctx, optim_kind kind, amp_optim **out)
+{
+	if (!ctx || !out)
+		return amp_fail(ctx, AMP_EINVAL, "optimizer: NULL argument");
+	amp_optim *o = amp_persist_alloc(ctx, sizeof *o);
+	if (!o)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	o->ctx = ctx;
+	o->kind = kind;
+	*out = o;
+	return AMP_OK;
+}
+
+int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out)
+{
+	if (!opt || !(opt->lr > 0) || opt->momentum < 0 || opt->momentum >= 1 ||
+	    opt->weight_decay < 0)
+		return amp_fail(ctx, AMP_EINVAL, "SGD: lr must be > 0, momentum in [0,1), "
+		                                 "weight_decay >= 0");
+	int rc = optim_new(ctx, OPTIM_SGD, out);
+	if (rc == AMP_OK)
+		(*out)->sgd = *opt;
+	return rc;
+}
+
+int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **out)
+{
+	if (!opt || !(opt->lr > 0) || opt->beta1 < 0 || opt->beta1 >= 1 || opt->beta2 < 0 ||
+	    opt->beta2 >= 1 || !(opt->eps > 0) || opt->weight_decay < 0)
+		return amp_fail(ctx, AMP_EINVAL, "AdamW: lr > 0, betas in [0,1), eps > 0, "
+		                                 "weight_decay >= 0");
+	int rc = optim_new(ctx, OPTIM_ADAMW, out);
+	if (rc == AMP_OK)
+		(*out)->adamw = *opt;
+	return rc;
+}
+
+void amp_optim_set_lr(amp_optim *opt, float lr)
+{
+	if (opt && lr > 0) {
+		opt->sgd.lr = lr;
+		opt->adamw.lr = lr;
+	}
+}
+
+static int state(amp_ctx *ctx, amp_tensor **slot, amp_shape shape)
+{
+	if (!*slot)
+		*slot = amp_alloc_persistent(ctx, AMP_F32, shape, AMP_MEM_OPTIMIZER);
+	return *slot ? AMP_OK : AMP_ENOMEM;
+}
+
+/* w: (n) fp32 master, g: (n) fp32 unscaled gradient. */
+static int update_param(amp_optim *o, amp_param *p)
+{
+	amp_ctx *ctx = o->ctx;
+	amp_tensor *w = p->master;
+	float *wv = w->data;
+	const float *g = w->grad->data;
+	int64_t n = w->numel;
+	if (o->kind == OPTIM_SGD) {
+		const float lr = o->sgd.lr, mu = o->sgd.momentum, wd = o->sgd.weight_decay;
+		if (mu == 0) {
+			for (int64_t i = 0; i < n; i++)
+				wv[i] -= lr * (g[i] + wd * wv[i]);
+			return AMP_OK;
+		}
+		if (state(ctx, &p->opt_m, w->shape))
+			return amp_fail(ctx, AMP_ENOMEM, "out of memory for optimizer state");
+		float *m = p->opt_m->data;
+		for (int64_t i = 0; i < n; i++) {
+			m[i] = mu * m[i] + g[i] + wd * wv[i];
+			wv[i] -= lr * m[i];
+		}
+		return AMP_OK;
+	}
+	if (state(ctx, &p->opt_m, w->shape) || state(ctx, &p->opt_v, w->shape))
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory for optimizer state");
+	float *m = p->opt_m->data, *v = p->opt_v->data;
+	const amp_adamw_options *a = &o->adamw;
+	const float c1 = 1.0f - (float)pow((double)a->beta1, (double)o->t);
+	const float c2 = 1.0f - (float)pow((double)a->beta2, (double)o->t);
+	const float decay = 1.0f - a->lr * a->weight_decay;
+	for (int64_t i = 0; i < n; i++) {
+		m[i] = a->beta1 * m[i] + (1 - a->beta1) * g[i];
+		v[i] = a->beta2 * v[i] + (1 - a->beta2) * g[i] * g[i];
+		wv[i] = wv[i] * decay - a->lr * (m[i] / c1) / (sqrtf(v[i] / c2) + a->eps);
+	}
+	return AMP_OK;
+}
+
+int amp_optim_step(amp_optim *o, int *skipped)
+{
+	if (!o)
+		return AMP_EINVAL;
+	amp_ctx *ctx = o->ctx;
+	if (skipped)
+		*skipped = 0;
+	if (!ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "amp_optim_step: no step begun");
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+
+	/* Unscale and look for Inf/NaN in one pass over each gradient. */
+	const float inv = (float)(1.0 / ctx->step_scale);
+	int overflow = 0;
+	uint64_t elems = 0;
+	for (amp_param *p = ctx->params; p; p = p->next) {
+		amp_tensor *g = p->master->grad;
+		if (!g)
+			continue;
+		if (inv != 1.0f)
+			amp_vscale_f32(g->data, inv, g->data, g->numel);
+		if (amp_count_nonfinite_f32(g->data, g->numel))
+			overflow = 1;
+		elems += (uint64_t)g->numel;
+	}
+
+	int rc = AMP_OK;
+	if (ctx->cfg.mode != AMP_MODE_FORCE_FP32) {
+		double old = ctx->scaler.scale;
+		amp_scale_reason why = amp_scaler_update(&ctx->scaler, overflow);
+		if (AMP_TRACING())
+			amp_trace_scale(ctx->step, old, ctx->scaler.scale, why);
+	}
+	if (overflow) {
+		ctx->step_overflow = 1;
+		ctx->step_skipped = 1;
+		ctx->stats.overflow_steps++;
+		ctx->stats.skipped_steps++;
+		if (skipped)
+			*skipped = 1;
+	} else {
+		o->t++;
+		for (amp_param *p = ctx->params; p && rc == AMP_OK; p = p->next)
+			if (p->master->grad)
+				rc = update_param(o, p);
+		/* Masters changed: the next use needs a fresh working copy. */
+		for (amp_param *p = ctx->params; p; p = p->next)
+			p->working_step = -1;
+	}
+	for (amp_param *p = ctx->params; p; p = p->next)
+		if (p->master->grad)
+			memset(p->master->grad->data, 0, (size_t)p->master->grad->numel * sizeof(float));
+
+	amp_trace_kernel(ctx, AMP_OP_OPTIMIZER, o->kind == OPTIM_SGD ? "sgd" : "adamw", AMP_F32,
+	                 AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),
+	                 elems * 4 * (o->kind == OPTIM_SGD ? 4 : 6), amp_shape1((int64_t)elems));
+	return rc;
+}

@@ -1,0 +1,517 @@
+/* tensor.c — memory (step arena, persistent blocks, accounting by category), tensors,
+ * parameters, and the step lifecycle.
+ *
+ * Step-scoped tensors are bump-allocated from 64-byte aligned arena chunks that are kept and
+ * reused across steps, so a steady-state training step performs no malloc at all.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_CHUNK (8u << 20)
+#define ALIGN 64
+
+struct amp_arena_chunk {
+	amp_arena_chunk *next;
+	size_t size, used;
+	unsigned char *base; /* aligned start of the usable area */
+};
+
+static size_t align_up(size_t n)
+{
+	return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+}
+
+static amp_arena_chunk *chunk_new(size_t size)
+{
+	void *mem = NULL;
+	if (posix_memalign(&mem, ALIGN, size + ALIGN) != 0)
+		return NULL;
+	amp_arena_chunk *c = mem;
+	c->next = NULL;
+	c->size = size;
+	c->used = 0;
+	c->base = (unsigned char *)mem + ALIGN;
+	return c;
+}
+
+void *amp_arena_alloc(amp_ctx *ctx, size_t bytes)
+{
+	amp_arena *a = &ctx->arena;
+	bytes = align_up(bytes ? bytes : 1);
+	amp_arena_chunk *c = a->head;
+	if (!c || c->size - c->used < bytes) {
+		/* Reuse a spare chunk that fits, else make one. */
+		amp_arena_chunk **pp = &a->spare, *found = NULL;
+		for (; *pp; pp = &(*pp)->next)
+			if ((*pp)->size >= bytes) {
+				found = *pp;
+				*pp = found->next;
+				break;
+			}
+		if (!found)
+			found = chunk_new(bytes > ARENA_CHUNK ? bytes : ARENA_CHUNK);
+		if (!found)
+			return NULL;
+		found->used = 0;
+		found->next = a->head;
+		a->head = found;
+		c = found;
+	}
+	void *p = c->base + c->used;
+	c->used += bytes;
+	a->used_total += bytes;
+	memset(p, 0, bytes);
+	return p;
+}
+
+static void arena_reset(amp_arena *a)
+{
+	while (a->head) {
+		amp_arena_chunk *c = a->head;
+		a->head = c->next;
+		c->next = a->spare;
+		a->spare = c;
+	}
+	a->used_total = 0;
+}
+
+static void arena_release(amp_arena *a)
+{
+	arena_reset(a);
+	while (a->spare) {
+		amp_arena_chunk *c = a->spare;
+		a->spare = c->next;
+		free(c);
+	}
+}
+
+const char *amp_arena_strdup(amp_ctx *ctx, const char *s)
+{
+	if (!s)
+		return NULL;
+	size_t n = strlen(s) + 1;
+	char *p = amp_arena_alloc(ctx, n);
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+void *amp_persist_alloc(amp_ctx *ctx, size_t bytes)
+{
+	if (ctx->n_persist == ctx->cap_persist) {
+		size_t cap = ctx->cap_persist ? ctx->cap_persist * 2 : 64;
+		void **p = realloc(ctx->persist, cap * sizeof *p);
+		if (!p)
+			return NULL;
+		ctx->persist = p;
+		ctx->cap_persist = cap;
+	}
+	void *mem = NULL;
+	if (posix_memalign(&mem, ALIGN, align_up(bytes ? bytes : 1)) != 0)
+		return NULL;
+	memset(mem, 0, bytes);
+	ctx->persist[ctx->n_persist++] = mem;
+	return mem;
+}
+
+void amp_mem_account(amp_ctx *ctx, amp_mem_category cat, int64_t delta)
+{
+	ctx->mem[cat] = (uint64_t)((int64_t)ctx->mem[cat] + delta);
+	uint64_t total = 0;
+	for (int i = 0; i < AMP_MEM_NCAT; i++)
+		total += ctx->mem[i];
+	if (total > ctx->mem_peak)
+		ctx->mem_peak = total;
+}
+
+/* ---- shapes ------------------------------------------------------------------------------ */
+
+int64_t amp_shape_numel(amp_shape s)
+{
+	int64_t n = 1;
+	for (int i = 0; i < s.ndim; i++)
+		n *= s.d[i];
+	return n;
+}
+
+int amp_shape_eq(amp_shape a, amp_shape b)
+{
+	if (a.ndim != b.ndim)
+		return 0;
+	for (int i = 0; i < a.ndim; i++)
+		if (a.d[i] != b.d[i])
+			return 0;
+	return 1;
+}
+
+const char *amp_shape_str(amp_shape s, char *buf, size_t len)
+{
+	size_t off = (size_t)snprintf(buf, len, "(");
+	for (int i = 0; i < s.ndim && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, i ? ",%lld" : "%lld", (long long)s.d[i]);
+	if (off < len)
+		snprintf(buf + off, len - off, ")");
+	return buf;
+}
+
+static int shape_valid(amp_shape s)
+{
+	if (s.ndim < 0 || s.ndim > AMP_MAX_DIMS)
+		return 0;
+	for (int i = 0; i < s.ndim; i++)
+		if (s.d[i] <= 0 || s.d[i] > ((int64_t)1 << 40))
+			return 0;
+	return 1;
+}
+
+const char *amp_dtype_name(amp_dtype dt)
+{
+	switch (dt) {
+	case AMP_F32: return "fp32";
+	case AMP_F16: return "fp16";
+	case AMP_I32: return "int32";
+	}
+	return "?";
+}
+
+size_t amp_dtype_size(amp_dtype dt)
+{
+	return dt == AMP_F16 ? 2 : 4;
+}
+
+/* ---- tensors ----------------------------------------------------------------------------- */
+
+static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat,
+                               int persistent)
+{
+	char sb[64];
+	if (!shape_valid(shape)) {
+		amp_fail(ctx, AMP_ESHAPE, "invalid tensor shape %s", amp_shape_str(shape, sb, sizeof sb));
+		return NULL;
+	}
+	int64_t n = amp_shape_numel(shape);
+	size_t bytes = (size_t)n * amp_dtype_size(dt);
+	amp_tensor *t;
+	void *data;
+	if (persistent) {
+		t = amp_persist_alloc(ctx, sizeof *t);
+		data = t ? amp_persist_alloc(ctx, bytes) : NULL;
+	} else {
+		t = amp_arena_alloc(ctx, sizeof *t);
+		data = t ? amp_arena_alloc(ctx, bytes) : NULL;
+	}
+	if (!t || !data) {
+		amp_fail(ctx, AMP_ENOMEM, "out of memory allocating %zu bytes for tensor %s", bytes,
+		         amp_shape_str(shape, sb, sizeof sb));
+		return NULL;
+	}
+	t->dtype = dt;
+	t->shape = shape;
+	for (int i = shape.ndim; i < AMP_MAX_DIMS; i++)
+		t->shape.d[i] = 0;
+	t->numel = n;
+	t->data = data;
+	t->persistent = persistent;
+	t->id = ctx->next_tensor_id++;
+	amp_mem_account(ctx, cat, (int64_t)bytes);
+	if (!persistent)
+		ctx->step_mem[cat] += bytes;
+	return t;
+}
+
+amp_tensor *amp_alloc(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat)
+{
+	return tensor_make(ctx, dt, shape, cat, 0);
+}
+
+amp_tensor *amp_alloc_persistent(amp_ctx *ctx, amp_dtype dt, amp_shape shape,
+                                 amp_mem_category cat)
+{
+	return tensor_make(ctx, dt, shape, cat, 1);
+}
+
+amp_tensor *amp_alias(amp_ctx *ctx, amp_tensor *src, amp_shape shape)
+{
+	amp_tensor *t = amp_arena_alloc(ctx, sizeof *t);
+	if (!t) {
+		amp_fail(ctx, AMP_ENOMEM, "out of memory");
+		return NULL;
+	}
+	*t = *src;
+	t->shape = shape;
+	t->grad = NULL;
+	t->node = NULL;
+	t->param = NULL;
+	t->persistent = 0;
+	t->id = ctx->next_tensor_id++;
+	return t;
+}
+
+static int need_step(amp_ctx *ctx, const char *what)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	if (!ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "%s: no step begun (call amp_step_begin first)", what);
+	return AMP_OK;
+}
+
+int amp_tensor_new(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_tensor **out)
+{
+	int rc = need_step(ctx, "amp_tensor_new");
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_new: NULL out");
+	*out = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
+	return *out ? AMP_OK : AMP_ENOMEM;
+}
+
+int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dtype dt,
+                        amp_tensor **out)
+{
+	int rc = need_step(ctx, "amp_tensor_from_f32");
+	if (rc)
+		return rc;
+	if (!src || !out || (dt != AMP_F32 && dt != AMP_F16))
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_from_f32: bad argument");
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *t = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
+	if (!t)
+		return AMP_ENOMEM;
+	amp_store_f32(t, src);
+	ctx->stats.copies++;
+	if (AMP_TRACING())
+		amp_trace_copy(AMP_COPY_H2D, (uint64_t)t->numel * amp_dtype_size(dt), AMP_F32, dt, t0,
+		               ctx->step, "input");
+	*out = t;
+	return AMP_OK;
+}
+
+int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_tensor **out)
+{
+	int rc = need_step(ctx, "amp_tensor_from_i32");
+	if (rc)
+		return rc;
+	if (!src || !out)
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_from_i32: bad argument");
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *t = amp_alloc(ctx, AMP_I32, shape, AMP_MEM_ACTIVATIONS);
+	if (!t)
+		return AMP_ENOMEM;
+	memcpy(t->data, src, (size_t)t->numel * sizeof(int32_t));
+	ctx->stats.copies++;
+	if (AMP_TRACING())
+		amp_trace_copy(AMP_COPY_H2D, (uint64_t)t->numel * 4, AMP_I32, AMP_I32, t0, ctx->step,
+		               "input");
+	*out = t;
+	return AMP_OK;
+}
+
+amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t->dtype; }
+amp_shape amp_tensor_shape(const amp_tensor *t) { return t->shape; }
+int64_t amp_tensor_numel(const amp_tensor *t) { return t->numel; }
+void *amp_tensor_data(amp_tensor *t) { return t->data; }
+amp_tensor *amp_tensor_grad(const amp_tensor *t) { return t ? t->grad : NULL; }
+
+int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
+{
+	if (!ctx || !t || !dst)
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_read_f32: NULL argument");
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	switch (t->dtype) {
+	case AMP_F32: memcpy(dst, t->data, (size_t)t->numel * 4); break;
+	case AMP_F16: amp_cvt_f16_f32(t->data, dst, t->numel); break;
+	case AMP_I32:
+		for (int64_t i = 0; i < t->numel; i++)
+			dst[i] = (float)((const int32_t *)t->data)[i];
+		break;
+	}
+	ctx->stats.copies++;
+	if (AMP_TRACING())
+		amp_trace_copy(AMP_COPY_D2H, (uint64_t)t->numel * amp_dtype_size(t->dtype), t->dtype,
+		               AMP_F32, t0, ctx->step, "readback");
+	return AMP_OK;
+}
+
+double amp_tensor_item(amp_ctx *ctx, const amp_tensor *t)
+{
+	float v;
+	if (!t || t->numel != 1 || amp_tensor_read_f32(ctx, t, &v) != AMP_OK)
+		return NAN;
+	return (double)v;
+}
+
+const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t)
+{
+	if (t->dtype == AMP_F32)
+		return t->data;
+	float *buf = amp_arena_alloc(ctx, (size_t)t->numel * sizeof(float));
+	if (buf)
+		amp_cvt_f16_f32(t->data, buf, t->numel);
+	return buf;
+}
+
+void amp_store_f32(amp_tensor *t, const float *src)
+{
+	if (t->dtype == AMP_F16)
+		amp_cvt_f32_f16(src, t->data, t->numel);
+	else if (t->data != src)
+		memcpy(t->data, src, (size_t)t->numel * sizeof(float));
+}
+
+int amp_tensor_nonfinite(const amp_tensor *t)
+{
+	if (t->dtype == AMP_F16)
+		return amp_count_nonfinite_f16(t->data, t->numel) != 0;
+	if (t->dtype == AMP_F32)
+		return amp_count_nonfinite_f32(t->data, t->numel) != 0;
+	return 0;
+}
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init init, float scale,
+                  amp_tensor **out)
+{
+	if (!ctx || !out)
+		return amp_fail(ctx, AMP_EINVAL, "amp_param_new: NULL argument");
+	*out = NULL;
+	amp_param *p = amp_persist_alloc(ctx, sizeof *p);
+	if (!p)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	amp_tensor *t = amp_alloc_persistent(ctx, AMP_F32, shape, AMP_MEM_MASTER);
+	if (!t)
+		return AMP_ENOMEM;
+	const char *name = label ? label : "param";
+	p->label = amp_persist_alloc(ctx, strlen(name) + 1);
+	if (!p->label)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	strcpy(p->label, name);
+	p->master = t;
+	p->working_step = -1;
+	t->param = p;
+	t->requires_grad = 1;
+
+	float *v = t->data;
+	int64_t fan_in = 1;
+	for (int i = 1; i < shape.ndim; i++)
+		fan_in *= shape.d[i];
+	float bound = scale * sqrtf(6.0f / (float)fan_in);
+	for (int64_t i = 0; i < t->numel; i++) {
+		switch (init) {
+		case AMP_INIT_ZEROS: v[i] = 0; break;
+		case AMP_INIT_ONES: v[i] = 1; break;
+		case AMP_INIT_NORMAL: v[i] = scale * amp_rng_normal(&ctx->rng_state); break;
+		case AMP_INIT_UNIFORM:
+			v[i] = scale * (2 * amp_rng_uniform(&ctx->rng_state) - 1);
+			break;
+		case AMP_INIT_KAIMING:
+			v[i] = bound * (2 * amp_rng_uniform(&ctx->rng_state) - 1);
+			break;
+		}
+	}
+	p->next = ctx->params;
+	ctx->params = p;
+	ctx->n_params++;
+	*out = t;
+	return AMP_OK;
+}
+
+int amp_param_load(amp_ctx *ctx, amp_tensor *param, const float *src)
+{
+	if (!ctx || !param || !src || !param->param)
+		return amp_fail(ctx, AMP_EINVAL, "amp_param_load: not a parameter");
+	memcpy(param->data, src, (size_t)param->numel * sizeof(float));
+	param->param->working_step = -1;
+	return AMP_OK;
+}
+
+/* ---- steps ------------------------------------------------------------------------------- */
+
+int amp_step_begin(amp_ctx *ctx)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	if (ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "amp_step_begin: step %lld is still open",
+		                (long long)ctx->step);
+	ctx->step++;
+	ctx->in_step = 1;
+	ctx->backward_done = 0;
+	ctx->tape = NULL;
+	ctx->samples = 0;
+	ctx->step_loss = NAN;
+	ctx->step_scale = amp_loss_scale(ctx);
+	ctx->step_overflow = 0;
+	ctx->step_skipped = 0;
+	if (ctx->step == 0 && AMP_TRACING()) {
+		char buf[64];
+		amp_trace_meta("precision_mode", amp_config_get(ctx, "precision_mode"));
+		amp_trace_meta("custom_white_list", ctx->cfg.white_list_text);
+		amp_trace_meta("custom_black_list", ctx->cfg.black_list_text);
+		amp_trace_meta("loss_scale", amp_config_get(ctx, "loss_scale"));
+		snprintf(buf, sizeof buf, "%.9g", ctx->scaler.scale);
+		amp_trace_meta("loss_scale_init", buf);
+		amp_trace_meta("loss_scale_growth_interval",
+		               amp_config_get(ctx, "loss_scale_growth_interval"));
+		amp_trace_meta("kernels", amp_isa_name(amp_kernels_isa()));
+		amp_trace_meta("seed", amp_config_get(ctx, "seed"));
+		amp_trace_scale(0, ctx->scaler.scale, ctx->scaler.scale,
+		                ctx->scaler.dynamic ? AMP_SCALE_INIT : AMP_SCALE_STATIC);
+	}
+	ctx->step_t0 = amp_trace_clock();
+	if (AMP_TRACING())
+		amp_trace_step_begin(ctx->step);
+	return AMP_OK;
+}
+
+int amp_step_end(amp_ctx *ctx)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	if (!ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "amp_step_end: no step begun");
+	if (AMP_TRACING()) {
+		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->step_scale,
+		                   ctx->step_overflow, ctx->step_skipped, ctx->samples);
+		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak);
+	}
+	ctx->stats.steps++;
+	/* Step-scoped tensors (and working copies, grads of activations) go with the arena. */
+	for (amp_param *p = ctx->params; p; p = p->next)
+		p->working = NULL;
+	for (int i = 0; i < AMP_MEM_NCAT; i++) {
+		ctx->mem[i] -= ctx->step_mem[i];
+		ctx->step_mem[i] = 0;
+	}
+	arena_reset(&ctx->arena);
+	ctx->tape = NULL;
+	ctx->in_step = 0;
+	return AMP_OK;
+}
+
+int64_t amp_step_index(const amp_ctx *ctx)
+{
+	return ctx->step;
+}
+
+void amp_step_set_samples(amp_ctx *ctx, int64_t samples)
+{
+	ctx->samples = samples;
+}
+
+void amp_ctx_free(amp_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	arena_release(&ctx->arena);
+	for (size_t i = 0; i < ctx->n_persist; i++)
+		free(ctx->persist[i]);
+	free(ctx->persist);
+	free(ctx);
+}

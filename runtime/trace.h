@@ -1,0 +1,111 @@
+/* trace.h — the one interface every op dispatch, copy or cast, step boundary, loss-scaler
+ * decision and memory report of the runtime passes through.
+ *
+ * Off unless a profiler session is attached (amp_trace_active != 0); callers test
+ * AMP_TRACING() first, so the cost when off is one predictable branch.  When on, the calls
+ * write fixed-size records into this thread's shared-memory ring (trace.c); they never block
+ * on I/O and never symbolize.  Timestamps come from amp_trace_clock() (raw ticks; the
+ * collector converts them to nanoseconds).
+ */
+#ifndef AMP_TRACE_H
+#define AMP_TRACE_H
+
+#include <stdint.h>
+
+#include "amp_events.h"
+
+extern int amp_trace_active;
+#define AMP_TRACING() __builtin_expect(amp_trace_active != 0, 0)
+
+/* Raw timestamp (TSC ticks when invariant, else CLOCK_MONOTONIC ns). */
+uint64_t amp_trace_clock(void);
+
+/* One op execution, reported when it ends. */
+typedef struct amp_trace_op {
+	amp_op_type op;
+	amp_phase phase;
+	int exec_dtype;        /* amp_dtype the kernel ran in */
+	int in_dtype;          /* dtype of the first input as the caller passed it */
+	int out_dtype;
+	const char *label;     /* layer label or NULL */
+	int64_t step;
+	uint64_t seq;          /* per-context op sequence number, from 0 */
+	uint64_t t_begin;      /* amp_trace_clock() before the kernel */
+	uint64_t flops;        /* floating-point operations (a multiply-add counts 2) */
+	uint64_t bytes;        /* bytes read + written by the kernel */
+	int ndim;
+	int64_t shape[4];      /* output shape, or (M, N, K) for GEMMs */
+	int aligned;           /* GEMM dims fit the fast path (multiples of 8/16) */
+} amp_trace_op;
+void amp_trace_op_end(const amp_trace_op *op);
+
+/* One copy or cast (amp_copy_kind), reported when it ends. */
+void amp_trace_copy(amp_copy_kind kind, uint64_t bytes, int src_dtype, int dst_dtype,
+                    uint64_t t_begin, int64_t step, const char *label);
+
+/* Step boundaries.  loss is the unscaled loss (NAN if unknown), scale the loss scale used. */
+void amp_trace_step_begin(int64_t step);
+void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, double scale, int overflow,
+                        int skipped, int64_t samples);
+
+/* A loss-scaler decision at the end of `step`. */
+void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale_reason reason);
+
+/* Bytes by amp_mem_category at the end of `step`, and the peak so far. */
+void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak);
+
+/* A fact about the run for the `meta` table (precision mode, lists, scaler configuration). */
+void amp_trace_meta(const char *key, const char *value);
+
+/* A named counter for the `meta` table (e.g. "ops_dispatched", the runtime's own count of op
+ * executions, reported by amp_ctx_free so the profile can be checked against it). */
+void amp_trace_counter(const char *name, int64_t value);
+
+/* Publishes this thread's pending records to the collector (also done every 16 records and at
+ * every step end).  Cheap; never blocks. */
+void amp_trace_flush(void);
+
+/* The session's configuration, read by the runtime to set up non-finite checks and dumps.
+ * NULL when no profiler session is attached.  Valid for the life of the process. */
+typedef struct amp_trace_config {
+	int nan_check;                   /* amp_nan_check: off, after every op, once per step */
+	int dump;                        /* amp_dump_mode */
+	uint64_t dump_limit;             /* bytes of dumps allowed for the whole run */
+	int n_dump_steps;                /* ranges in dump_steps */
+	const amp_step_range *dump_steps;/* steps to dump in full (--dump-steps) */
+	const char *spool_dir;           /* private 0700 directory for dump files, "" if none */
+	int callstack;                   /* call sites are recorded */
+} amp_trace_config;
+const amp_trace_config *amp_trace_session_config(void);
+/* Nonzero if step is one of the session's --dump-steps. */
+int amp_trace_dump_step(int64_t step);
+
+/* Statistics of one checked tensor (diagnostics; the `tensor_stats` table). */
+typedef struct amp_trace_tstats {
+	int64_t step;
+	uint64_t seq;              /* seq of the op the tensor belongs to */
+	amp_op_type op;
+	int role;                  /* 0 input, 1 output, 2 grad */
+	int dtype;                 /* amp_dtype */
+	int origin;                /* 1: first op of the step whose output went non-finite */
+	const char *name;          /* tensor name or label, may be NULL */
+	uint64_t count, nan, inf, underflow, near_overflow;
+	double min, max, absmax;   /* over finite values */
+	uint32_t exp_hist[40];     /* see amp_rec_tstats */
+} amp_trace_tstats;
+void amp_trace_tensor_stats(const amp_trace_tstats *st);
+
+/* A tensor written to file (a name inside the session's spool_dir) for the `dumps` table. */
+typedef struct amp_trace_dump_ref {
+	int64_t step;
+	uint64_t seq;
+	amp_op_type op;
+	int role, dtype, reason;   /* reason: 0 nonfinite, 1 step, 2 manual */
+	const char *name, *file;
+	uint64_t bytes;
+	int ndim;
+	int64_t shape[4];
+} amp_trace_dump_ref;
+void amp_trace_dump(const amp_trace_dump_ref *d);
+
+#endif

@@ -1,0 +1,594 @@
+/* test_kernels.c — GEMM and elementwise kernels on every path, against FP64 and scalar loops.
+ *
+ * Each test forces one path (scalar, avx2, avx512; skipped if the CPU lacks it) and restores
+ * "auto" when it ends.  Fixed-seed data; the max error seen is logged (--verbose shows it).
+ * Tolerances, with err(i,j) = |C - R| / (sum_k |a_ik b_kj| + |beta C0|) and R in FP64:
+ *   fp32 GEMM: max err <= 1e-5 sqrt(K)   (sum of K fp32 roundings, random-walk growth)
+ *   fp16 GEMM: fp16 inputs exact, R from those inputs; data in [0.5,1): max |C-R|/|R| <= 2e-3;
+ *              data in [-1,1): ||C-R||_F / ||R||_F <= 2e-3 (final fp16 rounding dominates)
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t seed)
+{
+	rng_state = seed;
+}
+
+static uint64_t rng_u64(void)
+{
+	/* splitmix64 */
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+static float rng_uniform(float lo, float hi)
+{
+	float u = (float)(rng_u64() >> 40) * 0x1p-24f;
+	return lo + (hi - lo) * u;
+}
+
+static uint32_t bits_of_f32(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static float f32_of_bits(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static void restore_auto(void)
+{
+	amp_kernels_select("auto");
+}
+
+/* Forces `path`; skips the test if the CPU lacks it. */
+static void force_path(const char *path)
+{
+	amp_isa want = strcmp(path, "avx512") == 0 ? AMP_ISA_AVX512
+	               : strcmp(path, "avx2") == 0 ? AMP_ISA_AVX2
+	                                           : AMP_ISA_SCALAR;
+	int got = amp_kernels_select(path);
+	cr_assert_geq(got, 0, "amp_kernels_select(\"%s\") refused a known name", path);
+	if (got != (int)want)
+		cr_skip_test("CPU lacks the %s path", path);
+	cr_assert_eq(amp_kernels_isa(), want);
+	cr_assert_str_eq(amp_isa_name(amp_kernels_isa()), path);
+}
+
+#define PATH_TESTS(suite, name, fn)                                                      \
+	Test(suite, name##_scalar, .fini = restore_auto) { fn("scalar"); }               \
+	Test(suite, name##_avx2, .fini = restore_auto) { fn("avx2"); }                   \
+	Test(suite, name##_avx512, .fini = restore_auto) { fn("avx512"); }
+
+/* ---- dispatch ---------------------------------------------------------------------------------- */
+
+Test(dispatch, select_names, .fini = restore_auto)
+{
+	amp_isa best = amp_kernels_best();
+	cr_assert_eq(amp_kernels_select("auto"), (int)best);
+	cr_assert_eq(amp_kernels_isa(), best);
+	cr_assert_eq(amp_kernels_select("scalar"), (int)AMP_ISA_SCALAR);
+	cr_assert_eq(amp_kernels_select("bogus"), -1);
+	cr_assert_eq(amp_kernels_isa(), AMP_ISA_SCALAR, "a refused name must not change the path");
+	int r = amp_kernels_select("avx512");
+	cr_assert_eq(r, (int)(best < AMP_ISA_AVX512 ? best : AMP_ISA_AVX512));
+	r = amp_kernels_select("avx2");
+	cr_assert_eq(r, (int)(best < AMP_ISA_AVX2 ? best : AMP_ISA_AVX2));
+	cr_log_info("best path on this CPU: %s", amp_isa_name(best));
+}
+
+Test(dispatch, env_override, .fini = restore_auto)
+{
+	setenv("AMP_KERNELS", "scalar", 1);
+	cr_assert_eq(amp_kernels_select(NULL), (int)AMP_ISA_SCALAR);
+	setenv("AMP_KERNELS", "nonsense", 1);
+	cr_assert_eq(amp_kernels_select(NULL), -1);
+	unsetenv("AMP_KERNELS");
+	cr_assert_eq(amp_kernels_select(NULL), (int)amp_kernels_best());
+}
+
+/* ---- GEMM -------------------------------------------------------------------------------------- */
+
+typedef struct gemm_case {
+	int64_t M, N, K;
+} gemm_case;
+
+static const gemm_case gemm_shapes[] = {
+	{1, 1, 1}, {3, 5, 7}, {1, 40, 3}, {29, 1, 50}, {17, 33, 65}, {64, 64, 64},
+	{13, 37, 300}, {100, 300, 784}, {300, 1100, 9}, {5, 1100, 300}, {3, 5, 0},
+};
+
+/* Leading dimension for a rows x cols matrix in case number c: sometimes padded. */
+static int64_t pick_ld(int64_t cols, size_t c)
+{
+	return cols + (int64_t)(c % 3 == 1 ? 5 : 0) + (cols == 0 ? 1 : 0);
+}
+
+/* R (M,N) fp64 = op(A) op(B), A and B given as fp64 copies with their layouts. */
+static void gemm_ref(int ta, int tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
+                     const double *B, int64_t ldb, double *R, double *Rabs)
+{
+	for (int64_t i = 0; i < M; i++)
+		for (int64_t j = 0; j < N; j++) {
+			double s = 0.0, sa = 0.0;
+			for (int64_t k = 0; k < K; k++) {
+				double a = ta ? A[k * lda + i] : A[i * lda + k];
+				double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+				s += a * b;
+				sa += fabs(a * b);
+			}
+			R[i * N + j] = s;
+			Rabs[i * N + j] = sa;
+		}
+}
+
+/* Sizes of stored op(A) and op(B) with their leading dimensions. */
+static void operand_dims(int ta, int tb, const gemm_case *g, size_t c, int64_t *lda,
+                         int64_t *na, int64_t *ldb, int64_t *nb)
+{
+	int64_t arows = ta ? g->K : g->M, acols = ta ? g->M : g->K;
+	int64_t brows = tb ? g->N : g->K, bcols = tb ? g->K : g->N;
+	*lda = pick_ld(acols, c);
+	*ldb = pick_ld(bcols, c + 1);
+	*na = arows * *lda + 1;
+	*nb = brows * *ldb + 1;
+}
+
+static void check_gemm_f32(const char *path)
+{
+	force_path(path);
+	rng_seed(42);
+	double worst = 0.0, worst_err = 0.0;
+	int runs = 0;
+	for (size_t c = 0; c < sizeof gemm_shapes / sizeof *gemm_shapes; c++) {
+		const gemm_case *g = &gemm_shapes[c];
+		for (int t = 0; t < 4; t++) {
+			int ta = t & 1, tb = t >> 1;
+			int64_t lda, na, ldb, nb, ldc = pick_ld(g->N, c + 2);
+			operand_dims(ta, tb, g, c, &lda, &na, &ldb, &nb);
+			int64_t nc = g->M * ldc;
+			float *A = malloc((size_t)na * sizeof *A), *B = malloc((size_t)nb * sizeof *B);
+			float *C = malloc((size_t)nc * sizeof *C), *C0 = malloc((size_t)nc * sizeof *C0);
+			double *Ad = malloc((size_t)na * sizeof *Ad), *Bd = malloc((size_t)nb * sizeof *Bd);
+			double *R = malloc((size_t)(g->M * g->N + 1) * sizeof *R);
+			double *Rabs = malloc((size_t)(g->M * g->N + 1) * sizeof *Rabs);
+			cr_assert(A && B && C && C0 && Ad && Bd && R && Rabs);
+			for (int64_t i = 0; i < na; i++)
+				Ad[i] = A[i] = rng_uniform(-1.0f, 1.0f);
+			for (int64_t i = 0; i < nb; i++)
+				Bd[i] = B[i] = rng_uniform(-1.0f, 1.0f);
+			for (int64_t i = 0; i < nc; i++)
+				C0[i] = rng_uniform(-1.0f, 1.0f);
+			gemm_ref(ta, tb, g->M, g->N, g->K, Ad, lda, Bd, ldb, R, Rabs);
+			double tol = 1e-5 * sqrt((double)(g->K > 0 ? g->K : 1));
+
+			for (int beta1 = 0; beta1 <= 1; beta1++) {
+				/* beta 0: C starts as NaN everywhere, which must not leak through. */
+				for (int64_t i = 0; i < nc; i++)
+					C[i] = beta1 ? C0[i] : f32_of_bits(0x7fc00001u);
+				amp_gemm_f32(ta, tb, g->M, g->N, g->K, A, lda, B, ldb, beta1 ? 1.0f : 0.0f, C,
+				             ldc);
+				double maxerr = 0.0;
+				for (int64_t i = 0; i < g->M; i++) {
+					for (int64_t j = 0; j < ldc; j++) {
+						float got = C[i * ldc + j];
+						if (j >= g->N) {  /* padding between rows is not C's */
+							float was = beta1 ? C0[i * ldc + j] : f32_of_bits(0x7fc00001u);
+							cr_assert_eq(bits_of_f32(got), bits_of_f32(was),
+							             "%s f32 GEMM wrote outside C", path);
+							continue;
+						}
+						double want = R[i * g->N + j] + (beta1 ? (double)C0[i * ldc + j] : 0.0);
+						double scale = Rabs[i * g->N + j] + (beta1 ? fabs((double)C0[i * ldc + j]) : 0.0);
+						double err = fabs((double)got - want) / (scale > 0.0 ? scale : 1.0);
+						cr_assert(isfinite(got), "%s f32 GEMM %lldx%lldx%lld t%d beta %d: C[%lld][%lld] = %g",
+						          path, (long long)g->M, (long long)g->N, (long long)g->K, t, beta1,
+						          (long long)i, (long long)j, (double)got);
+						if (err > maxerr)
+							maxerr = err;
+					}
+				}
+				cr_assert_leq(maxerr, tol,
+				              "%s f32 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: err %.3g > %.3g",
+				              path, (long long)g->M, (long long)g->N, (long long)g->K, ta, tb,
+				              beta1, maxerr, tol);
+				if (maxerr / tol > worst)
+					worst = maxerr / tol;
+				if (maxerr > worst_err)
+					worst_err = maxerr;
+				runs++;
+			}
+			free(A); free(B); free(C); free(C0); free(Ad); free(Bd); free(R); free(Rabs);
+		}
+	}
+	cr_log_info("%s f32 GEMM: %d runs, max err %.3g (relative to sum |a b|); worst run at %.3g "
+	            "of its 1e-5 sqrt(K) tolerance", path, runs, worst_err, worst);
+}
+
+PATH_TESTS(gemm, f32, check_gemm_f32)
+
+/* Shapes for fp16, K = 4096 included. */
+static const gemm_case gemm16_shapes[] = {
+	{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 64, 64}, {100, 300, 784}, {40, 70, 4096},
+	{700, 40, 20}, {300, 1100, 9}, {3, 5, 0},
+};
+
+/* One fp16 GEMM run on data in [lo, 1); returns its error measure (see the file comment). */
+static double run_gemm_f16(const char *path, const gemm_case *g, size_t c, int ta, int tb,
+                           int beta1, float lo)
+{
+	int64_t lda, na, ldb, nb, ldc = pick_ld(g->N, c + 2);
+	operand_dims(ta, tb, g, c, &lda, &na, &ldb, &nb);
+	int64_t nc = g->M * ldc;
+	uint16_t *A = malloc((size_t)na * sizeof *A), *B = malloc((size_t)nb * sizeof *B);
+	uint16_t *C = malloc((size_t)nc * sizeof *C), *C0 = malloc((size_t)nc * sizeof *C0);
+	double *Ad = malloc((size_t)na * sizeof *Ad), *Bd = malloc((size_t)nb * sizeof *Bd);
+	double *R = malloc((size_t)(g->M * g->N + 1) * sizeof *R);
+	double *Rabs = malloc((size_t)(g->M * g->N + 1) * sizeof *Rabs);
+	cr_assert(A && B && C && C0 && Ad && Bd && R && Rabs);
+	for (int64_t i = 0; i < na; i++) {
+		A[i] = amp_f32_to_f16(rng_uniform(lo, 1.0f));
+		Ad[i] = (double)amp_f16_to_f32(A[i]);
+	}
+	for (int64_t i = 0; i < nb; i++) {
+		B[i] = amp_f32_to_f16(rng_uniform(lo, 1.0f));
+		Bd[i] = (double)amp_f16_to_f32(B[i]);
+	}
+	for (int64_t i = 0; i < nc; i++)
+		C0[i] = amp_f32_to_f16(rng_uniform(lo, 1.0f));
+	gemm_ref(ta, tb, g->M, g->N, g->K, Ad, lda, Bd, ldb, R, Rabs);
+
+	for (int64_t i = 0; i < nc; i++)
+		C[i] = beta1 ? C0[i] : 0x7e00;  /* NaN: must be overwritten under beta 0 */
+	amp_gemm_f16(ta, tb, g->M, g->N, g->K, A, lda, B, ldb, beta1 ? 1.0f : 0.0f, C, ldc);
+
+	double maxrel = 0.0, diff2 = 0.0, ref2 = 0.0;
+	for (int64_t i = 0; i < g->M; i++)
+		for (int64_t j = 0; j < ldc; j++) {
+			uint16_t got = C[i * ldc + j];
+			if (j >= g->N) {
+				cr_assert_eq(got, beta1 ? C0[i * ldc + j] : 0x7e00,
+				             "%s f16 GEMM wrote outside C", path);
+				continue;
+			}
+			double want = R[i * g->N + j] +
+			              (beta1 ? (double)amp_f16_to_f32(C0[i * ldc + j]) : 0.0);
+			double x = (double)amp_f16_to_f32(got);
+			cr_assert(isfinite(x), "%s f16 GEMM %lldx%lldx%lld: C[%lld][%lld] not finite",
+			          path, (long long)g->M, (long long)g->N, (long long)g->K,
+			          (long long)i, (long long)j);
+			double d = fabs(x - want);
+			if (want != 0.0 && d / fabs(want) > maxrel)
+				maxrel = d / fabs(want);
+			if (want == 0.0 && d > maxrel)
+				maxrel = d;
+			diff2 += d * d;
+			ref2 += want * want;
+		}
+	free(A); free(B); free(C); free(C0); free(Ad); free(Bd); free(R); free(Rabs);
+	if (lo >= 0.0f)
+		return maxrel;
+	return ref2 > 0.0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+}
+
+static void check_gemm_f16(const char *path)
+{
+	force_path(path);
+	rng_seed(7);
+	const double tol = 2e-3;
+	double worst_pos = 0.0, worst_mixed = 0.0, worst_k4096 = 0.0;
+	int runs = 0;
+	for (size_t c = 0; c < sizeof gemm16_shapes / sizeof *gemm16_shapes; c++) {
+		const gemm_case *g = &gemm16_shapes[c];
+		for (int t = 0; t < 4; t++)
+			for (int beta1 = 0; beta1 <= 1; beta1++) {
+				int ta = t & 1, tb = t >> 1;
+				double e = run_gemm_f16(path, g, c, ta, tb, beta1, 0.5f);
+				cr_assert_leq(e, tol,
+				              "%s f16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d, data in [0.5,1): "
+				              "max rel err %.3g > %.3g",
+				              path, (long long)g->M, (long long)g->N, (long long)g->K, ta, tb,
+				              beta1, e, tol);
+				if (e > worst_pos)
+					worst_pos = e;
+				if (g->K == 4096 && e > worst_k4096)
+					worst_k4096 = e;
+				e = run_gemm_f16(path, g, c, ta, tb, beta1, -1.0f);
+				cr_assert_leq(e, tol,
+				              "%s f16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d, data in [-1,1): "
+				              "norm-wise rel err %.3g > %.3g",
+				              path, (long long)g->M, (long long)g->N, (long long)g->K, ta, tb,
+				              beta1, e, tol);
+				if (e > worst_mixed)
+					worst_mixed = e;
+				runs += 2;
+			}
+	}
+	cr_log_info("%s f16 GEMM: %d runs; max rel err %.3g on [0.5,1) data (K=4096: %.3g), "
+	            "norm-wise %.3g on [-1,1) data; tolerance %.3g",
+	            path, runs, worst_pos, worst_k4096, worst_mixed, tol);
+}
+
+PATH_TESTS(gemm, f16, check_gemm_f16)
+
+/* C = 2 C under beta 2 is outside the contract's {0, 1}, but must not misbehave either; and a
+ * GEMM with M or N zero must not touch C. */
+static void check_gemm_edges(const char *path)
+{
+	force_path(path);
+	float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1};
+	float C[4] = {1, 1, 1, 1};
+	amp_gemm_f32(0, 0, 2, 2, 3, A, 3, B, 2, 2.0f, C, 2);  /* [[1,2,3],[4,5,6]] [[1,0],[0,1],[1,1]] */
+	cr_assert(C[0] == 6.0f && C[1] == 7.0f && C[2] == 12.0f && C[3] == 13.0f,
+	          "%s beta 2: %g %g %g %g", path, (double)C[0], (double)C[1], (double)C[2],
+	          (double)C[3]);
+	float untouched = f32_of_bits(0x7fc00002u);
+	amp_gemm_f32(0, 0, 0, 2, 3, A, 3, B, 2, 0.0f, &untouched, 2);
+	amp_gemm_f32(0, 0, 2, 0, 3, A, 3, B, 2, 0.0f, &untouched, 2);
+	cr_assert_eq(bits_of_f32(untouched), 0x7fc00002u);
+	uint16_t h = 0x7e01;
+	amp_gemm_f16(0, 0, 0, 1, 1, &h, 1, &h, 1, 0.0f, &h, 1);
+	cr_assert_eq(h, 0x7e01);
+}
+
+PATH_TESTS(gemm, edges, check_gemm_edges)
+
+/* Two GEMMs at once on two threads (each with its own packing buffers) must give exactly what
+ * they give one after the other, while a third thread keeps switching paths. */
+#define THR_M 70
+#define THR_N 300
+#define THR_K 310
+
+typedef struct gemm_job {
+	const float *A, *B;
+	float *C;
+	int f16;
+	uint16_t *Ah, *Bh, *Ch;
+} gemm_job;
+
+static void *gemm_job_run(void *arg)
+{
+	const gemm_job *j = arg;
+	for (int rep = 0; rep < 4; rep++) {
+		if (j->f16)
+			amp_gemm_f16(0, 1, THR_M, THR_N, THR_K, j->Ah, THR_K, j->Bh, THR_K, 0.0f, j->Ch,
+			             THR_N);
+		else
+			amp_gemm_f32(0, 1, THR_M, THR_N, THR_K, j->A, THR_K, j->B, THR_K, 0.0f, j->C,
+			             THR_N);
+	}
+	return NULL;
+}
+
+static _Atomic int switcher_stop;
+
+static void *path_switcher(void *arg)
+{
+	(void)arg;
+	static const char *const names[] = {"scalar", "avx2", "avx512", "auto"};
+	for (int i = 0; !switcher_stop; i++)
+		amp_kernels_select(names[i % 4]);
+	return NULL;
+}
+
+static void check_threads(const char *path)
+{
+	force_path(path);
+	rng_seed(5);
+	size_t na = THR_M * THR_K, nb = THR_N * THR_K, nc = THR_M * THR_N;
+	gemm_job jobs[2];
+	float *want = malloc(nc * sizeof *want);
+	uint16_t *wanth = malloc(nc * sizeof *wanth);
+	cr_assert(want && wanth);
+	for (int t = 0; t < 2; t++) {
+		gemm_job *j = &jobs[t];
+		float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B);
+		uint16_t *Ah = malloc(na * sizeof *Ah), *Bh = malloc(nb * sizeof *Bh);
+		j->C = malloc(nc * sizeof *j->C);
+		j->Ch = malloc(nc * sizeof *j->Ch);
+		cr_assert(A && B && Ah && Bh && j->C && j->Ch);
+		for (size_t i = 0; i < na; i++)
+			Ah[i] = amp_f32_to_f16(A[i] = rng_uniform(-1.0f, 1.0f));
+		for (size_t i = 0; i < nb; i++)
+			Bh[i] = amp_f32_to_f16(B[i] = rng_uniform(-1.0f, 1.0f));
+		j->A = A, j->B = B, j->Ah = Ah, j->Bh = Bh;
+		j->f16 = t;
+	}
+	pthread_t th[2];
+	for (int t = 0; t < 2; t++)
+		cr_assert_eq(pthread_create(&th[t], NULL, gemm_job_run, &jobs[t]), 0);
+	for (int t = 0; t < 2; t++)
+		pthread_join(th[t], NULL);
+	amp_gemm_f32(0, 1, THR_M, THR_N, THR_K, jobs[0].A, THR_K, jobs[0].B, THR_K, 0.0f, want,
+	             THR_N);
+	amp_gemm_f16(0, 1, THR_M, THR_N, THR_K, jobs[1].Ah, THR_K, jobs[1].Bh, THR_K, 0.0f, wanth,
+	             THR_N);
+	cr_assert(memcmp(want, jobs[0].C, nc * sizeof *want) == 0, "%s f32 GEMM on a thread differs",
+	          path);
+	cr_assert(memcmp(wanth, jobs[1].Ch, nc * sizeof *wanth) == 0,
+	          "%s f16 GEMM on a thread differs", path);
+
+	/* With the path switching under them the results vary by path, but stay correct. */
+	pthread_t sw;
+	cr_assert_eq(pthread_create(&sw, NULL, path_switcher, NULL), 0);
+	for (int t = 0; t < 2; t++)
+		cr_assert_eq(pthread_create(&th[t], NULL, gemm_job_run, &jobs[t]), 0);
+	for (int t = 0; t < 2; t++)
+		pthread_join(th[t], NULL);
+	switcher_stop = 1;
+	pthread_join(sw, NULL);
+	double maxdiff = 0.0;
+	for (size_t i = 0; i < nc; i++) {
+		double d = fabs((double)jobs[0].C[i] - (double)want[i]);
+		if (d > maxdiff)
+			maxdiff = d;
+	}
+	cr_assert_leq(maxdiff, 1e-3, "%s f32 GEMM under path switching: max diff %g", path,
+	              maxdiff);
+	cr_log_info("%s GEMM on 2 threads: bit-identical to serial; under path switching max diff "
+	            "%.3g", path, maxdiff);
+	for (int t = 0; t < 2; t++) {
+		free((void *)jobs[t].A); free((void *)jobs[t].B); free(jobs[t].Ah); free(jobs[t].Bh);
+		free(jobs[t].C); free(jobs[t].Ch);
+	}
+	free(want);
+	free(wanth);
+}
+
+PATH_TESTS(gemm, threads, check_threads)
+
+/* ---- elementwise -------------------------------------------------------------------------------- */
+
+#define EW_MAX 10007
+#define EW_GUARD 8
+
+static float ew_value(void)
+{
+	/* Mostly ordinary magnitudes, some subnormal and some large. */
+	switch (rng_u64() % 8) {
+	case 0: return rng_uniform(-1.0f, 1.0f) * 1e-39f;
+	case 1: return rng_uniform(-1.0f, 1.0f) * 1e30f;
+	default: return rng_uniform(-4.0f, 4.0f);
+	}
+}
+
+static void check_elementwise(const char *path)
+{
+	force_path(path);
+	rng_seed(1234);
+	size_t cap = EW_MAX + 1 + EW_GUARD;
+	float *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b);
+	float *dst = malloc(cap * sizeof *dst), *want = malloc(cap * sizeof *want);
+	cr_assert(a && b && dst && want);
+	for (size_t i = 0; i < cap; i++) {
+		a[i] = ew_value();
+		b[i] = ew_value();
+	}
+	const float s = -1.7f, canary = f32_of_bits(0x7fc0dead);
+	int64_t checked = 0;
+	for (int64_t n = 0; n <= EW_MAX; n = n < 100 ? n + 1 : (n < EW_MAX ? EW_MAX : n + 1)) {
+		for (int off = 0; off <= 1; off++) {
+			const float *x = a + off, *y = b + off;
+			float *d = dst + off;
+			for (int op = 0; op < 4; op++) {
+				for (size_t i = 0; i < cap; i++)
+					dst[i] = canary;
+				if (op == 3)  /* axpy accumulates into dst */
+					memcpy(d, y, (size_t)n * sizeof *d);
+				for (int64_t i = 0; i < n; i++)
+					want[i] = op == 0 ? x[i] + y[i]
+					        : op == 1 ? x[i] * y[i]
+					        : op == 2 ? x[i] * s
+					                  : y[i] + x[i] * s;
+				switch (op) {
+				case 0: amp_vadd_f32(x, y, d, n); break;
+				case 1: amp_vmul_f32(x, y, d, n); break;
+				case 2: amp_vscale_f32(x, s, d, n); break;
+				default: amp_vaxpy_f32(s, x, d, n); break;
+				}
+				for (int64_t i = 0; i < n; i++)
+					cr_assert_eq(bits_of_f32(d[i]), bits_of_f32(want[i]),
+					             "%s op %d n=%lld off=%d i=%lld: %.9g, scalar loop %.9g", path,
+					             op, (long long)n, off, (long long)i, (double)d[i],
+					             (double)want[i]);
+				for (int64_t i = n + off; i < n + off + EW_GUARD; i++)
+					cr_assert_eq(bits_of_f32(dst[i]), bits_of_f32(canary),
+					             "%s op %d n=%lld wrote past the end", path, op, (long long)n);
+				checked += n;
+			}
+		}
+	}
+	/* In place: dst is the first input. */
+	memcpy(dst, a, cap * sizeof *dst);
+	amp_vadd_f32(dst, b, dst, EW_MAX);
+	for (int64_t i = 0; i < EW_MAX; i++)
+		cr_assert_eq(bits_of_f32(dst[i]), bits_of_f32(a[i] + b[i]), "%s in-place vadd", path);
+	memcpy(dst, a, cap * sizeof *dst);
+	amp_vscale_f32(dst, s, dst, EW_MAX);
+	for (int64_t i = 0; i < EW_MAX; i++)
+		cr_assert_eq(bits_of_f32(dst[i]), bits_of_f32(a[i] * s), "%s in-place vscale", path);
+	/* NaN and Inf go through as NaN and Inf. */
+	a[3] = f32_of_bits(0x7fc00000u);
+	a[20] = INFINITY;
+	amp_vadd_f32(a, b, dst, 64);
+	cr_assert(isnan(dst[3]) && isinf(dst[20]), "%s vadd lost a NaN or Inf", path);
+	cr_log_info("%s elementwise: %lld results, max difference from the scalar loops 0 "
+	            "(bit-exact)", path, (long long)checked);
+	free(a); free(b); free(dst); free(want);
+}
+
+PATH_TESTS(elementwise, bitexact, check_elementwise)
+
+static void check_nonfinite(const char *path)
+{
+	force_path(path);
+	rng_seed(99);
+	static const uint32_t bad32[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+	                                 0xffffffffu, 0xffc00000u};
+	static const uint16_t bad16[] = {0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xffff, 0xfe00};
+	/* Largest finite values and others that only look odd. */
+	static const uint32_t good32[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80000000u};
+	static const uint16_t good16[] = {0x7bff, 0xfbff, 0x0001, 0x8000, 0x03ff};
+	const int64_t big = 3 * (1 << 20) + 37;
+	static const int64_t lens[] = {0, 1, 2, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000,
+	                               10007, 3 * (1 << 20) + 37};
+	float *f = malloc((size_t)big * sizeof *f);
+	uint16_t *h = malloc((size_t)big * sizeof *h);
+	cr_assert(f && h);
+	int64_t cases = 0;
+	for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+		int64_t n = lens[li];
+		for (int64_t i = 0; i < n; i++) {
+			f[i] = f32_of_bits(i % 7 == 0 ? good32[(i / 7) % 4] : bits_of_f32(ew_value()));
+			h[i] = i % 5 == 0 ? good16[(i / 5) % 5] : amp_f32_to_f16(rng_uniform(-6e4f, 6e4f));
+		}
+		cr_assert_eq(amp_count_nonfinite_f32(f, n), 0, "%s n=%lld", path, (long long)n);
+		cr_assert_eq(amp_count_nonfinite_f16(h, n), 0, "%s n=%lld", path, (long long)n);
+		/* Plant at the ends, the middle, and vector-block edges. */
+		int64_t pos[] = {0, n - 1, n / 2, 15, 16, 31, 32, 63, (1 << 20) - 1, 1 << 20,
+		                 (1 << 19) + 1, n - 17};
+		int64_t planted = 0;
+		for (size_t p = 0; p < sizeof pos / sizeof *pos; p++) {
+			int64_t at = pos[p];
+			if (at < 0 || at >= n || (bits_of_f32(f[at]) & 0x7f800000u) == 0x7f800000u)
+				continue;
+			f[at] = f32_of_bits(bad32[p % 6]);
+			h[at] = bad16[p % 6];
+			planted++;
+		}
+		cr_assert_eq(amp_count_nonfinite_f32(f, n), planted, "%s f32 n=%lld", path, (long long)n);
+		cr_assert_eq(amp_count_nonfinite_f16(h, n), planted, "%s f16 n=%lld", path, (long long)n);
+		cases++;
+	}
+	/* Everything non-finite: counts must not wrap in the vector lanes. */
+	for (int64_t i = 0; i < big; i++) {
+		f[i] = f32_of_bits(bad32[i % 6]);
+		h[i] = bad16[i % 6];
+	}
+	cr_assert_eq(amp_count_nonfinite_f32(f, big), big, "%s all-NaN f32", path);
+	cr_assert_eq(amp_count_nonfinite_f16(h, big), big, "%s all-NaN f16", path);
+	cr_log_info("%s non-finite counters: %lld lengths, exact counts", path, (long long)cases);
+	free(f);
+	free(h);
+}
+
+PATH_TESTS(nonfinite, count, check_nonfinite)
