@@ -246,6 +246,7 @@ amp_tensor *amp_alias(amp_ctx *ctx, amp_tensor *src, amp_shape shape)
 	t->grad = NULL;
 	t->node = NULL;
 	t->param = NULL;
+	t->requires_grad = 0; /* amp_op_end decides, from the op's inputs */
 	t->persistent = 0;
 	t->id = ctx->next_tensor_id++;
 	return t;
@@ -443,6 +444,7 @@ int amp_step_begin(amp_ctx *ctx)
 	ctx->step++;
 	ctx->in_step = 1;
 	ctx->backward_done = 0;
+	ctx->optim_done = 0;
 	ctx->tape = NULL;
 	ctx->samples = 0;
 	ctx->step_loss = NAN;

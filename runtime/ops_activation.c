@@ -1,0 +1,286 @@
+/* ops_activation.c — BiasAdd and the pointwise functions: ReLU, GELU (tanh approximation), Log,
+ * Exp, Sqrt and Pow (scalar exponent).
+ *
+ * Every kernel computes in FP32 (FP16 tensors are read through amp_f32_view and stored back with
+ * amp_store_f32, so an FP16 result that does not fit becomes Inf, as it would on the device).
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+static int oom(amp_ctx *ctx, amp_op_type op, const char *label)
+{
+	return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
+	                label ? label : "-");
+}
+
+/* Buffer the kernel writes in FP32: y's own storage when y is FP32, else arena scratch. */
+static float *out_f32(amp_ctx *ctx, amp_tensor *y)
+{
+	if (y->dtype == AMP_F32)
+		return y->data;
+	return amp_arena_alloc(ctx, (size_t)y->numel * sizeof(float));
+}
+
+/* ---- BiasAdd ----------------------------------------------------------------------------- */
+
+/* g: (R,C) fp32 -> gb: (C) fp32, summed over rows in double so long batches stay exact. */
+static int bias_add_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0], *b = node->in[1];
+	const float *g = amp_grad_out_f32(ctx, node);
+	if (!g)
+		return AMP_ENOMEM;
+	int64_t c = b->numel, rows = x->numel / c;
+	int rc = AMP_OK;
+	if (x->requires_grad)
+		rc = amp_grad_acc_f32(ctx, x, g);
+	if (rc == AMP_OK && b->requires_grad) {
+		double *acc = amp_arena_alloc(ctx, (size_t)c * sizeof(double));
+		float *gb = amp_arena_alloc(ctx, (size_t)c * sizeof(float));
+		if (!acc || !gb)
+			return oom(ctx, node->op, node->label);
+		for (int64_t r = 0; r < rows; r++)
+			for (int64_t j = 0; j < c; j++)
+				acc[j] += (double)g[r * c + j];
+		for (int64_t j = 0; j < c; j++)
+			gb[j] = (float)acc[j];
+		rc = amp_grad_acc_f32(ctx, b, gb);
+	}
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	                 (uint64_t)x->numel,
+	                 (uint64_t)(x->numel * 2 + c) * amp_dtype_size(node->exec), x->shape);
+	return rc;
+}
+
+int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bias, amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[2] = {x, bias};
+	int rc = amp_op_begin(ctx, &call, AMP_OP_BIAS_ADD, label, in, 2);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "BiasAdd '%s': NULL out", label ? label : "-");
+	if (x->shape.ndim < 1 || bias->shape.ndim != 1 ||
+	    bias->shape.d[0] != x->shape.d[x->shape.ndim - 1]) {
+		char sx[64], sb[64];
+		return amp_fail(ctx, AMP_ESHAPE,
+		                "BiasAdd '%s': bias %s does not match the last dimension of x %s",
+		                label ? label : "-", amp_shape_str(bias->shape, sb, sizeof sb),
+		                amp_shape_str(x->shape, sx, sizeof sx));
+	}
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)) ||
+	    !(in[1] = amp_cast_to(ctx, bias, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_tensor *y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
+	if (!y)
+		return AMP_ENOMEM;
+	const float *xv = amp_f32_view(ctx, in[0]), *bv = amp_f32_view(ctx, in[1]);
+	float *y32 = out_f32(ctx, y);
+	if (!xv || !bv || !y32)
+		return oom(ctx, AMP_OP_BIAS_ADD, label);
+	/* x: (R,C), bias: (C) -> y: (R,C) */
+	int64_t c = bias->numel, rows = y->numel / c;
+	for (int64_t r = 0; r < rows; r++)
+		amp_vadd_f32(xv + r * c, bv, y32 + r * c, c);
+	amp_store_f32(y, y32);
+	call.flops = (uint64_t)y->numel;
+	call.bytes = (uint64_t)(y->numel * 2 + c) * amp_dtype_size(call.exec);
+	if ((rc = amp_op_end(ctx, &call, y, in, 2, bias_add_backward, NULL)))
+		return rc;
+	*out = y;
+	return AMP_OK;
+}
+
+/* ---- pointwise functions ----------------------------------------------------------------- */
+
+/* Rough flops per element, for the trace. */
+static uint64_t pointwise_flops(amp_op_type op)
+{
+	switch (op) {
+	case AMP_OP_GELU: return 10;
+	case AMP_OP_POW: return 4;
+	case AMP_OP_LOG:
+	case AMP_OP_EXP: return 2;
+	default: return 1;
+	}
+}
+
+static float gelu_f32(float x)
+{
+	return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x)));
+}
+
+/* d/dx of gelu_f32 (the derivative of the approximation itself, not of the exact GELU). */
+static float gelu_grad_f32(float x)
+{
+	float t = tanhf(GELU_K * (x + GELU_A * x * x * x));
+	float sech2 = 1.0f - t * t;
+	/* Saturated tanh: the second term is exactly 0; skipping it avoids 0 * Inf for huge x. */
+	float inner =
+	    sech2 != 0.0f ? 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x) : 0.0f;
+	return 0.5f * (1.0f + t) + inner;
+}
+
+/* x: (n) fp32 -> y: (n) fp32; e is Pow's exponent. */
+static void pointwise_forward(amp_op_type op, const float *x, float *y, int64_t n, float e)
+{
+	switch (op) {
+	case AMP_OP_RELU:
+		/* x < 0 rather than x > 0 so that NaN passes through for the diagnostics. */
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] < 0.0f ? 0.0f : x[i];
+		break;
+	case AMP_OP_GELU:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = gelu_f32(x[i]);
+		break;
+	case AMP_OP_LOG:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = logf(x[i]);
+		break;
+	case AMP_OP_EXP:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = expf(x[i]);
+		break;
+	case AMP_OP_SQRT:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = sqrtf(x[i]);
+		break;
+	case AMP_OP_POW:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = powf(x[i], e);
+		break;
+	default: break;
+	}
+}
+
+/* g, x, y: (n) fp32 -> dx: (n) fp32.  Exp and Sqrt use the saved output y. */
+static void pointwise_backward_kernel(amp_op_type op, const float *g, const float *x,
+                                      const float *y, float *dx, int64_t n, float e)
+{
+	switch (op) {
+	case AMP_OP_RELU:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = x[i] > 0.0f ? g[i] : 0.0f;
+		break;
+	case AMP_OP_GELU:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] * gelu_grad_f32(x[i]);
+		break;
+	case AMP_OP_LOG:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] / x[i];
+		break;
+	case AMP_OP_EXP:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] * y[i];
+		break;
+	case AMP_OP_SQRT:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] * 0.5f / y[i];
+		break;
+	case AMP_OP_POW:
+		if (e == 0.0f) {
+			memset(dx, 0, (size_t)n * sizeof(float));
+			break;
+		}
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] * e * powf(x[i], e - 1.0f);
+		break;
+	default: break;
+	}
+}
+
+static int pointwise_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0];
+	int uses_y = node->op == AMP_OP_EXP || node->op == AMP_OP_SQRT;
+	const float *g = amp_grad_out_f32(ctx, node);
+	const float *xv = uses_y ? NULL : amp_f32_view(ctx, x);
+	const float *yv = uses_y ? amp_f32_view(ctx, node->out) : NULL;
+	float *dx = amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float));
+	if (!g || (!xv && !yv) || !dx)
+		return oom(ctx, node->op, node->label);
+	pointwise_backward_kernel(node->op, g, xv, yv, dx, x->numel, node->f[0]);
+	int rc = amp_grad_acc_f32(ctx, x, dx);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	                 (uint64_t)x->numel * (pointwise_flops(node->op) + 1),
+	                 (uint64_t)x->numel * 3 * amp_dtype_size(node->exec), x->shape);
+	return rc;
+}
+
+static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *x, float e,
+                     amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[1] = {x};
+	int rc = amp_op_begin(ctx, &call, op, label, in, 1);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "%s '%s': NULL out", amp_op_name(op),
+		                label ? label : "-");
+	if (op == AMP_OP_POW && !isfinite(e))
+		return amp_fail(ctx, AMP_EINVAL, "Pow '%s': exponent %g must be finite",
+		                label ? label : "-", (double)e);
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_tensor *y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
+	if (!y)
+		return AMP_ENOMEM;
+	const float *xv = amp_f32_view(ctx, in[0]);
+	float *y32 = out_f32(ctx, y);
+	if (!xv || !y32)
+		return oom(ctx, op, label);
+	pointwise_forward(op, xv, y32, y->numel, e);
+	amp_store_f32(y, y32);
+	call.flops = (uint64_t)y->numel * pointwise_flops(op);
+	call.bytes = (uint64_t)y->numel * 2 * amp_dtype_size(call.exec);
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 1, pointwise_backward, &node)))
+		return rc;
+	if (node)
+		node->f[0] = e;
+	*out = y;
+	return AMP_OK;
+}
+
+int amp_relu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_RELU, label, x, 0.0f, out);
+}
+
+int amp_gelu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_GELU, label, x, 0.0f, out);
+}
+
+int amp_log(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_LOG, label, x, 0.0f, out);
+}
+
+int amp_exp(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_EXP, label, x, 0.0f, out);
+}
+
+int amp_sqrt(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_SQRT, label, x, 0.0f, out);
+}
+
+int amp_pow(amp_ctx *ctx, const char *label, amp_tensor *x, float exponent, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_POW, label, x, exponent, out);
+}

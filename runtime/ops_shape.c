@@ -1,0 +1,351 @@
+/* ops_shape.c — ops that move data rather than compute: Reshape (an alias, no copy), Transpose
+ * (a contiguous copy with two dimensions swapped), Embedding (row gather from an int32 id
+ * tensor, scatter-add backward) and Dropout (inverted, mask from the context's RNG stream).
+ *
+ * Reshape and Transpose copy raw elements, so FP16 data moves without conversions.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *lbl(const char *label)
+{
+	return label ? label : "-";
+}
+
+static int oom(amp_ctx *ctx, amp_op_type op, const char *label)
+{
+	return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op), lbl(label));
+}
+
+/* Backward of an alias (Reshape, identity Dropout): the gradient goes back as it is, under the
+ * input's shape; no conversion since input and output share the dtype. */
+static int passthrough_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0];
+	int rc = amp_grad_acc(ctx, x, node->out->grad);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0, 0,
+	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
+	return rc;
+}
+
+/* Output of an alias op: shares x's storage, carries no gradient state of its own until
+ * amp_op_end decides (the copied requires_grad of x must not leak into it). */
+static amp_tensor *alias_out(amp_ctx *ctx, amp_tensor *x, amp_shape shape)
+{
+	amp_tensor *y = amp_alias(ctx, x, shape);
+	if (y)
+		y->requires_grad = 0;
+	return y;
+}
+
+/* ---- Reshape ----------------------------------------------------------------------------- */
+
+int amp_reshape(amp_ctx *ctx, const char *label, amp_tensor *x, amp_shape shape, amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[1] = {x};
+	int rc = amp_op_begin(ctx, &call, AMP_OP_RESHAPE, label, in, 1);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Reshape '%s': NULL out", lbl(label));
+	char sx[64], ss[64];
+	if (shape.ndim < 0 || shape.ndim > AMP_MAX_DIMS)
+		return amp_fail(ctx, AMP_ESHAPE, "Reshape '%s': cannot view x %s with %d dims",
+		                lbl(label), amp_shape_str(x->shape, sx, sizeof sx), shape.ndim);
+	int ok = 1;
+	for (int i = 0; i < AMP_MAX_DIMS; i++) {
+		if (i >= shape.ndim)
+			shape.d[i] = 0;
+		else if (shape.d[i] <= 0)
+			ok = 0;
+	}
+	if (!ok || amp_shape_numel(shape) != x->numel)
+		return amp_fail(ctx, AMP_ESHAPE, "Reshape '%s': cannot view x %s as %s", lbl(label),
+		                amp_shape_str(x->shape, sx, sizeof sx),
+		                amp_shape_str(shape, ss, sizeof ss));
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_tensor *y = alias_out(ctx, in[0], shape);
+	if (!y)
+		return AMP_ENOMEM;
+	if ((rc = amp_op_end(ctx, &call, y, in, 1, passthrough_backward, NULL)))
+		return rc;
+	*out = y;
+	return AMP_OK;
+}
+
+/* ---- Transpose --------------------------------------------------------------------------- */
+
+/* src: dims (4, outermost first) -> dst: the same with dims a and b swapped, contiguous.
+ * esize is 2 (fp16) or 4 (fp32); elements are moved bit for bit. */
+static void transpose_copy(const void *src, void *dst, size_t esize, const int64_t dims[4], int a,
+                           int b)
+{
+	int64_t stride[4], od[4], os[4];
+	stride[3] = 1;
+	for (int k = 2; k >= 0; k--)
+		stride[k] = stride[k + 1] * dims[k + 1];
+	for (int k = 0; k < 4; k++) {
+		od[k] = dims[k];
+		os[k] = stride[k];
+	}
+	od[a] = dims[b];
+	od[b] = dims[a];
+	os[a] = stride[b];
+	os[b] = stride[a];
+	const uint16_t *s16 = src;
+	const uint32_t *s32 = src;
+	uint16_t *d16 = dst;
+	uint32_t *d32 = dst;
+	int64_t o = 0;
+	for (int64_t i0 = 0; i0 < od[0]; i0++)
+		for (int64_t i1 = 0; i1 < od[1]; i1++)
+			for (int64_t i2 = 0; i2 < od[2]; i2++) {
+				int64_t base = i0 * os[0] + i1 * os[1] + i2 * os[2];
+				if (esize == 2)
+					for (int64_t i3 = 0; i3 < od[3]; i3++)
+						d16[o++] = s16[base + i3 * os[3]];
+				else
+					for (int64_t i3 = 0; i3 < od[3]; i3++)
+						d32[o++] = s32[base + i3 * os[3]];
+			}
+}
+
+/* Pads shape s to 4 dims with leading 1s; returns the offset added to dimension indices. */
+static int pad4(amp_shape s, int64_t dims[4])
+{
+	int off = 4 - s.ndim;
+	for (int k = 0; k < 4; k++)
+		dims[k] = k < off ? 1 : s.d[k - off];
+	return off;
+}
+
+static int transpose_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0];
+	const float *g = amp_grad_out_f32(ctx, node);
+	float *dx = amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float));
+	if (!g || !dx)
+		return oom(ctx, node->op, node->label);
+	/* g has the output's shape; swapping the same two dims again gives x's layout. */
+	int64_t dims[4];
+	int off = pad4(node->out->shape, dims);
+	transpose_copy(g, dx, sizeof(float), dims, (int)node->i[0] + off, (int)node->i[1] + off);
+	int rc = amp_grad_acc_f32(ctx, x, dx);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0, 0,
+	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
+	return rc;
+}
+
+int amp_transpose(amp_ctx *ctx, const char *label, amp_tensor *x, int d0, int d1, amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[1] = {x};
+	int rc = amp_op_begin(ctx, &call, AMP_OP_TRANSPOSE, label, in, 1);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Transpose '%s': NULL out", lbl(label));
+	int nd = x->shape.ndim;
+	if (d0 < 0 || d0 >= nd || d1 < 0 || d1 >= nd) {
+		char sx[64];
+		return amp_fail(ctx, AMP_EINVAL, "Transpose '%s': dims %d,%d out of range for x %s",
+		                lbl(label), d0, d1, amp_shape_str(x->shape, sx, sizeof sx));
+	}
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_shape ys = x->shape;
+	ys.d[d0] = x->shape.d[d1];
+	ys.d[d1] = x->shape.d[d0];
+	amp_tensor *y = amp_alloc(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS);
+	if (!y)
+		return AMP_ENOMEM;
+	/* x: (a0,..,ad0,..,ad1,..) -> y: (a0,..,ad1,..,ad0,..) */
+	int64_t dims[4];
+	int off = pad4(x->shape, dims);
+	transpose_copy(in[0]->data, y->data, amp_dtype_size(call.exec), dims, d0 + off, d1 + off);
+	call.bytes = (uint64_t)y->numel * 2 * amp_dtype_size(call.exec);
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 1, transpose_backward, &node)))
+		return rc;
+	if (node) {
+		node->i[0] = d0;
+		node->i[1] = d1;
+	}
+	*out = y;
+	return AMP_OK;
+}
+
+/* ---- Embedding --------------------------------------------------------------------------- */
+
+/* Saved ids: (n) int32 copied into the step arena. */
+static int embedding_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *table = node->in[0];
+	const int32_t *ids = node->saved;
+	int64_t c = table->shape.d[1], n = node->i[0];
+	const float *g = amp_grad_out_f32(ctx, node);
+	float *dt = amp_arena_alloc(ctx, (size_t)table->numel * sizeof(float));
+	if (!g || !dt)
+		return oom(ctx, node->op, node->label);
+	/* g: (n,C) fp32 -> dt: (V,C) fp32, rows scatter-added in id order (deterministic). */
+	for (int64_t k = 0; k < n; k++)
+		amp_vadd_f32(dt + (int64_t)ids[k] * c, g + k * c, dt + (int64_t)ids[k] * c, c);
+	int rc = amp_grad_acc_f32(ctx, table, dt);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	                 (uint64_t)(n * c),
+	                 (uint64_t)(n * c) * amp_dtype_size(node->exec) +
+	                     (uint64_t)table->numel * 4 + (uint64_t)n * 4,
+	                 table->shape);
+	return rc;
+}
+
+int amp_embedding(amp_ctx *ctx, const char *label, amp_tensor *table, amp_tensor *ids,
+                  amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[1] = {table};
+	/* Only the table goes through amp_op_begin: it rejects int32, and ids carry no grad. */
+	int rc = amp_op_begin(ctx, &call, AMP_OP_EMBEDDING, label, in, 1);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Embedding '%s': NULL out", lbl(label));
+	char st[64], si[64];
+	if (table->shape.ndim != 2)
+		return amp_fail(ctx, AMP_ESHAPE, "Embedding '%s': table %s must be (V,C)",
+		                lbl(label), amp_shape_str(table->shape, st, sizeof st));
+	if (!ids)
+		return amp_fail(ctx, AMP_EINVAL, "Embedding '%s': ids is NULL", lbl(label));
+	if (ids->dtype != AMP_I32)
+		return amp_fail(ctx, AMP_EDTYPE, "Embedding '%s': ids are %s, expected int32",
+		                lbl(label), amp_dtype_name(ids->dtype));
+	if (ids->shape.ndim >= AMP_MAX_DIMS)
+		return amp_fail(ctx, AMP_ESHAPE,
+		                "Embedding '%s': ids %s leave no room for the embedding dimension "
+		                "(at most %d dims)",
+		                lbl(label), amp_shape_str(ids->shape, si, sizeof si),
+		                AMP_MAX_DIMS - 1);
+	int64_t v = table->shape.d[0], c = table->shape.d[1], n = ids->numel;
+	const int32_t *idv = ids->data;
+	for (int64_t k = 0; k < n; k++)
+		if (idv[k] < 0 || idv[k] >= v)
+			return amp_fail(
+			    ctx, AMP_EINVAL,
+			    "Embedding '%s': id %d at position %lld is out of range [0,%lld) "
+			    "for table %s",
+			    lbl(label), (int)idv[k], (long long)k, (long long)v,
+			    amp_shape_str(table->shape, st, sizeof st));
+	if (!(in[0] = amp_cast_to(ctx, table, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_shape ys = ids->shape;
+	ys.d[ys.ndim++] = c;
+	amp_tensor *y = amp_alloc(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS);
+	int32_t *saved = amp_arena_alloc(ctx, (size_t)n * sizeof(int32_t));
+	if (!y || !saved)
+		return y ? oom(ctx, AMP_OP_EMBEDDING, label) : AMP_ENOMEM;
+	memcpy(saved, idv, (size_t)n * sizeof(int32_t));
+	/* table: (V,C), ids: (S) -> y: (S,C), rows copied raw in the exec dtype */
+	size_t row = (size_t)c * amp_dtype_size(call.exec);
+	const unsigned char *src = in[0]->data;
+	unsigned char *dst = y->data;
+	for (int64_t k = 0; k < n; k++)
+		memcpy(dst + (size_t)k * row, src + (size_t)idv[k] * row, row);
+	call.bytes = (uint64_t)n * (2 * row + 4);
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 1, embedding_backward, &node)))
+		return rc;
+	if (node) {
+		node->saved = saved;
+		node->i[0] = n;
+	}
+	*out = y;
+	return AMP_OK;
+}
+
+/* ---- Dropout ----------------------------------------------------------------------------- */
+
+/* Saved mask: (n) bytes, 1 = kept.  dx = g * mask / (1 - p). */
+static int dropout_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0];
+	const unsigned char *mask = node->saved;
+	float scale = node->f[0];
+	const float *g = amp_grad_out_f32(ctx, node);
+	float *dx = amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float));
+	if (!g || !dx)
+		return oom(ctx, node->op, node->label);
+	for (int64_t i = 0; i < x->numel; i++)
+		dx[i] = g[i] * (mask[i] ? scale : 0.0f);
+	int rc = amp_grad_acc_f32(ctx, x, dx);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	                 (uint64_t)x->numel,
+	                 (uint64_t)x->numel * (2 * amp_dtype_size(node->exec) + 1), x->shape);
+	return rc;
+}
+
+int amp_dropout(amp_ctx *ctx, const char *label, amp_tensor *x, float p, amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[1] = {x};
+	int rc = amp_op_begin(ctx, &call, AMP_OP_DROPOUT, label, in, 1);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Dropout '%s': NULL out", lbl(label));
+	if (!(p >= 0.0f && p < 1.0f))
+		return amp_fail(ctx, AMP_EINVAL, "Dropout '%s': p = %g is outside [0,1)",
+		                lbl(label), (double)p);
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_tensor *y;
+	if (!ctx->training || p == 0.0f) {
+		/* Identity: an alias, still traced as an op. */
+		if (!(y = alias_out(ctx, in[0], in[0]->shape)))
+			return AMP_ENOMEM;
+		if ((rc = amp_op_end(ctx, &call, y, in, 1, passthrough_backward, NULL)))
+			return rc;
+		*out = y;
+		return AMP_OK;
+	}
+	y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
+	if (!y)
+		return AMP_ENOMEM;
+	const float *xv = amp_f32_view(ctx, in[0]);
+	float *y32 =
+	    call.exec == AMP_F32 ? y->data : amp_arena_alloc(ctx, (size_t)y->numel * sizeof(float));
+	unsigned char *mask = amp_arena_alloc(ctx, (size_t)y->numel);
+	if (!xv || !y32 || !mask)
+		return oom(ctx, AMP_OP_DROPOUT, label);
+	/* x: (n) -> y: (n) = x * keep / (1 - p), keep ~ Bernoulli(1 - p).  Multiplying (rather
+	 * than writing 0) keeps a NaN in a dropped element visible. */
+	float scale = 1.0f / (1.0f - p);
+	for (int64_t i = 0; i < y->numel; i++) {
+		mask[i] = amp_rng_uniform(&ctx->rng_state) >= p;
+		y32[i] = xv[i] * (mask[i] ? scale : 0.0f);
+	}
+	amp_store_f32(y, y32);
+	call.flops = (uint64_t)y->numel * 2;
+	call.bytes = (uint64_t)y->numel * (2 * amp_dtype_size(call.exec) + 1);
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 1, dropout_backward, &node)))
+		return rc;
+	if (node) {
+		node->saved = mask;
+		node->f[0] = scale;
+		node->f[1] = p;
+	}
+	*out = y;
+	return AMP_OK;
+}
