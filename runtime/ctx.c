@@ -367,8 +367,6 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 		rc = amp_config_load(ctx, path);
 	if (rc == AMP_OK)
 		rc = apply_env(ctx);
-	if (rc == AMP_OK && getenv("AMP_KERNELS") == NULL && strcmp(ctx->cfg.kernels, "auto") == 0)
-		amp_kernels_select(NULL);
 	if (rc) {
 		if (errbuf && errlen)
 			snprintf(errbuf, errlen, "%s", ctx->err);

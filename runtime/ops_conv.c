@@ -1,0 +1,474 @@
+/* ops_conv.c — Conv2D (im2col + GEMM, fused bias) and MaxPool2D, forward and backward.
+ *
+ * Conv2D lowers each image to a column matrix in the exec dtype (part of the op, not a copy
+ * event) and multiplies it on amp_gemm_f32 / amp_gemm_f16; backward recomputes the columns
+ * rather than keeping them, and sums weight, bias and input gradients in FP32.  MaxPool2D
+ * saves its argmax indices in node->saved.  Layout is NCHW throughout.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *lbl(const char *label)
+{
+	return label ? label : "-";
+}
+
+/* C (M,N) = op(A) op(B) + beta C in dtype dt (fp32 or fp16 buffers). */
+static void gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc)
+{
+	if (dt == AMP_F16)
+		amp_gemm_f16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	else
+		amp_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* ---- Conv2D ------------------------------------------------------------------------------- */
+
+typedef struct conv_geom {
+	int64_t N, C, H, W; /* input */
+	int64_t O, KH, KW;  /* filters */
+	int64_t OH, OW;     /* output */
+	int64_t stride, pad;
+	int64_t ckk, ohw; /* GEMM dims: K = C*KH*KW, N = OH*OW */
+} conv_geom;
+
+static conv_geom conv_geom_of(const amp_tensor *x, const amp_tensor *w, int64_t stride, int64_t pad)
+{
+	conv_geom g = {
+	    .N = x->shape.d[0],
+	    .C = x->shape.d[1],
+	    .H = x->shape.d[2],
+	    .W = x->shape.d[3],
+	    .O = w->shape.d[0],
+	    .KH = w->shape.d[2],
+	    .KW = w->shape.d[3],
+	    .stride = stride,
+	    .pad = pad,
+	};
+	g.OH = (g.H + 2 * pad - g.KH) / stride + 1;
+	g.OW = (g.W + 2 * pad - g.KW) / stride + 1;
+	g.ckk = g.C * g.KH * g.KW;
+	g.ohw = g.OH * g.OW;
+	return g;
+}
+
+/* A 1x1 filter at stride 1 without padding reads the image itself as its column matrix. */
+static int conv_is_pointwise(const conv_geom *g)
+{
+	return g->KH == 1 && g->KW == 1 && g->stride == 1 && g->pad == 0;
+}
+
+/* Output columns [*lo, *hi) of a row whose input column ow * stride - pad + kw is inside the
+ * image; the others read padding. */
+static void conv_valid_cols(const conv_geom *g, int64_t kw, int64_t *lo, int64_t *hi)
+{
+	int64_t a = 0, b = g->OW;
+	while (a < b && a * g->stride - g->pad + kw < 0)
+		a++;
+	while (b > a && (b - 1) * g->stride - g->pad + kw >= g->W)
+		b--;
+	*lo = a;
+	*hi = b;
+}
+
+/* dst[i] = src[i * stride] for i < n; elements of es bytes (fp32 or fp16). */
+static void copy_strided(char *dst, const char *src, int64_t n, int64_t stride, size_t es)
+{
+	if (stride == 1) {
+		memcpy(dst, src, (size_t)n * es);
+	} else if (es == 2) {
+		uint16_t *d = (uint16_t *)dst;
+		const uint16_t *s = (const uint16_t *)src;
+		for (int64_t i = 0; i < n; i++)
+			d[i] = s[i * stride];
+	} else {
+		float *d = (float *)dst;
+		const float *s = (const float *)src;
+		for (int64_t i = 0; i < n; i++)
+			d[i] = s[i * stride];
+	}
+}
+
+/* One row (kh,kw) of the columns of one channel: plane (H,W) -> row (OH,OW). */
+static void im2col_row(const conv_geom *g, size_t es, const char *plane, int64_t kh, int64_t kw,
+                       char *row)
+{
+	int64_t lo, hi;
+	conv_valid_cols(g, kw, &lo, &hi);
+	for (int64_t oh = 0; oh < g->OH; oh++) {
+		int64_t ih = oh * g->stride - g->pad + kh;
+		char *dst = row + (size_t)(oh * g->OW) * es;
+		if (ih < 0 || ih >= g->H || lo >= hi) {
+			memset(dst, 0, (size_t)g->OW * es);
+			continue;
+		}
+		memset(dst, 0, (size_t)lo * es);
+		memset(dst + (size_t)hi * es, 0, (size_t)(g->OW - hi) * es);
+		int64_t iw = lo * g->stride - g->pad + kw;
+		copy_strided(dst + (size_t)lo * es, plane + (size_t)(ih * g->W + iw) * es, hi - lo,
+		             g->stride, es);
+	}
+}
+
+/* x: (C,H,W) one image -> col: (C*KH*KW, OH*OW); row (c,kh,kw), column (oh,ow); padding 0.
+ * Elements are es bytes (fp32 or fp16) and only copied. */
+static void im2col(const conv_geom *g, size_t es, const void *x, void *col)
+{
+	char *row = col;
+	for (int64_t c = 0; c < g->C; c++) {
+		const char *plane = (const char *)x + (size_t)(c * g->H * g->W) * es;
+		for (int64_t kh = 0; kh < g->KH; kh++)
+			for (int64_t kw = 0; kw < g->KW; kw++, row += (size_t)g->ohw * es)
+				im2col_row(g, es, plane, kh, kw, row);
+	}
+}
+
+/* Column matrix of image n in the exec dtype: the image itself for a pointwise conv, else
+ * written into col. */
+static const void *conv_columns(const conv_geom *g, amp_dtype dt, const void *x, int64_t n,
+                                void *col)
+{
+	size_t es = amp_dtype_size(dt);
+	const char *xn = (const char *)x + (size_t)(n * g->C * g->H * g->W) * es;
+	if (conv_is_pointwise(g))
+		return xn;
+	im2col(g, es, xn, col);
+	return col;
+}
+
+/* col: (C*KH*KW, OH*OW) fp32 -> dx: (C,H,W) fp32, adding each column entry to the pixel it
+ * was read from (the adjoint of im2col). */
+static void col2im_add_f32(const conv_geom *g, const float *col, float *dx)
+{
+	const float *row = col;
+	for (int64_t c = 0; c < g->C; c++)
+		for (int64_t kh = 0; kh < g->KH; kh++)
+			for (int64_t kw = 0; kw < g->KW; kw++, row += g->ohw) {
+				int64_t lo, hi;
+				conv_valid_cols(g, kw, &lo, &hi);
+				for (int64_t oh = 0; oh < g->OH; oh++) {
+					int64_t ih = oh * g->stride - g->pad + kh;
+					if (ih < 0 || ih >= g->H)
+						continue;
+					/* input column of output column ow: at + ow * stride */
+					int64_t at = (c * g->H + ih) * g->W - g->pad + kw;
+					const float *src = row + oh * g->OW;
+					for (int64_t ow = lo; ow < hi; ow++)
+						dx[at + ow * g->stride] += src[ow];
+				}
+			}
+}
+
+/* Backward, per image n with G_n = dy_n (O, OH*OW) in the exec dtype and col_n its columns:
+ *   dw (O, CKK) += G_n col_n^T       dcol (CKK, OH*OW) = w^T G_n -> col2im -> dx_n
+ *   dbias (O)   += row sums of G_n
+ * The GEMMs run in the exec dtype; the sums over images are kept in FP32. */
+static int conv2d_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
+	amp_dtype dt = node->exec;
+	size_t es = amp_dtype_size(dt);
+	conv_geom g = conv_geom_of(x, w, node->i[0], node->i[1]);
+	const char *gy = node->out->grad->data; /* (N,O,OH,OW) in the exec dtype */
+	int need_x = x->requires_grad, need_w = w->requires_grad;
+	int need_b = bias && bias->requires_grad;
+	int f16 = dt == AMP_F16;
+	int64_t cols = g.ckk * g.ohw;
+	int64_t gn_stride = g.O * g.ohw;
+
+	/* FP32 accumulators, and exec-dtype scratch for the GEMM outputs and the columns. */
+	float *dx = need_x ? amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float)) : NULL;
+	float *dw = need_w ? amp_arena_alloc(ctx, (size_t)w->numel * sizeof(float)) : NULL;
+	float *db = need_b ? amp_arena_alloc(ctx, (size_t)g.O * sizeof(float)) : NULL;
+	void *col =
+	    need_w && !conv_is_pointwise(&g) ? amp_arena_alloc(ctx, (size_t)cols * es) : NULL;
+	void *dcol = need_x ? amp_arena_alloc(ctx, (size_t)cols * es) : NULL;
+	float *dcol32 = need_x && f16 ? amp_arena_alloc(ctx, (size_t)cols * sizeof(float)) : NULL;
+	uint16_t *dw16 = need_w && f16 ? amp_arena_alloc(ctx, (size_t)w->numel * 2) : NULL;
+	float *tmp32 = f16 && (need_w || need_b)
+	                   ? amp_arena_alloc(ctx, (size_t)(w->numel > g.ohw ? w->numel : g.ohw) *
+	                                              sizeof(float))
+	                   : NULL;
+	if ((need_x && (!dx || !dcol || (f16 && !dcol32))) ||
+	    (need_w && (!dw || (!col && !conv_is_pointwise(&g)) || (f16 && (!dw16 || !tmp32)))) ||
+	    (need_b && (!db || (f16 && !tmp32))))
+		return amp_fail(ctx, AMP_ENOMEM, "Conv2D '%s': out of memory in backward",
+		                lbl(node->label));
+
+	for (int64_t n = 0; n < g.N; n++) {
+		const char *gn = gy + (size_t)(n * gn_stride) * es;
+		if (need_w) {
+			const void *cn = conv_columns(&g, dt, x->data, n, col);
+			/* G_n (O,OHW) . col^T (OHW,CKK) -> (O,CKK) */
+			if (f16) {
+				gemm_exec(dt, 0, 1, g.O, g.ckk, g.ohw, gn, g.ohw, cn, g.ohw, 0.0f,
+				          dw16, g.ckk);
+				amp_cvt_f16_f32(dw16, tmp32, w->numel);
+				amp_vadd_f32(dw, tmp32, dw, w->numel);
+			} else {
+				gemm_exec(dt, 0, 1, g.O, g.ckk, g.ohw, gn, g.ohw, cn, g.ohw,
+				          n ? 1.0f : 0.0f, dw, g.ckk);
+			}
+		}
+		if (need_x) {
+			/* w^T (CKK,O) . G_n (O,OHW) -> dcol (CKK,OHW) */
+			gemm_exec(dt, 1, 0, g.ckk, g.ohw, g.O, w->data, g.ckk, gn, g.ohw, 0.0f,
+			          dcol, g.ohw);
+			const float *dc = dcol;
+			if (f16) {
+				amp_cvt_f16_f32(dcol, dcol32, cols);
+				dc = dcol32;
+			}
+			float *dxn = dx + n * g.C * g.H * g.W;
+			if (conv_is_pointwise(&g))
+				amp_vadd_f32(dxn, dc, dxn, cols);
+			else
+				col2im_add_f32(&g, dc, dxn);
+		}
+		if (need_b) {
+			for (int64_t o = 0; o < g.O; o++) {
+				const char *go = gn + (size_t)(o * g.ohw) * es;
+				const float *v = (const float *)go;
+				if (f16) {
+					amp_cvt_f16_f32((const uint16_t *)go, tmp32, g.ohw);
+					v = tmp32;
+				}
+				float s = 0.0f;
+				for (int64_t i = 0; i < g.ohw; i++)
+					s += v[i];
+				db[o] += s;
+			}
+		}
+	}
+
+	int rc = AMP_OK;
+	if (need_x)
+		rc = amp_grad_acc_f32(ctx, x, dx);
+	if (rc == AMP_OK && need_w)
+		rc = amp_grad_acc_f32(ctx, w, dw);
+	if (rc == AMP_OK && need_b)
+		rc = amp_grad_acc_f32(ctx, bias, db);
+	uint64_t gemm_flops = (uint64_t)(2 * g.N * g.O * g.ohw * g.ckk);
+	amp_trace_kernel(ctx, node->op, node->label, dt, AMP_PHASE_BACKWARD, t0,
+	                 gemm_flops * (uint64_t)(need_x + need_w),
+	                 (uint64_t)(2 * (x->numel + w->numel) + node->out->numel) * es,
+	                 node->out->shape);
+	return rc;
+}
+
+static int conv2d_check(amp_ctx *ctx, const char *label, const amp_tensor *x, const amp_tensor *w,
+                        const amp_tensor *bias, int stride, int pad)
+{
+	char sx[64], sw[64], sb[64];
+	const char *lb = lbl(label);
+	amp_shape_str(x->shape, sx, sizeof sx);
+	amp_shape_str(w->shape, sw, sizeof sw);
+	if (stride < 1 || pad < 0)
+		return amp_fail(ctx, AMP_EINVAL,
+		                "Conv2D '%s': stride %d, pad %d: expected stride >= 1 and pad >= 0",
+		                lb, stride, pad);
+	if (x->shape.ndim != 4 || w->shape.ndim != 4)
+		return amp_fail(
+		    ctx, AMP_ESHAPE,
+		    "Conv2D '%s': x %s and w %s: expected x (N,C,H,W) and w (O,C,KH,KW)", lb, sx,
+		    sw);
+	if (x->shape.d[1] != w->shape.d[1])
+		return amp_fail(ctx, AMP_ESHAPE,
+		                "Conv2D '%s': channels differ: x %s has C=%lld, w %s has C=%lld",
+		                lb, sx, (long long)x->shape.d[1], sw, (long long)w->shape.d[1]);
+	if (x->shape.d[2] + 2 * pad < w->shape.d[2] || x->shape.d[3] + 2 * pad < w->shape.d[3])
+		return amp_fail(
+		    ctx, AMP_ESHAPE,
+		    "Conv2D '%s': filter w %s larger than the padded image x %s (pad %d)", lb, sw,
+		    sx, pad);
+	if (bias && (bias->shape.ndim != 1 || bias->shape.d[0] != w->shape.d[0]))
+		return amp_fail(
+		    ctx, AMP_ESHAPE, "Conv2D '%s': bias %s does not match w %s (expected (%lld))",
+		    lb, amp_shape_str(bias->shape, sb, sizeof sb), sw, (long long)w->shape.d[0]);
+	return AMP_OK;
+}
+
+int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, amp_tensor *bias,
+               int stride, int pad, amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[3] = {x, w, bias};
+	int n_in = bias ? 3 : 2;
+	int rc = amp_op_begin(ctx, &call, AMP_OP_CONV2D, label, in, n_in);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Conv2D '%s': NULL out", lbl(label));
+	if ((rc = conv2d_check(ctx, label, x, w, bias, stride, pad)))
+		return rc;
+	for (int i = 0; i < n_in; i++)
+		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
+			return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_dtype dt = call.exec;
+	size_t es = amp_dtype_size(dt);
+	conv_geom g = conv_geom_of(x, w, stride, pad);
+	amp_tensor *y = amp_alloc(ctx, dt, amp_shape4(g.N, g.O, g.OH, g.OW), AMP_MEM_ACTIVATIONS);
+	void *col =
+	    y && !conv_is_pointwise(&g) ? amp_arena_alloc(ctx, (size_t)(g.ckk * g.ohw) * es) : NULL;
+	if (!y || (!col && !conv_is_pointwise(&g)))
+		return amp_fail(ctx, AMP_ENOMEM, "Conv2D '%s': out of memory", lbl(label));
+
+	for (int64_t n = 0; n < g.N; n++) {
+		char *yn = (char *)y->data + (size_t)(n * g.O * g.ohw) * es;
+		/* Fused bias: each output plane starts at its bias and the GEMM accumulates onto
+		 * it (beta 1), so an fp16 result is rounded once. */
+		if (bias) {
+			for (int64_t o = 0; o < g.O; o++) {
+				char *plane = yn + (size_t)(o * g.ohw) * es;
+				if (dt == AMP_F16) {
+					uint16_t b = ((const uint16_t *)in[2]->data)[o];
+					for (int64_t i = 0; i < g.ohw; i++)
+						((uint16_t *)plane)[i] = b;
+				} else {
+					float b = ((const float *)in[2]->data)[o];
+					for (int64_t i = 0; i < g.ohw; i++)
+						((float *)plane)[i] = b;
+				}
+			}
+		}
+		const void *cn = conv_columns(&g, dt, in[0]->data, n, col);
+		/* w: (O,CKK) . col: (CKK,OHW) -> y_n: (O,OHW) */
+		gemm_exec(dt, 0, 0, g.O, g.ohw, g.ckk, in[1]->data, g.ckk, cn, g.ohw,
+		          bias ? 1.0f : 0.0f, yn, g.ohw);
+	}
+	call.flops = (uint64_t)(2 * g.N * g.O * g.ohw * g.ckk);
+	call.bytes = (uint64_t)(x->numel + w->numel + (bias ? bias->numel : 0) + y->numel) * es;
+	call.aligned = g.O % 8 == 0 && g.ohw % 8 == 0 && g.ckk % 8 == 0;
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, n_in, conv2d_backward, &node)))
+		return rc;
+	if (node) {
+		node->i[0] = stride;
+		node->i[1] = pad;
+	}
+	*out = y;
+	return AMP_OK;
+}
+
+/* ---- MaxPool2D ---------------------------------------------------------------------------- */
+
+/* g = dy (N,C,OH,OW); saved argmax (N,C,OH,OW) int32 offsets within each (H,W) plane. */
+static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0], *y = node->out;
+	const int32_t *arg = node->saved;
+	int64_t plane_in = x->shape.d[2] * x->shape.d[3];
+	int64_t plane_out = y->shape.d[2] * y->shape.d[3];
+	const float *g = amp_grad_out_f32(ctx, node);
+	float *dx = amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float));
+	if (!g || !dx)
+		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory in backward",
+		                lbl(node->label));
+	for (int64_t i = 0; i < y->numel; i++)
+		dx[(i / plane_out) * plane_in + arg[i]] += g[i];
+	int rc = amp_grad_acc_f32(ctx, x, dx);
+	size_t es = amp_dtype_size(node->exec);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	                 (uint64_t)y->numel, (uint64_t)(x->numel + y->numel) * es, y->shape);
+	return rc;
+}
+
+/* x: (H,W) one plane, fp32 -> arg: (OH,OW) offset in the plane of each window's maximum.
+ * A NaN in a window wins (its first one), so non-finite values propagate. */
+static void maxpool_plane(const float *x, int64_t W, int k, int stride, int64_t OH, int64_t OW,
+                          int32_t *arg)
+{
+	for (int64_t oh = 0; oh < OH; oh++)
+		for (int64_t ow = 0; ow < OW; ow++) {
+			int64_t at0 = oh * stride * W + ow * stride, best = at0;
+			float bv = x[at0];
+			int nan = 0;
+			for (int i = 0; i < k; i++) {
+				const float *row = x + at0 + i * W;
+				for (int j = 0; j < k; j++) {
+					if (row[j] > bv) {
+						bv = row[j];
+						best = at0 + i * W + j;
+					}
+					nan |= row[j] != row[j];
+				}
+			}
+			for (int i = 0; nan && i < k; i++)
+				for (int j = 0; nan && j < k; j++)
+					if (isnan(x[at0 + i * W + j])) {
+						best = at0 + i * W + j;
+						nan = 0;
+					}
+			arg[oh * OW + ow] = (int32_t)best;
+		}
+}
+
+int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int stride,
+                  amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[1] = {x};
+	int rc = amp_op_begin(ctx, &call, AMP_OP_MAXPOOL2D, label, in, 1);
+	if (rc)
+		return rc;
+	const char *lb = lbl(label);
+	char sx[64];
+	amp_shape_str(x->shape, sx, sizeof sx);
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "MaxPool2D '%s': NULL out", lb);
+	if (k < 1 || stride < 1)
+		return amp_fail(ctx, AMP_EINVAL,
+		                "MaxPool2D '%s': window %d, stride %d: expected both >= 1", lb, k,
+		                stride);
+	if (x->shape.ndim != 4 || x->shape.d[2] < k || x->shape.d[3] < k ||
+	    x->shape.d[2] * x->shape.d[3] > INT32_MAX)
+		return amp_fail(ctx, AMP_ESHAPE,
+		                "MaxPool2D '%s': x %s: expected (N,C,H,W) with H, W >= window %d",
+		                lb, sx, k);
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	int64_t N = x->shape.d[0], C = x->shape.d[1], H = x->shape.d[2], W = x->shape.d[3];
+	int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;
+	amp_tensor *y = amp_alloc(ctx, call.exec, amp_shape4(N, C, OH, OW), AMP_MEM_ACTIVATIONS);
+	int32_t *arg = y ? amp_arena_alloc(ctx, (size_t)y->numel * sizeof(int32_t)) : NULL;
+	const float *xv = arg ? amp_f32_view(ctx, in[0]) : NULL;
+	if (!xv)
+		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory", lb);
+
+	/* x: (N,C,H,W) -> y: (N,C,OH,OW), one (H,W) plane at a time. */
+	int64_t plane_out = OH * OW;
+	for (int64_t p = 0; p < N * C; p++) {
+		int32_t *ap = arg + p * plane_out;
+		maxpool_plane(xv + p * H * W, W, k, stride, OH, OW, ap);
+		/* The output is a selection: copy the winners' stored values, exact in either
+		 * dtype. */
+		if (call.exec == AMP_F16) {
+			const uint16_t *xp = (const uint16_t *)in[0]->data + p * H * W;
+			uint16_t *yp = (uint16_t *)y->data + p * plane_out;
+			for (int64_t i = 0; i < plane_out; i++)
+				yp[i] = xp[ap[i]];
+		} else {
+			const float *xp = xv + p * H * W;
+			float *yp = (float *)y->data + p * plane_out;
+			for (int64_t i = 0; i < plane_out; i++)
+				yp[i] = xp[ap[i]];
+		}
+	}
+	size_t es = amp_dtype_size(call.exec);
+	call.flops = (uint64_t)(y->numel * k * k);
+	call.bytes = (uint64_t)(x->numel + y->numel) * es;
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 1, maxpool2d_backward, &node)))
+		return rc;
+	if (node)
+		node->saved = arg;
+	*out = y;
+	return AMP_OK;
+}

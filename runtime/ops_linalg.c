@@ -1,0 +1,348 @@
+/* ops_linalg.c — MatMul, BatchMatMul and Linear (fused GEMM + bias), forward and backward.
+ *
+ * Every product runs in the op's exec dtype on the runtime GEMMs: amp_gemm_f32 for FP32 and
+ * amp_gemm_f16 (fp16 in and out, FP32 accumulation) for FP16, with no per-op conversion.
+ * Backward runs the transposed products in the same dtype; bias gradients are summed in FP32.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+/* C (M,N) = op(A) op(B) + beta C in dtype dt (fp32 or fp16 buffers). */
+static void gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc)
+{
+	if (dt == AMP_F16)
+		amp_gemm_f16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	else
+		amp_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+static int gemm_aligned(int64_t M, int64_t N, int64_t K)
+{
+	return M % 8 == 0 && N % 8 == 0 && K % 8 == 0;
+}
+
+static int oom(amp_ctx *ctx, amp_op_type op, const char *label)
+{
+	return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
+	                label ? label : "-");
+}
+
+/* Where a backward GEMM writes an input's gradient: straight into the input's gradient
+ * (beta 1) when it already has one in the exec dtype, else into a step-scoped temporary
+ * (beta 0) that grad_dst_close() adds in with amp_grad_acc(). */
+typedef struct grad_dst {
+	amp_tensor *input;
+	amp_tensor *tmp; /* NULL when accumulating in place */
+	char *data;      /* (input->numel) elements in the exec dtype */
+	float beta;
+} grad_dst;
+
+static int grad_dst_open(amp_ctx *ctx, amp_tensor *input, amp_dtype exec, grad_dst *d)
+{
+	d->input = input;
+	d->tmp = NULL;
+	if (input->grad && input->grad->dtype == exec) {
+		d->data = input->grad->data;
+		d->beta = 1.0f;
+		return AMP_OK;
+	}
+	d->tmp = amp_alloc(ctx, exec, input->shape, AMP_MEM_GRADS);
+	if (!d->tmp)
+		return AMP_ENOMEM;
+	d->data = d->tmp->data;
+	d->beta = 0.0f;
+	return AMP_OK;
+}
+
+static int grad_dst_close(amp_ctx *ctx, grad_dst *d)
+{
+	return d->tmp ? amp_grad_acc(ctx, d->input, d->tmp) : AMP_OK;
+}
+
+/* ---- MatMul and BatchMatMul --------------------------------------------------------------- */
+
+/* Batch count and GEMM dims of op(a) (M,K) op(b) (K,N) over the last two dimensions. */
+typedef struct mm_dims {
+	int64_t batch, M, N, K;
+	int64_t lda, ldb; /* a's and b's last extents */
+} mm_dims;
+
+static mm_dims mm_dims_of(const amp_tensor *a, const amp_tensor *b, int ta, int tb)
+{
+	int nd = a->shape.ndim;
+	int64_t ar = a->shape.d[nd - 2], ac = a->shape.d[nd - 1];
+	int64_t br = b->shape.d[nd - 2], bc = b->shape.d[nd - 1];
+	mm_dims m = {
+	    .batch = a->numel / (ar * ac),
+	    .M = ta ? ac : ar,
+	    .K = ta ? ar : ac,
+	    .N = tb ? br : bc,
+	    .lda = ac,
+	    .ldb = bc,
+	};
+	return m;
+}
+
+/* MatMul: both 2-D.  BatchMatMul: both 3-D or both 4-D with equal leading (batch) extents. */
+static int mm_check(amp_ctx *ctx, amp_op_type op, const char *label, const amp_tensor *a,
+                    const amp_tensor *b, int ta, int tb)
+{
+	char sa[64], sb[64];
+	const char *lb = label ? label : "-";
+	int nd = a->shape.ndim;
+	amp_shape_str(a->shape, sa, sizeof sa);
+	amp_shape_str(b->shape, sb, sizeof sb);
+	int ok = op == AMP_OP_MATMUL ? nd == 2 && b->shape.ndim == 2
+	                             : (nd == 3 || nd == 4) && b->shape.ndim == nd;
+	for (int i = 0; ok && i < nd - 2; i++)
+		ok = a->shape.d[i] == b->shape.d[i];
+	if (!ok)
+		return amp_fail(ctx, AMP_ESHAPE, "%s '%s': a %s and b %s: expected %s",
+		                amp_op_name(op), lb, sa, sb,
+		                op == AMP_OP_MATMUL
+		                    ? "two 2-D tensors"
+		                    : "two 3-D or two 4-D tensors with equal batch dims");
+	int64_t ka = ta ? a->shape.d[nd - 2] : a->shape.d[nd - 1];
+	int64_t kb = tb ? b->shape.d[nd - 1] : b->shape.d[nd - 2];
+	if (ka != kb)
+		return amp_fail(
+		    ctx, AMP_ESHAPE,
+		    "%s '%s': inner dimensions differ: a %s%s has K=%lld, b %s%s has K=%lld",
+		    amp_op_name(op), lb, sa, ta ? " (transposed)" : "", (long long)ka, sb,
+		    tb ? " (transposed)" : "", (long long)kb);
+	return AMP_OK;
+}
+
+/* Gradients of C = op(A) op(B) with G = dC, per batch:
+ *   dA = G op(B)^T  (A (M,K))        dA = op(B) G^T  (A stored (K,M))
+ *   dB = op(A)^T G  (B (K,N))        dB = G^T op(A)  (B stored (N,K)) */
+static int matmul_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *a = node->in[0], *b = node->in[1];
+	int ta = (int)node->i[0], tb = (int)node->i[1];
+	amp_dtype dt = node->exec;
+	size_t es = amp_dtype_size(dt);
+	mm_dims m = mm_dims_of(a, b, ta, tb);
+	const char *g = node->out->grad->data; /* (batch,M,N) in the exec dtype */
+	int64_t sa = m.M * m.K, sb = m.K * m.N, sg = m.M * m.N;
+	uint64_t flops = 0;
+	int rc = AMP_OK;
+	grad_dst d;
+
+	if (a->requires_grad && !(rc = grad_dst_open(ctx, a, dt, &d))) {
+		for (int64_t i = 0; i < m.batch; i++) {
+			const char *gi = g + (size_t)(i * sg) * es,
+			           *bi = (const char *)b->data + (size_t)(i * sb) * es;
+			char *dai = d.data + (size_t)(i * sa) * es;
+			if (!ta)
+				gemm_exec(dt, 0, !tb, m.M, m.K, m.N, gi, m.N, bi, m.ldb, d.beta,
+				          dai, m.K);
+			else
+				gemm_exec(dt, tb, 1, m.K, m.M, m.N, bi, m.ldb, gi, m.N, d.beta, dai,
+				          m.M);
+		}
+		rc = grad_dst_close(ctx, &d);
+		flops += (uint64_t)(2 * m.batch * m.M * m.N * m.K);
+	}
+	if (rc == AMP_OK && b->requires_grad && !(rc = grad_dst_open(ctx, b, dt, &d))) {
+		for (int64_t i = 0; i < m.batch; i++) {
+			const char *gi = g + (size_t)(i * sg) * es,
+			           *ai = (const char *)a->data + (size_t)(i * sa) * es;
+			char *dbi = d.data + (size_t)(i * sb) * es;
+			if (!tb)
+				gemm_exec(dt, !ta, 0, m.K, m.N, m.M, ai, m.lda, gi, m.N, d.beta,
+				          dbi, m.N);
+			else
+				gemm_exec(dt, 1, ta, m.N, m.K, m.M, gi, m.N, ai, m.lda, d.beta, dbi,
+				          m.K);
+		}
+		rc = grad_dst_close(ctx, &d);
+		flops += (uint64_t)(2 * m.batch * m.M * m.N * m.K);
+	}
+	amp_trace_kernel(ctx, node->op, node->label, dt, AMP_PHASE_BACKWARD, t0, flops,
+	                 (uint64_t)(2 * (a->numel + b->numel) + node->out->numel) * es,
+	                 node->out->shape);
+	return rc;
+}
+
+static int matmul_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *a,
+                          amp_tensor *b, int ta, int tb, amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[2] = {a, b};
+	int rc = amp_op_begin(ctx, &call, op, label, in, 2);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "%s '%s': NULL out", amp_op_name(op),
+		                label ? label : "-");
+	ta = ta != 0;
+	tb = tb != 0;
+	if ((rc = mm_check(ctx, op, label, a, b, ta, tb)))
+		return rc;
+	if (!(in[0] = amp_cast_to(ctx, a, call.exec, label)) ||
+	    !(in[1] = amp_cast_to(ctx, b, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	mm_dims m = mm_dims_of(a, b, ta, tb);
+	amp_shape ys = a->shape;
+	ys.d[ys.ndim - 2] = m.M;
+	ys.d[ys.ndim - 1] = m.N;
+	amp_tensor *y = amp_alloc(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS);
+	if (!y)
+		return oom(ctx, op, label);
+	size_t es = amp_dtype_size(call.exec);
+	/* a: (batch,M,K) or (batch,K,M), b: (batch,K,N) or (batch,N,K) -> y: (batch,M,N) */
+	for (int64_t i = 0; i < m.batch; i++)
+		gemm_exec(call.exec, ta, tb, m.M, m.N, m.K,
+		          (const char *)in[0]->data + (size_t)(i * m.M * m.K) * es, m.lda,
+		          (const char *)in[1]->data + (size_t)(i * m.K * m.N) * es, m.ldb, 0.0f,
+		          (char *)y->data + (size_t)(i * m.M * m.N) * es, m.N);
+	call.flops = (uint64_t)(2 * m.batch * m.M * m.N * m.K);
+	call.bytes = (uint64_t)(a->numel + b->numel + y->numel) * es;
+	call.aligned = gemm_aligned(m.M, m.N, m.K);
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 2, matmul_backward, &node)))
+		return rc;
+	if (node) {
+		node->i[0] = ta;
+		node->i[1] = tb;
+	}
+	*out = y;
+	return AMP_OK;
+}
+
+int amp_matmul(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, int trans_a,
+               int trans_b, amp_tensor **out)
+{
+	return matmul_forward(ctx, AMP_OP_MATMUL, label, a, b, trans_a, trans_b, out);
+}
+
+int amp_batch_matmul(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, int trans_a,
+                     int trans_b, amp_tensor **out)
+{
+	return matmul_forward(ctx, AMP_OP_BATCH_MATMUL, label, a, b, trans_a, trans_b, out);
+}
+
+/* ---- Linear ------------------------------------------------------------------------------- */
+
+/* x (rows,in), w (out,in), bias (out) or absent; g = dy (rows,out) in the exec dtype.
+ *   dx = g w (rows,in),  dw = g^T x (out,in),  dbias = sum over rows of g (in FP32). */
+static int linear_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
+	amp_dtype dt = node->exec;
+	size_t es = amp_dtype_size(dt);
+	int64_t nout = w->shape.d[0], nin = w->shape.d[1], rows = x->numel / nin;
+	const void *g = node->out->grad->data;
+	uint64_t flops = 0;
+	int rc = AMP_OK;
+	grad_dst d;
+
+	if (x->requires_grad && !(rc = grad_dst_open(ctx, x, dt, &d))) {
+		gemm_exec(dt, 0, 0, rows, nin, nout, g, nout, w->data, nin, d.beta, d.data, nin);
+		rc = grad_dst_close(ctx, &d);
+		flops += (uint64_t)(2 * rows * nin * nout);
+	}
+	if (rc == AMP_OK && w->requires_grad && !(rc = grad_dst_open(ctx, w, dt, &d))) {
+		gemm_exec(dt, 1, 0, nout, nin, rows, g, nout, x->data, nin, d.beta, d.data, nin);
+		rc = grad_dst_close(ctx, &d);
+		flops += (uint64_t)(2 * rows * nin * nout);
+	}
+	if (rc == AMP_OK && bias && bias->requires_grad) {
+		float *sum = amp_arena_alloc(ctx, (size_t)nout * sizeof(float));
+		float *row =
+		    dt == AMP_F16 ? amp_arena_alloc(ctx, (size_t)nout * sizeof(float)) : NULL;
+		if (!sum || (dt == AMP_F16 && !row))
+			rc = oom(ctx, node->op, node->label);
+		for (int64_t r = 0; rc == AMP_OK && r < rows; r++) {
+			const float *gr = (const float *)g + r * nout;
+			if (dt == AMP_F16) {
+				amp_cvt_f16_f32((const uint16_t *)g + r * nout, row, nout);
+				gr = row;
+			}
+			amp_vadd_f32(sum, gr, sum, nout);
+		}
+		if (rc == AMP_OK)
+			rc = amp_grad_acc_f32(ctx, bias, sum);
+		flops += (uint64_t)(rows * nout);
+	}
+	amp_trace_kernel(ctx, node->op, node->label, dt, AMP_PHASE_BACKWARD, t0, flops,
+	                 (uint64_t)(2 * (x->numel + w->numel) + node->out->numel) * es,
+	                 node->out->shape);
+	return rc;
+}
+
+static int linear_check(amp_ctx *ctx, const char *label, const amp_tensor *x, const amp_tensor *w,
+                        const amp_tensor *bias)
+{
+	char sx[64], sw[64], sbias[64];
+	const char *lb = label ? label : "-";
+	amp_shape_str(x->shape, sx, sizeof sx);
+	amp_shape_str(w->shape, sw, sizeof sw);
+	if (x->shape.ndim < 2 || w->shape.ndim != 2)
+		return amp_fail(ctx, AMP_ESHAPE,
+		                "Linear '%s': x %s and w %s: expected x (...,in) and w (out,in)",
+		                lb, sx, sw);
+	if (x->shape.d[x->shape.ndim - 1] != w->shape.d[1])
+		return amp_fail(
+		    ctx, AMP_ESHAPE,
+		    "Linear '%s': inner dimensions differ: x %s has in=%lld, w %s has in=%lld", lb,
+		    sx, (long long)x->shape.d[x->shape.ndim - 1], sw, (long long)w->shape.d[1]);
+	if (bias && (bias->shape.ndim != 1 || bias->shape.d[0] != w->shape.d[0]))
+		return amp_fail(ctx, AMP_ESHAPE,
+		                "Linear '%s': bias %s does not match w %s (expected (%lld))", lb,
+		                amp_shape_str(bias->shape, sbias, sizeof sbias), sw,
+		                (long long)w->shape.d[0]);
+	return AMP_OK;
+}
+
+/* x (..., in) is taken as (rows, in) with the leading dims flattened; y has x's leading dims. */
+int amp_linear(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, amp_tensor *bias,
+               amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[3] = {x, w, bias};
+	int n = bias ? 3 : 2;
+	int rc = amp_op_begin(ctx, &call, AMP_OP_LINEAR, label, in, n);
+	if (rc)
+		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Linear '%s': NULL out", label ? label : "-");
+	if ((rc = linear_check(ctx, label, x, w, bias)))
+		return rc;
+	for (int i = 0; i < n; i++)
+		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
+			return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	int64_t nout = w->shape.d[0], nin = w->shape.d[1], rows = x->numel / nin;
+	amp_shape ys = x->shape;
+	ys.d[ys.ndim - 1] = nout;
+	amp_tensor *y = amp_alloc(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS);
+	if (!y)
+		return oom(ctx, AMP_OP_LINEAR, label);
+	size_t es = amp_dtype_size(call.exec);
+	/* Fused bias: y starts as the bias rows and the GEMM accumulates onto it (beta 1), so an
+	 * fp16 result is rounded once, after the bias is added in FP32. */
+	float beta = 0.0f;
+	if (bias) {
+		for (int64_t r = 0; r < rows; r++)
+			memcpy((char *)y->data + (size_t)(r * nout) * es, in[2]->data,
+			       (size_t)nout * es);
+		beta = 1.0f;
+	}
+	/* x: (rows,in), w: (out,in) -> y: (rows,out) = x w^T [+ bias] */
+	gemm_exec(call.exec, 0, 1, rows, nout, nin, in[0]->data, nin, in[1]->data, nin, beta,
+	          y->data, nout);
+	call.flops = (uint64_t)(2 * rows * nout * nin);
+	call.bytes = (uint64_t)(x->numel + w->numel + (bias ? bias->numel : 0) + y->numel) * es;
+	call.aligned = gemm_aligned(rows, nout, nin);
+	if ((rc = amp_op_end(ctx, &call, y, in, n, linear_backward, NULL)))
+		return rc;
+	*out = y;
+	return AMP_OK;
+}
