@@ -111,6 +111,7 @@ struct amp_ctx {
 	int in_step;
 	int in_backward;         /* ops run during backward are traced with phase backward */
 	int backward_done;
+	int optim_done;          /* amp_optim_step ran in this step */
 	int64_t step;            /* current step index; -1 before the first */
 	int64_t samples;
 	uint64_t step_t0;

@@ -30,9 +30,10 @@ amp_scale_reason amp_scaler_update(amp_scaler *s, int overflow)
 		return AMP_SCALE_OVERFLOW;
 	}
 	if (++s->clean_steps >= s->growth_interval) {
+		double old = s->scale;
 		s->scale = fmin(s->scale * s->growth_factor, s->max_scale);
 		s->clean_steps = 0;
-		return AMP_SCALE_GROWTH;
+		return s->scale > old ? AMP_SCALE_GROWTH : AMP_SCALE_HOLD; /* at the ceiling: hold */
 	}
 	return AMP_SCALE_HOLD;
 }
@@ -137,6 +138,11 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		*skipped = 0;
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_optim_step: no step begun");
+	/* A second update would reuse cleared gradients and count the step twice in the scaler. */
+	if (ctx->optim_done)
+		return amp_fail(ctx, AMP_ESTATE, "amp_optim_step: already run in step %lld",
+		                (long long)ctx->step);
+	ctx->optim_done = 1;
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 
 	/* Unscale and look for Inf/NaN in one pass over each gradient. */

@@ -151,7 +151,9 @@ int amp_shape_eq(amp_shape a, amp_shape b)
 const char *amp_shape_str(amp_shape s, char *buf, size_t len)
 {
 	size_t off = (size_t)snprintf(buf, len, "(");
-	for (int i = 0; i < s.ndim && off < len; i++)
+	/* Invalid shapes are printed too (in their error message): stay inside d[]. */
+	int nd = s.ndim > AMP_MAX_DIMS ? AMP_MAX_DIMS : s.ndim;
+	for (int i = 0; i < nd && off < len; i++)
 		off += (size_t)snprintf(buf + off, len - off, i ? ",%lld" : "%lld", (long long)s.d[i]);
 	if (off < len)
 		snprintf(buf + off, len - off, ")");
@@ -162,10 +164,20 @@ static int shape_valid(amp_shape s)
 {
 	if (s.ndim < 0 || s.ndim > AMP_MAX_DIMS)
 		return 0;
-	for (int i = 0; i < s.ndim; i++)
-		if (s.d[i] <= 0 || s.d[i] > ((int64_t)1 << 40))
+	/* Extents and their product bounded so numel * 4 cannot overflow. */
+	int64_t n = 1;
+	for (int i = 0; i < s.ndim; i++) {
+		if (s.d[i] <= 0 || s.d[i] > ((int64_t)1 << 40) / n)
 			return 0;
+		n *= s.d[i];
+	}
 	return 1;
+}
+
+/* Code for a tensor allocation that returned NULL (the message is already set). */
+static int alloc_error(amp_shape s)
+{
+	return shape_valid(s) ? AMP_ENOMEM : AMP_ESHAPE;
 }
 
 const char *amp_dtype_name(amp_dtype dt)
@@ -269,7 +281,7 @@ int amp_tensor_new(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_tensor **out
 	if (!out)
 		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_new: NULL out");
 	*out = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
-	return *out ? AMP_OK : AMP_ENOMEM;
+	return *out ? AMP_OK : alloc_error(shape);
 }
 
 int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dtype dt,
@@ -283,7 +295,7 @@ int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dty
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *t = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
 	if (!t)
-		return AMP_ENOMEM;
+		return alloc_error(shape);
 	amp_store_f32(t, src);
 	ctx->stats.copies++;
 	if (AMP_TRACING())
@@ -303,7 +315,7 @@ int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_t
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *t = amp_alloc(ctx, AMP_I32, shape, AMP_MEM_ACTIVATIONS);
 	if (!t)
-		return AMP_ENOMEM;
+		return alloc_error(shape);
 	memcpy(t->data, src, (size_t)t->numel * sizeof(int32_t));
 	ctx->stats.copies++;
 	if (AMP_TRACING())
@@ -387,7 +399,7 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
 	amp_tensor *t = amp_alloc_persistent(ctx, AMP_F32, shape, AMP_MEM_MASTER);
 	if (!t)
-		return AMP_ENOMEM;
+		return alloc_error(shape);
 	const char *name = label ? label : "param";
 	p->label = amp_persist_alloc(ctx, strlen(name) + 1);
 	if (!p->label)

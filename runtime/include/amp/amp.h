@@ -121,7 +121,8 @@ int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst);
 /* Value of a one-element tensor as a double, NAN on error. */
 double amp_tensor_item(amp_ctx *ctx, const amp_tensor *t);
 /* Gradient of a parameter or tensor after amp_backward, or NULL.  For parameters this is the
- * unscaled FP32 master gradient once the optimizer has run its unscale. */
+ * FP32 master gradient, still multiplied by the loss scale; amp_optim_step() unscales, uses and
+ * clears it. */
 amp_tensor *amp_tensor_grad(const amp_tensor *t);
 
 /* ---- parameters -------------------------------------------------------------------------- */
