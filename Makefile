@@ -14,7 +14,8 @@ WARN    += -Werror
 endif
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += $(WARN) -fno-omit-frame-pointer -fPIC -pthread -D_GNU_SOURCE -DAMP_VERSION=\"$(VERSION)\"
+SAN     ?=
+CFLAGS  += $(SAN) $(WARN) -fno-omit-frame-pointer -fPIC -pthread -D_GNU_SOURCE -DAMP_VERSION=\"$(VERSION)\"
 CPPFLAGS += -Iruntime/include -Iruntime -Ischema -MMD -MP
 LDLIBS_RT := -lunwind -lm -lpthread -ldl
 LDLIBS_DB := -lsqlite3
@@ -134,6 +135,7 @@ $(BUILD)/amprt.pc: Makefile
 # ---- packages ------------------------------------------------------------------------------
 # Installs only what is missing.  Needs root (apt-get).
 DEB_PKGS := gcc make libsqlite3-dev sqlite3 libunwind-dev libncurses-dev libcriterion-dev tmux \
+            clang libclang-rt-14-dev \
             zlib1g-dev dataset-fashion-mnist bible-kjv python3-numpy binutils
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -155,8 +157,7 @@ e2e:
 	@set -e; for s in $(sort $(wildcard tests/e2e/*.sh)); do echo "== $$s"; LC_ALL=C TZ=UTC BUILD=$(BUILD) bash $$s; done
 
 asan: deps
-	$(MAKE) BUILD=build-asan OPT=-O1 \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all" units
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" units
 	@set -e; for t in $(patsubst $(BUILD)/%,build-asan/%,$(UNITS)); do echo "== $$t"; \
 	  LC_ALL=C TZ=UTC AMP_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1 $$t --jobs 2; done
 
@@ -180,5 +181,40 @@ format:
 
 clean:
 	rm -rf build build-asan
+
+# ---- ampview's test programs (viewer/ owner) -------------------------------------------------
+# gen_profile writes synthetic profiles (tests/progs/genprof.c) for the viewer's unit tests,
+# end-to-end tests, goldens and bench_viewer, which also links the viewer library.
+GENPROF_OBJ := $(call obj,tests/progs/genprof.c)
+$(BUILD)/tests/gen_profile: $(call obj,tests/progs/gen_profile.c) $(GENPROF_OBJ) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS_DB) -lm
+units: $(BUILD)/tests/gen_profile
+$(BUILD)/tests/test_viewer: $(GENPROF_OBJ)
+$(BUILD)/obj/tests/unit/test_viewer.o $(BUILD)/obj/bench/bench_viewer.o: CPPFLAGS += -Iviewer -Itests/progs
+$(BUILD)/bench/bench_viewer: $(BUILD)/obj/bench/bench_viewer.o $(GENPROF_OBJ) $(LIBVIEW) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lncursesw $(LDLIBS_DB) -lm
+
+# ---- ampprof's test programs (profiler/ owner) -----------------------------------------------
+# trace_producer drives the emitter directly for the profiler's end-to-end tests; it links the
+# shared runtime like the examples.  `make fuzz` builds the ring decoder's libFuzzer target
+# with clang (packages clang, libclang-rt-14-dev) and runs it for FUZZ_SECONDS.
+$(BUILD)/tests/trace_producer: $(call obj,tests/progs/trace_producer.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/trace_producer
+$(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUILD)/obj/bench/bench_emitter.o: CPPFLAGS += -Iprofiler
+FUZZ_SECONDS ?= 20
+.PHONY: fuzz
+fuzz:
+	@mkdir -p $(BUILD)/fuzz
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_GNU_SOURCE \
+	  -Ischema -Iprofiler tests/fuzz/fuzz_decode.c profiler/decode.c schema/amp_names.c \
+	  -o $(BUILD)/fuzz/fuzz_decode
+	$(BUILD)/fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -print_final_stats=1
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -2,7 +2,8 @@
  *
  * This header is the contract between processes: enum values are stored in the profile
  * database as integers and must never be renumbered; add new values at the end.  The ring
- * record layout that carries them is defined below the enums.
+ * record layout that carries them is defined below the enums; any change to it bumps
+ * AMP_WIRE_VERSION.
  */
 #ifndef AMP_EVENTS_H
 #define AMP_EVENTS_H
@@ -85,5 +86,283 @@ const char *amp_phase_name(amp_phase ph);
 const char *amp_copy_kind_name(amp_copy_kind k);
 const char *amp_scale_reason_name(amp_scale_reason r);
 const char *amp_mem_category_name(amp_mem_category c);
+
+/* ==== wire format: the shared-memory session between libamprt and ampprof ==================
+ *
+ * ampprof creates one memfd, lays out an amp_session_hdr at offset 0 and ring_count rings after
+ * it, and passes the fd number to the application in $AMPPROF_SESSION.  Each producing thread
+ * claims one ring (atomic increment of rings_claimed) and is its only writer; ampprof is its
+ * only reader.  A ring is ring_slots slots of AMP_SLOT_SIZE bytes; positions (head, tail) are
+ * 64-bit counters of slots, the slot index is position & (ring_slots - 1).
+ *
+ * A record starts on a slot with an amp_rec_hdr and spans nslots consecutive slots; it never
+ * wraps around the end of the ring (the producer fills the rest with an AMP_REC_PAD record).  The producer writes the record, then its stamp (the low 32
+ * bits of its first slot's position) last, and publishes head with a release store in batches.
+ * Everything here is written by the application and therefore untrusted by the collector:
+ * every field is bounds-checked before use (profiler/decode.c).
+ * All integers are little-endian host order; both sides run on the same machine.
+ */
+#define AMP_WIRE_VERSION 1u
+#define AMP_SESSION_MAGIC 0x314e5353504d4161ull /* "aAMPSSN1" */
+#define AMP_RING_MAGIC 0x31474e52504d4161ull    /* "aAMPRNG1" */
+#define AMP_SESSION_ENV "AMPPROF_SESSION"       /* decimal fd number of the session memfd */
+#define AMP_SLOT_SIZE 64u
+#define AMP_REC_MAX_SLOTS 16u                   /* largest record: 1024 bytes */
+#define AMP_RING_HDR_SIZE 256u                  /* ring header, then the slots */
+#define AMP_SESSION_HDR_SIZE 4096u
+#define AMP_MAX_RANGES 16                       /* step ranges in the session config */
+#define AMP_CRASH_FRAMES 32
+#define AMP_CALLSITE_FRAMES 6
+
+/* Clock of a ring's timestamps. */
+typedef enum { AMP_CLOCK_TSC = 0, AMP_CLOCK_MONO = 1 } amp_clock_kind;
+
+/* Session configuration values. */
+typedef enum { AMP_NAN_CHECK_OFF = 0, AMP_NAN_CHECK_OP = 1, AMP_NAN_CHECK_STEP = 2 } amp_nan_check;
+typedef enum { AMP_DUMP_OFF = 0, AMP_DUMP_NONFINITE = 1 } amp_dump_mode;
+enum {
+	AMP_SESS_CALLSTACK = 1u << 0, /* record call sites */
+	AMP_SESS_DROP = 1u << 1,      /* ring full: drop and count instead of waiting */
+};
+
+/* Ring states (amp_ring_hdr.state). */
+enum { AMP_RING_FREE = 0, AMP_RING_OPEN = 1, AMP_RING_CLOSED = 2 };
+
+/* A step range [lo, hi], both inclusive; hi = INT64_MAX for an open end. */
+typedef struct amp_step_range {
+	int64_t lo, hi;
+} amp_step_range;
+
+/* Offset 0 of the memfd.  Written by ampprof before launch, except the fields marked
+ * "producer", which the application updates with atomic operations. */
+typedef struct amp_session_hdr {
+	uint64_t magic;              /* AMP_SESSION_MAGIC */
+	uint32_t version;            /* AMP_WIRE_VERSION */
+	uint32_t hdr_size;           /* AMP_SESSION_HDR_SIZE */
+	uint64_t total_size;         /* bytes of the memfd */
+	uint64_t ring_offset;        /* offset of ring 0 */
+	uint64_t ring_stride;        /* bytes from one ring to the next (header + slots) */
+	uint32_t ring_count;         /* rings in the session */
+	uint32_t ring_slots;         /* slots per ring, a power of two */
+	uint32_t collector_pid;      /* ampprof's pid (a waiting producer checks it is alive) */
+	uint32_t flags;              /* AMP_SESS_* */
+	uint32_t nan_check;          /* amp_nan_check */
+	uint32_t dump;               /* amp_dump_mode */
+	uint64_t dump_limit;         /* bytes of tensor dumps allowed for the run, 0 = none */
+	uint32_t n_dump_steps;       /* entries used in dump_steps */
+	uint32_t n_steps;            /* entries used in steps; 0 = every step in full detail */
+	amp_step_range dump_steps[AMP_MAX_RANGES]; /* steps dumped in full (--dump-steps) */
+	amp_step_range steps[AMP_MAX_RANGES];      /* steps traced in full detail (--steps) */
+	char spool_dir[256];         /* private 0700 directory for dump payloads, "" if none */
+	uint64_t heartbeat;          /* incremented by the collector at every poll */
+	uint32_t rings_claimed;      /* producer: next ring to claim (may pass ring_count) */
+	uint32_t attached;           /* producer: processes that attached */
+	uint64_t rings_missing;      /* producer: events lost because no ring was left */
+} amp_session_hdr;
+
+/* Header of one ring; slots follow at AMP_RING_HDR_SIZE.  head and tail sit on their own
+ * cache lines. */
+typedef struct amp_ring_hdr {
+	uint64_t magic;              /* AMP_RING_MAGIC, written by ampprof */
+	uint32_t state;              /* producer: AMP_RING_* */
+	uint32_t clock;              /* producer: amp_clock_kind */
+	uint32_t pid, tid;           /* producer: owner process and thread */
+	uint64_t dropped;            /* producer: records dropped (drop mode or dead collector) */
+	uint8_t pad0[32];
+	uint64_t head;               /* producer: slots published, release store */
+	uint8_t pad1[56];
+	uint64_t tail;               /* collector: slots consumed, release store */
+	uint8_t pad2[120];
+} amp_ring_hdr;
+
+/* Record types. */
+typedef enum {
+	AMP_REC_PAD = 0,       /* filler up to the end of the ring: skip nslots */
+	AMP_REC_CLOCK = 1,     /* tick/ns calibration pair */
+	AMP_REC_STRING = 2,    /* defines a string id */
+	AMP_REC_MODULE = 3,    /* a loaded object: load bias, size, path */
+	AMP_REC_CALLSITE = 4,  /* defines a call-site id */
+	AMP_REC_OP = 5,
+	AMP_REC_COPY = 6,
+	AMP_REC_STEP_BEGIN = 7,
+	AMP_REC_STEP_END = 8,
+	AMP_REC_SCALE = 9,
+	AMP_REC_MEMORY = 10,
+	AMP_REC_META = 11,
+	AMP_REC_CRASH = 12,
+	AMP_REC_TSTATS = 13,   /* tensor statistics (diagnostics) */
+	AMP_REC_DUMP = 14,     /* reference to a tensor dump in the spool directory */
+	AMP_REC_COUNTER = 15,  /* a named counter from the producer (e.g. ops dispatched) */
+	AMP_REC_TYPE_COUNT
+} amp_rec_type;
+
+typedef struct amp_rec_hdr {
+	uint32_t stamp;   /* low 32 bits of the position of the record's first slot */
+	uint8_t type;     /* amp_rec_type */
+	uint8_t nslots;   /* slots spanned, 1..AMP_REC_MAX_SLOTS */
+	uint16_t len;     /* bytes of variable payload (strings, frames), record-specific */
+} amp_rec_hdr;
+
+typedef struct amp_rec_clock {
+	amp_rec_hdr h;
+	uint64_t ticks;     /* amp_trace_clock() */
+	uint64_t mono_ns;   /* CLOCK_MONOTONIC at the same instant */
+	uint64_t real_ns;   /* CLOCK_REALTIME */
+} amp_rec_clock;
+
+/* String id (>= 1, per ring) and its bytes (h.len of them, not NUL-terminated) after the
+ * fixed part; nslots = ceil((16 + len) / 64). */
+typedef struct amp_rec_string {
+	amp_rec_hdr h;
+	uint32_t id;
+	uint32_t pad;
+	/* char text[h.len]; */
+} amp_rec_string;
+#define AMP_REC_STRING_FIXED 16u
+#define AMP_STRING_MAX (AMP_REC_MAX_SLOTS * AMP_SLOT_SIZE - AMP_REC_STRING_FIXED)
+
+/* A loaded object: addresses in it map to file addresses as pc - bias. */
+typedef struct amp_rec_module {
+	amp_rec_hdr h;
+	uint64_t bias;      /* load bias (dlpi_addr / l_addr) */
+	uint64_t lo, hi;    /* extent of its mapped segments [lo, hi) */
+	uint32_t path;      /* string id of its path */
+	uint32_t pad;
+} amp_rec_module;
+
+/* A call site: frames[0] is the first return address outside libamprt (the key), then up to
+ * AMP_CALLSITE_FRAMES - 1 of its callers.  frames[i] belongs to the module with load bias
+ * biases[i] whose path is string id paths[i]. */
+typedef struct amp_rec_callsite {
+	amp_rec_hdr h;
+	uint32_t id;                         /* >= 1, per ring */
+	uint32_t nframes;                    /* 1..AMP_CALLSITE_FRAMES */
+	uint64_t frames[AMP_CALLSITE_FRAMES];
+	uint64_t biases[AMP_CALLSITE_FRAMES];
+	uint32_t paths[AMP_CALLSITE_FRAMES];
+} amp_rec_callsite;
+
+typedef struct amp_rec_op {
+	amp_rec_hdr h;
+	uint64_t t_begin, t_end;  /* ticks */
+	int64_t step;
+	uint64_t seq;
+	uint64_t flops, bytes;
+	int64_t shape[4];
+	uint32_t label;           /* string id, 0 = none */
+	uint32_t callsite;        /* call-site id, 0 = none */
+	uint8_t op, phase, exec_dtype, in_dtype, out_dtype, ndim, aligned, pad;
+} amp_rec_op;
+
+typedef struct amp_rec_copy {
+	amp_rec_hdr h;
+	uint64_t t_begin, t_end;
+	int64_t step;
+	uint64_t bytes;
+	uint32_t label, callsite;
+	uint8_t kind, src_dtype, dst_dtype, pad[5];
+} amp_rec_copy;
+
+typedef struct amp_rec_step {
+	amp_rec_hdr h;
+	int64_t step;
+	uint64_t t_begin, t_end;  /* t_end is 0 in AMP_REC_STEP_BEGIN */
+	double loss, scale;
+	int64_t samples;
+	uint8_t overflow, skipped, pad[6];
+} amp_rec_step;
+
+typedef struct amp_rec_scale {
+	amp_rec_hdr h;
+	int64_t step;
+	uint64_t t;
+	double old_scale, new_scale;
+	uint32_t reason;
+	uint32_t pad;
+} amp_rec_scale;
+
+typedef struct amp_rec_memory {
+	amp_rec_hdr h;
+	int64_t step;
+	uint64_t t;
+	uint64_t bytes[AMP_MEM_NCAT];
+	uint64_t peak;
+} amp_rec_memory;
+
+/* key (h.len bytes... see klen) and value follow the fixed part: text[klen + vlen]. */
+typedef struct amp_rec_meta {
+	amp_rec_hdr h;
+	uint16_t klen, vlen;
+	uint32_t pad;
+	/* char text[klen + vlen]; */
+} amp_rec_meta;
+#define AMP_REC_META_FIXED 16u
+
+/* Written by the runtime's fatal-signal handler; frames from unw_backtrace (absolute pcs;
+ * the collector maps them through AMP_REC_MODULE records). */
+typedef struct amp_rec_crash {
+	amp_rec_hdr h;
+	int32_t signo, code;
+	uint64_t addr;            /* si_addr */
+	uint64_t t;
+	uint32_t nframes, pad;
+	uint64_t frames[AMP_CRASH_FRAMES];
+} amp_rec_crash;
+
+/* Statistics of one checked tensor (the `tensor_stats` table). */
+typedef struct amp_rec_tstats {
+	amp_rec_hdr h;
+	int64_t step;
+	uint64_t seq;             /* seq of the op the tensor belongs to */
+	uint64_t count;           /* elements */
+	uint64_t nan, inf;        /* non-finite counts */
+	uint64_t underflow;       /* non-zero |x| < 6.1e-5 (FP16 normal minimum) */
+	uint64_t near_overflow;   /* |x| > 32768 */
+	double min, max, absmax;  /* over finite values */
+	uint32_t name;            /* string id of the tensor's name, 0 = none */
+	uint32_t callsite;
+	uint8_t op, role, dtype, origin, pad[4];  /* role: 0 input, 1 output, 2 grad */
+	uint32_t exp_hist[40];    /* FP16-exponent histogram: [0] zero, [1..31] biased exponent
+	                             0..30 (0 = subnormal), [32] Inf/NaN, rest reserved */
+} amp_rec_tstats;
+
+/* A tensor dumped into the spool directory (file name relative to it). */
+typedef struct amp_rec_dump {
+	amp_rec_hdr h;
+	int64_t step;
+	uint64_t seq;
+	uint64_t bytes;           /* payload bytes in the file */
+	int64_t shape[4];
+	uint32_t file;            /* string id of the file name in the spool directory */
+	uint32_t name;            /* string id of the tensor's name */
+	uint8_t op, role, dtype, ndim, reason, pad[3];  /* reason: 0 nonfinite, 1 step, 2 manual */
+} amp_rec_dump;
+
+/* A named counter, e.g. "ops_dispatched", reported at exit or on demand. */
+typedef struct amp_rec_counter {
+	amp_rec_hdr h;
+	uint32_t name;            /* string id */
+	uint32_t pad;
+	int64_t value;
+	uint64_t t;
+} amp_rec_counter;
+
+#define AMP_REC_SLOTS(type) ((unsigned)((sizeof(type) + AMP_SLOT_SIZE - 1) / AMP_SLOT_SIZE))
+
+_Static_assert(sizeof(amp_rec_hdr) == 8, "record header");
+_Static_assert(sizeof(amp_ring_hdr) == AMP_RING_HDR_SIZE, "ring header");
+_Static_assert(sizeof(amp_session_hdr) <= AMP_SESSION_HDR_SIZE, "session header");
+_Static_assert(AMP_REC_SLOTS(amp_rec_clock) == 1, "clock record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_module) == 1, "module record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_callsite) <= 3, "callsite record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_op) == 2, "op record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_copy) == 1, "copy record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_step) == 1, "step record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_scale) == 1, "scale record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_memory) == 2, "memory record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_crash) <= AMP_REC_MAX_SLOTS, "crash record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_tstats) <= 6, "tstats record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_dump) <= 2, "dump record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_counter) == 1, "counter record");
 
 #endif

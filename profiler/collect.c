@@ -1,0 +1,434 @@
+/* collect.c — the profile command: create the database, launch the application, drain its
+ * rings into SQLite until it ends, finalize, print the summary.
+ *
+ * One thread.  The loop polls every ring, sleeps 1 ms when there was nothing to read (it never
+ * spins and never makes the application wait on SQLite: the rings absorb the latency), and
+ * commits at least every 100 ms so a killed ampprof leaves a valid database.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof.h"
+#include "profile_db.h"
+
+#define COMMIT_NS 100000000ull        /* commit at least this often */
+#define STATUS_NS 250000000ull        /* status line refresh */
+#define DRAIN_MAX 65536u              /* records per ring per round */
+
+typedef struct collector {
+	const prof_options *opts;
+	prof_session sess;
+	prof_writer *w;
+	sqlite3 *db;
+	uint64_t *tails;                  /* our read positions, never read back from the ring */
+	uint32_t rings_seen;
+	uint64_t bad_slots;
+	unsigned char buf[PROF_DECODE_BUF];
+} collector;
+
+static volatile sig_atomic_t g_forward_sig;
+
+static void on_signal(int sig)
+{
+	g_forward_sig = sig;
+}
+
+/* Drains one ring.  final: the application is gone, so records written but not published
+ * (stamp valid beyond head) are recovered too.  Returns records written, or -1 on a db error. */
+static int64_t drain_ring(collector *c, uint32_t i, int final)
+{
+	amp_ring_hdr *rh = prof_session_ring(&c->sess, i);
+	uint32_t state = __atomic_load_n(&rh->state, __ATOMIC_ACQUIRE);
+	if (state == AMP_RING_FREE)
+		return 0;
+	uint64_t nslots = c->sess.ring_slots;
+	uint64_t head = __atomic_load_n(&rh->head, __ATOMIC_ACQUIRE);
+	uint64_t pos = c->tails[i];
+	uint64_t limit;
+	if (final)
+		limit = pos + nslots;                /* stamps tell valid records apart */
+	else if (head < pos)
+		limit = pos;                         /* hostile or garbage: nothing to read */
+	else
+		limit = head - pos > nslots ? pos + nslots : head;
+	unsigned clock = __atomic_load_n(&rh->clock, __ATOMIC_RELAXED);
+	prof_writer_thread(c->w, i, rh->pid, rh->tid, __atomic_load_n(&rh->dropped, __ATOMIC_RELAXED));
+	int64_t done = 0;
+	const unsigned char *slots = (const unsigned char *)rh + AMP_RING_HDR_SIZE;
+	while (pos < limit && done < DRAIN_MAX) {
+		prof_record rec;
+		int n = prof_decode(slots, nslots, pos, limit - pos, c->buf, &rec);
+		if (n > 0) {
+			if (prof_writer_put(c->w, i, clock, &rec) != 0)
+				return -1;
+			pos += (uint64_t)n;
+			done++;
+			continue;
+		}
+		if (n == PROF_DECODE_NEED || final)
+			break;
+		pos++;                               /* garbage: skip a slot and resynchronize */
+		c->bad_slots++;
+	}
+	c->tails[i] = pos;
+	__atomic_store_n(&rh->tail, pos, __ATOMIC_RELEASE);
+	return done;
+}
+
+static int64_t drain_all(collector *c, int final)
+{
+	int64_t total = 0;
+	uint32_t claimed = __atomic_load_n(&c->sess.hdr->rings_claimed, __ATOMIC_ACQUIRE);
+	uint32_t n = claimed < c->sess.ring_count ? claimed : c->sess.ring_count;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t got = drain_ring(c, i, final);
+		if (got < 0)
+			return -1;
+		total += got;
+	}
+	if (n > c->rings_seen)
+		c->rings_seen = n;
+	return total;
+}
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+	char wal[4200];
+	uint64_t total = 0;
+	if (stat(path, &st) == 0)
+		total += (uint64_t)st.st_size;
+	snprintf(wal, sizeof wal, "%s-wal", path);
+	if (stat(wal, &st) == 0)
+		total += (uint64_t)st.st_size;
+	return total;
+}
+
+static void status_line(const collector *c, uint64_t elapsed, double rate)
+{
+	int64_t step = prof_writer_last_step(c->w);
+	char stepbuf[32];
+	if (step >= 0)
+		snprintf(stepbuf, sizeof stepbuf, "%" PRId64, step);
+	else
+		snprintf(stepbuf, sizeof stepbuf, "-");
+	fprintf(stderr, "\r\033[Kampprof: %.1f s  step %s  %.0f k events/s  db %.1f MB",
+	        (double)elapsed / 1e9, stepbuf, rate / 1e3,
+	        (double)file_size(c->opts->output) / 1e6);
+	fflush(stderr);
+}
+
+static void meta_set(sqlite3 *db, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void meta_set(sqlite3 *db, const char *key, const char *fmt, ...)
+{
+	char buf[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	amp_profile_meta_set(db, key, buf);
+}
+
+static void ranges_text(char *buf, size_t len, const amp_step_range *r, int n)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < n && used < len; i++) {
+		if (r[i].hi == INT64_MAX)
+			used += (size_t)snprintf(buf + used, len - used, "%s%" PRId64 "-", i ? "," : "",
+			                         r[i].lo);
+		else if (r[i].lo == r[i].hi)
+			used += (size_t)snprintf(buf + used, len - used, "%s%" PRId64, i ? "," : "",
+			                         r[i].lo);
+		else
+			used += (size_t)snprintf(buf + used, len - used, "%s%" PRId64 "-%" PRId64,
+			                         i ? "," : "", r[i].lo, r[i].hi);
+	}
+}
+
+static void cpu_model(char *buf, size_t len)
+{
+	snprintf(buf, len, "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		if (strncmp(line, "model name", 10) == 0) {
+			char *colon = strchr(line, ':');
+			if (colon) {
+				colon += colon[1] == ' ' ? 2 : 1;
+				colon[strcspn(colon, "\n")] = '\0';
+				snprintf(buf, len, "%s", colon);
+			}
+			break;
+		}
+	}
+	fclose(f);
+}
+
+static void write_start_meta(collector *c, uint64_t start_mono)
+{
+	const prof_options *o = c->opts;
+	sqlite3 *db = c->db;
+	char buf[8192], host[256] = "unknown", cpu[256], ranges[512];
+	struct utsname un;
+	if (o->application) {
+		meta_set(db, "command", "%s", o->application);
+	} else {
+		size_t used = 0;
+		buf[0] = '\0';
+		for (char **a = o->argv; *a && used < sizeof buf; a++)
+			used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s",
+			                         a == o->argv ? "" : " ", *a);
+		meta_set(db, "command", "%s", buf);
+	}
+	if (getcwd(buf, sizeof buf))
+		meta_set(db, "cwd", "%s", buf);
+	if (gethostname(host, sizeof host) != 0)
+		snprintf(host, sizeof host, "unknown");
+	host[sizeof host - 1] = '\0';
+	meta_set(db, "host", "%s", host);
+	if (uname(&un) == 0)
+		meta_set(db, "os", "%s %s %s", un.sysname, un.release, un.machine);
+	cpu_model(cpu, sizeof cpu);
+	meta_set(db, "cpu", "%s", cpu);
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	meta_set(db, "start_time", "%s", buf);
+	meta_set(db, "start_mono_ns", "%" PRIu64, start_mono);
+	meta_set(db, "clock", "%s", prof_tsc_invariant() ? "tsc" : "monotonic");
+	meta_set(db, "ampprof_version", "%s", AMP_VERSION);
+	meta_set(db, "wire_version", "%u", AMP_WIRE_VERSION);
+	meta_set(db, "output", "%s", o->output);
+	ranges_text(ranges, sizeof ranges, o->steps, o->n_steps);
+	meta_set(db, "options.steps", "%s", o->n_steps ? ranges : "all");
+	meta_set(db, "options.callstack", "%s", o->callstack ? "on" : "off");
+	meta_set(db, "options.nan_check", "%s",
+	         o->nan_check == AMP_NAN_CHECK_OP ? "op"
+	         : o->nan_check == AMP_NAN_CHECK_STEP ? "step" : "off");
+	meta_set(db, "options.dump", "%s", o->dump == AMP_DUMP_NONFINITE ? "nonfinite" : "off");
+	ranges_text(ranges, sizeof ranges, o->dump_steps, o->n_dump_steps);
+	meta_set(db, "options.dump_steps", "%s", ranges);
+	meta_set(db, "options.dump_limit", "%" PRIu64, o->dump_limit);
+	meta_set(db, "options.fp16_threshold", "%.9g", o->fp16_threshold);
+	meta_set(db, "options.memcpy_threshold", "%.9g", o->memcpy_threshold);
+	meta_set(db, "options.drop", "%s", o->drop ? "on" : "off");
+	meta_set(db, "end", "collecting");
+	meta_set(db, "complete", "0");
+}
+
+/* Two calibration pairs 10 ms apart before launch; later pairs refine the ratio. */
+static void calibrate_start(prof_writer *w)
+{
+	uint64_t t = prof_ticks(), m = prof_now_ns();
+	prof_writer_calibrate(w, t, m);
+	struct timespec ts = {0, 10000000};
+	nanosleep(&ts, NULL);
+	prof_writer_calibrate(w, prof_ticks(), prof_now_ns());
+}
+
+int prof_run(const prof_options *opts)
+{
+	collector c;
+	char err[1024];
+	int code = PROF_EXIT_INTERNAL;
+	pid_t child = -1;
+	int status = 0, child_done = 0;
+	memset(&c, 0, sizeof c);
+	c.opts = opts;
+	c.sess.fd = -1;
+
+	if (prof_launch_check(opts) != 0)
+		return PROF_EXIT_LAUNCH;
+	int rc = amp_profile_create(opts->output, opts->force, &c.db, err, sizeof err);
+	if (rc != AMP_PROFILE_OK) {
+		prof_error(rc == AMP_PROFILE_EEXIST ? "use --force to overwrite it, or --output=FILE"
+		           : rc == AMP_PROFILE_EACCES ? "choose a writable directory with --output"
+		                                      : NULL,
+		           "%s", err);
+		return PROF_EXIT_DB;
+	}
+	uint64_t start_mono = prof_now_ns();
+	write_start_meta(&c, start_mono);
+	if (prof_session_init(&c.sess, opts) != 0)
+		goto out;
+	c.tails = calloc(opts->ring_count, sizeof *c.tails);
+	c.w = prof_writer_new(c.db, opts, start_mono);
+	if (!c.tails || !c.w)
+		goto out;
+	prof_writer_set_spool(c.w, c.sess.spool_dir);
+	calibrate_start(c.w);
+	if (prof_writer_commit(c.w) != 0) {
+		code = PROF_EXIT_DB;
+		goto out;
+	}
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (prof_launch(opts, &c.sess, &child) != 0) {
+		amp_profile_meta_set(c.db, "end", "launch-failed");
+		prof_writer_commit(c.w);
+		code = PROF_EXIT_LAUNCH;
+		goto out;
+	}
+	meta_set(c.db, "pid", "%d", (int)child);
+
+	int tty = !opts->quiet && isatty(2);
+	uint64_t last_commit = prof_now_ns(), last_status = last_commit, status_events = 0;
+	int status_shown = 0;
+	for (;;) {
+		int64_t got = drain_all(&c, 0);
+		if (got < 0) {
+			code = PROF_EXIT_DB;
+			kill(child, SIGTERM);
+			goto reap;
+		}
+		uint64_t now = prof_now_ns();
+		prof_writer_calibrate(c.w, prof_ticks(), prof_now_ns());
+		c.sess.hdr->heartbeat++;
+		if (now - last_commit >= COMMIT_NS) {
+			if (prof_writer_commit(c.w) != 0) {
+				code = PROF_EXIT_DB;
+				kill(child, SIGTERM);
+				goto reap;
+			}
+			last_commit = now;
+		}
+		if (tty && now - last_status >= STATUS_NS) {
+			uint64_t ev = prof_writer_events(c.w);
+			status_line(&c, now - start_mono,
+			             (double)(ev - status_events) * 1e9 / (double)(now - last_status));
+			status_events = ev;
+			last_status = now;
+			status_shown = 1;
+		}
+		if (g_forward_sig) {
+			/* the terminal already sent SIGINT to the whole group; relay the others */
+			if (g_forward_sig != SIGINT)
+				kill(child, g_forward_sig);
+			g_forward_sig = 0;
+		}
+		if (!child_done) {
+			pid_t r = waitpid(child, &status, WNOHANG);
+			if (r == child)
+				child_done = 1;
+		}
+		if (child_done) {
+			/* drain what is still published, then recover unpublished records */
+			while ((got = drain_all(&c, 0)) > 0)
+				;
+			if (got < 0 || drain_all(&c, 1) < 0) {
+				code = PROF_EXIT_DB;
+				goto out;
+			}
+			break;
+		}
+		if (got == 0) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (status_shown)
+		fprintf(stderr, "\r\033[K");
+
+	/* ---- how the run ended, finalize ---- */
+	sqlite3_stmt *q = NULL;
+	int crashed = 0;
+	if (sqlite3_prepare_v2(c.db, "SELECT count(*) FROM crashes", -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW)
+		crashed = sqlite3_column_int(q, 0) > 0;
+	sqlite3_finalize(q);
+	int app_code;
+	if (WIFEXITED(status)) {
+		app_code = WEXITSTATUS(status);
+		meta_set(c.db, "end", "exited");
+		meta_set(c.db, "exit_status", "%d", app_code);
+	} else if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		app_code = 128 + sig;
+		meta_set(c.db, "end", "%s",
+		         crashed ? "crash" : sig == SIGKILL ? "killed" : "signal");
+		meta_set(c.db, "exit_signal", "%s", prof_signal_name(sig));
+		meta_set(c.db, "exit_status", "%d", app_code);
+	} else {
+		app_code = PROF_EXIT_INTERNAL;
+	}
+	uint64_t end_mono = prof_now_ns();
+	if (prof_writer_finish(c.w) != 0) {
+		code = PROF_EXIT_DB;
+		goto out;
+	}
+	uint64_t events = prof_writer_events(c.w), dropped = 0;
+	for (uint32_t i = 0; i < c.rings_seen; i++)
+		dropped += __atomic_load_n(&prof_session_ring(&c.sess, i)->dropped, __ATOMIC_RELAXED);
+	meta_set(c.db, "events", "%" PRIu64, events);
+	meta_set(c.db, "dropped_events", "%" PRIu64, dropped);
+	meta_set(c.db, "rejected_events", "%" PRIu64,
+	         prof_writer_rejected(c.w) + c.bad_slots);
+	meta_set(c.db, "rings_missing", "%" PRIu64, c.sess.hdr->rings_missing);
+	meta_set(c.db, "wall_ns", "%" PRIu64, end_mono - start_mono);
+	meta_set(c.db, "complete", "%d", WIFEXITED(status) && app_code == 0 ? 1 : 0);
+	{
+		time_t now = time(NULL);
+		struct tm tm;
+		char when[64];
+		gmtime_r(&now, &tm);
+		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		meta_set(c.db, "finalized_at", "%s", when);
+	}
+	if (prof_summarize(c.db, opts->fp16_threshold, opts->memcpy_threshold) != 0) {
+		code = PROF_EXIT_DB;
+		goto out;
+	}
+	prof_writer_free(c.w);
+	c.w = NULL;
+	/* fold the WAL back so the profile is one self-contained file */
+	sqlite3_exec(c.db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+
+	if (events == 0 && c.sess.hdr->attached == 0) {
+		prof_error("link the program with libamprt (-lamprt) and run its training through it",
+		           "no events received from '%s'; the profile '%s' holds only the run's meta",
+		           opts->argv ? opts->argv[0] : opts->application, opts->output);
+		code = PROF_EXIT_NO_EVENTS;
+		goto out;
+	}
+	if (!opts->quiet)
+		prof_report_text(c.db, stderr, opts->output);
+	code = app_code;
+	goto out;
+reap:
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+out:
+	if (c.w) {
+		sqlite3_exec(c.db, "COMMIT", NULL, NULL, NULL);
+		prof_writer_free(c.w);
+	}
+	amp_profile_close(c.db);
+	prof_session_release(&c.sess);
+	free(c.tails);
+	return code;
+}

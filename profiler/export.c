@@ -1,0 +1,185 @@
+/* export.c — `ampprof export`: the profile as a Chrome trace (chrome://tracing, Perfetto) or
+ * as CSV of one table, on stdout or a file.
+ *
+ * Chrome trace: one complete event ("X") per op, copy and step, timestamps in microseconds,
+ * one track per producing thread (steps on their own track), the loss scale as a counter.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <inttypes.h>
+#include <string.h>
+
+#include "prof.h"
+
+static void json_text(FILE *f, const unsigned char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if (*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static int emit_rows(sqlite3 *db, FILE *f, const char *sql, int kind, int *first)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		fputs(*first ? "\n" : ",\n", f);
+		*first = 0;
+		double ts = (double)sqlite3_column_int64(st, 0) / 1e3;
+		double dur = (double)sqlite3_column_int64(st, 1) / 1e3;
+		int64_t tid = sqlite3_column_int64(st, 2);
+		switch (kind) {
+		case 0: /* op: ts, dur, thread, op, dtype, label, shape, step, seq, phase */
+			fputs("{\"name\":", f);
+			json_text(f, sqlite3_column_text(st, 3));
+			fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,"
+			        "\"tid\":%" PRId64 ",\"args\":{\"dtype\":", ts, dur, tid);
+			json_text(f, sqlite3_column_text(st, 4));
+			fputs(",\"label\":", f);
+			json_text(f, sqlite3_column_text(st, 5));
+			fputs(",\"shape\":", f);
+			json_text(f, sqlite3_column_text(st, 6));
+			fprintf(f, ",\"step\":%" PRId64 ",\"seq\":%" PRId64 ",\"phase\":",
+			        (int64_t)sqlite3_column_int64(st, 7), (int64_t)sqlite3_column_int64(st, 8));
+			json_text(f, sqlite3_column_text(st, 9));
+			fputs("}}", f);
+			break;
+		case 1: /* copy: ts, dur, thread, kind, src, dst, bytes, label */
+			fputs("{\"name\":", f);
+			json_text(f, sqlite3_column_text(st, 3));
+			fprintf(f, ",\"cat\":\"copy\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,"
+			        "\"tid\":%" PRId64 ",\"args\":{\"src\":", ts, dur, tid);
+			json_text(f, sqlite3_column_text(st, 4));
+			fputs(",\"dst\":", f);
+			json_text(f, sqlite3_column_text(st, 5));
+			fprintf(f, ",\"bytes\":%" PRId64 ",\"label\":", (int64_t)sqlite3_column_int64(st, 6));
+			json_text(f, sqlite3_column_text(st, 7));
+			fputs("}}", f);
+			break;
+		case 2: /* step: ts, dur, thread, step, loss, scale */
+			fprintf(f, "{\"name\":\"step %" PRId64 "\",\"cat\":\"step\",\"ph\":\"X\","
+			        "\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%" PRId64 ",\"args\":{\"loss\":",
+			        (int64_t)sqlite3_column_int64(st, 3), ts, dur, 1000 + tid);
+			if (sqlite3_column_type(st, 4) == SQLITE_NULL)
+				fputs("null", f);
+			else
+				fprintf(f, "%.9g", sqlite3_column_double(st, 4));
+			fputs(",\"scale\":", f);
+			if (sqlite3_column_type(st, 5) == SQLITE_NULL)
+				fputs("null", f);
+			else
+				fprintf(f, "%.9g", sqlite3_column_double(st, 5));
+			fputs("}}", f);
+			break;
+		default: /* loss scale counter: ts, 0, 0, new_scale */
+			fprintf(f, "{\"name\":\"loss_scale\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,"
+			        "\"args\":{\"scale\":%.9g}}", ts, sqlite3_column_double(st, 3));
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int prof_export_chrome(sqlite3 *db, FILE *f)
+{
+	int first = 1;
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+	fputs("\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"ampkit\"}}",
+	      f);
+	first = 0;
+	if (emit_rows(db, f,
+	              "SELECT start_ns, coalesce(dur_ns, 0), thread, step, loss, scale FROM steps "
+	              "ORDER BY start_ns, step", 2, &first) != 0 ||
+	    emit_rows(db, f,
+	              "SELECT e.start_ns, e.dur_ns, e.thread, s.op, s.exec_dtype, coalesce(s.label, ''),"
+	              " s.shape, e.step, e.seq, s.phase FROM op_events e JOIN op_sigs s ON s.id = e.sig"
+	              " ORDER BY e.id", 0, &first) != 0 ||
+	    emit_rows(db, f,
+	              "SELECT e.start_ns, e.dur_ns, e.thread, s.kind, s.src_dtype, s.dst_dtype, s.bytes,"
+	              " coalesce(s.label, '') FROM copy_events e JOIN copy_sigs s ON s.id = e.sig"
+	              " ORDER BY e.id", 1, &first) != 0 ||
+	    emit_rows(db, f,
+	              "SELECT t_ns, 0, 0, new_scale FROM loss_scale ORDER BY t_ns, step", 3, &first) != 0)
+		return -1;
+	fputs("\n]}\n", f);
+	return ferror(f) ? -1 : 0;
+}
+
+static void csv_field(FILE *f, const char *s)
+{
+	if (strpbrk(s, ",\"\n\r")) {
+		fputc('"', f);
+		for (; *s; s++) {
+			if (*s == '"')
+				fputc('"', f);
+			fputc(*s, f);
+		}
+		fputc('"', f);
+	} else {
+		fputs(s, f);
+	}
+}
+
+int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
+{
+	static const struct {
+		const char *name, *order;
+	} tables[] = {
+	    {"ops", "id"}, {"copies", "id"}, {"steps", "step, start_ns"},
+	    {"loss_scale", "step, t_ns"}, {"memory", "step, t_ns"}, {"op_summary", "total_ns DESC, op"},
+	    {"callsites", "id"}, {"advice", "id"}, {"tensor_stats", "id"}, {"meta", "key"},
+	    {"crashes", "id"}, {"threads", "id"},
+	};
+	const char *order = NULL;
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+		if (strcmp(tables[i].name, table) == 0)
+			order = tables[i].order;
+	if (!order) {
+		prof_error("tables: ops, copies, steps, loss_scale, memory, op_summary, callsites, "
+		           "advice, tensor_stats, meta, crashes, threads",
+		           "cannot export table '%s': unknown table", table);
+		return -2;
+	}
+	char sql[256];
+	snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY %s", table, order);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int ncol = sqlite3_column_count(st);
+	for (int i = 0; i < ncol; i++) {
+		if (i)
+			fputc(',', f);
+		csv_field(f, sqlite3_column_name(st, i));
+	}
+	fputc('\n', f);
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		for (int i = 0; i < ncol; i++) {
+			if (i)
+				fputc(',', f);
+			int type = sqlite3_column_type(st, i);
+			if (type == SQLITE_NULL)
+				continue;
+			if (type == SQLITE_FLOAT)
+				fprintf(f, "%.9g", sqlite3_column_double(st, i));
+			else if (type == SQLITE_BLOB)
+				fprintf(f, "<%d bytes>", sqlite3_column_bytes(st, i));
+			else
+				csv_field(f, (const char *)sqlite3_column_text(st, i));
+		}
+		fputc('\n', f);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE && !ferror(f) ? 0 : -1;
+}

@@ -1,0 +1,380 @@
+/* finalize.c — indexes, summary tables and advice rules, computed once after collection.
+ *
+ * Works from the per-signature aggregates (op_sigs.calls/total_ns), so it is fast on large
+ * profiles; a profile whose collector died before filling them gets them recomputed from the
+ * event tables first.  The rules are those of DESIGN §5; each writes a row into `advice`
+ * with the figures that made it fire.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof.h"
+#include "profile_db.h"
+
+static const char *const finalize_sql =
+    "CREATE INDEX IF NOT EXISTS op_events_step ON op_events(step);"
+    "CREATE INDEX IF NOT EXISTS op_events_sig ON op_events(sig);"
+    "CREATE INDEX IF NOT EXISTS copy_events_step ON copy_events(step);"
+    "CREATE INDEX IF NOT EXISTS copy_events_sig ON copy_events(sig);"
+    "CREATE INDEX IF NOT EXISTS steps_step ON steps(step);"
+    "CREATE INDEX IF NOT EXISTS loss_scale_step ON loss_scale(step);"
+    "CREATE INDEX IF NOT EXISTS memory_step ON memory(step);"
+    "CREATE INDEX IF NOT EXISTS tensor_stats_step ON tensor_stats(step, seq);"
+    "CREATE INDEX IF NOT EXISTS dumps_step ON dumps(step, seq);"
+    "UPDATE op_sigs SET calls = (SELECT count(*) FROM op_events WHERE sig = op_sigs.id),"
+    "  total_ns = (SELECT CAST(total(dur_ns) AS INTEGER) FROM op_events WHERE sig = op_sigs.id)"
+    "  WHERE calls IS NULL;"
+    "UPDATE copy_sigs SET calls = (SELECT count(*) FROM copy_events WHERE sig = copy_sigs.id),"
+    "  total_ns = (SELECT CAST(total(dur_ns) AS INTEGER) FROM copy_events WHERE sig = copy_sigs.id)"
+    "  WHERE calls IS NULL;"
+    "DELETE FROM op_summary;"
+    "INSERT INTO op_summary(op, exec_dtype, calls, total_ns, mean_ns, flops)"
+    "  SELECT op, exec_dtype, CAST(total(calls) AS INTEGER), CAST(total(total_ns) AS INTEGER),"
+    "         total(total_ns) / max(total(calls), 1), CAST(total(flops * calls) AS INTEGER)"
+    "  FROM op_sigs GROUP BY op, exec_dtype;"
+    "UPDATE op_summary SET share = CAST(total_ns AS REAL) /"
+    "  nullif((SELECT total(total_ns) FROM op_summary), 0);"
+    "DELETE FROM run_summary;"
+    "INSERT INTO run_summary SELECT"
+    " (SELECT total(CASE WHEN exec_dtype IN ('fp16', 'bf16') THEN total_ns ELSE 0 END)"
+    "   / nullif(total(total_ns), 0) FROM op_summary),"
+    " (SELECT total(CASE WHEN exec_dtype IN ('fp16', 'bf16') THEN flops ELSE 0 END)"
+    "   / nullif(total(flops), 0) FROM op_summary),"
+    " (SELECT total(total_ns) FROM copy_sigs) /"
+    "   nullif((SELECT total(dur_ns) FROM steps WHERE detail = 1), 0),"
+    " (SELECT count(*) FROM steps),"
+    " (SELECT count(*) FROM steps WHERE overflow = 1),"
+    " (SELECT count(*) FROM steps WHERE skipped = 1),"
+    " (SELECT min(scale) FROM steps), (SELECT max(scale) FROM steps),"
+    " coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'complete'), 0),"
+    " (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'wall_ns'),"
+    " (SELECT CAST(total(dur_ns) AS INTEGER) FROM steps),"
+    " (SELECT CAST(total(calls) AS INTEGER) FROM op_sigs),"
+    " (SELECT CAST(total(calls) AS INTEGER) FROM copy_sigs),"
+    " (SELECT CAST(total(total_ns) AS INTEGER) FROM op_sigs),"
+    " (SELECT CAST(total(total_ns) AS INTEGER) FROM copy_sigs),"
+    " (SELECT max(peak) FROM memory);"
+    "DELETE FROM advice;";
+
+typedef struct advice_buf {
+	char text[4096];
+	size_t used;
+} advice_buf;
+
+static void buf_add(advice_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_add(advice_buf *b, const char *fmt, ...)
+{
+	if (b->used >= sizeof b->text)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(b->text + b->used, sizeof b->text - b->used, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		b->used += (size_t)n;
+	if (b->used > sizeof b->text)
+		b->used = sizeof b->text;
+}
+
+static int add_advice(sqlite3 *db, const char *rule, const char *severity, const char *message,
+                      const char *evidence, const char *op, int64_t step, int64_t callsite)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	if (sqlite3_prepare_v2(db,
+	                       "INSERT INTO advice(rule, severity, message, evidence, op, step, "
+	                       "callsite) VALUES (?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, rule, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, severity, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, message, -1, SQLITE_TRANSIENT);
+	if (evidence && *evidence)
+		sqlite3_bind_text(st, 4, evidence, -1, SQLITE_TRANSIENT);
+	if (op)
+		sqlite3_bind_text(st, 5, op, -1, SQLITE_TRANSIENT);
+	if (step >= 0)
+		sqlite3_bind_int64(st, 6, step);
+	if (callsite > 0)
+		sqlite3_bind_int64(st, 7, callsite);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static double query_double(sqlite3 *db, const char *sql, double dflt)
+{
+	sqlite3_stmt *st = NULL;
+	double v = dflt;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) != SQLITE_NULL)
+		v = sqlite3_column_double(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+/* Low FP16 share: list the FP32 ops whose type has an FP16 kernel and is not black-listed. */
+static int rule_fp16(sqlite3 *db, double thr)
+{
+	double share = query_double(db, "SELECT fp16_share FROM run_summary", (double)NAN);
+	if (!(share == share) || share * 100.0 >= thr)
+		return 0;
+	advice_buf ev = {.used = 0};
+	sqlite3_stmt *st = NULL;
+	int n = 0;
+	double total = query_double(db, "SELECT total(total_ns) FROM op_summary", 0);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT s.op, total(s.total_ns), total(s.calls) FROM op_sigs s "
+	                       "JOIN op_types t ON t.name = s.op "
+	                       "WHERE s.exec_dtype = 'fp32' AND t.list IN ('white', 'gray') "
+	                       "GROUP BY s.op ORDER BY 2 DESC, 1 LIMIT 8", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	char names[512] = "";
+	size_t nl = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		double t = sqlite3_column_double(st, 1);
+		buf_add(&ev, "%s%s in fp32: %.3f ms over %" PRId64 " calls (%.1f %% of op time)",
+		        n ? "\n" : "", col_text(st, 0), t / 1e6, (int64_t)sqlite3_column_int64(st, 2),
+		        total > 0 ? 100.0 * t / total : 0.0);
+		if (nl < sizeof names)
+			nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", n ? "," : "",
+			                       col_text(st, 0));
+		n++;
+	}
+	sqlite3_finalize(st);
+	char msg[1024];
+	if (n)
+		snprintf(msg, sizeof msg,
+		         "FP16 share is %.1f %% (below %.0f %%): %d op type(s) run in FP32 but could "
+		         "run in FP16; use precision_mode = allow_mix_precision or add them to "
+		         "custom_white_list (%s)", share * 100.0, thr, n, names);
+	else
+		snprintf(msg, sizeof msg,
+		         "FP16 share is %.1f %% (below %.0f %%): the time goes to black-list ops; "
+		         "check whether they need FP32", share * 100.0, thr);
+	return add_advice(db, "low_fp16_share", "warning", msg, ev.text, NULL, -1, -1);
+}
+
+/* Copy share above threshold: top sources by kind, label and call site. */
+static int rule_copies(sqlite3 *db, double thr)
+{
+	double share = query_double(db, "SELECT copy_share FROM run_summary", (double)NAN);
+	if (!(share == share) || share * 100.0 <= thr)
+		return 0;
+	advice_buf ev = {.used = 0};
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT s.kind, coalesce(s.label, '-'), coalesce(c.file, '-'),"
+	                       " coalesce(c.line, 0), total(s.total_ns), total(s.calls), s.callsite "
+	                       "FROM copy_sigs s LEFT JOIN callsites c ON c.id = s.callsite "
+	                       "GROUP BY s.kind, s.label, s.callsite ORDER BY 5 DESC, 1, 2 LIMIT 5",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int n = 0, casts = 0;
+	int64_t top_site = -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *kind = col_text(st, 0);
+		if (strcmp(kind, "cast") == 0 || strcmp(kind, "master") == 0)
+			casts++;
+		if (n == 0 && sqlite3_column_type(st, 6) != SQLITE_NULL)
+			top_site = sqlite3_column_int64(st, 6);
+		buf_add(&ev, "%s%s %s at %s:%d: %.3f ms over %" PRId64 " copies", n ? "\n" : "", kind,
+		        col_text(st, 1), col_text(st, 2), sqlite3_column_int(st, 3),
+		        sqlite3_column_double(st, 4) / 1e6, (int64_t)sqlite3_column_int64(st, 5));
+		n++;
+	}
+	sqlite3_finalize(st);
+	char msg[512];
+	snprintf(msg, sizeof msg,
+	         "memory copies take %.1f %% of step time (above %.0f %%)%s", share * 100.0, thr,
+	         casts ? ": dtype casts dominate (cast thrash or repeated master-weight casts); keep "
+	                 "neighbouring ops in one precision or cache the casts"
+	               : "");
+	return add_advice(db, "copy_share", "warning", msg, ev.text, NULL, -1, top_site);
+}
+
+/* Nonzero if a shape text "(a,b,...)" has a dimension that is not a multiple of 8. */
+static int shape_unaligned(const char *shape)
+{
+	for (const char *p = shape; *p;) {
+		if (*p >= '0' && *p <= '9') {
+			char *end;
+			long long d = strtoll(p, &end, 10);
+			if (d % 8 != 0)
+				return 1;
+			p = end;
+		} else {
+			p++;
+		}
+	}
+	return 0;
+}
+
+/* GEMMs whose dims are not multiples of 8 miss the fast path (the runtime's aligned flag,
+ * confirmed on the recorded shape). */
+static int rule_gemm(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	double total = query_double(db, "SELECT total(total_ns) FROM op_summary", 0);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT op, shape, coalesce(label, '-'), total(total_ns), total(calls), "
+	                       "min(callsite) FROM op_sigs WHERE aligned = 0 AND op IN "
+	                       "('MatMul', 'BatchMatMul', 'Linear', 'Conv2D') "
+	                       "GROUP BY op, shape, label ORDER BY 4 DESC, 1, 2", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	advice_buf ev = {.used = 0};
+	int n = 0;
+	double t_all = 0;
+	char first_op[64] = "";
+	int64_t site = -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (!shape_unaligned(col_text(st, 1)))
+			continue;
+		double t = sqlite3_column_double(st, 3);
+		t_all += t;
+		if (n >= 6) {
+			n++;
+			continue;
+		}
+		if (!n) {
+			snprintf(first_op, sizeof first_op, "%s", col_text(st, 0));
+			if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+				site = sqlite3_column_int64(st, 5);
+		}
+		buf_add(&ev, "%s%s %s %s: %.3f ms over %" PRId64 " calls", n ? "\n" : "",
+		        col_text(st, 0), col_text(st, 2), col_text(st, 1), t / 1e6,
+		        (int64_t)sqlite3_column_int64(st, 4));
+		n++;
+	}
+	sqlite3_finalize(st);
+	if (!n)
+		return 0;
+	char msg[512];
+	snprintf(msg, sizeof msg,
+	         "%d GEMM shape(s) have dimensions that are not multiples of 8 (%.1f %% of op "
+	         "time): pad hidden sizes and batch to multiples of 8 for the fast FP16 path",
+	         n, total > 0 ? 100.0 * t_all / total : 0.0);
+	return add_advice(db, "gemm_unaligned", total > 0 && t_all / total > 0.05 ? "warning" : "info",
+	                  msg, ev.text, first_op, -1, site);
+}
+
+/* Loss scale stuck at its floor, collapsing, or outside [8, 1024]. */
+static int rule_scale(sqlite3 *db)
+{
+	double steps = query_double(db, "SELECT count(*) FROM steps WHERE scale IS NOT NULL", 0);
+	if (steps <= 0)
+		return 0;
+	double floor_cfg = query_double(db,
+	                                "SELECT CAST(value AS REAL) FROM meta WHERE key IN "
+	                                "('loss_scale_min', 'app.loss_scale_min') LIMIT 1", 1.0);
+	double min_scale = query_double(db, "SELECT min(scale) FROM steps", 0);
+	double last = query_double(db, "SELECT scale FROM steps WHERE scale IS NOT NULL "
+	                                "ORDER BY step DESC LIMIT 1", 0);
+	double first = query_double(db, "SELECT scale FROM steps WHERE scale IS NOT NULL "
+	                                 "ORDER BY step LIMIT 1", 0);
+	double overflow = query_double(db, "SELECT count(*) FROM steps WHERE overflow = 1", 0);
+	double first_overflow = query_double(db, "SELECT min(step) FROM steps WHERE overflow = 1", -1);
+	char msg[512], ev[1024];
+	int rc = 0;
+	snprintf(ev, sizeof ev,
+	         "steps %.0f, overflow steps %.0f, first scale %.9g, last %.9g, min %.9g", steps,
+	         overflow, first, last, min_scale);
+	if (min_scale <= floor_cfg) {
+		double at_floor = 0;
+		sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db, "SELECT count(*) FROM steps WHERE scale <= ?", -1, &st, NULL) ==
+		    SQLITE_OK) {
+			sqlite3_bind_double(st, 1, floor_cfg);
+			if (sqlite3_step(st) == SQLITE_ROW)
+				at_floor = sqlite3_column_double(st, 0);
+		}
+		sqlite3_finalize(st);
+		snprintf(msg, sizeof msg,
+		         "loss scale reached its floor %.9g and stayed there for %.0f step(s): gradients "
+		         "overflow even unscaled; look for the op that produces Inf (ampdump) and move "
+		         "it to custom_black_list", floor_cfg, at_floor);
+		rc |= add_advice(db, "loss_scale_floor", "error", msg, ev, NULL,
+		                 (int64_t)first_overflow, -1);
+	} else if (overflow >= 4 && (overflow / steps > 0.05 || last <= first / 256.0)) {
+		snprintf(msg, sizeof msg,
+		         "loss scale is collapsing: %.0f overflow step(s) out of %.0f, scale %.9g -> "
+		         "%.9g; check the ops that overflow in FP16", overflow, steps, first, last);
+		rc |= add_advice(db, "loss_scale_collapse", "warning", msg, ev, NULL,
+		                 (int64_t)first_overflow, -1);
+	}
+	if (last > 0 && (last < 8 || last > 1024)) {
+		snprintf(msg, sizeof msg,
+		         "final loss scale %.9g is outside the usual range [8, 1024]", last);
+		rc |= add_advice(db, "loss_scale_unusual", "info", msg, ev, NULL, -1, -1);
+	}
+	return rc;
+}
+
+/* A sensitive op (Exp, Log, Softmax) that overflowed in FP16 belongs on the black list. */
+static int rule_sensitive(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT op, coalesce(name, '-'), min(step), count(*), total(nan), "
+	                       "total(inf), min(callsite) FROM tensor_stats WHERE dtype = 'fp16' AND "
+	                       "(nan > 0 OR inf > 0) AND role = 'output' AND op IN ('Exp', 'Log', "
+	                       "'Softmax', 'LogSoftmax', 'Pow') GROUP BY op ORDER BY 3, 1", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	int rc = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		char msg[512], ev[512];
+		const char *op = col_text(st, 0);
+		snprintf(msg, sizeof msg,
+		         "%s overflowed in FP16 (first at step %" PRId64 "): add it to "
+		         "custom_black_list = %s so it runs in FP32", op,
+		         (int64_t)sqlite3_column_int64(st, 2), op);
+		snprintf(ev, sizeof ev, "%s %s: %" PRId64 " tensor(s) with %" PRId64 " NaN, %" PRId64
+		         " Inf", op, col_text(st, 1), (int64_t)sqlite3_column_int64(st, 3),
+		         (int64_t)sqlite3_column_int64(st, 4), (int64_t)sqlite3_column_int64(st, 5));
+		rc |= add_advice(db, "sensitive_op_overflow", "error", msg, ev, op,
+		                 sqlite3_column_int64(st, 2),
+		                 sqlite3_column_type(st, 6) == SQLITE_NULL ? -1
+		                                                           : sqlite3_column_int64(st, 6));
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
+	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+		return -1;
+	}
+	/* rules in order of importance */
+	if (rule_sensitive(db) || rule_scale(db) || rule_fp16(db, fp16_threshold) ||
+	    rule_copies(db, memcpy_threshold) || rule_gemm(db)) {
+		prof_error(NULL, "cannot write advice: %s", sqlite3_errmsg(db));
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+		return -1;
+	}
+	if (sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,157 @@
+/* launch.c — starting the application under a session.
+ *
+ * --application="cmd args" runs through /bin/sh -c, as msprof does; "-- prog args" is exec'd
+ * directly.  Before forking, the program is looked up so that a missing or non-executable one
+ * gets a clear message; after forking, exec failures come back through a close-on-exec pipe.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "prof.h"
+
+/* Words that the shell runs itself: no file to check. */
+static int shell_word(const char *w)
+{
+	static const char *const words[] = {
+	    ".", ":", "exec", "cd", "set", "export", "eval", "command", "if", "for", "while", "until",
+	    "case", "{", "(", "!", "time", "ulimit", "umask", "trap", "unset", "wait", "true",
+	    "false", "echo", "printf", "test", "[", "read", "shift", "source", "builtin", "type",
+	    "exit", "return", "kill",
+	};
+	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+		if (strcmp(w, words[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* Checks one program name as execvp would find it.  Returns 0 or -1 (message printed). */
+static int check_program(const char *name)
+{
+	struct stat st;
+	if (strchr(name, '/')) {
+		if (stat(name, &st) != 0) {
+			prof_error("check the path, or give it with ./ if it is in this directory",
+			           "cannot run '%s': %s", name, strerror(errno));
+			return -1;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			prof_error(NULL, "cannot run '%s': is a directory", name);
+			return -1;
+		}
+		if (access(name, X_OK) != 0) {
+			prof_error("chmod +x it, or check that it was built", "cannot run '%s': %s",
+			           name, "permission denied (not executable)");
+			return -1;
+		}
+		return 0;
+	}
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	char buf[4096];
+	for (const char *p = path; *p;) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		snprintf(buf, sizeof buf, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", name);
+		if (stat(buf, &st) == 0 && !S_ISDIR(st.st_mode) && access(buf, X_OK) == 0)
+			return 0;
+		p += n + (colon ? 1 : 0);
+		if (!colon)
+			break;
+	}
+	prof_error("give a path (./prog) or check PATH", "cannot run '%s': command not found", name);
+	return -1;
+}
+
+int prof_launch_check(const prof_options *opts)
+{
+	if (opts->argv)
+		return check_program(opts->argv[0]);
+	/* first word of the shell command, when it is a plain word */
+	const char *s = opts->application;
+	while (*s == ' ' || *s == '\t' || *s == '\n')
+		s++;
+	size_t n = strcspn(s, " \t\n");
+	if (n == 0) {
+		prof_error(NULL, "--application is empty");
+		return -1;
+	}
+	char word[1024];
+	if (n >= sizeof word)
+		return 0;
+	memcpy(word, s, n);
+	word[n] = '\0';
+	if (strpbrk(word, "$`'\"\\;&|<>(){}*?[]~=#") || shell_word(word))
+		return 0;
+	return check_program(word);
+}
+
+int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		prof_error(NULL, "cannot launch: %s", strerror(errno));
+		return -1;
+	}
+	fflush(NULL);
+	pid_t child = fork();
+	if (child < 0) {
+		prof_error(NULL, "cannot launch: fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (child == 0) {
+		int err = 0;
+		char fdtext[16];
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		signal(SIGQUIT, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		int flags = fcntl(s->fd, F_GETFD);
+		if (flags < 0 || fcntl(s->fd, F_SETFD, flags & ~FD_CLOEXEC) != 0)
+			err = errno;
+		snprintf(fdtext, sizeof fdtext, "%d", s->fd);
+		if (!err && setenv(AMP_SESSION_ENV, fdtext, 1) != 0)
+			err = errno;
+		if (!err) {
+			if (opts->argv)
+				execvp(opts->argv[0], opts->argv);
+			else
+				execl("/bin/sh", "sh", "-c", opts->application, (char *)NULL);
+			err = errno;
+		}
+		ssize_t w = write(fds[1], &err, sizeof err);
+		(void)w;
+		_exit(127);
+	}
+	close(fds[1]);
+	int err = 0;
+	ssize_t got;
+	do
+		got = read(fds[0], &err, sizeof err);
+	while (got < 0 && errno == EINTR);
+	close(fds[0]);
+	if (got == (ssize_t)sizeof err) {
+		while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+			;
+		prof_error(NULL, "cannot run '%s': %s", opts->argv ? opts->argv[0] : "/bin/sh",
+		           strerror(err));
+		return -1;
+	}
+	*pid = child;
+	return 0;
+}

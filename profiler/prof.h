@@ -1,0 +1,168 @@
+/* prof.h — ampprof internals shared between its files: options, exit codes, the session, the
+ * launcher, the writer (ring records -> SQLite), finalize, report and export.
+ *
+ * ampprof is single-threaded: one loop drains the rings, writes batches and watches the child.
+ */
+#ifndef PROF_H
+#define PROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <sqlite3.h>
+
+#include "amp_events.h"
+
+/* Exit codes of ampprof's own failures (otherwise it exits with the application's status). */
+enum {
+	PROF_EXIT_USAGE = 2,      /* bad command line or option value */
+	PROF_EXIT_LAUNCH = 3,     /* the application could not be started */
+	PROF_EXIT_DB = 4,         /* the output database could not be created or written */
+	PROF_EXIT_INTERNAL = 5,   /* ampprof failed (out of memory, mmap, ...) */
+	PROF_EXIT_PROFILE = 6,    /* report/export: the profile could not be read */
+	PROF_EXIT_NO_EVENTS = 7,  /* the application ran but sent no events (not linked with
+	                             libamprt, or it never called it) */
+};
+
+typedef struct prof_options {
+	const char *application;     /* --application string (run by /bin/sh -c), or NULL */
+	char **argv;                 /* program and arguments after --, or NULL */
+	const char *output;          /* --output (default profile.db) */
+	int force;                   /* --force */
+	int quiet;                   /* --quiet */
+	int callstack;               /* --callstack=on|off (default on) */
+	int nan_check;               /* amp_nan_check (default op) */
+	int dump;                    /* amp_dump_mode (default off) */
+	uint64_t dump_limit;         /* --dump-limit bytes (default 1 GiB) */
+	int drop;                    /* --drop: drop events when a ring is full */
+	int n_steps, n_dump_steps;
+	amp_step_range steps[AMP_MAX_RANGES];      /* --steps */
+	amp_step_range dump_steps[AMP_MAX_RANGES]; /* --dump-steps */
+	const char *steps_text, *dump_steps_text, *dump_limit_text;
+	double fp16_threshold;       /* percent, default 70 */
+	double memcpy_threshold;     /* percent, default 15 */
+	uint32_t ring_slots;         /* slots per ring (default 32768) */
+	uint32_t ring_count;         /* rings (default 16) */
+} prof_options;
+
+/* Prints "ampprof: <message>" (and "hint: <hint>" if not NULL) on stderr. */
+void prof_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses "A", "A-B", "A-" lists separated by commas into ranges.  Returns the count or -1. */
+int prof_parse_ranges(const char *text, amp_step_range *out, int max);
+/* Parses "64M", "1G", "1000" (bytes) into *out.  Returns 0 or -1. */
+int prof_parse_size(const char *text, uint64_t *out);
+
+/* The profile command (collect.c): returns the exit status for ampprof. */
+int prof_run(const prof_options *opts);
+
+/* ---- session (session.c) ----------------------------------------------------------------- */
+typedef struct prof_session {
+	int fd;                      /* memfd, close-on-exec in ampprof */
+	amp_session_hdr *hdr;        /* mapping of the whole memfd */
+	size_t size;
+	uint64_t ring_offset, ring_stride;  /* ampprof's own copies: the header is writable */
+	uint32_t ring_count, ring_slots;    /* by the application, so never read back from it */
+	char spool_dir[256];         /* created when dumps are on, removed by prof_session_free */
+} prof_session;
+
+/* Creates the memfd session for opts (rings, config, spool directory next to the output).
+ * Returns 0 or -1 with a message printed. */
+int prof_session_init(prof_session *s, const prof_options *opts);
+/* Unmaps, closes and removes the spool directory.  Safe on a zeroed or half-made session. */
+void prof_session_release(prof_session *s);
+/* The ring header of ring i. */
+amp_ring_hdr *prof_session_ring(const prof_session *s, uint32_t i);
+
+/* ---- launch (launch.c) ------------------------------------------------------------------- */
+/* Checks that the application exists and is executable (first word of --application, or
+ * argv[0] searched in PATH).  Returns 0, or -1 with a message printed. */
+int prof_launch_check(const prof_options *opts);
+/* Forks and execs the application with the session fd in $AMPPROF_SESSION.  Returns 0 and the
+ * child's pid, or -1 with a message printed (exec failures are reported through a pipe). */
+int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid);
+
+/* ---- decoding (decode.c) ----------------------------------------------------------------- */
+/* A record copied out of a ring and validated.  rec points into the caller's buffer. */
+typedef struct prof_record {
+	unsigned type;               /* amp_rec_type */
+	unsigned nslots;
+	const void *rec;             /* the record, nslots * AMP_SLOT_SIZE bytes */
+} prof_record;
+
+#define PROF_DECODE_BUF (AMP_REC_MAX_SLOTS * AMP_SLOT_SIZE)
+enum {
+	PROF_DECODE_NEED = 0,        /* no complete record in [pos, pos + avail) */
+	PROF_DECODE_BAD = -1,        /* garbage at pos: skip one slot */
+};
+/* Decodes the record at position pos of a ring of nslots slots (a power of two), with avail
+ * slots readable from pos.  The record is copied into buf (PROF_DECODE_BUF bytes) before any
+ * check, so a producer writing concurrently cannot change what was validated.  Returns the
+ * slots to consume (> 0) and fills *out, or PROF_DECODE_NEED / PROF_DECODE_BAD.  Never reads
+ * outside slots[0 .. nslots * AMP_SLOT_SIZE). */
+int prof_decode(const unsigned char *slots, uint64_t nslots, uint64_t pos, uint64_t avail,
+                unsigned char *buf, prof_record *out);
+
+/* ---- writer (writer.c) ------------------------------------------------------------------- */
+typedef struct prof_writer prof_writer;
+
+/* Prepares the statements on db (a fresh profile).  run_start_mono is the CLOCK_MONOTONIC ns
+ * all times are measured from.  NULL on failure (message printed). */
+prof_writer *prof_writer_new(sqlite3 *db, const prof_options *opts, uint64_t run_start_mono);
+void prof_writer_free(prof_writer *w);
+/* Feeds a calibration pair (ticks, CLOCK_MONOTONIC ns) for TSC conversion. */
+void prof_writer_calibrate(prof_writer *w, uint64_t ticks, uint64_t mono);
+/* Writes one decoded record from ring `ring`.  Bad ids and values are ignored or clamped;
+ * never fails on content.  Returns 0, or -1 on an SQLite error (message printed). */
+int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_record *r);
+/* Marks ring as seen with its pid/tid and dropped count (threads table at finalize). */
+void prof_writer_thread(prof_writer *w, uint32_t ring, uint32_t pid, uint32_t tid,
+                        uint64_t dropped);
+/* Commits the open transaction and begins the next one.  Returns 0 or -1. */
+int prof_writer_commit(prof_writer *w);
+/* Directory whose dump payloads AMP_REC_DUMP records name (read, stored, then deleted). */
+void prof_writer_set_spool(prof_writer *w, const char *dir);
+/* Events written so far, and events whose content was rejected. */
+uint64_t prof_writer_events(const prof_writer *w);
+uint64_t prof_writer_rejected(const prof_writer *w);
+/* Finalize: closes open steps, symbolizes call sites and crash frames, writes per-signature
+ * aggregates and thread rows, and commits (no transaction is left open; later writes on the
+ * connection autocommit).  Returns 0 or -1. */
+int prof_writer_finish(prof_writer *w);
+/* Last step index seen, or -1. */
+int64_t prof_writer_last_step(const prof_writer *w);
+
+/* ---- symbolization (symbolize.c) --------------------------------------------------------- */
+typedef struct prof_symbol {
+	char function[256];
+	char file[512];
+	int line;
+} prof_symbol;
+/* Symbolizes n file addresses of one module with a single addr2line run (in chunks).  Missing
+ * information is "??" / 0.  Returns 0, or -1 if addr2line could not be run (all "??"). */
+int prof_symbolize(const char *module, const uint64_t *addrs, size_t n, prof_symbol *out);
+
+/* ---- finalize (finalize.c) --------------------------------------------------------------- */
+/* Builds indexes, op_summary, run_summary and advice on a collected profile.  thresholds are
+ * percentages.  Idempotent (clears what it builds first).  Returns 0 or -1 (SQLite error). */
+int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
+
+/* ---- report and export (report.c, export.c) ---------------------------------------------- */
+/* Prints the summary of an open profile as text (to f) or JSON.  Returns 0 or -1. */
+int prof_report_text(sqlite3 *db, FILE *f, const char *path);
+int prof_report_json(sqlite3 *db, FILE *f, const char *path);
+/* Exports the profile as a Chrome trace (JSON) or CSV of table (ops, copies, steps,
+ * loss_scale, memory).  Returns 0 or -1. */
+int prof_export_chrome(sqlite3 *db, FILE *f);
+int prof_export_csv(sqlite3 *db, FILE *f, const char *table);
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+uint64_t prof_now_ns(void);      /* CLOCK_MONOTONIC */
+uint64_t prof_ticks(void);       /* TSC ticks, or CLOCK_MONOTONIC ns without an invariant TSC */
+int prof_tsc_invariant(void);
+const char *prof_dtype_name(unsigned dt);
+const char *prof_signal_name(int signo);
+
+#endif

@@ -1,0 +1,339 @@
+/* report.c — the run summary, as text (the end of every profile run, `ampprof report`) or
+ * JSON (`ampprof report --format=json`), read from run_summary, op_summary, advice and meta.
+ *
+ * Both formats show the same figures; JSON keys are stable.  Floats use %.9g in JSON.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof.h"
+#include "profile_db.h"
+
+typedef struct summary {
+	double fp16_share, fp16_flop_share, copy_share, min_scale, max_scale;
+	int64_t steps, overflow_steps, skipped_steps, complete, wall_ns, step_ns, op_count,
+	    copy_count, peak_bytes;
+	int have;
+	double fp16_thr, copy_thr;
+	char command[1024], end[64], exit_status[32], exit_signal[32], dropped[32];
+} summary;
+
+static double col_real(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? (double)NAN : sqlite3_column_double(st, i);
+}
+
+static int64_t col_int(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
+}
+
+static const char *col_str(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+static double meta_double(sqlite3 *db, const char *key, double dflt)
+{
+	char buf[64];
+	if (amp_profile_meta_get(db, key, buf, sizeof buf) != AMP_PROFILE_OK || !buf[0])
+		return dflt;
+	return strtod(buf, NULL);
+}
+
+static int load_summary(sqlite3 *db, summary *s)
+{
+	sqlite3_stmt *st = NULL;
+	memset(s, 0, sizeof *s);
+	s->fp16_thr = meta_double(db, "options.fp16_threshold", 70);
+	s->copy_thr = meta_double(db, "options.memcpy_threshold", 15);
+	amp_profile_meta_get(db, "command", s->command, sizeof s->command);
+	amp_profile_meta_get(db, "end", s->end, sizeof s->end);
+	amp_profile_meta_get(db, "exit_status", s->exit_status, sizeof s->exit_status);
+	amp_profile_meta_get(db, "exit_signal", s->exit_signal, sizeof s->exit_signal);
+	amp_profile_meta_get(db, "dropped_events", s->dropped, sizeof s->dropped);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT fp16_share, fp16_flop_share, copy_share, steps, overflow_steps,"
+	                       " skipped_steps, min_scale, max_scale, complete, wall_ns, step_ns,"
+	                       " op_count, copy_count, peak_bytes FROM run_summary", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		s->have = 1;
+		s->fp16_share = col_real(st, 0);
+		s->fp16_flop_share = col_real(st, 1);
+		s->copy_share = col_real(st, 2);
+		s->steps = col_int(st, 3);
+		s->overflow_steps = col_int(st, 4);
+		s->skipped_steps = col_int(st, 5);
+		s->min_scale = col_real(st, 6);
+		s->max_scale = col_real(st, 7);
+		s->complete = col_int(st, 8);
+		s->wall_ns = col_int(st, 9);
+		s->step_ns = col_int(st, 10);
+		s->op_count = col_int(st, 11);
+		s->copy_count = col_int(st, 12);
+		s->peak_bytes = col_int(st, 13);
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+static const char *mark(double share, double thr, int above_is_bad)
+{
+	if (!(share == share))
+		return "n/a";
+	double pct = share * 100.0;
+	if (above_is_bad)
+		return pct > thr ? "HIGH" : "ok";
+	return pct < thr ? "LOW" : "ok";
+}
+
+static void pct(char *buf, size_t len, double share)
+{
+	if (share == share)
+		snprintf(buf, len, "%.1f %%", share * 100.0);
+	else
+		snprintf(buf, len, "n/a");
+}
+
+static void bytes_text(char *buf, size_t len, int64_t b)
+{
+	if (b < 0)
+		snprintf(buf, len, "n/a");
+	else if (b >= 1 << 30)
+		snprintf(buf, len, "%.2f GiB", (double)b / (1 << 30));
+	else if (b >= 1 << 20)
+		snprintf(buf, len, "%.2f MiB", (double)b / (1 << 20));
+	else
+		snprintf(buf, len, "%.1f KiB", (double)b / 1024);
+}
+
+int prof_report_text(sqlite3 *db, FILE *f, const char *path)
+{
+	summary s;
+	sqlite3_stmt *st = NULL;
+	char a[64], b[64];
+	if (load_summary(db, &s) != 0)
+		return -1;
+	fprintf(f, "ampprof: %s: '%s' ", path, s.command);
+	if (strcmp(s.end, "exited") == 0)
+		fprintf(f, "exited with status %s\n", s.exit_status);
+	else if (s.exit_signal[0])
+		fprintf(f, "%s (%s)\n", strcmp(s.end, "crash") == 0 ? "crashed" : "was killed",
+		        s.exit_signal);
+	else
+		fprintf(f, "ended: %s\n", s.end[0] ? s.end : "unknown");
+	if (!s.have) {
+		fprintf(f, "  (no summary: the profile was not finalized)\n");
+		return 0;
+	}
+	fprintf(f, "  steps        %" PRId64, s.steps);
+	if (s.step_ns > 0 && s.steps > 0)
+		fprintf(f, " in %.3f s (%.3f ms/step)", (double)s.step_ns / 1e9,
+		        (double)s.step_ns / 1e6 / (double)s.steps);
+	if (s.wall_ns > 0)
+		fprintf(f, ", wall %.3f s", (double)s.wall_ns / 1e9);
+	fprintf(f, "\n");
+	pct(a, sizeof a, s.fp16_share);
+	pct(b, sizeof b, s.fp16_flop_share);
+	fprintf(f, "  FP16 share   %s of op time  %s (threshold %.0f %%), %s of FLOPs\n", a,
+	        mark(s.fp16_share, s.fp16_thr, 0), s.fp16_thr, b);
+	pct(a, sizeof a, s.copy_share);
+	fprintf(f, "  copy share   %s of step time  %s (threshold %.0f %%)\n", a,
+	        mark(s.copy_share, s.copy_thr, 1), s.copy_thr);
+	if (s.min_scale == s.min_scale)
+		fprintf(f, "  loss scale   %.9g .. %.9g, %" PRId64 " overflow step(s), %" PRId64
+		        " skipped\n", s.min_scale, s.max_scale, s.overflow_steps, s.skipped_steps);
+	else
+		fprintf(f, "  loss scale   n/a, %" PRId64 " overflow step(s), %" PRId64 " skipped\n",
+		        s.overflow_steps, s.skipped_steps);
+	bytes_text(a, sizeof a, s.peak_bytes);
+	fprintf(f, "  memory peak  %s;  %" PRId64 " ops, %" PRId64 " copies recorded", a, s.op_count,
+	        s.copy_count);
+	if (s.dropped[0] && strcmp(s.dropped, "0") != 0)
+		fprintf(f, ", %s events DROPPED", s.dropped);
+	fprintf(f, "\n");
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, share FROM op_summary "
+	                       "ORDER BY total_ns DESC, op, exec_dtype LIMIT 10", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	int first = 1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (first) {
+			fprintf(f, "  top ops by time:\n    %-14s %-6s %10s %12s %11s %7s\n", "op", "dtype",
+			        "calls", "total ms", "mean us", "share");
+			first = 0;
+		}
+		fprintf(f, "    %-14s %-6s %10" PRId64 " %12.3f %11.3f %6.1f%%\n", col_str(st, 0),
+		        col_str(st, 1), col_int(st, 2), (double)col_int(st, 3) / 1e6,
+		        col_real(st, 4) / 1e3, col_real(st, 5) * 100.0);
+	}
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(db, "SELECT severity, rule, message, evidence FROM advice ORDER BY id",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	first = 1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (first) {
+			fprintf(f, "  advice:\n");
+			first = 0;
+		}
+		fprintf(f, "    %-8s %s: %s\n", col_str(st, 0), col_str(st, 1), col_str(st, 2));
+		const char *ev = col_str(st, 3);
+		while (*ev) {
+			size_t n = strcspn(ev, "\n");
+			fprintf(f, "             evidence: %.*s\n", (int)n, ev);
+			ev += n + (ev[n] == '\n');
+		}
+	}
+	sqlite3_finalize(st);
+	if (first)
+		fprintf(f, "  advice: none\n");
+	return 0;
+}
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void json_num(FILE *f, double v)
+{
+	if (v == v && !isinf(v))
+		fprintf(f, "%.9g", v);
+	else
+		fputs("null", f);
+}
+
+static void json_int(FILE *f, int64_t v, int null_if_negative)
+{
+	if (null_if_negative && v < 0)
+		fputs("null", f);
+	else
+		fprintf(f, "%" PRId64, v);
+}
+
+int prof_report_json(sqlite3 *db, FILE *f, const char *path)
+{
+	summary s;
+	sqlite3_stmt *st = NULL;
+	if (load_summary(db, &s) != 0)
+		return -1;
+	fputs("{\"profile\": ", f);
+	json_str(f, path);
+	fputs(", \"command\": ", f);
+	json_str(f, s.command);
+	fputs(", \"end\": ", f);
+	json_str(f, s.end);
+	fputs(", \"exit_status\": ", f);
+	json_int(f, s.exit_status[0] ? strtoll(s.exit_status, NULL, 10) : -1, 1);
+	fputs(", \"finalized\": ", f);
+	fputs(s.have ? "true" : "false", f);
+	fputs(", \"complete\": ", f);
+	json_int(f, s.complete, 1);
+	fputs(", \"steps\": ", f);
+	json_int(f, s.steps, 1);
+	fputs(", \"wall_ns\": ", f);
+	json_int(f, s.wall_ns, 1);
+	fputs(", \"step_ns\": ", f);
+	json_int(f, s.step_ns, 1);
+	fputs(", \"fp16_share\": ", f);
+	json_num(f, s.have ? s.fp16_share : (double)NAN);
+	fputs(", \"fp16_flop_share\": ", f);
+	json_num(f, s.have ? s.fp16_flop_share : (double)NAN);
+	fputs(", \"fp16_threshold\": ", f);
+	json_num(f, s.fp16_thr / 100.0);
+	fprintf(f, ", \"fp16_ok\": %s", s.have && s.fp16_share == s.fp16_share
+	                                    ? (s.fp16_share * 100.0 >= s.fp16_thr ? "true" : "false")
+	                                    : "null");
+	fputs(", \"copy_share\": ", f);
+	json_num(f, s.have ? s.copy_share : (double)NAN);
+	fputs(", \"copy_threshold\": ", f);
+	json_num(f, s.copy_thr / 100.0);
+	fprintf(f, ", \"copy_ok\": %s", s.have && s.copy_share == s.copy_share
+	                                    ? (s.copy_share * 100.0 <= s.copy_thr ? "true" : "false")
+	                                    : "null");
+	fputs(", \"min_scale\": ", f);
+	json_num(f, s.have ? s.min_scale : (double)NAN);
+	fputs(", \"max_scale\": ", f);
+	json_num(f, s.have ? s.max_scale : (double)NAN);
+	fputs(", \"overflow_steps\": ", f);
+	json_int(f, s.have ? s.overflow_steps : -1, 1);
+	fputs(", \"skipped_steps\": ", f);
+	json_int(f, s.have ? s.skipped_steps : -1, 1);
+	fputs(", \"peak_bytes\": ", f);
+	json_int(f, s.have ? s.peak_bytes : -1, 1);
+	fputs(", \"op_count\": ", f);
+	json_int(f, s.have ? s.op_count : -1, 1);
+	fputs(", \"copy_count\": ", f);
+	json_int(f, s.have ? s.copy_count : -1, 1);
+	fputs(", \"dropped_events\": ", f);
+	json_int(f, s.dropped[0] ? strtoll(s.dropped, NULL, 10) : -1, 1);
+	fputs(",\n \"top_ops\": [", f);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, flops, share "
+	                       "FROM op_summary ORDER BY total_ns DESC, op, exec_dtype LIMIT 10", -1,
+	                       &st, NULL) != SQLITE_OK)
+		return -1;
+	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+		fputs(i ? ",\n  {\"op\": " : "\n  {\"op\": ", f);
+		json_str(f, col_str(st, 0));
+		fputs(", \"dtype\": ", f);
+		json_str(f, col_str(st, 1));
+		fprintf(f, ", \"calls\": %" PRId64 ", \"total_ns\": %" PRId64 ", \"mean_ns\": ",
+		        col_int(st, 2), col_int(st, 3));
+		json_num(f, col_real(st, 4));
+		fprintf(f, ", \"flops\": %" PRId64 ", \"share\": ", col_int(st, 5));
+		json_num(f, col_real(st, 6));
+		fputc('}', f);
+	}
+	sqlite3_finalize(st);
+	fputs("],\n \"advice\": [", f);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT rule, severity, message, evidence, op, step, callsite "
+	                       "FROM advice ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+		fputs(i ? ",\n  {\"rule\": " : "\n  {\"rule\": ", f);
+		json_str(f, col_str(st, 0));
+		fputs(", \"severity\": ", f);
+		json_str(f, col_str(st, 1));
+		fputs(", \"message\": ", f);
+		json_str(f, col_str(st, 2));
+		fputs(", \"evidence\": ", f);
+		json_str(f, col_str(st, 3));
+		fputs(", \"op\": ", f);
+		if (sqlite3_column_type(st, 4) == SQLITE_NULL)
+			fputs("null", f);
+		else
+			json_str(f, col_str(st, 4));
+		fputs(", \"step\": ", f);
+		json_int(f, col_int(st, 5), 1);
+		fputs(", \"callsite\": ", f);
+		json_int(f, col_int(st, 6), 1);
+		fputc('}', f);
+	}
+	sqlite3_finalize(st);
+	fputs("]}\n", f);
+	return 0;
+}

@@ -1,0 +1,122 @@
+/* session.c — the shared-memory session: one memfd holding the session header and the rings.
+ *
+ * memfd_create leaves nothing in /dev/shm; the fd is close-on-exec in ampprof and made
+ * inheritable only in the child just before exec (launch.c).  Pages are allocated lazily,
+ * so unused rings cost address space only.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <errno.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "prof.h"
+
+amp_ring_hdr *prof_session_ring(const prof_session *s, uint32_t i)
+{
+	return (amp_ring_hdr *)((unsigned char *)s->hdr + s->ring_offset +
+	                        (uint64_t)i * s->ring_stride);
+}
+
+/* Spool directory beside the output file (not in /tmp): <dir>/.ampprof-spool-XXXXXX. */
+static int make_spool(prof_session *s, const char *output)
+{
+	char dir[200];
+	snprintf(dir, sizeof dir, "%s", output);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	snprintf(s->spool_dir, sizeof s->spool_dir, "%s/.ampprof-spool-XXXXXX", dir);
+	if (!mkdtemp(s->spool_dir)) {
+		prof_error(NULL, "cannot create a spool directory in '%s': %s", dir, strerror(errno));
+		s->spool_dir[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+int prof_session_init(prof_session *s, const prof_options *opts)
+{
+	memset(s, 0, sizeof *s);
+	s->fd = -1;
+	uint64_t stride = AMP_RING_HDR_SIZE + (uint64_t)opts->ring_slots * AMP_SLOT_SIZE;
+	s->size = AMP_SESSION_HDR_SIZE + (size_t)(stride * opts->ring_count);
+	s->fd = memfd_create("ampprof-session", MFD_CLOEXEC);
+	if (s->fd < 0) {
+		prof_error(NULL, "cannot create the shared-memory session: %s", strerror(errno));
+		goto fail;
+	}
+	if (ftruncate(s->fd, (off_t)s->size) != 0) {
+		prof_error(NULL, "cannot size the shared-memory session: %s", strerror(errno));
+		goto fail;
+	}
+	void *map = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+	if (map == MAP_FAILED) {
+		prof_error(NULL, "cannot map the shared-memory session: %s", strerror(errno));
+		goto fail;
+	}
+	s->hdr = map;
+	s->ring_offset = AMP_SESSION_HDR_SIZE;
+	s->ring_stride = stride;
+	s->ring_count = opts->ring_count;
+	s->ring_slots = opts->ring_slots;
+	amp_session_hdr *h = s->hdr;
+	h->hdr_size = AMP_SESSION_HDR_SIZE;
+	h->total_size = s->size;
+	h->ring_offset = AMP_SESSION_HDR_SIZE;
+	h->ring_stride = stride;
+	h->ring_count = opts->ring_count;
+	h->ring_slots = opts->ring_slots;
+	h->collector_pid = (uint32_t)getpid();
+	h->flags = (opts->callstack ? AMP_SESS_CALLSTACK : 0u) | (opts->drop ? AMP_SESS_DROP : 0u);
+	h->nan_check = (uint32_t)opts->nan_check;
+	h->dump = (uint32_t)opts->dump;
+	h->dump_limit = opts->dump_limit;
+	h->n_steps = (uint32_t)opts->n_steps;
+	h->n_dump_steps = (uint32_t)opts->n_dump_steps;
+	memcpy(h->steps, opts->steps, sizeof h->steps);
+	memcpy(h->dump_steps, opts->dump_steps, sizeof h->dump_steps);
+	if ((opts->dump != AMP_DUMP_OFF || opts->n_dump_steps > 0) &&
+	    make_spool(s, opts->output) != 0)
+		goto fail;
+	snprintf(h->spool_dir, sizeof h->spool_dir, "%s", s->spool_dir);
+	for (uint32_t i = 0; i < opts->ring_count; i++)
+		prof_session_ring(s, i)->magic = AMP_RING_MAGIC;
+	h->version = AMP_WIRE_VERSION;
+	/* magic last: a half-made session is never valid */
+	__atomic_store_n(&h->magic, AMP_SESSION_MAGIC, __ATOMIC_RELEASE);
+	return 0;
+fail:
+	prof_session_release(s);
+	return -1;
+}
+
+void prof_session_release(prof_session *s)
+{
+	if (s->hdr)
+		munmap(s->hdr, s->size);
+	s->hdr = NULL;
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	if (s->spool_dir[0]) {
+		DIR *d = opendir(s->spool_dir);
+		if (d) {
+			struct dirent *e;
+			while ((e = readdir(d)) != NULL)
+				if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+					unlinkat(dirfd(d), e->d_name, 0);
+			closedir(d);
+		}
+		rmdir(s->spool_dir);
+		s->spool_dir[0] = '\0';
+	}
+}

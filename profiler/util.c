@@ -1,0 +1,151 @@
+/* util.c — small helpers of ampprof: messages, option value parsers, clocks, names. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#define PROF_HAVE_TSC 1
+#else
+#define PROF_HAVE_TSC 0
+#endif
+
+#include "prof.h"
+
+void prof_error(const char *hint, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("ampprof: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (hint)
+		fprintf(stderr, "hint: %s\n", hint);
+}
+
+static int parse_i64(const char **p, int64_t *out)
+{
+	const char *s = *p;
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	char *end;
+	long long v = strtoll(s, &end, 10);
+	if (errno || v < 0)
+		return -1;
+	*out = v;
+	*p = end;
+	return 0;
+}
+
+int prof_parse_ranges(const char *text, amp_step_range *out, int max)
+{
+	int n = 0;
+	const char *p = text;
+	if (!p || !*p)
+		return -1;
+	for (;;) {
+		amp_step_range r;
+		if (n >= max || parse_i64(&p, &r.lo) != 0)
+			return -1;
+		r.hi = r.lo;
+		if (*p == '-') {
+			p++;
+			if (*p == '\0' || *p == ',')
+				r.hi = INT64_MAX;
+			else if (parse_i64(&p, &r.hi) != 0 || r.hi < r.lo)
+				return -1;
+		}
+		out[n++] = r;
+		if (*p == '\0')
+			return n;
+		if (*p != ',')
+			return -1;
+		p++;
+	}
+}
+
+int prof_parse_size(const char *text, uint64_t *out)
+{
+	if (!text || !isdigit((unsigned char)*text))
+		return -1;
+	errno = 0;
+	char *end;
+	double v = strtod(text, &end);
+	if (errno || v < 0)
+		return -1;
+	double mult = 1;
+	switch (toupper((unsigned char)*end)) {
+	case '\0': break;
+	case 'K': mult = 1024.0; end++; break;
+	case 'M': mult = 1024.0 * 1024; end++; break;
+	case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+	case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	default: return -1;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || v * mult > 1.8e19)
+		return -1;
+	*out = (uint64_t)(v * mult);
+	return 0;
+}
+
+uint64_t prof_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int prof_tsc_invariant(void)
+{
+#if PROF_HAVE_TSC
+	unsigned a, b, c, d;
+	if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+		return 0;
+	__get_cpuid(0x80000007u, &a, &b, &c, &d);
+	return (d >> 8) & 1u;
+#else
+	return 0;
+#endif
+}
+
+uint64_t prof_ticks(void)
+{
+#if PROF_HAVE_TSC
+	static int tsc = -1;
+	if (tsc < 0)
+		tsc = prof_tsc_invariant();
+	if (tsc)
+		return __rdtsc();
+#endif
+	return prof_now_ns();
+}
+
+const char *prof_dtype_name(unsigned dt)
+{
+	static const char *const names[] = {"fp32", "fp16", "int32", "bf16"};
+	return dt < sizeof names / sizeof names[0] ? names[dt] : "?";
+}
+
+const char *prof_signal_name(int signo)
+{
+	static char buf[32];
+	const char *abbrev = sigabbrev_np(signo);
+	if (abbrev) {
+		snprintf(buf, sizeof buf, "SIG%s", abbrev);
+		return buf;
+	}
+	snprintf(buf, sizeof buf, "signal %d", signo);
+	return buf;
+}

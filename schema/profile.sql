@@ -1,0 +1,255 @@
+-- profile.sql — the ampkit profile database, schema version 1.
+--
+-- One SQLite file per profiled run, written by ampprof and read by every tool through
+-- schema/profile_db.c (which embeds this file).  application_id 0x414D5046 ('AMPF') marks the
+-- file as a profile; user_version is the schema version, bumped on any incompatible change;
+-- readers refuse a newer one.  Times are integer nanoseconds since the start of the run
+-- (meta 'start_mono_ns'), dtypes and names are the strings of schema/amp_names.c.
+--
+-- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
+-- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
+-- views `ops` and `copies` join them back into one readable row per execution.
+
+PRAGMA application_id = 1095585862;  -- 0x414D5046 'AMPF'
+PRAGMA user_version = 1;
+
+-- Facts about the run, one per key.  Keys written by ampprof: schema_version, ampprof_version,
+-- wire_version, command (the application as given), argv, cwd, pid, host, cpu, start_time
+-- (UTC ISO 8601), start_mono_ns, clock ('tsc' or 'monotonic'), ticks_per_ns, options
+-- (steps, callstack, nan_check, dump, dump_steps, dump_limit, fp16_threshold,
+-- memcpy_threshold), end ('exited', 'signal', 'crash', 'killed', 'collecting' while running,
+-- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally and was
+-- finalized), events, dropped_events, rings_missing, wall_ns, finalized_at.  Keys written by
+-- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
+-- counters such as ops_dispatched.
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,  -- fact name
+	value TEXT               -- fact value as text
+);
+
+-- Interned strings (labels, tensor names, module paths), one row per distinct value.
+CREATE TABLE strings (
+	id    INTEGER PRIMARY KEY,  -- string id, referred to by other tables
+	value TEXT NOT NULL         -- the string
+);
+
+-- Producing threads: one row per ring the application used.
+CREATE TABLE threads (
+	id      INTEGER PRIMARY KEY,  -- thread number in this profile (ring index)
+	pid     INTEGER,              -- process id
+	tid     INTEGER,              -- kernel thread id
+	dropped INTEGER               -- events dropped by this thread (drop mode or dead collector)
+);
+
+-- Op types known to this schema version with their default precision list (DESIGN §2).
+CREATE TABLE op_types (
+	id   INTEGER PRIMARY KEY,  -- amp_op_type value
+	name TEXT NOT NULL,        -- name as used in lists and in ops.op ('MatMul')
+	list TEXT NOT NULL         -- default list: 'white', 'black', 'gray' or 'none'
+);
+
+-- Distinct call sites: the first frame of the user's program that launched an op or copy.
+CREATE TABLE callsites (
+	id       INTEGER PRIMARY KEY,  -- call-site id
+	address  INTEGER,              -- return address in the application's address space
+	module   TEXT,                 -- path of the object holding it
+	offset   INTEGER,              -- file address in module (address - load bias)
+	function TEXT,                 -- symbolized function ('??' if unknown)
+	file     TEXT,                 -- source file ('??' if unknown)
+	line     INTEGER,              -- source line (0 if unknown)
+	frames   TEXT                  -- the whole recorded chain, one 'function file:line' per line
+);
+
+-- What repeats between executions of an op: one row per distinct combination.
+CREATE TABLE op_sigs (
+	id         INTEGER PRIMARY KEY,  -- signature id
+	op         TEXT NOT NULL,        -- op type name ('MatMul')
+	phase      TEXT NOT NULL,        -- 'forward', 'backward' or 'optimizer'
+	exec_dtype TEXT NOT NULL,        -- dtype the kernel ran in ('fp16', 'fp32')
+	in_dtype   TEXT,                 -- dtype of the first input as the caller passed it
+	out_dtype  TEXT,                 -- dtype of the output
+	label      TEXT,                 -- layer label, NULL if none
+	shape      TEXT,                 -- output shape '(a,b)', or '(M,N,K)' for GEMMs
+	flops      INTEGER,              -- floating-point operations per execution
+	bytes      INTEGER,              -- bytes read and written per execution
+	aligned    INTEGER,              -- 1 if GEMM dims fit the fast path (multiples of 8)
+	callsite   INTEGER,              -- callsites.id, NULL if not recorded
+	calls      INTEGER,              -- executions with this signature (set at finalize)
+	total_ns   INTEGER               -- their total time (set at finalize)
+);
+
+-- One row per op execution (only for the steps selected with --steps).
+CREATE TABLE op_events (
+	id       INTEGER PRIMARY KEY,  -- execution id, in arrival order
+	step     INTEGER,              -- training step
+	seq      INTEGER,              -- the runtime's per-context op sequence number
+	sig      INTEGER,              -- op_sigs.id
+	start_ns INTEGER,              -- start time
+	dur_ns   INTEGER,              -- duration
+	thread   INTEGER               -- threads.id
+);
+
+CREATE VIEW ops AS
+	SELECT e.id, e.step, e.seq, s.phase, s.op, s.label, s.exec_dtype, s.in_dtype, s.out_dtype,
+	       e.start_ns, e.dur_ns, s.flops, s.bytes, s.shape, s.aligned, s.callsite, e.thread
+	FROM op_events e JOIN op_sigs s ON s.id = e.sig;
+
+-- What repeats between memory copies and casts.
+CREATE TABLE copy_sigs (
+	id        INTEGER PRIMARY KEY,  -- signature id
+	kind      TEXT NOT NULL,        -- 'h2d', 'd2h', 'd2d', 'cast', 'layout' or 'master'
+	bytes     INTEGER,              -- bytes copied (destination size)
+	src_dtype TEXT,                 -- source dtype
+	dst_dtype TEXT,                 -- destination dtype
+	label     TEXT,                 -- label of the op or tensor the copy served
+	callsite  INTEGER,              -- callsites.id, NULL if not recorded
+	calls     INTEGER,              -- copies with this signature (set at finalize)
+	total_ns  INTEGER               -- their total time (set at finalize)
+);
+
+-- One row per copy or cast (only for the steps selected with --steps).
+CREATE TABLE copy_events (
+	id       INTEGER PRIMARY KEY,  -- copy id, in arrival order
+	step     INTEGER,              -- training step
+	sig      INTEGER,              -- copy_sigs.id
+	start_ns INTEGER,              -- start time
+	dur_ns   INTEGER,              -- duration
+	thread   INTEGER               -- threads.id
+);
+
+CREATE VIEW copies AS
+	SELECT e.id, e.step, s.kind, s.bytes, s.src_dtype, s.dst_dtype, e.start_ns, e.dur_ns,
+	       s.label, s.callsite, e.thread
+	FROM copy_events e JOIN copy_sigs s ON s.id = e.sig;
+
+-- One row per training step, for every step whether or not it was traced in detail.
+CREATE TABLE steps (
+	step     INTEGER,  -- step index from 0
+	start_ns INTEGER,  -- start time
+	dur_ns   INTEGER,  -- duration (NULL if the step never ended)
+	loss     REAL,     -- unscaled loss, NULL if unknown or not finite
+	scale    REAL,     -- loss scale used in the step
+	overflow INTEGER,  -- 1 if its gradients held Inf/NaN
+	skipped  INTEGER,  -- 1 if the update was skipped
+	samples  INTEGER,  -- samples processed
+	detail   INTEGER,  -- 1 if ops and copies of this step were recorded (--steps)
+	thread   INTEGER   -- threads.id
+);
+
+-- One row per loss-scaler decision.
+CREATE TABLE loss_scale (
+	step      INTEGER,  -- step whose end triggered the decision
+	t_ns      INTEGER,  -- time of the decision
+	old_scale REAL,     -- scale before
+	new_scale REAL,     -- scale after
+	reason    TEXT      -- 'hold', 'growth', 'overflow', 'init' or 'static'
+);
+
+-- Bytes by category at the end of each step, and the peak so far.
+CREATE TABLE memory (
+	step            INTEGER,  -- step
+	t_ns            INTEGER,  -- time of the report
+	master_weights  INTEGER,  -- FP32 master weights
+	working_copies  INTEGER,  -- FP16 working copies of weights
+	activations     INTEGER,  -- step-scoped activations and inputs
+	grads           INTEGER,  -- gradients
+	optimizer_state INTEGER,  -- optimizer state
+	total           INTEGER,  -- sum of the categories
+	peak            INTEGER   -- peak of all tensor memory so far
+);
+
+-- One row per checked tensor (non-finite checks and headroom statistics).
+CREATE TABLE tensor_stats (
+	id            INTEGER PRIMARY KEY,  -- row id
+	step          INTEGER,              -- step
+	seq           INTEGER,              -- seq of the op (ops.seq)
+	op            TEXT,                 -- op type name
+	role          TEXT,                 -- 'input', 'output' or 'grad'
+	name          TEXT,                 -- tensor name or label
+	dtype         TEXT,                 -- dtype of the tensor
+	count         INTEGER,              -- elements
+	nan           INTEGER,              -- NaN count
+	inf           INTEGER,              -- +-Inf count
+	underflow     INTEGER,              -- non-zero values below 6.1e-5 in magnitude
+	near_overflow INTEGER,              -- values above 32768 in magnitude
+	min           REAL,                 -- minimum finite value
+	max           REAL,                 -- maximum finite value
+	absmax        REAL,                 -- largest finite magnitude
+	origin        INTEGER,              -- 1: the first op of its step that produced a non-finite
+	exp_hist      BLOB,                 -- 40 little-endian uint32 counts (see amp_rec_tstats)
+	callsite      INTEGER               -- callsites.id
+);
+
+-- One row per dumped tensor; data holds the raw little-endian elements.
+CREATE TABLE dumps (
+	id     INTEGER PRIMARY KEY,  -- row id
+	step   INTEGER,              -- step
+	seq    INTEGER,              -- seq of the op
+	op     TEXT,                 -- op type name
+	role   TEXT,                 -- 'input', 'output' or 'grad'
+	name   TEXT,                 -- tensor name
+	dtype  TEXT,                 -- dtype of data
+	shape  TEXT,                 -- '(a,b)'
+	reason TEXT,                 -- 'nonfinite', 'step' or 'manual'
+	bytes  INTEGER,              -- size of data
+	data   BLOB                  -- the elements, NULL if the spool file was missing
+);
+
+-- Fatal signals caught by the runtime's handler.
+CREATE TABLE crashes (
+	id     INTEGER PRIMARY KEY,  -- row id
+	thread INTEGER,              -- threads.id
+	signo  INTEGER,              -- signal number
+	signal TEXT,                 -- signal name ('SIGSEGV')
+	code   INTEGER,              -- si_code
+	addr   INTEGER,              -- si_addr
+	t_ns   INTEGER,              -- time of the crash
+	frames TEXT                  -- backtrace, one 'function file:line (module+offset)' per line
+);
+
+-- Findings of the advice rules (DESIGN §5), computed at finalize.
+CREATE TABLE advice (
+	id       INTEGER PRIMARY KEY,  -- row id, in order of importance
+	rule     TEXT NOT NULL,        -- 'low_fp16_share', 'copy_share', 'gemm_unaligned',
+	                               -- 'loss_scale_floor', 'loss_scale_collapse',
+	                               -- 'loss_scale_unusual', 'sensitive_op_overflow'
+	severity TEXT NOT NULL,        -- 'info', 'warning' or 'error'
+	message  TEXT NOT NULL,        -- one-line finding with the suggested change
+	evidence TEXT,                 -- supporting figures, one item per line
+	op       TEXT,                 -- op type concerned, if any
+	step     INTEGER,              -- step concerned, if any
+	callsite INTEGER               -- callsites.id concerned, if any
+);
+
+-- Per op type and exec dtype, computed at finalize.
+CREATE TABLE op_summary (
+	op         TEXT,     -- op type name
+	exec_dtype TEXT,     -- dtype the kernel ran in
+	calls      INTEGER,  -- executions
+	total_ns   INTEGER,  -- total time
+	mean_ns    REAL,     -- mean time
+	flops      INTEGER,  -- total floating-point operations
+	share      REAL      -- fraction of all op time (0..1)
+);
+
+-- The run in one row, computed at finalize (empty if ampprof did not finish).
+CREATE TABLE run_summary (
+	fp16_share      REAL,     -- op time in a half type / all op time (0..1)
+	fp16_flop_share REAL,     -- same, weighted by FLOPs
+	copy_share      REAL,     -- copy time / wall time of the steps traced in detail (0..1)
+	steps           INTEGER,  -- steps recorded
+	overflow_steps  INTEGER,  -- steps whose gradients overflowed
+	skipped_steps   INTEGER,  -- steps whose update was skipped
+	min_scale       REAL,     -- smallest loss scale used
+	max_scale       REAL,     -- largest loss scale used
+	complete        INTEGER,  -- 1 if the run ended normally
+	wall_ns         INTEGER,  -- wall time of the run
+	step_ns         INTEGER,  -- total time of the steps
+	op_count        INTEGER,  -- op rows
+	copy_count      INTEGER,  -- copy rows
+	op_ns           INTEGER,  -- total op time
+	copy_ns         INTEGER,  -- total copy time
+	peak_bytes      INTEGER   -- peak tensor memory
+);
+
+CREATE VIEW overview AS SELECT * FROM run_summary;

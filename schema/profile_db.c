@@ -1,0 +1,355 @@
+/* profile_db.c — creating, opening and validating profile databases (see profile_db.h).
+ *
+ * The schema is schema/profile.sql, turned into the byte array of profile_sql.h by the
+ * Makefile, so the file that documents the database is the one that creates it.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include "profile_db.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "amp_events.h"
+#include "profile_sql.h" /* generated: amp_profile_sql_bytes[] */
+
+const char *amp_profile_strerror(int code)
+{
+	switch (code) {
+	case AMP_PROFILE_OK: return "success";
+	case AMP_PROFILE_ENOENT: return "no such file";
+	case AMP_PROFILE_EEXIST: return "file exists";
+	case AMP_PROFILE_EACCES: return "permission denied";
+	case AMP_PROFILE_ENOTPROFILE: return "not an ampkit profile";
+	case AMP_PROFILE_ENEWER: return "written by a newer ampkit";
+	case AMP_PROFILE_ECORRUPT: return "file is truncated or corrupt";
+	default: return "database error";
+	}
+}
+
+const char *amp_profile_schema_sql(void)
+{
+	return (const char *)amp_profile_sql_bytes;
+}
+
+static int fail(int code, char *err, size_t errlen, const char *verb, const char *path,
+                const char *detail)
+{
+	if (err && errlen)
+		snprintf(err, errlen, "cannot %s '%s': %s", verb, path,
+		         detail ? detail : amp_profile_strerror(code));
+	return code;
+}
+
+/* Default precision lists of DESIGN §2 (the runtime may override them per run). */
+static const char *default_list(int op)
+{
+	switch (op) {
+	case AMP_OP_MATMUL: case AMP_OP_BATCH_MATMUL: case AMP_OP_LINEAR: case AMP_OP_CONV2D:
+		return "white";
+	case AMP_OP_SOFTMAX: case AMP_OP_LOG_SOFTMAX: case AMP_OP_LOG: case AMP_OP_EXP:
+	case AMP_OP_LAYER_NORM: case AMP_OP_CROSS_ENTROPY: case AMP_OP_SUM: case AMP_OP_MEAN:
+	case AMP_OP_POW: case AMP_OP_SQRT:
+		return "black";
+	case AMP_OP_OPTIMIZER:
+		return "none";
+	default:
+		return "gray";
+	}
+}
+
+int amp_profile_meta_set(sqlite3 *db, const char *key, const char *value)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = AMP_PROFILE_EIO;
+	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", -1, &st,
+	                       NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		rc = AMP_PROFILE_OK;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int amp_profile_meta_get(sqlite3 *db, const char *key, char *buf, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = AMP_PROFILE_EIO;
+	if (len)
+		buf[0] = '\0';
+	if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) !=
+	    SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+	int s = sqlite3_step(st);
+	if (s == SQLITE_ROW) {
+		const unsigned char *v = sqlite3_column_text(st, 0);
+		if (len)
+			snprintf(buf, len, "%s", v ? (const char *)v : "");
+		rc = AMP_PROFILE_OK;
+	} else if (s == SQLITE_DONE) {
+		rc = AMP_PROFILE_ENOENT;
+	}
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static void remove_with_sidecars(const char *path)
+{
+	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+	char name[4096];
+	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+		snprintf(name, sizeof name, "%s%s", path, suffix[i]);
+		unlink(name);
+	}
+}
+
+/* Reason a file cannot be created in its directory, from errno-like checks. */
+static int dir_problem(const char *path)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return AMP_PROFILE_ENOENT;
+	if (access(dir, W_OK | X_OK) != 0)
+		return AMP_PROFILE_EACCES;
+	return AMP_PROFILE_EIO;
+}
+
+int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	char *msg = NULL;
+	int rc;
+	struct stat sb;
+
+	*out = NULL;
+	if (stat(path, &sb) == 0) {
+		if (!force) {
+			rc = fail(AMP_PROFILE_EEXIST, err, errlen, "create", path, "file exists");
+			goto out;
+		}
+		if (S_ISDIR(sb.st_mode)) {
+			rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, "is a directory");
+			goto out;
+		}
+		remove_with_sidecars(path);
+	}
+	rc = dir_problem(path);
+	if (rc == AMP_PROFILE_ENOENT || rc == AMP_PROFILE_EACCES) {
+		rc = fail(rc, err, errlen, "create", path,
+		          rc == AMP_PROFILE_ENOENT ? "no such directory" : "permission denied");
+		goto out;
+	}
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+	    SQLITE_OK) {
+		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	if (sqlite3_exec(db,
+	                 "PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;"
+	                 "PRAGMA synchronous = OFF; PRAGMA cache_size = -65536;"
+	                 "PRAGMA wal_autocheckpoint = 4096;",
+	                 NULL, NULL, &msg) != SQLITE_OK ||
+	    sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
+	    sqlite3_exec(db, amp_profile_schema_sql(), NULL, NULL, &msg) != SQLITE_OK) {
+		int ec = sqlite3_errcode(db);
+		rc = fail(ec == SQLITE_READONLY || ec == SQLITE_PERM ? AMP_PROFILE_EACCES
+		                                                      : AMP_PROFILE_EIO,
+		          err, errlen, "create", path, msg ? msg : sqlite3_errmsg(db));
+		goto out;
+	}
+	if (sqlite3_prepare_v2(db, "INSERT INTO op_types(id, name, list) VALUES (?, ?, ?)", -1, &st,
+	                       NULL) != SQLITE_OK) {
+		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	for (int op = 0; op < AMP_OP_COUNT; op++) {
+		sqlite3_bind_int(st, 1, op);
+		sqlite3_bind_text(st, 2, amp_op_name((amp_op_type)op), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, default_list(op), -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
+			goto out;
+		}
+		sqlite3_reset(st);
+	}
+	char ver[16];
+	snprintf(ver, sizeof ver, "%d", AMP_PROFILE_VERSION);
+	if (amp_profile_meta_set(db, "schema_version", ver) != AMP_PROFILE_OK ||
+	    sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path,
+		          msg ? msg : sqlite3_errmsg(db));
+		goto out;
+	}
+	*out = db;
+	db = NULL;
+	rc = AMP_PROFILE_OK;
+out:
+	sqlite3_free(msg);
+	sqlite3_finalize(st);
+	if (db) {
+		sqlite3_close(db);
+		remove_with_sidecars(path);
+	}
+	return rc;
+}
+
+/* Checks the 100-byte SQLite header: magic, and a file at least as long as the header says
+ * (when the in-header size is valid).  Catches most truncations before SQLite reads a page. */
+static int check_header(const char *path, char *err, size_t errlen)
+{
+	unsigned char h[100];
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		int e = errno;
+		return fail(e == ENOENT ? AMP_PROFILE_ENOENT
+		            : e == EACCES ? AMP_PROFILE_EACCES : AMP_PROFILE_EIO,
+		            err, errlen, "open", path,
+		            e == ENOENT ? "no such file" : strerror(e));
+	}
+	size_t n = fread(h, 1, sizeof h, f);
+	int fstat_ok = fstat(fileno(f), &st) == 0;
+	fclose(f);
+	if (fstat_ok && S_ISDIR(st.st_mode))
+		return fail(AMP_PROFILE_EIO, err, errlen, "open", path, "is a directory");
+	if (n == 0)
+		return fail(AMP_PROFILE_ENOTPROFILE, err, errlen, "open", path,
+		            "empty file, not an ampkit profile");
+	if (n < sizeof h) {
+		if (memcmp(h, "SQLite format 3", n < 16 ? n : 16) == 0)
+			return fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path,
+			            "file is truncated");
+		return fail(AMP_PROFILE_ENOTPROFILE, err, errlen, "open", path,
+		            "not an SQLite database, not an ampkit profile");
+	}
+	if (memcmp(h, "SQLite format 3", 16) != 0)
+		return fail(AMP_PROFILE_ENOTPROFILE, err, errlen, "open", path,
+		            "not an SQLite database, not an ampkit profile");
+	uint32_t page = (uint32_t)h[16] << 8 | h[17];
+	if (page == 1)
+		page = 65536;
+	uint32_t pages = (uint32_t)h[28] << 24 | (uint32_t)h[29] << 16 | (uint32_t)h[30] << 8 | h[31];
+	uint32_t change = (uint32_t)h[24] << 24 | (uint32_t)h[25] << 16 | (uint32_t)h[26] << 8 | h[27];
+	uint32_t valid = (uint32_t)h[92] << 24 | (uint32_t)h[93] << 16 | (uint32_t)h[94] << 8 | h[95];
+	if (page < 512 || (page & (page - 1)))
+		return fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path, "corrupt header");
+	if (fstat_ok && pages && change == valid && (uint64_t)st.st_size < (uint64_t)page * pages)
+		return fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path,
+		            "file is truncated (shorter than its header says)");
+	return AMP_PROFILE_OK;
+}
+
+static int pragma_int(sqlite3 *db, const char *sql, int *value)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			*value = sqlite3_column_int(st, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int sqlite_to_code(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_NOTADB: return AMP_PROFILE_ENOTPROFILE;
+	case SQLITE_CORRUPT: return AMP_PROFILE_ECORRUPT;
+	case SQLITE_PERM: case SQLITE_READONLY: case SQLITE_AUTH: return AMP_PROFILE_EACCES;
+	case SQLITE_CANTOPEN: return AMP_PROFILE_EIO;
+	default: return AMP_PROFILE_EIO;
+	}
+}
+
+int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen)
+{
+	sqlite3 *db = NULL;
+	int rc, app_id = 0, version = 0, tables = 0;
+	char detail[160];
+
+	*out = NULL;
+	rc = check_header(path, err, errlen);
+	if (rc != AMP_PROFILE_OK)
+		goto out;
+	int flags = writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+	if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+		rc = fail(sqlite_to_code(sqlite3_errcode(db)), err, errlen, "open", path,
+		          sqlite3_errmsg(db));
+		goto out;
+	}
+	sqlite3_busy_timeout(db, 2000);
+	if ((rc = pragma_int(db, "PRAGMA application_id", &app_id)) != SQLITE_OK ||
+	    (rc = pragma_int(db, "PRAGMA user_version", &version)) != SQLITE_OK) {
+		int code = sqlite_to_code(rc);
+		rc = fail(code, err, errlen, "open", path,
+		          code == AMP_PROFILE_ENOTPROFILE ? "not an SQLite database, not an ampkit profile"
+		                                          : sqlite3_errmsg(db));
+		goto out;
+	}
+	if ((uint32_t)app_id != AMP_PROFILE_APP_ID) {
+		rc = fail(AMP_PROFILE_ENOTPROFILE, err, errlen, "open", path,
+		          "not an ampkit profile (wrong application_id)");
+		goto out;
+	}
+	if (version > AMP_PROFILE_VERSION) {
+		snprintf(detail, sizeof detail,
+		         "profile schema version %d is newer than this tool's %d", version,
+		         AMP_PROFILE_VERSION);
+		rc = fail(AMP_PROFILE_ENEWER, err, errlen, "open", path, detail);
+		goto out;
+	}
+	if (version < 1) {
+		rc = fail(AMP_PROFILE_ENOTPROFILE, err, errlen, "open", path,
+		          "not an ampkit profile (no schema version)");
+		goto out;
+	}
+	rc = pragma_int(db,
+	                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+	                "('meta', 'op_events', 'op_sigs', 'steps', 'copy_events', 'copy_sigs')",
+	                &tables);
+	if (rc != SQLITE_OK) {
+		rc = fail(sqlite_to_code(rc), err, errlen, "open", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	if (tables != 6) {
+		rc = fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path,
+		          "profile is missing tables (corrupt)");
+		goto out;
+	}
+	*out = db;
+	db = NULL;
+	rc = AMP_PROFILE_OK;
+out:
+	sqlite3_close(db);
+	return rc;
+}
+
+void amp_profile_close(sqlite3 *db)
+{
+	if (db)
+		sqlite3_close(db);
+}

@@ -1,0 +1,56 @@
+/* profile_db.h — the one module that creates, opens and validates an ampkit profile database.
+ *
+ * Every tool (ampprof, ampdump, ampview) opens profiles through here: a file that is not a
+ * profile, was written by a newer schema, or is truncated or corrupt is refused with a message
+ * naming the file and the reason.  The schema text is schema/profile.sql, embedded at build
+ * time.  Functions are thread-compatible (one connection per thread).
+ */
+#ifndef AMP_PROFILE_DB_H
+#define AMP_PROFILE_DB_H
+
+#include <stddef.h>
+#include <sqlite3.h>
+
+#define AMP_PROFILE_APP_ID 0x414D5046   /* 'AMPF', PRAGMA application_id */
+#define AMP_PROFILE_VERSION 1           /* PRAGMA user_version written by this schema */
+
+enum {
+	AMP_PROFILE_OK = 0,
+	AMP_PROFILE_ENOENT = -1,      /* the file does not exist */
+	AMP_PROFILE_EEXIST = -2,      /* create: the file exists and force is off */
+	AMP_PROFILE_EACCES = -3,      /* permission denied (file or directory) */
+	AMP_PROFILE_ENOTPROFILE = -4, /* not an SQLite database, or not an ampkit profile */
+	AMP_PROFILE_ENEWER = -5,      /* written by a newer schema than this reader knows */
+	AMP_PROFILE_ECORRUPT = -6,    /* truncated or corrupt */
+	AMP_PROFILE_EIO = -7,         /* any other SQLite or system error */
+};
+
+/* Short description of an AMP_PROFILE_* code ("not an ampkit profile"); never NULL. */
+const char *amp_profile_strerror(int code);
+
+/* The embedded schema/profile.sql text (NUL-terminated, static). */
+const char *amp_profile_schema_sql(void);
+
+/* Creates a new profile at path: schema, op_types, meta schema_version.  An existing file is
+ * refused with AMP_PROFILE_EEXIST unless force is set (then it and its -wal/-shm/-journal
+ * files are removed first).  The connection is set up for bulk writing (WAL, synchronous off).
+ * On success *out is the connection (close with amp_profile_close); on failure *out is NULL
+ * and err (if not NULL) holds "cannot create 'path': reason". */
+int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen);
+
+/* Opens and validates an existing profile, read-only unless writable is set.  Checks the file
+ * header (SQLite magic, not truncated), application_id, user_version (newer is refused, older
+ * than 1 too) and the presence of the core tables.  Same *out and err conventions as
+ * amp_profile_create ("cannot open 'path': reason"). */
+int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
+
+/* Closes a connection from amp_profile_create/open.  NULL is a no-op. */
+void amp_profile_close(sqlite3 *db);
+
+/* Sets meta key to value (replacing it).  Returns AMP_PROFILE_OK or AMP_PROFILE_EIO. */
+int amp_profile_meta_set(sqlite3 *db, const char *key, const char *value);
+/* Copies meta key's value into buf (NUL-terminated, truncated to len).  Returns
+ * AMP_PROFILE_OK, AMP_PROFILE_ENOENT if the key is absent, or AMP_PROFILE_EIO. */
+int amp_profile_meta_get(sqlite3 *db, const char *key, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,170 @@
+/* test_schema.c — the profile database module: create, open, validate, refuse bad files. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profile_db.h"
+
+static char dir[64];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/test_schema.XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static const char *path_in(const char *name)
+{
+	static char buf[4][128];
+	static int next;
+	char *p = buf[next++ % 4];
+	snprintf(p, 128, "%s/%s", dir, name);
+	return p;
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(data, 1, n, f), n);
+	fclose(f);
+}
+
+TestSuite(schema, .init = setup, .fini = teardown);
+
+Test(schema, create_then_open)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("a.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_meta_set(db, "k", "v"), AMP_PROFILE_OK);
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	char v[16];
+	cr_assert_eq(amp_profile_meta_get(db, "k", v, sizeof v), AMP_PROFILE_OK);
+	cr_assert_str_eq(v, "v");
+	cr_assert_eq(amp_profile_meta_get(db, "schema_version", v, sizeof v), AMP_PROFILE_OK);
+	cr_assert_str_eq(v, "1");
+	cr_assert_eq(amp_profile_meta_get(db, "absent", v, sizeof v), AMP_PROFILE_ENOENT);
+	sqlite3_stmt *st;
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM op_types WHERE list = 'white'",
+	                                -1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_eq(sqlite3_column_int(st, 0), 4);
+	sqlite3_finalize(st);
+	amp_profile_close(db);
+	amp_profile_close(NULL);
+}
+
+Test(schema, existing_needs_force)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("b.db");
+	write_file(p, "x", 1);
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_EEXIST);
+	cr_assert_null(db);
+	cr_assert(strstr(err, "cannot create") != NULL, "%s", err);
+	cr_assert_eq(amp_profile_create(p, 1, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	amp_profile_close(db);
+}
+
+Test(schema, missing_directory)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	cr_assert_eq(amp_profile_create("/nonexistent-ampkit/x.db", 0, &db, err, sizeof err),
+	             AMP_PROFILE_ENOENT);
+	cr_assert(strstr(err, "'/nonexistent-ampkit/x.db'") != NULL, "%s", err);
+}
+
+Test(schema, open_errors)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	cr_assert_eq(amp_profile_open(path_in("none.db"), 0, &db, err, sizeof err),
+	             AMP_PROFILE_ENOENT);
+	const char *text = path_in("text.db");
+	write_file(text, "hello, this is not a database at all, not even close to one.......\n"
+	                 "................................................................\n", 130);
+	cr_assert_eq(amp_profile_open(text, 0, &db, err, sizeof err), AMP_PROFILE_ENOTPROFILE);
+	cr_assert(strstr(err, "not an ampkit profile") != NULL, "%s", err);
+	const char *empty = path_in("empty.db");
+	write_file(empty, "", 0);
+	cr_assert_eq(amp_profile_open(empty, 0, &db, err, sizeof err), AMP_PROFILE_ENOTPROFILE);
+
+	/* an SQLite file that is not a profile */
+	const char *other = path_in("other.db");
+	cr_assert_eq(sqlite3_open(other, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	db = NULL;
+	cr_assert_eq(amp_profile_open(other, 0, &db, err, sizeof err), AMP_PROFILE_ENOTPROFILE);
+	cr_assert_null(db);
+}
+
+Test(schema, newer_version_refused)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("new.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK);
+	cr_assert_eq(sqlite3_exec(db, "PRAGMA user_version = 7", NULL, NULL, NULL), SQLITE_OK);
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_ENEWER);
+	cr_assert(strstr(err, "newer") != NULL, "%s", err);
+}
+
+Test(schema, truncated_refused)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("full.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK);
+	cr_assert_eq(sqlite3_exec(db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL), SQLITE_OK);
+	amp_profile_close(db);
+	FILE *f = fopen(p, "rb");
+	char buf[16384];
+	size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	cr_assert_gt(n, 8192);
+	const char *t = path_in("trunc.db");
+	write_file(t, buf, 8192);
+	cr_assert_eq(amp_profile_open(t, 0, &db, err, sizeof err), AMP_PROFILE_ECORRUPT);
+	cr_assert(strstr(err, "truncated") != NULL, "%s", err);
+	write_file(t, buf, 50);
+	cr_assert_eq(amp_profile_open(t, 0, &db, err, sizeof err), AMP_PROFILE_ECORRUPT);
+}
+
+/* The embedded schema is schema/profile.sql, byte for byte. */
+Test(schema, embedded_sql_matches_file)
+{
+	FILE *f = fopen("schema/profile.sql", "rb");
+	if (!f)
+		cr_skip_test("run from the repository root");
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	cr_assert_str_eq(amp_profile_schema_sql(), buf);
+	cr_assert(strstr(buf, "PRAGMA user_version = 1;") != NULL);
+}
+
+Test(schema, strerror_never_null)
+{
+	for (int c = 1; c >= -10; c--)
+		cr_assert_not_null(amp_profile_strerror(c));
+}
