@@ -1,0 +1,566 @@
+/* compare.c — `ampdump --compare A.db B.db [--step N]`: two runs of one program (FP32 and
+ * AMP, say) compared op by op on the tensors both dumped.
+ *
+ * Tensors are lined up per step, first on (seq, op, role, name), then what is left on
+ * (op, role, name) in execution order, so an AMP run whose op sequence numbers shifted still
+ * lines up by layer.  Both sides are converted to double before comparing; A is the
+ * reference of the relative error.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dump.h"
+#include "profile_db.h"
+
+typedef struct cmp_tensor {
+	int64_t id, step, seq;
+	char *op, *role, *name, *dtype, *shape;
+	char *label; /* layer label of the op (ops view), NULL if not traced */
+	int has_data;
+	struct cmp_tensor *peer; /* the matched tensor of the other run */
+} cmp_tensor;
+
+typedef struct cmp_run {
+	const char *path;
+	sqlite3 *db;
+	cmp_tensor *v;
+	size_t n;
+} cmp_run;
+
+static void run_release(cmp_run *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->v[i].op);
+		free(r->v[i].role);
+		free(r->v[i].name);
+		free(r->v[i].dtype);
+		free(r->v[i].shape);
+		free(r->v[i].label);
+	}
+	free(r->v);
+	amp_profile_close(r->db);
+	memset(r, 0, sizeof *r);
+}
+
+static char *column_strdup(sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	return t ? strdup((const char *)t) : NULL;
+}
+
+static int null_cmp(const char *a, const char *b)
+{
+	if (!a || !b)
+		return (a != NULL) - (b != NULL);
+	return strcmp(a, b);
+}
+
+#define CMP(x, y)                                                                                  \
+	do {                                                                                       \
+		if ((x) != (y))                                                                    \
+			return (x) < (y) ? -1 : 1;                                                 \
+	} while (0)
+
+/* Exact key: step, seq, role, name, op. */
+static int exact_cmp(const cmp_tensor *a, const cmp_tensor *b)
+{
+	int c;
+	CMP(a->step, b->step);
+	CMP(a->seq, b->seq);
+	CMP(dump_role_rank(a->role), dump_role_rank(b->role));
+	if ((c = null_cmp(a->role, b->role)) || (c = null_cmp(a->name, b->name)))
+		return c;
+	return null_cmp(a->op, b->op);
+}
+
+static int exact_sort(const void *pa, const void *pb)
+{
+	const cmp_tensor *a = pa, *b = pb;
+	int c = exact_cmp(a, b);
+	if (c)
+		return c;
+	CMP(a->id, b->id);
+	return 0;
+}
+
+/* Layer key: step, op, role, and the tensor's name or, for an unnamed tensor, its op's
+ * label (then execution order within the group). */
+static int layer_cmp(const cmp_tensor *a, const cmp_tensor *b)
+{
+	int c;
+	CMP(a->step, b->step);
+	if ((c = null_cmp(a->op, b->op)) || (c = null_cmp(a->role, b->role)))
+		return c;
+	return null_cmp(a->name ? a->name : a->label, b->name ? b->name : b->label);
+}
+
+static int layer_sort(const void *pa, const void *pb)
+{
+	const cmp_tensor *a = *(const cmp_tensor *const *)pa, *b = *(const cmp_tensor *const *)pb;
+	int c = layer_cmp(a, b);
+	if (c)
+		return c;
+	CMP(a->seq, b->seq);
+	CMP(a->id, b->id);
+	return 0;
+}
+
+/* Loads the dump metadata of run r for one step, or for the steps both runs dumped when
+ * step < 0 (other_db is then the other run).  Returns 0 or -1 (SQLite or memory). */
+static int load_run(cmp_run *r, int64_t step)
+{
+	sqlite3_stmt *st = NULL;
+	size_t cap = 0;
+	int rc = -1, s;
+	const char *sql =
+	    step >= 0
+	        ? "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL FROM dumps "
+	          "WHERE step = ?1 ORDER BY step, seq, id"
+	        : "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL FROM dumps "
+	          "WHERE step IN (SELECT step FROM cmp_steps) ORDER BY step, seq, id";
+	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	if (step >= 0)
+		sqlite3_bind_int64(st, 1, step);
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		if (r->n == cap) {
+			cap = cap ? cap * 2 : 64;
+			cmp_tensor *v = realloc(r->v, cap * sizeof *v);
+			if (!v)
+				goto out;
+			r->v = v;
+		}
+		cmp_tensor *t = &r->v[r->n++];
+		memset(t, 0, sizeof *t);
+		t->id = sqlite3_column_int64(st, 0);
+		t->step = sqlite3_column_int64(st, 1);
+		t->seq = sqlite3_column_int64(st, 2);
+		t->op = column_strdup(st, 3);
+		t->role = column_strdup(st, 4);
+		t->name = column_strdup(st, 5);
+		t->dtype = column_strdup(st, 6);
+		t->shape = column_strdup(st, 7);
+		t->has_data = sqlite3_column_int(st, 8);
+	}
+	rc = s == SQLITE_DONE ? 0 : -1;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Fills the labels of r's tensors from the ops view (first execution of each step/seq). */
+static int load_labels(cmp_run *r)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	if (sqlite3_prepare_v2(r->db, "SELECT label, min(id) FROM ops WHERE step = ? AND seq = ?",
+	                       -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	for (size_t i = 0; i < r->n; i++) {
+		cmp_tensor *t = &r->v[i];
+		if (i && t->step == r->v[i - 1].step && t->seq == r->v[i - 1].seq) {
+			t->label = r->v[i - 1].label ? strdup(r->v[i - 1].label) : NULL;
+			continue;
+		}
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, t->step);
+		sqlite3_bind_int64(st, 2, t->seq);
+		if (sqlite3_step(st) != SQLITE_ROW)
+			goto out;
+		t->label = column_strdup(st, 0);
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int64_t count_dumps(sqlite3 *db, int64_t step)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t n = -1;
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM dumps WHERE step = ?", -1, &st, NULL) ==
+	    SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, step);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			n = sqlite3_column_int64(st, 0);
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* Steps dumped in both runs, into the temp table cmp_steps of each connection.  Returns the
+ * count, or -1 on error. */
+static int64_t common_steps(cmp_run *a, cmp_run *b)
+{
+	sqlite3_stmt *sel = NULL, *ins_a = NULL, *ins_b = NULL, *probe = NULL;
+	int64_t n = -1;
+	const char *mk = "CREATE TEMP TABLE IF NOT EXISTS cmp_steps(step INTEGER PRIMARY KEY)";
+	if (sqlite3_exec(a->db, mk, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(b->db, mk, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(a->db, "SELECT DISTINCT step FROM dumps ORDER BY step", -1, &sel,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(b->db, "SELECT 1 FROM dumps WHERE step = ? LIMIT 1", -1, &probe,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(a->db, "INSERT INTO cmp_steps VALUES (?)", -1, &ins_a, NULL) !=
+	        SQLITE_OK ||
+	    sqlite3_prepare_v2(b->db, "INSERT INTO cmp_steps VALUES (?)", -1, &ins_b, NULL) !=
+	        SQLITE_OK)
+		goto out;
+	int64_t count = 0;
+	int s;
+	while ((s = sqlite3_step(sel)) == SQLITE_ROW) {
+		int64_t step = sqlite3_column_int64(sel, 0);
+		sqlite3_reset(probe);
+		sqlite3_bind_int64(probe, 1, step);
+		if (sqlite3_step(probe) != SQLITE_ROW)
+			continue;
+		sqlite3_reset(ins_a);
+		sqlite3_reset(ins_b);
+		sqlite3_bind_int64(ins_a, 1, step);
+		sqlite3_bind_int64(ins_b, 1, step);
+		if (sqlite3_step(ins_a) != SQLITE_DONE || sqlite3_step(ins_b) != SQLITE_DONE)
+			goto out;
+		count++;
+	}
+	if (s == SQLITE_DONE)
+		n = count;
+out:
+	sqlite3_finalize(sel);
+	sqlite3_finalize(probe);
+	sqlite3_finalize(ins_a);
+	sqlite3_finalize(ins_b);
+	return n;
+}
+
+/* Pairs the tensors of a and b (both sorted by exact_sort). */
+static int match(cmp_run *a, cmp_run *b)
+{
+	size_t i = 0, j = 0;
+	while (i < a->n && j < b->n) {
+		int c = exact_cmp(&a->v[i], &b->v[j]);
+		if (c == 0) {
+			a->v[i].peer = &b->v[j];
+			b->v[j].peer = &a->v[i];
+			i++;
+			j++;
+		} else if (c < 0) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+
+	/* what is left, by layer in execution order */
+	cmp_tensor **la = malloc((a->n + 1) * sizeof *la), **lb = malloc((b->n + 1) * sizeof *lb);
+	size_t na = 0, nb = 0;
+	if (!la || !lb) {
+		free(la);
+		free(lb);
+		return -1;
+	}
+	for (i = 0; i < a->n; i++)
+		if (!a->v[i].peer)
+			la[na++] = &a->v[i];
+	for (j = 0; j < b->n; j++)
+		if (!b->v[j].peer)
+			lb[nb++] = &b->v[j];
+	qsort(la, na, sizeof *la, layer_sort);
+	qsort(lb, nb, sizeof *lb, layer_sort);
+	i = j = 0;
+	while (i < na && j < nb) {
+		int c = layer_cmp(la[i], lb[j]);
+		if (c == 0) {
+			la[i]->peer = lb[j];
+			lb[j]->peer = la[i];
+			i++;
+			j++;
+		} else if (c < 0) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+	free(la);
+	free(lb);
+	return 0;
+}
+
+/* The data of dump id as doubles; *n elements.  NULL with *n = 0 if absent, and on error. */
+static double *load_values(sqlite3 *db, int64_t id, dump_dtype dt, size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	double *v = NULL;
+	*n = 0;
+	if (sqlite3_prepare_v2(db, "SELECT data FROM dumps WHERE id = ?", -1, &st, NULL) !=
+	    SQLITE_OK)
+		goto out;
+	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL)
+		goto out;
+	const unsigned char *data = sqlite3_column_blob(st, 0);
+	size_t count = (size_t)sqlite3_column_bytes(st, 0) / dump_dtype_size(dt);
+	v = malloc((count ? count : 1) * sizeof *v);
+	if (!v)
+		goto out;
+	dump_to_double(data, dt, count, v);
+	*n = count;
+out:
+	sqlite3_finalize(st);
+	return v;
+}
+
+static const dump_column cmp_cols[] = {
+    {"step", DUMP_COL_INT},     {"seq", DUMP_COL_INT},      {"seq_b", DUMP_COL_INT},
+    {"op", DUMP_COL_TEXT},      {"label", DUMP_COL_TEXT},   {"role", DUMP_COL_TEXT},
+    {"name", DUMP_COL_TEXT},    {"dtype_a", DUMP_COL_TEXT}, {"dtype_b", DUMP_COL_TEXT},
+    {"shape", DUMP_COL_TEXT},   {"count", DUMP_COL_INT},    {"cosine", DUMP_COL_REAL},
+    {"max_abs", DUMP_COL_REAL}, {"max_rel", DUMP_COL_REAL}, {"nonfinite", DUMP_COL_INT},
+    {"status", DUMP_COL_TEXT},
+};
+enum {
+	K_STEP,
+	K_SEQ,
+	K_SEQ_B,
+	K_OP,
+	K_LABEL,
+	K_ROLE,
+	K_NAME,
+	K_DTYPE_A,
+	K_DTYPE_B,
+	K_SHAPE,
+	K_COUNT,
+	K_COSINE,
+	K_MAX_ABS,
+	K_MAX_REL,
+	K_NONFINITE,
+	K_STATUS,
+	K_NCOLS
+};
+
+/* Same shape text once parsed ("(4, 8)" equals "(4,8)"). */
+static int same_shape(const char *a, const char *b, uint64_t *count)
+{
+	int64_t da[DUMP_MAX_DIMS], db[DUMP_MAX_DIMS];
+	int na = dump_parse_shape(a, da), nb = dump_parse_shape(b, db);
+	if (na < 0 || na != nb)
+		return 0;
+	for (int i = 0; i < na; i++)
+		if (da[i] != db[i])
+			return 0;
+	*count = dump_shape_count(da, na);
+	return 1;
+}
+
+typedef struct first_info {
+	const cmp_tensor *t;
+	dump_diff d;
+} first_info;
+
+/* Compares one pair and adds its row.  Returns 0, or -1 on memory/SQLite failure. */
+static int compare_pair(dump_table *t, const cmp_run *ra, const cmp_run *rb, const cmp_tensor *a,
+                        const dump_compare_opts *o, first_info *first, size_t *n_over)
+{
+	const cmp_tensor *b = a->peer;
+	dump_dtype da = dump_dtype_parse(a->dtype), db = dump_dtype_parse(b->dtype);
+	uint64_t count = 0;
+	const char *status;
+	int e = dump_table_add_row(t);
+	e |= dump_table_set_int(t, K_STEP, a->step);
+	e |= dump_table_set_int(t, K_SEQ, a->seq);
+	e |= dump_table_set_int(t, K_SEQ_B, b->seq);
+	e |= dump_table_set_text(t, K_OP, a->op);
+	e |= dump_table_set_text(t, K_LABEL, a->label ? a->label : b->label);
+	e |= dump_table_set_text(t, K_ROLE, a->role);
+	e |= dump_table_set_text(t, K_NAME, a->name);
+	e |= dump_table_set_text(t, K_DTYPE_A, a->dtype);
+	e |= dump_table_set_text(t, K_DTYPE_B, b->dtype);
+	e |= dump_table_set_text(t, K_SHAPE, a->shape);
+	if (e)
+		return -1;
+
+	if (!same_shape(a->shape, b->shape, &count))
+		return dump_table_set_text(t, K_STATUS, "shape");
+	e |= dump_table_set_int(t, K_COUNT, (int64_t)count);
+	if (!a->has_data || !b->has_data || da == DUMP_DT_UNKNOWN || db == DUMP_DT_UNKNOWN)
+		return e | dump_table_set_text(t, K_STATUS, "no-data");
+
+	size_t na = 0, nb = 0;
+	double *va = load_values(ra->db, a->id, da, &na);
+	double *vb = load_values(rb->db, b->id, db, &nb);
+	if (!va || !vb || na != count || nb != count) {
+		free(va);
+		free(vb);
+		return e | dump_table_set_text(t, K_STATUS, "no-data");
+	}
+	dump_diff d;
+	dump_diff_compute(va, vb, count, &d);
+	free(va);
+	free(vb);
+	e |= dump_table_set_real(t, K_COSINE, d.cosine);
+	e |= dump_table_set_real(t, K_MAX_ABS, d.max_abs);
+	e |= dump_table_set_real(t, K_MAX_REL, d.max_rel);
+	e |= dump_table_set_int(t, K_NONFINITE, (int64_t)d.mismatch);
+	if (dump_diff_exceeds(&d, o->min_cosine, o->max_abs)) {
+		(*n_over)++;
+		status = first->t ? "over" : "FIRST";
+		if (!first->t) {
+			first->t = a;
+			first->d = d;
+		}
+	} else {
+		status = "ok";
+	}
+	return e | dump_table_set_text(t, K_STATUS, status);
+}
+
+static int display_sort(const void *pa, const void *pb)
+{
+	return exact_sort(*(const cmp_tensor *const *)pa, *(const cmp_tensor *const *)pb);
+}
+
+/* Notes on stderr about the tensors of r that have no counterpart in other. */
+static void note_unmatched(const cmp_run *r, const char *other)
+{
+	size_t n = 0;
+	const cmp_tensor *firstt = NULL;
+	for (size_t i = 0; i < r->n; i++)
+		if (!r->v[i].peer) {
+			if (!firstt)
+				firstt = &r->v[i];
+			n++;
+		}
+	if (n)
+		fprintf(stderr,
+		        "ampdump: note: %zu dumped tensor%s of '%s' ha%s no counterpart in '%s' "
+		        "(first: step %lld seq %lld %s %s '%s')\n",
+		        n, n == 1 ? "" : "s", r->path, n == 1 ? "s" : "ve", other,
+		        (long long)firstt->step, (long long)firstt->seq,
+		        firstt->op ? firstt->op : "?", firstt->role ? firstt->role : "?",
+		        firstt->name ? firstt->name : "");
+}
+
+int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *o, FILE *out)
+{
+	cmp_run a = {.path = a_path}, b = {.path = b_path};
+	dump_table *t = NULL;
+	cmp_tensor **pairs = NULL;
+	int code = DUMP_EXIT_FAIL;
+	char hint[1400];
+
+	if (!(a.db = dump_open_profile(a_path)) || !(b.db = dump_open_profile(b_path)))
+		goto out;
+	if (o->step >= 0) {
+		cmp_run *runs[2] = {&a, &b};
+		for (int k = 0; k < 2; k++) {
+			if (dump_check_step(runs[k]->db, runs[k]->path, o->step) != DUMP_EXIT_OK)
+				goto out;
+			int64_t n = count_dumps(runs[k]->db, o->step);
+			if (n < 0) {
+				dump_error(NULL, "cannot read '%s': %s", runs[k]->path,
+				           sqlite3_errmsg(runs[k]->db));
+				goto out;
+			}
+			if (n == 0) {
+				dump_error(dump_rerun_hint(runs[k]->db, o->step, hint, sizeof hint),
+				           "nothing was dumped at step %lld in '%s'",
+				           (long long)o->step, runs[k]->path);
+				goto out;
+			}
+		}
+	} else {
+		int64_t n = common_steps(&a, &b);
+		if (n < 0) {
+			dump_error(NULL, "cannot read '%s' and '%s': %s", a_path, b_path,
+			           sqlite3_errmsg(a.db));
+			goto out;
+		}
+		if (n == 0) {
+			dump_error(
+			    "dump the same step in both runs, e.g. `ampprof --dump-steps=N` or "
+			    "`ampdump --application=CMD --step N --output=FILE`",
+			    "'%s' and '%s' have no dumped step in common", a_path, b_path);
+			goto out;
+		}
+	}
+	if (load_run(&a, o->step) != 0 || load_labels(&a) != 0)
+		goto sql_error_a;
+	if (load_run(&b, o->step) != 0 || load_labels(&b) != 0) {
+		dump_error(NULL, "cannot read '%s': %s", b_path, sqlite3_errmsg(b.db));
+		goto out;
+	}
+	if (a.n)
+		qsort(a.v, a.n, sizeof *a.v, exact_sort);
+	if (b.n)
+		qsort(b.v, b.n, sizeof *b.v, exact_sort);
+	if (match(&a, &b) != 0)
+		goto oom;
+
+	size_t npairs = 0;
+	pairs = malloc((a.n + 1) * sizeof *pairs);
+	if (!pairs)
+		goto oom;
+	for (size_t i = 0; i < a.n; i++)
+		if (a.v[i].peer)
+			pairs[npairs++] = &a.v[i];
+	qsort(pairs, npairs, sizeof *pairs, display_sort);
+	if (npairs == 0) {
+		dump_error("are both profiles runs of the same program?",
+		           "no dumped tensor of '%s' lines up with one of '%s'", a_path, b_path);
+		goto out;
+	}
+
+	t = dump_table_new(cmp_cols, K_NCOLS);
+	if (!t)
+		goto oom;
+	first_info first = {0};
+	size_t n_over = 0;
+	for (size_t i = 0; i < npairs; i++)
+		if (compare_pair(t, &a, &b, pairs[i], o, &first, &n_over) != 0)
+			goto oom;
+	note_unmatched(&a, b_path);
+	note_unmatched(&b, a_path);
+
+	if (dump_table_print(t, o->fmt, out) != 0) {
+		dump_error(NULL, "cannot write the output");
+		goto out;
+	}
+	if (o->fmt == DUMP_FMT_TEXT) {
+		char cos[40], mabs[40], tc[40], ta[40];
+		dump_format_real(o->min_cosine, tc, sizeof tc);
+		dump_format_real(o->max_abs, ta, sizeof ta);
+		if (first.t)
+			fprintf(
+			    out,
+			    "first divergence: step %lld seq %lld %s%s%s%s %s%s%s%s: cosine %s, "
+			    "max "
+			    "abs error %s (limits: cosine >= %s, max abs error <= %s); %zu of %zu "
+			    "tensors over the limits\n",
+			    (long long)first.t->step, (long long)first.t->seq,
+			    first.t->op ? first.t->op : "?", first.t->label ? " (" : "",
+			    first.t->label ? first.t->label : "", first.t->label ? ")" : "",
+			    first.t->role ? first.t->role : "?", first.t->name ? " '" : "",
+			    first.t->name ? first.t->name : "", first.t->name ? "'" : "",
+			    dump_format_real(first.d.cosine, cos, sizeof cos),
+			    dump_format_real(first.d.max_abs, mabs, sizeof mabs), tc, ta, n_over,
+			    npairs);
+		else
+			fprintf(out,
+			        "no divergence: %zu tensors within cosine >= %s and max abs error "
+			        "<= %s\n",
+			        npairs, tc, ta);
+	}
+	code = DUMP_EXIT_OK;
+	goto out;
+sql_error_a:
+	dump_error(NULL, "cannot read '%s': %s", a_path, sqlite3_errmsg(a.db));
+	goto out;
+oom:
+	dump_error(NULL, "out of memory");
+out:
+	free(pairs);
+	dump_table_free(t);
+	run_release(&b);
+	run_release(&a);
+	return code;
+}

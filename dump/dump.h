@@ -1,0 +1,201 @@
+/* dump.h — ampdump internals: element conversion, statistics and comparison metrics, .npy
+ * writing, output tables, and the subcommands (step listing, step list, export, compare,
+ * re-run).
+ *
+ * dump/ reads profiles only through schema/profile_db.h and never links runtime/.  Element
+ * data in a profile is little-endian, as the host (x86-64).  Subcommands print results on the
+ * given stream, diagnostics on stderr, and return an exit status (0 ok, 1 bad input/failure).
+ */
+#ifndef DUMP_H
+#define DUMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+/* Exit statuses of ampdump. */
+enum {
+	DUMP_EXIT_OK = 0,
+	DUMP_EXIT_FAIL = 1,  /* bad input: unknown step or tensor, not a profile, unwritable dir */
+	DUMP_EXIT_USAGE = 2, /* bad command line */
+};
+
+/* Prints "ampdump: <message>" and, if hint is not NULL, "hint: <hint>" on stderr. */
+void dump_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- elements (half.c) ------------------------------------------------------------------- */
+typedef enum {
+	DUMP_DT_UNKNOWN = -1,
+	DUMP_DT_F32 = 0,  /* "fp32": IEEE binary32 */
+	DUMP_DT_F16 = 1,  /* "fp16": IEEE binary16 */
+	DUMP_DT_BF16 = 2, /* "bf16": bfloat16 (exported to .npy as <f4, numpy has no bf16) */
+	DUMP_DT_I32 = 3,  /* "int32" */
+} dump_dtype;
+
+/* Dtype of a profile dtype name ("fp16"), or DUMP_DT_UNKNOWN (also for NULL). */
+dump_dtype dump_dtype_parse(const char *name);
+/* Bytes per element (0 for DUMP_DT_UNKNOWN). */
+size_t dump_dtype_size(dump_dtype dt);
+
+/* Exact conversions.  NaN stays NaN (payload shifted into the wider type, sign kept), Inf
+ * stays Inf, subnormals are converted exactly. */
+float dump_half_to_float(uint16_t h);
+double dump_half_to_double(uint16_t h);
+float dump_bf16_to_float(uint16_t b);
+
+/* Element i of little-endian data of dtype dt, as a double (exact for every dtype here). */
+double dump_element(const unsigned char *data, dump_dtype dt, size_t i);
+
+/* Converts n elements of data (dtype dt) into out[0..n).  */
+void dump_to_double(const unsigned char *data, dump_dtype dt, size_t n, double *out);
+
+/* ---- statistics and comparison metrics (metrics.c) -------------------------------------- */
+typedef struct dump_stats {
+	uint64_t count;  /* elements */
+	uint64_t nan;    /* NaN elements */
+	uint64_t inf;    /* +-Inf elements */
+	uint64_t finite; /* finite elements; min/max/absmax are meaningful only if > 0 */
+	double min, max; /* over finite elements */
+	double absmax;   /* largest finite magnitude */
+} dump_stats;
+
+/* Statistics of n elements of data (dtype dt), as tensor_stats records them. */
+void dump_stats_compute(const unsigned char *data, dump_dtype dt, size_t n, dump_stats *out);
+
+/* Comparison of a reference tensor a (e.g. the FP32 run) with b (e.g. the AMP run).
+ * Positions where both are finite give the metrics; positions where both hold the same
+ * non-finite value (NaN and NaN, +Inf and +Inf) agree and are skipped; any other position is a
+ * mismatch, which makes max_abs and max_rel NaN (if a NaN is involved) or Inf.
+ *   cosine  = a.b / (|a| |b|) over the finite positions; 1 if both are all zero (or there is
+ *             no finite position), 0 if exactly one is all zero
+ *   max_abs = max |a - b|
+ *   max_rel = max |a - b| / |a|, with 0/0 = 0 and x/0 = Inf */
+typedef struct dump_diff {
+	uint64_t count;    /* elements compared */
+	uint64_t finite;   /* positions finite on both sides */
+	uint64_t mismatch; /* positions whose non-finite values differ */
+	double cosine, max_abs, max_rel;
+} dump_diff;
+
+void dump_diff_compute(const double *a, const double *b, size_t n, dump_diff *out);
+
+/* 1 if d is a divergence: cosine below min_cosine, max_abs above max_abs, a non-finite
+ * mismatch, or a NaN metric.  0 otherwise. */
+int dump_diff_exceeds(const dump_diff *d, double min_cosine, double max_abs);
+
+/* ---- .npy files and names (npy.c) ------------------------------------------------------- */
+#define DUMP_MAX_DIMS 8
+
+/* Parses a dumps.shape text: "(a,b)", "(a)", "(a,)", "()" (a scalar), blanks allowed.  Extents
+ * must be non-negative decimal integers and their product must fit in 2^62.  Returns the
+ * number of dimensions (0..DUMP_MAX_DIMS) and fills dims, or -1 if text is not a shape. */
+int dump_parse_shape(const char *text, int64_t *dims);
+
+/* Product of the extents (1 for a scalar). */
+uint64_t dump_shape_count(const int64_t *dims, int ndim);
+
+/* .npy descr for a dtype as exported: "<f4", "<f2" ("<f4" for bf16), "<i4"; NULL if unknown. */
+const char *dump_npy_descr(dump_dtype dt);
+
+/* Writes an .npy format 1.0 header for descr and shape into buf (len bytes).  The header is
+ * padded with spaces and ended by '\n' so that it is a multiple of 64 bytes long.  Returns its
+ * length, or 0 if it does not fit in len. */
+size_t dump_npy_header(char *buf, size_t len, const char *descr, const int64_t *dims, int ndim);
+
+/* Turns a tensor name into a safe file-name component in out (len >= 2 bytes): letters,
+ * digits, '_' and '-' are kept, '.' only after a letter or digit (so no "..", no leading dot),
+ * anything else becomes '_'; truncated to len - 1 and at most 100 bytes.  An empty or NULL
+ * name gives "tensor".  The result never contains '/' and is never "." or "..".  Returns out. */
+char *dump_sanitize_name(const char *name, char *out, size_t len);
+
+/* Writes an .npy file named file (no '/' allowed) in the directory dirfd.  data holds the
+ * elements already in descr's layout (bytes of them; must match the shape).  An existing file
+ * is refused unless force is set; symbolic links are never followed.  Returns 0, or -1 with
+ * errno set (EEXIST, EINVAL for a bad name or size mismatch, or the system error). */
+int dump_npy_write(int dirfd, const char *file, int force, const char *descr, const int64_t *dims,
+                   int ndim, const void *data, size_t bytes);
+
+/* ---- output tables (table.c) ------------------------------------------------------------ */
+typedef enum { DUMP_FMT_TEXT = 0, DUMP_FMT_CSV = 1, DUMP_FMT_JSON = 2 } dump_format;
+
+/* Column kinds: text is left-aligned and quoted in JSON; int and real are right-aligned
+ * numbers (reals printed with %.9g, non-finite as "nan"/"inf"/"-inf", strings in JSON); a
+ * flag prints "*" or nothing in text, 1/0 in CSV, true/false in JSON. */
+typedef enum { DUMP_COL_TEXT, DUMP_COL_INT, DUMP_COL_REAL, DUMP_COL_FLAG } dump_col_kind;
+
+typedef struct dump_column {
+	const char *name; /* column name: text header, CSV header, JSON key (stable) */
+	dump_col_kind kind;
+} dump_column;
+
+typedef struct dump_table dump_table;
+
+/* A table of ncols columns (cols must outlive it).  NULL when out of memory. */
+dump_table *dump_table_new(const dump_column *cols, int ncols);
+void dump_table_free(dump_table *t);
+/* Appends a row whose cells are all null (text "-", CSV empty, JSON null).  0 or -1. */
+int dump_table_add_row(dump_table *t);
+/* Sets a cell of the last row.  Text is copied; a NULL text leaves the cell null.  0 or -1. */
+int dump_table_set_text(dump_table *t, int col, const char *text);
+int dump_table_set_int(dump_table *t, int col, int64_t v);
+int dump_table_set_real(dump_table *t, int col, double v);
+size_t dump_table_rows(const dump_table *t);
+/* Prints the table: text (aligned columns with a header line), CSV (RFC 4180, header line) or
+ * JSON (an array of objects).  Returns 0, or -1 on a write error. */
+int dump_table_print(const dump_table *t, dump_format fmt, FILE *f);
+
+/* Formats a double as the tools print it (%.9g; nan, inf, -inf).  Returns buf. */
+char *dump_format_real(double v, char *buf, size_t len);
+
+/* ---- profile access shared by the subcommands (profile.c) ------------------------------- */
+/* Opens a profile read-only; on failure prints the reason with a hint and returns NULL. */
+sqlite3 *dump_open_profile(const char *path);
+
+/* Checks that step was reached in db (path for messages).  Returns 0, or 1 with a message
+ * "step N was never reached (the run has M steps)". */
+int dump_check_step(sqlite3 *db, const char *path, int64_t step);
+
+/* The hint suggesting how to record step in full (uses the profile's command line if known)
+ * into buf.  Returns buf. */
+char *dump_rerun_hint(sqlite3 *db, int64_t step, char *buf, size_t len);
+
+/* Rank of a role for sorting: input 0, output 1, grad 2, other 3. */
+int dump_role_rank(const char *role);
+
+/* ---- subcommands ------------------------------------------------------------------------ */
+/* ampdump --step N: the tensors recorded at step N, origin first (step.c). */
+int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out);
+/* ampdump --list: steps with anomalies or dumps (list.c). */
+int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out);
+
+/* ampdump --step N [--tensor ID|NAME] --npy DIR (export.c).  tensor NULL exports every dump
+ * of the step.  The directory is created if missing (its parent must exist).  Written paths
+ * are listed on out. */
+int dump_cmd_npy(const char *db_path, int64_t step, const char *tensor, const char *dir, int force,
+                 FILE *out);
+
+/* ampdump --compare A B [--step N] (compare.c).  step < 0: every step dumped in both. */
+typedef struct dump_compare_opts {
+	int64_t step;      /* step to compare, or -1 for every common dumped step */
+	double min_cosine; /* flag below this cosine similarity (default 0.99) */
+	double max_abs;    /* flag above this max absolute error (default 1e-3) */
+	dump_format fmt;
+} dump_compare_opts;
+int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *opts,
+                     FILE *out);
+
+/* ampdump --application=CMD --step N --output=DB (rerun.c): runs CMD under libampprof's
+ * collector (prof_run) with dump_steps = N, then lists what was dumped. */
+typedef struct dump_rerun_opts {
+	const char *application; /* shell command line */
+	int64_t step;            /* step to dump in full */
+	const char *output;      /* database to write (default dump.db) */
+	int force;               /* overwrite output */
+	int verbose;             /* let ampprof print its status line and summary */
+	dump_format fmt;
+} dump_rerun_opts;
+int dump_cmd_rerun(const dump_rerun_opts *opts, FILE *out);
+
+#endif

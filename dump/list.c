@@ -1,0 +1,107 @@
+/* list.c — `ampdump --list`: the steps that have anomalies (overflow, skipped update,
+ * non-finite tensors, an origin) or dumps, one row per step in step order.
+ *
+ * Aggregates are computed per table with GROUP BY and joined, so a long run with many
+ * anomalous steps costs a few scans, not one per step.
+ */
+#include <string.h>
+
+#include "dump.h"
+#include "profile_db.h"
+
+static const dump_column list_cols[] = {
+    {"step", DUMP_COL_INT},       {"overflow", DUMP_COL_FLAG},  {"skipped", DUMP_COL_FLAG},
+    {"scale", DUMP_COL_REAL},     {"loss", DUMP_COL_REAL},      {"nonfinite", DUMP_COL_INT},
+    {"origin_seq", DUMP_COL_INT}, {"origin_op", DUMP_COL_TEXT}, {"origin_name", DUMP_COL_TEXT},
+    {"dumps", DUMP_COL_INT},      {"dump_bytes", DUMP_COL_INT},
+};
+#define LIST_NCOLS ((int)(sizeof list_cols / sizeof list_cols[0]))
+
+static const char list_sql[] =
+    "WITH st AS (SELECT step, max(overflow) AS ov, max(skipped) AS sk, min(scale) AS sc,"
+    "            min(loss) AS loss FROM steps GROUP BY step),"
+    " ts AS (SELECT step, sum(nan > 0 OR inf > 0) AS nonfinite,"
+    "            min(CASE WHEN origin THEN id END) AS origin_id FROM tensor_stats GROUP BY step),"
+    " du AS (SELECT step, count(*) AS n, sum(bytes) AS b FROM dumps GROUP BY step),"
+    " s AS (SELECT step FROM st WHERE ov OR sk"
+    "       UNION SELECT step FROM ts WHERE nonfinite > 0 OR origin_id IS NOT NULL"
+    "       UNION SELECT step FROM du)"
+    " SELECT s.step, st.ov, st.sk, st.sc, st.loss, ts.nonfinite, o.seq, o.op, o.name,"
+    "        du.n, du.b"
+    " FROM s LEFT JOIN st ON st.step = s.step LEFT JOIN ts ON ts.step = s.step"
+    "      LEFT JOIN du ON du.step = s.step LEFT JOIN tensor_stats o ON o.id = ts.origin_id"
+    " WHERE s.step IS NOT NULL ORDER BY s.step";
+
+int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out)
+{
+	sqlite3_stmt *st = NULL;
+	dump_table *t = NULL;
+	int code = DUMP_EXIT_FAIL;
+	int64_t steps = 0;
+
+	sqlite3 *db = dump_open_profile(db_path);
+	if (!db)
+		return DUMP_EXIT_FAIL;
+	t = dump_table_new(list_cols, LIST_NCOLS);
+	if (!t) {
+		dump_error(NULL, "out of memory");
+		goto out;
+	}
+	if (sqlite3_prepare_v2(db, list_sql, -1, &st, NULL) != SQLITE_OK)
+		goto sql_error;
+	int s;
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		int e = dump_table_add_row(t);
+		for (int c = 0; c < LIST_NCOLS && !e; c++) {
+			if (sqlite3_column_type(st, c) == SQLITE_NULL)
+				continue;
+			switch (list_cols[c].kind) {
+			case DUMP_COL_REAL:
+				e |= dump_table_set_real(t, c, sqlite3_column_double(st, c));
+				break;
+			case DUMP_COL_TEXT:
+				e |= dump_table_set_text(t, c,
+				                         (const char *)sqlite3_column_text(st, c));
+				break;
+			default: e |= dump_table_set_int(t, c, sqlite3_column_int64(st, c));
+			}
+		}
+		if (e) {
+			dump_error(NULL, "out of memory");
+			goto out;
+		}
+	}
+	if (s != SQLITE_DONE)
+		goto sql_error;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM steps", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW)
+		goto sql_error;
+	steps = sqlite3_column_int64(st, 0);
+
+	if (fmt == DUMP_FMT_TEXT) {
+		if (!dump_table_rows(t)) {
+			fprintf(stderr,
+			        "ampdump: no step of the %lld in '%s' has an anomaly or a dump\n",
+			        (long long)steps, db_path);
+			code = DUMP_EXIT_OK;
+			goto out;
+		}
+		fprintf(out, "%s: %zu of %lld steps with anomalies or dumps\n", db_path,
+		        dump_table_rows(t), (long long)steps);
+	}
+	if (dump_table_print(t, fmt, out) != 0) {
+		dump_error(NULL, "cannot write the output");
+		goto out;
+	}
+	code = DUMP_EXIT_OK;
+	goto out;
+sql_error:
+	dump_error(NULL, "cannot read '%s': %s", db_path, sqlite3_errmsg(db));
+out:
+	sqlite3_finalize(st);
+	dump_table_free(t);
+	amp_profile_close(db);
+	return code;
+}

@@ -1,0 +1,153 @@
+/* profile.c — what every ampdump subcommand needs from a profile: opening it through
+ * schema/profile_db (with a hint for each way it can fail), checking a step number against
+ * the run, and the suggestion of how to record a step in full.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dump.h"
+#include "profile_db.h"
+
+void dump_error(const char *hint, const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fputs("ampdump: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (hint)
+		fprintf(stderr, "hint: %s\n", hint);
+}
+
+sqlite3 *dump_open_profile(const char *path)
+{
+	sqlite3 *db = NULL;
+	char err[1200];
+	int rc = amp_profile_open(path, 0, &db, err, sizeof err);
+	if (rc == AMP_PROFILE_OK)
+		return db;
+
+	const char *hint = NULL;
+	switch (rc) {
+	case AMP_PROFILE_ENOENT:
+		hint = "record one with `ampprof --application=\"./train\" --output=FILE`, "
+		       "or name it with --db=FILE";
+		break;
+	case AMP_PROFILE_ENOTPROFILE:
+		hint = "ampdump reads the databases that ampprof writes";
+		break;
+	case AMP_PROFILE_ENEWER:
+		hint = "read it with the ampdump of the ampkit version that wrote it";
+		break;
+	case AMP_PROFILE_ECORRUPT:
+		hint = "the file was cut short or damaged; record the run again";
+		break;
+	default: break;
+	}
+	dump_error(hint, "%s", err);
+	return NULL;
+}
+
+/* One integer from a query with an optional int64 parameter; *null set if the value is NULL.
+ * Returns 0 or -1 (SQLite error). */
+static int query_int(sqlite3 *db, const char *sql, int64_t param, int64_t *out, int *null)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	if (sqlite3_bind_parameter_count(st) > 0)
+		sqlite3_bind_int64(st, 1, param);
+	if (sqlite3_step(st) != SQLITE_ROW)
+		goto out;
+	*null = sqlite3_column_type(st, 0) == SQLITE_NULL;
+	*out = sqlite3_column_int64(st, 0);
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int dump_check_step(sqlite3 *db, const char *path, int64_t step)
+{
+	int64_t last = 0;
+	int none = 1;
+	if (query_int(db,
+	              "SELECT max(m) FROM (SELECT max(step) AS m FROM steps"
+	              " UNION ALL SELECT max(step) FROM tensor_stats"
+	              " UNION ALL SELECT max(step) FROM dumps)",
+	              0, &last, &none) != 0) {
+		dump_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(db));
+		return DUMP_EXIT_FAIL;
+	}
+	if (none) {
+		dump_error("was the program built with libamprt, and did it call amp_step_begin?",
+		           "step %lld was never reached (the run in '%s' recorded no steps)",
+		           (long long)step, path);
+		return DUMP_EXIT_FAIL;
+	}
+	if (step < 0 || step > last) {
+		char hint[160];
+		snprintf(hint, sizeof hint,
+		         "steps are numbered from 0 to %lld; `ampdump --list` shows the steps with "
+		         "anomalies or dumps",
+		         (long long)last);
+		dump_error(hint, "step %lld was never reached (the run has %lld steps)",
+		           (long long)step, (long long)last + 1);
+		return DUMP_EXIT_FAIL;
+	}
+	return DUMP_EXIT_OK;
+}
+
+/* Appends s to buf quoted for a POSIX shell: as is inside "..." when that is safe, else in
+ * single quotes. */
+static void shell_quote(char *buf, size_t len, const char *s)
+{
+	size_t used = strlen(buf);
+	if (!strpbrk(s, "\"$`\\!")) {
+		snprintf(buf + used, len - used, "\"%s\"", s);
+		return;
+	}
+	if (used + 1 < len)
+		buf[used++] = '\'';
+	for (const char *p = s; *p && used + 5 < len; p++) {
+		if (*p == '\'') {
+			memcpy(buf + used, "'\\''", 4);
+			used += 4;
+		} else {
+			buf[used++] = *p;
+		}
+	}
+	if (used + 1 < len)
+		buf[used++] = '\'';
+	buf[used] = '\0';
+}
+
+char *dump_rerun_hint(sqlite3 *db, int64_t step, char *buf, size_t len)
+{
+	char command[1024];
+	if (!db || amp_profile_meta_get(db, "command", command, sizeof command) != AMP_PROFILE_OK ||
+	    !command[0])
+		snprintf(command, sizeof command, "./train ...");
+	snprintf(buf, len, "to dump every tensor of that step, re-run it: ampdump --application=");
+	shell_quote(buf, len, command);
+	size_t used = strlen(buf);
+	snprintf(buf + used, len - used, " --step %lld --output=dump.db", (long long)step);
+	return buf;
+}
+
+int dump_role_rank(const char *role)
+{
+	if (!role)
+		return 3;
+	if (strcmp(role, "input") == 0)
+		return 0;
+	if (strcmp(role, "output") == 0)
+		return 1;
+	if (strcmp(role, "grad") == 0)
+		return 2;
+	return 3;
+}

@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# dump.sh — end-to-end tests of ampdump on synthetic profiles.
+#
+# The profiles are made here: the schema by executing schema/profile.sql with the sqlite3
+# shell, the rows (tensor data as X'..' blobs) printed by /usr/bin/python3 with numpy, which
+# is also the reference reader of the exported .npy files.  Checks the step table (origin
+# first), csv/json, --list, .npy export (NaN/Inf bit-exact, no path traversal), --compare
+# (flags the planted divergence only) and every bad-input case's exit status and message.
+# Real-data tests on the `unstable` example come with the runtime side.
+set -u
+export LC_ALL=C TZ=UTC
+BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+AMPDUMP=$BUILD/bin/ampdump
+PY=/usr/bin/python3
+T=$(mktemp -d "${TMPDIR:-/tmp}/ampdump-e2e.XXXXXX")
+trap '[ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     /'; }
+
+# run NAME EXPECTED_STATUS ARGS...: runs ampdump, output in $T/out, $T/err, status in $st
+run() {
+	local name=$1 want=$2
+	shift 2
+	"$AMPDUMP" "$@" >"$T/out" 2>"$T/err"
+	st=$?
+	if [ "$st" -eq "$want" ]; then
+		return 0
+	fi
+	bad "$name: exit status $st, expected $want" "$(cat "$T/out" "$T/err")"
+	return 1
+}
+# expect NAME FILE REGEX: passes if FILE has a line matching the extended regex
+expect() {
+	if grep -Eq -- "$3" "$2"; then ok "$1"; else bad "$1: no line matching /$3/ in $(basename "$2")" "$(cat "$2")"; fi
+}
+
+for tool in "$AMPDUMP" sqlite3 "$PY"; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "dump.sh: $tool is missing (build with make, install sqlite3 and python3-numpy)"
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+done
+
+# ---- synthetic profiles ---------------------------------------------------------------------
+# run.db: an AMP run, 6 steps; step 3 overflows: Exp (seq 3, label blk.exp) is the origin,
+# its input and output are dumped, Sum (seq 4) inherits the NaN.  Step 5 has a manual dump.
+# fp32.db / amp.db: the same program, step 2 dumped in full; amp.db rounds to fp16, runs an
+# extra op first (so its seq numbers are shifted by one) and diverges at LayerNorm (ln1); the
+# Softmax output has no name, only its op's label (head).
+cat >"$T/gen.py" <<'PY'
+import numpy as np
+
+sql = []
+
+def q(s):
+    return "NULL" if s is None else "'" + s.replace("'", "''") + "'"
+
+def dump(step, seq, op, role, name, a, reason):
+    dt = {"<f2": "fp16", "<f4": "fp32"}[a.dtype.str]
+    shape = "(" + ",".join(str(d) for d in a.shape) + ")"
+    sql.append("INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
+               "VALUES (%d, %d, %s, %s, %s, %s, %s, %s, %d, X'%s');"
+               % (step, seq, q(op), q(role), q(name), q(dt), q(shape), q(reason), a.nbytes,
+                  a.tobytes().hex()))
+
+def op(step, seq, sig, start):
+    sql.append("INSERT INTO op_events(step, seq, sig, start_ns, dur_ns, thread) "
+               "VALUES (%d, %d, %d, %d, 100, 0);" % (step, seq, sig, start))
+
+def sig(i, opname, label, dtype, site):
+    sql.append("INSERT INTO op_sigs(id, op, phase, exec_dtype, in_dtype, out_dtype, label, shape, "
+               "flops, bytes, aligned, callsite) VALUES (%d, %s, 'forward', %s, %s, %s, %s, '(2,4)', "
+               "8, 32, 0, %s);" % (i, q(opname), q(dtype), q(dtype), q(dtype), q(label),
+                                    "NULL" if site is None else site))
+
+def steps(n, overflow_step=None):
+    for s in range(n):
+        ov = 1 if s == overflow_step else 0
+        sql.append("INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
+                   "samples, detail, thread) VALUES (%d, %d, 1000, %s, 128.0, %d, %d, 32, 1, 0);"
+                   % (s, s * 1000, "NULL" if ov else "0.5", ov, ov))
+
+def stats(step, seq, op, role, name, dtype, count, nan, inf, lo, hi, absmax, origin, site):
+    sql.append("INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
+               "underflow, near_overflow, min, max, absmax, origin, callsite) VALUES "
+               "(%d, %d, %s, %s, %s, %s, %d, %d, %d, 0, 0, %s, %s, %s, %d, %d);"
+               % (step, seq, q(op), q(role), q(name), q(dtype), count, nan, inf, lo, hi, absmax,
+                  origin, site))
+
+def run_db():
+    sql.append("INSERT INTO meta(key, value) VALUES ('command', './unstable --lr 0.5');")
+    sql.append("INSERT INTO callsites(id, address, module, offset, function, file, line, frames) "
+               "VALUES (1, 4096, '/x/unstable', 4096, 'forward', 'examples/unstable.c', 42, ''), "
+               "(2, 8192, '/x/unstable', 8192, 'loss_fn', 'examples/unstable.c', 88, '');")
+    steps(6, overflow_step=3)
+    sig(1, "MatMul", "fc1", "fp16", 1)
+    sig(2, "ReLU", "act1", "fp16", 1)
+    sig(3, "Exp", "blk.exp", "fp32", 2)
+    sig(4, "Sum", "loss.sum", "fp32", 2)
+    for seq in range(1, 5):
+        op(3, seq, seq, 3000 + seq * 100)
+    stats(3, 1, "MatMul", "output", "fc1.out", "fp16", 8, 0, 0, -1.5, 2.25, 2.25, 0, 1)
+    stats(3, 2, "ReLU", "output", "relu.out", "fp16", 8, 0, 0, 0, 2.25, 2.25, 0, 1)
+    stats(3, 3, "Exp", "input", "relu.out", "fp16", 8, 0, 0, 0, 12, 12, 0, 2)
+    stats(3, 3, "Exp", "output", "exp.out", "fp16", 8, 2, 2, 1, 7.5, 7.5, 1, 2)
+    stats(3, 4, "Sum", "output", "sum.out", "fp32", 1, 1, 0, "NULL", "NULL", "NULL", 0, 2)
+    # Exp input and output (the origin): a NaN with a payload, -NaN, +Inf, -Inf
+    x = np.array([[0, 1, 2, 3], [4, 5, 12, 0.5]], dtype="<f2")
+    dump(3, 3, "Exp", "input", "relu.out", x, "nonfinite")
+    y = np.array([[1, 0, 7.5, 2], [0, 3, 0, 0]], dtype="<f2")
+    bits = y.view(np.uint16)
+    bits[0, 1], bits[1, 0], bits[1, 2], bits[1, 3] = 0x7e01, 0xfe00, 0x7c00, 0xfc00
+    dump(3, 3, "Exp", "output", "exp.out", y, "nonfinite")
+    # a hostile name, fp32 with NaN and Inf
+    dump(3, 4, "Sum", "output", "../../etc/passwd",
+         np.array([np.nan, np.inf, -2.5], dtype="<f4"), "nonfinite")
+    # two dumps with the same name at step 3: ambiguous
+    dump(3, 4, "Sum", "input", "dup", np.array([1, 2], dtype="<f4"), "manual")
+    dump(3, 4, "Sum", "grad", "dup", np.array([3, 4], dtype="<f4"), "manual")
+    dump(5, 1, "MatMul", "output", "fc1.out", np.arange(6, dtype="<f4").reshape(2, 3), "manual")
+
+def compare_db(amp):
+    shift = 1 if amp else 0
+    sql.append("INSERT INTO meta(key, value) VALUES ('command', './mlp %s');"
+               % ("--amp" if amp else "--fp32"))
+    steps(4)
+    rng = np.random.default_rng(7)
+    layers = [("MatMul", "fc1"), ("ReLU", "act1"), ("MatMul", "fc2"), ("LayerNorm", "ln1"),
+              ("Softmax", "head")]
+    if amp:
+        dump(2, 1, "Scale", "output", "loss.scale", np.ones(4, dtype="<f2"), "step")
+    for k, (o, name) in enumerate(layers):
+        base = rng.uniform(-1, 1, size=(4, 8)).astype("<f4")
+        seq = k + 1 + shift
+        sig(k + 1, o, name, "fp16" if amp else "fp32", None)
+        op(2, seq, k + 1, 2000 + seq * 100)
+        out = base
+        if amp:
+            out = base.astype("<f2")
+            if o == "LayerNorm":
+                out = (base * 1.5 + 0.25).astype("<f2")      # the planted divergence
+            if o == "Softmax":
+                out = (base + 0.01).astype("<f2")            # downstream of it
+        # the head's output is unnamed: it lines up by its op's label
+        dump(2, seq, o, "output", None if o == "Softmax" else name + ".out", out, "step")
+
+for name, make in (("run", run_db), ("fp32", lambda: compare_db(False)),
+                   ("amp", lambda: compare_db(True))):
+    sql.clear()
+    make()
+    with open(name + ".sql", "w") as f:
+        f.write("BEGIN;\n" + "\n".join(sql) + "\nCOMMIT;\n")
+PY
+
+mkdb() { # mkdb KIND: KIND.db from the schema and KIND.sql
+	{ echo "PRAGMA synchronous = OFF;"; cat "$ROOT/schema/profile.sql" "$T/$1.sql"; } | sqlite3 "$T/$1.db"
+}
+if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp; then
+	echo "dump.sh: cannot build the synthetic profiles"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 2;'
+sqlite3 "$T/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
+echo "not a database" >"$T/text.db"
+cd "$T" || exit 1
+
+# ---- usage ----------------------------------------------------------------------------------
+run "--help" 0 --help && expect "--help prints usage on stdout" "$T/out" '^usage: ampdump --step'
+run "--version" 0 --version && expect "--version" "$T/out" '^ampdump [0-9]+\.[0-9]+'
+run "no arguments" 2 && expect "no arguments: usage on stderr" "$T/err" '^usage: '
+run "unknown option" 2 --bogus && expect "unknown option named" "$T/err" "unknown option '--bogus'"
+run "bad --step value" 2 --step=abc --db run.db && expect "bad --step named" "$T/err" "invalid --step 'abc'"
+run "negative --step" 2 --step -1 --db run.db
+run "bad --format" 2 --step 3 --db run.db --format=xml && expect "bad --format named" "$T/err" "invalid --format 'xml'"
+run "--tensor without --npy" 2 --step 3 --tensor exp.out --db run.db
+run "--compare with one profile" 2 --compare fp32.db
+
+# ---- step table -----------------------------------------------------------------------------
+if run "step table" 0 --step 3 --db run.db; then
+	expect "step table: heading names the origin" "$T/out" '^step 3 of run.db: 8 tensors, 5 dumped; origin \(\*\): Exp at seq 3 \(blk.exp\)'
+	# line 2 is the header, lines 3-4 the origin op (input then output), marked *
+	if sed -n 2p "$T/out" | grep -Eq '^origin +seq +op +label +role +name +dtype +shape +count +nan +inf +min +max +absmax +dump_id +callsite$'; then
+		ok "step table: header"
+	else
+		bad "step table: header" "$(sed -n 2p "$T/out")"
+	fi
+	if sed -n 3p "$T/out" | grep -Eq '^\* +3 +Exp +blk\.exp +input +relu\.out +fp16 +\(2,4\) +8 +0 +0 +0 +12 +12 +1 +loss_fn examples/unstable\.c:88$' &&
+		sed -n 4p "$T/out" | grep -Eq '^\* +3 +Exp +blk\.exp +output +exp\.out +fp16 +\(2,4\) +8 +2 +2 +1 +7\.5 +7\.5 +2 +loss_fn examples/unstable\.c:88$'; then
+		ok "step table: origin op listed first and marked"
+	else
+		bad "step table: origin op listed first and marked" "$(cat "$T/out")"
+	fi
+	if sed -n 5p "$T/out" | grep -Eq '^ +1 +MatMul +fc1 +output +fc1\.out +fp16 +- +8 +0 +0 +-1\.5 +2\.25 +2\.25 +- +forward examples/unstable\.c:42$'; then
+		ok "step table: then by seq, checked-only tensor without dump"
+	else
+		bad "step table: then by seq" "$(sed -n 5p "$T/out")"
+	fi
+	# statistics computed from the data of a dump without a stats row
+	expect "step table: stats computed from a dump" "$T/out" '^ +4 +Sum +loss\.sum +input +dup +fp32 +\(2\) +2 +0 +0 +1 +2 +2 +4 '
+	expect "step table: hostile name shown as is, nan/inf counted" "$T/out" ' output +\.\./\.\./etc/passwd +fp32 +\(3\) +3 +1 +1 +-2\.5 +-2\.5 +2\.5 +3 '
+	expect "step table: stats row with NULL min shows -" "$T/out" ' output +sum\.out +fp32 +- +1 +1 +0 +- +- +- +- '
+fi
+if run "step table csv" 0 --step 3 --db run.db --format=csv; then
+	expect "csv: header" "$T/out" '^origin,seq,op,label,role,name,dtype,shape,count,nan,inf,min,max,absmax,dump_id,callsite$'
+	if sed -n 2p "$T/out" | grep -qx '1,3,Exp,blk.exp,input,relu.out,fp16,"(2,4)",8,0,0,0,12,12,1,loss_fn examples/unstable.c:88' &&
+		sed -n 3p "$T/out" | grep -q '^1,3,Exp,blk.exp,output,exp.out,'; then
+		ok "csv: origin rows first, quoted shape"
+	else
+		bad "csv: origin rows first" "$(head -4 "$T/out")"
+	fi
+	[ "$(wc -l <"$T/out")" -eq 9 ] && ok "csv: 8 rows + header" || bad "csv: row count" "$(cat "$T/out")"
+fi
+if run "step table json" 0 --step 3 --db run.db --format=json; then
+	if "$PY" - "$T/out" <<'PY'; then ok "json: parses, same data, origin first"; else bad "json: content" "$(cat "$T/out")"; fi
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 8, len(rows)
+assert rows[0]["origin"] is True and rows[1]["origin"] is True and rows[2]["origin"] is False
+assert rows[1]["name"] == "exp.out" and rows[1]["nan"] == 2 and rows[1]["inf"] == 2 and rows[1]["dump_id"] == 2
+assert rows[0]["min"] == 0 and rows[0]["max"] == 12 and rows[0]["shape"] == "(2,4)"
+assert rows[2]["label"] == "fc1" and rows[2]["dump_id"] is None and rows[2]["callsite"] == "forward examples/unstable.c:42"
+sums = [r for r in rows if r["name"] == "sum.out"]
+assert sums[0]["min"] is None and sums[0]["nan"] == 1
+PY
+fi
+run "profile as argument" 0 --step 5 run.db && expect "profile as argument: manual dump" "$T/out" 'fc1\.out +fp32 +\(2,3\) +6 +0 +0 +0 +5 +5 +6'
+
+# ---- --list ---------------------------------------------------------------------------------
+if run "--list" 0 --list --db run.db; then
+	expect "--list: heading" "$T/out" '^run.db: 2 of 6 steps with anomalies or dumps$'
+	expect "--list: step 3 overflow, origin, dumps" "$T/out" '^ +3 +\* +\* +128 +- +2 +3 +Exp +exp\.out +5 +60$'
+	expect "--list: step 5 manual dump" "$T/out" '^ +5 +128 +0\.5 +- +- +- +- +1 +24$'
+	[ "$(wc -l <"$T/out")" -eq 4 ] && ok "--list: only steps 3 and 5" || bad "--list: only steps 3 and 5" "$(cat "$T/out")"
+fi
+run "--list csv" 0 --list --db run.db --format=csv &&
+	expect "--list csv" "$T/out" '^3,1,1,128,,2,3,Exp,exp\.out,5,60$'
+run "--list json" 0 --list --db fp32.db --format=json &&
+	expect "--list json: dumps of step 2" "$T/out" '"step": 2, "overflow": false, "skipped": false'
+
+# ---- .npy export ----------------------------------------------------------------------------
+mkdir -p "$T/x"
+if run "npy export of every dump" 0 --step 3 --npy "$T/x/a/b" --db run.db; then
+	ok "npy export: directory created"
+	[ "$(grep -c '\.npy' "$T/out")" -eq 5 ] && ok "npy export: 5 files listed" || bad "npy export: files listed" "$(cat "$T/out")"
+	if [ -z "$(find "$T" -name passwd)" ] && [ ! -e "$T/x/etc" ] && [ ! -e "$T/etc" ] &&
+		[ "$(find "$T/x" -type f | grep -vc '^'"$T"'/x/a/b/[^/]*\.npy$')" -eq 0 ]; then
+		ok "npy export: no path traversal, every file directly in DIR"
+	else
+		bad "npy export: path traversal" "$(find "$T/x" -type f)"
+	fi
+	expect "npy export: hostile name sanitized" "$T/out" '/x/a/b/step3_seq4_output_______etc_passwd\.npy'
+	if "$PY" - "$T/x/a/b" <<'PY'; then ok "npy export: numpy loads them, NaN/Inf bit-exact"; else bad "npy export: numpy check"; fi
+import sys, os
+import numpy as np
+d = sys.argv[1]
+y = np.load(os.path.join(d, "step3_seq3_output_exp.out.npy"))
+assert y.dtype == np.dtype("<f2") and y.shape == (2, 4), (y.dtype, y.shape)
+bits = y.view(np.uint16)
+assert bits[0, 1] == 0x7e01 and bits[1, 0] == 0xfe00, bits   # NaN payload and -NaN kept
+assert bits[1, 2] == 0x7c00 and bits[1, 3] == 0xfc00
+assert [tuple(p) for p in np.argwhere(np.isnan(y))] == [(0, 1), (1, 0)]
+assert [tuple(p) for p in np.argwhere(np.isinf(y))] == [(1, 2), (1, 3)]
+assert y[0, 2] == np.float16(7.5)
+x = np.load(os.path.join(d, "step3_seq3_input_relu.out.npy"))
+assert x.dtype == np.dtype("<f2") and x.tolist() == [[0, 1, 2, 3], [4, 5, 12, 0.5]]
+z = np.load(os.path.join(d, "step3_seq4_output_______etc_passwd.npy"))
+assert z.dtype == np.dtype("<f4") and z.shape == (3,)
+assert np.isnan(z[0]) and np.isposinf(z[1]) and z[2] == -2.5
+for f in os.listdir(d):   # header padded to a multiple of 64 bytes, version 1.0
+    h = open(os.path.join(d, f), "rb").read(10)
+    assert h[:8] == b"\x93NUMPY\x01\x00", f
+    assert (10 + h[8] + 256 * h[9]) % 64 == 0, f
+PY
+fi
+if run "npy export by name" 0 --step 3 --tensor exp.out --npy "$T/one" --db run.db; then
+	[ "$(ls "$T/one")" = "step3_seq3_output_exp.out.npy" ] && ok "npy by name: one file" || bad "npy by name" "$(ls "$T/one")"
+fi
+run "npy export by id" 0 --step 3 --tensor 3 --npy "$T/byid" --db run.db &&
+	expect "npy by id: the hostile-named dump" "$T/out" 'step3_seq4_output_______etc_passwd\.npy'
+run "npy by hostile name" 0 --step 3 --tensor ../../etc/passwd --npy "$T/h/i" --db run.db &&
+	{ [ -f "$T/h/i/step3_seq4_output_______etc_passwd.npy" ] && [ ! -e "$T/etc" ] && ok "npy by hostile name stays in DIR" || bad "npy by hostile name" "$(find "$T/h")"; }
+run "npy refuses to overwrite" 1 --step 3 --tensor exp.out --npy "$T/one" --db run.db &&
+	expect "npy overwrite: message and hint" "$T/err" "cannot write '.*/one/step3_seq3_output_exp.out.npy': file exists"
+run "npy --force overwrites" 0 --step 3 --tensor exp.out --npy "$T/one" --force --db run.db
+ln -s /nonexistent-target "$T/one/step3_seq3_input_relu.out.npy"
+run "npy never writes through a symlink" 1 --step 3 --tensor 1 --npy "$T/one" --force --db run.db &&
+	[ ! -e /nonexistent-target ] && ok "npy symlink: target not created"
+
+# ---- compare --------------------------------------------------------------------------------
+if run "compare" 0 --compare fp32.db amp.db --step 2; then
+	expect "compare: header" "$T/out" '^step +seq +seq_b +op +label +role +name +dtype_a +dtype_b +shape +count +cosine +max_abs +max_rel +nonfinite +status$'
+	expect "compare: aligned by layer despite shifted seq" "$T/out" '^ +2 +1 +2 +MatMul +fc1 +output +fc1\.out +fp32 +fp16 +\(4,8\) +32 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +0 +ok$'
+	[ "$(grep -c ' ok$' "$T/out")" -eq 3 ] && ok "compare: the equal ops are ok" || bad "compare: ok count" "$(cat "$T/out")"
+	expect "compare: planted divergence flagged first" "$T/out" '^ +2 +4 +5 +LayerNorm +ln1 +output +ln1\.out +fp32 +fp16 .* FIRST$'
+	expect "compare: downstream op over, not first" "$T/out" '^ +2 +5 +6 +Softmax +head +output +- .* over$'
+	expect "compare: summary names it" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9"
+	expect "compare: unmatched tensor noted" "$T/err" "1 dumped tensor of 'amp.db' has no counterpart in 'fp32.db'"
+fi
+run "compare without --step" 0 --compare fp32.db amp.db --format=csv &&
+	expect "compare csv: FIRST row" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,0,FIRST$'
+if run "compare json" 0 --compare fp32.db amp.db --format=json; then
+	if "$PY" - "$T/out" <<'PY'; then ok "compare json: metrics"; else bad "compare json: metrics" "$(cat "$T/out")"; fi
+import json, sys
+rows = json.load(open(sys.argv[1]))
+st = {r["name"] or r["label"]: r for r in rows}
+assert [r["status"] for r in rows] == ["ok", "ok", "ok", "FIRST", "over"], [r["status"] for r in rows]
+for n in ("fc1.out", "act1.out", "fc2.out"):
+    assert st[n]["cosine"] > 0.9999 and st[n]["max_abs"] <= 0.0005, st[n]
+assert st["ln1.out"]["max_abs"] > 0.1
+PY
+fi
+run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 5 tensors'
+run "compare thresholds are options" 0 --compare fp32.db amp.db --max-abs=10 --cosine=-1 &&
+	{ ! grep -q 'FIRST' "$T/out" && ok "compare: loose thresholds flag nothing" || bad "compare: loose thresholds" "$(cat "$T/out")"; }
+run "compare NaN side" 0 --compare run.db run.db --step 3 &&
+	expect "compare same NaN/Inf positions agree" "$T/out" 'exp\.out .* 1 +0 +0 +0 +ok$'
+
+# ---- bad input ------------------------------------------------------------------------------
+run "step never reached" 1 --step 1234 --db run.db &&
+	expect "step never reached: message" "$T/err" '^ampdump: step 1234 was never reached \(the run has 6 steps\)$' &&
+	expect "step never reached: hint" "$T/err" '^hint: .*ampdump --list'
+run "step with nothing recorded" 1 --step 1 --db run.db &&
+	expect "nothing recorded: message" "$T/err" "^ampdump: nothing was recorded at step 1 in 'run.db'" &&
+	expect "nothing recorded: re-run hint" "$T/err" '^hint: .*ampdump --application="./unstable --lr 0.5" --step 1 --output=dump.db'
+run "missing profile" 1 --step 3 --db nosuch.db && expect "missing profile: message" "$T/err" "^ampdump: cannot open 'nosuch.db': no such file"
+run "default profile.db missing" 1 --list && expect "default profile.db" "$T/err" "cannot open 'profile.db'"
+run "text file" 1 --step 3 --db text.db && expect "text file: not a profile" "$T/err" "^ampdump: cannot open 'text.db': .*not an ampkit profile"
+run "other sqlite db" 1 --list --db other.db && expect "other db: not a profile" "$T/err" "^ampdump: cannot open 'other.db': not an ampkit profile"
+run "newer schema" 1 --step 3 --db newer.db &&
+	expect "newer schema: message" "$T/err" "^ampdump: cannot open 'newer.db': profile schema version 2 is newer than this tool's 1" &&
+	expect "newer schema: hint" "$T/err" '^hint: '
+run "unknown tensor" 1 --step 3 --tensor nosuch --npy "$T/u" --db run.db &&
+	expect "unknown tensor: message" "$T/err" "^ampdump: no tensor 'nosuch' was dumped at step 3$"
+run "unknown tensor id" 1 --step 3 --tensor 999 --npy "$T/u" --db run.db
+run "tensor id of another step" 1 --step 3 --tensor 6 --npy "$T/u" --db run.db &&
+	expect "tensor of another step: message" "$T/err" "dump 6 is a tensor of step 5, not of step 3"
+run "ambiguous tensor name" 1 --step 3 --tensor dup --npy "$T/u" --db run.db &&
+	expect "ambiguous name: message" "$T/err" "tensor name 'dup' is ambiguous at step 3: 2 dumps have it" &&
+	expect "ambiguous name: candidates listed" "$T/err" '^  dump_id 5: seq 4 Sum grad, fp32 \(2\)$'
+[ ! -e "$T/u" ] && ok "failed selection creates no directory" || bad "failed selection created $T/u"
+: >"$T/plainfile"
+run "export dir is a file" 1 --step 3 --tensor exp.out --npy "$T/plainfile" --db run.db &&
+	expect "export dir is a file: message" "$T/err" "^ampdump: cannot write to '.*/plainfile': Not a directory"
+run "export dir under a file" 1 --step 3 --tensor exp.out --npy "$T/plainfile/sub" --db run.db &&
+	expect "export dir under a file: message" "$T/err" "^ampdump: cannot create directory '.*/plainfile/sub': Not a directory"
+if [ "$(id -u)" -ne 0 ]; then
+	mkdir "$T/ro" && chmod 555 "$T/ro"
+	run "read-only export dir" 1 --step 3 --tensor exp.out --npy "$T/ro" --db run.db &&
+		expect "read-only dir: message" "$T/err" "permission denied|Permission denied"
+fi
+run "npy at a step without dumps" 1 --step 1 --npy "$T/v" --db run.db &&
+	expect "npy nothing dumped: message" "$T/err" "nothing was dumped at step 1"
+run "compare step never reached" 1 --compare fp32.db amp.db --step 9 &&
+	expect "compare step never reached: message" "$T/err" "step 9 was never reached \(the run has 4 steps\)"
+run "compare step not dumped" 1 --compare fp32.db amp.db --step 1 &&
+	expect "compare step not dumped: message" "$T/err" "nothing was dumped at step 1 in 'fp32.db'"
+run "compare no common step" 1 --compare fp32.db run.db &&
+	expect "compare no common step: message" "$T/err" "have no dumped step in common"
+run "compare not a profile" 1 --compare fp32.db text.db && expect "compare not a profile" "$T/err" "cannot open 'text.db'"
+run "re-run of a missing program" 1 --application="./no-such-program" --step 1 --output="$T/re.db"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

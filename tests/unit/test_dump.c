@@ -1,0 +1,565 @@
+/* test_dump.c — ampdump's pure parts: half/bf16 conversion (exhaustive, against an exact
+ * formula and against F16C where present), .npy headers and files byte for byte, tensor-name
+ * sanitizing (path traversal included, plus random names), shape parsing, statistics and the
+ * comparison metrics on known vectors (NaN and Inf handling included), and table formats.
+ *
+ * Metrics are compared with a tolerance of 1e-15 relative to FP64 closed forms.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../dump/dump.h"
+
+#define DNAN ((double)NAN) /* NAN is a float constant */
+
+/* ---- half and bf16 ------------------------------------------------------------------------- */
+
+static uint32_t bits_of(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+/* The value of a non-NaN binary16 from its definition. */
+static double half_value(uint16_t h)
+{
+	int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+	double v;
+	if (exp == 0x1f)
+		v = HUGE_VAL;
+	else if (exp == 0)
+		v = ldexp(mant, -24);
+	else
+		v = ldexp(1024 + mant, exp - 25);
+	return sign ? -v : v;
+}
+
+Test(half, every_value_exact)
+{
+	for (uint32_t h = 0; h < 65536; h++) {
+		float f = dump_half_to_float((uint16_t)h);
+		double d = dump_half_to_double((uint16_t)h);
+		int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+		if (exp == 0x1f && mant) {
+			cr_assert(isnan(f) && isnan(d), "0x%04x is NaN", h);
+			cr_assert_eq(signbit(f) != 0, (h >> 15) != 0, "0x%04x keeps its sign", h);
+			cr_assert_eq(bits_of(f),
+			             ((h & 0x8000u) << 16) | 0x7fc00000u | ((uint32_t)mant << 13),
+			             "0x%04x: quiet NaN with payload", h);
+			continue;
+		}
+		cr_assert_eq((double)f, half_value((uint16_t)h), "0x%04x", h);
+		cr_assert_eq(d, half_value((uint16_t)h), "0x%04x", h);
+		cr_assert_eq(signbit(f) != 0, (h >> 15) != 0, "0x%04x sign (zeros too)", h);
+	}
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static float f16c_to_float(uint16_t h)
+{
+	return _cvtsh_ss(h);
+}
+
+Test(half, matches_f16c_bit_for_bit)
+{
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx") || !__builtin_cpu_supports("f16c")) {
+		cr_log_info("no F16C on this CPU: skipped");
+		return;
+	}
+	for (uint32_t h = 0; h < 65536; h++)
+		cr_assert_eq(bits_of(dump_half_to_float((uint16_t)h)),
+		             bits_of(f16c_to_float((uint16_t)h)), "0x%04x", h);
+}
+#endif
+
+Test(half, known_values)
+{
+	cr_assert_eq(dump_half_to_double(0x3c00), 1.0);
+	cr_assert_eq(dump_half_to_double(0xc000), -2.0);
+	cr_assert_eq(dump_half_to_double(0x7bff), 65504.0);
+	cr_assert_eq(dump_half_to_double(0x0400), ldexp(1.0, -14)); /* smallest normal */
+	cr_assert_eq(dump_half_to_double(0x0001), ldexp(1.0, -24)); /* smallest subnormal */
+	cr_assert_eq(dump_half_to_double(0x03ff), ldexp(1023.0, -24));
+	cr_assert(isinf(dump_half_to_double(0x7c00)) && dump_half_to_double(0x7c00) > 0);
+	cr_assert(isinf(dump_half_to_double(0xfc00)) && dump_half_to_double(0xfc00) < 0);
+	cr_assert(isnan(dump_half_to_double(0x7e00)));
+}
+
+Test(bf16, conversion)
+{
+	cr_assert_eq(dump_bf16_to_float(0x3f80), 1.0f);
+	cr_assert_eq(dump_bf16_to_float(0xc040), -3.0f);
+	cr_assert(isinf(dump_bf16_to_float(0x7f80)));
+	cr_assert_eq(bits_of(dump_bf16_to_float(0x7fc1)), 0x7fc10000u, "payload kept");
+}
+
+Test(elements, little_endian_decode)
+{
+	const unsigned char f16[] = {0x00, 0x3c, 0x00, 0xc0}; /* 1, -2 */
+	const unsigned char f32[] = {0x00, 0x00, 0x20, 0x40}; /* 2.5 */
+	const unsigned char i32[] = {0xfe, 0xff, 0xff, 0xff}; /* -2 */
+	cr_assert_eq(dump_element(f16, DUMP_DT_F16, 0), 1.0);
+	cr_assert_eq(dump_element(f16, DUMP_DT_F16, 1), -2.0);
+	cr_assert_eq(dump_element(f32, DUMP_DT_F32, 0), 2.5);
+	cr_assert_eq(dump_element(i32, DUMP_DT_I32, 0), -2.0);
+	cr_assert_eq(dump_dtype_parse("fp16"), DUMP_DT_F16);
+	cr_assert_eq(dump_dtype_parse("fp32"), DUMP_DT_F32);
+	cr_assert_eq(dump_dtype_parse("int32"), DUMP_DT_I32);
+	cr_assert_eq(dump_dtype_parse("fp8"), DUMP_DT_UNKNOWN);
+	cr_assert_eq(dump_dtype_parse(NULL), DUMP_DT_UNKNOWN);
+	cr_assert_eq(dump_dtype_size(DUMP_DT_F16), 2);
+	cr_assert_eq(dump_dtype_size(DUMP_DT_UNKNOWN), 0);
+}
+
+/* ---- shapes -------------------------------------------------------------------------------- */
+
+Test(shape, parses_valid_texts)
+{
+	int64_t d[DUMP_MAX_DIMS];
+	cr_assert_eq(dump_parse_shape("(2,3)", d), 2);
+	cr_assert(d[0] == 2 && d[1] == 3);
+	cr_assert_eq(dump_parse_shape(" ( 4 , 8 ) ", d), 2);
+	cr_assert(d[0] == 4 && d[1] == 8);
+	cr_assert_eq(dump_parse_shape("()", d), 0);
+	cr_assert_eq(dump_shape_count(d, 0), 1, "a scalar has one element");
+	cr_assert_eq(dump_parse_shape("(5)", d), 1);
+	cr_assert_eq(d[0], 5);
+	cr_assert_eq(dump_parse_shape("(5,)", d), 1);
+	cr_assert_eq(dump_parse_shape("(2,0,3)", d), 3);
+	cr_assert_eq(dump_shape_count(d, 3), 0);
+	cr_assert_eq(dump_parse_shape("(1,2,3,4,5,6,7,8)", d), 8);
+	cr_assert_eq(dump_shape_count(d, 8), 40320);
+}
+
+Test(shape, rejects_invalid_texts)
+{
+	static const char *const bad[] = {
+	    "",
+	    "2,3",
+	    "(2,3",
+	    "(2,,3)",
+	    "(,)",
+	    "(a)",
+	    "(-1)",
+	    "(+1)",
+	    "(2 3)",
+	    "(2,3))",
+	    "(2,3)x",
+	    "(1,2,3,4,5,6,7,8,9)",
+	    "(4294967296,4294967296)",
+	    "(99999999999999999999)",
+	    "((2))",
+	};
+	int64_t d[DUMP_MAX_DIMS];
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_assert_eq(dump_parse_shape(bad[i], d), -1, "'%s'", bad[i]);
+	cr_assert_eq(dump_parse_shape(NULL, d), -1);
+}
+
+/* ---- names --------------------------------------------------------------------------------- */
+
+static const char *sanitized(const char *name)
+{
+	static char out[128];
+	return dump_sanitize_name(name, out, sizeof out);
+}
+
+Test(names, path_traversal_and_friends)
+{
+	cr_assert_str_eq(sanitized("../../etc/passwd"), "______etc_passwd");
+	cr_assert_str_eq(sanitized("/etc/passwd"), "_etc_passwd");
+	cr_assert_str_eq(sanitized(".."), "__");
+	cr_assert_str_eq(sanitized("."), "_");
+	cr_assert_str_eq(sanitized(".hidden"), "_hidden");
+	cr_assert_str_eq(sanitized("a/../b"), "a____b");
+	cr_assert_str_eq(sanitized("a..b"), "a._b");
+	cr_assert_str_eq(sanitized("..\\..\\x"), "______x");
+	cr_assert_str_eq(sanitized("fc1.weight"), "fc1.weight");
+	cr_assert_str_eq(sanitized("layer-3_out"), "layer-3_out");
+	cr_assert_str_eq(sanitized("a b\tc\n"), "a_b_c_");
+	cr_assert_str_eq(sanitized("caf\xc3\xa9"), "caf__");
+	cr_assert_str_eq(sanitized(""), "tensor");
+	cr_assert_str_eq(sanitized(NULL), "tensor");
+}
+
+Test(names, length_limit)
+{
+	char longname[400], out[128], small[8];
+	memset(longname, 'x', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	cr_assert_eq(strlen(dump_sanitize_name(longname, out, sizeof out)), 100);
+	cr_assert_str_eq(dump_sanitize_name(longname, small, sizeof small), "xxxxxxx");
+}
+
+Test(names, random_names_stay_plain)
+{
+	unsigned seed = 12345;
+	char name[64], out[128];
+	static const char alphabet[] = "./\\.a.b/..\x01\xff-_ ";
+	for (int k = 0; k < 20000; k++) {
+		size_t n = (size_t)(k % 40);
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			name[i] = alphabet[(seed >> 16) % (sizeof alphabet - 1)];
+		}
+		name[n] = '\0';
+		dump_sanitize_name(name, out, sizeof out);
+		cr_assert(out[0] != '\0' && out[0] != '.', "'%s' -> '%s'", name, out);
+		cr_assert_null(strchr(out, '/'), "'%s' -> '%s'", name, out);
+		cr_assert_null(strstr(out, ".."), "'%s' -> '%s'", name, out);
+		for (const char *p = out; *p; p++)
+			cr_assert(*p == '.' || *p == '_' || *p == '-' || (*p >= '0' && *p <= '9') ||
+			              (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'),
+			          "'%s' -> '%s'", name, out);
+	}
+}
+
+/* ---- .npy ---------------------------------------------------------------------------------- */
+
+Test(npy, header_bytes)
+{
+	char buf[256];
+	int64_t d[2] = {2, 3};
+	size_t n = dump_npy_header(buf, sizeof buf, "<f2", d, 2);
+	static const char dict[] = "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }";
+	/* 10 + 60 + '\n' = 71 bytes: padded to 128, as numpy itself writes it */
+	cr_assert_eq(n, 128);
+	cr_assert_eq(memcmp(buf, "\x93NUMPY\x01\x00", 8), 0);
+	cr_assert_eq((unsigned char)buf[8] | (unsigned char)buf[9] << 8, 128 - 10);
+	cr_assert_eq(memcmp(buf + 10, dict, sizeof dict - 1), 0);
+	for (size_t i = 10 + sizeof dict - 1; i < 127; i++)
+		cr_assert_eq(buf[i], ' ', "padding at %zu", i);
+	cr_assert_eq(buf[127], '\n');
+
+	int64_t one = 5;
+	n = dump_npy_header(buf, sizeof buf, "<f4", &one, 1);
+	cr_assert_eq(n % 64, 0);
+	cr_assert_not_null(memmem(buf, n, "'shape': (5,), }", 16), "1-D shape has a comma");
+	n = dump_npy_header(buf, sizeof buf, "<f4", NULL, 0);
+	cr_assert_not_null(memmem(buf, n, "'shape': (), }", 14), "scalar");
+
+	int64_t big[8] = {1000000, 1000000, 1000000, 1000000, 1000000, 1000000, 1000000, 1000000};
+	n = dump_npy_header(buf, sizeof buf, "<f2", big, 8);
+	cr_assert_eq(n, 192, "a longer dict pads to the next multiple of 64");
+	cr_assert_eq(buf[191], '\n');
+	cr_assert_eq(dump_npy_header(buf, 128, "<f2", big, 8), 0, "does not fit");
+}
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/test_dump.XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static size_t read_file(int dirfd, const char *name, unsigned char *buf, size_t len)
+{
+	int fd = openat(dirfd, name, O_RDONLY);
+	cr_assert_geq(fd, 0, "%s: %s", name, strerror(errno));
+	ssize_t n = read(fd, buf, len);
+	close(fd);
+	cr_assert_geq(n, 0);
+	return (size_t)n;
+}
+
+Test(npy, file_bytes_keep_nan_payloads, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+	const uint16_t data[6] = {0x3c00, 0x7e01, 0xfe00, 0x7c00, 0xfc00, 0x0001};
+	int64_t d[2] = {2, 3};
+	unsigned char buf[256], header[128];
+	int dirfd = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(dirfd, 0);
+
+	cr_assert_eq(dump_npy_write(dirfd, "t.npy", 0, "<f2", d, 2, data, sizeof data), 0);
+	size_t n = read_file(dirfd, "t.npy", buf, sizeof buf);
+	cr_assert_eq(dump_npy_header((char *)header, sizeof header, "<f2", d, 2), 128);
+	cr_assert_eq(n, 128 + sizeof data);
+	cr_assert_eq(memcmp(buf, header, 128), 0);
+	cr_assert_eq(memcmp(buf + 128, data, sizeof data), 0, "data bit-exact");
+
+	errno = 0;
+	cr_assert_eq(dump_npy_write(dirfd, "t.npy", 0, "<f2", d, 2, data, sizeof data), -1);
+	cr_assert_eq(errno, EEXIST, "no overwrite without force");
+	const uint16_t other[6] = {0};
+	cr_assert_eq(dump_npy_write(dirfd, "t.npy", 1, "<f2", d, 2, other, sizeof other), 0);
+	n = read_file(dirfd, "t.npy", buf, sizeof buf);
+	cr_assert_eq(n, 128 + sizeof other, "force truncates");
+	cr_assert_eq(memcmp(buf + 128, other, sizeof other), 0);
+	close(dirfd);
+}
+
+Test(npy, refuses_bad_names_sizes_and_links, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+	const float data[4] = {1, 2, 3, 4};
+	int64_t d = 4;
+	int dirfd = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(dirfd, 0);
+	static const char *const names[] = {"../x.npy", "a/b.npy", ".", "..", "", "/tmp/x.npy"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		errno = 0;
+		cr_assert_eq(dump_npy_write(dirfd, names[i], 1, "<f4", &d, 1, data, sizeof data),
+		             -1, "'%s'", names[i]);
+		cr_assert_eq(errno, EINVAL, "'%s'", names[i]);
+	}
+	errno = 0;
+	cr_assert_eq(dump_npy_write(dirfd, "x.npy", 0, "<f4", &d, 1, data, sizeof data - 4), -1);
+	cr_assert_eq(errno, EINVAL, "size must match the shape");
+	cr_assert_eq(dump_npy_write(dirfd, "x.npy", 0, "<f9", &d, 1, data, sizeof data), -1);
+
+	char target[128];
+	snprintf(target, sizeof target, "%s/target", tmpdir);
+	cr_assert_eq(symlinkat(target, dirfd, "link.npy"), 0);
+	errno = 0;
+	cr_assert_eq(dump_npy_write(dirfd, "link.npy", 1, "<f4", &d, 1, data, sizeof data), -1);
+	cr_assert_eq(errno, ELOOP, "never through a symlink");
+	cr_assert_neq(access(target, F_OK), 0, "link target not created");
+	close(dirfd);
+}
+
+/* ---- statistics ---------------------------------------------------------------------------- */
+
+Test(stats, fp16_with_nonfinite)
+{
+	const uint16_t v[7] = {0x3c00, 0xc200, 0x7e00, 0x7c00, 0xfc00, 0x0000, 0x4500};
+	/* 1, -3, NaN, Inf, -Inf, 0, 5 */
+	dump_stats s;
+	dump_stats_compute((const unsigned char *)v, DUMP_DT_F16, 7, &s);
+	cr_assert_eq(s.count, 7);
+	cr_assert_eq(s.nan, 1);
+	cr_assert_eq(s.inf, 2);
+	cr_assert_eq(s.finite, 4);
+	cr_assert_eq(s.min, -3.0);
+	cr_assert_eq(s.max, 5.0);
+	cr_assert_eq(s.absmax, 5.0);
+
+	const uint16_t all_nan[2] = {0x7e00, 0xfe00};
+	dump_stats_compute((const unsigned char *)all_nan, DUMP_DT_F16, 2, &s);
+	cr_assert_eq(s.finite, 0);
+	cr_assert_eq(s.nan, 2);
+	cr_assert(isnan(s.min) && isnan(s.max) && isnan(s.absmax));
+}
+
+/* ---- comparison metrics -------------------------------------------------------------------- */
+
+#define TOL 1e-15
+
+static dump_diff diff_of(const double *a, const double *b, size_t n)
+{
+	dump_diff d;
+	dump_diff_compute(a, b, n, &d);
+	cr_log_info("cosine %.17g max_abs %.17g max_rel %.17g mismatch %llu", d.cosine, d.max_abs,
+	            d.max_rel, (unsigned long long)d.mismatch);
+	return d;
+}
+
+Test(metrics, known_vectors)
+{
+	const double a[3] = {1, 2, 3}, b[3] = {2, 4, 6};
+	dump_diff d = diff_of(a, b, 3);
+	cr_assert_float_eq(d.cosine, 1.0, TOL, "parallel");
+	cr_assert_eq(d.max_abs, 3.0);
+	cr_assert_eq(d.max_rel, 1.0);
+	cr_assert_eq(d.count, 3);
+	cr_assert_eq(d.finite, 3);
+
+	const double x[2] = {1, 0}, y[2] = {0, 1};
+	d = diff_of(x, y, 2);
+	cr_assert_float_eq(d.cosine, 0.0, TOL, "orthogonal");
+	cr_assert_eq(d.max_abs, 1.0);
+	cr_assert(isinf(d.max_rel), "1/0 relative error is inf");
+
+	const double p[3] = {1, 2, 2}, q[3] = {1, 2, 3};
+	d = diff_of(p, q, 3);
+	cr_assert_float_eq(d.cosine, 11.0 / (3.0 * sqrt(14.0)), TOL);
+	cr_assert_eq(d.max_abs, 1.0);
+	cr_assert_float_eq(d.max_rel, 0.5, TOL);
+
+	const double m[2] = {1, -1}, n[2] = {-1, 1};
+	d = diff_of(m, n, 2);
+	cr_assert_float_eq(d.cosine, -1.0, TOL, "opposite");
+	cr_assert_eq(d.max_abs, 2.0);
+}
+
+Test(metrics, zeros)
+{
+	const double z[3] = {0, 0, 0}, v[3] = {0, 1, 0};
+	dump_diff d = diff_of(z, z, 3);
+	cr_assert_eq(d.cosine, 1.0, "two zero vectors agree");
+	cr_assert_eq(d.max_abs, 0.0);
+	cr_assert_eq(d.max_rel, 0.0, "0/0 counts as 0");
+	d = diff_of(z, v, 3);
+	cr_assert_eq(d.cosine, 0.0, "one zero vector");
+	d = diff_of(z, z, 0);
+	cr_assert_eq(d.cosine, 1.0, "empty");
+	cr_assert_eq(d.count, 0);
+}
+
+Test(metrics, nan_and_inf)
+{
+	/* same non-finite values at the same positions agree and are skipped */
+	const double a[5] = {1, DNAN, HUGE_VAL, -HUGE_VAL, 2};
+	const double b[5] = {1, -DNAN, HUGE_VAL, -HUGE_VAL, 2};
+	dump_diff d = diff_of(a, b, 5);
+	cr_assert_eq(d.mismatch, 0);
+	cr_assert_eq(d.finite, 2);
+	cr_assert_float_eq(d.cosine, 1.0, TOL);
+	cr_assert_eq(d.max_abs, 0.0);
+	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-3));
+
+	/* NaN against a finite value */
+	const double c[3] = {1, 2, 3}, e[3] = {1, DNAN, 3};
+	d = diff_of(c, e, 3);
+	cr_assert_eq(d.mismatch, 1);
+	cr_assert(isnan(d.max_abs) && isnan(d.max_rel));
+	cr_assert_float_eq(d.cosine, 1.0, TOL, "cosine over the finite positions");
+	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3));
+	d = diff_of(e, c, 3);
+	cr_assert_eq(d.mismatch, 1, "either side");
+
+	/* +Inf against -Inf, Inf against finite, NaN against Inf */
+	const double f[3] = {HUGE_VAL, 1, DNAN}, g[3] = {-HUGE_VAL, HUGE_VAL, HUGE_VAL};
+	d = diff_of(f, g, 2);
+	cr_assert_eq(d.mismatch, 2);
+	cr_assert(isinf(d.max_abs) && d.max_abs > 0, "Inf mismatches only: inf");
+	d = diff_of(f, g, 3);
+	cr_assert_eq(d.mismatch, 3);
+	cr_assert(isnan(d.max_abs), "a NaN involved: nan");
+
+	/* everything NaN on one side */
+	const double h[2] = {DNAN, DNAN};
+	d = diff_of(c, h, 2);
+	cr_assert_eq(d.finite, 0);
+	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3));
+}
+
+Test(metrics, thresholds)
+{
+	dump_diff d = {.count = 1, .cosine = 0.99, .max_abs = 1e-3, .max_rel = 0};
+	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-3), "limits themselves pass");
+	d.cosine = nextafter(0.99, 0);
+	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3), "cosine below");
+	d.cosine = 1;
+	d.max_abs = nextafter(1e-3, 1);
+	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3), "max abs above");
+	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-2), "a looser option");
+	d.max_abs = 0;
+	d.cosine = DNAN;
+	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3), "nan cosine");
+}
+
+Test(metrics, fp16_against_fp32_after_conversion)
+{
+	/* an fp16 blob against an fp32 blob of the same op: both to double first */
+	const uint16_t h[4] = {0x3c00, 0x3555, 0xbc00, 0x0000}; /* 1, 0.333251953125, -1, 0 */
+	const float f[4] = {1.0f, 1.0f / 3.0f, -1.0f, 0.0f};
+	double a[4], b[4];
+	dump_to_double((const unsigned char *)f, DUMP_DT_F32, 4, a);
+	dump_to_double((const unsigned char *)h, DUMP_DT_F16, 4, b);
+	dump_diff d = diff_of(a, b, 4);
+	double err = (double)(1.0f / 3.0f) - 0.333251953125;
+	cr_assert_float_eq(d.max_abs, err, TOL);
+	cr_assert_float_eq(d.max_rel, err / (double)(1.0f / 3.0f), TOL);
+	cr_assert_gt(d.cosine, 0.9999999);
+	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-3));
+}
+
+/* ---- tables -------------------------------------------------------------------------------- */
+
+static const dump_column cols[] = {
+    {"flag", DUMP_COL_FLAG},
+    {"n", DUMP_COL_INT},
+    {"x", DUMP_COL_REAL},
+    {"name", DUMP_COL_TEXT},
+};
+
+static char *print_to_string(const dump_table *t, dump_format fmt)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	cr_assert_not_null(f);
+	cr_assert_eq(dump_table_print(t, fmt, f), 0);
+	fclose(f);
+	return buf;
+}
+
+static dump_table *sample_table(void)
+{
+	dump_table *t = dump_table_new(cols, 4);
+	cr_assert_not_null(t);
+	cr_assert_eq(dump_table_add_row(t), 0);
+	dump_table_set_int(t, 0, 1);
+	dump_table_set_int(t, 1, 42);
+	dump_table_set_real(t, 2, 1.0 / 3.0);
+	dump_table_set_text(t, 3, "a,\"b\"");
+	cr_assert_eq(dump_table_add_row(t), 0);
+	dump_table_set_int(t, 0, 0);
+	dump_table_set_real(t, 2, -HUGE_VAL);
+	dump_table_set_text(t, 3, "tab\there");
+	cr_assert_eq(dump_table_add_row(t), 0);
+	dump_table_set_real(t, 2, DNAN);
+	return t;
+}
+
+Test(table, formats)
+{
+	dump_table *t = sample_table();
+	cr_assert_eq(dump_table_rows(t), 3);
+	char *text = print_to_string(t, DUMP_FMT_TEXT);
+	cr_assert_str_eq(text, "flag   n            x  name\n"
+	                       "*     42  0.333333333  a,\"b\"\n"
+	                       "       -         -inf  tab\there\n"
+	                       "       -          nan  -\n");
+	char *csv = print_to_string(t, DUMP_FMT_CSV);
+	cr_assert_str_eq(csv, "flag,n,x,name\n"
+	                      "1,42,0.333333333,\"a,\"\"b\"\"\"\n"
+	                      "0,,-inf,tab\there\n"
+	                      "0,,nan,\n");
+	char *json = print_to_string(t, DUMP_FMT_JSON);
+	cr_assert_str_eq(
+	    json, "[\n"
+	          "  {\"flag\": true, \"n\": 42, \"x\": 0.333333333, \"name\": \"a,\\\"b\\\"\"},\n"
+	          "  {\"flag\": false, \"n\": null, \"x\": \"-inf\", \"name\": \"tab\\there\"},\n"
+	          "  {\"flag\": false, \"n\": null, \"x\": \"nan\", \"name\": null}\n"
+	          "]\n");
+	free(text);
+	free(csv);
+	free(json);
+	dump_table_free(t);
+	dump_table_free(NULL);
+}
+
+Test(table, empty_json_and_real_format)
+{
+	dump_table *t = dump_table_new(cols, 4);
+	char *json = print_to_string(t, DUMP_FMT_JSON);
+	cr_assert_str_eq(json, "[]\n");
+	free(json);
+	dump_table_free(t);
+	char buf[40];
+	cr_assert_str_eq(dump_format_real(1.0 / 3.0, buf, sizeof buf), "0.333333333");
+	cr_assert_str_eq(dump_format_real(HUGE_VAL, buf, sizeof buf), "inf");
+	cr_assert_str_eq(dump_format_real(-HUGE_VAL, buf, sizeof buf), "-inf");
+	cr_assert_str_eq(dump_format_real(DNAN, buf, sizeof buf), "nan");
+	cr_assert_str_eq(dump_format_real(-DNAN, buf, sizeof buf), "nan");
+	cr_assert_str_eq(dump_format_real(1e-300, buf, sizeof buf), "1e-300");
+}
