@@ -54,6 +54,7 @@ EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/bin/%,$(EX_SRC))
 BENCHES   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
+.SECONDARY:
 .PHONY: all lib tools examples benches units test unit e2e asan demo bench install clean deps format
 all: lib tools examples benches units $(BUILD)/amprt.pc
 

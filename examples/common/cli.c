@@ -1,0 +1,339 @@
+/* cli.c — shared flag parsing, usage text, context setup and the JSON result line of the
+ * example programs.
+ *
+ * Flags take "--name VALUE" or "--name=VALUE"; numbers are checked whole (no trailing junk).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- parsing ------------------------------------------------------------------------------- */
+
+enum {
+	COMMON_PRECISION,
+	COMMON_EPOCHS,
+	COMMON_STEPS,
+	COMMON_BATCH,
+	COMMON_LR,
+	COMMON_SEED,
+	COMMON_CONFIG,
+	COMMON_JSON,
+	COMMON_LOG_EVERY,
+	COMMON_HELP,
+	COMMON_N
+};
+
+/* The common flags as an option table bound to c (help text shared with the usage). */
+static void common_table(ex_common *c, ex_option t[COMMON_N])
+{
+	t[COMMON_PRECISION] = (ex_option){"precision", EX_OPT_STRING, &c->precision, "MODE",
+	                                  "fp32 (force_fp32) | amp (allow_mix_precision) | fp16 "
+	                                  "(force_fp16)"};
+	t[COMMON_EPOCHS] =
+	    (ex_option){"epochs", EX_OPT_INT, &c->epochs, "N", "passes over the training data"};
+	t[COMMON_STEPS] = (ex_option){"steps", EX_OPT_INT, &c->steps, "N",
+	                              "stop after N training steps (0: no limit)"};
+	t[COMMON_BATCH] = (ex_option){"batch", EX_OPT_INT, &c->batch, "N", "samples per step"};
+	t[COMMON_LR] = (ex_option){"lr", EX_OPT_FLOAT, &c->lr, "X", "learning rate"};
+	t[COMMON_SEED] = (ex_option){"seed", EX_OPT_INT, &c->seed, "N",
+	                             "seed for initialisation and shuffling (-1: the config's)"};
+	t[COMMON_CONFIG] = (ex_option){"config", EX_OPT_STRING, &c->config, "FILE",
+	                               "amp.cfg file (default $AMP_CONFIG)"};
+	t[COMMON_JSON] =
+	    (ex_option){"json", EX_OPT_FLAG, &c->json, NULL, "end with one JSON line of results"};
+	t[COMMON_LOG_EVERY] = (ex_option){"log-every", EX_OPT_INT, &c->log_every, "N",
+	                                  "progress line every N steps (0: none)"};
+	t[COMMON_HELP] = (ex_option){"help", EX_OPT_FLAG, NULL, NULL, "show this help"};
+}
+
+static const ex_option *find_option(const ex_option *t, int n, const char *name, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		if (strlen(t[i].name) == len && strncmp(t[i].name, name, len) == 0)
+			return &t[i];
+	return NULL;
+}
+
+static int bad_arg(const ex_program *prog, const ex_common *c, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", prog->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	ex_usage(prog, c, stderr);
+	return 2;
+}
+
+static int set_value(const ex_program *prog, const ex_common *c, const ex_option *o, const char *v)
+{
+	char *end;
+	errno = 0;
+	switch (o->type) {
+	case EX_OPT_INT: {
+		long long x = strtoll(v, &end, 10);
+		if (errno || end == v || *end)
+			return bad_arg(prog, c, "--%s: expected an integer, got '%s'", o->name, v);
+		*(int64_t *)o->value = x;
+		return 0;
+	}
+	case EX_OPT_FLOAT: {
+		double x = strtod(v, &end);
+		if (errno || end == v || *end || !isfinite(x))
+			return bad_arg(prog, c, "--%s: expected a number, got '%s'", o->name, v);
+		*(double *)o->value = x;
+		return 0;
+	}
+	case EX_OPT_STRING: *(const char **)o->value = v; return 0;
+	case EX_OPT_FLAG: break;
+	}
+	return bad_arg(prog, c, "--%s takes no value", o->name);
+}
+
+/* Checks the values that have a fixed domain. */
+static int check_common(const ex_program *prog, const ex_common *c)
+{
+	if (c->precision && strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "amp") != 0 &&
+	    strcmp(c->precision, "fp16") != 0)
+		return bad_arg(prog, c, "--precision: expected fp32, amp or fp16, got '%s'",
+		               c->precision);
+	if (c->epochs < 1)
+		return bad_arg(prog, c, "--epochs: expected at least 1");
+	if (c->steps < 0)
+		return bad_arg(prog, c, "--steps: expected 0 or more");
+	if (c->batch < 1)
+		return bad_arg(prog, c, "--batch: expected at least 1");
+	if (!(c->lr > 0))
+		return bad_arg(prog, c, "--lr: expected a positive number");
+	if (c->seed < -1)
+		return bad_arg(prog, c, "--seed: expected a non-negative integer");
+	if (c->log_every < 0)
+		return bad_arg(prog, c, "--log-every: expected 0 or more");
+	return 0;
+}
+
+int ex_parse_args(const ex_program *prog, ex_common *c, int argc, char **argv)
+{
+	ex_option common[COMMON_N];
+	common_table(c, common);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strncmp(a, "--", 2) != 0 || a[2] == 0)
+			return bad_arg(prog, c, "unexpected argument '%s'", a);
+		const char *name = a + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		const ex_option *o = find_option(common, COMMON_N, name, len);
+		if (!o && prog->extra)
+			o = find_option(prog->extra, prog->n_extra, name, len);
+		if (!o)
+			return bad_arg(prog, c, "unknown option '--%.*s'", (int)len, name);
+		if (o == &common[COMMON_HELP]) {
+			ex_usage(prog, c, stdout);
+			return 1;
+		}
+		if (o->type == EX_OPT_FLAG) {
+			if (eq)
+				return bad_arg(prog, c, "--%s takes no value", o->name);
+			*(int *)o->value = 1;
+			continue;
+		}
+		const char *v = eq ? eq + 1 : NULL;
+		if (!v) {
+			if (i + 1 >= argc)
+				return bad_arg(prog, c, "--%s needs a value", o->name);
+			v = argv[++i];
+		}
+		int rc = set_value(prog, c, o, v);
+		if (rc)
+			return rc;
+	}
+	return check_common(prog, c);
+}
+
+static void print_option(FILE *f, const ex_option *o)
+{
+	char left[64];
+	if (o->arg)
+		snprintf(left, sizeof left, "--%s %s", o->name, o->arg);
+	else
+		snprintf(left, sizeof left, "--%s", o->name);
+	fprintf(f, "  %-22s %s", left, o->help);
+	if (o->value) {
+		switch (o->type) {
+		case EX_OPT_INT: fprintf(f, " [%" PRId64 "]", *(const int64_t *)o->value); break;
+		case EX_OPT_FLOAT: fprintf(f, " [%g]", *(const double *)o->value); break;
+		case EX_OPT_STRING: {
+			const char *s = *(const char *const *)o->value;
+			if (s)
+				fprintf(f, " [%s]", s);
+			break;
+		}
+		case EX_OPT_FLAG: break;
+		}
+	}
+	fputc('\n', f);
+}
+
+void ex_usage(const ex_program *prog, const ex_common *c, FILE *f)
+{
+	ex_common copy = *c;
+	ex_option common[COMMON_N];
+	common_table(&copy, common);
+	fprintf(f, "usage: %s [<options>]\n%s\n\noptions:\n", prog->name, prog->summary);
+	for (int i = 0; i < COMMON_N; i++)
+		print_option(f, &common[i]);
+	for (int i = 0; prog->extra && i < prog->n_extra; i++)
+		print_option(f, &prog->extra[i]);
+}
+
+/* ---- context ------------------------------------------------------------------------------- */
+
+static const char *mode_for(const char *precision)
+{
+	if (strcmp(precision, "fp32") == 0)
+		return "force_fp32";
+	if (strcmp(precision, "fp16") == 0)
+		return "force_fp16";
+	return "allow_mix_precision";
+}
+
+int ex_ctx_open(const ex_program *prog, const ex_common *c, amp_ctx **out)
+{
+	char err[512] = "";
+	*out = NULL;
+	int rc = amp_ctx_new(c->config, out, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", prog->name, err[0] ? err : amp_strerror(rc));
+		return -1;
+	}
+	if (c->precision)
+		rc = amp_config_set(*out, "precision_mode", mode_for(c->precision));
+	if (rc == AMP_OK && c->seed >= 0) {
+		char buf[32];
+		snprintf(buf, sizeof buf, "%" PRId64, c->seed);
+		rc = amp_config_set(*out, "seed", buf);
+	}
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", prog->name, amp_ctx_error(*out));
+		amp_ctx_free(*out);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+const char *ex_precision_name(amp_ctx *ctx)
+{
+	const char *m = amp_config_get(ctx, "precision_mode");
+	if (!m)
+		return "unknown";
+	if (strcmp(m, "force_fp32") == 0)
+		return "fp32";
+	if (strcmp(m, "allow_mix_precision") == 0)
+		return "amp";
+	if (strcmp(m, "force_fp16") == 0)
+		return "fp16";
+	return "keep";
+}
+
+uint64_t ex_ctx_seed(amp_ctx *ctx)
+{
+	const char *s = amp_config_get(ctx, "seed");
+	return s ? strtoull(s, NULL, 10) : 1;
+}
+
+int ex_fail(const ex_program *prog, amp_ctx *ctx, const char *what, int rc)
+{
+	const char *msg = ctx ? amp_ctx_error(ctx) : "";
+	fprintf(stderr, "%s: %s: %s\n", prog->name, what, msg && *msg ? msg : amp_strerror(rc));
+	return 1;
+}
+
+double ex_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+
+/* Appends to the object; a field that does not fit is dropped whole. */
+static void json_put(ex_json *j, const char *fmt, ...)
+{
+	char field[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(field, sizeof field, fmt, ap);
+	va_end(ap);
+	/* Keep room for the closing brace and the terminator. */
+	if (n < 0 || (size_t)n >= sizeof field || j->len + (size_t)n + 2 > sizeof j->buf)
+		return;
+	memcpy(j->buf + j->len, field, (size_t)n + 1);
+	j->len += (size_t)n;
+	j->n++;
+}
+
+void ex_json_begin(ex_json *j)
+{
+	j->buf[0] = '{';
+	j->buf[1] = 0;
+	j->len = 1;
+	j->n = 0;
+}
+
+void ex_json_str(ex_json *j, const char *key, const char *value)
+{
+	char esc[256];
+	size_t k = 0;
+	for (const char *p = value ? value : ""; *p && k + 7 < sizeof esc; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if (ch == '"' || ch == '\\') {
+			esc[k++] = '\\';
+			esc[k++] = (char)ch;
+		} else if (ch < 0x20) {
+			k += (size_t)snprintf(esc + k, sizeof esc - k, "\\u%04x", ch);
+		} else {
+			esc[k++] = (char)ch;
+		}
+	}
+	esc[k] = 0;
+	json_put(j, "%s\"%s\":\"%s\"", j->n ? "," : "", key, esc);
+}
+
+void ex_json_num(ex_json *j, const char *key, double value)
+{
+	if (isfinite(value))
+		json_put(j, "%s\"%s\":%.9g", j->n ? "," : "", key, value);
+	else
+		json_put(j, "%s\"%s\":null", j->n ? "," : "", key);
+}
+
+void ex_json_int(ex_json *j, const char *key, int64_t value)
+{
+	json_put(j, "%s\"%s\":%" PRId64, j->n ? "," : "", key, value);
+}
+
+void ex_json_run_stats(ex_json *j, amp_ctx *ctx)
+{
+	amp_run_stats st;
+	amp_run_stats_get(ctx, &st);
+	ex_json_int(j, "peak_bytes", (int64_t)st.peak_bytes);
+	ex_json_int(j, "overflow_steps", st.overflow_steps);
+	ex_json_int(j, "skipped_steps", st.skipped_steps);
+	ex_json_num(j, "final_scale", amp_loss_scale(ctx));
+}
+
+const char *ex_json_end(ex_json *j)
+{
+	j->buf[j->len] = '}';
+	j->buf[j->len + 1] = 0;
+	return j->buf;
+}

@@ -1,0 +1,90 @@
+/* cli.h — the command line shared by every example program, context setup from it, and the
+ * result line (--json) that tests and benchmarks parse.
+ *
+ * Flags common to all examples live in ex_common; an example adds its own through a table of
+ * ex_option.  Parsing never exits: it returns what the caller should do.
+ */
+#ifndef AMP_EX_CLI_H
+#define AMP_EX_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "amp/amp.h"
+
+/* Flags every example accepts.  The example fills in its defaults before parsing. */
+typedef struct ex_common {
+	const char *precision; /* "fp32", "amp", "fp16", or NULL: keep the config's mode */
+	int64_t epochs;        /* passes over the training data */
+	int64_t steps;         /* stop after this many training steps; 0 = no limit */
+	int64_t batch;         /* samples per step */
+	double lr;             /* learning rate */
+	int64_t seed;          /* seed for initialisation and shuffling; -1 = the config's */
+	const char *config;    /* amp.cfg path, or NULL ($AMP_CONFIG) */
+	int json;              /* print the result line */
+	int64_t log_every;     /* progress line every N steps; 0 = none */
+} ex_common;
+
+typedef enum {
+	EX_OPT_INT,    /* value points to int64_t */
+	EX_OPT_FLOAT,  /* value points to double */
+	EX_OPT_STRING, /* value points to const char * (into argv) */
+	EX_OPT_FLAG,   /* value points to int, set to 1 */
+} ex_opt_type;
+
+/* An example's own flag, "--name VALUE" or "--name=VALUE". */
+typedef struct ex_option {
+	const char *name; /* without the dashes */
+	ex_opt_type type;
+	void *value;
+	const char *arg;  /* placeholder shown in the usage ("N", "FILE"); NULL for flags */
+	const char *help; /* one line; the current value is shown beside it as the default */
+} ex_option;
+
+typedef struct ex_program {
+	const char *name;       /* "mlp_fashion" */
+	const char *summary;    /* one line */
+	const ex_option *extra; /* the example's own flags, or NULL */
+	int n_extra;
+} ex_program;
+
+/* Parses argv into c and the extra options.  Returns 0 to go on, 1 after printing the usage
+ * to stdout for --help (exit 0), or 2 after printing an error and the usage to stderr (exit 2). */
+int ex_parse_args(const ex_program *prog, ex_common *c, int argc, char **argv);
+/* Prints the usage (with current values as defaults) to f. */
+void ex_usage(const ex_program *prog, const ex_common *c, FILE *f);
+
+/* Creates the context from --config, then applies --precision and --seed on top.  On failure
+ * prints "name: message" to stderr and returns -1 (*out is NULL).  Free with amp_ctx_free. */
+int ex_ctx_open(const ex_program *prog, const ex_common *c, amp_ctx **out);
+/* Short name of the context's precision mode: "fp32", "amp", "fp16" or "keep". */
+const char *ex_precision_name(amp_ctx *ctx);
+/* The context's seed (after --seed and the config). */
+uint64_t ex_ctx_seed(amp_ctx *ctx);
+/* Prints "name: <what>: <amp_ctx_error>" to stderr and returns 1 (an exit status). */
+int ex_fail(const ex_program *prog, amp_ctx *ctx, const char *what, int rc);
+
+/* Monotonic wall clock in seconds. */
+double ex_now(void);
+
+/* ---- the result line ------------------------------------------------------------------------
+ * One JSON object on one line, keys in the order added.  Non-finite numbers are written as null
+ * (JSON has no nan).  The buffer is fixed; keys past its end are dropped and ex_json_end then
+ * still closes a valid object. */
+typedef struct ex_json {
+	char buf[2048];
+	size_t len;
+	int n;
+} ex_json;
+
+void ex_json_begin(ex_json *j);
+void ex_json_str(ex_json *j, const char *key, const char *value);
+void ex_json_num(ex_json *j, const char *key, double value); /* %.9g */
+void ex_json_int(ex_json *j, const char *key, int64_t value);
+/* Adds peak_bytes, overflow_steps, skipped_steps and final_scale from the context. */
+void ex_json_run_stats(ex_json *j, amp_ctx *ctx);
+/* Closes the object and returns the line (without newline), valid as long as j. */
+const char *ex_json_end(ex_json *j);
+
+#endif
