@@ -5,6 +5,7 @@
  * gradient: that is where scaled gradients can overflow, and what the loss scaler is for.
  * Parameter masters get persistent FP32 gradients.
  */
+#include "check.h"
 #include "internal.h"
 
 #include <math.h>
@@ -92,6 +93,7 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 		for (int i = 0; i < out->shape.ndim; i++)
 			rec.shape[i] = out->shape.d[i];
 		amp_trace_op_end(&rec);
+		amp_check_op(ctx, call, seq, out, in, n);
 	}
 	int requires = 0;
 	for (int i = 0; i < n; i++)
@@ -214,6 +216,8 @@ int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 	else
 		v = *(const float *)loss->data;
 	ctx->step_loss = (double)v;
+	if (AMP_TRACING())
+		amp_check_loss(ctx, loss);
 	if (!loss->requires_grad)
 		return AMP_OK;
 
@@ -233,9 +237,12 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 	for (amp_node *node = ctx->tape; node; node = node->prev) {
 		if (!node->out->grad)
 			continue; /* not on the path from the loss */
+		uint64_t seq_before = ctx->seq;
 		rc = node->backward(ctx, node);
 		if (rc)
 			break;
+		if (AMP_TRACING())
+			amp_check_backward(ctx, node, seq_before);
 	}
 	ctx->in_backward = 0;
 	return rc;

@@ -98,6 +98,7 @@ typedef struct amp_config {
 } amp_config;
 
 struct amp_optim;
+struct amp_check_ctx;
 
 struct amp_ctx {
 	amp_config cfg;
@@ -121,6 +122,7 @@ struct amp_ctx {
 	uint64_t seq;            /* op sequence number */
 	uint32_t next_tensor_id;
 	uint64_t rng_state;      /* dropout stream */
+	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */
 	amp_run_stats stats;
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */

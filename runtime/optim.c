@@ -5,6 +5,7 @@
  * look for Inf/NaN, let the scaler decide (every decision is a trace event), then update or
  * skip.  The scaler's state machine is amp_scaler_update(), kept pure for its tests.
  */
+#include "check.h"
 #include "internal.h"
 
 #include <math.h>
@@ -155,7 +156,8 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			continue;
 		if (inv != 1.0f)
 			amp_vscale_f32(g->data, inv, g->data, g->numel);
-		if (amp_count_nonfinite_f32(g->data, g->numel))
+		if (AMP_TRACING() ? amp_check_master_grad(ctx, p)
+		                  : amp_count_nonfinite_f32(g->data, g->numel))
 			overflow = 1;
 		elems += (uint64_t)g->numel;
 	}

@@ -4,6 +4,7 @@
  * Every cast is a copy event and, when it sits on a gradient path, a tape node whose backward
  * casts the gradient back to the source dtype.
  */
+#include "check.h"
 #include "internal.h"
 
 #include <string.h>
@@ -107,9 +108,11 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 	ctx->stats.copies++;
 	amp_copy_kind kind = cat == AMP_MEM_WORKING ? AMP_COPY_MASTER : AMP_COPY_CAST;
 	const char *name = p ? p->label : label;
-	if (AMP_TRACING())
+	if (AMP_TRACING()) {
 		amp_trace_copy(kind, (uint64_t)t->numel * (amp_dtype_size(t->dtype) + amp_dtype_size(dt)),
 		               t->dtype, dt, t0, ctx->step, name);
+		amp_check_cast(ctx, t, c);
+	}
 
 	if (t->requires_grad && ctx->training && !ctx->in_backward) {
 		amp_node *node = amp_arena_alloc(ctx, sizeof *node);

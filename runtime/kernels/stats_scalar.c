@@ -1,0 +1,60 @@
+/* stats_scalar.c — the portable statistics path (plain C, one element at a time), the
+ * reference the vector paths are tested against, and the dispatch of amp_stats_f32/_f16.
+ */
+#include "kernels/stats_impl.h"
+
+/* x: (n) fp32 -> st. */
+static void stats_f32_scalar(const float *x, int64_t n, amp_stats *st)
+{
+	stats_acc s;
+	acc_init(&s);
+	for (int64_t i = 0; i < n; i++)
+		elem_f32(&s, x[i]);
+	acc_finish(&s, st);
+}
+
+/* x: (n) fp16 -> st. */
+static void stats_f16_scalar(const uint16_t *x, int64_t n, amp_stats *st)
+{
+	stats_acc s;
+	acc_init(&s);
+	for (int64_t i = 0; i < n; i++)
+		elem_f16(&s, x[i]);
+	acc_finish(&s, st);
+}
+
+const amp_stats_table amp_stats_scalar_table = {
+	.f32 = stats_f32_scalar,
+	.f16 = stats_f16_scalar,
+};
+
+static const amp_stats_table *stats_table(amp_isa isa)
+{
+	switch (isa) {
+	case AMP_ISA_AVX512: return &amp_stats_avx512_table;
+	case AMP_ISA_AVX2: return &amp_stats_avx2_table;
+	case AMP_ISA_SCALAR: break;
+	}
+	return &amp_stats_scalar_table;
+}
+
+void amp_stats_f32_on(amp_isa isa, const float *x, int64_t n, amp_stats *st)
+{
+	stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f32(x, n, st);
+}
+
+void amp_stats_f16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
+{
+	stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f16(x, n, st);
+}
+
+/* The active path is one the CPU has (amp_kernels_select clamps it). */
+void amp_stats_f32(const float *x, int64_t n, amp_stats *st)
+{
+	stats_table(amp_kernels_isa())->f32(x, n, st);
+}
+
+void amp_stats_f16(const uint16_t *x, int64_t n, amp_stats *st)
+{
+	stats_table(amp_kernels_isa())->f16(x, n, st);
+}
