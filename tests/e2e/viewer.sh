@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# viewer.sh — ampview end to end: headless renders of every panel against golden screens,
+# clear errors on bad input, and the terminal itself driven in tmux (send-keys, then
+# capture-pane -e): gauge colours, the loss-scale -> anomaly drill-down, resize, escape
+# sequences planted in a label, the no-colour fallback and restoring the terminal on a signal.
+# Profiles come from build/tests/gen_profile (synthetic, seeded).  UPDATE_GOLDEN=1 rewrites
+# the goldens.  Ends with "N passed, N failed"; exits 1 on any failure.
+set -u
+BUILD=${BUILD:-build}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 1
+AMPVIEW=$top/$BUILD/bin/ampview
+GEN=$top/$BUILD/tests/gen_profile
+GOLDEN=$top/tests/golden/viewer
+export LC_ALL=C TZ=UTC
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() {
+	fail=$((fail + 1)); echo "FAIL $1"
+	[ -n "${2:-}" ] && printf '%s\n' "$2" | head -n 40 | sed 's/^/     /'
+	return 0
+}
+for f in "$AMPVIEW" "$GEN"; do
+	[ -x "$f" ] || { echo "viewer.sh: $f is missing: run 'make' first"; echo "0 passed, 1 failed"; exit 1; }
+done
+tmp=$(mktemp -d)
+sock=ampview-test-$$
+cleanup() { tmux -L "$sock" kill-server 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# ---- profiles ---------------------------------------------------------------------------------
+gen() { "$GEN" --quiet --output="$tmp/$1" "${@:2}" || bad "gen_profile $*"; }
+gen ex.db --growth=4                                  # the example: 3 overflows, scale leaves the band
+gen low.db --fp16=0.55 --copy=0.22 --overflows=0      # FP16 share low, copies high
+gen crash.db --crashed --steps=12 --ops=600
+gen unfin.db --unfinalized --steps=12 --ops=600
+gen evil.db --evil-label='evil\e]2;PWNED\a\e[5mBLINK\e[0m' \
+	--command='./train \e[2J\e]0;PWNED\a --epochs 1'
+gen empty.db --empty
+gen newer.db --newer-schema
+printf 'just text\n' > "$tmp/text.db"
+sqlite3 "$tmp/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
+
+# ---- golden headless renders ------------------------------------------------------------------
+# name | profile | arguments
+goldens='overview|ex.db|--panel=overview
+ops|ex.db|--panel=ops
+ops-label|ex.db|--panel=ops --keys=v
+ops-drill|ex.db|--panel=ops --keys=<enter>
+ops-sort-filter|ex.db|--panel=ops --keys=c/exp<enter>
+steps|ex.db|--panel=steps
+steps-jump|ex.db|--panel=steps --keys=:30<enter>
+scale|ex.db|--panel=scale
+anomalies|ex.db|--panel=anomalies
+anomaly-step|ex.db|--panel=scale --keys=<enter>
+callsites|ex.db|--panel=callsites
+callsites-anomalies|ex.db|--panel=callsites --keys=a
+callsite-frames|ex.db|--panel=callsites --keys=<enter>
+help|ex.db|--panel=overview --keys=?
+wide-overview|ex.db|--panel=overview --width=120 --height=30
+utf8-overview|ex.db|--panel=overview
+low-overview|low.db|--panel=overview
+low-ops|low.db|--panel=ops --keys=v
+crash-overview|crash.db|--panel=overview
+crash-steps|crash.db|--panel=steps
+unfinalized-overview|unfin.db|--panel=overview
+evil-ops|evil.db|--panel=ops --keys=v/evil<enter>
+evil-drill|evil.db|--panel=ops --keys=v/evil<enter><enter>'
+while IFS='|' read -r name db args; do
+	loc=C
+	case $name in utf8-*) loc=C.UTF-8 ;; esac
+	# shellcheck disable=SC2086
+	out=$(cd "$tmp" && LC_ALL=$loc "$AMPVIEW" --headless $args "$db" 2>&1)
+	rc=$?
+	if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
+		printf '%s\n' "$out" > "$GOLDEN/$name.txt"
+	fi
+	if [ $rc -ne 0 ]; then
+		bad "golden $name: exit $rc" "$out"
+	elif ! diff -u "$GOLDEN/$name.txt" <(printf '%s\n' "$out") > "$tmp/diff" 2>&1; then
+		bad "golden $name differs (UPDATE_GOLDEN=1 to accept)" "$(cat "$tmp/diff")"
+	else
+		ok "golden $name"
+	fi
+done <<< "$goldens"
+
+# ---- what the renders must say, golden or not -------------------------------------------------
+hl() { (cd "$tmp" && "$AMPVIEW" --headless "$@" 2>&1); }
+out=$(hl --panel=overview low.db)
+grep -q 'FP16 share .*LOW: below 70 %' <<< "$out" && grep -q 'Copy share .*HIGH: above 15 %' <<< "$out" \
+	&& ok "low.db: FP16 flagged low, copies flagged high" || bad "low.db verdicts" "$out"
+out=$(hl --panel=overview ex.db)
+grep -q 'FP16 share .*ok: at least 70 %' <<< "$out" && grep -q 'Copy share .*ok: at most 15 %' <<< "$out" \
+	&& ok "ex.db: both gauges within thresholds" || bad "ex.db verdicts" "$out"
+out=$(hl --panel=overview --fp16-threshold=90 --memcpy-threshold=5 ex.db)
+grep -q 'LOW: below 90 %' <<< "$out" && grep -q 'HIGH: above 5 %' <<< "$out" && grep -q 'threshold from option' <<< "$out" \
+	&& ok "thresholds from options override the profile's" || bad "threshold options" "$out"
+out=$(hl --panel=ops --keys=v low.db)
+grep -q 'fp32\*' <<< "$out" && ok "FP32 rows of white-list ops are marked" || bad "candidate marks" "$out"
+out=$(hl --panel=overview crash.db)
+grep -q 'INCOMPLETE' <<< "$out" && grep -q 'crash, SIGSEGV' <<< "$out" \
+	&& ok "crashed run opens and is marked incomplete" || bad "crashed run" "$out"
+out=$(hl --panel=steps crash.db)
+grep -q 'unended' <<< "$out" && ok "crashed run: its last step is browsable, unended" || bad "crash steps" "$out"
+out=$(hl --panel=overview unfin.db)
+grep -q 'not finalized' <<< "$out" && ok "unfinalized profile: summaries computed" || bad "unfinalized" "$out"
+out=$(hl --panel=ops --keys='v/evil<enter><enter>' evil.db)
+if grep -q 'evil?]2;PWNED??\[5mBLINK' <<< "$out" && ! grep -q $'\e' <<< "$out" && ! grep -q $'\a' <<< "$out"; then
+	ok "headless: escape sequences in a label are neutralized"
+else
+	bad "headless sanitizing" "$(cat -v <<< "$out")"
+fi
+for p in overview ops steps scale anomalies callsites; do
+	out=$(hl --panel=$p --width=200 --height=60 ex.db) && [ "$(wc -l <<< "$out")" -eq 60 ] \
+		&& [ "$(awk '{ if (length($0) > 200) n++ } END { print n + 0 }' <<< "$out")" -eq 0 ] \
+		|| { bad "panel $p at 200x60" "$out"; continue; }
+	out=$(hl --panel=$p --width=40 --height=10 ex.db) && [ "$(wc -l <<< "$out")" -eq 10 ] \
+		|| { bad "panel $p at 40x10" "$out"; continue; }
+	ok "panel $p renders at 200x60 and 40x10"
+done
+
+# ---- bad input --------------------------------------------------------------------------------
+expect_err() { # name, exit code, message pattern, args...
+	local name=$1 code=$2 pat=$3
+	shift 3
+	err=$( (cd "$tmp" && "$AMPVIEW" "$@") 2>&1 >/dev/null)
+	rc=$?
+	if [ $rc -eq "$code" ] && grep -q -- "$pat" <<< "$err"; then ok "$name"; else bad "$name (exit $rc)" "$err"; fi
+}
+expect_err "missing file" 1 "^ampview: cannot open 'nope.db': no such file" --headless nope.db
+expect_err "text file" 1 "^ampview: cannot open 'text.db': not an SQLite database, not an ampkit profile" --headless text.db
+expect_err "other SQLite file" 1 "^ampview: cannot open 'other.db': not an ampkit profile" --headless other.db
+expect_err "newer schema" 1 "^ampview: cannot open 'newer.db': profile schema version 2 is newer" --headless newer.db
+expect_err "empty profile" 1 "^ampview: cannot open 'empty.db': the profile holds no steps" --headless empty.db
+expect_err "unknown panel" 2 "unknown panel 'bogus'" --headless --panel=bogus ex.db
+expect_err "bad width" 2 "bad --width" --headless --width=x ex.db
+expect_err "unknown option" 2 "unknown option '--frobnicate'" --frobnicate
+expect_err "not a terminal" 1 "must be a terminal" ex.db
+out=$("$AMPVIEW" --help) && grep -q '^usage: ampview' <<< "$out" && ok "--help on stdout, exit 0" || bad "--help" "$out"
+out=$("$AMPVIEW" --version) && grep -q '^ampview ' <<< "$out" && ok "--version" || bad "--version" "$out"
+
+# ---- the terminal, in tmux --------------------------------------------------------------------
+if ! command -v tmux > /dev/null; then
+	bad "tmux is not installed"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+T() { tmux -L "$sock" -f /dev/null "$@"; }
+# start NAME TERM LOCALE PROFILE: ampview in a fresh 80x24 window; its exit status is kept
+start() {
+	T kill-session -t "$1" 2>/dev/null
+	T new-session -d -s "$1" -x 80 -y 24 \
+		"cd '$tmp' && env TERM=$2 LC_ALL=$3 '$AMPVIEW' $4; echo \"EXIT=\$?\"; sleep 30"
+	wait_for "$1" 'ampview'
+}
+# wait_for SESSION TEXT: until the pane shows TEXT (3 s at most)
+wait_for() {
+	for _ in $(seq 60); do
+		T capture-pane -p -t "$1" 2>/dev/null | grep -q -- "$2" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+keys() { T send-keys -t "$@"; sleep 0.3; }
+cap() { T capture-pane -p -e -t "$1"; }
+plain() { T capture-pane -p -t "$1"; }
+# the red foreground as tmux reports it: 31, or a 256-colour 1/9/196
+red='(\[|;)(31|38;5;(1|9|196))m'
+green='(\[|;)(32|38;5;(2|10|46))m'
+
+start low xterm-256color C.UTF-8 low.db
+line=$(cap low | grep 'FP16 share')
+grep -Eq "$red" <<< "$line" && ! grep -Eq "$green" <<< "$line" \
+	&& ok "(a) FP16 share below 70 % is drawn in red" || bad "(a) red FP16 gauge" "$(cat -v <<< "$line")"
+line=$(cap low | grep 'Copy share')
+grep -Eq "$red" <<< "$line" && grep -q 'HIGH' <<< "$line" \
+	&& ok "(b) copy share above 15 % is drawn in red" || bad "(b) red copy gauge" "$(cat -v <<< "$line")"
+keys low q
+wait_for low 'EXIT=0' && ok "q quits with status 0" || bad "q" "$(plain low)"
+
+start ex xterm-256color C.UTF-8 ex.db
+line=$(cap ex | grep 'FP16 share')
+grep -Eq "$green" <<< "$line" && ! grep -Eq "$red" <<< "$line" \
+	&& ok "(a) FP16 share at or above 70 % is drawn in green" || bad "(a) green FP16 gauge" "$(cat -v <<< "$line")"
+keys ex 4
+keys ex Enter
+screen=$(plain ex)
+if grep -q 'Origin  Exp (seq 501) output blocks.0.attn.exp' <<< "$screen" \
+	&& grep -q 'at examples/model.c:88 in attention_forward' <<< "$screen"; then
+	ok "(c) loss scale -> Enter on a marker shows the origin op and its source line"
+else
+	bad "(c) origin from the loss-scale panel" "$screen"
+fi
+keys ex Escape
+plain ex | grep -q 'Loss scale, log2 axis' && ok "Esc goes back to the loss-scale panel" || bad "Esc back" "$(plain ex)"
+keys ex '?'
+plain ex | grep -q 'Keys (any key closes)' && ok "? shows the help overlay" || bad "help overlay" "$(plain ex)"
+keys ex Space
+keys ex 1
+# (d) resize: the pane must equal a headless render of the same size
+for size in 100x30 80x24 132x40; do
+	T resize-window -t ex -x "${size%x*}" -y "${size#*x}"
+	sleep 0.4
+	got=$(plain ex | sed 's/ *$//')
+	want=$(cd "$tmp" && LC_ALL=C.UTF-8 "$AMPVIEW" --headless --width="${size%x*}" --height="${size#*x}" ex.db | sed 's/ *$//')
+	if [ "$got" = "$want" ]; then
+		ok "(d) after a resize to $size the layout matches the headless render"
+	else
+		bad "(d) resize to $size" "$(diff <(echo "$want") <(echo "$got"))"
+	fi
+done
+keys ex q
+
+start evil xterm-256color C.UTF-8 evil.db
+keys evil 2
+keys evil v
+keys evil / e v i l Enter
+keys evil Enter
+screen=$(cap evil)
+title=$(T display-message -p -t evil '#{pane_title}')
+if grep -q 'evil?]2;PWNED??\[5mBLINK' <<< "$(plain evil)" && ! grep -q $'\e\\[5m' <<< "$screen" \
+	&& ! grep -q PWNED <<< "$title"; then
+	ok "(e) an escape sequence planted in an op label is neutralized"
+else
+	bad "(e) planted escapes (title '$title')" "$(cat -v <<< "$screen")"
+fi
+keys evil 1
+plain evil | grep -q 'Run *./train ?\[2J?]0;PWNED? --epochs 1' && ! T display-message -p -t evil '#{pane_title}' | grep -q PWNED \
+	&& ok "(e) escapes in the command line are neutralized too" || bad "(e) command" "$(plain evil)"
+keys evil q
+
+start mono vt100 C low.db
+screen=$(cap mono)
+line=$(grep 'FP16 share' <<< "$screen")
+if ! grep -Eq '\[(3[0-7]|4[0-7]|38;5)' <<< "$screen" && grep -q '\[7m' <<< "$line" && grep -Eq 'FP16 share +[0-9.]+ %  #' <<< "$(plain mono)"; then
+	ok "TERM=vt100: no colour, the flagged gauge in reverse video, ASCII glyphs"
+else
+	bad "TERM=vt100 fallback" "$(cat -v <<< "$screen" | head -12)"
+fi
+keys mono q
+
+start sig xterm-256color C.UTF-8 ex.db
+[ "$(T display-message -p -t sig '#{alternate_on}')" = 1 ] || bad "ampview did not use the alternate screen"
+pid=$(pgrep -f -n "^$AMPVIEW ex.db" || true)
+if [ -n "$pid" ]; then
+	kill -TERM "$pid"
+	if wait_for sig 'EXIT=143' && [ "$(T display-message -p -t sig '#{alternate_on}')" = 0 ] \
+		&& [ "$(T display-message -p -t sig '#{cursor_flag}')" = 1 ]; then
+		ok "SIGTERM: terminal restored (normal screen, cursor shown), status 143"
+	else
+		bad "SIGTERM restore" "$(plain sig)"
+	fi
+else
+	bad "cannot find the ampview process"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,390 @@
+/* test_viewer.c — ampview's modules without a terminal: sanitizing, the in-memory screen, the
+ * figures, key parsing, the model on generated profiles (including bad ones) and the panels
+ * driven through the app into a screen. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "fmt.h"
+#include "genprof.h"
+#include "model.h"
+#include "sanitize.h"
+#include "screen.h"
+
+static char dir[64];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/test_viewer.XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* Writes a small profile named name in dir with the options set by tweak. */
+static const char *make_profile(const char *name, void (*tweak)(genprof_opts *))
+{
+	static char path[4][128];
+	static int next;
+	char *p = path[next++ % 4];
+	char err[256];
+	genprof_opts o;
+	genprof_defaults(&o);
+	snprintf(p, 128, "%s/%s", dir, name);
+	o.path = p;
+	o.ops = 600;
+	o.steps = 12;
+	o.quiet = 1;
+	if (tweak)
+		tweak(&o);
+	cr_assert_eq(genprof_write(&o, NULL, err, sizeof err), 0, "%s", err);
+	return p;
+}
+
+/* ---- sanitize ------------------------------------------------------------------------------- */
+Test(sanitize, controls_and_escapes_become_question_marks)
+{
+	char out[64];
+	view_sanitize("a\033[31mb\a\tc\x7f", out, sizeof out);
+	cr_assert_str_eq(out, "a?[31mb?\?c?");
+	view_sanitize("x\xc2\x9b"
+	              "31my",
+	              out, sizeof out); /* C1 CSI */
+	cr_assert_str_eq(out, "x?31my");
+	view_sanitize("bidi\xe2\x80\xaeok", out, sizeof out); /* U+202E right-to-left override */
+	cr_assert_str_eq(out, "bidi?ok");
+}
+
+Test(sanitize, invalid_utf8_and_zero_width)
+{
+	char out[64];
+	view_sanitize("\xff\xc3(\xe2\x82", out, sizeof out);
+	cr_assert_str_eq(out, "?\?(?\?");
+	view_sanitize("a\xe2\x80\x8b"
+	              "b",
+	              out, sizeof out); /* zero-width space dropped */
+	cr_assert_str_eq(out, "ab");
+	view_sanitize("\xc0\xaf", out, sizeof out); /* overlong '/' */
+	cr_assert_str_eq(out, "?\?");
+}
+
+Test(sanitize, widths_and_truncation)
+{
+	char out[8];
+	cr_assert_eq(view_text_width("h\xc3\xa9llo"), 5);
+	cr_assert_eq(view_text_width("\xe6\xbc\xa2\xe5\xad\x97"), 4); /* two CJK ideographs */
+	/* never cuts a sequence: 3 x 3 bytes do not fit in 8 */
+	view_sanitize("\xe6\xbc\xa2\xe5\xad\x97\xe6\xbc\xa2", out, sizeof out);
+	cr_assert_str_eq(out, "\xe6\xbc\xa2\xe5\xad\x97");
+}
+
+/* ---- screen --------------------------------------------------------------------------------- */
+static char *render(const view_screen *s, int utf8)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	cr_assert_not_null(f);
+	view_screen_write(s, f, utf8);
+	fclose(f);
+	return buf;
+}
+
+Test(screen, puts_clips_with_an_ellipsis_and_never_stores_controls)
+{
+	view_screen s;
+	cr_assert_eq(view_screen_init(&s, 10, 2), 0);
+	cr_assert_eq(view_screen_puts(&s, 0, 0, 6, VIEW_S_NORMAL, 0, "abcdefghij"), 6);
+	cr_assert_eq(view_screen_puts(&s, 0, 1, -1, VIEW_S_BAD, 0, "\033]0;x\a"), 6);
+	for (int i = 0; i < s.w * s.h; i++)
+		cr_assert(s.cells[i].ch >= 0x20 && s.cells[i].ch != 0x7f, "cell %d holds %u", i,
+		          s.cells[i].ch);
+	char *text = render(&s, 0);
+	cr_assert_str_eq(text, "abcde~\n?]0;x?\n");
+	free(text);
+	view_screen_release(&s);
+}
+
+Test(screen, wide_characters_take_two_cells)
+{
+	view_screen s;
+	cr_assert_eq(view_screen_init(&s, 5, 1), 0);
+	/* 漢字 then x: 2 + 2 + 1 columns */
+	cr_assert_eq(view_screen_puts(&s, 0, 0, -1, 0, 0, "\xe6\xbc\xa2\xe5\xad\x97x"), 5);
+	cr_assert_eq(s.cells[1].ch, 0u);
+	char *text = render(&s, 1);
+	cr_assert_str_eq(text, "\xe6\xbc\xa2\xe5\xad\x97x\n");
+	free(text);
+	/* overwriting the right half blanks the left one */
+	view_screen_putc(&s, 1, 0, 'y', 0, 0);
+	cr_assert_eq(s.cells[0].ch, (uint32_t)' ');
+	view_screen_release(&s);
+}
+
+Test(screen, ascii_fallback_glyphs)
+{
+	view_screen s;
+	cr_assert_eq(view_screen_init(&s, 6, 1), 0);
+	uint32_t g[6] = {VIEW_G_FULL,  VIEW_G_DARK,  VIEW_G_MEDIUM,
+	                 VIEW_G_LIGHT, VIEW_G_VLINE, 0x00e9};
+	for (int i = 0; i < 6; i++)
+		view_screen_putc(&s, i, 0, g[i], 0, 0);
+	char *text = render(&s, 0);
+	cr_assert_str_eq(text, "#=~.|?\n");
+	free(text);
+	view_screen_release(&s);
+}
+
+/* ---- fmt and keys --------------------------------------------------------------------------- */
+Test(fmt, durations_counts_scales)
+{
+	char b[32];
+	cr_assert_str_eq(view_fmt_ns(812, b, sizeof b), "812 ns");
+	cr_assert_str_eq(view_fmt_ns(45210, b, sizeof b), "45.2 us");
+	cr_assert_str_eq(view_fmt_ns(3070000, b, sizeof b), "3.07 ms");
+	cr_assert_str_eq(view_fmt_ns(12400000000LL, b, sizeof b), "12.4 s");
+	cr_assert_str_eq(view_fmt_ns(-1, b, sizeof b), "-");
+	cr_assert_str_eq(view_fmt_count(999, b, sizeof b), "999");
+	cr_assert_str_eq(view_fmt_count(10000000, b, sizeof b), "10.0M");
+	cr_assert_str_eq(view_fmt_scale(65536, b, sizeof b), "65536");
+	cr_assert_str_eq(view_fmt_scale(0.5, b, sizeof b), "0.5");
+	cr_assert_str_eq(view_fmt_bytes(1536, b, sizeof b), "1.50 KiB");
+}
+
+Test(keys, parse_names_and_characters)
+{
+	int k[8];
+	cr_assert_eq(view_keys_parse("4<enter><esc>q", k, 8), 4);
+	cr_assert_eq(k[0], '4');
+	cr_assert_eq(k[1], VIEW_KEY_ENTER);
+	cr_assert_eq(k[2], VIEW_KEY_ESC);
+	cr_assert_eq(k[3], 'q');
+	cr_assert_eq(view_keys_parse("<nope>", k, 8), -1);
+}
+
+/* ---- model ---------------------------------------------------------------------------------- */
+static void newer(genprof_opts *o)
+{
+	o->newer_schema = 1;
+}
+static void empty(genprof_opts *o)
+{
+	o->empty = 1;
+}
+static void unfinalized(genprof_opts *o)
+{
+	o->unfinalized = 1;
+}
+static void crashed(genprof_opts *o)
+{
+	o->crashed = 1;
+}
+static void low(genprof_opts *o)
+{
+	o->fp16_share = 0.5;
+	o->copy_share = 0.25;
+}
+
+Test(model, refuses_bad_files_with_clear_messages, .init = setup, .fini = teardown)
+{
+	view_model *m = (view_model *)1;
+	char err[512], path[128];
+	snprintf(path, sizeof path, "%s/missing.db", dir);
+	cr_assert_eq(view_model_open(path, NULL, &m, err, sizeof err), VIEW_EOPEN);
+	cr_assert_null(m);
+	cr_assert(strstr(err, "cannot open") && strstr(err, "no such file"), "%s", err);
+	snprintf(path, sizeof path, "%s/text.db", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("hello, this is not a database at all, but it is long enough to have a header..."
+	      "................................\n",
+	      f);
+	fclose(f);
+	cr_assert_eq(view_model_open(path, NULL, &m, err, sizeof err), VIEW_EOPEN);
+	cr_assert(strstr(err, "not an ampkit profile"), "%s", err);
+	cr_assert_eq(view_model_open(make_profile("newer.db", newer), NULL, &m, err, sizeof err),
+	             VIEW_EOPEN);
+	cr_assert(strstr(err, "newer"), "%s", err);
+	cr_assert_eq(view_model_open(make_profile("empty.db", empty), NULL, &m, err, sizeof err),
+	             VIEW_EEMPTY);
+	cr_assert(strstr(err, "no steps"), "%s", err);
+}
+
+Test(model, summary_matches_the_generated_run, .init = setup, .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
+	             VIEW_OK, "%s", err);
+	const view_run *r = view_model_run(m);
+	cr_assert(r->finalized && r->complete);
+	cr_assert_eq(r->steps, 12);
+	cr_assert_eq(r->overflow_steps, 3);
+	cr_assert(fabs(r->fp16_share - 0.85) < 0.01, "fp16 share %g", r->fp16_share);
+	cr_assert(fabs(r->copy_share - 0.08) < 0.01, "copy share %g", r->copy_share);
+	cr_assert_eq(r->fp16_threshold, 70.0);
+	cr_assert_str_eq(r->threshold_source, "profile");
+	cr_assert(r->has_origin);
+	cr_assert_str_eq(r->origin_op, "Exp");
+	cr_assert_str_eq(r->origin_file, "examples/model.c");
+	cr_assert_eq(r->origin_line, 88);
+	/* a page of steps: the split adds up to the duration */
+	view_step st[4];
+	cr_assert_eq(view_model_steps(m, 2, st, 4), 4);
+	cr_assert_eq(st[0].step, 2);
+	for (int i = 0; i < 4; i++) {
+		int64_t sum = st[i].fp16_ns + st[i].fp32_ns + st[i].copy_ns + st[i].other_ns;
+		cr_assert(st[i].fp16_ns > st[i].fp32_ns && st[i].copy_ns > 0);
+		cr_assert_eq(sum, st[i].dur_ns);
+	}
+	/* anomalies: origin first */
+	cr_assert_eq(view_model_anomaly_count(m), 3);
+	view_anomaly an;
+	cr_assert_eq(view_model_anomalies(m, 0, &an, 1), 1);
+	cr_assert(an.has_origin);
+	view_tstat ts[3];
+	cr_assert_eq(view_model_step_tstats(m, an.step, 0, ts, 3), 3);
+	cr_assert(ts[0].origin && ts[0].inf > 0);
+	cr_assert_eq(view_model_anomaly_index(m, an.step), 0);
+	cr_assert_eq(view_model_next_overflow(m, an.step, 1) > an.step, 1);
+	/* ops: groups by op type add up to all op time */
+	const view_op_group *g;
+	long n = view_model_op_groups(m, 0, &g);
+	cr_assert(n > 5);
+	int64_t total = 0;
+	for (long i = 0; i < n; i++)
+		total += g[i].total_ns;
+	cr_assert_eq(total, r->op_ns);
+	view_model_opts opts = {50, 30};
+	view_model_free(m);
+	cr_assert_eq(view_model_open(make_profile("q.db", NULL), &opts, &m, err, sizeof err),
+	             VIEW_OK);
+	cr_assert_eq(view_model_run(m)->fp16_threshold, 50.0);
+	cr_assert_str_eq(view_model_run(m)->threshold_source, "option");
+	view_model_free(m);
+}
+
+Test(model, unfinalized_profile_gets_the_same_figures, .init = setup, .fini = teardown)
+{
+	view_model *a, *b;
+	char err[512];
+	cr_assert_eq(view_model_open(make_profile("fin.db", NULL), NULL, &a, err, sizeof err),
+	             VIEW_OK);
+	cr_assert_eq(
+	    view_model_open(make_profile("raw.db", unfinalized), NULL, &b, err, sizeof err),
+	    VIEW_OK, "%s", err);
+	const view_run *x = view_model_run(a), *y = view_model_run(b);
+	cr_assert(!y->finalized && !y->complete);
+	cr_assert(fabs(x->fp16_share - y->fp16_share) < 1e-9, "%g vs %g", x->fp16_share,
+	          y->fp16_share);
+	cr_assert(fabs(x->copy_share - y->copy_share) < 1e-9);
+	cr_assert_eq(x->op_count, y->op_count);
+	view_model_free(a);
+	view_model_free(b);
+}
+
+/* ---- app and panels ------------------------------------------------------------------------- */
+static char *draw_after(view_app *app, const char *keys)
+{
+	int k[64];
+	int n = view_keys_parse(keys, k, 64);
+	view_screen s;
+	cr_assert(n >= 0);
+	cr_assert_eq(view_screen_init(&s, 80, 24), 0);
+	view_app_draw(app, &s);
+	for (int i = 0; i < n; i++) {
+		view_app_key(app, k[i]);
+		view_app_draw(app, &s);
+	}
+	char *text = render(&s, 0);
+	view_screen_release(&s);
+	return text;
+}
+
+Test(app, every_panel_draws_80x24, .init = setup, .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	static const char *const expect[] = {"FP16 share",       "rows by op type",   "steps",
+	                                     "Loss scale, log2", "non-finite values", "call sites"};
+	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
+	             VIEW_OK);
+	view_app *app = view_app_new(m);
+	cr_assert_not_null(app);
+	for (int p = 0; p < 6; p++) {
+		char key[2] = {(char)('1' + p), 0};
+		char *text = draw_after(app, key);
+		cr_assert(strstr(text, expect[p]), "panel %d:\n%s", p + 1, text);
+		int lines = 0;
+		for (char *c = text; *c; c++)
+			lines += *c == '\n';
+		cr_assert_eq(lines, 24);
+		free(text);
+	}
+	view_app_free(app);
+	view_model_free(m);
+}
+
+Test(app, scale_marker_opens_the_origin_and_esc_comes_back, .init = setup, .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
+	             VIEW_OK);
+	view_app *app = view_app_new(m);
+	char *text = draw_after(app, "4<enter>");
+	cr_assert(strstr(text, "Origin  Exp (seq"), "%s", text);
+	cr_assert(strstr(text, "at examples/model.c:88 in attention_forward"), "%s", text);
+	free(text);
+	text = draw_after(app, "<esc>");
+	cr_assert(strstr(text, "Loss scale, log2"), "%s", text);
+	free(text);
+	cr_assert_eq(view_app_key(app, 'q'), VIEW_F_QUIT);
+	view_app_free(app);
+	view_model_free(m);
+}
+
+Test(app, filter_input_keeps_q_and_digits, .init = setup, .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	cr_assert_eq(view_model_open(make_profile("p.db", low), NULL, &m, err, sizeof err),
+	             VIEW_OK);
+	view_app *app = view_app_new(m);
+	char *text = draw_after(app, "2v/q1");
+	cr_assert(strstr(text, "filter: /q1_"), "%s", text);
+	cr_assert(strstr(text, "rows by op type and label"), "%s", text);
+	free(text);
+	text = draw_after(app, "<esc>/fc2<enter>");
+	cr_assert(strstr(text, "fp32*"), "%s", text); /* FP32 white-list rows are marked */
+	cr_assert(!strstr(text, "fc1"), "%s", text);
+	free(text);
+	view_app_free(app);
+	view_model_free(m);
+}
+
+Test(app, crashed_run_is_marked_incomplete, .init = setup, .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	cr_assert_eq(view_model_open(make_profile("c.db", crashed), NULL, &m, err, sizeof err),
+	             VIEW_OK);
+	view_app *app = view_app_new(m);
+	char *text = draw_after(app, "");
+	cr_assert(strstr(text, "INCOMPLETE"), "%s", text);
+	free(text);
+	text = draw_after(app, "3<end>");
+	cr_assert(strstr(text, "unended"), "%s", text);
+	free(text);
+	view_app_free(app);
+	view_model_free(m);
+}

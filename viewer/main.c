@@ -1,0 +1,282 @@
+/* main.c — ampview: the interactive viewer of an ampkit profile, or with --headless one panel
+ * rendered as plain text for scripts and golden tests.  Options are a table; usage errors
+ * exit 2, a file that cannot be shown exits 1.
+ */
+#include <errno.h>
+#include <locale.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <langinfo.h>
+
+#include "app.h"
+#include "model.h"
+#include "screen.h"
+#include "term.h"
+
+#ifndef AMP_VERSION
+#define AMP_VERSION "0.0.0"
+#endif
+
+#define KEYS_MAX 256
+
+typedef struct options {
+	const char *path;
+	int headless, ascii, panel;
+	int width, height;
+	const char *keys;
+	view_model_opts model;
+} options;
+
+enum {
+	OPT_HEADLESS,
+	OPT_PANEL,
+	OPT_WIDTH,
+	OPT_HEIGHT,
+	OPT_KEYS,
+	OPT_ASCII,
+	OPT_FP16,
+	OPT_COPY,
+	OPT_HELP,
+	OPT_VERSION
+};
+
+static const struct option_def {
+	int id;
+	const char *name;
+	const char *arg; /* NULL: a flag */
+	const char *help;
+} option_table[] = {
+    {OPT_HEADLESS, "headless", NULL, "render one panel to stdout as text and exit"},
+    {OPT_PANEL, "panel", "<name>", "overview, ops, steps, scale, anomalies, callsites (overview)"},
+    {OPT_WIDTH, "width", "<n>", "headless width in columns (80)"},
+    {OPT_HEIGHT, "height", "<n>", "headless height in rows (24)"},
+    {OPT_KEYS, "keys", "<keys>", "headless: keys pressed first: text, <enter> <esc> <down> ..."},
+    {OPT_ASCII, "ascii", NULL, "draw with ASCII only (default: UTF-8 if the locale is)"},
+    {OPT_FP16, "fp16-threshold", "<pct>", "flag an FP16 share below pct (profile's, else 70)"},
+    {OPT_COPY, "memcpy-threshold", "<pct>", "flag a copy share above pct (profile's, else 15)"},
+    {OPT_HELP, "help", NULL, "show this help"},
+    {OPT_VERSION, "version", NULL, "show the version"},
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: ampview [<options>] [<profile.db>]\n\n", f);
+	for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
+		const struct option_def *o = &option_table[i];
+		char left[64];
+		snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? "=" : "",
+		         o->arg ? o->arg : "");
+		fprintf(f, "    %-26s %s\n", left, o->help);
+	}
+	fputs("\nThe profile defaults to profile.db.  Keys: ? in the viewer lists them.\n", f);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("ampview: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n", stderr);
+	usage(stderr);
+	return 2;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_pct(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0 && v <= 100))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, options *o)
+{
+	int end_of_options = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (end_of_options || a[0] != '-' || !a[1]) {
+			if (o->path)
+				return usage_error("too many profiles: '%s'", a);
+			o->path = a;
+			continue;
+		}
+		if (!strcmp(a, "--")) {
+			end_of_options = 1;
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0)
+			return usage_error("unknown option '%s'", a);
+		const char *name = a + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		const struct option_def *d = NULL;
+		for (size_t k = 0; k < sizeof option_table / sizeof option_table[0]; k++)
+			if (strlen(option_table[k].name) == len &&
+			    !strncmp(option_table[k].name, name, len))
+				d = &option_table[k];
+		if (!d)
+			return usage_error("unknown option '%s'", a);
+		const char *val = NULL;
+		if (d->arg) {
+			if (eq)
+				val = eq + 1;
+			else if (i + 1 < argc)
+				val = argv[++i];
+			else
+				return usage_error("option '%s' needs a value", a);
+		} else if (eq) {
+			return usage_error("option '%s' takes no value", a);
+		}
+		switch (d->id) {
+		case OPT_HEADLESS: o->headless = 1; break;
+		case OPT_ASCII: o->ascii = 1; break;
+		case OPT_PANEL:
+			o->panel = view_app_panel_by_name(val);
+			if (o->panel < 0)
+				return usage_error(
+				    "unknown panel '%s' (overview, ops, steps, scale, anomalies, "
+				    "callsites)",
+				    val);
+			break;
+		case OPT_WIDTH:
+			if (parse_int(val, 40, 1000, &o->width))
+				return usage_error("bad --width '%s' (40..1000)", val);
+			break;
+		case OPT_HEIGHT:
+			if (parse_int(val, 10, 1000, &o->height))
+				return usage_error("bad --height '%s' (10..1000)", val);
+			break;
+		case OPT_KEYS: o->keys = val; break;
+		case OPT_FP16:
+			if (parse_pct(val, &o->model.fp16_threshold))
+				return usage_error(
+				    "bad --fp16-threshold '%s' (a percentage, 0..100)", val);
+			break;
+		case OPT_COPY:
+			if (parse_pct(val, &o->model.memcpy_threshold))
+				return usage_error(
+				    "bad --memcpy-threshold '%s' (a percentage, 0..100)", val);
+			break;
+		case OPT_HELP: usage(stdout); return 0;
+		case OPT_VERSION: printf("ampview %s\n", AMP_VERSION); return 0;
+		}
+	}
+	return -1;
+}
+
+static int run_headless(view_app *app, const options *o)
+{
+	view_screen scr;
+	int keys[KEYS_MAX], nkeys = 0;
+	if (o->keys && (nkeys = view_keys_parse(o->keys, keys, KEYS_MAX)) < 0) {
+		fprintf(stderr, "ampview: bad --keys '%s': unknown <name>\n", o->keys);
+		return 2;
+	}
+	if (view_screen_init(&scr, o->width, o->height) != 0) {
+		fprintf(stderr, "ampview: out of memory\n");
+		return 1;
+	}
+	/* each key acts on the frame drawn before it, as in the terminal */
+	view_app_draw(app, &scr);
+	for (int i = 0; i < nkeys; i++) {
+		if (view_app_key(app, keys[i]) & VIEW_F_QUIT)
+			break;
+		view_app_draw(app, &scr);
+	}
+	int utf8 = !o->ascii && !strcmp(nl_langinfo(CODESET), "UTF-8");
+	view_screen_write(&scr, stdout, utf8);
+	view_screen_release(&scr);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static int run_terminal(view_app *app, const options *o)
+{
+	char err[256];
+	view_screen scr = {0, 0, NULL};
+	if (view_term_init(o->ascii, err, sizeof err) != 0) {
+		fprintf(stderr, "ampview: %s\nhint: use --headless to print a panel as text\n",
+		        err);
+		return 1;
+	}
+	int rc = 0;
+	for (;;) {
+		int w, h;
+		view_term_size(&w, &h);
+		if ((w != scr.w || h != scr.h) && view_screen_resize(&scr, w, h) != 0) {
+			rc = 1;
+			break;
+		}
+		view_app_draw(app, &scr);
+		view_term_draw(&scr);
+		int k = view_term_key();
+		if (k < 0)
+			break;
+		if (k > 0 && (view_app_key(app, k) & VIEW_F_QUIT))
+			break;
+	}
+	view_term_end();
+	view_screen_release(&scr);
+	if (rc)
+		fprintf(stderr, "ampview: out of memory\n");
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	options o = {NULL, 0, 0, 0, 80, 24, NULL, {-1, -1}};
+	setlocale(LC_ALL, "");
+	int rc = parse_args(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (!o.path)
+		o.path = "profile.db";
+
+	view_model *m = NULL;
+	char err[1024];
+	int mrc = view_model_open(o.path, &o.model, &m, err, sizeof err);
+	if (mrc != VIEW_OK) {
+		fprintf(stderr, "ampview: %s\n", err);
+		if (strstr(err, "no such file"))
+			fprintf(stderr, "hint: record one with: ampprof --output=%s -- ./train\n",
+			        o.path);
+		else if (strstr(err, "newer"))
+			fprintf(stderr,
+			        "hint: this ampview is %s; open the profile with a newer ampkit\n",
+			        AMP_VERSION);
+		else if (mrc == VIEW_EEMPTY)
+			fprintf(stderr, "hint: 'ampprof report %s' shows how the run ended\n",
+			        o.path);
+		return 1;
+	}
+	view_app *app = view_app_new(m);
+	if (!app) {
+		view_model_free(m);
+		fprintf(stderr, "ampview: out of memory\n");
+		return 1;
+	}
+	view_app_show(app, o.panel);
+	rc = o.headless ? run_headless(app, &o) : run_terminal(app, &o);
+	view_app_free(app);
+	view_model_free(m);
+	return rc;
+}

@@ -1,0 +1,1022 @@
+/* model.c — profile -> view structs (see model.h).
+ *
+ * Per-signature call counts and times come from the temp view `vsig`/`vcsig`: a plain view of
+ * op_sigs/copy_sigs when finalize filled them, or a temp table aggregated once from the events
+ * when it did not (a collector that died).  Event tables are only read by step ranges.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "profile_db.h"
+
+#define HALF_SQL "('fp16', 'bf16', 'half')"
+
+struct view_model {
+	sqlite3 *db;
+	view_run run;
+	view_advice *advice;
+	size_t nadvice;
+	view_op_group *groups[2];
+	long ngroups[2];
+	view_headroom *headroom;
+	long nheadroom;
+	view_callsite *sites;
+	long nsites;
+	int tstats_scanned; /* scan_tstats ran */
+	int64_t nsteps, max_step_ns, nanomalies;
+	char errmsg[256];
+};
+
+/* ---- small SQLite helpers ------------------------------------------------------------------- */
+static sqlite3_stmt *prep(view_model *m, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(m->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	return st;
+}
+
+static int step_row(view_model *m, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+	return rc;
+}
+
+static void col_text(sqlite3_stmt *st, int i, char *buf, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+static int64_t col_i64(sqlite3_stmt *st, int i, int64_t dflt)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? dflt : sqlite3_column_int64(st, i);
+}
+
+static double col_dbl(sqlite3_stmt *st, int i, double dflt)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? dflt : sqlite3_column_double(st, i);
+}
+
+/* One integer from a query with no parameters, dflt on NULL or error. */
+static int64_t query_i64(view_model *m, const char *sql, int64_t dflt)
+{
+	sqlite3_stmt *st = prep(m, sql);
+	int64_t v = dflt;
+	if (st && step_row(m, st) == SQLITE_ROW)
+		v = col_i64(st, 0, dflt);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static int exec(view_model *m, const char *sql)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(m->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(m->errmsg, sizeof m->errmsg, "%s", msg ? msg : "error");
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+const char *view_model_error(const view_model *m)
+{
+	return m->errmsg;
+}
+
+const view_run *view_model_run(const view_model *m)
+{
+	return &m->run;
+}
+
+/* ---- open ----------------------------------------------------------------------------------- */
+static void read_meta(view_model *m, double *meta_fp16, double *meta_copy)
+{
+	view_run *r = &m->run;
+	sqlite3_stmt *st = prep(m, "SELECT key, value FROM meta");
+	r->exit_status = -1;
+	while (st && step_row(m, st) == SQLITE_ROW) {
+		const char *k = (const char *)sqlite3_column_text(st, 0);
+		const char *v = (const char *)sqlite3_column_text(st, 1);
+		if (!k || !v)
+			continue;
+		if (!strcmp(k, "command"))
+			snprintf(r->command, sizeof r->command, "%s", v);
+		else if (!strcmp(k, "start_time"))
+			snprintf(r->start_time, sizeof r->start_time, "%s", v);
+		else if (!strcmp(k, "host"))
+			snprintf(r->host, sizeof r->host, "%s", v);
+		else if (!strcmp(k, "precision_mode"))
+			snprintf(r->precision_mode, sizeof r->precision_mode, "%s", v);
+		else if (!strcmp(k, "end"))
+			snprintf(r->end, sizeof r->end, "%s", v);
+		else if (!strcmp(k, "exit_signal"))
+			snprintf(r->exit_signal, sizeof r->exit_signal, "%s", v);
+		else if (!strcmp(k, "exit_status"))
+			r->exit_status = atoi(v);
+		else if (!strcmp(k, "complete"))
+			r->complete = atoi(v) == 1;
+		else if (!strcmp(k, "dropped_events"))
+			r->dropped_events = strtoll(v, NULL, 10);
+		else if (!strcmp(k, "wall_ns"))
+			r->wall_ns = strtoll(v, NULL, 10);
+		else if (!strcmp(k, "options.fp16_threshold") || !strcmp(k, "fp16_threshold"))
+			*meta_fp16 = strtod(v, NULL);
+		else if (!strcmp(k, "options.memcpy_threshold") || !strcmp(k, "memcpy_threshold"))
+			*meta_copy = strtod(v, NULL);
+	}
+	sqlite3_finalize(st);
+}
+
+/* vsig / vcsig: (id, calls, total_ns) per signature. */
+static int make_sig_views(view_model *m, int *finalized)
+{
+	int64_t missing = query_i64(m, "SELECT count(*) FROM op_sigs WHERE calls IS NULL", 0) +
+	                  query_i64(m, "SELECT count(*) FROM copy_sigs WHERE calls IS NULL", 0);
+	*finalized = missing == 0;
+	if (missing == 0)
+		return exec(m,
+		            "CREATE TEMP VIEW vsig AS SELECT id, calls, total_ns FROM op_sigs;"
+		            "CREATE TEMP VIEW vcsig AS SELECT id, calls, total_ns FROM copy_sigs;");
+	return exec(m, "CREATE TEMP TABLE vsig AS SELECT sig AS id, count(*) AS calls, "
+	               "sum(dur_ns) AS total_ns FROM op_events GROUP BY sig;"
+	               "CREATE TEMP TABLE vcsig AS SELECT sig AS id, count(*) AS calls, "
+	               "sum(dur_ns) AS total_ns FROM copy_events GROUP BY sig;");
+}
+
+static int read_summary(view_model *m)
+{
+	view_run *r = &m->run;
+	sqlite3_stmt *st = prep(m, "SELECT fp16_share, fp16_flop_share, copy_share, steps, "
+	                           "overflow_steps, skipped_steps, min_scale, max_scale, wall_ns, "
+	                           "step_ns, op_count, copy_count, op_ns, copy_ns, peak_bytes "
+	                           "FROM run_summary LIMIT 1");
+	if (!st)
+		return VIEW_EDB;
+	if (step_row(m, st) == SQLITE_ROW) {
+		r->finalized = 1;
+		r->fp16_share = col_dbl(st, 0, 0);
+		r->fp16_flop_share = col_dbl(st, 1, 0);
+		r->copy_share = col_dbl(st, 2, 0);
+		r->steps = col_i64(st, 3, 0);
+		r->overflow_steps = col_i64(st, 4, 0);
+		r->skipped_steps = col_i64(st, 5, 0);
+		r->min_scale = col_dbl(st, 6, NAN);
+		r->max_scale = col_dbl(st, 7, NAN);
+		r->wall_ns = col_i64(st, 8, r->wall_ns);
+		r->step_ns = col_i64(st, 9, 0);
+		r->op_count = col_i64(st, 10, 0);
+		r->copy_count = col_i64(st, 11, 0);
+		r->op_ns = col_i64(st, 12, 0);
+		r->copy_ns = col_i64(st, 13, 0);
+		r->peak_bytes = col_i64(st, 14, 0);
+	}
+	sqlite3_finalize(st);
+	if (r->finalized)
+		return VIEW_OK;
+	/* Not finalized: the same figures from the steps and the per-signature aggregates. */
+	st = prep(m,
+	          "SELECT count(*), sum(overflow), sum(skipped), min(scale), max(scale), "
+	          "sum(CASE WHEN detail = 1 THEN dur_ns END), max(start_ns + coalesce(dur_ns, 0)) "
+	          "FROM steps");
+	if (!st)
+		return VIEW_EDB;
+	if (step_row(m, st) == SQLITE_ROW) {
+		r->steps = col_i64(st, 0, 0);
+		r->overflow_steps = col_i64(st, 1, 0);
+		r->skipped_steps = col_i64(st, 2, 0);
+		r->min_scale = col_dbl(st, 3, NAN);
+		r->max_scale = col_dbl(st, 4, NAN);
+		r->step_ns = col_i64(st, 5, 0);
+		if (r->wall_ns <= 0)
+			r->wall_ns = col_i64(st, 6, 0);
+	}
+	sqlite3_finalize(st);
+	st =
+	    prep(m, "SELECT sum(v.total_ns), sum(CASE WHEN s.exec_dtype IN " HALF_SQL
+	            " THEN v.total_ns ELSE 0 END), sum(s.flops * v.calls), sum(CASE WHEN "
+	            "s.exec_dtype IN " HALF_SQL " THEN s.flops * v.calls ELSE 0 END), sum(v.calls) "
+	            "FROM op_sigs s JOIN vsig v ON v.id = s.id");
+	if (!st)
+		return VIEW_EDB;
+	if (step_row(m, st) == SQLITE_ROW) {
+		r->op_ns = col_i64(st, 0, 0);
+		double half = col_dbl(st, 1, 0), fl = col_dbl(st, 2, 0), fl16 = col_dbl(st, 3, 0);
+		r->fp16_share = r->op_ns > 0 ? half / (double)r->op_ns : 0;
+		r->fp16_flop_share = fl > 0 ? fl16 / fl : 0;
+		r->op_count = col_i64(st, 4, 0);
+	}
+	sqlite3_finalize(st);
+	st = prep(m, "SELECT sum(total_ns), sum(calls) FROM vcsig");
+	if (!st)
+		return VIEW_EDB;
+	if (step_row(m, st) == SQLITE_ROW) {
+		r->copy_ns = col_i64(st, 0, 0);
+		r->copy_count = col_i64(st, 1, 0);
+	}
+	sqlite3_finalize(st);
+	r->copy_share = r->step_ns > 0 ? (double)r->copy_ns / (double)r->step_ns : 0;
+	r->peak_bytes = query_i64(m, "SELECT max(peak) FROM memory", 0);
+	return VIEW_OK;
+}
+
+/* Fills an origin from a query whose row is (step, seq, op, name, role, function, file, line). */
+static int origin_from(view_model *m, sqlite3_stmt *st)
+{
+	view_run *r = &m->run;
+	if (!st || step_row(m, st) != SQLITE_ROW)
+		return 0;
+	r->has_origin = 1;
+	r->origin_step = col_i64(st, 0, 0);
+	r->origin_seq = col_i64(st, 1, 0);
+	col_text(st, 2, r->origin_op, sizeof r->origin_op);
+	col_text(st, 3, r->origin_label, sizeof r->origin_label);
+	col_text(st, 4, r->origin_role, sizeof r->origin_role);
+	col_text(st, 5, r->origin_function, sizeof r->origin_function);
+	col_text(st, 6, r->origin_file, sizeof r->origin_file);
+	r->origin_line = (int)col_i64(st, 7, 0);
+	return 1;
+}
+
+#define ORIGIN_COLS                                                                                \
+	"t.step, t.seq, t.op, t.name, t.role, coalesce(c.function, '?\?'), coalesce(c.file, "      \
+	"'?\?'), "                                                                                 \
+	"coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c ON c.id = t.callsite "
+
+/* The first non-finite origin: the origin row of the first overflow step (both served by
+ * indexes).  Without any overflow step, tensor_stats is searched only if it is small. */
+static void read_origin(view_model *m)
+{
+	int64_t first =
+	    query_i64(m, "SELECT step FROM steps WHERE overflow = 1 ORDER BY step LIMIT 1", -1);
+	sqlite3_stmt *st;
+	if (first >= 0) {
+		st = prep(m, "SELECT " ORIGIN_COLS "WHERE t.step = ? AND t.origin = 1 "
+		             "ORDER BY t.seq LIMIT 1");
+		if (st)
+			sqlite3_bind_int64(st, 1, first);
+		int found = origin_from(m, st);
+		sqlite3_finalize(st);
+		if (found)
+			return;
+	}
+	if (query_i64(m, "SELECT max(rowid) FROM tensor_stats", 0) > 1000000)
+		return;
+	st = prep(m, "SELECT " ORIGIN_COLS "WHERE t.origin = 1 ORDER BY t.step, t.seq LIMIT 1");
+	origin_from(m, st);
+	sqlite3_finalize(st);
+}
+
+static int read_advice(view_model *m)
+{
+	size_t n = (size_t)query_i64(m, "SELECT count(*) FROM advice", 0);
+	if (n == 0)
+		return VIEW_OK;
+	m->advice = calloc(n, sizeof *m->advice);
+	if (!m->advice)
+		return VIEW_ENOMEM;
+	sqlite3_stmt *st = prep(m, "SELECT rule, severity, message, evidence, step FROM advice "
+	                           "ORDER BY id");
+	if (!st)
+		return VIEW_EDB;
+	while (m->nadvice < n && step_row(m, st) == SQLITE_ROW) {
+		view_advice *a = &m->advice[m->nadvice++];
+		col_text(st, 0, a->rule, sizeof a->rule);
+		col_text(st, 1, a->severity, sizeof a->severity);
+		col_text(st, 2, a->message, sizeof a->message);
+		col_text(st, 3, a->evidence, sizeof a->evidence);
+		a->step = col_i64(st, 4, -1);
+	}
+	sqlite3_finalize(st);
+	return VIEW_OK;
+}
+
+int view_model_open(const char *path, const view_model_opts *opts, view_model **out, char *err,
+                    size_t errlen)
+{
+	view_model *m = calloc(1, sizeof *m);
+	double meta_fp16 = -1, meta_copy = -1;
+	int rc;
+	*out = NULL;
+	if (!m) {
+		snprintf(err, errlen, "cannot open '%s': out of memory", path);
+		return VIEW_ENOMEM;
+	}
+	m->nsteps = m->max_step_ns = m->nanomalies = -1;
+	m->ngroups[0] = m->ngroups[1] = -1;
+	m->nheadroom = m->nsites = -1;
+	if (amp_profile_open(path, 0, &m->db, err, errlen) != AMP_PROFILE_OK) {
+		rc = VIEW_EOPEN;
+		goto fail;
+	}
+	view_run *r = &m->run;
+	snprintf(r->path, sizeof r->path, "%s", path);
+	read_meta(m, &meta_fp16, &meta_copy);
+	if (make_sig_views(m, &r->finalized) != 0 || (rc = read_summary(m)) != VIEW_OK) {
+		rc = VIEW_EDB;
+		snprintf(err, errlen, "cannot open '%s': %s", path, m->errmsg);
+		goto fail;
+	}
+	if (r->steps <= 0)
+		r->steps = query_i64(m, "SELECT count(*) FROM steps", 0);
+	if (r->steps <= 0) {
+		rc = VIEW_EEMPTY;
+		snprintf(err, errlen, "cannot open '%s': the profile holds no steps (empty run)",
+		         path);
+		goto fail;
+	}
+	r->first_step = query_i64(m, "SELECT min(step) FROM steps", 0);
+	r->last_step = query_i64(m, "SELECT max(step) FROM steps", 0);
+	{
+		sqlite3_stmt *st = prep(m, "SELECT scale FROM steps ORDER BY step DESC LIMIT 1");
+		r->last_scale = NAN;
+		if (st && step_row(m, st) == SQLITE_ROW)
+			r->last_scale = col_dbl(st, 0, NAN);
+		sqlite3_finalize(st);
+	}
+	r->crashes = query_i64(m, "SELECT count(*) FROM crashes", 0);
+	read_origin(m);
+	if ((rc = read_advice(m)) != VIEW_OK) {
+		snprintf(err, errlen, "cannot open '%s': %s", path,
+		         rc == VIEW_ENOMEM ? "out of memory" : m->errmsg);
+		goto fail;
+	}
+	if (opts && opts->fp16_threshold >= 0) {
+		r->fp16_threshold = opts->fp16_threshold;
+		snprintf(r->threshold_source, sizeof r->threshold_source, "option");
+	} else if (meta_fp16 >= 0) {
+		r->fp16_threshold = meta_fp16;
+		snprintf(r->threshold_source, sizeof r->threshold_source, "profile");
+	} else {
+		r->fp16_threshold = 70;
+		snprintf(r->threshold_source, sizeof r->threshold_source, "default");
+	}
+	r->memcpy_threshold = opts && opts->memcpy_threshold >= 0 ? opts->memcpy_threshold
+	                      : meta_copy >= 0                    ? meta_copy
+	                                                          : 15;
+	*out = m;
+	return VIEW_OK;
+fail:
+	view_model_free(m);
+	return rc;
+}
+
+void view_model_free(view_model *m)
+{
+	if (!m)
+		return;
+	amp_profile_close(m->db);
+	free(m->advice);
+	free(m->groups[0]);
+	free(m->groups[1]);
+	free(m->headroom);
+	free(m->sites);
+	free(m);
+}
+
+size_t view_model_advice(view_model *m, const view_advice **rows)
+{
+	*rows = m->advice;
+	return m->nadvice;
+}
+
+/* ---- ops ------------------------------------------------------------------------------------ */
+long view_model_op_groups(view_model *m, int by_label, const view_op_group **rows)
+{
+	by_label = by_label ? 1 : 0;
+	if (m->ngroups[by_label] >= 0) {
+		*rows = m->groups[by_label];
+		return m->ngroups[by_label];
+	}
+	const char *sql[2] = {
+	    "SELECT s.op, '', s.exec_dtype, coalesce(t.list, 'none'), sum(v.calls), "
+	    "sum(v.total_ns), sum(s.flops * v.calls), count(*) FROM op_sigs s "
+	    "JOIN vsig v ON v.id = s.id LEFT JOIN op_types t ON t.name = s.op "
+	    "GROUP BY s.op, s.exec_dtype ORDER BY sum(v.total_ns) DESC, s.op, s.exec_dtype",
+	    "SELECT s.op, coalesce(s.label, ''), s.exec_dtype, coalesce(t.list, 'none'), "
+	    "sum(v.calls), sum(v.total_ns), sum(s.flops * v.calls), count(*) FROM op_sigs s "
+	    "JOIN vsig v ON v.id = s.id LEFT JOIN op_types t ON t.name = s.op "
+	    "GROUP BY s.op, coalesce(s.label, ''), s.exec_dtype "
+	    "ORDER BY sum(v.total_ns) DESC, s.op, 2, s.exec_dtype",
+	};
+	sqlite3_stmt *st = prep(m, sql[by_label]);
+	if (!st)
+		return VIEW_EDB;
+	size_t cap = 0, n = 0;
+	view_op_group *g = NULL;
+	int64_t all = 0;
+	int rc;
+	while ((rc = step_row(m, st)) == SQLITE_ROW) {
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			view_op_group *ng = realloc(g, nc * sizeof *g);
+			if (!ng) {
+				free(g);
+				sqlite3_finalize(st);
+				return VIEW_ENOMEM;
+			}
+			g = ng;
+			cap = nc;
+		}
+		view_op_group *x = &g[n++];
+		memset(x, 0, sizeof *x);
+		col_text(st, 0, x->op, sizeof x->op);
+		col_text(st, 1, x->label, sizeof x->label);
+		col_text(st, 2, x->dtype, sizeof x->dtype);
+		col_text(st, 3, x->list, sizeof x->list);
+		x->calls = col_i64(st, 4, 0);
+		x->total_ns = col_i64(st, 5, 0);
+		x->flops = col_i64(st, 6, 0);
+		x->nsigs = (int)col_i64(st, 7, 0);
+		x->mean_ns = x->calls ? (double)x->total_ns / (double)x->calls : 0;
+		x->half = !strcmp(x->dtype, "fp16") || !strcmp(x->dtype, "bf16") ||
+		          !strcmp(x->dtype, "half");
+		x->candidate = !x->half && (!strcmp(x->list, "white") || !strcmp(x->list, "gray"));
+		all += x->total_ns;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		free(g);
+		return VIEW_EDB;
+	}
+	for (size_t i = 0; i < n; i++)
+		g[i].share = all > 0 ? (double)g[i].total_ns / (double)all : 0;
+	m->groups[by_label] = g;
+	m->ngroups[by_label] = (long)n;
+	*rows = g;
+	return (long)n;
+}
+
+#define GROUP_WHERE "s.op = ?1 AND s.exec_dtype = ?2 AND (?3 IS NULL OR coalesce(s.label, '') = ?3)"
+
+static void bind_group(sqlite3_stmt *st, const view_op_group *g, int by_label)
+{
+	sqlite3_bind_text(st, 1, g->op, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, g->dtype, -1, SQLITE_STATIC);
+	if (by_label)
+		sqlite3_bind_text(st, 3, g->label, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 3);
+}
+
+long view_model_group_sites(view_model *m, const view_op_group *g, int by_label,
+                            view_site_row *rows, long max)
+{
+	sqlite3_stmt *st =
+	    prep(m, "SELECT coalesce(c.id, 0), coalesce(c.function, '?\?'), "
+	            "coalesce(c.file, '?\?'), coalesce(c.line, 0), sum(v.calls), "
+	            "sum(v.total_ns), min(s.shape), min(s.phase) FROM op_sigs s "
+	            "JOIN vsig v ON v.id = s.id "
+	            "LEFT JOIN callsites c ON c.id = s.callsite WHERE " GROUP_WHERE
+	            " GROUP BY s.callsite ORDER BY sum(v.total_ns) DESC, 1 LIMIT ?4");
+	if (!st)
+		return VIEW_EDB;
+	bind_group(st, g, by_label);
+	sqlite3_bind_int64(st, 4, max);
+	long n = 0;
+	int rc;
+	while (n < max && (rc = step_row(m, st)) == SQLITE_ROW) {
+		view_site_row *r = &rows[n++];
+		r->id = col_i64(st, 0, 0);
+		col_text(st, 1, r->function, sizeof r->function);
+		col_text(st, 2, r->file, sizeof r->file);
+		r->line = (int)col_i64(st, 3, 0);
+		r->calls = col_i64(st, 4, 0);
+		r->total_ns = col_i64(st, 5, 0);
+		col_text(st, 6, r->shape, sizeof r->shape);
+		col_text(st, 7, r->phase, sizeof r->phase);
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
+long view_model_group_steps(view_model *m, const view_op_group *g, int by_label, int64_t step_lo,
+                            int64_t step_hi, view_group_step *rows, long max)
+{
+	sqlite3_stmt *st = prep(m, "SELECT e.step, count(*), sum(e.dur_ns) FROM op_events e "
+	                           "WHERE e.step BETWEEN ?4 AND ?5 AND e.sig IN "
+	                           "(SELECT s.id FROM op_sigs s WHERE " GROUP_WHERE ") "
+	                           "GROUP BY e.step ORDER BY e.step LIMIT ?6");
+	if (!st)
+		return VIEW_EDB;
+	bind_group(st, g, by_label);
+	sqlite3_bind_int64(st, 4, step_lo);
+	sqlite3_bind_int64(st, 5, step_hi);
+	sqlite3_bind_int64(st, 6, max);
+	long n = 0;
+	while (n < max && step_row(m, st) == SQLITE_ROW) {
+		rows[n].step = col_i64(st, 0, 0);
+		rows[n].calls = col_i64(st, 1, 0);
+		rows[n].total_ns = col_i64(st, 2, 0);
+		n++;
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* ---- steps ---------------------------------------------------------------------------------- */
+int64_t view_model_step_count(view_model *m)
+{
+	if (m->nsteps < 0)
+		m->nsteps = query_i64(m, "SELECT count(*) FROM steps", 0);
+	return m->nsteps;
+}
+
+int64_t view_model_step_index(view_model *m, int64_t step)
+{
+	sqlite3_stmt *st = prep(m, "SELECT count(*) FROM steps WHERE step < ?");
+	int64_t v = 0;
+	if (st) {
+		sqlite3_bind_int64(st, 1, step);
+		if (step_row(m, st) == SQLITE_ROW)
+			v = col_i64(st, 0, 0);
+	}
+	sqlite3_finalize(st);
+	return v;
+}
+
+int64_t view_model_max_step_ns(view_model *m)
+{
+	if (m->max_step_ns < 0)
+		m->max_step_ns = query_i64(m, "SELECT max(dur_ns) FROM steps", 0);
+	return m->max_step_ns;
+}
+
+static view_step *find_step(view_step *rows, long n, int64_t step)
+{
+	long lo = 0, hi = n;
+	while (lo < hi) {
+		long mid = (lo + hi) / 2;
+		if (rows[mid].step == step)
+			return &rows[mid];
+		if (rows[mid].step < step)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
+{
+	sqlite3_stmt *st = prep(m, "SELECT step, start_ns, dur_ns, loss, scale, overflow, skipped, "
+	                           "detail FROM steps ORDER BY step LIMIT ? OFFSET ?");
+	if (!st)
+		return VIEW_EDB;
+	sqlite3_bind_int64(st, 1, max);
+	sqlite3_bind_int64(st, 2, offset);
+	long n = 0;
+	while (n < max && step_row(m, st) == SQLITE_ROW) {
+		view_step *s = &rows[n++];
+		s->step = col_i64(st, 0, 0);
+		s->start_ns = col_i64(st, 1, 0);
+		s->dur_ns = col_i64(st, 2, -1);
+		s->loss = col_dbl(st, 3, NAN);
+		s->scale = col_dbl(st, 4, NAN);
+		s->overflow = (int)col_i64(st, 5, 0);
+		s->skipped = (int)col_i64(st, 6, 0);
+		s->detail = (int)col_i64(st, 7, 0);
+		s->fp16_ns = s->fp32_ns = s->copy_ns = s->other_ns = -1;
+	}
+	sqlite3_finalize(st);
+	if (n == 0)
+		return 0;
+	/* the split of the page's steps: one range query per event table */
+	int64_t lo = rows[0].step, hi = rows[n - 1].step;
+	st = prep(m, "SELECT e.step, sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN e.dur_ns "
+	             "ELSE 0 END), sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN 0 ELSE e.dur_ns "
+	             "END) FROM op_events e JOIN op_sigs s ON s.id = e.sig "
+	             "WHERE e.step BETWEEN ? AND ? GROUP BY e.step");
+	if (!st)
+		return VIEW_EDB;
+	sqlite3_bind_int64(st, 1, lo);
+	sqlite3_bind_int64(st, 2, hi);
+	while (step_row(m, st) == SQLITE_ROW) {
+		view_step *s = find_step(rows, n, col_i64(st, 0, 0));
+		if (s) {
+			s->fp16_ns = col_i64(st, 1, 0);
+			s->fp32_ns = col_i64(st, 2, 0);
+			s->copy_ns = 0;
+		}
+	}
+	sqlite3_finalize(st);
+	st = prep(m, "SELECT step, sum(dur_ns) FROM copy_events WHERE step BETWEEN ? AND ? "
+	             "GROUP BY step");
+	if (!st)
+		return VIEW_EDB;
+	sqlite3_bind_int64(st, 1, lo);
+	sqlite3_bind_int64(st, 2, hi);
+	while (step_row(m, st) == SQLITE_ROW) {
+		view_step *s = find_step(rows, n, col_i64(st, 0, 0));
+		if (s) {
+			if (s->fp16_ns < 0)
+				s->fp16_ns = s->fp32_ns = 0;
+			s->copy_ns = col_i64(st, 1, 0);
+		}
+	}
+	sqlite3_finalize(st);
+	for (long i = 0; i < n; i++) {
+		view_step *s = &rows[i];
+		if (s->fp16_ns < 0)
+			continue;
+		int64_t busy = s->fp16_ns + s->fp32_ns + s->copy_ns;
+		s->other_ns = s->dur_ns > busy ? s->dur_ns - busy : 0;
+	}
+	return n;
+}
+
+/* ---- loss scale ----------------------------------------------------------------------------- */
+long view_model_scale_buckets(view_model *m, view_scale_bucket *b, long n)
+{
+	const view_run *r = &m->run;
+	int64_t span = r->last_step - r->first_step + 1;
+	if (n <= 0)
+		return 0;
+	if (span < n)
+		n = (long)span;
+	for (long i = 0; i < n; i++) {
+		b[i] = (view_scale_bucket){0};
+		b[i].first = r->first_step + span * i / n;
+		b[i].last = r->first_step + span * (i + 1) / n - 1;
+		b[i].min_scale = INFINITY;
+		b[i].max_scale = -INFINITY;
+		b[i].first_overflow = -1;
+	}
+	sqlite3_stmt *st =
+	    prep(m, "SELECT step, scale, overflow, skipped FROM steps ORDER BY step");
+	if (!st)
+		return VIEW_EDB;
+	while (step_row(m, st) == SQLITE_ROW) {
+		int64_t step = col_i64(st, 0, 0);
+		long i = (long)((step - r->first_step) * n / span);
+		if (i < 0 || i >= n)
+			continue;
+		view_scale_bucket *x = &b[i];
+		double s = col_dbl(st, 1, NAN);
+		if (!isnan(s)) {
+			x->min_scale = s < x->min_scale ? s : x->min_scale;
+			x->max_scale = s > x->max_scale ? s : x->max_scale;
+		}
+		if (col_i64(st, 2, 0)) {
+			if (x->first_overflow < 0)
+				x->first_overflow = step;
+			x->overflows++;
+		}
+		x->skipped += col_i64(st, 3, 0) ? 1 : 0;
+		x->n++;
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* ---- anomalies ------------------------------------------------------------------------------ */
+int64_t view_model_anomaly_count(view_model *m)
+{
+	if (m->nanomalies < 0)
+		m->nanomalies = query_i64(m, "SELECT count(*) FROM steps WHERE overflow = 1", 0);
+	return m->nanomalies;
+}
+
+int64_t view_model_next_overflow(view_model *m, int64_t after, int dir)
+{
+	sqlite3_stmt *st =
+	    prep(m, dir < 0 ? "SELECT step FROM steps WHERE overflow = 1 AND step < ? "
+	                      "ORDER BY step DESC LIMIT 1"
+	                    : "SELECT step FROM steps WHERE overflow = 1 AND step > ? "
+	                      "ORDER BY step LIMIT 1");
+	int64_t v = -1;
+	if (st) {
+		sqlite3_bind_int64(st, 1, after);
+		if (step_row(m, st) == SQLITE_ROW)
+			v = col_i64(st, 0, -1);
+	}
+	sqlite3_finalize(st);
+	return v;
+}
+
+int64_t view_model_anomaly_index(view_model *m, int64_t step)
+{
+	sqlite3_stmt *st = prep(m, "SELECT (SELECT count(*) FROM steps WHERE overflow = 1 AND "
+	                           "step < ?1), (SELECT count(*) FROM steps WHERE overflow = 1 AND "
+	                           "step = ?1)");
+	int64_t v = -1;
+	if (st) {
+		sqlite3_bind_int64(st, 1, step);
+		if (step_row(m, st) == SQLITE_ROW && col_i64(st, 1, 0) > 0)
+			v = col_i64(st, 0, 0);
+	}
+	sqlite3_finalize(st);
+	return v;
+}
+
+long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, long max)
+{
+	sqlite3_stmt *st = prep(m, "SELECT step, scale, skipped FROM steps WHERE overflow = 1 "
+	                           "ORDER BY step LIMIT ? OFFSET ?");
+	if (!st)
+		return VIEW_EDB;
+	sqlite3_bind_int64(st, 1, max);
+	sqlite3_bind_int64(st, 2, offset);
+	long n = 0;
+	while (n < max && step_row(m, st) == SQLITE_ROW) {
+		view_anomaly *a = &rows[n++];
+		memset(a, 0, sizeof *a);
+		a->step = col_i64(st, 0, 0);
+		a->scale = col_dbl(st, 1, NAN);
+		a->skipped = (int)col_i64(st, 2, 0);
+	}
+	sqlite3_finalize(st);
+	sqlite3_stmt *org = prep(m, "SELECT t.op, t.name, coalesce(c.file, '?\?'), "
+	                            "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
+	                            "ON c.id = t.callsite WHERE t.step = ? AND t.origin = 1 "
+	                            "ORDER BY t.seq LIMIT 1");
+	sqlite3_stmt *cnt = prep(m, "SELECT count(*) FROM tensor_stats WHERE step = ? AND "
+	                            "(nan > 0 OR inf > 0)");
+	for (long i = 0; org && cnt && i < n; i++) {
+		view_anomaly *a = &rows[i];
+		sqlite3_bind_int64(org, 1, a->step);
+		if (step_row(m, org) == SQLITE_ROW) {
+			a->has_origin = 1;
+			col_text(org, 0, a->origin_op, sizeof a->origin_op);
+			col_text(org, 1, a->origin_label, sizeof a->origin_label);
+			col_text(org, 2, a->origin_file, sizeof a->origin_file);
+			a->origin_line = (int)col_i64(org, 3, 0);
+		}
+		sqlite3_reset(org);
+		sqlite3_bind_int64(cnt, 1, a->step);
+		if (step_row(m, cnt) == SQLITE_ROW)
+			a->nonfinite = col_i64(cnt, 0, 0);
+		sqlite3_reset(cnt);
+	}
+	sqlite3_finalize(org);
+	sqlite3_finalize(cnt);
+	return n;
+}
+
+int64_t view_model_step_tstat_count(view_model *m, int64_t step)
+{
+	sqlite3_stmt *st = prep(m, "SELECT count(*) FROM tensor_stats WHERE step = ?");
+	int64_t v = 0;
+	if (st) {
+		sqlite3_bind_int64(st, 1, step);
+		if (step_row(m, st) == SQLITE_ROW)
+			v = col_i64(st, 0, 0);
+	}
+	sqlite3_finalize(st);
+	return v;
+}
+
+long view_model_step_tstats(view_model *m, int64_t step, int64_t offset, view_tstat *rows, long max)
+{
+	sqlite3_stmt *st =
+	    prep(m, "SELECT t.seq, t.op, t.role, t.name, t.dtype, t.count, t.nan, "
+	            "t.inf, t.underflow, t.near_overflow, t.min, t.max, t.absmax, "
+	            "t.origin, coalesce(c.function, '?\?'), coalesce(c.file, '?\?'), "
+	            "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
+	            "ON c.id = t.callsite WHERE t.step = ? "
+	            "ORDER BY t.origin DESC, (t.nan > 0 OR t.inf > 0) DESC, t.seq, "
+	            "t.id LIMIT ? OFFSET ?");
+	if (!st)
+		return VIEW_EDB;
+	sqlite3_bind_int64(st, 1, step);
+	sqlite3_bind_int64(st, 2, max);
+	sqlite3_bind_int64(st, 3, offset);
+	long n = 0;
+	while (n < max && step_row(m, st) == SQLITE_ROW) {
+		view_tstat *t = &rows[n++];
+		t->seq = col_i64(st, 0, 0);
+		col_text(st, 1, t->op, sizeof t->op);
+		col_text(st, 2, t->role, sizeof t->role);
+		col_text(st, 3, t->name, sizeof t->name);
+		col_text(st, 4, t->dtype, sizeof t->dtype);
+		t->count = col_i64(st, 5, 0);
+		t->nan = col_i64(st, 6, 0);
+		t->inf = col_i64(st, 7, 0);
+		t->underflow = col_i64(st, 8, 0);
+		t->near_overflow = col_i64(st, 9, 0);
+		t->min = col_dbl(st, 10, NAN);
+		t->max = col_dbl(st, 11, NAN);
+		t->absmax = col_dbl(st, 12, NAN);
+		t->origin = (int)col_i64(st, 13, 0);
+		col_text(st, 14, t->function, sizeof t->function);
+		col_text(st, 15, t->file, sizeof t->file);
+		t->line = (int)col_i64(st, 16, 0);
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* Headroom per layer name, the worst HEADROOM_MAX into m->headroom: one pass over
+ * tensor_stats aggregated in a hash table (no sort of the rows, no temp b-tree). */
+#define HEADROOM_MAX 200
+
+typedef struct name_agg {
+	char *name;
+	int64_t count, underflow, near_overflow, nonfinite;
+} name_agg;
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static int cmp_headroom(const void *pa, const void *pb)
+{
+	const name_agg *a = pa, *b = pb;
+	double x = a->count ? (double)a->near_overflow / (double)a->count : 0;
+	double y = b->count ? (double)b->near_overflow / (double)b->count : 0;
+	if (x != y)
+		return x < y ? 1 : -1;
+	x = a->count ? (double)a->underflow / (double)a->count : 0;
+	y = b->count ? (double)b->underflow / (double)b->count : 0;
+	if (x != y)
+		return x < y ? 1 : -1;
+	return strcmp(a->name, b->name);
+}
+
+static int scan_headroom(view_model *m)
+{
+	if (m->tstats_scanned)
+		return VIEW_OK;
+	size_t cap = 1024, used = 0;
+	name_agg *tab = calloc(cap, sizeof *tab);
+	sqlite3_stmt *st =
+	    prep(m, "SELECT coalesce(name, op, '?'), count, underflow, near_overflow, "
+	            "nan > 0 OR inf > 0 FROM tensor_stats");
+	int rc = VIEW_OK;
+	if (!tab)
+		rc = VIEW_ENOMEM;
+	else if (!st)
+		rc = VIEW_EDB;
+	while (rc == VIEW_OK && step_row(m, st) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		int bad = (int)col_i64(st, 4, 0);
+		if (!name)
+			continue;
+		if (2 * (used + 1) > cap) { /* grow and rehash */
+			size_t ncap = cap * 2;
+			name_agg *nt = calloc(ncap, sizeof *nt);
+			if (!nt) {
+				rc = VIEW_ENOMEM;
+				break;
+			}
+			for (size_t i = 0; i < cap; i++)
+				if (tab[i].name) {
+					size_t j = hash_str(tab[i].name) & (ncap - 1);
+					while (nt[j].name)
+						j = (j + 1) & (ncap - 1);
+					nt[j] = tab[i];
+				}
+			free(tab);
+			tab = nt;
+			cap = ncap;
+		}
+		size_t j = hash_str(name) & (cap - 1);
+		while (tab[j].name && strcmp(tab[j].name, name) != 0)
+			j = (j + 1) & (cap - 1);
+		if (!tab[j].name) {
+			tab[j].name = strdup(name);
+			if (!tab[j].name) {
+				rc = VIEW_ENOMEM;
+				break;
+			}
+			used++;
+		}
+		tab[j].count += col_i64(st, 1, 0);
+		tab[j].underflow += col_i64(st, 2, 0);
+		tab[j].near_overflow += col_i64(st, 3, 0);
+		tab[j].nonfinite += bad;
+	}
+	sqlite3_finalize(st);
+	if (rc == VIEW_OK) {
+		size_t n = 0;
+		for (size_t i = 0; i < cap; i++)
+			if (tab[i].name && tab[i].count > 0)
+				tab[n++] = tab[i];
+			else if (tab[i].name) {
+				free(tab[i].name);
+				tab[i].name = NULL;
+			}
+		qsort(tab, n, sizeof *tab, cmp_headroom);
+		long keep = n < HEADROOM_MAX ? (long)n : HEADROOM_MAX;
+		m->headroom = calloc((size_t)(keep ? keep : 1), sizeof *m->headroom);
+		if (!m->headroom)
+			rc = VIEW_ENOMEM;
+		for (long i = 0; m->headroom && i < keep; i++) {
+			view_headroom *h = &m->headroom[i];
+			snprintf(h->name, sizeof h->name, "%s", tab[i].name);
+			h->count = tab[i].count;
+			h->underflow = tab[i].underflow;
+			h->near_overflow = tab[i].near_overflow;
+			h->nonfinite = tab[i].nonfinite;
+		}
+		m->nheadroom = m->headroom ? keep : -1;
+		for (size_t i = 0; i < n; i++)
+			free(tab[i].name);
+	} else {
+		for (size_t i = 0; tab && i < cap; i++)
+			free(tab[i].name);
+	}
+	free(tab);
+	if (rc == VIEW_OK)
+		m->tstats_scanned = 1;
+	return rc;
+}
+
+long view_model_headroom(view_model *m, const view_headroom **rows)
+{
+	int rc = scan_headroom(m);
+	if (rc != VIEW_OK)
+		return rc;
+	*rows = m->headroom;
+	return m->nheadroom;
+}
+
+/* ---- call sites ----------------------------------------------------------------------------- */
+long view_model_callsites(view_model *m, const view_callsite **rows)
+{
+	if (m->nsites >= 0) {
+		*rows = m->sites;
+		return m->nsites;
+	}
+	int64_t total = query_i64(m, "SELECT count(*) FROM callsites", 0);
+	view_callsite *s = calloc((size_t)(total > 0 ? total : 1), sizeof *s);
+	if (!s)
+		return VIEW_ENOMEM;
+	sqlite3_stmt *st = prep(
+	    m, "SELECT c.id, coalesce(c.function, '?\?'), coalesce(c.file, '?\?'), "
+	       "coalesce(c.line, 0), "
+	       "coalesce(o.calls, 0), coalesce(o.ns, 0), coalesce(k.calls, 0), coalesce(k.ns, 0) "
+	       "FROM callsites c "
+	       "LEFT JOIN (SELECT s.callsite AS cs, sum(v.calls) AS calls, sum(v.total_ns) AS ns "
+	       "FROM op_sigs s JOIN vsig v ON v.id = s.id GROUP BY s.callsite) o ON o.cs = c.id "
+	       "LEFT JOIN (SELECT s.callsite AS cs, sum(v.calls) AS calls, sum(v.total_ns) AS ns "
+	       "FROM copy_sigs s JOIN vcsig v ON v.id = s.id GROUP BY s.callsite) k ON k.cs = c.id "
+	       "ORDER BY coalesce(o.ns, 0) + coalesce(k.ns, 0) DESC, c.id");
+	if (!st) {
+		free(s);
+		return VIEW_EDB;
+	}
+	long n = 0;
+	while (n < total && step_row(m, st) == SQLITE_ROW) {
+		view_callsite *c = &s[n++];
+		c->id = col_i64(st, 0, 0);
+		col_text(st, 1, c->function, sizeof c->function);
+		col_text(st, 2, c->file, sizeof c->file);
+		c->line = (int)col_i64(st, 3, 0);
+		c->op_calls = col_i64(st, 4, 0);
+		c->op_ns = col_i64(st, 5, 0);
+		c->copy_calls = col_i64(st, 6, 0);
+		c->copy_ns = col_i64(st, 7, 0);
+	}
+	sqlite3_finalize(st);
+	/* anomalies per site: SQLite skips the clean rows itself, which is cheaper than
+	 * handing every tensor_stats row to C */
+	st = prep(m, "SELECT callsite, sum(nan > 0 OR inf > 0), sum(origin) FROM tensor_stats "
+	             "WHERE nan > 0 OR inf > 0 OR origin = 1 GROUP BY callsite");
+	while (st && step_row(m, st) == SQLITE_ROW) {
+		int64_t id = col_i64(st, 0, -1);
+		for (long i = 0; i < n; i++)
+			if (s[i].id == id) {
+				s[i].anomalies = col_i64(st, 1, 0);
+				s[i].origins = col_i64(st, 2, 0);
+			}
+	}
+	sqlite3_finalize(st);
+	m->sites = s;
+	m->nsites = n;
+	*rows = s;
+	return n;
+}
+
+int view_model_callsite_frames(view_model *m, int64_t id, char *buf, size_t len)
+{
+	sqlite3_stmt *st = prep(m, "SELECT coalesce(frames, '') FROM callsites WHERE id = ?");
+	int rc = VIEW_EDB;
+	if (len)
+		buf[0] = '\0';
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		if (step_row(m, st) == SQLITE_ROW) {
+			col_text(st, 0, buf, len);
+			rc = VIEW_OK;
+		}
+	}
+	sqlite3_finalize(st);
+	return rc;
+}

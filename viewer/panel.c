@@ -1,0 +1,105 @@
+/* panel.c — helpers shared by the panels: list movement, cursor rows, prompts, small
+ * formatters (see panel.h). */
+#include "panel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sanitize.h"
+
+int view_list_key(view_list *l, int key)
+{
+	int64_t page = l->rows > 1 ? l->rows - 1 : 1;
+	switch (key) {
+	case VIEW_KEY_UP:
+	case 'k': l->cursor--; break;
+	case VIEW_KEY_DOWN:
+	case 'j': l->cursor++; break;
+	case VIEW_KEY_PGUP:
+		l->cursor -= page;
+		l->top -= page;
+		break;
+	case VIEW_KEY_PGDN:
+		l->cursor += page;
+		l->top += page;
+		break;
+	case VIEW_KEY_HOME:
+	case 'g': l->cursor = 0; break;
+	case VIEW_KEY_END:
+	case 'G': l->cursor = l->count - 1; break;
+	default: return 0;
+	}
+	view_list_fit(l, l->count, l->rows);
+	return 1;
+}
+
+void view_list_fit(view_list *l, int64_t count, int rows)
+{
+	l->count = count;
+	l->rows = rows > 0 ? rows : 1;
+	if (l->cursor >= count)
+		l->cursor = count - 1;
+	if (l->cursor < 0)
+		l->cursor = 0;
+	if (l->top > count - l->rows)
+		l->top = count - l->rows;
+	if (l->top < 0)
+		l->top = 0;
+	if (l->cursor < l->top)
+		l->top = l->cursor;
+	if (l->cursor >= l->top + l->rows)
+		l->top = l->cursor - l->rows + 1;
+}
+
+void view_draw_cursor(view_screen *scr, int x, int y, int w)
+{
+	view_screen_putc(scr, x, y, VIEW_G_ARROW, VIEW_S_NORMAL, VIEW_A_BOLD);
+	view_screen_attr(scr, x, y, w, VIEW_A_REVERSE);
+}
+
+int view_draw_tail(view_screen *scr, int x, int y, int w, int style, int attr, const char *text)
+{
+	int tw = (int)view_text_width(text);
+	if (tw <= w)
+		return view_screen_puts(scr, x, y, w, style, attr, text);
+	if (w <= 1)
+		return view_screen_puts(scr, x, y, w, style, attr, "");
+	/* skip leading code points until the rest fits in w - 1 columns */
+	size_t n = strlen(text), i = 0;
+	while (i < n && tw > w - 1) {
+		uint32_t cp;
+		i += view_utf8_next(text + i, n - i, &cp);
+		if (cp)
+			tw -= view_cp_width(cp);
+	}
+	view_screen_putc(scr, x, y, VIEW_G_ELLIPSIS, style, attr);
+	return 1 + view_screen_puts(scr, x + 1, y, w - 1, style, attr, text + i);
+}
+
+void view_fmt_site(const char *file, int line, char *buf, size_t len)
+{
+	if (line > 0)
+		snprintf(buf, len, "%s:%d", file && *file ? file : "??", line);
+	else
+		snprintf(buf, len, "%s", file && *file ? file : "??");
+}
+
+int view_prompt_key(char *buf, size_t len, int key, int digits_only)
+{
+	size_t n = strlen(buf);
+	if (key == VIEW_KEY_ENTER)
+		return 1;
+	if (key == VIEW_KEY_ESC)
+		return -1;
+	if (key == VIEW_KEY_BACKSPACE) {
+		if (n > 0)
+			buf[n - 1] = '\0';
+		return 0;
+	}
+	if (key >= 0x20 && key < 0x7F && n + 1 < len &&
+	    (!digits_only || (key >= '0' && key <= '9'))) {
+		buf[n] = (char)key;
+		buf[n + 1] = '\0';
+	}
+	return 0;
+}

@@ -1,0 +1,216 @@
+/* panel_callsites.c — panel 6: the source locations that launched ops and copies, ranked by
+ * time or by anomalies (non-finite tensors and origins); Enter shows a site's recorded
+ * frames.  Rows come from the callsites table and the per-signature aggregates. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "panel.h"
+
+typedef struct callsites {
+	int by_anomalies;
+	int *index;
+	long nindex;
+	int sorted_by; /* order the index holds, -1: none */
+	view_list list;
+	int detail;
+	char frames[4096];
+} callsites;
+
+static const view_keyhelp callsites_help[] = {
+    {"t  a", "rank by time / by anomalies"},
+    {"Left Right  h l", "switch the ranking"},
+    {"Enter", "the site's recorded frames"},
+    {NULL, NULL},
+};
+
+static void *callsites_create(view_ctx *ctx)
+{
+	(void)ctx;
+	callsites *p = calloc(1, sizeof *p);
+	if (p)
+		p->sorted_by = -1;
+	return p;
+}
+
+static void callsites_destroy(void *self)
+{
+	callsites *p = self;
+	free(p->index);
+	free(p);
+}
+
+static const view_callsite *sort_sites;
+
+static int cmp_anomalies(const void *pa, const void *pb)
+{
+	const view_callsite *a = &sort_sites[*(const int *)pa], *b = &sort_sites[*(const int *)pb];
+	if (a->origins != b->origins)
+		return a->origins < b->origins ? 1 : -1;
+	if (a->anomalies != b->anomalies)
+		return a->anomalies < b->anomalies ? 1 : -1;
+	return *(const int *)pa - *(const int *)pb;
+}
+
+static long rows_of(callsites *p, view_ctx *ctx, const view_callsite **rows)
+{
+	long n = view_model_callsites(ctx->model, rows);
+	if (n < 0 || p->sorted_by == p->by_anomalies)
+		return n;
+	free(p->index);
+	p->index = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->index);
+	if (!p->index)
+		return -1;
+	for (long i = 0; i < n; i++)
+		p->index[i] = (int)i; /* the model's order is by time */
+	if (p->by_anomalies) {
+		sort_sites = *rows;
+		qsort(p->index, (size_t)n, sizeof *p->index, cmp_anomalies);
+	}
+	p->nindex = n;
+	p->sorted_by = p->by_anomalies;
+	return n;
+}
+
+static void draw_detail(callsites *p, const view_callsite *c, view_screen *s, int top, int rows)
+{
+	char site[600], a[32], b[32];
+	int y = top, end = top + rows;
+	view_fmt_site(c->file, c->line, site, sizeof site);
+	int x = 1 + view_screen_puts(s, 1, y, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, site);
+	view_screen_printf(s, x, y++, s->w - x - 1, VIEW_S_NORMAL, 0, " in %s", c->function);
+	view_screen_printf(s, 1, y++, s->w - 2, VIEW_S_NORMAL, 0,
+	                   "ops: %s calls, %s \xc2\xb7 copies: %lld, %s \xc2\xb7 %lld non-finite "
+	                   "tensors, %lld origins",
+	                   view_fmt_count((double)c->op_calls, a, sizeof a),
+	                   view_fmt_ns(c->op_ns, b, sizeof b), (long long)c->copy_calls,
+	                   view_fmt_ns(c->copy_ns, site, sizeof site), (long long)c->anomalies,
+	                   (long long)c->origins);
+	y++;
+	view_screen_puts(s, 1, y++, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, "Recorded frames");
+	char *line = p->frames;
+	while (line && *line && y < end) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		view_screen_puts(s, 3, y++, s->w - 4, VIEW_S_NORMAL, 0, line);
+		if (nl)
+			*nl = '\n';
+		line = nl ? nl + 1 : NULL;
+	}
+	if (!p->frames[0] && y < end)
+		view_screen_puts(s, 3, y, s->w - 4, VIEW_S_DIM, 0, "no frames recorded");
+}
+
+static void callsites_draw(void *self, view_ctx *ctx, view_screen *s, int top, int rows)
+{
+	callsites *p = self;
+	const view_callsite *c = NULL;
+	char a[32], b[32], site[600];
+	int y = top, end = top + rows;
+	long n = rows_of(p, ctx, &c);
+	if (n < 0) {
+		view_screen_printf(s, 1, y, s->w - 2, VIEW_S_BAD, 0, "cannot read call sites: %s",
+		                   view_model_error(ctx->model));
+		return;
+	}
+	if (p->detail && p->list.cursor < n) {
+		draw_detail(p, &c[p->index[p->list.cursor]], s, top, rows);
+		snprintf(ctx->status, sizeof ctx->status, "Esc: back to the call sites");
+		return;
+	}
+	int64_t total = 0;
+	for (long i = 0; i < n; i++)
+		total += c[i].op_ns + c[i].copy_ns;
+	view_screen_printf(
+	    s, 1, y, s->w - 2, VIEW_S_NORMAL, 0, "%ld call sites \xc2\xb7 ranked by %s", n,
+	    p->by_anomalies ? "anomalies (origins, then non-finite tensors)" : "time");
+	y += 2;
+	/* columns: mark 2 | location | function 16 | calls 7 | time 9 | share 6 | nonfin 6 | orig 6
+	 */
+	int locw = s->w - 2 - 1 - 16 - 1 - 7 - 1 - 9 - 1 - 6 - 1 - 6 - 1 - 6 - 1;
+	int xf = 2 + locw + 1, xc = xf + 17, xt = xc + 8, xs = xt + 10, xa = xs + 7, xg = xa + 7;
+	view_screen_puts(s, 2, y, locw, VIEW_S_HEADER, VIEW_A_BOLD, "LOCATION");
+	view_screen_puts(s, xf, y, 16, VIEW_S_HEADER, VIEW_A_BOLD, "FUNCTION");
+	view_screen_puts_right(s, xc, y, 7, VIEW_S_HEADER, VIEW_A_BOLD, "CALLS");
+	view_screen_puts_right(s, xt, y, 9, VIEW_S_HEADER,
+	                       VIEW_A_BOLD | (p->by_anomalies ? 0 : VIEW_A_UNDERLINE), "TIME");
+	view_screen_puts_right(s, xs, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
+	view_screen_puts_right(s, xa, y, 6, VIEW_S_HEADER,
+	                       VIEW_A_BOLD | (p->by_anomalies ? VIEW_A_UNDERLINE : 0), "NONFIN");
+	view_screen_puts_right(s, xg, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "ORIGIN");
+	y++;
+	view_list_fit(&p->list, n, end - y);
+	for (int64_t i = p->list.top; i < n && y < end; i++, y++) {
+		const view_callsite *r = &c[p->index[i]];
+		int st = r->origins ? VIEW_S_BAD : r->anomalies ? VIEW_S_WARN : VIEW_S_NORMAL;
+		view_fmt_site(r->file, r->line, site, sizeof site);
+		view_draw_tail(s, 2, y, locw, st, 0, site);
+		view_screen_puts(s, xf, y, 16, st, 0, r->function);
+		view_screen_puts_right(
+		    s, xc, y, 7, st, 0,
+		    view_fmt_count((double)(r->op_calls + r->copy_calls), a, sizeof a));
+		view_screen_puts_right(s, xt, y, 9, st, 0,
+		                       view_fmt_ns(r->op_ns + r->copy_ns, b, sizeof b));
+		snprintf(a, sizeof a, "%.1f%%",
+		         total > 0 ? 100.0 * (double)(r->op_ns + r->copy_ns) / (double)total : 0.0);
+		view_screen_puts_right(s, xs, y, 6, st, 0, a);
+		snprintf(a, sizeof a, "%lld", (long long)r->anomalies);
+		view_screen_puts_right(s, xa, y, 6, st, 0, a);
+		snprintf(a, sizeof a, "%lld", (long long)r->origins);
+		view_screen_puts_right(s, xg, y, 6, st, 0, a);
+		if (i == p->list.cursor)
+			view_draw_cursor(s, 0, y, s->w);
+	}
+	snprintf(ctx->status, sizeof ctx->status,
+	         "t/a: rank by time/anomalies \xc2\xb7 Enter: frames");
+}
+
+static int callsites_key(void *self, view_ctx *ctx, int key)
+{
+	callsites *p = self;
+	if (p->detail) {
+		if (key == VIEW_KEY_ESC || key == VIEW_KEY_BACKSPACE || key == VIEW_KEY_LEFT ||
+		    key == 'h') {
+			p->detail = 0;
+			return VIEW_F_HANDLED;
+		}
+		return VIEW_F_UNHANDLED;
+	}
+	if (view_list_key(&p->list, key))
+		return VIEW_F_HANDLED;
+	switch (key) {
+	case 't': p->by_anomalies = 0; break;
+	case 'a': p->by_anomalies = 1; break;
+	case 'h':
+	case 'l':
+	case VIEW_KEY_LEFT:
+	case VIEW_KEY_RIGHT: p->by_anomalies = !p->by_anomalies; break;
+	case VIEW_KEY_ENTER: {
+		const view_callsite *c;
+		long n = rows_of(p, ctx, &c);
+		if (n > 0 && p->list.cursor < n) {
+			view_model_callsite_frames(ctx->model, c[p->index[p->list.cursor]].id,
+			                           p->frames, sizeof p->frames);
+			p->detail = 1;
+		}
+		return VIEW_F_HANDLED;
+	}
+	default: return VIEW_F_UNHANDLED;
+	}
+	p->list.cursor = p->list.top = 0;
+	return VIEW_F_HANDLED;
+}
+
+static void callsites_focus(void *self, view_ctx *ctx, int64_t step)
+{
+	callsites *p = self;
+	(void)ctx, (void)step;
+	p->detail = 0;
+}
+
+const view_panel_class view_panel_callsites = {
+    "callsites",    "Call sites",  callsites_create, callsites_destroy,
+    callsites_draw, callsites_key, callsites_focus,  callsites_help,
+};

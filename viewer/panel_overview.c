@@ -1,0 +1,237 @@
+/* panel_overview.c — panel 1: run facts, the FP16 and copy gauges against their thresholds,
+ * the loss-scale summary, the first non-finite origin and the advice list.  Everything here
+ * comes from what view_model_open read, so this is the first frame of any profile. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "panel.h"
+
+typedef struct overview {
+	view_list advice;
+} overview;
+
+static const view_keyhelp overview_help[] = {
+    {"Up Down", "select an advice"},
+    {"Enter", "open the step or panel the advice is about"},
+    {NULL, NULL},
+};
+
+static void *overview_create(view_ctx *ctx)
+{
+	(void)ctx;
+	return calloc(1, sizeof(overview));
+}
+
+static void overview_destroy(void *self)
+{
+	free(self);
+}
+
+static void ended_text(const view_run *r, char *buf, size_t len)
+{
+	if (!strcmp(r->end, "exited"))
+		snprintf(buf, len, "exited, status %d", r->exit_status);
+	else if (!strcmp(r->end, "collecting"))
+		snprintf(buf, len, "unknown: the collector stopped before finalize");
+	else if (!strcmp(r->end, "collector-failed"))
+		snprintf(buf, len, "unknown: the collector failed");
+	else if (r->end[0])
+		snprintf(buf, len, "%s%s%s (status %d)", r->end, r->exit_signal[0] ? ", " : "",
+		         r->exit_signal, r->exit_status);
+	else
+		snprintf(buf, len, "unknown");
+}
+
+/* label  12.3 %  [bar with a threshold tick]  verdict.  bad picks the style. */
+static void gauge(view_screen *s, int y, const char *label, double share, double threshold, int bad,
+                  const char *verdict)
+{
+	int style = bad ? VIEW_S_BAD : VIEW_S_GOOD;
+	char pct[32];
+	snprintf(pct, sizeof pct, "%5.1f %%", share * 100);
+	view_screen_puts(s, 1, y, 13, VIEW_S_HEADER, VIEW_A_BOLD, label);
+	view_screen_puts(s, 14, y, 8, style, VIEW_A_BOLD, pct);
+	int bw = s->w - 23 - 24;
+	if (bw > 50)
+		bw = 50;
+	if (bw < 10)
+		bw = 10;
+	int fill = (int)lround(share * bw);
+	int tick = (int)lround(threshold / 100 * bw);
+	fill = fill < 0 ? 0 : fill > bw ? bw : fill;
+	for (int i = 0; i < bw; i++)
+		view_screen_putc(s, 23 + i, y, i < fill ? VIEW_G_FULL : VIEW_G_LIGHT,
+		                 i < fill ? style : VIEW_S_DIM, 0);
+	if (tick >= 0 && tick < bw)
+		view_screen_putc(s, 23 + tick, y, VIEW_G_VLINE, VIEW_S_NORMAL, VIEW_A_BOLD);
+	view_screen_puts(s, 23 + bw + 2, y, s->w - bw - 26, style, VIEW_A_BOLD, verdict);
+}
+
+static int severity_style(const char *sev)
+{
+	if (!strcmp(sev, "error"))
+		return VIEW_S_BAD;
+	if (!strcmp(sev, "warning"))
+		return VIEW_S_WARN;
+	return VIEW_S_DIM;
+}
+
+static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, int rows)
+{
+	overview *o = self;
+	const view_run *r = ctx->run;
+	char a[64], b[64], c[64], d[64], line[1024];
+	int y = top, end = top + rows;
+
+	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Run");
+	view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0, r->command[0] ? r->command : "?");
+	ended_text(r, line, sizeof line);
+	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Ended");
+	int x = 13 + view_screen_puts(s, 13, y, s->w - 14,
+	                              r->complete ? VIEW_S_NORMAL : VIEW_S_WARN, 0, line);
+	if (r->complete)
+		view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_GOOD, 0, " \xc2\xb7 complete");
+	else
+		view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
+		                 " \xc2\xb7 INCOMPLETE: partial data");
+	y++;
+	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Steps");
+	view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0,
+	                   "%lld \xc2\xb7 %lld overflow \xc2\xb7 %lld skipped \xc2\xb7 wall %s "
+	                   "\xc2\xb7 in steps %s",
+	                   (long long)r->steps, (long long)r->overflow_steps,
+	                   (long long)r->skipped_steps, view_fmt_ns(r->wall_ns, a, sizeof a),
+	                   view_fmt_ns(r->step_ns, b, sizeof b));
+	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Events");
+	view_screen_printf(
+	    s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0,
+	    "%s ops (%s) \xc2\xb7 %s copies (%s) \xc2\xb7 peak %s",
+	    view_fmt_count((double)r->op_count, a, sizeof a), view_fmt_ns(r->op_ns, b, sizeof b),
+	    view_fmt_count((double)r->copy_count, c, sizeof c),
+	    view_fmt_ns(r->copy_ns, d, sizeof d), view_fmt_bytes(r->peak_bytes, line, sizeof line));
+	if (!r->finalized && y < end)
+		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_WARN, 0,
+		                 "summaries computed by ampview: the profile was not finalized");
+	if (r->dropped_events > 0 && y < end)
+		view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_WARN, 0,
+		                   "%lld events were dropped (ring full in drop mode)",
+		                   (long long)r->dropped_events);
+	y++;
+
+	/* the two gauges */
+	int low = r->fp16_share * 100 < r->fp16_threshold;
+	snprintf(line, sizeof line, "%s %.9g %%", low ? "LOW: below" : "ok: at least",
+	         r->fp16_threshold);
+	if (y < end)
+		gauge(s, y++, "FP16 share", r->fp16_share, r->fp16_threshold, low, line);
+	if (y < end)
+		view_screen_printf(s, 14, y++, s->w - 15, VIEW_S_DIM, 0,
+		                   "%5.1f %% by FLOPs \xc2\xb7 threshold from %s",
+		                   r->fp16_flop_share * 100, r->threshold_source);
+	int high = r->copy_share * 100 > r->memcpy_threshold;
+	snprintf(line, sizeof line, "%s %.9g %%", high ? "HIGH: above" : "ok: at most",
+	         r->memcpy_threshold);
+	if (y < end)
+		gauge(s, y++, "Copy share", r->copy_share, r->memcpy_threshold, high, line);
+	y++;
+
+	/* loss scale */
+	if (y < end) {
+		int unusual = r->min_scale < VIEW_SCALE_LO || r->max_scale > VIEW_SCALE_HI;
+		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Loss scale");
+		x = 13 + view_screen_printf(s, 13, y, s->w - 14, VIEW_S_NORMAL, 0,
+		                            "%s .. %s, last %s \xc2\xb7 %lld overflows \xc2\xb7 ",
+		                            view_fmt_scale(r->min_scale, a, sizeof a),
+		                            view_fmt_scale(r->max_scale, b, sizeof b),
+		                            view_fmt_scale(r->last_scale, c, sizeof c),
+		                            (long long)r->overflow_steps);
+		view_screen_puts(s, x, y++, s->w - x - 1, unusual ? VIEW_S_WARN : VIEW_S_GOOD, 0,
+		                 unusual ? "outside [8, 1024]" : "within [8, 1024]");
+	}
+	if (y < end) {
+		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Non-finite");
+		if (r->has_origin) {
+			snprintf(line, sizeof line, "first at step %lld: %s %s (%s)",
+			         (long long)r->origin_step, r->origin_op, r->origin_role,
+			         r->origin_label);
+			view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_BAD, VIEW_A_BOLD, line);
+			char site[600];
+			view_fmt_site(r->origin_file, r->origin_line, site, sizeof site);
+			snprintf(line, sizeof line, "at %s in %s", site, r->origin_function);
+			if (y < end)
+				view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0, line);
+		} else {
+			view_screen_puts(s, 13, y++, s->w - 14,
+			                 r->overflow_steps ? VIEW_S_WARN : VIEW_S_GOOD, 0,
+			                 r->overflow_steps ? "overflows, but no origin was recorded"
+			                                   : "none recorded");
+		}
+	}
+	y++;
+
+	/* advice */
+	const view_advice *adv;
+	size_t n = view_model_advice(ctx->model, &adv);
+	if (y < end) {
+		view_screen_printf(s, 1, y++, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, "Advice (%zu)",
+		                   n);
+	}
+	if (n == 0 && y < end)
+		view_screen_puts(s, 3, y++, s->w - 4, VIEW_S_DIM, 0, "no findings");
+	view_list_fit(&o->advice, (int64_t)n, end - y);
+	for (int64_t i = o->advice.top; i < (int64_t)n && y < end; i++, y++) {
+		const view_advice *v = &adv[i];
+		view_screen_puts(s, 2, y, 8, severity_style(v->severity), VIEW_A_BOLD, v->severity);
+		view_screen_puts(s, 11, y, s->w - 12, VIEW_S_NORMAL, 0, v->message);
+		if (i == o->advice.cursor)
+			view_draw_cursor(s, 0, y, s->w);
+	}
+	if (n > 0 && o->advice.cursor < (int64_t)n && adv[o->advice.cursor].evidence[0]) {
+		char ev[512];
+		snprintf(ev, sizeof ev, "%s", adv[o->advice.cursor].evidence);
+		for (char *p = ev; *p; p++)
+			if (*p == '\n')
+				*p = ',';
+		snprintf(ctx->status, sizeof ctx->status, "evidence: %.200s", ev);
+	}
+}
+
+static int overview_key(void *self, view_ctx *ctx, int key)
+{
+	overview *o = self;
+	if (view_list_key(&o->advice, key))
+		return VIEW_F_HANDLED;
+	if (key == VIEW_KEY_ENTER && o->advice.count > 0) {
+		const view_advice *adv;
+		size_t n = view_model_advice(ctx->model, &adv);
+		if (o->advice.cursor >= (int64_t)n)
+			return VIEW_F_HANDLED;
+		const view_advice *v = &adv[o->advice.cursor];
+		ctx->goto_step = v->step;
+		if (!strcmp(v->rule, "low_fp16_share") || !strcmp(v->rule, "gemm_unaligned"))
+			ctx->goto_panel = VIEW_P_OPS;
+		else if (!strcmp(v->rule, "copy_share"))
+			ctx->goto_panel = VIEW_P_STEPS;
+		else if (!strncmp(v->rule, "loss_scale", 10))
+			ctx->goto_panel = VIEW_P_SCALE;
+		else if (v->step >= 0)
+			ctx->goto_panel = VIEW_P_ANOMALIES;
+		else
+			ctx->goto_panel = VIEW_P_CALLSITES;
+		return VIEW_F_GOTO;
+	}
+	return VIEW_F_UNHANDLED;
+}
+
+static void overview_focus(void *self, view_ctx *ctx, int64_t step)
+{
+	(void)self, (void)ctx, (void)step;
+}
+
+const view_panel_class view_panel_overview = {
+    "overview",    "Overview",   overview_create, overview_destroy,
+    overview_draw, overview_key, overview_focus,  overview_help,
+};
