@@ -138,8 +138,10 @@ $(BUILD)/amprt.pc: Makefile
 DEB_PKGS := gcc make libsqlite3-dev sqlite3 libunwind-dev libncurses-dev libcriterion-dev tmux \
             clang libclang-rt-14-dev \
             zlib1g-dev dataset-fashion-mnist bible-kjv python3-numpy binutils
+# The benches' yardstick (dlopen'ed by bench_kernels only; the runtime never links it).
+BENCH_PKGS := libopenblas0-pthread
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	@missing=$$(for p in $(DEB_PKGS) $(EXTRA_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$(echo $$missing | sed 's/^/ /')"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -166,7 +168,9 @@ demo: deps
 	$(MAKE) all
 	@bash tests/demo.sh
 
-bench: all
+bench:
+	$(MAKE) deps EXTRA_PKGS="$(BENCH_PKGS)"
+	$(MAKE) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b; done
 
 install: all

@@ -179,6 +179,7 @@ static int set_key(amp_ctx *ctx, const char *key, const char *v)
 		if (parse_double(v, &d) || d < 1 || d > 256 || d != floor(d))
 			return amp_fail(ctx, AMP_ECONFIG, "num_threads: expected 1..256, got '%s'", v);
 		ctx->cfg.num_threads = (int)d;
+		amp_kernels_set_threads(ctx->cfg.num_threads);  /* process-wide: the GEMM pool */
 		return 0;
 	}
 	if (strcmp(key, "kernels") == 0) {

@@ -18,13 +18,25 @@ static _Atomic(const amp_kernel_table *) active;
 static amp_isa best_isa = AMP_ISA_SCALAR;
 static int env_bad;  /* $AMP_KERNELS named no path at initialisation */
 
+/* Every path, by amp_isa value.  A new path is one more amp_isa value, one row here, its file
+ * with its table, and its CPU check in detect().  A native AVX512-FP16 GEMM (cpuid 7 EDX bit 23,
+ * vfmadd231ph) would be such a path, its table reusing the AVX-512 entries but gemm_f16; none is
+ * built until it can be run and tested on a CPU that has it. */
+static const struct {
+	amp_isa isa;
+	const char *name;
+	const amp_kernel_table *table;
+} paths[] = {
+	{AMP_ISA_SCALAR, "scalar", &amp_kernels_scalar_table},
+	{AMP_ISA_AVX2, "avx2", &amp_kernels_avx2_table},
+	{AMP_ISA_AVX512, "avx512", &amp_kernels_avx512_table},
+};
+
 static const amp_kernel_table *table_of(amp_isa isa)
 {
-	switch (isa) {
-	case AMP_ISA_AVX512: return &amp_kernels_avx512_table;
-	case AMP_ISA_AVX2: return &amp_kernels_avx2_table;
-	case AMP_ISA_SCALAR: break;
-	}
+	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+		if (paths[i].isa == isa)
+			return paths[i].table;
 	return &amp_kernels_scalar_table;
 }
 
@@ -67,16 +79,16 @@ amp_isa amp_kernels_best(void)
 /* Parses a path name; returns 0 and sets *isa, or -1.  "" and "auto" mean the best. */
 static int parse_isa(const char *name, amp_isa *isa)
 {
-	if (name[0] == '\0' || strcmp(name, "auto") == 0)
+	size_t i = 0, n = sizeof paths / sizeof *paths;
+	if (name[0] == '\0' || strcmp(name, "auto") == 0) {
 		*isa = amp_kernels_best();
-	else if (strcmp(name, "avx512") == 0)
-		*isa = AMP_ISA_AVX512;
-	else if (strcmp(name, "avx2") == 0)
-		*isa = AMP_ISA_AVX2;
-	else if (strcmp(name, "scalar") == 0)
-		*isa = AMP_ISA_SCALAR;
-	else
+		return 0;
+	}
+	while (i < n && strcmp(name, paths[i].name) != 0)
+		i++;
+	if (i == n)
 		return -1;
+	*isa = paths[i].isa;
 	if (*isa > amp_kernels_best())
 		*isa = amp_kernels_best();
 	return 0;
@@ -131,11 +143,9 @@ amp_isa amp_kernels_isa(void)
 
 const char *amp_isa_name(amp_isa isa)
 {
-	switch (isa) {
-	case AMP_ISA_AVX512: return "avx512";
-	case AMP_ISA_AVX2: return "avx2";
-	case AMP_ISA_SCALAR: return "scalar";
-	}
+	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+		if (paths[i].isa == isa)
+			return paths[i].name;
 	return "unknown";
 }
 

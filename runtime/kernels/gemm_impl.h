@@ -1,10 +1,17 @@
 /* gemm_impl.h — the blocked, packed GEMM driver shared by every path (GotoBLAS/BLIS loop
- * order: N by NC, K by KC, M by MC, then MR x NR register tiles).  Included by a path file
- * after it defines GEMM_MR, GEMM_NR, GEMM_MC, GEMM_KC, GEMM_NC (MC a multiple of MR) and
+ * order: N by NC, K by kc, M by MC, then MR x NR register tiles), split over the kernel threads.
+ * Included by a path file after it defines GEMM_MR, GEMM_NR, GEMM_MC, GEMM_KC, GEMM_NC (MC a
+ * multiple of MR), cvt_h2f / cvt_f2h (n elements, fp16 <-> fp32) and
  *   static void gemm_ukr(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
- *                        int accumulate);   c (MR,NR) = [c +] ap (MR,kc) . bp (kc,NR)
- *   static void cvt_h2f(const uint16_t *src, float *dst, int64_t n);
- *   static void cvt_f2h(const float *src, uint16_t *dst, int64_t n);
+ *                        int accumulate, int mr, int nr);
+ *        c (mr,nr) = [c +] ap (MR,kc) . bp (kc,NR); if GEMM_UKR_EDGES is not defined it is only
+ *        called with mr = MR, nr = NR (edges go through a tile here);
+ * and optionally GEMM_PACK_FAST and GEMM_PACK_BLOCK_FAST with
+ *   static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t c0,
+ *                             int64_t kc, int pr, float *out);   as gemm_pack_panel, or 0;
+ *   static int gemm_pack_block_fast(same, n rows);   as gemm_pack_a / gemm_pack_b, or 0;
+ * and optionally GEMM_UKR_DIRECT_A with gemm_ukr_direct_a (a full MR-row tile of row-major
+ * fp32 A, at any row stride, read in place; same arithmetic as gemm_ukr).
  * Both dtypes are packed into fp32 panels; the fp16 GEMM converts while packing, sums in an
  * fp32 accumulator block and rounds to fp16 once at the end.
  */
@@ -15,17 +22,22 @@
 
 /* Rows of C per fp16 accumulator block: bounds the workspace at GEMM_F16_MROWS x NC floats. */
 #define GEMM_F16_MROWS (4 * GEMM_MC)
-
-/* op(X)[r][c] = X[r * rs + c * cs], elements fp32 or fp16. */
-typedef struct gemm_operand {
-	const void *p;
-	int64_t rs, cs;
-	int f16;
-} gemm_operand;
+/* Largest k block: K is cut into equal blocks of at most this (see gemm_kc). */
+#define GEMM_KC_MAX (GEMM_KC + GEMM_KC / 4)
+/* GEMMs with M N K below this stay on the calling thread (about 20 us of work). */
+#define GEMM_PAR_MIN ((double)(1 << 21))
 
 static inline int64_t gemm_min(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
+}
+
+/* The k block for this K: blocks of equal size, none larger than GEMM_KC_MAX.  It depends on K
+ * alone, so every thread and every sub-block sums over k in the same order. */
+static int64_t gemm_kc(int64_t K)
+{
+	int64_t nb = (K + GEMM_KC_MAX - 1) / GEMM_KC_MAX;
+	return nb > 0 ? (K + nb - 1) / nb : 1;
 }
 
 /* src: (n) at stride 1, fp32 or fp16 -> dst: (n) fp32. */
@@ -37,11 +49,26 @@ static inline void gemm_load_run(const gemm_operand *x, int64_t off, int64_t n, 
 		memcpy(dst, (const float *)x->p + off, (size_t)n * sizeof(float));
 }
 
+/* op(X) shifted down by r0 rows. */
+static inline gemm_operand gemm_shift(const gemm_operand *x, int64_t r0)
+{
+	gemm_operand y = *x;
+	if (x->f16)
+		y.p = (const uint16_t *)x->p + r0 * x->rs;
+	else
+		y.p = (const float *)x->p + r0 * x->rs;
+	return y;
+}
+
 /* Packs op(X)[r0 .. r0+nr) [c0 .. c0+kc) into out: (kc, pr) fp32, rows past nr zeroed.
  * For A the panel rows are rows of op(A); for B they are columns of op(B). */
 static void gemm_pack_panel(const gemm_operand *x, int64_t r0, int64_t nr, int64_t c0,
                             int64_t kc, int pr, float *restrict out)
 {
+#ifdef GEMM_PACK_FAST
+	if (gemm_pack_fast(x, r0, nr, c0, kc, pr, out))
+		return;
+#endif
 	if (x->rs == 1) {
 		/* Panel rows are contiguous in memory: one run per k. */
 		for (int64_t k = 0; k < kc; k++) {
@@ -52,7 +79,7 @@ static void gemm_pack_panel(const gemm_operand *x, int64_t r0, int64_t nr, int64
 		}
 		return;
 	}
-	float row[GEMM_KC] __attribute__((aligned(64)));
+	float row[GEMM_KC_MAX] __attribute__((aligned(64)));
 	for (int64_t r = 0; r < nr; r++) {
 		const float *src = row;
 		if (x->f16 || x->cs != 1) {
@@ -80,6 +107,10 @@ static void gemm_pack_panel(const gemm_operand *x, int64_t r0, int64_t nr, int64
 static void gemm_pack_a(const gemm_operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                         float *ap)
 {
+#ifdef GEMM_PACK_BLOCK_FAST
+	if (gemm_pack_block_fast(a, i0, mc, p0, kc, GEMM_MR, ap))
+		return;
+#endif
 	for (int64_t i = 0; i < mc; i += GEMM_MR)
 		gemm_pack_panel(a, i0 + i, gemm_min(GEMM_MR, mc - i), p0, kc, GEMM_MR,
 		                ap + i * kc);
@@ -89,56 +120,84 @@ static void gemm_pack_a(const gemm_operand *a, int64_t i0, int64_t mc, int64_t p
 static void gemm_pack_b(const gemm_operand *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                         float *bp)
 {
+#ifdef GEMM_PACK_BLOCK_FAST
+	if (gemm_pack_block_fast(b, j0, nc, p0, kc, GEMM_NR, bp))
+		return;
+#endif
 	for (int64_t j = 0; j < nc; j += GEMM_NR)
 		gemm_pack_panel(b, j0 + j, gemm_min(GEMM_NR, nc - j), p0, kc, GEMM_NR,
 		                bp + j * kc);
 }
 
-/* C (M,N) fp32 [+]= op(A) op(B) for one jc/pc block, over all row blocks of M.
- * c may be padded (pad != 0: rows and columns rounded up to MR and NR, every tile full). */
-static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0, int64_t kc,
-                       const float *bp, float *ap, float *c, int64_t ldc, int accumulate, int pad)
+/* c (mr,nr) [+]= one register tile, edges included. */
+static inline void gemm_tile(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                             int accumulate, int64_t mr, int64_t nr)
 {
+#ifdef GEMM_UKR_EDGES
+	gemm_ukr(kc, ap, bp, c, ldc, accumulate, (int)mr, (int)nr);
+#else
+	if (mr == GEMM_MR && nr == GEMM_NR) {
+		gemm_ukr(kc, ap, bp, c, ldc, accumulate, GEMM_MR, GEMM_NR);
+		return;
+	}
 	float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+	gemm_ukr(kc, ap, bp, tile, GEMM_NR, 0, GEMM_MR, GEMM_NR);
+	for (int64_t r = 0; r < mr; r++)
+		for (int64_t j = 0; j < nr; j++)
+			c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r * GEMM_NR + j]
+			                            : tile[r * GEMM_NR + j];
+#endif
+}
+
+/* C (M,nc) fp32 [+]= op(A) op(B) for one jc/pc block, over all row blocks of M. */
+static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0, int64_t kc,
+                       const float *bp, float *ap, float *c, int64_t ldc, int accumulate)
+{
+#ifdef GEMM_UKR_DIRECT_A
+	/* With one or two column panels each A element serves at most two tiles: packing A would
+	 * cost about what it saves, so full row tiles read fp32 A in place (fp16 A converted to a
+	 * row-major fp32 tile first, no transpose). */
+	if (a->cs == 1 && nc <= 2 * GEMM_NR) {
+		int64_t mfull = M / GEMM_MR * GEMM_MR;
+		for (int64_t ir = 0; ir < mfull; ir += GEMM_MR) {
+			const float *at;
+			int64_t ld;
+			if (a->f16) {
+				for (int r = 0; r < GEMM_MR; r++)
+					cvt_h2f((const uint16_t *)a->p + (ir + r) * a->rs + p0, ap + r * kc, kc);
+				at = ap;
+				ld = kc;
+			} else {
+				at = (const float *)a->p + ir * a->rs + p0;
+				ld = a->rs;
+			}
+			for (int64_t jr = 0; jr < nc; jr += GEMM_NR)
+				gemm_ukr_direct_a(kc, at, ld, bp + jr * kc, c + ir * ldc + jr, ldc,
+				                  accumulate, (int)gemm_min(GEMM_NR, nc - jr));
+		}
+		if (mfull == M)
+			return;
+		gemm_pack_a(a, mfull, M - mfull, p0, kc, ap);
+		for (int64_t jr = 0; jr < nc; jr += GEMM_NR)
+			gemm_tile(kc, ap, bp + jr * kc, c + mfull * ldc + jr, ldc, accumulate,
+			          M - mfull, gemm_min(GEMM_NR, nc - jr));
+		return;
+	}
+#endif
 	for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
 		int64_t mc = gemm_min(GEMM_MC, M - ic);
 		gemm_pack_a(a, ic, mc, p0, kc, ap);
 		for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
 			int64_t nr = gemm_min(GEMM_NR, nc - jr);
 			const float *bpanel = bp + jr * kc;
-			for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-				int64_t mr = gemm_min(GEMM_MR, mc - ir);
-				float *ct = c + (ic + ir) * ldc + jr;
-				if (pad || (mr == GEMM_MR && nr == GEMM_NR)) {
-					gemm_ukr(kc, ap + ir * kc, bpanel, ct, ldc, accumulate);
-					continue;
-				}
-				gemm_ukr(kc, ap + ir * kc, bpanel, tile, GEMM_NR, 0);
-				for (int64_t r = 0; r < mr; r++)
-					for (int64_t j = 0; j < nr; j++)
-						ct[r * ldc + j] = accumulate
-						        ? ct[r * ldc + j] + tile[r * GEMM_NR + j]
-						        : tile[r * GEMM_NR + j];
-			}
+			for (int64_t ir = 0; ir < mc; ir += GEMM_MR)
+				gemm_tile(kc, ap + ir * kc, bpanel, c + (ic + ir) * ldc + jr, ldc,
+				          accumulate, gemm_min(GEMM_MR, mc - ir), nr);
 		}
 	}
 }
 
-static void gemm_operands(int trans_a, int trans_b, const void *A, int64_t lda, const void *B,
-                          int64_t ldb, int f16, gemm_operand *a, gemm_operand *b)
-{
-	a->p = A;
-	a->rs = trans_a ? 1 : lda;
-	a->cs = trans_a ? lda : 1;
-	a->f16 = f16;
-	/* B is packed as op(B)^T: panel rows are the columns j of op(B). */
-	b->p = B;
-	b->rs = trans_b ? ldb : 1;
-	b->cs = trans_b ? 1 : ldb;
-	b->f16 = f16;
-}
-
-/* Unpacked fallback, used only when the workspace cannot be allocated.  c: (M,N) fp32. */
+/* Unpacked fallback, used only when the workspace cannot be allocated. */
 static float gemm_dot(const gemm_operand *a, const gemm_operand *b, int64_t i, int64_t j,
                       int64_t K)
 {
@@ -157,69 +216,72 @@ static float gemm_dot(const gemm_operand *a, const gemm_operand *b, int64_t i, i
 	return s;
 }
 
-/* A, B, C as amp_gemm_f32: C (M,N) fp32 = op(A) (M,K) . op(B) (K,N) + beta C. */
-static void gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
-                     int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                     int64_t ldc)
+/* One GEMM, its blocking fixed before it is split over threads. */
+typedef struct gemm_job {
+	gemm_operand a, b;  /* op(A) rows; op(B) columns as panel rows */
+	int64_t M, N, K, kc;
+	void *C;            /* fp32 or fp16 as a.f16 */
+	int64_t ldc;
+	float beta;
+	int split_n;        /* threads take column ranges (1) or row ranges (0) */
+	int64_t units;      /* NR-wide column or MR-high row units to share out */
+} gemm_job;
+
+/* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp32 GEMM. */
+static void gemm_block_f32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
 {
-	if (M <= 0 || N <= 0)
-		return;
+	float *C = (float *)g->C + i0 * g->ldc + j0;
+	int64_t ldc = g->ldc, K = g->K;
+	float beta = g->beta;
 	if (beta != 0.0f && beta != 1.0f) {
-		for (int64_t i = 0; i < M; i++)
-			for (int64_t j = 0; j < N; j++)
+		for (int64_t i = 0; i < mb; i++)
+			for (int64_t j = 0; j < nb; j++)
 				C[i * ldc + j] *= beta;
 		beta = 1.0f;
 	}
 	if (K <= 0) {
 		if (beta == 0.0f)
-			for (int64_t i = 0; i < M; i++)
-				memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+			for (int64_t i = 0; i < mb; i++)
+				memset(C + i * ldc, 0, (size_t)nb * sizeof(float));
 		return;
 	}
-	gemm_operand a, b;
-	gemm_operands(trans_a, trans_b, A, lda, B, ldb, 0, &a, &b);
-
-	int64_t ncmax = gemm_min(GEMM_NC, (N + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
-	float *bp = amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(GEMM_KC * ncmax));
-	float *ap = amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(GEMM_KC * GEMM_MC));
+	gemm_operand a = gemm_shift(&g->a, i0), b = gemm_shift(&g->b, j0);
+	int64_t ncmax = gemm_min(GEMM_NC, (nb + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
+	float *bp = amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(GEMM_KC_MAX * ncmax));
+	float *ap = amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(GEMM_KC_MAX * GEMM_MC));
 	if (ap == NULL || bp == NULL) {
-		for (int64_t i = 0; i < M; i++)
-			for (int64_t j = 0; j < N; j++) {
+		for (int64_t i = 0; i < mb; i++)
+			for (int64_t j = 0; j < nb; j++) {
 				float s = gemm_dot(&a, &b, i, j, K);
 				C[i * ldc + j] = beta != 0.0f ? C[i * ldc + j] + s : s;
 			}
 		return;
 	}
-	for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
-		int64_t nc = gemm_min(GEMM_NC, N - jc);
-		for (int64_t pc = 0; pc < K; pc += GEMM_KC) {
-			int64_t kc = gemm_min(GEMM_KC, K - pc);
+	for (int64_t jc = 0; jc < nb; jc += GEMM_NC) {
+		int64_t nc = gemm_min(GEMM_NC, nb - jc);
+		for (int64_t pc = 0; pc < K; pc += g->kc) {
+			int64_t kc = gemm_min(g->kc, K - pc);
 			gemm_pack_b(&b, pc, kc, jc, nc, bp);
-			gemm_macro(&a, M, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f, 0);
+			gemm_macro(&a, mb, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f);
 		}
 	}
 }
 
-/* A, B, C as amp_gemm_f16: fp16 storage, fp32 products and sums, C rounded once to fp16. */
-static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                     const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                     uint16_t *C, int64_t ldc)
+/* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp16 GEMM: fp32 sums in a block of acc, rounded once. */
+static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
 {
-	if (M <= 0 || N <= 0)
-		return;
-	gemm_operand a, b;
-	gemm_operands(trans_a, trans_b, A, lda, B, ldb, 1, &a, &b);
-	if (K <= 0)
-		K = 0;
-
-	int64_t ncmax = gemm_min(GEMM_NC, (N + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
-	int64_t mrows = gemm_min(GEMM_F16_MROWS, (M + GEMM_MR - 1) / GEMM_MR * GEMM_MR);
-	float *bp = amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(GEMM_KC * ncmax));
-	float *ap = amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(GEMM_KC * GEMM_MC));
-	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mrows * ncmax));
+	uint16_t *C = (uint16_t *)g->C + i0 * g->ldc + j0;
+	int64_t ldc = g->ldc, K = g->K > 0 ? g->K : 0;
+	float beta = g->beta;
+	gemm_operand a = gemm_shift(&g->a, i0), b = gemm_shift(&g->b, j0);
+	int64_t ncmax = gemm_min(GEMM_NC, (nb + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
+	int64_t mrows = gemm_min(GEMM_F16_MROWS, mb);
+	float *bp = amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(GEMM_KC_MAX * ncmax));
+	float *ap = amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(GEMM_KC_MAX * GEMM_MC));
+	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mrows * ncmax + GEMM_NR));
 	if (ap == NULL || bp == NULL || acc == NULL) {
-		for (int64_t i = 0; i < M; i++)
-			for (int64_t j = 0; j < N; j++) {
+		for (int64_t i = 0; i < mb; i++)
+			for (int64_t j = 0; j < nb; j++) {
 				float s = gemm_dot(&a, &b, i, j, K);
 				if (beta != 0.0f)
 					s += beta * amp_f16_to_f32(C[i * ldc + j]);
@@ -227,15 +289,14 @@ static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
 			}
 		return;
 	}
-	for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
-		int64_t nc = gemm_min(GEMM_NC, N - jc);
-		for (int64_t i0 = 0; i0 < M; i0 += GEMM_F16_MROWS) {
-			int64_t mb = gemm_min(GEMM_F16_MROWS, M - i0);
-			gemm_operand ab = a;  /* op(A) rows from i0 on */
-			ab.p = (const uint16_t *)a.p + i0 * a.rs;
-			uint16_t *cb = C + i0 * ldc + jc;
+	for (int64_t jc = 0; jc < nb; jc += GEMM_NC) {
+		int64_t nc = gemm_min(GEMM_NC, nb - jc);
+		for (int64_t ib = 0; ib < mb; ib += GEMM_F16_MROWS) {
+			int64_t mc = gemm_min(GEMM_F16_MROWS, mb - ib);
+			gemm_operand ab = gemm_shift(&a, ib);
+			uint16_t *cb = C + ib * ldc + jc;
 			if (beta != 0.0f) {
-				for (int64_t i = 0; i < mb; i++) {
+				for (int64_t i = 0; i < mc; i++) {
 					float *ar = acc + i * ncmax;
 					cvt_h2f(cb + i * ldc, ar, nc);
 					if (beta != 1.0f)
@@ -243,16 +304,81 @@ static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
 							ar[j] *= beta;
 				}
 			} else if (K == 0) {
-				memset(acc, 0, (size_t)(mb * ncmax) * sizeof(float));
+				for (int64_t i = 0; i < mc; i++)
+					memset(acc + i * ncmax, 0, (size_t)nc * sizeof(float));
 			}
-			for (int64_t pc = 0; pc < K; pc += GEMM_KC) {
-				int64_t kc = gemm_min(GEMM_KC, K - pc);
+			for (int64_t pc = 0; pc < K; pc += g->kc) {
+				int64_t kc = gemm_min(g->kc, K - pc);
 				gemm_pack_b(&b, pc, kc, jc, nc, bp);
-				gemm_macro(&ab, mb, nc, pc, kc, bp, ap, acc, ncmax,
-				           pc > 0 || beta != 0.0f, 1);
+				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, ncmax, pc > 0 || beta != 0.0f);
 			}
-			for (int64_t i = 0; i < mb; i++)
+			for (int64_t i = 0; i < mc; i++)
 				cvt_f2h(acc + i * ncmax, cb + i * ldc, nc);
 		}
 	}
+}
+
+/* Thread t of n: its share of the units, as a row or column range of C. */
+static void gemm_task(void *arg, int t, int n)
+{
+	const gemm_job *g = arg;
+	int64_t u0 = g->units * t / n, u1 = g->units * (t + 1) / n;
+	int64_t i0 = 0, mb = g->M, j0 = 0, nb = g->N;
+	if (g->split_n) {
+		j0 = u0 * GEMM_NR;
+		nb = gemm_min(u1 * GEMM_NR, g->N) - j0;
+	} else {
+		i0 = u0 * GEMM_MR;
+		mb = gemm_min(u1 * GEMM_MR, g->M) - i0;
+	}
+	if (mb <= 0 || nb <= 0)
+		return;
+	if (g->a.f16)
+		gemm_block_f16(g, i0, mb, j0, nb);
+	else
+		gemm_block_f32(g, i0, mb, j0, nb);
+}
+
+/* Sets up the job and runs it on as many threads as it is worth. */
+static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                     int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                     int f16)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	gemm_job g = {
+		.a = {A, trans_a ? 1 : lda, trans_a ? lda : 1, f16},
+		/* B is packed as op(B)^T: panel rows are the columns j of op(B). */
+		.b = {B, trans_b ? ldb : 1, trans_b ? 1 : ldb, f16},
+		.M = M, .N = N, .K = K, .kc = gemm_kc(K), .C = C, .ldc = ldc, .beta = beta,
+	};
+	int want = amp_kernels_threads();
+	double work = (double)M * (double)N * (double)(K > 0 ? K : 1);
+	if (work < GEMM_PAR_MIN)
+		want = 1;
+	else if (want > 1 && work >= 32 * GEMM_PAR_MIN)
+		want *= 2;  /* two shares a thread: a thread that is held up delays only half as much */
+	int64_t mu = (M + GEMM_MR - 1) / GEMM_MR, nu = (N + GEMM_NR - 1) / GEMM_NR;
+	/* Each thread packs all of the operand it does not split: split the longer side. */
+	g.split_n = nu >= want && (N >= M || mu < want);
+	g.units = g.split_n ? nu : mu;
+	if (want > g.units)
+		want = (int)g.units;
+	amp_kernels_parallel(want, gemm_task, &g);
+}
+
+/* A, B, C as amp_gemm_f32: C (M,N) fp32 = op(A) (M,K) . op(B) (K,N) + beta C. */
+static void gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                     int64_t ldc)
+{
+	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0);
+}
+
+/* A, B, C as amp_gemm_f16: fp16 storage, fp32 products and sums, C rounded once to fp16. */
+static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                     const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+                     uint16_t *C, int64_t ldc)
+{
+	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 1);
 }

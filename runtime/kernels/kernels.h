@@ -3,7 +3,8 @@
  * Three paths: AVX-512 (F, BW, VL, with F16C conversions), AVX2 + FMA + F16C, and portable C.
  * amp_kernels_init() picks the best the CPU has; AMP_KERNELS=avx512|avx2|scalar forces one.
  * Halves are IEEE binary16 stored as uint16_t.  All kernels are thread-safe and allocate no
- * memory on the caller's behalf except the GEMM's internal packing buffers (thread-local).
+ * memory on the caller's behalf except the GEMM's internal packing buffers (thread-local) and
+ * a small pool of worker threads for large GEMMs (see amp_kernels_set_threads).
  */
 #ifndef AMP_KERNELS_H
 #define AMP_KERNELS_H
@@ -25,6 +26,15 @@ amp_isa amp_kernels_isa(void);
 const char *amp_isa_name(amp_isa isa);
 /* Best path this CPU supports. */
 amp_isa amp_kernels_best(void);
+
+/* Threads the GEMMs may use (the caller's included), process-wide: n in 1..64 (larger is
+ * clamped); returns 0, or -1 if n < 1 (nothing changed).  Until it is called the count comes
+ * from $AMP_NUM_THREADS, else 1.  Workers start lazily on the first GEMM that uses them.  Small
+ * GEMMs stay on the calling thread; every C element is summed by one thread in the same
+ * k order whatever the count, so results are bit-identical for any thread count.  Thread-safe. */
+int amp_kernels_set_threads(int n);
+/* The thread count the GEMMs use now (>= 1). */
+int amp_kernels_threads(void);
 
 /* ---- conversions (round to nearest even, subnormals, Inf and NaN preserved) ------------- */
 uint16_t amp_f32_to_f16(float f);

@@ -64,8 +64,9 @@ static void cvt_h2f(const uint16_t *src, float *dst, int64_t n)
 
 /* ap: (kc, 6) fp32, bp: (kc, 16) fp32 -> c: (6, 16) fp32 at row stride ldc, [+]=. */
 static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
-                     float *restrict c, int64_t ldc, int accumulate)
+                     float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
 {
+	(void)mr, (void)nr;  /* always a full tile: no GEMM_UKR_EDGES here */
 	__m256 c0[GEMM_MR], c1[GEMM_MR];
 #pragma GCC unroll 8
 	for (int r = 0; r < GEMM_MR; r++)

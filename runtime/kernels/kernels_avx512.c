@@ -51,35 +51,221 @@ static void cvt_h2f(const uint16_t *src, float *dst, int64_t n)
 #define GEMM_MC 144
 #define GEMM_KC 256
 #define GEMM_NC 1024
+#define GEMM_UKR_EDGES
+#define GEMM_PACK_FAST
+#define GEMM_PACK_BLOCK_FAST
+#define GEMM_UKR_DIRECT_A
 
-/* ap: (kc, 12) fp32, bp: (kc, 32) fp32 -> c: (12, 32) fp32 at row stride ldc, [+]=. */
-static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
-                     float *restrict c, int64_t ldc, int accumulate)
+/* The low n bits set (n clamped to 0..16). */
+static inline __mmask16 mask_n(int64_t n)
+{
+	return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* ap: (kc, 12) fp32, bp: (kc, 32) fp32 -> c: (mr, nr) fp32 at row stride ldc, [+]=, with nv
+ * 16-wide column vectors (2, or 1 when nr <= 16).  The accumulators hold full 12-row tiles
+ * (the packed panels are zero-padded); only rows < mr and columns < nr of c are touched.
+ * Each c element is one FMA chain over k in order, whatever nv, mr and nr. */
+static inline __attribute__((always_inline)) void
+gemm_ukr_nv(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c,
+            int64_t ldc, int accumulate, int mr, int nr, const int nv)
 {
 	__m512 c0[GEMM_MR], c1[GEMM_MR];
 #pragma GCC unroll 16
-	for (int r = 0; r < GEMM_MR; r++)
+	for (int r = 0; r < GEMM_MR; r++) {
 		c0[r] = c1[r] = _mm512_setzero_ps();
+		if (r < mr)
+			_mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+	}
 	for (int64_t k = 0; k < kc; k++) {
 		__m512 b0 = _mm512_load_ps(bp + k * GEMM_NR);
-		__m512 b1 = _mm512_load_ps(bp + k * GEMM_NR + 16);
+		__m512 b1 = nv > 1 ? _mm512_load_ps(bp + k * GEMM_NR + 16) : b0;
 #pragma GCC unroll 16
 		for (int r = 0; r < GEMM_MR; r++) {
 			__m512 av = _mm512_set1_ps(ap[k * GEMM_MR + r]);
 			c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+			if (nv > 1)
+				c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+		}
+	}
+	__mmask16 m0 = mask_n(nr), m1 = mask_n(nr - 16);
+#pragma GCC unroll 16
+	for (int r = 0; r < GEMM_MR; r++) {
+		if (r >= mr)
+			break;
+		float *cr = c + r * ldc;
+		if (accumulate)
+			c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, cr));
+		_mm512_mask_storeu_ps(cr, m0, c0[r]);
+		if (nv > 1) {
+			if (accumulate)
+				c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
+			_mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
+		}
+	}
+}
+
+static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
+                     float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
+{
+	if (nr > 16)
+		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 2);
+	else
+		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 1);
+}
+
+/* As gemm_ukr with a full 12-row tile read straight from fp32 A: rows a + r * lda, k at stride
+ * 1 (no packing; the broadcasts come from 12 row streams).  Same FMA chains as gemm_ukr. */
+static void gemm_ukr_direct_a(int64_t kc, const float *restrict a, int64_t lda,
+                              const float *restrict bp, float *restrict c, int64_t ldc,
+                              int accumulate, int nr)
+{
+	__m512 c0[GEMM_MR], c1[GEMM_MR];
+#pragma GCC unroll 16
+	for (int r = 0; r < GEMM_MR; r++) {
+		c0[r] = c1[r] = _mm512_setzero_ps();
+		_mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+	}
+	const float *a4 = a + 4 * lda, *a8 = a + 8 * lda;
+	int64_t l2 = 2 * lda, l3 = 3 * lda;
+	for (int64_t k = 0; k < kc; k++) {
+		__m512 b0 = _mm512_load_ps(bp + k * GEMM_NR);
+		__m512 b1 = _mm512_load_ps(bp + k * GEMM_NR + 16);
+		const float *p[3] = {a + k, a4 + k, a8 + k};
+#pragma GCC unroll 16
+		for (int r = 0; r < GEMM_MR; r++) {
+			const float *q = p[r / 4];
+			int64_t off = r % 4 == 0 ? 0 : r % 4 == 1 ? lda : r % 4 == 2 ? l2 : l3;
+			__m512 av = _mm512_set1_ps(q[off]);
+			c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
 			c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
 		}
 	}
+	__mmask16 m0 = mask_n(nr), m1 = mask_n(nr - 16);
 #pragma GCC unroll 16
 	for (int r = 0; r < GEMM_MR; r++) {
 		float *cr = c + r * ldc;
 		if (accumulate) {
-			c0[r] = _mm512_add_ps(c0[r], _mm512_loadu_ps(cr));
-			c1[r] = _mm512_add_ps(c1[r], _mm512_loadu_ps(cr + 16));
+			c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, cr));
+			c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
 		}
-		_mm512_storeu_ps(cr, c0[r]);
-		_mm512_storeu_ps(cr + 16, c1[r]);
+		_mm512_mask_storeu_ps(cr, m0, c0[r]);
+		_mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
 	}
+}
+
+/* r: 16 rows of 16 fp32 -> their transpose, in registers (unpack, shuffle, two lane swaps). */
+static inline void transpose16(__m512 r[16])
+{
+	__m512 t[16];
+#pragma GCC unroll 8
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+	}
+	/* r[4i + j], 128-bit lane L: rows 4i .. 4i+3 of column 4L + j. */
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < 4; j++) {
+		__m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+		__m512 u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+		__m512 u2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+		__m512 u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+		t[j] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+		t[4 + j] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+		t[8 + j] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
+		t[12 + j] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
+	}
+#pragma GCC unroll 16
+	for (int i = 0; i < 16; i++)
+		r[i] = t[i];
+}
+
+/* n (<= 16, by mask m) elements of X at element offset off, fp32 or fp16 -> fp32 lanes. */
+static inline __m512 load_run(const gemm_operand *x, int64_t off, __mmask16 m)
+{
+	if (x->f16)
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)x->p + off));
+	return _mm512_maskz_loadu_ps(m, (const float *)x->p + off);
+}
+
+/* gemm_pack_block for contiguous panel rows (rs == 1): op(X) rows [r0, r0+n), k [c0, c0+kc)
+ * -> ceil(n/pr) panels of (kc, pr), converted from fp16 if need be.  Walks X along its rows
+ * (k outer), so each row of X in the block is read once, in order. */
+static int gemm_pack_block_fast(const gemm_operand *x, int64_t r0, int64_t n, int64_t c0,
+                                int64_t kc, int pr, float *restrict out)
+{
+	if (x->rs != 1)
+		return 0;
+	int64_t np = (n + pr - 1) / pr;
+	/* Eight k at a time per panel: the panels lie kc * pr floats apart, often a multiple of
+	 * 4 KiB, and writing all of them for each k would thrash one L1 set. */
+	for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+		int64_t k1 = k0 + 8 < kc ? k0 + 8 : kc;
+		for (int64_t p = 0; p < np; p++) {
+			__mmask16 ml = mask_n(n - p * pr), mh = mask_n(n - p * pr - 16);
+			float *o = out + p * kc * pr;
+			for (int64_t k = k0; k < k1; k++) {
+				int64_t off = r0 + (c0 + k) * x->cs + p * pr;
+				_mm512_mask_storeu_ps(o + k * pr, mask_n(pr), load_run(x, off, ml));
+				if (pr > 16)
+					_mm512_mask_storeu_ps(o + k * pr + 16, mask_n(pr - 16),
+					                      load_run(x, off + 16, mh));
+			}
+		}
+	}
+	return 1;
+}
+
+/* gemm_pack_panel for both layouts, fp16 converted on the way: op(X)[r0 .. r0+nr)
+ * [c0 .. c0+kc) -> out: (kc, pr) fp32, rows past nr zero.  Contiguous panel rows (rs == 1) are
+ * copied as masked runs; strided ones (cs == 1) go through 16 x 16 register transposes. */
+static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t c0, int64_t kc,
+                          int pr, float *restrict out)
+{
+	if (x->rs == 1) {
+		for (int64_t k = 0; k < kc; k++) {
+			float *o = out + k * pr;
+			int64_t off = r0 + (c0 + k) * x->cs;
+			for (int g = 0; g < pr; g += 16)
+				_mm512_mask_storeu_ps(o + g, mask_n(pr - g),
+				                      load_run(x, off + g, mask_n(nr - g)));
+		}
+		return 1;
+	}
+	if (x->cs != 1)
+		return 0;
+	for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+		int kn = kc - k0 < 16 ? (int)(kc - k0) : 16;
+		__mmask16 mk = mask_n(kn);
+		for (int g = 0; g < pr; g += 16) {
+			__m512 v[16];
+#pragma GCC unroll 16
+			for (int r = 0; r < 16; r++) {
+				if (g + r >= nr) {
+					v[r] = _mm512_setzero_ps();
+					continue;
+				}
+				int64_t off = (r0 + g + r) * x->rs + c0 + k0;
+				/* Rows far apart defeat the hardware prefetchers: fetch 512 bytes ahead. */
+				_mm_prefetch(x->f16 ? (const char *)((const uint16_t *)x->p + off + 256)
+				                    : (const char *)((const float *)x->p + off + 128),
+				             _MM_HINT_T0);
+				v[r] = load_run(x, off, mk);
+			}
+			transpose16(v);
+			__mmask16 mw = mask_n(pr - g);
+			for (int k = 0; k < kn; k++)
+				_mm512_mask_storeu_ps(out + (k0 + k) * pr + g, mw, v[k]);
+		}
+	}
+	return 1;
 }
 
 #include "gemm_impl.h"

@@ -34,6 +34,20 @@ extern const amp_kernel_table amp_kernels_scalar_table;
 extern const amp_kernel_table amp_kernels_avx2_table;
 extern const amp_kernel_table amp_kernels_avx512_table;
 
+/* A GEMM operand as the packers see it: element (r, c) of op(X) is at p + r * rs + c * cs, in
+ * elements of fp32 (f16 = 0) or fp16 (f16 = 1).  One of rs, cs is always 1. */
+typedef struct gemm_operand {
+	const void *p;
+	int64_t rs, cs;
+	int f16;
+} gemm_operand;
+
+/* Runs fn(arg, t, n) once for each share t = 0 .. n-1, on the caller and the pool's workers
+ * (which thread runs which share is not fixed), and returns n when all are done.  n is `want`,
+ * or 1 when want <= 1, the thread count is 1, this is called from inside a job, or another
+ * thread owns the pool: fn must accept any n >= 1. */
+int amp_kernels_parallel(int want, void (*fn)(void *arg, int t, int n), void *arg);
+
 /* GEMM scratch: packed A block, packed B block, fp32 accumulator for the fp16 GEMM. */
 typedef enum { AMP_WS_PACK_A = 0, AMP_WS_PACK_B = 1, AMP_WS_ACC = 2, AMP_WS_COUNT } amp_ws_slot;
 

@@ -27,8 +27,9 @@ static void cvt_h2f(const uint16_t *src, float *dst, int64_t n)
 
 /* ap: (kc, MR) fp32, bp: (kc, NR) fp32 -> c: (MR, NR) fp32 at row stride ldc, [+]=. */
 static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
-                     float *restrict c, int64_t ldc, int accumulate)
+                     float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
 {
+	(void)mr, (void)nr;  /* always a full tile: no GEMM_UKR_EDGES here */
 	float acc[GEMM_MR][GEMM_NR] = {{0}};
 	for (int64_t k = 0; k < kc; k++)
 		for (int r = 0; r < GEMM_MR; r++)

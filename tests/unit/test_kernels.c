@@ -6,6 +6,7 @@
  *   fp32 GEMM: max err <= 1e-5 sqrt(K)   (sum of K fp32 roundings, random-walk growth)
  *   fp16 GEMM: fp16 inputs exact, R from those inputs; data in [0.5,1): max |C-R|/|R| <= 2e-3;
  *              data in [-1,1): ||C-R||_F / ||R||_F <= 2e-3 (final fp16 rounding dominates)
+ * K goes up to 4096 for both.  Any thread count must give the same bits as one thread.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -13,8 +14,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -58,6 +61,7 @@ static float f32_of_bits(uint32_t u)
 static void restore_auto(void)
 {
 	amp_kernels_select("auto");
+	amp_kernels_set_threads(1);
 }
 
 /* Forces `path`; skips the test if the CPU lacks it. */
@@ -112,9 +116,12 @@ typedef struct gemm_case {
 	int64_t M, N, K;
 } gemm_case;
 
+/* Edges of every blocking: row and column tails, N of one or two 16-wide vectors (the
+ * in-place A path for N <= 64), K cut into several k blocks (K = 4096 too). */
 static const gemm_case gemm_shapes[] = {
 	{1, 1, 1}, {3, 5, 7}, {1, 40, 3}, {29, 1, 50}, {17, 33, 65}, {64, 64, 64},
 	{13, 37, 300}, {100, 300, 784}, {300, 1100, 9}, {5, 1100, 300}, {3, 5, 0},
+	{37, 64, 129}, {25, 16, 700}, {40, 70, 4096}, {7, 33, 4096},
 };
 
 /* Leading dimension for a rows x cols matrix in case number c: sometimes padded. */
@@ -427,6 +434,17 @@ static void check_threads(const char *path)
 	cr_assert(memcmp(wanth, jobs[1].Ch, nc * sizeof *wanth) == 0,
 	          "%s f16 GEMM on a thread differs", path);
 
+	/* Again with the pool on: one caller gets it, the other runs alone; same bits. */
+	amp_kernels_set_threads(2);
+	for (int t = 0; t < 2; t++)
+		cr_assert_eq(pthread_create(&th[t], NULL, gemm_job_run, &jobs[t]), 0);
+	for (int t = 0; t < 2; t++)
+		pthread_join(th[t], NULL);
+	cr_assert(memcmp(want, jobs[0].C, nc * sizeof *want) == 0,
+	          "%s f32 GEMM on a thread, pool of 2, differs", path);
+	cr_assert(memcmp(wanth, jobs[1].Ch, nc * sizeof *wanth) == 0,
+	          "%s f16 GEMM on a thread, pool of 2, differs", path);
+
 	/* With the path switching under them the results vary by path, but stay correct. */
 	pthread_t sw;
 	cr_assert_eq(pthread_create(&sw, NULL, path_switcher, NULL), 0);
@@ -455,6 +473,148 @@ static void check_threads(const char *path)
 }
 
 PATH_TESTS(gemm, threads, check_threads)
+
+/* ---- thread count ------------------------------------------------------------------------------ */
+
+/* Above the serial threshold; split over N, over M (with the in-place A path: N <= 64),
+ * ragged, and N over two column blocks. */
+static const gemm_case par_shapes[] = {
+	{96, 500, 300}, {700, 64, 200}, {301, 257, 129}, {130, 1030, 37},
+};
+
+/* 1, 2, 3 and 5 threads must give the same bits, every layout, beta 0 and 1, fp32 and fp16. */
+static void check_thread_count(const char *path)
+{
+	force_path(path);
+	rng_seed(11);
+	static const int counts[] = {2, 3, 5};
+	int runs = 0;
+	for (size_t c = 0; c < sizeof par_shapes / sizeof *par_shapes; c++) {
+		const gemm_case *g = &par_shapes[c];
+		int64_t lda, na, ldb, nb, ldc = pick_ld(g->N, c + 2);
+		operand_dims(1, 1, g, c, &lda, &na, &ldb, &nb);
+		int64_t lda2, na2, ldb2, nb2;
+		operand_dims(0, 0, g, c, &lda2, &na2, &ldb2, &nb2);
+		na = na > na2 ? na : na2;
+		nb = nb > nb2 ? nb : nb2;
+		int64_t nc = g->M * ldc;
+		float *A = malloc((size_t)na * sizeof *A), *B = malloc((size_t)nb * sizeof *B);
+		float *C0 = malloc((size_t)nc * sizeof *C0), *C1 = malloc((size_t)nc * sizeof *C1);
+		float *Cn = malloc((size_t)nc * sizeof *Cn);
+		uint16_t *Ah = malloc((size_t)na * sizeof *Ah), *Bh = malloc((size_t)nb * sizeof *Bh);
+		uint16_t *H0 = malloc((size_t)nc * sizeof *H0), *H1 = malloc((size_t)nc * sizeof *H1);
+		uint16_t *Hn = malloc((size_t)nc * sizeof *Hn);
+		cr_assert(A && B && C0 && C1 && Cn && Ah && Bh && H0 && H1 && Hn);
+		for (int64_t i = 0; i < na; i++)
+			Ah[i] = amp_f32_to_f16(A[i] = rng_uniform(-1.0f, 1.0f));
+		for (int64_t i = 0; i < nb; i++)
+			Bh[i] = amp_f32_to_f16(B[i] = rng_uniform(-1.0f, 1.0f));
+		for (int64_t i = 0; i < nc; i++)
+			H0[i] = amp_f32_to_f16(C0[i] = rng_uniform(-1.0f, 1.0f));
+		for (int t = 0; t < 4; t++)
+			for (int beta1 = 0; beta1 <= 1; beta1++) {
+				int ta = t & 1, tb = t >> 1;
+				operand_dims(ta, tb, g, c, &lda, &na2, &ldb, &nb2);
+				float beta = beta1 ? 1.0f : 0.0f;
+				amp_kernels_set_threads(1);
+				memcpy(C1, C0, (size_t)nc * sizeof *C1);
+				memcpy(H1, H0, (size_t)nc * sizeof *H1);
+				amp_gemm_f32(ta, tb, g->M, g->N, g->K, A, lda, B, ldb, beta, C1, ldc);
+				amp_gemm_f16(ta, tb, g->M, g->N, g->K, Ah, lda, Bh, ldb, beta, H1, ldc);
+				for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+					amp_kernels_set_threads(counts[k]);
+					memcpy(Cn, C0, (size_t)nc * sizeof *Cn);
+					memcpy(Hn, H0, (size_t)nc * sizeof *Hn);
+					amp_gemm_f32(ta, tb, g->M, g->N, g->K, A, lda, B, ldb, beta, Cn, ldc);
+					amp_gemm_f16(ta, tb, g->M, g->N, g->K, Ah, lda, Bh, ldb, beta, Hn, ldc);
+					cr_assert(memcmp(C1, Cn, (size_t)nc * sizeof *Cn) == 0,
+					          "%s f32 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: %d threads "
+					          "differ from 1", path, (long long)g->M, (long long)g->N,
+					          (long long)g->K, ta, tb, beta1, counts[k]);
+					cr_assert(memcmp(H1, Hn, (size_t)nc * sizeof *Hn) == 0,
+					          "%s f16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: %d threads "
+					          "differ from 1", path, (long long)g->M, (long long)g->N,
+					          (long long)g->K, ta, tb, beta1, counts[k]);
+					runs += 2;
+				}
+			}
+		free(A); free(B); free(C0); free(C1); free(Cn); free(Ah); free(Bh); free(H0); free(H1);
+		free(Hn);
+	}
+	cr_log_info("%s GEMM: %d runs on 2, 3 and 5 threads, all bit-identical to 1 thread", path,
+	            runs);
+}
+
+PATH_TESTS(gemm, thread_count, check_thread_count)
+
+#define PROBE_MAX 8
+
+typedef struct pool_probe {
+	_Atomic int ran[PROBE_MAX];
+	pthread_t who[PROBE_MAX];
+	_Atomic int n_seen;
+	_Atomic int nested_n;
+} pool_probe;
+
+static void probe_nested(void *arg, int t, int n)
+{
+	(void)arg, (void)t, (void)n;
+}
+
+static void probe_fn(void *arg, int t, int n)
+{
+	pool_probe *p = arg;
+	p->ran[t]++;
+	p->who[t] = pthread_self();
+	p->n_seen = n;
+	if (t == n - 1)  /* a job inside a job runs alone, on its own thread */
+		p->nested_n = amp_kernels_parallel(4, probe_nested, NULL);
+	/* Shares last ~50 us, so that a worker has time to claim one. */
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 50000);
+}
+
+Test(pool, each_share_once, .fini = restore_auto)
+{
+	amp_kernels_set_threads(3);
+	int off_caller = 0;
+	for (int rep = 0; rep < 200; rep++) {
+		int want = 1 + rep % 4;
+		pool_probe p;
+		memset(&p, 0, sizeof p);
+		int n = amp_kernels_parallel(want, probe_fn, &p);
+		cr_assert_eq(n, want, "pool ran %d shares, %d wanted", n, want);
+		cr_assert_eq(p.n_seen, n);
+		cr_assert_eq(p.nested_n, 1, "a nested job must run serially");
+		for (int t = 0; t < PROBE_MAX; t++)
+			cr_assert_eq(p.ran[t], t < n ? 1 : 0, "share %d ran %d times", t, (int)p.ran[t]);
+		for (int t = 0; t < n; t++)
+			off_caller += !pthread_equal(p.who[t], pthread_self());
+	}
+	cr_assert_gt(off_caller, 0, "no share ever ran on a pool worker");
+	cr_log_info("pool of 3: %d of 500 shares ran on workers", off_caller);
+	amp_kernels_set_threads(1);
+	pool_probe p;
+	memset(&p, 0, sizeof p);
+	cr_assert_eq(amp_kernels_parallel(4, probe_fn, &p), 1, "one thread: one share");
+}
+
+Test(pool, thread_count_setting, .fini = restore_auto)
+{
+	/* A fresh process (Criterion forks per test): the count comes from the environment. */
+	setenv("AMP_NUM_THREADS", "3", 1);
+	cr_assert_eq(amp_kernels_threads(), 3);
+	cr_assert_eq(amp_kernels_set_threads(0), -1);
+	cr_assert_eq(amp_kernels_threads(), 3, "a refused count must change nothing");
+	cr_assert_eq(amp_kernels_set_threads(2), 0);
+	cr_assert_eq(amp_kernels_threads(), 2);
+	cr_assert_eq(amp_kernels_set_threads(1000), 0);
+	cr_assert_eq(amp_kernels_threads(), 64, "counts are clamped to 64");
+	unsetenv("AMP_NUM_THREADS");
+}
 
 /* ---- elementwise -------------------------------------------------------------------------------- */
 

@@ -1,0 +1,356 @@
+/* bench_kernels.c — the runtime's GEMMs and memory-bound kernels, held against yardsticks in one
+ * run: OpenBLAS cblas_sgemm (dlopen()ed, never linked; "yardstick unavailable" without it) for
+ * the FP32 GEMM, glibc memcpy bandwidth for the elementwise kernels.  Medians of interleaved
+ * repeats; about 30 s on 2 cores.  Usage: bench_kernels [--quick]
+ */
+#include <cpuid.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+
+/* ---- timing and data ------------------------------------------------------------------------ */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+
+static float rng_uniform(float lo, float hi)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return lo + (hi - lo) * ((float)(z >> 40) * 0x1p-24f);
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+	if (p == NULL) {
+		fprintf(stderr, "bench_kernels: out of memory (%zu bytes)\n", n);
+		exit(1);
+	}
+	return p;
+}
+
+/* ---- the yardstick ---------------------------------------------------------------------------- */
+
+typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha,
+                         const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                         int ldc);
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+
+static sgemm_fn yard_sgemm;
+static void (*yard_set_threads)(int);
+static char yard_name[128] = "yardstick unavailable";
+
+static int cpu_has_avx512(void)
+{
+	return amp_kernels_best() == AMP_ISA_AVX512;
+}
+
+/* cpuid leaf 7 EDX bit 23: native fp16 arithmetic (vfmadd231ph and friends). */
+static int cpu_has_avx512fp16(void)
+{
+	unsigned a, b, c, d;
+	if (__get_cpuid_max(0, NULL) < 7 || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return 0;
+	return (d >> 23) & 1;
+}
+
+static void yard_open(void)
+{
+	static const char *const names[] = {"libopenblas.so.0", "libopenblas.so",
+	                                    "libopenblasp.so.0"};
+	void *h = NULL;
+	for (size_t i = 0; h == NULL && i < sizeof names / sizeof *names; i++)
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL)
+		return;
+	*(void **)&yard_sgemm = dlsym(h, "cblas_sgemm");
+	*(void **)&yard_set_threads = dlsym(h, "openblas_set_num_threads");
+	char *(*corename)(void);
+	*(void **)&corename = dlsym(h, "openblas_get_corename");
+	if (yard_sgemm == NULL)
+		return;
+	if (yard_set_threads)
+		yard_set_threads(1);
+	snprintf(yard_name, sizeof yard_name, "OpenBLAS cblas_sgemm, 1 thread, core %s",
+	         corename ? corename() : "?");
+}
+
+/* ---- GEMM ------------------------------------------------------------------------------------- */
+
+typedef struct shape {
+	const char *what;
+	int ta, tb;
+	int64_t M, N, K;
+} shape;
+
+static const shape shapes[] = {
+	{"square", 0, 0, 256, 256, 256},
+	{"square", 0, 0, 512, 512, 512},
+	{"square", 0, 0, 1024, 1024, 1024},
+	{"mlp fc1 fwd", 0, 1, 128, 1024, 784},
+	{"mlp fc1 dX", 0, 0, 128, 784, 1024},
+	{"mlp fc1 dW", 1, 0, 1024, 784, 128},
+	{"mlp fc2 fwd", 0, 1, 128, 1024, 1024},
+	{"mlp fc2 dX", 0, 0, 128, 1024, 1024},
+	{"mlp fc2 dW", 1, 0, 1024, 1024, 128},
+	{"mlp fc3 fwd", 0, 1, 128, 10, 1024},
+	{"mlp fc3 dX", 0, 0, 128, 1024, 10},
+	{"mlp fc3 dW", 1, 0, 10, 1024, 128},
+	{"im2col", 0, 0, 784, 32, 288},
+	{"conv fwd", 0, 0, 32, 784, 288},
+	{"conv dW", 0, 1, 32, 288, 784},
+	{"conv dcols", 1, 0, 288, 784, 32},
+	{"ragged", 0, 0, 1000, 1000, 1000},
+	{"ragged", 0, 0, 127, 257, 511},
+	{"ragged", 1, 1, 127, 257, 511},
+};
+
+/* Elements sampled for the FP64 error check. */
+#define ERR_SAMPLES 4096
+
+/* max |C - R| / max |R| over sampled (i, j), R in FP64 from the operands as given. */
+static double gemm_err_f32(const shape *s, const float *A, const float *B, const float *C)
+{
+	int64_t M = s->M, N = s->N, K = s->K, lda = s->ta ? M : K, ldb = s->tb ? K : N;
+	double maxd = 0.0, maxr = 0.0;
+	uint64_t saved = rng_state;
+	for (int t = 0; t < ERR_SAMPLES; t++) {
+		int64_t i = (int64_t)rng_uniform(0.0f, (float)M), j = (int64_t)rng_uniform(0.0f, (float)N);
+		i = i < M ? i : M - 1;
+		j = j < N ? j : N - 1;
+		double r = 0.0;
+		for (int64_t k = 0; k < K; k++)
+			r += (double)(s->ta ? A[k * lda + i] : A[i * lda + k]) *
+			     (double)(s->tb ? B[j * ldb + k] : B[k * ldb + j]);
+		maxd = fmax(maxd, fabs((double)C[i * N + j] - r));
+		maxr = fmax(maxr, fabs(r));
+	}
+	rng_state = saved;
+	return maxr > 0.0 ? maxd / maxr : maxd;
+}
+
+static double gemm_err_f16(const shape *s, const uint16_t *A, const uint16_t *B, const uint16_t *C)
+{
+	int64_t M = s->M, N = s->N, K = s->K, lda = s->ta ? M : K, ldb = s->tb ? K : N;
+	double maxd = 0.0, maxr = 0.0;
+	uint64_t saved = rng_state;
+	for (int t = 0; t < ERR_SAMPLES; t++) {
+		int64_t i = (int64_t)rng_uniform(0.0f, (float)M), j = (int64_t)rng_uniform(0.0f, (float)N);
+		i = i < M ? i : M - 1;
+		j = j < N ? j : N - 1;
+		double r = 0.0;
+		for (int64_t k = 0; k < K; k++)
+			r += (double)amp_f16_to_f32(s->ta ? A[k * lda + i] : A[i * lda + k]) *
+			     (double)amp_f16_to_f32(s->tb ? B[j * ldb + k] : B[k * ldb + j]);
+		maxd = fmax(maxd, fabs((double)amp_f16_to_f32(C[i * N + j]) - r));
+		maxr = fmax(maxr, fabs(r));
+	}
+	rng_state = saved;
+	return maxr > 0.0 ? maxd / maxr : maxd;
+}
+
+enum { V_F32, V_F16, V_YARD, V_F32_T2, V_COUNT };
+
+static void bench_gemm(const shape *s, double budget_s)
+{
+	int64_t M = s->M, N = s->N, K = s->K;
+	int64_t lda = s->ta ? M : K, ldb = s->tb ? K : N;
+	size_t na = (size_t)(M * K), nb = (size_t)(K * N), nc = (size_t)(M * N);
+	float *A = xmalloc(na * 4), *B = xmalloc(nb * 4), *C = xmalloc(nc * 4), *C2 = xmalloc(nc * 4);
+	uint16_t *Ah = xmalloc(na * 2), *Bh = xmalloc(nb * 2), *Ch = xmalloc(nc * 2);
+	for (size_t i = 0; i < na; i++)
+		Ah[i] = amp_f32_to_f16(A[i] = rng_uniform(-1.0f, 1.0f));
+	for (size_t i = 0; i < nb; i++)
+		Bh[i] = amp_f32_to_f16(B[i] = rng_uniform(-1.0f, 1.0f));
+
+	double flops = 2.0 * (double)M * (double)N * (double)K;
+	/* Repeats so that each variant gets about budget_s / V_COUNT; at least 5. */
+	int reps = (int)(budget_s / V_COUNT / (flops / 150e9 + 2e-6));
+	reps = reps < 5 ? 5 : reps > 401 ? 401 : reps;
+	double *times[V_COUNT];
+	for (int v = 0; v < V_COUNT; v++)
+		times[v] = xmalloc((size_t)reps * sizeof(double));
+	int have_yard = yard_sgemm != NULL;
+	for (int r = -1; r < reps; r++) {  /* r = -1 warms up caches, pages and the pool */
+		for (int v = 0; v < V_COUNT; v++) {
+			if (v == V_YARD && !have_yard)
+				continue;
+			amp_kernels_set_threads(v == V_F32_T2 ? 2 : 1);
+			double t0 = now_s();
+			switch (v) {
+			case V_F32:
+				amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
+				break;
+			case V_F16:
+				amp_gemm_f16(s->ta, s->tb, M, N, K, Ah, lda, Bh, ldb, 0.0f, Ch, N);
+				break;
+			case V_YARD:
+				yard_sgemm(CBLAS_ROW_MAJOR, s->ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
+				           s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)M, (int)N, (int)K, 1.0f,
+				           A, (int)lda, B, (int)ldb, 0.0f, C2, (int)N);
+				break;
+			default:
+				amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C2, N);
+				break;
+			}
+			double t = now_s() - t0;
+			if (r >= 0)
+				times[v][r] = t;
+		}
+	}
+	amp_kernels_set_threads(1);
+	double med[V_COUNT];
+	for (int v = 0; v < V_COUNT; v++)
+		med[v] = v == V_YARD && !have_yard ? 0.0 : median(times[v], reps);
+	/* The 2-thread C is compared bit for bit with the 1-thread one. */
+	amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
+	amp_kernels_set_threads(2);
+	amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C2, N);
+	amp_kernels_set_threads(1);
+	int same = memcmp(C, C2, nc * 4) == 0;
+	double e32 = gemm_err_f32(s, A, B, C), e16 = gemm_err_f16(s, Ah, Bh, Ch);
+
+	char dims[48];
+	snprintf(dims, sizeof dims, "%lldx%lldx%lld %s%s", (long long)M, (long long)N, (long long)K,
+	         s->ta ? "t" : "n", s->tb ? "t" : "n");
+	double g32 = flops / med[V_F32] * 1e-9, g16 = flops / med[V_F16] * 1e-9;
+	printf("%-12s %-20s %7.1f %7.1f %6.2f", s->what, dims, g32, g16, g16 / g32);
+	if (have_yard)
+		printf(" %7.1f %6.2f", flops / med[V_YARD] * 1e-9, med[V_YARD] / med[V_F32]);
+	else
+		printf(" %7s %6s", "-", "-");
+	printf(" %6.2f%s %9.2e %9.2e\n", med[V_F32] / med[V_F32_T2], same ? " " : "!", e32, e16);
+	for (int v = 0; v < V_COUNT; v++)
+		free(times[v]);
+	free(A); free(B); free(C); free(C2); free(Ah); free(Bh); free(Ch);
+}
+
+/* ---- memory-bound kernels --------------------------------------------------------------------- */
+
+enum { M_MEMCPY, M_CVT_F2H, M_CVT_H2F, M_VADD, M_VMUL, M_VSCALE, M_VAXPY, M_NF32, M_NF16,
+       M_COUNT };
+
+static const char *const mem_names[M_COUNT] = {
+	"memcpy (glibc)", "cvt fp32->fp16", "cvt fp16->fp32", "vadd", "vmul", "vscale", "axpy",
+	"count non-finite fp32", "count non-finite fp16"};
+/* Bytes read + written per element. */
+static const int mem_bytes[M_COUNT] = {8, 6, 6, 12, 12, 8, 12, 4, 2};
+
+static volatile int64_t sink;
+
+static void bench_memory(int64_t n, int reps)
+{
+	float *a = xmalloc((size_t)n * 4), *b = xmalloc((size_t)n * 4), *d = xmalloc((size_t)n * 4);
+	uint16_t *h = xmalloc((size_t)n * 2);
+	for (int64_t i = 0; i < n; i++) {
+		a[i] = rng_uniform(-4.0f, 4.0f);
+		b[i] = rng_uniform(-4.0f, 4.0f);
+		d[i] = 0.0f;
+	}
+	amp_cvt_f32_f16(a, h, n);
+	double *times[M_COUNT];
+	for (int m = 0; m < M_COUNT; m++)
+		times[m] = xmalloc((size_t)reps * sizeof(double));
+	for (int r = -1; r < reps; r++) {
+		for (int m = 0; m < M_COUNT; m++) {
+			double t0 = now_s();
+			switch (m) {
+			case M_MEMCPY: memcpy(d, a, (size_t)n * 4); break;
+			case M_CVT_F2H: amp_cvt_f32_f16(a, h, n); break;
+			case M_CVT_H2F: amp_cvt_f16_f32(h, d, n); break;
+			case M_VADD: amp_vadd_f32(a, b, d, n); break;
+			case M_VMUL: amp_vmul_f32(a, b, d, n); break;
+			case M_VSCALE: amp_vscale_f32(a, 0.5f, d, n); break;
+			case M_VAXPY: amp_vaxpy_f32(1e-3f, a, d, n); break;
+			case M_NF32: sink += amp_count_nonfinite_f32(a, n); break;
+			default: sink += amp_count_nonfinite_f16(h, n); break;
+			}
+			double t = now_s() - t0;
+			if (r >= 0)
+				times[m][r] = t;
+		}
+	}
+	double base = 0.0;
+	printf("\n%-24s %9s %9s   (%lld elements per array, %d repeats, median; bytes = read + "
+	       "written)\n", "memory-bound kernel", "GB/s", "vs memcpy", (long long)n, reps);
+	for (int m = 0; m < M_COUNT; m++) {
+		double gbs = (double)mem_bytes[m] * (double)n / median(times[m], reps) * 1e-9;
+		if (m == M_MEMCPY)
+			base = gbs;
+		printf("%-24s %9.1f %8.0f%%\n", mem_names[m], gbs, 100.0 * gbs / base);
+	}
+	for (int m = 0; m < M_COUNT; m++)
+		free(times[m]);
+	free(a); free(b); free(d); free(h);
+}
+
+int main(int argc, char **argv)
+{
+	/* OpenBLAS: its own threads off for single-core figures, and its AVX-512 kernels where the
+	 * CPU has them (this machine's environment may say Haswell; Debian's build predates Zen 4/5
+	 * and picks Haswell by itself too).  AMP_BENCH_YARD_CORE chooses another core.  OpenBLAS
+	 * reads these from the environment the process started with, hence the one re-exec. */
+	const char *core = getenv("AMP_BENCH_YARD_CORE");
+	if (core == NULL && cpu_has_avx512())
+		core = "SkylakeX";
+	const char *have = getenv("OPENBLAS_CORETYPE");
+	if (core != NULL && *core != '\0' && (have == NULL || strcmp(have, core) != 0) &&
+	    getenv("AMP_BENCH_REEXEC") == NULL) {
+		setenv("OPENBLAS_CORETYPE", core, 1);
+		setenv("OPENBLAS_NUM_THREADS", "1", 1);
+		setenv("AMP_BENCH_REEXEC", "1", 1);
+		execv("/proc/self/exe", argv);  /* on failure, go on with the core it has */
+	}
+	int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+	if (argc > 1 && !quick) {
+		fprintf(stderr, "usage: bench_kernels [--quick]\n");
+		return 2;
+	}
+	if (amp_kernels_init() < 0)
+		fprintf(stderr, "bench_kernels: AMP_KERNELS names no path; using %s\n",
+		        amp_isa_name(amp_kernels_isa()));
+	yard_open();
+	printf("bench_kernels: path %s; AVX512-FP16 %s, so the fp16 GEMM is fp16 storage with fp32 "
+	       "FMA\n", amp_isa_name(amp_kernels_isa()),
+	       cpu_has_avx512fp16() ? "present (no native kernel yet)" : "absent");
+	printf("yardstick: %s\n", yard_name);
+	printf("GFLOP/s, medians of interleaved repeats, 1 thread unless said; f16 = fp16 in/out, "
+	       "fp32 sums;\nyard/rt = yardstick time / runtime f32 time (>1: runtime faster); "
+	       "2t = runtime f32 speedup on 2 threads\n(! = 2-thread C differs in bits from 1-thread "
+	       "C); err = max|C-R| / max|R| vs FP64 R, %d sampled entries.\n\n", ERR_SAMPLES);
+	printf("%-12s %-20s %7s %7s %6s %7s %6s %7s %9s %9s\n", "shape", "MxNxK op", "rt f32",
+	       "rt f16", "16/32", "yard", "yd/rt", "2t", "err f32", "err f16");
+	double t0 = now_s();
+	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+		bench_gemm(&shapes[i], quick ? 0.1 : 1.0);
+	bench_memory(quick ? (1 << 22) : (1 << 25), quick ? 3 : 9);
+	printf("\ntotal %.1f s\n", now_s() - t0);
+	return 0;
+}
