@@ -1,9 +1,13 @@
 /* collect.c — the profile command: create the database, launch the application, drain its
  * rings into SQLite until it ends, finalize, print the summary.
  *
- * One thread.  The loop polls every ring, sleeps 1 ms when there was nothing to read (it never
- * spins and never makes the application wait on SQLite: the rings absorb the latency), and
- * commits at least every 100 ms so a killed ampprof leaves a valid database.
+ * One thread.  The loop drains every ring, then sleeps on the session's futex word for a time
+ * set by how fast the rings filled (1 to 50 ms: a run producing a few thousand events a second
+ * costs twenty wake-ups a second, not a thousand, which matters when the application shares
+ * the cores); a producer whose ring passes half full wakes it at once, as does the child's
+ * exit (SIGCHLD).  It never spins and never makes the application wait on SQLite (the rings
+ * absorb the latency), and it commits at least every 100 ms while events arrive, so a killed
+ * ampprof leaves a valid database.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
@@ -15,10 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
 
 #include "prof.h"
 #include "profile_db.h"
@@ -26,6 +32,9 @@
 #define COMMIT_NS 100000000ull        /* commit at least this often */
 #define STATUS_NS 250000000ull        /* status line refresh */
 #define DRAIN_MAX 65536u              /* records per ring per round */
+#define POLL_MIN_NS 1000000ull        /* shortest sleep between rounds */
+#define POLL_MAX_NS 50000000ull       /* longest sleep between rounds */
+#define POLL_FILL_DIV 8u              /* aim to find a ring at most 1/8 full at a round */
 
 typedef struct collector {
 	const prof_options *opts;
@@ -35,6 +44,9 @@ typedef struct collector {
 	uint64_t *tails;                  /* our read positions, never read back from the ring */
 	uint32_t rings_seen;
 	uint64_t bad_slots;
+	prof_status status;               /* live status line on stderr */
+	uint64_t round_backlog;           /* largest backlog (slots) found in a ring this round */
+	int round_more;                   /* a ring still had records when the round ended */
 	unsigned char buf[PROF_DECODE_BUF];
 } collector;
 
@@ -43,6 +55,19 @@ static volatile sig_atomic_t g_forward_sig;
 static void on_signal(int sig)
 {
 	g_forward_sig = sig;
+}
+
+/* Installed without SA_RESTART only to cut the collector's sleep short when the child ends. */
+static void on_child(int sig)
+{
+	(void)sig;
+}
+
+/* Sleeps until the session's wake word moves away from seen, a signal arrives or ns pass. */
+static void sleep_on_wake(amp_session_hdr *h, uint32_t seen, uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+	syscall(SYS_futex, &h->wake, FUTEX_WAIT, seen, &ts, NULL, 0);
 }
 
 /* Drains one ring.  final: the application is gone, so records written but not published
@@ -63,6 +88,8 @@ static int64_t drain_ring(collector *c, uint32_t i, int final)
 		limit = pos;                         /* hostile or garbage: nothing to read */
 	else
 		limit = head - pos > nslots ? pos + nslots : head;
+	if (limit - pos > c->round_backlog)
+		c->round_backlog = limit - pos;
 	unsigned clock = __atomic_load_n(&rh->clock, __ATOMIC_RELAXED);
 	prof_writer_thread(c->w, i, rh->pid, rh->tid, __atomic_load_n(&rh->dropped, __ATOMIC_RELAXED));
 	int64_t done = 0;
@@ -82,6 +109,8 @@ static int64_t drain_ring(collector *c, uint32_t i, int final)
 		pos++;                               /* garbage: skip a slot and resynchronize */
 		c->bad_slots++;
 	}
+	if (pos < limit && done >= DRAIN_MAX)
+		c->round_more = 1;
 	c->tails[i] = pos;
 	__atomic_store_n(&rh->tail, pos, __ATOMIC_RELEASE);
 	return done;
@@ -90,6 +119,8 @@ static int64_t drain_ring(collector *c, uint32_t i, int final)
 static int64_t drain_all(collector *c, int final)
 {
 	int64_t total = 0;
+	c->round_backlog = 0;
+	c->round_more = 0;
 	uint32_t claimed = __atomic_load_n(&c->sess.hdr->rings_claimed, __ATOMIC_ACQUIRE);
 	uint32_t n = claimed < c->sess.ring_count ? claimed : c->sess.ring_count;
 	for (uint32_t i = 0; i < n; i++) {
@@ -116,18 +147,18 @@ static uint64_t file_size(const char *path)
 	return total;
 }
 
-static void status_line(const collector *c, uint64_t elapsed, double rate)
+static void status_update(collector *c, uint64_t elapsed, double rate)
 {
 	int64_t step = prof_writer_last_step(c->w);
-	char stepbuf[32];
+	char stepbuf[32], line[256];
 	if (step >= 0)
 		snprintf(stepbuf, sizeof stepbuf, "%" PRId64, step);
 	else
 		snprintf(stepbuf, sizeof stepbuf, "-");
-	fprintf(stderr, "\r\033[Kampprof: %.1f s  step %s  %.0f k events/s  db %.1f MB",
-	        (double)elapsed / 1e9, stepbuf, rate / 1e3,
-	        (double)file_size(c->opts->output) / 1e6);
-	fflush(stderr);
+	snprintf(line, sizeof line, "ampprof: %.1f s  step %s  %.1f k events/s  %" PRIu64
+	         " events  db %.1f MB", (double)elapsed / 1e9, stepbuf, rate / 1e3,
+	         prof_writer_events(c->w), (double)file_size(c->opts->output) / 1e6);
+	prof_status_draw(&c->status, line);
 }
 
 static void meta_set(sqlite3 *db, const char *key, const char *fmt, ...)
@@ -222,6 +253,12 @@ static void write_start_meta(collector *c, uint64_t start_mono)
 	meta_set(db, "options.nan_check", "%s",
 	         o->nan_check == AMP_NAN_CHECK_OP ? "op"
 	         : o->nan_check == AMP_NAN_CHECK_STEP ? "step" : "off");
+	if (o->stats_every > 0) {
+		meta_set(db, "options.stats_every", "%u", o->stats_every);
+	} else {
+		const char *every = getenv(PROF_STATS_EVERY_ENV);
+		meta_set(db, "options.stats_every", "%s", every && *every ? every : "1");
+	}
 	meta_set(db, "options.dump", "%s", o->dump == AMP_DUMP_NONFINITE ? "nonfinite" : "off");
 	ranges_text(ranges, sizeof ranges, o->dump_steps, o->n_dump_steps);
 	meta_set(db, "options.dump_steps", "%s", ranges);
@@ -253,6 +290,7 @@ int prof_run(const prof_options *opts)
 	memset(&c, 0, sizeof c);
 	c.opts = opts;
 	c.sess.fd = -1;
+	c.status.fd = -1;
 
 	if (prof_launch_check(opts) != 0)
 		return PROF_EXIT_LAUNCH;
@@ -287,6 +325,12 @@ int prof_run(const prof_options *opts)
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa_child;
+	memset(&sa_child, 0, sizeof sa_child);
+	sa_child.sa_handler = on_child;
+	sigemptyset(&sa_child.sa_mask);
+	sa_child.sa_flags = SA_NOCLDSTOP;
+	sigaction(SIGCHLD, &sa_child, NULL);
 
 	if (prof_launch(opts, &c.sess, &child) != 0) {
 		amp_profile_meta_set(c.db, "end", "launch-failed");
@@ -296,10 +340,15 @@ int prof_run(const prof_options *opts)
 	}
 	meta_set(c.db, "pid", "%d", (int)child);
 
-	int tty = !opts->quiet && isatty(2);
+	int tty = 0;
+	if (!opts->quiet) {
+		prof_status_init(&c.status, 2);
+		tty = c.status.fd >= 0;
+	}
 	uint64_t last_commit = prof_now_ns(), last_status = last_commit, status_events = 0;
-	int status_shown = 0;
+	uint64_t committed_events = 0, last_round = last_commit, poll_ns = POLL_MIN_NS;
 	for (;;) {
+		uint32_t wake_seen = __atomic_load_n(&c.sess.hdr->wake, __ATOMIC_ACQUIRE);
 		int64_t got = drain_all(&c, 0);
 		if (got < 0) {
 			code = PROF_EXIT_DB;
@@ -309,21 +358,21 @@ int prof_run(const prof_options *opts)
 		uint64_t now = prof_now_ns();
 		prof_writer_calibrate(c.w, prof_ticks(), prof_now_ns());
 		c.sess.hdr->heartbeat++;
-		if (now - last_commit >= COMMIT_NS) {
+		if (now - last_commit >= COMMIT_NS && prof_writer_events(c.w) != committed_events) {
 			if (prof_writer_commit(c.w) != 0) {
 				code = PROF_EXIT_DB;
 				kill(child, SIGTERM);
 				goto reap;
 			}
 			last_commit = now;
+			committed_events = prof_writer_events(c.w);
 		}
 		if (tty && now - last_status >= STATUS_NS) {
 			uint64_t ev = prof_writer_events(c.w);
-			status_line(&c, now - start_mono,
-			             (double)(ev - status_events) * 1e9 / (double)(now - last_status));
+			status_update(&c, now - start_mono,
+			              (double)(ev - status_events) * 1e9 / (double)(now - last_status));
 			status_events = ev;
 			last_status = now;
-			status_shown = 1;
 		}
 		if (g_forward_sig) {
 			/* the terminal already sent SIGINT to the whole group; relay the others */
@@ -346,13 +395,24 @@ int prof_run(const prof_options *opts)
 			}
 			break;
 		}
-		if (got == 0) {
-			struct timespec ts = {0, 1000000};
-			nanosleep(&ts, NULL);
-		}
+		if (c.round_more)
+			continue;
+		/* next sleep: the time in which the fastest ring would fill 1/POLL_FILL_DIV of itself
+		 * at the rate just seen */
+		uint64_t since = now - last_round, target = c.sess.ring_slots / POLL_FILL_DIV;
+		last_round = now;
+		if (c.round_backlog == 0)
+			poll_ns *= 2;
+		else
+			poll_ns = (uint64_t)((double)since * (double)target / (double)c.round_backlog);
+		poll_ns = poll_ns < POLL_MIN_NS ? POLL_MIN_NS : poll_ns > POLL_MAX_NS ? POLL_MAX_NS
+		                                                                    : poll_ns;
+		if (tty && poll_ns > STATUS_NS / 4)
+			poll_ns = STATUS_NS / 4;
+		sleep_on_wake(c.sess.hdr, wake_seen, poll_ns);
 	}
-	if (status_shown)
-		fprintf(stderr, "\r\033[K");
+	signal(SIGCHLD, SIG_DFL);
+	prof_status_end(&c.status);
 
 	/* ---- how the run ended, finalize ---- */
 	sqlite3_stmt *q = NULL;
@@ -423,6 +483,8 @@ reap:
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
 out:
+	signal(SIGCHLD, SIG_DFL);
+	prof_status_end(&c.status);
 	if (c.w) {
 		sqlite3_exec(c.db, "COMMIT", NULL, NULL, NULL);
 		prof_writer_free(c.w);

@@ -127,6 +127,12 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 		snprintf(fdtext, sizeof fdtext, "%d", s->fd);
 		if (!err && setenv(AMP_SESSION_ENV, fdtext, 1) != 0)
 			err = errno;
+		if (!err && opts->stats_every > 0) {
+			char every[16];
+			snprintf(every, sizeof every, "%u", opts->stats_every);
+			if (setenv(PROF_STATS_EVERY_ENV, every, 1) != 0)
+				err = errno;
+		}
 		if (!err) {
 			if (opts->argv)
 				execvp(opts->argv[0], opts->argv);

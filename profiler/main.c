@@ -31,6 +31,8 @@ static const char profile_usage[] =
     "                            (step rows are written for every step)\n"
     "    --callstack=on|off      record the user call site of every op     (on)\n"
     "    --nan-check=op|step|off non-finite checks                          (op)\n"
+    "    --stats-every=<n>       full tensor statistics every n steps; the other\n"
+    "                            steps count non-finite values only        (1)\n"
     "    --dump=nonfinite|off    dump the tensors of the first non-finite op (off)\n"
     "    --dump-steps=<list>     steps whose tensors are all dumped\n"
     "    --dump-limit=<size>     total bytes of dumps, e.g. 512M            (1G)\n"
@@ -82,7 +84,7 @@ static int parse_pct(const char *text, double *out)
 enum {
 	OPT_APPLICATION = 256, OPT_STEPS, OPT_CALLSTACK, OPT_NAN_CHECK, OPT_DUMP, OPT_DUMP_STEPS,
 	OPT_DUMP_LIMIT, OPT_FP16, OPT_MEMCPY, OPT_DROP, OPT_RING_SIZE, OPT_VERSION, OPT_FORMAT,
-	OPT_TABLE,
+	OPT_TABLE, OPT_STATS_EVERY,
 };
 
 static int cmd_profile(int argc, char **argv)
@@ -94,6 +96,7 @@ static int cmd_profile(int argc, char **argv)
 	    {"steps", required_argument, NULL, OPT_STEPS},
 	    {"callstack", required_argument, NULL, OPT_CALLSTACK},
 	    {"nan-check", required_argument, NULL, OPT_NAN_CHECK},
+	    {"stats-every", required_argument, NULL, OPT_STATS_EVERY},
 	    {"dump", required_argument, NULL, OPT_DUMP},
 	    {"dump-steps", required_argument, NULL, OPT_DUMP_STEPS},
 	    {"dump-limit", required_argument, NULL, OPT_DUMP_LIMIT},
@@ -160,6 +163,15 @@ static int cmd_profile(int argc, char **argv)
 				return usage_error("expected op, step or off",
 				                   "invalid value '%s' for --nan-check", optarg);
 			break;
+		case OPT_STATS_EVERY: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (end == optarg || *end || optarg[0] == '-' || v < 1 || v > 1000000)
+				return usage_error("expected a number of steps from 1 to 1000000",
+				                   "invalid value '%s' for --stats-every", optarg);
+			o.stats_every = (uint32_t)v;
+			break;
+		}
 		case OPT_DUMP:
 			if (strcmp(optarg, "nonfinite") == 0)
 				o.dump = AMP_DUMP_NONFINITE;

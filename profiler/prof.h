@@ -37,6 +37,9 @@ typedef struct prof_options {
 	int dump;                    /* amp_dump_mode (default off) */
 	uint64_t dump_limit;         /* --dump-limit bytes (default 1 GiB) */
 	int drop;                    /* --drop: drop events when a ring is full */
+	uint32_t stats_every;        /* --stats-every: full tensor statistics every N steps (counts
+	                                of non-finite values every step); 0 = the runtime's default
+	                                or $AMPPROF_STATS_EVERY as inherited */
 	int n_steps, n_dump_steps;
 	amp_step_range steps[AMP_MAX_RANGES];      /* --steps */
 	amp_step_range dump_steps[AMP_MAX_RANGES]; /* --dump-steps */
@@ -157,6 +160,25 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path);
  * loss_scale, memory).  Returns 0 or -1. */
 int prof_export_chrome(sqlite3 *db, FILE *f);
 int prof_export_csv(sqlite3 *db, FILE *f, const char *table);
+
+/* ---- status line (status.c) -------------------------------------------------------------- */
+typedef struct prof_status {
+	int fd;                      /* the terminal, or -1 when no status line is drawn */
+	int rows, cols;              /* its size when the line was last drawn */
+	int region;                  /* the scroll region is narrowed to rows 1 .. rows-1 */
+	int shown;                   /* something was drawn since init or end */
+} prof_status;
+/* Prepares a status line on fd if it is a terminal (not TERM=dumb); otherwise the other calls
+ * do nothing. */
+void prof_status_init(prof_status *s, int fd);
+/* Shows text (one row, cut to the terminal's width) on the terminal's last row, which the
+ * application's output no longer scrolls over.  Safe to call often (a few times a second). */
+void prof_status_draw(prof_status *s, const char *text);
+/* Erases the line and restores the terminal's scroll region.  Idempotent. */
+void prof_status_end(prof_status *s);
+
+/* The runtime's environment knob for the statistics period (runtime/check.h). */
+#define PROF_STATS_EVERY_ENV "AMPPROF_STATS_EVERY"
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 uint64_t prof_now_ns(void);      /* CLOCK_MONOTONIC */

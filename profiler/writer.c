@@ -206,6 +206,17 @@ static int run_stmt(prof_writer *w, sqlite3_stmt *st, const char *what)
 	return 0;
 }
 
+/* run_stmt for statements whose every parameter is bound on every row (the per-event inserts):
+ * no clear_bindings. */
+static int run_stmt_all_bound(prof_writer *w, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return db_error(w, what);
+	return 0;
+}
+
 /* ---- time ---------------------------------------------------------------------------------- */
 void prof_writer_calibrate(prof_writer *w, uint64_t ticks, uint64_t mono)
 {
@@ -589,7 +600,7 @@ static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op 
 	sqlite3_bind_int64(st, 4, to_ns(w, rm->clock, o->t_begin));
 	sqlite3_bind_int64(st, 5, d);
 	sqlite3_bind_int64(st, 6, ring);
-	return run_stmt(w, st, "op_events");
+	return run_stmt_all_bound(w, st, "op_events");
 }
 
 static int put_copy(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_copy *c)
@@ -629,7 +640,7 @@ static int put_copy(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_c
 	sqlite3_bind_int64(st, 3, to_ns(w, rm->clock, c->t_begin));
 	sqlite3_bind_int64(st, 4, d);
 	sqlite3_bind_int64(st, 5, ring);
-	return run_stmt(w, st, "copy_events");
+	return run_stmt_all_bound(w, st, "copy_events");
 }
 
 static int put_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t step,

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <linux/futex.h>
 #include <unistd.h>
 
 #define UNW_LOCAL_ONLY
@@ -51,6 +52,7 @@ typedef struct trace_ring {
 	uint64_t head;           /* next position to write */
 	uint64_t published;      /* last head stored into hdr->head */
 	uint64_t tail_cache;     /* last tail read from hdr->tail */
+	uint64_t woke;           /* head when the collector was last woken */
 	unsigned since_publish;
 	int dead;                /* collector gone: drop everything */
 	uintptr_t stack_hi;      /* top of this thread's stack (frame walk bound) */
@@ -120,11 +122,28 @@ static int tsc_invariant(void)
 }
 
 /* ---- ring writing ------------------------------------------------------------------------ */
+/* Wakes the collector out of its sleep between polls (it sleeps up to tens of milliseconds when
+ * the rings fill slowly).  One syscall; async-signal-safe. */
+static void collector_wake(void)
+{
+	__atomic_add_fetch(&g_sess->wake, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &g_sess->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* Publishes the head.  The collector polls at a pace set by how fast the rings filled so far;
+ * a burst that takes the ring past half full wakes it at once (once per quarter ring), so the
+ * producer rarely finds the ring full. */
 static void ring_publish(trace_ring *r)
 {
 	__atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELEASE);
 	r->published = r->head;
 	r->since_publish = 0;
+	r->tail_cache = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(r->head - r->tail_cache > r->nslots / 2, 0) &&
+	    r->head - r->woke > r->nslots / 4) {
+		r->woke = r->head;
+		collector_wake();
+	}
 }
 
 static int collector_alive(void)
@@ -138,6 +157,8 @@ static int collector_alive(void)
 static int ring_wait(trace_ring *r, uint64_t need)
 {
 	ring_publish(r);
+	if (r->head + need - r->tail_cache > r->nslots)
+		collector_wake();
 	for (unsigned spin = 0;; spin++) {
 		r->tail_cache = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
 		if (r->head + need - r->tail_cache <= r->nslots)
@@ -148,7 +169,7 @@ static int ring_wait(trace_ring *r, uint64_t need)
 			sched_yield();
 			continue;
 		}
-		struct timespec ts = {0, 100000}; /* 100 us: the collector polls every ms */
+		struct timespec ts = {0, 100000}; /* 100 us: the collector was woken above */
 		nanosleep(&ts, NULL);
 		if (spin % 1024 == 0 && !collector_alive()) {
 			r->dead = 1;
@@ -538,6 +559,7 @@ static trace_ring *ring_attach_thread(void)
 	r->nslots = g_sess->ring_slots;
 	r->mask = r->nslots - 1;
 	r->head = r->published = r->tail_cache = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
+	r->woke = r->head;
 
 	pthread_attr_t attr;
 	void *stack_addr = NULL;

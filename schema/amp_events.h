@@ -158,6 +158,12 @@ typedef struct amp_session_hdr {
 	uint32_t rings_claimed;      /* producer: next ring to claim (may pass ring_count) */
 	uint32_t attached;           /* producer: processes that attached */
 	uint64_t rings_missing;      /* producer: events lost because no ring was left */
+	/* Added within wire version 1 (a peer that predates it leaves it zero and never waits on
+	 * it, so both directions stay compatible): */
+	uint32_t wake;               /* producer: futex word, incremented with a FUTEX_WAKE when a
+	                                ring fills past half or a producer waits on a full ring;
+	                                the collector sleeps on it between polls */
+	uint32_t pad_wake;
 } amp_session_hdr;
 
 /* Header of one ring; slots follow at AMP_RING_HDR_SIZE.  head and tail sit on their own

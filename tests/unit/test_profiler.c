@@ -189,3 +189,95 @@ Test(writer, unknown_ids)
 	snprintf(side, sizeof side, "%s-shm", path);
 	unlink(side);
 }
+
+/* ---- the status line on a pseudo-terminal ---------------------------------------------------- */
+#include <fcntl.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
+
+/* A pseudo-terminal pair of size rows x cols (posix_openpt: no libutil needed). */
+static int pty_open(int *master, int *slave, struct winsize *ws)
+{
+	*master = posix_openpt(O_RDWR | O_NOCTTY);
+	if (*master < 0 || grantpt(*master) != 0 || unlockpt(*master) != 0)
+		return -1;
+	*slave = open(ptsname(*master), O_RDWR | O_NOCTTY);
+	if (*slave < 0)
+		return -1;
+	return ioctl(*slave, TIOCSWINSZ, ws);
+}
+
+/* Reads what is pending on the pty master (non-blocking) into buf, NUL-terminated. */
+static size_t pty_drain(int master, char *buf, size_t cap)
+{
+	size_t used = 0;
+	for (;;) {
+		ssize_t n = read(master, buf + used, cap - 1 - used);
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+	}
+	buf[used] = '\0';
+	return used;
+}
+
+Test(status, off_when_not_a_terminal)
+{
+	prof_status s;
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	prof_status_init(&s, fds[1]);
+	cr_assert_eq(s.fd, -1);
+	prof_status_draw(&s, "ampprof: 1.0 s");
+	prof_status_end(&s);
+	close(fds[1]);
+	char buf[16];
+	cr_assert_eq(read(fds[0], buf, sizeof buf), 0, "nothing is written to a pipe");
+	close(fds[0]);
+}
+
+Test(status, last_row_cut_to_width_and_restored)
+{
+	int master, slave;
+	struct winsize ws = {.ws_row = 10, .ws_col = 30};
+	cr_assert_eq(pty_open(&master, &slave, &ws), 0);
+	fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+	setenv("TERM", "xterm", 1);
+	prof_status s;
+	prof_status_init(&s, slave);
+	cr_assert_eq(s.fd, slave);
+	char buf[4096];
+	prof_status_draw(&s, "ampprof: 1.0 s  step 3  0.1 k events/s  12 events  db 0.1 MB");
+	pty_drain(master, buf, sizeof buf);
+	/* scroll region set to rows 1..9, the text drawn on row 10, cut to 29 columns */
+	cr_assert(strstr(buf, "\033[1;9r") != NULL, "region: %s", buf);
+	cr_assert(strstr(buf, "\0337\033[10;1H\033[2Kampprof: 1.0 s  step 3  0.1 k\0338") != NULL,
+	          "draw: %s", buf);
+	prof_status_draw(&s, "ampprof: 1.2 s");
+	pty_drain(master, buf, sizeof buf);
+	cr_assert(strstr(buf, "\033[1;9r") == NULL, "region set once: %s", buf);
+	cr_assert(strstr(buf, "\033[10;1H\033[2Kampprof: 1.2 s\0338") != NULL, "update: %s", buf);
+	/* resized: the old row is cleared, the region set again for the new height */
+	ws.ws_row = 20;
+	ioctl(slave, TIOCSWINSZ, &ws);
+	prof_status_draw(&s, "ampprof: 1.4 s");
+	pty_drain(master, buf, sizeof buf);
+	cr_assert(strstr(buf, "\033[r") != NULL && strstr(buf, "\033[1;19r") != NULL &&
+	          strstr(buf, "\033[20;1H\033[2Kampprof: 1.4 s") != NULL, "resize: %s", buf);
+	prof_status_end(&s);
+	pty_drain(master, buf, sizeof buf);
+	cr_assert(strstr(buf, "\033[20;1H\033[2K\033[r") != NULL, "end: %s", buf);
+	prof_status_end(&s);
+	cr_assert_eq(pty_drain(master, buf, sizeof buf), 0, "end is idempotent");
+	close(slave);
+	close(master);
+}
+
+/* The wake word was added to the session header within wire version 1: it must sit past every
+ * field an older peer knows, inside the header page. */
+Test(session, wake_word_appended)
+{
+	cr_assert_gt(offsetof(amp_session_hdr, wake), offsetof(amp_session_hdr, rings_missing));
+	cr_assert_eq(offsetof(amp_session_hdr, wake) % 4, 0);
+	cr_assert_leq(sizeof(amp_session_hdr), AMP_SESSION_HDR_SIZE);
+}
