@@ -3,9 +3,11 @@
  *
  * Tensors are lined up per step, first on (seq, op, role, name), then what is left on
  * (op, role, name) in execution order, so an AMP run whose op sequence numbers shifted still
- * lines up by layer.  Both sides are converted to double before comparing; A is the
- * reference of the relative error.
+ * lines up by layer.  Both sides are converted to double, and gradients divided by their run's
+ * loss scale, before comparing; A is the reference of the relative error and tolerance.
+ * Execution order is (step, seq): the runtime numbers backward ops after the forward ones.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +17,8 @@
 typedef struct cmp_tensor {
 	int64_t id, step, seq;
 	char *op, *role, *name, *dtype, *shape;
-	char *label; /* layer label of the op (ops view), NULL if not traced */
+	char *label;  /* layer label of the op (ops view), NULL if not traced */
+	double scale; /* steps.scale of its step; NaN if the run did not record it */
 	int has_data;
 	struct cmp_tensor *peer; /* the matched tensor of the other run */
 } cmp_tensor;
@@ -25,6 +28,7 @@ typedef struct cmp_run {
 	sqlite3 *db;
 	cmp_tensor *v;
 	size_t n;
+	int scale_noted; /* the note about a missing loss scale was printed */
 } cmp_run;
 
 static void run_release(cmp_run *r)
@@ -105,19 +109,21 @@ static int layer_sort(const void *pa, const void *pb)
 	return 0;
 }
 
-/* Loads the dump metadata of run r for one step, or for the steps both runs dumped when
- * step < 0 (other_db is then the other run).  Returns 0 or -1 (SQLite or memory). */
+/* Loads the dump metadata of run r for one step, or for the steps both runs dumped (the
+ * cmp_steps table) when step < 0.  Returns 0 or -1 (SQLite or memory). */
 static int load_run(cmp_run *r, int64_t step)
 {
 	sqlite3_stmt *st = NULL;
 	size_t cap = 0;
 	int rc = -1, s;
 	const char *sql =
-	    step >= 0
-	        ? "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL FROM dumps "
-	          "WHERE step = ?1 ORDER BY step, seq, id"
-	        : "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL FROM dumps "
-	          "WHERE step IN (SELECT step FROM cmp_steps) ORDER BY step, seq, id";
+	    step >= 0 ? "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL, "
+	                "(SELECT scale FROM steps s WHERE s.step = d.step ORDER BY rowid LIMIT 1) "
+	                "FROM dumps d WHERE step = ?1 ORDER BY step, seq, id"
+	              : "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL, "
+	                "(SELECT scale FROM steps s WHERE s.step = d.step ORDER BY rowid LIMIT 1) "
+	                "FROM dumps d WHERE step IN (SELECT step FROM cmp_steps) "
+	                "ORDER BY step, seq, id";
 	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	if (step >= 0)
@@ -141,6 +147,8 @@ static int load_run(cmp_run *r, int64_t step)
 		t->dtype = column_strdup(st, 6);
 		t->shape = column_strdup(st, 7);
 		t->has_data = sqlite3_column_int(st, 8);
+		t->scale = sqlite3_column_type(st, 9) == SQLITE_NULL ? (double)NAN
+		                                                     : sqlite3_column_double(st, 9);
 	}
 	rc = s == SQLITE_DONE ? 0 : -1;
 out:
@@ -286,16 +294,27 @@ static int match(cmp_run *a, cmp_run *b)
 	return 0;
 }
 
-/* The data of dump id as doubles; *n elements.  NULL with *n = 0 if absent, and on error. */
-static double *load_values(sqlite3 *db, int64_t id, dump_dtype dt, size_t *n)
+/* The loss scale to divide t's elements by: its step's scale for a gradient, 1 otherwise (and 1
+ * when the run recorded no usable scale for the step). */
+static double unscale_by(const cmp_tensor *t)
+{
+	if (!t->role || strcmp(t->role, "grad") != 0)
+		return 1.0;
+	return isfinite(t->scale) && t->scale > 0.0 ? t->scale : 1.0;
+}
+
+/* The data of tensor t of run r as doubles, a gradient divided by its step's loss scale; *n
+ * elements.  NULL with *n = 0 if absent, and on error; free() the result.  Notes once per run
+ * on stderr when a gradient's step has no loss scale. */
+static double *load_values(cmp_run *r, const cmp_tensor *t, dump_dtype dt, size_t *n)
 {
 	sqlite3_stmt *st = NULL;
 	double *v = NULL;
 	*n = 0;
-	if (sqlite3_prepare_v2(db, "SELECT data FROM dumps WHERE id = ?", -1, &st, NULL) !=
+	if (sqlite3_prepare_v2(r->db, "SELECT data FROM dumps WHERE id = ?", -1, &st, NULL) !=
 	    SQLITE_OK)
 		goto out;
-	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 1, t->id);
 	if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL)
 		goto out;
 	const unsigned char *data = sqlite3_column_blob(st, 0);
@@ -305,18 +324,31 @@ static double *load_values(sqlite3 *db, int64_t id, dump_dtype dt, size_t *n)
 		goto out;
 	dump_to_double(data, dt, count, v);
 	*n = count;
+
+	double scale = unscale_by(t);
+	if (scale != 1.0)
+		for (size_t i = 0; i < count; i++)
+			v[i] /= scale; /* exact for the usual power-of-two scales */
+	int is_grad = t->role && strcmp(t->role, "grad") == 0;
+	if (is_grad && !(isfinite(t->scale) && t->scale > 0.0) && !r->scale_noted) {
+		fprintf(stderr,
+		        "ampdump: note: step %lld of '%s' has no loss scale; its gradients are "
+		        "compared as dumped\n",
+		        (long long)t->step, r->path);
+		r->scale_noted = 1;
+	}
 out:
 	sqlite3_finalize(st);
 	return v;
 }
 
 static const dump_column cmp_cols[] = {
-    {"step", DUMP_COL_INT},     {"seq", DUMP_COL_INT},      {"seq_b", DUMP_COL_INT},
-    {"op", DUMP_COL_TEXT},      {"label", DUMP_COL_TEXT},   {"role", DUMP_COL_TEXT},
-    {"name", DUMP_COL_TEXT},    {"dtype_a", DUMP_COL_TEXT}, {"dtype_b", DUMP_COL_TEXT},
-    {"shape", DUMP_COL_TEXT},   {"count", DUMP_COL_INT},    {"cosine", DUMP_COL_REAL},
-    {"max_abs", DUMP_COL_REAL}, {"max_rel", DUMP_COL_REAL}, {"nonfinite", DUMP_COL_INT},
-    {"status", DUMP_COL_TEXT},
+    {"step", DUMP_COL_INT},       {"seq", DUMP_COL_INT},       {"seq_b", DUMP_COL_INT},
+    {"op", DUMP_COL_TEXT},        {"label", DUMP_COL_TEXT},    {"role", DUMP_COL_TEXT},
+    {"name", DUMP_COL_TEXT},      {"dtype_a", DUMP_COL_TEXT},  {"dtype_b", DUMP_COL_TEXT},
+    {"shape", DUMP_COL_TEXT},     {"count", DUMP_COL_INT},     {"cosine", DUMP_COL_REAL},
+    {"max_abs", DUMP_COL_REAL},   {"max_rel", DUMP_COL_REAL},  {"rtol", DUMP_COL_REAL},
+    {"tol_ratio", DUMP_COL_REAL}, {"nonfinite", DUMP_COL_INT}, {"status", DUMP_COL_TEXT},
 };
 enum {
 	K_STEP,
@@ -333,6 +365,8 @@ enum {
 	K_COSINE,
 	K_MAX_ABS,
 	K_MAX_REL,
+	K_RTOL,
+	K_TOL_RATIO,
 	K_NONFINITE,
 	K_STATUS,
 	K_NCOLS
@@ -352,19 +386,85 @@ static int same_shape(const char *a, const char *b, uint64_t *count)
 	return 1;
 }
 
-typedef struct first_info {
-	const cmp_tensor *t;
-	dump_diff d;
-} first_info;
+void dump_closeness_compute(const double *a, const double *b, size_t n, double atol, double rtol,
+                            dump_closeness *out)
+{
+	dump_closeness c = {0};
+	for (size_t i = 0; i < n; i++) {
+		double x = a[i], y = b[i];
+		int fx = isfinite(x), fy = isfinite(y);
+		if (fx != fy) {
+			if (fx)
+				c.only_b++;
+			else
+				c.only_a++;
+			continue;
+		}
+		if (!fx)
+			continue;
+		double d = fabs(x - y), tol = atol + rtol * fabs(x);
+		if (d > tol)
+			c.over++;
+		double r = tol > 0.0 ? d / tol : (d > 0.0 ? HUGE_VAL : 0.0);
+		if (r > c.worst)
+			c.worst = r;
+	}
+	*out = c;
+}
 
-/* Compares one pair and adds its row.  Returns 0, or -1 on memory/SQLite failure. */
-static int compare_pair(dump_table *t, const cmp_run *ra, const cmp_run *rb, const cmp_tensor *a,
-                        const dump_compare_opts *o, first_info *first, size_t *n_over)
+double dump_default_rtol(dump_dtype a, dump_dtype b)
+{
+	if (a == DUMP_DT_BF16 || b == DUMP_DT_BF16)
+		return 0x1p-7;
+	if (a == DUMP_DT_F16 || b == DUMP_DT_F16)
+		return 0x1p-10;
+	return 0.0;
+}
+
+/* What one pair of tensors gave. */
+typedef enum { CMP_SHAPE, CMP_NO_DATA, CMP_DONE } cmp_state;
+typedef struct cmp_result {
+	cmp_state state;
+	uint64_t count;   /* elements (not for CMP_SHAPE) */
+	double rtol;      /* relative tolerance of the pair */
+	dump_diff d;      /* CMP_DONE only */
+	dump_closeness c; /* CMP_DONE only */
+	int flagged;      /* CMP_DONE only: over the limits or non-finite values that differ */
+} cmp_result;
+
+/* Compares tensor a of ra with its peer in rb into *res. */
+static void compare_pair(cmp_run *ra, cmp_run *rb, const cmp_tensor *a, const dump_compare_opts *o,
+                         cmp_result *res)
 {
 	const cmp_tensor *b = a->peer;
 	dump_dtype da = dump_dtype_parse(a->dtype), db = dump_dtype_parse(b->dtype);
-	uint64_t count = 0;
-	const char *status;
+	memset(res, 0, sizeof *res);
+	res->rtol = o->rtol >= 0.0 ? o->rtol : dump_default_rtol(da, db);
+	res->state = CMP_SHAPE;
+	if (!same_shape(a->shape, b->shape, &res->count))
+		return;
+	res->state = CMP_NO_DATA;
+	if (!a->has_data || !b->has_data || da == DUMP_DT_UNKNOWN || db == DUMP_DT_UNKNOWN)
+		return;
+	size_t na = 0, nb = 0;
+	double *va = load_values(ra, a, da, &na);
+	double *vb = load_values(rb, b, db, &nb);
+	if (va && vb && na == res->count && nb == res->count) {
+		dump_diff_compute(va, vb, na, &res->d);
+		dump_closeness_compute(va, vb, na, o->max_abs, res->rtol, &res->c);
+		/* the tolerance replaces the plain max_abs limit: HUGE_VAL leaves it out */
+		res->flagged =
+		    res->c.over > 0 || dump_diff_exceeds(&res->d, o->min_cosine, HUGE_VAL);
+		res->state = CMP_DONE;
+	}
+	free(va);
+	free(vb);
+}
+
+/* Appends the row of tensor a (and its peer).  Returns 0, or -1 when out of memory. */
+static int add_row(dump_table *t, const cmp_tensor *a, const cmp_result *r, const char *status)
+{
+	const cmp_tensor *b = a->peer;
 	int e = dump_table_add_row(t);
 	e |= dump_table_set_int(t, K_STEP, a->step);
 	e |= dump_table_set_int(t, K_SEQ, a->seq);
@@ -376,42 +476,18 @@ static int compare_pair(dump_table *t, const cmp_run *ra, const cmp_run *rb, con
 	e |= dump_table_set_text(t, K_DTYPE_A, a->dtype);
 	e |= dump_table_set_text(t, K_DTYPE_B, b->dtype);
 	e |= dump_table_set_text(t, K_SHAPE, a->shape);
-	if (e)
-		return -1;
-
-	if (!same_shape(a->shape, b->shape, &count))
-		return dump_table_set_text(t, K_STATUS, "shape");
-	e |= dump_table_set_int(t, K_COUNT, (int64_t)count);
-	if (!a->has_data || !b->has_data || da == DUMP_DT_UNKNOWN || db == DUMP_DT_UNKNOWN)
-		return e | dump_table_set_text(t, K_STATUS, "no-data");
-
-	size_t na = 0, nb = 0;
-	double *va = load_values(ra->db, a->id, da, &na);
-	double *vb = load_values(rb->db, b->id, db, &nb);
-	if (!va || !vb || na != count || nb != count) {
-		free(va);
-		free(vb);
-		return e | dump_table_set_text(t, K_STATUS, "no-data");
+	if (r->state != CMP_SHAPE)
+		e |= dump_table_set_int(t, K_COUNT, (int64_t)r->count);
+	if (r->state == CMP_DONE) {
+		e |= dump_table_set_real(t, K_COSINE, r->d.cosine);
+		e |= dump_table_set_real(t, K_MAX_ABS, r->d.max_abs);
+		e |= dump_table_set_real(t, K_MAX_REL, r->d.max_rel);
+		e |= dump_table_set_real(t, K_RTOL, r->rtol);
+		e |= dump_table_set_real(t, K_TOL_RATIO, r->c.worst);
+		e |= dump_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
 	}
-	dump_diff d;
-	dump_diff_compute(va, vb, count, &d);
-	free(va);
-	free(vb);
-	e |= dump_table_set_real(t, K_COSINE, d.cosine);
-	e |= dump_table_set_real(t, K_MAX_ABS, d.max_abs);
-	e |= dump_table_set_real(t, K_MAX_REL, d.max_rel);
-	e |= dump_table_set_int(t, K_NONFINITE, (int64_t)d.mismatch);
-	if (dump_diff_exceeds(&d, o->min_cosine, o->max_abs)) {
-		(*n_over)++;
-		status = first->t ? "over" : "FIRST";
-		if (!first->t) {
-			first->t = a;
-			first->d = d;
-		}
-	} else {
-		status = "ok";
-	}
-	return e | dump_table_set_text(t, K_STATUS, status);
+	e |= dump_table_set_text(t, K_STATUS, status);
+	return e ? -1 : 0;
 }
 
 static int display_sort(const void *pa, const void *pb)
@@ -440,11 +516,169 @@ static void note_unmatched(const cmp_run *r, const char *other)
 		        firstt->name ? firstt->name : "");
 }
 
+/* "0.001 + 0.0009765625*|a|", or "0.001" when rtol is 0, into buf.  Returns buf. */
+static char *tolerance_expr(double atol, double rtol, char *buf, size_t len)
+{
+	char ta[40], tr[40];
+	dump_format_real(atol, ta, sizeof ta);
+	if (rtol == 0.0)
+		snprintf(buf, len, "%s", ta);
+	else
+		snprintf(buf, len, "%s + %s*|a|", ta, dump_format_real(rtol, tr, sizeof tr));
+	return buf;
+}
+
+/* The tolerance of the pairs compared, as text into buf: one expression when they share one
+ * rtol, else "0.001 + rtol*|a| (rtol 0.0078125 with a bf16 side, 0.0009765625 with an fp16
+ * side, 0 otherwise)".  Returns buf. */
+static char *tolerance_text(const dump_compare_opts *o, const cmp_result *res, size_t n, char *buf,
+                            size_t len)
+{
+	static const struct {
+		double rtol;
+		const char *when;
+	} by_dtype[] = {
+	    {0x1p-7, "with a bf16 side"}, {0x1p-10, "with an fp16 side"}, {0.0, "otherwise"}};
+	int used[3] = {0, 0, 0}, nused = 0;
+	double single = o->rtol >= 0.0 ? o->rtol : 0x1p-10;
+	if (o->rtol < 0.0) {
+		for (size_t i = 0; i < n; i++)
+			for (int k = 0; k < 3; k++)
+				if (res[i].state == CMP_DONE && res[i].rtol == by_dtype[k].rtol &&
+				    !used[k]) {
+					used[k] = 1;
+					nused++;
+					single = by_dtype[k].rtol;
+				}
+	}
+	if (o->rtol >= 0.0 || nused == 1)
+		return tolerance_expr(o->max_abs, single, buf, len);
+
+	char ta[40], tr[40];
+	size_t at = (size_t)snprintf(buf, len, "%s + rtol*|a| (rtol",
+	                             dump_format_real(o->max_abs, ta, sizeof ta));
+	const char *sep = " ";
+	for (int k = 0; k < 3 && at < len; k++) {
+		if (nused && !used[k])
+			continue;
+		at += (size_t)snprintf(buf + at, len - at, "%s%s %s", sep,
+		                       dump_format_real(by_dtype[k].rtol, tr, sizeof tr),
+		                       by_dtype[k].when);
+		sep = ", ";
+	}
+	if (at < len)
+		snprintf(buf + at, len - at, ")");
+	return buf;
+}
+
+/* "step 2 seq 4 LayerNorm (ln1) output 'ln1.out'" into buf.  Returns buf. */
+static char *describe(const cmp_tensor *t, char *buf, size_t len)
+{
+	snprintf(buf, len, "step %lld seq %lld %s%s%s%s %s%s%s%s", (long long)t->step,
+	         (long long)t->seq, t->op ? t->op : "?", t->label ? " (" : "",
+	         t->label ? t->label : "", t->label ? ")" : "", t->role ? t->role : "?",
+	         t->name ? " '" : "", t->name ? t->name : "", t->name ? "'" : "");
+	return buf;
+}
+
+/* The loss scale a gradient t is divided by, as text ("none" if its run recorded none).
+ * Returns buf. */
+static char *scale_text(const cmp_tensor *t, char *buf, size_t len)
+{
+	if (!(isfinite(t->scale) && t->scale > 0.0)) {
+		snprintf(buf, len, "none");
+		return buf;
+	}
+	return dump_format_real(t->scale, buf, len);
+}
+
+/* The header lines of the text output: the flag criterion and, if gradients were compared, the
+ * loss scales they were divided by. */
+static void print_criterion(FILE *out, const dump_compare_opts *o, cmp_tensor *const *pairs,
+                            const cmp_result *res, size_t n)
+{
+	char tc[40], tol[400], sa[40], sb[40];
+	fprintf(out,
+	        "flag: cosine < %s or |a-b| > %s, or non-finite values that differ "
+	        "(a: the reference)\n",
+	        dump_format_real(o->min_cosine, tc, sizeof tc),
+	        tolerance_text(o, res, n, tol, sizeof tol));
+	const cmp_tensor *g = NULL; /* the first gradient compared */
+	int mixed = 0;
+	for (size_t i = 0; i < n; i++) {
+		const cmp_tensor *a = pairs[i];
+		if (res[i].state != CMP_DONE || !a->role || strcmp(a->role, "grad") != 0)
+			continue;
+		if (!g)
+			g = a;
+		else if (unscale_by(a) != unscale_by(g) ||
+		         unscale_by(a->peer) != unscale_by(g->peer))
+			mixed = 1;
+	}
+	if (g && mixed)
+		fprintf(out, "grads: divided by their run's loss scale at their step\n");
+	else if (g)
+		fprintf(out, "grads: divided by their run's loss scale (a: %s, b: %s)\n",
+		        scale_text(g, sa, sizeof sa), scale_text(g->peer, sb, sizeof sb));
+}
+
+/* The summary line: the first divergence and why, or that there is none. */
+static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_path,
+                          const char *b_path, cmp_tensor *const *pairs, const cmp_result *res,
+                          size_t n, size_t first, size_t n_flagged, size_t n_one_sided)
+{
+	char tc[40], tol[400], where[600], cos[40], mabs[40], worst[40];
+	dump_format_real(o->min_cosine, tc, sizeof tc);
+	if (first >= n) {
+		fprintf(out, "no divergence: %zu tensors within cosine >= %s and |a-b| <= %s\n", n,
+		        tc, tolerance_text(o, res, n, tol, sizeof tol));
+		return;
+	}
+	const cmp_result *r = &res[first];
+	fprintf(out, "first divergence: %s: cosine %s, max abs error %s; ",
+	        describe(pairs[first], where, sizeof where),
+	        dump_format_real(r->d.cosine, cos, sizeof cos),
+	        dump_format_real(r->d.max_abs, mabs, sizeof mabs));
+	unsigned long long count = (unsigned long long)r->count;
+	if (r->c.only_a && r->c.only_b)
+		fprintf(out,
+		        "Inf/NaN in '%s' only at %llu and in '%s' only at %llu of %llu elements",
+		        a_path, (unsigned long long)r->c.only_a, b_path,
+		        (unsigned long long)r->c.only_b, count);
+	else if (r->c.only_a || r->c.only_b)
+		fprintf(out, "Inf/NaN in '%s' only at %llu of %llu elements",
+		        r->c.only_a ? a_path : b_path,
+		        (unsigned long long)(r->c.only_a ? r->c.only_a : r->c.only_b), count);
+	else {
+		const char *sep = "";
+		if (!(r->d.cosine >= o->min_cosine)) {
+			fprintf(out, "cosine below %s", tc);
+			sep = ", ";
+		}
+		if (r->c.over) {
+			fprintf(out,
+			        "%s%llu of %llu elements with |a-b| > %s (worst %s times that)",
+			        sep, (unsigned long long)r->c.over, count,
+			        tolerance_expr(o->max_abs, r->rtol, tol, sizeof tol),
+			        dump_format_real(r->c.worst, worst, sizeof worst));
+			sep = ", ";
+		}
+		if (r->d.mismatch)
+			fprintf(out, "%snon-finite values differ at %llu of %llu elements", sep,
+			        (unsigned long long)r->d.mismatch, count);
+	}
+	fprintf(out, "; %zu of %zu tensors flagged", n_flagged, n);
+	if (n_one_sided)
+		fprintf(out, ", %zu with Inf/NaN in one run only", n_one_sided);
+	fputc('\n', out);
+}
+
 int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *o, FILE *out)
 {
 	cmp_run a = {.path = a_path}, b = {.path = b_path};
 	dump_table *t = NULL;
 	cmp_tensor **pairs = NULL;
+	cmp_result *res = NULL;
 	int code = DUMP_EXIT_FAIL;
 	char hint[1400];
 
@@ -510,45 +744,56 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		goto out;
 	}
 
+	res = malloc(npairs * sizeof *res);
+	if (!res)
+		goto oom;
+	for (size_t i = 0; i < npairs; i++)
+		compare_pair(&a, &b, pairs[i], o, &res[i]);
+
+	/* The first divergence is the first Inf/NaN facing a finite value, in execution order:
+	 * over many steps rounding-level drift is flagged everywhere before an overflow, and the
+	 * overflow is what one hunts.  Failing that, the first tensor flagged. */
+	size_t first = npairs, n_flagged = 0, n_one_sided = 0;
+	for (size_t i = 0; i < npairs; i++) {
+		if (res[i].state != CMP_DONE || !res[i].flagged)
+			continue;
+		n_flagged++;
+		if (res[i].c.only_a || res[i].c.only_b) {
+			if (n_one_sided++ == 0)
+				first = i;
+		}
+	}
+	for (size_t i = 0; i < npairs && first == npairs; i++)
+		if (res[i].state == CMP_DONE && res[i].flagged)
+			first = i;
+
 	t = dump_table_new(cmp_cols, K_NCOLS);
 	if (!t)
 		goto oom;
-	first_info first = {0};
-	size_t n_over = 0;
-	for (size_t i = 0; i < npairs; i++)
-		if (compare_pair(t, &a, &b, pairs[i], o, &first, &n_over) != 0)
+	for (size_t i = 0; i < npairs; i++) {
+		const char *status = res[i].state == CMP_SHAPE     ? "shape"
+		                     : res[i].state == CMP_NO_DATA ? "no-data"
+		                     : i == first                  ? "FIRST"
+		                     : res[i].flagged              ? "over"
+		                                                   : "ok";
+		if (add_row(t, pairs[i], &res[i], status) != 0)
 			goto oom;
+	}
 	note_unmatched(&a, b_path);
 	note_unmatched(&b, a_path);
 
+	if (o->fmt == DUMP_FMT_TEXT)
+		print_criterion(out, o, pairs, res, npairs);
 	if (dump_table_print(t, o->fmt, out) != 0) {
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
-	if (o->fmt == DUMP_FMT_TEXT) {
-		char cos[40], mabs[40], tc[40], ta[40];
-		dump_format_real(o->min_cosine, tc, sizeof tc);
-		dump_format_real(o->max_abs, ta, sizeof ta);
-		if (first.t)
-			fprintf(
-			    out,
-			    "first divergence: step %lld seq %lld %s%s%s%s %s%s%s%s: cosine %s, "
-			    "max "
-			    "abs error %s (limits: cosine >= %s, max abs error <= %s); %zu of %zu "
-			    "tensors over the limits\n",
-			    (long long)first.t->step, (long long)first.t->seq,
-			    first.t->op ? first.t->op : "?", first.t->label ? " (" : "",
-			    first.t->label ? first.t->label : "", first.t->label ? ")" : "",
-			    first.t->role ? first.t->role : "?", first.t->name ? " '" : "",
-			    first.t->name ? first.t->name : "", first.t->name ? "'" : "",
-			    dump_format_real(first.d.cosine, cos, sizeof cos),
-			    dump_format_real(first.d.max_abs, mabs, sizeof mabs), tc, ta, n_over,
-			    npairs);
-		else
-			fprintf(out,
-			        "no divergence: %zu tensors within cosine >= %s and max abs error "
-			        "<= %s\n",
-			        npairs, tc, ta);
+	if (o->fmt == DUMP_FMT_TEXT)
+		print_summary(out, o, a_path, b_path, pairs, res, npairs, first, n_flagged,
+		              n_one_sided);
+	if (fflush(out) != 0 || ferror(out)) {
+		dump_error(NULL, "cannot write the output");
+		goto out;
 	}
 	code = DUMP_EXIT_OK;
 	goto out;
@@ -558,6 +803,7 @@ sql_error_a:
 oom:
 	dump_error(NULL, "out of memory");
 out:
+	free(res);
 	free(pairs);
 	dump_table_free(t);
 	run_release(&b);

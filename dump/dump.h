@@ -85,6 +85,26 @@ void dump_diff_compute(const double *a, const double *b, size_t n, dump_diff *ou
  * mismatch, or a NaN metric.  0 otherwise. */
 int dump_diff_exceeds(const dump_diff *d, double min_cosine, double max_abs);
 
+/* Elementwise closeness of b to the reference a, numpy.isclose-style: a position finite on both
+ * sides is outside the tolerance when |a - b| > atol + rtol*|a|.  (compare.c)
+ *   over   = positions outside the tolerance
+ *   worst  = max |a - b| / (atol + rtol*|a|) over the positions finite on both sides (0/0 = 0,
+ *            x/0 = Inf; 0 if there is none): above 1 exactly when over > 0, up to rounding
+ *   only_a = positions where a is Inf/NaN and b is finite, only_b the converse
+ * Positions non-finite on both sides are left to dump_diff_compute. */
+typedef struct dump_closeness {
+	uint64_t over;           /* positions outside the tolerance */
+	uint64_t only_a, only_b; /* positions non-finite in one run only */
+	double worst;            /* largest |a-b| as a multiple of its tolerance */
+} dump_closeness;
+
+void dump_closeness_compute(const double *a, const double *b, size_t n, double atol, double rtol,
+                            dump_closeness *out);
+
+/* Default relative tolerance of a pair of dtypes: 2^-7 if either is bf16, else 2^-10 if either
+ * is fp16 (twice the unit roundoff: what rounding to that format alone may cause), else 0. */
+double dump_default_rtol(dump_dtype a, dump_dtype b);
+
 /* ---- .npy files and names (npy.c) ------------------------------------------------------- */
 #define DUMP_MAX_DIMS 8
 
@@ -176,11 +196,18 @@ int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out);
 int dump_cmd_npy(const char *db_path, int64_t step, const char *tensor, const char *dir, int force,
                  FILE *out);
 
-/* ampdump --compare A B [--step N] (compare.c).  step < 0: every step dumped in both. */
+/* ampdump --compare A B [--step N] (compare.c).  step < 0: every step dumped in both.
+ * Gradients (role 'grad') are divided by their own run's loss scale of their step
+ * (steps.scale) before anything is computed.  A tensor is flagged when its cosine is below
+ * min_cosine, when an element of it is outside the tolerance (dump_closeness_compute), or when
+ * its non-finite values differ; the summary's first divergence is the first tensor, in
+ * execution order, with Inf/NaN in one run where the other is finite, else the first one
+ * flagged. */
 typedef struct dump_compare_opts {
 	int64_t step;      /* step to compare, or -1 for every common dumped step */
 	double min_cosine; /* flag below this cosine similarity (default 0.99) */
-	double max_abs;    /* flag above this max absolute error (default 1e-3) */
+	double max_abs;    /* absolute tolerance: flag |a-b| > max_abs + rtol*|a| (default 1e-3) */
+	double rtol;       /* relative tolerance; < 0: dump_default_rtol of the pair's dtypes */
 	dump_format fmt;
 } dump_compare_opts;
 int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *opts,

@@ -23,6 +23,7 @@ static const char usage_head[] =
     "   or: ampdump --list [--db=<profile.db>] [--format=text|csv|json]\n"
     "   or: ampdump --step=<n> [--tensor=<id|name>] --npy=<dir> [--force] [--db=<profile.db>]\n"
     "   or: ampdump --compare <a.db> <b.db> [--step=<n>] [--cosine=<x>] [--max-abs=<x>]\n"
+    "                 [--rtol=<x>]\n"
     "   or: ampdump --application=<cmd> --step=<n> [--output=<dump.db>] [--force]\n";
 
 static const char usage_body[] =
@@ -30,6 +31,11 @@ static const char usage_body[] =
     "Shows the tensors a profile recorded at a step (origin of the first non-finite value\n"
     "first, marked *), exports dumped tensors as .npy files, compares the dumps of two runs\n"
     "op by op, or re-runs a program to dump one step in full.\n"
+    "\n"
+    "--compare flags a tensor when its cosine similarity is below --cosine, when an element\n"
+    "has |a-b| > max-abs + rtol*|a| (a: the reference), or when Inf/NaN differ; gradients\n"
+    "are first divided by their run's loss scale.  The first divergence is the first tensor\n"
+    "with Inf/NaN where the other run is finite, else the first one flagged.\n"
     "\n"
     "    --db=<file>            profile to read (default profile.db; also as the argument)\n"
     "    --step=<n>             step to show, export, compare or dump (from 0)\n"
@@ -40,7 +46,9 @@ static const char usage_body[] =
     "    --force                overwrite existing files\n"
     "    --compare              compare two profiles: a (reference) and b\n"
     "    --cosine=<x>           flag cosine similarity below x (default 0.99)\n"
-    "    --max-abs=<x>          flag max absolute error above x (default 0.001)\n"
+    "    --max-abs=<x>          absolute part of the tolerance (default 0.001)\n"
+    "    --rtol=<x>             relative part of the tolerance (default 0.0009765625 = 2^-10\n"
+    "                           with an fp16 side, 0.0078125 = 2^-7 with bf16, else 0)\n"
     "    --application=<cmd>    re-run cmd under ampprof and dump --step in full\n"
     "    --output=<file>        database of the re-run (default dump.db)\n"
     "    --verbose              show ampprof's progress and summary during the re-run\n"
@@ -49,7 +57,7 @@ static const char usage_body[] =
 
 typedef struct cli {
 	const char *db, *format, *tensor, *npy, *application, *output;
-	const char *step_text, *cosine_text, *max_abs_text;
+	const char *step_text, *cosine_text, *max_abs_text, *rtol_text;
 	int list, force, compare, verbose, help, version;
 	const char *pos[3];
 	int npos;
@@ -74,6 +82,7 @@ static const option_def options[] = {
     {"compare", ARG_NONE, offsetof(cli, compare)},
     {"cosine", ARG_VALUE, offsetof(cli, cosine_text)},
     {"max-abs", ARG_VALUE, offsetof(cli, max_abs_text)},
+    {"rtol", ARG_VALUE, offsetof(cli, rtol_text)},
     {"application", ARG_VALUE, offsetof(cli, application)},
     {"output", ARG_VALUE, offsetof(cli, output)},
     {"verbose", ARG_NONE, offsetof(cli, verbose)},
@@ -203,6 +212,8 @@ static const char *stray_option(const cli *c, int takes)
 		return "--cosine";
 	if (c->max_abs_text && !(takes & TAKES_THRESHOLDS))
 		return "--max-abs";
+	if (c->rtol_text && !(takes & TAKES_THRESHOLDS))
+		return "--rtol";
 	if (c->output && !(takes & TAKES_OUTPUT))
 		return "--output";
 	if (c->verbose && !(takes & TAKES_OUTPUT))
@@ -273,7 +284,7 @@ int main(int argc, char **argv)
 		if (c.npos != 2)
 			return usage_error("%s", "--compare needs two profiles: <a.db> <b.db>");
 		dump_compare_opts co = {
-		    .step = step, .min_cosine = 0.99, .max_abs = 1e-3, .fmt = fmt};
+		    .step = step, .min_cosine = 0.99, .max_abs = 1e-3, .rtol = -1.0, .fmt = fmt};
 		if (c.cosine_text &&
 		    (parse_real(c.cosine_text, &co.min_cosine) || fabs(co.min_cosine) > 1.0))
 			return usage_error("invalid --cosine '%s': expected a number in [-1, 1]",
@@ -281,6 +292,9 @@ int main(int argc, char **argv)
 		if (c.max_abs_text && (parse_real(c.max_abs_text, &co.max_abs) || co.max_abs < 0.0))
 			return usage_error("invalid --max-abs '%s': expected a number >= 0",
 			                   c.max_abs_text);
+		if (c.rtol_text && (parse_real(c.rtol_text, &co.rtol) || co.rtol < 0.0))
+			return usage_error("invalid --rtol '%s': expected a number >= 0",
+			                   c.rtol_text);
 		return dump_cmd_compare(c.pos[0], c.pos[1], &co, stdout);
 	}
 

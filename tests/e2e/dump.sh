@@ -5,7 +5,9 @@
 # shell, the rows (tensor data as X'..' blobs) printed by /usr/bin/python3 with numpy, which
 # is also the reference reader of the exported .npy files.  Checks the step table (origin
 # first), csv/json, --list, .npy export (NaN/Inf bit-exact, no path traversal), --compare
-# (flags the planted divergence only) and every bad-input case's exit status and message.
+# (flags the planted divergences only, tolerance relative for fp16, gradients unscaled, a
+# non-finite mismatch preferred as the first divergence) and every bad-input case's exit
+# status and message.
 # Real-data tests on the `unstable` example come with the runtime side.
 set -u
 export LC_ALL=C TZ=UTC
@@ -52,7 +54,9 @@ done
 # its input and output are dumped, Sum (seq 4) inherits the NaN.  Step 5 has a manual dump.
 # fp32.db / amp.db: the same program, step 2 dumped in full; amp.db rounds to fp16, runs an
 # extra op first (so its seq numbers are shifted by one) and diverges at LayerNorm (ln1); the
-# Softmax output has no name, only its op's label (head).
+# Softmax output has no name, only its op's label (head).  Step 4 is dumped in both too: fc1's
+# output (|x| up to 6) only rounded to fp16, a planted divergence at ln1, then an Inf in amp.db
+# only at exp, then fc1's gradient, which amp.db holds multiplied by its loss scale 128.
 cat >"$T/gen.py" <<'PY'
 import numpy as np
 
@@ -79,12 +83,12 @@ def sig(i, opname, label, dtype, site):
                "8, 32, 0, %s);" % (i, q(opname), q(dtype), q(dtype), q(dtype), q(label),
                                     "NULL" if site is None else site))
 
-def steps(n, overflow_step=None):
+def steps(n, overflow_step=None, scale=128.0):
     for s in range(n):
         ov = 1 if s == overflow_step else 0
         sql.append("INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
-                   "samples, detail, thread) VALUES (%d, %d, 1000, %s, 128.0, %d, %d, 32, 1, 0);"
-                   % (s, s * 1000, "NULL" if ov else "0.5", ov, ov))
+                   "samples, detail, thread) VALUES (%d, %d, 1000, %s, %r, %d, %d, 32, 1, 0);"
+                   % (s, s * 1000, "NULL" if ov else "0.5", scale, ov, ov))
 
 def stats(step, seq, op, role, name, dtype, count, nan, inf, lo, hi, absmax, origin, site):
     sql.append("INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
@@ -129,7 +133,7 @@ def compare_db(amp):
     shift = 1 if amp else 0
     sql.append("INSERT INTO meta(key, value) VALUES ('command', './mlp %s');"
                % ("--amp" if amp else "--fp32"))
-    steps(4)
+    steps(5, scale=128.0 if amp else 1.0)
     rng = np.random.default_rng(7)
     layers = [("MatMul", "fc1"), ("ReLU", "act1"), ("MatMul", "fc2"), ("LayerNorm", "ln1"),
               ("Softmax", "head")]
@@ -149,6 +153,21 @@ def compare_db(amp):
                 out = (base + 0.01).astype("<f2")            # downstream of it
         # the head's output is unnamed: it lines up by its op's label
         dump(2, seq, o, "output", None if o == "Softmax" else name + ".out", out, "step")
+
+    big = rng.uniform(-6, 6, size=(4, 8)).astype("<f4")
+    ln = rng.uniform(-1, 1, size=(4, 8)).astype("<f4")
+    ex = rng.uniform(0, 2, size=(4, 8)).astype("<f4")
+    grad = rng.uniform(-1e-3, 1e-3, size=(4, 8)).astype("<f4")
+    if amp:
+        big = big.astype("<f2")
+        ln = (ln * 1.5 + 0.25).astype("<f2")
+        ex = ex.astype("<f2")
+        ex[1, 2] = np.inf
+        grad = (grad * 128).astype("<f2")
+    dump(4, 1, "MatMul", "output", "fc1.out", big, "step")
+    dump(4, 2, "LayerNorm", "output", "ln1.out", ln, "step")
+    dump(4, 3, "Exp", "output", "exp.out", ex, "step")
+    dump(4, 4, "MatMul", "grad", "fc1.grad", grad, "step")
 
 for name, make in (("run", run_db), ("fp32", lambda: compare_db(False)),
                    ("amp", lambda: compare_db(True))):
@@ -295,8 +314,8 @@ run "npy never writes through a symlink" 1 --step 3 --tensor 1 --npy "$T/one" --
 
 # ---- compare --------------------------------------------------------------------------------
 if run "compare" 0 --compare fp32.db amp.db --step 2; then
-	expect "compare: header" "$T/out" '^step +seq +seq_b +op +label +role +name +dtype_a +dtype_b +shape +count +cosine +max_abs +max_rel +nonfinite +status$'
-	expect "compare: aligned by layer despite shifted seq" "$T/out" '^ +2 +1 +2 +MatMul +fc1 +output +fc1\.out +fp32 +fp16 +\(4,8\) +32 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +0 +ok$'
+	expect "compare: header" "$T/out" '^step +seq +seq_b +op +label +role +name +dtype_a +dtype_b +shape +count +cosine +max_abs +max_rel +rtol +tol_ratio +nonfinite +status$'
+	expect "compare: aligned by layer despite shifted seq" "$T/out" '^ +2 +1 +2 +MatMul +fc1 +output +fc1\.out +fp32 +fp16 +\(4,8\) +32 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +0\.0009765625 +0\.[0-9e-]+ +0 +ok$'
 	[ "$(grep -c ' ok$' "$T/out")" -eq 3 ] && ok "compare: the equal ops are ok" || bad "compare: ok count" "$(cat "$T/out")"
 	expect "compare: planted divergence flagged first" "$T/out" '^ +2 +4 +5 +LayerNorm +ln1 +output +ln1\.out +fp32 +fp16 .* FIRST$'
 	expect "compare: downstream op over, not first" "$T/out" '^ +2 +5 +6 +Softmax +head +output +- .* over$'
@@ -304,23 +323,53 @@ if run "compare" 0 --compare fp32.db amp.db --step 2; then
 	expect "compare: unmatched tensor noted" "$T/err" "1 dumped tensor of 'amp.db' has no counterpart in 'fp32.db'"
 fi
 run "compare without --step" 0 --compare fp32.db amp.db --format=csv &&
-	expect "compare csv: FIRST row" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,0,FIRST$'
+	expect "compare csv: threshold divergence of step 2 over, not first" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,0\.0009765625,[^,]+,0,over$' &&
+	expect "compare csv: a later non-finite mismatch (step 4) is FIRST" "$T/out" '^4,3,3,Exp,,output,exp\.out,fp32,fp16,"\(4,8\)",32,[^,]+,inf,inf,0\.0009765625,[^,]+,1,FIRST$'
 if run "compare json" 0 --compare fp32.db amp.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "compare json: metrics"; else bad "compare json: metrics" "$(cat "$T/out")"; fi
 import json, sys
 rows = json.load(open(sys.argv[1]))
-st = {r["name"] or r["label"]: r for r in rows}
-assert [r["status"] for r in rows] == ["ok", "ok", "ok", "FIRST", "over"], [r["status"] for r in rows]
+st = {(r["step"], r["name"] or r["label"]): r for r in rows}
+assert [r["status"] for r in rows] == ["ok", "ok", "ok", "over", "over", "ok", "over", "FIRST", "ok"], \
+    [r["status"] for r in rows]
 for n in ("fc1.out", "act1.out", "fc2.out"):
-    assert st[n]["cosine"] > 0.9999 and st[n]["max_abs"] <= 0.0005, st[n]
-assert st["ln1.out"]["max_abs"] > 0.1
+    assert st[2, n]["cosine"] > 0.9999 and st[2, n]["max_abs"] <= 0.0005, st[2, n]
+assert st[2, "ln1.out"]["max_abs"] > 0.1
+# fp16 rounding at |x| up to 6 exceeds 0.001 but not 0.001 + 2^-10*|x|
+big = st[4, "fc1.out"]
+assert big["max_abs"] > 1e-3 and big["rtol"] == 2**-10 and 0 < big["tol_ratio"] <= 1, big
+# the gradient: amp.db holds it times 128; unscaled, only fp16 rounding is left
+g = st[4, "fc1.grad"]
+assert g["status"] == "ok" and g["max_abs"] < 1e-6 and g["max_rel"] <= 2**-11, g
+assert st[4, "exp.out"]["nonfinite"] == 1 and st[4, "exp.out"]["max_abs"] == "inf"
 PY
 fi
-run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 5 tensors'
-run "compare thresholds are options" 0 --compare fp32.db amp.db --max-abs=10 --cosine=-1 &&
+if run "compare prefers a non-finite mismatch" 0 --compare fp32.db amp.db --step 4; then
+	expect "compare: the criterion heads the output" "$T/out" '^flag: cosine < 0\.99 or \|a-b\| > 0\.001 \+ 0\.0009765625\*\|a\|, or non-finite values that differ \(a: the reference\)$'
+	expect "compare: the loss scales of the gradients" "$T/out" "^grads: divided by their run's loss scale \(a: 1, b: 128\)$"
+	expect "compare: fp16 rounding at |x| ~ 6 is ok" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* ok$'
+	expect "compare: earlier threshold divergence is over" "$T/out" '^ +4 +2 +2 +LayerNorm .* over$'
+	expect "compare: the Inf in amp.db only is FIRST" "$T/out" '^ +4 +3 +3 +Exp .* 1 +FIRST$'
+	expect "compare: unscaled gradient is ok" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* ok$'
+	expect "compare: summary names the non-finite mismatch" "$T/out" "^first divergence: step 4 seq 3 Exp output 'exp.out': cosine [0-9.]+, max abs error inf; Inf/NaN in 'amp.db' only at 1 of 32 elements; 2 of 4 tensors flagged, 1 with Inf/NaN in one run only$"
+fi
+if run "compare --rtol=0" 0 --compare fp32.db amp.db --step 4 --rtol=0; then
+	expect "compare --rtol=0: criterion" "$T/out" '^flag: cosine < 0\.99 or \|a-b\| > 0\.001, or'
+	expect "compare --rtol=0: fp16 rounding at |x| ~ 6 is now over" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* 0 +[0-9.]+ +0 +over$'
+fi
+run "compare --rtol and --max-abs loosened" 0 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 &&
+	expect "compare: loose tolerance leaves the cosine" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9[0-9]+, max abs error [0-9.]+; cosine below 0\.99; 1 of 5 tensors flagged$"
+cp amp.db noscale.db && sqlite3 noscale.db 'UPDATE steps SET scale = NULL'
+run "compare without a loss scale" 0 --compare fp32.db noscale.db --step 4 &&
+	expect "compare without a loss scale: note" "$T/err" "^ampdump: note: step 4 of 'noscale.db' has no loss scale; its gradients are compared as dumped$" &&
+	expect "compare without a loss scale: gradient compared as dumped" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* over$'
+run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 9 tensors within cosine >= 0\.99 and \|a-b\| <= 0\.001$'
+run "compare thresholds are options" 0 --compare fp32.db amp.db --step 2 --max-abs=10 --cosine=-1 &&
 	{ ! grep -q 'FIRST' "$T/out" && ok "compare: loose thresholds flag nothing" || bad "compare: loose thresholds" "$(cat "$T/out")"; }
 run "compare NaN side" 0 --compare run.db run.db --step 3 &&
-	expect "compare same NaN/Inf positions agree" "$T/out" 'exp\.out .* 1 +0 +0 +0 +ok$'
+	expect "compare same NaN/Inf positions agree" "$T/out" 'exp\.out .* 1 +0 +0 +0\.0009765625 +0 +0 +ok$'
+run "bad --rtol" 2 --compare fp32.db amp.db --rtol=-1 && expect "bad --rtol named" "$T/err" "invalid --rtol '-1': expected a number >= 0"
+run "--rtol without --compare" 2 --step 2 --rtol=0 --db fp32.db && expect "--rtol without --compare named" "$T/err" "--rtol cannot be used with --step alone"
 
 # ---- bad input ------------------------------------------------------------------------------
 run "step never reached" 1 --step 1234 --db run.db &&
@@ -358,7 +407,7 @@ fi
 run "npy at a step without dumps" 1 --step 1 --npy "$T/v" --db run.db &&
 	expect "npy nothing dumped: message" "$T/err" "nothing was dumped at step 1"
 run "compare step never reached" 1 --compare fp32.db amp.db --step 9 &&
-	expect "compare step never reached: message" "$T/err" "step 9 was never reached \(the run has 4 steps\)"
+	expect "compare step never reached: message" "$T/err" "step 9 was never reached \(the run has 5 steps\)"
 run "compare step not dumped" 1 --compare fp32.db amp.db --step 1 &&
 	expect "compare step not dumped: message" "$T/err" "nothing was dumped at step 1 in 'fp32.db'"
 run "compare no common step" 1 --compare fp32.db run.db &&

@@ -1,7 +1,8 @@
 /* test_dump.c — ampdump's pure parts: half/bf16 conversion (exhaustive, against an exact
  * formula and against F16C where present), .npy headers and files byte for byte, tensor-name
  * sanitizing (path traversal included, plus random names), shape parsing, statistics and the
- * comparison metrics on known vectors (NaN and Inf handling included), and table formats.
+ * comparison metrics on known vectors (NaN and Inf handling included), the compare tolerance
+ * (exact at its limit; every fp16 and bf16 rounding within the default rtol), and table formats.
  *
  * Metrics are compared with a tolerance of 1e-15 relative to FP64 closed forms.
  */
@@ -480,6 +481,125 @@ Test(metrics, fp16_against_fp32_after_conversion)
 	cr_assert_float_eq(d.max_rel, err / (double)(1.0f / 3.0f), TOL);
 	cr_assert_gt(d.cosine, 0.9999999);
 	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-3));
+}
+
+/* ---- compare tolerance: |a-b| > atol + rtol*|a| -------------------------------------------- */
+
+static dump_closeness close_of(const double *a, const double *b, size_t n, double atol, double rtol)
+{
+	dump_closeness c;
+	dump_closeness_compute(a, b, n, atol, rtol, &c);
+	cr_log_info("over %llu only_a %llu only_b %llu worst %.17g", (unsigned long long)c.over,
+	            (unsigned long long)c.only_a, (unsigned long long)c.only_b, c.worst);
+	return c;
+}
+
+Test(tolerance, limit_is_inclusive_and_a_is_the_reference)
+{
+	/* atol 2^-10, rtol 2^-10, |a| 4: the tolerance is 5*2^-10, exact in binary */
+	const double a[1] = {4.0}, at[1] = {4.0 + 5 * 0x1p-10};
+	dump_closeness c = close_of(a, at, 1, 0x1p-10, 0x1p-10);
+	cr_assert_eq(c.over, 0, "|a-b| equal to the tolerance is within it");
+	cr_assert_eq(c.worst, 1.0);
+	const double past[1] = {nextafter(at[0], HUGE_VAL)};
+	c = close_of(a, past, 1, 0x1p-10, 0x1p-10);
+	cr_assert_eq(c.over, 1, "one ulp past the tolerance is over");
+	cr_assert_gt(c.worst, 1.0);
+
+	/* the relative part scales with the reference a, not with b */
+	const double two[1] = {2.0}, one[1] = {1.0};
+	cr_assert_eq(close_of(two, one, 1, 0.0, 0.5).over, 0, "1 <= 0.5*2");
+	cr_assert_eq(close_of(one, two, 1, 0.0, 0.5).over, 1, "1 > 0.5*1");
+	/* and the absolute part alone is the plain max-abs limit */
+	const double x[3] = {0, -3, 5}, y[3] = {1e-3, -3.002, 5};
+	c = close_of(x, y, 3, 1e-3, 0.0);
+	cr_assert_eq(c.over, 1, "|a-b| of 1e-3 at 0 is within, about 2e-3 at -3 is over");
+	cr_assert_float_eq(c.worst, (3.002 - 3.0) / 1e-3, 1e-12);
+}
+
+Test(tolerance, zero_tolerance_and_non_finite)
+{
+	const double a[4] = {0, 1, 2, 3}, b[4] = {0, 1, 2, 3}, c3[4] = {0, 1, 2, 3.5};
+	dump_closeness c = close_of(a, b, 4, 0.0, 0.0);
+	cr_assert_eq(c.over, 0);
+	cr_assert_eq(c.worst, 0.0, "0/0 counts as 0");
+	c = close_of(a, c3, 4, 0.0, 0.0);
+	cr_assert_eq(c.over, 1);
+	cr_assert(isinf(c.worst), "x/0 is inf");
+
+	/* Inf/NaN facing a finite value is counted per side; equal non-finite values are skipped */
+	const double p[5] = {1, HUGE_VAL, 2, DNAN, -HUGE_VAL};
+	const double q[5] = {DNAN, HUGE_VAL, 2, 3, -HUGE_VAL};
+	c = close_of(p, q, 5, 1e-3, 0x1p-10);
+	cr_assert_eq(c.only_a, 1, "NaN in a where b is 3");
+	cr_assert_eq(c.only_b, 1, "NaN in b where a is 1");
+	cr_assert_eq(c.over, 0);
+	cr_assert_eq(c.worst, 0.0);
+	c = close_of(p, q, 0, 1e-3, 0x1p-10);
+	cr_assert_eq(c.over + c.only_a + c.only_b, 0, "empty");
+}
+
+Test(tolerance, default_rtol_by_dtype)
+{
+	cr_assert_eq(dump_default_rtol(DUMP_DT_F32, DUMP_DT_F32), 0.0);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_I32, DUMP_DT_I32), 0.0);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_F32, DUMP_DT_F16), 0x1p-10);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_F16, DUMP_DT_F32), 0x1p-10);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_F16, DUMP_DT_F16), 0x1p-10);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_BF16, DUMP_DT_F32), 0x1p-7);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_F16, DUMP_DT_BF16), 0x1p-7, "the coarser format");
+}
+
+/* Every rounding to a format with p significant bits is within the default tolerance: the worst
+ * case, a value halfway between two neighbours (exact in double), against either neighbour. */
+static void check_every_rounding(dump_dtype dt, double (*value)(uint16_t), uint64_t *over_plain)
+{
+	double rtol = dump_default_rtol(DUMP_DT_F32, dt), worst = 0.0;
+	*over_plain = 0;
+	for (uint32_t h = 0; h < 0x10000; h++) {
+		double lo = value((uint16_t)h), hi = value((uint16_t)(h + 1));
+		/* finite neighbours of the same sign, hi the next one away from 0 */
+		if (!isfinite(lo) || !isfinite(hi) || h == 0x7fff || h == 0xffff ||
+		    signbit(lo) != signbit(hi))
+			continue;
+		const double mid[1] = {(lo + hi) / 2}, both[2] = {lo, hi};
+		for (int k = 0; k < 2; k++) {
+			dump_closeness c, plain;
+			dump_closeness_compute(mid, &both[k], 1, 1e-3, rtol, &c);
+			dump_closeness_compute(mid, &both[k], 1, 1e-3, 0.0, &plain);
+			if (c.over)
+				cr_assert_fail("0x%04x: %.17g rounded to %.17g is over", h, mid[0],
+				               both[k]);
+			if (c.worst > worst)
+				worst = c.worst;
+			*over_plain += plain.over;
+		}
+	}
+	cr_log_info("worst rounding: %.6g of the tolerance", worst);
+	cr_assert_lt(worst, 0.51, "rtol is twice the unit roundoff: a margin of 2");
+}
+
+static double half_of(uint16_t h)
+{
+	return dump_half_to_double(h);
+}
+
+static double bf16_of(uint16_t b)
+{
+	return (double)dump_bf16_to_float(b);
+}
+
+Test(tolerance, every_fp16_and_bf16_rounding_is_within)
+{
+	uint64_t over_plain;
+	check_every_rounding(DUMP_DT_F16, half_of, &over_plain);
+	cr_assert_gt(over_plain, 0, "a plain max-abs 1e-3 flags fp16 rounding (at |x| 4: 2^-9)");
+	const double four[1] = {4.0 + 0x1p-9}, r4[1] = {4.0}; /* halfway to 4 + 2^-8 */
+	cr_assert_eq(close_of(four, r4, 1, 1e-3, 0.0).over, 1);
+	cr_assert_eq(close_of(four, r4, 1, 1e-3, dump_default_rtol(DUMP_DT_F32, DUMP_DT_F16)).over,
+	             0);
+	check_every_rounding(DUMP_DT_BF16, bf16_of, &over_plain);
+	cr_assert_gt(over_plain, 0);
 }
 
 /* ---- tables -------------------------------------------------------------------------------- */
