@@ -129,14 +129,31 @@ static float gelu_grad_f32(float x)
 	return 0.5f * (1.0f + t) + inner;
 }
 
+/* ReLU as selects on non-aliasing buffers, so the compiler makes them branch-free vector code:
+ * a data-dependent branch per element mispredicts on half of a layer's activations. */
+/* x: (n) fp32 -> y: (n) fp32.  x < 0 rather than x > 0 so that NaN passes through. */
+static void relu_forward(const float *restrict x, float *restrict y, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+/* x, g: (n) fp32 -> dx: (n) fp32 */
+static void relu_backward(const float *restrict x, const float *restrict g, float *restrict dx,
+                          int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		const float gi = g[i]; /* loaded unconditionally, so the select needs no branch */
+		dx[i] = x[i] > 0.0f ? gi : 0.0f;
+	}
+}
+
 /* x: (n) fp32 -> y: (n) fp32; e is Pow's exponent. */
 static void pointwise_forward(amp_op_type op, const float *x, float *y, int64_t n, float e)
 {
 	switch (op) {
 	case AMP_OP_RELU:
-		/* x < 0 rather than x > 0 so that NaN passes through for the diagnostics. */
-		for (int64_t i = 0; i < n; i++)
-			y[i] = x[i] < 0.0f ? 0.0f : x[i];
+		relu_forward(x, y, n);
 		break;
 	case AMP_OP_GELU:
 		for (int64_t i = 0; i < n; i++)
@@ -168,8 +185,7 @@ static void pointwise_backward_kernel(amp_op_type op, const float *g, const floa
 {
 	switch (op) {
 	case AMP_OP_RELU:
-		for (int64_t i = 0; i < n; i++)
-			dx[i] = x[i] > 0.0f ? g[i] : 0.0f;
+		relu_backward(x, g, dx, n);
 		break;
 	case AMP_OP_GELU:
 		for (int64_t i = 0; i < n; i++)
