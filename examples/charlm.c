@@ -16,8 +16,7 @@
 #include "common/cli.h"
 #include "common/data.h"
 
-#define MAX_LAYERS  8
-#define LOSS_WINDOW 50
+#define MAX_LAYERS 8
 
 typedef struct hparams {
 	int64_t ctx_len, d_model, layers, heads, vocab;
@@ -233,6 +232,16 @@ out:;
 	return rc ? rc : rc_end;
 }
 
+/* The validation text and the first crossing of --target by its loss. */
+typedef struct validation {
+	const int32_t *tokens;    /* the last 5 % of the text */
+	int64_t n, batches;       /* tokens; batches per evaluation */
+	double target;            /* nats/char */
+	double loss;              /* of the last evaluation; NAN before the first */
+	int64_t steps_to_target;  /* first step whose evaluation fell below target; -1: none */
+	double seconds_to_target; /* training seconds by then; NAN: none */
+} validation;
+
 /* Mean loss over n_batches fixed, evenly spaced windows of the validation tokens. */
 static int evaluate(amp_ctx *ctx, const model *m, const int32_t *val, int64_t n_val,
                     int64_t n_batches, int64_t B, batch_buf *bb, double *val_loss)
@@ -254,6 +263,26 @@ static int evaluate(amp_ctx *ctx, const model *m, const int32_t *val, int64_t n_
 	amp_set_training(ctx, 1);
 	*val_loss = sum / (double)n_batches;
 	return rc;
+}
+
+/* Evaluates after step, prints "step S  val_loss L  (T s of training)" and records in v the
+ * first loss below the target, announcing it when announce is set. */
+static int validate(amp_ctx *ctx, const model *m, validation *v, int64_t B, batch_buf *bb,
+                    int64_t step, double train_time, int announce)
+{
+	int rc = evaluate(ctx, m, v->tokens, v->n, v->batches, B, bb, &v->loss);
+	if (rc)
+		return rc;
+	printf("step %6lld  val_loss %.4f  (%.0f s of training)\n", (long long)step, v->loss,
+	       train_time);
+	if (v->steps_to_target < 0 && v->loss < v->target) {
+		v->steps_to_target = step;
+		v->seconds_to_target = train_time;
+		if (announce)
+			printf("validation loss below %g nats/char at step %lld after %.1f s\n",
+			       v->target, (long long)step, train_time);
+	}
+	return AMP_OK;
 }
 
 /* Samples n characters after prompt with temperature sampling, printing them as they come. */
@@ -417,9 +446,18 @@ int main(int argc, char **argv)
 	       (long long)ctx_len, (long long)d_model, (long long)layers, (long long)heads,
 	       (long long)opt.batch, (long long)max_steps, minutes);
 
-	double losses[LOSS_WINDOW] = {0}, train_time = 0, val_loss = NAN, t_target = NAN;
-	double t_start = ex_now(), log_t0 = t_start;
-	int64_t step = 0, step_target = -1, log_tokens = 0, starts[512], last_eval = -1;
+	validation val = {.tokens = tokens + n_train,
+	                  .n = n_val,
+	                  .batches = eval_batches,
+	                  .target = target,
+	                  .loss = NAN,
+	                  .steps_to_target = -1,
+	                  .seconds_to_target = NAN};
+	ex_loss_window losses = {0};
+	ex_meter meter;
+	ex_meter_start(&meter, opt.log_every, "tokens/s");
+	double train_time = 0;
+	int64_t step = 0, starts[512], last_eval = -1;
 	while (step < max_steps) {
 		if (minutes > 0 && train_time >= minutes * 60) {
 			printf("time limit of %g minutes reached\n", minutes);
@@ -439,55 +477,25 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		train_time += ex_now() - t0;
-		losses[step % LOSS_WINDOW] = loss;
+		ex_loss_window_add(&losses, loss);
 		step++;
-		log_tokens += tokens_per_step;
-		if (opt.log_every && step % opt.log_every == 0) {
-			double now = ex_now();
-			ex_progress(step, 1 + step * tokens_per_step / n_train, loss,
-			            amp_loss_scale(ctx), (double)log_tokens / (now - log_t0),
-			            "tokens/s");
-			log_t0 = now;
-			log_tokens = 0;
-		}
+		ex_meter_step(&meter, step, 1 + step * tokens_per_step / n_train, loss,
+		              amp_loss_scale(ctx), tokens_per_step);
 		if ((eval_every && step % eval_every == 0) || step == max_steps) {
 			last_eval = step;
-			if ((rc = evaluate(ctx, &m, tokens + n_train, n_val, eval_batches,
-			                   opt.batch, &bb, &val_loss))) {
+			if ((rc = validate(ctx, &m, &val, opt.batch, &bb, step, train_time, 1))) {
 				status = ex_fail(&prog, ctx, "evaluation", rc);
 				goto out;
 			}
-			printf("step %6lld  val_loss %.4f  (%.0f s of training)\n", (long long)step,
-			       val_loss, train_time);
-			if (step_target < 0 && val_loss < target) {
-				step_target = step;
-				t_target = train_time;
-				printf("validation loss below %g nats/char at step %lld after %.1f "
-				       "s\n",
-				       target, (long long)step, train_time);
-			}
 		}
 	}
-	if (last_eval != step) {
-		/* Stopped by the clock between evaluations. */
-		if ((rc = evaluate(ctx, &m, tokens + n_train, n_val, eval_batches, opt.batch, &bb,
-		                   &val_loss))) {
-			status = ex_fail(&prog, ctx, "evaluation", rc);
-			goto out;
-		}
-		printf("step %6lld  val_loss %.4f  (%.0f s of training)\n", (long long)step,
-		       val_loss, train_time);
-		if (step_target < 0 && val_loss < target) {
-			step_target = step;
-			t_target = train_time;
-		}
+	/* Stopped by the clock between evaluations. */
+	if (last_eval != step &&
+	    (rc = validate(ctx, &m, &val, opt.batch, &bb, step, train_time, 0))) {
+		status = ex_fail(&prog, ctx, "evaluation", rc);
+		goto out;
 	}
-	int64_t window = step < LOSS_WINDOW ? step : LOSS_WINDOW;
-	double final_loss = 0;
-	for (int64_t i = 0; i < window; i++)
-		final_loss += losses[i];
-	final_loss = window ? final_loss / (double)window : (double)NAN;
-	printf("final validation loss %.4f nats/char after %lld steps, %.1f s (%s)\n", val_loss,
+	printf("final validation loss %.4f nats/char after %lld steps, %.1f s (%s)\n", val.loss,
 	       (long long)step, train_time, ex_precision_name(ctx));
 
 	if (sample_len > 0) {
@@ -500,24 +508,18 @@ int main(int argc, char **argv)
 	}
 	if (opt.json) {
 		ex_json j;
-		ex_json_begin(&j);
-		ex_json_str(&j, "example", "charlm");
-		ex_json_str(&j, "precision", ex_precision_name(ctx));
-		ex_json_int(&j, "steps", step);
+		ex_json_run_begin(&j, "charlm", ctx, step);
 		ex_json_int(&j, "batch", opt.batch);
 		ex_json_int(&j, "context", ctx_len);
-		ex_json_num(&j, "val_loss", val_loss);
-		ex_json_num(&j, "final_loss", final_loss);
+		ex_json_num(&j, "val_loss", val.loss);
+		ex_json_num(&j, "final_loss", ex_loss_window_mean(&losses));
 		ex_json_num(&j, "target_val_loss", target);
-		ex_json_int(&j, "steps_to_target", step_target);
-		ex_json_num(&j, "seconds_to_target", t_target);
-		ex_json_num(&j, "train_seconds", train_time);
-		ex_json_num(&j, "samples_per_sec",
-		            train_time > 0 ? (double)(step * opt.batch) / train_time : 0);
+		ex_json_int(&j, "steps_to_target", val.steps_to_target);
+		ex_json_num(&j, "seconds_to_target", val.seconds_to_target);
+		ex_json_throughput(&j, train_time, step * opt.batch);
 		ex_json_num(&j, "tokens_per_sec",
 		            train_time > 0 ? (double)(step * tokens_per_step) / train_time : 0);
-		ex_json_run_stats(&j, ctx);
-		printf("%s\n", ex_json_end(&j));
+		ex_json_run_print(&j, ctx);
 	}
 	status = 0;
 out:

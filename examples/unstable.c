@@ -223,10 +223,7 @@ int main(int argc, char **argv)
 	       (long long)st.overflow_steps, amp_loss_scale(ctx), loss);
 	if (opt.json) {
 		ex_json j;
-		ex_json_begin(&j);
-		ex_json_str(&j, "example", "unstable");
-		ex_json_str(&j, "precision", ex_precision_name(ctx));
-		ex_json_int(&j, "steps", step);
+		ex_json_run_begin(&j, "unstable", ctx, step);
 		ex_json_int(&j, "batch", N);
 		ex_json_num(&j, "final_loss", loss);
 		ex_json_int(&j, "documented_overflow_step", UNSTABLE_OVERFLOW_STEP);
@@ -234,10 +231,8 @@ int main(int argc, char **argv)
 		ex_json_int(&j, "first_overflow_step", first_overflow);
 		ex_json_int(&j, "first_nonfinite_loss_step", first_nonfinite);
 		ex_json_num(&j, "max_log_rate", max_z);
-		ex_json_num(&j, "train_seconds", t_train);
-		ex_json_num(&j, "samples_per_sec", t_train > 0 ? (double)(step * N) / t_train : 0);
-		ex_json_run_stats(&j, ctx);
-		printf("%s\n", ex_json_end(&j));
+		ex_json_throughput(&j, t_train, step * N);
+		ex_json_run_print(&j, ctx);
 	}
 	status = 0;
 out:

@@ -1,7 +1,9 @@
-/* batch.c — seeded RNG, shuffling, minibatch gathering, accuracy and progress lines for the
- * example training loops.
+/* batch.c — seeded RNG, shuffling, minibatch gathering, accuracy, the loss window and progress
+ * lines for the example training loops.
  */
 #include "batch.h"
+
+#include "cli.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -91,4 +93,39 @@ void ex_progress(int64_t step, int64_t epoch, double loss, double scale, double 
 	printf("step %6" PRId64 "  epoch %" PRId64 "  loss %.6f  scale %g  %.0f %s\n", step, epoch,
 	       loss, scale, rate, unit);
 	fflush(stdout);
+}
+
+void ex_loss_window_add(ex_loss_window *w, double loss)
+{
+	w->loss[w->n % EX_LOSS_WINDOW] = loss;
+	w->n++;
+}
+
+double ex_loss_window_mean(const ex_loss_window *w)
+{
+	int64_t k = w->n < EX_LOSS_WINDOW ? w->n : EX_LOSS_WINDOW;
+	double sum = 0;
+	for (int64_t i = 0; i < k; i++)
+		sum += w->loss[i];
+	return k ? sum / (double)k : (double)NAN;
+}
+
+void ex_meter_start(ex_meter *m, int64_t every, const char *unit)
+{
+	m->every = every;
+	m->unit = unit;
+	m->t0 = ex_now();
+	m->count = 0;
+}
+
+void ex_meter_step(ex_meter *m, int64_t step, int64_t epoch, double loss, double scale,
+                   int64_t count)
+{
+	m->count += count;
+	if (!m->every || step % m->every != 0)
+		return;
+	double now = ex_now();
+	ex_progress(step, epoch, loss, scale, (double)m->count / (now - m->t0), m->unit);
+	m->t0 = now;
+	m->count = 0;
 }

@@ -337,3 +337,23 @@ const char *ex_json_end(ex_json *j)
 	j->buf[j->len + 1] = 0;
 	return j->buf;
 }
+
+void ex_json_run_begin(ex_json *j, const char *example, amp_ctx *ctx, int64_t steps)
+{
+	ex_json_begin(j);
+	ex_json_str(j, "example", example);
+	ex_json_str(j, "precision", ex_precision_name(ctx));
+	ex_json_int(j, "steps", steps);
+}
+
+void ex_json_throughput(ex_json *j, double train_seconds, int64_t samples)
+{
+	ex_json_num(j, "train_seconds", train_seconds);
+	ex_json_num(j, "samples_per_sec", train_seconds > 0 ? (double)samples / train_seconds : 0);
+}
+
+void ex_json_run_print(ex_json *j, amp_ctx *ctx)
+{
+	ex_json_run_stats(j, ctx);
+	printf("%s\n", ex_json_end(j));
+}

@@ -87,4 +87,12 @@ void ex_json_run_stats(ex_json *j, amp_ctx *ctx);
 /* Closes the object and returns the line (without newline), valid as long as j. */
 const char *ex_json_end(ex_json *j);
 
+/* The keys every example's result line starts and ends with.  ex_json_run_begin begins j with
+ * example, precision (ex_precision_name) and steps; ex_json_throughput adds train_seconds and
+ * samples_per_sec (0 when no time was measured); ex_json_run_print adds the run statistics
+ * (ex_json_run_stats), closes the object and prints it as one line on stdout. */
+void ex_json_run_begin(ex_json *j, const char *example, amp_ctx *ctx, int64_t steps);
+void ex_json_throughput(ex_json *j, double train_seconds, int64_t samples);
+void ex_json_run_print(ex_json *j, amp_ctx *ctx);
+
 #endif

@@ -138,7 +138,7 @@ int ex_fashion_load(const char *dir, const char *split, ex_images *out, char *er
 		goto out;
 	}
 	for (int64_t i = 0; i < n; i++) {
-		if (lab[i] > 9) {
+		if (lab[i] >= EX_FASHION_CLASSES) {
 			snprintf(err, errlen, "'%s': label %u at index %lld is not a class 0..9",
 			         lpath, lab[i], (long long)i);
 			goto out;

@@ -23,6 +23,8 @@ int ex_idx_read(const char *path, int ndim, uint8_t **data, int64_t *dims, char 
                 size_t errlen);
 
 /* ---- Fashion-MNIST ----------------------------------------------------------------------- */
+#define EX_FASHION_CLASSES 10 /* labels 0..9 */
+
 typedef struct ex_images {
 	int64_t n;       /* number of images */
 	int rows, cols;  /* 28 x 28 */

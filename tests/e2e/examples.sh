@@ -50,6 +50,13 @@ done
 "$BIN/mlp_fashion" --precision=bf16 >/dev/null 2>"$OUT/p.err"
 check "bad --precision is a usage error" test $? = 2
 grep -q "expected fp32, amp or fp16" "$OUT/p.err" || bad "bad --precision message" "$(head -1 "$OUT/p.err")"
+for ex in mlp_fashion cnn_fashion; do
+	"$BIN/$ex" --schedule=linear >"$OUT/s.out" 2>"$OUT/s.err"
+	rc=$?
+	check "$ex bad --schedule: exit 2, message and usage on stderr" \
+		test "$rc" = 2 -a ! -s "$OUT/s.out" -a -n "$(grep "$ex: --schedule: expected cosine or constant, got 'linear'" "$OUT/s.err")" \
+		-a -n "$(grep "^usage: $ex " "$OUT/s.err")"
+done
 
 "$BIN/mlp_fashion" --data "$OUT/nodata" --steps 1 >/dev/null 2>"$OUT/d.err"
 rc=$?

@@ -1,6 +1,6 @@
 /* test_data.c — the examples' shared library: IDX/Fashion-MNIST loading on tiny gzip files made
- * here with zlib, the KJV text cleaner, the vocabulary, shuffling, accuracy counting, the JSON
- * result line and the flag parser.
+ * here with zlib, the KJV text cleaner, the vocabulary, shuffling, accuracy counting, the loss
+ * window and progress lines, the JSON result line and the flag parser.
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -282,6 +282,77 @@ Test(batch, gather_and_count_correct)
 	const float logits[3 * 3] = {0.1f, 0.9f, 0.0f, 2, 1, 0, 0, 0, 0};
 	const int32_t truth[3] = {1, 2, 0};
 	cr_assert_eq(ex_count_correct(logits, truth, 3, 3), 2); /* ties: the first max wins */
+}
+
+Test(batch, loss_window_is_the_mean_of_the_last_50)
+{
+	ex_loss_window w = {0};
+	cr_assert(isnan(ex_loss_window_mean(&w)), "no loss yet: NAN");
+	ex_loss_window_add(&w, 1);
+	ex_loss_window_add(&w, 2);
+	cr_assert_float_eq(ex_loss_window_mean(&w), 1.5, 0);
+	/* Losses 1..60: the window keeps 11..60, mean 35.5 (exact in binary). */
+	w = (ex_loss_window){0};
+	for (int i = 1; i <= 60; i++)
+		ex_loss_window_add(&w, i);
+	cr_assert_float_eq(ex_loss_window_mean(&w), 35.5, 0);
+	cr_assert_eq(w.n, 60);
+}
+
+/* Reads what the test printed on stdout so far into buf (cr_redirect_stdout). */
+static void read_stdout(char *buf, size_t len)
+{
+	fflush(stdout);
+	FILE *f = cr_get_redirected_stdout();
+	size_t n = fread(buf, 1, len - 1, f);
+	buf[n] = 0;
+}
+
+Test(batch, meter_prints_every_n_steps, .init = cr_redirect_stdout)
+{
+	ex_meter m;
+	ex_meter_start(&m, 2, "tokens/s");
+	for (int64_t step = 1; step <= 5; step++)
+		ex_meter_step(&m, step, 1, 0.25 * (double)step, 128, 10);
+	cr_assert_eq(m.count, 10, "the step after the last line is still counted");
+	ex_meter_start(&m, 0, "samples/s");
+	ex_meter_step(&m, 2, 1, 1, 1, 10); /* every 0: never prints */
+	char out[512], *line2;
+	read_stdout(out, sizeof out);
+	cr_assert_not_null(line2 = strchr(out, '\n'), "two lines: %s", out);
+	cr_assert_eq(strncmp(out, "step      2  epoch 1  loss 0.500000  scale 128  ", 48), 0, "%s",
+	             out);
+	cr_assert_eq(strncmp(line2 + 1, "step      4  epoch 1  loss 1.000000  scale 128  ", 48), 0,
+	             "%s", out);
+	cr_assert_not_null(strstr(out, " tokens/s\n"));
+	int lines = 0;
+	for (const char *p = out; *p; p++)
+		lines += *p == '\n';
+	cr_assert_eq(lines, 2, "steps 2 and 4 only: %s", out);
+	cr_assert_null(strstr(out, "samples/s"), "every 0 printed: %s", out);
+}
+
+Test(cli, json_run_line, .init = cr_redirect_stdout)
+{
+	const ex_program prog = {"t", "test", NULL, 0};
+	ex_common c = {.precision = "fp32", .epochs = 1, .batch = 1, .lr = 1, .seed = 3};
+	amp_ctx *ctx;
+	cr_assert_eq(ex_ctx_open(&prog, &c, &ctx), 0);
+	ex_json j;
+	ex_json_run_begin(&j, "ex", ctx, 5);
+	ex_json_throughput(&j, 2, 100);
+	ex_json_throughput(&j, 0, 100); /* no time measured: rate 0, not inf */
+	ex_json_run_print(&j, ctx);
+	amp_ctx_free(ctx);
+	char out[1024];
+	read_stdout(out, sizeof out);
+	const char *head = "{\"example\":\"ex\",\"precision\":\"fp32\",\"steps\":5,"
+	                   "\"train_seconds\":2,\"samples_per_sec\":50,"
+	                   "\"train_seconds\":0,\"samples_per_sec\":0,\"peak_bytes\":";
+	cr_assert_eq(strncmp(out, head, strlen(head)), 0, "%s", out);
+	const char *tail = ",\"overflow_steps\":0,\"skipped_steps\":0,\"final_scale\":1}\n";
+	cr_assert(strlen(out) > strlen(tail) && strcmp(out + strlen(out) - strlen(tail), tail) == 0,
+	          "%s", out);
 }
 
 Test(cli, json_line)

@@ -1,0 +1,219 @@
+/* classify.c — the Fashion-MNIST classifier driver: flags, data, SGD with a cosine or constant
+ * learning rate, the shuffled epoch loop, test accuracy and the result line.
+ *
+ * final_loss in the result line is the mean training loss over the last EX_LOSS_WINDOW steps.
+ */
+#include "classify.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "data.h"
+
+/* The training set's pixel mean and standard deviation, used for both splits. */
+#define FASHION_MEAN 0.2860f
+#define FASHION_STD  0.3530f
+#define EVAL_BATCH   1000
+
+/* One run: its options, data, context and what training did.  Released by run_release. */
+typedef struct run {
+	const ex_classifier *c;
+	ex_common opt;
+	int cosine;            /* learning rate: cosine to 0 over the run, else constant */
+	ex_images train, test; /* standardized */
+	amp_ctx *ctx;          /* owns the model's parameters and sgd */
+	amp_optim *sgd;
+	float *x;       /* (batch, 784) the batch's pixels */
+	int32_t *y;     /* (batch) its labels */
+	int32_t *order; /* (train.n) sample order of the current epoch */
+	ex_rng rng;     /* shuffling */
+	/* What training did: steps, epochs begun, samples seen, seconds, the last losses. */
+	int64_t steps, epochs, samples;
+	double train_seconds;
+	ex_loss_window losses;
+} run;
+
+static void run_release(run *r)
+{
+	free(r->x);
+	free(r->y);
+	free(r->order);
+	amp_ctx_free(r->ctx);
+	ex_images_free(&r->train);
+	ex_images_free(&r->test);
+}
+
+/* Trains for opt.epochs passes over the training set or opt.steps steps, whichever ends first,
+ * printing progress lines and one line per epoch.  Returns AMP_OK or the failing step's code. */
+static int train_epochs(run *r)
+{
+	const ex_common *opt = &r->opt;
+	const int64_t n_train = r->train.n;
+	/* The cosine schedule spans the whole run: all epochs, or --steps if that ends it first. */
+	int64_t per_epoch = (n_train + opt->batch - 1) / opt->batch;
+	int64_t total_steps = per_epoch * opt->epochs;
+	if (opt->steps && opt->steps < total_steps)
+		total_steps = opt->steps;
+	ex_meter meter;
+	ex_meter_start(&meter, opt->log_every, "samples/s");
+	int done = 0, rc;
+	int64_t epoch;
+	for (epoch = 1; epoch <= opt->epochs && !done; epoch++) {
+		double t_epoch = ex_now();
+		ex_shuffle(r->order, n_train, &r->rng);
+		for (int64_t start = 0; start < n_train; start += opt->batch) {
+			int64_t n = n_train - start < opt->batch ? n_train - start : opt->batch;
+			ex_gather(&r->train, r->order, start, n, r->x, r->y);
+			if (r->cosine)
+				amp_optim_set_lr(r->sgd, (float)(opt->lr * 0.5 *
+				                                 (1 + cos(M_PI * (double)r->steps /
+				                                          (double)total_steps))));
+			double loss = NAN;
+			if ((rc = amp_step_begin(r->ctx)) ||
+			    (rc = r->c->train(r->ctx, r->c->model, r->sgd, r->x, r->y, n, &loss)))
+				return rc;
+			ex_loss_window_add(&r->losses, loss);
+			amp_step_set_samples(r->ctx, n);
+			if ((rc = amp_step_end(r->ctx)))
+				return rc;
+			r->steps++;
+			r->samples += n;
+			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), n);
+			if (opt->steps && r->steps >= opt->steps) {
+				done = 1;
+				break;
+			}
+		}
+		double dt = ex_now() - t_epoch;
+		r->train_seconds += dt;
+		r->epochs = epoch;
+		printf("epoch %lld: %.1f s\n", (long long)epoch, dt);
+	}
+	return AMP_OK;
+}
+
+/* Accuracy on the test set in inference mode, EVAL_BATCH images a step. */
+static int evaluate(run *r, double *accuracy)
+{
+	const ex_images *test = &r->test;
+	const int64_t px = (int64_t)test->rows * test->cols;
+	float *x = malloc((size_t)(EVAL_BATCH * px) * sizeof(float));
+	float *logits = malloc((size_t)EVAL_BATCH * EX_FASHION_CLASSES * sizeof(float));
+	int32_t *y = malloc((size_t)EVAL_BATCH * sizeof(int32_t));
+	int64_t correct = 0;
+	int rc = x && logits && y ? AMP_OK : AMP_ENOMEM;
+	amp_set_training(r->ctx, 0);
+	for (int64_t start = 0; rc == AMP_OK && start < test->n; start += EVAL_BATCH) {
+		int64_t n = test->n - start < EVAL_BATCH ? test->n - start : EVAL_BATCH;
+		ex_gather(test, NULL, start, n, x, y);
+		if ((rc = amp_step_begin(r->ctx)))
+			break;
+		if ((rc = r->c->predict(r->ctx, r->c->model, x, n, logits)) == AMP_OK)
+			correct += ex_count_correct(logits, y, n, EX_FASHION_CLASSES);
+		int rc_end = amp_step_end(r->ctx);
+		if (rc == AMP_OK)
+			rc = rc_end;
+	}
+	amp_set_training(r->ctx, 1);
+	*accuracy = test->n ? (double)correct / (double)test->n : 0;
+	free(x);
+	free(logits);
+	free(y);
+	return rc;
+}
+
+/* The summary line and, with --json, the result line. */
+static void report(const run *r, double accuracy)
+{
+	const char *precision = ex_precision_name(r->ctx);
+	printf("test accuracy %.2f %% after %lld steps (%s)\n", 100 * accuracy, (long long)r->steps,
+	       precision);
+	if (!r->opt.json)
+		return;
+	ex_json j;
+	ex_json_run_begin(&j, r->c->name, r->ctx, r->steps);
+	ex_json_int(&j, "epochs", r->epochs);
+	ex_json_int(&j, "batch", r->opt.batch);
+	ex_json_num(&j, "test_accuracy", accuracy);
+	ex_json_num(&j, "final_loss", ex_loss_window_mean(&r->losses));
+	ex_json_throughput(&j, r->train_seconds, r->samples);
+	ex_json_run_print(&j, r->ctx);
+}
+
+int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc, char **argv)
+{
+	const char *data_dir = EX_FASHION_DIR;
+	double momentum = 0.9, weight_decay = 0;
+	const char *schedule = "cosine";
+	const ex_option extra[] = {
+	    {"data", EX_OPT_STRING, &data_dir, "DIR", "Fashion-MNIST directory"},
+	    {"momentum", EX_OPT_FLOAT, &momentum, "X", "SGD momentum"},
+	    {"weight-decay", EX_OPT_FLOAT, &weight_decay, "X", "L2 weight decay"},
+	    {"schedule", EX_OPT_STRING, &schedule, "NAME",
+	     "learning rate schedule: cosine (to 0 over the run) | constant"},
+	};
+	const ex_program prog = {c->name, c->summary, extra, (int)(sizeof extra / sizeof extra[0])};
+	run r = {.c = c, .opt = *defaults};
+	int status = ex_parse_args(&prog, &r.opt, argc, argv);
+	if (status)
+		return status == 1 ? 0 : 2;
+	if (strcmp(schedule, "cosine") != 0 && strcmp(schedule, "constant") != 0) {
+		fprintf(stderr, "%s: --schedule: expected cosine or constant, got '%s'\n",
+		        prog.name, schedule);
+		ex_usage(&prog, &r.opt, stderr);
+		return 2;
+	}
+	r.cosine = schedule[0] == 'c';
+
+	char err[1024];
+	status = 1;
+	if (ex_fashion_load(data_dir, "train", &r.train, err, sizeof err) ||
+	    ex_fashion_load(data_dir, "t10k", &r.test, err, sizeof err)) {
+		fprintf(stderr, "%s: %s\n", prog.name, err);
+		goto out;
+	}
+	ex_images_standardize(&r.train, FASHION_MEAN, FASHION_STD);
+	ex_images_standardize(&r.test, FASHION_MEAN, FASHION_STD);
+	if (ex_ctx_open(&prog, &r.opt, &r.ctx))
+		goto out;
+
+	amp_sgd_options so = {.lr = (float)r.opt.lr,
+	                      .momentum = (float)momentum,
+	                      .weight_decay = (float)weight_decay};
+	int rc;
+	if ((rc = c->init(r.ctx, c->model)) || (rc = amp_optim_sgd_new(r.ctx, &so, &r.sgd))) {
+		status = ex_fail(&prog, r.ctx, "setup", rc);
+		goto out;
+	}
+	const int64_t px = (int64_t)r.train.rows * r.train.cols;
+	r.x = malloc((size_t)(r.opt.batch * px) * sizeof(float));
+	r.y = malloc((size_t)r.opt.batch * sizeof(int32_t));
+	r.order = malloc((size_t)r.train.n * sizeof(int32_t));
+	if (!r.x || !r.y || !r.order) {
+		fprintf(stderr, "%s: out of memory\n", prog.name);
+		goto out;
+	}
+	ex_rng_seed(&r.rng, ex_ctx_seed(r.ctx));
+	ex_iota(r.order, r.train.n);
+	printf("%s: %s, %lld train / %lld test images, batch %lld, lr %g, %lld epoch(s)\n",
+	       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test.n,
+	       (long long)r.opt.batch, r.opt.lr, (long long)r.opt.epochs);
+
+	if ((rc = train_epochs(&r))) {
+		status = ex_fail(&prog, r.ctx, "training step", rc);
+		goto out;
+	}
+	double accuracy;
+	if ((rc = evaluate(&r, &accuracy))) {
+		status = ex_fail(&prog, r.ctx, "evaluation", rc);
+		goto out;
+	}
+	report(&r, accuracy);
+	status = 0;
+out:
+	run_release(&r);
+	return status;
+}
