@@ -28,6 +28,7 @@ struct view_model {
 	long nheadroom;
 	view_callsite *sites;
 	long nsites;
+	char *source_root;  /* NULL until view_model_source_root */
 	int tstats_scanned; /* scan_tstats ran */
 	int64_t nsteps, max_step_ns, nanomalies;
 	char errmsg[256];
@@ -288,7 +289,8 @@ static int read_advice(view_model *m)
 	if (!m->advice)
 		return VIEW_ENOMEM;
 	sqlite3_stmt *st = prep(m, "SELECT rule, severity, message, evidence, step FROM advice "
-	                           "ORDER BY id");
+	                           "ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' "
+	                           "THEN 1 ELSE 2 END, id");
 	if (!st)
 		return VIEW_EDB;
 	while (m->nadvice < n && step_row(m, st) == SQLITE_ROW) {
@@ -347,6 +349,10 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		sqlite3_finalize(st);
 	}
 	r->crashes = query_i64(m, "SELECT count(*) FROM crashes", 0);
+	r->lossless_steps = query_i64(m,
+	                              "SELECT count(*) FROM steps WHERE loss IS NULL AND "
+	                              "overflow = 0 AND dur_ns IS NOT NULL",
+	                              0);
 	read_origin(m);
 	if ((rc = read_advice(m)) != VIEW_OK) {
 		snprintf(err, errlen, "cannot open '%s': %s", path,
@@ -383,6 +389,7 @@ void view_model_free(view_model *m)
 	free(m->groups[1]);
 	free(m->headroom);
 	free(m->sites);
+	free(m->source_root);
 	free(m);
 }
 
@@ -948,6 +955,142 @@ long view_model_headroom(view_model *m, const view_headroom **rows)
 }
 
 /* ---- call sites ----------------------------------------------------------------------------- */
+/* Sites by id: an index sorted by id, for the per-site queries that come back in id order
+ * while the sites are kept in order of time (a profile may hold thousands of them). */
+typedef struct site_index {
+	int64_t id;
+	long at;
+} site_index;
+
+static int cmp_site_index(const void *pa, const void *pb)
+{
+	const site_index *a = pa, *b = pb;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Returns the index of n sites (free with free()), NULL if out of memory. */
+static site_index *index_sites(const view_callsite *s, long n)
+{
+	site_index *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+	for (long i = 0; x && i < n; i++)
+		x[i] = (site_index){s[i].id, i};
+	if (x)
+		qsort(x, (size_t)n, sizeof *x, cmp_site_index);
+	return x;
+}
+
+static view_callsite *site_by_id(view_callsite *s, const site_index *x, long n, int64_t id)
+{
+	site_index key = {id, 0};
+	const site_index *hit = bsearch(&key, x, (size_t)n, sizeof *x, cmp_site_index);
+	return hit ? &s[hit->at] : NULL;
+}
+
+/* Fills what[] of each site from its op types (by time) or, for a site that launched no op,
+ * its copy kinds.  Two launches on one source line (amp_backward and a read, say) are two
+ * sites with the same file:line; this is what tells them apart.  Best effort: on an SQLite
+ * error the descriptions stay empty. */
+static void describe_sites(view_model *m, view_callsite *s, const site_index *ix, long n)
+{
+	/* per site: distinct op types, op types outside the backward phase, copy kinds */
+	typedef struct mix {
+		int ops, forward, copies;
+		char op[64], copy[32];
+	} mix;
+	mix *x = calloc((size_t)(n > 0 ? n : 1), sizeof *x);
+	sqlite3_stmt *st =
+	    prep(m, "SELECT s.callsite, 0, s.op, max(s.phase <> 'backward'), sum(v.total_ns) "
+	            "FROM op_sigs s JOIN vsig v ON v.id = s.id WHERE s.callsite IS NOT NULL "
+	            "GROUP BY s.callsite, s.op "
+	            "UNION ALL SELECT s.callsite, 1, s.kind, 0, sum(v.total_ns) FROM copy_sigs s "
+	            "JOIN vcsig v ON v.id = s.id WHERE s.callsite IS NOT NULL "
+	            "GROUP BY s.callsite, s.kind ORDER BY 1, 2, 5 DESC, 3");
+	while (x && st && step_row(m, st) == SQLITE_ROW) {
+		view_callsite *c = site_by_id(s, ix, n, col_i64(st, 0, -1));
+		if (!c)
+			continue;
+		mix *k = &x[c - s];
+		if (col_i64(st, 1, 0) == 0) {
+			if (k->ops++ == 0)
+				col_text(st, 2, k->op, sizeof k->op);
+			k->forward += col_i64(st, 3, 0) != 0;
+		} else if (k->copies++ == 0) {
+			col_text(st, 2, k->copy, sizeof k->copy);
+		}
+	}
+	sqlite3_finalize(st);
+	for (long i = 0; x && i < n; i++) {
+		const mix *k = &x[i];
+		char *w = s[i].what;
+		size_t len = sizeof s[i].what;
+		if (k->ops > 1 && k->forward == 0)
+			snprintf(w, len, "backward");
+		else if (k->ops > 1)
+			snprintf(w, len, "%s+%d", k->op, k->ops - 1);
+		else if (k->ops == 1)
+			snprintf(w, len, "%s", k->op);
+		else if (k->copies > 1)
+			snprintf(w, len, "copy %s+%d", k->copy, k->copies - 1);
+		else if (k->copies == 1)
+			snprintf(w, len, "copy %s", k->copy);
+	}
+	free(x);
+}
+
+const char *view_model_source_root(view_model *m)
+{
+	if (m->source_root)
+		return m->source_root;
+	char root[512] = "";
+	size_t rlen = 0, min_dlen = SIZE_MAX;
+	int any = 0, relative = 0;
+	sqlite3_stmt *st = prep(m, "SELECT DISTINCT file FROM callsites WHERE file IS NOT NULL "
+	                           "AND file NOT IN ('', '?\?') ORDER BY file");
+	while (st && step_row(m, st) == SQLITE_ROW) {
+		const char *f = (const char *)sqlite3_column_text(st, 0);
+		if (!f || f[0] != '/') {
+			relative = 1;
+			break;
+		}
+		size_t dlen = (size_t)(strrchr(f, '/') - f) + 1; /* f's directory with its '/' */
+		min_dlen = dlen < min_dlen ? dlen : min_dlen;
+		if (!any++) {
+			rlen = dlen < sizeof root ? dlen : 0;
+			memcpy(root, f, rlen);
+			continue;
+		}
+		/* the longest common prefix that ends with '/' */
+		size_t i = 0;
+		while (i < rlen && i < dlen && root[i] == f[i])
+			i++;
+		while (i > 0 && root[i - 1] != '/')
+			i--;
+		rlen = i;
+	}
+	sqlite3_finalize(st);
+	/* a file directly in the common directory would show as a bare name: keep the
+	 * directory's own name in the paths */
+	if (rlen > 1 && min_dlen == rlen) {
+		rlen--;
+		while (rlen > 0 && root[rlen - 1] != '/')
+			rlen--;
+	}
+	if (relative || rlen <= 1)
+		rlen = 0;
+	root[rlen] = '\0';
+	m->source_root = strdup(root);
+	return m->source_root ? m->source_root : "";
+}
+
+const char *view_model_short_path(view_model *m, const char *file)
+{
+	const char *root = view_model_source_root(m);
+	size_t n = strlen(root);
+	if (n && file && !strncmp(file, root, n) && file[n])
+		return file + n;
+	return file;
+}
+
 long view_model_callsites(view_model *m, const view_callsite **rows)
 {
 	if (m->nsites >= 0) {
@@ -989,15 +1132,22 @@ long view_model_callsites(view_model *m, const view_callsite **rows)
 	 * handing every tensor_stats row to C */
 	st = prep(m, "SELECT callsite, sum(nan > 0 OR inf > 0), sum(origin) FROM tensor_stats "
 	             "WHERE nan > 0 OR inf > 0 OR origin = 1 GROUP BY callsite");
+	site_index *ix = index_sites(s, n);
+	if (!ix) {
+		sqlite3_finalize(st);
+		free(s);
+		return VIEW_ENOMEM;
+	}
 	while (st && step_row(m, st) == SQLITE_ROW) {
-		int64_t id = col_i64(st, 0, -1);
-		for (long i = 0; i < n; i++)
-			if (s[i].id == id) {
-				s[i].anomalies = col_i64(st, 1, 0);
-				s[i].origins = col_i64(st, 2, 0);
-			}
+		view_callsite *c = site_by_id(s, ix, n, col_i64(st, 0, -1));
+		if (c) {
+			c->anomalies = col_i64(st, 1, 0);
+			c->origins = col_i64(st, 2, 0);
+		}
 	}
 	sqlite3_finalize(st);
+	describe_sites(m, s, ix, n);
+	free(ix);
 	m->sites = s;
 	m->nsites = n;
 	*rows = s;

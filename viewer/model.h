@@ -47,6 +47,7 @@ typedef struct view_run {
 	int complete;         /* meta complete = 1 */
 	int finalized;        /* run_summary was present (else figures computed here) */
 	int64_t steps, overflow_steps, skipped_steps;
+	int64_t lossless_steps; /* ended with no loss and no overflow (evaluation, say) */
 	int64_t first_step, last_step;
 	int64_t op_count, copy_count;
 	int64_t wall_ns, step_ns, op_ns, copy_ns, peak_bytes;
@@ -157,6 +158,7 @@ typedef struct view_callsite {
 	int line;
 	int64_t op_calls, op_ns, copy_calls, copy_ns;
 	int64_t anomalies, origins; /* non-finite tensors, origins (-1 until loaded) */
+	char what[80]; /* what it launches: "Linear", "backward", "Add+2", "copy h2d" */
 } view_callsite;
 
 /* Opens path through amp_profile_open and reads the run summary.  On success *out is the
@@ -171,7 +173,8 @@ const view_run *view_model_run(const view_model *m);
 /* The last SQLite error message of the model (for a panel's status line). */
 const char *view_model_error(const view_model *m);
 
-/* Advice rows, in order of importance; owned by the model.  Returns the count. */
+/* Advice rows, errors first, then warnings, then the rest, each in the profile's order; owned
+ * by the model.  Returns the count. */
 size_t view_model_advice(view_model *m, const view_advice **rows);
 
 /* Op groups, by op type (by_label 0) or by op type and label (1), sorted by time; owned by
@@ -215,5 +218,15 @@ long view_model_headroom(view_model *m, const view_headroom **rows);
 long view_model_callsites(view_model *m, const view_callsite **rows);
 /* The recorded frame chain of a call site ("function file:line" lines) into buf. */
 int view_model_callsite_frames(view_model *m, int64_t id, char *buf, size_t len);
+
+/* The directory that lists show source paths relative to, with its trailing '/': the parent of
+ * the longest directory that holds every absolute call-site file ("/home/ada/ampkit/" for
+ * files in /home/ada/ampkit/examples/), so a list says "examples/train.c:142" where the
+ * profile says "/home/ada/ampkit/examples/train.c".  "" when a known file is relative or the
+ * files share no directory below "/".  Computed once from the callsites table; owned by the
+ * model. */
+const char *view_model_source_root(view_model *m);
+/* file without the source root if it starts with it, else file itself (a pointer into it). */
+const char *view_model_short_path(view_model *m, const char *file);
 
 #endif

@@ -76,12 +76,59 @@ int view_draw_tail(view_screen *scr, int x, int y, int w, int style, int attr, c
 	return 1 + view_screen_puts(scr, x + 1, y, w - 1, style, attr, text + i);
 }
 
+int view_draw_wrapped(view_screen *scr, int x, int y, int w, int end, int style, int attr,
+                      const char *text)
+{
+	size_t n = strlen(text), i = 0;
+	int rows = 0;
+	if (w < 1)
+		return 0;
+	while (i < n || rows == 0) {
+		/* one row: the code points from i that fit in w columns */
+		size_t j = i, brk = 0;
+		int cols = 0;
+		while (j < n && text[j] != '\n') {
+			uint32_t cp;
+			size_t k = view_utf8_next(text + j, n - j, &cp);
+			int cw = cp ? view_cp_width(cp) : 0;
+			if (cols + cw > w && j > i)
+				break;
+			if (text[j] == ' ')
+				brk = j;
+			cols += cw;
+			j += k;
+		}
+		size_t stop = j, next = j;
+		if (j < n && text[j] == '\n')
+			next = j + 1;
+		else if (j < n && brk > i)
+			stop = brk, next = brk + 1; /* break at the last blank, which is dropped */
+		if (scr && y + rows < end) {
+			char seg[1024];
+			size_t len = stop - i < sizeof seg ? stop - i : sizeof seg - 1;
+			memcpy(seg, text + i, len);
+			seg[len] = '\0';
+			view_screen_puts(scr, x, y + rows, w, style, attr, seg);
+		}
+		rows++;
+		i = next;
+	}
+	return rows;
+}
+
 void view_fmt_site(const char *file, int line, char *buf, size_t len)
 {
 	if (line > 0)
 		snprintf(buf, len, "%s:%d", file && *file ? file : "??", line);
 	else
 		snprintf(buf, len, "%s", file && *file ? file : "??");
+}
+
+void view_fmt_site_fit(view_model *m, const char *file, int line, int w, char *buf, size_t len)
+{
+	view_fmt_site(file, line, buf, len);
+	if ((int)view_text_width(buf) > w)
+		view_fmt_site(view_model_short_path(m, file), line, buf, len);
 }
 
 int view_prompt_key(char *buf, size_t len, int key, int digits_only)

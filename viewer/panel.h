@@ -96,8 +96,17 @@ void view_list_fit(view_list *l, int64_t count, int rows);
 void view_draw_cursor(view_screen *scr, int x, int y, int w);
 /* Draws text in w columns keeping its end ("...odel.c:88"), left-aligned. */
 int view_draw_tail(view_screen *scr, int x, int y, int w, int style, int attr, const char *text);
-/* "file:line" with the directory dropped when it does not fit in w. */
+/* Draws text word-wrapped in columns [x, x + w) from row y on, drawing no row at or past end; a
+ * '\n' starts a new row, a word longer than w is cut.  scr may be NULL to only count.
+ * Returns the rows the whole text needs (which may be more than end - y). */
+int view_draw_wrapped(view_screen *scr, int x, int y, int w, int end, int style, int attr,
+                      const char *text);
+/* "file:line" ("file" alone when line is 0, "??" for an unknown file) into buf. */
 void view_fmt_site(const char *file, int line, char *buf, size_t len);
+/* view_fmt_site, the file relative to the model's source root (view_model_short_path) when
+ * the whole "file:line" is wider than w columns: a detail line keeps the line number and
+ * what follows it in view on a deep checkout. */
+void view_fmt_site_fit(view_model *m, const char *file, int line, int w, char *buf, size_t len);
 /* Handles a key of a one-line text prompt (printable appends, Backspace deletes).  Returns 1 on
  * Enter, -1 on Esc, 0 otherwise. */
 int view_prompt_key(char *buf, size_t len, int key, int digits_only);

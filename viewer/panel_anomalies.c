@@ -151,7 +151,8 @@ static void draw_list(anomalies *p, view_ctx *ctx, view_screen *s, int top, int 
 		if (an->has_origin) {
 			int x = 34 + view_screen_printf(s, 34, y, s->w - 35, VIEW_S_BAD,
 			                                VIEW_A_BOLD, "%s ", an->origin_op);
-			view_fmt_site(an->origin_file, an->origin_line, site, sizeof site);
+			view_fmt_site(view_model_short_path(ctx->model, an->origin_file),
+			              an->origin_line, site, sizeof site);
 			int sw = s->w - x - 1;
 			int lw = sw - (int)strlen(site) - 1;
 			if (lw > 4) {
@@ -239,10 +240,12 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 			view_screen_printf(s, 9, y, s->w - 10, VIEW_S_BAD, VIEW_A_BOLD, "%s %s",
 			                   an->origin_op, an->origin_label);
 		y++;
-		view_fmt_site(org ? org->file : an->origin_file, org ? org->line : an->origin_line,
-		              site, sizeof site);
+		/* room for "at ", the site and " in function" */
+		int room = s->w - 13 - (org ? 4 + (int)strlen(org->function) : 0);
+		view_fmt_site_fit(ctx->model, org ? org->file : an->origin_file,
+		                  org ? org->line : an->origin_line, room, site, sizeof site);
 		x = 9 + view_screen_puts(s, 9, y, s->w - 10, VIEW_S_NORMAL, 0, "at ");
-		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_NORMAL, VIEW_A_BOLD, site);
+		x += view_draw_tail(s, x, y, s->w - x - 1, VIEW_S_NORMAL, VIEW_A_BOLD, site);
 		if (org)
 			view_screen_printf(s, x, y, s->w - x - 1, VIEW_S_NORMAL, 0, " in %s",
 			                   org->function);
@@ -286,10 +289,12 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 	long ci = (long)(p->tlist.cursor - p->tlist.top);
 	if (ci >= 0 && ci < p->ntpage) {
 		const view_tstat *t = &p->tpage[ci];
-		view_fmt_site(t->file, t->line, site, sizeof site);
+		view_fmt_site(view_model_short_path(ctx->model, t->file), t->line, site,
+		              sizeof site);
+		/* absmax is max(|min|, |max|): left out so that the call site fits */
 		view_screen_printf(s, 1, end - 1, s->w - 2, VIEW_S_DIM, 0,
-		                   "%s %s: min %.4g max %.4g absmax %.4g \xc2\xb7 %s in %s", t->op,
-		                   t->role, t->min, t->max, t->absmax, site, t->function);
+		                   "%s %s: min %.4g max %.4g \xc2\xb7 %s in %s", t->op, t->role,
+		                   t->min, t->max, site, t->function);
 	}
 	snprintf(ctx->status, sizeof ctx->status,
 	         "Esc: all anomaly steps \xc2\xb7 Left/Right: previous/next anomaly step");

@@ -1,6 +1,8 @@
 /* panel_callsites.c — panel 6: the source locations that launched ops and copies, ranked by
- * time or by anomalies (non-finite tensors and origins); Enter shows a site's recorded
- * frames.  Rows come from the callsites table and the per-signature aggregates. */
+ * time or by anomalies (non-finite tensors and origins), each with what it launches (two calls
+ * on one line are two sites) and its file relative to the model's source root; Enter shows a
+ * site's recorded frames.  Rows come from the callsites table and the per-signature
+ * aggregates. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,28 +75,50 @@ static long rows_of(callsites *p, view_ctx *ctx, const view_callsite **rows)
 	return n;
 }
 
-static void draw_detail(callsites *p, const view_callsite *c, view_screen *s, int top, int rows)
+static void draw_detail(callsites *p, view_ctx *ctx, const view_callsite *c, view_screen *s,
+                        int top, int rows)
 {
-	char site[600], a[32], b[32];
+	char site[600], a[32], b[32], d[32];
 	int y = top, end = top + rows;
-	view_fmt_site(c->file, c->line, site, sizeof site);
-	int x = 1 + view_screen_puts(s, 1, y, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, site);
+	const char *root = view_model_source_root(ctx->model);
+	view_fmt_site_fit(ctx->model, c->file, c->line, s->w - 6 - (int)strlen(c->function), site,
+	                  sizeof site);
+	int x = 1 + view_draw_tail(s, 1, y, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, site);
 	view_screen_printf(s, x, y++, s->w - x - 1, VIEW_S_NORMAL, 0, " in %s", c->function);
 	view_screen_printf(s, 1, y++, s->w - 2, VIEW_S_NORMAL, 0,
-	                   "ops: %s calls, %s \xc2\xb7 copies: %lld, %s \xc2\xb7 %lld non-finite "
-	                   "tensors, %lld origins",
+	                   "launches %s \xc2\xb7 ops: %s calls, %s \xc2\xb7 copies: %s, %s",
+	                   c->what[0] ? c->what : "nothing recorded",
 	                   view_fmt_count((double)c->op_calls, a, sizeof a),
-	                   view_fmt_ns(c->op_ns, b, sizeof b), (long long)c->copy_calls,
-	                   view_fmt_ns(c->copy_ns, site, sizeof site), (long long)c->anomalies,
-	                   (long long)c->origins);
+	                   view_fmt_ns(c->op_ns, b, sizeof b),
+	                   view_fmt_count((double)c->copy_calls, d, sizeof d),
+	                   view_fmt_ns(c->copy_ns, site, sizeof site));
+	view_screen_printf(s, 1, y++, s->w - 2,
+	                   c->origins     ? VIEW_S_BAD
+	                   : c->anomalies ? VIEW_S_WARN
+	                                  : VIEW_S_NORMAL,
+	                   0, "%lld non-finite tensors \xc2\xb7 the origin in %lld step%s",
+	                   (long long)c->anomalies, (long long)c->origins,
+	                   c->origins == 1 ? "" : "s");
 	y++;
 	view_screen_puts(s, 1, y++, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, "Recorded frames");
+	/* one "function file:line" per line; files under the source root lose it, as in the
+	 * list, so that deep paths keep their line numbers in view */
 	char *line = p->frames;
+	size_t rlen = strlen(root);
 	while (line && *line && y < end) {
 		char *nl = strchr(line, '\n');
 		if (nl)
 			*nl = '\0';
-		view_screen_puts(s, 3, y++, s->w - 4, VIEW_S_NORMAL, 0, line);
+		const char *sp = strchr(line, ' ');
+		if (rlen && sp && !strncmp(sp + 1, root, rlen) && sp[1 + rlen]) {
+			char shown[4096];
+			snprintf(shown, sizeof shown, "%.*s %s", (int)(sp - line), line,
+			         sp + 1 + rlen);
+			view_screen_puts(s, 3, y, s->w - 4, VIEW_S_NORMAL, 0, shown);
+		} else {
+			view_screen_puts(s, 3, y, s->w - 4, VIEW_S_NORMAL, 0, line);
+		}
+		y++;
 		if (nl)
 			*nl = '\n';
 		line = nl ? nl + 1 : NULL;
@@ -116,25 +140,36 @@ static void callsites_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		return;
 	}
 	if (p->detail && p->list.cursor < n) {
-		draw_detail(p, &c[p->index[p->list.cursor]], s, top, rows);
+		draw_detail(p, ctx, &c[p->index[p->list.cursor]], s, top, rows);
 		snprintf(ctx->status, sizeof ctx->status, "Esc: back to the call sites");
 		return;
 	}
 	int64_t total = 0;
 	for (long i = 0; i < n; i++)
 		total += c[i].op_ns + c[i].copy_ns;
-	view_screen_printf(
-	    s, 1, y, s->w - 2, VIEW_S_NORMAL, 0, "%ld call sites \xc2\xb7 ranked by %s", n,
-	    p->by_anomalies ? "anomalies (origins, then non-finite tensors)" : "time");
+	const char *root = view_model_source_root(ctx->model);
+	int x = 1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_NORMAL, 0,
+	                               "%ld call sites \xc2\xb7 ranked by %s", n,
+	                               p->by_anomalies ? "anomalies (origins first)" : "time");
+	if (root[0] && x < s->w - 12) {
+		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_DIM, 0, " \xc2\xb7 paths in ");
+		view_draw_tail(s, x, y, s->w - x - 1, VIEW_S_DIM, 0, root);
+	}
 	y += 2;
-	/* columns: mark 2 | location | function 16 | calls 7 | time 9 | share 6 | nonfin 6 | orig 6
-	 */
-	int locw = s->w - 2 - 1 - 16 - 1 - 7 - 1 - 9 - 1 - 6 - 1 - 6 - 1 - 6 - 1;
-	int xf = 2 + locw + 1, xc = xf + 17, xt = xc + 8, xs = xt + 10, xa = xs + 7, xg = xa + 7;
+	/* columns: mark 2 | location | function 16 (if wide) | ops 12 | calls 6 | time 8 |
+	 * share 6 | nonfin 6 | origin 6.  The function gives way first: the location is what
+	 * names the line, and the status line names the cursor row's function. */
+	int fixed = 2 + 1 + 12 + 1 + 6 + 1 + 8 + 1 + 6 + 1 + 6 + 1 + 6 + 1;
+	int funcw = s->w - fixed - 17 >= 28 ? 16 : 0;
+	int locw = s->w - fixed - (funcw ? funcw + 1 : 0);
+	int xf = 2 + locw + 1, xw = xf + (funcw ? funcw + 1 : 0), xc = xw + 13, xt = xc + 7,
+	    xs = xt + 9, xa = xs + 7, xg = xa + 7;
 	view_screen_puts(s, 2, y, locw, VIEW_S_HEADER, VIEW_A_BOLD, "LOCATION");
-	view_screen_puts(s, xf, y, 16, VIEW_S_HEADER, VIEW_A_BOLD, "FUNCTION");
-	view_screen_puts_right(s, xc, y, 7, VIEW_S_HEADER, VIEW_A_BOLD, "CALLS");
-	view_screen_puts_right(s, xt, y, 9, VIEW_S_HEADER,
+	if (funcw)
+		view_screen_puts(s, xf, y, funcw, VIEW_S_HEADER, VIEW_A_BOLD, "FUNCTION");
+	view_screen_puts(s, xw, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "OPS");
+	view_screen_puts_right(s, xc, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "CALLS");
+	view_screen_puts_right(s, xt, y, 8, VIEW_S_HEADER,
 	                       VIEW_A_BOLD | (p->by_anomalies ? 0 : VIEW_A_UNDERLINE), "TIME");
 	view_screen_puts_right(s, xs, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
 	view_screen_puts_right(s, xa, y, 6, VIEW_S_HEADER,
@@ -145,13 +180,16 @@ static void callsites_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 	for (int64_t i = p->list.top; i < n && y < end; i++, y++) {
 		const view_callsite *r = &c[p->index[i]];
 		int st = r->origins ? VIEW_S_BAD : r->anomalies ? VIEW_S_WARN : VIEW_S_NORMAL;
-		view_fmt_site(r->file, r->line, site, sizeof site);
+		view_fmt_site(view_model_short_path(ctx->model, r->file), r->line, site,
+		              sizeof site);
 		view_draw_tail(s, 2, y, locw, st, 0, site);
-		view_screen_puts(s, xf, y, 16, st, 0, r->function);
+		if (funcw)
+			view_screen_puts(s, xf, y, funcw, st, 0, r->function);
+		view_screen_puts(s, xw, y, 12, st, 0, r->what);
 		view_screen_puts_right(
-		    s, xc, y, 7, st, 0,
+		    s, xc, y, 6, st, 0,
 		    view_fmt_count((double)(r->op_calls + r->copy_calls), a, sizeof a));
-		view_screen_puts_right(s, xt, y, 9, st, 0,
+		view_screen_puts_right(s, xt, y, 8, st, 0,
 		                       view_fmt_ns(r->op_ns + r->copy_ns, b, sizeof b));
 		snprintf(a, sizeof a, "%.1f%%",
 		         total > 0 ? 100.0 * (double)(r->op_ns + r->copy_ns) / (double)total : 0.0);
@@ -163,8 +201,13 @@ static void callsites_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		if (i == p->list.cursor)
 			view_draw_cursor(s, 0, y, s->w);
 	}
-	snprintf(ctx->status, sizeof ctx->status,
-	         "t/a: rank by time/anomalies \xc2\xb7 Enter: frames");
+	if (p->list.cursor < n)
+		snprintf(ctx->status, sizeof ctx->status,
+		         "in %.120s \xc2\xb7 t/a: rank by time/anomalies \xc2\xb7 Enter: frames",
+		         c[p->index[p->list.cursor]].function);
+	else
+		snprintf(ctx->status, sizeof ctx->status,
+		         "t/a: rank by time/anomalies \xc2\xb7 Enter: frames");
 }
 
 static int callsites_key(void *self, view_ctx *ctx, int key)

@@ -232,7 +232,8 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	int site_rows = (int)(o->nsites < 4 ? o->nsites : 4);
 	for (int i = 0; i < site_rows && y < end; i++, y++) {
 		const view_site_row *sr = &o->sites[i];
-		view_fmt_site(sr->file, sr->line, site, sizeof site);
+		view_fmt_site(view_model_short_path(ctx->model, sr->file), sr->line, site,
+		              sizeof site);
 		int w = s->w - 44;
 		view_draw_tail(s, 3, y, w, VIEW_S_NORMAL, VIEW_A_BOLD, site);
 		view_screen_puts(s, 3 + w + 1, y, 16, VIEW_S_NORMAL, 0, sr->function);

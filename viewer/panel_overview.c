@@ -1,6 +1,7 @@
 /* panel_overview.c — panel 1: run facts, the FP16 and copy gauges against their thresholds,
- * the loss-scale summary, the first non-finite origin and the advice list.  Everything here
- * comes from what view_model_open read, so this is the first frame of any profile. */
+ * the loss-scale summary, the first non-finite origin and the advice list, the selected advice
+ * spelled out in full below it with its evidence.  Everything here comes from what
+ * view_model_open read, so this is the first frame of any profile. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "fmt.h"
 #include "panel.h"
+#include "sanitize.h"
 
 typedef struct overview {
 	view_list advice;
@@ -38,11 +40,30 @@ static void ended_text(const view_run *r, char *buf, size_t len)
 		snprintf(buf, len, "unknown: the collector stopped before finalize");
 	else if (!strcmp(r->end, "collector-failed"))
 		snprintf(buf, len, "unknown: the collector failed");
+	else if (r->end[0] && r->exit_signal[0]) /* the status is 128 + the signal's number */
+		snprintf(buf, len, "%s, %s", r->end, r->exit_signal);
 	else if (r->end[0])
-		snprintf(buf, len, "%s%s%s (status %d)", r->end, r->exit_signal[0] ? ", " : "",
-		         r->exit_signal, r->exit_status);
+		snprintf(buf, len, "%s (status %d)", r->end, r->exit_status);
 	else
 		snprintf(buf, len, "unknown");
+}
+
+/* The command in w columns; one too long loses the directories of the program first
+ * (".../unstable --precision=fp16"), as the arguments say more about the run. */
+static void draw_command(view_screen *s, int x, int y, int w, const char *cmd)
+{
+	size_t prog = strcspn(cmd, " ");
+	const char *base = cmd;
+	for (size_t i = 0; i < prog; i++)
+		if (cmd[i] == '/')
+			base = cmd + i + 1;
+	if ((int)view_text_width(cmd) <= w || base == cmd) {
+		view_screen_puts(s, x, y, w, VIEW_S_NORMAL, 0, cmd);
+		return;
+	}
+	/* "...", not the ellipsis glyph: its ASCII stand-in '~' would read as a home directory */
+	view_screen_puts(s, x, y, 3, VIEW_S_NORMAL, 0, "...");
+	view_screen_puts(s, x + 3, y, w - 3, VIEW_S_NORMAL, 0, base - 1);
 }
 
 /* label  12.3 %  [bar with a threshold tick]  verdict.  bad picks the style. */
@@ -79,6 +100,31 @@ static int severity_style(const char *sev)
 	return VIEW_S_DIM;
 }
 
+/* The panel an advice opens on Enter, and the step it focuses there (-1: none). */
+static int advice_target(const view_advice *v, int64_t *step)
+{
+	*step = v->step;
+	if (!strcmp(v->rule, "low_fp16_share") || !strcmp(v->rule, "gemm_unaligned"))
+		return VIEW_P_OPS;
+	if (!strcmp(v->rule, "copy_share"))
+		return VIEW_P_STEPS;
+	if (!strncmp(v->rule, "loss_scale", 10))
+		return VIEW_P_SCALE;
+	if (v->step >= 0)
+		return VIEW_P_ANOMALIES;
+	return VIEW_P_CALLSITES;
+}
+
+static const char *panel_title(int id)
+{
+	static const view_panel_class *const panels[VIEW_P_COUNT] = {
+	    [VIEW_P_OVERVIEW] = &view_panel_overview,   [VIEW_P_OPS] = &view_panel_ops,
+	    [VIEW_P_STEPS] = &view_panel_steps,         [VIEW_P_SCALE] = &view_panel_scale,
+	    [VIEW_P_ANOMALIES] = &view_panel_anomalies, [VIEW_P_CALLSITES] = &view_panel_callsites,
+	};
+	return id >= 0 && id < VIEW_P_COUNT ? panels[id]->title : "?";
+}
+
 static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, int rows)
 {
 	overview *o = self;
@@ -87,24 +133,30 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	int y = top, end = top + rows;
 
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Run");
-	view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0, r->command[0] ? r->command : "?");
+	draw_command(s, 13, y++, s->w - 14, r->command[0] ? r->command : "?");
 	ended_text(r, line, sizeof line);
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Ended");
 	int x = 13 + view_screen_puts(s, 13, y, s->w - 14,
 	                              r->complete ? VIEW_S_NORMAL : VIEW_S_WARN, 0, line);
 	if (r->complete)
-		view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_GOOD, 0, " \xc2\xb7 complete");
+		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_GOOD, 0, " \xc2\xb7 complete");
 	else
-		view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
-		                 " \xc2\xb7 INCOMPLETE: partial data");
-	y++;
+		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
+		                      " \xc2\xb7 INCOMPLETE: partial data");
+	view_screen_printf(s, x, y++, s->w - x - 1, VIEW_S_NORMAL, 0, " \xc2\xb7 wall %s",
+	                   view_fmt_ns(r->wall_ns, a, sizeof a));
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Steps");
+	/* steps that ended without a loss and without an overflow (evaluation batches, say)
+	 * explain a count above the training steps asked for */
+	if (r->lossless_steps > 0 && r->lossless_steps < r->steps)
+		snprintf(b, sizeof b, " (%lld without a loss)", (long long)r->lossless_steps);
+	else
+		b[0] = '\0';
 	view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0,
-	                   "%lld \xc2\xb7 %lld overflow \xc2\xb7 %lld skipped \xc2\xb7 wall %s "
-	                   "\xc2\xb7 in steps %s",
-	                   (long long)r->steps, (long long)r->overflow_steps,
-	                   (long long)r->skipped_steps, view_fmt_ns(r->wall_ns, a, sizeof a),
-	                   view_fmt_ns(r->step_ns, b, sizeof b));
+	                   "%lld%s \xc2\xb7 %lld overflow \xc2\xb7 %lld skipped \xc2\xb7 %s in "
+	                   "steps",
+	                   (long long)r->steps, b, (long long)r->overflow_steps,
+	                   (long long)r->skipped_steps, view_fmt_ns(r->step_ns, c, sizeof c));
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Events");
 	view_screen_printf(
 	    s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0,
@@ -159,7 +211,9 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 			         r->origin_label);
 			view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_BAD, VIEW_A_BOLD, line);
 			char site[600];
-			view_fmt_site(r->origin_file, r->origin_line, site, sizeof site);
+			view_fmt_site_fit(ctx->model, r->origin_file, r->origin_line,
+			                  s->w - 21 - (int)strlen(r->origin_function), site,
+			                  sizeof site);
 			snprintf(line, sizeof line, "at %s in %s", site, r->origin_function);
 			if (y < end)
 				view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0, line);
@@ -172,7 +226,7 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	}
 	y++;
 
-	/* advice */
+	/* advice: one row each, then the selected one in full with its evidence */
 	const view_advice *adv;
 	size_t n = view_model_advice(ctx->model, &adv);
 	if (y < end) {
@@ -181,22 +235,46 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	}
 	if (n == 0 && y < end)
 		view_screen_puts(s, 3, y++, s->w - 4, VIEW_S_DIM, 0, "no findings");
-	view_list_fit(&o->advice, (int64_t)n, end - y);
-	for (int64_t i = o->advice.top; i < (int64_t)n && y < end; i++, y++) {
+	if (n == 0)
+		return;
+	int64_t cur = o->advice.cursor < (int64_t)n ? o->advice.cursor : (int64_t)n - 1;
+	const view_advice *sel = &adv[cur < 0 ? 0 : cur];
+	int full = (int)view_text_width(sel->message) > s->w - 12;
+	int detail = full || sel->evidence[0] ? 1 : 0; /* a blank row above it */
+	if (full)
+		detail += view_draw_wrapped(NULL, 3, 0, s->w - 4, 0, 0, 0, sel->message);
+	if (sel->evidence[0])
+		detail += view_draw_wrapped(NULL, 13, 0, s->w - 14, 0, 0, 0, sel->evidence);
+	int list_rows = (int)n;
+	if (list_rows + detail > end - y) {
+		list_rows = end - y - detail;
+		if (list_rows < (n < 3 ? (int)n : 3))
+			list_rows = n < 3 ? (int)n : 3;
+	}
+	view_list_fit(&o->advice, (int64_t)n, list_rows);
+	for (int64_t i = o->advice.top; i < (int64_t)n && y < end && i < o->advice.top + list_rows;
+	     i++, y++) {
 		const view_advice *v = &adv[i];
 		view_screen_puts(s, 2, y, 8, severity_style(v->severity), VIEW_A_BOLD, v->severity);
 		view_screen_puts(s, 11, y, s->w - 12, VIEW_S_NORMAL, 0, v->message);
 		if (i == o->advice.cursor)
 			view_draw_cursor(s, 0, y, s->w);
 	}
-	if (n > 0 && o->advice.cursor < (int64_t)n && adv[o->advice.cursor].evidence[0]) {
-		char ev[512];
-		snprintf(ev, sizeof ev, "%s", adv[o->advice.cursor].evidence);
-		for (char *p = ev; *p; p++)
-			if (*p == '\n')
-				*p = ',';
-		snprintf(ctx->status, sizeof ctx->status, "evidence: %.200s", ev);
+	sel = &adv[o->advice.cursor];
+	y++;
+	if (full)
+		y += view_draw_wrapped(s, 3, y, s->w - 4, end, VIEW_S_NORMAL, 0, sel->message);
+	if (sel->evidence[0] && y < end) {
+		view_screen_puts(s, 3, y, 10, VIEW_S_DIM, 0, "evidence:");
+		view_draw_wrapped(s, 13, y, s->w - 14, end, VIEW_S_DIM, 0, sel->evidence);
 	}
+	int64_t step;
+	int target = advice_target(sel, &step);
+	if (step >= 0 && target != VIEW_P_OPS)
+		snprintf(ctx->status, sizeof ctx->status, "Enter: open step %lld in %s",
+		         (long long)step, panel_title(target));
+	else
+		snprintf(ctx->status, sizeof ctx->status, "Enter: open %s", panel_title(target));
 }
 
 static int overview_key(void *self, view_ctx *ctx, int key)
@@ -209,18 +287,7 @@ static int overview_key(void *self, view_ctx *ctx, int key)
 		size_t n = view_model_advice(ctx->model, &adv);
 		if (o->advice.cursor >= (int64_t)n)
 			return VIEW_F_HANDLED;
-		const view_advice *v = &adv[o->advice.cursor];
-		ctx->goto_step = v->step;
-		if (!strcmp(v->rule, "low_fp16_share") || !strcmp(v->rule, "gemm_unaligned"))
-			ctx->goto_panel = VIEW_P_OPS;
-		else if (!strcmp(v->rule, "copy_share"))
-			ctx->goto_panel = VIEW_P_STEPS;
-		else if (!strncmp(v->rule, "loss_scale", 10))
-			ctx->goto_panel = VIEW_P_SCALE;
-		else if (v->step >= 0)
-			ctx->goto_panel = VIEW_P_ANOMALIES;
-		else
-			ctx->goto_panel = VIEW_P_CALLSITES;
+		ctx->goto_panel = advice_target(&adv[o->advice.cursor], &ctx->goto_step);
 		return VIEW_F_GOTO;
 	}
 	return VIEW_F_UNHANDLED;

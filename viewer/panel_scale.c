@@ -154,7 +154,8 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 		int col = cx + (int)p->cursor;
 		for (int y = ymark; y <= ybot; y++)
 			view_screen_attr(s, col, y, 1, VIEW_A_REVERSE);
-		view_screen_putc(s, col, ybot + 1, VIEW_G_UP, VIEW_S_NORMAL, VIEW_A_BOLD);
+		/* not the overflow glyph: on a run without overflows it would read as one */
+		view_screen_putc(s, col, ybot + 1, VIEW_G_POINTER, VIEW_S_NORMAL, VIEW_A_BOLD);
 		if (k->first == k->last)
 			x = 1 + view_screen_printf(s, 1, ybot + 3, s->w - 2, VIEW_S_NORMAL,
 			                           VIEW_A_BOLD, "step %lld", (long long)k->first);

@@ -177,6 +177,7 @@ char view_glyph_ascii(uint32_t ch)
 	case VIEW_G_BULLET: return '*';
 	case VIEW_G_ELLIPSIS: return '~';
 	case VIEW_G_ARROW: return '>';
+	case VIEW_G_POINTER: return '|';
 	default: return '?';
 	}
 }

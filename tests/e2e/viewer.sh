@@ -3,13 +3,17 @@
 # clear errors on bad input, and the terminal itself driven in tmux (send-keys, then
 # capture-pane -e): gauge colours, the loss-scale -> anomaly drill-down, resize, escape
 # sequences planted in a label, the no-colour fallback and restoring the terminal on a signal.
-# Profiles come from build/tests/gen_profile (synthetic, seeded).  UPDATE_GOLDEN=1 rewrites
-# the goldens.  Ends with "N passed, N failed"; exits 1 on any failure.
+# Golden profiles come from build/tests/gen_profile (synthetic, seeded); then real runs of
+# unstable and mlp_fashion recorded by ampprof are rendered too: their facts are asserted and,
+# with durations, shares and source line numbers masked, the deterministic panels of the
+# unstable run are goldens as well (real-*).  UPDATE_GOLDEN=1 rewrites the goldens.  Ends with
+# "N passed, N failed"; exits 1 on any failure.
 set -u
 BUILD=${BUILD:-build}
-top=$(cd "$(dirname "$0")/../.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd -P) # physical: as compilers record source paths
 cd "$top" || exit 1
 AMPVIEW=$top/$BUILD/bin/ampview
+AMPPROF=$top/$BUILD/bin/ampprof
 GEN=$top/$BUILD/tests/gen_profile
 GOLDEN=$top/tests/golden/viewer
 export LC_ALL=C TZ=UTC
@@ -20,7 +24,7 @@ bad() {
 	[ -n "${2:-}" ] && printf '%s\n' "$2" | head -n 40 | sed 's/^/     /'
 	return 0
 }
-for f in "$AMPVIEW" "$GEN"; do
+for f in "$AMPVIEW" "$GEN" "$AMPPROF" "$top/$BUILD/bin/unstable" "$top/$BUILD/bin/mlp_fashion"; do
 	[ -x "$f" ] || { echo "viewer.sh: $f is missing: run 'make' first"; echo "0 passed, 1 failed"; exit 1; }
 done
 tmp=$(mktemp -d)
@@ -36,6 +40,7 @@ gen crash.db --crashed --steps=12 --ops=600
 gen unfin.db --unfinalized --steps=12 --ops=600
 gen evil.db --evil-label='evil\e]2;PWNED\a\e[5mBLINK\e[0m' \
 	--command='./train \e[2J\e]0;PWNED\a --epochs 1'
+gen abs.db --growth=4 --source-dir=/home/ada/ampkit  # absolute call-site paths
 gen empty.db --empty
 gen newer.db --newer-schema
 printf 'just text\n' > "$tmp/text.db"
@@ -65,23 +70,29 @@ crash-overview|crash.db|--panel=overview
 crash-steps|crash.db|--panel=steps
 unfinalized-overview|unfin.db|--panel=overview
 evil-ops|evil.db|--panel=ops --keys=v/evil<enter>
-evil-drill|evil.db|--panel=ops --keys=v/evil<enter><enter>'
+evil-drill|evil.db|--panel=ops --keys=v/evil<enter><enter>
+abs-callsites|abs.db|--panel=callsites
+abs-frames|abs.db|--panel=callsites --keys=<enter>
+abs-anomalies|abs.db|--panel=anomalies'
+# golden NAME EXIT OUTPUT: compare a render with tests/golden/viewer/NAME.txt
+golden() {
+	if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
+		printf '%s\n' "$3" > "$GOLDEN/$1.txt"
+	fi
+	if [ "$2" -ne 0 ]; then
+		bad "golden $1: exit $2" "$3"
+	elif ! diff -u "$GOLDEN/$1.txt" <(printf '%s\n' "$3") > "$tmp/diff" 2>&1; then
+		bad "golden $1 differs (UPDATE_GOLDEN=1 to accept)" "$(cat "$tmp/diff")"
+	else
+		ok "golden $1"
+	fi
+}
 while IFS='|' read -r name db args; do
 	loc=C
 	case $name in utf8-*) loc=C.UTF-8 ;; esac
 	# shellcheck disable=SC2086
 	out=$(cd "$tmp" && LC_ALL=$loc "$AMPVIEW" --headless $args "$db" 2>&1)
-	rc=$?
-	if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
-		printf '%s\n' "$out" > "$GOLDEN/$name.txt"
-	fi
-	if [ $rc -ne 0 ]; then
-		bad "golden $name: exit $rc" "$out"
-	elif ! diff -u "$GOLDEN/$name.txt" <(printf '%s\n' "$out") > "$tmp/diff" 2>&1; then
-		bad "golden $name differs (UPDATE_GOLDEN=1 to accept)" "$(cat "$tmp/diff")"
-	else
-		ok "golden $name"
-	fi
+	golden "$name" $? "$out"
 done <<< "$goldens"
 
 # ---- what the renders must say, golden or not -------------------------------------------------
@@ -138,6 +149,130 @@ expect_err "unknown option" 2 "unknown option '--frobnicate'" --frobnicate
 expect_err "not a terminal" 1 "must be a terminal" ex.db
 out=$("$AMPVIEW" --help) && grep -q '^usage: ampview' <<< "$out" && ok "--help on stdout, exit 0" || bad "--help" "$out"
 out=$("$AMPVIEW" --version) && grep -q '^ampview ' <<< "$out" && ok "--version" || bad "--version" "$out"
+
+# ---- real profiles: unstable (FP16 overflow) and mlp_fashion (AMP) under ampprof ---------------
+# Timings vary from run to run, so these renders are checked for facts; the panels of the
+# unstable run that hold no timing (loss scale, anomalies, a step's tensors) are goldens once
+# the checkout's path and the source line numbers are masked, and the steps and ops panels
+# once durations, shares and the bars are masked as well.  The numerics are seeded and the
+# same for every kernel set (avx512, avx2, scalar).
+(cd "$tmp" && "$AMPPROF" -q -o u16.db -- "$top/$BUILD/bin/unstable" --precision=fp16 --steps 260 \
+	> u16.out 2>&1) || bad "ampprof unstable: exit $?" "$(tail -n 5 "$tmp/u16.out")"
+(cd "$tmp" && "$AMPPROF" -q -o mlp.db -- "$top/$BUILD/bin/mlp_fashion" --precision=amp --steps 30 \
+	> mlp.out 2>&1) || bad "ampprof mlp_fashion: exit $?" "$(cat "$tmp/mlp.out")"
+q() { sqlite3 "$tmp/$1" "$2"; }
+hl80() { hl --width=80 --height=24 "$@"; }
+# the example's documented overflow step, and the origin's call site as the profile records it
+S=$("$top/$BUILD/bin/unstable" --precision=fp16 --steps 1 --log-every 0 --json |
+	sed -n 's/.*"documented_overflow_step":\([0-9]*\).*/\1/p')
+site=$(q u16.db "SELECT c.file || '|' || c.line FROM tensor_stats t JOIN callsites c
+	ON c.id = t.callsite WHERE t.origin = 1 ORDER BY t.step, t.seq LIMIT 1")
+ofile=${site%|*} oline=${site#*|}
+if [ -n "$S" ] && [ "$(q u16.db 'SELECT min(step) FROM steps WHERE overflow = 1')" = "$S" ] \
+	&& [ "$ofile" = "$top/examples/unstable.c" ] && sed -n "${oline}p" "$ofile" | grep -q 'amp_exp('; then
+	ok "unstable: first overflow at the documented step $S, origin at examples/unstable.c:$oline (amp_exp)"
+else
+	bad "unstable profile: step '$S', origin '$site'" "$(sed -n "${oline:-1}p" "$ofile" 2>&1)"
+fi
+src=examples/unstable.c:$oline
+for p in overview ops steps scale anomalies callsites; do
+	for db in u16.db mlp.db; do
+		out=$(hl80 --panel=$p $db) && [ "$(wc -l <<< "$out")" -eq 24 ] \
+			&& [ "$(awk '{ if (length($0) > 80) n++ } END { print n + 0 }' <<< "$out")" -eq 0 ] \
+			|| bad "real $db: panel $p at 80x24" "$out"
+	done
+done
+ok "real profiles: every panel renders at 80x24"
+# advice_detail: the rows under the advice list that spell out the selected advice, joined
+advice_detail() {
+	awk '/^ Advice \(/ { a = 1; next } a && /^$/ { d = 1; next }
+		d && (/^   evidence:/ || !/^   /) { exit } d { sub(/^   /, ""); printf "%s%s", sep, $0; sep = " " }'
+}
+out=$(hl80 --panel=overview u16.db)
+msg=$(q u16.db "SELECT message FROM advice ORDER BY CASE severity WHEN 'error' THEN 0
+	WHEN 'warning' THEN 1 ELSE 2 END, id LIMIT 1")
+full=$(advice_detail <<< "$out")
+if grep -Eq '^ Run +(\.\.\.|/).*/unstable --precision=fp16 --steps 260$' <<< "$out" \
+	&& grep -Eq '^ Steps +260 \. [0-9]+ overflow' <<< "$out" \
+	&& grep -Eq '^ FP16 share +[0-9.]+ % +[#.|]+ +(ok: at least|LOW: below) 70 %' <<< "$out" \
+	&& grep -q "Non-finite  first at step $S: Exp output (rate)" <<< "$out" \
+	&& grep -Eq "at (.*/)?$src in main" <<< "$out" \
+	&& { { [ ${#msg} -le 68 ] && grep -qF "$msg" <<< "$out"; } \
+		|| { [ -n "$full" ] && [ "${msg#"$full"}" != "$msg" ]; }; }; then
+	ok "real overview: command, steps, FP16 gauge, origin, the first advice spelled out"
+else
+	bad "real overview (unstable), advice '$full'" "$out"
+fi
+n=$(q mlp.db 'SELECT count(*) FROM steps')
+k=$(q mlp.db 'SELECT count(*) FROM steps WHERE loss IS NULL AND overflow = 0')
+out=$(hl80 --panel=overview mlp.db)
+lossless= # evaluation batches are steps without a loss
+[ "$k" -gt 0 ] && lossless="\\($k without a loss\\) "
+if [ $((n - k)) -eq 30 ] && grep -Eq '^ Run +(\.\.\.|/).*/mlp_fashion --precision=amp --steps 30$' <<< "$out" \
+	&& grep -Eq "^ Steps +$n $lossless\\. 0 overflow" <<< "$out" \
+	&& grep -Eq '^ FP16 share +[0-9.]+ % +[#.|]+ +(ok: at least|LOW: below) 70 %' <<< "$out" \
+	&& grep -q 'Non-finite  none recorded' <<< "$out"; then
+	ok "real overview (mlp_fashion): 30 training steps and $k evaluation steps told apart"
+else
+	bad "real overview (mlp_fashion): $n steps, $k without a loss" "$out"
+fi
+out=$(hl80 --panel=scale --keys='<enter>' u16.db)
+if grep -q "^ Step $S " <<< "$out" && grep -Eq '^ Origin  Exp \(seq [0-9]+\) output rate: [1-9][0-9]* Inf' <<< "$out" \
+	&& grep -Eq "^ +at (.*/)?$src in main" <<< "$out"; then
+	ok "real loss scale -> Enter: step $S, origin Exp 'rate' at $src"
+else
+	bad "real loss scale -> Enter" "$out"
+fi
+for db in u16.db mlp.db; do
+	out=$(hl80 --panel=ops $db)
+	grep -Eq '^[> ] Linear +fp16 +[0-9]' <<< "$out" && ok "real ops ($db): Linear runs in fp16" \
+		|| bad "real ops ($db)" "$out"
+done
+out=$(hl80 --panel=anomalies u16.db)
+if grep -Eq "^[> ] +$S +[0-9]+ +yes +[1-9][0-9]* +Exp rate $src\$" <<< "$out" \
+	&& [ "$(grep -Ec '^[> ] +[0-9]+ +[0-9]+ +(yes|no) ' <<< "$out")" = "$(q u16.db 'SELECT count(*) FROM steps WHERE overflow = 1')" ]; then
+	ok "real anomalies: step $S, skipped, origin Exp rate at $src; one row per overflow step"
+else
+	bad "real anomalies" "$out"
+fi
+out=$(hl80 --panel=callsites u16.db)
+rows=$(grep -Ec '^[> ] examples/unstable\.c:[0-9]+ ' <<< "$out")
+want=$(q u16.db "SELECT min(count(*), 19) FROM callsites")
+if [ "$rows" = "$want" ] && grep -Eq "^[> ] $src +Exp +260 .* 6 +6\$" <<< "$out" \
+	&& grep -q 'paths in '"$top"/ <<< "$out" && ! grep -q '^[> ] ~' <<< "$out"; then
+	ok "real call sites: $rows rows of examples/unstable.c lines, none cut, the origin's line marked"
+else
+	bad "real call sites ($rows rows, want $want)" "$out"
+fi
+out=$(hl80 --panel=callsites mlp.db)
+grep -Eq '^[> ] examples/mlp_fashion\.c:[0-9]+ +backward ' <<< "$out" \
+	&& grep -Eq '^[> ] examples/mlp_fashion\.c:[0-9]+ +Optimizer ' <<< "$out" \
+	&& ok "real call sites (mlp_fashion): backward and optimizer told apart on one line" \
+	|| bad "real call sites (mlp_fashion)" "$out"
+# masked goldens: name | arguments | mask (lines: the checkout's path, so that a full path and
+# one shortened for a deep checkout read the same, and line numbers; times: also durations,
+# shares and the step bars)
+mask() {
+	local m=$1
+	sed -E -e "s#$top/##g" -e 's/(\.c):[0-9]+/\1:N/g' |
+		if [ "$m" = times ]; then
+			sed -E -e 's/ +[0-9.]+ (ns|us|ms|s)( |$)/ T\2/g' -e 's/ +[0-9.]+%/ P/g' \
+				-e 's/^([> ] +[0-9]+ .*[^#=~. ]) +[#=~.]+$/\1/'
+		else
+			cat
+		fi
+}
+real='real-unstable-scale|--panel=scale|lines
+real-unstable-anomalies|--panel=anomalies|lines
+real-unstable-anomaly-step|--panel=scale --keys=<enter>|lines
+real-unstable-steps|--panel=steps --keys=:250<enter>|times
+real-unstable-ops|--panel=ops --keys=f|times'
+while IFS='|' read -r name args m; do
+	# shellcheck disable=SC2086
+	out=$(hl80 $args u16.db)
+	rc=$?
+	golden "$name" $rc "$(mask "$m" <<< "$out")"
+done <<< "$real"
 
 # ---- the terminal, in tmux --------------------------------------------------------------------
 if ! command -v tmux > /dev/null; then
@@ -210,6 +345,17 @@ for size in 100x30 80x24 132x40; do
 	fi
 done
 keys ex q
+
+start real xterm-256color C.UTF-8 u16.db
+keys real 4
+keys real Enter
+screen=$(plain real)
+if grep -Eq "Origin  Exp \(seq [0-9]+\) output rate" <<< "$screen" && grep -Eq "at (.*/)?$src in main" <<< "$screen"; then
+	ok "(c) real unstable run: loss scale -> Enter shows Exp 'rate' at $src"
+else
+	bad "(c) origin from the loss-scale panel, real profile" "$screen"
+fi
+keys real q
 
 start evil xterm-256color C.UTF-8 evil.db
 keys evil 2

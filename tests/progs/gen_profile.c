@@ -26,6 +26,7 @@ static void usage(FILE *f)
 	    "    --origin-site=<f:l>    its source file and line            (examples/model.c:88)\n"
 	    "    --evil-label=<text>    label of blocks.0.fc1 (\\e is ESC, \\a is BEL)\n"
 	    "    --command=<text>       meta command                        (./train --epochs 1)\n"
+	    "    --source-dir=<dir>     write call-site files under dir (absolute paths)\n"
 	    "    --crashed              the run died in its last step\n"
 	    "    --unfinalized          the collector died: no summaries\n"
 	    "    --empty                no steps at all\n"
@@ -113,6 +114,8 @@ int main(int argc, char **argv)
 			o.evil_label = unescape(v);
 		} else if (OPT("command") && v) {
 			o.command = unescape(v);
+		} else if (OPT("source-dir") && v && v[0] == '/') {
+			o.source_dir = v;
 		} else if (OPT("crashed")) {
 			o.crashed = 1;
 		} else if (OPT("unfinalized")) {

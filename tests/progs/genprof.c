@@ -359,7 +359,7 @@ static int is_overflow_step(const genprof_opts *o, int s)
 	return 0;
 }
 
-static int write_callsites(gen *g, const tmpl *t)
+static int write_callsites(gen *g, const tmpl *t, const char *source_dir)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = prep(g, &st,
@@ -367,15 +367,20 @@ static int write_callsites(gen *g, const tmpl *t)
 	              "line, frames) VALUES (?,?,?,?,?,?,?,?)");
 	for (int i = 0; rc == 0 && i < CS_COUNT; i++) {
 		const site *s = &t->sites[i];
-		char frames[1024];
-		snprintf(frames, sizeof frames, "%s %s:%d\nmain examples/train.c:210", s->function,
-		         s->file, s->line);
+		char frames[2048], file[512], main_file[512];
+		const char *dir = source_dir ? source_dir : "";
+		const char *sep = source_dir ? "/" : "";
+		snprintf(file, sizeof file, "%s%s%s", s->file[0] == '/' ? "" : dir,
+		         s->file[0] == '/' ? "" : sep, s->file);
+		snprintf(main_file, sizeof main_file, "%s%sexamples/train.c", dir, sep);
+		snprintf(frames, sizeof frames, "%s %s:%d\nmain %s:210", s->function, file, s->line,
+		         main_file);
 		sqlite3_bind_int(st, 1, i + 1);
 		sqlite3_bind_int64(st, 2, 0x555555554000 + 0x1000 + 0x40 * i);
 		bind_text(st, 3, "/work/examples/train");
 		sqlite3_bind_int64(st, 4, 0x1000 + 0x40 * i);
 		bind_text(st, 5, s->function);
-		bind_text(st, 6, s->file);
+		bind_text(st, 6, file);
 		sqlite3_bind_int(st, 7, s->line);
 		sqlite3_bind_text(st, 8, frames, -1, SQLITE_TRANSIENT);
 		rc = done(g, st, "callsites");
@@ -595,7 +600,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (write_callsites(&g, &t) != 0 ||
+	if (write_callsites(&g, &t, o->source_dir) != 0 ||
 	    prep(&g, &st_op,
 	         "INSERT INTO op_events(id, step, seq, sig, start_ns, dur_ns, thread) "
 	         "VALUES (?,?,?,?,?,?,0)") ||

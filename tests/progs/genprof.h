@@ -26,6 +26,7 @@ typedef struct genprof_opts {
 	const char *origin_func;
 	const char *evil_label;  /* if set: the label of block 0's fc1 (may hold escapes) */
 	const char *command;     /* meta 'command' */
+	const char *source_dir;  /* if set: relative call-site files are written under it */
 	int crashed;             /* the run died on SIGSEGV in its last step (still finalized) */
 	int unfinalized;         /* the collector died: no summaries, no aggregates, no indexes */
 	int empty;               /* meta only, no steps */

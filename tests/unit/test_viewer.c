@@ -12,6 +12,7 @@
 #include "fmt.h"
 #include "genprof.h"
 #include "model.h"
+#include "panel.h"
 #include "sanitize.h"
 #include "screen.h"
 
@@ -141,6 +142,21 @@ Test(screen, ascii_fallback_glyphs)
 	char *text = render(&s, 0);
 	cr_assert_str_eq(text, "#=~.|?\n");
 	free(text);
+	view_screen_release(&s);
+}
+
+Test(panel, wrapped_text_breaks_at_blanks_and_newlines)
+{
+	view_screen s;
+	cr_assert_eq(view_screen_init(&s, 12, 5), 0);
+	const char *text = "add it to custom_black_list = Exp\nsecond";
+	cr_assert_eq(view_draw_wrapped(NULL, 0, 0, 12, 0, 0, 0, text), 4);
+	/* only the rows before end are drawn, the count stays the whole text's */
+	cr_assert_eq(view_draw_wrapped(&s, 0, 1, 12, 4, 0, 0, text), 4);
+	char *out = render(&s, 0);
+	cr_assert_str_eq(out, "\nadd it to\ncustom_black\n_list = Exp\n\n");
+	free(out);
+	cr_assert_eq(view_draw_wrapped(NULL, 0, 0, 12, 0, 0, 0, ""), 1);
 	view_screen_release(&s);
 }
 
@@ -290,6 +306,52 @@ Test(model, unfinalized_profile_gets_the_same_figures, .init = setup, .fini = te
 	cr_assert_eq(x->op_count, y->op_count);
 	view_model_free(a);
 	view_model_free(b);
+}
+
+static void under_home(genprof_opts *o)
+{
+	o->source_dir = "/home/ada/ampkit";
+}
+
+Test(model, call_sites_are_described_and_shown_under_their_source_root, .init = setup,
+     .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	cr_assert_eq(view_model_open(make_profile("abs.db", under_home), NULL, &m, err, sizeof err),
+	             VIEW_OK, "%s", err);
+	/* every file is in /home/ada/ampkit/examples/: the root keeps "examples/" in view */
+	cr_assert_str_eq(view_model_source_root(m), "/home/ada/ampkit/");
+	cr_assert_str_eq(view_model_short_path(m, "/home/ada/ampkit/examples/model.c"),
+	                 "examples/model.c");
+	cr_assert_str_eq(view_model_short_path(m, "/usr/src/libc.c"), "/usr/src/libc.c");
+	cr_assert_str_eq(view_model_short_path(m, "/home/ada/ampkit/"), "/home/ada/ampkit/");
+	const view_callsite *c;
+	long n = view_model_callsites(m, &c);
+	cr_assert(n > 5);
+	int backward = 0, copies = 0, exp = 0;
+	for (long i = 0; i < n; i++) {
+		backward += c[i].line == 142 && !strcmp(c[i].what, "backward");
+		copies += !strncmp(c[i].what, "copy ", 5) && c[i].op_calls == 0;
+		exp += c[i].line == 88 && !strcmp(c[i].what, "Exp") && c[i].origins > 0;
+	}
+	cr_assert(backward == 1 && copies >= 3 && exp == 1, "backward %d copies %d exp %d",
+	          backward, copies, exp);
+	view_model_free(m);
+	/* relative file names are shown as they are */
+	cr_assert_eq(view_model_open(make_profile("rel.db", NULL), NULL, &m, err, sizeof err),
+	             VIEW_OK);
+	cr_assert_str_eq(view_model_source_root(m), "");
+	cr_assert_str_eq(view_model_short_path(m, "examples/model.c"), "examples/model.c");
+	/* advice: errors, then warnings, then the rest */
+	const view_advice *adv;
+	size_t na = view_model_advice(m, &adv);
+	cr_assert(na > 1);
+	for (size_t i = 1; i < na; i++)
+		cr_assert(strcmp(adv[i - 1].severity, "error") == 0 ||
+		              strcmp(adv[i].severity, "error") != 0,
+		          "%s before %s", adv[i - 1].severity, adv[i].severity);
+	view_model_free(m);
 }
 
 /* ---- app and panels ------------------------------------------------------------------------- */
