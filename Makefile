@@ -214,6 +214,13 @@ $(BUILD)/tests/trace_producer: $(call obj,tests/progs/trace_producer.c) $(LIBRT_
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/trace_producer
+# runtime_cases: small real trainings through libamprt (an invalid operation, several threads,
+# a working-directory change) for the same tests.
+$(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/runtime_cases
 $(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUILD)/obj/bench/bench_emitter.o: CPPFLAGS += -Iprofiler
 FUZZ_SECONDS ?= 20
 .PHONY: fuzz

@@ -93,7 +93,8 @@ static int record_valid(const unsigned char *buf, unsigned type, unsigned n)
 	case AMP_REC_TSTATS: {
 		amp_rec_tstats t;
 		memcpy(&t, buf, sizeof t);
-		return t.op < AMP_OP_COUNT && t.role <= 2;
+		return t.op < AMP_OP_COUNT && t.role <= 2 &&
+		       (!(t.flags & AMP_TSTATS_EXT) || t.phase <= AMP_PHASE_OPTIMIZER);
 	}
 	case AMP_REC_DUMP: {
 		amp_rec_dump d;

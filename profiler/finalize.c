@@ -2,8 +2,9 @@
  *
  * Works from the per-signature aggregates (op_sigs.calls/total_ns), so it is fast on large
  * profiles; a profile whose collector died before filling them gets them recomputed from the
- * event tables first.  The rules are those of DESIGN §5; each writes a row into `advice`
- * with the figures that made it fire.
+ * event tables first.  The non-finite origins the writer listed in `nonfinite` are classified
+ * (forward overflow, scaled-gradient overflow, invalid operation).  The rules are those of
+ * DESIGN §5; each writes a row into `advice` with the figures that made it fire.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
@@ -281,8 +282,12 @@ static int rule_scale(sqlite3 *db)
 	                                "SELECT CAST(value AS REAL) FROM meta WHERE key IN "
 	                                "('loss_scale_min', 'app.loss_scale_min') LIMIT 1", 1.0);
 	double min_scale = query_double(db, "SELECT min(scale) FROM steps", 0);
+	/* the scale the run ended with: after the scaler's last decision, not the one the last
+	 * step used (they differ when the last step overflowed) */
 	double last = query_double(db, "SELECT scale FROM steps WHERE scale IS NOT NULL "
 	                                "ORDER BY step DESC LIMIT 1", 0);
+	last = query_double(db, "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL "
+	                        "ORDER BY step DESC, rowid DESC LIMIT 1", last);
 	double first = query_double(db, "SELECT scale FROM steps WHERE scale IS NOT NULL "
 	                                 "ORDER BY step LIMIT 1", 0);
 	double overflow = query_double(db, "SELECT count(*) FROM steps WHERE overflow = 1", 0);
@@ -290,7 +295,7 @@ static int rule_scale(sqlite3 *db)
 	char msg[512], ev[1024];
 	int rc = 0;
 	snprintf(ev, sizeof ev,
-	         "steps %.0f, overflow steps %.0f, first scale %.9g, last %.9g, min %.9g", steps,
+	         "steps %.0f, overflow steps %.0f, first scale %.9g, final %.9g, min %.9g", steps,
 	         overflow, first, last, min_scale);
 	if (min_scale <= floor_cfg) {
 		double at_floor = 0;
@@ -319,6 +324,188 @@ static int rule_scale(sqlite3 *db)
 		snprintf(msg, sizeof msg,
 		         "final loss scale %.9g is outside the usual range [8, 1024]", last);
 		rc |= add_advice(db, "loss_scale_unusual", "info", msg, ev, NULL, -1, -1);
+	}
+	return rc;
+}
+
+/* Classifies the non-finite origins the writer listed in `nonfinite` (see profile.sql), adds a
+ * row for each overflow step without a recorded origin, and copies in each step's loss and
+ * loss-scaler decision.  A NaN with no Inf is an invalid operation only where overflowing
+ * cannot make one: a GEMM or a reduction turns an Inf partial sum meeting its opposite into a
+ * NaN, and an input that already held Inf (an overflowing cast) is an overflow too. */
+static const char *const nonfinite_sql =
+    "UPDATE nonfinite SET phase = CASE WHEN role = 'grad' THEN 'backward' ELSE 'forward' END"
+    "  WHERE phase IS NULL AND stats_id IS NOT NULL;"
+    "UPDATE nonfinite SET class = CASE"
+    "  WHEN nan > 0 AND inf = 0 AND op NOT IN ('MatMul', 'BatchMatMul', 'Linear', 'Conv2D',"
+    "    'Sum', 'Mean', 'LayerNorm', 'Softmax', 'LogSoftmax', 'CrossEntropy', 'Optimizer')"
+    "   AND NOT EXISTS (SELECT 1 FROM tensor_stats i WHERE i.step = nonfinite.step"
+    "    AND i.seq = nonfinite.seq AND i.role = 'input' AND i.inf > 0"
+    "    AND (i.thread IS NULL OR nonfinite.thread IS NULL OR i.thread = nonfinite.thread))"
+    "   THEN 'invalid_operation'"
+    "  WHEN phase = 'forward' THEN 'forward_overflow'"
+    "  ELSE 'scaled_grad_overflow' END"
+    "  WHERE stats_id IS NOT NULL;"
+    "DELETE FROM nonfinite WHERE stats_id IS NULL;"
+    "INSERT INTO nonfinite(step, class, thread)"
+    "  SELECT step, CASE WHEN loss IS NULL THEN 'forward_overflow'"
+    "                    ELSE 'scaled_grad_overflow' END, thread FROM steps s"
+    "  WHERE overflow = 1 AND NOT EXISTS (SELECT 1 FROM nonfinite n WHERE n.step = s.step"
+    "    AND (n.thread IS NULL OR s.thread IS NULL OR n.thread = s.thread));"
+    "UPDATE nonfinite SET"
+    "  loss = (SELECT loss FROM steps s WHERE s.step = nonfinite.step AND (nonfinite.thread IS"
+    "    NULL OR s.thread = nonfinite.thread) ORDER BY s.rowid LIMIT 1),"
+    "  overflow = (SELECT overflow FROM steps s WHERE s.step = nonfinite.step AND"
+    "    (nonfinite.thread IS NULL OR s.thread = nonfinite.thread) ORDER BY s.rowid LIMIT 1),"
+    "  skipped = (SELECT skipped FROM steps s WHERE s.step = nonfinite.step AND"
+    "    (nonfinite.thread IS NULL OR s.thread = nonfinite.thread) ORDER BY s.rowid LIMIT 1),"
+    "  old_scale = (SELECT old_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
+    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "  new_scale = (SELECT new_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
+    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "  reason = (SELECT reason FROM loss_scale l WHERE l.step = nonfinite.step AND"
+    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
+
+/* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
+static void site_text(char *buf, size_t len, const char *file, int line)
+{
+	if (file && *file && strcmp(file, "??") != 0)
+		snprintf(buf, len, "%s:%d", file, line);
+	else
+		buf[0] = '\0';
+}
+
+/* One advice row per class of the nonfinite table: its first step, how many steps, and the
+ * origin of the first step, with what to do about it. */
+static int rule_nonfinite(sqlite3 *db)
+{
+	static const char *const classes[] = {"forward_overflow", "invalid_operation",
+	                                      "scaled_grad_overflow"};
+	int rc = 0;
+	for (size_t k = 0; k < sizeof classes / sizeof classes[0] && rc == 0; k++) {
+		const char *cls = classes[k];
+		sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db,
+		                       "SELECT n.step, n.op, coalesce(n.label, '-'), n.phase, n.role,"
+		                       " n.dtype, n.nan, n.inf, n.neg_inf, c.file, c.line, n.loss,"
+		                       " n.old_scale, n.new_scale, n.reason, n.callsite, n.stats_id,"
+		                       " (SELECT count(DISTINCT step) FROM nonfinite WHERE class = ?1),"
+		                       " (SELECT count(DISTINCT step) FROM nonfinite WHERE class = ?1"
+		                       "   AND reason = 'overflow')"
+		                       " FROM nonfinite n LEFT JOIN callsites c ON c.id = n.callsite"
+		                       " WHERE n.class = ?1 ORDER BY n.step, n.stats_id IS NULL,"
+		                       " n.stats_id LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+			return -1;
+		sqlite3_bind_text(st, 1, cls, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_ROW) {
+			sqlite3_finalize(st);
+			continue;
+		}
+		int64_t step = sqlite3_column_int64(st, 0);
+		int have_origin = sqlite3_column_type(st, 16) != SQLITE_NULL;
+		char op[64], label[128], phase[16], role[16], dtype[16], site[600], at[640];
+		snprintf(op, sizeof op, "%s", col_text(st, 1));
+		snprintf(label, sizeof label, "%s", col_text(st, 2));
+		snprintf(phase, sizeof phase, "%s", col_text(st, 3));
+		snprintf(role, sizeof role, "%s", col_text(st, 4));
+		snprintf(dtype, sizeof dtype, "%s", col_text(st, 5));
+		int64_t nan = sqlite3_column_int64(st, 6), inf = sqlite3_column_int64(st, 7);
+		int64_t neg_inf = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1
+		                                                            : sqlite3_column_int64(st, 8);
+		site_text(site, sizeof site, (const char *)sqlite3_column_text(st, 9),
+		          sqlite3_column_int(st, 10));
+		if (site[0])
+			snprintf(at, sizeof at, ", called at %s", site);
+		else
+			at[0] = '\0';
+		int loss_finite = sqlite3_column_type(st, 11) != SQLITE_NULL;
+		int have_scale = sqlite3_column_type(st, 12) != SQLITE_NULL;
+		double old_scale = sqlite3_column_double(st, 12), new_scale = sqlite3_column_double(st, 13);
+		char reason[16];
+		snprintf(reason, sizeof reason, "%s", col_text(st, 14));
+		int backed_off = strcmp(reason, "overflow") == 0;
+		int64_t callsite =
+		    sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 15);
+		int64_t nsteps = sqlite3_column_int64(st, 17), handled = sqlite3_column_int64(st, 18);
+		sqlite3_finalize(st);
+
+		char values[128], more[64], msg[1536];
+		if (neg_inf > 0)
+			snprintf(values, sizeof values, "%" PRId64 " NaN, %" PRId64 " Inf of which %" PRId64
+			         " -Inf", nan, inf, neg_inf);
+		else
+			snprintf(values, sizeof values, "%" PRId64 " NaN, %" PRId64 " Inf", nan, inf);
+		if (nsteps > 1)
+			snprintf(more, sizeof more, " (first of %" PRId64 " steps)", nsteps);
+		else
+			snprintf(more, sizeof more, " (1 step)");
+		const char *severity = "error";
+		if (strcmp(cls, "forward_overflow") == 0) {
+			if (have_origin)
+				snprintf(msg, sizeof msg,
+				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
+				         "non-finite in %s (%s)%s; run %s in FP32 (custom_black_list = %s) or "
+				         "keep its input in range", step, more, op, label, dtype, values, at, op,
+				         op);
+			else
+				snprintf(msg, sizeof msg,
+				         "forward overflow at step %" PRId64 "%s: the loss was not finite and "
+				         "no origin was recorded; profile with --nan-check=op to name the op",
+				         step, more);
+		} else if (strcmp(cls, "invalid_operation") == 0) {
+			snprintf(msg, sizeof msg,
+			         "NaN from an invalid operation at step %" PRId64 "%s: %s (%s) %s in %s "
+			         "has NaN and no Inf (%s) from finite inputs%s: an input outside the op's "
+			         "domain (log or sqrt of a negative, 0/0, 0*Inf); fix the values fed to it",
+			         step, more, op, label, role, dtype, values, at);
+		} else {
+			char how[256];
+			if (have_scale && backed_off)
+				snprintf(how, sizeof how, "handled by the loss scaler (scale %.9g -> %.9g%s)",
+				         old_scale, new_scale,
+				         handled < nsteps ? ", other steps not backed off" : "");
+			else if (have_scale)
+				snprintf(how, sizeof how, "NOT handled: the scaler kept its scale %.9g (%s); "
+				         "use a dynamic loss scale or a lower static one", new_scale, reason);
+			else
+				snprintf(how, sizeof how, "no loss-scaler decision was recorded");
+			if (have_origin)
+				snprintf(msg, sizeof msg,
+				         "overflow only in the scaled gradients at step %" PRId64 "%s: %s (%s) "
+				         "%s in %s (%s)%s; the loss was %s; %s", step, more, op, label, phase,
+				         dtype, values, at, loss_finite ? "finite" : "not finite", how);
+			else
+				snprintf(msg, sizeof msg,
+				         "overflow only in the scaled gradients at step %" PRId64 "%s, no origin "
+				         "recorded; the loss was finite; %s", step, more, how);
+			severity = have_scale && backed_off ? "info" : "warning";
+		}
+		/* evidence: the first few steps of the class */
+		advice_buf ev = {.used = 0};
+		if (sqlite3_prepare_v2(db,
+		                       "SELECT step, op, coalesce(label, '-'), coalesce(role, '-'),"
+		                       " coalesce(dtype, '-'), nan, inf, old_scale, new_scale, reason"
+		                       " FROM nonfinite WHERE class = ? ORDER BY step, stats_id LIMIT 5",
+		                       -1, &st, NULL) != SQLITE_OK)
+			return -1;
+		sqlite3_bind_text(st, 1, cls, -1, SQLITE_STATIC);
+		for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+			buf_add(&ev, "%sstep %" PRId64 ": ", i ? "\n" : "",
+			        (int64_t)sqlite3_column_int64(st, 0));
+			if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+				buf_add(&ev, "no origin recorded");
+			else
+				buf_add(&ev, "%s %s %s %s", col_text(st, 1), col_text(st, 2), col_text(st, 3),
+				        col_text(st, 4));
+			if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+				buf_add(&ev, ", nan %" PRId64 ", inf %" PRId64,
+				        (int64_t)sqlite3_column_int64(st, 5), (int64_t)sqlite3_column_int64(st, 6));
+			if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+				buf_add(&ev, ", scale %.9g -> %.9g (%s)", sqlite3_column_double(st, 7),
+				        sqlite3_column_double(st, 8), col_text(st, 9));
+		}
+		sqlite3_finalize(st);
+		rc = add_advice(db, cls, severity, msg, ev.text, have_origin ? op : NULL, step, callsite);
 	}
 	return rc;
 }
@@ -357,15 +544,25 @@ static int rule_sensitive(sqlite3 *db)
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
+	int listed = amp_profile_has_table(db, "nonfinite");
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
-	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	    amp_profile_upgrade(db) != AMP_PROFILE_OK ||
+	    /* a profile written before the writer listed the origins: find them once */
+	    (!listed &&
+	     sqlite3_exec(db, "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf,"
+	                      " neg_inf, callsite, seq, stats_id, thread) SELECT step, op, name,"
+	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
+	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
+	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
+	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 		return -1;
 	}
 	/* rules in order of importance */
-	if (rule_sensitive(db) || rule_scale(db) || rule_fp16(db, fp16_threshold) ||
+	if (rule_nonfinite(db) || rule_sensitive(db) || rule_scale(db) ||
+	    rule_fp16(db, fp16_threshold) ||
 	    rule_copies(db, memcpy_threshold) || rule_gemm(db)) {
 		prof_error(NULL, "cannot write advice: %s", sqlite3_errmsg(db));
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);

@@ -35,7 +35,7 @@ static const char profile_usage[] =
     "                            steps count non-finite values only        (1)\n"
     "    --dump=nonfinite|off    dump the tensors of the first non-finite op (off)\n"
     "    --dump-steps=<list>     steps whose tensors are all dumped\n"
-    "    --dump-limit=<size>     total bytes of dumps, e.g. 512M            (1G)\n"
+    "    --dump-limit=<size>     total bytes of dumps, e.g. 1G              (256M)\n"
     "    --fp16-threshold=<pct>  FP16 share below this is flagged           (70)\n"
     "    --memcpy-threshold=<pct> copy share above this is flagged          (15)\n"
     "    --drop                  drop events when a ring is full (counted) instead of waiting\n"
@@ -115,7 +115,7 @@ static int cmd_profile(int argc, char **argv)
 	o.callstack = 1;
 	o.nan_check = AMP_NAN_CHECK_OP;
 	o.dump = AMP_DUMP_OFF;
-	o.dump_limit = 1ull << 30;
+	o.dump_limit = 256ull << 20;
 	o.fp16_threshold = 70;
 	o.memcpy_threshold = 15;
 	o.ring_slots = 32768;

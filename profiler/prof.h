@@ -35,7 +35,7 @@ typedef struct prof_options {
 	int callstack;               /* --callstack=on|off (default on) */
 	int nan_check;               /* amp_nan_check (default op) */
 	int dump;                    /* amp_dump_mode (default off) */
-	uint64_t dump_limit;         /* --dump-limit bytes (default 1 GiB) */
+	uint64_t dump_limit;         /* --dump-limit bytes (default 256 MiB) */
 	int drop;                    /* --drop: drop events when a ring is full */
 	uint32_t stats_every;        /* --stats-every: full tensor statistics every N steps (counts
 	                                of non-finite values every step); 0 = the runtime's default
@@ -68,10 +68,12 @@ typedef struct prof_session {
 	size_t size;
 	uint64_t ring_offset, ring_stride;  /* ampprof's own copies: the header is writable */
 	uint32_t ring_count, ring_slots;    /* by the application, so never read back from it */
-	char spool_dir[256];         /* created when dumps are on, removed by prof_session_free */
+	char spool_dir[256];         /* absolute path, created when dumps are on, removed by
+	                                prof_session_release */
 } prof_session;
 
-/* Creates the memfd session for opts (rings, config, spool directory next to the output).
+/* Creates the memfd session for opts (rings, config, and with dumps on a spool directory next
+ * to the output, named by its absolute path).
  * Returns 0 or -1 with a message printed. */
 int prof_session_init(prof_session *s, const prof_options *opts);
 /* Unmaps, closes and removes the spool directory.  Safe on a zeroed or half-made session. */
@@ -148,8 +150,10 @@ typedef struct prof_symbol {
 int prof_symbolize(const char *module, const uint64_t *addrs, size_t n, prof_symbol *out);
 
 /* ---- finalize (finalize.c) --------------------------------------------------------------- */
-/* Builds indexes, op_summary, run_summary and advice on a collected profile.  thresholds are
- * percentages.  Idempotent (clears what it builds first).  Returns 0 or -1 (SQLite error). */
+/* Builds indexes, op_summary, run_summary, the classes of the nonfinite table and advice on a
+ * collected profile (upgrading one written by an earlier revision of schema version 1 first,
+ * so db must be writable).  thresholds are percentages.  Idempotent (clears what it builds
+ * first).  Returns 0 or -1 (SQLite error). */
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
 
 /* ---- report and export (report.c, export.c) ---------------------------------------------- */

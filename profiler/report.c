@@ -1,5 +1,7 @@
 /* report.c — the run summary, as text (the end of every profile run, `ampprof report`) or
- * JSON (`ampprof report --format=json`), read from run_summary, op_summary, advice and meta.
+ * JSON (`ampprof report --format=json`), read from run_summary, op_summary, nonfinite, advice
+ * and meta: the figures, the non-finite values by class, the dumps written and skipped, the
+ * ampdump command for the first origin, the top ops and the advice.
  *
  * Both formats show the same figures; JSON keys are stable.  Floats use %.9g in JSON.
  */
@@ -115,6 +117,142 @@ static void bytes_text(char *buf, size_t len, int64_t b)
 		snprintf(buf, len, "%.1f KiB", (double)b / 1024);
 }
 
+/* The dump counters the runtime reported (meta), or what the dumps table holds without them. */
+typedef struct dump_counts {
+	int on;                      /* --dump=nonfinite or --dump-steps given */
+	int64_t written, bytes, skipped, skipped_bytes;
+	int64_t by_reason[5];        /* in the order of dump_reasons */
+} dump_counts;
+
+static const struct {
+	const char *key, *json, *text;
+} dump_reasons[5] = {
+    {"dumps_skipped_limit", "limit", "--dump-limit reached"},
+    {"dumps_skipped_step_cap", "step_cap", "per-step cap"},
+    {"dumps_skipped_steps_cap", "steps_cap", "cap on steps with non-finite dumps"},
+    {"dumps_skipped_nospool", "nospool", "no spool directory"},
+    {"dumps_failed", "failed", "write errors"},
+};
+
+static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
+{
+	char buf[64];
+	if (amp_profile_meta_get(db, key, buf, sizeof buf) != AMP_PROFILE_OK || !buf[0])
+		return dflt;
+	return strtoll(buf, NULL, 10);
+}
+
+static int64_t query_int(sqlite3 *db, const char *sql, int64_t dflt)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = dflt;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static void load_dumps(sqlite3 *db, dump_counts *d)
+{
+	char buf[64];
+	memset(d, 0, sizeof *d);
+	d->on = (amp_profile_meta_get(db, "options.dump", buf, sizeof buf) == AMP_PROFILE_OK &&
+	         strcmp(buf, "nonfinite") == 0) ||
+	        (amp_profile_meta_get(db, "options.dump_steps", buf, sizeof buf) == AMP_PROFILE_OK &&
+	         buf[0]);
+	d->written = meta_int(db, "dumps_written", -1);
+	d->bytes = meta_int(db, "dumps_bytes", -1);
+	if (d->written < 0 || d->bytes < 0) {
+		d->written = query_int(db, "SELECT count(*) FROM dumps", 0);
+		d->bytes = query_int(db, "SELECT CAST(total(bytes) AS INTEGER) FROM dumps", 0);
+	}
+	d->skipped = meta_int(db, "dumps_skipped", 0);
+	d->skipped_bytes = meta_int(db, "dumps_skipped_bytes", 0);
+	for (int i = 0; i < 5; i++)
+		d->by_reason[i] = meta_int(db, dump_reasons[i].key, 0);
+	if (d->written > 0 || d->skipped > 0)
+		d->on = 1;
+}
+
+/* First step with a recorded non-finite origin, or -1. */
+static int64_t first_origin_step(sqlite3 *db)
+{
+	if (!amp_profile_has_table(db, "nonfinite"))
+		return -1;
+	return query_int(db, "SELECT min(step) FROM nonfinite WHERE stats_id IS NOT NULL", -1);
+}
+
+/* The ampdump command line that shows step (its origin first). */
+static void ampdump_command(char *buf, size_t len, int64_t step, const char *path)
+{
+	if (strcmp(path, "profile.db") == 0)
+		snprintf(buf, len, "ampdump --step %" PRId64, step);
+	else
+		snprintf(buf, len, "ampdump --step %" PRId64 " --db %s", step, path);
+}
+
+static void print_advice_row(FILE *f, sqlite3_stmt *st)
+{
+	fprintf(f, "    %-8s %s: %s\n", col_str(st, 0), col_str(st, 1), col_str(st, 2));
+	const char *ev = col_str(st, 3);
+	while (*ev) {
+		size_t n = strcspn(ev, "\n");
+		fprintf(f, "             evidence: %.*s\n", (int)n, ev);
+		ev += n + (ev[n] == '\n');
+	}
+}
+
+/* The rules of the nonfinite classes, shown under their own heading. */
+#define NONFINITE_RULES "('forward_overflow', 'invalid_operation', 'scaled_grad_overflow')"
+
+/* non-finite: one advice row per class; dumps: what was written and skipped; next: ampdump. */
+static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
+{
+	sqlite3_stmt *st = NULL;
+	char a[64], b[64];
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT severity, rule, message, evidence FROM advice WHERE rule IN "
+	                       NONFINITE_RULES " ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (!n++)
+			fprintf(f, "  non-finite:\n");
+		print_advice_row(f, st);
+	}
+	sqlite3_finalize(st);
+	/* a profile older than the nonfinite table says nothing either way */
+	if (!n && amp_profile_has_table(db, "nonfinite"))
+		fprintf(f, "  non-finite   none\n");
+	dump_counts d;
+	load_dumps(db, &d);
+	if (d.on) {
+		bytes_text(a, sizeof a, d.bytes);
+		fprintf(f, "  dumps        %" PRId64 " written (%s), %" PRId64 " skipped", d.written, a,
+		        d.skipped);
+		if (d.skipped > 0) {
+			bytes_text(b, sizeof b, d.skipped_bytes);
+			fprintf(f, " (%s:", b);
+			for (int i = 0, k = 0; i < 5; i++)
+				if (d.by_reason[i] > 0)
+					fprintf(f, "%s %" PRId64 " %s", k++ ? "," : "", d.by_reason[i],
+					        dump_reasons[i].text);
+			fprintf(f, ")");
+		}
+		fprintf(f, "\n");
+	} else if (n) {
+		fprintf(f, "  dumps        off (ampprof --dump=nonfinite dumps the origin's tensors)\n");
+	}
+	int64_t first = first_origin_step(db);
+	if (first >= 0) {
+		char cmd[4200];
+		ampdump_command(cmd, sizeof cmd, first, path);
+		fprintf(f, "  next         %s   (the first origin, step %" PRId64 ")\n", cmd, first);
+	}
+	return 0;
+}
+
 int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 {
 	summary s;
@@ -160,6 +298,8 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	if (s.dropped[0] && strcmp(s.dropped, "0") != 0)
 		fprintf(f, ", %s events DROPPED", s.dropped);
 	fprintf(f, "\n");
+	if (print_nonfinite(db, f, path) != 0)
+		return -1;
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, share FROM op_summary "
 	                       "ORDER BY total_ns DESC, op, exec_dtype LIMIT 10", -1, &st,
@@ -177,8 +317,9 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		        col_real(st, 4) / 1e3, col_real(st, 5) * 100.0);
 	}
 	sqlite3_finalize(st);
-	if (sqlite3_prepare_v2(db, "SELECT severity, rule, message, evidence FROM advice ORDER BY id",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT severity, rule, message, evidence FROM advice WHERE rule NOT IN "
+	                       NONFINITE_RULES " ORDER BY id", -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	first = 1;
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -186,13 +327,7 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 			fprintf(f, "  advice:\n");
 			first = 0;
 		}
-		fprintf(f, "    %-8s %s: %s\n", col_str(st, 0), col_str(st, 1), col_str(st, 2));
-		const char *ev = col_str(st, 3);
-		while (*ev) {
-			size_t n = strcspn(ev, "\n");
-			fprintf(f, "             evidence: %.*s\n", (int)n, ev);
-			ev += n + (ev[n] == '\n');
-		}
+		print_advice_row(f, st);
 	}
 	sqlite3_finalize(st);
 	if (first)
@@ -231,6 +366,72 @@ static void json_int(FILE *f, int64_t v, int null_if_negative)
 		fputs("null", f);
 	else
 		fprintf(f, "%" PRId64, v);
+}
+
+static void json_text_or_null(FILE *f, sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		fputs("null", f);
+	else
+		json_str(f, col_str(st, i));
+}
+
+/* The classes of the nonfinite table: first step, steps, the first step's origin. */
+static int json_nonfinite(sqlite3 *db, FILE *f)
+{
+	if (!amp_profile_has_table(db, "nonfinite"))
+		return 0;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT n.class, a.severity, n.step, (SELECT count(DISTINCT step) FROM"
+	                       " nonfinite WHERE class = n.class), n.op, n.label, n.phase, n.role,"
+	                       " n.dtype, n.nan, n.inf, n.neg_inf, c.file, c.line, n.loss IS NOT NULL,"
+	                       " n.old_scale, n.new_scale, n.reason, a.message"
+	                       " FROM nonfinite n LEFT JOIN callsites c ON c.id = n.callsite"
+	                       " LEFT JOIN advice a ON a.rule = n.class"
+	                       " WHERE n.rowid = (SELECT rowid FROM nonfinite WHERE class = n.class"
+	                       "   ORDER BY step, stats_id IS NULL, stats_id LIMIT 1)"
+	                       " ORDER BY a.id, n.class", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+		fputs(i ? ",\n  {\"class\": " : "\n  {\"class\": ", f);
+		json_str(f, col_str(st, 0));
+		fputs(", \"severity\": ", f);
+		json_text_or_null(f, st, 1);
+		fprintf(f, ", \"first_step\": %" PRId64 ", \"steps\": %" PRId64 ", \"op\": ",
+		        col_int(st, 2), col_int(st, 3));
+		json_text_or_null(f, st, 4);
+		fputs(", \"label\": ", f);
+		json_text_or_null(f, st, 5);
+		fputs(", \"phase\": ", f);
+		json_text_or_null(f, st, 6);
+		fputs(", \"role\": ", f);
+		json_text_or_null(f, st, 7);
+		fputs(", \"dtype\": ", f);
+		json_text_or_null(f, st, 8);
+		fputs(", \"nan\": ", f);
+		json_int(f, col_int(st, 9), 1);
+		fputs(", \"inf\": ", f);
+		json_int(f, col_int(st, 10), 1);
+		fputs(", \"neg_inf\": ", f);
+		json_int(f, col_int(st, 11), 1);
+		fputs(", \"file\": ", f);
+		json_text_or_null(f, st, 12);
+		fputs(", \"line\": ", f);
+		json_int(f, col_int(st, 13), 1);
+		fprintf(f, ", \"loss_finite\": %s, \"old_scale\": ",
+		        sqlite3_column_int(st, 14) ? "true" : "false");
+		json_num(f, col_real(st, 15));
+		fputs(", \"new_scale\": ", f);
+		json_num(f, col_real(st, 16));
+		fputs(", \"scale_reason\": ", f);
+		json_text_or_null(f, st, 17);
+		fputs(", \"message\": ", f);
+		json_text_or_null(f, st, 18);
+		fputc('}', f);
+	}
+	sqlite3_finalize(st);
+	return 0;
 }
 
 int prof_report_json(sqlite3 *db, FILE *f, const char *path)
@@ -308,7 +509,26 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		fputc('}', f);
 	}
 	sqlite3_finalize(st);
-	fputs("],\n \"advice\": [", f);
+	fputs("],\n \"nonfinite\": [", f);
+	if (json_nonfinite(db, f) != 0)
+		return -1;
+	dump_counts d;
+	load_dumps(db, &d);
+	fprintf(f, "],\n \"dumps\": {\"on\": %s, \"written\": %" PRId64 ", \"bytes\": %" PRId64
+	        ", \"skipped\": %" PRId64 ", \"skipped_bytes\": %" PRId64 ", \"skipped_by_reason\": {",
+	        d.on ? "true" : "false", d.written, d.bytes, d.skipped, d.skipped_bytes);
+	for (int i = 0; i < 5; i++)
+		fprintf(f, "%s\"%s\": %" PRId64, i ? ", " : "", dump_reasons[i].json, d.by_reason[i]);
+	fputs("}},\n \"next\": ", f);
+	int64_t origin_step = first_origin_step(db);
+	if (origin_step >= 0) {
+		char cmd[4200];
+		ampdump_command(cmd, sizeof cmd, origin_step, path);
+		json_str(f, cmd);
+	} else {
+		fputs("null", f);
+	}
+	fputs(",\n \"advice\": [", f);
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT rule, severity, message, evidence, op, step, callsite "
 	                       "FROM advice ORDER BY id", -1, &st, NULL) != SQLITE_OK)

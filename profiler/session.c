@@ -7,8 +7,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
 #endif
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -22,10 +23,12 @@ amp_ring_hdr *prof_session_ring(const prof_session *s, uint32_t i)
 	                        (uint64_t)i * s->ring_stride);
 }
 
-/* Spool directory beside the output file (not in /tmp): <dir>/.ampprof-spool-XXXXXX. */
+/* Spool directory beside the output file (not in /tmp): <dir>/.ampprof-spool-XXXXXX, as an
+ * absolute path, since the application may change its working directory before it dumps. */
 static int make_spool(prof_session *s, const char *output)
 {
-	char dir[200];
+	static const char name[] = "/.ampprof-spool-XXXXXX";
+	char dir[4096], abs[PATH_MAX];
 	snprintf(dir, sizeof dir, "%s", output);
 	char *slash = strrchr(dir, '/');
 	if (!slash)
@@ -34,9 +37,21 @@ static int make_spool(prof_session *s, const char *output)
 		dir[1] = '\0';
 	else
 		*slash = '\0';
-	snprintf(s->spool_dir, sizeof s->spool_dir, "%s/.ampprof-spool-XXXXXX", dir);
-	if (!mkdtemp(s->spool_dir)) {
+	if (!realpath(dir, abs)) {
 		prof_error(NULL, "cannot create a spool directory in '%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	size_t len = strcmp(abs, "/") ? strlen(abs) : 0;
+	if (len + sizeof name > sizeof s->spool_dir) {
+		prof_error("write the profile to a shorter path with --output",
+		           "cannot create a spool directory in '%s': path longer than %zu bytes", abs,
+		           sizeof s->spool_dir - sizeof name);
+		return -1;
+	}
+	memcpy(s->spool_dir, abs, len);
+	memcpy(s->spool_dir + len, name, sizeof name);
+	if (!mkdtemp(s->spool_dir)) {
+		prof_error(NULL, "cannot create a spool directory in '%s': %s", abs, strerror(errno));
 		s->spool_dir[0] = '\0';
 		return -1;
 	}

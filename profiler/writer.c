@@ -1,5 +1,10 @@
 /* writer.c — turns decoded ring records into rows of the profile database.
  *
+ * Counters are running totals: the latest value of each ring is kept, and meta holds their
+ * sum over rings (or, for process-wide ones, over processes), so several producing threads
+ * add up instead of overwriting each other.  Non-finite origins are listed in `nonfinite` as
+ * they arrive, for finalize to classify.
+ *
  * Prepared statements, one open transaction committed by the collector at least every 100 ms.
  * Per-ring ids (strings, call sites) are mapped to database ids; repeated parts of op and copy
  * events are interned as signatures (op_sigs, copy_sigs) so event rows stay small.  Ticks are
@@ -147,6 +152,13 @@ typedef struct crash_info {
 	uint64_t frames[AMP_CRASH_FRAMES];
 } crash_info;
 
+/* The last value a ring sent for a counter. */
+typedef struct ring_counter {
+	uint32_t name;               /* database string id */
+	uint32_t scope;              /* AMP_COUNTER_* */
+	int64_t value;
+} ring_counter;
+
 typedef struct ring_map {
 	uint32_t *strs;              /* ring string id -> database id */
 	uint32_t n_strs;
@@ -159,6 +171,8 @@ typedef struct ring_map {
 	int64_t open_step;
 	uint64_t open_step_t;
 	unsigned clock;
+	ring_counter *counters;      /* the last value of each counter this ring sent */
+	uint32_t n_counters, cap_counters;
 } ring_map;
 
 struct prof_writer {
@@ -187,7 +201,7 @@ struct prof_writer {
 	int64_t last_step;
 	char spool[256];             /* spool directory of dump payloads, "" if none */
 	sqlite3_stmt *st_string, *st_callsite, *st_opsig, *st_op, *st_copysig, *st_copy, *st_step,
-	    *st_scale, *st_mem, *st_meta, *st_tstats, *st_dump, *st_crash;
+	    *st_scale, *st_mem, *st_meta, *st_tstats, *st_dump, *st_crash, *st_nonfinite;
 };
 
 static int db_error(prof_writer *w, const char *what)
@@ -412,14 +426,20 @@ prof_writer *prof_writer_new(sqlite3 *db, const prof_options *opts, uint64_t run
 	    prepare(w, &w->st_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)") ||
 	    prepare(w, &w->st_tstats,
 	            "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
-	            "underflow, near_overflow, min, max, absmax, origin, exp_hist, callsite) "
-	            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
+	            "underflow, near_overflow, min, max, absmax, origin, exp_hist, callsite, "
+	            "neg_inf, phase, thread) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
 	    prepare(w, &w->st_dump,
 	            "INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
 	            "VALUES (?,?,?,?,?,?,?,?,?,?)") ||
 	    prepare(w, &w->st_crash,
 	            "INSERT INTO crashes(thread, signo, signal, code, addr, t_ns, frames) "
-	            "VALUES (?,?,?,?,?,?,?)"))
+	            "VALUES (?,?,?,?,?,?,?)") ||
+	    /* origins are listed as they arrive, so finalize never scans tensor_stats for them;
+	     * it classifies them (class and the step's columns) */
+	    prepare(w, &w->st_nonfinite,
+	            "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf, neg_inf, "
+	            "callsite, seq, stats_id, thread) SELECT step, op, name, phase, role, dtype, nan, "
+	            "inf, neg_inf, callsite, seq, id, thread FROM tensor_stats WHERE id = ?"))
 		goto fail;
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
 		db_error(w, "begin");
@@ -437,7 +457,7 @@ void prof_writer_free(prof_writer *w)
 		return;
 	sqlite3_stmt *all[] = {w->st_string, w->st_callsite, w->st_opsig, w->st_op, w->st_copysig,
 	                       w->st_copy, w->st_step, w->st_scale, w->st_mem, w->st_meta,
-	                       w->st_tstats, w->st_dump, w->st_crash};
+	                       w->st_tstats, w->st_dump, w->st_crash, w->st_nonfinite};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		sqlite3_finalize(all[i]);
 	for (uint32_t i = 1; i <= w->n_texts; i++)
@@ -457,6 +477,7 @@ void prof_writer_free(prof_writer *w)
 	for (uint32_t i = 0; i < w->n_rings; i++) {
 		free(w->rings[i].strs);
 		free(w->rings[i].sites);
+		free(w->rings[i].counters);
 	}
 	free(w->rings);
 	free(w);
@@ -739,6 +760,62 @@ void prof_writer_set_spool(prof_writer *w, const char *dir)
 	snprintf(w->spool, sizeof w->spool, "%s", dir ? dir : "");
 }
 
+/* Records value as ring rm's latest for counter name (database string id) and computes the
+ * run's total in *total: ring-scoped counters summed over rings, process-scoped ones as the
+ * largest value per process summed over processes (see amp_rec_counter).  An unknown scope
+ * counts as ring-scoped.  Returns 0 or -1 (out of memory). */
+static int counter_update(prof_writer *w, ring_map *rm, uint32_t name, uint32_t scope,
+                          int64_t value, int64_t *total)
+{
+	uint32_t i = 0;
+	while (i < rm->n_counters && rm->counters[i].name != name)
+		i++;
+	if (i == rm->n_counters) {
+		if (rm->n_counters == rm->cap_counters) {
+			uint32_t nc = rm->cap_counters ? rm->cap_counters * 2 : 16;
+			ring_counter *n = realloc(rm->counters, (size_t)nc * sizeof *n);
+			if (!n) {
+				prof_error(NULL, "out of memory");
+				return -1;
+			}
+			rm->counters = n;
+			rm->cap_counters = nc;
+		}
+		rm->n_counters++;
+	}
+	rm->counters[i] = (ring_counter){name, scope == AMP_COUNTER_PROCESS ? scope : 0, value};
+	/* the rings' latest values of this counter (a handful of rings, a few dozen counters) */
+	*total = 0;
+	for (uint32_t a = 0; a < w->n_rings; a++) {
+		const ring_map *ra = &w->rings[a];
+		for (uint32_t k = 0; k < ra->n_counters; k++) {
+			const ring_counter *ca = &ra->counters[k];
+			if (ca->name != name)
+				continue;
+			if (ca->scope == AMP_COUNTER_PROCESS) {
+				/* counted once per process: by its ring with the largest value, the first
+				 * of them on a tie */
+				int beaten = 0;
+				for (uint32_t b = 0; b < w->n_rings && !beaten; b++) {
+					const ring_map *rb = &w->rings[b];
+					if (b == a || rb->pid != ra->pid)
+						continue;
+					for (uint32_t j = 0; j < rb->n_counters; j++)
+						if (rb->counters[j].name == name &&
+						    (rb->counters[j].value > ca->value ||
+						     (rb->counters[j].value == ca->value && b < a)))
+							beaten = 1;
+				}
+				if (beaten)
+					continue;
+			}
+			/* wraps instead of overflowing on hostile values */
+			*total = (int64_t)((uint64_t)*total + (uint64_t)ca->value);
+		}
+	}
+	return 0;
+}
+
 int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_record *r)
 {
 	ring_map *rm = ring_get(w, ring);
@@ -892,8 +969,11 @@ int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_re
 			w->rejected++;
 			return 0;
 		}
+		int64_t total;
+		if (counter_update(w, rm, ring_string(rm, c.name), c.scope, c.value, &total) != 0)
+			return -1;
 		char val[32];
-		snprintf(val, sizeof val, "%" PRId64, c.value);
+		snprintf(val, sizeof val, "%" PRId64, total);
 		return put_meta(w, name, strlen(name), val, strlen(val));
 	}
 	case AMP_REC_CRASH: {
@@ -946,7 +1026,17 @@ int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_re
 		sqlite3_bind_int(st, 15, t.origin ? 1 : 0);
 		sqlite3_bind_blob(st, 16, t.exp_hist, sizeof t.exp_hist, SQLITE_TRANSIENT);
 		bind_id_or_null(st, 17, ring_site(rm, t.callsite));
-		return run_stmt(w, st, "tensor_stats");
+		if (t.flags & AMP_TSTATS_EXT) {
+			sqlite3_bind_int64(st, 18, (sqlite3_int64)(t.ninf <= t.inf ? t.ninf : t.inf));
+			sqlite3_bind_text(st, 19, amp_phase_name((amp_phase)t.phase), -1, SQLITE_STATIC);
+		}
+		sqlite3_bind_int64(st, 20, ring);
+		if (run_stmt(w, st, "tensor_stats") != 0)
+			return -1;
+		if (!t.origin)
+			return 0;
+		sqlite3_bind_int64(w->st_nonfinite, 1, sqlite3_last_insert_rowid(w->db));
+		return run_stmt(w, w->st_nonfinite, "nonfinite");
 	}
 	case AMP_REC_DUMP: {
 		amp_rec_dump d;

@@ -161,20 +161,21 @@ static void report(int all)
 	pthread_mutex_unlock(&g_mu);
 	if (!changed && !all)
 		return;
-	amp_trace_counter("dumps_written", (int64_t)c.dumps);
-	amp_trace_counter("dumps_bytes", (int64_t)c.dump_bytes);
-	amp_trace_counter("dumps_skipped", (int64_t)c.skipped);
-	amp_trace_counter("dumps_skipped_bytes", (int64_t)c.skipped_bytes);
-	amp_trace_counter("dumps_skipped_limit", (int64_t)c.skipped_limit);
-	amp_trace_counter("dumps_skipped_step_cap", (int64_t)c.skipped_step_cap);
-	amp_trace_counter("dumps_skipped_steps_cap", (int64_t)c.skipped_steps_cap);
-	amp_trace_counter("dumps_skipped_nospool", (int64_t)c.skipped_nospool);
-	amp_trace_counter("dumps_failed", (int64_t)c.failed);
+	/* process-wide totals, which any thread may send: the collector keeps the largest */
+	amp_trace_counter_process("dumps_written", (int64_t)c.dumps);
+	amp_trace_counter_process("dumps_bytes", (int64_t)c.dump_bytes);
+	amp_trace_counter_process("dumps_skipped", (int64_t)c.skipped);
+	amp_trace_counter_process("dumps_skipped_bytes", (int64_t)c.skipped_bytes);
+	amp_trace_counter_process("dumps_skipped_limit", (int64_t)c.skipped_limit);
+	amp_trace_counter_process("dumps_skipped_step_cap", (int64_t)c.skipped_step_cap);
+	amp_trace_counter_process("dumps_skipped_steps_cap", (int64_t)c.skipped_steps_cap);
+	amp_trace_counter_process("dumps_skipped_nospool", (int64_t)c.skipped_nospool);
+	amp_trace_counter_process("dumps_failed", (int64_t)c.failed);
 	if (all) {
-		amp_trace_counter("nonfinite_origins", (int64_t)c.origins);
-		amp_trace_counter("tensors_checked", (int64_t)c.checked);
-		amp_trace_counter("tensor_stats_records", (int64_t)c.stats);
-		amp_trace_counter("check_ns", (int64_t)c.check_ns);
+		amp_trace_counter_process("nonfinite_origins", (int64_t)c.origins);
+		amp_trace_counter_process("tensors_checked", (int64_t)c.checked);
+		amp_trace_counter_process("tensor_stats_records", (int64_t)c.stats);
+		amp_trace_counter_process("check_ns", (int64_t)c.check_ns);
 	}
 }
 
@@ -279,8 +280,9 @@ static int64_t scan(const struct amp_check_ctx *st, const amp_tensor *t, amp_sta
 	return bad;
 }
 
-static void emit_stats(const amp_ctx *ctx, uint64_t seq, amp_op_type op, int role,
-                       const amp_tensor *t, const char *name, const amp_stats *s, int origin)
+static void emit_stats(const amp_ctx *ctx, uint64_t seq, amp_op_type op, amp_phase phase,
+                       int role, const amp_tensor *t, const char *name, const amp_stats *s,
+                       int origin)
 {
 	amp_trace_tstats r = {
 	    .step = ctx->step,
@@ -289,10 +291,12 @@ static void emit_stats(const amp_ctx *ctx, uint64_t seq, amp_op_type op, int rol
 	    .role = role,
 	    .dtype = t->dtype,
 	    .origin = origin,
+	    .phase = phase,
 	    .name = name,
 	    .count = s->count,
 	    .nan = s->nan,
 	    .inf = s->pinf + s->ninf,
+	    .ninf = s->ninf,
 	    .underflow = s->underflow,
 	    .near_overflow = s->near_overflow,
 	    .min = s->min,
@@ -309,12 +313,12 @@ static void emit_stats(const amp_ctx *ctx, uint64_t seq, amp_op_type op, int rol
 }
 
 /* Statistics of t computed now (inputs of an origin). */
-static void emit_stats_now(const amp_ctx *ctx, uint64_t seq, amp_op_type op, int role,
-                           const amp_tensor *t, const char *name)
+static void emit_stats_now(const amp_ctx *ctx, uint64_t seq, amp_op_type op, amp_phase phase,
+                           int role, const amp_tensor *t, const char *name)
 {
 	amp_stats s;
 	tensor_stats(t, &s);
-	emit_stats(ctx, seq, op, role, t, name, &s, 0);
+	emit_stats(ctx, seq, op, phase, role, t, name, &s, 0);
 }
 
 /* ---- dumps -------------------------------------------------------------------------------- */
@@ -516,6 +520,7 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 	const char *base = label_or_op(call->label, call->op);
 	int backward = ctx->in_backward != 0;
 	int role = backward ? AMP_ROLE_GRAD : AMP_ROLE_OUTPUT;
+	amp_phase phase = backward ? AMP_PHASE_BACKWARD : AMP_PHASE_FORWARD;
 	char name[96];
 	/* An alias (reshape) holds the very values of its input: nothing new to check. */
 	int alias = n > 0 && in[0] && in[0]->data == out->data;
@@ -525,23 +530,23 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 		int64_t bad = scan(st, out, &s, &have);
 		int origin = bad && st->origin.step < 0 && inputs_finite(st, in, n, &via_cast);
 		if (have)
-			emit_stats(ctx, seq, call->op, role, out, base, &s, origin);
+			emit_stats(ctx, seq, call->op, phase, role, out, base, &s, origin);
 		if (origin) {
-			set_origin(ctx, st, seq, call->op, backward ? AMP_PHASE_BACKWARD : AMP_PHASE_FORWARD,
-			           call->label, &s, via_cast);
+			set_origin(ctx, st, seq, call->op, phase, call->label, &s, via_cast);
 			int dump = cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all;
 			for (int i = 0; i < n; i++) {
 				if (!is_float(in[i]))
 					continue;
 				snprintf(name, sizeof name, "%s/in%d", base, i);
-				emit_stats_now(ctx, seq, call->op, AMP_ROLE_INPUT, in[i], name);
+				emit_stats_now(ctx, seq, call->op, phase, AMP_ROLE_INPUT, in[i], name);
 				dump_what w = {seq, call->op, AMP_ROLE_INPUT, "in", i, name,
 				               AMP_DUMP_REASON_NONFINITE, backward};
 				if (dump)
 					dump_tensor(ctx, st, cfg, &w, in[i]);
 				if (in[i] == st->cast_bad && st->cast_src) {
 					snprintf(name, sizeof name, "%s/in%d.precast", base, i);
-					emit_stats_now(ctx, seq, call->op, AMP_ROLE_INPUT, st->cast_src, name);
+					emit_stats_now(ctx, seq, call->op, phase, AMP_ROLE_INPUT, st->cast_src,
+					               name);
 					w.tag = "src";
 					if (dump)
 						dump_tensor(ctx, st, cfg, &w, st->cast_src);
@@ -591,7 +596,7 @@ static void check_cast_backward(amp_ctx *ctx, const amp_node *node)
 	int origin = bad && st->origin.step < 0 && !tensor_nonfinite(dy);
 	snprintf(name, sizeof name, "%s.cast.grad", base);
 	if (have)
-		emit_stats(ctx, seq, op, AMP_ROLE_GRAD, src->grad, name, &s, origin);
+		emit_stats(ctx, seq, op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, src->grad, name, &s, origin);
 	if (origin) {
 		set_origin(ctx, st, seq, op, AMP_PHASE_BACKWARD, node->label, &s, 1);
 		if (cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all) {
@@ -662,14 +667,15 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 			if (!have[g])
 				continue;
 			snprintf(name, sizeof name, "%s/in%d.grad", base, idx[g]);
-			emit_stats(ctx, seq, node->op, AMP_ROLE_GRAD, grads[g], name, &s[g], g == origin_at);
+			emit_stats(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, grads[g], name, &s[g],
+			           g == origin_at);
 		}
 		if (origin_at >= 0) {
 			set_origin(ctx, st, seq, node->op, AMP_PHASE_BACKWARD, node->label, &s[origin_at], 0);
 			int dump = cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all;
 			if (is_float(dy)) {
 				snprintf(name, sizeof name, "%s.grad", base);
-				emit_stats_now(ctx, seq, node->op, AMP_ROLE_GRAD, dy, name);
+				emit_stats_now(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, dy, name);
 				dump_what w = {seq, node->op, AMP_ROLE_GRAD, "dy", 0, name,
 				               AMP_DUMP_REASON_NONFINITE, 1};
 				if (dump)
@@ -679,7 +685,8 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 				if (!is_float(node->in[i]))
 					continue;
 				snprintf(name, sizeof name, "%s/in%d", base, i);
-				emit_stats_now(ctx, seq, node->op, AMP_ROLE_INPUT, node->in[i], name);
+				emit_stats_now(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_INPUT, node->in[i],
+				               name);
 				dump_what w = {seq, node->op, AMP_ROLE_INPUT, "in", i, name,
 				               AMP_DUMP_REASON_NONFINITE, 1};
 				if (dump)
@@ -736,7 +743,7 @@ void amp_check_loss(amp_ctx *ctx, const amp_tensor *loss)
 	__atomic_add_fetch(&g_cnt.checked, 1, __ATOMIC_RELAXED);
 	/* the loss is normally the output of the step's last op */
 	emit_stats(ctx, mine ? st->last_seq : (ctx->seq ? ctx->seq - 1 : 0), st->last_op,
-	           AMP_ROLE_OUTPUT, loss, "loss", &s, 0);
+	           AMP_PHASE_FORWARD, AMP_ROLE_OUTPUT, loss, "loss", &s, 0);
 }
 
 int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p)
@@ -756,7 +763,8 @@ int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p)
 		char name[96];
 		snprintf(name, sizeof name, "%s.grad", p->label ? p->label : "param");
 		/* the optimizer's own op record takes the next seq */
-		emit_stats(ctx, ctx->seq, AMP_OP_OPTIMIZER, AMP_ROLE_GRAD, g, name, &s, 0);
+		emit_stats(ctx, ctx->seq, AMP_OP_OPTIMIZER, AMP_PHASE_OPTIMIZER, AMP_ROLE_GRAD, g, name,
+		           &s, 0);
 	}
 	spent_since(t0);
 	return bad;

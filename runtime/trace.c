@@ -762,7 +762,7 @@ void amp_trace_meta(const char *key, const char *value)
 	ring_publish(r);
 }
 
-void amp_trace_counter(const char *name, int64_t value)
+static void counter_emit(const char *name, int64_t value, uint32_t scope)
 {
 	trace_ring *r = ring_get();
 	if (!r || !name)
@@ -772,11 +772,21 @@ void amp_trace_counter(const char *name, int64_t value)
 	if (!rec)
 		return;
 	rec->name = id;
-	rec->pad = 0;
+	rec->scope = scope;
 	rec->value = value;
 	rec->t = amp_trace_clock();
 	ring_commit(r, rec, AMP_REC_COUNTER, 1, 0);
 	ring_publish(r);
+}
+
+void amp_trace_counter(const char *name, int64_t value)
+{
+	counter_emit(name, value, AMP_COUNTER_RING);
+}
+
+void amp_trace_counter_process(const char *name, int64_t value)
+{
+	counter_emit(name, value, AMP_COUNTER_PROCESS);
 }
 
 void amp_trace_flush(void)
@@ -802,6 +812,7 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	rec->count = st->count;
 	rec->nan = st->nan;
 	rec->inf = st->inf;
+	rec->ninf = st->ninf <= st->inf ? st->ninf : st->inf;
 	rec->underflow = st->underflow;
 	rec->near_overflow = st->near_overflow;
 	rec->min = st->min;
@@ -813,6 +824,8 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	rec->role = (uint8_t)st->role;
 	rec->dtype = (uint8_t)st->dtype;
 	rec->origin = (uint8_t)(st->origin != 0);
+	rec->phase = (uint8_t)(st->phase <= AMP_PHASE_OPTIMIZER ? st->phase : AMP_PHASE_FORWARD);
+	rec->flags = AMP_TSTATS_EXT;
 	memcpy(rec->exp_hist, st->exp_hist, sizeof rec->exp_hist);
 	ring_commit(r, rec, AMP_REC_TSTATS, slots, 0);
 }

@@ -57,9 +57,14 @@ void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t
 /* A fact about the run for the `meta` table (precision mode, lists, scaler configuration). */
 void amp_trace_meta(const char *key, const char *value);
 
-/* A named counter for the `meta` table (e.g. "ops_dispatched", the runtime's own count of op
- * executions, reported by amp_ctx_free so the profile can be checked against it). */
+/* A named running total for the `meta` table (e.g. "ops_dispatched", the runtime's own count of
+ * op executions, reported at every step end so the profile can be checked against it).  value
+ * is this thread's own total (AMP_COUNTER_RING): the collector keeps the last value each thread
+ * sent and stores the sum over threads. */
 void amp_trace_counter(const char *name, int64_t value);
+/* The same for a process-wide total that any thread may report (AMP_COUNTER_PROCESS, e.g. the
+ * dump counters): the collector keeps the largest value per process, summed over processes. */
+void amp_trace_counter_process(const char *name, int64_t value);
 
 /* Publishes this thread's pending records to the collector (also done every 16 records and at
  * every step end).  Cheap; never blocks. */
@@ -88,8 +93,10 @@ typedef struct amp_trace_tstats {
 	int role;                  /* 0 input, 1 output, 2 grad */
 	int dtype;                 /* amp_dtype */
 	int origin;                /* 1: first op of the step whose output went non-finite */
+	amp_phase phase;           /* phase of the op (forward, backward, optimizer) */
 	const char *name;          /* tensor name or label, may be NULL */
 	uint64_t count, nan, inf, underflow, near_overflow;
+	uint64_t ninf;             /* of inf (+Inf and -Inf), the -Inf count */
 	double min, max, absmax;   /* over finite values */
 	uint32_t exp_hist[40];     /* see amp_rec_tstats */
 } amp_trace_tstats;

@@ -8,6 +8,7 @@
 #ifndef AMP_EVENTS_H
 #define AMP_EVENTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Op types.  Names (amp_op_name) are the ones used in white/black lists and in the database. */
@@ -315,21 +316,33 @@ typedef struct amp_rec_crash {
 	uint64_t frames[AMP_CRASH_FRAMES];
 } amp_rec_crash;
 
+/* amp_rec_tstats.flags */
+enum {
+	AMP_TSTATS_EXT = 1u << 0, /* phase and ninf are filled (a producer that predates them
+	                             leaves flags zero) */
+};
+
 /* Statistics of one checked tensor (the `tensor_stats` table). */
 typedef struct amp_rec_tstats {
 	amp_rec_hdr h;
 	int64_t step;
 	uint64_t seq;             /* seq of the op the tensor belongs to */
 	uint64_t count;           /* elements */
-	uint64_t nan, inf;        /* non-finite counts */
+	uint64_t nan, inf;        /* non-finite counts; inf counts +Inf and -Inf */
 	uint64_t underflow;       /* non-zero |x| < 6.1e-5 (FP16 normal minimum) */
 	uint64_t near_overflow;   /* |x| > 32768 */
 	double min, max, absmax;  /* over finite values */
 	uint32_t name;            /* string id of the tensor's name, 0 = none */
 	uint32_t callsite;
-	uint8_t op, role, dtype, origin, pad[4];  /* role: 0 input, 1 output, 2 grad */
+	uint8_t op, role, dtype, origin;  /* role: 0 input, 1 output, 2 grad */
+	uint8_t phase;            /* amp_phase of the op (with AMP_TSTATS_EXT) */
+	uint8_t flags;            /* AMP_TSTATS_* */
+	uint8_t pad[2];
 	uint32_t exp_hist[40];    /* FP16-exponent histogram: [0] zero, [1..31] biased exponent
 	                             0..30 (0 = subnormal), [32] Inf/NaN, rest reserved */
+	/* Added within wire version 1, valid with AMP_TSTATS_EXT (the record still spans the same
+	 * slots; phase and flags sit in what was zeroed padding): */
+	uint64_t ninf;            /* of inf, the -Inf count (+Inf = inf - ninf) */
 } amp_rec_tstats;
 
 /* A tensor dumped into the spool directory (file name relative to it). */
@@ -344,11 +357,20 @@ typedef struct amp_rec_dump {
 	uint8_t op, role, dtype, ndim, reason, pad[3];  /* reason: 0 nonfinite, 1 step, 2 manual */
 } amp_rec_dump;
 
-/* A named counter, e.g. "ops_dispatched", reported at exit or on demand. */
+/* Scope of a counter's value (amp_rec_counter.scope): how the collector combines the values
+ * that several rings (threads, processes) report under one name into the `meta` value. */
+enum {
+	AMP_COUNTER_RING = 0,     /* the producing thread's own total (e.g. the ops of the contexts
+	                             it drives): the last value of each ring, summed over rings */
+	AMP_COUNTER_PROCESS = 1,  /* a process-wide total any of its threads may report: the
+	                             largest value per process, summed over processes */
+};
+
+/* A named counter, e.g. "ops_dispatched": a running total, reported at step ends and at exit. */
 typedef struct amp_rec_counter {
 	amp_rec_hdr h;
 	uint32_t name;            /* string id */
-	uint32_t pad;
+	uint32_t scope;           /* AMP_COUNTER_* (was padding, zero: AMP_COUNTER_RING) */
 	int64_t value;
 	uint64_t t;
 } amp_rec_counter;
@@ -367,7 +389,8 @@ _Static_assert(AMP_REC_SLOTS(amp_rec_step) == 1, "step record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_scale) == 1, "scale record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_memory) == 2, "memory record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_crash) <= AMP_REC_MAX_SLOTS, "crash record");
-_Static_assert(AMP_REC_SLOTS(amp_rec_tstats) <= 6, "tstats record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_tstats) == 5, "tstats record (its size is part of wire v1)");
+_Static_assert(offsetof(amp_rec_tstats, exp_hist) == 104, "tstats: exp_hist where wire v1 had it");
 _Static_assert(AMP_REC_SLOTS(amp_rec_dump) <= 2, "dump record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_counter) == 1, "counter record");
 

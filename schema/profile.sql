@@ -21,9 +21,14 @@ PRAGMA user_version = 1;
 -- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally and was
 -- finalized), events, dropped_events, rings_missing, wall_ns, finalized_at.  Keys written by
 -- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
--- counters such as ops_dispatched and copies (the runtime's own counts of op executions and of
--- copies and casts, sent at every step end; with every step detailed they equal the row counts
--- of ops and copies).
+-- counters: ops_dispatched and copies (the runtime's own counts of op executions and of
+-- copies and casts, sent at every step end by each producing thread and summed over threads;
+-- with every step detailed they equal the row counts of ops and copies), dumps_written,
+-- dumps_bytes, dumps_skipped, dumps_skipped_bytes and the skipped dumps by reason
+-- (dumps_skipped_limit: --dump-limit reached, dumps_skipped_step_cap: per-step cap,
+-- dumps_skipped_steps_cap: cap on steps with non-finite dumps, dumps_skipped_nospool,
+-- dumps_failed: write errors), nonfinite_origins, tensors_checked, tensor_stats_records and
+-- check_ns (process-wide totals, summed over processes).
 CREATE TABLE meta (
 	key   TEXT PRIMARY KEY,  -- fact name
 	value TEXT               -- fact value as text
@@ -171,7 +176,7 @@ CREATE TABLE tensor_stats (
 	dtype         TEXT,                 -- dtype of the tensor
 	count         INTEGER,              -- elements
 	nan           INTEGER,              -- NaN count
-	inf           INTEGER,              -- +-Inf count
+	inf           INTEGER,              -- Inf count, +Inf and -Inf together (see neg_inf)
 	underflow     INTEGER,              -- non-zero values below 6.1e-5 in magnitude
 	near_overflow INTEGER,              -- values above 32768 in magnitude
 	min           REAL,                 -- minimum finite value
@@ -179,7 +184,11 @@ CREATE TABLE tensor_stats (
 	absmax        REAL,                 -- largest finite magnitude
 	origin        INTEGER,              -- 1: the first op of its step that produced a non-finite
 	exp_hist      BLOB,                 -- 40 little-endian uint32 counts (see amp_rec_tstats)
-	callsite      INTEGER               -- callsites.id
+	callsite      INTEGER,              -- callsites.id
+	-- added within schema version 1 (NULL in rows of a runtime that predates them):
+	neg_inf       INTEGER,              -- of inf, the -Inf count (+Inf count = inf - neg_inf)
+	phase         TEXT,                 -- phase of the op: 'forward', 'backward' or 'optimizer'
+	thread        INTEGER               -- threads.id
 );
 
 -- One row per dumped tensor; data holds the raw little-endian elements.
@@ -209,12 +218,52 @@ CREATE TABLE crashes (
 	frames TEXT                  -- backtrace, one 'function file:line (module+offset)' per line
 );
 
+-- The non-finite values of the run, classified at finalize (DESIGN §5): one row per origin
+-- (tensor_stats.origin = 1: the first op of a step, per thread, whose inputs were finite and
+-- whose output was not), and one row per overflow step without a recorded origin
+-- (--nan-check=step or off).  class is
+--   'forward_overflow'      a forward op's output went non-finite (Inf, or NaN after an
+--                           overflow): the step's loss is lost;
+--   'scaled_grad_overflow'  only the scaled gradients overflowed (the origin is a backward op):
+--                           the loss scaler skips the step and lowers the scale, normal while
+--                           it probes its scale;
+--   'invalid_operation'     NaN with no Inf at the origin, from an op that cannot reach NaN by
+--                           overflowing (not a GEMM or reduction) and whose inputs held no Inf:
+--                           log or sqrt of a negative, 0/0, 0*Inf.
+-- Added within schema version 1: a profile written before it has no such table.
+CREATE TABLE nonfinite (
+	step      INTEGER,  -- step
+	class     TEXT,     -- 'forward_overflow', 'scaled_grad_overflow' or 'invalid_operation'
+	op        TEXT,     -- op type of the origin, NULL if no origin was recorded
+	label     TEXT,     -- name of the origin tensor (layer label, or label/inN.grad)
+	phase     TEXT,     -- phase of the origin op, NULL if unknown
+	role      TEXT,     -- role of the origin tensor: 'output' or 'grad'
+	dtype     TEXT,     -- dtype of the origin tensor
+	nan       INTEGER,  -- its NaN count
+	inf       INTEGER,  -- its Inf count (+Inf and -Inf)
+	neg_inf   INTEGER,  -- of which -Inf (NULL if the runtime did not say)
+	callsite  INTEGER,  -- callsites.id of the origin op
+	seq       INTEGER,  -- seq of the origin op
+	stats_id  INTEGER,  -- tensor_stats.id of the origin row
+	thread    INTEGER,  -- threads.id, NULL if unknown
+	loss      REAL,     -- the step's loss, NULL if unknown or not finite
+	overflow  INTEGER,  -- 1 if the step's gradients held Inf/NaN (steps.overflow)
+	skipped   INTEGER,  -- 1 if the step's update was skipped
+	old_scale REAL,     -- the loss scaler's decision at the end of the step: scale before,
+	new_scale REAL,     -- scale after (NULL without a decision)
+	reason    TEXT      -- and its reason ('overflow', 'hold', ...)
+);
+
 -- Findings of the advice rules (DESIGN §5), computed at finalize.
 CREATE TABLE advice (
 	id       INTEGER PRIMARY KEY,  -- row id, in order of importance
-	rule     TEXT NOT NULL,        -- 'low_fp16_share', 'copy_share', 'gemm_unaligned',
+	rule     TEXT NOT NULL,        -- 'forward_overflow', 'invalid_operation',
+	                               -- 'scaled_grad_overflow' (one row per class of the
+	                               -- nonfinite table: step = its first step, op, callsite
+	                               -- of that step's origin), 'sensitive_op_overflow',
 	                               -- 'loss_scale_floor', 'loss_scale_collapse',
-	                               -- 'loss_scale_unusual', 'sensitive_op_overflow'
+	                               -- 'loss_scale_unusual', 'low_fp16_share', 'copy_share',
+	                               -- 'gemm_unaligned'
 	severity TEXT NOT NULL,        -- 'info', 'warning' or 'error'
 	message  TEXT NOT NULL,        -- one-line finding with the suggested change
 	evidence TEXT,                 -- supporting figures, one item per line

@@ -350,6 +350,84 @@ out:
 	return rc;
 }
 
+int amp_profile_has_table(sqlite3 *db, const char *name)
+{
+	sqlite3_stmt *st = NULL;
+	int found = 0;
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name = ? AND "
+	                       "type IN ('table', 'view')", -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			found = sqlite3_column_int(st, 0) > 0;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
+static int has_column(sqlite3 *db, const char *table, const char *column)
+{
+	char sql[128];
+	sqlite3_stmt *st = NULL;
+	int found = 0;
+	snprintf(sql, sizeof sql, "PRAGMA table_info(%s)", table);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK)
+		while (!found && sqlite3_step(st) == SQLITE_ROW) {
+			const unsigned char *n = sqlite3_column_text(st, 1);
+			found = n && strcmp((const char *)n, column) == 0;
+		}
+	sqlite3_finalize(st);
+	return found;
+}
+
+/* Runs "CREATE TABLE name (...);" as it stands in the embedded schema, with IF NOT EXISTS. */
+static int create_from_schema(sqlite3 *db, const char *name)
+{
+	char head[96];
+	snprintf(head, sizeof head, "CREATE TABLE %s (", name);
+	const char *sql = amp_profile_schema_sql();
+	const char *start = strstr(sql, head);
+	const char *end = start ? strstr(start, "\n);") : NULL;
+	if (!end)
+		return AMP_PROFILE_EIO;
+	size_t body = (size_t)(end + 3 - (start + strlen("CREATE TABLE ")));
+	size_t len = strlen("CREATE TABLE IF NOT EXISTS ") + body + 1;
+	char *stmt = sqlite3_malloc64(len);
+	if (!stmt)
+		return AMP_PROFILE_EIO;
+	snprintf(stmt, len, "CREATE TABLE IF NOT EXISTS %.*s", (int)body,
+	         start + strlen("CREATE TABLE "));
+	int rc = sqlite3_exec(db, stmt, NULL, NULL, NULL) == SQLITE_OK ? AMP_PROFILE_OK
+	                                                                : AMP_PROFILE_EIO;
+	sqlite3_free(stmt);
+	return rc;
+}
+
+int amp_profile_upgrade(sqlite3 *db)
+{
+	/* what was added within schema version 1, in the order it was added */
+	static const struct {
+		const char *table, *column, *type;
+	} columns[] = {
+	    {"tensor_stats", "neg_inf", "INTEGER"},
+	    {"tensor_stats", "phase", "TEXT"},
+	    {"tensor_stats", "thread", "INTEGER"},
+	};
+	static const char *const tables[] = {"nonfinite"};
+	for (size_t i = 0; i < sizeof columns / sizeof columns[0]; i++) {
+		if (has_column(db, columns[i].table, columns[i].column))
+			continue;
+		char sql[160];
+		snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s", columns[i].table,
+		         columns[i].column, columns[i].type);
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			return AMP_PROFILE_EIO;
+	}
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+		if (create_from_schema(db, tables[i]) != AMP_PROFILE_OK)
+			return AMP_PROFILE_EIO;
+	return AMP_PROFILE_OK;
+}
+
 void amp_profile_close(sqlite3 *db)
 {
 	if (db)

@@ -44,6 +44,15 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
  * amp_profile_create ("cannot open 'path': reason"). */
 int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
 
+/* Brings a profile written by an earlier revision of schema version 1 up to this one, in place:
+ * adds the tables and the columns added since within version 1 (tensor_stats.neg_inf, .phase,
+ * .thread; the nonfinite table), which readers of version 1 must not rely on otherwise.
+ * Idempotent; needs a writable connection.  Returns AMP_PROFILE_OK or AMP_PROFILE_EIO. */
+int amp_profile_upgrade(sqlite3 *db);
+
+/* Nonzero if the profile has table (or view) name. */
+int amp_profile_has_table(sqlite3 *db, const char *name);
+
 /* Closes a connection from amp_profile_create/open.  NULL is a no-op. */
 void amp_profile_close(sqlite3 *db);
 

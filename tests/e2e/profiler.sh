@@ -10,6 +10,7 @@ case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 B=$(cd "$BUILD" && pwd)
 AMPPROF=$B/bin/ampprof
 PRODUCER=$B/tests/trace_producer
+CASES=$B/tests/runtime_cases
 PASS=0
 FAIL=0
 WORK=$(mktemp -d /tmp/ampprof-e2e.XXXXXX)
@@ -28,7 +29,7 @@ check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
 q() { sqlite3 -batch "$1" "$2" 2>&1; }
 integrity() { q "$1" 'PRAGMA integrity_check'; }
 
-for f in "$AMPPROF" "$PRODUCER"; do
+for f in "$AMPPROF" "$PRODUCER" "$CASES"; do
 	if [ ! -x "$f" ]; then echo "missing $f: run 'make all' first"; echo "0 passed, 1 failed"; exit 1; fi
 done
 cd "$WORK"
@@ -37,6 +38,7 @@ cd "$WORK"
 out=$("$AMPPROF" --help); rc=$?
 check "help exits 0" "$rc" 0
 check_true "help lists exit codes" grep -q "no events" <<<"$out"
+check_true "help: --dump-limit defaults to 256M" grep -Eq -- "--dump-limit=<size> .*\(256M\)$" <<<"$out"
 check_true "version names the schema" grep -q "profile schema 1" <<<"$("$AMPPROF" --version)"
 err=$("$AMPPROF" --nan-check=sometimes -- true 2>&1); rc=$?
 check "invalid option value exits 2" "$rc" 2
@@ -72,6 +74,7 @@ check "op_summary per op and dtype" "$(q run.db 'SELECT count(*) FROM op_summary
 check "loss_scale rows" "$(q run.db "SELECT count(*), sum(reason = 'overflow') FROM loss_scale")" "10|2"
 check "memory rows and peak" "$(q run.db 'SELECT count(*), max(peak) FROM memory')" "10|8000"
 check "meta end" "$(q run.db "SELECT value FROM meta WHERE key = 'end'")" exited
+check "default --dump-limit is 256 MiB" "$(q run.db "SELECT value FROM meta WHERE key = 'options.dump_limit'")" 268435456
 check "runtime meta" "$(q run.db "SELECT value FROM meta WHERE key = 'precision_mode'")" allow_mix_precision
 check_true "unaligned GEMM advice" test "$(q run.db "SELECT count(*) FROM advice WHERE rule = 'gemm_unaligned'")" -ge 1
 "$AMPPROF" -q -o run.db -- "$PRODUCER" 2>/dev/null; check "existing output refused" "$?" 4
@@ -97,6 +100,30 @@ check "--steps rows for all steps" "$(q steps.db 'SELECT count(*), sum(detail) F
 "$AMPPROF" -q -o thr.db -- "$PRODUCER" --steps 5 --ops 10 --threads 3
 check "threads each have rows" "$(q thr.db 'SELECT count(DISTINCT thread) FROM ops')" 3
 check "threads table" "$(q thr.db 'SELECT count(*) FROM threads')" 3
+check "threads: ops rows = the threads' ops_dispatched, summed" "$(q thr.db 'SELECT count(*) FROM ops')" \
+	"$(q thr.db "SELECT value FROM meta WHERE key = 'ops_dispatched'")"
+check "threads: a process-wide counter counts once" "$(q thr.db 'SELECT count(*) FROM ops')" \
+	"$(q thr.db "SELECT value FROM meta WHERE key = 'ops_process_total'")"
+# the real runtime: four contexts on four threads
+"$AMPPROF" -q -o cthr.db -- "$CASES" --threads 4 --steps 20 > /dev/null; rc=$?
+check "runtime threads: exit 0, one ring each" "$rc|$(q cthr.db 'SELECT count(*) FROM threads')" "0|4"
+check "runtime threads: ops rows = runtime's ops_dispatched (4 contexts)" "$(q cthr.db 'SELECT count(*) FROM ops')" \
+	"$(q cthr.db "SELECT coalesce((SELECT value FROM meta WHERE key = 'ops_dispatched'), 'missing')")"
+check "runtime threads: copies rows = runtime's copies (4 contexts)" "$(q cthr.db 'SELECT count(*) FROM copies')" \
+	"$(q cthr.db "SELECT coalesce((SELECT value FROM meta WHERE key = 'copies'), 'missing')")"
+check "runtime threads: clean run, no non-finite rows" "$(q cthr.db 'SELECT count(*) FROM nonfinite')" 0
+
+# the final loss scale is the one after the scaler's last decision: the producer's step 24
+# runs with 8 and overflows, leaving 4 (outside [8, 1024])
+"$AMPPROF" -q -o s25.db -- "$PRODUCER" --steps 25 --ops 3
+check "last step used scale 8, the last decision left 4" \
+	"$(q s25.db "SELECT (SELECT scale FROM steps ORDER BY step DESC LIMIT 1), (SELECT new_scale FROM loss_scale ORDER BY step DESC, rowid DESC LIMIT 1)")" "8.0|4.0"
+check "advice: final loss scale 4 is unusual" \
+	"$(q s25.db "SELECT message FROM advice WHERE rule = 'loss_scale_unusual'")" \
+	"final loss scale 4 is outside the usual range [8, 1024]"
+check "overflow steps without an origin: scaled-gradient overflows, handled" \
+	"$(q s25.db "SELECT group_concat(step) || '|' || min(class) || '|' || max(class) || '|' || count(op) FROM (SELECT * FROM nonfinite ORDER BY step)")" \
+	"4,9,14,19,24|scaled_grad_overflow|scaled_grad_overflow|0"
 
 # --application goes through the shell
 "$AMPPROF" -q -o app.db --application="$PRODUCER --steps 3 --ops 5 && true"
@@ -164,6 +191,44 @@ check "not linked: db valid, meta filled" "$(integrity none.db)|$(q none.db "SEL
 check "dump options in meta" "$(q dump.db "SELECT value FROM meta WHERE key = 'options.dump_steps'")" "1,3-4"
 check "no spool directory left" "$(ls -a | grep -c ampprof-spool)" 0
 
+# ---- non-finite values: an invalid operation (Log of negatives) through the real runtime ------
+# The application changes its working directory before it dumps: the spool directory it was
+# given must be absolute.  Steps 2 and 4 feed Log negative values: NaN and no Inf.
+mkdir -p elsewhere
+"$AMPPROF" -o inv.db --dump=nonfinite -- "$CASES" --steps 6 --bad-step 2 --bad-step 4 --chdir elsewhere > inv.out 2> inv.err; rc=$?
+check "invalid op: exit 0" "$rc" 0
+check "invalid op: classified, origin Log (log) at steps 2 and 4" \
+	"$(q inv.db "SELECT group_concat(r, ' ') FROM (SELECT step || ':' || class || ':' || op || ':' || label || ':' || phase || ':' || nan || ':' || inf AS r FROM nonfinite ORDER BY step)")" \
+	"2:invalid_operation:Log:log:forward:128:0 4:invalid_operation:Log:log:forward:128:0"
+log_line=$(grep -n RUNTIME_CASES_LOG_LINE "$ROOT/tests/progs/runtime_cases.c" | cut -d: -f1)
+check "invalid op: call site is the amp_log line" \
+	"$(q inv.db "SELECT c.file LIKE '%tests/progs/runtime_cases.c', c.line FROM nonfinite n JOIN callsites c ON c.id = n.callsite WHERE n.step = 2")" "1|$log_line"
+check "invalid op: advice row" "$(q inv.db "SELECT severity, step, op FROM advice WHERE rule = 'invalid_operation'")" "error|2|Log"
+check "tensor_stats: phase and -Inf count filled, -Inf <= Inf" \
+	"$(q inv.db "SELECT count(*) > 0, sum(phase IS NULL OR neg_inf IS NULL OR neg_inf > inf), sum(thread IS NULL) FROM tensor_stats")" "1|0|0"
+check "chdir: the dumps still reached the spool (all with data, none skipped)" \
+	"$(q inv.db "SELECT count(*), sum(data IS NOT NULL), (SELECT value FROM meta WHERE key = 'dumps_written'), (SELECT value FROM meta WHERE key = 'dumps_skipped') FROM dumps")" "4|4|4|0"
+check "chdir: no spool directory left in either directory" "$(ls -a . elsewhere | grep -c ampprof-spool)" 0
+check_true "summary: non-finite heading" grep -q "^  non-finite:" inv.err
+check_true "summary: NaN from an invalid operation, Log, step 2, call site" \
+	grep -Eq "invalid_operation: NaN from an invalid operation at step 2 \(first of 2 steps\): Log \(log\) output .*has NaN and no Inf .*runtime_cases\.c:$log_line" inv.err
+check_true "summary: dumps written and skipped" grep -Eq "^  dumps +4 written \(2\.0 KiB\), 0 skipped$" inv.err
+check_true "summary: suggests ampdump for the first origin" grep -q "ampdump --step 2 --db inv.db" inv.err
+check "report = the summary" "$("$AMPPROF" report inv.db)" "$(cat inv.err)"
+check_true "json: nonfinite class, dumps and next" python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+n = d["nonfinite"]
+assert [(c["class"], c["first_step"], c["steps"], c["op"], c["label"], c["phase"], c["nan"], c["inf"], c["loss_finite"]) for c in n] == [("invalid_operation", 2, 2, "Log", "log", "forward", 128, 0, False)], n
+assert n[0]["file"].endswith("tests/progs/runtime_cases.c") and n[0]["line"] == int(sys.argv[1]), n
+assert d["dumps"]["written"] == 4 and d["dumps"]["skipped"] == 0 and d["dumps"]["skipped_by_reason"]["limit"] == 0, d["dumps"]
+assert d["next"] == "ampdump --step 2 --db inv.db", d["next"]
+' "$log_line" < <("$AMPPROF" report --format=json inv.db)
+# a profile older than the nonfinite table still reports
+cp inv.db old.db; sqlite3 old.db "DROP TABLE nonfinite; DELETE FROM advice WHERE rule IN ('forward_overflow', 'invalid_operation', 'scaled_grad_overflow')"
+"$AMPPROF" report old.db > old.report 2>&1; rc=$?
+check "older profile without the nonfinite table: report exits 0, no non-finite claim" "$rc|$(grep -c 'non-finite' old.report)" "0|0"
+
 # readers refuse what is not a profile
 echo "hello" > notdb.db
 err=$("$AMPPROF" report notdb.db 2>&1); rc=$?
@@ -226,7 +291,7 @@ fi
 
 UNSTABLE=$B/bin/unstable
 if [ -x "$UNSTABLE" ]; then
-	"$AMPPROF" -q -o unstable.db -- "$UNSTABLE" --precision amp --json > unstable.out 2>/dev/null; rc=$?
+	"$AMPPROF" -q -o unstable.db --dump=nonfinite -- "$UNSTABLE" --precision amp --json > unstable.out 2>/dev/null; rc=$?
 	check "unstable amp: exit 0" "$rc" 0
 	example_checks unstable unstable.db
 	# The example prints, per step, "step S  loss L  scale X ..." with the scale it trained with
@@ -249,6 +314,56 @@ if [ -x "$UNSTABLE" ]; then
 		"$(q unstable.db 'SELECT count(*) FROM loss_scale a JOIN loss_scale b ON b.rowid = a.rowid + 1 WHERE b.old_scale <> a.new_scale')" 0
 	check "unstable: steps.scale = the decision's old scale" \
 		"$(q unstable.db "SELECT count(*) FROM steps s JOIN loss_scale l ON l.step = s.step AND l.reason <> 'init' WHERE s.scale <> l.old_scale")" 0
+	# (b) the overflow of step 299 is only in the scaled gradients, handled by the scaler
+	check "unstable amp: non-finite rows: only the scaled-gradient overflow of step 299" \
+		"$(q unstable.db "SELECT group_concat(r, ' ') FROM (SELECT step || ':' || class || ':' || op || ':' || phase || ':' || role || ':' || old_scale || '>' || new_scale AS r FROM nonfinite ORDER BY step)")" \
+		"299:scaled_grad_overflow:Linear:backward:grad:128.0>64.0"
+	"$AMPPROF" report unstable.db > unstable.report 2>&1
+	check_true "unstable amp report: overflow only in the scaled gradients, handled by the scaler (128 -> 64)" \
+		grep -Eq "info +scaled_grad_overflow: overflow only in the scaled gradients at step 299 \(1 step\): Linear \(.*\) backward .*the loss was finite; handled by the loss scaler \(scale 128 -> 64\)" unstable.report
+	check "unstable amp report: no forward overflow or invalid operation claimed" \
+		"$(grep -c 'forward_overflow\|invalid_operation' unstable.report)" 0
+	check_true "unstable amp report: ampdump --step 299" grep -q "next *ampdump --step 299 --db unstable.db" unstable.report
+	# +Inf and -Inf counted apart: the origin's counts = its dumped fp16 values
+	check_true "unstable amp: origin -Inf/+Inf counts match its dump" python3 -c '
+import sqlite3, struct, sys
+con = sqlite3.connect(sys.argv[1])
+step, seq, name, inf, ninf = con.execute("SELECT step, seq, name, inf, neg_inf FROM tensor_stats WHERE origin = 1").fetchone()
+data, = con.execute("SELECT data FROM dumps WHERE step = ? AND seq = ? AND name = ? AND dtype = ?", (step, seq, name, "fp16")).fetchone()
+v = struct.unpack("<%de" % (len(data) // 2), data)
+neg = sum(1 for x in v if x == float("-inf")); pos = sum(1 for x in v if x == float("inf"))
+assert (neg, pos) == (ninf, inf - ninf) and inf > 0, (neg, pos, ninf, inf)
+' unstable.db
+	# (a) fp16: the forward Exp overflows at the documented step 250
+	S=$(sed -n 's/^#define UNSTABLE_OVERFLOW_STEP *\([0-9][0-9]*\).*/\1/p' "$ROOT/examples/unstable.c")
+	"$AMPPROF" -o fp16.db --dump=nonfinite -- "$UNSTABLE" --precision=fp16 --steps $((S + 10)) --log-every 0 > /dev/null 2> fp16.err; rc=$?
+	check "unstable fp16: exit 0" "$rc" 0
+	check "unstable fp16: forward overflows only, the first at step $S: Exp (rate) output" \
+		"$(q fp16.db "SELECT min(step), min(class), max(class), op, label, phase, role FROM nonfinite")" "$S|forward_overflow|forward_overflow|Exp|rate|forward|output"
+	exp_line=$(q fp16.db "SELECT c.line FROM nonfinite n JOIN callsites c ON c.id = n.callsite WHERE n.step = $S")
+	check_true "unstable fp16: origin call site is the amp_exp(ctx, \"rate\", ...) line ($exp_line)" \
+		grep -q 'amp_exp(ctx, "rate"' <<<"$(sed -n "${exp_line:-0}p" "$ROOT/examples/unstable.c")"
+	check_true "unstable fp16 summary: forward overflow named with op, label, step and call site" \
+		grep -Eq "error +forward_overflow: forward overflow at step $S \(first of [0-9]+ steps\): Exp \(rate\) output went non-finite in fp16 .*called at .*examples/unstable\.c:$exp_line" fp16.err
+	check_true "unstable fp16 summary: dumps and ampdump --step $S" \
+		grep -Eq "^  next +ampdump --step $S --db fp16\.db" fp16.err
+	check_true "unstable fp16 json: forward_overflow first" python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+c = d["nonfinite"][0]
+assert (c["class"], c["first_step"], c["op"], c["label"], c["phase"]) == ("forward_overflow", int(sys.argv[1]), "Exp", "rate", "forward"), c
+assert c["inf"] > 0 and c["neg_inf"] == 0 and len(d["nonfinite"]) == 1, d["nonfinite"]
+' "$S" < <("$AMPPROF" report --format=json fp16.db)
+	# every step overflows under a huge static scale: the dumps skipped, by reason, and the
+	# overflow not handled by a scaler that cannot back off
+	AMP_LOSS_SCALE=1e30 "$AMPPROF" -o every1e30.db --dump=nonfinite --dump-limit=400 -- "$UNSTABLE" \
+		--precision=amp --steps 20 --log-every 0 > /dev/null 2> every1e30.err
+	check_true "summary: skipped dumps by reason (--dump-limit reached)" \
+		grep -Eq "^  dumps +[0-9]+ written \([0-9.]+ KiB\), [1-9][0-9]* skipped \([0-9.]+ KiB: [0-9]+ --dump-limit reached" every1e30.err
+	check "summary: skipped = meta dumps_skipped" "$(sed -n 's/^  dumps .*, \([0-9]*\) skipped.*/\1/p' every1e30.err)" \
+		"$(q every1e30.db "SELECT value FROM meta WHERE key = 'dumps_skipped'")"
+	check_true "summary: a static scale does not handle the overflow" \
+		grep -Eq "warning +scaled_grad_overflow: .*NOT handled: the scaler kept its scale 1e\+30 \(static\)" every1e30.err
 	# --stats-every: full statistics on steps 0, 5, 10, 15 only
 	"$AMPPROF" -q -o every.db --stats-every=5 -- "$UNSTABLE" --precision amp --steps 20 > /dev/null 2>&1
 	check "--stats-every=5: statistics every 5th step" \

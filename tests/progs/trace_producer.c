@@ -27,6 +27,7 @@ typedef struct producer_opts {
 } producer_opts;
 
 static producer_opts g_opts = {10, 20, 1, 0, -1, -1, -1, 0};
+static uint64_t g_ops_total; /* ops of all threads so far */
 
 static void sleep_ms(int ms)
 {
@@ -98,7 +99,11 @@ static void *run_thread(void *arg)
 		if (g_opts.sleep_ms)
 			sleep_ms(g_opts.sleep_ms);
 	}
-	amp_trace_counter(tid == 0 ? "ops_dispatched" : "ops_dispatched_other", (int64_t)seq);
+	/* each thread's own count (summed by the collector), and a process-wide total any thread
+	 * may report (counted once: the largest) */
+	amp_trace_counter("ops_dispatched", (int64_t)seq);
+	amp_trace_counter_process("ops_process_total",
+	                          (int64_t)__atomic_add_fetch(&g_ops_total, seq, __ATOMIC_RELAXED));
 	return NULL;
 }
 

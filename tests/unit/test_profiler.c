@@ -1,9 +1,12 @@
 /* test_profiler.c — ampprof internals: the ring decoder's bounds checks on valid, truncated
- * and garbage rings, option value parsers, and the writer fed records with unknown ids. */
+ * and garbage rings, option value parsers, the writer fed records with unknown ids, counters
+ * from several rings and tensor statistics, finalize's non-finite classes and loss-scale
+ * advice, and the session's spool directory. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
 #endif
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -280,4 +283,349 @@ Test(session, wake_word_appended)
 	cr_assert_gt(offsetof(amp_session_hdr, wake), offsetof(amp_session_hdr, rings_missing));
 	cr_assert_eq(offsetof(amp_session_hdr, wake) % 4, 0);
 	cr_assert_leq(sizeof(amp_session_hdr), AMP_SESSION_HDR_SIZE);
+}
+
+/* ---- the writer and finalize on records as the runtime sends them ---------------------------- */
+typedef struct temp_profile {
+	char path[64];
+	sqlite3 *db;
+} temp_profile;
+
+static void temp_profile_create(temp_profile *t)
+{
+	char err[256];
+	snprintf(t->path, sizeof t->path, "/tmp/test_profiler.XXXXXX");
+	int fd = mkstemp(t->path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(amp_profile_create(t->path, 1, &t->db, err, sizeof err), AMP_PROFILE_OK, "%s",
+	             err);
+}
+
+static void temp_profile_release(temp_profile *t)
+{
+	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+	char side[80];
+	amp_profile_close(t->db);
+	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+		snprintf(side, sizeof side, "%s%s", t->path, suffix[i]);
+		unlink(side);
+	}
+}
+
+/* First column of the first row of sql as text ("" for none, "NULL" for NULL). */
+static const char *query_text(sqlite3 *db, const char *sql)
+{
+	static char buf[1024];
+	sqlite3_stmt *st = NULL;
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+	             sqlite3_errmsg(db));
+	buf[0] = '\0';
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		const unsigned char *v = sqlite3_column_text(st, 0);
+		snprintf(buf, sizeof buf, "%s", v ? (const char *)v : "NULL");
+	}
+	sqlite3_finalize(st);
+	return buf;
+}
+
+static void put_string(prof_writer *w, uint32_t rn, uint32_t id, const char *text)
+{
+	unsigned char rec[PROF_DECODE_BUF];
+	memset(rec, 0, sizeof rec);
+	size_t n = strlen(text);
+	amp_rec_string s = {{0, AMP_REC_STRING, 1, (uint16_t)n}, id, 0};
+	memcpy(rec, &s, sizeof s);
+	memcpy(rec + AMP_REC_STRING_FIXED, text, n);
+	prof_record r = {AMP_REC_STRING, 1, rec};
+	cr_assert_eq(prof_writer_put(w, rn, AMP_CLOCK_MONO, &r), 0);
+}
+
+static void put_counter(prof_writer *w, uint32_t rn, uint32_t name, uint32_t scope,
+                        int64_t value)
+{
+	amp_rec_counter c;
+	memset(&c, 0, sizeof c);
+	c.h.type = AMP_REC_COUNTER;
+	c.h.nslots = 1;
+	c.name = name;
+	c.scope = scope;
+	c.value = value;
+	prof_record r = {AMP_REC_COUNTER, 1, &c};
+	cr_assert_eq(prof_writer_put(w, rn, AMP_CLOCK_MONO, &r), 0);
+}
+
+/* Several threads (rings) report their own running totals: meta holds the sum of each ring's
+ * latest value, whichever ring reported last.  Process-wide totals count once per process. */
+Test(writer, counters_summed_over_rings)
+{
+	temp_profile t;
+	temp_profile_create(&t);
+	prof_options o;
+	memset(&o, 0, sizeof o);
+	o.output = t.path;
+	o.ring_count = 4;
+	prof_writer *w = prof_writer_new(t.db, &o, 0);
+	cr_assert_not_null(w);
+	prof_writer_thread(w, 0, 100, 100, 0);
+	prof_writer_thread(w, 1, 100, 101, 0);
+	prof_writer_thread(w, 2, 200, 200, 0); /* another process */
+	for (uint32_t rn = 0; rn < 3; rn++) {
+		put_string(w, rn, 1, "ops_dispatched");
+		put_string(w, rn, 2, "dumps_written");
+	}
+	put_counter(w, 0, 1, AMP_COUNTER_RING, 10);
+	put_counter(w, 1, 1, AMP_COUNTER_RING, 5);
+	put_counter(w, 0, 1, AMP_COUNTER_RING, 20); /* ring 0 again: its latest value counts */
+	put_counter(w, 2, 1, AMP_COUNTER_RING, 7);
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'ops_dispatched'"),
+	                 "32");
+	put_counter(w, 1, 1, AMP_COUNTER_RING, 6);
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'ops_dispatched'"),
+	                 "33");
+	/* process 100: rings 0 and 1 both report the process's total; process 200 its own */
+	put_counter(w, 0, 2, AMP_COUNTER_PROCESS, 3);
+	put_counter(w, 1, 2, AMP_COUNTER_PROCESS, 4);
+	put_counter(w, 2, 2, AMP_COUNTER_PROCESS, 1);
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'dumps_written'"),
+	                 "5");
+	put_counter(w, 0, 2, AMP_COUNTER_PROCESS, 4); /* a tie counts once */
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'dumps_written'"),
+	                 "5");
+	cr_assert_eq(prof_writer_finish(w), 0);
+	prof_writer_free(w);
+	temp_profile_release(&t);
+}
+
+static void put_tstats(prof_writer *w, uint32_t rn, int64_t step, uint64_t seq, unsigned op,
+                       unsigned role, int origin, uint64_t nan, uint64_t inf, int ext,
+                       unsigned phase, uint64_t ninf)
+{
+	unsigned char rec[PROF_DECODE_BUF];
+	amp_rec_tstats ts;
+	memset(&ts, 0, sizeof ts);
+	ts.h.type = AMP_REC_TSTATS;
+	ts.h.nslots = (uint8_t)AMP_REC_SLOTS(amp_rec_tstats);
+	ts.step = step;
+	ts.seq = seq;
+	ts.count = 32;
+	ts.nan = nan;
+	ts.inf = inf;
+	ts.op = (uint8_t)op;
+	ts.role = (uint8_t)role;
+	ts.dtype = 1;
+	ts.origin = (uint8_t)origin;
+	ts.phase = (uint8_t)phase;
+	ts.flags = ext ? AMP_TSTATS_EXT : 0;
+	ts.ninf = ninf;
+	memset(rec, 0xAB, sizeof rec); /* what an old producer leaves past its record */
+	memcpy(rec, &ts, ext ? sizeof ts : offsetof(amp_rec_tstats, ninf));
+	prof_record r = {AMP_REC_TSTATS, ts.h.nslots, rec};
+	cr_assert_eq(prof_writer_put(w, rn, AMP_CLOCK_MONO, &r), 0);
+}
+
+static void put_step(prof_writer *w, int64_t step, double loss, double scale, int overflow)
+{
+	amp_rec_step s;
+	memset(&s, 0, sizeof s);
+	s.h.type = AMP_REC_STEP_END;
+	s.h.nslots = 1;
+	s.step = step;
+	s.t_begin = 1;
+	s.t_end = 2;
+	s.loss = loss;
+	s.scale = scale;
+	s.overflow = (uint8_t)overflow;
+	s.skipped = (uint8_t)overflow;
+	prof_record r = {AMP_REC_STEP_END, 1, &s};
+	cr_assert_eq(prof_writer_put(w, 0, AMP_CLOCK_MONO, &r), 0);
+}
+
+static void put_scale(prof_writer *w, int64_t step, double old_scale, double new_scale,
+                      unsigned reason)
+{
+	amp_rec_scale s;
+	memset(&s, 0, sizeof s);
+	s.h.type = AMP_REC_SCALE;
+	s.h.nslots = 1;
+	s.step = step;
+	s.old_scale = old_scale;
+	s.new_scale = new_scale;
+	s.reason = reason;
+	prof_record r = {AMP_REC_SCALE, 1, &s};
+	cr_assert_eq(prof_writer_put(w, 0, AMP_CLOCK_MONO, &r), 0);
+}
+
+/* The new tensor_stats fields: -Inf count and phase when the producer fills them, NULL from a
+ * producer that predates them (whatever lies past its record); the ring as the thread. */
+Test(writer, tstats_neg_inf_and_phase)
+{
+	temp_profile t;
+	temp_profile_create(&t);
+	prof_options o;
+	memset(&o, 0, sizeof o);
+	o.output = t.path;
+	o.ring_count = 2;
+	prof_writer *w = prof_writer_new(t.db, &o, 0);
+	cr_assert_not_null(w);
+	put_tstats(w, 1, 5, 9, AMP_OP_EXP, 1, 1, 0, 3, 1, AMP_PHASE_FORWARD, 2);
+	put_tstats(w, 0, 6, 9, AMP_OP_LINEAR, 2, 0, 0, 1, 1, AMP_PHASE_BACKWARD, 9); /* ninf > inf */
+	put_tstats(w, 0, 7, 9, AMP_OP_EXP, 1, 0, 1, 1, 0, 0, 0);
+	cr_assert_eq(prof_writer_finish(w), 0);
+	prof_writer_free(w);
+	cr_assert_str_eq(query_text(t.db, "SELECT group_concat(r, ';') FROM (SELECT step || ',' || "
+	                                  "inf || ',' || coalesce(neg_inf, 'NULL') || ',' || "
+	                                  "coalesce(phase, 'NULL') || ',' || thread AS r "
+	                                  "FROM tensor_stats ORDER BY id)"),
+	                 "5,3,2,forward,1;6,1,1,backward,0;7,1,NULL,NULL,0");
+	/* the origin was listed for finalize as it arrived */
+	cr_assert_str_eq(query_text(t.db, "SELECT step || ',' || op || ',' || stats_id || ',' || "
+	                                  "thread FROM nonfinite"), "5,Exp,1,1");
+	temp_profile_release(&t);
+}
+
+Test(decode, tstats_phase_checked)
+{
+	unsigned char buf[PROF_DECODE_BUF];
+	prof_record r;
+	unsigned n = AMP_REC_SLOTS(amp_rec_tstats);
+	memset(ring, 0, sizeof ring);
+	put_rec(0, AMP_REC_TSTATS, n, 0);
+	amp_rec_tstats ts;
+	memcpy(&ts, ring, sizeof ts);
+	ts.phase = 7; /* ignored without the flag */
+	memcpy(ring, &ts, sizeof ts);
+	cr_assert_eq(prof_decode(ring, NSLOTS, 0, n, buf, &r), (int)n);
+	ts.flags = AMP_TSTATS_EXT;
+	memcpy(ring, &ts, sizeof ts);
+	cr_assert_eq(prof_decode(ring, NSLOTS, 0, n, buf, &r), PROF_DECODE_BAD);
+	ts.phase = AMP_PHASE_OPTIMIZER;
+	memcpy(ring, &ts, sizeof ts);
+	cr_assert_eq(prof_decode(ring, NSLOTS, 0, n, buf, &r), (int)n);
+}
+
+/* The three classes of non-finite origins, an overflow step without an origin, and the final
+ * loss scale taken from the scaler's last decision, not from the scale the last step used. */
+Test(finalize, nonfinite_classes_and_final_scale)
+{
+	temp_profile t;
+	temp_profile_create(&t);
+	prof_options o;
+	memset(&o, 0, sizeof o);
+	o.output = t.path;
+	o.ring_count = 1;
+	prof_writer *w = prof_writer_new(t.db, &o, 0);
+	cr_assert_not_null(w);
+	put_scale(w, 0, 128, 128, AMP_SCALE_INIT);
+	/* step 0: forward Exp output overflows, loss lost */
+	put_step(w, 0, (double)INFINITY, 128, 1);
+	put_scale(w, 0, 128, 64, AMP_SCALE_OVERFLOW);
+	put_tstats(w, 0, 0, 4, AMP_OP_EXP, 1, 1, 0, 2, 1, AMP_PHASE_FORWARD, 0);
+	/* step 1: a backward Linear's gradient overflows; loss finite; scaler backs off */
+	put_step(w, 1, 0.5, 64, 1);
+	put_scale(w, 1, 64, 32, AMP_SCALE_OVERFLOW);
+	put_tstats(w, 0, 1, 9, AMP_OP_LINEAR, 2, 1, 0, 1, 1, AMP_PHASE_BACKWARD, 1);
+	/* step 2: Log of a negative: NaN only, from finite inputs */
+	put_step(w, 2, (double)NAN, 32, 0);
+	put_scale(w, 2, 32, 32, AMP_SCALE_HOLD);
+	put_tstats(w, 0, 2, 3, AMP_OP_LOG, 0, 0, 0, 0, 1, AMP_PHASE_FORWARD, 0);
+	put_tstats(w, 0, 2, 3, AMP_OP_LOG, 1, 1, 5, 0, 1, AMP_PHASE_FORWARD, 0);
+	/* step 3: NaN only from a GEMM: an overflow inside its sums, not an invalid operation */
+	put_step(w, 3, (double)NAN, 32, 1);
+	put_scale(w, 3, 32, 16, AMP_SCALE_OVERFLOW);
+	put_tstats(w, 0, 3, 2, AMP_OP_MATMUL, 1, 1, 4, 0, 1, AMP_PHASE_FORWARD, 0);
+	/* step 4: NaN only from an Add whose (cast) input held Inf: an overflow too */
+	put_step(w, 4, (double)NAN, 16, 1);
+	put_scale(w, 4, 16, 8, AMP_SCALE_OVERFLOW);
+	put_tstats(w, 0, 4, 6, AMP_OP_ADD, 0, 0, 0, 3, 1, AMP_PHASE_FORWARD, 0);
+	put_tstats(w, 0, 4, 6, AMP_OP_ADD, 1, 1, 3, 0, 1, AMP_PHASE_FORWARD, 0);
+	/* step 5: the gradients overflow, no origin recorded; the last decision leaves the scale
+	 * at 4 (outside [8, 1024]) while the step itself ran with 8 */
+	put_step(w, 5, 0.25, 8, 1);
+	put_scale(w, 5, 8, 4, AMP_SCALE_OVERFLOW);
+	cr_assert_eq(prof_writer_finish(w), 0);
+	prof_writer_free(w);
+	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+	cr_assert_str_eq(query_text(t.db, "SELECT group_concat(r, ';') FROM (SELECT step || ':' || "
+	                                  "class || ':' || coalesce(op, '-') || ':' || "
+	                                  "coalesce(phase, '-') || ':' "
+	                                  "|| coalesce(old_scale, '-') || '>' || "
+	                                  "coalesce(new_scale, '-') AS r FROM nonfinite "
+	                                  "ORDER BY step)"),
+	                 "0:forward_overflow:Exp:forward:128.0>64.0;"
+	                 "1:scaled_grad_overflow:Linear:backward:64.0>32.0;"
+	                 "2:invalid_operation:Log:forward:32.0>32.0;"
+	                 "3:forward_overflow:MatMul:forward:32.0>16.0;"
+	                 "4:forward_overflow:Add:forward:16.0>8.0;"
+	                 "5:scaled_grad_overflow:-:-:8.0>4.0");
+	cr_assert_str_eq(query_text(t.db, "SELECT group_concat(rule || '@' || step, ',') FROM "
+	                                  "(SELECT rule, step FROM advice WHERE rule IN "
+	                                  "('forward_overflow', 'invalid_operation', "
+	                                  "'scaled_grad_overflow') ORDER BY id)"),
+	                 "forward_overflow@0,invalid_operation@2,scaled_grad_overflow@1");
+	cr_assert(strstr(query_text(t.db, "SELECT message FROM advice WHERE rule = "
+	                                  "'scaled_grad_overflow'"),
+	                 "handled by the loss scaler (scale 64 -> 32)"));
+	cr_assert(strstr(query_text(t.db, "SELECT message FROM advice WHERE rule = "
+	                                  "'scaled_grad_overflow'"), "(first of 2 steps)"));
+	cr_assert(strstr(query_text(t.db, "SELECT message FROM advice WHERE rule = "
+	                                  "'loss_scale_unusual'"), "final loss scale 4 "),
+	          "%s", query_text(t.db, "SELECT group_concat(message) FROM advice"));
+	/* idempotent */
+	cr_assert_eq(prof_summarize(t.db, 70, 15), 0);
+	cr_assert_str_eq(query_text(t.db, "SELECT count(*) FROM nonfinite"), "6");
+	temp_profile_release(&t);
+}
+
+/* A profile of the first revision (no nonfinite table, no new columns) that was never finalized
+ * gets both, and its origins found, when it is summarized. */
+Test(finalize, old_profile_upgraded)
+{
+	temp_profile t;
+	temp_profile_create(&t);
+	cr_assert_eq(sqlite3_exec(t.db,
+	                          "DROP TABLE nonfinite; "
+	                          /* the first revision's tensor_stats (DROP COLUMN cannot drop a
+	                           * last column followed by a comment) */
+	                          "DROP TABLE tensor_stats; CREATE TABLE tensor_stats ("
+	                          "id INTEGER PRIMARY KEY, step INTEGER, seq INTEGER, op TEXT, "
+	                          "role TEXT, name TEXT, dtype TEXT, "
+	                          "count INTEGER, nan INTEGER, inf INTEGER, underflow INTEGER, "
+	                          "near_overflow INTEGER, min REAL, max REAL, absmax REAL, "
+	                          "origin INTEGER, exp_hist BLOB, callsite INTEGER);"
+	                          "INSERT INTO steps(step, loss, scale, overflow, skipped) "
+	                          "VALUES (3, NULL, 128, 1, 1);"
+	                          "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, nan, "
+	                          "inf, origin) VALUES (3, 7, 'Exp', 'output', 'rate', 'fp16', 0, "
+	                          "2, 1)", NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(t.db));
+	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+	cr_assert_str_eq(query_text(t.db, "SELECT step || ':' || class || ':' || op || ':' || label || "
+	                                  "':' || phase FROM nonfinite"),
+	                 "3:forward_overflow:Exp:rate:forward");
+	temp_profile_release(&t);
+}
+
+/* The spool directory handed to the application is absolute even for a relative --output:
+ * the application may change its working directory before it dumps. */
+Test(session, spool_dir_absolute)
+{
+	char dir[] = "/tmp/test_profiler_spool.XXXXXX", cwd[4096];
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(getcwd(cwd, sizeof cwd));
+	cr_assert_eq(chdir(dir), 0);
+	prof_options o;
+	memset(&o, 0, sizeof o);
+	o.output = "rel.db";
+	o.dump = AMP_DUMP_NONFINITE;
+	o.ring_slots = 1024;
+	o.ring_count = 1;
+	prof_session s;
+	cr_assert_eq(prof_session_init(&s, &o), 0);
+	char want[128];
+	snprintf(want, sizeof want, "%s/.ampprof-spool-", dir);
+	cr_assert_eq(strncmp(s.spool_dir, want, strlen(want)), 0, "%s", s.spool_dir);
+	cr_assert_str_eq(s.hdr->spool_dir, s.spool_dir);
+	prof_session_release(&s);
+	cr_assert_eq(chdir(cwd), 0);
+	cr_assert_eq(rmdir(dir), 0, "the spool directory is gone");
 }

@@ -168,3 +168,81 @@ Test(schema, strerror_never_null)
 	for (int c = 1; c >= -10; c--)
 		cr_assert_not_null(amp_profile_strerror(c));
 }
+
+static int column_count(sqlite3 *db, const char *table, const char *column)
+{
+	char sql[160];
+	sqlite3_stmt *st = NULL;
+	int n = -1;
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+	         table, column);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* A profile written before the columns and table added within version 1 is brought up to date
+ * in place, keeping its rows; a second upgrade changes nothing. */
+Test(schema, upgrade_adds_what_version_1_gained)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("old.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert(amp_profile_has_table(db, "nonfinite"));
+	cr_assert_eq(column_count(db, "tensor_stats", "neg_inf"), 1);
+	/* make it look like a profile of the first revision */
+	cr_assert_eq(sqlite3_exec(db,
+	                          "DROP TABLE nonfinite; "
+	                          /* the first revision's tensor_stats (DROP COLUMN cannot drop a
+	                           * last column followed by a comment) */
+	                          "DROP TABLE tensor_stats; CREATE TABLE tensor_stats ("
+	                          "id INTEGER PRIMARY KEY, step INTEGER, seq INTEGER, op TEXT, "
+	                          "role TEXT, name TEXT, dtype TEXT, "
+	                          "count INTEGER, nan INTEGER, inf INTEGER, underflow INTEGER, "
+	                          "near_overflow INTEGER, min REAL, max REAL, absmax REAL, "
+	                          "origin INTEGER, exp_hist BLOB, callsite INTEGER);"
+	                          "INSERT INTO tensor_stats(step, op, nan, inf, origin) "
+	                          "VALUES (3, 'Exp', 0, 2, 1)", NULL, NULL, NULL), SQLITE_OK,
+	             "%s", sqlite3_errmsg(db));
+	cr_assert_not(amp_profile_has_table(db, "nonfinite"));
+	cr_assert_eq(column_count(db, "tensor_stats", "neg_inf"), 0);
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 1, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(amp_profile_upgrade(db), AMP_PROFILE_OK, "round %d: %s", round,
+		             sqlite3_errmsg(db));
+		cr_assert(amp_profile_has_table(db, "nonfinite"));
+		cr_assert_eq(column_count(db, "tensor_stats", "neg_inf"), 1);
+		cr_assert_eq(column_count(db, "tensor_stats", "phase"), 1);
+		cr_assert_eq(column_count(db, "tensor_stats", "thread"), 1);
+		cr_assert_eq(column_count(db, "nonfinite", "class"), 1);
+	}
+	sqlite3_stmt *st = NULL;
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT step, inf, neg_inf IS NULL FROM tensor_stats", -1,
+	                                &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_eq(sqlite3_column_int(st, 0), 3);
+	cr_assert_eq(sqlite3_column_int(st, 1), 2);
+	cr_assert_eq(sqlite3_column_int(st, 2), 1, "the runtime did not say: NULL, not 0");
+	sqlite3_finalize(st);
+	amp_profile_close(db);
+	/* still a version 1 profile: readers of version 1 open it */
+	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	amp_profile_close(db);
+}
+
+/* The tables added within version 1 sit after every table of the first revision, and the
+ * added tensor_stats columns at its end, so no reader's column positions move. */
+Test(schema, additions_at_the_end)
+{
+	const char *sql = amp_profile_schema_sql();
+	const char *ts = strstr(sql, "CREATE TABLE tensor_stats (");
+	cr_assert_not_null(ts);
+	const char *end = strstr(ts, "\n);");
+	const char *cs = strstr(ts, "callsite      INTEGER,");
+	const char *neg = strstr(ts, "neg_inf ");
+	cr_assert(cs && neg && cs < neg && neg < end, "neg_inf follows callsite in tensor_stats");
+	cr_assert(strstr(ts, "thread        INTEGER") < end);
+}

@@ -1,0 +1,144 @@
+/* runtime_cases.c — small real trainings through libamprt for ampprof's end-to-end tests: the
+ * cases the examples do not cover.
+ *
+ * Each step fits y = log(x w^T * x w^T + c) to nothing in particular (the loss is its mean):
+ * Linear runs in FP16 under AMP, Log in FP32 (black list).  c is 1, except on the --bad-step
+ * steps where it is -100, so that Log gets negative inputs: NaN with no Inf, from finite inputs
+ * (an invalid operation, not an overflow).  The loss is then NaN, the gradients too, and the
+ * loss scaler skips the step.
+ *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--chdir DIR]
+ * --threads T trains T contexts at once, one per thread (each its own trace ring).  --chdir DIR
+ * changes the working directory before the first step (dumps must still reach the spool).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <amp/amp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BATCH 16
+#define FEATURES 8
+#define MAX_BAD 8
+#define MAX_THREADS 8
+
+typedef struct cases_opts {
+	int steps, threads, n_bad;
+	int bad[MAX_BAD];
+} cases_opts;
+
+static cases_opts g_opts = {6, 1, 0, {0}};
+
+static int is_bad(int step)
+{
+	for (int i = 0; i < g_opts.n_bad; i++)
+		if (g_opts.bad[i] == step)
+			return 1;
+	return 0;
+}
+
+/* Trains one context; returns 0 or 1 with a message printed. */
+static int train(int id)
+{
+	amp_ctx *ctx = NULL;
+	amp_tensor *w;
+	amp_optim *opt;
+	char err[256];
+	int status = 1;
+	float x[BATCH * FEATURES], c[BATCH * FEATURES];
+	if (amp_ctx_new(NULL, &ctx, err, sizeof err) != AMP_OK) {
+		fprintf(stderr, "runtime_cases: %s\n", err);
+		return 1;
+	}
+	if (amp_config_set(ctx, "precision_mode", "allow_mix_precision") != AMP_OK ||
+	    amp_param_new(ctx, "fc", amp_shape2(FEATURES, FEATURES), AMP_INIT_KAIMING, 1, &w) !=
+	        AMP_OK ||
+	    amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 1e-3f}, &opt) != AMP_OK)
+		goto fail;
+	for (int step = 0; step < g_opts.steps; step++) {
+		for (int i = 0; i < BATCH * FEATURES; i++) {
+			x[i] = (float)((i * 7 + step * 3 + id) % 17) / 8.0f - 1.0f;
+			c[i] = is_bad(step) ? -100.0f : 1.0f;
+		}
+		amp_tensor *xt, *ct, *h, *sq, *a, *y, *loss;
+		int skipped = 0;
+		if (amp_step_begin(ctx) != AMP_OK ||
+		    amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEATURES), AMP_F32, &xt) != AMP_OK ||
+		    amp_tensor_from_f32(ctx, c, amp_shape2(BATCH, FEATURES), AMP_F32, &ct) != AMP_OK ||
+		    amp_linear(ctx, "fc", xt, w, NULL, &h) != AMP_OK ||
+		    amp_mul(ctx, "sq", h, h, &sq) != AMP_OK ||
+		    amp_add(ctx, "shift", sq, ct, &a) != AMP_OK ||
+		    amp_log(ctx, "log", a, &y) != AMP_OK ||             /* RUNTIME_CASES_LOG_LINE */
+		    amp_mean(ctx, "loss", y, &loss) != AMP_OK ||
+		    amp_backward(ctx, loss) != AMP_OK ||
+		    amp_optim_step(opt, &skipped) != AMP_OK)
+			goto fail;
+		double l = amp_tensor_item(ctx, loss);
+		if (amp_step_end(ctx) != AMP_OK)
+			goto fail;
+		if (g_opts.threads == 1)
+			printf("step %d  loss %.6g  scale %g%s\n", step, l, amp_loss_scale(ctx),
+			       skipped ? "  (skipped)" : "");
+	}
+	status = 0;
+	goto out;
+fail:
+	fprintf(stderr, "runtime_cases: %s\n", amp_ctx_error(ctx));
+out:
+	amp_ctx_free(ctx);
+	return status;
+}
+
+static void *thread_main(void *arg)
+{
+	return (void *)(intptr_t)train((int)(intptr_t)arg);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v) {
+			fprintf(stderr, "runtime_cases: option '%s' needs a value\n", a);
+			return 2;
+		}
+		if (strcmp(a, "--steps") == 0)
+			g_opts.steps = atoi(v);
+		else if (strcmp(a, "--threads") == 0)
+			g_opts.threads = atoi(v);
+		else if (strcmp(a, "--bad-step") == 0 && g_opts.n_bad < MAX_BAD)
+			g_opts.bad[g_opts.n_bad++] = atoi(v);
+		else if (strcmp(a, "--chdir") == 0)
+			dir = v;
+		else {
+			fprintf(stderr, "runtime_cases: unknown option '%s'\n", a);
+			return 2;
+		}
+		i++;
+	}
+	if (g_opts.threads < 1 || g_opts.threads > MAX_THREADS || g_opts.steps < 1) {
+		fprintf(stderr, "runtime_cases: --threads 1..%d, --steps at least 1\n", MAX_THREADS);
+		return 2;
+	}
+	if (dir && chdir(dir) != 0) {
+		perror("runtime_cases: chdir");
+		return 1;
+	}
+	pthread_t th[MAX_THREADS];
+	int status = 0;
+	for (int t = 1; t < g_opts.threads; t++)
+		if (pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t) != 0)
+			return 1;
+	status |= train(0);
+	for (int t = 1; t < g_opts.threads; t++) {
+		void *rc;
+		pthread_join(th[t], &rc);
+		status |= (int)(intptr_t)rc;
+	}
+	return status;
+}
