@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -371,11 +372,56 @@ static uint32_t ring_site(const ring_map *rm, uint32_t id)
 }
 
 /* ---- setup ---------------------------------------------------------------------------------- */
-static int prepare(prof_writer *w, sqlite3_stmt **st, const char *sql)
+/* Every prepared statement of the writer: its field in prof_writer and its SQL.  new prepares
+ * them in this order and free finalizes them, so a statement is added in one place. */
+static const struct {
+	size_t field;                /* offsetof the sqlite3_stmt * in prof_writer */
+	const char *sql;
+} writer_stmts[] = {
+	{offsetof(prof_writer, st_string), "INSERT INTO strings(id, value) VALUES (?, ?)"},
+	{offsetof(prof_writer, st_callsite),
+	 "INSERT INTO callsites(id, address, module, offset) VALUES (?, ?, ?, ?)"},
+	{offsetof(prof_writer, st_opsig),
+	 "INSERT INTO op_sigs(id, op, phase, exec_dtype, in_dtype, out_dtype, label, "
+	 "shape, flops, bytes, aligned, callsite) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_op),
+	 "INSERT INTO op_events(step, seq, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_copysig),
+	 "INSERT INTO copy_sigs(id, kind, bytes, src_dtype, dst_dtype, label, callsite) "
+	 "VALUES (?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_copy),
+	 "INSERT INTO copy_events(step, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?)"},
+	{offsetof(prof_writer, st_step),
+	 "INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
+	 "samples, detail, thread) VALUES (?,?,?,?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_scale),
+	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason) VALUES (?,?,?,?,?)"},
+	{offsetof(prof_writer, st_mem),
+	 "INSERT INTO memory(step, t_ns, master_weights, working_copies, activations, "
+	 "grads, optimizer_state, total, peak) VALUES (?,?,?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_meta), "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"},
+	{offsetof(prof_writer, st_tstats),
+	 "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
+	 "underflow, near_overflow, min, max, absmax, origin, exp_hist, callsite, "
+	 "neg_inf, phase, thread) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_dump),
+	 "INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
+	 "VALUES (?,?,?,?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_crash),
+	 "INSERT INTO crashes(thread, signo, signal, code, addr, t_ns, frames) "
+	 "VALUES (?,?,?,?,?,?,?)"},
+	/* origins are listed as they arrive, so finalize never scans tensor_stats for them;
+	 * it classifies them (class and the step's columns) */
+	{offsetof(prof_writer, st_nonfinite),
+	 "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf, neg_inf, "
+	 "callsite, seq, stats_id, thread) SELECT step, op, name, phase, role, dtype, nan, "
+	 "inf, neg_inf, callsite, seq, id, thread FROM tensor_stats WHERE id = ?"},
+};
+#define N_WRITER_STMTS (sizeof writer_stmts / sizeof writer_stmts[0])
+
+static sqlite3_stmt **writer_stmt(prof_writer *w, size_t i)
 {
-	if (sqlite3_prepare_v3(w->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
-		return db_error(w, "prepare");
-	return 0;
+	return (sqlite3_stmt **)((char *)w + writer_stmts[i].field);
 }
 
 prof_writer *prof_writer_new(sqlite3 *db, const prof_options *opts, uint64_t run_start_mono)
@@ -400,47 +446,12 @@ prof_writer *prof_writer_new(sqlite3 *db, const prof_options *opts, uint64_t run
 		prof_error(NULL, "out of memory");
 		goto fail;
 	}
-	if (prepare(w, &w->st_string, "INSERT INTO strings(id, value) VALUES (?, ?)") ||
-	    prepare(w, &w->st_callsite,
-	            "INSERT INTO callsites(id, address, module, offset) VALUES (?, ?, ?, ?)") ||
-	    prepare(w, &w->st_opsig,
-	            "INSERT INTO op_sigs(id, op, phase, exec_dtype, in_dtype, out_dtype, label, "
-	            "shape, flops, bytes, aligned, callsite) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)") ||
-	    prepare(w, &w->st_op,
-	            "INSERT INTO op_events(step, seq, sig, start_ns, dur_ns, thread) "
-	            "VALUES (?,?,?,?,?,?)") ||
-	    prepare(w, &w->st_copysig,
-	            "INSERT INTO copy_sigs(id, kind, bytes, src_dtype, dst_dtype, label, callsite) "
-	            "VALUES (?,?,?,?,?,?,?)") ||
-	    prepare(w, &w->st_copy,
-	            "INSERT INTO copy_events(step, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?)") ||
-	    prepare(w, &w->st_step,
-	            "INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
-	            "samples, detail, thread) VALUES (?,?,?,?,?,?,?,?,?,?)") ||
-	    prepare(w, &w->st_scale,
-	            "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason) "
-	            "VALUES (?,?,?,?,?)") ||
-	    prepare(w, &w->st_mem,
-	            "INSERT INTO memory(step, t_ns, master_weights, working_copies, activations, "
-	            "grads, optimizer_state, total, peak) VALUES (?,?,?,?,?,?,?,?,?)") ||
-	    prepare(w, &w->st_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)") ||
-	    prepare(w, &w->st_tstats,
-	            "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
-	            "underflow, near_overflow, min, max, absmax, origin, exp_hist, callsite, "
-	            "neg_inf, phase, thread) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
-	    prepare(w, &w->st_dump,
-	            "INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
-	            "VALUES (?,?,?,?,?,?,?,?,?,?)") ||
-	    prepare(w, &w->st_crash,
-	            "INSERT INTO crashes(thread, signo, signal, code, addr, t_ns, frames) "
-	            "VALUES (?,?,?,?,?,?,?)") ||
-	    /* origins are listed as they arrive, so finalize never scans tensor_stats for them;
-	     * it classifies them (class and the step's columns) */
-	    prepare(w, &w->st_nonfinite,
-	            "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf, neg_inf, "
-	            "callsite, seq, stats_id, thread) SELECT step, op, name, phase, role, dtype, nan, "
-	            "inf, neg_inf, callsite, seq, id, thread FROM tensor_stats WHERE id = ?"))
-		goto fail;
+	for (size_t i = 0; i < N_WRITER_STMTS; i++)
+		if (sqlite3_prepare_v3(db, writer_stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
+		                       writer_stmt(w, i), NULL) != SQLITE_OK) {
+			db_error(w, "prepare");
+			goto fail;
+		}
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
 		db_error(w, "begin");
 		goto fail;
@@ -455,11 +466,8 @@ void prof_writer_free(prof_writer *w)
 {
 	if (!w)
 		return;
-	sqlite3_stmt *all[] = {w->st_string, w->st_callsite, w->st_opsig, w->st_op, w->st_copysig,
-	                       w->st_copy, w->st_step, w->st_scale, w->st_mem, w->st_meta,
-	                       w->st_tstats, w->st_dump, w->st_crash, w->st_nonfinite};
-	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-		sqlite3_finalize(all[i]);
+	for (size_t i = 0; i < N_WRITER_STMTS; i++)
+		sqlite3_finalize(*writer_stmt(w, i));
 	for (uint32_t i = 1; i <= w->n_texts; i++)
 		free(w->texts[i]);
 	free(w->texts);
@@ -1246,6 +1254,25 @@ out:
 	return rc;
 }
 
+/* Stores the call count and total time gathered for signatures 1..n (calls[id], total[id]) with
+ * update_sql, an UPDATE of (calls, total_ns) by id on table.  Returns 0 or -1 (reported). */
+static int put_sig_totals(prof_writer *w, const char *update_sql, const char *table, uint32_t n,
+                          const uint64_t *calls, const uint64_t *total)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(w->db, update_sql, -1, &st, NULL) != SQLITE_OK)
+		return db_error(w, table);
+	int rc = 0;
+	for (uint32_t id = 1; id <= n && rc == 0; id++) {
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)calls[id]);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64)total[id]);
+		sqlite3_bind_int64(st, 3, id);
+		rc = run_stmt(w, st, table);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int prof_writer_finish(prof_writer *w)
 {
 	for (uint32_t i = 0; i < w->n_rings; i++) {
@@ -1258,32 +1285,13 @@ int prof_writer_finish(prof_writer *w)
 	}
 	if (symbolize_all(w) != 0)
 		prof_error(NULL, "call sites could not be symbolized");
+	if (put_sig_totals(w, "UPDATE op_sigs SET calls = ?, total_ns = ? WHERE id = ?", "op_sigs",
+	                   w->op_sigs.n, w->op_calls, w->op_total) != 0 ||
+	    put_sig_totals(w, "UPDATE copy_sigs SET calls = ?, total_ns = ? WHERE id = ?",
+	                   "copy_sigs", w->copy_sigs.n, w->cp_calls, w->cp_total) != 0)
+		return -1;
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
-	if (sqlite3_prepare_v2(w->db, "UPDATE op_sigs SET calls = ?, total_ns = ? WHERE id = ?", -1,
-	                       &st, NULL) != SQLITE_OK)
-		return db_error(w, "op_sigs");
-	for (uint32_t id = 1; id <= w->op_sigs.n; id++) {
-		sqlite3_bind_int64(st, 1, (sqlite3_int64)w->op_calls[id]);
-		sqlite3_bind_int64(st, 2, (sqlite3_int64)w->op_total[id]);
-		sqlite3_bind_int64(st, 3, id);
-		if (run_stmt(w, st, "op_sigs") != 0)
-			goto out;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (sqlite3_prepare_v2(w->db, "UPDATE copy_sigs SET calls = ?, total_ns = ? WHERE id = ?",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return db_error(w, "copy_sigs");
-	for (uint32_t id = 1; id <= w->copy_sigs.n; id++) {
-		sqlite3_bind_int64(st, 1, (sqlite3_int64)w->cp_calls[id]);
-		sqlite3_bind_int64(st, 2, (sqlite3_int64)w->cp_total[id]);
-		sqlite3_bind_int64(st, 3, id);
-		if (run_stmt(w, st, "copy_sigs") != 0)
-			goto out;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
 	if (sqlite3_prepare_v2(w->db, "INSERT INTO threads(id, pid, tid, dropped) VALUES (?,?,?,?)",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return db_error(w, "threads");

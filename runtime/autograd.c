@@ -40,6 +40,27 @@ void amp_op_start_timer(amp_op_call *call)
 	call->t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 }
 
+int amp_op_setup_f32(amp_ctx *ctx, amp_op_call *call, amp_tensor **in, int n,
+                     const float **views, amp_tensor **y, float **y32)
+{
+	for (int i = 0; i < n; i++)
+		if (!(in[i] = amp_cast_to(ctx, in[i], call->exec, call->label)))
+			return AMP_ENOMEM;
+	amp_op_start_timer(call);
+	if (!(*y = amp_alloc(ctx, call->exec, in[0]->shape, AMP_MEM_ACTIVATIONS)))
+		return AMP_ENOMEM;
+	int missing = 0;
+	for (int i = 0; i < n; i++)
+		if (!(views[i] = amp_f32_view(ctx, in[i])))
+			missing = 1;
+	*y32 = (*y)->dtype == AMP_F32 ? (*y)->data
+	                              : amp_arena_alloc(ctx, (size_t)(*y)->numel * sizeof(float));
+	if (missing || !*y32)
+		return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(call->op),
+		                call->label ? call->label : "-");
+	return AMP_OK;
+}
+
 void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
                       amp_phase phase, uint64_t t0, uint64_t flops, uint64_t bytes,
                       amp_shape shape)

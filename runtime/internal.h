@@ -183,6 +183,12 @@ int amp_op_begin(amp_ctx *ctx, amp_op_call *call, amp_op_type op, const char *la
                  amp_tensor *const *in, int n);
 /* Starts the timer after the casts (so cast time is not counted as op time). */
 void amp_op_start_timer(amp_op_call *call);
+/* The middle of an op that computes in FP32: casts in[0..n-1] to call->exec in place, starts
+ * the timer, allocates *y (exec dtype, in[0]'s shape, activations) and sets views[i] to an FP32
+ * view of each cast input and *y32 to the buffer the kernel writes (y's storage when FP32, else
+ * arena scratch for amp_store_f32).  All step-scoped.  Returns AMP_OK or an error (set). */
+int amp_op_setup_f32(amp_ctx *ctx, amp_op_call *call, amp_tensor **in, int n,
+                     const float **views, amp_tensor **y, float **y32);
 /* Traces the op, counts it, and, when training and any input requires grad, records a tape
  * node (returned through *node, may be NULL) with backward fn and the inputs.  out->requires_grad
  * is set accordingly. */

@@ -18,14 +18,6 @@ static int oom(amp_ctx *ctx, amp_op_type op, const char *label)
 	                label ? label : "-");
 }
 
-/* Buffer the kernel writes in FP32: y's own storage when y is FP32, else arena scratch. */
-static float *out_f32(amp_ctx *ctx, amp_tensor *y)
-{
-	if (y->dtype == AMP_F32)
-		return y->data;
-	return amp_arena_alloc(ctx, (size_t)y->numel * sizeof(float));
-}
-
 /* ---- BiasAdd ----------------------------------------------------------------------------- */
 
 /* g: (R,C) fp32 -> gb: (C) fp32, summed over rows in double so long batches stay exact. */
@@ -75,21 +67,15 @@ int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bia
 		                label ? label : "-", amp_shape_str(bias->shape, sb, sizeof sb),
 		                amp_shape_str(x->shape, sx, sizeof sx));
 	}
-	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)) ||
-	    !(in[1] = amp_cast_to(ctx, bias, call.exec, label)))
-		return AMP_ENOMEM;
-	amp_op_start_timer(&call);
-	amp_tensor *y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
-	if (!y)
-		return AMP_ENOMEM;
-	const float *xv = amp_f32_view(ctx, in[0]), *bv = amp_f32_view(ctx, in[1]);
-	float *y32 = out_f32(ctx, y);
-	if (!xv || !bv || !y32)
-		return oom(ctx, AMP_OP_BIAS_ADD, label);
+	amp_tensor *y;
+	const float *v[2];
+	float *y32;
+	if ((rc = amp_op_setup_f32(ctx, &call, in, 2, v, &y, &y32)))
+		return rc;
 	/* x: (R,C), bias: (C) -> y: (R,C) */
 	int64_t c = bias->numel, rows = y->numel / c;
 	for (int64_t r = 0; r < rows; r++)
-		amp_vadd_f32(xv + r * c, bv, y32 + r * c, c);
+		amp_vadd_f32(v[0] + r * c, v[1], y32 + r * c, c);
 	amp_store_f32(y, y32);
 	call.flops = (uint64_t)y->numel;
 	call.bytes = (uint64_t)(y->numel * 2 + c) * amp_dtype_size(call.exec);
@@ -248,16 +234,11 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 	if (op == AMP_OP_POW && !isfinite(e))
 		return amp_fail(ctx, AMP_EINVAL, "Pow '%s': exponent %g must be finite",
 		                label ? label : "-", (double)e);
-	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
-	amp_op_start_timer(&call);
-	amp_tensor *y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
-	if (!y)
-		return AMP_ENOMEM;
-	const float *xv = amp_f32_view(ctx, in[0]);
-	float *y32 = out_f32(ctx, y);
-	if (!xv || !y32)
-		return oom(ctx, op, label);
+	amp_tensor *y;
+	const float *xv;
+	float *y32;
+	if ((rc = amp_op_setup_f32(ctx, &call, in, 1, &xv, &y, &y32)))
+		return rc;
 	pointwise_forward(op, xv, y32, y->numel, e);
 	amp_store_f32(y, y32);
 	call.flops = (uint64_t)y->numel * pointwise_flops(op);

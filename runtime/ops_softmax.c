@@ -19,14 +19,6 @@ static int oom(amp_ctx *ctx, amp_op_type op, const char *label)
 	return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op), lbl(label));
 }
 
-/* Buffer the kernel writes in FP32: y's own storage when y is FP32, else arena scratch. */
-static float *out_f32(amp_ctx *ctx, amp_tensor *y)
-{
-	if (y->dtype == AMP_F32)
-		return y->data;
-	return amp_arena_alloc(ctx, (size_t)y->numel * sizeof(float));
-}
-
 /* Number of leading entries of row r that take part: all C, or r % T + 1 when causal. */
 static int64_t row_len(int64_t r, int64_t c, int causal)
 {
@@ -129,16 +121,11 @@ static int softmax_common(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 		                lbl(label), amp_shape_str(x->shape, sx, sizeof sx),
 		                causal ? "(...,T,T) for a causal softmax" : "at least 1-D");
 	}
-	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
-	amp_op_start_timer(&call);
-	amp_tensor *y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
-	if (!y)
-		return AMP_ENOMEM;
-	const float *xv = amp_f32_view(ctx, in[0]);
-	float *y32 = out_f32(ctx, y);
-	if (!xv || !y32)
-		return oom(ctx, op, label);
+	amp_tensor *y;
+	const float *xv;
+	float *y32;
+	if ((rc = amp_op_setup_f32(ctx, &call, in, 1, &xv, &y, &y32)))
+		return rc;
 	int64_t c = x->shape.d[nd - 1], rows = x->numel / c;
 	softmax_forward(xv, y32, rows, c, causal, op == AMP_OP_LOG_SOFTMAX);
 	amp_store_f32(y, y32);
@@ -264,21 +251,16 @@ int amp_layer_norm(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *g
 	if (!(eps >= 0.0f) || !isfinite(eps))
 		return amp_fail(ctx, AMP_EINVAL, "LayerNorm '%s': eps %g must be finite and >= 0",
 		                lbl(label), (double)eps);
-	for (int i = 0; i < 3; i++)
-		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
-			return AMP_ENOMEM;
-	amp_op_start_timer(&call);
+	amp_tensor *y;
+	const float *v[3];
+	float *y32;
+	if ((rc = amp_op_setup_f32(ctx, &call, in, 3, v, &y, &y32)))
+		return rc;
 	int64_t rows = x->numel / c;
-	amp_tensor *y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
-	if (!y)
-		return AMP_ENOMEM;
-	const float *xv = amp_f32_view(ctx, in[0]);
-	const float *gv = amp_f32_view(ctx, in[1]), *bv = amp_f32_view(ctx, in[2]);
-	float *y32 = out_f32(ctx, y);
 	float *stats = amp_arena_alloc(ctx, (size_t)rows * 2 * sizeof(float));
-	if (!xv || !gv || !bv || !y32 || !stats)
+	if (!stats)
 		return oom(ctx, AMP_OP_LAYER_NORM, label);
-	layer_norm_forward(xv, gv, bv, y32, stats, rows, c, eps);
+	layer_norm_forward(v[0], v[1], v[2], y32, stats, rows, c, eps);
 	amp_store_f32(y, y32);
 	call.flops = (uint64_t)y->numel * 8;
 	call.bytes = (uint64_t)(y->numel * 2 + c * 2) * amp_dtype_size(call.exec);

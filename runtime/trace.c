@@ -612,6 +612,15 @@ static inline int step_detailed(int64_t step)
 }
 
 /* ---- events ------------------------------------------------------------------------------ */
+/* Op and dump records: the first ndim dims of shape, zeros after; returns ndim clamped to
+ * [0, 4].  Inlined: the same stores and selects as written out, no extra branch. */
+static inline uint8_t pack_shape(int64_t out[4], const int64_t shape[4], int ndim)
+{
+	for (int i = 0; i < 4; i++)
+		out[i] = i < ndim ? shape[i] : 0;
+	return (uint8_t)(ndim < 0 ? 0 : ndim > 4 ? 4 : ndim);
+}
+
 void amp_trace_op_end(const amp_trace_op *op)
 {
 	uint64_t t_end = amp_trace_clock();
@@ -629,8 +638,7 @@ void amp_trace_op_end(const amp_trace_op *op)
 	rec->seq = op->seq;
 	rec->flops = op->flops;
 	rec->bytes = op->bytes;
-	for (int i = 0; i < 4; i++)
-		rec->shape[i] = i < op->ndim ? op->shape[i] : 0;
+	rec->ndim = pack_shape(rec->shape, op->shape, op->ndim);
 	rec->label = label;
 	rec->callsite = cs;
 	rec->op = (uint8_t)op->op;
@@ -638,7 +646,6 @@ void amp_trace_op_end(const amp_trace_op *op)
 	rec->exec_dtype = (uint8_t)op->exec_dtype;
 	rec->in_dtype = (uint8_t)op->in_dtype;
 	rec->out_dtype = (uint8_t)op->out_dtype;
-	rec->ndim = (uint8_t)(op->ndim < 0 ? 0 : op->ndim > 4 ? 4 : op->ndim);
 	rec->aligned = (uint8_t)(op->aligned != 0);
 	rec->pad = 0;
 	ring_commit(r, rec, AMP_REC_OP, 2, 0);
@@ -845,14 +852,12 @@ void amp_trace_dump(const amp_trace_dump_ref *d)
 	rec->step = d->step;
 	rec->seq = d->seq;
 	rec->bytes = d->bytes;
-	for (int i = 0; i < 4; i++)
-		rec->shape[i] = i < d->ndim ? d->shape[i] : 0;
+	rec->ndim = pack_shape(rec->shape, d->shape, d->ndim);
 	rec->file = file;
 	rec->name = name;
 	rec->op = (uint8_t)d->op;
 	rec->role = (uint8_t)d->role;
 	rec->dtype = (uint8_t)d->dtype;
-	rec->ndim = (uint8_t)(d->ndim < 0 ? 0 : d->ndim > 4 ? 4 : d->ndim);
 	rec->reason = (uint8_t)d->reason;
 	ring_commit(r, rec, AMP_REC_DUMP, slots, 0);
 	ring_publish(r);
