@@ -15,8 +15,8 @@
 #include "profile_db.h"
 
 typedef struct cmp_tensor {
-	int64_t id, step, seq;
-	char *op, *role, *name, *dtype, *shape;
+	int64_t id; /* dumps.id */
+	dump_tensor meta;
 	char *label;  /* layer label of the op (ops view), NULL if not traced */
 	double scale; /* steps.scale of its step; NaN if the run did not record it */
 	int has_data;
@@ -34,29 +34,12 @@ typedef struct cmp_run {
 static void run_release(cmp_run *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
-		free(r->v[i].op);
-		free(r->v[i].role);
-		free(r->v[i].name);
-		free(r->v[i].dtype);
-		free(r->v[i].shape);
+		dump_tensor_release(&r->v[i].meta);
 		free(r->v[i].label);
 	}
 	free(r->v);
 	amp_profile_close(r->db);
 	memset(r, 0, sizeof *r);
-}
-
-static char *column_strdup(sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	return t ? strdup((const char *)t) : NULL;
-}
-
-static int null_cmp(const char *a, const char *b)
-{
-	if (!a || !b)
-		return (a != NULL) - (b != NULL);
-	return strcmp(a, b);
 }
 
 #define CMP(x, y)                                                                                  \
@@ -65,16 +48,11 @@ static int null_cmp(const char *a, const char *b)
 			return (x) < (y) ? -1 : 1;                                                 \
 	} while (0)
 
-/* Exact key: step, seq, role, name, op. */
+/* Exact key: step, seq, role, name (dump_tensor_cmp), then op. */
 static int exact_cmp(const cmp_tensor *a, const cmp_tensor *b)
 {
-	int c;
-	CMP(a->step, b->step);
-	CMP(a->seq, b->seq);
-	CMP(dump_role_rank(a->role), dump_role_rank(b->role));
-	if ((c = null_cmp(a->role, b->role)) || (c = null_cmp(a->name, b->name)))
-		return c;
-	return null_cmp(a->op, b->op);
+	int c = dump_tensor_cmp(&a->meta, &b->meta);
+	return c ? c : dump_null_strcmp(a->meta.op, b->meta.op);
 }
 
 static int exact_sort(const void *pa, const void *pb)
@@ -92,10 +70,12 @@ static int exact_sort(const void *pa, const void *pb)
 static int layer_cmp(const cmp_tensor *a, const cmp_tensor *b)
 {
 	int c;
-	CMP(a->step, b->step);
-	if ((c = null_cmp(a->op, b->op)) || (c = null_cmp(a->role, b->role)))
+	CMP(a->meta.step, b->meta.step);
+	if ((c = dump_null_strcmp(a->meta.op, b->meta.op)) ||
+	    (c = dump_null_strcmp(a->meta.role, b->meta.role)))
 		return c;
-	return null_cmp(a->name ? a->name : a->label, b->name ? b->name : b->label);
+	return dump_null_strcmp(a->meta.name ? a->meta.name : a->label,
+	                        b->meta.name ? b->meta.name : b->label);
 }
 
 static int layer_sort(const void *pa, const void *pb)
@@ -104,7 +84,7 @@ static int layer_sort(const void *pa, const void *pb)
 	int c = layer_cmp(a, b);
 	if (c)
 		return c;
-	CMP(a->seq, b->seq);
+	CMP(a->meta.seq, b->meta.seq);
 	CMP(a->id, b->id);
 	return 0;
 }
@@ -129,23 +109,14 @@ static int load_run(cmp_run *r, int64_t step)
 	if (step >= 0)
 		sqlite3_bind_int64(st, 1, step);
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		if (r->n == cap) {
-			cap = cap ? cap * 2 : 64;
-			cmp_tensor *v = realloc(r->v, cap * sizeof *v);
-			if (!v)
-				goto out;
-			r->v = v;
-		}
+		cmp_tensor *v = dump_grow(r->v, &cap, r->n, sizeof *v);
+		if (!v)
+			goto out;
+		r->v = v;
 		cmp_tensor *t = &r->v[r->n++];
 		memset(t, 0, sizeof *t);
 		t->id = sqlite3_column_int64(st, 0);
-		t->step = sqlite3_column_int64(st, 1);
-		t->seq = sqlite3_column_int64(st, 2);
-		t->op = column_strdup(st, 3);
-		t->role = column_strdup(st, 4);
-		t->name = column_strdup(st, 5);
-		t->dtype = column_strdup(st, 6);
-		t->shape = column_strdup(st, 7);
+		dump_tensor_read(st, 1, &t->meta);
 		t->has_data = sqlite3_column_int(st, 8);
 		t->scale = sqlite3_column_type(st, 9) == SQLITE_NULL ? (double)NAN
 		                                                     : sqlite3_column_double(st, 9);
@@ -166,35 +137,22 @@ static int load_labels(cmp_run *r)
 		goto out;
 	for (size_t i = 0; i < r->n; i++) {
 		cmp_tensor *t = &r->v[i];
-		if (i && t->step == r->v[i - 1].step && t->seq == r->v[i - 1].seq) {
+		if (i && t->meta.step == r->v[i - 1].meta.step &&
+		    t->meta.seq == r->v[i - 1].meta.seq) {
 			t->label = r->v[i - 1].label ? strdup(r->v[i - 1].label) : NULL;
 			continue;
 		}
 		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, t->step);
-		sqlite3_bind_int64(st, 2, t->seq);
+		sqlite3_bind_int64(st, 1, t->meta.step);
+		sqlite3_bind_int64(st, 2, t->meta.seq);
 		if (sqlite3_step(st) != SQLITE_ROW)
 			goto out;
-		t->label = column_strdup(st, 0);
+		t->label = dump_column_strdup(st, 0);
 	}
 	rc = 0;
 out:
 	sqlite3_finalize(st);
 	return rc;
-}
-
-static int64_t count_dumps(sqlite3 *db, int64_t step)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t n = -1;
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM dumps WHERE step = ?", -1, &st, NULL) ==
-	    SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, step);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			n = sqlite3_column_int64(st, 0);
-	}
-	sqlite3_finalize(st);
-	return n;
 }
 
 /* Steps dumped in both runs, into the temp table cmp_steps of each connection.  Returns the
@@ -298,7 +256,7 @@ static int match(cmp_run *a, cmp_run *b)
  * when the run recorded no usable scale for the step). */
 static double unscale_by(const cmp_tensor *t)
 {
-	if (!t->role || strcmp(t->role, "grad") != 0)
+	if (!t->meta.role || strcmp(t->meta.role, "grad") != 0)
 		return 1.0;
 	return isfinite(t->scale) && t->scale > 0.0 ? t->scale : 1.0;
 }
@@ -311,11 +269,8 @@ static double *load_values(cmp_run *r, const cmp_tensor *t, dump_dtype dt, size_
 	sqlite3_stmt *st = NULL;
 	double *v = NULL;
 	*n = 0;
-	if (sqlite3_prepare_v2(r->db, "SELECT data FROM dumps WHERE id = ?", -1, &st, NULL) !=
-	    SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(st, 1, t->id);
-	if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL)
+	if (dump_data_query(r->db, t->id, &st) != SQLITE_ROW ||
+	    sqlite3_column_type(st, 0) == SQLITE_NULL)
 		goto out;
 	const unsigned char *data = sqlite3_column_blob(st, 0);
 	size_t count = (size_t)sqlite3_column_bytes(st, 0) / dump_dtype_size(dt);
@@ -329,12 +284,12 @@ static double *load_values(cmp_run *r, const cmp_tensor *t, dump_dtype dt, size_
 	if (scale != 1.0)
 		for (size_t i = 0; i < count; i++)
 			v[i] /= scale; /* exact for the usual power-of-two scales */
-	int is_grad = t->role && strcmp(t->role, "grad") == 0;
+	int is_grad = t->meta.role && strcmp(t->meta.role, "grad") == 0;
 	if (is_grad && !(isfinite(t->scale) && t->scale > 0.0) && !r->scale_noted) {
 		fprintf(stderr,
 		        "ampdump: note: step %lld of '%s' has no loss scale; its gradients are "
 		        "compared as dumped\n",
-		        (long long)t->step, r->path);
+		        (long long)t->meta.step, r->path);
 		r->scale_noted = 1;
 	}
 out:
@@ -437,11 +392,11 @@ static void compare_pair(cmp_run *ra, cmp_run *rb, const cmp_tensor *a, const du
                          cmp_result *res)
 {
 	const cmp_tensor *b = a->peer;
-	dump_dtype da = dump_dtype_parse(a->dtype), db = dump_dtype_parse(b->dtype);
+	dump_dtype da = dump_dtype_parse(a->meta.dtype), db = dump_dtype_parse(b->meta.dtype);
 	memset(res, 0, sizeof *res);
 	res->rtol = o->rtol >= 0.0 ? o->rtol : dump_default_rtol(da, db);
 	res->state = CMP_SHAPE;
-	if (!same_shape(a->shape, b->shape, &res->count))
+	if (!same_shape(a->meta.shape, b->meta.shape, &res->count))
 		return;
 	res->state = CMP_NO_DATA;
 	if (!a->has_data || !b->has_data || da == DUMP_DT_UNKNOWN || db == DUMP_DT_UNKNOWN)
@@ -466,16 +421,16 @@ static int add_row(dump_table *t, const cmp_tensor *a, const cmp_result *r, cons
 {
 	const cmp_tensor *b = a->peer;
 	int e = dump_table_add_row(t);
-	e |= dump_table_set_int(t, K_STEP, a->step);
-	e |= dump_table_set_int(t, K_SEQ, a->seq);
-	e |= dump_table_set_int(t, K_SEQ_B, b->seq);
-	e |= dump_table_set_text(t, K_OP, a->op);
+	e |= dump_table_set_int(t, K_STEP, a->meta.step);
+	e |= dump_table_set_int(t, K_SEQ, a->meta.seq);
+	e |= dump_table_set_int(t, K_SEQ_B, b->meta.seq);
+	e |= dump_table_set_text(t, K_OP, a->meta.op);
 	e |= dump_table_set_text(t, K_LABEL, a->label ? a->label : b->label);
-	e |= dump_table_set_text(t, K_ROLE, a->role);
-	e |= dump_table_set_text(t, K_NAME, a->name);
-	e |= dump_table_set_text(t, K_DTYPE_A, a->dtype);
-	e |= dump_table_set_text(t, K_DTYPE_B, b->dtype);
-	e |= dump_table_set_text(t, K_SHAPE, a->shape);
+	e |= dump_table_set_text(t, K_ROLE, a->meta.role);
+	e |= dump_table_set_text(t, K_NAME, a->meta.name);
+	e |= dump_table_set_text(t, K_DTYPE_A, a->meta.dtype);
+	e |= dump_table_set_text(t, K_DTYPE_B, b->meta.dtype);
+	e |= dump_table_set_text(t, K_SHAPE, a->meta.shape);
 	if (r->state != CMP_SHAPE)
 		e |= dump_table_set_int(t, K_COUNT, (int64_t)r->count);
 	if (r->state == CMP_DONE) {
@@ -511,9 +466,10 @@ static void note_unmatched(const cmp_run *r, const char *other)
 		        "ampdump: note: %zu dumped tensor%s of '%s' ha%s no counterpart in '%s' "
 		        "(first: step %lld seq %lld %s %s '%s')\n",
 		        n, n == 1 ? "" : "s", r->path, n == 1 ? "s" : "ve", other,
-		        (long long)firstt->step, (long long)firstt->seq,
-		        firstt->op ? firstt->op : "?", firstt->role ? firstt->role : "?",
-		        firstt->name ? firstt->name : "");
+		        (long long)firstt->meta.step, (long long)firstt->meta.seq,
+		        firstt->meta.op ? firstt->meta.op : "?",
+		        firstt->meta.role ? firstt->meta.role : "?",
+		        firstt->meta.name ? firstt->meta.name : "");
 }
 
 /* "0.001 + 0.0009765625*|a|", or "0.001" when rtol is 0, into buf.  Returns buf. */
@@ -574,10 +530,11 @@ static char *tolerance_text(const dump_compare_opts *o, const cmp_result *res, s
 /* "step 2 seq 4 LayerNorm (ln1) output 'ln1.out'" into buf.  Returns buf. */
 static char *describe(const cmp_tensor *t, char *buf, size_t len)
 {
-	snprintf(buf, len, "step %lld seq %lld %s%s%s%s %s%s%s%s", (long long)t->step,
-	         (long long)t->seq, t->op ? t->op : "?", t->label ? " (" : "",
-	         t->label ? t->label : "", t->label ? ")" : "", t->role ? t->role : "?",
-	         t->name ? " '" : "", t->name ? t->name : "", t->name ? "'" : "");
+	snprintf(buf, len, "step %lld seq %lld %s%s%s%s %s%s%s%s", (long long)t->meta.step,
+	         (long long)t->meta.seq, t->meta.op ? t->meta.op : "?", t->label ? " (" : "",
+	         t->label ? t->label : "", t->label ? ")" : "", t->meta.role ? t->meta.role : "?",
+	         t->meta.name ? " '" : "", t->meta.name ? t->meta.name : "",
+	         t->meta.name ? "'" : "");
 	return buf;
 }
 
@@ -607,7 +564,7 @@ static void print_criterion(FILE *out, const dump_compare_opts *o, cmp_tensor *c
 	int mixed = 0;
 	for (size_t i = 0; i < n; i++) {
 		const cmp_tensor *a = pairs[i];
-		if (res[i].state != CMP_DONE || !a->role || strcmp(a->role, "grad") != 0)
+		if (res[i].state != CMP_DONE || !a->meta.role || strcmp(a->meta.role, "grad") != 0)
 			continue;
 		if (!g)
 			g = a;
@@ -689,10 +646,9 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		for (int k = 0; k < 2; k++) {
 			if (dump_check_step(runs[k]->db, runs[k]->path, o->step) != DUMP_EXIT_OK)
 				goto out;
-			int64_t n = count_dumps(runs[k]->db, o->step);
+			int64_t n = dump_count_dumps(runs[k]->db, o->step);
 			if (n < 0) {
-				dump_error(NULL, "cannot read '%s': %s", runs[k]->path,
-				           sqlite3_errmsg(runs[k]->db));
+				dump_sql_error(runs[k]->db, runs[k]->path);
 				goto out;
 			}
 			if (n == 0) {
@@ -720,7 +676,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	if (load_run(&a, o->step) != 0 || load_labels(&a) != 0)
 		goto sql_error_a;
 	if (load_run(&b, o->step) != 0 || load_labels(&b) != 0) {
-		dump_error(NULL, "cannot read '%s': %s", b_path, sqlite3_errmsg(b.db));
+		dump_sql_error(b.db, b_path);
 		goto out;
 	}
 	if (a.n)
@@ -798,7 +754,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	code = DUMP_EXIT_OK;
 	goto out;
 sql_error_a:
-	dump_error(NULL, "cannot read '%s': %s", a_path, sqlite3_errmsg(a.db));
+	dump_sql_error(a.db, a_path);
 	goto out;
 oom:
 	dump_error(NULL, "out of memory");

@@ -1,6 +1,6 @@
 /* dump.h — ampdump internals: element conversion, statistics and comparison metrics, .npy
- * writing, output tables, and the subcommands (step listing, step list, export, compare,
- * re-run).
+ * writing, output tables, the profile access and tensor rows the subcommands share, and the
+ * subcommands (step listing, step list, export, compare, re-run).
  *
  * dump/ reads profiles only through schema/profile_db.h and never links runtime/.  Element
  * data in a profile is little-endian, as the host (x86-64).  Subcommands print results on the
@@ -176,6 +176,54 @@ sqlite3 *dump_open_profile(const char *path);
 /* Checks that step was reached in db (path for messages).  Returns 0, or 1 with a message
  * "step N was never reached (the run has M steps)". */
 int dump_check_step(sqlite3 *db, const char *path, int64_t step);
+
+/* dump_open_profile, then dump_check_step.  Returns the database (close it with
+ * amp_profile_close), or NULL with the reason printed. */
+sqlite3 *dump_open_step(const char *path, int64_t step);
+
+/* Prints "ampdump: cannot read 'path': <SQLite's last message on db>" on stderr. */
+void dump_sql_error(sqlite3 *db, const char *path);
+
+/* One integer from a query, its parameter (if it has one) bound to param; *null is set when
+ * the value is NULL.  Returns 0, or -1 on an SQLite error or when there is no row. */
+int dump_query_int(sqlite3 *db, const char *sql, int64_t param, int64_t *out, int *null);
+
+/* Number of dumps recorded at step, or -1 on an SQLite error. */
+int64_t dump_count_dumps(sqlite3 *db, int64_t step);
+
+/* Looks up the data of dump id: *st becomes the statement (the caller finalizes it, also on
+ * failure) whose column 0 is the blob.  Returns the result of sqlite3_step, SQLITE_ROW when the
+ * dump exists, or the error of sqlite3_prepare_v2 (then *st is NULL). */
+int dump_data_query(sqlite3 *db, int64_t id, sqlite3_stmt **st);
+
+/* Column col of st's current row as a malloc'd string; NULL if the column is NULL (or out of
+ * memory). */
+char *dump_column_strdup(sqlite3_stmt *st, int col);
+
+/* Makes room for element n of the array v of *cap elements of size bytes, doubling *cap (to 32
+ * at first) when it is full.  Returns the array, possibly moved; NULL when out of memory, v
+ * then unchanged and still owned by the caller. */
+void *dump_grow(void *v, size_t *cap, size_t n, size_t size);
+
+/* A tensor as a tensor_stats or dumps row records it. */
+typedef struct dump_tensor {
+	int64_t step, seq;      /* step, and the op's sequence number within it */
+	char *op, *role, *name; /* op type; "input", "output", "grad" ...; tensor name */
+	char *dtype, *shape;    /* "fp16"; "(4,8)", NULL for a tensor_stats row */
+} dump_tensor;
+
+/* Fills t from columns col.. of st's current row: step, seq, op, role, name, dtype, shape.
+ * Strings are malloc'd copies, NULL for a NULL column (or out of memory); free them with
+ * dump_tensor_release. */
+void dump_tensor_read(sqlite3_stmt *st, int col, dump_tensor *t);
+/* Frees t's strings and sets them to NULL (t itself belongs to the caller). */
+void dump_tensor_release(dump_tensor *t);
+
+/* strcmp with NULL ordered before every string. */
+int dump_null_strcmp(const char *a, const char *b);
+/* Order of tensors within runs: step, seq, role (dump_role_rank, then by text), name.
+ * Returns <0, 0 or >0. */
+int dump_tensor_cmp(const dump_tensor *a, const dump_tensor *b);
 
 /* The hint suggesting how to record step in full (uses the profile's command line if known)
  * into buf.  Returns buf. */

@@ -16,8 +16,8 @@
 #include "profile_db.h"
 
 typedef struct dump_ref {
-	int64_t id, step, seq;
-	char *op, *role, *name, *dtype, *shape;
+	int64_t id; /* dumps.id */
+	dump_tensor meta;
 	char file[160];
 } dump_ref;
 
@@ -28,25 +28,14 @@ typedef struct ref_list {
 
 static void refs_release(ref_list *l)
 {
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->v[i].op);
-		free(l->v[i].role);
-		free(l->v[i].name);
-		free(l->v[i].dtype);
-		free(l->v[i].shape);
-	}
+	for (size_t i = 0; i < l->n; i++)
+		dump_tensor_release(&l->v[i].meta);
 	free(l->v);
 	memset(l, 0, sizeof *l);
 }
 
-static char *column_strdup(sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	return t ? strdup((const char *)t) : NULL;
-}
-
-/* Runs a dumps query (id, step, seq, op, role, name, dtype, shape) with one bound int64 and
- * one optional bound text, appending the rows to out.  Returns 0 or -1. */
+/* Runs a dumps query (id, then dump_tensor_read's step, seq, op, role, name, dtype, shape) with one
+ * bound int64 and one optional bound text, appending the rows to out.  Returns 0 or -1. */
 static int query_refs(sqlite3 *db, const char *sql, int64_t i1, const char *t2, ref_list *out)
 {
 	sqlite3_stmt *st = NULL;
@@ -57,24 +46,14 @@ static int query_refs(sqlite3 *db, const char *sql, int64_t i1, const char *t2, 
 	if (t2)
 		sqlite3_bind_text(st, 2, t2, -1, SQLITE_STATIC);
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		if (out->n == out->cap) {
-			size_t cap = out->cap ? out->cap * 2 : 16;
-			dump_ref *v = realloc(out->v, cap * sizeof *v);
-			if (!v)
-				goto out;
-			out->v = v;
-			out->cap = cap;
-		}
+		dump_ref *v = dump_grow(out->v, &out->cap, out->n, sizeof *v);
+		if (!v)
+			goto out;
+		out->v = v;
 		dump_ref *r = &out->v[out->n++];
 		memset(r, 0, sizeof *r);
 		r->id = sqlite3_column_int64(st, 0);
-		r->step = sqlite3_column_int64(st, 1);
-		r->seq = sqlite3_column_int64(st, 2);
-		r->op = column_strdup(st, 3);
-		r->role = column_strdup(st, 4);
-		r->name = column_strdup(st, 5);
-		r->dtype = column_strdup(st, 6);
-		r->shape = column_strdup(st, 7);
+		dump_tensor_read(st, 1, &r->meta);
 	}
 	rc = s == SQLITE_DONE ? 0 : -1;
 out:
@@ -106,12 +85,12 @@ static int select_tensor(sqlite3 *db, int64_t step, const char *tensor, ref_list
 		if (query_refs(db, REF_COLS "WHERE id = ?", strtoll(tensor, NULL, 10), NULL,
 		               &by_id))
 			goto out;
-		if (by_id.n && by_id.v[0].step != step) {
+		if (by_id.n && by_id.v[0].meta.step != step) {
 			char hint[120];
 			snprintf(hint, sizeof hint, "ampdump --step %lld --tensor %s --npy DIR",
-			         (long long)by_id.v[0].step, tensor);
+			         (long long)by_id.v[0].meta.step, tensor);
 			dump_error(hint, "dump %s is a tensor of step %lld, not of step %lld",
-			           tensor, (long long)by_id.v[0].step, (long long)step);
+			           tensor, (long long)by_id.v[0].meta.step, (long long)step);
 			rc = 1;
 			goto out;
 		}
@@ -133,13 +112,13 @@ static int select_tensor(sqlite3 *db, int64_t step, const char *tensor, ref_list
 	if (sel->n > 1) {
 		dump_error(NULL, "tensor name '%s' is ambiguous at step %lld: %zu dumps have it",
 		           tensor, (long long)step, sel->n);
-		for (size_t i = 0; i < sel->n; i++)
+		for (size_t i = 0; i < sel->n; i++) {
+			const dump_tensor *m = &sel->v[i].meta;
 			fprintf(stderr, "  dump_id %lld: seq %lld %s %s, %s %s\n",
-			        (long long)sel->v[i].id, (long long)sel->v[i].seq,
-			        sel->v[i].op ? sel->v[i].op : "?",
-			        sel->v[i].role ? sel->v[i].role : "?",
-			        sel->v[i].dtype ? sel->v[i].dtype : "?",
-			        sel->v[i].shape ? sel->v[i].shape : "?");
+			        (long long)sel->v[i].id, (long long)m->seq, m->op ? m->op : "?",
+			        m->role ? m->role : "?", m->dtype ? m->dtype : "?",
+			        m->shape ? m->shape : "?");
+		}
 		fprintf(stderr, "hint: choose one by its id: --tensor %lld\n",
 		        (long long)sel->v[0].id);
 		rc = 1;
@@ -157,10 +136,10 @@ static void name_files(ref_list *sel, int64_t step)
 	for (size_t i = 0; i < sel->n; i++) {
 		char safe[101], role[16];
 		dump_ref *r = &sel->v[i];
-		dump_sanitize_name(r->name, safe, sizeof safe);
-		dump_sanitize_name(r->role, role, sizeof role);
+		dump_sanitize_name(r->meta.name, safe, sizeof safe);
+		dump_sanitize_name(r->meta.role, role, sizeof role);
 		snprintf(r->file, sizeof r->file, "step%lld_seq%lld_%s_%s.npy", (long long)step,
-		         (long long)r->seq, role, safe);
+		         (long long)r->meta.seq, role, safe);
 	}
 	for (size_t i = 0; i < sel->n; i++)
 		for (size_t j = 0; j < sel->n; j++)
@@ -216,26 +195,22 @@ static int export_one(sqlite3 *db, int dirfd, const char *dir, const dump_ref *r
 	sqlite3_stmt *st = NULL;
 	float *wide = NULL;
 	int code = 1;
+	const char *dtype = r->meta.dtype, *shape = r->meta.shape;
 	int64_t dims[DUMP_MAX_DIMS];
-	int ndim = dump_parse_shape(r->shape, dims);
-	dump_dtype dt = dump_dtype_parse(r->dtype);
+	int ndim = dump_parse_shape(shape, dims);
+	dump_dtype dt = dump_dtype_parse(dtype);
 
 	if (ndim < 0) {
 		dump_error(NULL, "dump %lld has an unreadable shape '%s'", (long long)r->id,
-		           r->shape ? r->shape : "NULL");
+		           shape ? shape : "NULL");
 		goto out;
 	}
 	if (dt == DUMP_DT_UNKNOWN) {
 		dump_error(NULL, "dump %lld has dtype '%s', which ampdump cannot export",
-		           (long long)r->id, r->dtype ? r->dtype : "NULL");
+		           (long long)r->id, dtype ? dtype : "NULL");
 		goto out;
 	}
-	int s = sqlite3_prepare_v2(db, "SELECT data FROM dumps WHERE id = ?", -1, &st, NULL);
-	if (s == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, r->id);
-		s = sqlite3_step(st);
-	}
-	if (s != SQLITE_ROW) {
+	if (dump_data_query(db, r->id, &st) != SQLITE_ROW) {
 		dump_error(NULL, "cannot read dump %lld: %s", (long long)r->id, sqlite3_errmsg(db));
 		goto out;
 	}
@@ -250,7 +225,7 @@ static int export_one(sqlite3 *db, int dirfd, const char *dir, const dump_ref *r
 	uint64_t count = dump_shape_count(dims, ndim);
 	if (count * dump_dtype_size(dt) != bytes) {
 		dump_error(NULL, "dump %lld holds %zu bytes, but %s %s needs %llu",
-		           (long long)r->id, bytes, r->dtype, r->shape,
+		           (long long)r->id, bytes, dtype, shape,
 		           (unsigned long long)(count * dump_dtype_size(dt)));
 		goto out;
 	}
@@ -281,7 +256,7 @@ static int export_one(sqlite3 *db, int dirfd, const char *dir, const dump_ref *r
 		           e == EEXIST ? "file exists" : strerror(e));
 		goto out;
 	}
-	fprintf(out, "%s/%s\t%s %s\n", dir, r->file, r->dtype, r->shape);
+	fprintf(out, "%s/%s\t%s %s\n", dir, r->file, dtype, shape);
 	code = 0;
 out:
 	free(wide);
@@ -295,11 +270,9 @@ int dump_cmd_npy(const char *db_path, int64_t step, const char *tensor, const ch
 	ref_list sel = {0};
 	int dirfd = -1, code = DUMP_EXIT_FAIL;
 
-	sqlite3 *db = dump_open_profile(db_path);
+	sqlite3 *db = dump_open_step(db_path, step);
 	if (!db)
 		return DUMP_EXIT_FAIL;
-	if (dump_check_step(db, db_path, step) != DUMP_EXIT_OK)
-		goto out;
 	if (tensor) {
 		int rc = select_tensor(db, step, tensor, &sel);
 		if (rc < 0)
@@ -331,7 +304,7 @@ int dump_cmd_npy(const char *db_path, int64_t step, const char *tensor, const ch
 	code = failed ? DUMP_EXIT_FAIL : DUMP_EXIT_OK;
 	goto out;
 sql_error:
-	dump_error(NULL, "cannot read '%s': %s", db_path, sqlite3_errmsg(db));
+	dump_sql_error(db, db_path);
 out:
 	if (dirfd >= 0)
 		close(dirfd);

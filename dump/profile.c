@@ -1,9 +1,11 @@
 /* profile.c — what every ampdump subcommand needs from a profile: opening it through
  * schema/profile_db (with a hint for each way it can fail), checking a step number against
- * the run, and the suggestion of how to record a step in full.
+ * the run, the queries and tensor rows the subcommands share, and the suggestion of how to
+ * record a step in full.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dump.h"
@@ -51,9 +53,12 @@ sqlite3 *dump_open_profile(const char *path)
 	return NULL;
 }
 
-/* One integer from a query with an optional int64 parameter; *null set if the value is NULL.
- * Returns 0 or -1 (SQLite error). */
-static int query_int(sqlite3 *db, const char *sql, int64_t param, int64_t *out, int *null)
+void dump_sql_error(sqlite3 *db, const char *path)
+{
+	dump_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(db));
+}
+
+int dump_query_int(sqlite3 *db, const char *sql, int64_t param, int64_t *out, int *null)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
@@ -75,12 +80,12 @@ int dump_check_step(sqlite3 *db, const char *path, int64_t step)
 {
 	int64_t last = 0;
 	int none = 1;
-	if (query_int(db,
-	              "SELECT max(m) FROM (SELECT max(step) AS m FROM steps"
-	              " UNION ALL SELECT max(step) FROM tensor_stats"
-	              " UNION ALL SELECT max(step) FROM dumps)",
-	              0, &last, &none) != 0) {
-		dump_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(db));
+	if (dump_query_int(db,
+	                   "SELECT max(m) FROM (SELECT max(step) AS m FROM steps"
+	                   " UNION ALL SELECT max(step) FROM tensor_stats"
+	                   " UNION ALL SELECT max(step) FROM dumps)",
+	                   0, &last, &none) != 0) {
+		dump_sql_error(db, path);
 		return DUMP_EXIT_FAIL;
 	}
 	if (none) {
@@ -100,6 +105,92 @@ int dump_check_step(sqlite3 *db, const char *path, int64_t step)
 		return DUMP_EXIT_FAIL;
 	}
 	return DUMP_EXIT_OK;
+}
+
+sqlite3 *dump_open_step(const char *path, int64_t step)
+{
+	sqlite3 *db = dump_open_profile(path);
+	if (db && dump_check_step(db, path, step) != DUMP_EXIT_OK) {
+		amp_profile_close(db);
+		db = NULL;
+	}
+	return db;
+}
+
+int64_t dump_count_dumps(sqlite3 *db, int64_t step)
+{
+	int64_t n = 0;
+	int null = 0;
+	if (dump_query_int(db, "SELECT count(*) FROM dumps WHERE step = ?", step, &n, &null) != 0)
+		return -1;
+	return n;
+}
+
+int dump_data_query(sqlite3 *db, int64_t id, sqlite3_stmt **st)
+{
+	int rc = sqlite3_prepare_v2(db, "SELECT data FROM dumps WHERE id = ?", -1, st, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_int64(*st, 1, id);
+	return sqlite3_step(*st);
+}
+
+char *dump_column_strdup(sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	return t ? strdup((const char *)t) : NULL;
+}
+
+void *dump_grow(void *v, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return v;
+	size_t ncap = *cap ? *cap * 2 : 32;
+	void *nv = realloc(v, ncap * size);
+	if (nv)
+		*cap = ncap;
+	return nv;
+}
+
+void dump_tensor_read(sqlite3_stmt *st, int col, dump_tensor *t)
+{
+	t->step = sqlite3_column_int64(st, col);
+	t->seq = sqlite3_column_int64(st, col + 1);
+	t->op = dump_column_strdup(st, col + 2);
+	t->role = dump_column_strdup(st, col + 3);
+	t->name = dump_column_strdup(st, col + 4);
+	t->dtype = dump_column_strdup(st, col + 5);
+	t->shape = dump_column_strdup(st, col + 6);
+}
+
+void dump_tensor_release(dump_tensor *t)
+{
+	free(t->op);
+	free(t->role);
+	free(t->name);
+	free(t->dtype);
+	free(t->shape);
+	t->op = t->role = t->name = t->dtype = t->shape = NULL;
+}
+
+int dump_null_strcmp(const char *a, const char *b)
+{
+	if (!a || !b)
+		return (a != NULL) - (b != NULL);
+	return strcmp(a, b);
+}
+
+int dump_tensor_cmp(const dump_tensor *a, const dump_tensor *b)
+{
+	if (a->step != b->step)
+		return a->step < b->step ? -1 : 1;
+	if (a->seq != b->seq)
+		return a->seq < b->seq ? -1 : 1;
+	int ra = dump_role_rank(a->role), rb = dump_role_rank(b->role);
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	int c = dump_null_strcmp(a->role, b->role);
+	return c ? c : dump_null_strcmp(a->name, b->name);
 }
 
 /* Appends s to buf quoted for a POSIX shell: as is inside "..." when that is safe, else in

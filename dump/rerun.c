@@ -63,23 +63,13 @@ int dump_cmd_rerun(const dump_rerun_opts *ro, FILE *out)
 		return DUMP_EXIT_FAIL;
 	}
 	int code = dump_check_step(db, ro->output, ro->step);
-	if (code == DUMP_EXIT_OK) {
-		sqlite3_stmt *st = NULL;
-		long long n = 0;
-		if (sqlite3_prepare_v2(db, "SELECT count(*) FROM dumps WHERE step = ?", -1, &st,
-		                       NULL) == SQLITE_OK) {
-			sqlite3_bind_int64(st, 1, ro->step);
-			if (sqlite3_step(st) == SQLITE_ROW)
-				n = sqlite3_column_int64(st, 0);
-		}
-		sqlite3_finalize(st);
-		if (n == 0) {
-			dump_error("check that the program's libamprt supports dumps "
-			           "(ampprof --dump-steps)",
-			           "the re-run reached step %lld but dumped nothing there",
-			           (long long)ro->step);
-			code = DUMP_EXIT_FAIL;
-		}
+	/* an unreadable count is reported as no dump too */
+	if (code == DUMP_EXIT_OK && dump_count_dumps(db, ro->step) <= 0) {
+		dump_error("check that the program's libamprt supports dumps "
+		           "(ampprof --dump-steps)",
+		           "the re-run reached step %lld but dumped nothing there",
+		           (long long)ro->step);
+		code = DUMP_EXIT_FAIL;
 	}
 	amp_profile_close(db);
 	if (code != DUMP_EXIT_OK)

@@ -12,9 +12,8 @@
 #include "profile_db.h"
 
 typedef struct tensor_row {
-	int64_t seq;
+	dump_tensor meta;          /* shape only from a dumps row */
 	int64_t stats_id, dump_id; /* 0: no such row */
-	char *op, *role, *name, *dtype, *shape;
 	int has_count, has_nonfinite, has_min, has_max, has_absmax;
 	int64_t count, nan, inf;
 	double min, max, absmax;
@@ -38,63 +37,28 @@ typedef struct op_info {
 
 static void rows_release(row_list *l)
 {
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->v[i].op);
-		free(l->v[i].role);
-		free(l->v[i].name);
-		free(l->v[i].dtype);
-		free(l->v[i].shape);
-	}
+	for (size_t i = 0; i < l->n; i++)
+		dump_tensor_release(&l->v[i].meta);
 	free(l->v);
 	memset(l, 0, sizeof *l);
 }
 
 static tensor_row *rows_push(row_list *l)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		tensor_row *v = realloc(l->v, cap * sizeof *v);
-		if (!v)
-			return NULL;
-		l->v = v;
-		l->cap = cap;
-	}
+	tensor_row *v = dump_grow(l->v, &l->cap, l->n, sizeof *v);
+	if (!v)
+		return NULL;
+	l->v = v;
 	tensor_row *r = &l->v[l->n++];
 	memset(r, 0, sizeof *r);
 	return r;
 }
 
-static char *column_strdup(sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	return t ? strdup((const char *)t) : NULL;
-}
-
-static int null_cmp(const char *a, const char *b)
-{
-	if (!a || !b)
-		return (a != NULL) - (b != NULL);
-	return strcmp(a, b);
-}
-
-/* Order of pairing: seq, role, name, then id. */
-static int key_cmp(const tensor_row *a, const tensor_row *b)
-{
-	if (a->seq != b->seq)
-		return a->seq < b->seq ? -1 : 1;
-	int ra = dump_role_rank(a->role), rb = dump_role_rank(b->role);
-	if (ra != rb)
-		return ra < rb ? -1 : 1;
-	int c = null_cmp(a->role, b->role);
-	if (c)
-		return c;
-	return null_cmp(a->name, b->name);
-}
-
+/* Order of pairing: seq, role, name (dump_tensor_cmp; the step is the same), then id. */
 static int row_sort_cmp(const void *pa, const void *pb)
 {
 	const tensor_row *a = pa, *b = pb;
-	int c = key_cmp(a, b);
+	int c = dump_tensor_cmp(&a->meta, &b->meta);
 	if (c)
 		return c;
 	int64_t ia = a->stats_id ? a->stats_id : a->dump_id;
@@ -111,15 +75,20 @@ static int display_cmp(const void *pa, const void *pb)
 	return row_sort_cmp(pa, pb);
 }
 
-static int load_stats(sqlite3 *db, int64_t step, row_list *out)
+/* Appends the tensor_stats rows (from_dumps 0) or the dumps rows (1) of step to out, in id
+ * order.  Returns 0 or -1. */
+static int load_rows(sqlite3 *db, int64_t step, int from_dumps, row_list *out)
 {
+	/* columns 1..7 are dump_tensor_read's; a stats row has no shape */
+	static const char *const sql[2] = {
+	    "SELECT id, step, seq, op, role, name, dtype, NULL, count, nan, inf, min, max, absmax, "
+	    "origin, callsite FROM tensor_stats WHERE step = ? ORDER BY id",
+	    "SELECT id, step, seq, op, role, name, dtype, shape, bytes, data IS NOT NULL "
+	    "FROM dumps WHERE step = ? ORDER BY id",
+	};
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT id, seq, op, role, name, dtype, count, nan, inf, min, max, "
-	                       "absmax, origin, callsite FROM tensor_stats WHERE step = ? "
-	                       "ORDER BY id",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, sql[from_dumps], -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_int64(st, 1, step);
 	int s;
@@ -127,56 +96,27 @@ static int load_stats(sqlite3 *db, int64_t step, row_list *out)
 		tensor_row *r = rows_push(out);
 		if (!r)
 			goto out;
+		dump_tensor_read(st, 1, &r->meta);
+		if (from_dumps) {
+			r->dump_id = sqlite3_column_int64(st, 0);
+			r->bytes = sqlite3_column_int64(st, 8);
+			r->has_data = sqlite3_column_int(st, 9);
+			continue;
+		}
 		r->stats_id = sqlite3_column_int64(st, 0);
-		r->seq = sqlite3_column_int64(st, 1);
-		r->op = column_strdup(st, 2);
-		r->role = column_strdup(st, 3);
-		r->name = column_strdup(st, 4);
-		r->dtype = column_strdup(st, 5);
-		r->has_count = sqlite3_column_type(st, 6) != SQLITE_NULL;
-		r->count = sqlite3_column_int64(st, 6);
-		r->has_nonfinite = sqlite3_column_type(st, 7) != SQLITE_NULL;
-		r->nan = sqlite3_column_int64(st, 7);
-		r->inf = sqlite3_column_int64(st, 8);
-		r->has_min = sqlite3_column_type(st, 9) != SQLITE_NULL;
-		r->min = sqlite3_column_double(st, 9);
-		r->has_max = sqlite3_column_type(st, 10) != SQLITE_NULL;
-		r->max = sqlite3_column_double(st, 10);
-		r->has_absmax = sqlite3_column_type(st, 11) != SQLITE_NULL;
-		r->absmax = sqlite3_column_double(st, 11);
-		r->origin = sqlite3_column_int(st, 12) != 0;
-		r->callsite = sqlite3_column_int64(st, 13);
-	}
-	rc = s == SQLITE_DONE ? 0 : -1;
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int load_dumps(sqlite3 *db, int64_t step, row_list *out)
-{
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT id, seq, op, role, name, dtype, shape, bytes, "
-	                       "data IS NOT NULL FROM dumps WHERE step = ? ORDER BY id",
-	                       -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(st, 1, step);
-	int s;
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		tensor_row *r = rows_push(out);
-		if (!r)
-			goto out;
-		r->dump_id = sqlite3_column_int64(st, 0);
-		r->seq = sqlite3_column_int64(st, 1);
-		r->op = column_strdup(st, 2);
-		r->role = column_strdup(st, 3);
-		r->name = column_strdup(st, 4);
-		r->dtype = column_strdup(st, 5);
-		r->shape = column_strdup(st, 6);
-		r->bytes = sqlite3_column_int64(st, 7);
-		r->has_data = sqlite3_column_int(st, 8);
+		r->has_count = sqlite3_column_type(st, 8) != SQLITE_NULL;
+		r->count = sqlite3_column_int64(st, 8);
+		r->has_nonfinite = sqlite3_column_type(st, 9) != SQLITE_NULL;
+		r->nan = sqlite3_column_int64(st, 9);
+		r->inf = sqlite3_column_int64(st, 10);
+		r->has_min = sqlite3_column_type(st, 11) != SQLITE_NULL;
+		r->min = sqlite3_column_double(st, 11);
+		r->has_max = sqlite3_column_type(st, 12) != SQLITE_NULL;
+		r->max = sqlite3_column_double(st, 12);
+		r->has_absmax = sqlite3_column_type(st, 13) != SQLITE_NULL;
+		r->absmax = sqlite3_column_double(st, 13);
+		r->origin = sqlite3_column_int(st, 14) != 0;
+		r->callsite = sqlite3_column_int64(st, 15);
 	}
 	rc = s == SQLITE_DONE ? 0 : -1;
 out:
@@ -188,22 +128,18 @@ out:
 static int stats_from_data(sqlite3 *db, tensor_row *r)
 {
 	int64_t dims[DUMP_MAX_DIMS];
-	int ndim = dump_parse_shape(r->shape, dims);
+	int ndim = dump_parse_shape(r->meta.shape, dims);
 	if (ndim >= 0) {
 		r->has_count = 1;
 		r->count = (int64_t)dump_shape_count(dims, ndim);
 	}
-	dump_dtype dt = dump_dtype_parse(r->dtype);
+	dump_dtype dt = dump_dtype_parse(r->meta.dtype);
 	if (!r->has_data || dt == DUMP_DT_UNKNOWN)
 		return 0;
 
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
-	if (sqlite3_prepare_v2(db, "SELECT data FROM dumps WHERE id = ?", -1, &st, NULL) !=
-	    SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(st, 1, r->dump_id);
-	if (sqlite3_step(st) != SQLITE_ROW)
+	if (dump_data_query(db, r->dump_id, &st) != SQLITE_ROW)
 		goto out;
 	const unsigned char *data = sqlite3_column_blob(st, 0);
 	size_t bytes = (size_t)sqlite3_column_bytes(st, 0);
@@ -237,7 +173,7 @@ static int merge_rows(row_list *stats, row_list *dumps, row_list *out)
 	while (i < stats->n || j < dumps->n) {
 		int c = i == stats->n   ? 1
 		        : j == dumps->n ? -1
-		                        : key_cmp(&stats->v[i], &dumps->v[j]);
+		                        : dump_tensor_cmp(&stats->v[i].meta, &dumps->v[j].meta);
 		tensor_row *r = rows_push(out);
 		if (!r)
 			return -1;
@@ -247,13 +183,13 @@ static int merge_rows(row_list *stats, row_list *dumps, row_list *out)
 			if (c == 0) {
 				tensor_row *d = &dumps->v[j++];
 				r->dump_id = d->dump_id;
-				r->shape = d->shape;
+				r->meta.shape = d->meta.shape;
 				r->bytes = d->bytes;
 				r->has_data = d->has_data;
-				d->shape = NULL;
-				if (!r->dtype) {
-					r->dtype = d->dtype;
-					d->dtype = NULL;
+				d->meta.shape = NULL;
+				if (!r->meta.dtype) {
+					r->meta.dtype = d->meta.dtype;
+					d->meta.dtype = NULL;
 				}
 			}
 		} else {
@@ -279,15 +215,12 @@ static int load_ops(sqlite3 *db, int64_t step, op_info **out, size_t *nout)
 	sqlite3_bind_int64(st, 1, step);
 	int s;
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			op_info *nv = realloc(v, cap * sizeof *nv);
-			if (!nv)
-				goto out;
-			v = nv;
-		}
+		op_info *nv = dump_grow(v, &cap, n, sizeof *nv);
+		if (!nv)
+			goto out;
+		v = nv;
 		v[n].seq = sqlite3_column_int64(st, 0);
-		v[n].label = column_strdup(st, 1);
+		v[n].label = dump_column_strdup(st, 1);
 		v[n].callsite = sqlite3_column_int64(st, 2);
 		n++;
 	}
@@ -382,18 +315,18 @@ static int fill_table(dump_table *t, sqlite3 *db, const row_list *rows, const op
 		goto out;
 	for (size_t i = 0; i < rows->n; i++) {
 		const tensor_row *r = &rows->v[i];
-		const op_info *o = find_op(ops, nops, r->seq);
+		const op_info *o = find_op(ops, nops, r->meta.seq);
 		int64_t site_id = r->callsite ? r->callsite : o ? o->callsite : 0;
 		const char *site_text = callsite_text(cs, site_id, site, sizeof site);
 		int e = dump_table_add_row(t);
 		e |= dump_table_set_int(t, C_ORIGIN, r->origin_op);
-		e |= dump_table_set_int(t, C_SEQ, r->seq);
-		e |= dump_table_set_text(t, C_OP, r->op);
+		e |= dump_table_set_int(t, C_SEQ, r->meta.seq);
+		e |= dump_table_set_text(t, C_OP, r->meta.op);
 		e |= dump_table_set_text(t, C_LABEL, o ? o->label : NULL);
-		e |= dump_table_set_text(t, C_ROLE, r->role);
-		e |= dump_table_set_text(t, C_NAME, r->name);
-		e |= dump_table_set_text(t, C_DTYPE, r->dtype);
-		e |= dump_table_set_text(t, C_SHAPE, r->shape);
+		e |= dump_table_set_text(t, C_ROLE, r->meta.role);
+		e |= dump_table_set_text(t, C_NAME, r->meta.name);
+		e |= dump_table_set_text(t, C_DTYPE, r->meta.dtype);
+		e |= dump_table_set_text(t, C_SHAPE, r->meta.shape);
 		if (r->has_count)
 			e |= dump_table_set_int(t, C_COUNT, r->count);
 		if (r->has_nonfinite) {
@@ -421,16 +354,11 @@ out:
 /* 1 if the steps table says step overflowed. */
 static int step_overflowed(sqlite3 *db, int64_t step)
 {
-	sqlite3_stmt *st = NULL;
-	int overflow = 0;
-	if (sqlite3_prepare_v2(db, "SELECT max(overflow) FROM steps WHERE step = ?", -1, &st,
-	                       NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, step);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			overflow = sqlite3_column_int(st, 0) != 0;
-	}
-	sqlite3_finalize(st);
-	return overflow;
+	int64_t overflow = 0;
+	int null = 1;
+	return dump_query_int(db, "SELECT max(overflow) FROM steps WHERE step = ?", step, &overflow,
+	                      &null) == 0 &&
+	       !null && overflow != 0;
 }
 
 int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
@@ -441,14 +369,11 @@ int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
 	dump_table *t = NULL;
 	int code = DUMP_EXIT_FAIL;
 
-	sqlite3 *db = dump_open_profile(db_path);
+	sqlite3 *db = dump_open_step(db_path, step);
 	if (!db)
 		return DUMP_EXIT_FAIL;
-	if ((code = dump_check_step(db, db_path, step)) != DUMP_EXIT_OK)
-		goto out;
-	code = DUMP_EXIT_FAIL;
-	if (load_stats(db, step, &stats) != 0 || load_dumps(db, step, &dumps) != 0) {
-		dump_error(NULL, "cannot read '%s': %s", db_path, sqlite3_errmsg(db));
+	if (load_rows(db, step, 0, &stats) != 0 || load_rows(db, step, 1, &dumps) != 0) {
+		dump_sql_error(db, db_path);
 		goto out;
 	}
 	if (stats.n == 0 && dumps.n == 0) {
@@ -470,7 +395,7 @@ int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
 	}
 	for (size_t i = 0; i < dumps.n; i++)
 		if (stats_from_data(db, &dumps.v[i]) != 0) {
-			dump_error(NULL, "cannot read '%s': %s", db_path, sqlite3_errmsg(db));
+			dump_sql_error(db, db_path);
 			goto out;
 		}
 	if (stats.n)
@@ -486,9 +411,9 @@ int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
 	for (size_t i = 0; i < rows.n; i++)
 		if (rows.v[i].origin && (!origin || rows.v[i].stats_id < origin->stats_id))
 			origin = &rows.v[i];
-	int64_t origin_seq = origin ? origin->seq : 0;
+	int64_t origin_seq = origin ? origin->meta.seq : 0;
 	for (size_t i = 0; i < rows.n; i++) {
-		if (origin && rows.v[i].seq == origin_seq) {
+		if (origin && rows.v[i].meta.seq == origin_seq) {
 			rows.v[i].origin_op = 1;
 			n_origin++;
 		}
@@ -498,7 +423,7 @@ int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
 		qsort(rows.v, rows.n, sizeof *rows.v, display_cmp);
 
 	if (load_ops(db, step, &ops, &nops) != 0) {
-		dump_error(NULL, "cannot read '%s': %s", db_path, sqlite3_errmsg(db));
+		dump_sql_error(db, db_path);
 		goto out;
 	}
 	t = dump_table_new(step_cols, C_NCOLS);
@@ -511,7 +436,7 @@ int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
 		if (n_origin) {
 			const op_info *o = find_op(ops, nops, origin_seq);
 			fprintf(out, "; origin (*): %s at seq %lld",
-			        rows.v[0].op ? rows.v[0].op : "?", (long long)origin_seq);
+			        rows.v[0].meta.op ? rows.v[0].meta.op : "?", (long long)origin_seq);
 			if (o && o->label)
 				fprintf(out, " (%s)", o->label);
 		}

@@ -70,15 +70,53 @@ static double col_dbl(sqlite3_stmt *st, int i, double dflt)
 	return sqlite3_column_type(st, i) == SQLITE_NULL ? dflt : sqlite3_column_double(st, i);
 }
 
-/* One integer from a query with no parameters, dflt on NULL or error. */
-static int64_t query_i64(view_model *m, const char *sql, int64_t dflt)
+/* prep, with the parameters ?1..?n bound to args[0..n). */
+static sqlite3_stmt *prep_args(view_model *m, const char *sql, const int64_t *args, int n)
+{
+	sqlite3_stmt *st = prep(m, sql);
+	for (int i = 0; st && i < n; i++)
+		sqlite3_bind_int64(st, i + 1, args[i]);
+	return st;
+}
+
+/* One integer from a query whose ?1, if it has one, is arg; dflt on NULL, no row or error. */
+static int64_t query_i64_arg(view_model *m, const char *sql, int64_t arg, int64_t dflt)
 {
 	sqlite3_stmt *st = prep(m, sql);
 	int64_t v = dflt;
+	if (st && sqlite3_bind_parameter_count(st) > 0)
+		sqlite3_bind_int64(st, 1, arg);
 	if (st && step_row(m, st) == SQLITE_ROW)
 		v = col_i64(st, 0, dflt);
 	sqlite3_finalize(st);
 	return v;
+}
+
+/* One integer from a query with no parameters, dflt on NULL, no row or error. */
+static int64_t query_i64(view_model *m, const char *sql, int64_t dflt)
+{
+	return query_i64_arg(m, sql, 0, dflt);
+}
+
+/* Fills one row (a view struct) from the current row of st. */
+typedef void (*row_reader)(sqlite3_stmt *st, void *row);
+
+/* Reads up to max rows of st into rows (size bytes each, zeroed before read fills one) and
+ * finalizes st.  Returns the count, or VIEW_EDB when st is NULL (prep failed).  An error while
+ * stepping ends the list early; view_model_error says why. */
+static long read_rows(view_model *m, sqlite3_stmt *st, void *rows, size_t size, long max,
+                      row_reader read)
+{
+	if (!st)
+		return VIEW_EDB;
+	long n = 0;
+	while (n < max && step_row(m, st) == SQLITE_ROW) {
+		void *row = (char *)rows + (size_t)n++ * size;
+		memset(row, 0, size);
+		read(st, row);
+	}
+	sqlite3_finalize(st);
+	return n;
 }
 
 static int exec(view_model *m, const char *sql)
@@ -264,10 +302,10 @@ static void read_origin(view_model *m)
 	    query_i64(m, "SELECT step FROM steps WHERE overflow = 1 ORDER BY step LIMIT 1", -1);
 	sqlite3_stmt *st;
 	if (first >= 0) {
-		st = prep(m, "SELECT " ORIGIN_COLS "WHERE t.step = ? AND t.origin = 1 "
-		             "ORDER BY t.seq LIMIT 1");
-		if (st)
-			sqlite3_bind_int64(st, 1, first);
+		st = prep_args(m,
+		               "SELECT " ORIGIN_COLS "WHERE t.step = ? AND t.origin = 1 "
+		               "ORDER BY t.seq LIMIT 1",
+		               &first, 1);
 		int found = origin_from(m, st);
 		sqlite3_finalize(st);
 		if (found)
@@ -478,6 +516,19 @@ static void bind_group(sqlite3_stmt *st, const view_op_group *g, int by_label)
 		sqlite3_bind_null(st, 3);
 }
 
+static void read_site_row(sqlite3_stmt *st, void *row)
+{
+	view_site_row *r = row;
+	r->id = col_i64(st, 0, 0);
+	col_text(st, 1, r->function, sizeof r->function);
+	col_text(st, 2, r->file, sizeof r->file);
+	r->line = (int)col_i64(st, 3, 0);
+	r->calls = col_i64(st, 4, 0);
+	r->total_ns = col_i64(st, 5, 0);
+	col_text(st, 6, r->shape, sizeof r->shape);
+	col_text(st, 7, r->phase, sizeof r->phase);
+}
+
 long view_model_group_sites(view_model *m, const view_op_group *g, int by_label,
                             view_site_row *rows, long max)
 {
@@ -488,25 +539,19 @@ long view_model_group_sites(view_model *m, const view_op_group *g, int by_label,
 	            "JOIN vsig v ON v.id = s.id "
 	            "LEFT JOIN callsites c ON c.id = s.callsite WHERE " GROUP_WHERE
 	            " GROUP BY s.callsite ORDER BY sum(v.total_ns) DESC, 1 LIMIT ?4");
-	if (!st)
-		return VIEW_EDB;
-	bind_group(st, g, by_label);
-	sqlite3_bind_int64(st, 4, max);
-	long n = 0;
-	int rc;
-	while (n < max && (rc = step_row(m, st)) == SQLITE_ROW) {
-		view_site_row *r = &rows[n++];
-		r->id = col_i64(st, 0, 0);
-		col_text(st, 1, r->function, sizeof r->function);
-		col_text(st, 2, r->file, sizeof r->file);
-		r->line = (int)col_i64(st, 3, 0);
-		r->calls = col_i64(st, 4, 0);
-		r->total_ns = col_i64(st, 5, 0);
-		col_text(st, 6, r->shape, sizeof r->shape);
-		col_text(st, 7, r->phase, sizeof r->phase);
+	if (st) {
+		bind_group(st, g, by_label);
+		sqlite3_bind_int64(st, 4, max);
 	}
-	sqlite3_finalize(st);
-	return n;
+	return read_rows(m, st, rows, sizeof *rows, max, read_site_row);
+}
+
+static void read_group_step(sqlite3_stmt *st, void *row)
+{
+	view_group_step *r = row;
+	r->step = col_i64(st, 0, 0);
+	r->calls = col_i64(st, 1, 0);
+	r->total_ns = col_i64(st, 2, 0);
 }
 
 long view_model_group_steps(view_model *m, const view_op_group *g, int by_label, int64_t step_lo,
@@ -516,21 +561,13 @@ long view_model_group_steps(view_model *m, const view_op_group *g, int by_label,
 	                           "WHERE e.step BETWEEN ?4 AND ?5 AND e.sig IN "
 	                           "(SELECT s.id FROM op_sigs s WHERE " GROUP_WHERE ") "
 	                           "GROUP BY e.step ORDER BY e.step LIMIT ?6");
-	if (!st)
-		return VIEW_EDB;
-	bind_group(st, g, by_label);
-	sqlite3_bind_int64(st, 4, step_lo);
-	sqlite3_bind_int64(st, 5, step_hi);
-	sqlite3_bind_int64(st, 6, max);
-	long n = 0;
-	while (n < max && step_row(m, st) == SQLITE_ROW) {
-		rows[n].step = col_i64(st, 0, 0);
-		rows[n].calls = col_i64(st, 1, 0);
-		rows[n].total_ns = col_i64(st, 2, 0);
-		n++;
+	if (st) {
+		bind_group(st, g, by_label);
+		sqlite3_bind_int64(st, 4, step_lo);
+		sqlite3_bind_int64(st, 5, step_hi);
+		sqlite3_bind_int64(st, 6, max);
 	}
-	sqlite3_finalize(st);
-	return n;
+	return read_rows(m, st, rows, sizeof *rows, max, read_group_step);
 }
 
 /* ---- steps ---------------------------------------------------------------------------------- */
@@ -543,15 +580,7 @@ int64_t view_model_step_count(view_model *m)
 
 int64_t view_model_step_index(view_model *m, int64_t step)
 {
-	sqlite3_stmt *st = prep(m, "SELECT count(*) FROM steps WHERE step < ?");
-	int64_t v = 0;
-	if (st) {
-		sqlite3_bind_int64(st, 1, step);
-		if (step_row(m, st) == SQLITE_ROW)
-			v = col_i64(st, 0, 0);
-	}
-	sqlite3_finalize(st);
-	return v;
+	return query_i64_arg(m, "SELECT count(*) FROM steps WHERE step < ?", step, 0);
 }
 
 int64_t view_model_max_step_ns(view_model *m)
@@ -576,40 +605,41 @@ static view_step *find_step(view_step *rows, long n, int64_t step)
 	return NULL;
 }
 
+static void read_step(sqlite3_stmt *st, void *row)
+{
+	view_step *s = row;
+	s->step = col_i64(st, 0, 0);
+	s->start_ns = col_i64(st, 1, 0);
+	s->dur_ns = col_i64(st, 2, -1);
+	s->loss = col_dbl(st, 3, NAN);
+	s->scale = col_dbl(st, 4, NAN);
+	s->overflow = (int)col_i64(st, 5, 0);
+	s->skipped = (int)col_i64(st, 6, 0);
+	s->detail = (int)col_i64(st, 7, 0);
+	s->fp16_ns = s->fp32_ns = s->copy_ns = s->other_ns = -1;
+}
+
 long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 {
-	sqlite3_stmt *st = prep(m, "SELECT step, start_ns, dur_ns, loss, scale, overflow, skipped, "
-	                           "detail FROM steps ORDER BY step LIMIT ? OFFSET ?");
-	if (!st)
-		return VIEW_EDB;
-	sqlite3_bind_int64(st, 1, max);
-	sqlite3_bind_int64(st, 2, offset);
-	long n = 0;
-	while (n < max && step_row(m, st) == SQLITE_ROW) {
-		view_step *s = &rows[n++];
-		s->step = col_i64(st, 0, 0);
-		s->start_ns = col_i64(st, 1, 0);
-		s->dur_ns = col_i64(st, 2, -1);
-		s->loss = col_dbl(st, 3, NAN);
-		s->scale = col_dbl(st, 4, NAN);
-		s->overflow = (int)col_i64(st, 5, 0);
-		s->skipped = (int)col_i64(st, 6, 0);
-		s->detail = (int)col_i64(st, 7, 0);
-		s->fp16_ns = s->fp32_ns = s->copy_ns = s->other_ns = -1;
-	}
-	sqlite3_finalize(st);
-	if (n == 0)
-		return 0;
+	long n = read_rows(m,
+	                   prep_args(m,
+	                             "SELECT step, start_ns, dur_ns, loss, scale, overflow, "
+	                             "skipped, detail FROM steps ORDER BY step LIMIT ? OFFSET ?",
+	                             (const int64_t[]){max, offset}, 2),
+	                   rows, sizeof *rows, max, read_step);
+	if (n <= 0)
+		return n;
 	/* the split of the page's steps: one range query per event table */
-	int64_t lo = rows[0].step, hi = rows[n - 1].step;
-	st = prep(m, "SELECT e.step, sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN e.dur_ns "
-	             "ELSE 0 END), sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN 0 ELSE e.dur_ns "
-	             "END) FROM op_events e JOIN op_sigs s ON s.id = e.sig "
-	             "WHERE e.step BETWEEN ? AND ? GROUP BY e.step");
+	const int64_t range[2] = {rows[0].step, rows[n - 1].step};
+	sqlite3_stmt *st = prep_args(
+	    m,
+	    "SELECT e.step, sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN e.dur_ns "
+	    "ELSE 0 END), sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN 0 ELSE e.dur_ns "
+	    "END) FROM op_events e JOIN op_sigs s ON s.id = e.sig "
+	    "WHERE e.step BETWEEN ? AND ? GROUP BY e.step",
+	    range, 2);
 	if (!st)
 		return VIEW_EDB;
-	sqlite3_bind_int64(st, 1, lo);
-	sqlite3_bind_int64(st, 2, hi);
 	while (step_row(m, st) == SQLITE_ROW) {
 		view_step *s = find_step(rows, n, col_i64(st, 0, 0));
 		if (s) {
@@ -619,12 +649,12 @@ long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 		}
 	}
 	sqlite3_finalize(st);
-	st = prep(m, "SELECT step, sum(dur_ns) FROM copy_events WHERE step BETWEEN ? AND ? "
-	             "GROUP BY step");
+	st = prep_args(m,
+	               "SELECT step, sum(dur_ns) FROM copy_events WHERE step BETWEEN ? AND ? "
+	               "GROUP BY step",
+	               range, 2);
 	if (!st)
 		return VIEW_EDB;
-	sqlite3_bind_int64(st, 1, lo);
-	sqlite3_bind_int64(st, 2, hi);
 	while (step_row(m, st) == SQLITE_ROW) {
 		view_step *s = find_step(rows, n, col_i64(st, 0, 0));
 		if (s) {
@@ -698,53 +728,42 @@ int64_t view_model_anomaly_count(view_model *m)
 
 int64_t view_model_next_overflow(view_model *m, int64_t after, int dir)
 {
-	sqlite3_stmt *st =
-	    prep(m, dir < 0 ? "SELECT step FROM steps WHERE overflow = 1 AND step < ? "
-	                      "ORDER BY step DESC LIMIT 1"
-	                    : "SELECT step FROM steps WHERE overflow = 1 AND step > ? "
-	                      "ORDER BY step LIMIT 1");
-	int64_t v = -1;
-	if (st) {
-		sqlite3_bind_int64(st, 1, after);
-		if (step_row(m, st) == SQLITE_ROW)
-			v = col_i64(st, 0, -1);
-	}
-	sqlite3_finalize(st);
-	return v;
+	return query_i64_arg(m,
+	                     dir < 0 ? "SELECT step FROM steps WHERE overflow = 1 AND step < ? "
+	                               "ORDER BY step DESC LIMIT 1"
+	                             : "SELECT step FROM steps WHERE overflow = 1 AND step > ? "
+	                               "ORDER BY step LIMIT 1",
+	                     after, -1);
 }
 
 int64_t view_model_anomaly_index(view_model *m, int64_t step)
 {
-	sqlite3_stmt *st = prep(m, "SELECT (SELECT count(*) FROM steps WHERE overflow = 1 AND "
-	                           "step < ?1), (SELECT count(*) FROM steps WHERE overflow = 1 AND "
-	                           "step = ?1)");
-	int64_t v = -1;
-	if (st) {
-		sqlite3_bind_int64(st, 1, step);
-		if (step_row(m, st) == SQLITE_ROW && col_i64(st, 1, 0) > 0)
-			v = col_i64(st, 0, 0);
-	}
-	sqlite3_finalize(st);
-	return v;
+	/* NULL, so -1, unless step itself overflowed */
+	return query_i64_arg(m,
+	                     "SELECT CASE WHEN EXISTS (SELECT 1 FROM steps WHERE overflow = 1 AND "
+	                     "step = ?1) THEN (SELECT count(*) FROM steps WHERE overflow = 1 AND "
+	                     "step < ?1) END",
+	                     step, -1);
+}
+
+static void read_anomaly(sqlite3_stmt *st, void *row)
+{
+	view_anomaly *a = row;
+	a->step = col_i64(st, 0, 0);
+	a->scale = col_dbl(st, 1, NAN);
+	a->skipped = (int)col_i64(st, 2, 0);
 }
 
 long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, long max)
 {
-	sqlite3_stmt *st = prep(m, "SELECT step, scale, skipped FROM steps WHERE overflow = 1 "
-	                           "ORDER BY step LIMIT ? OFFSET ?");
-	if (!st)
-		return VIEW_EDB;
-	sqlite3_bind_int64(st, 1, max);
-	sqlite3_bind_int64(st, 2, offset);
-	long n = 0;
-	while (n < max && step_row(m, st) == SQLITE_ROW) {
-		view_anomaly *a = &rows[n++];
-		memset(a, 0, sizeof *a);
-		a->step = col_i64(st, 0, 0);
-		a->scale = col_dbl(st, 1, NAN);
-		a->skipped = (int)col_i64(st, 2, 0);
-	}
-	sqlite3_finalize(st);
+	long n = read_rows(m,
+	                   prep_args(m,
+	                             "SELECT step, scale, skipped FROM steps WHERE overflow = 1 "
+	                             "ORDER BY step LIMIT ? OFFSET ?",
+	                             (const int64_t[]){max, offset}, 2),
+	                   rows, sizeof *rows, max, read_anomaly);
+	if (n < 0)
+		return n;
 	sqlite3_stmt *org = prep(m, "SELECT t.op, t.name, coalesce(c.file, '?\?'), "
 	                            "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
 	                            "ON c.id = t.callsite WHERE t.step = ? AND t.origin = 1 "
@@ -774,55 +793,44 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 
 int64_t view_model_step_tstat_count(view_model *m, int64_t step)
 {
-	sqlite3_stmt *st = prep(m, "SELECT count(*) FROM tensor_stats WHERE step = ?");
-	int64_t v = 0;
-	if (st) {
-		sqlite3_bind_int64(st, 1, step);
-		if (step_row(m, st) == SQLITE_ROW)
-			v = col_i64(st, 0, 0);
-	}
-	sqlite3_finalize(st);
-	return v;
+	return query_i64_arg(m, "SELECT count(*) FROM tensor_stats WHERE step = ?", step, 0);
+}
+
+static void read_tstat(sqlite3_stmt *st, void *row)
+{
+	view_tstat *t = row;
+	t->seq = col_i64(st, 0, 0);
+	col_text(st, 1, t->op, sizeof t->op);
+	col_text(st, 2, t->role, sizeof t->role);
+	col_text(st, 3, t->name, sizeof t->name);
+	col_text(st, 4, t->dtype, sizeof t->dtype);
+	t->count = col_i64(st, 5, 0);
+	t->nan = col_i64(st, 6, 0);
+	t->inf = col_i64(st, 7, 0);
+	t->underflow = col_i64(st, 8, 0);
+	t->near_overflow = col_i64(st, 9, 0);
+	t->min = col_dbl(st, 10, NAN);
+	t->max = col_dbl(st, 11, NAN);
+	t->absmax = col_dbl(st, 12, NAN);
+	t->origin = (int)col_i64(st, 13, 0);
+	col_text(st, 14, t->function, sizeof t->function);
+	col_text(st, 15, t->file, sizeof t->file);
+	t->line = (int)col_i64(st, 16, 0);
 }
 
 long view_model_step_tstats(view_model *m, int64_t step, int64_t offset, view_tstat *rows, long max)
 {
 	sqlite3_stmt *st =
-	    prep(m, "SELECT t.seq, t.op, t.role, t.name, t.dtype, t.count, t.nan, "
-	            "t.inf, t.underflow, t.near_overflow, t.min, t.max, t.absmax, "
-	            "t.origin, coalesce(c.function, '?\?'), coalesce(c.file, '?\?'), "
-	            "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
-	            "ON c.id = t.callsite WHERE t.step = ? "
-	            "ORDER BY t.origin DESC, (t.nan > 0 OR t.inf > 0) DESC, t.seq, "
-	            "t.id LIMIT ? OFFSET ?");
-	if (!st)
-		return VIEW_EDB;
-	sqlite3_bind_int64(st, 1, step);
-	sqlite3_bind_int64(st, 2, max);
-	sqlite3_bind_int64(st, 3, offset);
-	long n = 0;
-	while (n < max && step_row(m, st) == SQLITE_ROW) {
-		view_tstat *t = &rows[n++];
-		t->seq = col_i64(st, 0, 0);
-		col_text(st, 1, t->op, sizeof t->op);
-		col_text(st, 2, t->role, sizeof t->role);
-		col_text(st, 3, t->name, sizeof t->name);
-		col_text(st, 4, t->dtype, sizeof t->dtype);
-		t->count = col_i64(st, 5, 0);
-		t->nan = col_i64(st, 6, 0);
-		t->inf = col_i64(st, 7, 0);
-		t->underflow = col_i64(st, 8, 0);
-		t->near_overflow = col_i64(st, 9, 0);
-		t->min = col_dbl(st, 10, NAN);
-		t->max = col_dbl(st, 11, NAN);
-		t->absmax = col_dbl(st, 12, NAN);
-		t->origin = (int)col_i64(st, 13, 0);
-		col_text(st, 14, t->function, sizeof t->function);
-		col_text(st, 15, t->file, sizeof t->file);
-		t->line = (int)col_i64(st, 16, 0);
-	}
-	sqlite3_finalize(st);
-	return n;
+	    prep_args(m,
+	              "SELECT t.seq, t.op, t.role, t.name, t.dtype, t.count, t.nan, "
+	              "t.inf, t.underflow, t.near_overflow, t.min, t.max, t.absmax, "
+	              "t.origin, coalesce(c.function, '?\?'), coalesce(c.file, '?\?'), "
+	              "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
+	              "ON c.id = t.callsite WHERE t.step = ? "
+	              "ORDER BY t.origin DESC, (t.nan > 0 OR t.inf > 0) DESC, t.seq, "
+	              "t.id LIMIT ? OFFSET ?",
+	              (const int64_t[]){step, max, offset}, 3);
+	return read_rows(m, st, rows, sizeof *rows, max, read_tstat);
 }
 
 /* Headroom per layer name, the worst HEADROOM_MAX into m->headroom: one pass over
@@ -1091,6 +1099,19 @@ const char *view_model_short_path(view_model *m, const char *file)
 	return file;
 }
 
+static void read_callsite(sqlite3_stmt *st, void *row)
+{
+	view_callsite *c = row;
+	c->id = col_i64(st, 0, 0);
+	col_text(st, 1, c->function, sizeof c->function);
+	col_text(st, 2, c->file, sizeof c->file);
+	c->line = (int)col_i64(st, 3, 0);
+	c->op_calls = col_i64(st, 4, 0);
+	c->op_ns = col_i64(st, 5, 0);
+	c->copy_calls = col_i64(st, 6, 0);
+	c->copy_ns = col_i64(st, 7, 0);
+}
+
 long view_model_callsites(view_model *m, const view_callsite **rows)
 {
 	if (m->nsites >= 0) {
@@ -1111,23 +1132,11 @@ long view_model_callsites(view_model *m, const view_callsite **rows)
 	       "LEFT JOIN (SELECT s.callsite AS cs, sum(v.calls) AS calls, sum(v.total_ns) AS ns "
 	       "FROM copy_sigs s JOIN vcsig v ON v.id = s.id GROUP BY s.callsite) k ON k.cs = c.id "
 	       "ORDER BY coalesce(o.ns, 0) + coalesce(k.ns, 0) DESC, c.id");
-	if (!st) {
+	long n = read_rows(m, st, s, sizeof *s, (long)total, read_callsite);
+	if (n < 0) {
 		free(s);
-		return VIEW_EDB;
+		return n;
 	}
-	long n = 0;
-	while (n < total && step_row(m, st) == SQLITE_ROW) {
-		view_callsite *c = &s[n++];
-		c->id = col_i64(st, 0, 0);
-		col_text(st, 1, c->function, sizeof c->function);
-		col_text(st, 2, c->file, sizeof c->file);
-		c->line = (int)col_i64(st, 3, 0);
-		c->op_calls = col_i64(st, 4, 0);
-		c->op_ns = col_i64(st, 5, 0);
-		c->copy_calls = col_i64(st, 6, 0);
-		c->copy_ns = col_i64(st, 7, 0);
-	}
-	sqlite3_finalize(st);
 	/* anomalies per site: SQLite skips the clean rows itself, which is cheaper than
 	 * handing every tensor_stats row to C */
 	st = prep(m, "SELECT callsite, sum(nan > 0 OR inf > 0), sum(origin) FROM tensor_stats "
@@ -1156,16 +1165,14 @@ long view_model_callsites(view_model *m, const view_callsite **rows)
 
 int view_model_callsite_frames(view_model *m, int64_t id, char *buf, size_t len)
 {
-	sqlite3_stmt *st = prep(m, "SELECT coalesce(frames, '') FROM callsites WHERE id = ?");
+	sqlite3_stmt *st =
+	    prep_args(m, "SELECT coalesce(frames, '') FROM callsites WHERE id = ?", &id, 1);
 	int rc = VIEW_EDB;
 	if (len)
 		buf[0] = '\0';
-	if (st) {
-		sqlite3_bind_int64(st, 1, id);
-		if (step_row(m, st) == SQLITE_ROW) {
-			col_text(st, 0, buf, len);
-			rc = VIEW_OK;
-		}
+	if (st && step_row(m, st) == SQLITE_ROW) {
+		col_text(st, 0, buf, len);
+		rc = VIEW_OK;
 	}
 	sqlite3_finalize(st);
 	return rc;
