@@ -1,8 +1,9 @@
 /* stats.h — one-pass tensor statistics for the non-finite checks (runtime/check.c): NaN and
  * +-Inf counts, finite min/max/absmax, FP16 headroom counts and an FP16-exponent histogram.
  *
- * Dispatched like the other kernels (amp_kernels_isa(): avx512, avx2, scalar); every path gives
- * bit-identical results.  FP16 data is classified through its exponent bits only.
+ * Dispatched like the other kernels (amp_kernels_isa(): avx512, avx2, scalar; the avx512 path
+ * uses VBMI, GFNI and VPOPCNTDQ where the CPU has them); every path gives bit-identical
+ * results.  FP16 data is classified through its exponent bits only.
  */
 #ifndef AMP_KERNELS_STATS_H
 #define AMP_KERNELS_STATS_H
@@ -54,6 +55,10 @@ typedef struct amp_stats_table {
 
 extern const amp_stats_table amp_stats_scalar_table;
 extern const amp_stats_table amp_stats_avx2_table;
-extern const amp_stats_table amp_stats_avx512_table;
+extern const amp_stats_table amp_stats_avx512_table;    /* the two below, by CPU */
+extern const amp_stats_table amp_stats_avx512bw_table;  /* F/BW/VL/DQ */
+extern const amp_stats_table amp_stats_avx512ext_table; /* and VBMI, GFNI, VPOPCNTDQ */
+/* 1 if the CPU has what amp_stats_avx512ext_table needs beyond the avx512 path, else 0. */
+int amp_stats_avx512_ext(void);
 
 #endif

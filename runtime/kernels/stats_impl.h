@@ -3,10 +3,11 @@
  * (scalar path and vector tails), and the fix-up pass over a block that holds large or
  * non-finite values.  A vector path defines VEC_BYTES (32, 64) first: the fix-up needs it.
  *
- * A vector path runs blocks of STATS_BLOCK elements in two steps: a pass that computes each
- * element's histogram bin (a byte "code") and the block's min/max, then bin counting over the
- * codes, which sit in L1.  NaN/Inf counts and |x| > 32768 only matter in blocks whose largest
- * code is 31 or 32; those blocks, rare, take the exact fix-up pass.
+ * The avx2 and avx512bw paths run blocks of STATS_BLOCK elements in two steps: a pass that
+ * computes each element's histogram bin (a byte "code") and the block's min/max, then bin
+ * counting over the codes, which sit in L1 (the avx512ext path counts bit planes instead, see
+ * stats_avx512.c).  NaN/Inf counts and |x| > 32768 only matter in blocks whose largest code is
+ * 31 or 32; those blocks, rare, take the exact fix-up pass.
  */
 #include <math.h>
 #include <stdint.h>
@@ -33,6 +34,14 @@ typedef struct stats_acc {
 static inline void acc_init(stats_acc *s)
 {
 	memset(s, 0, sizeof *s);
+	s->min = INFINITY;
+	s->max = -INFINITY;
+}
+
+/* As acc_init, but hist left for the caller to fill in whole. */
+static inline void acc_init_counts(stats_acc *s)
+{
+	s->count = s->nan = s->pinf = s->ninf = s->near = 0;
 	s->min = INFINITY;
 	s->max = -INFINITY;
 }
@@ -116,9 +125,9 @@ static inline void elem_f16(stats_acc *s, uint16_t h)
 	acc_minmax(s, v, v);
 }
 
+/* Every field of *st is assigned (no memset: it costs more than the rest on small tensors). */
 static inline void acc_finish(const stats_acc *s, amp_stats *st)
 {
-	memset(st, 0, sizeof *st);
 	st->count = s->count;
 	st->nan = s->nan;
 	st->pinf = s->pinf;

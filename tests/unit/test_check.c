@@ -46,6 +46,28 @@ static float f32_bits(uint32_t u)
 
 static const char *const path_names[] = {"scalar", "avx2", "avx512"};
 
+/* Every statistics kernel this CPU can run, by table: the avx512 path has two (F/BW only,
+ * and with VBMI, GFNI, VPOPCNTDQ), both tested where the CPU has them. */
+typedef struct stats_path {
+	const char *name;
+	const amp_stats_table *table;
+} stats_path;
+
+static int stats_paths(stats_path out[4])
+{
+	int n = 0;
+	amp_isa best = amp_kernels_best();
+	out[n++] = (stats_path){"scalar", &amp_stats_scalar_table};
+	if (best >= AMP_ISA_AVX2)
+		out[n++] = (stats_path){"avx2", &amp_stats_avx2_table};
+	if (best >= AMP_ISA_AVX512) {
+		out[n++] = (stats_path){"avx512bw", &amp_stats_avx512bw_table};
+		if (amp_stats_avx512_ext())
+			out[n++] = (stats_path){"avx512ext", &amp_stats_avx512ext_table};
+	}
+	return n;
+}
+
 /* FP64 reference of amp_stats, written from the definitions in stats.h / amp_events.h. */
 static int ref_bin(double v)
 {
@@ -170,7 +192,8 @@ Test(stats, f32_planted_every_path)
 	double *d = malloc((size_t)nmax * sizeof *d);
 	cr_assert(x && d);
 	rng_state = 42;
-	int bad = 0, cases = 0;
+	stats_path paths[4];
+	int np = stats_paths(paths), bad = 0, cases = 0;
 	for (int kind = 0; kind < 4; kind++)
 		for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
 			int64_t n = lens[li];
@@ -179,18 +202,18 @@ Test(stats, f32_planted_every_path)
 				d[i] = (double)x[i];
 			amp_stats want;
 			ref_stats(d, n, &want);
-			for (int p = 0; p < 3; p++) {
+			for (int p = 0; p < np; p++) {
 				amp_stats got;
 				char what[64];
-				snprintf(what, sizeof what, "f32 %s kind %d n %lld", path_names[p], kind,
+				snprintf(what, sizeof what, "f32 %s kind %d n %lld", paths[p].name, kind,
 				         (long long)n);
-				amp_stats_f32_on((amp_isa)p, x, n, &got);
+				paths[p].table->f32(x, n, &got);
 				bad += stats_diff(what, &got, &want);
 				cases++;
 			}
 		}
 	cr_log_info("f32: %d cases on %d paths (best here: %s), tolerance 0, %d differences", cases,
-	            3, amp_isa_name(amp_kernels_best()), bad);
+	            np, paths[np - 1].name, bad);
 	cr_assert_eq(bad, 0);
 	free(x);
 	free(d);
@@ -214,17 +237,18 @@ Test(stats, f16_exhaustive_every_path)
 	}
 	for (int64_t i = 0; i < n; i++)
 		d[i] = (double)amp_f16_to_f32(h[i]);
-	int bad = 0, cases = 0;
+	stats_path paths[4];
+	int np = stats_paths(paths), bad = 0, cases = 0;
 	static const int64_t pieces[] = {65536, 4096, 4097, 4095, 100, 64, 63, 1};
 	for (size_t pi = 0; pi < sizeof pieces / sizeof pieces[0]; pi++) {
 		int64_t len = pieces[pi], off = (int64_t)(pi * 977) % (n - len + 1);
 		amp_stats want;
 		ref_stats(d + off, len, &want);
-		for (int p = 0; p < 3; p++) {
+		for (int p = 0; p < np; p++) {
 			amp_stats got;
 			char what[64];
-			snprintf(what, sizeof what, "f16 %s n %lld", path_names[p], (long long)len);
-			amp_stats_f16_on((amp_isa)p, h + off, len, &got);
+			snprintf(what, sizeof what, "f16 %s n %lld", paths[p].name, (long long)len);
+			paths[p].table->f16(h + off, len, &got);
 			bad += stats_diff(what, &got, &want);
 			cases++;
 		}
@@ -245,14 +269,143 @@ Test(stats, f16_exhaustive_every_path)
 	free(d);
 }
 
+/* Lengths around the vector paths' steps: 32 and 64 lanes, 512-element groups, 4096-element
+ * blocks, and several blocks with a tail. */
+static const int64_t block_lens[] = {1,   31,   32,   33,   64,   65,   100,  511,   512,
+                                     513, 1000, 2047, 4095, 4096, 4097, 8191, 12293, 20000};
+
+/* One fp16 of the case `kind` at index i of n: data shaped to take each branch of the vector
+ * paths (one sign with and without zeros, |x| >= 32768 without Inf, ranges that change from
+ * block to block, subnormals). */
+static uint16_t case_f16(int kind, int64_t i, int64_t n)
+{
+	uint16_t mag = (uint16_t)(0x0400 + rng_u64() % (0x3c00 - 0x0400)); /* 2^-14 <= |x| < 1 */
+	uint16_t sign = (uint16_t)(rng_u64() & 1 ? 0x8000 : 0);
+	switch (kind) {
+	case 0: return mag;                                                /* > 0, no zero */
+	case 1: return rng_u64() % 2 ? 0 : (uint16_t)(rng_u64() % 0x4c00); /* ReLU, < 16 */
+	case 2: return (uint16_t)(rng_u64() % 7 ? 0x8000 | mag : 0x8000);  /* < 0, -0 */
+	case 3: return (uint16_t)(0x8000 | (rng_u64() % 0x7bff + 1));      /* < 0, no zero */
+	case 4: /* both signs, some 32768 <= |x| <= 65504, no Inf */
+		return (uint16_t)(sign | (rng_u64() % 20 ? mag : 0x7800 + rng_u64() % 0x400));
+	case 5: /* |x| >= 2 only in the second block */
+		return (uint16_t)(sign |
+		                  (i / 4096 == 1 && rng_u64() % 3 == 0 ? 0x4000 + rng_u64() % 0x3000
+		                                                       : mag));
+	case 6: /* |x| >= 2 only in the first block, and in the last element */
+		return (uint16_t)(sign | ((i < 4096 && rng_u64() % 3 == 0) || i == n - 1
+		                              ? 0x4000 + rng_u64() % 0x3000
+		                              : mag));
+	default: /* zeros and subnormals of both signs, a few normals */
+		return (uint16_t)(sign | (rng_u64() % 5 == 0 ? mag : rng_u64() % 0x400));
+	}
+}
+
+/* The branches of the vector paths, on every path, against the FP64 reference. */
+Test(stats, f16_block_cases_every_path)
+{
+	int64_t nmax = 20000;
+	uint16_t *h = malloc((size_t)nmax * sizeof *h);
+	double *d = malloc((size_t)nmax * sizeof *d);
+	cr_assert(h && d);
+	stats_path paths[4];
+	int np = stats_paths(paths), bad = 0, cases = 0;
+	rng_state = 19;
+	for (int kind = 0; kind < 8; kind++)
+		for (size_t li = 0; li < sizeof block_lens / sizeof block_lens[0]; li++) {
+			int64_t n = block_lens[li];
+			for (int64_t i = 0; i < n; i++) {
+				h[i] = case_f16(kind, i, n);
+				d[i] = (double)amp_f16_to_f32(h[i]);
+			}
+			amp_stats want;
+			ref_stats(d, n, &want);
+			for (int p = 0; p < np; p++) {
+				amp_stats got;
+				char what[64];
+				snprintf(what, sizeof what, "f16 %s case %d n %lld", paths[p].name,
+				         kind, (long long)n);
+				paths[p].table->f16(h, n, &got);
+				bad += stats_diff(what, &got, &want);
+				cases++;
+			}
+		}
+	cr_log_info("f16 block cases: %d on %d paths, tolerance 0, %d differences", cases, np, bad);
+	cr_assert_eq(bad, 0);
+	free(h);
+	free(d);
+}
+
+/* As case_f16, for fp32: one sign, |x| in [32768, 65536), finite |x| >= 65536 (FP16's bin 32),
+ * ranges that change from block to block, fp32 subnormals and zeros. */
+static float case_f32(int kind, int64_t i, int64_t n)
+{
+	float mag = (float)ldexp(1 + rng_unit(), (int)(rng_u64() % 20) - 14); /* 2^-14 .. 2^6 */
+	float sign = rng_u64() & 1 ? -1.0f : 1.0f;
+	switch (kind) {
+	case 0: return mag;
+	case 1: return rng_u64() % 2 ? 0.0f : mag;
+	case 2: return sign * (rng_u64() % 20 ? mag : (float)(32768 + rng_unit() * 32767));
+	case 3:
+		return sign * (rng_u64() % 20
+		                   ? mag
+		                   : (float)ldexp(1 + rng_unit(), 16 + (int)(rng_u64() % 100)));
+	case 4:
+		return (i / 4096 == 1 && rng_u64() % 3 == 0) || i == n - 1 ? sign * mag * 1e3f
+		                                                           : sign * mag * 1e-3f;
+	default: /* zeros, fp32 subnormals, tiny normals */
+		switch (rng_u64() % 4) {
+		case 0: return sign * 0.0f;
+		case 1: return sign * f32_bits((uint32_t)(rng_u64() % 0x7fffff + 1));
+		case 2: return sign * (float)ldexp(1 + rng_unit(), -100);
+		default: return sign * mag;
+		}
+	}
+}
+
+Test(stats, f32_block_cases_every_path)
+{
+	int64_t nmax = 20000;
+	float *x = malloc((size_t)nmax * sizeof *x);
+	double *d = malloc((size_t)nmax * sizeof *d);
+	cr_assert(x && d);
+	stats_path paths[4];
+	int np = stats_paths(paths), bad = 0, cases = 0;
+	rng_state = 23;
+	for (int kind = 0; kind < 6; kind++)
+		for (size_t li = 0; li < sizeof block_lens / sizeof block_lens[0]; li++) {
+			int64_t n = block_lens[li];
+			for (int64_t i = 0; i < n; i++) {
+				x[i] = case_f32(kind, i, n);
+				d[i] = (double)x[i];
+			}
+			amp_stats want;
+			ref_stats(d, n, &want);
+			for (int p = 0; p < np; p++) {
+				amp_stats got;
+				char what[64];
+				snprintf(what, sizeof what, "f32 %s case %d n %lld", paths[p].name,
+				         kind, (long long)n);
+				paths[p].table->f32(x, n, &got);
+				bad += stats_diff(what, &got, &want);
+				cases++;
+			}
+		}
+	cr_log_info("f32 block cases: %d on %d paths, tolerance 0, %d differences", cases, np, bad);
+	cr_assert_eq(bad, 0);
+	free(x);
+	free(d);
+}
+
 /* exp_hist as amp_rec_tstats documents it: [0] zero, [1..31] biased FP16 exponent 0..30,
  * [32] Inf/NaN; an fp32 holding an FP16 value lands in the same bin as that FP16. */
 Test(stats, exp_hist_matches_schema)
 {
 	uint16_t h[64];
 	float f[64];
-	int bad = 0;
-	for (int p = 0; p < 3; p++) {
+	stats_path paths[4];
+	int np = stats_paths(paths), bad = 0;
+	for (int p = 0; p < np; p++) {
 		for (uint32_t bits = 0; bits < 65536; bits += p == 0 ? 1 : 7) {
 			unsigned e = (bits >> 10) & 0x1fu;
 			unsigned want = (bits & 0x7fffu) == 0 ? 0 : e == 31 ? 32 : e + 1;
@@ -261,12 +414,12 @@ Test(stats, exp_hist_matches_schema)
 				f[i] = amp_f16_to_f32((uint16_t)bits);
 			}
 			amp_stats s16, s32;
-			amp_stats_f16_on((amp_isa)p, h, 64, &s16);
-			amp_stats_f32_on((amp_isa)p, f, 64, &s32);
+			paths[p].table->f16(h, 64, &s16);
+			paths[p].table->f32(f, 64, &s32);
 			if (s16.exp_hist[want] != 64 || s32.exp_hist[want] != 64) {
 				if (bad++ < 5)
 					cr_log_error("%s: fp16 0x%04x: bin %u holds %llu (fp16), %llu (fp32)",
-					             path_names[p], bits, want,
+					             paths[p].name, bits, want,
 					             (unsigned long long)s16.exp_hist[want],
 					             (unsigned long long)s32.exp_hist[want]);
 			}
