@@ -377,7 +377,7 @@ static int write_callsites(gen *g, const tmpl *t, const char *source_dir)
 		         main_file);
 		sqlite3_bind_int(st, 1, i + 1);
 		sqlite3_bind_int64(st, 2, 0x555555554000 + 0x1000 + 0x40 * i);
-		bind_text(st, 3, "/work/examples/train");
+		bind_text(st, 3, "/home/ada/project/examples/train");
 		sqlite3_bind_int64(st, 4, 0x1000 + 0x40 * i);
 		bind_text(st, 5, s->function);
 		bind_text(st, 6, file);
@@ -568,7 +568,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 	if (exec(&g, "PRAGMA journal_mode = OFF; BEGIN") != 0)
 		goto out;
 	if (meta(&g, "command", "%s", o->command) || meta(&g, "argv", "%s", o->command) ||
-	    meta(&g, "cwd", "/work/examples") || meta(&g, "pid", "4242") ||
+	    meta(&g, "cwd", "/home/ada/project/examples") || meta(&g, "pid", "4242") ||
 	    meta(&g, "host", "gen") || meta(&g, "cpu", "synthetic CPU @ 3.0GHz") ||
 	    meta(&g, "start_time", "2024-05-01T12:00:00Z") || meta(&g, "start_mono_ns", "0") ||
 	    meta(&g, "clock", "monotonic") || meta(&g, "ampprof_version", "0.1.0") ||
