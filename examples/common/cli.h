@@ -38,7 +38,7 @@ typedef struct ex_option {
 	const char *name; /* without the dashes */
 	ex_opt_type type;
 	void *value;
-	const char *arg;  /* placeholder shown in the usage ("N", "FILE"); NULL for flags */
+	const char *arg;  /* argument name shown in the usage ("N", "FILE"); NULL for flags */
 	const char *help; /* one line; the current value is shown beside it as the default */
 } ex_option;
 
