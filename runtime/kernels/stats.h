@@ -55,10 +55,10 @@ typedef struct amp_stats_table {
 
 extern const amp_stats_table amp_stats_scalar_table;
 extern const amp_stats_table amp_stats_avx2_table;
-extern const amp_stats_table amp_stats_avx512_table;    /* the two below, by CPU */
 extern const amp_stats_table amp_stats_avx512bw_table;  /* F/BW/VL/DQ */
 extern const amp_stats_table amp_stats_avx512ext_table; /* and VBMI, GFNI, VPOPCNTDQ */
-/* 1 if the CPU has what amp_stats_avx512ext_table needs beyond the avx512 path, else 0. */
+/* 1 if the CPU has what amp_stats_avx512ext_table needs beyond the avx512 path, else 0 (the
+ * avx512 path then uses amp_stats_avx512bw_table).  Probed once, then a relaxed load. */
 int amp_stats_avx512_ext(void);
 
 #endif

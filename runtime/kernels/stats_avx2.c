@@ -153,36 +153,10 @@ static void block_f16(const uint16_t *x, int64_t n, stats_acc *s)
 }
 
 /* x: (n) fp32 -> st. */
-static void stats_f32(const float *x, int64_t n, amp_stats *st)
-{
-	stats_acc s;
-	acc_init(&s);
-	int64_t i = 0;
-	while (n - i >= STEP) {
-		int64_t len = n - i < STATS_BLOCK ? (n - i) / STEP * STEP : STATS_BLOCK;
-		block_f32(x + i, len, &s);
-		i += len;
-	}
-	for (; i < n; i++)
-		elem_f32(&s, x[i]);
-	acc_finish(&s, st);
-}
+STATS_DRIVER(stats_f32, float, block_f32, elem_f32, STEP)
 
 /* x: (n) fp16 -> st. */
-static void stats_f16(const uint16_t *x, int64_t n, amp_stats *st)
-{
-	stats_acc s;
-	acc_init(&s);
-	int64_t i = 0;
-	while (n - i >= STEP) {
-		int64_t len = n - i < STATS_BLOCK ? (n - i) / STEP * STEP : STATS_BLOCK;
-		block_f16(x + i, len, &s);
-		i += len;
-	}
-	for (; i < n; i++)
-		elem_f16(&s, x[i]);
-	acc_finish(&s, st);
-}
+STATS_DRIVER(stats_f16, uint16_t, block_f16, elem_f16, STEP)
 
 const amp_stats_table amp_stats_avx2_table = {
 	.f32 = stats_f32,

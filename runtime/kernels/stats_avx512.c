@@ -155,36 +155,10 @@ static void block_f16_bw(const uint16_t *x, int64_t n, stats_acc *s)
 }
 
 /* x: (n) fp32 -> st. */
-static void stats_f32_bw(const float *x, int64_t n, amp_stats *st)
-{
-	stats_acc s;
-	acc_init(&s);
-	int64_t i = 0;
-	while (n - i >= STEP) {
-		int64_t len = n - i < STATS_BLOCK ? (n - i) / STEP * STEP : STATS_BLOCK;
-		block_f32_bw(x + i, len, &s);
-		i += len;
-	}
-	for (; i < n; i++)
-		elem_f32(&s, x[i]);
-	acc_finish(&s, st);
-}
+STATS_DRIVER(stats_f32_bw, float, block_f32_bw, elem_f32, STEP)
 
 /* x: (n) fp16 -> st. */
-static void stats_f16_bw(const uint16_t *x, int64_t n, amp_stats *st)
-{
-	stats_acc s;
-	acc_init(&s);
-	int64_t i = 0;
-	while (n - i >= STEP) {
-		int64_t len = n - i < STATS_BLOCK ? (n - i) / STEP * STEP : STATS_BLOCK;
-		block_f16_bw(x + i, len, &s);
-		i += len;
-	}
-	for (; i < n; i++)
-		elem_f16(&s, x[i]);
-	acc_finish(&s, st);
-}
+STATS_DRIVER(stats_f16_bw, uint16_t, block_f16_bw, elem_f16, STEP)
 
 /* ---- VBMI + GFNI + VPOPCNTDQ: one pass, the bins counted on bit planes --------------------
  *
@@ -670,48 +644,33 @@ static EXT_TARGET void finish_ext(const ext_acc *a, int64_t n, uint64_t zeros, u
 	acc_finish(s, st);
 }
 
-/* x: (n) fp16 -> st. */
-static EXT_TARGET void stats_f16_ext(const uint16_t *x, int64_t n, amp_stats *st)
-{
-	stats_acc s;
-	if (n < 32) {
-		acc_init(&s);
-		for (int64_t i = 0; i < n; i++)
-			elem_f16(&s, x[i]);
-		acc_finish(&s, st);
-		return;
+/* x: (n) T -> st: tensors under 32 elements element by element, else whole blocks of the
+ * one-pass kernel BLOCK, finished together. */
+#define EXT_DRIVER(NAME, T, BLOCK, ELEM)                                                     \
+	static EXT_TARGET void NAME(const T *x, int64_t n, amp_stats *st)                    \
+	{                                                                                     \
+		stats_acc s;                                                                  \
+		if (n < 32) {                                                                 \
+			acc_init(&s);                                                         \
+			for (int64_t i = 0; i < n; i++)                                       \
+				ELEM(&s, x[i]);                                               \
+			acc_finish(&s, st);                                                   \
+			return;                                                               \
+		}                                                                             \
+		acc_init_counts(&s);                                                          \
+		ext_acc a;                                                                    \
+		uint64_t zeros = 0, pad = 0;                                                  \
+		for (int64_t i = 0; i < n; i += STATS_BLOCK)                                  \
+			BLOCK(x + i, n - i < STATS_BLOCK ? n - i : STATS_BLOCK, &a, i == 0,   \
+			      &s, &zeros, &pad);                                              \
+		finish_ext(&a, n, zeros, pad, &s, st);                                        \
 	}
-	acc_init_counts(&s);
-	ext_acc a;
-	uint64_t zeros = 0, pad = 0;
-	for (int64_t i = 0; i < n; i += STATS_BLOCK)
-		block_f16_ext(x + i, n - i < STATS_BLOCK ? n - i : STATS_BLOCK, &a, i == 0, &s,
-		              &zeros, &pad);
-	finish_ext(&a, n, zeros, pad, &s, st);
-}
 
-/* x: (n) fp32 -> st. */
-static EXT_TARGET void stats_f32_ext(const float *x, int64_t n, amp_stats *st)
-{
-	stats_acc s;
-	if (n < 32) {
-		acc_init(&s);
-		for (int64_t i = 0; i < n; i++)
-			elem_f32(&s, x[i]);
-		acc_finish(&s, st);
-		return;
-	}
-	acc_init_counts(&s);
-	ext_acc a;
-	uint64_t zeros = 0, pad = 0;
-	for (int64_t i = 0; i < n; i += STATS_BLOCK)
-		block_f32_ext(x + i, n - i < STATS_BLOCK ? n - i : STATS_BLOCK, &a, i == 0, &s,
-		              &zeros, &pad);
-	finish_ext(&a, n, zeros, pad, &s, st);
-}
+EXT_DRIVER(stats_f16_ext, uint16_t, block_f16_ext, elem_f16)
+EXT_DRIVER(stats_f32_ext, float, block_f32_ext, elem_f32)
 
 /* VBMI, GFNI and VPOPCNTDQ (cpuid 7.0 ECX bits 1, 8, 14); dispatch.c checked the rest. */
-static int have_ext(void)
+int amp_stats_avx512_ext(void)
 {
 	static int have = -1;
 	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
@@ -724,31 +683,6 @@ static int have_ext(void)
 	return h;
 }
 
-int amp_stats_avx512_ext(void)
-{
-	return have_ext();
-}
-
-static void stats_f32(const float *x, int64_t n, amp_stats *st)
-{
-	if (have_ext())
-		stats_f32_ext(x, n, st);
-	else
-		stats_f32_bw(x, n, st);
-}
-
-static void stats_f16(const uint16_t *x, int64_t n, amp_stats *st)
-{
-	if (have_ext())
-		stats_f16_ext(x, n, st);
-	else
-		stats_f16_bw(x, n, st);
-}
-
-const amp_stats_table amp_stats_avx512_table = {
-    .f32 = stats_f32,
-    .f16 = stats_f16,
-};
 
 const amp_stats_table amp_stats_avx512bw_table = {
     .f32 = stats_f32_bw,

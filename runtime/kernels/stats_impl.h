@@ -145,6 +145,26 @@ static inline void acc_finish(const stats_acc *s, amp_stats *st)
 	st->absmax = fmax(-st->min, st->max);
 }
 
+/* Defines `static void NAME(const T *x, int64_t n, amp_stats *st)`: the tensor is cut into
+ * blocks of at most STATS_BLOCK elements, whole multiples of STEPN, each summed by BLOCK; the
+ * last fewer-than-STEPN elements go one by one through ELEM.  One driver for every path. */
+#define STATS_DRIVER(NAME, T, BLOCK, ELEM, STEPN)                                            \
+	static void NAME(const T *x, int64_t n, amp_stats *st)                               \
+	{                                                                                     \
+		stats_acc s;                                                                  \
+		acc_init(&s);                                                                 \
+		int64_t i = 0;                                                                \
+		while (n - i >= (STEPN)) {                                                    \
+			int64_t len = n - i < STATS_BLOCK ? (n - i) / (STEPN) * (STEPN)       \
+			                                  : STATS_BLOCK;                      \
+			BLOCK(x + i, len, &s);                                                \
+			i += len;                                                             \
+		}                                                                             \
+		for (; i < n; i++)                                                            \
+			ELEM(&s, x[i]);                                                       \
+		acc_finish(&s, st);                                                           \
+	}
+
 /* ---- fix-up of one block: exact NaN/Inf/near-overflow counts and finite min/max ---------- */
 #ifdef VEC_BYTES
 #define FIX_W32 (VEC_BYTES / 4)

@@ -31,7 +31,8 @@ const amp_stats_table amp_stats_scalar_table = {
 static const amp_stats_table *stats_table(amp_isa isa)
 {
 	switch (isa) {
-	case AMP_ISA_AVX512: return &amp_stats_avx512_table;
+	case AMP_ISA_AVX512:
+		return amp_stats_avx512_ext() ? &amp_stats_avx512ext_table : &amp_stats_avx512bw_table;
 	case AMP_ISA_AVX2: return &amp_stats_avx2_table;
 	case AMP_ISA_SCALAR: break;
 	}
