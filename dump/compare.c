@@ -298,12 +298,13 @@ out:
 }
 
 static const dump_column cmp_cols[] = {
-    {"step", DUMP_COL_INT},       {"seq", DUMP_COL_INT},       {"seq_b", DUMP_COL_INT},
-    {"op", DUMP_COL_TEXT},        {"label", DUMP_COL_TEXT},    {"role", DUMP_COL_TEXT},
-    {"name", DUMP_COL_TEXT},      {"dtype_a", DUMP_COL_TEXT},  {"dtype_b", DUMP_COL_TEXT},
-    {"shape", DUMP_COL_TEXT},     {"count", DUMP_COL_INT},     {"cosine", DUMP_COL_REAL},
-    {"max_abs", DUMP_COL_REAL},   {"max_rel", DUMP_COL_REAL},  {"rtol", DUMP_COL_REAL},
-    {"tol_ratio", DUMP_COL_REAL}, {"nonfinite", DUMP_COL_INT}, {"status", DUMP_COL_TEXT},
+    {"step", DUMP_COL_INT},        {"seq", DUMP_COL_INT},        {"seq_b", DUMP_COL_INT},
+    {"op", DUMP_COL_TEXT},         {"label", DUMP_COL_TEXT},     {"role", DUMP_COL_TEXT},
+    {"name", DUMP_COL_TEXT},       {"dtype_a", DUMP_COL_TEXT},   {"dtype_b", DUMP_COL_TEXT},
+    {"shape", DUMP_COL_TEXT},      {"count", DUMP_COL_INT},      {"cosine", DUMP_COL_REAL},
+    {"norm_ratio", DUMP_COL_REAL}, {"max_abs", DUMP_COL_REAL},   {"max_rel", DUMP_COL_REAL},
+    {"rtol", DUMP_COL_REAL},       {"tol_ratio", DUMP_COL_REAL}, {"nonfinite", DUMP_COL_INT},
+    {"status", DUMP_COL_TEXT},     {"why", DUMP_COL_TEXT},
 };
 enum {
 	K_STEP,
@@ -318,12 +319,14 @@ enum {
 	K_SHAPE,
 	K_COUNT,
 	K_COSINE,
+	K_NORM_RATIO,
 	K_MAX_ABS,
 	K_MAX_REL,
 	K_RTOL,
 	K_TOL_RATIO,
 	K_NONFINITE,
 	K_STATUS,
+	K_WHY,
 	K_NCOLS
 };
 
@@ -341,50 +344,16 @@ static int same_shape(const char *a, const char *b, uint64_t *count)
 	return 1;
 }
 
-void dump_closeness_compute(const double *a, const double *b, size_t n, double atol, double rtol,
-                            dump_closeness *out)
-{
-	dump_closeness c = {0};
-	for (size_t i = 0; i < n; i++) {
-		double x = a[i], y = b[i];
-		int fx = isfinite(x), fy = isfinite(y);
-		if (fx != fy) {
-			if (fx)
-				c.only_b++;
-			else
-				c.only_a++;
-			continue;
-		}
-		if (!fx)
-			continue;
-		double d = fabs(x - y), tol = atol + rtol * fabs(x);
-		if (d > tol)
-			c.over++;
-		double r = tol > 0.0 ? d / tol : (d > 0.0 ? HUGE_VAL : 0.0);
-		if (r > c.worst)
-			c.worst = r;
-	}
-	*out = c;
-}
-
-double dump_default_rtol(dump_dtype a, dump_dtype b)
-{
-	if (a == DUMP_DT_BF16 || b == DUMP_DT_BF16)
-		return 0x1p-7;
-	if (a == DUMP_DT_F16 || b == DUMP_DT_F16)
-		return 0x1p-10;
-	return 0.0;
-}
-
 /* What one pair of tensors gave. */
 typedef enum { CMP_SHAPE, CMP_NO_DATA, CMP_DONE } cmp_state;
 typedef struct cmp_result {
 	cmp_state state;
-	uint64_t count;   /* elements (not for CMP_SHAPE) */
-	double rtol;      /* relative tolerance of the pair */
-	dump_diff d;      /* CMP_DONE only */
-	dump_closeness c; /* CMP_DONE only */
-	int flagged;      /* CMP_DONE only: over the limits or non-finite values that differ */
+	uint64_t count;      /* elements (not for CMP_SHAPE) */
+	double rtol;         /* relative tolerance of the pair */
+	dump_diff d;         /* CMP_DONE only */
+	dump_closeness c;    /* CMP_DONE only: against the max_abs tolerance */
+	dump_closeness hard; /* CMP_DONE only: against the max_abs_ceiling tolerance */
+	unsigned why;        /* CMP_DONE only: DUMP_FLAG_* bits, 0 if not flagged */
 } cmp_result;
 
 /* Compares tensor a of ra with its peer in rb into *res. */
@@ -406,14 +375,33 @@ static void compare_pair(cmp_run *ra, cmp_run *rb, const cmp_tensor *a, const du
 	double *vb = load_values(rb, b, db, &nb);
 	if (va && vb && na == res->count && nb == res->count) {
 		dump_diff_compute(va, vb, na, &res->d);
-		dump_closeness_compute(va, vb, na, o->max_abs, res->rtol, &res->c);
-		/* the tolerance replaces the plain max_abs limit: HUGE_VAL leaves it out */
-		res->flagged =
-		    res->c.over > 0 || dump_diff_exceeds(&res->d, o->min_cosine, HUGE_VAL);
+		dump_closeness_compute(va, vb, na, o->limits.max_abs, res->rtol, &res->c);
+		dump_closeness_compute(va, vb, na, o->limits.max_abs_ceiling, res->rtol,
+		                       &res->hard);
+		res->why = dump_verdict(&res->d, res->c.over, res->hard.over, &o->limits);
 		res->state = CMP_DONE;
 	}
 	free(va);
 	free(vb);
+}
+
+/* "nonfinite+drift" for the DUMP_FLAG_* bits of why, "" for none, into buf.  Returns buf. */
+static char *why_text(unsigned why, char *buf, size_t len)
+{
+	static const struct {
+		unsigned bit;
+		const char *word;
+	} words[] = {{DUMP_FLAG_NONFINITE, "nonfinite"},
+	             {DUMP_FLAG_DRIFT, "drift"},
+	             {DUMP_FLAG_FLOOR, "floor"},
+	             {DUMP_FLAG_CEILING, "ceiling"}};
+	size_t at = 0;
+	buf[0] = '\0';
+	for (size_t k = 0; k < sizeof words / sizeof words[0] && at < len; k++)
+		if (why & words[k].bit)
+			at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? "+" : "",
+			                       words[k].word);
+	return buf;
 }
 
 /* Appends the row of tensor a (and its peer).  Returns 0, or -1 when out of memory. */
@@ -435,6 +423,7 @@ static int add_row(dump_table *t, const cmp_tensor *a, const cmp_result *r, cons
 		e |= dump_table_set_int(t, K_COUNT, (int64_t)r->count);
 	if (r->state == CMP_DONE) {
 		e |= dump_table_set_real(t, K_COSINE, r->d.cosine);
+		e |= dump_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
 		e |= dump_table_set_real(t, K_MAX_ABS, r->d.max_abs);
 		e |= dump_table_set_real(t, K_MAX_REL, r->d.max_rel);
 		e |= dump_table_set_real(t, K_RTOL, r->rtol);
@@ -442,6 +431,10 @@ static int add_row(dump_table *t, const cmp_tensor *a, const cmp_result *r, cons
 		e |= dump_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
 	}
 	e |= dump_table_set_text(t, K_STATUS, status);
+	if (r->state == CMP_DONE && r->why) {
+		char why[64];
+		e |= dump_table_set_text(t, K_WHY, why_text(r->why, why, sizeof why));
+	}
 	return e ? -1 : 0;
 }
 
@@ -472,23 +465,26 @@ static void note_unmatched(const cmp_run *r, const char *other)
 		        firstt->meta.name ? firstt->meta.name : "");
 }
 
-/* "0.001 + 0.0009765625*|a|", or "0.001" when rtol is 0, into buf.  Returns buf. */
+/* "0.001 + 0.0009765625*|a|" ("0.001 + rtol*|a|" with rtol < 0, "0.001" with rtol 0) into
+ * buf.  Returns buf. */
 static char *tolerance_expr(double atol, double rtol, char *buf, size_t len)
 {
 	char ta[40], tr[40];
 	dump_format_real(atol, ta, sizeof ta);
 	if (rtol == 0.0)
 		snprintf(buf, len, "%s", ta);
+	else if (rtol < 0.0)
+		snprintf(buf, len, "%s + rtol*|a|", ta);
 	else
 		snprintf(buf, len, "%s + %s*|a|", ta, dump_format_real(rtol, tr, sizeof tr));
 	return buf;
 }
 
-/* The tolerance of the pairs compared, as text into buf: one expression when they share one
- * rtol, else "0.001 + rtol*|a| (rtol 0.0078125 with a bf16 side, 0.0009765625 with an fp16
- * side, 0 otherwise)".  Returns buf. */
-static char *tolerance_text(const dump_compare_opts *o, const cmp_result *res, size_t n, char *buf,
-                            size_t len)
+/* The rtol of the pairs compared, into buf: the single value they share ("0.0009765625"), or
+ * the values by dtype ("0.0078125 with a bf16 side, 0.0009765625 with an fp16 side, 0
+ * otherwise").  Returns buf. */
+static char *rtol_text(const dump_compare_opts *o, const cmp_result *res, size_t n, char *buf,
+                       size_t len)
 {
 	static const struct {
 		double rtol;
@@ -497,7 +493,7 @@ static char *tolerance_text(const dump_compare_opts *o, const cmp_result *res, s
 	    {0x1p-7, "with a bf16 side"}, {0x1p-10, "with an fp16 side"}, {0.0, "otherwise"}};
 	int used[3] = {0, 0, 0}, nused = 0;
 	double single = o->rtol >= 0.0 ? o->rtol : 0x1p-10;
-	if (o->rtol < 0.0) {
+	if (o->rtol < 0.0)
 		for (size_t i = 0; i < n; i++)
 			for (int k = 0; k < 3; k++)
 				if (res[i].state == CMP_DONE && res[i].rtol == by_dtype[k].rtol &&
@@ -506,24 +502,17 @@ static char *tolerance_text(const dump_compare_opts *o, const cmp_result *res, s
 					nused++;
 					single = by_dtype[k].rtol;
 				}
-	}
 	if (o->rtol >= 0.0 || nused == 1)
-		return tolerance_expr(o->max_abs, single, buf, len);
-
-	char ta[40], tr[40];
-	size_t at = (size_t)snprintf(buf, len, "%s + rtol*|a| (rtol",
-	                             dump_format_real(o->max_abs, ta, sizeof ta));
-	const char *sep = " ";
+		return dump_format_real(single, buf, len);
+	char tr[40];
+	size_t at = 0;
 	for (int k = 0; k < 3 && at < len; k++) {
 		if (nused && !used[k])
 			continue;
-		at += (size_t)snprintf(buf + at, len - at, "%s%s %s", sep,
+		at += (size_t)snprintf(buf + at, len - at, "%s%s %s", at ? ", " : "",
 		                       dump_format_real(by_dtype[k].rtol, tr, sizeof tr),
 		                       by_dtype[k].when);
-		sep = ", ";
 	}
-	if (at < len)
-		snprintf(buf + at, len - at, ")");
 	return buf;
 }
 
@@ -554,12 +543,17 @@ static char *scale_text(const cmp_tensor *t, char *buf, size_t len)
 static void print_criterion(FILE *out, const dump_compare_opts *o, cmp_tensor *const *pairs,
                             const cmp_result *res, size_t n)
 {
-	char tc[40], tol[400], sa[40], sb[40];
+	const dump_limits *l = &o->limits;
+	char tc[40], tn[40], tf[40], tol[100], ceil[100], rt[200], sa[40], sb[40];
 	fprintf(out,
-	        "flag: cosine < %s or |a-b| > %s, or non-finite values that differ "
-	        "(a: the reference)\n",
-	        dump_format_real(o->min_cosine, tc, sizeof tc),
-	        tolerance_text(o, res, n, tol, sizeof tol));
+	        "flag: nonfinite = Inf/NaN that differ; drift = cosine < %s or norm ratio off 1 by "
+	        "> %s, with some |a-b| > %s; floor = cosine < %s; ceiling = some |a-b| > %s\n",
+	        dump_format_real(l->min_cosine, tc, sizeof tc),
+	        dump_format_real(l->max_norm_diff, tn, sizeof tn),
+	        tolerance_expr(l->max_abs, -1.0, tol, sizeof tol),
+	        dump_format_real(l->cosine_floor, tf, sizeof tf),
+	        tolerance_expr(l->max_abs_ceiling, -1.0, ceil, sizeof ceil));
+	fprintf(out, "rtol: %s; a: the reference\n", rtol_text(o, res, n, rt, sizeof rt));
 	const cmp_tensor *g = NULL; /* the first gradient compared */
 	int mixed = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -579,16 +573,38 @@ static void print_criterion(FILE *out, const dump_compare_opts *o, cmp_tensor *c
 		        scale_text(g, sa, sizeof sa), scale_text(g->peer, sb, sizeof sb));
 }
 
+/* "12 of 4096 elements with |a-b| > 0.001 + 0.0009765625*|a| (worst 2.5 times that)" */
+static void print_over(FILE *out, const dump_closeness *c, uint64_t count, double atol, double rtol)
+{
+	char tol[100], worst[40];
+	fprintf(out, "%llu of %llu elements with |a-b| > %s", (unsigned long long)c->over,
+	        (unsigned long long)count, tolerance_expr(atol, rtol, tol, sizeof tol));
+	if (atol == 0.0 && rtol == 0.0)
+		return; /* the ratio to a zero tolerance is infinite */
+	fprintf(out, " (worst %s times that)", dump_format_real(c->worst, worst, sizeof worst));
+}
+
 /* The summary line: the first divergence and why, or that there is none. */
 static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_path,
                           const char *b_path, cmp_tensor *const *pairs, const cmp_result *res,
                           size_t n, size_t first, size_t n_flagged, size_t n_one_sided)
 {
-	char tc[40], tol[400], where[600], cos[40], mabs[40], worst[40];
-	dump_format_real(o->min_cosine, tc, sizeof tc);
+	const dump_limits *l = &o->limits;
+	char tc[40], nr[40], where[600], cos[40], mabs[40];
 	if (first >= n) {
-		fprintf(out, "no divergence: %zu tensors within cosine >= %s and |a-b| <= %s\n", n,
-		        tc, tolerance_text(o, res, n, tol, sizeof tol));
+		size_t done = 0, low = n;
+		for (size_t i = 0; i < n; i++)
+			if (res[i].state == CMP_DONE) {
+				done++;
+				if (low == n || res[i].d.cosine < res[low].d.cosine)
+					low = i;
+			}
+		fprintf(out, "no divergence: %zu of %zu tensors compared, none flagged", done, n);
+		if (low < n)
+			fprintf(out, "; lowest cosine %s (%s)",
+			        dump_format_real(res[low].d.cosine, cos, sizeof cos),
+			        describe(pairs[low], where, sizeof where));
+		fputc('\n', out);
 		return;
 	}
 	const cmp_result *r = &res[first];
@@ -597,32 +613,41 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 	        dump_format_real(r->d.cosine, cos, sizeof cos),
 	        dump_format_real(r->d.max_abs, mabs, sizeof mabs));
 	unsigned long long count = (unsigned long long)r->count;
-	if (r->c.only_a && r->c.only_b)
+	const char *sep = "";
+	if (r->c.only_a && r->c.only_b) {
 		fprintf(out,
 		        "Inf/NaN in '%s' only at %llu and in '%s' only at %llu of %llu elements",
 		        a_path, (unsigned long long)r->c.only_a, b_path,
 		        (unsigned long long)r->c.only_b, count);
-	else if (r->c.only_a || r->c.only_b)
+		sep = ", ";
+	} else if (r->c.only_a || r->c.only_b) {
 		fprintf(out, "Inf/NaN in '%s' only at %llu of %llu elements",
 		        r->c.only_a ? a_path : b_path,
 		        (unsigned long long)(r->c.only_a ? r->c.only_a : r->c.only_b), count);
-	else {
-		const char *sep = "";
-		if (!(r->d.cosine >= o->min_cosine)) {
-			fprintf(out, "cosine below %s", tc);
-			sep = ", ";
-		}
-		if (r->c.over) {
-			fprintf(out,
-			        "%s%llu of %llu elements with |a-b| > %s (worst %s times that)",
-			        sep, (unsigned long long)r->c.over, count,
-			        tolerance_expr(o->max_abs, r->rtol, tol, sizeof tol),
-			        dump_format_real(r->c.worst, worst, sizeof worst));
-			sep = ", ";
-		}
-		if (r->d.mismatch)
-			fprintf(out, "%snon-finite values differ at %llu of %llu elements", sep,
-			        (unsigned long long)r->d.mismatch, count);
+		sep = ", ";
+	} else if (r->why & DUMP_FLAG_NONFINITE) {
+		fprintf(out, "non-finite values differ at %llu of %llu elements",
+		        (unsigned long long)r->d.mismatch, count);
+		sep = ", ";
+	}
+	if (r->why & DUMP_FLAG_FLOOR) {
+		fprintf(out, "%scosine below %s", sep,
+		        dump_format_real(l->cosine_floor, tc, sizeof tc));
+		sep = ", ";
+	} else if (r->why & DUMP_FLAG_DRIFT) {
+		if (!(r->d.cosine >= l->min_cosine))
+			fprintf(out, "%scosine below %s and ", sep,
+			        dump_format_real(l->min_cosine, tc, sizeof tc));
+		else
+			fprintf(out, "%snorm ratio %s, off 1 by more than %s, and ", sep,
+			        dump_format_real(r->d.norm_ratio, nr, sizeof nr),
+			        dump_format_real(l->max_norm_diff, tc, sizeof tc));
+		print_over(out, &r->c, count, l->max_abs, r->rtol);
+		sep = ", ";
+	}
+	if (r->why & DUMP_FLAG_CEILING) {
+		fputs(sep, out);
+		print_over(out, &r->hard, count, l->max_abs_ceiling, r->rtol);
 	}
 	fprintf(out, "; %zu of %zu tensors flagged", n_flagged, n);
 	if (n_one_sided)
@@ -711,7 +736,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	 * overflow is what one hunts.  Failing that, the first tensor flagged. */
 	size_t first = npairs, n_flagged = 0, n_one_sided = 0;
 	for (size_t i = 0; i < npairs; i++) {
-		if (res[i].state != CMP_DONE || !res[i].flagged)
+		if (res[i].state != CMP_DONE || !res[i].why)
 			continue;
 		n_flagged++;
 		if (res[i].c.only_a || res[i].c.only_b) {
@@ -720,7 +745,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		}
 	}
 	for (size_t i = 0; i < npairs && first == npairs; i++)
-		if (res[i].state == CMP_DONE && res[i].flagged)
+		if (res[i].state == CMP_DONE && res[i].why)
 			first = i;
 
 	t = dump_table_new(cmp_cols, K_NCOLS);
@@ -730,7 +755,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		const char *status = res[i].state == CMP_SHAPE     ? "shape"
 		                     : res[i].state == CMP_NO_DATA ? "no-data"
 		                     : i == first                  ? "FIRST"
-		                     : res[i].flagged              ? "over"
+		                     : res[i].why                  ? "over"
 		                                                   : "ok";
 		if (add_row(t, pairs[i], &res[i], status) != 0)
 			goto oom;

@@ -70,23 +70,20 @@ void dump_stats_compute(const unsigned char *data, dump_dtype dt, size_t n, dump
  * mismatch, which makes max_abs and max_rel NaN (if a NaN is involved) or Inf.
  *   cosine  = a.b / (|a| |b|) over the finite positions; 1 if both are all zero (or there is
  *             no finite position), 0 if exactly one is all zero
+ *   norm_ratio = |b| / |a| over the finite positions; 1 if both are all zero, Inf if only a is
  *   max_abs = max |a - b|
  *   max_rel = max |a - b| / |a|, with 0/0 = 0 and x/0 = Inf */
 typedef struct dump_diff {
 	uint64_t count;    /* elements compared */
 	uint64_t finite;   /* positions finite on both sides */
 	uint64_t mismatch; /* positions whose non-finite values differ */
-	double cosine, max_abs, max_rel;
+	double cosine, norm_ratio, max_abs, max_rel;
 } dump_diff;
 
 void dump_diff_compute(const double *a, const double *b, size_t n, dump_diff *out);
 
-/* 1 if d is a divergence: cosine below min_cosine, max_abs above max_abs, a non-finite
- * mismatch, or a NaN metric.  0 otherwise. */
-int dump_diff_exceeds(const dump_diff *d, double min_cosine, double max_abs);
-
 /* Elementwise closeness of b to the reference a, numpy.isclose-style: a position finite on both
- * sides is outside the tolerance when |a - b| > atol + rtol*|a|.  (compare.c)
+ * sides is outside the tolerance when |a - b| > atol + rtol*|a|.  (metrics.c)
  *   over   = positions outside the tolerance
  *   worst  = max |a - b| / (atol + rtol*|a|) over the positions finite on both sides (0/0 = 0,
  *            x/0 = Inf; 0 if there is none): above 1 exactly when over > 0, up to rounding
@@ -104,6 +101,43 @@ void dump_closeness_compute(const double *a, const double *b, size_t n, double a
 /* Default relative tolerance of a pair of dtypes: 2^-7 if either is bf16, else 2^-10 if either
  * is fp16 (twice the unit roundoff: what rounding to that format alone may cause), else 0. */
 double dump_default_rtol(dump_dtype a, dump_dtype b);
+
+/* The limits of a comparison.  A tensor is flagged (dump_verdict) when
+ *   - its Inf/NaN differ between the runs (DUMP_FLAG_NONFINITE), or
+ *   - its cosine is below min_cosine, or its norm differs from the reference's by more than
+ *     max_norm_diff (|norm_ratio - 1|), and an element is beyond the max_abs tolerance, that is
+ *     |a-b| > max_abs + rtol*|a| (DUMP_FLAG_DRIFT): its direction or its size moved, by more
+ *     than a negligible amount, or
+ *   - its cosine is below cosine_floor, whatever the error (DUMP_FLAG_FLOOR), or
+ *   - an element is beyond the max_abs_ceiling tolerance, whatever the cosine
+ *     (DUMP_FLAG_CEILING).
+ * Cosine and error are the accuracy rule of Ascend's msprobe compare (0.99 and 1e-3 together;
+ * 0.9 or 1 alone); the norm closes its blind spot, a tensor scaled by a constant (a gradient
+ * left unscaled, a layer flushed to zero) whose cosine stays 1.  Neither 0.99 nor 1e-3 alone
+ * can judge an FP16 tensor against its FP32 twin: rounding to FP16 alone moves a value of 4
+ * by up to 0.002, and a matmul output that cancels to near 0 keeps the rounding error of its
+ * terms, which are not near 0. */
+typedef struct dump_limits {
+	double min_cosine;      /* default 0.99 */
+	double max_norm_diff;   /* default 0.1 */
+	double max_abs;         /* default 1e-3 */
+	double cosine_floor;    /* default 0.9 */
+	double max_abs_ceiling; /* default 1 */
+} dump_limits;
+
+enum {
+	DUMP_FLAG_NONFINITE = 1u << 0,
+	DUMP_FLAG_DRIFT = 1u << 1,
+	DUMP_FLAG_FLOOR = 1u << 2,
+	DUMP_FLAG_CEILING = 1u << 3,
+};
+
+/* The DUMP_FLAG_* bits that hold for a tensor with metrics d, over_max_abs elements beyond the
+ * max_abs tolerance and over_ceiling beyond the max_abs_ceiling one (dump_closeness_compute
+ * with those as atol).  A NaN cosine or norm ratio counts as beyond its limits.  0: not
+ * flagged. */
+unsigned dump_verdict(const dump_diff *d, uint64_t over_max_abs, uint64_t over_ceiling,
+                      const dump_limits *l);
 
 /* ---- .npy files and names (npy.c) ------------------------------------------------------- */
 #define DUMP_MAX_DIMS 8
@@ -246,16 +280,13 @@ int dump_cmd_npy(const char *db_path, int64_t step, const char *tensor, const ch
 
 /* ampdump --compare A B [--step N] (compare.c).  step < 0: every step dumped in both.
  * Gradients (role 'grad') are divided by their own run's loss scale of their step
- * (steps.scale) before anything is computed.  A tensor is flagged when its cosine is below
- * min_cosine, when an element of it is outside the tolerance (dump_closeness_compute), or when
- * its non-finite values differ; the summary's first divergence is the first tensor, in
- * execution order, with Inf/NaN in one run where the other is finite, else the first one
- * flagged. */
+ * (steps.scale) before anything is computed.  A tensor is flagged by dump_verdict; the
+ * summary's first divergence is the first tensor, in execution order, with Inf/NaN in one run
+ * where the other is finite, else the first one flagged. */
 typedef struct dump_compare_opts {
-	int64_t step;      /* step to compare, or -1 for every common dumped step */
-	double min_cosine; /* flag below this cosine similarity (default 0.99) */
-	double max_abs;    /* absolute tolerance: flag |a-b| > max_abs + rtol*|a| (default 1e-3) */
-	double rtol;       /* relative tolerance; < 0: dump_default_rtol of the pair's dtypes */
+	int64_t step;       /* step to compare, or -1 for every common dumped step */
+	dump_limits limits; /* when a tensor is flagged */
+	double rtol;        /* relative part of the tolerances; < 0: dump_default_rtol by dtypes */
 	dump_format fmt;
 } dump_compare_opts;
 int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *opts,

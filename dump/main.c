@@ -23,6 +23,7 @@ static const char usage_head[] =
     "   or: ampdump --list [--db=<profile.db>] [--format=text|csv|json]\n"
     "   or: ampdump --step=<n> [--tensor=<id|name>] --npy=<dir> [--force] [--db=<profile.db>]\n"
     "   or: ampdump --compare <a.db> <b.db> [--step=<n>] [--cosine=<x>] [--max-abs=<x>]\n"
+    "                 [--norm-diff=<x>] [--cosine-floor=<x>] [--max-abs-ceiling=<x>]\n"
     "                 [--rtol=<x>]\n"
     "   or: ampdump --application=<cmd> --step=<n> [--output=<dump.db>] [--force]\n";
 
@@ -32,10 +33,13 @@ static const char usage_body[] =
     "first, marked *), exports dumped tensors as .npy files, compares the dumps of two runs\n"
     "op by op, or re-runs a program to dump one step in full.\n"
     "\n"
-    "--compare flags a tensor when its cosine similarity is below --cosine, when an element\n"
-    "has |a-b| > max-abs + rtol*|a| (a: the reference), or when Inf/NaN differ; gradients\n"
-    "are first divided by their run's loss scale.  The first divergence is the first tensor\n"
-    "with Inf/NaN where the other run is finite, else the first one flagged.\n"
+    "--compare flags a tensor (column why) when its Inf/NaN differ (nonfinite); when its\n"
+    "cosine similarity is below --cosine, or its norm is off the reference's by more than\n"
+    "--norm-diff, and an element has |a-b| > max-abs + rtol*|a| (drift; a: the reference);\n"
+    "when its cosine is below --cosine-floor (floor); or when an element has\n"
+    "|a-b| > max-abs-ceiling + rtol*|a| (ceiling).  Gradients are first divided by their\n"
+    "run's loss scale.  The first divergence is the first tensor with Inf/NaN where the other\n"
+    "run is finite, else the first one flagged.\n"
     "\n"
     "    --db=<file>            profile to read (default profile.db; also as the argument)\n"
     "    --step=<n>             step to show, export, compare or dump (from 0)\n"
@@ -45,9 +49,12 @@ static const char usage_body[] =
     "    --npy=<dir>            write .npy files into dir (created if missing)\n"
     "    --force                overwrite existing files\n"
     "    --compare              compare two profiles: a (reference) and b\n"
-    "    --cosine=<x>           flag cosine similarity below x (default 0.99)\n"
-    "    --max-abs=<x>          absolute part of the tolerance (default 0.001)\n"
-    "    --rtol=<x>             relative part of the tolerance (default 0.0009765625 = 2^-10\n"
+    "    --cosine=<x>           drift: cosine similarity below x (default 0.99), or ...\n"
+    "    --norm-diff=<x>        ... norm ratio |b|/|a| off 1 by more than x (default 0.1) ...\n"
+    "    --max-abs=<x>          ... with an error above x + rtol*|a| (default 0.001)\n"
+    "    --cosine-floor=<x>     floor: cosine similarity below x alone (default 0.9)\n"
+    "    --max-abs-ceiling=<x>  ceiling: an error above x + rtol*|a| alone (default 1)\n"
+    "    --rtol=<x>             relative part of both errors (default 0.0009765625 = 2^-10\n"
     "                           with an fp16 side, 0.0078125 = 2^-7 with bf16, else 0)\n"
     "    --application=<cmd>    re-run cmd under ampprof and dump --step in full\n"
     "    --output=<file>        database of the re-run (default dump.db)\n"
@@ -58,6 +65,7 @@ static const char usage_body[] =
 typedef struct cli {
 	const char *db, *format, *tensor, *npy, *application, *output;
 	const char *step_text, *cosine_text, *max_abs_text, *rtol_text;
+	const char *norm_text, *floor_text, *ceiling_text;
 	int list, force, compare, verbose, help, version;
 	const char *pos[3];
 	int npos;
@@ -82,6 +90,9 @@ static const option_def options[] = {
     {"compare", ARG_NONE, offsetof(cli, compare)},
     {"cosine", ARG_VALUE, offsetof(cli, cosine_text)},
     {"max-abs", ARG_VALUE, offsetof(cli, max_abs_text)},
+    {"norm-diff", ARG_VALUE, offsetof(cli, norm_text)},
+    {"cosine-floor", ARG_VALUE, offsetof(cli, floor_text)},
+    {"max-abs-ceiling", ARG_VALUE, offsetof(cli, ceiling_text)},
     {"rtol", ARG_VALUE, offsetof(cli, rtol_text)},
     {"application", ARG_VALUE, offsetof(cli, application)},
     {"output", ARG_VALUE, offsetof(cli, output)},
@@ -214,6 +225,12 @@ static const char *stray_option(const cli *c, int takes)
 		return "--max-abs";
 	if (c->rtol_text && !(takes & TAKES_THRESHOLDS))
 		return "--rtol";
+	if (c->norm_text && !(takes & TAKES_THRESHOLDS))
+		return "--norm-diff";
+	if (c->floor_text && !(takes & TAKES_THRESHOLDS))
+		return "--cosine-floor";
+	if (c->ceiling_text && !(takes & TAKES_THRESHOLDS))
+		return "--max-abs-ceiling";
 	if (c->output && !(takes & TAKES_OUTPUT))
 		return "--output";
 	if (c->verbose && !(takes & TAKES_OUTPUT))
@@ -283,18 +300,37 @@ int main(int argc, char **argv)
 			return usage_error("%s cannot be used with --compare", stray);
 		if (c.npos != 2)
 			return usage_error("%s", "--compare needs two profiles: <a.db> <b.db>");
-		dump_compare_opts co = {
-		    .step = step, .min_cosine = 0.99, .max_abs = 1e-3, .rtol = -1.0, .fmt = fmt};
-		if (c.cosine_text &&
-		    (parse_real(c.cosine_text, &co.min_cosine) || fabs(co.min_cosine) > 1.0))
-			return usage_error("invalid --cosine '%s': expected a number in [-1, 1]",
-			                   c.cosine_text);
-		if (c.max_abs_text && (parse_real(c.max_abs_text, &co.max_abs) || co.max_abs < 0.0))
-			return usage_error("invalid --max-abs '%s': expected a number >= 0",
-			                   c.max_abs_text);
-		if (c.rtol_text && (parse_real(c.rtol_text, &co.rtol) || co.rtol < 0.0))
-			return usage_error("invalid --rtol '%s': expected a number >= 0",
-			                   c.rtol_text);
+		dump_compare_opts co = {.step = step,
+		                        .limits = {.min_cosine = 0.99,
+		                                   .max_norm_diff = 0.1,
+		                                   .max_abs = 1e-3,
+		                                   .cosine_floor = 0.9,
+		                                   .max_abs_ceiling = 1.0},
+		                        .rtol = -1.0,
+		                        .fmt = fmt};
+		const struct {
+			const char *name, *text;
+			double *to;
+			int cosine; /* a cosine in [-1, 1], else a number >= 0 */
+		} limits[] = {
+		    {"--cosine", c.cosine_text, &co.limits.min_cosine, 1},
+		    {"--norm-diff", c.norm_text, &co.limits.max_norm_diff, 0},
+		    {"--max-abs", c.max_abs_text, &co.limits.max_abs, 0},
+		    {"--cosine-floor", c.floor_text, &co.limits.cosine_floor, 1},
+		    {"--max-abs-ceiling", c.ceiling_text, &co.limits.max_abs_ceiling, 0},
+		    {"--rtol", c.rtol_text, &co.rtol, 0},
+		};
+		for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
+			if (!limits[k].text)
+				continue;
+			int bad =
+			    parse_real(limits[k].text, limits[k].to) ||
+			    (limits[k].cosine ? fabs(*limits[k].to) > 1.0 : *limits[k].to < 0.0);
+			if (bad)
+				return usage_error(
+				    "invalid %s '%s': expected %s", limits[k].name, limits[k].text,
+				    limits[k].cosine ? "a number in [-1, 1]" : "a number >= 0");
+		}
 		return dump_cmd_compare(c.pos[0], c.pos[1], &co, stdout);
 	}
 

@@ -72,6 +72,7 @@ void dump_diff_compute(const double *a, const double *b, size_t n, dump_diff *ou
 		cosine = 1.0; /* rounding of nearly identical vectors */
 	else if (cosine < -1.0)
 		cosine = -1.0;
+	double norm_ratio = na == nb ? 1.0 : na == 0.0 ? HUGE_VAL : sqrt(nb) / sqrt(na);
 	if (mismatch) {
 		max_abs = nan_involved ? (double)NAN : HUGE_VAL;
 		max_rel = max_abs;
@@ -80,13 +81,59 @@ void dump_diff_compute(const double *a, const double *b, size_t n, dump_diff *ou
 	out->finite = finite;
 	out->mismatch = mismatch;
 	out->cosine = cosine;
+	out->norm_ratio = norm_ratio;
 	out->max_abs = max_abs;
 	out->max_rel = max_rel;
 }
 
-int dump_diff_exceeds(const dump_diff *d, double min_cosine, double max_abs)
+void dump_closeness_compute(const double *a, const double *b, size_t n, double atol, double rtol,
+                            dump_closeness *out)
 {
-	if (d->mismatch || isnan(d->cosine) || isnan(d->max_abs))
-		return 1;
-	return d->cosine < min_cosine || d->max_abs > max_abs;
+	dump_closeness c = {0};
+	for (size_t i = 0; i < n; i++) {
+		double x = a[i], y = b[i];
+		int fx = isfinite(x), fy = isfinite(y);
+		if (fx != fy) {
+			if (fx)
+				c.only_b++;
+			else
+				c.only_a++;
+			continue;
+		}
+		if (!fx)
+			continue;
+		double d = fabs(x - y), tol = atol + rtol * fabs(x);
+		if (d > tol)
+			c.over++;
+		double r = tol > 0.0 ? d / tol : (d > 0.0 ? HUGE_VAL : 0.0);
+		if (r > c.worst)
+			c.worst = r;
+	}
+	*out = c;
+}
+
+double dump_default_rtol(dump_dtype a, dump_dtype b)
+{
+	if (a == DUMP_DT_BF16 || b == DUMP_DT_BF16)
+		return 0x1p-7;
+	if (a == DUMP_DT_F16 || b == DUMP_DT_F16)
+		return 0x1p-10;
+	return 0.0;
+}
+
+unsigned dump_verdict(const dump_diff *d, uint64_t over_max_abs, uint64_t over_ceiling,
+                      const dump_limits *l)
+{
+	unsigned why = 0;
+	if (d->mismatch)
+		why |= DUMP_FLAG_NONFINITE;
+	int moved = !(d->cosine >= l->min_cosine) || /* NaN is beyond */
+	            !(fabs(d->norm_ratio - 1.0) <= l->max_norm_diff);
+	if (moved && over_max_abs)
+		why |= DUMP_FLAG_DRIFT;
+	if (!(d->cosine >= l->cosine_floor))
+		why |= DUMP_FLAG_FLOOR;
+	if (over_ceiling)
+		why |= DUMP_FLAG_CEILING;
+	return why;
 }

@@ -150,7 +150,7 @@ def compare_db(amp):
             if o == "LayerNorm":
                 out = (base * 1.5 + 0.25).astype("<f2")      # the planted divergence
             if o == "Softmax":
-                out = (base + 0.01).astype("<f2")            # downstream of it
+                out = (base * 1.3).astype("<f2")             # downstream of it: 1.3 times the norm
         # the head's output is unnamed: it lines up by its op's label
         dump(2, seq, o, "output", None if o == "Softmax" else name + ".out", out, "step")
 
@@ -314,17 +314,17 @@ run "npy never writes through a symlink" 1 --step 3 --tensor 1 --npy "$T/one" --
 
 # ---- compare --------------------------------------------------------------------------------
 if run "compare" 0 --compare fp32.db amp.db --step 2; then
-	expect "compare: header" "$T/out" '^step +seq +seq_b +op +label +role +name +dtype_a +dtype_b +shape +count +cosine +max_abs +max_rel +rtol +tol_ratio +nonfinite +status$'
-	expect "compare: aligned by layer despite shifted seq" "$T/out" '^ +2 +1 +2 +MatMul +fc1 +output +fc1\.out +fp32 +fp16 +\(4,8\) +32 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +0\.0009765625 +0\.[0-9e-]+ +0 +ok$'
-	[ "$(grep -c ' ok$' "$T/out")" -eq 3 ] && ok "compare: the equal ops are ok" || bad "compare: ok count" "$(cat "$T/out")"
-	expect "compare: planted divergence flagged first" "$T/out" '^ +2 +4 +5 +LayerNorm +ln1 +output +ln1\.out +fp32 +fp16 .* FIRST$'
-	expect "compare: downstream op over, not first" "$T/out" '^ +2 +5 +6 +Softmax +head +output +- .* over$'
+	expect "compare: header" "$T/out" '^step +seq +seq_b +op +label +role +name +dtype_a +dtype_b +shape +count +cosine +norm_ratio +max_abs +max_rel +rtol +tol_ratio +nonfinite +status +why$'
+	expect "compare: aligned by layer despite shifted seq" "$T/out" '^ +2 +1 +2 +MatMul +fc1 +output +fc1\.out +fp32 +fp16 +\(4,8\) +32 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +0\.0009765625 +0\.[0-9e-]+ +0 +ok +-$'
+	[ "$(grep -c ' ok  *-$' "$T/out")" -eq 3 ] && ok "compare: the equal ops are ok" || bad "compare: ok count" "$(cat "$T/out")"
+	expect "compare: planted divergence (cosine 0.96) flagged first" "$T/out" '^ +2 +4 +5 +LayerNorm +ln1 +output +ln1\.out +fp32 +fp16 .* FIRST +drift$'
+	expect "compare: downstream op (cosine 1, 1.3 times the norm) over, not first" "$T/out" '^ +2 +5 +6 +Softmax +head +output +- .* 0\.9999[0-9]* +1\.3[0-9]* .* over +drift$'
 	expect "compare: summary names it" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9"
 	expect "compare: unmatched tensor noted" "$T/err" "1 dumped tensor of 'amp.db' has no counterpart in 'fp32.db'"
 fi
 run "compare without --step" 0 --compare fp32.db amp.db --format=csv &&
-	expect "compare csv: threshold divergence of step 2 over, not first" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,0\.0009765625,[^,]+,0,over$' &&
-	expect "compare csv: a later non-finite mismatch (step 4) is FIRST" "$T/out" '^4,3,3,Exp,,output,exp\.out,fp32,fp16,"\(4,8\)",32,[^,]+,inf,inf,0\.0009765625,[^,]+,1,FIRST$'
+	expect "compare csv: threshold divergence of step 2 over, not first" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,[^,]+,0\.0009765625,[^,]+,0,over,drift$' &&
+	expect "compare csv: a later non-finite mismatch (step 4) is FIRST" "$T/out" '^4,3,3,Exp,,output,exp\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,inf,inf,0\.0009765625,[^,]+,1,FIRST,nonfinite$'
 if run "compare json" 0 --compare fp32.db amp.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "compare json: metrics"; else bad "compare json: metrics" "$(cat "$T/out")"; fi
 import json, sys
@@ -335,9 +335,12 @@ assert [r["status"] for r in rows] == ["ok", "ok", "ok", "over", "over", "ok", "
 for n in ("fc1.out", "act1.out", "fc2.out"):
     assert st[2, n]["cosine"] > 0.9999 and st[2, n]["max_abs"] <= 0.0005, st[2, n]
 assert st[2, "ln1.out"]["max_abs"] > 0.1
+assert st[2, "ln1.out"]["why"] == "drift" and st[2, "head"]["why"] == "drift"
+assert abs(st[2, "head"]["norm_ratio"] - 1.3) < 0.01 and st[2, "head"]["cosine"] > 0.9999
 # fp16 rounding at |x| up to 6 exceeds 0.001 but not 0.001 + 2^-10*|x|
 big = st[4, "fc1.out"]
 assert big["max_abs"] > 1e-3 and big["rtol"] == 2**-10 and 0 < big["tol_ratio"] <= 1, big
+assert big["why"] is None and st[4, "exp.out"]["why"] == "nonfinite", (big, st[4, "exp.out"])
 # the gradient: amp.db holds it times 128; unscaled, only fp16 rounding is left
 g = st[4, "fc1.grad"]
 assert g["status"] == "ok" and g["max_abs"] < 1e-6 and g["max_rel"] <= 2**-11, g
@@ -345,31 +348,40 @@ assert st[4, "exp.out"]["nonfinite"] == 1 and st[4, "exp.out"]["max_abs"] == "in
 PY
 fi
 if run "compare prefers a non-finite mismatch" 0 --compare fp32.db amp.db --step 4; then
-	expect "compare: the criterion heads the output" "$T/out" '^flag: cosine < 0\.99 or \|a-b\| > 0\.001 \+ 0\.0009765625\*\|a\|, or non-finite values that differ \(a: the reference\)$'
+	expect "compare: the criterion heads the output" "$T/out" '^flag: nonfinite = Inf/NaN that differ; drift = cosine < 0\.99 or norm ratio off 1 by > 0\.1, with some \|a-b\| > 0\.001 \+ rtol\*\|a\|; floor = cosine < 0\.9; ceiling = some \|a-b\| > 1 \+ rtol\*\|a\|$'
+	expect "compare: then the rtol of the pairs" "$T/out" '^rtol: 0\.0009765625; a: the reference$'
 	expect "compare: the loss scales of the gradients" "$T/out" "^grads: divided by their run's loss scale \(a: 1, b: 128\)$"
-	expect "compare: fp16 rounding at |x| ~ 6 is ok" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* ok$'
-	expect "compare: earlier threshold divergence is over" "$T/out" '^ +4 +2 +2 +LayerNorm .* over$'
-	expect "compare: the Inf in amp.db only is FIRST" "$T/out" '^ +4 +3 +3 +Exp .* 1 +FIRST$'
-	expect "compare: unscaled gradient is ok" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* ok$'
+	expect "compare: fp16 rounding at |x| ~ 6 is ok" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* ok +-$'
+	expect "compare: earlier threshold divergence is over" "$T/out" '^ +4 +2 +2 +LayerNorm .* over +drift$'
+	expect "compare: the Inf in amp.db only is FIRST" "$T/out" '^ +4 +3 +3 +Exp .* 1 +FIRST +nonfinite$'
+	expect "compare: unscaled gradient is ok" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* ok +-$'
 	expect "compare: summary names the non-finite mismatch" "$T/out" "^first divergence: step 4 seq 3 Exp output 'exp.out': cosine [0-9.]+, max abs error inf; Inf/NaN in 'amp.db' only at 1 of 32 elements; 2 of 4 tensors flagged, 1 with Inf/NaN in one run only$"
 fi
-if run "compare --rtol=0" 0 --compare fp32.db amp.db --step 4 --rtol=0; then
-	expect "compare --rtol=0: criterion" "$T/out" '^flag: cosine < 0\.99 or \|a-b\| > 0\.001, or'
-	expect "compare --rtol=0: fp16 rounding at |x| ~ 6 is now over" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* 0 +[0-9.]+ +0 +over$'
+if run "compare --rtol=0 --max-abs-ceiling=0.001" 0 --compare fp32.db amp.db --step 4 --rtol=0 --max-abs-ceiling=0.001; then
+	expect "compare --rtol=0 --max-abs-ceiling=0.001: criterion" "$T/out" '^flag: .*; ceiling = some \|a-b\| > 0\.001 \+ rtol\*\|a\|$'
+	expect "compare --rtol=0: rtol line" "$T/out" '^rtol: 0; a: the reference$'
+	expect "compare --rtol=0 --max-abs-ceiling=0.001: fp16 rounding at |x| ~ 6 is now over" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* 0 +[0-9.]+ +0 +over +ceiling$'
 fi
 run "compare --rtol and --max-abs loosened" 0 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 &&
-	expect "compare: loose tolerance leaves the cosine" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9[0-9]+, max abs error [0-9.]+; cosine below 0\.99; 1 of 5 tensors flagged$"
+	expect "compare: a cosine of 0.96 with small errors is not flagged" "$T/out" "^no divergence: 5 of 5 tensors compared, none flagged; lowest cosine 0\.96[0-9]* \(step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out'\)$"
+run "compare --cosine-floor=0.99" 0 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 --cosine-floor=0.99 &&
+	expect "compare: the floor flags a cosine alone" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9[0-9]+, max abs error [0-9.]+; cosine below 0\.99; 1 of 5 tensors flagged$"
+run "compare --norm-diff=0.5" 0 --compare fp32.db amp.db --step 2 --norm-diff=0.5 --format=csv &&
+	expect "compare --norm-diff=0.5: 1.3 times the norm is within" "$T/out" '^2,5,6,Softmax,head,output,,.*,ok,$'
 cp amp.db noscale.db && sqlite3 noscale.db 'UPDATE steps SET scale = NULL'
 run "compare without a loss scale" 0 --compare fp32.db noscale.db --step 4 &&
 	expect "compare without a loss scale: note" "$T/err" "^ampdump: note: step 4 of 'noscale.db' has no loss scale; its gradients are compared as dumped$" &&
-	expect "compare without a loss scale: gradient compared as dumped" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* over$'
-run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 9 tensors within cosine >= 0\.99 and \|a-b\| <= 0\.001$'
+	expect "compare without a loss scale: gradient compared as dumped, 128 times the norm" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* 0\.9999[0-9]* +12[78]\.[0-9]* .* over +drift$'
+run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 9 of 9 tensors compared, none flagged; lowest cosine 1 '
 run "compare thresholds are options" 0 --compare fp32.db amp.db --step 2 --max-abs=10 --cosine=-1 &&
 	{ ! grep -q 'FIRST' "$T/out" && ok "compare: loose thresholds flag nothing" || bad "compare: loose thresholds" "$(cat "$T/out")"; }
 run "compare NaN side" 0 --compare run.db run.db --step 3 &&
-	expect "compare same NaN/Inf positions agree" "$T/out" 'exp\.out .* 1 +0 +0 +0\.0009765625 +0 +0 +ok$'
+	expect "compare same NaN/Inf positions agree" "$T/out" 'exp\.out .* 1 +1 +0 +0 +0\.0009765625 +0 +0 +ok +-$'
 run "bad --rtol" 2 --compare fp32.db amp.db --rtol=-1 && expect "bad --rtol named" "$T/err" "invalid --rtol '-1': expected a number >= 0"
 run "--rtol without --compare" 2 --step 2 --rtol=0 --db fp32.db && expect "--rtol without --compare named" "$T/err" "--rtol cannot be used with --step alone"
+run "bad --cosine-floor" 2 --compare fp32.db amp.db --cosine-floor=1.5 && expect "bad --cosine-floor named" "$T/err" "invalid --cosine-floor '1.5': expected a number in \[-1, 1\]"
+run "bad --max-abs-ceiling" 2 --compare fp32.db amp.db --max-abs-ceiling=x && expect "bad --max-abs-ceiling named" "$T/err" "invalid --max-abs-ceiling 'x': expected a number >= 0"
+run "--norm-diff without --compare" 2 --step 2 --norm-diff=1 --db fp32.db && expect "--norm-diff without --compare named" "$T/err" "--norm-diff cannot be used with --step alone"
 
 # ---- bad input ------------------------------------------------------------------------------
 run "step never reached" 1 --step 1234 --db run.db &&

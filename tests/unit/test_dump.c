@@ -377,6 +377,7 @@ Test(metrics, known_vectors)
 	const double a[3] = {1, 2, 3}, b[3] = {2, 4, 6};
 	dump_diff d = diff_of(a, b, 3);
 	cr_assert_float_eq(d.cosine, 1.0, TOL, "parallel");
+	cr_assert_float_eq(d.norm_ratio, 2.0, TOL, "twice as long");
 	cr_assert_eq(d.max_abs, 3.0);
 	cr_assert_eq(d.max_rel, 1.0);
 	cr_assert_eq(d.count, 3);
@@ -391,6 +392,7 @@ Test(metrics, known_vectors)
 	const double p[3] = {1, 2, 2}, q[3] = {1, 2, 3};
 	d = diff_of(p, q, 3);
 	cr_assert_float_eq(d.cosine, 11.0 / (3.0 * sqrt(14.0)), TOL);
+	cr_assert_float_eq(d.norm_ratio, sqrt(14.0) / 3.0, TOL);
 	cr_assert_eq(d.max_abs, 1.0);
 	cr_assert_float_eq(d.max_rel, 0.5, TOL);
 
@@ -407,12 +409,23 @@ Test(metrics, zeros)
 	cr_assert_eq(d.cosine, 1.0, "two zero vectors agree");
 	cr_assert_eq(d.max_abs, 0.0);
 	cr_assert_eq(d.max_rel, 0.0, "0/0 counts as 0");
+	cr_assert_eq(d.norm_ratio, 1.0, "0/0 norms count as equal");
 	d = diff_of(z, v, 3);
 	cr_assert_eq(d.cosine, 0.0, "one zero vector");
+	cr_assert(isinf(d.norm_ratio), "only the reference is zero");
+	d = diff_of(v, z, 3);
+	cr_assert_eq(d.norm_ratio, 0.0, "only b is zero");
 	d = diff_of(z, z, 0);
 	cr_assert_eq(d.cosine, 1.0, "empty");
 	cr_assert_eq(d.count, 0);
 }
+
+/* ampdump --compare's default limits */
+static const dump_limits limits = {.min_cosine = 0.99,
+                                   .max_norm_diff = 0.1,
+                                   .max_abs = 1e-3,
+                                   .cosine_floor = 0.9,
+                                   .max_abs_ceiling = 1.0};
 
 Test(metrics, nan_and_inf)
 {
@@ -424,7 +437,7 @@ Test(metrics, nan_and_inf)
 	cr_assert_eq(d.finite, 2);
 	cr_assert_float_eq(d.cosine, 1.0, TOL);
 	cr_assert_eq(d.max_abs, 0.0);
-	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-3));
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), 0);
 
 	/* NaN against a finite value */
 	const double c[3] = {1, 2, 3}, e[3] = {1, DNAN, 3};
@@ -432,7 +445,7 @@ Test(metrics, nan_and_inf)
 	cr_assert_eq(d.mismatch, 1);
 	cr_assert(isnan(d.max_abs) && isnan(d.max_rel));
 	cr_assert_float_eq(d.cosine, 1.0, TOL, "cosine over the finite positions");
-	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3));
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), DUMP_FLAG_NONFINITE);
 	d = diff_of(e, c, 3);
 	cr_assert_eq(d.mismatch, 1, "either side");
 
@@ -449,22 +462,61 @@ Test(metrics, nan_and_inf)
 	const double h[2] = {DNAN, DNAN};
 	d = diff_of(c, h, 2);
 	cr_assert_eq(d.finite, 0);
-	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3));
+	cr_assert(dump_verdict(&d, 0, 0, &limits) & DUMP_FLAG_NONFINITE);
 }
 
-Test(metrics, thresholds)
+Test(metrics, verdict_reasons)
 {
-	dump_diff d = {.count = 1, .cosine = 0.99, .max_abs = 1e-3, .max_rel = 0};
-	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-3), "limits themselves pass");
+	dump_diff d = {.count = 8, .finite = 8, .cosine = 0.99, .norm_ratio = 1, .max_abs = 0.5};
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), 0, "the cosine limit itself passes");
 	d.cosine = nextafter(0.99, 0);
-	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3), "cosine below");
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), DUMP_FLAG_DRIFT,
+	             "cosine below 0.99 with elements beyond the max-abs tolerance");
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), 0,
+	             "cosine below 0.99 with every element within 1e-3: tiny values, not flagged");
 	d.cosine = 1;
-	d.max_abs = nextafter(1e-3, 1);
-	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3), "max abs above");
-	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-2), "a looser option");
-	d.max_abs = 0;
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), 0,
+	             "errors beyond 1e-3 in the right direction: fp16 rounding, not flagged");
+	cr_assert_eq(dump_verdict(&d, 3, 1, &limits), DUMP_FLAG_CEILING,
+	             "one element beyond the ceiling flags whatever the cosine");
+	d.cosine = 0.9;
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), 0, "the floor itself passes");
+	d.cosine = nextafter(0.9, 0);
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), DUMP_FLAG_FLOOR,
+	             "below the floor flags whatever the error");
+	cr_assert_eq(dump_verdict(&d, 2, 1, &limits),
+	             DUMP_FLAG_FLOOR | DUMP_FLAG_DRIFT | DUMP_FLAG_CEILING, "every reason at once");
 	d.cosine = DNAN;
-	cr_assert(dump_diff_exceeds(&d, 0.99, 1e-3), "nan cosine");
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), DUMP_FLAG_FLOOR, "a NaN cosine is below");
+	d.cosine = 1;
+	d.mismatch = 1;
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), DUMP_FLAG_NONFINITE);
+	d.mismatch = 0;
+
+	/* the norm: a gradient left scaled by 128 keeps its cosine of 1 */
+	d.norm_ratio = 128;
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), DUMP_FLAG_DRIFT, "128 times the norm");
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), 0, "within 1e-3: negligible");
+	d.norm_ratio = 0.9;
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), 0, "the limit itself passes");
+	d.norm_ratio = nextafter(0.9, 0);
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), DUMP_FLAG_DRIFT, "a tenth of it flushed");
+	d.norm_ratio = HUGE_VAL;
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), DUMP_FLAG_DRIFT, "a all zero, b not");
+	d.norm_ratio = DNAN;
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), DUMP_FLAG_DRIFT, "a NaN ratio is beyond");
+	d.norm_ratio = 1;
+
+	/* the limits are options */
+	dump_limits loose = {.min_cosine = 0.5,
+	                     .max_norm_diff = 0.1,
+	                     .max_abs = 1e-3,
+	                     .cosine_floor = 0.1,
+	                     .max_abs_ceiling = 10};
+	d.mismatch = 0;
+	d.cosine = 0.8;
+	cr_assert_eq(dump_verdict(&d, 3, 0, &loose), 0, "0.8 is above a --cosine of 0.5");
+	cr_assert_eq(dump_verdict(&d, 3, 0, &limits), DUMP_FLAG_DRIFT | DUMP_FLAG_FLOOR);
 }
 
 Test(metrics, fp16_against_fp32_after_conversion)
@@ -480,7 +532,7 @@ Test(metrics, fp16_against_fp32_after_conversion)
 	cr_assert_float_eq(d.max_abs, err, TOL);
 	cr_assert_float_eq(d.max_rel, err / (double)(1.0f / 3.0f), TOL);
 	cr_assert_gt(d.cosine, 0.9999999);
-	cr_assert_not(dump_diff_exceeds(&d, 0.99, 1e-3));
+	cr_assert_eq(dump_verdict(&d, 0, 0, &limits), 0);
 }
 
 /* ---- compare tolerance: |a-b| > atol + rtol*|a| -------------------------------------------- */
