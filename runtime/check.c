@@ -714,14 +714,15 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 	spent_since(t0);
 }
 
-void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst)
+void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst,
+                    int64_t dst_nonfinite)
 {
 	const amp_check_config *cfg = config();
 	if (cfg->nan_check != AMP_NAN_CHECK_OP || dst->dtype != AMP_F16 || src->dtype != AMP_F32)
 		return;
 	uint64_t t0 = now_ns();
 	struct amp_check_ctx *st = state(ctx, cfg);
-	if (st && st->origin.step < 0 && amp_count_nonfinite_f16(dst->data, dst->numel) &&
+	if (st && st->origin.step < 0 && dst_nonfinite &&
 	    !amp_count_nonfinite_f32(src->data, src->numel)) {
 		st->cast_bad = dst;
 		st->cast_src = src;

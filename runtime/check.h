@@ -55,8 +55,11 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 /* Tape node whose backward function just ran; seq_before is ctx->seq before it ran.  Checks the
  * gradients it accumulated into its inputs (role grad). */
 void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before);
-/* src was just cast into dst (FP32 -> FP16 overflows show here, before the op that uses dst). */
-void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst);
+/* src was just cast into dst (FP32 -> FP16 overflows show here, before the op that uses dst);
+ * dst_nonfinite: the NaN and Inf the conversion wrote (amp_cvt_f32_f16's count, so dst is not
+ * read again). */
+void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst,
+                    int64_t dst_nonfinite);
 /* The loss handed to amp_backward (nan_check=step checks it here). */
 void amp_check_loss(amp_ctx *ctx, const amp_tensor *loss);
 /* Master gradient of p at optimizer time, already unscaled.  Returns its count of NaN and Inf

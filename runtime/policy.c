@@ -101,8 +101,9 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 	amp_tensor *c = amp_alloc(ctx, dt, t->shape, cat);
 	if (!c)
 		return NULL;
+	int64_t nonfinite = 0; /* of an FP16 result, counted by the conversion */
 	if (dt == AMP_F16)
-		amp_cvt_f32_f16(t->data, c->data, t->numel);
+		nonfinite = amp_cvt_f32_f16(t->data, c->data, t->numel);
 	else
 		amp_cvt_f16_f32(t->data, c->data, t->numel);
 	ctx->stats.copies++;
@@ -111,7 +112,7 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 	if (AMP_TRACING()) {
 		amp_trace_copy(kind, (uint64_t)t->numel * (amp_dtype_size(t->dtype) + amp_dtype_size(dt)),
 		               t->dtype, dt, t0, ctx->step, name);
-		amp_check_cast(ctx, t, c);
+		amp_check_cast(ctx, t, c, nonfinite);
 	}
 
 	if (t->requires_grad && ctx->training && !ctx->in_backward) {

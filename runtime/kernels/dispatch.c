@@ -149,9 +149,9 @@ const char *amp_isa_name(amp_isa isa)
 	return "unknown";
 }
 
-void amp_cvt_f32_f16(const float *src, uint16_t *dst, int64_t n)
+int64_t amp_cvt_f32_f16(const float *src, uint16_t *dst, int64_t n)
 {
-	kt()->cvt_f32_f16(src, dst, n);
+	return kt()->cvt_f32_f16(src, dst, n);
 }
 
 void amp_cvt_f16_f32(const uint16_t *src, float *dst, int64_t n)

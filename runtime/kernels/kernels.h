@@ -39,8 +39,10 @@ int amp_kernels_threads(void);
 /* ---- conversions (round to nearest even, subnormals, Inf and NaN preserved) ------------- */
 uint16_t amp_f32_to_f16(float f);
 float amp_f16_to_f32(uint16_t h);
-/* src: (n) fp32 -> dst: (n) fp16, and back. */
-void amp_cvt_f32_f16(const float *src, uint16_t *dst, int64_t n);
+/* src: (n) fp32 -> dst: (n) fp16, and back.  amp_cvt_f32_f16 returns the number of NaN and
+ * Inf halves it wrote (what amp_count_nonfinite_f16 of dst would), counted as they are
+ * stored: an overflowing cast is seen without reading dst again. */
+int64_t amp_cvt_f32_f16(const float *src, uint16_t *dst, int64_t n);
 void amp_cvt_f16_f32(const uint16_t *src, float *dst, int64_t n);
 
 /* ---- GEMM ---------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
  * microkernel, and the shared elementwise and GEMM templates compiled for this ISA.
  * Only called after dispatch.c has seen avx2, fma and f16c (and OS YMM support).
  */
-#pragma GCC target("avx2,fma,f16c")
+#pragma GCC target("avx2,fma,f16c,popcnt")
 
 #include <immintrin.h>
 
@@ -11,28 +11,42 @@
 #define VEC_BYTES 32
 #include "vec_impl.h"
 
-/* src: (n) fp32 -> dst: (n) fp16, round to nearest even. */
-static void cvt_f2h(const float *src, uint16_t *dst, int64_t n)
+/* Byte mask (two bits per half) of the NaN and Inf halves of h. */
+static inline unsigned nonfinite_bits(__m128i h)
 {
-	int64_t i = 0;
+	const __m128i e = _mm_set1_epi16(0x7c00);
+	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, e), e));
+}
+
+/* src: (n) fp32 -> dst: (n) fp16, round to nearest even.  Returns the NaN and Inf halves
+ * written, counted on the converted registers. */
+static int64_t cvt_f2h(const float *src, uint16_t *dst, int64_t n)
+{
+	int64_t i = 0, bits = 0;
 	for (; i + 16 <= n; i += 16) {
 		__m128i h0 = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
 		__m128i h1 = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), _MM_FROUND_TO_NEAREST_INT);
 		_mm_storeu_si128((__m128i *)(dst + i), h0);
 		_mm_storeu_si128((__m128i *)(dst + i + 8), h1);
+		bits += __builtin_popcount(nonfinite_bits(h0) | nonfinite_bits(h1) << 16);
 	}
-	for (; i + 8 <= n; i += 8)
-		_mm_storeu_si128((__m128i *)(dst + i),
-		                 _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+		_mm_storeu_si128((__m128i *)(dst + i), h);
+		bits += __builtin_popcount(nonfinite_bits(h));
+	}
 	if (i < n) {
-		/* Tail through a zero-padded buffer, so it is converted by the same instruction. */
+		/* Tail through a zero-padded buffer, so it is converted by the same instruction;
+		 * the padding converts to zeros, which are not counted. */
 		float f[8] = {0};
 		uint16_t h[8];
 		memcpy(f, src + i, (size_t)(n - i) * sizeof *f);
-		_mm_storeu_si128((__m128i *)h,
-		                 _mm256_cvtps_ph(_mm256_loadu_ps(f), _MM_FROUND_TO_NEAREST_INT));
+		__m128i v = _mm256_cvtps_ph(_mm256_loadu_ps(f), _MM_FROUND_TO_NEAREST_INT);
+		_mm_storeu_si128((__m128i *)h, v);
 		memcpy(dst + i, h, (size_t)(n - i) * sizeof *h);
+		bits += __builtin_popcount(nonfinite_bits(v));
 	}
+	return bits / 2;
 }
 
 /* src: (n) fp16 -> dst: (n) fp32 (exact). */

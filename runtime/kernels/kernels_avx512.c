@@ -3,7 +3,7 @@
  * for this ISA.  fp16 GEMM here is fp16 storage with fp32 compute; a native AVX512-FP16
  * microkernel would be a separate path with its own table.
  */
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,popcnt")
 
 #include <immintrin.h>
 
@@ -12,22 +12,30 @@
 #define VEC_BYTES 64
 #include "vec_impl.h"
 
-/* src: (n) fp32 -> dst: (n) fp16, round to nearest even. */
-static void cvt_f2h(const float *src, uint16_t *dst, int64_t n)
+/* src: (n) fp32 -> dst: (n) fp16, round to nearest even.  Returns the NaN and Inf halves
+ * written, counted on the converted registers. */
+static int64_t cvt_f2h(const float *src, uint16_t *dst, int64_t n)
 {
-	int64_t i = 0;
+	const __m512i e = _mm512_set1_epi16(0x7c00);
+	int64_t i = 0, bad = 0;
 	for (; i + 32 <= n; i += 32) {
 		__m256i h0 = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
 		__m256i h1 = _mm512_cvtps_ph(_mm512_loadu_ps(src + i + 16), _MM_FROUND_TO_NEAREST_INT);
 		_mm256_storeu_si256((__m256i *)(dst + i), h0);
 		_mm256_storeu_si256((__m256i *)(dst + i + 16), h1);
+		__m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1);
+		bad += __builtin_popcount(_mm512_cmpeq_epi16_mask(_mm512_and_si512(h, e), e));
 	}
 	for (; i < n; i += 16) {
 		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
 		__m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
 		                            _MM_FROUND_TO_NEAREST_INT);
 		_mm256_mask_storeu_epi16(dst + i, m, h);
+		__m256i e16 = _mm512_castsi512_si256(e);
+		bad += __builtin_popcount(
+		    _mm256_mask_cmpeq_epi16_mask(m, _mm256_and_si256(h, e16), e16));
 	}
+	return bad;
 }
 
 /* src: (n) fp16 -> dst: (n) fp32 (exact). */

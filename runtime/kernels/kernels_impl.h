@@ -14,7 +14,7 @@
 /* Signatures and semantics are those of the public amp_* function of the same name. */
 typedef struct amp_kernel_table {
 	amp_isa isa;
-	void (*cvt_f32_f16)(const float *src, uint16_t *dst, int64_t n);
+	int64_t (*cvt_f32_f16)(const float *src, uint16_t *dst, int64_t n);
 	void (*cvt_f16_f32)(const uint16_t *src, float *dst, int64_t n);
 	void (*gemm_f32)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
 	                 int64_t lda, const float *B, int64_t ldb, float beta, float *C,

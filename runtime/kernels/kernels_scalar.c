@@ -5,11 +5,16 @@
 #include "kernels/kernels_impl.h"
 #include "vec_impl.h"
 
-/* src: (n) fp32 -> dst: (n) fp16. */
-static void cvt_f2h(const float *src, uint16_t *dst, int64_t n)
+/* src: (n) fp32 -> dst: (n) fp16.  Returns the NaN and Inf halves written. */
+static int64_t cvt_f2h(const float *src, uint16_t *dst, int64_t n)
 {
-	for (int64_t i = 0; i < n; i++)
-		dst[i] = amp_f32_to_f16(src[i]);
+	int64_t bad = 0;
+	for (int64_t i = 0; i < n; i++) {
+		uint16_t h = amp_f32_to_f16(src[i]);
+		dst[i] = h;
+		bad += (h & 0x7c00u) == 0x7c00u;
+	}
+	return bad;
 }
 
 /* src: (n) fp16 -> dst: (n) fp32. */

@@ -259,9 +259,10 @@ static void check_bulk(const char *path)
 			const float *src = fsrc + off;
 			for (size_t i = 0; i < cap; i++)
 				hdst[i] = 0xdead;
-			amp_cvt_f32_f16(src, hdst + off, n);
+			int64_t nonfinite = amp_cvt_f32_f16(src, hdst + off, n), want_nonfinite = 0;
 			for (int64_t i = 0; i < n; i++) {
 				uint16_t want = amp_f32_to_f16(src[i]);
+				want_nonfinite += (want & 0x7c00) == 0x7c00;
 				cr_assert_eq(hdst[off + i], want,
 				             "%s cvt_f32_f16 n=%lld off=%d i=%lld: 0x%08x -> 0x%04x, scalar 0x%04x",
 				             path, (long long)n, off, (long long)i, bits_of_f32(src[i]),
@@ -270,6 +271,11 @@ static void check_bulk(const char *path)
 			for (int64_t i = n + off; i < n + off + GUARD; i++)
 				cr_assert_eq(hdst[i], 0xdead, "%s cvt_f32_f16 n=%lld wrote past the end",
 				             path, (long long)n);
+			cr_assert_eq(nonfinite, want_nonfinite,
+			             "%s cvt_f32_f16 n=%lld off=%d: counted %lld NaN/Inf halves, wrote %lld",
+			             path, (long long)n, off, (long long)nonfinite,
+			             (long long)want_nonfinite);
+			cr_assert_eq(nonfinite, amp_count_nonfinite_f16(hdst + off, n));
 
 			for (size_t i = 0; i < cap; i++)
 				fdst[i] = f32_of_bits(0xdeadbeefu);
