@@ -156,6 +156,19 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 	return t->grad;
 }
 
+amp_tensor *amp_grad_dst(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, int *fresh)
+{
+	*fresh = 0;
+	if (t->grad)
+		return t->grad->dtype == dt ? t->grad : NULL;
+	if ((t->param ? AMP_F32 : t->dtype) != dt)
+		return NULL;
+	amp_tensor *g = grad_of(ctx, t, fresh);
+	if (!g)
+		*fresh = -1;
+	return g;
+}
+
 int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32)
 {
 	int fresh;

@@ -20,6 +20,8 @@
 
 #include "kernels/stats.h"
 
+#define CHECK_HINTS 4 /* an op's outputs, a backward op's gradients */
+
 struct amp_check_ctx {
 	int64_t step;                  /* step this state belongs to */
 	int full;                      /* full statistics in this step */
@@ -35,6 +37,12 @@ struct amp_check_ctx {
 	int bw_valid;                  /* a backward op ran in this step: */
 	uint64_t bw_seq;               /* the last one, which a cast's backward is charged to */
 	amp_op_type bw_op;
+	int n_hints;                   /* statistics kernels took of tensors they wrote */
+	struct {
+		const void *data;
+		int64_t numel;
+		amp_stats s;
+	} hint[CHECK_HINTS];
 };
 
 /* ---- configuration ------------------------------------------------------------------------ */
@@ -264,13 +272,28 @@ static int64_t tensor_nonfinite(const amp_tensor *t)
 	return amp_count_nonfinite_f32(t->data, t->numel);
 }
 
-/* One pass over t: full statistics on statistics steps (*have = 1), else a non-finite count,
- * followed by statistics if it found any.  Returns the NaN + Inf count. */
-static int64_t scan(const struct amp_check_ctx *st, const amp_tensor *t, amp_stats *s, int *have)
+/* The statistics a kernel took of t while writing it, into *s and forgotten: 1, else 0. */
+static int take_hint(struct amp_check_ctx *st, const amp_tensor *t, amp_stats *s)
+{
+	for (int i = 0; i < st->n_hints; i++)
+		if (st->hint[i].data == t->data && st->hint[i].numel == t->numel) {
+			*s = st->hint[i].s;
+			st->hint[i] = st->hint[--st->n_hints];
+			return 1;
+		}
+	return 0;
+}
+
+/* One pass over t: full statistics on statistics steps (*have = 1), taken from a kernel's
+ * hint when there is one, else a non-finite count, followed by statistics if it found any.
+ * Returns the NaN + Inf count. */
+static int64_t scan(struct amp_check_ctx *st, const amp_tensor *t, amp_stats *s, int *have)
 {
 	__atomic_add_fetch(&g_cnt.checked, 1, __ATOMIC_RELAXED);
 	int64_t bad;
-	if (st->full) {
+	if (st->full && take_hint(st, t, s)) {
+		bad = (int64_t)(s->nan + s->pinf + s->ninf);
+	} else if (st->full) {
 		tensor_stats(t, s);
 		bad = (int64_t)(s->nan + s->pinf + s->ninf);
 	} else if ((bad = tensor_nonfinite(t)) != 0) {
@@ -503,6 +526,34 @@ static int inputs_finite(const struct amp_check_ctx *st, amp_tensor *const *in, 
 	return 1;
 }
 
+/* ---- statistics taken by kernels ---------------------------------------------------------- */
+int amp_check_wants_stats(amp_ctx *ctx)
+{
+	const amp_check_config *cfg = config();
+	if (cfg->nan_check != AMP_NAN_CHECK_OP)
+		return 0;
+	struct amp_check_ctx *st = state(ctx, cfg);
+	return st && st->full;
+}
+
+void amp_check_hint(amp_ctx *ctx, const amp_tensor *t, const amp_stats *s)
+{
+	struct amp_check_ctx *st = ctx->check;
+	if (!st || st->step != ctx->step)
+		return;
+	int i = 0;
+	while (i < st->n_hints && st->hint[i].data != t->data)
+		i++;
+	if (i == st->n_hints) {
+		if (st->n_hints == CHECK_HINTS)
+			return; /* no room: the check reads t itself */
+		st->n_hints++;
+	}
+	st->hint[i].data = t->data;
+	st->hint[i].numel = t->numel;
+	st->hint[i].s = *s;
+}
+
 /* ---- hooks -------------------------------------------------------------------------------- */
 void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp_tensor *out,
                   amp_tensor *const *in, int n)
@@ -567,6 +618,7 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 		dump_what w = {seq, call->op, role, "out", 0, base, AMP_DUMP_REASON_STEP, 0};
 		dump_tensor(ctx, st, cfg, &w, out);
 	}
+	st->n_hints = 0; /* a hint lives until the check of its op */
 	spent_since(t0);
 }
 
@@ -711,6 +763,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 			dump_tensor(ctx, st, cfg, &wg, grads[g]);
 		}
 	}
+	st->n_hints = 0; /* a hint lives until the check of its op */
 	spent_since(t0);
 }
 

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "kernels/stats.h"
 
 #define AMP_CHECK_DUMPS_PER_STEP 64      /* non-finite dumps in one step */
 #define AMP_CHECK_DUMP_STEPS 16          /* distinct steps with forward non-finite dumps */
@@ -46,6 +47,14 @@ typedef struct amp_check_config {
 void amp_check_configure(const amp_check_config *cfg);
 /* The configuration in force. */
 const amp_check_config *amp_check_get_config(void);
+
+/* ---- statistics taken by kernels (call only when AMP_TRACING()) --------------------------- */
+/* 1 if the checks of this step want full statistics of every output (nan_check=op on a
+ * statistics step): a kernel that can take them while it writes (amp_gemm_f16_stats) should. */
+int amp_check_wants_stats(amp_ctx *ctx);
+/* s: the statistics of t as a kernel just wrote it.  The check of the op that wrote t uses them
+ * instead of reading t again; hints not used by then are dropped. */
+void amp_check_hint(amp_ctx *ctx, const amp_tensor *t, const amp_stats *s);
 
 /* ---- hooks (call only when AMP_TRACING()) ------------------------------------------------- */
 /* Forward op (or an op dispatched during backward) that wrote out from in[0..n) (as the kernel

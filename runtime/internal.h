@@ -203,6 +203,11 @@ void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype
 /* Adds g (same shape as t; any float dtype, converted to t's dtype) into t->grad, creating it
  * (zeroed) on first use.  Grads of parameters' masters are persistent, others step-scoped. */
 int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
+/* Where a kernel may write t's gradient in dtype dt itself: t->grad when it exists in dt
+ * (*fresh = 0: add to it), a new t->grad when the one amp_grad_acc would create is of dt
+ * (*fresh = 1: overwrite it; it is zeroed), else NULL (nothing done; write elsewhere and
+ * amp_grad_acc it).  On out of memory: NULL and *fresh = -1. */
+amp_tensor *amp_grad_dst(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, int *fresh);
 /* Adds n floats from g32 (fp32 buffer) into t->grad in t's dtype. */
 int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32);
 /* Gradient of the node's output as an fp32 buffer in the step arena (converted if fp16). */

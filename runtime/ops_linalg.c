@@ -3,8 +3,12 @@
  * Every product runs in the op's exec dtype on the runtime GEMMs: amp_gemm_f32 for FP32 and
  * amp_gemm_f16 (fp16 in and out, FP32 accumulation) for FP16, with no per-op conversion.
  * Backward runs the transposed products in the same dtype; bias gradients are summed in FP32.
+ * When the checks want statistics, an FP16 GEMM that writes a whole output or gradient takes
+ * them in its epilogue (amp_gemm_f16_stats) and hands them to the check of its op.
  */
 #include "internal.h"
+#include "check.h"
+#include "kernels/stats.h"
 
 #include <string.h>
 
@@ -18,6 +22,21 @@ static void gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_
 		amp_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* gemm_exec into the whole of tensor t (C = t->data, M * N = t->numel, ldc = N); an FP16
+ * product takes t's statistics on the way when the checks want them. */
+static void gemm_into(amp_ctx *ctx, const amp_tensor *t, amp_dtype dt, int ta, int tb, int64_t M,
+                      int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                      int64_t ldb, float beta)
+{
+	if (dt == AMP_F16 && M * N == t->numel && AMP_TRACING() && amp_check_wants_stats(ctx)) {
+		amp_stats s;
+		amp_gemm_f16_stats(ta, tb, M, N, K, A, lda, B, ldb, beta, t->data, N, &s);
+		amp_check_hint(ctx, t, &s);
+		return;
+	}
+	gemm_exec(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, t->data, N);
+}
+
 static int gemm_aligned(int64_t M, int64_t N, int64_t K)
 {
 	return M % 8 == 0 && N % 8 == 0 && K % 8 == 0;
@@ -29,13 +48,14 @@ static int oom(amp_ctx *ctx, amp_op_type op, const char *label)
 	                label ? label : "-");
 }
 
-/* Where a backward GEMM writes an input's gradient: straight into the input's gradient
- * (beta 1) when it already has one in the exec dtype, else into a step-scoped temporary
- * (beta 0) that grad_dst_close() adds in with amp_grad_acc(). */
+/* Where a backward GEMM writes an input's gradient: straight into the input's gradient when
+ * it is (or will be) in the exec dtype, adding to it (beta 1) or overwriting a new one (beta
+ * 0), else into a step-scoped temporary (beta 0) that grad_dst_close() adds in with
+ * amp_grad_acc(). */
 typedef struct grad_dst {
 	amp_tensor *input;
 	amp_tensor *tmp; /* NULL when accumulating in place */
-	char *data;      /* (input->numel) elements in the exec dtype */
+	amp_tensor *to;  /* what the GEMM writes: input->grad, or tmp */
 	float beta;
 } grad_dst;
 
@@ -43,15 +63,19 @@ static int grad_dst_open(amp_ctx *ctx, amp_tensor *input, amp_dtype exec, grad_d
 {
 	d->input = input;
 	d->tmp = NULL;
-	if (input->grad && input->grad->dtype == exec) {
-		d->data = input->grad->data;
-		d->beta = 1.0f;
+	int fresh;
+	amp_tensor *g = amp_grad_dst(ctx, input, exec, &fresh);
+	if (fresh < 0)
+		return AMP_ENOMEM;
+	if (g) {
+		d->to = g;
+		d->beta = fresh ? 0.0f : 1.0f;
 		return AMP_OK;
 	}
 	d->tmp = amp_alloc(ctx, exec, input->shape, AMP_MEM_GRADS);
 	if (!d->tmp)
 		return AMP_ENOMEM;
-	d->data = d->tmp->data;
+	d->to = d->tmp;
 	d->beta = 0.0f;
 	return AMP_OK;
 }
@@ -136,7 +160,7 @@ static int matmul_backward(amp_ctx *ctx, amp_node *node)
 		for (int64_t i = 0; i < m.batch; i++) {
 			const char *gi = g + (size_t)(i * sg) * es,
 			           *bi = (const char *)b->data + (size_t)(i * sb) * es;
-			char *dai = d.data + (size_t)(i * sa) * es;
+			char *dai = (char *)d.to->data + (size_t)(i * sa) * es;
 			if (!ta)
 				gemm_exec(dt, 0, !tb, m.M, m.K, m.N, gi, m.N, bi, m.ldb, d.beta,
 				          dai, m.K);
@@ -151,7 +175,7 @@ static int matmul_backward(amp_ctx *ctx, amp_node *node)
 		for (int64_t i = 0; i < m.batch; i++) {
 			const char *gi = g + (size_t)(i * sg) * es,
 			           *ai = (const char *)a->data + (size_t)(i * sa) * es;
-			char *dbi = d.data + (size_t)(i * sb) * es;
+			char *dbi = (char *)d.to->data + (size_t)(i * sb) * es;
 			if (!tb)
 				gemm_exec(dt, !ta, 0, m.K, m.N, m.M, ai, m.lda, gi, m.N, d.beta,
 				          dbi, m.N);
@@ -244,12 +268,12 @@ static int linear_backward(amp_ctx *ctx, amp_node *node)
 	grad_dst d;
 
 	if (x->requires_grad && !(rc = grad_dst_open(ctx, x, dt, &d))) {
-		gemm_exec(dt, 0, 0, rows, nin, nout, g, nout, w->data, nin, d.beta, d.data, nin);
+		gemm_into(ctx, d.to, dt, 0, 0, rows, nin, nout, g, nout, w->data, nin, d.beta);
 		rc = grad_dst_close(ctx, &d);
 		flops += (uint64_t)(2 * rows * nin * nout);
 	}
 	if (rc == AMP_OK && w->requires_grad && !(rc = grad_dst_open(ctx, w, dt, &d))) {
-		gemm_exec(dt, 1, 0, nout, nin, rows, g, nout, x->data, nin, d.beta, d.data, nin);
+		gemm_into(ctx, d.to, dt, 1, 0, nout, nin, rows, g, nout, x->data, nin, d.beta);
 		rc = grad_dst_close(ctx, &d);
 		flops += (uint64_t)(2 * rows * nin * nout);
 	}
@@ -336,8 +360,8 @@ int amp_linear(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 		beta = 1.0f;
 	}
 	/* x: (rows,in), w: (out,in) -> y: (rows,out) = x w^T [+ bias] */
-	gemm_exec(call.exec, 0, 1, rows, nout, nin, in[0]->data, nin, in[1]->data, nin, beta,
-	          y->data, nout);
+	gemm_into(ctx, y, call.exec, 0, 1, rows, nout, nin, in[0]->data, nin, in[1]->data, nin,
+	          beta);
 	call.flops = (uint64_t)(2 * rows * nout * nin);
 	call.bytes = (uint64_t)(x->numel + w->numel + (bias ? bias->numel : 0) + y->numel) * es;
 	call.aligned = gemm_aligned(rows, nout, nin);

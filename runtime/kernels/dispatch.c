@@ -169,7 +169,15 @@ void amp_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, con
                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                   int64_t ldc)
 {
-	kt()->gemm_f16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	kt()->gemm_f16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+void amp_gemm_f16_stats(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                        const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                        float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	amp_stats_init(st);
+	kt()->gemm_f16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
 }
 
 void amp_vadd_f32(const float *a, const float *b, float *dst, int64_t n)

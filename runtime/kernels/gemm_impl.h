@@ -16,6 +16,7 @@
  * fp32 accumulator block and rounds to fp16 once at the end.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -225,6 +226,7 @@ typedef struct gemm_job {
 	float beta;
 	int split_n;        /* threads take column ranges (1) or row ranges (0) */
 	int64_t units;      /* NR-wide column or MR-high row units to share out */
+	amp_stats *parts;   /* fp16 with statistics: one per share, else NULL */
 } gemm_job;
 
 /* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp32 GEMM. */
@@ -267,8 +269,26 @@ static void gemm_block_f32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 	}
 }
 
-/* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp16 GEMM: fp32 sums in a block of acc, rounded once. */
-static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
+/* part += the statistics of the fp16 rows c (m rows of n at stride ldc): one call over the
+ * block when its rows are contiguous, else one per row. */
+static void gemm_stats_rows(amp_stats *part, const uint16_t *c, int64_t m, int64_t n, int64_t ldc)
+{
+	amp_stats s;
+	if (ldc == n) {
+		amp_stats_f16(c, m * n, &s);
+		amp_stats_merge(part, &s);
+		return;
+	}
+	for (int64_t i = 0; i < m; i++) {
+		amp_stats_f16(c + i * ldc, n, &s);
+		amp_stats_merge(part, &s);
+	}
+}
+
+/* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp16 GEMM: fp32 sums in a block of acc, rounded once;
+ * part (or NULL) += the statistics of the block, each piece taken right after it is rounded. */
+static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb,
+                           amp_stats *part)
 {
 	uint16_t *C = (uint16_t *)g->C + i0 * g->ldc + j0;
 	int64_t ldc = g->ldc, K = g->K > 0 ? g->K : 0;
@@ -287,6 +307,8 @@ static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 					s += beta * amp_f16_to_f32(C[i * ldc + j]);
 				C[i * ldc + j] = amp_f32_to_f16(s);
 			}
+		if (part)
+			gemm_stats_rows(part, C, mb, nb, ldc);
 		return;
 	}
 	for (int64_t jc = 0; jc < nb; jc += GEMM_NC) {
@@ -314,6 +336,8 @@ static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 			}
 			for (int64_t i = 0; i < mc; i++)
 				cvt_f2h(acc + i * ncmax, cb + i * ldc, nc);
+			if (part)
+				gemm_stats_rows(part, cb, mc, nc, ldc);
 		}
 	}
 }
@@ -334,7 +358,7 @@ static void gemm_task(void *arg, int t, int n)
 	if (mb <= 0 || nb <= 0)
 		return;
 	if (g->a.f16)
-		gemm_block_f16(g, i0, mb, j0, nb);
+		gemm_block_f16(g, i0, mb, j0, nb, g->parts ? &g->parts[t] : NULL);
 	else
 		gemm_block_f32(g, i0, mb, j0, nb);
 }
@@ -342,7 +366,7 @@ static void gemm_task(void *arg, int t, int n)
 /* Sets up the job and runs it on as many threads as it is worth. */
 static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
-                     int f16)
+                     int f16, amp_stats *st)
 {
 	if (M <= 0 || N <= 0)
 		return;
@@ -364,7 +388,25 @@ static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 	g.units = g.split_n ? nu : mu;
 	if (want > g.units)
 		want = (int)g.units;
+	amp_stats local[4], *parts = NULL;
+	if (st) {
+		parts = want <= 4 ? local : malloc((size_t)want * sizeof *parts);
+		if (!parts) { /* no room for the shares' statistics: one pass over C after */
+			amp_kernels_parallel(want, gemm_task, &g);
+			gemm_stats_rows(st, C, M, N, ldc);
+			return;
+		}
+		for (int t = 0; t < want; t++)
+			amp_stats_init(&parts[t]);
+		g.parts = parts;
+	}
 	amp_kernels_parallel(want, gemm_task, &g);
+	if (st) {
+		for (int t = 0; t < want; t++)
+			amp_stats_merge(st, &parts[t]);
+		if (parts != local)
+			free(parts);
+	}
 }
 
 /* A, B, C as amp_gemm_f32: C (M,N) fp32 = op(A) (M,K) . op(B) (K,N) + beta C. */
@@ -372,13 +414,14 @@ static void gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                      int64_t ldc)
 {
-	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0);
+	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL);
 }
 
-/* A, B, C as amp_gemm_f16: fp16 storage, fp32 products and sums, C rounded once to fp16. */
+/* A, B, C as amp_gemm_f16: fp16 storage, fp32 products and sums, C rounded once to fp16; st
+ * (or NULL) += the statistics of C (amp_gemm_f16_stats). */
 static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                      const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                     uint16_t *C, int64_t ldc)
+                     uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 1);
+	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, st);
 }

@@ -10,8 +10,10 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/stats.h"
 
-/* Signatures and semantics are those of the public amp_* function of the same name. */
+/* Signatures and semantics are those of the public amp_* function of the same name; gemm_f16
+ * is amp_gemm_f16_stats (st NULL: amp_gemm_f16). */
 typedef struct amp_kernel_table {
 	amp_isa isa;
 	int64_t (*cvt_f32_f16)(const float *src, uint16_t *dst, int64_t n);
@@ -21,7 +23,7 @@ typedef struct amp_kernel_table {
 	                 int64_t ldc);
 	void (*gemm_f16)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
 	                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-	                 uint16_t *C, int64_t ldc);
+	                 uint16_t *C, int64_t ldc, amp_stats *st);
 	void (*vadd_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vmul_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vscale_f32)(const float *a, float s, float *dst, int64_t n);

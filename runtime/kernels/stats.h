@@ -42,6 +42,19 @@ void amp_stats_f32(const float *x, int64_t n, amp_stats *st);
 /* x: (n) fp16 (IEEE binary16 bits) -> *st (overwritten). */
 void amp_stats_f16(const uint16_t *x, int64_t n, amp_stats *st);
 
+/* *st = the statistics of no element (count 0, extremes NaN). */
+void amp_stats_init(amp_stats *st);
+/* *into = the statistics of the elements of both: counts and histogram added, extremes
+ * combined.  Exact, so the statistics of a tensor are the merge of those of its parts. */
+void amp_stats_merge(amp_stats *into, const amp_stats *s);
+
+/* amp_gemm_f16 whose epilogue also takes the statistics of the C it writes, block by block
+ * while the block is in cache: *st = amp_stats_f16 of the final C (M rows of N at stride
+ * ldc), without a second pass over it. */
+void amp_gemm_f16_stats(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                        const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                        float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+
 /* Same on an explicit path (tests, benchmarks); a path the CPU lacks falls back to the best
  * it has, as amp_kernels_select() does. */
 void amp_stats_f32_on(amp_isa isa, const float *x, int64_t n, amp_stats *st);

@@ -49,6 +49,31 @@ void amp_stats_f16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
 	stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f16(x, n, st);
 }
 
+void amp_stats_init(amp_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	st->min = st->max = st->absmax = NAN;
+}
+
+void amp_stats_merge(amp_stats *into, const amp_stats *s)
+{
+	into->count += s->count;
+	into->nan += s->nan;
+	into->pinf += s->pinf;
+	into->ninf += s->ninf;
+	into->underflow += s->underflow;
+	into->near_overflow += s->near_overflow;
+	for (int k = 0; k < AMP_STATS_BINS; k++)
+		into->exp_hist[k] += s->exp_hist[k];
+	if (isnan(s->min)) /* s has no finite value */
+		return;
+	if (isnan(into->min) || s->min < into->min)
+		into->min = s->min;
+	if (isnan(into->max) || s->max > into->max)
+		into->max = s->max;
+	into->absmax = fmax(-into->min, into->max);
+}
+
 /* The active path is one the CPU has (amp_kernels_select clamps it). */
 void amp_stats_f32(const float *x, int64_t n, amp_stats *st)
 {

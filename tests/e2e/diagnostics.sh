@@ -205,6 +205,38 @@ if [ "${n_flagged:-1}" = 0 ] && [ "${n_rows:-0}" -ge 30 ] &&
 else
 	bad "mlp_fashion fp32 vs amp at step $N: no op flagged with the default limits" "$(tail -1 mlp_def.txt)"
 fi
+# the statistics of every dumped output and gradient (those of the Linear ones taken in the GEMM
+# epilogue) describe the very values dumped
+if "$PY" - mlp_amp.db "$N" <<'PY'; then
+import sqlite3, sys
+import numpy as np
+con = sqlite3.connect(sys.argv[1])
+step = int(sys.argv[2])
+n, seen = 0, set()
+for seq, role, name, dtype, count, nan, inf, under, lo, hi, absmax, hist in con.execute(
+        "SELECT seq, role, name, dtype, count, nan, inf, underflow, min, max, absmax, exp_hist "
+        "FROM tensor_stats WHERE step = ? AND role IN ('output', 'grad')", (step,)):
+    row = con.execute("SELECT dtype, data FROM dumps WHERE step = ? AND seq = ? AND role = ? "
+                      "AND name = ?", (step, seq, role, name)).fetchone()
+    if row is None:
+        continue
+    assert row[0] == dtype, (name, row[0], dtype)
+    x = np.frombuffer(row[1], dtype="<f2" if dtype == "fp16" else "<f4").astype(np.float64)
+    fin = x[np.isfinite(x)]
+    tiny = np.count_nonzero((fin != 0) & (np.abs(fin) < 2.0**-14))
+    got = (count, nan, inf, under, lo, hi, absmax)
+    want = (x.size, int(np.isnan(x).sum()), int(np.isinf(x).sum()), tiny,
+            float(fin.min()), float(fin.max()), float(np.abs(fin).max()))
+    assert got == want, (name, got, want)
+    n += 1
+    seen.add(name)
+assert {"fc1", "fc2", "fc3", "fc2/in0.grad", "fc1/in1.grad", "fc2/in1.grad"} <= seen, seen
+print("     %d tensors: count, NaN, Inf, underflow, min, max, absmax = numpy on the dump" % n)
+PY
+	ok "mlp_fashion amp step $N: tensor_stats of every dumped output and gradient = numpy on its dump"
+else
+	bad "mlp_fashion amp: tensor_stats against the dumps"
+fi
 # the limits are not vacuous on these very tensors: stricter ones flag the fp16 rounding
 "$AMPDUMP" --compare mlp_fp32.db mlp_amp.db --step $N --format=csv --cosine=1 --max-abs=0 --rtol=0 \
 	>mlp_strict.csv 2>/dev/null

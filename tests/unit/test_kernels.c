@@ -12,12 +12,14 @@
 #include <criterion/logging.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/stats.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -752,3 +754,102 @@ static void check_nonfinite(const char *path)
 }
 
 PATH_TESTS(nonfinite, count, check_nonfinite)
+
+/* ---- statistics taken in the fp16 GEMM epilogue -------------------------------------------- */
+
+/* Uniform in [0, 1). */
+static float unit_f32(void)
+{
+	return (float)(rng_u64() >> 40) * 0x1p-24f;
+}
+
+/* a and b agree field by field (extremes as values: -0 == +0, NaN == NaN). */
+static void assert_same_stats(const amp_stats *a, const amp_stats *b, const char *what)
+{
+	cr_assert_eq(a->count, b->count, "%s: count", what);
+	cr_assert_eq(a->nan, b->nan, "%s: nan", what);
+	cr_assert_eq(a->pinf, b->pinf, "%s: +inf", what);
+	cr_assert_eq(a->ninf, b->ninf, "%s: -inf", what);
+	cr_assert_eq(a->underflow, b->underflow, "%s: underflow", what);
+	cr_assert_eq(a->near_overflow, b->near_overflow, "%s: near overflow", what);
+	for (int k = 0; k < AMP_STATS_BINS; k++)
+		cr_assert_eq(a->exp_hist[k], b->exp_hist[k], "%s: exp_hist[%d]", what, k);
+	const double ea[3] = {a->min, a->max, a->absmax}, eb[3] = {b->min, b->max, b->absmax};
+	for (int k = 0; k < 3; k++)
+		cr_assert(ea[k] == eb[k] || (isnan(ea[k]) && isnan(eb[k])), "%s: extreme %d: %g vs %g",
+		          what, k, ea[k], eb[k]);
+}
+
+/* amp_gemm_f16_stats writes the very C of amp_gemm_f16 and its statistics are amp_stats_f16 of
+ * that C: shapes of one tile and of many, transposes, beta 1 onto a C holding Inf and NaN,
+ * values that overflow FP16, 1 and 2 threads (the shares' statistics merged). */
+static void check_gemm_stats(const char *path)
+{
+	force_path(path);
+	static const struct {
+		int64_t M, N, K;
+		int ta, tb;
+		float beta;
+		float scale; /* of A: large values overflow FP16 */
+	} cases[] = {
+	    {1, 1, 1, 0, 0, 0.0f, 1.0f},      {7, 5, 3, 0, 1, 0.0f, 1.0f},
+	    {128, 1024, 784, 0, 1, 1.0f, 1.0f}, {1024, 784, 128, 1, 0, 0.0f, 1.0f},
+	    {33, 70, 300, 1, 1, 1.0f, 1.0f},  {64, 96, 200, 0, 0, 0.0f, 300.0f},
+	    {5, 3000, 8, 0, 0, 0.0f, 1e-6f},
+	};
+	for (int threads = 1; threads <= 2; threads++) {
+		amp_kernels_set_threads(threads);
+		for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+			int64_t M = cases[c].M, N = cases[c].N, K = cases[c].K;
+			uint16_t *A = malloc((size_t)(M * K) * 2), *B = malloc((size_t)(K * N) * 2);
+			uint16_t *C1 = malloc((size_t)(M * N) * 2), *C2 = malloc((size_t)(M * N) * 2);
+			cr_assert(A && B && C1 && C2);
+			rng_seed(c * 7 + 1);
+			for (int64_t i = 0; i < M * K; i++)
+				A[i] = amp_f32_to_f16(cases[c].scale * (unit_f32() - 0.5f));
+			for (int64_t i = 0; i < K * N; i++)
+				B[i] = amp_f32_to_f16(unit_f32() - 0.5f);
+			for (int64_t i = 0; i < M * N; i++)
+				C1[i] = C2[i] = amp_f32_to_f16((float)(i % 13) - 6.0f);
+			if (M * N > 4)
+				C1[1] = C2[1] = 0x7c00, C1[3] = C2[3] = 0x7e00; /* +Inf and NaN under beta 1 */
+			int64_t lda = cases[c].ta ? M : K, ldb = cases[c].tb ? K : N;
+			amp_stats fused, after;
+			amp_gemm_f16(cases[c].ta, cases[c].tb, M, N, K, A, lda, B, ldb, cases[c].beta, C1, N);
+			amp_gemm_f16_stats(cases[c].ta, cases[c].tb, M, N, K, A, lda, B, ldb,
+			                   cases[c].beta, C2, N, &fused);
+			cr_assert(memcmp(C1, C2, (size_t)(M * N) * 2) == 0, "%s case %zu: C differs", path, c);
+			amp_stats_f16(C1, M * N, &after);
+			char what[96];
+			snprintf(what, sizeof what, "%s %lldx%lldx%lld, %d thread(s)", path, (long long)M,
+			         (long long)N, (long long)K, threads);
+			assert_same_stats(&fused, &after, what);
+			free(A), free(B), free(C1), free(C2);
+		}
+	}
+}
+
+PATH_TESTS(gemm, f16_statistics, check_gemm_stats)
+
+Test(stats, merge_is_exact)
+{
+	uint16_t x[1000];
+	for (int i = 0; i < 1000; i++)
+		x[i] = (uint16_t)(i * 65.537); /* every exponent, NaN and Inf included */
+	amp_stats whole, parts, s;
+	amp_stats_f16(x, 1000, &whole);
+	amp_stats_init(&parts);
+	for (int at = 0; at < 1000; at += 137) {
+		amp_stats_f16(x + at, at + 137 <= 1000 ? 137 : 1000 - at, &s);
+		amp_stats_merge(&parts, &s);
+	}
+	assert_same_stats(&parts, &whole, "137-element parts");
+	amp_stats_init(&s);
+	amp_stats_merge(&parts, &s);
+	assert_same_stats(&parts, &whole, "an empty part");
+	const uint16_t nan[2] = {0x7e00, 0xfe00};
+	amp_stats_f16(nan, 2, &s);
+	amp_stats_init(&parts);
+	amp_stats_merge(&parts, &s);
+	cr_assert(isnan(parts.min) && isnan(parts.max) && parts.nan == 2, "no finite value: NaN extremes");
+}
