@@ -22,19 +22,53 @@ static void gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_
 		amp_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* gemm_exec into the whole of tensor t (C = t->data, M * N = t->numel, ldc = N); an FP16
- * product takes t's statistics on the way when the checks want them. */
+/* The statistics of a tensor written by one or more FP16 GEMMs (the batches of a MatMul),
+ * taken in their epilogues when the checks want them, and handed to the check of the op. */
+typedef struct out_stats {
+	int on;      /* taking them */
+	int64_t got; /* elements seen so far */
+	amp_stats s;
+} out_stats;
+
+static void out_stats_begin(amp_ctx *ctx, amp_dtype dt, out_stats *o)
+{
+	o->on = dt == AMP_F16 && AMP_TRACING() && amp_check_wants_stats(ctx);
+	o->got = 0;
+	if (o->on)
+		amp_stats_init(&o->s);
+}
+
+/* gemm_exec of an M x N block at C (ldc N) of the tensor, merging its statistics into o. */
+static void gemm_part(out_stats *o, amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K,
+                      const void *A, int64_t lda, const void *B, int64_t ldb, float beta, void *C)
+{
+	if (!o->on) {
+		gemm_exec(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+		return;
+	}
+	amp_stats s;
+	amp_gemm_f16_stats(ta, tb, M, N, K, A, lda, B, ldb, beta, C, N, &s);
+	amp_stats_merge(&o->s, &s);
+	o->got += M * N;
+}
+
+/* Hands o to the check of t when the GEMMs wrote all of t. */
+static void out_stats_end(amp_ctx *ctx, const out_stats *o, const amp_tensor *t)
+{
+	if (o->on && o->got == t->numel)
+		amp_check_hint(ctx, t, &o->s);
+}
+
+/* gemm_exec into the whole of tensor t (C = t->data, M * N = t->numel, ldc = N), its
+ * statistics taken on the way when the checks want them. */
 static void gemm_into(amp_ctx *ctx, const amp_tensor *t, amp_dtype dt, int ta, int tb, int64_t M,
                       int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                       int64_t ldb, float beta)
 {
-	if (dt == AMP_F16 && M * N == t->numel && AMP_TRACING() && amp_check_wants_stats(ctx)) {
-		amp_stats s;
-		amp_gemm_f16_stats(ta, tb, M, N, K, A, lda, B, ldb, beta, t->data, N, &s);
-		amp_check_hint(ctx, t, &s);
-		return;
-	}
-	gemm_exec(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, t->data, N);
+	out_stats o;
+	out_stats_begin(ctx, dt, &o);
+	gemm_part(&o, dt, ta, tb, M, N, K, A, lda, B, ldb, beta, t->data);
+	out_stats_end(ctx, &o, t);
 }
 
 static int gemm_aligned(int64_t M, int64_t N, int64_t K)
@@ -156,33 +190,38 @@ static int matmul_backward(amp_ctx *ctx, amp_node *node)
 	int rc = AMP_OK;
 	grad_dst d;
 
+	out_stats o;
 	if (a->requires_grad && !(rc = grad_dst_open(ctx, a, dt, &d))) {
+		out_stats_begin(ctx, dt, &o);
 		for (int64_t i = 0; i < m.batch; i++) {
 			const char *gi = g + (size_t)(i * sg) * es,
 			           *bi = (const char *)b->data + (size_t)(i * sb) * es;
 			char *dai = (char *)d.to->data + (size_t)(i * sa) * es;
 			if (!ta)
-				gemm_exec(dt, 0, !tb, m.M, m.K, m.N, gi, m.N, bi, m.ldb, d.beta,
-				          dai, m.K);
+				gemm_part(&o, dt, 0, !tb, m.M, m.K, m.N, gi, m.N, bi, m.ldb, d.beta,
+				          dai);
 			else
-				gemm_exec(dt, tb, 1, m.K, m.M, m.N, bi, m.ldb, gi, m.N, d.beta, dai,
-				          m.M);
+				gemm_part(&o, dt, tb, 1, m.K, m.M, m.N, bi, m.ldb, gi, m.N, d.beta,
+				          dai);
 		}
+		out_stats_end(ctx, &o, d.to);
 		rc = grad_dst_close(ctx, &d);
 		flops += (uint64_t)(2 * m.batch * m.M * m.N * m.K);
 	}
 	if (rc == AMP_OK && b->requires_grad && !(rc = grad_dst_open(ctx, b, dt, &d))) {
+		out_stats_begin(ctx, dt, &o);
 		for (int64_t i = 0; i < m.batch; i++) {
 			const char *gi = g + (size_t)(i * sg) * es,
 			           *ai = (const char *)a->data + (size_t)(i * sa) * es;
 			char *dbi = (char *)d.to->data + (size_t)(i * sb) * es;
 			if (!tb)
-				gemm_exec(dt, !ta, 0, m.K, m.N, m.M, ai, m.lda, gi, m.N, d.beta,
-				          dbi, m.N);
+				gemm_part(&o, dt, !ta, 0, m.K, m.N, m.M, ai, m.lda, gi, m.N, d.beta,
+				          dbi);
 			else
-				gemm_exec(dt, 1, ta, m.N, m.K, m.M, gi, m.N, ai, m.lda, d.beta, dbi,
-				          m.K);
+				gemm_part(&o, dt, 1, ta, m.N, m.K, m.M, gi, m.N, ai, m.lda, d.beta,
+				          dbi);
 		}
+		out_stats_end(ctx, &o, d.to);
 		rc = grad_dst_close(ctx, &d);
 		flops += (uint64_t)(2 * m.batch * m.M * m.N * m.K);
 	}
@@ -220,11 +259,14 @@ static int matmul_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 		return oom(ctx, op, label);
 	size_t es = amp_dtype_size(call.exec);
 	/* a: (batch,M,K) or (batch,K,M), b: (batch,K,N) or (batch,N,K) -> y: (batch,M,N) */
+	out_stats o;
+	out_stats_begin(ctx, call.exec, &o);
 	for (int64_t i = 0; i < m.batch; i++)
-		gemm_exec(call.exec, ta, tb, m.M, m.N, m.K,
+		gemm_part(&o, call.exec, ta, tb, m.M, m.N, m.K,
 		          (const char *)in[0]->data + (size_t)(i * m.M * m.K) * es, m.lda,
 		          (const char *)in[1]->data + (size_t)(i * m.K * m.N) * es, m.ldb, 0.0f,
-		          (char *)y->data + (size_t)(i * m.M * m.N) * es, m.N);
+		          (char *)y->data + (size_t)(i * m.M * m.N) * es);
+	out_stats_end(ctx, &o, y);
 	call.flops = (uint64_t)(2 * m.batch * m.M * m.N * m.K);
 	call.bytes = (uint64_t)(a->numel + b->numel + y->numel) * es;
 	call.aligned = gemm_aligned(m.M, m.N, m.K);
