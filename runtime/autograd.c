@@ -148,10 +148,11 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 	*fresh = 0;
 	if (t->grad)
 		return t->grad;
+	/* a fresh step-scoped gradient is written in full by every caller: not zeroed */
 	if (t->param)
 		t->grad = amp_alloc_persistent(ctx, AMP_F32, t->shape, AMP_MEM_GRADS);
 	else
-		t->grad = amp_alloc(ctx, t->dtype, t->shape, AMP_MEM_GRADS);
+		t->grad = amp_alloc_raw(ctx, t->dtype, t->shape, AMP_MEM_GRADS);
 	*fresh = 1;
 	return t->grad;
 }

@@ -144,8 +144,13 @@ int amp_shape_eq(amp_shape a, amp_shape b);
 /* ---- memory ------------------------------------------------------------------------------ */
 /* Step-arena allocation, 64-byte aligned, zeroed; NULL when out of memory. */
 void *amp_arena_alloc(amp_ctx *ctx, size_t bytes);
+/* The same, not zeroed: it holds what an earlier step left there.  Only for a buffer the
+ * caller writes in full before anything reads it. */
+void *amp_arena_alloc_raw(amp_ctx *ctx, size_t bytes);
 /* Step-scoped tensor (zeroed) counted under category; sets an error and returns NULL on OOM. */
 amp_tensor *amp_alloc(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat);
+/* The same, not zeroed (amp_arena_alloc_raw): for an output the caller writes in full. */
+amp_tensor *amp_alloc_raw(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat);
 /* Persistent zeroed block (64-byte aligned) freed with the context; NULL when out of memory. */
 void *amp_persist_alloc(amp_ctx *ctx, size_t bytes);
 /* Persistent tensor freed with the context. */
@@ -205,8 +210,8 @@ void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype
 int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
 /* Where a kernel may write t's gradient in dtype dt itself: t->grad when it exists in dt
  * (*fresh = 0: add to it), a new t->grad when the one amp_grad_acc would create is of dt
- * (*fresh = 1: overwrite it; it is zeroed), else NULL (nothing done; write elsewhere and
- * amp_grad_acc it).  On out of memory: NULL and *fresh = -1. */
+ * (*fresh = 1: write all of it; it is not zeroed), else NULL (nothing done; write elsewhere
+ * and amp_grad_acc it).  On out of memory: NULL and *fresh = -1. */
 amp_tensor *amp_grad_dst(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, int *fresh);
 /* Adds n floats from g32 (fp32 buffer) into t->grad in t's dtype. */
 int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32);

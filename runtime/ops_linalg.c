@@ -106,7 +106,7 @@ static int grad_dst_open(amp_ctx *ctx, amp_tensor *input, amp_dtype exec, grad_d
 		d->beta = fresh ? 0.0f : 1.0f;
 		return AMP_OK;
 	}
-	d->tmp = amp_alloc(ctx, exec, input->shape, AMP_MEM_GRADS);
+	d->tmp = amp_alloc_raw(ctx, exec, input->shape, AMP_MEM_GRADS); /* beta 0: written in full */
 	if (!d->tmp)
 		return AMP_ENOMEM;
 	d->to = d->tmp;
@@ -254,7 +254,7 @@ static int matmul_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 	amp_shape ys = a->shape;
 	ys.d[ys.ndim - 2] = m.M;
 	ys.d[ys.ndim - 1] = m.N;
-	amp_tensor *y = amp_alloc(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS);
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS); /* written in full */
 	if (!y)
 		return oom(ctx, op, label);
 	size_t es = amp_dtype_size(call.exec);
@@ -388,7 +388,7 @@ int amp_linear(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 	int64_t nout = w->shape.d[0], nin = w->shape.d[1], rows = x->numel / nin;
 	amp_shape ys = x->shape;
 	ys.d[ys.ndim - 1] = nout;
-	amp_tensor *y = amp_alloc(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS);
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS); /* written in full */
 	if (!y)
 		return oom(ctx, AMP_OP_LINEAR, label);
 	size_t es = amp_dtype_size(call.exec);

@@ -98,7 +98,7 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_mem_category cat = p && dt == AMP_F16 ? AMP_MEM_WORKING : AMP_MEM_ACTIVATIONS;
-	amp_tensor *c = amp_alloc(ctx, dt, t->shape, cat);
+	amp_tensor *c = amp_alloc_raw(ctx, dt, t->shape, cat); /* converted in full below */
 	if (!c)
 		return NULL;
 	int64_t nonfinite = 0; /* of an FP16 result, counted by the conversion */

@@ -38,7 +38,7 @@ static amp_arena_chunk *chunk_new(size_t size)
 	return c;
 }
 
-void *amp_arena_alloc(amp_ctx *ctx, size_t bytes)
+void *amp_arena_alloc_raw(amp_ctx *ctx, size_t bytes)
 {
 	amp_arena *a = &ctx->arena;
 	bytes = align_up(bytes ? bytes : 1);
@@ -64,7 +64,17 @@ void *amp_arena_alloc(amp_ctx *ctx, size_t bytes)
 	void *p = c->base + c->used;
 	c->used += bytes;
 	a->used_total += bytes;
-	memset(p, 0, bytes);
+#ifdef __SANITIZE_ADDRESS__
+	memset(p, 0xff, bytes); /* sanitizer builds: a read before the write gives NaN, and fails */
+#endif
+	return p;
+}
+
+void *amp_arena_alloc(amp_ctx *ctx, size_t bytes)
+{
+	void *p = amp_arena_alloc_raw(ctx, bytes);
+	if (p)
+		memset(p, 0, align_up(bytes ? bytes : 1));
 	return p;
 }
 
@@ -197,8 +207,9 @@ size_t amp_dtype_size(amp_dtype dt)
 
 /* ---- tensors ----------------------------------------------------------------------------- */
 
+/* A tensor in the step arena (persistent: freed with the context), zeroed unless raw. */
 static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat,
-                               int persistent)
+                               int persistent, int raw)
 {
 	char sb[64];
 	if (!shape_valid(shape)) {
@@ -214,7 +225,7 @@ static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_
 		data = t ? amp_persist_alloc(ctx, bytes) : NULL;
 	} else {
 		t = amp_arena_alloc(ctx, sizeof *t);
-		data = t ? amp_arena_alloc(ctx, bytes) : NULL;
+		data = !t ? NULL : raw ? amp_arena_alloc_raw(ctx, bytes) : amp_arena_alloc(ctx, bytes);
 	}
 	if (!t || !data) {
 		amp_fail(ctx, AMP_ENOMEM, "out of memory allocating %zu bytes for tensor %s", bytes,
@@ -237,13 +248,18 @@ static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_
 
 amp_tensor *amp_alloc(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat)
 {
-	return tensor_make(ctx, dt, shape, cat, 0);
+	return tensor_make(ctx, dt, shape, cat, 0, 0);
+}
+
+amp_tensor *amp_alloc_raw(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_mem_category cat)
+{
+	return tensor_make(ctx, dt, shape, cat, 0, 1);
 }
 
 amp_tensor *amp_alloc_persistent(amp_ctx *ctx, amp_dtype dt, amp_shape shape,
                                  amp_mem_category cat)
 {
-	return tensor_make(ctx, dt, shape, cat, 1);
+	return tensor_make(ctx, dt, shape, cat, 1, 0);
 }
 
 amp_tensor *amp_alias(amp_ctx *ctx, amp_tensor *src, amp_shape shape)
@@ -363,7 +379,7 @@ const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t)
 {
 	if (t->dtype == AMP_F32)
 		return t->data;
-	float *buf = amp_arena_alloc(ctx, (size_t)t->numel * sizeof(float));
+	float *buf = amp_arena_alloc_raw(ctx, (size_t)t->numel * sizeof(float));
 	if (buf)
 		amp_cvt_f16_f32(t->data, buf, t->numel);
 	return buf;
