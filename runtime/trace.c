@@ -40,6 +40,7 @@
 int amp_trace_active;
 
 #define TRACE_PUBLISH_EVERY 16u  /* records between head publications */
+#define TRACE_WARM 24u           /* slots ahead of the head prefetched for writing */
 #define TRACE_PCACHE 256u        /* direct-mapped label pointer cache */
 #define TRACE_MAX_FRAMES 64      /* frame-pointer walk depth limit */
 #define TRACE_ALTSTACK (64u * 1024u)
@@ -53,6 +54,7 @@ typedef struct trace_ring {
 	uint64_t published;      /* last head stored into hdr->head */
 	uint64_t tail_cache;     /* last tail read from hdr->tail */
 	uint64_t woke;           /* head when the collector was last woken */
+	uint64_t warm;           /* slots before this position were prefetched for writing */
 	unsigned since_publish;
 	int dead;                /* collector gone: drop everything */
 	uintptr_t stack_hi;      /* top of this thread's stack (frame walk bound) */
@@ -214,10 +216,13 @@ static inline void ring_commit(trace_ring *r, void *rec, unsigned type, unsigned
 	r->head += n;
 	if (++r->since_publish >= TRACE_PUBLISH_EVERY)
 		ring_publish(r);
-	/* The next records' lines, for writing: between two records the program streams
-	 * megabytes, and a store that misses waits for its line. */
-	for (unsigned k = 0; k < 4; k++)
-		__builtin_prefetch(r->slots + ((r->head + k) & r->mask) * AMP_SLOT_SIZE, 1, 3);
+	/* The next TRACE_WARM slots, for writing: an op's record is followed by its check's
+	 * statistics records, and between ops the program streams megabytes, so a store into
+	 * a slot not asked for early waits for its line (a microsecond here). */
+	if (r->warm < r->head)
+		r->warm = r->head;
+	for (; r->warm < r->head + TRACE_WARM; r->warm++)
+		__builtin_prefetch(r->slots + (r->warm & r->mask) * AMP_SLOT_SIZE, 1, 3);
 }
 
 static void emit_clock(trace_ring *r)
