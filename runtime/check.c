@@ -291,10 +291,9 @@ static int64_t scan(struct amp_check_ctx *st, const amp_tensor *t, amp_stats *s,
 {
 	__atomic_add_fetch(&g_cnt.checked, 1, __ATOMIC_RELAXED);
 	int64_t bad;
-	if (st->full && take_hint(st, t, s)) {
-		bad = (int64_t)(s->nan + s->pinf + s->ninf);
-	} else if (st->full) {
-		tensor_stats(t, s);
+	if (st->full) {
+		if (!take_hint(st, t, s))
+			tensor_stats(t, s);
 		bad = (int64_t)(s->nan + s->pinf + s->ninf);
 	} else if ((bad = tensor_nonfinite(t)) != 0) {
 		tensor_stats(t, s);
