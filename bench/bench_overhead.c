@@ -135,11 +135,35 @@ typedef struct run {
 	double t0, wall;
 } run;
 
+/* The process groups of the runs alive: they are not in the terminal's foreground group and
+ * may be stopped, so an interrupted bench kills them itself, then ends its loops (their pipes
+ * close) and removes its files as on any failure. */
+static volatile sig_atomic_t g_groups[2], g_interrupted;
+
+static void on_interrupt(int sig)
+{
+	g_interrupted = sig;
+	for (int k = 0; k < 2; k++)
+		if (g_groups[k] > 0)
+			kill(-(pid_t)g_groups[k], SIGKILL);
+}
+
+static void track_group(pid_t pgid, int on)
+{
+	for (int k = 0; k < 2; k++)
+		if (on ? g_groups[k] == 0 : g_groups[k] == pgid) {
+			g_groups[k] = on ? pgid : 0;
+			return;
+		}
+}
+
 /* Starts r->argv in a process group of its own, stdout to a pipe, stderr to /dev/null.
  * Returns 0, or -1 (message printed). */
 static int run_start(run *r)
 {
 	int fds[2];
+	if (g_interrupted)
+		return -1;
 	if (pipe2(fds, O_CLOEXEC) != 0) {
 		fprintf(stderr, "bench_overhead: pipe: %s\n", strerror(errno));
 		return -1;
@@ -165,6 +189,7 @@ static int run_start(run *r)
 		_exit(127);
 	}
 	setpgid(r->pid, r->pid); /* either side may win the race */
+	track_group(r->pid, 1);
 	close(fds[1]);
 	r->fd = fds[0];
 	return 0;
@@ -208,6 +233,7 @@ static void run_reap(run *r, int block)
 	while ((w = wait4(r->pid, &r->status, block ? 0 : WNOHANG, &r->ru)) < 0 && errno == EINTR)
 		;
 	if (w == r->pid) {
+		track_group(r->pid, 0);
 		r->done = 1;
 		r->wall = now_s() - r->t0;
 	}
@@ -220,6 +246,8 @@ static double run_figures(const run *r, double *step, double *cpu)
 {
 	*cpu = (double)(r->ru.ru_utime.tv_sec + r->ru.ru_stime.tv_sec) +
 	       (double)(r->ru.ru_utime.tv_usec + r->ru.ru_stime.tv_usec) * 1e-6;
+	if (g_interrupted)
+		return -1;
 	if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
 		fprintf(stderr, "bench_overhead: '%s' failed (status %d)\n", r->argv[0],
 		        WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status));
@@ -486,6 +514,11 @@ int main(int argc, char **argv)
 		profiled[nq++] = plain[i];
 
 	pick_cpus();
+	struct sigaction sa = {.sa_handler = on_interrupt};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	printf("overhead: %s", example);
 	for (i = 1; i < np; i++)
 		printf(" %s", plain[i]);
@@ -549,5 +582,9 @@ out:
 		unlink(f);
 	}
 	rmdir(dir);
+	if (g_interrupted) {
+		fprintf(stderr, "bench_overhead: interrupted\n");
+		return 128 + g_interrupted;
+	}
 	return rc;
 }
