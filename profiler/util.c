@@ -134,8 +134,7 @@ uint64_t prof_ticks(void)
 
 const char *prof_dtype_name(unsigned dt)
 {
-	static const char *const names[] = {"fp32", "fp16", "int32", "bf16"};
-	return dt < sizeof names / sizeof names[0] ? names[dt] : "?";
+	return amp_dtype_code_name(dt);
 }
 
 const char *prof_signal_name(int signo)

@@ -21,6 +21,10 @@
 #include "kernels/kernels.h"
 #include "trace.h"
 
+_Static_assert((int)AMP_F32 == AMP_DTYPE_F32 && (int)AMP_F16 == AMP_DTYPE_F16 &&
+               (int)AMP_I32 == AMP_DTYPE_I32 && (int)AMP_BF16 == AMP_DTYPE_BF16,
+               "amp_dtype values are the wire's dtype codes");
+
 typedef enum {
 	AMP_MODE_FORCE_FP32 = 0,
 	AMP_MODE_MIX = 1,          /* allow_mix_precision */
@@ -180,6 +184,7 @@ typedef struct amp_op_call {
 	uint64_t t0;             /* trace clock at begin (0 when not tracing) */
 	uint64_t flops, bytes;   /* filled by the op for the trace */
 	int aligned;
+	amp_engine engine;       /* what the op's arithmetic ran on, set by the op (for the trace) */
 } amp_op_call;
 
 /* Checks that a step is open and the inputs are non-NULL float tensors, and picks the exec

@@ -9,36 +9,11 @@
 
 #include <string.h>
 
-static amp_op_list default_list(amp_op_type op)
-{
-	switch (op) {
-	case AMP_OP_MATMUL:
-	case AMP_OP_BATCH_MATMUL:
-	case AMP_OP_LINEAR:
-	case AMP_OP_CONV2D:
-		return AMP_LIST_WHITE;
-	case AMP_OP_SOFTMAX:
-	case AMP_OP_LOG_SOFTMAX:
-	case AMP_OP_LOG:
-	case AMP_OP_EXP:
-	case AMP_OP_SQRT:
-	case AMP_OP_POW:
-	case AMP_OP_LAYER_NORM:
-	case AMP_OP_CROSS_ENTROPY:
-	case AMP_OP_SUM:
-	case AMP_OP_MEAN:
-	case AMP_OP_OPTIMIZER:
-		return AMP_LIST_BLACK;
-	default:
-		return AMP_LIST_GRAY;
-	}
-}
-
 amp_op_list amp_policy_list(const amp_ctx *ctx, amp_op_type op)
 {
 	if (ctx->cfg.custom[op] >= 0)
 		return (amp_op_list)ctx->cfg.custom[op];
-	return default_list(op);
+	return amp_op_default_list(op);
 }
 
 amp_dtype amp_policy_exec(const amp_ctx *ctx, amp_op_type op, amp_tensor *const *in, int n)

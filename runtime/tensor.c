@@ -196,13 +196,14 @@ const char *amp_dtype_name(amp_dtype dt)
 	case AMP_F32: return "fp32";
 	case AMP_F16: return "fp16";
 	case AMP_I32: return "int32";
+	case AMP_BF16: return "bf16";
 	}
 	return "?";
 }
 
 size_t amp_dtype_size(amp_dtype dt)
 {
-	return dt == AMP_F16 ? 2 : 4;
+	return dt == AMP_F16 || dt == AMP_BF16 ? 2 : 4;
 }
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -355,6 +356,12 @@ int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
 	switch (t->dtype) {
 	case AMP_F32: memcpy(dst, t->data, (size_t)t->numel * 4); break;
 	case AMP_F16: amp_cvt_f16_f32(t->data, dst, t->numel); break;
+	case AMP_BF16:
+		for (int64_t i = 0; i < t->numel; i++) {
+			uint32_t bits = (uint32_t)((const uint16_t *)t->data)[i] << 16;
+			memcpy(&dst[i], &bits, sizeof bits);
+		}
+		break;
 	case AMP_I32:
 		for (int64_t i = 0; i < t->numel; i++)
 			dst[i] = (float)((const int32_t *)t->data)[i];

@@ -80,6 +80,30 @@ typedef enum {
 	AMP_MEM_NCAT
 } amp_mem_category;
 
+/* Element types: the codes the wire carries (the dtype fields of the records below) and the
+ * names the database stores.  The runtime's public amp_dtype (amp/amp.h) has the same values. */
+enum {
+	AMP_DTYPE_F32 = 0,   /* "fp32" */
+	AMP_DTYPE_F16 = 1,   /* "fp16": IEEE binary16 */
+	AMP_DTYPE_I32 = 2,   /* "int32": indices, never a compute type */
+	AMP_DTYPE_BF16 = 3,  /* "bf16": bfloat16, the upper half of an fp32 */
+	AMP_DTYPE_COUNT
+};
+
+/* What an op's arithmetic ran on (the `ops.engine` column).  The half engines are the ones
+ * whose multiply-adds take half operands; FP32_FMA is FP32 SIMD arithmetic, which is also what
+ * half-typed ops run on where the CPU has no half arithmetic (half storage, converted in
+ * registers). */
+typedef enum {
+	AMP_ENGINE_NONE = 0,         /* "none": no arithmetic (views, reshapes), or not recorded */
+	AMP_ENGINE_SCALAR = 1,       /* "scalar": portable C */
+	AMP_ENGINE_FP32_FMA = 2,     /* "fp32-fma": FP32 AVX2 or AVX-512 arithmetic */
+	AMP_ENGINE_AVX512_BF16 = 3,  /* "avx512-bf16": vdpbf16ps, FP32 sums */
+	AMP_ENGINE_AVX512_FP16 = 4,  /* "avx512-fp16": vfmadd231ph, promoted to FP32 in blocks */
+	AMP_ENGINE_AMX_BF16 = 5,     /* "amx-bf16": tdpbf16ps tiles, FP32 sums */
+	AMP_ENGINE_COUNT
+} amp_engine;
+
 const char *amp_op_name(amp_op_type op);
 /* Op type for a name as used in lists ("MatMul"), or -1. */
 int amp_op_from_name(const char *name);
@@ -87,6 +111,22 @@ const char *amp_phase_name(amp_phase ph);
 const char *amp_copy_kind_name(amp_copy_kind k);
 const char *amp_scale_reason_name(amp_scale_reason r);
 const char *amp_mem_category_name(amp_mem_category c);
+/* Dtype name of a wire code ("fp32", "fp16", "int32", "bf16"), "?" for an unknown one; the
+ * code of a name, or -1; nonzero for the half types (fp16, bf16). */
+const char *amp_dtype_code_name(unsigned code);
+int amp_dtype_code_from_name(const char *name);
+int amp_dtype_code_is_half(unsigned code);
+/* Engine name ("amx-bf16"), "?" for an unknown value; the engine of a name, or -1; nonzero
+ * for the engines with half arithmetic (avx512-bf16, avx512-fp16, amx-bf16). */
+const char *amp_engine_name(amp_engine e);
+int amp_engine_from_name(const char *name);
+int amp_engine_is_half(amp_engine e);
+/* The default precision list of an op type (white: runs in the half type under the mixed
+ * modes; black: FP32; gray: follows its inputs).  The optimizer update is black: it runs on
+ * the FP32 masters.  custom_white_list / custom_black_list override it per run. */
+amp_op_list amp_op_default_list(amp_op_type op);
+/* "white", "black", "gray". */
+const char *amp_op_list_name(amp_op_list l);
 
 /* ==== wire format: the shared-memory session between libamprt and ampprof ==================
  *

@@ -57,3 +57,106 @@ const char *amp_mem_category_name(amp_mem_category c)
 	                                    "grads", "optimizer_state"};
 	return (unsigned)c < AMP_MEM_NCAT ? names[c] : "?";
 }
+
+const char *amp_dtype_code_name(unsigned code)
+{
+	static const char *const names[AMP_DTYPE_COUNT] = {
+	    [AMP_DTYPE_F32] = "fp32", [AMP_DTYPE_F16] = "fp16", [AMP_DTYPE_I32] = "int32",
+	    [AMP_DTYPE_BF16] = "bf16"};
+	return code < AMP_DTYPE_COUNT ? names[code] : "?";
+}
+
+int amp_dtype_code_from_name(const char *name)
+{
+	for (unsigned i = 0; name && i < AMP_DTYPE_COUNT; i++)
+		if (strcmp(amp_dtype_code_name(i), name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int amp_dtype_code_is_half(unsigned code)
+{
+	return code == AMP_DTYPE_F16 || code == AMP_DTYPE_BF16;
+}
+
+static const char *const engine_names[AMP_ENGINE_COUNT] = {
+    [AMP_ENGINE_NONE] = "none",           [AMP_ENGINE_SCALAR] = "scalar",
+    [AMP_ENGINE_FP32_FMA] = "fp32-fma",   [AMP_ENGINE_AVX512_BF16] = "avx512-bf16",
+    [AMP_ENGINE_AVX512_FP16] = "avx512-fp16", [AMP_ENGINE_AMX_BF16] = "amx-bf16",
+};
+
+const char *amp_engine_name(amp_engine e)
+{
+	return (unsigned)e < AMP_ENGINE_COUNT ? engine_names[e] : "?";
+}
+
+int amp_engine_from_name(const char *name)
+{
+	for (int i = 0; name && i < AMP_ENGINE_COUNT; i++)
+		if (strcmp(engine_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+int amp_engine_is_half(amp_engine e)
+{
+	switch (e) {
+	case AMP_ENGINE_AVX512_BF16:
+	case AMP_ENGINE_AVX512_FP16:
+	case AMP_ENGINE_AMX_BF16:
+		return 1;
+	case AMP_ENGINE_NONE:
+	case AMP_ENGINE_SCALAR:
+	case AMP_ENGINE_FP32_FMA:
+	case AMP_ENGINE_COUNT:
+		return 0;
+	}
+	return 0;
+}
+
+amp_op_list amp_op_default_list(amp_op_type op)
+{
+	switch (op) {
+	case AMP_OP_MATMUL:
+	case AMP_OP_BATCH_MATMUL:
+	case AMP_OP_LINEAR:
+	case AMP_OP_CONV2D:
+		return AMP_LIST_WHITE;
+	case AMP_OP_SOFTMAX:
+	case AMP_OP_LOG_SOFTMAX:
+	case AMP_OP_LOG:
+	case AMP_OP_EXP:
+	case AMP_OP_SQRT:
+	case AMP_OP_POW:
+	case AMP_OP_LAYER_NORM:
+	case AMP_OP_CROSS_ENTROPY:
+	case AMP_OP_SUM:
+	case AMP_OP_MEAN:
+	case AMP_OP_OPTIMIZER:
+		return AMP_LIST_BLACK;
+	case AMP_OP_MAXPOOL2D:
+	case AMP_OP_ADD:
+	case AMP_OP_MUL:
+	case AMP_OP_SCALE:
+	case AMP_OP_BIAS_ADD:
+	case AMP_OP_RELU:
+	case AMP_OP_GELU:
+	case AMP_OP_RESHAPE:
+	case AMP_OP_TRANSPOSE:
+	case AMP_OP_EMBEDDING:
+	case AMP_OP_DROPOUT:
+	case AMP_OP_COUNT:
+		return AMP_LIST_GRAY;
+	}
+	return AMP_LIST_GRAY;
+}
+
+const char *amp_op_list_name(amp_op_list l)
+{
+	switch (l) {
+	case AMP_LIST_WHITE: return "white";
+	case AMP_LIST_BLACK: return "black";
+	case AMP_LIST_GRAY: return "gray";
+	}
+	return "?";
+}

@@ -52,7 +52,7 @@ CREATE TABLE threads (
 CREATE TABLE op_types (
 	id   INTEGER PRIMARY KEY,  -- amp_op_type value
 	name TEXT NOT NULL,        -- name as used in lists and in ops.op ('MatMul')
-	list TEXT NOT NULL         -- default list: 'white', 'black', 'gray' or 'none'
+	list TEXT NOT NULL         -- default list: 'white', 'black' or 'gray' (the optimizer: black)
 );
 
 -- Distinct call sites: the first frame of the user's program that launched an op or copy.

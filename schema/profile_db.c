@@ -46,23 +46,6 @@ static int fail(int code, char *err, size_t errlen, const char *verb, const char
 	return code;
 }
 
-/* Default precision lists of DESIGN §2 (the runtime may override them per run). */
-static const char *default_list(int op)
-{
-	switch (op) {
-	case AMP_OP_MATMUL: case AMP_OP_BATCH_MATMUL: case AMP_OP_LINEAR: case AMP_OP_CONV2D:
-		return "white";
-	case AMP_OP_SOFTMAX: case AMP_OP_LOG_SOFTMAX: case AMP_OP_LOG: case AMP_OP_EXP:
-	case AMP_OP_LAYER_NORM: case AMP_OP_CROSS_ENTROPY: case AMP_OP_SUM: case AMP_OP_MEAN:
-	case AMP_OP_POW: case AMP_OP_SQRT:
-		return "black";
-	case AMP_OP_OPTIMIZER:
-		return "none";
-	default:
-		return "gray";
-	}
-}
-
 int amp_profile_meta_set(sqlite3 *db, const char *key, const char *value)
 {
 	sqlite3_stmt *st = NULL;
@@ -187,7 +170,8 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
 	for (int op = 0; op < AMP_OP_COUNT; op++) {
 		sqlite3_bind_int(st, 1, op);
 		sqlite3_bind_text(st, 2, amp_op_name((amp_op_type)op), -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, default_list(op), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, amp_op_list_name(amp_op_default_list((amp_op_type)op)), -1,
+		                  SQLITE_STATIC);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
 			goto out;

@@ -35,6 +35,7 @@ typedef enum {
 	AMP_F32 = 0, /* IEEE binary32 */
 	AMP_F16 = 1, /* IEEE binary16 */
 	AMP_I32 = 2, /* int32 indices (class labels, token ids); never a compute dtype */
+	AMP_BF16 = 3, /* bfloat16: the upper 16 bits of an IEEE binary32 */
 } amp_dtype;
 
 #define AMP_MAX_DIMS 4
@@ -50,7 +51,7 @@ static inline amp_shape amp_shape3(int64_t a, int64_t b, int64_t c)
 static inline amp_shape amp_shape4(int64_t a, int64_t b, int64_t c, int64_t d)
 { amp_shape s = {4, {a, b, c, d}}; return s; }
 
-/* Name of a dtype: "fp32", "fp16", "int32". */
+/* Name of a dtype: "fp32", "fp16", "int32", "bf16". */
 const char *amp_dtype_name(amp_dtype dt);
 /* Bytes per element. */
 size_t amp_dtype_size(amp_dtype dt);
