@@ -26,11 +26,12 @@ int amp_op_begin(amp_ctx *ctx, amp_op_call *call, amp_op_type op, const char *la
 	for (int i = 0; i < n; i++) {
 		if (!in[i])
 			return amp_fail(ctx, AMP_EINVAL, "%s '%s': input %d is NULL", amp_op_name(op), lb, i);
-		if (in[i]->dtype == AMP_I32)
+		if (!amp_dt(in[i]->dtype)->is_float)
 			return amp_fail(ctx, AMP_EDTYPE, "%s '%s': input %d is int32, expected a float tensor",
 			                amp_op_name(op), lb, i);
 	}
 	call->exec = amp_policy_exec(ctx, op, in, n);
+	call->engine = amp_kernels_vec_engine(); /* the GEMM ops record their GEMM's */
 	call->in_dtype = n > 0 ? in[0]->dtype : AMP_F32;
 	return AMP_OK;
 }
@@ -183,16 +184,17 @@ int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32)
 			amp_vadd_f32(g->data, g32, g->data, g->numel);
 		return AMP_OK;
 	}
+	const amp_dtype_info *di = amp_dt(g->dtype);
 	if (fresh) {
-		amp_cvt_f32_f16(g32, g->data, g->numel);
+		di->from_f32(g32, g->data, g->numel);
 		return AMP_OK;
 	}
-	float *acc = amp_arena_alloc(ctx, (size_t)g->numel * sizeof(float));
+	float *acc = amp_arena_alloc_raw(ctx, (size_t)g->numel * sizeof(float));
 	if (!acc)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
-	amp_cvt_f16_f32(g->data, acc, g->numel);
+	di->to_f32(g->data, acc, g->numel);
 	amp_vadd_f32(acc, g32, acc, g->numel);
-	amp_cvt_f32_f16(acc, g->data, g->numel);
+	di->from_f32(acc, g->data, g->numel);
 	return AMP_OK;
 }
 
@@ -210,11 +212,8 @@ int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
 		return AMP_OK;
 	}
 	if (fresh) {
-		/* grad_of made a zeroed buffer; converting straight into it is the whole job. */
-		if (dst->dtype == AMP_F32)
-			amp_cvt_f16_f32(g->data, dst->data, g->numel);
-		else
-			amp_cvt_f32_f16(g->data, dst->data, g->numel);
+		/* grad_of made a new buffer; converting straight into it is the whole job. */
+		amp_cvt(dst->dtype, dst->data, g->dtype, g->data, g->numel);
 		return AMP_OK;
 	}
 	const float *g32 = amp_f32_view(ctx, g);
@@ -242,14 +241,11 @@ int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 	if (ctx->backward_done)
 		return amp_fail(ctx, AMP_ESTATE, "amp_backward: already run in step %lld",
 		                (long long)ctx->step);
-	if (loss->numel != 1 || loss->dtype == AMP_I32)
+	if (loss->numel != 1 || !amp_dt(loss->dtype)->is_float)
 		return amp_fail(ctx, AMP_ESHAPE, "amp_backward: the loss must be a float scalar");
 	ctx->backward_done = 1;
 	float v;
-	if (loss->dtype == AMP_F16)
-		v = amp_f16_to_f32(*(const uint16_t *)loss->data);
-	else
-		v = *(const float *)loss->data;
+	amp_dt(loss->dtype)->to_f32(loss->data, &v, 1);
 	ctx->step_loss = (double)v;
 	if (AMP_TRACING())
 		amp_check_loss(ctx, loss);

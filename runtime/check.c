@@ -252,24 +252,19 @@ void amp_check_origin_get(const amp_ctx *ctx, amp_check_origin *out)
 /* ---- scanning ----------------------------------------------------------------------------- */
 static inline int is_float(const amp_tensor *t)
 {
-	return t && (t->dtype == AMP_F32 || t->dtype == AMP_F16) && t->numel > 0;
+	return t && amp_dt(t->dtype)->is_float && t->numel > 0;
 }
 
 static void tensor_stats(const amp_tensor *t, amp_stats *s)
 {
-	if (t->dtype == AMP_F16)
-		amp_stats_f16(t->data, t->numel, s);
-	else
-		amp_stats_f32(t->data, t->numel, s);
+	amp_dt(t->dtype)->stats(t->data, t->numel, s);
 }
 
 static int64_t tensor_nonfinite(const amp_tensor *t)
 {
 	if (!is_float(t))
 		return 0;
-	if (t->dtype == AMP_F16)
-		return amp_count_nonfinite_f16(t->data, t->numel);
-	return amp_count_nonfinite_f32(t->data, t->numel);
+	return amp_dt(t->dtype)->nonfinite(t->data, t->numel);
 }
 
 /* The statistics a kernel took of t while writing it, into *s and forgotten: 1, else 0. */
@@ -627,9 +622,9 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 static void check_cast_backward(amp_ctx *ctx, const amp_node *node)
 {
 	const amp_tensor *src = node->in[0], *dy = node->out ? node->out->grad : NULL;
-	if (!src || src->dtype != AMP_F16 || !src->requires_grad || !is_float(src->grad) ||
+	if (!src || !amp_dt(src->dtype)->is_half || !src->requires_grad || !is_float(src->grad) ||
 	    !is_float(dy) || dy->dtype != AMP_F32)
-		return; /* FP32 -> FP16 forward casts (master weights) go back to FP32: no overflow */
+		return; /* FP32 -> half forward casts (master weights) go back to FP32: no overflow */
 	const amp_check_config *cfg = config();
 	if (cfg->nan_check != AMP_NAN_CHECK_OP)
 		return;
@@ -770,7 +765,8 @@ void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst,
                     int64_t dst_nonfinite)
 {
 	const amp_check_config *cfg = config();
-	if (cfg->nan_check != AMP_NAN_CHECK_OP || dst->dtype != AMP_F16 || src->dtype != AMP_F32)
+	if (cfg->nan_check != AMP_NAN_CHECK_OP || !amp_dt(dst->dtype)->is_half ||
+	    src->dtype != AMP_F32)
 		return;
 	uint64_t t0 = now_ns();
 	struct amp_check_ctx *st = state(ctx, cfg);

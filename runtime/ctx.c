@@ -8,7 +8,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,23 @@ const char *amp_ctx_error(const amp_ctx *ctx)
 	return ctx ? ctx->err : "no context";
 }
 
+/* ---- precision modes ---------------------------------------------------------------------- */
+
+static const amp_mode_info modes[AMP_MODE_COUNT] = {
+    [AMP_MODE_FORCE_FP32] = {"force_fp32", AMP_KIND_FP32, AMP_F16},
+    [AMP_MODE_MIX] = {"allow_mix_precision", AMP_KIND_MIX, AMP_F16},
+    [AMP_MODE_MIX_FP16] = {"allow_mix_precision_fp16", AMP_KIND_MIX, AMP_F16},
+    [AMP_MODE_MIX_BF16] = {"allow_mix_precision_bf16", AMP_KIND_MIX, AMP_BF16},
+    [AMP_MODE_FORCE_FP16] = {"force_fp16", AMP_KIND_FORCE, AMP_F16},
+    [AMP_MODE_FORCE_BF16] = {"force_bf16", AMP_KIND_FORCE, AMP_BF16},
+    [AMP_MODE_KEEP_ORIGIN] = {"must_keep_origin_dtype", AMP_KIND_KEEP, AMP_F16},
+};
+
+const amp_mode_info *amp_mode_info_of(amp_precision_mode mode)
+{
+	return &modes[mode];
+}
+
 /* ---- configuration keys ------------------------------------------------------------------ */
 
 static int parse_double(const char *s, double *out)
@@ -59,25 +78,48 @@ static int parse_double(const char *s, double *out)
 	return 0;
 }
 
-static const char *const mode_names[] = {"force_fp32", "allow_mix_precision", "force_fp16",
-                                         "must_keep_origin_dtype"};
+typedef struct config_key config_key;
+struct config_key {
+	const char *name;
+	/* Parses v into the context's configuration; 0 or an AMP_E* code (message set). */
+	int (*set)(amp_ctx *ctx, const config_key *k, const char *v);
+	/* The value as text, in ctx->getbuf or static storage. */
+	const char *(*get)(amp_ctx *ctx, const config_key *k);
+	size_t field;         /* scaler keys: offset of the double or int64 in amp_scaler */
+	double lo, hi;        /* scaler keys: accepted range, lo < v <= hi (or lo <= v with
+	                         lo_closed) */
+	int lo_closed;
+	int scaler;           /* a loss-scaler key: set before the first step, restarts the scaler */
+};
 
-static int set_mode(amp_ctx *ctx, const char *v)
+static int set_mode(amp_ctx *ctx, const config_key *k, const char *v)
 {
-	for (int i = 0; i < 4; i++)
-		if (strcmp(v, mode_names[i]) == 0) {
+	(void)k;
+	for (int i = 0; i < AMP_MODE_COUNT; i++)
+		if (strcmp(v, modes[i].name) == 0) {
 			ctx->cfg.mode = (amp_precision_mode)i;
+			ctx->half = modes[i].half;
 			return 0;
 		}
-	return amp_fail(ctx, AMP_ECONFIG,
-	                "precision_mode: unknown mode '%s' (force_fp32, allow_mix_precision, "
-	                "force_fp16, must_keep_origin_dtype)", v);
+	char names[256];
+	size_t off = 0;
+	for (int i = 0; i < AMP_MODE_COUNT && off < sizeof names; i++)
+		off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "",
+		                        modes[i].name);
+	return amp_fail(ctx, AMP_ECONFIG, "precision_mode: unknown mode '%s' (%s)", v, names);
 }
 
-/* Parses "MatMul, Softmax" into the custom list table with the given class. */
-static int set_list(amp_ctx *ctx, const char *key, const char *v, amp_op_list cls, char *text,
-                    size_t textlen)
+static const char *get_mode(amp_ctx *ctx, const config_key *k)
 {
+	(void)k;
+	return modes[ctx->cfg.mode].name;
+}
+
+/* Parses "MatMul, Softmax" into the custom list table with the class of the key. */
+static int set_list(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	amp_op_list cls = strcmp(k->name, "custom_white_list") == 0 ? AMP_LIST_WHITE : AMP_LIST_BLACK;
+	char *text = cls == AMP_LIST_WHITE ? ctx->cfg.white_list_text : ctx->cfg.black_list_text;
 	signed char next[AMP_OP_COUNT];
 	memcpy(next, ctx->cfg.custom, sizeof next);
 	for (int i = 0; i < AMP_OP_COUNT; i++)
@@ -100,117 +142,202 @@ static int set_list(amp_ctx *ctx, const char *key, const char *v, amp_op_list cl
 		name[n] = 0;
 		int op = amp_op_from_name(name);
 		if (op < 0)
-			return amp_fail(ctx, AMP_ECONFIG, "%s: unknown op name '%s'", key, name);
+			return amp_fail(ctx, AMP_ECONFIG, "%s: unknown op name '%s'", k->name, name);
 		next[op] = (signed char)cls;
 	}
 	memcpy(ctx->cfg.custom, next, sizeof next);
-	snprintf(text, textlen, "%s", v);
+	snprintf(text, sizeof ctx->cfg.white_list_text, "%s", v);
 	return 0;
 }
 
-static int set_scale(amp_ctx *ctx, const char *key, const char *v)
+static const char *get_list(amp_ctx *ctx, const config_key *k)
 {
-	amp_scaler *s = &ctx->cfg.scaler_init;
+	return strcmp(k->name, "custom_white_list") == 0 ? ctx->cfg.white_list_text
+	                                                 : ctx->cfg.black_list_text;
+}
+
+/* loss_scale = dynamic | <static scale>.  Unset, the mode decides: dynamic for FP16, a static
+ * 1 (no scaling) for BF16, whose range is FP32's. */
+static int set_loss_scale(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	(void)k;
 	double d;
-	if (strcmp(key, "loss_scale") == 0) {
-		if (strcmp(v, "dynamic") == 0) {
-			s->dynamic = 1;
-			return 0;
-		}
-		if (parse_double(v, &d) || d <= 0)
-			return amp_fail(ctx, AMP_ECONFIG,
-			                "loss_scale: expected 'dynamic' or a positive number, got '%s'", v);
-		s->dynamic = 0;
-		s->scale = d;
+	if (strcmp(v, "dynamic") == 0) {
+		ctx->cfg.scaler_set = 1;
+		ctx->cfg.scaler_init.dynamic = 1;
 		return 0;
 	}
+	if (parse_double(v, &d) || d <= 0)
+		return amp_fail(ctx, AMP_ECONFIG,
+		                "loss_scale: expected 'dynamic' or a positive number, got '%s'", v);
+	ctx->cfg.scaler_set = 1;
+	ctx->cfg.scaler_init.dynamic = 0;
+	ctx->cfg.static_scale = d;
+	return 0;
+}
+
+static int scaler_dynamic(const amp_ctx *ctx)
+{
+	return ctx->cfg.scaler_set ? ctx->cfg.scaler_init.dynamic
+	                           : modes[ctx->cfg.mode].half != AMP_BF16;
+}
+
+static const char *get_loss_scale(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	if (scaler_dynamic(ctx))
+		return "dynamic";
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%.9g",
+	         ctx->cfg.scaler_set ? ctx->cfg.static_scale : 1.0);
+	return ctx->getbuf;
+}
+
+/* A number in the scaler at k->field, in k's range (growth_interval: a whole number). */
+static int set_scaler_number(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	double d;
+	int interval = k->field == offsetof(amp_scaler, growth_interval);
 	if (parse_double(v, &d))
-		return amp_fail(ctx, AMP_ECONFIG, "%s: expected a number, got '%s'", key, v);
-	if (strcmp(key, "loss_scale_init") == 0 && d > 0)
-		s->scale = d;
-	else if (strcmp(key, "loss_scale_growth_interval") == 0 && d >= 1 && d <= 1e15 &&
-	         d == floor(d))
-		s->growth_interval = (int64_t)d;
-	else if (strcmp(key, "loss_scale_growth_factor") == 0 && d > 1)
-		s->growth_factor = d;
-	else if (strcmp(key, "loss_scale_backoff_factor") == 0 && d > 0 && d < 1)
-		s->backoff_factor = d;
-	else if (strcmp(key, "loss_scale_min") == 0 && d > 0)
-		s->min_scale = d;
-	else if (strcmp(key, "loss_scale_max") == 0 && d > 0)
-		s->max_scale = d;
-	else
-		return amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range", key, v);
+		return amp_fail(ctx, AMP_ECONFIG, "%s: expected a number, got '%s'", k->name, v);
+	if (!(k->lo_closed ? d >= k->lo : d > k->lo) || d > k->hi || (interval && d != floor(d)))
+		return amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range", k->name, v);
+	char *field = (char *)&ctx->cfg.scaler_init + k->field;
+	if (interval) {
+		int64_t n = (int64_t)d;
+		memcpy(field, &n, sizeof n);
+	} else {
+		memcpy(field, &d, sizeof d);
+	}
 	return 0;
 }
 
-static int set_key(amp_ctx *ctx, const char *key, const char *v)
+static const char *get_scaler_number(amp_ctx *ctx, const config_key *k)
 {
-	double d;
-	if (strcmp(key, "precision_mode") == 0)
-		return set_mode(ctx, v);
-	if (strcmp(key, "custom_white_list") == 0)
-		return set_list(ctx, key, v, AMP_LIST_WHITE, ctx->cfg.white_list_text,
-		                sizeof ctx->cfg.white_list_text);
-	if (strcmp(key, "custom_black_list") == 0)
-		return set_list(ctx, key, v, AMP_LIST_BLACK, ctx->cfg.black_list_text,
-		                sizeof ctx->cfg.black_list_text);
-	if (strncmp(key, "loss_scale", 10) == 0 &&
-	    (key[10] == 0 || strcmp(key + 10, "_init") == 0 ||
-	     strcmp(key + 10, "_growth_interval") == 0 || strcmp(key + 10, "_growth_factor") == 0 ||
-	     strcmp(key + 10, "_backoff_factor") == 0 || strcmp(key + 10, "_min") == 0 ||
-	     strcmp(key + 10, "_max") == 0))
-		return set_scale(ctx, key, v);
-	if (strcmp(key, "seed") == 0) {
-		/* strtoull, not a double: every 64-bit seed is exact and none overflows a cast. */
-		char *end;
-		errno = 0;
-		unsigned long long seed = strtoull(v, &end, 10);
-		while (*end && isspace((unsigned char)*end))
-			end++;
-		if (!isdigit((unsigned char)*v) || errno || *end)
-			return amp_fail(ctx, AMP_ECONFIG, "seed: expected a non-negative integer, got '%s'",
-			                v);
-		ctx->cfg.seed = (uint64_t)seed;
-		ctx->rng_state = ctx->cfg.seed * 0x9E3779B97F4A7C15ull + 1;
-		return 0;
+	const char *field = (const char *)&ctx->cfg.scaler_init + k->field;
+	if (k->field == offsetof(amp_scaler, growth_interval)) {
+		int64_t n;
+		memcpy(&n, field, sizeof n);
+		snprintf(ctx->getbuf, sizeof ctx->getbuf, "%lld", (long long)n);
+	} else {
+		double d;
+		memcpy(&d, field, sizeof d);
+		snprintf(ctx->getbuf, sizeof ctx->getbuf, "%.9g", d);
 	}
-	if (strcmp(key, "num_threads") == 0) {
-		if (parse_double(v, &d) || d < 1 || d > 256 || d != floor(d))
-			return amp_fail(ctx, AMP_ECONFIG, "num_threads: expected 1..256, got '%s'", v);
-		ctx->cfg.num_threads = (int)d;
-		amp_kernels_set_threads(ctx->cfg.num_threads);  /* process-wide: the GEMM pool */
-		return 0;
-	}
-	if (strcmp(key, "kernels") == 0) {
-		if (amp_kernels_select(v) < 0)
-			return amp_fail(ctx, AMP_ECONFIG,
-			                "kernels: expected auto, avx512, avx2 or scalar, got '%s'", v);
-		snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "%s", v);
-		return 0;
-	}
-	return amp_fail(ctx, AMP_ECONFIG, "unknown key '%s'", key);
+	return ctx->getbuf;
 }
 
-/* The live scaler starts from the configured one, a dynamic scale clamped to [min, max]. */
+static int set_seed(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	(void)k;
+	/* strtoull, not a double: every 64-bit seed is exact and none overflows a cast. */
+	char *end;
+	errno = 0;
+	unsigned long long seed = strtoull(v, &end, 10);
+	while (*end && isspace((unsigned char)*end))
+		end++;
+	if (!isdigit((unsigned char)*v) || errno || *end)
+		return amp_fail(ctx, AMP_ECONFIG, "seed: expected a non-negative integer, got '%s'", v);
+	ctx->cfg.seed = (uint64_t)seed;
+	ctx->rng_state = ctx->cfg.seed * 0x9E3779B97F4A7C15ull + 1;
+	return 0;
+}
+
+static const char *get_seed(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%llu", (unsigned long long)ctx->cfg.seed);
+	return ctx->getbuf;
+}
+
+static int set_threads(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	(void)k;
+	double d;
+	if (parse_double(v, &d) || d < 1 || d > 256 || d != floor(d))
+		return amp_fail(ctx, AMP_ECONFIG, "num_threads: expected 1..256, got '%s'", v);
+	ctx->cfg.num_threads = (int)d;
+	amp_kernels_set_threads(ctx->cfg.num_threads); /* process-wide: the GEMM pool */
+	return 0;
+}
+
+static const char *get_threads(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%d", ctx->cfg.num_threads);
+	return ctx->getbuf;
+}
+
+static int set_kernels(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	(void)k;
+	if (amp_kernels_select(v) < 0)
+		return amp_fail(ctx, AMP_ECONFIG, "kernels: expected auto, avx512, avx2 or scalar, got '%s'",
+		                v);
+	snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "%s", v);
+	return 0;
+}
+
+static const char *get_kernels(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	return ctx->cfg.kernels;
+}
+
+#define SCALER_NUM(key, member, lo, hi, closed)                                                   \
+	{key, set_scaler_number, get_scaler_number, offsetof(amp_scaler, member), lo, hi, closed, 1}
+
+/* Every key of amp.cfg, AMP_* variables and amp_config_set (amp.h documents them). */
+static const config_key config_keys[] = {
+    {"precision_mode", set_mode, get_mode, 0, 0, 0, 0, 0},
+    {"custom_white_list", set_list, get_list, 0, 0, 0, 0, 0},
+    {"custom_black_list", set_list, get_list, 0, 0, 0, 0, 0},
+    {"loss_scale", set_loss_scale, get_loss_scale, 0, 0, 0, 0, 1},
+    SCALER_NUM("loss_scale_init", scale, 0, DBL_MAX, 0),
+    SCALER_NUM("loss_scale_growth_interval", growth_interval, 1, 1e15, 1),
+    SCALER_NUM("loss_scale_growth_factor", growth_factor, 1, DBL_MAX, 0),
+    SCALER_NUM("loss_scale_backoff_factor", backoff_factor, 0, 0x1.fffffffffffffp-1, 0),
+    SCALER_NUM("loss_scale_min", min_scale, 0, DBL_MAX, 0),
+    SCALER_NUM("loss_scale_max", max_scale, 0, DBL_MAX, 0),
+    {"seed", set_seed, get_seed, 0, 0, 0, 0, 0},
+    {"num_threads", set_threads, get_threads, 0, 0, 0, 0, 0},
+    {"kernels", set_kernels, get_kernels, 0, 0, 0, 0, 0},
+};
+
+static const config_key *find_key(const char *name)
+{
+	for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys; i++)
+		if (strcmp(config_keys[i].name, name) == 0)
+			return &config_keys[i];
+	return NULL;
+}
+
+/* The live scaler starts from the configured one: dynamic or static by the key or the mode,
+ * a dynamic scale clamped to [min, max]. */
 static void scaler_reset(amp_ctx *ctx)
 {
 	amp_scaler *s = &ctx->scaler;
 	*s = ctx->cfg.scaler_init;
+	s->dynamic = scaler_dynamic(ctx);
 	if (s->dynamic)
 		s->scale = fmin(fmax(s->scale, s->min_scale), s->max_scale);
+	else
+		s->scale = ctx->cfg.scaler_set ? ctx->cfg.static_scale : 1.0;
 }
 
 int amp_config_set(amp_ctx *ctx, const char *key, const char *value)
 {
 	if (!ctx || !key || !value)
 		return amp_fail(ctx, AMP_EINVAL, "amp_config_set: NULL argument");
-	if (ctx->step >= 0 && strncmp(key, "loss_scale", 10) == 0)
+	const config_key *k = find_key(key);
+	if (!k)
+		return amp_fail(ctx, AMP_ECONFIG, "unknown key '%s'", key);
+	if (ctx->step >= 0 && k->scaler)
 		return amp_fail(ctx, AMP_ESTATE, "%s: the loss scaler is configured before the first step",
 		                key);
-	int rc = set_key(ctx, key, value);
-	/* Only a scaler key restarts the live scaler (possible before the first step only). */
-	if (rc == 0 && strncmp(key, "loss_scale", 10) == 0)
+	int rc = k->set(ctx, k, value);
+	/* A scaler key, or a mode (which picks the default scaling), restarts the live scaler:
+	 * possible before the first step only. */
+	if (rc == 0 && ctx->step < 0 && (k->scaler || k->set == set_mode))
 		scaler_reset(ctx);
 	return rc;
 }
@@ -219,40 +346,8 @@ const char *amp_config_get(amp_ctx *ctx, const char *key)
 {
 	if (!ctx || !key)
 		return NULL;
-	const amp_scaler *s = &ctx->cfg.scaler_init;
-	char *b = ctx->getbuf;
-	size_t n = sizeof ctx->getbuf;
-	if (strcmp(key, "precision_mode") == 0)
-		return mode_names[ctx->cfg.mode];
-	if (strcmp(key, "custom_white_list") == 0)
-		return ctx->cfg.white_list_text;
-	if (strcmp(key, "custom_black_list") == 0)
-		return ctx->cfg.black_list_text;
-	if (strcmp(key, "loss_scale") == 0) {
-		if (s->dynamic)
-			return "dynamic";
-		snprintf(b, n, "%.9g", s->scale);
-	} else if (strcmp(key, "loss_scale_init") == 0)
-		snprintf(b, n, "%.9g", s->scale);
-	else if (strcmp(key, "loss_scale_growth_interval") == 0)
-		snprintf(b, n, "%lld", (long long)s->growth_interval);
-	else if (strcmp(key, "loss_scale_growth_factor") == 0)
-		snprintf(b, n, "%.9g", s->growth_factor);
-	else if (strcmp(key, "loss_scale_backoff_factor") == 0)
-		snprintf(b, n, "%.9g", s->backoff_factor);
-	else if (strcmp(key, "loss_scale_min") == 0)
-		snprintf(b, n, "%.9g", s->min_scale);
-	else if (strcmp(key, "loss_scale_max") == 0)
-		snprintf(b, n, "%.9g", s->max_scale);
-	else if (strcmp(key, "seed") == 0)
-		snprintf(b, n, "%llu", (unsigned long long)ctx->cfg.seed);
-	else if (strcmp(key, "num_threads") == 0)
-		snprintf(b, n, "%d", ctx->cfg.num_threads);
-	else if (strcmp(key, "kernels") == 0)
-		return ctx->cfg.kernels;
-	else
-		return NULL;
-	return b;
+	const config_key *k = find_key(key);
+	return k ? k->get(ctx, k) : NULL;
 }
 
 static char *trim(char *s)
@@ -310,22 +405,17 @@ int amp_config_load(amp_ctx *ctx, const char *path)
 /* AMP_PRECISION_MODE=force_fp16 sets precision_mode, and so on for every key. */
 static int apply_env(amp_ctx *ctx)
 {
-	static const char *const keys[] = {
-	    "precision_mode", "custom_white_list", "custom_black_list", "loss_scale",
-	    "loss_scale_init", "loss_scale_growth_interval", "loss_scale_growth_factor",
-	    "loss_scale_backoff_factor", "loss_scale_min", "loss_scale_max", "seed", "num_threads",
-	    "kernels"};
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+	for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys; i++) {
 		char name[64] = "AMP_";
 		size_t j = 4;
-		for (const char *k = keys[i]; *k && j < sizeof name - 1; k++)
+		for (const char *k = config_keys[i].name; *k && j < sizeof name - 1; k++)
 			name[j++] = (char)toupper((unsigned char)*k);
 		name[j] = 0;
 		const char *v = getenv(name);
 		if (!v)
 			continue;
 		char msg[sizeof ctx->err];
-		int rc = amp_config_set(ctx, keys[i], v);
+		int rc = amp_config_set(ctx, config_keys[i].name, v);
 		if (rc) {
 			snprintf(msg, sizeof msg, "%s", ctx->err);
 			return amp_fail(ctx, rc, "environment %s: %s", name, msg);
@@ -346,6 +436,7 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 		return AMP_ENOMEM;
 	}
 	ctx->cfg.mode = AMP_MODE_MIX;
+	ctx->half = modes[AMP_MODE_MIX].half;
 	memset(ctx->cfg.custom, -1, sizeof ctx->cfg.custom);
 	ctx->cfg.scaler_init = (amp_scaler){.dynamic = 1,
 	                                    .scale = 128,
@@ -387,7 +478,7 @@ void amp_set_training(amp_ctx *ctx, int training)
 
 double amp_loss_scale(const amp_ctx *ctx)
 {
-	return ctx->cfg.mode == AMP_MODE_FORCE_FP32 ? 1.0 : ctx->scaler.scale;
+	return modes[ctx->cfg.mode].kind == AMP_KIND_FP32 ? 1.0 : ctx->scaler.scale;
 }
 
 void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out)

@@ -18,6 +18,7 @@
 
 #include "amp/amp.h"
 #include "amp_events.h"
+#include "dtype.h"
 #include "kernels/kernels.h"
 #include "trace.h"
 
@@ -25,12 +26,34 @@ _Static_assert((int)AMP_F32 == AMP_DTYPE_F32 && (int)AMP_F16 == AMP_DTYPE_F16 &&
                (int)AMP_I32 == AMP_DTYPE_I32 && (int)AMP_BF16 == AMP_DTYPE_BF16,
                "amp_dtype values are the wire's dtype codes");
 
+/* Precision modes, after CANN's precision_mode: one row each in ctx.c's mode table, which
+ * gives its name, its kind and its half type.  Values are indexes into that table. */
 typedef enum {
-	AMP_MODE_FORCE_FP32 = 0,
-	AMP_MODE_MIX = 1,          /* allow_mix_precision */
-	AMP_MODE_FORCE_FP16 = 2,
+	AMP_MODE_FORCE_FP32 = 0,   /* force_fp32 */
+	AMP_MODE_MIX = 1,          /* allow_mix_precision (FP16) */
+	AMP_MODE_FORCE_FP16 = 2,   /* force_fp16 */
 	AMP_MODE_KEEP_ORIGIN = 3,  /* must_keep_origin_dtype */
+	AMP_MODE_MIX_FP16 = 4,     /* allow_mix_precision_fp16: the explicit name of MIX */
+	AMP_MODE_MIX_BF16 = 5,     /* allow_mix_precision_bf16 */
+	AMP_MODE_FORCE_BF16 = 6,   /* force_bf16 */
+	AMP_MODE_COUNT
 } amp_precision_mode;
+
+/* What a mode does with the lists (policy.c). */
+typedef enum {
+	AMP_KIND_FP32,   /* everything in FP32 */
+	AMP_KIND_MIX,    /* white list in the half type, black in FP32, gray follows its inputs */
+	AMP_KIND_FORCE,  /* every op in the half type but a custom black list */
+	AMP_KIND_KEEP,   /* each op in its first input's dtype */
+} amp_mode_kind;
+
+typedef struct amp_mode_info {
+	const char *name;   /* the precision_mode value */
+	amp_mode_kind kind;
+	amp_dtype half;     /* the half type the mode computes in (F16 for the FP32/keep modes) */
+} amp_mode_info;
+/* The row of a mode (ctx.c). */
+const amp_mode_info *amp_mode_info_of(amp_precision_mode mode);
 
 typedef struct amp_node amp_node;
 typedef struct amp_param amp_param;
@@ -93,9 +116,11 @@ typedef struct amp_scaler {
 
 typedef struct amp_config {
 	amp_precision_mode mode;
+	int scaler_set;          /* a loss_scale* key was set: the mode's default scaling is off */
 	signed char custom[AMP_OP_COUNT]; /* -1: default list; else amp_op_list forced */
 	char white_list_text[512], black_list_text[512];
 	amp_scaler scaler_init;  /* configured values; the live scaler is ctx->scaler */
+	double static_scale;     /* loss_scale = <number> */
 	uint64_t seed;
 	int num_threads;
 	char kernels[16];
@@ -106,6 +131,7 @@ struct amp_check_ctx;
 
 struct amp_ctx {
 	amp_config cfg;
+	amp_dtype half;          /* the half type of the precision mode: FP16 or BF16 */
 	amp_scaler scaler;
 	amp_arena arena;
 	amp_param *params;       /* list, newest first */
@@ -228,10 +254,11 @@ const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node);
 int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed);
 
 /* ---- float access -------------------------------------------------------------------------
- * Ops that compute elementwise in fp32 read fp16 tensors through these (vectorized converts). */
-/* fp32 view of t's data: t->data itself for fp32, else a converted copy in the step arena. */
+ * Ops that compute elementwise in fp32 read half tensors through these (vectorized converts). */
+/* fp32 view of t's data (a float tensor): t->data itself for fp32, else a converted copy in
+ * the step arena. */
 const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t);
-/* Stores n fp32 values into t (converting to fp16 when t is fp16). */
+/* Stores t->numel fp32 values into the float tensor t (rounded to its dtype). */
 void amp_store_f32(amp_tensor *t, const float *src);
 
 /* ---- loss scaler ------------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /* ops_conv.c — Conv2D (im2col + GEMM, fused bias) and MaxPool2D, forward and backward.
  *
  * Conv2D lowers each image to a column matrix in the exec dtype (part of the op, not a copy
- * event) and multiplies it on amp_gemm_f32 / amp_gemm_f16; backward recomputes the columns
+ * event) and multiplies it on amp_gemm in that dtype; backward recomputes the columns
  * rather than keeping them, and sums weight, bias and input gradients in FP32.  MaxPool2D
  * saves its argmax indices in node->saved.  Layout is NCHW throughout.
  */
@@ -15,14 +15,12 @@ static const char *lbl(const char *label)
 	return label ? label : "-";
 }
 
-/* C (M,N) = op(A) op(B) + beta C in dtype dt (fp32 or fp16 buffers). */
-static void gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A,
-                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc)
+/* C (M,N) = op(A) op(B) + beta C in dtype dt; returns the engine that ran it. */
+static amp_engine gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K,
+                            const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
+                            void *C, int64_t ldc)
 {
-	if (dt == AMP_F16)
-		amp_gemm_f16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-	else
-		amp_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	return amp_gemm(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 /* ---- Conv2D ------------------------------------------------------------------------------- */
@@ -176,7 +174,8 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 	const char *gy = node->out->grad->data; /* (N,O,OH,OW) in the exec dtype */
 	int need_x = x->requires_grad, need_w = w->requires_grad;
 	int need_b = bias && bias->requires_grad;
-	int f16 = dt == AMP_F16;
+	int f16 = amp_dt(dt)->is_half; /* 2-byte halves: GEMM outputs summed in FP32 scratch */
+	void (*to_f32)(const void *, float *, int64_t) = amp_dt(dt)->to_f32;
 	int64_t cols = g.ckk * g.ohw;
 	int64_t gn_stride = g.O * g.ohw;
 
@@ -207,7 +206,7 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 			if (f16) {
 				gemm_exec(dt, 0, 1, g.O, g.ckk, g.ohw, gn, g.ohw, cn, g.ohw, 0.0f,
 				          dw16, g.ckk);
-				amp_cvt_f16_f32(dw16, tmp32, w->numel);
+				to_f32(dw16, tmp32, w->numel);
 				amp_vadd_f32(dw, tmp32, dw, w->numel);
 			} else {
 				gemm_exec(dt, 0, 1, g.O, g.ckk, g.ohw, gn, g.ohw, cn, g.ohw,
@@ -220,7 +219,7 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 			          dcol, g.ohw);
 			const float *dc = dcol;
 			if (f16) {
-				amp_cvt_f16_f32(dcol, dcol32, cols);
+				to_f32(dcol, dcol32, cols);
 				dc = dcol32;
 			}
 			float *dxn = dx + n * g.C * g.H * g.W;
@@ -234,7 +233,7 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 				const char *go = gn + (size_t)(o * g.ohw) * es;
 				const float *v = (const float *)go;
 				if (f16) {
-					amp_cvt_f16_f32((const uint16_t *)go, tmp32, g.ohw);
+					to_f32(go, tmp32, g.ohw);
 					v = tmp32;
 				}
 				float s = 0.0f;
@@ -325,7 +324,7 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 		if (bias) {
 			for (int64_t o = 0; o < g.O; o++) {
 				char *plane = yn + (size_t)(o * g.ohw) * es;
-				if (dt == AMP_F16) {
+				if (es == 2) {
 					uint16_t b = ((const uint16_t *)in[2]->data)[o];
 					for (int64_t i = 0; i < g.ohw; i++)
 						((uint16_t *)plane)[i] = b;
@@ -338,8 +337,8 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 		}
 		const void *cn = conv_columns(&g, dt, in[0]->data, n, col);
 		/* w: (O,CKK) . col: (CKK,OHW) -> y_n: (O,OHW) */
-		gemm_exec(dt, 0, 0, g.O, g.ohw, g.ckk, in[1]->data, g.ckk, cn, g.ohw,
-		          bias ? 1.0f : 0.0f, yn, g.ohw);
+		call.engine = gemm_exec(dt, 0, 0, g.O, g.ohw, g.ckk, in[1]->data, g.ckk, cn, g.ohw,
+		                        bias ? 1.0f : 0.0f, yn, g.ohw);
 	}
 	call.flops = (uint64_t)(2 * g.N * g.O * g.ohw * g.ckk);
 	call.bytes = (uint64_t)(x->numel + w->numel + (bias ? bias->numel : 0) + y->numel) * es;
@@ -449,7 +448,7 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 		maxpool_plane(xv + p * H * W, W, k, stride, OH, OW, ap);
 		/* The output is a selection: copy the winners' stored values, exact in either
 		 * dtype. */
-		if (call.exec == AMP_F16) {
+		if (amp_dtype_size(call.exec) == 2) {
 			const uint16_t *xp = (const uint16_t *)in[0]->data + p * H * W;
 			uint16_t *yp = (uint16_t *)y->data + p * plane_out;
 			for (int64_t i = 0; i < plane_out; i++)

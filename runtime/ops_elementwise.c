@@ -50,7 +50,7 @@ static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc(ctx, call.exec, a->shape, AMP_MEM_ACTIVATIONS);
 	const float *x0 = amp_f32_view(ctx, in[0]), *x1 = amp_f32_view(ctx, in[1]);
-	float *y32 = y && call.exec == AMP_F16 ? amp_arena_alloc(ctx, (size_t)y->numel * 4)
+	float *y32 = y && call.exec != AMP_F32 ? amp_arena_alloc_raw(ctx, (size_t)y->numel * 4)
 	                                       : (y ? y->data : NULL);
 	if (!y || !x0 || !x1 || !y32)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
@@ -156,7 +156,7 @@ int amp_scale(amp_ctx *ctx, const char *label, amp_tensor *x, float s, amp_tenso
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
 	const float *xv = y ? amp_f32_view(ctx, in[0]) : NULL;
-	float *y32 = y && call.exec == AMP_F16 ? amp_arena_alloc(ctx, (size_t)y->numel * 4)
+	float *y32 = y && call.exec != AMP_F32 ? amp_arena_alloc_raw(ctx, (size_t)y->numel * 4)
 	                                       : (y ? y->data : NULL);
 	if (!xv || !y32)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");

@@ -1,10 +1,10 @@
 /* ops_linalg.c — MatMul, BatchMatMul and Linear (fused GEMM + bias), forward and backward.
  *
- * Every product runs in the op's exec dtype on the runtime GEMMs: amp_gemm_f32 for FP32 and
- * amp_gemm_f16 (fp16 in and out, FP32 accumulation) for FP16, with no per-op conversion.
+ * Every product runs in the op's exec dtype on amp_gemm (a half type in and out, FP32
+ * accumulation), with no per-op conversion; the op records the engine the GEMM ran on.
  * Backward runs the transposed products in the same dtype; bias gradients are summed in FP32.
- * When the checks want statistics, an FP16 GEMM that writes a whole output or gradient takes
- * them in its epilogue (amp_gemm_f16_stats) and hands them to the check of its op.
+ * When the checks want statistics, a half GEMM that writes a whole output or gradient takes
+ * them in its epilogue and hands them to the check of its op.
  */
 #include "internal.h"
 #include "check.h"
@@ -12,42 +12,35 @@
 
 #include <string.h>
 
-/* C (M,N) = op(A) op(B) + beta C in dtype dt (fp32 or fp16 buffers). */
-static void gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A,
-                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc)
-{
-	if (dt == AMP_F16)
-		amp_gemm_f16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-	else
-		amp_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* The statistics of a tensor written by one or more FP16 GEMMs (the batches of a MatMul),
- * taken in their epilogues when the checks want them, and handed to the check of the op. */
+/* The statistics of a tensor written by one or more half GEMMs (the batches of a MatMul),
+ * taken in their epilogues when the checks want them, and handed to the check of the op;
+ * and the engine the GEMMs ran on. */
 typedef struct out_stats {
-	int on;      /* taking them */
-	int64_t got; /* elements seen so far */
+	int on;            /* taking them */
+	int64_t got;       /* elements seen so far */
+	amp_engine engine; /* of the last GEMM */
 	amp_stats s;
 } out_stats;
 
 static void out_stats_begin(amp_ctx *ctx, amp_dtype dt, out_stats *o)
 {
-	o->on = dt == AMP_F16 && AMP_TRACING() && amp_check_wants_stats(ctx);
+	o->on = amp_dt(dt)->is_half && AMP_TRACING() && amp_check_wants_stats(ctx);
 	o->got = 0;
+	o->engine = AMP_ENGINE_NONE;
 	if (o->on)
 		amp_stats_init(&o->s);
 }
 
-/* gemm_exec of an M x N block at C (ldc N) of the tensor, merging its statistics into o. */
+/* amp_gemm of an M x N block at C (ldc N) of the tensor, merging its statistics into o. */
 static void gemm_part(out_stats *o, amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K,
                       const void *A, int64_t lda, const void *B, int64_t ldb, float beta, void *C)
 {
 	if (!o->on) {
-		gemm_exec(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+		o->engine = amp_gemm(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, C, N, NULL);
 		return;
 	}
 	amp_stats s;
-	amp_gemm_f16_stats(ta, tb, M, N, K, A, lda, B, ldb, beta, C, N, &s);
+	o->engine = amp_gemm(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, C, N, &s);
 	amp_stats_merge(&o->s, &s);
 	o->got += M * N;
 }
@@ -59,9 +52,9 @@ static void out_stats_end(amp_ctx *ctx, const out_stats *o, const amp_tensor *t)
 		amp_check_hint(ctx, t, &o->s);
 }
 
-/* gemm_exec into the whole of tensor t (C = t->data, M * N = t->numel, ldc = N), its
- * statistics taken on the way when the checks want them. */
-static void gemm_into(amp_ctx *ctx, const amp_tensor *t, amp_dtype dt, int ta, int tb, int64_t M,
+/* amp_gemm into the whole of tensor t (C = t->data, M * N = t->numel, ldc = N), its
+ * statistics taken on the way when the checks want them; returns the engine. */
+static amp_engine gemm_into(amp_ctx *ctx, const amp_tensor *t, amp_dtype dt, int ta, int tb, int64_t M,
                       int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                       int64_t ldb, float beta)
 {
@@ -69,6 +62,7 @@ static void gemm_into(amp_ctx *ctx, const amp_tensor *t, amp_dtype dt, int ta, i
 	out_stats_begin(ctx, dt, &o);
 	gemm_part(&o, dt, ta, tb, M, N, K, A, lda, B, ldb, beta, t->data);
 	out_stats_end(ctx, &o, t);
+	return o.engine;
 }
 
 static int gemm_aligned(int64_t M, int64_t N, int64_t K)
@@ -267,6 +261,7 @@ static int matmul_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 		          (const char *)in[1]->data + (size_t)(i * m.K * m.N) * es, m.ldb, 0.0f,
 		          (char *)y->data + (size_t)(i * m.M * m.N) * es);
 	out_stats_end(ctx, &o, y);
+	call.engine = o.engine;
 	call.flops = (uint64_t)(2 * m.batch * m.M * m.N * m.K);
 	call.bytes = (uint64_t)(a->numel + b->numel + y->numel) * es;
 	call.aligned = gemm_aligned(m.M, m.N, m.K);
@@ -321,14 +316,14 @@ static int linear_backward(amp_ctx *ctx, amp_node *node)
 	}
 	if (rc == AMP_OK && bias && bias->requires_grad) {
 		float *sum = amp_arena_alloc(ctx, (size_t)nout * sizeof(float));
-		float *row =
-		    dt == AMP_F16 ? amp_arena_alloc(ctx, (size_t)nout * sizeof(float)) : NULL;
-		if (!sum || (dt == AMP_F16 && !row))
+		int half = amp_dt(dt)->is_half;
+		float *row = half ? amp_arena_alloc(ctx, (size_t)nout * sizeof(float)) : NULL;
+		if (!sum || (half && !row))
 			rc = oom(ctx, node->op, node->label);
 		for (int64_t r = 0; rc == AMP_OK && r < rows; r++) {
 			const float *gr = (const float *)g + r * nout;
-			if (dt == AMP_F16) {
-				amp_cvt_f16_f32((const uint16_t *)g + r * nout, row, nout);
+			if (half) {
+				amp_dt(dt)->to_f32((const uint16_t *)g + r * nout, row, nout);
 				gr = row;
 			}
 			amp_vadd_f32(sum, gr, sum, nout);
@@ -402,8 +397,8 @@ int amp_linear(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 		beta = 1.0f;
 	}
 	/* x: (rows,in), w: (out,in) -> y: (rows,out) = x w^T [+ bias] */
-	gemm_into(ctx, y, call.exec, 0, 1, rows, nout, nin, in[0]->data, nin, in[1]->data, nin,
-	          beta);
+	call.engine = gemm_into(ctx, y, call.exec, 0, 1, rows, nout, nin, in[0]->data, nin,
+	                        in[1]->data, nin, beta);
 	call.flops = (uint64_t)(2 * rows * nout * nin);
 	call.bytes = (uint64_t)(x->numel + w->numel + (bias ? bias->numel : 0) + y->numel) * es;
 	call.aligned = gemm_aligned(rows, nout, nin);

@@ -163,7 +163,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	}
 
 	int rc = AMP_OK;
-	if (ctx->cfg.mode != AMP_MODE_FORCE_FP32) {
+	if (amp_mode_info_of(ctx->cfg.mode)->kind != AMP_KIND_FP32) {
 		double old = ctx->scaler.scale;
 		amp_scale_reason why = amp_scaler_update(&ctx->scaler, overflow);
 		if (AMP_TRACING())

@@ -1,5 +1,6 @@
 /* policy.c — the precision policy (CANN-style modes and white/black/gray lists) and the casts
- * it inserts at precision boundaries, including FP32 master -> FP16 working-copy refreshes.
+ * it inserts at precision boundaries, including FP32 master -> half working-copy refreshes.
+ * The half type is the mode's (ctx->half): FP16 or BF16.
  *
  * Every cast is a copy event and, when it sits on a gradient path, a tape node whose backward
  * casts the gradient back to the source dtype.
@@ -18,32 +19,33 @@ amp_op_list amp_policy_list(const amp_ctx *ctx, amp_op_type op)
 
 amp_dtype amp_policy_exec(const amp_ctx *ctx, amp_op_type op, amp_tensor *const *in, int n)
 {
-	switch (ctx->cfg.mode) {
-	case AMP_MODE_FORCE_FP32:
+	amp_dtype half = ctx->half;
+	switch (amp_mode_info_of(ctx->cfg.mode)->kind) {
+	case AMP_KIND_FP32:
 		return AMP_F32;
-	case AMP_MODE_KEEP_ORIGIN:
-		return n > 0 && in[0] && in[0]->dtype == AMP_F16 ? AMP_F16 : AMP_F32;
-	case AMP_MODE_FORCE_FP16:
-		return ctx->cfg.custom[op] == AMP_LIST_BLACK ? AMP_F32 : AMP_F16;
-	case AMP_MODE_MIX:
+	case AMP_KIND_KEEP:
+		return n > 0 && in[0] && amp_dt(in[0]->dtype)->is_half ? in[0]->dtype : AMP_F32;
+	case AMP_KIND_FORCE:
+		return ctx->cfg.custom[op] == AMP_LIST_BLACK ? AMP_F32 : half;
+	case AMP_KIND_MIX:
 		break;
 	}
 	switch (amp_policy_list(ctx, op)) {
-	case AMP_LIST_WHITE: return AMP_F16;
+	case AMP_LIST_WHITE: return half;
 	case AMP_LIST_BLACK: return AMP_F32;
 	case AMP_LIST_GRAY: break;
 	}
-	/* Gray follows its activations: FP16 only when every non-parameter float input is FP16.
-	 * Parameters do not vote; they are cast to their working copies. */
+	/* Gray follows its activations: the half type only when every non-parameter float input
+	 * has it.  Parameters do not vote; they are cast to their working copies. */
 	int activations = 0;
 	for (int i = 0; i < n; i++) {
-		if (!in[i] || in[i]->param || in[i]->dtype == AMP_I32)
+		if (!in[i] || in[i]->param || !amp_dt(in[i]->dtype)->is_float)
 			continue;
 		activations++;
-		if (in[i]->dtype != AMP_F16)
+		if (in[i]->dtype != half)
 			return AMP_F32;
 	}
-	return activations ? AMP_F16 : AMP_F32;
+	return activations ? half : AMP_F32;
 }
 
 /* Backward of a cast: the gradient goes back to the source dtype. */
@@ -65,22 +67,20 @@ static int cast_backward(amp_ctx *ctx, amp_node *node)
 
 amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label)
 {
-	if (t->dtype == dt || t->dtype == AMP_I32)
+	if (t->dtype == dt || !amp_dt(t->dtype)->is_float)
 		return t;
 	amp_param *p = t->param;
-	if (p && dt == AMP_F16 && p->working && p->working_step == ctx->step)
+	int working = p && amp_dt(dt)->is_half; /* a master's half working copy */
+	if (working && p->working && p->working->dtype == dt && p->working_step == ctx->step)
 		return p->working;
 
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
-	amp_mem_category cat = p && dt == AMP_F16 ? AMP_MEM_WORKING : AMP_MEM_ACTIVATIONS;
+	amp_mem_category cat = working ? AMP_MEM_WORKING : AMP_MEM_ACTIVATIONS;
 	amp_tensor *c = amp_alloc_raw(ctx, dt, t->shape, cat); /* converted in full below */
 	if (!c)
 		return NULL;
-	int64_t nonfinite = 0; /* of an FP16 result, counted by the conversion */
-	if (dt == AMP_F16)
-		nonfinite = amp_cvt_f32_f16(t->data, c->data, t->numel);
-	else
-		amp_cvt_f16_f32(t->data, c->data, t->numel);
+	/* of a half result, counted by the conversion */
+	int64_t nonfinite = amp_cvt(dt, c->data, t->dtype, t->data, t->numel);
 	ctx->stats.copies++;
 	amp_copy_kind kind = cat == AMP_MEM_WORKING ? AMP_COPY_MASTER : AMP_COPY_CAST;
 	const char *name = p ? p->label : label;
@@ -108,7 +108,7 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 		c->node = node;
 		c->requires_grad = 1;
 	}
-	if (p && dt == AMP_F16) {
+	if (working) {
 		p->working = c;
 		p->working_step = ctx->step;
 	}

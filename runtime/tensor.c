@@ -190,22 +190,6 @@ static int alloc_error(amp_shape s)
 	return shape_valid(s) ? AMP_ENOMEM : AMP_ESHAPE;
 }
 
-const char *amp_dtype_name(amp_dtype dt)
-{
-	switch (dt) {
-	case AMP_F32: return "fp32";
-	case AMP_F16: return "fp16";
-	case AMP_I32: return "int32";
-	case AMP_BF16: return "bf16";
-	}
-	return "?";
-}
-
-size_t amp_dtype_size(amp_dtype dt)
-{
-	return dt == AMP_F16 || dt == AMP_BF16 ? 2 : 4;
-}
-
 /* ---- tensors ----------------------------------------------------------------------------- */
 
 /* A tensor in the step arena (persistent: freed with the context), zeroed unless raw. */
@@ -307,7 +291,7 @@ int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dty
 	int rc = need_step(ctx, "amp_tensor_from_f32");
 	if (rc)
 		return rc;
-	if (!src || !out || (dt != AMP_F32 && dt != AMP_F16))
+	if (!src || !out || !amp_dtype_valid((int)dt) || !amp_dt(dt)->is_float)
 		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_from_f32: bad argument");
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *t = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
@@ -353,19 +337,11 @@ int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
 	if (!ctx || !t || !dst)
 		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_read_f32: NULL argument");
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
-	switch (t->dtype) {
-	case AMP_F32: memcpy(dst, t->data, (size_t)t->numel * 4); break;
-	case AMP_F16: amp_cvt_f16_f32(t->data, dst, t->numel); break;
-	case AMP_BF16:
-		for (int64_t i = 0; i < t->numel; i++) {
-			uint32_t bits = (uint32_t)((const uint16_t *)t->data)[i] << 16;
-			memcpy(&dst[i], &bits, sizeof bits);
-		}
-		break;
-	case AMP_I32:
+	if (amp_dt(t->dtype)->is_float) {
+		amp_dt(t->dtype)->to_f32(t->data, dst, t->numel);
+	} else {
 		for (int64_t i = 0; i < t->numel; i++)
 			dst[i] = (float)((const int32_t *)t->data)[i];
-		break;
 	}
 	ctx->stats.copies++;
 	if (AMP_TRACING())
@@ -388,25 +364,19 @@ const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t)
 		return t->data;
 	float *buf = amp_arena_alloc_raw(ctx, (size_t)t->numel * sizeof(float));
 	if (buf)
-		amp_cvt_f16_f32(t->data, buf, t->numel);
+		amp_dt(t->dtype)->to_f32(t->data, buf, t->numel);
 	return buf;
 }
 
 void amp_store_f32(amp_tensor *t, const float *src)
 {
-	if (t->dtype == AMP_F16)
-		amp_cvt_f32_f16(src, t->data, t->numel);
-	else if (t->data != src)
-		memcpy(t->data, src, (size_t)t->numel * sizeof(float));
+	amp_dt(t->dtype)->from_f32(src, t->data, t->numel);
 }
 
 int amp_tensor_nonfinite(const amp_tensor *t)
 {
-	if (t->dtype == AMP_F16)
-		return amp_count_nonfinite_f16(t->data, t->numel) != 0;
-	if (t->dtype == AMP_F32)
-		return amp_count_nonfinite_f32(t->data, t->numel) != 0;
-	return 0;
+	const amp_dtype_info *di = amp_dt(t->dtype);
+	return di->is_float && di->nonfinite(t->data, t->numel) != 0;
 }
 
 /* ---- parameters -------------------------------------------------------------------------- */

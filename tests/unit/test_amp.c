@@ -1,7 +1,7 @@
 /* test_amp.c — end-to-end training determinism: a tiny 2-layer MLP (Linear, ReLU, Linear,
  * CrossEntropy) trained for 20 steps on generated data must give a bit-identical loss
- * sequence and final weights in two separate contexts with the same seed, in fp32, in AMP and
- * in force_fp16; AMP must track fp32 closely and both must learn.
+ * sequence and final weights in two separate contexts with the same seed, in fp32, in AMP
+ * (FP16 and BF16) and in force_fp16 / force_bf16; AMP must track fp32 closely and all learn.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -165,6 +165,38 @@ Test(determinism, amp_adamw)
 Test(determinism, force_fp16_sgd)
 {
 	check_deterministic("force_fp16", "sgd");
+}
+
+Test(determinism, amp_bf16_sgd)
+{
+	check_deterministic("allow_mix_precision_bf16", "sgd");
+}
+Test(determinism, amp_bf16_adamw)
+{
+	check_deterministic("allow_mix_precision_bf16", "adamw");
+}
+Test(determinism, force_bf16_sgd)
+{
+	check_deterministic("force_bf16", "sgd");
+}
+
+/* BF16 keeps FP32's range: no loss scaling (static 1), no skipped step, and the loss follows
+ * fp32 within BF16's precision (8 significant bits). */
+Test(determinism, bf16_tracks_fp32)
+{
+	static run_result f, m;
+	train("force_fp32", "7", "sgd", &f);
+	train("allow_mix_precision_bf16", "7", "sgd", &m);
+	double worst = 0;
+	for (int i = 0; i < STEPS; i++)
+		worst = fmax(worst, fabs(f.loss[i] - m.loss[i]));
+	const double tol = 3e-2;
+	cr_log_info("max |loss_fp32 - loss_bf16| over %d steps = %.3g (tol %g)", STEPS, worst, tol);
+	cr_assert_leq(worst, tol);
+	for (int i = 0; i < STEPS; i++) {
+		cr_assert_eq(m.skipped[i], 0, "BF16 step %d skipped", i);
+		cr_assert_eq(m.scale[i], 1.0);
+	}
 }
 
 Test(determinism, amp_tracks_fp32)

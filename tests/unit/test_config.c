@@ -496,3 +496,47 @@ Test(config, crlf_and_load_into_live_context)
 	cr_assert_eq(ctx->cfg.seed, 3u); /* lines before the error were applied */
 	amp_ctx_free(ctx);
 }
+
+/* Every precision mode by name; the BF16 modes compute in BF16 and default to no loss scaling
+ * (a static 1), which loss_scale = dynamic turns back on, before or after the mode is set. */
+Test(config, precision_modes_and_bf16_scaling)
+{
+	static const struct {
+		const char *name;
+		amp_dtype half;
+		const char *scale;
+	} modes[] = {
+	    {"force_fp32", AMP_F16, "dynamic"},          {"allow_mix_precision", AMP_F16, "dynamic"},
+	    {"allow_mix_precision_fp16", AMP_F16, "dynamic"},
+	    {"allow_mix_precision_bf16", AMP_BF16, "1"}, {"force_fp16", AMP_F16, "dynamic"},
+	    {"force_bf16", AMP_BF16, "1"},               {"must_keep_origin_dtype", AMP_F16, "dynamic"},
+	};
+	for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+		amp_ctx *c = NULL;
+		cr_assert_eq(amp_ctx_new(NULL, &c, NULL, 0), AMP_OK);
+		cr_assert_eq(amp_config_set(c, "precision_mode", modes[i].name), AMP_OK);
+		cr_assert_str_eq(amp_config_get(c, "precision_mode"), modes[i].name);
+		cr_assert_eq(c->half, modes[i].half, "%s", modes[i].name);
+		cr_assert_str_eq(amp_config_get(c, "loss_scale"), modes[i].scale, "%s", modes[i].name);
+		if (modes[i].half == AMP_BF16) {
+			cr_assert_eq(amp_loss_scale(c), 1.0);
+			cr_assert_eq(amp_config_set(c, "loss_scale", "dynamic"), AMP_OK);
+			cr_assert_eq(amp_loss_scale(c), 128.0);
+		}
+		amp_ctx_free(c);
+	}
+	/* dynamic set first, the BF16 mode after: the explicit key wins */
+	amp_ctx *c = NULL;
+	cr_assert_eq(amp_ctx_new(NULL, &c, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(c, "loss_scale", "dynamic"), AMP_OK);
+	cr_assert_eq(amp_config_set(c, "precision_mode", "force_bf16"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(c, "loss_scale"), "dynamic");
+	cr_assert_eq(amp_loss_scale(c), 128.0);
+	cr_assert_eq(amp_config_set(c, "loss_scale", "64"), AMP_OK);
+	cr_assert_eq(amp_loss_scale(c), 64.0);
+	/* an unknown mode names every mode */
+	cr_assert_eq(amp_config_set(c, "precision_mode", "bf16"), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(c), "allow_mix_precision_bf16") &&
+	          strstr(amp_ctx_error(c), "force_bf16"), "%s", amp_ctx_error(c));
+	amp_ctx_free(c);
+}

@@ -1,9 +1,13 @@
 /* test_ops_linalg.c — MatMul, BatchMatMul, Linear, Conv2D and MaxPool2D against FP64
- * references written here: forward in FP32 and FP16, on every kernel path; backward by
- * central differences (FP32) and against FP64 gradients (FP16); shape errors; dtype policy.
+ * references written here: forward in FP32, FP16 and BF16, on every kernel path; backward by
+ * central differences (FP32) and against FP64 gradients (FP16, BF16); shape errors; dtype
+ * policy.
  *
  * Tolerances (relative to the largest |reference| value of the tensor compared):
  *   forward FP32 1e-5, forward FP16 2e-3, backward FP16 3e-3;
+ *   forward BF16 2^-7 and backward BF16 1.2e-2: inputs and output rounded to 8 significant
+ *   bits (2^-9 relative each) with FP32 sums, so about 2^-8 of the largest value (measured:
+ *   up to 5.7e-3 forward, 5.3e-3 backward);
  *   FP32 gradient check (opcheck_grad, h = 1e-2 on inputs in [-1,1]) 2e-2.
  */
 #include <criterion/criterion.h>
@@ -13,6 +17,8 @@
 #define TOL_F32       1e-5
 #define TOL_F16       2e-3
 #define TOL_F16_GRAD  3e-3
+#define TOL_BF16      0x1p-7
+#define TOL_BF16_GRAD 1.2e-2
 #define TOL_GRADCHECK 2e-2
 #define GRAD_H        1e-2f
 #define GRAD_SAMPLES  24
@@ -366,12 +372,21 @@ static double check_forward(const tcase *c, const char *kern, double *worst32)
 	cr_assert_eq(dt, AMP_F16);
 	cr_assert_leq(e16, TOL_F16, "%s fp16 (ta %d tb %d stride %d pad %d): err %.3g > %.1g",
 	              c->name, c->ta, c->tb, c->stride, c->pad, e16, TOL_F16);
+	double eb = fwd_err(c, "force_bf16", kern, &dt);
+	cr_assert_eq(dt, AMP_BF16);
+	cr_assert_leq(eb, TOL_BF16, "%s bf16 (ta %d tb %d stride %d pad %d): err %.3g > %.1g",
+	              c->name, c->ta, c->tb, c->stride, c->pad, eb, TOL_BF16);
 	if (c->fn != fn_maxpool2d) { /* gray: with parameter inputs it runs in FP32 */
 		double em = fwd_err(c, "allow_mix_precision", kern, &dt);
 		cr_assert_eq(dt, AMP_F16);
 		cr_assert_leq(em, TOL_F16, "%s mix: err %.3g", c->name, em);
 		e16 = fmax(e16, em);
+		double emb = fwd_err(c, "allow_mix_precision_bf16", kern, &dt);
+		cr_assert_eq(dt, AMP_BF16);
+		cr_assert_leq(emb, TOL_BF16, "%s mix bf16: err %.3g", c->name, emb);
+		eb = fmax(eb, emb);
 	}
+	cr_log_info("%s: bf16 forward err %.3g (tol %.2g)", c->name, eb, TOL_BF16);
 	*worst32 = fmax(*worst32, e32);
 	return e16;
 }
@@ -387,10 +402,10 @@ static double check_gradcheck(const tcase *c, float h)
 	return err;
 }
 
-/* Backward in an FP16 mode against FP64 gradients of sum(y * seed).  The FP64 gradient is a
+/* Backward in a half mode against FP64 gradients of sum(y * seed).  The FP64 gradient is a
  * central difference of the FP64 reference with step 1e-4: exact up to rounding for these
  * ops, which are linear in each single input (max pool: on well-separated inputs). */
-static double check_backward_f16(const tcase *c, const char *mode)
+static double check_backward_half(const tcase *c, const char *mode, amp_dtype half, double tol)
 {
 	inputs vals = inputs_make(c);
 	int64_t ny = amp_shape_numel(c->yshape);
@@ -404,9 +419,10 @@ static double check_backward_f16(const tcase *c, const char *mode)
 	amp_ctx *ctx;
 	amp_tensor *in[3];
 	amp_tensor *out = run_op(c, mode, NULL, &vals, &ctx, in);
-	cr_assert_eq(amp_tensor_dtype(out), AMP_F16);
+	cr_assert_eq(amp_tensor_dtype(out), half);
 	cr_assert_eq(amp_backward_seeded(ctx, out, seed), AMP_OK, "%s", amp_ctx_error(ctx));
-	cr_assert(out->grad && out->grad->dtype == AMP_F16, "the grad of an fp16 output is fp16");
+	cr_assert(out->grad && out->grad->dtype == half, "the grad of a %s output is %s",
+	          amp_dtype_name(half), amp_dtype_name(half));
 
 	double worst = 0;
 	const double h = 1e-4;
@@ -431,8 +447,8 @@ static double check_backward_f16(const tcase *c, const char *mode)
 			want[k] = (lp - lm) / (2 * h);
 		}
 		double e = rel_err(got, want, n);
-		cr_assert_leq(e, TOL_F16_GRAD, "%s %s grad of input %d: err %.3g > %.1g", c->name,
-		              mode, i, e, TOL_F16_GRAD);
+		cr_assert_leq(e, tol, "%s %s grad of input %d: err %.3g > %.2g", c->name, mode, i, e,
+		              tol);
 		worst = fmax(worst, e);
 		free(want);
 		free(got);
@@ -629,35 +645,46 @@ Test(linalg, maxpool2d_gradcheck)
 	cr_log_info("MaxPool2D gradcheck: max err %.3g (tol %.1g, h 1e-3)", worst, TOL_GRADCHECK);
 }
 
-Test(linalg, backward_fp16)
+Test(linalg, backward_half)
 {
-	static const char *const modes[] = {"allow_mix_precision", "force_fp16"};
+	static const struct {
+		const char *mode;
+		amp_dtype half;
+		double tol;
+		int force; /* force modes run gray max pool in the half type on parameters */
+	} modes[] = {
+	    {"allow_mix_precision", AMP_F16, TOL_F16_GRAD, 0},
+	    {"force_fp16", AMP_F16, TOL_F16_GRAD, 1},
+	    {"allow_mix_precision_bf16", AMP_BF16, TOL_BF16_GRAD, 0},
+	    {"force_bf16", AMP_BF16, TOL_BF16_GRAD, 1},
+	};
 	tcase conv[8], pool[4];
 	int nconv = conv_cases(conv);
 	pool_cases(pool);
-	for (int m = 0; m < 2; m++) {
-		double worst = 0;
+	for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+		const char *mode = modes[m].mode;
+		amp_dtype h = modes[m].half;
+		double tol = modes[m].tol, worst = 0;
 		for (int ta = 0; ta <= 1; ta++)
 			for (int tb = 0; tb <= 1; tb++) {
 				tcase c = mm_case(7, 5, 13, ta, tb),
 				      b = bmm_case(2, 0, 4, 3, 5, ta, tb);
-				worst = fmax(worst, check_backward_f16(&c, modes[m]));
-				worst = fmax(worst, check_backward_f16(&b, modes[m]));
+				worst = fmax(worst, check_backward_half(&c, mode, h, tol));
+				worst = fmax(worst, check_backward_half(&b, mode, h, tol));
 			}
 		tcase g = mm_case(7, 7, 13, 0, 1);
 		g.fn = fn_gram;
 		g.ref = ref_gram;
 		g.n = 1;
-		worst = fmax(worst, check_backward_f16(&g, modes[m]));
+		worst = fmax(worst, check_backward_half(&g, mode, h, tol));
 		tcase lb = linear_case(7, 13, 5, 1), l = linear_case(16, 64, 8, 0);
-		worst = fmax(worst, check_backward_f16(&lb, modes[m]));
-		worst = fmax(worst, check_backward_f16(&l, modes[m]));
+		worst = fmax(worst, check_backward_half(&lb, mode, h, tol));
+		worst = fmax(worst, check_backward_half(&l, mode, h, tol));
 		for (int i = 0; i < nconv; i++)
-			worst = fmax(worst, check_backward_f16(&conv[i], modes[m]));
-		if (m == 1) /* max pool is gray: only force_fp16 runs it in FP16 on parameters */
-			worst = fmax(worst, check_backward_f16(&pool[0], modes[m]));
-		cr_log_info("backward %s: max rel err of gradients %.3g (tol %.1g)", modes[m],
-		            worst, TOL_F16_GRAD);
+			worst = fmax(worst, check_backward_half(&conv[i], mode, h, tol));
+		if (modes[m].force)
+			worst = fmax(worst, check_backward_half(&pool[0], mode, h, tol));
+		cr_log_info("backward %s: max rel err of gradients %.3g (tol %.2g)", mode, worst, tol);
 	}
 }
 
@@ -752,8 +779,10 @@ Test(linalg, output_dtype_follows_policy)
 		const char *mode;
 		amp_dtype want;
 	} modes[] = {
-	    {"allow_mix_precision", AMP_F16}, {"force_fp32", AMP_F32}, {"force_fp16", AMP_F16}};
-	for (size_t m = 0; m < 3; m++) {
+	    {"allow_mix_precision", AMP_F16},      {"force_fp32", AMP_F32},
+	    {"force_fp16", AMP_F16},               {"allow_mix_precision_fp16", AMP_F16},
+	    {"allow_mix_precision_bf16", AMP_BF16}, {"force_bf16", AMP_BF16}};
+	for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
 		amp_ctx *ctx = opcheck_ctx(modes[m].mode);
 		cr_assert(ctx);
 		cr_assert_eq(amp_step_begin(ctx), AMP_OK);

@@ -3,7 +3,10 @@
  * backward by central differences through the real autograd, and their error paths.
  *
  * Tolerances: fp32 forward |y - ref| / max(1, |ref|) <= 1e-5; fp16 paths (force_fp16)
- * |y - ref| / max|ref| <= 1e-2; gradient checks as stated per test (opcheck_grad's measure).
+ * |y - ref| / max|ref| <= 1e-2; bf16 paths (force_bf16) <= 2^-6 (8 significant bits: inputs
+ * and outputs rounded by up to 2^-9 each, amplified by exp/log/division in the op; measured
+ * up to 6.2e-3); gradient
+ * checks as stated per test (opcheck_grad's measure).
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -12,6 +15,7 @@
 
 #define TOL_F32 1e-5
 #define TOL_F16 1e-2
+#define TOL_BF16 0x1p-6
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -55,7 +59,7 @@ static double fwd_err(const char *mode, int n, const amp_shape *shapes, float **
 		scale = fmax(scale, fabs(ref[i]));
 	for (int64_t i = 0; i < nref; i++) {
 		double d = fabs((double)y[i] - ref[i]);
-		double e = want == AMP_F16 ? d / fmax(scale, 1e-30) : d / fmax(1.0, fabs(ref[i]));
+		double e = want != AMP_F32 ? d / fmax(scale, 1e-30) : d / fmax(1.0, fabs(ref[i]));
 		if (!(e <= err))
 			err = e; /* NaN stays */
 	}
@@ -64,16 +68,19 @@ static double fwd_err(const char *mode, int n, const amp_shape *shapes, float **
 	return err;
 }
 
-/* Forward in force_fp32 and force_fp16 against ref, with the stated tolerances. */
+/* Forward in force_fp32, force_fp16 and force_bf16 against ref, with the stated tolerances. */
 static void check_fwd(const char *what, int n, const amp_shape *shapes, float **vals, opcheck_fn fn,
                       void *arg, const double *ref, int64_t nref)
 {
 	double e32 = fwd_err("force_fp32", n, shapes, vals, fn, arg, ref, nref, AMP_F32);
 	double e16 = fwd_err("force_fp16", n, shapes, vals, fn, arg, ref, nref, AMP_F16);
-	cr_log_info("%s forward: fp32 max rel err %.3g (tol %g), fp16 max err/scale %.3g (tol %g)",
-	            what, e32, TOL_F32, e16, TOL_F16);
+	double eb = fwd_err("force_bf16", n, shapes, vals, fn, arg, ref, nref, AMP_BF16);
+	cr_log_info("%s forward: fp32 max rel err %.3g (tol %g), fp16 max err/scale %.3g (tol %g), "
+	            "bf16 %.3g (tol %g)",
+	            what, e32, TOL_F32, e16, TOL_F16, eb, TOL_BF16);
 	cr_expect(e32 <= TOL_F32, "%s fp32 forward err %.3g", what, e32);
 	cr_expect(e16 <= TOL_F16, "%s fp16 forward err %.3g", what, e16);
+	cr_expect(eb <= TOL_BF16, "%s bf16 forward err %.3g", what, eb);
 }
 
 static void check_grad(const char *what, int n, const amp_shape *shapes, float **vals,

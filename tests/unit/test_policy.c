@@ -462,3 +462,83 @@ Test(policy, inference_records_no_tape)
 	cr_assert_eq(ctx->stats.copies, 1 + 2 + 1);
 	amp_ctx_free(ctx);
 }
+
+/* ---- BF16 modes ----------------------------------------------------------------------------- */
+
+/* allow_mix_precision_bf16 makes the same decisions as the FP16 mix with BF16 as the half
+ * type: an fp16 activation is not "the half type" there, so gray ops on it run in FP32. */
+Test(policy, mix_bf16_decisions)
+{
+	amp_ctx *ctx = mkctx("precision_mode", "allow_mix_precision_bf16", NULL);
+	cr_assert_eq(ctx->half, AMP_BF16);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	amp_tensor *b = input(ctx, AMP_BF16, amp_shape1(4), 1),
+	           *h = input(ctx, AMP_F16, amp_shape1(4), 2),
+	           *f = input(ctx, AMP_F32, amp_shape1(4), 3);
+	amp_tensor *w = param(ctx, "w", amp_shape1(4));
+	amp_tensor *bb[2] = {b, b}, *bw[2] = {b, w}, *hh[2] = {h, h}, *ff[2] = {f, f},
+	           *bf[2] = {b, f};
+	for (size_t i = 0; i < NELEM(white_ops); i++)
+		cr_assert_eq(amp_policy_exec(ctx, white_ops[i], ff, 2), AMP_BF16);
+	for (size_t i = 0; i < NELEM(black_ops); i++)
+		cr_assert_eq(amp_policy_exec(ctx, black_ops[i], bb, 2), AMP_F32);
+	for (size_t i = 0; i < NELEM(gray_ops); i++) {
+		amp_op_type op = gray_ops[i];
+		cr_assert_eq(amp_policy_exec(ctx, op, bb, 2), AMP_BF16, "%s", amp_op_name(op));
+		cr_assert_eq(amp_policy_exec(ctx, op, bw, 2), AMP_BF16);
+		cr_assert_eq(amp_policy_exec(ctx, op, bf, 2), AMP_F32);
+		cr_assert_eq(amp_policy_exec(ctx, op, hh, 2), AMP_F32);
+	}
+	amp_ctx_free(ctx);
+}
+
+Test(policy, force_bf16_and_keep_origin)
+{
+	amp_ctx *ctx = mkctx("precision_mode", "force_bf16", "custom_black_list", "Exp", NULL);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	amp_tensor *f = input(ctx, AMP_F32, amp_shape1(4), 3), *ff[1] = {f};
+	for (size_t i = 0; i < NELEM(black_ops); i++)
+		if (black_ops[i] != AMP_OP_EXP)
+			cr_assert_eq(amp_policy_exec(ctx, black_ops[i], ff, 1), AMP_BF16);
+	cr_assert_eq(amp_policy_exec(ctx, AMP_OP_EXP, ff, 1), AMP_F32);
+	amp_ctx_free(ctx);
+
+	ctx = mkctx("precision_mode", "must_keep_origin_dtype", NULL);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	amp_tensor *b = input(ctx, AMP_BF16, amp_shape1(4), 1), *h = input(ctx, AMP_F16, amp_shape1(4), 2);
+	amp_tensor *bx[1] = {b}, *hx[1] = {h};
+	cr_assert_eq(amp_policy_exec(ctx, AMP_OP_MATMUL, bx, 1), AMP_BF16);
+	cr_assert_eq(amp_policy_exec(ctx, AMP_OP_MATMUL, hx, 1), AMP_F16);
+	amp_ctx_free(ctx);
+}
+
+/* Under BF16 the parameters get BF16 working copies, made once per step, counted as working
+ * memory, and their gradients still reach the FP32 masters. */
+Test(policy, bf16_working_copies)
+{
+	amp_ctx *ctx = mkctx("precision_mode", "allow_mix_precision_bf16", NULL);
+	amp_tensor *w = param(ctx, "w", amp_shape2(3, 4));
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	amp_tensor *x = input(ctx, AMP_F32, amp_shape2(2, 4), 5), *y = NULL, *y2 = NULL, *l = NULL;
+	cr_assert_eq(amp_linear(ctx, "fc", x, w, NULL, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_tensor_dtype(y), AMP_BF16);
+	cr_assert_eq(amp_linear(ctx, "fc2", x, w, NULL, &y2), AMP_OK);
+	cr_assert_eq(w->param->working->dtype, AMP_BF16);
+	cr_assert_eq(count_casts(ctx, w), 1, "one working copy per step");
+	cr_assert_eq(ctx->mem[AMP_MEM_WORKING], (uint64_t)(12 * 2));
+	cr_assert_eq(amp_sum(ctx, "sum", y, &l), AMP_OK);
+	cr_assert_eq(amp_backward(ctx, l), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_not_null(w->grad);
+	cr_assert_eq(w->grad->dtype, AMP_F32);
+	/* d sum(x w^T) / dw[o][i] = sum over rows of x[r][i], bf16-rounded x, scale 1 */
+	float xv[8], gv[12];
+	cr_assert_eq(amp_tensor_read_f32(ctx, x, xv), AMP_OK);
+	memcpy(gv, w->grad->data, sizeof gv);
+	for (int o = 0; o < 3; o++)
+		for (int i = 0; i < 4; i++) {
+			double want = (double)xv[i] + (double)xv[4 + i];
+			cr_assert_leq(fabs((double)gv[o * 4 + i] - want), 0x1p-7 * (fabs(want) + 0.5),
+			              "dw[%d][%d] %g want %g", o, i, (double)gv[o * 4 + i], want);
+		}
+	amp_ctx_free(ctx);
+}

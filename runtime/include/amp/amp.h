@@ -71,10 +71,16 @@ void amp_ctx_free(amp_ctx *ctx);
 const char *amp_ctx_error(const amp_ctx *ctx);
 
 /* Sets one configuration key, exactly as an amp.cfg line "key = value" would.  Keys:
- *   precision_mode      force_fp32 | allow_mix_precision | force_fp16 | must_keep_origin_dtype
- *   custom_white_list   comma-separated op names forced to FP16 (e.g. "Softmax,Exp")
+ *   precision_mode      force_fp32 | allow_mix_precision (= allow_mix_precision_fp16) |
+ *                       allow_mix_precision_bf16 | force_fp16 | force_bf16 |
+ *                       must_keep_origin_dtype.  The mixed modes run the white list in the
+ *                       half type (FP16 or BF16), the black list in FP32, gray ops as their
+ *                       inputs; the force modes run every op in the half type but a custom
+ *                       black list.  Default allow_mix_precision.
+ *   custom_white_list   comma-separated op names forced to the half type (e.g. "Softmax,Exp")
  *   custom_black_list   comma-separated op names forced to FP32
- *   loss_scale          dynamic | <number> (static scale)
+ *   loss_scale          dynamic | <number> (static scale).  Unset, the mode decides: dynamic
+ *                       in the FP16 modes, a static 1 (no scaling) in the BF16 modes
  *   loss_scale_init     initial dynamic scale (default 128)
  *   loss_scale_growth_interval  clean steps before growth (default 2000)
  *   loss_scale_growth_factor    default 2;  loss_scale_backoff_factor  default 0.5
@@ -105,8 +111,8 @@ void amp_step_set_samples(amp_ctx *ctx, int64_t samples);
 /* ---- tensors ----------------------------------------------------------------------------- */
 /* New zeroed step-scoped tensor. */
 int amp_tensor_new(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_tensor **out);
-/* Step-scoped tensor staged from host floats (recorded as an h2d copy).  With dt = AMP_F16 the
- * values are converted on the way in. */
+/* Step-scoped tensor staged from host floats (recorded as an h2d copy).  With dt = AMP_F16 or
+ * AMP_BF16 the values are rounded to nearest even on the way in. */
 int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dtype dt,
                         amp_tensor **out);
 /* Step-scoped int32 tensor (labels, token ids), staged as an h2d copy. */
@@ -136,7 +142,8 @@ typedef enum {
 } amp_init;
 
 /* Trainable parameter: an FP32 master tensor that lives as long as the context.  Under AMP the
- * ops use an FP16 working copy refreshed once per step (recorded as a cast copy).  label names
+ * ops use a working copy in the mode's half type (FP16 or BF16) refreshed once per step
+ * (recorded as a master copy).  label names
  * it in errors and profiles and is copied. */
 int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init init, float scale,
                   amp_tensor **out);
