@@ -485,6 +485,7 @@ void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out)
 {
 	*out = ctx->stats;
 	out->peak_bytes = ctx->mem_peak;
+	out->peak_param_act_bytes = ctx->mem_peak_param_act;
 	out->bytes_master = ctx->mem[AMP_MEM_MASTER];
 	out->bytes_working = ctx->mem[AMP_MEM_WORKING];
 	out->bytes_activations = ctx->mem[AMP_MEM_ACTIVATIONS];

@@ -73,7 +73,15 @@ struct amp_tensor {
 
 struct amp_param {
 	amp_tensor *master;      /* FP32, persistent; master->grad is the FP32 master gradient */
-	amp_tensor *working;     /* FP16 working copy for this step, or NULL (step-scoped) */
+	/* The half working copy: a persistent buffer (work, of work_dtype) that the optimizer's
+	 * update pass rewrites as it updates the master, so that a step needs no separate
+	 * conversion pass; working is this step's tensor over it (step-scoped header, on the tape
+	 * as a cast of the master), NULL until its first use in the step. */
+	void *work;              /* persistent, work_dtype, master->numel elements; or NULL */
+	amp_dtype work_dtype;
+	int work_valid;          /* work holds the master's current values, rounded */
+	int64_t work_nonfinite;  /* NaN/Inf its last refresh wrote (a cast overflow) */
+	amp_tensor *working;     /* this step's working copy, or NULL (step-scoped) */
 	int64_t working_step;    /* step the working copy belongs to */
 	char *label;
 	amp_tensor *opt_m;       /* optimizer state: momentum or Adam first moment (or NULL) */
@@ -157,6 +165,7 @@ struct amp_ctx {
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
 	uint64_t mem_peak;
+	uint64_t mem_peak_param_act;     /* peak of master + working + activations */
 	void **persist;                  /* persistent blocks, freed with the context */
 	size_t n_persist, cap_persist;
 	char err[512];
@@ -271,6 +280,8 @@ amp_scale_reason amp_scaler_update(amp_scaler *s, int overflow);
 uint64_t amp_rng_next(uint64_t *state);
 float amp_rng_uniform(uint64_t *state);  /* [0, 1) */
 float amp_rng_normal(uint64_t *state);   /* N(0, 1) */
+/* The master of p changed outside the optimizer: its working copy is remade at its next use. */
+void amp_param_touched(amp_param *p);
 /* Nonzero if any value of t is NaN or Inf. */
 int amp_tensor_nonfinite(const amp_tensor *t);
 

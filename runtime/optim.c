@@ -91,7 +91,22 @@ static int state(amp_ctx *ctx, amp_tensor **slot, amp_shape shape)
 	return *slot ? AMP_OK : AMP_ENOMEM;
 }
 
-/* w: (n) fp32 master, g: (n) fp32 unscaled gradient. */
+/* Elements an update pass covers before it rewrites them into the working copy: the block is
+ * still in L1 when it is rounded, so master and working copy cost one pass over memory. */
+#define UPDATE_BLOCK 2048
+
+/* After the masters p->master[i0 .. i0+n) were updated: their working copy, if it is current,
+ * follows them. */
+static void refresh_working(amp_param *p, int64_t i0, int64_t n)
+{
+	if (!p->work || !p->work_valid)
+		return;
+	const amp_dtype_info *di = amp_dt(p->work_dtype);
+	p->work_nonfinite += di->from_f32((const float *)p->master->data + i0,
+	                                  (char *)p->work + (size_t)i0 * di->size, n);
+}
+
+/* w: (n) fp32 master, g: (n) fp32 unscaled gradient; the working copy rewritten on the way. */
 static int update_param(amp_optim *o, amp_param *p)
 {
 	amp_ctx *ctx = o->ctx;
@@ -99,33 +114,41 @@ static int update_param(amp_optim *o, amp_param *p)
 	float *wv = w->data;
 	const float *g = w->grad->data;
 	int64_t n = w->numel;
-	if (o->kind == OPTIM_SGD) {
-		const float lr = o->sgd.lr, mu = o->sgd.momentum, wd = o->sgd.weight_decay;
-		if (mu == 0) {
-			for (int64_t i = 0; i < n; i++)
-				wv[i] -= lr * (g[i] + wd * wv[i]);
-			return AMP_OK;
-		}
+	float *m = NULL, *v = NULL;
+	if (o->kind == OPTIM_ADAMW || o->sgd.momentum != 0) {
 		if (state(ctx, &p->opt_m, w->shape))
 			return amp_fail(ctx, AMP_ENOMEM, "out of memory for optimizer state");
-		float *m = p->opt_m->data;
-		for (int64_t i = 0; i < n; i++) {
-			m[i] = mu * m[i] + g[i] + wd * wv[i];
-			wv[i] -= lr * m[i];
-		}
-		return AMP_OK;
+		m = p->opt_m->data;
 	}
-	if (state(ctx, &p->opt_m, w->shape) || state(ctx, &p->opt_v, w->shape))
-		return amp_fail(ctx, AMP_ENOMEM, "out of memory for optimizer state");
-	float *m = p->opt_m->data, *v = p->opt_v->data;
+	if (o->kind == OPTIM_ADAMW) {
+		if (state(ctx, &p->opt_v, w->shape))
+			return amp_fail(ctx, AMP_ENOMEM, "out of memory for optimizer state");
+		v = p->opt_v->data;
+	}
 	const amp_adamw_options *a = &o->adamw;
 	const float c1 = 1.0f - (float)pow((double)a->beta1, (double)o->t);
 	const float c2 = 1.0f - (float)pow((double)a->beta2, (double)o->t);
 	const float decay = 1.0f - a->lr * a->weight_decay;
-	for (int64_t i = 0; i < n; i++) {
-		m[i] = a->beta1 * m[i] + (1 - a->beta1) * g[i];
-		v[i] = a->beta2 * v[i] + (1 - a->beta2) * g[i] * g[i];
-		wv[i] = wv[i] * decay - a->lr * (m[i] / c1) / (sqrtf(v[i] / c2) + a->eps);
+	const float lr = o->sgd.lr, mu = o->sgd.momentum, wd = o->sgd.weight_decay;
+	p->work_nonfinite = 0;
+	for (int64_t i0 = 0; i0 < n; i0 += UPDATE_BLOCK) {
+		int64_t i1 = n - i0 < UPDATE_BLOCK ? n : i0 + UPDATE_BLOCK;
+		if (o->kind == OPTIM_SGD && mu == 0) {
+			for (int64_t i = i0; i < i1; i++)
+				wv[i] -= lr * (g[i] + wd * wv[i]);
+		} else if (o->kind == OPTIM_SGD) {
+			for (int64_t i = i0; i < i1; i++) {
+				m[i] = mu * m[i] + g[i] + wd * wv[i];
+				wv[i] -= lr * m[i];
+			}
+		} else {
+			for (int64_t i = i0; i < i1; i++) {
+				m[i] = a->beta1 * m[i] + (1 - a->beta1) * g[i];
+				v[i] = a->beta2 * v[i] + (1 - a->beta2) * g[i] * g[i];
+				wv[i] = wv[i] * decay - a->lr * (m[i] / c1) / (sqrtf(v[i] / c2) + a->eps);
+			}
+		}
+		refresh_working(p, i0, i1 - i0);
 	}
 	return AMP_OK;
 }
@@ -181,7 +204,8 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		for (amp_param *p = ctx->params; p && rc == AMP_OK; p = p->next)
 			if (p->master->grad)
 				rc = update_param(o, p);
-		/* Masters changed: the next use needs a fresh working copy. */
+		/* Masters changed (their working copies with them): the next use in this step gets a
+		 * new tensor over the working copy, with its own tape node. */
 		for (amp_param *p = ctx->params; p; p = p->next)
 			p->working_step = -1;
 	}

@@ -65,6 +65,43 @@ static int cast_backward(amp_ctx *ctx, amp_node *node)
 	return rc;
 }
 
+/* The working copy of p in dt for this step: the persistent buffer, made (a master copy event)
+ * when it is missing, of another dtype or stale, else as the optimizer left it; then a
+ * step-scoped tensor over it.  NULL (error set) on failure. */
+static amp_tensor *working_copy(amp_ctx *ctx, amp_param *p, amp_dtype dt, uint64_t t0)
+{
+	amp_tensor *m = p->master;
+	if (!p->work || p->work_dtype != dt) {
+		p->work = amp_persist_alloc(ctx, (size_t)m->numel * amp_dt(dt)->size);
+		if (!p->work) {
+			amp_fail(ctx, AMP_ENOMEM, "out of memory for the working copy of '%s'", p->label);
+			return NULL;
+		}
+		amp_mem_account(ctx, AMP_MEM_WORKING, (int64_t)(m->numel * (int64_t)amp_dt(dt)->size));
+		p->work_dtype = dt;
+		p->work_valid = 0;
+	}
+	amp_tensor *c = amp_alias(ctx, m, m->shape);
+	if (!c)
+		return NULL;
+	c->dtype = dt;
+	c->data = p->work;
+	c->param = NULL;
+	c->requires_grad = 0;
+	if (!p->work_valid) {
+		p->work_nonfinite = amp_cvt(dt, p->work, AMP_F32, m->data, m->numel);
+		p->work_valid = 1;
+		ctx->stats.copies++;
+		if (AMP_TRACING())
+			amp_trace_copy(AMP_COPY_MASTER,
+			               (uint64_t)m->numel * (amp_dt(AMP_F32)->size + amp_dt(dt)->size),
+			               AMP_F32, dt, t0, ctx->step, p->label);
+	}
+	if (AMP_TRACING())
+		amp_check_cast(ctx, m, c, p->work_nonfinite);
+	return c;
+}
+
 amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label)
 {
 	if (t->dtype == dt || !amp_dt(t->dtype)->is_float)
@@ -75,19 +112,24 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 		return p->working;
 
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
-	amp_mem_category cat = working ? AMP_MEM_WORKING : AMP_MEM_ACTIVATIONS;
-	amp_tensor *c = amp_alloc_raw(ctx, dt, t->shape, cat); /* converted in full below */
-	if (!c)
-		return NULL;
-	/* of a half result, counted by the conversion */
-	int64_t nonfinite = amp_cvt(dt, c->data, t->dtype, t->data, t->numel);
-	ctx->stats.copies++;
-	amp_copy_kind kind = cat == AMP_MEM_WORKING ? AMP_COPY_MASTER : AMP_COPY_CAST;
 	const char *name = p ? p->label : label;
-	if (AMP_TRACING()) {
-		amp_trace_copy(kind, (uint64_t)t->numel * (amp_dtype_size(t->dtype) + amp_dtype_size(dt)),
-		               t->dtype, dt, t0, ctx->step, name);
-		amp_check_cast(ctx, t, c, nonfinite);
+	amp_tensor *c;
+	if (working) {
+		if (!(c = working_copy(ctx, p, dt, t0)))
+			return NULL;
+	} else {
+		c = amp_alloc_raw(ctx, dt, t->shape, AMP_MEM_ACTIVATIONS); /* converted in full */
+		if (!c)
+			return NULL;
+		/* of a half result, counted by the conversion */
+		int64_t nonfinite = amp_cvt(dt, c->data, t->dtype, t->data, t->numel);
+		ctx->stats.copies++;
+		if (AMP_TRACING()) {
+			amp_trace_copy(AMP_COPY_CAST,
+			               (uint64_t)t->numel * (amp_dtype_size(t->dtype) + amp_dtype_size(dt)),
+			               t->dtype, dt, t0, ctx->step, name);
+			amp_check_cast(ctx, t, c, nonfinite);
+		}
 	}
 
 	if (t->requires_grad && ctx->training && !ctx->in_backward) {

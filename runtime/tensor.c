@@ -136,6 +136,10 @@ void amp_mem_account(amp_ctx *ctx, amp_mem_category cat, int64_t delta)
 		total += ctx->mem[i];
 	if (total > ctx->mem_peak)
 		ctx->mem_peak = total;
+	uint64_t pa = ctx->mem[AMP_MEM_MASTER] + ctx->mem[AMP_MEM_WORKING] +
+	              ctx->mem[AMP_MEM_ACTIVATIONS];
+	if (pa > ctx->mem_peak_param_act)
+		ctx->mem_peak_param_act = pa;
 }
 
 /* ---- shapes ------------------------------------------------------------------------------ */
@@ -329,7 +333,12 @@ int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_t
 amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t->dtype; }
 amp_shape amp_tensor_shape(const amp_tensor *t) { return t->shape; }
 int64_t amp_tensor_numel(const amp_tensor *t) { return t->numel; }
-void *amp_tensor_data(amp_tensor *t) { return t->data; }
+void *amp_tensor_data(amp_tensor *t)
+{
+	if (t->param) /* the caller may write the master: its working copy is remade */
+		amp_param_touched(t->param);
+	return t->data;
+}
 amp_tensor *amp_tensor_grad(const amp_tensor *t) { return t ? t->grad : NULL; }
 
 int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
@@ -433,8 +442,14 @@ int amp_param_load(amp_ctx *ctx, amp_tensor *param, const float *src)
 	if (!ctx || !param || !src || !param->param)
 		return amp_fail(ctx, AMP_EINVAL, "amp_param_load: not a parameter");
 	memcpy(param->data, src, (size_t)param->numel * sizeof(float));
-	param->param->working_step = -1;
+	amp_param_touched(param->param);
 	return AMP_OK;
+}
+
+void amp_param_touched(amp_param *p)
+{
+	p->work_valid = 0;
+	p->working_step = -1;
 }
 
 /* ---- steps ------------------------------------------------------------------------------- */

@@ -249,6 +249,9 @@ typedef struct amp_run_stats {
 	int64_t ops_dispatched;  /* op executions, forward and backward and optimizer */
 	int64_t copies;          /* copy and cast events */
 	uint64_t peak_bytes;     /* peak of all tensor memory */
+	uint64_t peak_param_act_bytes; /* peak of master weights + working copies + activations:
+	                                  what the half types save (gradients and optimizer state
+	                                  stay FP32) */
 	uint64_t bytes_master, bytes_working, bytes_activations, bytes_grads, bytes_optimizer;
 	                         /* current bytes by category */
 } amp_run_stats;
