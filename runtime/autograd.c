@@ -158,6 +158,36 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 	return t->grad;
 }
 
+amp_tensor *amp_grad_open(amp_ctx *ctx, amp_tensor *t, int *fresh)
+{
+	amp_tensor *g = grad_of(ctx, t, fresh);
+	if (!g)
+		amp_fail(ctx, AMP_ENOMEM, "out of memory for a gradient");
+	return g;
+}
+
+float *amp_grad_block_dst(amp_tensor *g, int fresh, int64_t i0, float *buf)
+{
+	return fresh ? amp_block_dst(g, i0, buf) : buf;
+}
+
+void amp_grad_block_end(amp_tensor *g, int fresh, int64_t i0, int64_t n, const float *dx)
+{
+	if (fresh) {
+		amp_block_write(g, i0, n, dx);
+		return;
+	}
+	if (g->dtype == AMP_F32) {
+		float *d = (float *)g->data + i0;
+		amp_vadd_f32(d, dx, d, n);
+		return;
+	}
+	float acc[AMP_BLOCK];
+	const float *old = amp_block_read(g, i0, n, acc);
+	amp_vadd_f32(old, dx, acc, n);
+	amp_block_write(g, i0, n, acc);
+}
+
 amp_tensor *amp_grad_dst(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, int *fresh)
 {
 	*fresh = 0;

@@ -253,6 +253,13 @@ int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
  * (*fresh = 1: write all of it; it is not zeroed), else NULL (nothing done; write elsewhere
  * and amp_grad_acc it).  On out of memory: NULL and *fresh = -1. */
 amp_tensor *amp_grad_dst(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, int *fresh);
+/* Block-wise gradient accumulation: amp_grad_open returns t's gradient (created, not zeroed,
+ * on first use; NULL on out of memory) with *fresh = 1 when it is to be written in full, 0
+ * when added to; then for each block, dx = amp_grad_block_dst(...) is where the kernel writes
+ * its fp32 gradient values and amp_grad_block_end stores or adds them. */
+amp_tensor *amp_grad_open(amp_ctx *ctx, amp_tensor *t, int *fresh);
+float *amp_grad_block_dst(amp_tensor *g, int fresh, int64_t i0, float *buf);
+void amp_grad_block_end(amp_tensor *g, int fresh, int64_t i0, int64_t n, const float *dx);
 /* Adds n floats from g32 (fp32 buffer) into t->grad in t's dtype. */
 int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32);
 /* Gradient of the node's output as an fp32 buffer in the step arena (converted if fp16). */
@@ -267,6 +274,19 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed);
 /* fp32 view of t's data (a float tensor): t->data itself for fp32, else a converted copy in
  * the step arena. */
 const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t);
+/* Block-wise access, for elementwise kernels that compute in FP32 on half storage without
+ * converting whole tensors: blocks of at most AMP_BLOCK elements stay in L1 between the
+ * conversion in, the arithmetic and the conversion out. */
+#define AMP_BLOCK 2048
+/* fp32 values of the float tensor t at [i0, i0+n), n <= AMP_BLOCK: t's own storage for fp32,
+ * else buf (AMP_BLOCK floats) filled by conversion. */
+const float *amp_block_read(const amp_tensor *t, int64_t i0, int64_t n, float *buf);
+/* Where a kernel writes fp32 values for t at [i0, ...): t's own storage for fp32, else buf;
+ * amp_block_write then stores them. */
+float *amp_block_dst(amp_tensor *t, int64_t i0, float *buf);
+/* Stores n values written at dst (from amp_block_dst) into t at i0: rounds them for a half t,
+ * nothing to do for fp32. */
+void amp_block_write(amp_tensor *t, int64_t i0, int64_t n, const float *dst);
 /* Stores t->numel fp32 values into the float tensor t (rounded to its dtype). */
 void amp_store_f32(amp_tensor *t, const float *src);
 

@@ -1,8 +1,9 @@
 /* ops_activation.c — BiasAdd and the pointwise functions: ReLU, GELU (tanh approximation), Log,
  * Exp, Sqrt and Pow (scalar exponent).
  *
- * Every kernel computes in FP32 (FP16 tensors are read through amp_f32_view and stored back with
- * amp_store_f32, so an FP16 result that does not fit becomes Inf, as it would on the device).
+ * Every kernel computes in FP32.  The pointwise functions read and write half tensors block by
+ * block (amp_block_read / amp_block_write: converted in L1, no FP32 copy of the tensor), so a
+ * half result that does not fit becomes Inf, as it would on the device.
  */
 #include "internal.h"
 
@@ -204,20 +205,27 @@ static void pointwise_backward_kernel(amp_op_type op, const float *g, const floa
 static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 {
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
-	amp_tensor *x = node->in[0];
+	amp_tensor *x = node->in[0], *gy = node->out->grad;
 	int uses_y = node->op == AMP_OP_EXP || node->op == AMP_OP_SQRT;
-	const float *g = amp_grad_out_f32(ctx, node);
-	const float *xv = uses_y ? NULL : amp_f32_view(ctx, x);
-	const float *yv = uses_y ? amp_f32_view(ctx, node->out) : NULL;
-	float *dx = amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float));
-	if (!g || (!xv && !yv) || !dx)
-		return oom(ctx, node->op, node->label);
-	pointwise_backward_kernel(node->op, g, xv, yv, dx, x->numel, node->f[0]);
-	int rc = amp_grad_acc_f32(ctx, x, dx);
+	const amp_tensor *saved = uses_y ? node->out : x;
+	int fresh;
+	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
+	if (!gx)
+		return AMP_ENOMEM;
+	float gbuf[AMP_BLOCK], sbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
+	/* g, x or y: (n) in the exec dtype -> dx: (n), block by block */
+	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
+		int64_t n = x->numel - i0 < AMP_BLOCK ? x->numel - i0 : AMP_BLOCK;
+		const float *g = amp_block_read(gy, i0, n, gbuf), *v = amp_block_read(saved, i0, n, sbuf);
+		float *dx = amp_grad_block_dst(gx, fresh, i0, dbuf);
+		pointwise_backward_kernel(node->op, g, uses_y ? NULL : v, uses_y ? v : NULL, dx, n,
+		                          node->f[0]);
+		amp_grad_block_end(gx, fresh, i0, n, dx);
+	}
 	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel * (pointwise_flops(node->op) + 1),
 	                 (uint64_t)x->numel * 3 * amp_dtype_size(node->exec), x->shape);
-	return rc;
+	return AMP_OK;
 }
 
 static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *x, float e,
@@ -234,13 +242,20 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 	if (op == AMP_OP_POW && !isfinite(e))
 		return amp_fail(ctx, AMP_EINVAL, "Pow '%s': exponent %g must be finite",
 		                label ? label : "-", (double)e);
-	amp_tensor *y;
-	const float *xv;
-	float *y32;
-	if ((rc = amp_op_setup_f32(ctx, &call, in, 1, &xv, &y, &y32)))
-		return rc;
-	pointwise_forward(op, xv, y32, y->numel, e);
-	amp_store_f32(y, y32);
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
+		return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
+	if (!y)
+		return oom(ctx, op, label);
+	float xbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
+	/* x: (n) -> y: (n) in the exec dtype, block by block */
+	for (int64_t i0 = 0; i0 < y->numel; i0 += AMP_BLOCK) {
+		int64_t n = y->numel - i0 < AMP_BLOCK ? y->numel - i0 : AMP_BLOCK;
+		float *yb = amp_block_dst(y, i0, ybuf);
+		pointwise_forward(op, amp_block_read(in[0], i0, n, xbuf), yb, n, e);
+		amp_block_write(y, i0, n, yb);
+	}
 	call.flops = (uint64_t)y->numel * pointwise_flops(op);
 	call.bytes = (uint64_t)y->numel * 2 * amp_dtype_size(call.exec);
 	amp_node *node;

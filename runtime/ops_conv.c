@@ -357,6 +357,9 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 /* ---- MaxPool2D ---------------------------------------------------------------------------- */
 
 /* g = dy (N,C,OH,OW); saved argmax (N,C,OH,OW) int32 offsets within each (H,W) plane. */
+/* dx of each input plane: zero but at the argmax of each window, where the window's output
+ * gradient is added; written plane by plane, through an fp32 plane buffer for half
+ * gradients or one that is added to. */
 static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 {
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
@@ -364,46 +367,82 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 	const int32_t *arg = node->saved;
 	int64_t plane_in = x->shape.d[2] * x->shape.d[3];
 	int64_t plane_out = y->shape.d[2] * y->shape.d[3];
-	const float *g = amp_grad_out_f32(ctx, node);
-	float *dx = amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float));
-	if (!g || !dx)
+	int64_t planes = x->shape.d[0] * x->shape.d[1];
+	int fresh;
+	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
+	int direct = gx && fresh && gx->dtype == AMP_F32; /* scatter into the gradient itself */
+	float *pbuf = gx && !direct ? amp_arena_alloc_raw(ctx, (size_t)plane_in * sizeof(float)) : NULL;
+	float *gbuf = gx ? amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(float)) : NULL;
+	if (!gx || (!direct && !pbuf) || !gbuf)
 		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory in backward",
 		                lbl(node->label));
-	for (int64_t i = 0; i < y->numel; i++)
-		dx[(i / plane_out) * plane_in + arg[i]] += g[i];
-	int rc = amp_grad_acc_f32(ctx, x, dx);
+	const amp_dtype_info *gi = amp_dt(y->grad->dtype);
+	for (int64_t p = 0; p < planes; p++) {
+		const float *g = gbuf;
+		if (y->grad->dtype == AMP_F32)
+			g = (const float *)y->grad->data + p * plane_out;
+		else
+			gi->to_f32((const char *)y->grad->data + (size_t)(p * plane_out) * gi->size, gbuf,
+			           plane_out);
+		float *d = direct ? (float *)gx->data + p * plane_in : pbuf;
+		memset(d, 0, (size_t)plane_in * sizeof(float));
+		const int32_t *ap = arg + p * plane_out;
+		for (int64_t i = 0; i < plane_out; i++)
+			d[ap[i]] += g[i];
+		for (int64_t j = 0; !direct && j < plane_in; j += AMP_BLOCK)
+			amp_grad_block_end(gx, fresh, p * plane_in + j,
+			                   plane_in - j < AMP_BLOCK ? plane_in - j : AMP_BLOCK, d + j);
+	}
 	size_t es = amp_dtype_size(node->exec);
 	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)y->numel, (uint64_t)(x->numel + y->numel) * es, y->shape);
-	return rc;
+	return AMP_OK;
 }
 
-/* x: (H,W) one plane, fp32 -> arg: (OH,OW) offset in the plane of each window's maximum.
- * A NaN in a window wins (its first one), so non-finite values propagate. */
+/* The running window maximum: v replaces the best bv when it is larger, or when it is the
+ * window's first NaN (a NaN best is never replaced), so non-finite values propagate. */
+static inline int pool_takes(float v, float bv)
+{
+	return (v > bv) | ((v != v) & (bv == bv));
+}
+
+/* x: (H,W) one plane, fp32 -> arg: (OH,OW) offset in the plane of each window's maximum (the
+ * first of equal ones, or the first NaN).  Branch-free selects, so the compiler vectorizes
+ * the 2x2 stride-2 windows of the usual pooling layer across a row. */
 static void maxpool_plane(const float *x, int64_t W, int k, int stride, int64_t OH, int64_t OW,
                           int32_t *arg)
 {
+	if (k == 2 && stride == 2) {
+		for (int64_t oh = 0; oh < OH; oh++) {
+			const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
+			int32_t *ao = arg + oh * OW, base = (int32_t)(2 * oh * W);
+			for (int64_t ow = 0; ow < OW; ow++) {
+				float bv = r0[2 * ow], v;
+				int32_t best = base + (int32_t)(2 * ow);
+				v = r0[2 * ow + 1];
+				best = pool_takes(v, bv) ? base + (int32_t)(2 * ow + 1) : best;
+				bv = pool_takes(v, bv) ? v : bv;
+				v = r1[2 * ow];
+				best = pool_takes(v, bv) ? base + (int32_t)(W + 2 * ow) : best;
+				bv = pool_takes(v, bv) ? v : bv;
+				v = r1[2 * ow + 1];
+				best = pool_takes(v, bv) ? base + (int32_t)(W + 2 * ow + 1) : best;
+				ao[ow] = best;
+			}
+		}
+		return;
+	}
 	for (int64_t oh = 0; oh < OH; oh++)
 		for (int64_t ow = 0; ow < OW; ow++) {
 			int64_t at0 = oh * stride * W + ow * stride, best = at0;
 			float bv = x[at0];
-			int nan = 0;
-			for (int i = 0; i < k; i++) {
-				const float *row = x + at0 + i * W;
+			for (int i = 0; i < k; i++)
 				for (int j = 0; j < k; j++) {
-					if (row[j] > bv) {
-						bv = row[j];
-						best = at0 + i * W + j;
-					}
-					nan |= row[j] != row[j];
+					float v = x[at0 + i * W + j];
+					int take = pool_takes(v, bv);
+					best = take ? at0 + i * W + j : best;
+					bv = take ? v : bv;
 				}
-			}
-			for (int i = 0; nan && i < k; i++)
-				for (int j = 0; nan && j < k; j++)
-					if (isnan(x[at0 + i * W + j])) {
-						best = at0 + i * W + j;
-						nan = 0;
-					}
 			arg[oh * OW + ow] = (int32_t)best;
 		}
 }
@@ -435,17 +474,24 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 	amp_op_start_timer(&call);
 	int64_t N = x->shape.d[0], C = x->shape.d[1], H = x->shape.d[2], W = x->shape.d[3];
 	int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;
-	amp_tensor *y = amp_alloc(ctx, call.exec, amp_shape4(N, C, OH, OW), AMP_MEM_ACTIVATIONS);
-	int32_t *arg = y ? amp_arena_alloc(ctx, (size_t)y->numel * sizeof(int32_t)) : NULL;
-	const float *xv = arg ? amp_f32_view(ctx, in[0]) : NULL;
-	if (!xv)
+	/* y and arg are written in full; a half x is read a plane at a time through an fp32 buffer */
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, amp_shape4(N, C, OH, OW), AMP_MEM_ACTIVATIONS);
+	int32_t *arg = y ? amp_arena_alloc_raw(ctx, (size_t)y->numel * sizeof(int32_t)) : NULL;
+	int f32 = call.exec == AMP_F32;
+	float *pbuf = arg && !f32 ? amp_arena_alloc_raw(ctx, (size_t)(H * W) * sizeof(float)) : NULL;
+	if (!arg || (!f32 && !pbuf))
 		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory", lb);
 
 	/* x: (N,C,H,W) -> y: (N,C,OH,OW), one (H,W) plane at a time. */
 	int64_t plane_out = OH * OW;
 	for (int64_t p = 0; p < N * C; p++) {
 		int32_t *ap = arg + p * plane_out;
-		maxpool_plane(xv + p * H * W, W, k, stride, OH, OW, ap);
+		const float *xv = (const float *)in[0]->data + p * H * W;
+		if (!f32) {
+			amp_dt(call.exec)->to_f32((const uint16_t *)in[0]->data + p * H * W, pbuf, H * W);
+			xv = pbuf;
+		}
+		maxpool_plane(xv, W, k, stride, OH, OW, ap);
 		/* The output is a selection: copy the winners' stored values, exact in either
 		 * dtype. */
 		if (amp_dtype_size(call.exec) == 2) {
@@ -454,7 +500,7 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 			for (int64_t i = 0; i < plane_out; i++)
 				yp[i] = xp[ap[i]];
 		} else {
-			const float *xp = xv + p * H * W;
+			const float *xp = xv;
 			float *yp = (float *)y->data + p * plane_out;
 			for (int64_t i = 0; i < plane_out; i++)
 				yp[i] = xp[ap[i]];

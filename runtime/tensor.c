@@ -377,6 +377,25 @@ const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t)
 	return buf;
 }
 
+const float *amp_block_read(const amp_tensor *t, int64_t i0, int64_t n, float *buf)
+{
+	if (t->dtype == AMP_F32)
+		return (const float *)t->data + i0;
+	amp_dt(t->dtype)->to_f32((const char *)t->data + (size_t)i0 * amp_dt(t->dtype)->size, buf, n);
+	return buf;
+}
+
+float *amp_block_dst(amp_tensor *t, int64_t i0, float *buf)
+{
+	return t->dtype == AMP_F32 ? (float *)t->data + i0 : buf;
+}
+
+void amp_block_write(amp_tensor *t, int64_t i0, int64_t n, const float *dst)
+{
+	if (t->dtype != AMP_F32)
+		amp_dt(t->dtype)->from_f32(dst, (char *)t->data + (size_t)i0 * amp_dt(t->dtype)->size, n);
+}
+
 void amp_store_f32(amp_tensor *t, const float *src)
 {
 	amp_dt(t->dtype)->from_f32(src, t->data, t->numel);
