@@ -5,6 +5,7 @@
  * below, shared by all three sources.
  */
 #include "internal.h"
+#include "alloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -429,7 +430,7 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 	if (!out)
 		return AMP_EINVAL;
 	*out = NULL;
-	amp_ctx *ctx = calloc(1, sizeof *ctx);
+	amp_ctx *ctx = amp_mem_calloc(1, sizeof *ctx);
 	if (!ctx) {
 		if (errbuf && errlen)
 			snprintf(errbuf, errlen, "out of memory");

@@ -5,6 +5,7 @@
  * reused across steps, so a steady-state training step performs no malloc at all.
  */
 #include "internal.h"
+#include "alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,8 +28,8 @@ static size_t align_up(size_t n)
 
 static amp_arena_chunk *chunk_new(size_t size)
 {
-	void *mem = NULL;
-	if (posix_memalign(&mem, ALIGN, size + ALIGN) != 0)
+	void *mem = amp_mem_aligned(ALIGN, size + ALIGN);
+	if (!mem)
 		return NULL;
 	amp_arena_chunk *c = mem;
 	c->next = NULL;
@@ -95,7 +96,7 @@ static void arena_release(amp_arena *a)
 	while (a->spare) {
 		amp_arena_chunk *c = a->spare;
 		a->spare = c->next;
-		free(c);
+		amp_mem_free(c);
 	}
 }
 
@@ -114,14 +115,14 @@ void *amp_persist_alloc(amp_ctx *ctx, size_t bytes)
 {
 	if (ctx->n_persist == ctx->cap_persist) {
 		size_t cap = ctx->cap_persist ? ctx->cap_persist * 2 : 64;
-		void **p = realloc(ctx->persist, cap * sizeof *p);
+		void **p = amp_mem_realloc(ctx->persist, cap * sizeof *p);
 		if (!p)
 			return NULL;
 		ctx->persist = p;
 		ctx->cap_persist = cap;
 	}
-	void *mem = NULL;
-	if (posix_memalign(&mem, ALIGN, align_up(bytes ? bytes : 1)) != 0)
+	void *mem = amp_mem_aligned(ALIGN, align_up(bytes ? bytes : 1));
+	if (!mem)
 		return NULL;
 	memset(mem, 0, bytes);
 	ctx->persist[ctx->n_persist++] = mem;
@@ -554,7 +555,7 @@ void amp_ctx_free(amp_ctx *ctx)
 		return;
 	arena_release(&ctx->arena);
 	for (size_t i = 0; i < ctx->n_persist; i++)
-		free(ctx->persist[i]);
-	free(ctx->persist);
-	free(ctx);
+		amp_mem_free(ctx->persist[i]);
+	amp_mem_free(ctx->persist);
+	amp_mem_free(ctx);
 }
