@@ -68,16 +68,17 @@ int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bia
 		                label ? label : "-", amp_shape_str(bias->shape, sb, sizeof sb),
 		                amp_shape_str(x->shape, sx, sizeof sx));
 	}
-	amp_tensor *y;
-	const float *v[2];
-	float *y32;
-	if ((rc = amp_op_setup_f32(ctx, &call, in, 2, v, &y, &y32)))
-		return rc;
+	for (int i = 0; i < 2; i++)
+		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
+			return AMP_ENOMEM;
+	amp_op_start_timer(&call);
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
+	if (!y)
+		return oom(ctx, AMP_OP_BIAS_ADD, label);
 	/* x: (R,C), bias: (C) -> y: (R,C) */
-	int64_t c = bias->numel, rows = y->numel / c;
-	for (int64_t r = 0; r < rows; r++)
-		amp_vadd_f32(v[0] + r * c, v[1], y32 + r * c, c);
-	amp_store_f32(y, y32);
+	if ((rc = amp_binary_blocks(ctx, AMP_OP_ADD, in[0], in[1], y)))
+		return rc;
+	int64_t c = bias->numel;
 	call.flops = (uint64_t)y->numel;
 	call.bytes = (uint64_t)(y->numel * 2 + c) * amp_dtype_size(call.exec);
 	if ((rc = amp_op_end(ctx, &call, y, in, 2, bias_add_backward, NULL)))

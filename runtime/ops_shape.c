@@ -281,13 +281,20 @@ static int dropout_backward(amp_ctx *ctx, amp_node *node)
 	amp_tensor *x = node->in[0];
 	const unsigned char *mask = node->saved;
 	float scale = node->f[0];
-	const float *g = amp_grad_out_f32(ctx, node);
-	float *dx = amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float));
-	if (!g || !dx)
-		return oom(ctx, node->op, node->label);
-	for (int64_t i = 0; i < x->numel; i++)
-		dx[i] = g[i] * (mask[i] ? scale : 0.0f);
-	int rc = amp_grad_acc_f32(ctx, x, dx);
+	int fresh;
+	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
+	if (!gx)
+		return AMP_ENOMEM;
+	float gbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
+	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
+		int64_t n = x->numel - i0 < AMP_BLOCK ? x->numel - i0 : AMP_BLOCK;
+		const float *g = amp_block_read(node->out->grad, i0, n, gbuf);
+		float *dx = amp_grad_block_dst(gx, fresh, i0, dbuf);
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] * (mask[i0 + i] ? scale : 0.0f);
+		amp_grad_block_end(gx, fresh, i0, n, dx);
+	}
+	int rc = AMP_OK;
 	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel,
 	                 (uint64_t)x->numel * (2 * amp_dtype_size(node->exec) + 1), x->shape);
@@ -319,23 +326,23 @@ int amp_dropout(amp_ctx *ctx, const char *label, amp_tensor *x, float p, amp_ten
 		*out = y;
 		return AMP_OK;
 	}
-	y = amp_alloc(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS);
-	if (!y)
-		return AMP_ENOMEM;
-	const float *xv = amp_f32_view(ctx, in[0]);
-	float *y32 =
-	    call.exec == AMP_F32 ? y->data : amp_arena_alloc(ctx, (size_t)y->numel * sizeof(float));
-	unsigned char *mask = amp_arena_alloc(ctx, (size_t)y->numel);
-	if (!xv || !y32 || !mask)
+	y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* written in full */
+	unsigned char *mask = y ? amp_arena_alloc_raw(ctx, (size_t)y->numel) : NULL;
+	if (!mask)
 		return oom(ctx, AMP_OP_DROPOUT, label);
 	/* x: (n) -> y: (n) = x * keep / (1 - p), keep ~ Bernoulli(1 - p).  Multiplying (rather
 	 * than writing 0) keeps a NaN in a dropped element visible. */
-	float scale = 1.0f / (1.0f - p);
-	for (int64_t i = 0; i < y->numel; i++) {
-		mask[i] = amp_rng_uniform(&ctx->rng_state) >= p;
-		y32[i] = xv[i] * (mask[i] ? scale : 0.0f);
+	float scale = 1.0f / (1.0f - p), xbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
+	for (int64_t i0 = 0; i0 < y->numel; i0 += AMP_BLOCK) {
+		int64_t n = y->numel - i0 < AMP_BLOCK ? y->numel - i0 : AMP_BLOCK;
+		const float *xv = amp_block_read(in[0], i0, n, xbuf);
+		float *yb = amp_block_dst(y, i0, ybuf);
+		for (int64_t i = 0; i < n; i++) {
+			mask[i0 + i] = amp_rng_uniform(&ctx->rng_state) >= p;
+			yb[i] = xv[i] * (mask[i0 + i] ? scale : 0.0f);
+		}
+		amp_block_write(y, i0, n, yb);
 	}
-	amp_store_f32(y, y32);
 	call.flops = (uint64_t)y->numel * 2;
 	call.bytes = (uint64_t)y->numel * (2 * amp_dtype_size(call.exec) + 1);
 	amp_node *node;

@@ -1121,3 +1121,54 @@ Test(ops_nn, pointwise_gradients_accumulate_blockwise)
 		cr_assert_eq(worst, 0.0, "%s: %.3g", modes[m], worst);
 	}
 }
+
+/* ---- Add and Mul ------------------------------------------------------------------------- */
+
+static int fn_add(amp_ctx *ctx, amp_tensor **in, amp_tensor **out, void *arg)
+{
+	(void)arg;
+	return amp_add(ctx, "add", in[0], in[1], out);
+}
+
+static int fn_mul(amp_ctx *ctx, amp_tensor **in, amp_tensor **out, void *arg)
+{
+	(void)arg;
+	return amp_mul(ctx, "mul", in[0], in[1], out);
+}
+
+/* a (reps, m) with b (m) broadcast, or b of a's shape: forward against FP64 in every dtype,
+ * gradients by central differences; m = 2500 spans two blocks of 2048, m = 7 is a short row
+ * repeated 300 times. */
+Test(ops_nn, add_mul_broadcast)
+{
+	static const int64_t dims[][2] = {{3, 2500}, {300, 7}, {1, 5000}};
+	for (size_t d = 0; d < sizeof dims / sizeof *dims; d++) {
+		int64_t reps = dims[d][0], m = dims[d][1];
+		for (int same = 0; same <= 1; same++) {
+			amp_shape sh[2] = {amp_shape2(reps, m), same ? amp_shape2(reps, m) : amp_shape1(m)};
+			int64_t na = reps * m, nb = same ? na : m;
+			float *a = fill(na, 11 + d, -2.0f, 2.0f), *b = fill(nb, 17 + d, -2.0f, 2.0f);
+			float *vals[2] = {a, b};
+			double *ra = malloc((size_t)na * sizeof(double)), *rm = malloc((size_t)na * sizeof(double));
+			cr_assert(ra && rm);
+			for (int64_t i = 0; i < na; i++) {
+				double bv = (double)b[same ? i : i % m];
+				ra[i] = (double)a[i] + bv;
+				rm[i] = (double)a[i] * bv;
+			}
+			char what[64];
+			snprintf(what, sizeof what, "Add (%lld,%lld)%s", (long long)reps, (long long)m,
+			         same ? "" : " broadcast");
+			check_fwd(what, 2, sh, vals, fn_add, NULL, ra, na);
+			check_grad(what, 2, sh, vals, fn_add, NULL, 1e-2f, 24, 1e-3);
+			snprintf(what, sizeof what, "Mul (%lld,%lld)%s", (long long)reps, (long long)m,
+			         same ? "" : " broadcast");
+			check_fwd(what, 2, sh, vals, fn_mul, NULL, rm, na);
+			check_grad(what, 2, sh, vals, fn_mul, NULL, 1e-2f, 24, 2e-3);
+			free(a);
+			free(b);
+			free(ra);
+			free(rm);
+		}
+	}
+}
