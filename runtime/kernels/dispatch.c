@@ -136,6 +136,19 @@ int amp_kernels_select(const char *name)
 	return (int)isa;
 }
 
+const char *amp_kernels_path_missing(const char *name)
+{
+	static const char *const needs[] = {
+		[AMP_ISA_SCALAR] = "nothing",
+		[AMP_ISA_AVX2] = "avx2+fma+f16c",
+		[AMP_ISA_AVX512] = "avx512f+avx512bw+avx512vl+avx512dq",
+	};
+	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+		if (strcmp(name, paths[i].name) == 0)
+			return paths[i].isa > amp_kernels_best() ? needs[paths[i].isa] : NULL;
+	return "a path of that name";
+}
+
 amp_isa amp_kernels_isa(void)
 {
 	return kt()->isa;
@@ -159,25 +172,137 @@ void amp_cvt_f16_f32(const uint16_t *src, float *dst, int64_t n)
 	kt()->cvt_f16_f32(src, dst, n);
 }
 
+int64_t amp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t n)
+{
+	return kt()->cvt_f32_bf16(src, dst, n);
+}
+
+void amp_cvt_bf16_f32(const uint16_t *src, float *dst, int64_t n)
+{
+	kt()->cvt_bf16_f32(src, dst, n);
+}
+
+/* Elements converted per block of a half-to-half conversion (16 KiB of fp32 on the stack). */
+#define CVT_BLOCK 4096
+
+int64_t amp_cvt(amp_dtype dst_dt, void *dst, amp_dtype src_dt, const void *src, int64_t n)
+{
+	const amp_kernel_table *t = kt();
+	int dst_half = 0, src_half = 0;
+	switch (dst_dt) {
+	case AMP_F16:
+	case AMP_BF16: dst_half = 1; break;
+	case AMP_F32: break;
+	case AMP_I32: return -1;
+	}
+	switch (src_dt) {
+	case AMP_F16:
+	case AMP_BF16: src_half = 1; break;
+	case AMP_F32: break;
+	case AMP_I32: return -1;
+	}
+	if (n <= 0)
+		return 0;
+	if (dst_dt == src_dt) {
+		memcpy(dst, src, (size_t)n * (dst_half ? sizeof(uint16_t) : sizeof(float)));
+		return dst_half ? (dst_dt == AMP_F16 ? t->count_nonfinite_f16(dst, n)
+		                                     : t->count_nonfinite_bf16(dst, n))
+		                : 0;
+	}
+	if (!src_half)
+		return dst_dt == AMP_F16 ? t->cvt_f32_f16(src, dst, n) : t->cvt_f32_bf16(src, dst, n);
+	if (!dst_half) {
+		if (src_dt == AMP_F16)
+			t->cvt_f16_f32(src, dst, n);
+		else
+			t->cvt_bf16_f32(src, dst, n);
+		return 0;
+	}
+	/* Half to half: widened exactly block by block, so rounded once. */
+	float w[CVT_BLOCK];
+	int64_t bad = 0;
+	for (int64_t i = 0; i < n; i += CVT_BLOCK) {
+		int64_t m = n - i < CVT_BLOCK ? n - i : CVT_BLOCK;
+		const uint16_t *s = (const uint16_t *)src + i;
+		uint16_t *d = (uint16_t *)dst + i;
+		if (src_dt == AMP_F16) {
+			t->cvt_f16_f32(s, w, m);
+			bad += t->cvt_f32_bf16(w, d, m);
+		} else {
+			t->cvt_bf16_f32(s, w, m);
+			bad += t->cvt_f32_f16(w, d, m);
+		}
+	}
+	return bad;
+}
+
+amp_engine amp_gemm(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                    const void *A, int64_t lda, const void *B, int64_t ldb, float beta, void *C,
+                    int64_t ldc, amp_stats *st)
+{
+	switch (dt) {
+	case AMP_F32:
+	case AMP_F16:
+	case AMP_BF16: break;
+	case AMP_I32: return AMP_ENGINE_NONE;
+	}
+	if (st)
+		amp_stats_init(st);
+	if (M <= 0 || N <= 0)
+		return AMP_ENGINE_NONE;
+	const amp_kernel_table *t = kt();
+	t->gemm[dt](trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+	return t->gemm_engine[dt];
+}
+
+amp_engine amp_kernels_gemm_engine(amp_dtype dt)
+{
+	switch (dt) {
+	case AMP_F32:
+	case AMP_F16:
+	case AMP_BF16: return kt()->gemm_engine[dt];
+	case AMP_I32: break;
+	}
+	return AMP_ENGINE_NONE;
+}
+
+amp_engine amp_kernels_vec_engine(void)
+{
+	return kt()->vec_engine;
+}
+
 void amp_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
-	kt()->gemm_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	amp_gemm(AMP_F32, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 void amp_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                   int64_t ldc)
 {
-	kt()->gemm_f16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+	amp_gemm(AMP_F16, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 void amp_gemm_f16_stats(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                         const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                         float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	amp_stats_init(st);
-	kt()->gemm_f16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+	amp_gemm(AMP_F16, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+}
+
+void amp_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                   int64_t ldc)
+{
+	amp_gemm(AMP_BF16, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+void amp_gemm_bf16_stats(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                         const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                         float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	amp_gemm(AMP_BF16, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
 }
 
 void amp_vadd_f32(const float *a, const float *b, float *dst, int64_t n)
@@ -208,4 +333,9 @@ int64_t amp_count_nonfinite_f32(const float *a, int64_t n)
 int64_t amp_count_nonfinite_f16(const uint16_t *a, int64_t n)
 {
 	return kt()->count_nonfinite_f16(a, n);
+}
+
+int64_t amp_count_nonfinite_bf16(const uint16_t *a, int64_t n)
+{
+	return kt()->count_nonfinite_bf16(a, n);
 }

@@ -2,14 +2,20 @@
  *
  * Three paths: AVX-512 (F, BW, VL, with F16C conversions), AVX2 + FMA + F16C, and portable C.
  * amp_kernels_init() picks the best the CPU has; AMP_KERNELS=avx512|avx2|scalar forces one.
- * Halves are IEEE binary16 stored as uint16_t.  All kernels are thread-safe and allocate no
- * memory on the caller's behalf except the GEMM's internal packing buffers (thread-local) and
- * a small pool of worker threads for large GEMMs (see amp_kernels_set_threads).
+ * Halves are stored as uint16_t: IEEE binary16 (fp16) or bfloat16 (bf16, the upper half of an
+ * fp32).  All kernels are thread-safe and allocate no memory on the caller's behalf except the
+ * GEMM's internal packing buffers (thread-local) and a small pool of worker threads for large
+ * GEMMs (see amp_kernels_set_threads).
  */
 #ifndef AMP_KERNELS_H
 #define AMP_KERNELS_H
 
 #include <stdint.h>
+
+#include "amp/amp.h"     /* amp_dtype */
+#include "amp_events.h"  /* amp_engine */
+
+typedef struct amp_stats amp_stats;  /* kernels/stats.h */
 
 typedef enum { AMP_ISA_SCALAR = 0, AMP_ISA_AVX2 = 1, AMP_ISA_AVX512 = 2 } amp_isa;
 
@@ -21,6 +27,10 @@ int amp_kernels_select(const char *name);
 /* Applies $AMP_KERNELS once (thread-safe; the kernels also do it lazily on first use, unless a
  * select() came first).  Returns 0, or -1 if $AMP_KERNELS names no path (auto is used then). */
 int amp_kernels_init(void);
+/* NULL when `name` is a path this CPU can run (amp_kernels_select would take it), else what
+ * is missing: the CPU feature(s) it needs (static text, e.g. "avx512f+avx512bw+avx512vl+
+ * avx512dq"), or "a path of that name" for an unknown name.  Thread-safe. */
+const char *amp_kernels_path_missing(const char *name);
 /* The active path, and its name ("avx512", "avx2", "scalar"). */
 amp_isa amp_kernels_isa(void);
 const char *amp_isa_name(amp_isa isa);
@@ -44,6 +54,17 @@ float amp_f16_to_f32(uint16_t h);
  * stored: an overflowing cast is seen without reading dst again. */
 int64_t amp_cvt_f32_f16(const float *src, uint16_t *dst, int64_t n);
 void amp_cvt_f16_f32(const uint16_t *src, float *dst, int64_t n);
+/* src: (n) fp32 -> dst: (n) bf16, round to nearest even with subnormals rounded like any other
+ * value (no DAZ/FTZ; schema/amp_half.h is the reference, every path gives its bits), overflow
+ * to +-Inf, NaN quiet with its sign kept.  Returns the number of NaN and Inf bf16 written. */
+int64_t amp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t n);
+/* src: (n) bf16 -> dst: (n) fp32, exact. */
+void amp_cvt_bf16_f32(const uint16_t *src, float *dst, int64_t n);
+/* src: (n) of src_dt -> dst: (n) of dst_dt, for the float dtypes (AMP_F32, AMP_F16, AMP_BF16);
+ * the same dtype is a copy (src and dst must not overlap), half to half goes through fp32
+ * exactly (one rounding).  Returns the NaN/Inf count of what it wrote when dst_dt is a half
+ * type, else 0; -1 (nothing written) if either dtype is not a float dtype. */
+int64_t amp_cvt(amp_dtype dst_dt, void *dst, amp_dtype src_dt, const void *src, int64_t n);
 
 /* ---- GEMM ---------------------------------------------------------------------------------
  * C (M,N) = op(A) op(B) + beta * C, row-major, leading dimensions in elements.
@@ -57,6 +78,23 @@ void amp_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, con
 void amp_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                   int64_t ldc);
+/* Same with bf16 A, B, C: FP32 products and sums, beta applied in FP32, C rounded once to
+ * bf16 as amp_cvt_f32_bf16 does. */
+void amp_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                   int64_t ldc);
+/* The one GEMM entry, indexed by dtype: A, B and C all of dtype dt (AMP_F32, AMP_F16 or
+ * AMP_BF16), semantics of amp_gemm_f32 / _f16 / _bf16.  st is NULL or receives (overwritten)
+ * the statistics of the final C, taken in the epilogue (amp_gemm_f16_stats).  Returns the
+ * engine that ran it (schema/amp_events.h), AMP_ENGINE_NONE when nothing ran: M or N <= 0 (st
+ * then holds no element) or dt not a float dtype (C and st untouched). */
+amp_engine amp_gemm(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                    const void *A, int64_t lda, const void *B, int64_t ldb, float beta, void *C,
+                    int64_t ldc, amp_stats *st);
+/* The engine amp_gemm(dt, ...) would run on now (AMP_ENGINE_NONE for a non-float dt), and the
+ * engine of the elementwise kernels and conversions on the active path (scalar or fp32-fma). */
+amp_engine amp_kernels_gemm_engine(amp_dtype dt);
+amp_engine amp_kernels_vec_engine(void);
 
 /* ---- elementwise on fp32 (n elements; dst may alias an input) --------------------------- */
 void amp_vadd_f32(const float *a, const float *b, float *dst, int64_t n);
@@ -67,5 +105,7 @@ void amp_vaxpy_f32(float s, const float *a, float *dst, int64_t n);
 /* Returns the number of non-finite values (NaN or +-Inf). */
 int64_t amp_count_nonfinite_f32(const float *a, int64_t n);
 int64_t amp_count_nonfinite_f16(const uint16_t *a, int64_t n);
+/* a: (n) bf16; NaN and Inf are the patterns with all exponent bits set (0x7f80). */
+int64_t amp_count_nonfinite_bf16(const uint16_t *a, int64_t n);
 
 #endif
