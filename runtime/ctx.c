@@ -183,9 +183,11 @@ static int set_key(amp_ctx *ctx, const char *key, const char *v)
 		return 0;
 	}
 	if (strcmp(key, "kernels") == 0) {
-		if (amp_kernels_select(v) < 0)
-			return amp_fail(ctx, AMP_ECONFIG,
-			                "kernels: expected auto, avx512, avx2 or scalar, got '%s'", v);
+		if (amp_kernels_select(v) < 0) {
+			char why[400];
+			amp_kernels_select_error(v, why, sizeof why);
+			return amp_fail(ctx, AMP_ECONFIG, "kernels: %s", why);
+		}
 		snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "%s", v);
 		return 0;
 	}

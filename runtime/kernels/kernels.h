@@ -1,7 +1,7 @@
 /* kernels.h — compute kernels on raw row-major buffers, dispatched on CPU features at run time.
  *
- * Three paths: AVX-512 (F, BW, VL, with F16C conversions), AVX2 + FMA + F16C, and portable C.
- * amp_kernels_init() picks the best the CPU has; AMP_KERNELS=avx512|avx2|scalar forces one.
+ * Paths (below) from portable C to AMX; amp_kernels_init() picks the best kernels the CPU has;
+ * AMP_KERNELS=<path name> forces one path.
  * Halves are stored as uint16_t: IEEE binary16 (fp16) or bfloat16 (bf16, the upper half of an
  * fp32).  All kernels are thread-safe and allocate no memory on the caller's behalf except the
  * GEMM's internal packing buffers (thread-local) and a small pool of worker threads for large
@@ -10,6 +10,7 @@
 #ifndef AMP_KERNELS_H
 #define AMP_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "amp/amp.h"     /* amp_dtype */
@@ -17,25 +18,58 @@
 
 typedef struct amp_stats amp_stats;  /* kernels/stats.h */
 
-typedef enum { AMP_ISA_SCALAR = 0, AMP_ISA_AVX2 = 1, AMP_ISA_AVX512 = 2 } amp_isa;
+/* The kernel paths.  They are CPU-feature sets, not one ladder (the AMD class has avx512-bf16
+ * without avx512-fp16; the Intel class has both and amx-bf16): each needs the features of the
+ * path it falls back to plus its own, and supplies only the kernels it does better.
+ *   scalar       portable C                       (needs nothing)
+ *   avx2         avx2 + fma + f16c                (falls back to scalar)
+ *   avx512       avx512 f, bw, vl, dq             (to avx2)
+ *   avx512-bf16  avx512_bf16: vdpbf16ps GEMM, vcvtneps2bf16 conversions   (to avx512)
+ *   avx512-fp16  avx512_fp16: native fp16 GEMM    (to avx512)
+ *   amx-bf16     amx_tile + amx_bf16: tile GEMM, after Linux grants the tile state  (to
+ *                avx512-bf16)
+ * "auto" takes each kernel from the best path this CPU has that supplies it (amx-bf16, then
+ * avx512-fp16, avx512-bf16, avx512, avx2, scalar). */
+typedef enum {
+	AMP_ISA_SCALAR = 0,
+	AMP_ISA_AVX2 = 1,
+	AMP_ISA_AVX512 = 2,
+	AMP_ISA_AVX512_BF16 = 3,
+	AMP_ISA_AVX512_FP16 = 4,
+	AMP_ISA_AMX_BF16 = 5,
+} amp_isa;
+#define AMP_ISA_COUNT 6
 
-/* Selects the path: name is "auto", "avx512", "avx2" or "scalar" (NULL = $AMP_KERNELS or auto).
- * A path the CPU lacks falls back to the best one it has.  Returns the amp_isa now active
- * (>= 0), or -1 for an unknown name (the active path is then unchanged).  Thread-safe; kernels
- * already running on other threads finish on the path they started with. */
+/* Selects the path: name is "auto" or a path name above (NULL = $AMP_KERNELS or auto).
+ * Returns the amp_isa now active (>= 0; for auto, the best path the CPU has), or -1 for a
+ * name that is no path or a path this CPU lacks (the active path is then unchanged;
+ * amp_kernels_select_error says why).  Thread-safe; kernels already running on other threads
+ * finish on the path they started with. */
 int amp_kernels_select(const char *name);
 /* Applies $AMP_KERNELS once (thread-safe; the kernels also do it lazily on first use, unless a
- * select() came first).  Returns 0, or -1 if $AMP_KERNELS names no path (auto is used then). */
+ * select() came first).  Returns 0, or -1 if $AMP_KERNELS names no path this CPU has (auto is
+ * used then; amp_kernels_env_error says why). */
 int amp_kernels_init(void);
+/* Why $AMP_KERNELS was refused (static text, as amp_kernels_select_error), or NULL. */
+const char *amp_kernels_env_error(void);
 /* NULL when `name` is a path this CPU can run (amp_kernels_select would take it), else what
- * is missing: the CPU feature(s) it needs (static text, e.g. "avx512f+avx512bw+avx512vl+
- * avx512dq"), or "a path of that name" for an unknown name.  Thread-safe. */
+ * is missing: static text naming the CPU features it needs that this CPU lacks ("amx_tile+
+ * amx_bf16"), what failed when it has them ("the OS to grant the AMX tile state ..."), or "a
+ * path of that name" for an unknown name.  Thread-safe. */
 const char *amp_kernels_path_missing(const char *name);
-/* The active path, and its name ("avx512", "avx2", "scalar"). */
+/* buf (cap bytes, NUL-terminated, truncated if need be) = why amp_kernels_select(name) is
+ * refused, naming the paths this CPU has ("no kernel path 'sse2'; this CPU has: auto, scalar,
+ * avx2, avx512, avx512-bf16"); returns its length, or 0 (buf "") when name is accepted. */
+int amp_kernels_select_error(const char *name, char *buf, size_t cap);
+/* The active path, and a path's name ("avx512-bf16"; "unknown" for no path). */
 amp_isa amp_kernels_isa(void);
 const char *amp_isa_name(amp_isa isa);
-/* Best path this CPU supports. */
+/* The path "auto" reports: the best one this CPU has (first of the auto order). */
 amp_isa amp_kernels_best(void);
+/* Nonzero if this CPU runs path isa; isa itself if so, else the nearest path it falls back
+ * to that the CPU runs (scalar at worst). */
+int amp_kernels_has(amp_isa isa);
+amp_isa amp_kernels_usable(amp_isa isa);
 
 /* Threads the GEMMs may use (the caller's included), process-wide: n in 1..64 (larger is
  * clamped); returns 0, or -1 if n < 1 (nothing changed).  Until it is called the count comes

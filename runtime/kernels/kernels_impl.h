@@ -1,7 +1,9 @@
 /* kernels_impl.h — private to runtime/kernels: the per-path table of kernel functions behind
  * the public entry points (dispatch.c), and the thread-local GEMM workspace (gemm_ws.c).
- * Each path file (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c) defines one table; a
- * future path (e.g. native AVX512-FP16 GEMM) is one more file and one more table.
+ * Each path file (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c, kernels_avx512bf16.c,
+ * kernels_avx512fp16.c, kernels_amxbf16.c) defines one table; a NULL slot falls back to the
+ * path's fallback (dispatch.c), so only the scalar table must fill every slot.  A new path is
+ * one amp_isa value, one file with its table and one row in dispatch.c's paths[].
  */
 #ifndef AMP_KERNELS_IMPL_H
 #define AMP_KERNELS_IMPL_H
@@ -20,7 +22,8 @@ typedef void (*amp_gemm_fn)(int trans_a, int trans_b, int64_t M, int64_t N, int6
 
 /* Signatures and semantics are those of the public amp_* function of the same name.  gemm is
  * indexed by dtype (AMP_I32 stays NULL); gemm_engine[dt] is what gemm[dt] runs on, vec_engine
- * what the elementwise kernels and conversions run on. */
+ * what the elementwise kernels and conversions run on (meaningful where vadd_f32 is set).
+ * isa is the path's own value in every table. */
 typedef struct amp_kernel_table {
 	amp_isa isa;
 	amp_engine vec_engine;
@@ -42,6 +45,9 @@ typedef struct amp_kernel_table {
 extern const amp_kernel_table amp_kernels_scalar_table;
 extern const amp_kernel_table amp_kernels_avx2_table;
 extern const amp_kernel_table amp_kernels_avx512_table;
+extern const amp_kernel_table amp_kernels_avx512bf16_table;
+extern const amp_kernel_table amp_kernels_avx512fp16_table;
+extern const amp_kernel_table amp_kernels_amxbf16_table;
 
 /* A GEMM operand as the packers see it: element (r, c) of op(X) is at p + r * rs + c * cs, in
  * elements of dtype dt (AMP_F32, AMP_F16 or AMP_BF16).  One of rs, cs is always 1. */

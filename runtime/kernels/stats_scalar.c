@@ -34,6 +34,9 @@ static const amp_stats_table *stats_table(amp_isa isa)
 {
 	switch (isa) {
 	case AMP_ISA_AVX512:
+	case AMP_ISA_AVX512_BF16:
+	case AMP_ISA_AVX512_FP16:
+	case AMP_ISA_AMX_BF16:
 		return amp_stats_avx512_ext() ? &amp_stats_avx512ext_table : &amp_stats_avx512bw_table;
 	case AMP_ISA_AVX2: return &amp_stats_avx2_table;
 	case AMP_ISA_SCALAR: break;
@@ -68,17 +71,17 @@ static void stats_bf16_with(void (*f32)(const float *, int64_t, amp_stats *), co
 
 void amp_stats_f32_on(amp_isa isa, const float *x, int64_t n, amp_stats *st)
 {
-	stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f32(x, n, st);
+	stats_table(amp_kernels_usable(isa))->f32(x, n, st);
 }
 
 void amp_stats_f16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
 {
-	stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f16(x, n, st);
+	stats_table(amp_kernels_usable(isa))->f16(x, n, st);
 }
 
 void amp_stats_bf16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
 {
-	stats_bf16_with(stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f32, x, n,
+	stats_bf16_with(stats_table(amp_kernels_usable(isa))->f32, x, n,
 	                st);
 }
 
@@ -107,7 +110,7 @@ void amp_stats_merge(amp_stats *into, const amp_stats *s)
 	into->absmax = fmax(-into->min, into->max);
 }
 
-/* The active path is one the CPU has (amp_kernels_select clamps it). */
+/* The active path is one the CPU has (amp_kernels_select refuses the others). */
 void amp_stats_f32(const float *x, int64_t n, amp_stats *st)
 {
 	stats_table(amp_kernels_isa())->f32(x, n, st);

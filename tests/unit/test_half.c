@@ -301,6 +301,7 @@ static void check_bulk(const char *path)
 Test(half, bulk_scalar, .fini = kpath_restore) { check_bulk("scalar"); }
 Test(half, bulk_avx2, .fini = kpath_restore) { check_bulk("avx2"); }
 Test(half, bulk_avx512, .fini = kpath_restore) { check_bulk("avx512"); }
+Test(half, bulk_avx512_bf16, .fini = kpath_restore) { check_bulk("avx512-bf16"); }
 
 /* ---- bf16 ------------------------------------------------------------------------------------ */
 
@@ -335,7 +336,7 @@ static uint16_t ref2_f32_to_bf16(uint32_t x)
 	return (uint16_t)((sign | r) >> 16);
 }
 
-static const char *const bf16_paths[] = {"scalar", "avx2", "avx512"};
+static const char *const bf16_paths[] = {"scalar", "avx2", "avx512", "avx512-bf16"};
 #define N_BF16_PATHS (sizeof bf16_paths / sizeof *bf16_paths)
 
 typedef struct bf16_sweep {

@@ -73,25 +73,96 @@ static float f32_of_bits(uint32_t u)
 	} while (0)
 
 #define PATH_TESTS(suite, name, fn)                                                      \
-	Test(suite, name##_scalar, .fini = kpath_restore) { fn("scalar"); }               \
-	Test(suite, name##_avx2, .fini = kpath_restore) { fn("avx2"); }                   \
-	Test(suite, name##_avx512, .fini = kpath_restore) { fn("avx512"); }
+	Test(suite, name##_scalar, .fini = kpath_restore) { fn("scalar"); }              \
+	Test(suite, name##_avx2, .fini = kpath_restore) { fn("avx2"); }                  \
+	Test(suite, name##_avx512, .fini = kpath_restore) { fn("avx512"); }              \
+	Test(suite, name##_avx512_bf16, .fini = kpath_restore) { fn("avx512-bf16"); }    \
+	Test(suite, name##_avx512_fp16, .fini = kpath_restore) { fn("avx512-fp16"); }    \
+	Test(suite, name##_amx_bf16, .fini = kpath_restore) { fn("amx-bf16"); }
 
 /* ---- dispatch ---------------------------------------------------------------------------------- */
+
+static const char *const all_paths[] = {"scalar",      "avx2",        "avx512",
+                                        "avx512-bf16", "avx512-fp16", "amx-bf16"};
 
 Test(dispatch, select_names, .fini = kpath_restore)
 {
 	amp_isa best = amp_kernels_best();
 	cr_assert_eq(amp_kernels_select("auto"), (int)best);
 	cr_assert_eq(amp_kernels_isa(), best);
+	cr_assert(amp_kernels_has(best));
 	cr_assert_eq(amp_kernels_select("scalar"), (int)AMP_ISA_SCALAR);
 	cr_assert_eq(amp_kernels_select("bogus"), -1);
 	cr_assert_eq(amp_kernels_isa(), AMP_ISA_SCALAR, "a refused name must not change the path");
-	int r = amp_kernels_select("avx512");
-	cr_assert_eq(r, (int)(best < AMP_ISA_AVX512 ? best : AMP_ISA_AVX512));
-	r = amp_kernels_select("avx2");
-	cr_assert_eq(r, (int)(best < AMP_ISA_AVX2 ? best : AMP_ISA_AVX2));
+	char why[400];
+	cr_assert_gt(amp_kernels_select_error("bogus", why, sizeof why), 0);
+	cr_assert(strstr(why, "no kernel path 'bogus'") && strstr(why, "auto, scalar"), "%s", why);
+	cr_assert_str_eq(amp_kernels_path_missing("bogus"), "a path of that name");
+	cr_assert_eq(amp_kernels_select_error("auto", why, sizeof why), 0);
+	cr_assert_str_eq(why, "");
+	int have = 0;
+	for (int i = 0; i < AMP_ISA_COUNT; i++) {
+		const char *name = all_paths[i];
+		cr_assert_str_eq(amp_isa_name((amp_isa)i), name);
+		const char *missing = amp_kernels_path_missing(name);
+		int r = amp_kernels_select(name);
+		if (missing == NULL) {
+			/* A path the CPU has: selectable, listed, accepted without a message. */
+			cr_assert_eq(r, i, "%s", name);
+			cr_assert_eq(amp_kernels_isa(), (amp_isa)i);
+			cr_assert(amp_kernels_has((amp_isa)i));
+			cr_assert_eq(amp_kernels_usable((amp_isa)i), (amp_isa)i);
+			cr_assert_eq(amp_kernels_select_error(name, why, sizeof why), 0);
+			have++;
+			cr_log_info("path %s: available", name);
+			continue;
+		}
+		/* One it lacks: refused, the active path unchanged, the message naming what is
+		 * missing and the paths the CPU has. */
+		amp_isa before = amp_kernels_isa();
+		cr_assert_eq(r, -1, "%s needs %s but was selected", name, missing);
+		cr_assert_eq(amp_kernels_isa(), before);
+		cr_assert(!amp_kernels_has((amp_isa)i));
+		cr_assert(amp_kernels_has(amp_kernels_usable((amp_isa)i)));
+		cr_assert_gt(amp_kernels_select_error(name, why, sizeof why), 0);
+		cr_assert(strstr(why, missing) && strstr(why, "which this CPU lacks") &&
+		          strstr(why, "auto, scalar"), "%s", why);
+		cr_log_info("path %s: %s", name, why);
+	}
+	cr_assert_geq(have, 1, "scalar is always there");
 	cr_log_info("best path on this CPU: %s", amp_isa_name(best));
+}
+
+/* The slots a path leaves empty come from its fallback: forcing a path gives the engines of
+ * the kernels it supplies and of the fallback's for the others; auto takes each slot from the
+ * best path that fills it. */
+Test(dispatch, fallback_and_auto, .fini = kpath_restore)
+{
+	amp_kernels_select("auto");
+	amp_engine auto_bf16 = amp_kernels_gemm_engine(AMP_BF16);
+	amp_engine auto_f16 = amp_kernels_gemm_engine(AMP_F16);
+	amp_engine auto_f32 = amp_kernels_gemm_engine(AMP_F32);
+	cr_assert_eq(auto_f32, amp_kernels_has(AMP_ISA_AVX2) ? AMP_ENGINE_FP32_FMA : AMP_ENGINE_SCALAR);
+	cr_assert_eq(amp_kernels_vec_engine(), auto_f32);
+	if (amp_kernels_has(AMP_ISA_AVX512_BF16)) {
+		kpath_force("avx512-bf16");
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), AMP_ENGINE_FP32_FMA, "from avx512");
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_F32), AMP_ENGINE_FP32_FMA, "from avx512");
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_F16), AMP_ENGINE_FP32_FMA, "from avx512");
+		cr_assert_eq(amp_kernels_vec_engine(), AMP_ENGINE_FP32_FMA, "from avx512");
+	} else {
+		printf("SKIPPED: avx512-bf16 needs %s\n", amp_kernels_path_missing("avx512-bf16"));
+	}
+	if (!amp_kernels_has(AMP_ISA_AVX512_FP16))
+		cr_assert_eq(auto_f16, amp_kernels_has(AMP_ISA_AVX2) ? AMP_ENGINE_FP32_FMA
+		                                                     : AMP_ENGINE_SCALAR,
+		             "no avx512-fp16: the fp16 GEMM is fp16 storage with fp32 arithmetic");
+	kpath_force("scalar");
+	for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++)
+		if (dt != AMP_I32)
+			cr_assert_eq(amp_kernels_gemm_engine((amp_dtype)dt), AMP_ENGINE_SCALAR);
+	cr_log_info("auto: f32 GEMM %s, f16 GEMM %s, bf16 GEMM %s", amp_engine_name(auto_f32),
+	            amp_engine_name(auto_f16), amp_engine_name(auto_bf16));
 }
 
 Test(dispatch, env_override, .fini = kpath_restore)
@@ -102,6 +173,19 @@ Test(dispatch, env_override, .fini = kpath_restore)
 	cr_assert_eq(amp_kernels_select(NULL), -1);
 	unsetenv("AMP_KERNELS");
 	cr_assert_eq(amp_kernels_select(NULL), (int)amp_kernels_best());
+}
+
+/* A fresh process (Criterion forks per test) with $AMP_KERNELS naming no path: auto is used
+ * and the reason is kept for the caller to report. */
+Test(dispatch, env_error_reported, .fini = kpath_restore)
+{
+	setenv("AMP_KERNELS", "sse2", 1);
+	cr_assert_eq(amp_kernels_init(), -1);
+	const char *why = amp_kernels_env_error();
+	cr_assert(why && strstr(why, "no kernel path 'sse2'") && strstr(why, "this CPU has: auto"),
+	          "%s", why ? why : "(null)");
+	cr_assert_eq(amp_kernels_isa(), amp_kernels_best());
+	unsetenv("AMP_KERNELS");
 }
 
 /* ---- GEMM -------------------------------------------------------------------------------------- */
@@ -522,9 +606,9 @@ static _Atomic int switcher_stop;
 static void *path_switcher(void *arg)
 {
 	(void)arg;
-	static const char *const names[] = {"scalar", "avx2", "avx512", "auto"};
+	static const char *const names[] = {"scalar", "avx2", "avx512", "avx512-bf16", "auto"};
 	for (int i = 0; !switcher_stop; i++)
-		amp_kernels_select(names[i % 4]);
+		amp_kernels_select(names[i % 5]);
 	return NULL;
 }
 
