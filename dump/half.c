@@ -1,11 +1,13 @@
 /* half.c — dtypes of dumped tensors and their exact conversion to float and double.
  *
- * dump/ must not link the runtime's converters (DESIGN §1), so this is a small scalar one:
- * every binary16 value is exactly representable in binary32, NaNs come out quiet with their
- * payload kept, as vcvtph2ps does.  Data is little-endian, as on the host.
+ * dump/ must not link the runtime's converters (DESIGN §1); it uses the header-only ones of
+ * schema/amp_half.h: every binary16 and bfloat16 value is exactly representable in binary32,
+ * fp16 NaNs come out quiet with their payload kept, as vcvtph2ps does.  Data is little-endian,
+ * as on the host.
  */
 #include <string.h>
 
+#include "amp_half.h"
 #include "dump.h"
 
 dump_dtype dump_dtype_parse(const char *name)
@@ -34,51 +36,20 @@ size_t dump_dtype_size(dump_dtype dt)
 	}
 }
 
-static float float_of_bits(uint32_t bits)
-{
-	float f;
-	memcpy(&f, &bits, sizeof f);
-	return f;
-}
-
+/* The decoders are amp_half.h's, shared with the runtime and the viewer. */
 float dump_half_to_float(uint16_t h)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-	uint32_t exp = (h >> 10) & 0x1fu;
-	uint32_t mant = h & 0x3ffu;
-	uint32_t bits;
-
-	if (exp == 0x1f) {
-		bits = sign | 0x7f800000u | (mant << 13);
-		if (mant)
-			bits |= 0x00400000u; /* quiet, like vcvtph2ps */
-	} else if (exp == 0) {
-		if (mant == 0) {
-			bits = sign;
-		} else {
-			/* subnormal: mant * 2^-24; normalize so the leading 1 is bit 10 */
-			int e = -14;
-			while (!(mant & 0x400u)) {
-				mant <<= 1;
-				e--;
-			}
-			mant &= 0x3ffu;
-			bits = sign | ((uint32_t)(e + 127) << 23) | (mant << 13);
-		}
-	} else {
-		bits = sign | ((exp + 112u) << 23) | (mant << 13);
-	}
-	return float_of_bits(bits);
+	return amp_half_f16_to_f32(h);
 }
 
 double dump_half_to_double(uint16_t h)
 {
-	return (double)dump_half_to_float(h);
+	return (double)amp_half_f16_to_f32(h);
 }
 
 float dump_bf16_to_float(uint16_t b)
 {
-	return float_of_bits((uint32_t)b << 16);
+	return amp_half_bf16_to_f32(b);
 }
 
 double dump_element(const unsigned char *data, dump_dtype dt, size_t i)

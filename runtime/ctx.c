@@ -271,9 +271,11 @@ static const char *get_threads(amp_ctx *ctx, const config_key *k)
 static int set_kernels(amp_ctx *ctx, const config_key *k, const char *v)
 {
 	(void)k;
-	if (amp_kernels_select(v) < 0)
-		return amp_fail(ctx, AMP_ECONFIG, "kernels: expected auto, avx512, avx2 or scalar, got '%s'",
-		                v);
+	if (amp_kernels_select(v) < 0) {
+		char why[400];
+		amp_kernels_select_error(v, why, sizeof why);
+		return amp_fail(ctx, AMP_ECONFIG, "kernels: %s", why);
+	}
 	snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "%s", v);
 	return 0;
 }

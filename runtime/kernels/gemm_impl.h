@@ -1,7 +1,8 @@
 /* gemm_impl.h — the blocked, packed GEMM driver shared by every path (GotoBLAS/BLIS loop
  * order: N by NC, K by kc, M by MC, then MR x NR register tiles), split over the kernel threads.
  * Included by a path file after it defines GEMM_MR, GEMM_NR, GEMM_MC, GEMM_KC, GEMM_NC (MC a
- * multiple of MR), cvt_h2f / cvt_f2h (n elements, fp16 <-> fp32) and
+ * multiple of MR), cvt_h2f / cvt_f2h (n elements, fp16 <-> fp32), cvt_b2f / cvt_f2b (bf16 <->
+ * fp32; the narrowing ones return their NaN/Inf count) and
  *   static void gemm_ukr(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
  *                        int accumulate, int mr, int nr);
  *        c (mr,nr) = [c +] ap (MR,kc) . bp (kc,NR); if GEMM_UKR_EDGES is not defined it is only
@@ -12,16 +13,17 @@
  *   static int gemm_pack_block_fast(same, n rows);   as gemm_pack_a / gemm_pack_b, or 0;
  * and optionally GEMM_UKR_DIRECT_A with gemm_ukr_direct_a (a full MR-row tile of row-major
  * fp32 A, at any row stride, read in place; same arithmetic as gemm_ukr).
- * Both dtypes are packed into fp32 panels; the fp16 GEMM converts while packing, sums in an
- * fp32 accumulator block and rounds to fp16 once at the end.
+ * Every dtype is packed into fp32 panels; the half GEMMs (fp16, bf16) convert while packing,
+ * sum in an fp32 accumulator block and round to their type once at the end.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_half.h"
 #include "kernels/kernels_impl.h"
 
-/* Rows of C per fp16 accumulator block: bounds the workspace at GEMM_F16_MROWS x NC floats. */
+/* Rows of C per half accumulator block: bounds the workspace at GEMM_F16_MROWS x NC floats. */
 #define GEMM_F16_MROWS (4 * GEMM_MC)
 /* Largest k block: K is cut into equal blocks of at most this (see gemm_kc). */
 #define GEMM_KC_MAX (GEMM_KC + GEMM_KC / 4)
@@ -41,23 +43,47 @@ static int64_t gemm_kc(int64_t K)
 	return nb > 0 ? (K + nb - 1) / nb : 1;
 }
 
-/* src: (n) at stride 1, fp32 or fp16 -> dst: (n) fp32. */
+/* src: (n) of dtype dt at p -> dst: (n) fp32 (exact). */
+static inline void gemm_widen(amp_dtype dt, const void *p, int64_t n, float *dst)
+{
+	switch (dt) {
+	case AMP_F16: cvt_h2f(p, dst, n); return;
+	case AMP_BF16: cvt_b2f(p, dst, n); return;
+	case AMP_F32:
+	case AMP_I32: break;
+	}
+	memcpy(dst, p, (size_t)n * sizeof(float));
+}
+
+/* src: (n) at stride 1, fp32 or a half type -> dst: (n) fp32. */
 static inline void gemm_load_run(const gemm_operand *x, int64_t off, int64_t n, float *dst)
 {
-	if (x->f16)
-		cvt_h2f((const uint16_t *)x->p + off, dst, n);
-	else
+	if (x->dt == AMP_F32)
 		memcpy(dst, (const float *)x->p + off, (size_t)n * sizeof(float));
+	else
+		gemm_widen(x->dt, (const uint16_t *)x->p + off, n, dst);
+}
+
+/* Element off of X, as fp32. */
+static inline float gemm_elem(const gemm_operand *x, int64_t off)
+{
+	switch (x->dt) {
+	case AMP_F16: return amp_f16_to_f32(((const uint16_t *)x->p)[off]);
+	case AMP_BF16: return amp_half_bf16_to_f32(((const uint16_t *)x->p)[off]);
+	case AMP_F32:
+	case AMP_I32: break;
+	}
+	return ((const float *)x->p)[off];
 }
 
 /* op(X) shifted down by r0 rows. */
 static inline gemm_operand gemm_shift(const gemm_operand *x, int64_t r0)
 {
 	gemm_operand y = *x;
-	if (x->f16)
-		y.p = (const uint16_t *)x->p + r0 * x->rs;
-	else
+	if (x->dt == AMP_F32)
 		y.p = (const float *)x->p + r0 * x->rs;
+	else
+		y.p = (const uint16_t *)x->p + r0 * x->rs;
 	return y;
 }
 
@@ -83,16 +109,12 @@ static void gemm_pack_panel(const gemm_operand *x, int64_t r0, int64_t nr, int64
 	float row[GEMM_KC_MAX] __attribute__((aligned(64)));
 	for (int64_t r = 0; r < nr; r++) {
 		const float *src = row;
-		if (x->f16 || x->cs != 1) {
+		if (x->dt != AMP_F32 || x->cs != 1) {
 			if (x->cs == 1)
 				gemm_load_run(x, (r0 + r) * x->rs + c0, kc, row);
-			else if (x->f16)
-				for (int64_t k = 0; k < kc; k++)
-					row[k] = amp_f16_to_f32(((const uint16_t *)x->p)
-					                        [(r0 + r) * x->rs + (c0 + k) * x->cs]);
 			else
 				for (int64_t k = 0; k < kc; k++)
-					row[k] = ((const float *)x->p)[(r0 + r) * x->rs + (c0 + k) * x->cs];
+					row[k] = gemm_elem(x, (r0 + r) * x->rs + (c0 + k) * x->cs);
 		} else {
 			src = (const float *)x->p + (r0 + r) * x->rs + c0;
 		}
@@ -156,16 +178,16 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 {
 #ifdef GEMM_UKR_DIRECT_A
 	/* With one or two column panels each A element serves at most two tiles: packing A would
-	 * cost about what it saves, so full row tiles read fp32 A in place (fp16 A converted to a
+	 * cost about what it saves, so full row tiles read fp32 A in place (half A widened to a
 	 * row-major fp32 tile first, no transpose). */
 	if (a->cs == 1 && nc <= 2 * GEMM_NR) {
 		int64_t mfull = M / GEMM_MR * GEMM_MR;
 		for (int64_t ir = 0; ir < mfull; ir += GEMM_MR) {
 			const float *at;
 			int64_t ld;
-			if (a->f16) {
+			if (a->dt != AMP_F32) {
 				for (int r = 0; r < GEMM_MR; r++)
-					cvt_h2f((const uint16_t *)a->p + (ir + r) * a->rs + p0, ap + r * kc, kc);
+					gemm_load_run(a, (ir + r) * a->rs + p0, kc, ap + r * kc);
 				at = ap;
 				ld = kc;
 			} else {
@@ -203,17 +225,8 @@ static float gemm_dot(const gemm_operand *a, const gemm_operand *b, int64_t i, i
                       int64_t K)
 {
 	float s = 0.0f;
-	for (int64_t k = 0; k < K; k++) {
-		float x, y;
-		if (a->f16) {
-			x = amp_f16_to_f32(((const uint16_t *)a->p)[i * a->rs + k * a->cs]);
-			y = amp_f16_to_f32(((const uint16_t *)b->p)[j * b->rs + k * b->cs]);
-		} else {
-			x = ((const float *)a->p)[i * a->rs + k * a->cs];
-			y = ((const float *)b->p)[j * b->rs + k * b->cs];
-		}
-		s += x * y;
-	}
+	for (int64_t k = 0; k < K; k++)
+		s += gemm_elem(a, i * a->rs + k * a->cs) * gemm_elem(b, j * b->rs + k * b->cs);
 	return s;
 }
 
@@ -221,12 +234,12 @@ static float gemm_dot(const gemm_operand *a, const gemm_operand *b, int64_t i, i
 typedef struct gemm_job {
 	gemm_operand a, b;  /* op(A) rows; op(B) columns as panel rows */
 	int64_t M, N, K, kc;
-	void *C;            /* fp32 or fp16 as a.f16 */
+	void *C;            /* of dtype a.dt */
 	int64_t ldc;
 	float beta;
 	int split_n;        /* threads take column ranges (1) or row ranges (0) */
 	int64_t units;      /* NR-wide column or MR-high row units to share out */
-	amp_stats *parts;   /* fp16 with statistics: one per share, else NULL */
+	amp_stats *parts;   /* with statistics: one per share, else NULL */
 } gemm_job;
 
 /* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp32 GEMM. */
@@ -269,25 +282,49 @@ static void gemm_block_f32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 	}
 }
 
-/* part += the statistics of the fp16 rows c (m rows of n at stride ldc): one call over the
- * block when its rows are contiguous, else one per row. */
-static void gemm_stats_rows(amp_stats *part, const uint16_t *c, int64_t m, int64_t n, int64_t ldc)
+/* *st = the statistics of (n) elements of dtype dt at c. */
+static void gemm_stats_of(amp_dtype dt, const void *c, int64_t n, amp_stats *st)
 {
+	switch (dt) {
+	case AMP_F16: amp_stats_f16(c, n, st); return;
+	case AMP_BF16: amp_stats_bf16(c, n, st); return;
+	case AMP_F32:
+	case AMP_I32: break;
+	}
+	amp_stats_f32(c, n, st);
+}
+
+/* part += the statistics of the rows c (m rows of n at stride ldc, dtype dt): one call over
+ * the block when its rows are contiguous, else one per row. */
+static void gemm_stats_rows(amp_stats *part, amp_dtype dt, const void *c, int64_t m, int64_t n,
+                            int64_t ldc)
+{
+	size_t es = dt == AMP_F32 ? sizeof(float) : sizeof(uint16_t);
 	amp_stats s;
 	if (ldc == n) {
-		amp_stats_f16(c, m * n, &s);
+		gemm_stats_of(dt, c, m * n, &s);
 		amp_stats_merge(part, &s);
 		return;
 	}
 	for (int64_t i = 0; i < m; i++) {
-		amp_stats_f16(c + i * ldc, n, &s);
+		gemm_stats_of(dt, (const char *)c + (size_t)(i * ldc) * es, n, &s);
 		amp_stats_merge(part, &s);
 	}
 }
 
-/* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp16 GEMM: fp32 sums in a block of acc, rounded once;
- * part (or NULL) += the statistics of the block, each piece taken right after it is rounded. */
-static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb,
+/* src: (n) fp32 -> dst: (n) of the half dtype dt, rounded once. */
+static inline void gemm_narrow(amp_dtype dt, const float *src, uint16_t *dst, int64_t n)
+{
+	if (dt == AMP_BF16)
+		cvt_f2b(src, dst, n);
+	else
+		cvt_f2h(src, dst, n);
+}
+
+/* C[i0 .. i0+mb) [j0 .. j0+nb) of a half GEMM (fp16 or bf16, as g->a.dt): fp32 sums in a
+ * block of acc, rounded once; part (or NULL) += the statistics of the block, each piece taken
+ * right after it is rounded. */
+static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb,
                            amp_stats *part)
 {
 	uint16_t *C = (uint16_t *)g->C + i0 * g->ldc + j0;
@@ -302,13 +339,15 @@ static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 	if (ap == NULL || bp == NULL || acc == NULL) {
 		for (int64_t i = 0; i < mb; i++)
 			for (int64_t j = 0; j < nb; j++) {
-				float s = gemm_dot(&a, &b, i, j, K);
-				if (beta != 0.0f)
-					s += beta * amp_f16_to_f32(C[i * ldc + j]);
-				C[i * ldc + j] = amp_f32_to_f16(s);
+				float s = gemm_dot(&a, &b, i, j, K), c;
+				if (beta != 0.0f) {
+					gemm_widen(g->a.dt, C + i * ldc + j, 1, &c);
+					s += beta * c;
+				}
+				gemm_narrow(g->a.dt, &s, C + i * ldc + j, 1);
 			}
 		if (part)
-			gemm_stats_rows(part, C, mb, nb, ldc);
+			gemm_stats_rows(part, g->a.dt, C, mb, nb, ldc);
 		return;
 	}
 	for (int64_t jc = 0; jc < nb; jc += GEMM_NC) {
@@ -320,7 +359,7 @@ static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 			if (beta != 0.0f) {
 				for (int64_t i = 0; i < mc; i++) {
 					float *ar = acc + i * ncmax;
-					cvt_h2f(cb + i * ldc, ar, nc);
+					gemm_widen(g->a.dt, cb + i * ldc, nc, ar);
 					if (beta != 1.0f)
 						for (int64_t j = 0; j < nc; j++)
 							ar[j] *= beta;
@@ -335,9 +374,9 @@ static void gemm_block_f16(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, ncmax, pc > 0 || beta != 0.0f);
 			}
 			for (int64_t i = 0; i < mc; i++)
-				cvt_f2h(acc + i * ncmax, cb + i * ldc, nc);
+				gemm_narrow(g->a.dt, acc + i * ncmax, cb + i * ldc, nc);
 			if (part)
-				gemm_stats_rows(part, cb, mc, nc, ldc);
+				gemm_stats_rows(part, g->a.dt, cb, mc, nc, ldc);
 		}
 	}
 }
@@ -357,23 +396,23 @@ static void gemm_task(void *arg, int t, int n)
 	}
 	if (mb <= 0 || nb <= 0)
 		return;
-	if (g->a.f16)
-		gemm_block_f16(g, i0, mb, j0, nb, g->parts ? &g->parts[t] : NULL);
-	else
+	if (g->a.dt == AMP_F32)
 		gemm_block_f32(g, i0, mb, j0, nb);
+	else
+		gemm_block_half(g, i0, mb, j0, nb, g->parts ? &g->parts[t] : NULL);
 }
 
 /* Sets up the job and runs it on as many threads as it is worth. */
 static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
-                     int f16, amp_stats *st)
+                     amp_dtype dt, amp_stats *st)
 {
 	if (M <= 0 || N <= 0)
 		return;
 	gemm_job g = {
-		.a = {A, trans_a ? 1 : lda, trans_a ? lda : 1, f16},
+		.a = {A, trans_a ? 1 : lda, trans_a ? lda : 1, dt},
 		/* B is packed as op(B)^T: panel rows are the columns j of op(B). */
-		.b = {B, trans_b ? ldb : 1, trans_b ? 1 : ldb, f16},
+		.b = {B, trans_b ? ldb : 1, trans_b ? 1 : ldb, dt},
 		.M = M, .N = N, .K = K, .kc = gemm_kc(K), .C = C, .ldc = ldc, .beta = beta,
 	};
 	int want = amp_kernels_threads();
@@ -393,7 +432,7 @@ static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 		parts = want <= 4 ? local : malloc((size_t)want * sizeof *parts);
 		if (!parts) { /* no room for the shares' statistics: one pass over C after */
 			amp_kernels_parallel(want, gemm_task, &g);
-			gemm_stats_rows(st, C, M, N, ldc);
+			gemm_stats_rows(st, dt, C, M, N, ldc);
 			return;
 		}
 		for (int t = 0; t < want; t++)
@@ -409,19 +448,28 @@ static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 	}
 }
 
-/* A, B, C as amp_gemm_f32: C (M,N) fp32 = op(A) (M,K) . op(B) (K,N) + beta C. */
-static void gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
-                     int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                     int64_t ldc)
+/* The GEMM slots (amp_gemm_fn): A, B, C of the slot's dtype as amp_gemm; st (or NULL) += the
+ * statistics of C.  fp32: C (M,N) fp32 = op(A) (M,K) . op(B) (K,N) + beta C.  fp16, bf16: half
+ * storage, fp32 products and sums, C rounded once. */
+static void gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                     int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                     amp_stats *st)
 {
-	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL);
+	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F32, NULL);
+	if (st && M > 0 && N > 0)
+		gemm_stats_rows(st, AMP_F32, C, M, N, ldc);
 }
 
-/* A, B, C as amp_gemm_f16: fp16 storage, fp32 products and sums, C rounded once to fp16; st
- * (or NULL) += the statistics of C (amp_gemm_f16_stats). */
-static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                     const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                     uint16_t *C, int64_t ldc, amp_stats *st)
+static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                     int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                     amp_stats *st)
 {
-	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, st);
+	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F16, st);
+}
+
+static void gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                      amp_stats *st)
+{
+	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_BF16, st);
 }

@@ -1,31 +1,75 @@
 /* kernels.h — compute kernels on raw row-major buffers, dispatched on CPU features at run time.
  *
- * Three paths: AVX-512 (F, BW, VL, with F16C conversions), AVX2 + FMA + F16C, and portable C.
- * amp_kernels_init() picks the best the CPU has; AMP_KERNELS=avx512|avx2|scalar forces one.
- * Halves are IEEE binary16 stored as uint16_t.  All kernels are thread-safe and allocate no
- * memory on the caller's behalf except the GEMM's internal packing buffers (thread-local) and
- * a small pool of worker threads for large GEMMs (see amp_kernels_set_threads).
+ * Paths (below) from portable C to AMX; amp_kernels_init() picks the best kernels the CPU has;
+ * AMP_KERNELS=<path name> forces one path.
+ * Halves are stored as uint16_t: IEEE binary16 (fp16) or bfloat16 (bf16, the upper half of an
+ * fp32).  All kernels are thread-safe and allocate no memory on the caller's behalf except the
+ * GEMM's internal packing buffers (thread-local) and a small pool of worker threads for large
+ * GEMMs (see amp_kernels_set_threads).
  */
 #ifndef AMP_KERNELS_H
 #define AMP_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-typedef enum { AMP_ISA_SCALAR = 0, AMP_ISA_AVX2 = 1, AMP_ISA_AVX512 = 2 } amp_isa;
+#include "amp/amp.h"     /* amp_dtype */
+#include "amp_events.h"  /* amp_engine */
 
-/* Selects the path: name is "auto", "avx512", "avx2" or "scalar" (NULL = $AMP_KERNELS or auto).
- * A path the CPU lacks falls back to the best one it has.  Returns the amp_isa now active
- * (>= 0), or -1 for an unknown name (the active path is then unchanged).  Thread-safe; kernels
- * already running on other threads finish on the path they started with. */
+typedef struct amp_stats amp_stats;  /* kernels/stats.h */
+
+/* The kernel paths.  They are CPU-feature sets, not one ladder (the AMD class has avx512-bf16
+ * without avx512-fp16; the Intel class has both and amx-bf16): each needs the features of the
+ * path it falls back to plus its own, and supplies only the kernels it does better.
+ *   scalar       portable C                       (needs nothing)
+ *   avx2         avx2 + fma + f16c                (falls back to scalar)
+ *   avx512       avx512 f, bw, vl, dq             (to avx2)
+ *   avx512-bf16  avx512_bf16: vdpbf16ps GEMM, vcvtneps2bf16 conversions   (to avx512)
+ *   avx512-fp16  avx512_fp16: native fp16 GEMM    (to avx512)
+ *   amx-bf16     amx_tile + amx_bf16: tile GEMM, after Linux grants the tile state  (to
+ *                avx512-bf16)
+ * "auto" takes each kernel from the best path this CPU has that supplies it (amx-bf16, then
+ * avx512-fp16, avx512-bf16, avx512, avx2, scalar). */
+typedef enum {
+	AMP_ISA_SCALAR = 0,
+	AMP_ISA_AVX2 = 1,
+	AMP_ISA_AVX512 = 2,
+	AMP_ISA_AVX512_BF16 = 3,
+	AMP_ISA_AVX512_FP16 = 4,
+	AMP_ISA_AMX_BF16 = 5,
+} amp_isa;
+#define AMP_ISA_COUNT 6
+
+/* Selects the path: name is "auto" or a path name above (NULL = $AMP_KERNELS or auto).
+ * Returns the amp_isa now active (>= 0; for auto, the best path the CPU has), or -1 for a
+ * name that is no path or a path this CPU lacks (the active path is then unchanged;
+ * amp_kernels_select_error says why).  Thread-safe; kernels already running on other threads
+ * finish on the path they started with. */
 int amp_kernels_select(const char *name);
 /* Applies $AMP_KERNELS once (thread-safe; the kernels also do it lazily on first use, unless a
- * select() came first).  Returns 0, or -1 if $AMP_KERNELS names no path (auto is used then). */
+ * select() came first).  Returns 0, or -1 if $AMP_KERNELS names no path this CPU has (auto is
+ * used then; amp_kernels_env_error says why). */
 int amp_kernels_init(void);
-/* The active path, and its name ("avx512", "avx2", "scalar"). */
+/* Why $AMP_KERNELS was refused (static text, as amp_kernels_select_error), or NULL. */
+const char *amp_kernels_env_error(void);
+/* NULL when `name` is a path this CPU can run (amp_kernels_select would take it), else what
+ * is missing: static text naming the CPU features it needs that this CPU lacks ("amx_tile+
+ * amx_bf16"), what failed when it has them ("the OS to grant the AMX tile state ..."), or "a
+ * path of that name" for an unknown name.  Thread-safe. */
+const char *amp_kernels_path_missing(const char *name);
+/* buf (cap bytes, NUL-terminated, truncated if need be) = why amp_kernels_select(name) is
+ * refused, naming the paths this CPU has ("no kernel path 'sse2'; this CPU has: auto, scalar,
+ * avx2, avx512, avx512-bf16"); returns its length, or 0 (buf "") when name is accepted. */
+int amp_kernels_select_error(const char *name, char *buf, size_t cap);
+/* The active path, and a path's name ("avx512-bf16"; "unknown" for no path). */
 amp_isa amp_kernels_isa(void);
 const char *amp_isa_name(amp_isa isa);
-/* Best path this CPU supports. */
+/* The path "auto" reports: the best one this CPU has (first of the auto order). */
 amp_isa amp_kernels_best(void);
+/* Nonzero if this CPU runs path isa; isa itself if so, else the nearest path it falls back
+ * to that the CPU runs (scalar at worst). */
+int amp_kernels_has(amp_isa isa);
+amp_isa amp_kernels_usable(amp_isa isa);
 
 /* Threads the GEMMs may use (the caller's included), process-wide: n in 1..64 (larger is
  * clamped); returns 0, or -1 if n < 1 (nothing changed).  Until it is called the count comes
@@ -44,6 +88,17 @@ float amp_f16_to_f32(uint16_t h);
  * stored: an overflowing cast is seen without reading dst again. */
 int64_t amp_cvt_f32_f16(const float *src, uint16_t *dst, int64_t n);
 void amp_cvt_f16_f32(const uint16_t *src, float *dst, int64_t n);
+/* src: (n) fp32 -> dst: (n) bf16, round to nearest even with subnormals rounded like any other
+ * value (no DAZ/FTZ; schema/amp_half.h is the reference, every path gives its bits), overflow
+ * to +-Inf, NaN quiet with its sign kept.  Returns the number of NaN and Inf bf16 written. */
+int64_t amp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t n);
+/* src: (n) bf16 -> dst: (n) fp32, exact. */
+void amp_cvt_bf16_f32(const uint16_t *src, float *dst, int64_t n);
+/* src: (n) of src_dt -> dst: (n) of dst_dt, for the float dtypes (AMP_F32, AMP_F16, AMP_BF16);
+ * the same dtype is a copy (src and dst must not overlap), half to half goes through fp32
+ * exactly (one rounding).  Returns the NaN/Inf count of what it wrote when dst_dt is a half
+ * type, else 0; -1 (nothing written) if either dtype is not a float dtype. */
+int64_t amp_cvt(amp_dtype dst_dt, void *dst, amp_dtype src_dt, const void *src, int64_t n);
 
 /* ---- GEMM ---------------------------------------------------------------------------------
  * C (M,N) = op(A) op(B) + beta * C, row-major, leading dimensions in elements.
@@ -57,6 +112,23 @@ void amp_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, con
 void amp_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                   int64_t ldc);
+/* Same with bf16 A, B, C: FP32 products and sums, beta applied in FP32, C rounded once to
+ * bf16 as amp_cvt_f32_bf16 does. */
+void amp_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                   int64_t ldc);
+/* The one GEMM entry, indexed by dtype: A, B and C all of dtype dt (AMP_F32, AMP_F16 or
+ * AMP_BF16), semantics of amp_gemm_f32 / _f16 / _bf16.  st is NULL or receives (overwritten)
+ * the statistics of the final C, taken in the epilogue (amp_gemm_f16_stats).  Returns the
+ * engine that ran it (schema/amp_events.h), AMP_ENGINE_NONE when nothing ran: M or N <= 0 (st
+ * then holds no element) or dt not a float dtype (C and st untouched). */
+amp_engine amp_gemm(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                    const void *A, int64_t lda, const void *B, int64_t ldb, float beta, void *C,
+                    int64_t ldc, amp_stats *st);
+/* The engine amp_gemm(dt, ...) would run on now (AMP_ENGINE_NONE for a non-float dt), and the
+ * engine of the elementwise kernels and conversions on the active path (scalar or fp32-fma). */
+amp_engine amp_kernels_gemm_engine(amp_dtype dt);
+amp_engine amp_kernels_vec_engine(void);
 
 /* ---- elementwise on fp32 (n elements; dst may alias an input) --------------------------- */
 void amp_vadd_f32(const float *a, const float *b, float *dst, int64_t n);
@@ -67,5 +139,7 @@ void amp_vaxpy_f32(float s, const float *a, float *dst, int64_t n);
 /* Returns the number of non-finite values (NaN or +-Inf). */
 int64_t amp_count_nonfinite_f32(const float *a, int64_t n);
 int64_t amp_count_nonfinite_f16(const uint16_t *a, int64_t n);
+/* a: (n) bf16; NaN and Inf are the patterns with all exponent bits set (0x7f80). */
+int64_t amp_count_nonfinite_bf16(const uint16_t *a, int64_t n);
 
 #endif

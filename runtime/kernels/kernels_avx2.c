@@ -70,6 +70,12 @@ static void cvt_h2f(const uint16_t *src, float *dst, int64_t n)
 	}
 }
 
+/* src: (n) fp32 -> dst: (n) bf16 (integer round to nearest even, vec_impl.h). */
+static int64_t cvt_f2b(const float *src, uint16_t *dst, int64_t n)
+{
+	return cvt_f2b_int(src, dst, n);
+}
+
 #define GEMM_MR 6
 #define GEMM_NR 16
 #define GEMM_MC 96
@@ -111,14 +117,18 @@ static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict
 
 const amp_kernel_table amp_kernels_avx2_table = {
 	.isa = AMP_ISA_AVX2,
+	.vec_engine = AMP_ENGINE_FP32_FMA,
 	.cvt_f32_f16 = cvt_f2h,
 	.cvt_f16_f32 = cvt_h2f,
-	.gemm_f32 = gemm_f32,
-	.gemm_f16 = gemm_f16,
+	.cvt_f32_bf16 = cvt_f2b,
+	.cvt_bf16_f32 = cvt_b2f,
+	.gemm = {[AMP_F32] = gemm_f32, [AMP_F16] = gemm_f16, [AMP_BF16] = gemm_bf16},
+	.gemm_engine = {[AMP_F32] = AMP_ENGINE_FP32_FMA, [AMP_F16] = AMP_ENGINE_FP32_FMA, [AMP_BF16] = AMP_ENGINE_FP32_FMA},
 	.vadd_f32 = vadd_f32,
 	.vmul_f32 = vmul_f32,
 	.vscale_f32 = vscale_f32,
 	.vaxpy_f32 = vaxpy_f32,
 	.count_nonfinite_f32 = count_nonfinite_f32,
 	.count_nonfinite_f16 = count_nonfinite_f16,
+	.count_nonfinite_bf16 = count_nonfinite_bf16,
 };

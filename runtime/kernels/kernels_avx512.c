@@ -54,6 +54,12 @@ static void cvt_h2f(const uint16_t *src, float *dst, int64_t n)
 	}
 }
 
+/* src: (n) fp32 -> dst: (n) bf16 (integer round to nearest even, vec_impl.h). */
+static int64_t cvt_f2b(const float *src, uint16_t *dst, int64_t n)
+{
+	return cvt_f2b_int(src, dst, n);
+}
+
 #define GEMM_MR 12
 #define GEMM_NR 32
 #define GEMM_MC 144
@@ -195,16 +201,25 @@ static inline void transpose16(__m512 r[16])
 		r[i] = t[i];
 }
 
-/* n (<= 16, by mask m) elements of X at element offset off, fp32 or fp16 -> fp32 lanes. */
+/* n (<= 16, by mask m) elements of X at element offset off, fp32, fp16 or bf16 -> fp32 lanes
+ * (exact). */
 static inline __m512 load_run(const gemm_operand *x, int64_t off, __mmask16 m)
 {
-	if (x->f16)
+	switch (x->dt) {
+	case AMP_F16:
 		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)x->p + off));
+	case AMP_BF16:
+		return _mm512_castsi512_ps(_mm512_slli_epi32(
+		    _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)x->p + off)),
+		    16));
+	case AMP_F32:
+	case AMP_I32: break;
+	}
 	return _mm512_maskz_loadu_ps(m, (const float *)x->p + off);
 }
 
 /* gemm_pack_block for contiguous panel rows (rs == 1): op(X) rows [r0, r0+n), k [c0, c0+kc)
- * -> ceil(n/pr) panels of (kc, pr), converted from fp16 if need be.  Walks X along its rows
+ * -> ceil(n/pr) panels of (kc, pr), widened from a half type if need be.  Walks X along its rows
  * (k outer), so each row of X in the block is read once, in order. */
 static int gemm_pack_block_fast(const gemm_operand *x, int64_t r0, int64_t n, int64_t c0,
                                 int64_t kc, int pr, float *restrict out)
@@ -231,7 +246,7 @@ static int gemm_pack_block_fast(const gemm_operand *x, int64_t r0, int64_t n, in
 	return 1;
 }
 
-/* gemm_pack_panel for both layouts, fp16 converted on the way: op(X)[r0 .. r0+nr)
+/* gemm_pack_panel for both layouts, halves widened on the way: op(X)[r0 .. r0+nr)
  * [c0 .. c0+kc) -> out: (kc, pr) fp32, rows past nr zero.  Contiguous panel rows (rs == 1) are
  * copied as masked runs; strided ones (cs == 1) go through 16 x 16 register transposes. */
 static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t c0, int64_t kc,
@@ -262,8 +277,9 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 				}
 				int64_t off = (r0 + g + r) * x->rs + c0 + k0;
 				/* Rows far apart defeat the hardware prefetchers: fetch 512 bytes ahead. */
-				_mm_prefetch(x->f16 ? (const char *)((const uint16_t *)x->p + off + 256)
-				                    : (const char *)((const float *)x->p + off + 128),
+				_mm_prefetch(x->dt != AMP_F32
+				                 ? (const char *)((const uint16_t *)x->p + off + 256)
+				                 : (const char *)((const float *)x->p + off + 128),
 				             _MM_HINT_T0);
 				v[r] = load_run(x, off, mk);
 			}
@@ -280,14 +296,18 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 
 const amp_kernel_table amp_kernels_avx512_table = {
 	.isa = AMP_ISA_AVX512,
+	.vec_engine = AMP_ENGINE_FP32_FMA,
 	.cvt_f32_f16 = cvt_f2h,
 	.cvt_f16_f32 = cvt_h2f,
-	.gemm_f32 = gemm_f32,
-	.gemm_f16 = gemm_f16,
+	.cvt_f32_bf16 = cvt_f2b,
+	.cvt_bf16_f32 = cvt_b2f,
+	.gemm = {[AMP_F32] = gemm_f32, [AMP_F16] = gemm_f16, [AMP_BF16] = gemm_bf16},
+	.gemm_engine = {[AMP_F32] = AMP_ENGINE_FP32_FMA, [AMP_F16] = AMP_ENGINE_FP32_FMA, [AMP_BF16] = AMP_ENGINE_FP32_FMA},
 	.vadd_f32 = vadd_f32,
 	.vmul_f32 = vmul_f32,
 	.vscale_f32 = vscale_f32,
 	.vaxpy_f32 = vaxpy_f32,
 	.count_nonfinite_f32 = count_nonfinite_f32,
 	.count_nonfinite_f16 = count_nonfinite_f16,
+	.count_nonfinite_bf16 = count_nonfinite_bf16,
 };

@@ -1,7 +1,9 @@
 /* kernels_impl.h — private to runtime/kernels: the per-path table of kernel functions behind
  * the public entry points (dispatch.c), and the thread-local GEMM workspace (gemm_ws.c).
- * Each path file (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c) defines one table; a
- * future path (e.g. native AVX512-FP16 GEMM) is one more file and one more table.
+ * Each path file (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c, kernels_avx512bf16.c,
+ * kernels_avx512fp16.c, kernels_amxbf16.c) defines one table; a NULL slot falls back to the
+ * path's fallback (dispatch.c), so only the scalar table must fill every slot.  A new path is
+ * one amp_isa value, one file with its table and one row in dispatch.c's paths[].
  */
 #ifndef AMP_KERNELS_IMPL_H
 #define AMP_KERNELS_IMPL_H
@@ -12,36 +14,47 @@
 #include "kernels/kernels.h"
 #include "kernels/stats.h"
 
-/* Signatures and semantics are those of the public amp_* function of the same name; gemm_f16
- * is amp_gemm_f16_stats (st NULL: amp_gemm_f16). */
+/* One GEMM slot: A, B, C of the slot's dtype, semantics of amp_gemm (st NULL, or += the
+ * statistics of C: the caller initialises it). */
+typedef void (*amp_gemm_fn)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                            const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
+                            void *C, int64_t ldc, amp_stats *st);
+
+/* Signatures and semantics are those of the public amp_* function of the same name.  gemm is
+ * indexed by dtype (AMP_I32 stays NULL); gemm_engine[dt] is what gemm[dt] runs on, vec_engine
+ * what the elementwise kernels and conversions run on (meaningful where vadd_f32 is set).
+ * isa is the path's own value in every table. */
 typedef struct amp_kernel_table {
 	amp_isa isa;
+	amp_engine vec_engine;
 	int64_t (*cvt_f32_f16)(const float *src, uint16_t *dst, int64_t n);
 	void (*cvt_f16_f32)(const uint16_t *src, float *dst, int64_t n);
-	void (*gemm_f32)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
-	                 int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-	                 int64_t ldc);
-	void (*gemm_f16)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-	                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-	                 uint16_t *C, int64_t ldc, amp_stats *st);
+	int64_t (*cvt_f32_bf16)(const float *src, uint16_t *dst, int64_t n);
+	void (*cvt_bf16_f32)(const uint16_t *src, float *dst, int64_t n);
+	amp_gemm_fn gemm[AMP_DTYPE_COUNT];
+	amp_engine gemm_engine[AMP_DTYPE_COUNT];
 	void (*vadd_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vmul_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vscale_f32)(const float *a, float s, float *dst, int64_t n);
 	void (*vaxpy_f32)(float s, const float *a, float *dst, int64_t n);
 	int64_t (*count_nonfinite_f32)(const float *a, int64_t n);
 	int64_t (*count_nonfinite_f16)(const uint16_t *a, int64_t n);
+	int64_t (*count_nonfinite_bf16)(const uint16_t *a, int64_t n);
 } amp_kernel_table;
 
 extern const amp_kernel_table amp_kernels_scalar_table;
 extern const amp_kernel_table amp_kernels_avx2_table;
 extern const amp_kernel_table amp_kernels_avx512_table;
+extern const amp_kernel_table amp_kernels_avx512bf16_table;
+extern const amp_kernel_table amp_kernels_avx512fp16_table;
+extern const amp_kernel_table amp_kernels_amxbf16_table;
 
 /* A GEMM operand as the packers see it: element (r, c) of op(X) is at p + r * rs + c * cs, in
- * elements of fp32 (f16 = 0) or fp16 (f16 = 1).  One of rs, cs is always 1. */
+ * elements of dtype dt (AMP_F32, AMP_F16 or AMP_BF16).  One of rs, cs is always 1. */
 typedef struct gemm_operand {
 	const void *p;
 	int64_t rs, cs;
-	int f16;
+	amp_dtype dt;
 } gemm_operand;
 
 /* Runs fn(arg, t, n) once for each share t = 0 .. n-1, on the caller and the pool's workers

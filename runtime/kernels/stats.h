@@ -1,7 +1,7 @@
 /* stats.h — one-pass tensor statistics for the non-finite checks (runtime/check.c): NaN and
  * +-Inf counts, finite min/max/absmax, FP16 headroom counts and an FP16-exponent histogram.
  *
- * Dispatched like the other kernels (amp_kernels_isa(): avx512, avx2, scalar; the avx512 path
+ * Dispatched like the other kernels (amp_kernels_isa(): avx512 and above, avx2, scalar; the avx512 path
  * uses VBMI, GFNI and VPOPCNTDQ where the CPU has them); every path gives bit-identical
  * results.  FP16 data is classified through its exponent bits only.
  */
@@ -41,6 +41,9 @@ typedef struct amp_stats {
 void amp_stats_f32(const float *x, int64_t n, amp_stats *st);
 /* x: (n) fp16 (IEEE binary16 bits) -> *st (overwritten). */
 void amp_stats_f16(const uint16_t *x, int64_t n, amp_stats *st);
+/* x: (n) bf16 -> *st (overwritten).  A widened bf16 is an exact fp32, so this is
+ * amp_stats_f32 of the widened values, bins as for fp32 (|x| >= 65536 in [32]). */
+void amp_stats_bf16(const uint16_t *x, int64_t n, amp_stats *st);
 
 /* *st = the statistics of no element (count 0, extremes NaN). */
 void amp_stats_init(amp_stats *st);
@@ -54,11 +57,16 @@ void amp_stats_merge(amp_stats *into, const amp_stats *s);
 void amp_gemm_f16_stats(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                         const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                         float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+/* The same for amp_gemm_bf16: *st = amp_stats_bf16 of the final C. */
+void amp_gemm_bf16_stats(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                         const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                         float beta, uint16_t *C, int64_t ldc, amp_stats *st);
 
-/* Same on an explicit path (tests, benchmarks); a path the CPU lacks falls back to the best
- * it has, as amp_kernels_select() does. */
+/* Same on an explicit path (tests, benchmarks); a path the CPU lacks falls back to the
+ * nearest one it has (amp_kernels_usable).  The paths above avx512 use its statistics. */
 void amp_stats_f32_on(amp_isa isa, const float *x, int64_t n, amp_stats *st);
 void amp_stats_f16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st);
+void amp_stats_bf16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st);
 
 /* ---- private to runtime/kernels/stats_*.c ------------------------------------------------ */
 typedef struct amp_stats_table {

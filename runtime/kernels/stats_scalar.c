@@ -1,5 +1,7 @@
 /* stats_scalar.c — the portable statistics path (plain C, one element at a time), the
- * reference the vector paths are tested against, and the dispatch of amp_stats_f32/_f16.
+ * reference the vector paths are tested against, and the dispatch of amp_stats_f32/_f16/_bf16.
+ * bf16 statistics are those of the exactly widened fp32 values: blocks widened into L1 and
+ * taken by the path's fp32 kernel, merged (exactly) block by block.
  */
 #include "kernels/stats_impl.h"
 
@@ -32,6 +34,9 @@ static const amp_stats_table *stats_table(amp_isa isa)
 {
 	switch (isa) {
 	case AMP_ISA_AVX512:
+	case AMP_ISA_AVX512_BF16:
+	case AMP_ISA_AVX512_FP16:
+	case AMP_ISA_AMX_BF16:
 		return amp_stats_avx512_ext() ? &amp_stats_avx512ext_table : &amp_stats_avx512bw_table;
 	case AMP_ISA_AVX2: return &amp_stats_avx2_table;
 	case AMP_ISA_SCALAR: break;
@@ -39,14 +44,45 @@ static const amp_stats_table *stats_table(amp_isa isa)
 	return &amp_stats_scalar_table;
 }
 
+/* Elements of bf16 widened per block (16 KiB of fp32 on the stack: stays in L1). */
+#define BF16_BLOCK 4096
+
+/* x: (n) bf16 -> st, with f32 (a path's fp32 kernel) on widened blocks. */
+static void stats_bf16_with(void (*f32)(const float *, int64_t, amp_stats *), const uint16_t *x,
+                            int64_t n, amp_stats *st)
+{
+	float w[BF16_BLOCK];
+	if (n <= BF16_BLOCK) {
+		for (int64_t i = 0; i < n; i++)
+			w[i] = f32_of((uint32_t)x[i] << 16);
+		f32(w, n, st);
+		return;
+	}
+	amp_stats_init(st);
+	for (int64_t i0 = 0; i0 < n; i0 += BF16_BLOCK) {
+		int64_t m = n - i0 < BF16_BLOCK ? n - i0 : BF16_BLOCK;
+		amp_stats part;
+		for (int64_t i = 0; i < m; i++)
+			w[i] = f32_of((uint32_t)x[i0 + i] << 16);
+		f32(w, m, &part);
+		amp_stats_merge(st, &part);
+	}
+}
+
 void amp_stats_f32_on(amp_isa isa, const float *x, int64_t n, amp_stats *st)
 {
-	stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f32(x, n, st);
+	stats_table(amp_kernels_usable(isa))->f32(x, n, st);
 }
 
 void amp_stats_f16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
 {
-	stats_table(isa > amp_kernels_best() ? amp_kernels_best() : isa)->f16(x, n, st);
+	stats_table(amp_kernels_usable(isa))->f16(x, n, st);
+}
+
+void amp_stats_bf16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
+{
+	stats_bf16_with(stats_table(amp_kernels_usable(isa))->f32, x, n,
+	                st);
 }
 
 void amp_stats_init(amp_stats *st)
@@ -74,7 +110,7 @@ void amp_stats_merge(amp_stats *into, const amp_stats *s)
 	into->absmax = fmax(-into->min, into->max);
 }
 
-/* The active path is one the CPU has (amp_kernels_select clamps it). */
+/* The active path is one the CPU has (amp_kernels_select refuses the others). */
 void amp_stats_f32(const float *x, int64_t n, amp_stats *st)
 {
 	stats_table(amp_kernels_isa())->f32(x, n, st);
@@ -83,4 +119,9 @@ void amp_stats_f32(const float *x, int64_t n, amp_stats *st)
 void amp_stats_f16(const uint16_t *x, int64_t n, amp_stats *st)
 {
 	stats_table(amp_kernels_isa())->f16(x, n, st);
+}
+
+void amp_stats_bf16(const uint16_t *x, int64_t n, amp_stats *st)
+{
+	stats_bf16_with(stats_table(amp_kernels_isa())->f32, x, n, st);
 }

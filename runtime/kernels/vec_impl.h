@@ -1,10 +1,13 @@
 /* vec_impl.h — elementwise fp32 kernels and non-finite counters, written once with GCC vector
  * extensions and included by each path file, whose target pragma decides the instructions.
+ * Also the bf16 counter and integer conversions (no bf16 instructions needed).
  * The includer may define VEC_BYTES (16, 32, 64); without it the loops are plain scalar C.
  * No FMA contraction (-std=c11 implies -ffp-contract=off), so every path is bit-identical.
  */
 #include <stdint.h>
 #include <string.h>
+
+#include "amp_half.h"
 
 #ifdef VEC_BYTES
 #define VEC_F32 (VEC_BYTES / 4)
@@ -125,4 +128,83 @@ static int64_t count_nonfinite_f16(const uint16_t *a, int64_t n)
 	for (; i < n; i++)
 		count += (a[i] & 0x7c00u) == 0x7c00u;
 	return count;
+}
+
+/* a: (n) bf16.  Non-finite means exponent bits == 0xff (0x7f80 set: Inf or NaN). */
+static int64_t count_nonfinite_bf16(const uint16_t *a, int64_t n)
+{
+	int64_t count = 0, i = 0;
+#ifdef VEC_BYTES
+	/* Lanes count in int16: flush every 2^14 vectors. */
+	while (i + VEC_F16 <= n) {
+		int64_t end = n - VEC_F16;
+		if (end > i + (int64_t)VEC_F16 * 16384)
+			end = i + (int64_t)VEC_F16 * 16384;
+		vec_i16 acc = {0};
+		for (; i <= end; i += VEC_F16) {
+			vec_i16 x;
+			memcpy(&x, a + i, sizeof x);
+			acc -= (x & 0x7f80) == 0x7f80;
+		}
+		for (int l = 0; l < VEC_F16; l++)
+			count += (uint16_t)acc[l];
+	}
+#endif
+	for (; i < n; i++)
+		count += (a[i] & 0x7f80u) == 0x7f80u;
+	return count;
+}
+
+/* src: (n) fp32 -> dst: (n) bf16 in integer arithmetic, amp_half_f32_to_bf16 lane by lane:
+ * round to nearest even on the 16 dropped bits (subnormals too), NaN quieted (bit 6) with its
+ * sign and top payload bits.  Returns the NaN and Inf bf16 written, counted in registers. */
+static int64_t cvt_f2b_int(const float *src, uint16_t *dst, int64_t n)
+{
+	int64_t bad = 0, i = 0;
+#ifdef VEC_BYTES
+	typedef uint32_t vec_u32 __attribute__((vector_size(VEC_BYTES)));
+	typedef uint16_t vec_u16n __attribute__((vector_size(VEC_BYTES / 2)));
+	while (i + VEC_F32 <= n) {
+		int64_t end = n - VEC_F32;
+		if (end > i + ((int64_t)1 << 20))
+			end = i + ((int64_t)1 << 20);
+		vec_i32 acc = {0};
+		for (; i <= end; i += VEC_F32) {
+			vec_u32 x;
+			memcpy(&x, src + i, sizeof x);
+			vec_u32 r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+			vec_u32 nan = (vec_u32)((x & 0x7fffffffu) > 0x7f800000u);
+			r = (r & ~nan) | (((x >> 16) | 0x40u) & nan);
+			acc -= (vec_i32)((r & 0x7f80u) == 0x7f80u);
+			vec_u16n h = __builtin_convertvector(r, vec_u16n);
+			memcpy(dst + i, &h, sizeof h);
+		}
+		for (int l = 0; l < VEC_F32; l++)
+			bad += acc[l];
+	}
+#endif
+	for (; i < n; i++) {
+		uint16_t b = amp_half_f32_to_bf16(src[i]);
+		dst[i] = b;
+		bad += (b & 0x7f80u) == 0x7f80u;
+	}
+	return bad;
+}
+
+/* src: (n) bf16 -> dst: (n) fp32, exact (a shift). */
+static void cvt_b2f(const uint16_t *src, float *dst, int64_t n)
+{
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	typedef uint32_t vec_u32 __attribute__((vector_size(VEC_BYTES)));
+	typedef uint16_t vec_u16n __attribute__((vector_size(VEC_BYTES / 2)));
+	for (; i + VEC_F32 <= n; i += VEC_F32) {
+		vec_u16n h;
+		memcpy(&h, src + i, sizeof h);
+		vec_u32 x = __builtin_convertvector(h, vec_u32) << 16;
+		memcpy(dst + i, &x, sizeof x);
+	}
+#endif
+	for (; i < n; i++)
+		dst[i] = amp_half_bf16_to_f32(src[i]);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kpath.h"
 #include "kernels/stats.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -444,8 +445,8 @@ Test(stats, dispatch_follows_kernel_selection, .fini = restore_auto)
 	amp_stats_f32_on(AMP_ISA_SCALAR, x, n, &ref32);
 	amp_stats_f16_on(AMP_ISA_SCALAR, h, n, &ref16);
 	for (int p = 0; p < 3; p++) {
-		int isa = amp_kernels_select(path_names[p]);
-		cr_assert_geq(isa, 0);
+		if (!kpath_force(path_names[p]))
+			continue;
 		amp_stats s32, s16;
 		amp_stats_f32(x, n, &s32);
 		amp_stats_f16(h, n, &s16);

@@ -1,8 +1,13 @@
-/* test_half.c — fp16 <-> fp32 conversions against the F16C instructions, exhaustively.
+/* test_half.c — fp16 and bf16 <-> fp32 conversions, exhaustively.
  *
- * All 65,536 halves and all 2^32 float bit patterns (eight tests of 2^29, for --jobs) must
- * match vcvtph2ps / vcvtps2ph with round-to-nearest-even bit for bit, NaN payloads included.
- * AMP_TEST_QUICK=1 tests every 251st float plus every pattern near an fp16 boundary instead.
+ * fp16: all 65,536 halves and all 2^32 float bit patterns (eight tests of 2^29, for --jobs)
+ * must match vcvtph2ps / vcvtps2ph with round-to-nearest-even bit for bit, NaN payloads
+ * included.  bf16: all 2^32 floats through amp_cvt_f32_bf16 on every path the CPU has must
+ * give amp_half_f32_to_bf16's bits, which are checked against an independent nearest-even
+ * rounding computed in FP64, and against vcvtneps2bf16 where the CPU has AVX512_BF16: equal
+ * on every pattern except the fp32 subnormals, which the instruction reads as zero (it gives
+ * the signed zero; the runtime rounds them like any value, e.g. 0x007fffff -> 0x0080).
+ * AMP_TEST_QUICK=1 tests every 251st float plus every pattern near a boundary instead.
  */
 
 #include <criterion/criterion.h>
@@ -11,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_half.h"
 #include "kernels/kernels.h"
+#include "kpath.h"
 
 /* ---- reference: the F16C instructions ------------------------------------------------------ */
 
@@ -49,11 +56,6 @@ static int quick_mode(void)
 {
 	const char *q = getenv("AMP_TEST_QUICK");
 	return q != NULL && strcmp(q, "1") == 0;
-}
-
-static void restore_auto(void)
-{
-	amp_kernels_select("auto");
 }
 
 /* ---- all halves ------------------------------------------------------------------------------ */
@@ -222,13 +224,8 @@ static uint32_t random_pattern(void)
 
 static void check_bulk(const char *path)
 {
-	amp_isa want_isa = strcmp(path, "avx512") == 0 ? AMP_ISA_AVX512
-	                   : strcmp(path, "avx2") == 0 ? AMP_ISA_AVX2
-	                                               : AMP_ISA_SCALAR;
-	int got_isa = amp_kernels_select(path);
-	cr_assert_geq(got_isa, 0);
-	if (got_isa != (int)want_isa)
-		cr_skip_test("CPU lacks the %s path", path);
+	if (!kpath_force(path))
+		return;
 
 	size_t cap = BULK_MAX + 1 + GUARD;
 	float *fsrc = malloc(cap * sizeof *fsrc);
@@ -301,6 +298,317 @@ static void check_bulk(const char *path)
 	free(fdst);
 }
 
-Test(half, bulk_scalar, .fini = restore_auto) { check_bulk("scalar"); }
-Test(half, bulk_avx2, .fini = restore_auto) { check_bulk("avx2"); }
-Test(half, bulk_avx512, .fini = restore_auto) { check_bulk("avx512"); }
+Test(half, bulk_scalar, .fini = kpath_restore) { check_bulk("scalar"); }
+Test(half, bulk_avx2, .fini = kpath_restore) { check_bulk("avx2"); }
+Test(half, bulk_avx512, .fini = kpath_restore) { check_bulk("avx512"); }
+Test(half, bulk_avx512_bf16, .fini = kpath_restore) { check_bulk("avx512-bf16"); }
+
+/* ---- bf16 ------------------------------------------------------------------------------------ */
+
+static int have_avx512bf16(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+}
+
+/* vcvtneps2bf16 on 16 floats. */
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) static void hw_f32_to_bf16(
+    const float *src, uint16_t *dst)
+{
+	__m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(src));
+	memcpy(dst, &b, 32);
+}
+
+/* Nearest-even bf16 of pattern x, computed independently of amp_half.h: the two bf16
+ * neighbours of |x| compared in FP64 (exact there), Inf standing for 2^128. */
+static uint16_t ref2_f32_to_bf16(uint32_t x)
+{
+	uint32_t sign = x & 0x80000000u, a = x & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40u);
+	if (a == 0x7f800000u || (a & 0xffffu) == 0)
+		return (uint16_t)(x >> 16);
+	uint32_t lo = a & 0xffff0000u, hi = lo + 0x10000u;
+	double v = (double)f32_of_bits(a), vl = (double)f32_of_bits(lo);
+	double vh = hi == 0x7f800000u ? 0x1p128 : (double)f32_of_bits(hi);
+	double dl = v - vl, dh = vh - v;
+	uint32_t r = dl < dh ? lo : dh < dl ? hi : ((lo >> 16) & 1u) ? hi : lo;
+	return (uint16_t)((sign | r) >> 16);
+}
+
+static const char *const bf16_paths[] = {"scalar", "avx2", "avx512", "avx512-bf16"};
+#define N_BF16_PATHS (sizeof bf16_paths / sizeof *bf16_paths)
+
+typedef struct bf16_sweep {
+	int have[N_BF16_PATHS];
+	int hw;
+	uint64_t bad_ref, bad_hw, hw_daz, bad_path[N_BF16_PATHS], checked, logged;
+} bf16_sweep;
+
+static void bf16_sweep_init(bf16_sweep *w)
+{
+	memset(w, 0, sizeof *w);
+	for (size_t p = 0; p < N_BF16_PATHS; p++)
+		w->have[p] = kpath_force(bf16_paths[p]);
+	kpath_restore();
+	w->hw = have_avx512bf16();
+	if (!w->hw)
+		printf("SKIPPED: vcvtneps2bf16 reference needs avx512_bf16\n");
+}
+
+/* Checks pats: (n) patterns, n a multiple of 16 up to SWEEP_CHUNK. */
+static void bf16_check(bf16_sweep *w, const uint32_t *pats, size_t n)
+{
+	float f[SWEEP_CHUNK];
+	uint16_t ref[SWEEP_CHUNK], got[SWEEP_CHUNK];
+	memcpy(f, pats, n * sizeof *f);
+	int64_t want_bad = 0;
+	for (size_t i = 0; i < n; i++) {
+		ref[i] = amp_half_f32_to_bf16(f[i]);
+		want_bad += (ref[i] & 0x7f80u) == 0x7f80u;
+		if (ref[i] != ref2_f32_to_bf16(pats[i]) && w->logged++ < 5)
+			cr_log_error("float 0x%08x: amp_half 0x%04x, FP64 nearest-even 0x%04x", pats[i],
+			             ref[i], ref2_f32_to_bf16(pats[i]));
+		w->bad_ref += ref[i] != ref2_f32_to_bf16(pats[i]);
+	}
+	if (w->hw) {
+		for (size_t i = 0; i + 16 <= n; i += 16)
+			hw_f32_to_bf16(f + i, got + i);
+		for (size_t i = 0; i < n; i++) {
+			int sub = (pats[i] & 0x7f800000u) == 0 && (pats[i] & 0x7fffffu) != 0;
+			/* On an fp32 subnormal the instruction gives the signed zero (DAZ). */
+			uint16_t want = sub ? (uint16_t)((pats[i] >> 16) & 0x8000u) : ref[i];
+			w->hw_daz += sub && got[i] == want && want != ref[i];
+			if (got[i] != want && w->logged++ < 5)
+				cr_log_error("float 0x%08x: vcvtneps2bf16 0x%04x, expected 0x%04x", pats[i],
+				             got[i], want);
+			w->bad_hw += got[i] != want;
+		}
+	}
+	for (size_t p = 0; p < N_BF16_PATHS; p++) {
+		if (!w->have[p])
+			continue;
+		kpath_force(bf16_paths[p]);
+		int64_t nbad = amp_cvt_f32_bf16(f, got, (int64_t)n);
+		uint64_t bad = nbad != want_bad;
+		for (size_t i = 0; i < n; i++) {
+			if (got[i] != ref[i] && w->logged++ < 5)
+				cr_log_error("%s float 0x%08x: got 0x%04x, reference 0x%04x", bf16_paths[p],
+				             pats[i], got[i], ref[i]);
+			bad += got[i] != ref[i];
+		}
+		w->bad_path[p] += bad;
+	}
+	kpath_restore();
+	w->checked += n;
+}
+
+static void bf16_report(const bf16_sweep *w, const char *what)
+{
+	cr_log_info("f32->bf16 %s: %llu checked; %llu differ from FP64 nearest-even; vcvtneps2bf16 "
+	            "%s: %llu differ, %llu subnormals read as zero", what,
+	            (unsigned long long)w->checked, (unsigned long long)w->bad_ref,
+	            w->hw ? "run" : "skipped", (unsigned long long)w->bad_hw,
+	            (unsigned long long)w->hw_daz);
+	cr_assert_eq(w->bad_ref, 0);
+	cr_assert_eq(w->bad_hw, 0);
+	for (size_t p = 0; p < N_BF16_PATHS; p++) {
+		if (w->have[p])
+			cr_log_info("  path %s: %llu differ (or miscounted NaN/Inf)", bf16_paths[p],
+			            (unsigned long long)w->bad_path[p]);
+		cr_assert_eq(w->bad_path[p], 0, "path %s: %llu patterns differ", bf16_paths[p],
+		             (unsigned long long)w->bad_path[p]);
+	}
+}
+
+/* Range r of 8 of all float patterns, every one (every 251st in quick mode). */
+static void bf16_sweep_range(unsigned r)
+{
+	bf16_sweep w;
+	bf16_sweep_init(&w);
+	uint64_t lo = (uint64_t)r << 29, hi = lo + ((uint64_t)1 << 29);
+	uint64_t step = quick_mode() ? 251 : 1;
+	uint32_t pats[SWEEP_CHUNK];
+	for (uint64_t p = lo; p < hi;) {
+		size_t n = 0;
+		for (; n < SWEEP_CHUNK && p < hi; n++, p += step)
+			pats[n] = (uint32_t)p;
+		while (n % 16)  /* pad to whole vectors with a pattern already checked */
+			pats[n++] = (uint32_t)lo;
+		bf16_check(&w, pats, n);
+	}
+	char what[64];
+	snprintf(what, sizeof what, "patterns 0x%08llx.. (step %llu)", (unsigned long long)lo,
+	         (unsigned long long)step);
+	bf16_report(&w, what);
+}
+
+Test(bf16, f32_to_bf16_sweep_0, .fini = kpath_restore) { bf16_sweep_range(0); }
+Test(bf16, f32_to_bf16_sweep_1, .fini = kpath_restore) { bf16_sweep_range(1); }
+Test(bf16, f32_to_bf16_sweep_2, .fini = kpath_restore) { bf16_sweep_range(2); }
+Test(bf16, f32_to_bf16_sweep_3, .fini = kpath_restore) { bf16_sweep_range(3); }
+Test(bf16, f32_to_bf16_sweep_4, .fini = kpath_restore) { bf16_sweep_range(4); }
+Test(bf16, f32_to_bf16_sweep_5, .fini = kpath_restore) { bf16_sweep_range(5); }
+Test(bf16, f32_to_bf16_sweep_6, .fini = kpath_restore) { bf16_sweep_range(6); }
+Test(bf16, f32_to_bf16_sweep_7, .fini = kpath_restore) { bf16_sweep_range(7); }
+
+/* Every pattern within 64 ulps of a bf16 value or of a tie, for every 16th bf16 (all of them
+ * near zero, the subnormal/normal boundary and overflow), both signs, NaN and Inf included. */
+Test(bf16, f32_to_bf16_boundaries, .fini = kpath_restore)
+{
+	bf16_sweep w;
+	bf16_sweep_init(&w);
+	uint32_t pats[SWEEP_CHUNK];
+	size_t n = 0;
+	for (uint32_t b = 0; b < 0x10000u; b++) {
+		uint32_t e = (b >> 7) & 0xffu;
+		if (b % 16 != 0 && e > 1 && e < 0xfe)
+			continue;
+		for (int d = -64; d <= 64; d++) {
+			pats[n++] = (uint32_t)((b << 16) + (uint32_t)d);           /* near the value */
+			pats[n++] = (uint32_t)((b << 16) + 0x8000u + (uint32_t)d); /* near the tie */
+			if (n + 2 > SWEEP_CHUNK - 16) {
+				while (n % 16)
+					pats[n++] = 0;
+				bf16_check(&w, pats, n);
+				n = 0;
+			}
+		}
+	}
+	while (n % 16)
+		pats[n++] = 0;
+	bf16_check(&w, pats, n);
+	bf16_report(&w, "near bf16 values and ties");
+}
+
+/* All 65536 bf16 through fp32 and back: identical, a NaN only made quiet. */
+Test(bf16, round_trip_all, .fini = kpath_restore)
+{
+	uint16_t all[65536], back[65536];
+	float wide[65536];
+	for (uint32_t b = 0; b < 65536; b++)
+		all[b] = (uint16_t)b;
+	int64_t checked = 0;
+	for (size_t p = 0; p < N_BF16_PATHS; p++) {
+		if (!kpath_force(bf16_paths[p]))
+			continue;
+		amp_cvt_bf16_f32(all, wide, 65536);
+		int64_t nonfinite = amp_cvt_f32_bf16(wide, back, 65536);
+		int bad = 0;
+		for (uint32_t b = 0; b < 65536; b++) {
+			int is_nan = (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0;
+			uint16_t want = is_nan ? (uint16_t)(b | 0x40u) : (uint16_t)b;
+			uint32_t wbits = bits_of_f32(wide[b]);
+			if ((wbits != b << 16 || back[b] != want ||
+			     bits_of_f32(amp_half_bf16_to_f32((uint16_t)b)) != b << 16 ||
+			     amp_half_f32_to_bf16(amp_half_bf16_to_f32((uint16_t)b)) != want) &&
+			    bad++ < 5)
+				cr_log_error("%s bf16 0x%04x -> 0x%08x -> 0x%04x", bf16_paths[p], b, wbits,
+				             back[b]);
+		}
+		cr_assert_eq(bad, 0, "%s: %d bf16 patterns do not round-trip", bf16_paths[p], bad);
+		cr_assert_eq(nonfinite, 2 * 128, "%s: NaN/Inf counted %lld, 256 expected",
+		             bf16_paths[p], (long long)nonfinite);
+		cr_assert_eq(amp_count_nonfinite_bf16(back, 65536), 256, "%s", bf16_paths[p]);
+		checked += 65536;
+	}
+	cr_log_info("bf16 -> f32 -> bf16: %lld round trips, all identical", (long long)checked);
+}
+
+/* amp_cvt between every pair of float dtypes, on odd lengths: the bits of the scalar
+ * conversions (half to half through fp32, one rounding) and the NaN/Inf count written. */
+Test(bf16, cvt_any_to_any, .fini = kpath_restore)
+{
+	static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+	enum { N = 10007 };
+	static float f[N], fo[N];
+	static uint16_t h[N], b[N], o[N];
+	for (int i = 0; i < N; i++) {
+		f[i] = f32_of_bits(random_pattern());
+		h[i] = amp_f32_to_f16(f[i]);
+		b[i] = amp_half_f32_to_bf16(f[i]);
+	}
+	for (size_t p = 0; p < N_BF16_PATHS; p++) {
+		if (!kpath_force(bf16_paths[p]))
+			continue;
+		for (size_t s = 0; s < 3; s++)
+			for (size_t d = 0; d < 3; d++) {
+				const void *src = dts[s] == AMP_F32 ? (const void *)f
+				                  : dts[s] == AMP_F16 ? (const void *)h : (const void *)b;
+				void *dst = dts[d] == AMP_F32 ? (void *)fo : (void *)o;
+				int64_t bad = amp_cvt(dts[d], dst, dts[s], src, N), want_bad = 0;
+				for (int i = 0; i < N; i++) {
+					float x = dts[s] == AMP_F32 ? f[i]
+					          : dts[s] == AMP_F16 ? amp_f16_to_f32(h[i])
+					                              : amp_half_bf16_to_f32(b[i]);
+					if (dts[d] == AMP_F32) {
+						cr_assert_eq(bits_of_f32(fo[i]), bits_of_f32(x),
+						             "%s amp_cvt %d -> %d at %d", bf16_paths[p], dts[s],
+						             dts[d], i);
+						continue;
+					}
+					uint16_t want = dts[d] == AMP_F16 ? amp_f32_to_f16(x)
+					                                  : amp_half_f32_to_bf16(x);
+					if (dts[s] == dts[d])  /* a copy: the bits as they were */
+						want = dts[s] == AMP_F16 ? h[i] : b[i];
+					want_bad += dts[d] == AMP_F16 ? (want & 0x7c00u) == 0x7c00u
+					                              : (want & 0x7f80u) == 0x7f80u;
+					cr_assert_eq(o[i], want, "%s amp_cvt %d -> %d at %d: 0x%04x, want 0x%04x",
+					             bf16_paths[p], dts[s], dts[d], i, o[i], want);
+				}
+				cr_assert_eq(bad, want_bad, "%s amp_cvt %d -> %d: count %lld, want %lld",
+				             bf16_paths[p], dts[s], dts[d], (long long)bad,
+				             (long long)want_bad);
+			}
+	}
+	cr_assert_eq(amp_cvt(AMP_I32, o, AMP_F32, f, 4), -1, "int32 is no float dtype");
+	cr_assert_eq(amp_cvt(AMP_F32, fo, AMP_I32, f, 4), -1);
+}
+
+/* Bulk bf16 converters on every length 0..100 and one long one, aligned and not: the scalar
+ * bits, the count, nothing written past the end. */
+Test(bf16, bulk_all_paths, .fini = kpath_restore)
+{
+	enum { CAP = BULK_MAX + 1 + GUARD };
+	static float fsrc[CAP], fdst[CAP];
+	static uint16_t hsrc[CAP], hdst[CAP];
+	for (size_t i = 0; i < CAP; i++) {
+		fsrc[i] = f32_of_bits(random_pattern());
+		hsrc[i] = (uint16_t)rng_u32();
+	}
+	fsrc[3] = f32_of_bits(0x00012345u);  /* a subnormal: rounded, not read as zero */
+	fsrc[4] = f32_of_bits(0x807fffffu);
+	int64_t tested = 0;
+	for (size_t p = 0; p < N_BF16_PATHS; p++) {
+		if (!kpath_force(bf16_paths[p]))
+			continue;
+		for (int64_t n = 0; n <= BULK_MAX; n = n < 100 ? n + 1 : (n < BULK_MAX ? BULK_MAX : n + 1))
+			for (int off = 0; off <= 1; off++) {
+				for (size_t i = 0; i < CAP; i++)
+					hdst[i] = 0xdead, fdst[i] = f32_of_bits(0xdeadbeefu);
+				int64_t bad = amp_cvt_f32_bf16(fsrc + off, hdst + off, n), want_bad = 0;
+				amp_cvt_bf16_f32(hsrc + off, fdst + off, n);
+				for (int64_t i = 0; i < n; i++) {
+					uint16_t want = amp_half_f32_to_bf16(fsrc[off + i]);
+					want_bad += (want & 0x7f80u) == 0x7f80u;
+					cr_assert_eq(hdst[off + i], want, "%s cvt_f32_bf16 n=%lld i=%lld",
+					             bf16_paths[p], (long long)n, (long long)i);
+					cr_assert_eq(bits_of_f32(fdst[off + i]), (uint32_t)hsrc[off + i] << 16,
+					             "%s cvt_bf16_f32 n=%lld i=%lld", bf16_paths[p],
+					             (long long)n, (long long)i);
+				}
+				for (int64_t i = n + off; i < n + off + GUARD; i++) {
+					cr_assert_eq(hdst[i], 0xdead, "%s cvt_f32_bf16 wrote past the end",
+					             bf16_paths[p]);
+					cr_assert_eq(bits_of_f32(fdst[i]), 0xdeadbeefu,
+					             "%s cvt_bf16_f32 wrote past the end", bf16_paths[p]);
+				}
+				cr_assert_eq(bad, want_bad, "%s n=%lld: counted %lld NaN/Inf, wrote %lld",
+				             bf16_paths[p], (long long)n, (long long)bad, (long long)want_bad);
+				cr_assert_eq(amp_count_nonfinite_bf16(hdst + off, n), want_bad);
+				tested += 2 * n;
+			}
+	}
+	cr_log_info("bf16 bulk converters: %lld conversions, all equal to the scalar ones",
+	            (long long)tested);
+}

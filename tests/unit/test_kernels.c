@@ -6,7 +6,10 @@
  *   fp32 GEMM: max err <= 1e-5 sqrt(K)   (sum of K fp32 roundings, random-walk growth)
  *   fp16 GEMM: fp16 inputs exact, R from those inputs; data in [0.5,1): max |C-R|/|R| <= 2e-3;
  *              data in [-1,1): ||C-R||_F / ||R||_F <= 2e-3 (final fp16 rounding dominates)
- * K goes up to 4096 for both.  Any thread count must give the same bits as one thread.
+ *   bf16 GEMM: bf16 inputs exact, R from those inputs, S = sum_k |a_ik b_kj| + |beta C0|:
+ *              |C - R| <= 2^-8 |R| + 1.01 (K + 2) 2^-24 S   (one bf16 rounding of the result,
+ *              u = 2^-8, after K + 1 fp32 roundings of the sums, u = 2^-24 each)
+ * K goes up to 4096 for all.  Any thread count must give the same bits as one thread.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -20,6 +23,8 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/stats.h"
+#include "amp_half.h"
+#include "kpath.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -60,49 +65,107 @@ static float f32_of_bits(uint32_t u)
 	return f;
 }
 
-static void restore_auto(void)
-{
-	amp_kernels_select("auto");
-	amp_kernels_set_threads(1);
-}
-
-/* Forces `path`; skips the test if the CPU lacks it. */
-static void force_path(const char *path)
-{
-	amp_isa want = strcmp(path, "avx512") == 0 ? AMP_ISA_AVX512
-	               : strcmp(path, "avx2") == 0 ? AMP_ISA_AVX2
-	                                           : AMP_ISA_SCALAR;
-	int got = amp_kernels_select(path);
-	cr_assert_geq(got, 0, "amp_kernels_select(\"%s\") refused a known name", path);
-	if (got != (int)want)
-		cr_skip_test("CPU lacks the %s path", path);
-	cr_assert_eq(amp_kernels_isa(), want);
-	cr_assert_str_eq(amp_isa_name(amp_kernels_isa()), path);
-}
+/* Forces `path` for the test; false (SKIPPED printed) if the CPU lacks it. */
+#define FORCE_PATH(path)                 \
+	do {                             \
+		if (!kpath_force(path))  \
+			return;          \
+	} while (0)
 
 #define PATH_TESTS(suite, name, fn)                                                      \
-	Test(suite, name##_scalar, .fini = restore_auto) { fn("scalar"); }               \
-	Test(suite, name##_avx2, .fini = restore_auto) { fn("avx2"); }                   \
-	Test(suite, name##_avx512, .fini = restore_auto) { fn("avx512"); }
+	Test(suite, name##_scalar, .fini = kpath_restore) { fn("scalar"); }              \
+	Test(suite, name##_avx2, .fini = kpath_restore) { fn("avx2"); }                  \
+	Test(suite, name##_avx512, .fini = kpath_restore) { fn("avx512"); }              \
+	Test(suite, name##_avx512_bf16, .fini = kpath_restore) { fn("avx512-bf16"); }    \
+	Test(suite, name##_avx512_fp16, .fini = kpath_restore) { fn("avx512-fp16"); }    \
+	Test(suite, name##_amx_bf16, .fini = kpath_restore) { fn("amx-bf16"); }
 
 /* ---- dispatch ---------------------------------------------------------------------------------- */
 
-Test(dispatch, select_names, .fini = restore_auto)
+static const char *const all_paths[] = {"scalar",      "avx2",        "avx512",
+                                        "avx512-bf16", "avx512-fp16", "amx-bf16"};
+
+Test(dispatch, select_names, .fini = kpath_restore)
 {
 	amp_isa best = amp_kernels_best();
 	cr_assert_eq(amp_kernels_select("auto"), (int)best);
 	cr_assert_eq(amp_kernels_isa(), best);
+	cr_assert(amp_kernels_has(best));
 	cr_assert_eq(amp_kernels_select("scalar"), (int)AMP_ISA_SCALAR);
 	cr_assert_eq(amp_kernels_select("bogus"), -1);
 	cr_assert_eq(amp_kernels_isa(), AMP_ISA_SCALAR, "a refused name must not change the path");
-	int r = amp_kernels_select("avx512");
-	cr_assert_eq(r, (int)(best < AMP_ISA_AVX512 ? best : AMP_ISA_AVX512));
-	r = amp_kernels_select("avx2");
-	cr_assert_eq(r, (int)(best < AMP_ISA_AVX2 ? best : AMP_ISA_AVX2));
+	char why[400];
+	cr_assert_gt(amp_kernels_select_error("bogus", why, sizeof why), 0);
+	cr_assert(strstr(why, "no kernel path 'bogus'") && strstr(why, "auto, scalar"), "%s", why);
+	cr_assert_str_eq(amp_kernels_path_missing("bogus"), "a path of that name");
+	cr_assert_eq(amp_kernels_select_error("auto", why, sizeof why), 0);
+	cr_assert_str_eq(why, "");
+	int have = 0;
+	for (int i = 0; i < AMP_ISA_COUNT; i++) {
+		const char *name = all_paths[i];
+		cr_assert_str_eq(amp_isa_name((amp_isa)i), name);
+		const char *missing = amp_kernels_path_missing(name);
+		int r = amp_kernels_select(name);
+		if (missing == NULL) {
+			/* A path the CPU has: selectable, listed, accepted without a message. */
+			cr_assert_eq(r, i, "%s", name);
+			cr_assert_eq(amp_kernels_isa(), (amp_isa)i);
+			cr_assert(amp_kernels_has((amp_isa)i));
+			cr_assert_eq(amp_kernels_usable((amp_isa)i), (amp_isa)i);
+			cr_assert_eq(amp_kernels_select_error(name, why, sizeof why), 0);
+			have++;
+			cr_log_info("path %s: available", name);
+			continue;
+		}
+		/* One it lacks: refused, the active path unchanged, the message naming what is
+		 * missing and the paths the CPU has. */
+		amp_isa before = amp_kernels_isa();
+		cr_assert_eq(r, -1, "%s needs %s but was selected", name, missing);
+		cr_assert_eq(amp_kernels_isa(), before);
+		cr_assert(!amp_kernels_has((amp_isa)i));
+		cr_assert(amp_kernels_has(amp_kernels_usable((amp_isa)i)));
+		cr_assert_gt(amp_kernels_select_error(name, why, sizeof why), 0);
+		cr_assert(strstr(why, missing) && strstr(why, "which this CPU lacks") &&
+		          strstr(why, "auto, scalar"), "%s", why);
+		cr_log_info("path %s: %s", name, why);
+	}
+	cr_assert_geq(have, 1, "scalar is always there");
 	cr_log_info("best path on this CPU: %s", amp_isa_name(best));
 }
 
-Test(dispatch, env_override, .fini = restore_auto)
+/* The slots a path leaves empty come from its fallback: forcing a path gives the engines of
+ * the kernels it supplies and of the fallback's for the others; auto takes each slot from the
+ * best path that fills it. */
+Test(dispatch, fallback_and_auto, .fini = kpath_restore)
+{
+	amp_kernels_select("auto");
+	amp_engine auto_bf16 = amp_kernels_gemm_engine(AMP_BF16);
+	amp_engine auto_f16 = amp_kernels_gemm_engine(AMP_F16);
+	amp_engine auto_f32 = amp_kernels_gemm_engine(AMP_F32);
+	cr_assert_eq(auto_f32, amp_kernels_has(AMP_ISA_AVX2) ? AMP_ENGINE_FP32_FMA : AMP_ENGINE_SCALAR);
+	cr_assert_eq(amp_kernels_vec_engine(), auto_f32);
+	if (amp_kernels_has(AMP_ISA_AVX512_BF16)) {
+		kpath_force("avx512-bf16");
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), AMP_ENGINE_FP32_FMA, "from avx512");
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_F32), AMP_ENGINE_FP32_FMA, "from avx512");
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_F16), AMP_ENGINE_FP32_FMA, "from avx512");
+		cr_assert_eq(amp_kernels_vec_engine(), AMP_ENGINE_FP32_FMA, "from avx512");
+	} else {
+		printf("SKIPPED: avx512-bf16 needs %s\n", amp_kernels_path_missing("avx512-bf16"));
+	}
+	if (!amp_kernels_has(AMP_ISA_AVX512_FP16))
+		cr_assert_eq(auto_f16, amp_kernels_has(AMP_ISA_AVX2) ? AMP_ENGINE_FP32_FMA
+		                                                     : AMP_ENGINE_SCALAR,
+		             "no avx512-fp16: the fp16 GEMM is fp16 storage with fp32 arithmetic");
+	kpath_force("scalar");
+	for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++)
+		if (dt != AMP_I32)
+			cr_assert_eq(amp_kernels_gemm_engine((amp_dtype)dt), AMP_ENGINE_SCALAR);
+	cr_log_info("auto: f32 GEMM %s, f16 GEMM %s, bf16 GEMM %s", amp_engine_name(auto_f32),
+	            amp_engine_name(auto_f16), amp_engine_name(auto_bf16));
+}
+
+Test(dispatch, env_override, .fini = kpath_restore)
 {
 	setenv("AMP_KERNELS", "scalar", 1);
 	cr_assert_eq(amp_kernels_select(NULL), (int)AMP_ISA_SCALAR);
@@ -110,6 +173,19 @@ Test(dispatch, env_override, .fini = restore_auto)
 	cr_assert_eq(amp_kernels_select(NULL), -1);
 	unsetenv("AMP_KERNELS");
 	cr_assert_eq(amp_kernels_select(NULL), (int)amp_kernels_best());
+}
+
+/* A fresh process (Criterion forks per test) with $AMP_KERNELS naming no path: auto is used
+ * and the reason is kept for the caller to report. */
+Test(dispatch, env_error_reported, .fini = kpath_restore)
+{
+	setenv("AMP_KERNELS", "sse2", 1);
+	cr_assert_eq(amp_kernels_init(), -1);
+	const char *why = amp_kernels_env_error();
+	cr_assert(why && strstr(why, "no kernel path 'sse2'") && strstr(why, "this CPU has: auto"),
+	          "%s", why ? why : "(null)");
+	cr_assert_eq(amp_kernels_isa(), amp_kernels_best());
+	unsetenv("AMP_KERNELS");
 }
 
 /* ---- GEMM -------------------------------------------------------------------------------------- */
@@ -164,7 +240,7 @@ static void operand_dims(int ta, int tb, const gemm_case *g, size_t c, int64_t *
 
 static void check_gemm_f32(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	rng_seed(42);
 	double worst = 0.0, worst_err = 0.0;
 	int runs = 0;
@@ -301,7 +377,7 @@ static double run_gemm_f16(const char *path, const gemm_case *g, size_t c, int t
 
 static void check_gemm_f16(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	rng_seed(7);
 	const double tol = 2e-3;
 	double worst_pos = 0.0, worst_mixed = 0.0, worst_k4096 = 0.0;
@@ -339,11 +415,148 @@ static void check_gemm_f16(const char *path)
 
 PATH_TESTS(gemm, f16, check_gemm_f16)
 
+/* Shapes for bf16: the fp16 ones, the mlp and conv shapes of the kernel bench (forward and both
+ * backward products) and ragged ones. */
+static const gemm_case gemm_bf16_shapes[] = {
+	{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 64, 64}, {100, 300, 784}, {40, 70, 4096},
+	{700, 40, 20}, {300, 1100, 9}, {3, 5, 0}, {128, 1024, 784}, {128, 784, 1024},
+	{128, 10, 1024}, {10, 1024, 128}, {32, 784, 288}, {288, 784, 32}, {127, 257, 511},
+	{1, 1000, 33}, {33, 2, 1000},
+};
+
+/* One bf16 GEMM run on data in [-1, 1); returns the largest |C - R| / bound (see the file
+ * comment) and sets *maxabs to the largest |C - R|. */
+static double run_gemm_bf16(const char *path, const gemm_case *g, size_t c, int ta, int tb,
+                            int beta1, double *maxabs)
+{
+	int64_t lda, na, ldb, nb, ldc = pick_ld(g->N, c + 2);
+	operand_dims(ta, tb, g, c, &lda, &na, &ldb, &nb);
+	int64_t nc = g->M * ldc;
+	uint16_t *A = malloc((size_t)na * sizeof *A), *B = malloc((size_t)nb * sizeof *B);
+	uint16_t *C = malloc((size_t)nc * sizeof *C), *C0 = malloc((size_t)nc * sizeof *C0);
+	double *Ad = malloc((size_t)na * sizeof *Ad), *Bd = malloc((size_t)nb * sizeof *Bd);
+	double *R = malloc((size_t)(g->M * g->N + 1) * sizeof *R);
+	double *Rabs = malloc((size_t)(g->M * g->N + 1) * sizeof *Rabs);
+	cr_assert(A && B && C && C0 && Ad && Bd && R && Rabs);
+	for (int64_t i = 0; i < na; i++) {
+		A[i] = amp_half_f32_to_bf16(rng_uniform(-1.0f, 1.0f));
+		Ad[i] = (double)amp_half_bf16_to_f32(A[i]);
+	}
+	for (int64_t i = 0; i < nb; i++) {
+		B[i] = amp_half_f32_to_bf16(rng_uniform(-1.0f, 1.0f));
+		Bd[i] = (double)amp_half_bf16_to_f32(B[i]);
+	}
+	for (int64_t i = 0; i < nc; i++)
+		C0[i] = amp_half_f32_to_bf16(rng_uniform(-1.0f, 1.0f));
+	gemm_ref(ta, tb, g->M, g->N, g->K, Ad, lda, Bd, ldb, R, Rabs);
+	for (int64_t i = 0; i < nc; i++)
+		C[i] = beta1 ? C0[i] : 0x7fc1;  /* NaN: must be overwritten under beta 0 */
+	amp_engine e = amp_gemm(AMP_BF16, ta, tb, g->M, g->N, g->K, A, lda, B, ldb,
+	                        beta1 ? 1.0f : 0.0f, C, ldc, NULL);
+	cr_assert_eq(e, amp_kernels_gemm_engine(AMP_BF16), "%s: amp_gemm ran on %s, expected %s",
+	             path, amp_engine_name(e), amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)));
+	double worst = 0.0;
+	for (int64_t i = 0; i < g->M; i++)
+		for (int64_t j = 0; j < ldc; j++) {
+			uint16_t got = C[i * ldc + j];
+			if (j >= g->N) {
+				cr_assert_eq(got, beta1 ? C0[i * ldc + j] : 0x7fc1,
+				             "%s bf16 GEMM wrote outside C", path);
+				continue;
+			}
+			double c0 = beta1 ? (double)amp_half_bf16_to_f32(C0[i * ldc + j]) : 0.0;
+			double want = R[i * g->N + j] + c0, S = Rabs[i * g->N + j] + fabs(c0);
+			double x = (double)amp_half_bf16_to_f32(got);
+			cr_assert(isfinite(x), "%s bf16 GEMM %lldx%lldx%lld: C[%lld][%lld] not finite",
+			          path, (long long)g->M, (long long)g->N, (long long)g->K, (long long)i,
+			          (long long)j);
+			double bound = 0x1p-8 * fabs(want) + 1.01 * (double)(g->K + 2) * 0x1p-24 * S;
+			double d = fabs(x - want);
+			if (d > *maxabs)
+				*maxabs = d;
+			double r = bound > 0.0 ? d / bound : (d > 0.0 ? (double)INFINITY : 0.0);
+			if (r > worst)
+				worst = r;
+		}
+	free(A); free(B); free(C); free(C0); free(Ad); free(Bd); free(R); free(Rabs);
+	return worst;
+}
+
+static void check_gemm_bf16(const char *path)
+{
+	FORCE_PATH(path);
+	rng_seed(17);
+	double worst = 0.0, maxabs = 0.0;
+	int runs = 0;
+	for (size_t c = 0; c < sizeof gemm_bf16_shapes / sizeof *gemm_bf16_shapes; c++) {
+		const gemm_case *g = &gemm_bf16_shapes[c];
+		/* The sanitizer build (AMP_TEST_QUICK=1) runs the big shapes in two layouts only. */
+		const char *q = getenv("AMP_TEST_QUICK");
+		int big = g->M * g->N * g->K > (1 << 23) && q != NULL && strcmp(q, "1") == 0;
+		for (int t = 0; t < 4; t++)
+			for (int beta1 = 0; beta1 <= 1; beta1++) {
+				int ta = t & 1, tb = t >> 1;
+				if (big && (ta != tb || beta1 != ta))
+					continue;
+				double e = run_gemm_bf16(path, g, c, ta, tb, beta1, &maxabs);
+				cr_assert_leq(e, 1.0,
+				              "%s bf16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: error %.3g "
+				              "times the bound 2^-8 |R| + 1.01 (K+2) 2^-24 S",
+				              path, (long long)g->M, (long long)g->N, (long long)g->K, ta, tb,
+				              beta1, e);
+				if (e > worst)
+					worst = e;
+				runs++;
+			}
+	}
+	cr_log_info("%s bf16 GEMM (engine %s): %d runs; max |C - R| %.3g, worst run at %.3g of "
+	            "the bound 2^-8 |R| + 1.01 (K+2) 2^-24 sum|ab|", path,
+	            amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)), runs, maxabs, worst);
+}
+
+PATH_TESTS(gemm, bf16, check_gemm_bf16)
+
+/* amp_gemm reports the engine of the path it ran on, as amp_kernels_gemm_engine says; an
+ * int32 GEMM runs nothing. */
+static void check_gemm_engine(const char *path)
+{
+	FORCE_PATH(path);
+	float a[4] = {1, 2, 3, 4}, c[4];
+	uint16_t h[4] = {0x3c00, 0x4000, 0x4200, 0x4400}, hc[4];
+	uint16_t b[4] = {0x3f80, 0x4000, 0x4040, 0x4080}, bc[4];
+	amp_engine want = strcmp(path, "scalar") == 0 ? AMP_ENGINE_SCALAR : AMP_ENGINE_FP32_FMA;
+	cr_assert_eq(amp_kernels_vec_engine(), want, "%s: vec engine %s", path,
+	             amp_engine_name(amp_kernels_vec_engine()));
+	cr_assert_eq(amp_gemm(AMP_F32, 0, 0, 2, 2, 2, a, 2, a, 2, 0.0f, c, 2, NULL),
+	             amp_kernels_gemm_engine(AMP_F32));
+	cr_assert_eq(amp_kernels_gemm_engine(AMP_F32), want);
+	cr_assert_eq(amp_gemm(AMP_F16, 0, 0, 2, 2, 2, h, 2, h, 2, 0.0f, hc, 2, NULL),
+	             amp_kernels_gemm_engine(AMP_F16));
+	cr_assert_eq(amp_gemm(AMP_BF16, 0, 0, 2, 2, 2, b, 2, b, 2, 0.0f, bc, 2, NULL),
+	             amp_kernels_gemm_engine(AMP_BF16));
+	/* [[1,2],[3,4]]^2 = [[7,10],[15,22]] in every dtype. */
+	cr_assert(c[0] == 7.0f && c[1] == 10.0f && c[2] == 15.0f && c[3] == 22.0f);
+	cr_assert(hc[0] == 0x4700 && hc[3] == 0x4d80, "%s f16: %04x %04x", path, hc[0], hc[3]);
+	cr_assert(bc[0] == 0x40e0 && bc[3] == 0x41b0, "%s bf16: %04x %04x", path, bc[0], bc[3]);
+	cr_assert_eq(amp_gemm(AMP_I32, 0, 0, 2, 2, 2, a, 2, a, 2, 0.0f, c, 2, NULL),
+	             AMP_ENGINE_NONE);
+	cr_assert_eq(amp_kernels_gemm_engine(AMP_I32), AMP_ENGINE_NONE);
+	cr_assert_eq(amp_gemm(AMP_BF16, 0, 0, 0, 2, 2, b, 2, b, 2, 0.0f, bc, 2, NULL),
+	             AMP_ENGINE_NONE, "M = 0 runs nothing");
+	cr_log_info("%s: gemm engines f32 %s, f16 %s, bf16 %s; vec %s", path,
+	            amp_engine_name(amp_kernels_gemm_engine(AMP_F32)),
+	            amp_engine_name(amp_kernels_gemm_engine(AMP_F16)),
+	            amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)),
+	            amp_engine_name(amp_kernels_vec_engine()));
+}
+
+PATH_TESTS(gemm, engine, check_gemm_engine)
+
 /* C = 2 C under beta 2 is outside the contract's {0, 1}, but must not misbehave either; and a
  * GEMM with M or N zero must not touch C. */
 static void check_gemm_edges(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1};
 	float C[4] = {1, 1, 1, 1};
 	amp_gemm_f32(0, 0, 2, 2, 3, A, 3, B, 2, 2.0f, C, 2);  /* [[1,2,3],[4,5,6]] [[1,0],[0,1],[1,1]] */
@@ -393,15 +606,15 @@ static _Atomic int switcher_stop;
 static void *path_switcher(void *arg)
 {
 	(void)arg;
-	static const char *const names[] = {"scalar", "avx2", "avx512", "auto"};
+	static const char *const names[] = {"scalar", "avx2", "avx512", "avx512-bf16", "auto"};
 	for (int i = 0; !switcher_stop; i++)
-		amp_kernels_select(names[i % 4]);
+		amp_kernels_select(names[i % 5]);
 	return NULL;
 }
 
 static void check_threads(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	rng_seed(5);
 	size_t na = THR_M * THR_K, nb = THR_N * THR_K, nc = THR_M * THR_N;
 	gemm_job jobs[2];
@@ -484,10 +697,11 @@ static const gemm_case par_shapes[] = {
 	{96, 500, 300}, {700, 64, 200}, {301, 257, 129}, {130, 1030, 37},
 };
 
-/* 1, 2, 3 and 5 threads must give the same bits, every layout, beta 0 and 1, fp32 and fp16. */
+/* 1, 2, 3 and 5 threads must give the same bits, every layout, beta 0 and 1, fp32, fp16 and
+ * bf16. */
 static void check_thread_count(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	rng_seed(11);
 	static const int counts[] = {2, 3, 5};
 	int runs = 0;
@@ -506,13 +720,20 @@ static void check_thread_count(const char *path)
 		uint16_t *Ah = malloc((size_t)na * sizeof *Ah), *Bh = malloc((size_t)nb * sizeof *Bh);
 		uint16_t *H0 = malloc((size_t)nc * sizeof *H0), *H1 = malloc((size_t)nc * sizeof *H1);
 		uint16_t *Hn = malloc((size_t)nc * sizeof *Hn);
+		uint16_t *Ab = malloc((size_t)na * sizeof *Ab), *Bb = malloc((size_t)nb * sizeof *Bb);
+		uint16_t *G0 = malloc((size_t)nc * sizeof *G0), *G1 = malloc((size_t)nc * sizeof *G1);
+		uint16_t *Gn = malloc((size_t)nc * sizeof *Gn);
 		cr_assert(A && B && C0 && C1 && Cn && Ah && Bh && H0 && H1 && Hn);
+		cr_assert(Ab && Bb && G0 && G1 && Gn);
 		for (int64_t i = 0; i < na; i++)
 			Ah[i] = amp_f32_to_f16(A[i] = rng_uniform(-1.0f, 1.0f));
 		for (int64_t i = 0; i < nb; i++)
 			Bh[i] = amp_f32_to_f16(B[i] = rng_uniform(-1.0f, 1.0f));
 		for (int64_t i = 0; i < nc; i++)
 			H0[i] = amp_f32_to_f16(C0[i] = rng_uniform(-1.0f, 1.0f));
+		amp_cvt(AMP_BF16, Ab, AMP_F32, A, na);
+		amp_cvt(AMP_BF16, Bb, AMP_F32, B, nb);
+		amp_cvt(AMP_BF16, G0, AMP_F32, C0, nc);
 		for (int t = 0; t < 4; t++)
 			for (int beta1 = 0; beta1 <= 1; beta1++) {
 				int ta = t & 1, tb = t >> 1;
@@ -523,12 +744,20 @@ static void check_thread_count(const char *path)
 				memcpy(H1, H0, (size_t)nc * sizeof *H1);
 				amp_gemm_f32(ta, tb, g->M, g->N, g->K, A, lda, B, ldb, beta, C1, ldc);
 				amp_gemm_f16(ta, tb, g->M, g->N, g->K, Ah, lda, Bh, ldb, beta, H1, ldc);
+				memcpy(G1, G0, (size_t)nc * sizeof *G1);
+				amp_gemm_bf16(ta, tb, g->M, g->N, g->K, Ab, lda, Bb, ldb, beta, G1, ldc);
 				for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
 					amp_kernels_set_threads(counts[k]);
 					memcpy(Cn, C0, (size_t)nc * sizeof *Cn);
 					memcpy(Hn, H0, (size_t)nc * sizeof *Hn);
 					amp_gemm_f32(ta, tb, g->M, g->N, g->K, A, lda, B, ldb, beta, Cn, ldc);
 					amp_gemm_f16(ta, tb, g->M, g->N, g->K, Ah, lda, Bh, ldb, beta, Hn, ldc);
+					memcpy(Gn, G0, (size_t)nc * sizeof *Gn);
+					amp_gemm_bf16(ta, tb, g->M, g->N, g->K, Ab, lda, Bb, ldb, beta, Gn, ldc);
+					cr_assert(memcmp(G1, Gn, (size_t)nc * sizeof *Gn) == 0,
+					          "%s bf16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: %d threads "
+					          "differ from 1", path, (long long)g->M, (long long)g->N,
+					          (long long)g->K, ta, tb, beta1, counts[k]);
 					cr_assert(memcmp(C1, Cn, (size_t)nc * sizeof *Cn) == 0,
 					          "%s f32 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: %d threads "
 					          "differ from 1", path, (long long)g->M, (long long)g->N,
@@ -537,13 +766,13 @@ static void check_thread_count(const char *path)
 					          "%s f16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: %d threads "
 					          "differ from 1", path, (long long)g->M, (long long)g->N,
 					          (long long)g->K, ta, tb, beta1, counts[k]);
-					runs += 2;
+					runs += 3;
 				}
 			}
 		free(A); free(B); free(C0); free(C1); free(Cn); free(Ah); free(Bh); free(H0); free(H1);
-		free(Hn);
+		free(Hn); free(Ab); free(Bb); free(G0); free(G1); free(Gn);
 	}
-	cr_log_info("%s GEMM: %d runs on 2, 3 and 5 threads, all bit-identical to 1 thread", path,
+	cr_log_info("%s GEMM (fp32, fp16, bf16): %d runs on 2, 3 and 5 threads, all bit-identical to 1 thread", path,
 	            runs);
 }
 
@@ -579,7 +808,7 @@ static void probe_fn(void *arg, int t, int n)
 	while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 50000);
 }
 
-Test(pool, each_share_once, .fini = restore_auto)
+Test(pool, each_share_once, .fini = kpath_restore)
 {
 	amp_kernels_set_threads(3);
 	int off_caller = 0;
@@ -604,7 +833,7 @@ Test(pool, each_share_once, .fini = restore_auto)
 	cr_assert_eq(amp_kernels_parallel(4, probe_fn, &p), 1, "one thread: one share");
 }
 
-Test(pool, thread_count_setting, .fini = restore_auto)
+Test(pool, thread_count_setting, .fini = kpath_restore)
 {
 	/* A fresh process (Criterion forks per test): the count comes from the environment. */
 	setenv("AMP_NUM_THREADS", "3", 1);
@@ -635,7 +864,7 @@ static float ew_value(void)
 
 static void check_elementwise(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	rng_seed(1234);
 	size_t cap = EW_MAX + 1 + EW_GUARD;
 	float *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b);
@@ -702,11 +931,13 @@ PATH_TESTS(elementwise, bitexact, check_elementwise)
 
 static void check_nonfinite(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	rng_seed(99);
 	static const uint32_t bad32[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
 	                                 0xffffffffu, 0xffc00000u};
 	static const uint16_t bad16[] = {0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xffff, 0xfe00};
+	static const uint16_t badb[] = {0x7f80, 0xff80, 0x7fc0, 0x7f81, 0xffff, 0xffc0};
+	static const uint16_t goodb[] = {0x7f7f, 0xff7f, 0x0001, 0x8000, 0x007f};
 	/* Largest finite values and others that only look odd. */
 	static const uint32_t good32[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80000000u};
 	static const uint16_t good16[] = {0x7bff, 0xfbff, 0x0001, 0x8000, 0x03ff};
@@ -714,15 +945,17 @@ static void check_nonfinite(const char *path)
 	static const int64_t lens[] = {0, 1, 2, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000,
 	                               10007, 3 * (1 << 20) + 37};
 	float *f = malloc((size_t)big * sizeof *f);
-	uint16_t *h = malloc((size_t)big * sizeof *h);
-	cr_assert(f && h);
+	uint16_t *h = malloc((size_t)big * sizeof *h), *bf = malloc((size_t)big * sizeof *bf);
+	cr_assert(f && h && bf);
 	int64_t cases = 0;
 	for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
 		int64_t n = lens[li];
 		for (int64_t i = 0; i < n; i++) {
 			f[i] = f32_of_bits(i % 7 == 0 ? good32[(i / 7) % 4] : bits_of_f32(ew_value()));
 			h[i] = i % 5 == 0 ? good16[(i / 5) % 5] : amp_f32_to_f16(rng_uniform(-6e4f, 6e4f));
+			bf[i] = i % 5 == 0 ? goodb[(i / 5) % 5] : amp_half_f32_to_bf16(ew_value());
 		}
+		cr_assert_eq(amp_count_nonfinite_bf16(bf, n), 0, "%s n=%lld", path, (long long)n);
 		cr_assert_eq(amp_count_nonfinite_f32(f, n), 0, "%s n=%lld", path, (long long)n);
 		cr_assert_eq(amp_count_nonfinite_f16(h, n), 0, "%s n=%lld", path, (long long)n);
 		/* Plant at the ends, the middle, and vector-block edges. */
@@ -735,22 +968,28 @@ static void check_nonfinite(const char *path)
 				continue;
 			f[at] = f32_of_bits(bad32[p % 6]);
 			h[at] = bad16[p % 6];
+			bf[at] = badb[p % 6];
 			planted++;
 		}
 		cr_assert_eq(amp_count_nonfinite_f32(f, n), planted, "%s f32 n=%lld", path, (long long)n);
 		cr_assert_eq(amp_count_nonfinite_f16(h, n), planted, "%s f16 n=%lld", path, (long long)n);
+		cr_assert_eq(amp_count_nonfinite_bf16(bf, n), planted, "%s bf16 n=%lld", path,
+		             (long long)n);
 		cases++;
 	}
 	/* Everything non-finite: counts must not wrap in the vector lanes. */
 	for (int64_t i = 0; i < big; i++) {
 		f[i] = f32_of_bits(bad32[i % 6]);
 		h[i] = bad16[i % 6];
+		bf[i] = badb[i % 6];
 	}
+	cr_assert_eq(amp_count_nonfinite_bf16(bf, big), big, "%s all-NaN bf16", path);
 	cr_assert_eq(amp_count_nonfinite_f32(f, big), big, "%s all-NaN f32", path);
 	cr_assert_eq(amp_count_nonfinite_f16(h, big), big, "%s all-NaN f16", path);
 	cr_log_info("%s non-finite counters: %lld lengths, exact counts", path, (long long)cases);
 	free(f);
 	free(h);
+	free(bf);
 }
 
 PATH_TESTS(nonfinite, count, check_nonfinite)
@@ -785,7 +1024,7 @@ static void assert_same_stats(const amp_stats *a, const amp_stats *b, const char
  * values that overflow FP16, 1 and 2 threads (the shares' statistics merged). */
 static void check_gemm_stats(const char *path)
 {
-	force_path(path);
+	FORCE_PATH(path);
 	static const struct {
 		int64_t M, N, K;
 		int ta, tb;
@@ -824,12 +1063,69 @@ static void check_gemm_stats(const char *path)
 			snprintf(what, sizeof what, "%s %lldx%lldx%lld, %d thread(s)", path, (long long)M,
 			         (long long)N, (long long)K, threads);
 			assert_same_stats(&fused, &after, what);
+			/* bf16: the same inputs rounded to bf16, C with +Inf and NaN under beta 1 too. */
+			uint16_t *Ab = malloc((size_t)(M * K) * 2), *Bb = malloc((size_t)(K * N) * 2);
+			cr_assert(Ab && Bb);
+			for (int64_t i = 0; i < M * K; i++)
+				Ab[i] = amp_half_f32_to_bf16(1e30f * amp_f16_to_f32(A[i]));
+			for (int64_t i = 0; i < K * N; i++)
+				Bb[i] = amp_half_f32_to_bf16(amp_f16_to_f32(B[i]));
+			for (int64_t i = 0; i < M * N; i++)
+				C1[i] = C2[i] = amp_half_f32_to_bf16((float)(i % 13) - 6.0f);
+			if (M * N > 4)
+				C1[1] = C2[1] = 0x7f80, C1[3] = C2[3] = 0x7fc0;
+			amp_gemm_bf16(cases[c].ta, cases[c].tb, M, N, K, Ab, lda, Bb, ldb, cases[c].beta,
+			              C1, N);
+			amp_gemm_bf16_stats(cases[c].ta, cases[c].tb, M, N, K, Ab, lda, Bb, ldb,
+			                    cases[c].beta, C2, N, &fused);
+			cr_assert(memcmp(C1, C2, (size_t)(M * N) * 2) == 0, "%s case %zu: bf16 C differs",
+			          path, c);
+			amp_stats_bf16(C1, M * N, &after);
+			snprintf(what, sizeof what, "%s bf16 %lldx%lldx%lld, %d thread(s)", path,
+			         (long long)M, (long long)N, (long long)K, threads);
+			assert_same_stats(&fused, &after, what);
+			free(Ab), free(Bb);
 			free(A), free(B), free(C1), free(C2);
 		}
 	}
 }
 
 PATH_TESTS(gemm, f16_statistics, check_gemm_stats)
+
+/* amp_stats_bf16 (dispatched and on each statistics path) equals amp_stats_f32 of the widened
+ * values, on lengths around the widening block and with every exponent, NaN and Inf. */
+static void check_stats_bf16(const char *path)
+{
+	FORCE_PATH(path);
+	static const int64_t lens[] = {0, 1, 15, 16, 17, 4095, 4096, 4097, 10000, 3 * 4096 + 5};
+	enum { NMAX = 3 * 4096 + 5 };
+	static uint16_t x[NMAX];
+	static float w[NMAX];
+	rng_seed(23);
+	for (int64_t i = 0; i < NMAX; i++)
+		x[i] = (uint16_t)rng_u64();  /* every pattern: subnormals, NaN, Inf, |x| >= 65536 */
+	amp_cvt_bf16_f32(x, w, NMAX);
+	static const amp_isa isas[] = {AMP_ISA_SCALAR, AMP_ISA_AVX2, AMP_ISA_AVX512};
+	for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+		int64_t n = lens[l];
+		amp_stats want, got;
+		amp_stats_f32_on(AMP_ISA_SCALAR, w, n, &want);
+		amp_stats_bf16(x, n, &got);
+		char what[80];
+		snprintf(what, sizeof what, "%s amp_stats_bf16 n=%lld", path, (long long)n);
+		assert_same_stats(&got, &want, what);
+		for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
+			amp_stats_bf16_on(isas[i], x, n, &got);
+			snprintf(what, sizeof what, "%s amp_stats_bf16_on(%s) n=%lld", path,
+			         amp_isa_name(isas[i]), (long long)n);
+			assert_same_stats(&got, &want, what);
+		}
+	}
+	cr_log_info("%s amp_stats_bf16: %zu lengths up to %d, equal to amp_stats_f32 of the widened "
+	            "values", path, sizeof lens / sizeof *lens, NMAX);
+}
+
+PATH_TESTS(stats, bf16_equals_widened_f32, check_stats_bf16)
 
 Test(stats, merge_is_exact)
 {

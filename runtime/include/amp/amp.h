@@ -87,7 +87,9 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *   loss_scale_min, loss_scale_max  clamps (default 1 and 16777216)
  *   seed                RNG seed for initialisation and dropout (default 1)
  *   num_threads         kernel threads (default 1; also AMP_NUM_THREADS)
- *   kernels             auto | avx512 | avx2 | scalar (also AMP_KERNELS)
+ *   kernels             auto or a kernel path: scalar, avx2, avx512, avx512-bf16, avx512-fp16,
+ *                       amx-bf16 (also AMP_KERNELS); one this CPU lacks is refused, naming
+ *                       the paths it has
  * Returns AMP_ECONFIG for an unknown key, bad value or unknown op name. */
 int amp_config_set(amp_ctx *ctx, const char *key, const char *value);
 /* Reads an amp.cfg file of "key = value" lines ('#' starts a comment). */
