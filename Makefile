@@ -35,7 +35,9 @@ PROF_SRC  := $(filter-out profiler/main.c,$(wildcard profiler/*.c))
 DUMP_SRC  := $(filter-out dump/main.c,$(wildcard dump/*.c))
 VIEW_SRC  := $(filter-out viewer/main.c,$(wildcard viewer/*.c))
 EX_SRC    := $(wildcard examples/*.c)
-EXCOM_SRC := $(wildcard examples/common/*.c)
+# The examples link the option table of schema/ (amp_opt.c) but not the rest of the schema
+# module (which needs SQLite).
+EXCOM_SRC := $(wildcard examples/common/*.c) schema/amp_opt.c
 BENCH_SRC := $(wildcard bench/*.c)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 

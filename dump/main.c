@@ -1,6 +1,7 @@
 /* main.c — ampdump: tensor dumps by step, .npy export, FP32-vs-AMP comparison, re-runs.
  *
- * The command line is an option table; the chosen mode runs one subcommand of libampdump.
+ * The command line is an option table (amp_opt.h) that also prints --help; the chosen mode
+ * runs one subcommand of libampdump.
  * Exit status: 0 ok, 1 bad input (unknown step or tensor, unreadable profile, unwritable
  * directory), 2 usage error.
  */
@@ -12,23 +13,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_opt.h"
 #include "dump.h"
 
 #ifndef AMP_VERSION
 #define AMP_VERSION "0.0.0"
 #endif
 
-static const char usage_head[] =
-    "usage: ampdump --step=<n> [--db=<profile.db>] [--format=text|csv|json]\n"
-    "   or: ampdump --list [--db=<profile.db>] [--format=text|csv|json]\n"
-    "   or: ampdump --step=<n> [--tensor=<id|name>] --npy=<dir> [--force] [--db=<profile.db>]\n"
-    "   or: ampdump --compare <a.db> <b.db> [--step=<n>] [--cosine=<x>] [--max-abs=<x>]\n"
+static const char *const usage_lines[] = {
+    "ampdump --step=<n> [--db=<profile.db>] [--format=text|csv|json]",
+    "ampdump --list [--db=<profile.db>] [--format=text|csv|json]",
+    "ampdump --step=<n> [--tensor=<id|name>] --npy=<dir> [--force] [--db=<profile.db>]",
+    "ampdump --compare <a.db> <b.db> [--step=<n>] [--cosine=<x>] [--max-abs=<x>]\n"
     "                 [--norm-diff=<x>] [--cosine-floor=<x>] [--max-abs-ceiling=<x>]\n"
-    "                 [--rtol=<x>]\n"
-    "   or: ampdump --application=<cmd> --step=<n> [--output=<dump.db>] [--force]\n";
+    "                 [--rtol=<x>]",
+    "ampdump --application=<cmd> --step=<n> [--output=<dump.db>] [--force]",
+    NULL,
+};
 
-static const char usage_body[] =
-    "\n"
+static const char about[] =
     "Shows the tensors a profile recorded at a step (origin of the first non-finite value\n"
     "first, marked *), exports dumped tensors as .npy files, compares the dumps of two runs\n"
     "op by op, or re-runs a program to dump one step in full.\n"
@@ -41,26 +44,54 @@ static const char usage_body[] =
     "run's loss scale.  The first divergence is the first tensor with Inf/NaN where the other\n"
     "run is finite, else the first one flagged.\n"
     "\n"
-    "    --db=<file>            profile to read (default profile.db; also as the argument)\n"
-    "    --step=<n>             step to show, export, compare or dump (from 0)\n"
-    "    --list                 list the steps with anomalies or dumps\n"
-    "    --format=<fmt>         text, csv or json (default text)\n"
-    "    --tensor=<id|name>     tensor to export: dump_id or name (default: every dump)\n"
-    "    --npy=<dir>            write .npy files into dir (created if missing)\n"
-    "    --force                overwrite existing files\n"
-    "    --compare              compare two profiles: a (reference) and b\n"
-    "    --cosine=<x>           drift: cosine similarity below x (default 0.99), or ...\n"
-    "    --norm-diff=<x>        ... norm ratio |b|/|a| off 1 by more than x (default 0.1) ...\n"
-    "    --max-abs=<x>          ... with an error above x + rtol*|a| (default 0.001)\n"
-    "    --cosine-floor=<x>     floor: cosine similarity below x alone (default 0.9)\n"
-    "    --max-abs-ceiling=<x>  ceiling: an error above x + rtol*|a| alone (default 1)\n"
-    "    --rtol=<x>             relative part of both errors (default 0.0009765625 = 2^-10\n"
-    "                           with an fp16 side, 0.0078125 = 2^-7 with bf16, else 0)\n"
-    "    --application=<cmd>    re-run cmd under ampprof and dump --step in full\n"
-    "    --output=<file>        database of the re-run (default dump.db)\n"
-    "    --verbose              show ampprof's progress and summary during the re-run\n"
-    "    -h, --help             show this help\n"
-    "    --version              show the version\n";
+    "--npy writes fp32 as <f4, fp16 as <f2, int32 as <i4, and bf16 as exact fp32 (<f4):\n"
+    "numpy has no bf16 dtype, and every bf16 value is an fp32 value.";
+
+enum {
+	OPT_DB = 256, OPT_STEP, OPT_LIST, OPT_FORMAT, OPT_TENSOR, OPT_NPY, OPT_FORCE, OPT_COMPARE,
+	OPT_COSINE, OPT_MAX_ABS, OPT_NORM_DIFF, OPT_COSINE_FLOOR, OPT_MAX_ABS_CEILING, OPT_RTOL,
+	OPT_APPLICATION, OPT_OUTPUT, OPT_VERBOSE, OPT_VERSION,
+};
+
+static const amp_opt options[] = {
+    {OPT_DB, 0, "db", "<file>", "profile to read (also as the argument)", "profile.db"},
+    {OPT_STEP, 0, "step", "<n>", "step to show, export, compare or dump (from 0)", NULL},
+    {OPT_LIST, 0, "list", NULL, "list the steps with anomalies or dumps", NULL},
+    {OPT_FORMAT, 0, "format", "<fmt>", "text, csv or json", "text"},
+    {OPT_TENSOR, 0, "tensor", "<id|name>", "tensor to export: dump_id or name", "every dump"},
+    {OPT_NPY, 0, "npy", "<dir>", "write .npy files into dir (created if missing);\n"
+     "bf16 is written as exact fp32 (<f4)", NULL},
+    {OPT_FORCE, 0, "force", NULL, "overwrite existing files", NULL},
+    {OPT_COMPARE, 0, "compare", NULL, "compare two profiles: a (reference) and b", NULL},
+    {OPT_COSINE, 0, "cosine", "<x>", "drift: cosine similarity below x, or ...", "0.99"},
+    {OPT_NORM_DIFF, 0, "norm-diff", "<x>", "... norm ratio |b|/|a| off 1 by more than x",
+     "0.1"},
+    {OPT_MAX_ABS, 0, "max-abs", "<x>", "... with an error above x + rtol*|a|", "0.001"},
+    {OPT_COSINE_FLOOR, 0, "cosine-floor", "<x>", "floor: cosine similarity below x alone", "0.9"},
+    {OPT_MAX_ABS_CEILING, 0, "max-abs-ceiling", "<x>", "ceiling: an error above x + rtol*|a| alone",
+     "1"},
+    {OPT_RTOL, 0, "rtol", "<x>", "relative part of both errors: 0.0078125 = 2^-7\n"
+     "with a bf16 side, else 0.0009765625 = 2^-10 with\nan fp16 side, else 0", "by dtype"},
+    {OPT_APPLICATION, 0, "application", "<cmd>", "re-run cmd under ampprof and dump --step in full",
+     NULL},
+    {OPT_OUTPUT, 0, "output", "<file>", "database of the re-run", "dump.db"},
+    {OPT_VERBOSE, 0, "verbose", NULL, "show ampprof's progress and summary during the re-run",
+     NULL},
+    {'h', 'h', "help", NULL, "show this help", NULL},
+    {OPT_VERSION, 0, "version", NULL, "show the version", NULL},
+};
+
+static const amp_opt_spec spec = {
+    .tool = "ampdump",
+    .usage = usage_lines,
+    .about = about,
+    .opts = options,
+    .n_opts = sizeof options / sizeof options[0],
+    .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
+              "\n"
+              "Exit status: 0 ok, 1 bad input (unknown step or tensor, unreadable profile,\n"
+              "unwritable directory), 2 usage error.\n",
+};
 
 typedef struct cli {
 	const char *db, *format, *tensor, *npy, *application, *output;
@@ -71,95 +102,54 @@ typedef struct cli {
 	int npos;
 } cli;
 
-typedef enum { ARG_NONE, ARG_VALUE } arg_kind;
-
-typedef struct option_def {
-	const char *name; /* without the leading "--" */
-	arg_kind kind;
-	size_t offset; /* of the const char * (ARG_VALUE) or int (ARG_NONE) in cli */
-} option_def;
-
-static const option_def options[] = {
-    {"db", ARG_VALUE, offsetof(cli, db)},
-    {"step", ARG_VALUE, offsetof(cli, step_text)},
-    {"list", ARG_NONE, offsetof(cli, list)},
-    {"format", ARG_VALUE, offsetof(cli, format)},
-    {"tensor", ARG_VALUE, offsetof(cli, tensor)},
-    {"npy", ARG_VALUE, offsetof(cli, npy)},
-    {"force", ARG_NONE, offsetof(cli, force)},
-    {"compare", ARG_NONE, offsetof(cli, compare)},
-    {"cosine", ARG_VALUE, offsetof(cli, cosine_text)},
-    {"max-abs", ARG_VALUE, offsetof(cli, max_abs_text)},
-    {"norm-diff", ARG_VALUE, offsetof(cli, norm_text)},
-    {"cosine-floor", ARG_VALUE, offsetof(cli, floor_text)},
-    {"max-abs-ceiling", ARG_VALUE, offsetof(cli, ceiling_text)},
-    {"rtol", ARG_VALUE, offsetof(cli, rtol_text)},
-    {"application", ARG_VALUE, offsetof(cli, application)},
-    {"output", ARG_VALUE, offsetof(cli, output)},
-    {"verbose", ARG_NONE, offsetof(cli, verbose)},
-    {"help", ARG_NONE, offsetof(cli, help)},
-    {"version", ARG_NONE, offsetof(cli, version)},
-};
-
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
-	fputs("ampdump: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	fputs(usage_head, stderr);
-	fputs("hint: `ampdump --help` describes every option\n", stderr);
+	amp_opt_error(&spec, NULL, "%s", msg);
 	return DUMP_EXIT_USAGE;
 }
 
 /* Parses argv into c.  Returns 0 or DUMP_EXIT_USAGE (message printed). */
 static int parse_args(int argc, char **argv, cli *c)
 {
-	int only_positional = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (only_positional || a[0] != '-' || a[1] == '\0') {
-			if (c->npos == 3)
-				return usage_error("too many arguments ('%s')", a);
-			c->pos[c->npos++] = a;
-			continue;
+	amp_opt_state st;
+	const char *v;
+	int id;
+	amp_opt_begin(&st, &spec, argc, argv);
+	while ((id = amp_opt_next(&st, &v)) != AMP_OPT_END) {
+		switch (id) {
+		case AMP_OPT_ERROR: return DUMP_EXIT_USAGE;
+		case OPT_DB: c->db = v; break;
+		case OPT_STEP: c->step_text = v; break;
+		case OPT_LIST: c->list = 1; break;
+		case OPT_FORMAT: c->format = v; break;
+		case OPT_TENSOR: c->tensor = v; break;
+		case OPT_NPY: c->npy = v; break;
+		case OPT_FORCE: c->force = 1; break;
+		case OPT_COMPARE: c->compare = 1; break;
+		case OPT_COSINE: c->cosine_text = v; break;
+		case OPT_MAX_ABS: c->max_abs_text = v; break;
+		case OPT_NORM_DIFF: c->norm_text = v; break;
+		case OPT_COSINE_FLOOR: c->floor_text = v; break;
+		case OPT_MAX_ABS_CEILING: c->ceiling_text = v; break;
+		case OPT_RTOL: c->rtol_text = v; break;
+		case OPT_APPLICATION: c->application = v; break;
+		case OPT_OUTPUT: c->output = v; break;
+		case OPT_VERBOSE: c->verbose = 1; break;
+		case 'h': c->help = 1; break;
+		case OPT_VERSION: c->version = 1; break;
+		default: return usage_error("unhandled option '%s'", argv[st.optind - 1]);
 		}
-		if (strcmp(a, "--") == 0) {
-			only_positional = 1;
-			continue;
-		}
-		if (strcmp(a, "-h") == 0) {
-			c->help = 1;
-			continue;
-		}
-		if (a[1] != '-')
-			return usage_error("unknown option '%s'", a);
-		const char *name = a + 2, *eq = strchr(name, '=');
-		size_t len = eq ? (size_t)(eq - name) : strlen(name);
-		const option_def *o = NULL;
-		for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
-			if (strlen(options[k].name) == len &&
-			    strncmp(options[k].name, name, len) == 0)
-				o = &options[k];
-		if (!o)
-			return usage_error("unknown option '%s'", a);
-		char *field = (char *)c + o->offset;
-		if (o->kind == ARG_NONE) {
-			if (eq)
-				return usage_error("option '%s' takes no value", a);
-			*(int *)(void *)field = 1;
-			continue;
-		}
-		const char *value = eq ? eq + 1 : NULL;
-		if (!value) {
-			if (i + 1 >= argc)
-				return usage_error("option '%s' needs a value", a);
-			value = argv[++i];
-		}
-		*(const char **)(void *)field = value;
+	}
+	for (int i = st.optind; i < argc; i++) {
+		if (c->npos == 3)
+			return usage_error("too many arguments ('%s')", argv[i]);
+		c->pos[c->npos++] = argv[i];
 	}
 	return 0;
 }
@@ -250,9 +240,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (c.help) {
-		fputs(usage_head, stdout);
-		fputs(usage_body, stdout);
-		return DUMP_EXIT_OK;
+		amp_opt_help(&spec, stdout);
+		return fflush(stdout) == 0 ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
 	}
 	if (c.version) {
 		printf("ampdump %s\n", AMP_VERSION);

@@ -1,4 +1,5 @@
-/* main.c — ampprof's command line: the command table (profile, report, export) and options.
+/* main.c — ampprof's command line: the command table (profile, report, export), each command
+ * with its option table (amp_opt.h), from which its --help is printed.
  *
  *   ampprof [options] --application="prog args"     profile (through /bin/sh -c)
  *   ampprof [options] -- prog args                   profile (exec'd directly)
@@ -9,48 +10,70 @@
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
 #endif
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_opt.h"
 #include "prof.h"
 #include "profile_db.h"
 
-static const char profile_usage[] =
-    "usage: ampprof [<options>] --application=<command>\n"
-    "   or: ampprof [<options>] -- <program> [<args>...]\n"
-    "   or: ampprof report [--format=text|json] [<profile.db>]\n"
-    "   or: ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]\n"
-    "\n"
-    "Profiles a mixed-precision training run into one SQLite database.\n"
-    "\n"
-    "    --application=<cmd>     command line run by /bin/sh -c\n"
-    "    -o, --output=<file>     database to write                     (profile.db)\n"
-    "    -f, --force             overwrite an existing output\n"
-    "    --steps=<range>         steps traced in full detail, e.g. 10-20,50  (all)\n"
-    "                            (step rows are written for every step)\n"
-    "    --callstack=on|off      record the user call site of every op     (on)\n"
-    "    --nan-check=op|step|off non-finite checks                          (op)\n"
-    "    --stats-every=<n>       full tensor statistics every n steps; the other\n"
-    "                            steps count non-finite values only        (1)\n"
-    "    --dump=nonfinite|off    dump the tensors of the first non-finite op (off)\n"
-    "    --dump-steps=<list>     steps whose tensors are all dumped\n"
-    "    --dump-limit=<size>     total bytes of dumps, e.g. 1G              (256M)\n"
-    "    --fp16-threshold=<pct>  FP16 share below this is flagged           (70)\n"
-    "    --memcpy-threshold=<pct> copy share above this is flagged          (15)\n"
-    "    --drop                  drop events when a ring is full (counted) instead of waiting\n"
-    "    --ring-size=<slots>     64-byte slots per thread ring              (32768)\n"
-    "    -q, --quiet             no status line and no summary\n"
-    "    -h, --help              this help\n"
-    "    --version               versions of ampprof, the schema and the wire format\n"
-    "\n"
-    "Exit status: the application's own (its exit code, or 128 + signal number), except:\n"
-    "    2  usage error (bad option or value)\n"
-    "    3  the application could not be started (missing, not executable)\n"
-    "    4  the output database could not be created or written\n"
-    "    5  internal error\n"
-    "    6  report/export: the profile could not be read\n"
-    "    7  the application sent no events (not linked with libamprt)\n";
+enum {
+	OPT_APPLICATION = 256, OPT_STEPS, OPT_CALLSTACK, OPT_NAN_CHECK, OPT_DUMP, OPT_DUMP_STEPS,
+	OPT_DUMP_LIMIT, OPT_FP16, OPT_MEMCPY, OPT_DROP, OPT_RING_SIZE, OPT_VERSION, OPT_FORMAT,
+	OPT_TABLE, OPT_STATS_EVERY,
+};
+
+static const char *const profile_usage[] = {
+    "ampprof [<options>] --application=<command>",
+    "ampprof [<options>] -- <program> [<args>...]",
+    "ampprof report [--format=text|json] [<profile.db>]",
+    "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
+    NULL,
+};
+
+static const amp_opt profile_opts[] = {
+    {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c", NULL},
+    {'o', 'o', "output", "<file>", "database to write", "profile.db"},
+    {'f', 'f', "force", NULL, "overwrite an existing output", NULL},
+    {OPT_STEPS, 0, "steps", "<range>", "steps traced in full detail, e.g. 10-20,50\n"
+     "(step rows are written for every step)", "all"},
+    {OPT_CALLSTACK, 0, "callstack", "on|off", "record the user call site of every op", "on"},
+    {OPT_NAN_CHECK, 0, "nan-check", "op|step|off", "non-finite checks", "op"},
+    {OPT_STATS_EVERY, 0, "stats-every", "<n>", "full tensor statistics every n steps; the\n"
+     "other steps count non-finite values only", "1"},
+    {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "off"},
+    {OPT_DUMP_STEPS, 0, "dump-steps", "<list>", "steps whose tensors are all dumped", NULL},
+    {OPT_DUMP_LIMIT, 0, "dump-limit", "<size>", "total bytes of dumps, e.g. 1G", "256M"},
+    {OPT_FP16, 0, "fp16-threshold", "<pct>", "FP16 share below this is flagged", "70"},
+    {OPT_MEMCPY, 0, "memcpy-threshold", "<pct>", "copy share above this is flagged", "15"},
+    {OPT_DROP, 0, "drop", NULL, "drop events when a ring is full (counted) instead\n"
+     "of waiting", NULL},
+    {OPT_RING_SIZE, 0, "ring-size", "<slots>", "64-byte slots per thread ring", "32768"},
+    {'q', 'q', "quiet", NULL, "no status line and no summary", NULL},
+    {'h', 'h', "help", NULL, "show this help ('ampprof <command> --help' for a command's)",
+     NULL},
+    {OPT_VERSION, 0, "version", NULL, "versions of ampprof, the schema and the wire format",
+     NULL},
+};
+
+static const amp_opt_spec profile_spec = {
+    .tool = "ampprof",
+    .usage = profile_usage,
+    .about = "Profiles a mixed-precision training run into one SQLite database.\n"
+             "Commands: report (the summary of a profile), export (Chrome trace or CSV).",
+    .opts = profile_opts,
+    .n_opts = sizeof profile_opts / sizeof profile_opts[0],
+    .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
+              "\n"
+              "Exit status: the application's own (its exit code, or 128 + signal number), except:\n"
+              "    2  usage error (bad option or value)\n"
+              "    3  the application could not be started (missing, not executable)\n"
+              "    4  the output database could not be created or written\n"
+              "    5  internal error\n"
+              "    6  report/export: the profile could not be read\n"
+              "    7  the application sent no events (not linked with libamprt)\n",
+    .in_order = 1,
+};
 
 static void print_version(void)
 {
@@ -58,17 +81,26 @@ static void print_version(void)
 	       AMP_WIRE_VERSION);
 }
 
-static int usage_error(const char *hint, const char *fmt, const char *arg)
-    __attribute__((format(printf, 2, 0)));
-static int usage_error(const char *hint, const char *fmt, const char *arg)
+/* A usage error of spec: the message, the usage lines and the hint (or where the help is). */
+static int usage_error(const amp_opt_spec *spec, const char *hint, const char *fmt,
+                       const char *arg) __attribute__((format(printf, 3, 0)));
+static int usage_error(const amp_opt_spec *spec, const char *hint, const char *fmt,
+                       const char *arg)
 {
 	char msg[1024];
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 	snprintf(msg, sizeof msg, fmt, arg);
 #pragma GCC diagnostic pop
-	prof_error(hint ? hint : "see 'ampprof --help'", "%s", msg);
+	amp_opt_error(spec, hint, "%s", msg);
 	return PROF_EXIT_USAGE;
+}
+
+/* Prints spec's help on stdout; 0, or 1 if stdout cannot be written. */
+static int print_help(const amp_opt_spec *spec)
+{
+	amp_opt_help(spec, stdout);
+	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 }
 
 static int parse_pct(const char *text, double *out)
@@ -81,34 +113,9 @@ static int parse_pct(const char *text, double *out)
 	return 0;
 }
 
-enum {
-	OPT_APPLICATION = 256, OPT_STEPS, OPT_CALLSTACK, OPT_NAN_CHECK, OPT_DUMP, OPT_DUMP_STEPS,
-	OPT_DUMP_LIMIT, OPT_FP16, OPT_MEMCPY, OPT_DROP, OPT_RING_SIZE, OPT_VERSION, OPT_FORMAT,
-	OPT_TABLE, OPT_STATS_EVERY,
-};
-
 static int cmd_profile(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"application", required_argument, NULL, OPT_APPLICATION},
-	    {"output", required_argument, NULL, 'o'},
-	    {"force", no_argument, NULL, 'f'},
-	    {"steps", required_argument, NULL, OPT_STEPS},
-	    {"callstack", required_argument, NULL, OPT_CALLSTACK},
-	    {"nan-check", required_argument, NULL, OPT_NAN_CHECK},
-	    {"stats-every", required_argument, NULL, OPT_STATS_EVERY},
-	    {"dump", required_argument, NULL, OPT_DUMP},
-	    {"dump-steps", required_argument, NULL, OPT_DUMP_STEPS},
-	    {"dump-limit", required_argument, NULL, OPT_DUMP_LIMIT},
-	    {"fp16-threshold", required_argument, NULL, OPT_FP16},
-	    {"memcpy-threshold", required_argument, NULL, OPT_MEMCPY},
-	    {"drop", no_argument, NULL, OPT_DROP},
-	    {"ring-size", required_argument, NULL, OPT_RING_SIZE},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, OPT_VERSION},
-	    {NULL, 0, NULL, 0},
-	};
+	const amp_opt_spec *sp = &profile_spec;
 	prof_options o;
 	memset(&o, 0, sizeof o);
 	o.output = "profile.db";
@@ -120,105 +127,106 @@ static int cmd_profile(int argc, char **argv)
 	o.memcpy_threshold = 15;
 	o.ring_slots = 32768;
 	o.ring_count = 16;
+	amp_opt_state ps;
+	const char *optarg_;
 	int c;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+o:fqh", longopts, NULL)) != -1) {
+	amp_opt_begin(&ps, sp, argc, argv);
+	while ((c = amp_opt_next(&ps, &optarg_)) != AMP_OPT_END) {
+		const char *val = optarg_;
 		switch (c) {
-		case OPT_APPLICATION: o.application = optarg; break;
-		case 'o': o.output = optarg; break;
+		case AMP_OPT_ERROR: return PROF_EXIT_USAGE;
+		case OPT_APPLICATION: o.application = val; break;
+		case 'o': o.output = val; break;
 		case 'f': o.force = 1; break;
 		case 'q': o.quiet = 1; break;
-		case 'h': fputs(profile_usage, stdout); return 0;
+		case 'h': return print_help(sp);
 		case OPT_VERSION: print_version(); return 0;
 		case OPT_DROP: o.drop = 1; break;
 		case OPT_STEPS:
-			o.n_steps = prof_parse_ranges(optarg, o.steps, AMP_MAX_RANGES);
+			o.n_steps = prof_parse_ranges(val, o.steps, AMP_MAX_RANGES);
 			if (o.n_steps < 0)
-				return usage_error("expected steps like 10, 10-20, 100- or 1,5-7",
-				                   "invalid value '%s' for --steps", optarg);
+				return usage_error(sp, "expected steps like 10, 10-20, 100- or 1,5-7",
+				                   "invalid value '%s' for --steps", val);
 			break;
 		case OPT_DUMP_STEPS:
-			o.n_dump_steps = prof_parse_ranges(optarg, o.dump_steps, AMP_MAX_RANGES);
+			o.n_dump_steps = prof_parse_ranges(val, o.dump_steps, AMP_MAX_RANGES);
 			if (o.n_dump_steps < 0)
-				return usage_error("expected steps like 10, 10-20 or 1,5-7",
-				                   "invalid value '%s' for --dump-steps", optarg);
+				return usage_error(sp, "expected steps like 10, 10-20 or 1,5-7",
+				                   "invalid value '%s' for --dump-steps", val);
 			break;
 		case OPT_CALLSTACK:
-			if (strcmp(optarg, "on") == 0)
+			if (strcmp(val, "on") == 0)
 				o.callstack = 1;
-			else if (strcmp(optarg, "off") == 0)
+			else if (strcmp(val, "off") == 0)
 				o.callstack = 0;
 			else
-				return usage_error("expected on or off", "invalid value '%s' for --callstack",
-				                   optarg);
+				return usage_error(sp, "expected on or off",
+				                   "invalid value '%s' for --callstack", val);
 			break;
 		case OPT_NAN_CHECK:
-			if (strcmp(optarg, "op") == 0)
+			if (strcmp(val, "op") == 0)
 				o.nan_check = AMP_NAN_CHECK_OP;
-			else if (strcmp(optarg, "step") == 0)
+			else if (strcmp(val, "step") == 0)
 				o.nan_check = AMP_NAN_CHECK_STEP;
-			else if (strcmp(optarg, "off") == 0)
+			else if (strcmp(val, "off") == 0)
 				o.nan_check = AMP_NAN_CHECK_OFF;
 			else
-				return usage_error("expected op, step or off",
-				                   "invalid value '%s' for --nan-check", optarg);
+				return usage_error(sp, "expected op, step or off",
+				                   "invalid value '%s' for --nan-check", val);
 			break;
 		case OPT_STATS_EVERY: {
 			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (end == optarg || *end || optarg[0] == '-' || v < 1 || v > 1000000)
-				return usage_error("expected a number of steps from 1 to 1000000",
-				                   "invalid value '%s' for --stats-every", optarg);
+			unsigned long v = strtoul(val, &end, 10);
+			if (end == val || *end || val[0] == '-' || v < 1 || v > 1000000)
+				return usage_error(sp, "expected a number of steps from 1 to 1000000",
+				                   "invalid value '%s' for --stats-every", val);
 			o.stats_every = (uint32_t)v;
 			break;
 		}
 		case OPT_DUMP:
-			if (strcmp(optarg, "nonfinite") == 0)
+			if (strcmp(val, "nonfinite") == 0)
 				o.dump = AMP_DUMP_NONFINITE;
-			else if (strcmp(optarg, "off") == 0)
+			else if (strcmp(val, "off") == 0)
 				o.dump = AMP_DUMP_OFF;
 			else
-				return usage_error("expected nonfinite or off", "invalid value '%s' for --dump",
-				                   optarg);
+				return usage_error(sp, "expected nonfinite or off",
+				                   "invalid value '%s' for --dump", val);
 			break;
 		case OPT_DUMP_LIMIT:
-			if (prof_parse_size(optarg, &o.dump_limit) != 0)
-				return usage_error("expected a size like 512M or 2G",
-				                   "invalid value '%s' for --dump-limit", optarg);
+			if (prof_parse_size(val, &o.dump_limit) != 0)
+				return usage_error(sp, "expected a size like 512M or 2G",
+				                   "invalid value '%s' for --dump-limit", val);
 			break;
 		case OPT_FP16:
-			if (parse_pct(optarg, &o.fp16_threshold) != 0)
-				return usage_error("expected a percentage from 0 to 100",
-				                   "invalid value '%s' for --fp16-threshold", optarg);
+			if (parse_pct(val, &o.fp16_threshold) != 0)
+				return usage_error(sp, "expected a percentage from 0 to 100",
+				                   "invalid value '%s' for --fp16-threshold", val);
 			break;
 		case OPT_MEMCPY:
-			if (parse_pct(optarg, &o.memcpy_threshold) != 0)
-				return usage_error("expected a percentage from 0 to 100",
-				                   "invalid value '%s' for --memcpy-threshold", optarg);
+			if (parse_pct(val, &o.memcpy_threshold) != 0)
+				return usage_error(sp, "expected a percentage from 0 to 100",
+				                   "invalid value '%s' for --memcpy-threshold", val);
 			break;
 		case OPT_RING_SIZE: {
 			uint64_t v;
-			if (prof_parse_size(optarg, &v) != 0 || v < 1024 || v > (1u << 24) || (v & (v - 1)))
-				return usage_error("expected a power of two from 1024 to 16777216",
-				                   "invalid value '%s' for --ring-size", optarg);
+			if (prof_parse_size(val, &v) != 0 || v < 1024 || v > (1u << 24) || (v & (v - 1)))
+				return usage_error(sp, "expected a power of two from 1024 to 16777216",
+				                   "invalid value '%s' for --ring-size", val);
 			o.ring_slots = (uint32_t)v;
 			break;
 		}
-		case ':':
-			return usage_error(NULL, "option '%s' needs a value", argv[optind - 1]);
-		default:
-			return usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
+		default: return usage_error(sp, NULL, "unhandled option '%s'", argv[ps.optind - 1]);
 		}
 	}
-	if (optind < argc)
-		o.argv = argv + optind;
+	if (ps.optind < argc)
+		o.argv = argv + ps.optind;
 	if (o.application && o.argv)
-		return usage_error("give either --application=\"cmd\" or -- cmd, not both",
+		return usage_error(sp, "give either --application=\"cmd\" or -- cmd, not both",
 		                   "%s", "both --application and a program were given");
 	if (!o.application && !o.argv)
-		return usage_error(NULL, "%s", "no application to profile");
+		return usage_error(sp, NULL, "%s", "no application to profile");
 	if (!o.output[0])
-		return usage_error(NULL, "%s", "--output is empty");
+		return usage_error(sp, NULL, "%s", "--output is empty");
 	return prof_run(&o);
 }
 
@@ -261,32 +269,50 @@ static int open_profile(const char *path, sqlite3 **db)
 	return 0;
 }
 
+static const char *const report_usage[] = {
+    "ampprof report [--format=text|json] [<profile.db>]", NULL};
+
+static const amp_opt report_opts[] = {
+    {OPT_FORMAT, 0, "format", "text|json", "output format", "text"},
+    {'h', 'h', "help", NULL, "show this help", NULL},
+};
+
+static const amp_opt_spec report_spec = {
+    .tool = "ampprof",
+    .usage = report_usage,
+    .about = "Prints the summary of a profile: the figures, the non-finite values, the dumps,\n"
+             "the top ops and the advice.  The profile defaults to profile.db.  JSON keys are\n"
+             "stable; a number that is not finite is null with \"<key>_nonfinite\" set to\n"
+             "\"nan\", \"inf\" or \"-inf\" beside it.",
+    .opts = report_opts,
+    .n_opts = sizeof report_opts / sizeof report_opts[0],
+    .footer = "Exit status: 0, 2 usage error, 6 the profile could not be read.\n",
+    .in_order = 1,
+};
+
 static int cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"format", required_argument, NULL, OPT_FORMAT},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *format = "text";
+	const amp_opt_spec *sp = &report_spec;
+	const char *format = "text", *val;
+	amp_opt_state ps;
 	int c;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	amp_opt_begin(&ps, sp, argc, argv);
+	while ((c = amp_opt_next(&ps, &val)) != AMP_OPT_END) {
 		switch (c) {
+		case AMP_OPT_ERROR: return PROF_EXIT_USAGE;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "text") != 0 && strcmp(optarg, "json") != 0)
-				return usage_error("expected text or json", "invalid value '%s' for --format",
-				                   optarg);
-			format = optarg;
+			if (strcmp(val, "text") != 0 && strcmp(val, "json") != 0)
+				return usage_error(sp, "expected text or json",
+				                   "invalid value '%s' for --format", val);
+			format = val;
 			break;
-		case 'h': fputs(profile_usage, stdout); return 0;
-		default: return usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
+		case 'h': return print_help(sp);
+		default: return usage_error(sp, NULL, "unhandled option '%s'", argv[ps.optind - 1]);
 		}
 	}
-	if (argc - optind > 1)
-		return usage_error(NULL, "too many arguments: '%s'", argv[optind + 1]);
-	const char *path = optind < argc ? argv[optind] : "profile.db";
+	if (argc - ps.optind > 1)
+		return usage_error(sp, NULL, "too many arguments: '%s'", argv[ps.optind + 1]);
+	const char *path = ps.optind < argc ? argv[ps.optind] : "profile.db";
 	sqlite3 *db = NULL;
 	if (open_profile(path, &db) != 0)
 		return PROF_EXIT_PROFILE;
@@ -298,38 +324,59 @@ static int cmd_report(int argc, char **argv)
 	return rc == 0 ? 0 : PROF_EXIT_PROFILE;
 }
 
+static const char *const export_usage[] = {
+    "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]", NULL};
+
+static const amp_opt export_opts[] = {
+    {OPT_FORMAT, 0, "format", "chrome|csv", "Chrome trace (JSON) or CSV of one table", NULL},
+    {OPT_TABLE, 0, "table", "<t>", "table written as CSV: ops, copies, steps,\n"
+     "loss_scale, memory, op_summary, callsites, advice,\ntensor_stats, meta, crashes, threads", "ops"},
+    {'o', 'o', "output", "<file>", "file to write", "stdout"},
+    {'h', 'h', "help", NULL, "show this help", NULL},
+};
+
+static const amp_opt_spec export_spec = {
+    .tool = "ampprof",
+    .usage = export_usage,
+    .about = "Writes a profile as a Chrome trace (chrome://tracing, Perfetto) or one of its\n"
+             "tables as CSV.  The profile defaults to profile.db.  Strings are valid UTF-8\n"
+             "(invalid bytes become U+FFFD); CSV replaces control characters with U+FFFD;\n"
+             "a trace number that is not finite is null.",
+    .opts = export_opts,
+    .n_opts = sizeof export_opts / sizeof export_opts[0],
+    .footer = "Exit status: 0, 2 usage error, 4 the output cannot be written, 6 the profile\n"
+              "could not be read.\n",
+    .in_order = 1,
+};
+
 static int cmd_export(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"format", required_argument, NULL, OPT_FORMAT},
-	    {"table", required_argument, NULL, OPT_TABLE},
-	    {"output", required_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *format = NULL, *table = "ops", *output = NULL;
+	const amp_opt_spec *sp = &export_spec;
+	const char *format = NULL, *table = "ops", *output = NULL, *val;
+	amp_opt_state ps;
 	int c;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
+	amp_opt_begin(&ps, sp, argc, argv);
+	while ((c = amp_opt_next(&ps, &val)) != AMP_OPT_END) {
 		switch (c) {
+		case AMP_OPT_ERROR: return PROF_EXIT_USAGE;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "chrome") != 0 && strcmp(optarg, "csv") != 0)
-				return usage_error("expected chrome or csv", "invalid value '%s' for --format",
-				                   optarg);
-			format = optarg;
+			if (strcmp(val, "chrome") != 0 && strcmp(val, "csv") != 0)
+				return usage_error(sp, "expected chrome or csv",
+				                   "invalid value '%s' for --format", val);
+			format = val;
 			break;
-		case OPT_TABLE: table = optarg; break;
-		case 'o': output = optarg; break;
-		case 'h': fputs(profile_usage, stdout); return 0;
-		default: return usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
+		case OPT_TABLE: table = val; break;
+		case 'o': output = val; break;
+		case 'h': return print_help(sp);
+		default: return usage_error(sp, NULL, "unhandled option '%s'", argv[ps.optind - 1]);
 		}
 	}
 	if (!format)
-		return usage_error("use --format=chrome or --format=csv", "%s", "export needs --format");
-	if (argc - optind > 1)
-		return usage_error(NULL, "too many arguments: '%s'", argv[optind + 1]);
-	const char *path = optind < argc ? argv[optind] : "profile.db";
+		return usage_error(sp, "use --format=chrome or --format=csv", "%s",
+		                   "export needs --format");
+	if (argc - ps.optind > 1)
+		return usage_error(sp, NULL, "too many arguments: '%s'", argv[ps.optind + 1]);
+	const char *path = ps.optind < argc ? argv[ps.optind] : "profile.db";
 	sqlite3 *db = NULL;
 	FILE *f = stdout;
 	int code = PROF_EXIT_PROFILE;
@@ -369,7 +416,7 @@ static const struct prof_command {
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fputs(profile_usage, stderr);
+		amp_opt_usage(&profile_spec, stderr);
 		return PROF_EXIT_USAGE;
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

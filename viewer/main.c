@@ -1,6 +1,6 @@
 /* main.c — ampview: the interactive viewer of an ampkit profile, or with --headless one panel
- * rendered as plain text for scripts and golden tests.  Options are a table; usage errors
- * exit 2, a file that cannot be shown exits 1.
+ * rendered as plain text for scripts and golden tests.  Options are a table (amp_opt.h) that
+ * also prints --help; usage errors exit 2, a file that cannot be shown exits 1.
  */
 #include <errno.h>
 #include <locale.h>
@@ -11,6 +11,7 @@
 
 #include <langinfo.h>
 
+#include "amp_opt.h"
 #include "app.h"
 #include "model.h"
 #include "screen.h"
@@ -31,7 +32,7 @@ typedef struct options {
 } options;
 
 enum {
-	OPT_HEADLESS,
+	OPT_HEADLESS = 256,
 	OPT_PANEL,
 	OPT_WIDTH,
 	OPT_HEIGHT,
@@ -43,48 +44,43 @@ enum {
 	OPT_VERSION
 };
 
-static const struct option_def {
-	int id;
-	const char *name;
-	const char *arg; /* NULL: a flag */
-	const char *help;
-} option_table[] = {
-    {OPT_HEADLESS, "headless", NULL, "render one panel to stdout as text and exit"},
-    {OPT_PANEL, "panel", "<name>", "overview, ops, steps, scale, anomalies, callsites (overview)"},
-    {OPT_WIDTH, "width", "<n>", "headless width in columns (80)"},
-    {OPT_HEIGHT, "height", "<n>", "headless height in rows (24)"},
-    {OPT_KEYS, "keys", "<keys>", "headless: keys pressed first: text, <enter> <esc> <down> ..."},
-    {OPT_ASCII, "ascii", NULL, "draw with ASCII only (default: UTF-8 if the locale is)"},
-    {OPT_FP16, "fp16-threshold", "<pct>", "flag an FP16 share below pct (profile's, else 70)"},
-    {OPT_COPY, "memcpy-threshold", "<pct>", "flag a copy share above pct (profile's, else 15)"},
-    {OPT_HELP, "help", NULL, "show this help"},
-    {OPT_VERSION, "version", NULL, "show the version"},
+static const amp_opt option_table[] = {
+    {OPT_HEADLESS, 0, "headless", NULL, "render one panel to stdout as text and exit", NULL},
+    {OPT_PANEL, 0, "panel", "<name>", "overview ops steps scale anomalies callsites",
+     "overview"},
+    {OPT_WIDTH, 0, "width", "<n>", "headless width in columns", "80"},
+    {OPT_HEIGHT, 0, "height", "<n>", "headless height in rows", "24"},
+    {OPT_KEYS, 0, "keys", "<keys>", "headless: keys pressed first: text, <enter> <esc> <down> ...",
+     NULL},
+    {OPT_ASCII, 0, "ascii", NULL, "draw with ASCII only (default: UTF-8 if the locale is)", NULL},
+    {OPT_FP16, 0, "fp16-threshold", "<pct>", "flag an FP16 share below pct", "profile's, else 70"},
+    {OPT_COPY, 0, "memcpy-threshold", "<pct>", "flag a copy share above pct",
+     "profile's, else 15"},
+    {OPT_HELP, 0, "help", NULL, "show this help", NULL},
+    {OPT_VERSION, 0, "version", NULL, "show the version", NULL},
 };
 
-static void usage(FILE *f)
-{
-	fputs("usage: ampview [<options>] [<profile.db>]\n\n", f);
-	for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
-		const struct option_def *o = &option_table[i];
-		char left[64];
-		snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? "=" : "",
-		         o->arg ? o->arg : "");
-		fprintf(f, "    %-26s %s\n", left, o->help);
-	}
-	fputs("\nThe profile defaults to profile.db.  Keys: ? in the viewer lists them.\n", f);
-}
+static const char *const usage_lines[] = {"ampview [<options>] [<profile.db>]", NULL};
+
+static const amp_opt_spec spec = {
+    .tool = "ampview",
+    .usage = usage_lines,
+    .about = "Shows an ampkit profile: overview, ops, steps, loss scale, anomalies, call sites.",
+    .opts = option_table,
+    .n_opts = sizeof option_table / sizeof option_table[0],
+    .footer = "The profile defaults to profile.db.  Keys: ? in the viewer lists them.\n"
+              "Long options may be abbreviated to any unambiguous prefix.\n",
+};
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("ampview: ", stderr);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	fputs("\n", stderr);
-	usage(stderr);
-	return 2;
+	return amp_opt_error(&spec, NULL, "%s", msg);
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -112,42 +108,13 @@ static int parse_pct(const char *s, double *out)
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, options *o)
 {
-	int end_of_options = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (end_of_options || a[0] != '-' || !a[1]) {
-			if (o->path)
-				return usage_error("too many profiles: '%s'", a);
-			o->path = a;
-			continue;
-		}
-		if (!strcmp(a, "--")) {
-			end_of_options = 1;
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0)
-			return usage_error("unknown option '%s'", a);
-		const char *name = a + 2, *eq = strchr(name, '=');
-		size_t len = eq ? (size_t)(eq - name) : strlen(name);
-		const struct option_def *d = NULL;
-		for (size_t k = 0; k < sizeof option_table / sizeof option_table[0]; k++)
-			if (strlen(option_table[k].name) == len &&
-			    !strncmp(option_table[k].name, name, len))
-				d = &option_table[k];
-		if (!d)
-			return usage_error("unknown option '%s'", a);
-		const char *val = NULL;
-		if (d->arg) {
-			if (eq)
-				val = eq + 1;
-			else if (i + 1 < argc)
-				val = argv[++i];
-			else
-				return usage_error("option '%s' needs a value", a);
-		} else if (eq) {
-			return usage_error("option '%s' takes no value", a);
-		}
-		switch (d->id) {
+	amp_opt_state st;
+	const char *val;
+	int id;
+	amp_opt_begin(&st, &spec, argc, argv);
+	while ((id = amp_opt_next(&st, &val)) != AMP_OPT_END) {
+		switch (id) {
+		case AMP_OPT_ERROR: return AMP_OPT_EXIT_USAGE;
 		case OPT_HEADLESS: o->headless = 1; break;
 		case OPT_ASCII: o->ascii = 1; break;
 		case OPT_PANEL:
@@ -177,9 +144,15 @@ static int parse_args(int argc, char **argv, options *o)
 				return usage_error(
 				    "bad --memcpy-threshold '%s' (a percentage, 0..100)", val);
 			break;
-		case OPT_HELP: usage(stdout); return 0;
+		case OPT_HELP: amp_opt_help(&spec, stdout); return fflush(stdout) == 0 ? 0 : 1;
 		case OPT_VERSION: printf("ampview %s\n", AMP_VERSION); return 0;
+		default: return usage_error("unhandled option");
 		}
+	}
+	for (int i = st.optind; i < argc; i++) {
+		if (o->path)
+			return usage_error("too many profiles: '%s'", argv[i]);
+		o->path = argv[i];
 	}
 	return -1;
 }

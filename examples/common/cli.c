@@ -1,9 +1,12 @@
 /* cli.c — shared flag parsing, usage text, context setup and the JSON result line of the
  * example programs.
  *
- * Flags take "--name VALUE" or "--name=VALUE"; numbers are checked whole (no trailing junk).
+ * Flags are rows of an option table (amp_opt.h: "--name VALUE" or "--name=VALUE", unambiguous
+ * prefixes accepted, --help generated); numbers are checked whole (no trailing junk).
  */
 #include "cli.h"
+
+#include "amp_opt.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,8 +36,9 @@ enum {
 static void common_table(ex_common *c, ex_option t[COMMON_N])
 {
 	t[COMMON_PRECISION] = (ex_option){"precision", EX_OPT_STRING, &c->precision, "MODE",
-	                                  "fp32 (force_fp32) | amp (allow_mix_precision) | fp16 "
-	                                  "(force_fp16)"};
+	                                  "fp32 (force_fp32) | amp (allow_mix_precision,\n"
+	                                  "= allow_mix_precision_fp16) | fp16 (force_fp16) |\n"
+	                                  "bf16 (allow_mix_precision_bf16)"};
 	t[COMMON_EPOCHS] =
 	    (ex_option){"epochs", EX_OPT_INT, &c->epochs, "N", "passes over the training data"};
 	t[COMMON_STEPS] = (ex_option){"steps", EX_OPT_INT, &c->steps, "N",
@@ -52,24 +56,94 @@ static void common_table(ex_common *c, ex_option t[COMMON_N])
 	t[COMMON_HELP] = (ex_option){"help", EX_OPT_FLAG, NULL, NULL, "show this help"};
 }
 
-static const ex_option *find_option(const ex_option *t, int n, const char *name, size_t len)
+/* Every flag (common first, then the example's) as rows of an option table, with the value
+ * placeholders ("<n>") and the current values as defaults in buffers of their own. */
+#define EX_MAX_OPTIONS AMP_OPT_MAX
+typedef struct ex_table {
+	amp_opt rows[EX_MAX_OPTIONS];
+	const ex_option *src[EX_MAX_OPTIONS];
+	char arg[EX_MAX_OPTIONS][24];
+	char dflt[EX_MAX_OPTIONS][48];
+	const char *usage[2];
+	char usage_line[128];
+	amp_opt_spec spec;
+} ex_table;
+
+static const char *default_text(const ex_option *o, char *buf, size_t len)
 {
-	for (int i = 0; i < n; i++)
-		if (strlen(t[i].name) == len && strncmp(t[i].name, name, len) == 0)
-			return &t[i];
+	if (!o->value)
+		return NULL;
+	switch (o->type) {
+	case EX_OPT_INT: snprintf(buf, len, "%" PRId64, *(const int64_t *)o->value); return buf;
+	case EX_OPT_FLOAT: snprintf(buf, len, "%g", *(const double *)o->value); return buf;
+	case EX_OPT_STRING: {
+		const char *s = *(const char *const *)o->value;
+		if (!s)
+			return NULL;
+		snprintf(buf, len, "%s", s);
+		return buf;
+	}
+	case EX_OPT_FLAG: return NULL;
+	}
 	return NULL;
 }
 
+static void add_row(ex_table *t, const ex_option *o)
+{
+	size_t i = t->spec.n_opts;
+	if (i >= EX_MAX_OPTIONS)
+		return;
+	t->src[i] = o;
+	const char *arg = NULL;
+	if (o->arg) {
+		size_t k = 0;
+		t->arg[i][k++] = '<';
+		for (const char *p = o->arg; *p && k + 2 < sizeof t->arg[i]; p++)
+			t->arg[i][k++] = (char)((*p >= 'A' && *p <= 'Z') ? *p - 'A' + 'a' : *p);
+		t->arg[i][k++] = '>';
+		t->arg[i][k] = '\0';
+		arg = t->arg[i];
+	} else if (o->type != EX_OPT_FLAG) {
+		arg = "<value>";
+	}
+	t->rows[i] = (amp_opt){(int)(256 + i), 0, o->name, arg, o->help,
+	                       default_text(o, t->dflt[i], sizeof t->dflt[i])};
+	t->spec.n_opts = i + 1;
+}
+
+static void build_table(ex_table *t, const ex_program *prog, const ex_option *common)
+{
+	memset(t, 0, sizeof *t);
+	snprintf(t->usage_line, sizeof t->usage_line, "%s [<options>]", prog->name);
+	t->usage[0] = t->usage_line;
+	t->usage[1] = NULL;
+	t->spec = (amp_opt_spec){.tool = prog->name,
+	                         .usage = t->usage,
+	                         .about = prog->summary,
+	                         .opts = t->rows,
+	                         .footer = "Long options may be abbreviated to any unambiguous "
+	                                   "prefix.\n"};
+	for (int i = 0; i < COMMON_N; i++)
+		add_row(t, &common[i]);
+	for (int i = 0; prog->extra && i < prog->n_extra; i++)
+		add_row(t, &prog->extra[i]);
+}
+
+static int bad_arg(const ex_program *prog, const ex_common *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int bad_arg(const ex_program *prog, const ex_common *c, const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
-	fprintf(stderr, "%s: ", prog->name);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	ex_usage(prog, c, stderr);
-	return 2;
+	ex_common copy = *c;
+	ex_option common[COMMON_N];
+	common_table(&copy, common);
+	static ex_table t; /* large; parsing is single-threaded */
+	build_table(&t, prog, common);
+	return amp_opt_error(&t.spec, NULL, "%s", msg);
 }
 
 static int set_value(const ex_program *prog, const ex_common *c, const ex_option *o, const char *v)
@@ -92,17 +166,17 @@ static int set_value(const ex_program *prog, const ex_common *c, const ex_option
 		return 0;
 	}
 	case EX_OPT_STRING: *(const char **)o->value = v; return 0;
-	case EX_OPT_FLAG: break;
+	case EX_OPT_FLAG: *(int *)o->value = 1; return 0;
 	}
-	return bad_arg(prog, c, "--%s takes no value", o->name);
+	return 0;
 }
 
 /* Checks the values that have a fixed domain. */
 static int check_common(const ex_program *prog, const ex_common *c)
 {
 	if (c->precision && strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "amp") != 0 &&
-	    strcmp(c->precision, "fp16") != 0)
-		return bad_arg(prog, c, "--precision: expected fp32, amp or fp16, got '%s'",
+	    strcmp(c->precision, "fp16") != 0 && strcmp(c->precision, "bf16") != 0)
+		return bad_arg(prog, c, "--precision: expected fp32, amp, fp16 or bf16, got '%s'",
 		               c->precision);
 	if (c->epochs < 1)
 		return bad_arg(prog, c, "--epochs: expected at least 1");
@@ -123,62 +197,28 @@ int ex_parse_args(const ex_program *prog, ex_common *c, int argc, char **argv)
 {
 	ex_option common[COMMON_N];
 	common_table(c, common);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (strncmp(a, "--", 2) != 0 || a[2] == 0)
-			return bad_arg(prog, c, "unexpected argument '%s'", a);
-		const char *name = a + 2, *eq = strchr(name, '=');
-		size_t len = eq ? (size_t)(eq - name) : strlen(name);
-		const ex_option *o = find_option(common, COMMON_N, name, len);
-		if (!o && prog->extra)
-			o = find_option(prog->extra, prog->n_extra, name, len);
-		if (!o)
-			return bad_arg(prog, c, "unknown option '--%.*s'", (int)len, name);
+	static ex_table t; /* large; parsing is single-threaded */
+	build_table(&t, prog, common);
+	amp_opt_state st;
+	const char *v;
+	int id;
+	if (amp_opt_begin(&st, &t.spec, argc, argv) != 0)
+		return bad_arg(prog, c, "too many options in the table");
+	while ((id = amp_opt_next(&st, &v)) != AMP_OPT_END) {
+		if (id == AMP_OPT_ERROR)
+			return 2;
+		const ex_option *o = t.src[id - 256];
 		if (o == &common[COMMON_HELP]) {
 			ex_usage(prog, c, stdout);
 			return 1;
-		}
-		if (o->type == EX_OPT_FLAG) {
-			if (eq)
-				return bad_arg(prog, c, "--%s takes no value", o->name);
-			*(int *)o->value = 1;
-			continue;
-		}
-		const char *v = eq ? eq + 1 : NULL;
-		if (!v) {
-			if (i + 1 >= argc)
-				return bad_arg(prog, c, "--%s needs a value", o->name);
-			v = argv[++i];
 		}
 		int rc = set_value(prog, c, o, v);
 		if (rc)
 			return rc;
 	}
+	if (st.optind < argc)
+		return bad_arg(prog, c, "unexpected argument '%s'", argv[st.optind]);
 	return check_common(prog, c);
-}
-
-static void print_option(FILE *f, const ex_option *o)
-{
-	char left[64];
-	if (o->arg)
-		snprintf(left, sizeof left, "--%s %s", o->name, o->arg);
-	else
-		snprintf(left, sizeof left, "--%s", o->name);
-	fprintf(f, "  %-22s %s", left, o->help);
-	if (o->value) {
-		switch (o->type) {
-		case EX_OPT_INT: fprintf(f, " [%" PRId64 "]", *(const int64_t *)o->value); break;
-		case EX_OPT_FLOAT: fprintf(f, " [%g]", *(const double *)o->value); break;
-		case EX_OPT_STRING: {
-			const char *s = *(const char *const *)o->value;
-			if (s)
-				fprintf(f, " [%s]", s);
-			break;
-		}
-		case EX_OPT_FLAG: break;
-		}
-	}
-	fputc('\n', f);
 }
 
 void ex_usage(const ex_program *prog, const ex_common *c, FILE *f)
@@ -186,11 +226,9 @@ void ex_usage(const ex_program *prog, const ex_common *c, FILE *f)
 	ex_common copy = *c;
 	ex_option common[COMMON_N];
 	common_table(&copy, common);
-	fprintf(f, "usage: %s [<options>]\n%s\n\noptions:\n", prog->name, prog->summary);
-	for (int i = 0; i < COMMON_N; i++)
-		print_option(f, &common[i]);
-	for (int i = 0; prog->extra && i < prog->n_extra; i++)
-		print_option(f, &prog->extra[i]);
+	static ex_table t; /* large; printing the usage is single-threaded */
+	build_table(&t, prog, common);
+	amp_opt_help(&t.spec, f);
 }
 
 /* ---- context ------------------------------------------------------------------------------- */
@@ -201,6 +239,8 @@ static const char *mode_for(const char *precision)
 		return "force_fp32";
 	if (strcmp(precision, "fp16") == 0)
 		return "force_fp16";
+	if (strcmp(precision, "bf16") == 0)
+		return "allow_mix_precision_bf16";
 	return "allow_mix_precision";
 }
 
@@ -213,9 +253,15 @@ int ex_ctx_open(const ex_program *prog, const ex_common *c, amp_ctx **out)
 		fprintf(stderr, "%s: %s\n", prog->name, err[0] ? err : amp_strerror(rc));
 		return -1;
 	}
-	if (c->precision)
-		rc = amp_config_set(*out, "precision_mode", mode_for(c->precision));
-	if (rc == AMP_OK && c->seed >= 0) {
+	if (c->precision && amp_config_set(*out, "precision_mode", mode_for(c->precision))) {
+		/* a mode this runtime does not have is a bad command line, not a failed run */
+		fprintf(stderr, "%s: --precision=%s: %s\n", prog->name, c->precision,
+		        amp_ctx_error(*out));
+		amp_ctx_free(*out);
+		*out = NULL;
+		exit(AMP_OPT_EXIT_USAGE);
+	}
+	if (c->seed >= 0) {
 		char buf[32];
 		snprintf(buf, sizeof buf, "%" PRId64, c->seed);
 		rc = amp_config_set(*out, "seed", buf);
@@ -236,8 +282,10 @@ const char *ex_precision_name(amp_ctx *ctx)
 		return "unknown";
 	if (strcmp(m, "force_fp32") == 0)
 		return "fp32";
-	if (strcmp(m, "allow_mix_precision") == 0)
+	if (strcmp(m, "allow_mix_precision") == 0 || strcmp(m, "allow_mix_precision_fp16") == 0)
 		return "amp";
+	if (strcmp(m, "allow_mix_precision_bf16") == 0)
+		return "bf16";
 	if (strcmp(m, "force_fp16") == 0)
 		return "fp16";
 	return "keep";

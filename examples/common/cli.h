@@ -15,7 +15,7 @@
 
 /* Flags every example accepts.  The example fills in its defaults before parsing. */
 typedef struct ex_common {
-	const char *precision; /* "fp32", "amp", "fp16", or NULL: keep the config's mode */
+	const char *precision; /* "fp32", "amp", "fp16", "bf16", or NULL: keep the config's mode */
 	int64_t epochs;        /* passes over the training data */
 	int64_t steps;         /* stop after this many training steps; 0 = no limit */
 	int64_t batch;         /* samples per step */
@@ -56,9 +56,11 @@ int ex_parse_args(const ex_program *prog, ex_common *c, int argc, char **argv);
 void ex_usage(const ex_program *prog, const ex_common *c, FILE *f);
 
 /* Creates the context from --config, then applies --precision and --seed on top.  On failure
- * prints "name: message" to stderr and returns -1 (*out is NULL).  Free with amp_ctx_free. */
+ * prints "name: message" to stderr and returns -1 (*out is NULL).  A --precision whose mode
+ * the runtime refuses (amp_config_set fails) is a usage error: the runtime's message is printed
+ * and the process exits with status 2.  Free with amp_ctx_free. */
 int ex_ctx_open(const ex_program *prog, const ex_common *c, amp_ctx **out);
-/* Short name of the context's precision mode: "fp32", "amp", "fp16" or "keep". */
+/* Short name of the context's precision mode: "fp32", "amp", "fp16", "bf16" or "keep". */
 const char *ex_precision_name(amp_ctx *ctx);
 /* The context's seed (after --seed and the config). */
 uint64_t ex_ctx_seed(amp_ctx *ctx);

@@ -47,9 +47,9 @@ for ex in mlp_fashion cnn_fashion charlm unstable; do
 	check "$ex unknown flag: exit 2, usage on stderr" \
 		test "$rc" = 2 -a ! -s "$OUT/u.out" -a -s "$OUT/u.err"
 done
-"$BIN/mlp_fashion" --precision=bf16 >/dev/null 2>"$OUT/p.err"
+"$BIN/mlp_fashion" --precision=int8 >/dev/null 2>"$OUT/p.err"
 check "bad --precision is a usage error" test $? = 2
-grep -q "expected fp32, amp or fp16" "$OUT/p.err" || bad "bad --precision message" "$(head -1 "$OUT/p.err")"
+grep -q "expected fp32, amp, fp16 or bf16" "$OUT/p.err" || bad "bad --precision message" "$(head -1 "$OUT/p.err")"
 for ex in mlp_fashion cnn_fashion; do
 	"$BIN/$ex" --schedule=linear >"$OUT/s.out" 2>"$OUT/s.err"
 	rc=$?
