@@ -44,7 +44,7 @@ static int bias_add_backward(amp_ctx *ctx, amp_node *node)
 			gb[j] = (float)acc[j];
 		rc = amp_grad_acc_f32(ctx, b, gb);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel,
 	                 (uint64_t)(x->numel * 2 + c) * amp_dtype_size(node->exec), x->shape);
 	return rc;
@@ -214,7 +214,7 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 		return oom(ctx, node->op, node->label);
 	pointwise_backward_kernel(node->op, g, xv, yv, dx, x->numel, node->f[0]);
 	int rc = amp_grad_acc_f32(ctx, x, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel * (pointwise_flops(node->op) + 1),
 	                 (uint64_t)x->numel * 3 * amp_dtype_size(node->exec), x->shape);
 	return rc;

@@ -85,7 +85,7 @@ static int add_backward(amp_ctx *ctx, amp_node *node)
 		                                                         b->numel);
 		rc = gb ? amp_grad_acc_f32(ctx, b, gb) : amp_fail(ctx, AMP_ENOMEM, "out of memory");
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)a->numel, (uint64_t)a->numel * 3 * amp_dtype_size(node->exec),
 	                 a->shape);
 	return rc;
@@ -112,7 +112,7 @@ static int mul_backward(amp_ctx *ctx, amp_node *node)
 		const float *gb = reps == 1 ? tmp : reduce_reps(ctx, tmp, reps, m);
 		rc = gb ? amp_grad_acc_f32(ctx, b, gb) : amp_fail(ctx, AMP_ENOMEM, "out of memory");
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)a->numel * 2, (uint64_t)a->numel * 4 * amp_dtype_size(node->exec),
 	                 a->shape);
 	return rc;
@@ -138,7 +138,7 @@ static int scale_backward(amp_ctx *ctx, amp_node *node)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
 	amp_vscale_f32(g, node->f[0], tmp, x->numel);
 	int rc = amp_grad_acc_f32(ctx, x, tmp);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel, (uint64_t)x->numel * 2 * amp_dtype_size(node->exec),
 	                 x->shape);
 	return rc;

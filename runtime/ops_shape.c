@@ -26,7 +26,7 @@ static int passthrough_backward(amp_ctx *ctx, amp_node *node)
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *x = node->in[0];
 	int rc = amp_grad_acc(ctx, x, node->out->grad);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0, 0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0, 0,
 	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
 	return rc;
 }
@@ -138,7 +138,7 @@ static int transpose_backward(amp_ctx *ctx, amp_node *node)
 	int off = pad4(node->out->shape, dims);
 	transpose_copy(g, dx, sizeof(float), dims, (int)node->i[0] + off, (int)node->i[1] + off);
 	int rc = amp_grad_acc_f32(ctx, x, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0, 0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0, 0,
 	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
 	return rc;
 }
@@ -200,7 +200,7 @@ static int embedding_backward(amp_ctx *ctx, amp_node *node)
 	for (int64_t k = 0; k < n; k++)
 		amp_vadd_f32(dt + (int64_t)ids[k] * c, g + k * c, dt + (int64_t)ids[k] * c, c);
 	int rc = amp_grad_acc_f32(ctx, table, dt);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)(n * c),
 	                 (uint64_t)(n * c) * amp_dtype_size(node->exec) +
 	                     (uint64_t)table->numel * 4 + (uint64_t)n * 4,
@@ -288,7 +288,7 @@ static int dropout_backward(amp_ctx *ctx, amp_node *node)
 	for (int64_t i = 0; i < x->numel; i++)
 		dx[i] = g[i] * (mask[i] ? scale : 0.0f);
 	int rc = amp_grad_acc_f32(ctx, x, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel,
 	                 (uint64_t)x->numel * (2 * amp_dtype_size(node->exec) + 1), x->shape);
 	return rc;
