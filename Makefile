@@ -224,6 +224,10 @@ $(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO
 	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/runtime_cases
 $(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUILD)/obj/bench/bench_emitter.o: CPPFLAGS += -Iprofiler
+# test_profiler summarizes synthetic profiles (genprof) and reads them back through the viewer's
+# model (the half shares and the headroom).
+$(BUILD)/tests/test_profiler: $(GENPROF_OBJ)
+$(BUILD)/obj/tests/unit/test_profiler.o: CPPFLAGS += -Iviewer -Itests/progs
 FUZZ_SECONDS ?= 20
 .PHONY: fuzz
 fuzz:

@@ -237,6 +237,8 @@ static void write_start_meta(collector *c, uint64_t start_mono)
 		meta_set(db, "os", "%s %s %s", un.sysname, un.release, un.machine);
 	cpu_model(cpu, sizeof cpu);
 	meta_set(db, "cpu", "%s", cpu);
+	prof_cpu_half_features(buf, sizeof buf);
+	meta_set(db, "cpu_half_features", "%s", buf);
 	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);

@@ -34,34 +34,71 @@ static const char *const finalize_sql =
     "UPDATE copy_sigs SET calls = (SELECT count(*) FROM copy_events WHERE sig = copy_sigs.id),"
     "  total_ns = (SELECT CAST(total(dur_ns) AS INTEGER) FROM copy_events WHERE sig = copy_sigs.id)"
     "  WHERE calls IS NULL;"
-    "DELETE FROM op_summary;"
-    "INSERT INTO op_summary(op, exec_dtype, calls, total_ns, mean_ns, flops)"
-    "  SELECT op, exec_dtype, CAST(total(calls) AS INTEGER), CAST(total(total_ns) AS INTEGER),"
-    "         total(total_ns) / max(total(calls), 1), CAST(total(flops * calls) AS INTEGER)"
-    "  FROM op_sigs GROUP BY op, exec_dtype;"
-    "UPDATE op_summary SET share = CAST(total_ns AS REAL) /"
-    "  nullif((SELECT total(total_ns) FROM op_summary), 0);"
-    "DELETE FROM run_summary;"
-    "INSERT INTO run_summary SELECT"
-    " (SELECT total(CASE WHEN exec_dtype IN ('fp16', 'bf16') THEN total_ns ELSE 0 END)"
-    "   / nullif(total(total_ns), 0) FROM op_summary),"
-    " (SELECT total(CASE WHEN exec_dtype IN ('fp16', 'bf16') THEN flops ELSE 0 END)"
-    "   / nullif(total(flops), 0) FROM op_summary),"
-    " (SELECT total(total_ns) FROM copy_sigs) /"
-    "   nullif((SELECT total(dur_ns) FROM steps WHERE detail = 1), 0),"
-    " (SELECT count(*) FROM steps),"
-    " (SELECT count(*) FROM steps WHERE overflow = 1),"
-    " (SELECT count(*) FROM steps WHERE skipped = 1),"
-    " (SELECT min(scale) FROM steps), (SELECT max(scale) FROM steps),"
-    " coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'complete'), 0),"
-    " (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'wall_ns'),"
-    " (SELECT CAST(total(dur_ns) AS INTEGER) FROM steps),"
-    " (SELECT CAST(total(calls) AS INTEGER) FROM op_sigs),"
-    " (SELECT CAST(total(calls) AS INTEGER) FROM copy_sigs),"
-    " (SELECT CAST(total(total_ns) AS INTEGER) FROM op_sigs),"
-    " (SELECT CAST(total(total_ns) AS INTEGER) FROM copy_sigs),"
-    " (SELECT max(peak) FROM memory);"
     "DELETE FROM advice;";
+
+/* op_summary and run_summary; the %s are the SQL list of the half engines, then three times
+ * that of the half dtypes (both lists from schema/amp_names.c).  half_types lists the half
+ * dtypes that ran, fp16 first ('fp16' sorts after 'bf16'). */
+#define SUMMARY_SQL \
+    "DELETE FROM op_summary;" \
+    "INSERT INTO op_summary(op, exec_dtype, calls, total_ns, mean_ns, flops, native_ns)" \
+    "  SELECT op, exec_dtype, CAST(total(calls) AS INTEGER), CAST(total(total_ns) AS INTEGER)," \
+    "         total(total_ns) / max(total(calls), 1), CAST(total(flops * calls) AS INTEGER)," \
+    "         CASE WHEN count(engine) = 0 THEN NULL ELSE CAST(total(CASE WHEN engine IN %s" \
+    "           THEN total_ns ELSE 0 END) AS INTEGER) END" \
+    "  FROM op_sigs GROUP BY op, exec_dtype;" \
+    "UPDATE op_summary SET share = CAST(total_ns AS REAL) /" \
+    "  nullif((SELECT total(total_ns) FROM op_summary), 0);" \
+    "DELETE FROM run_summary;" \
+    "INSERT INTO run_summary(fp16_share, fp16_flop_share, copy_share, steps, overflow_steps," \
+    " skipped_steps, min_scale, max_scale, complete, wall_ns, step_ns, op_count, copy_count," \
+    " op_ns, copy_ns, peak_bytes, native_half_share, half_types) SELECT" \
+    " (SELECT total(CASE WHEN exec_dtype IN %s THEN total_ns ELSE 0 END)" \
+    "   / nullif(total(total_ns), 0) FROM op_summary)," \
+    " (SELECT total(CASE WHEN exec_dtype IN %s THEN flops ELSE 0 END)" \
+    "   / nullif(total(flops), 0) FROM op_summary)," \
+    " (SELECT total(total_ns) FROM copy_sigs) /" \
+    "   nullif((SELECT total(dur_ns) FROM steps WHERE detail = 1), 0)," \
+    " (SELECT count(*) FROM steps)," \
+    " (SELECT count(*) FROM steps WHERE overflow = 1)," \
+    " (SELECT count(*) FROM steps WHERE skipped = 1)," \
+    " (SELECT min(scale) FROM steps), (SELECT max(scale) FROM steps)," \
+    " coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'complete'), 0)," \
+    " (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'wall_ns')," \
+    " (SELECT CAST(total(dur_ns) AS INTEGER) FROM steps)," \
+    " (SELECT CAST(total(calls) AS INTEGER) FROM op_sigs)," \
+    " (SELECT CAST(total(calls) AS INTEGER) FROM copy_sigs)," \
+    " (SELECT CAST(total(total_ns) AS INTEGER) FROM op_sigs)," \
+    " (SELECT CAST(total(total_ns) AS INTEGER) FROM copy_sigs)," \
+    " (SELECT max(peak) FROM memory)," \
+    " (SELECT CASE WHEN count(native_ns) = 0 THEN NULL" \
+    "   ELSE total(native_ns) / nullif(total(total_ns), 0) END FROM op_summary)," \
+    " (SELECT group_concat(exec_dtype, '+') FROM (SELECT DISTINCT exec_dtype FROM op_summary" \
+    "   WHERE exec_dtype IN %s AND calls > 0 ORDER BY exec_dtype DESC));"
+
+/* SQL list "('a', 'b')" of the names n of 0..count-1 that pass keep (never empty: "('')"). */
+static void sql_name_list(char *buf, size_t len, unsigned count, int (*keep)(unsigned),
+                          const char *(*name)(unsigned))
+{
+	size_t used = (size_t)snprintf(buf, len, "(");
+	int n = 0;
+	for (unsigned i = 0; i < count && used < len; i++)
+		if (keep(i))
+			used += (size_t)snprintf(buf + used, len - used, "%s'%s'", n++ ? ", " : "",
+			                         name(i));
+	if (used < len)
+		snprintf(buf + used, len - used, "%s)", n ? "" : "''");
+}
+
+static int engine_half(unsigned e) { return amp_engine_is_half((amp_engine)e); }
+/* Engines that do arithmetic without half operands: where a half-typed op is emulated. */
+static int engine_emulating(unsigned e)
+{
+	return e != AMP_ENGINE_NONE && !amp_engine_is_half((amp_engine)e);
+}
+static const char *engine_name(unsigned e) { return amp_engine_name((amp_engine)e); }
+static int dtype_half(unsigned d) { return amp_dtype_code_is_half(d); }
+static const char *dtype_name(unsigned d) { return amp_dtype_code_name(d); }
 
 typedef struct advice_buf {
 	char text[4096];
@@ -120,18 +157,62 @@ static double query_double(sqlite3 *db, const char *sql, double dflt)
 	return v;
 }
 
+/* The first column of sql's first row as text into buf ("" if none). */
+static void query_text(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	buf[0] = '\0';
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) != SQLITE_NULL)
+		snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+}
+
+/* The precision mode the run used (meta precision_mode), canonical: allow_mix_precision is
+ * the fp16 mixed mode's other name.  "" if the runtime did not say. */
+static void mode_in_force(sqlite3 *db, char *buf, size_t len)
+{
+	query_text(db, "SELECT value FROM meta WHERE key IN ('precision_mode', 'app.precision_mode') "
+	               "ORDER BY key = 'precision_mode' DESC LIMIT 1", buf, len);
+	if (strcmp(buf, "allow_mix_precision") == 0)
+		snprintf(buf, len, "allow_mix_precision_fp16");
+}
+
+static int same_mode(const char *in_force, const char *mode)
+{
+	char m[64];
+	snprintf(m, sizeof m, "%s", strcmp(mode, "allow_mix_precision") == 0
+	                                ? "allow_mix_precision_fp16" : mode);
+	return strcmp(in_force, m) == 0;
+}
+
 static const char *col_text(sqlite3_stmt *st, int i)
 {
 	const unsigned char *t = sqlite3_column_text(st, i);
 	return t ? (const char *)t : "";
 }
 
-/* Low FP16 share: list the FP32 ops whose type has an FP16 kernel and is not black-listed. */
+/* Low half share (labelled by the half types that ran): list the FP32 ops whose type has a half
+ * kernel and is not black-listed; the mode that would run them in half is suggested only when
+ * a mixed mode is not already in force. */
 static int rule_fp16(sqlite3 *db, double thr)
 {
 	double share = query_double(db, "SELECT fp16_share FROM run_summary", (double)NAN);
 	if (!(share == share) || share * 100.0 >= thr)
 		return 0;
+	char types[32], mode[64];
+	query_text(db, "SELECT half_types FROM run_summary", types, sizeof types);
+	mode_in_force(db, mode, sizeof mode);
+	const char *label = amp_profile_half_label(types);
+	int bf16 = strcmp(types, "bf16") == 0;
+	const char *half = bf16 ? "BF16" : strcmp(types, "fp16+bf16") == 0 ? "a half type" : "FP16";
+	const char *want = bf16 ? "allow_mix_precision_bf16" : "allow_mix_precision";
+	char use[160];
+	if (strncmp(mode, "allow_mix_precision", 19) == 0)
+		snprintf(use, sizeof use, "add them to custom_white_list");
+	else
+		snprintf(use, sizeof use, "use precision_mode = %s or add them to custom_white_list",
+		         want);
 	advice_buf ev = {.used = 0};
 	sqlite3_stmt *st = NULL;
 	int n = 0;
@@ -158,13 +239,14 @@ static int rule_fp16(sqlite3 *db, double thr)
 	char msg[1024];
 	if (n)
 		snprintf(msg, sizeof msg,
-		         "FP16 share is %.1f %% (below %.0f %%): %d op type(s) run in FP32 but could "
-		         "run in FP16; use precision_mode = allow_mix_precision or add them to "
-		         "custom_white_list (%s)", share * 100.0, thr, n, names);
+		         "%s is %.1f %% (below %.0f %%): %d op type(s) run in FP32 but could "
+		         "run in %s; %s (%s)", label, share * 100.0, thr, n, half, use, names);
 	else
 		snprintf(msg, sizeof msg,
-		         "FP16 share is %.1f %% (below %.0f %%): the time goes to black-list ops; "
-		         "check whether they need FP32", share * 100.0, thr);
+		         "%s is %.1f %% (below %.0f %%): the time goes to black-list ops; "
+		         "check whether they need FP32", label, share * 100.0, thr);
+	/* "FP16 share" at the start of a sentence */
+	msg[0] = (char)(msg[0] == 'h' ? 'H' : msg[0]);
 	return add_advice(db, "low_fp16_share", "warning", msg, ev.text, NULL, -1, -1);
 }
 
@@ -541,6 +623,228 @@ static int rule_sensitive(sqlite3 *db)
 	return rc;
 }
 
+/* The half engines, what they need and which mode uses them, for the emulated_half rule.
+ * gemm_ratio is the engine's GEMM rate over the runtime's FP32 GEMM (fp32-fma) on the square
+ * and mlp shapes, as bench/bench_kernels prints it ("<dtype> GEMM vs FP32"); the bench keeps
+ * these figures up to date, per CPU class measured.  0 means not measured yet: the advice then
+ * names the engine without a ratio (a guessed ratio would be worse than none). */
+static const struct half_engine {
+	amp_engine engine;
+	const char *dtype;           /* the half type it computes */
+	const char *features[2];     /* meta cpu_half_features names it needs, all of them */
+	const char *feature_label;   /* how the advice names what it needs */
+	const char *mode;            /* the precision mode that runs the white list on it */
+	int elementwise;             /* also has elementwise half arithmetic (not only products) */
+	double gemm_ratio;           /* see above */
+} half_engines[] = {
+    /* Intel class (Sapphire Rapids): not measured by bench_kernels in this tree yet */
+    {AMP_ENGINE_AMX_BF16, "bf16", {"amx_bf16", "amx_tile"}, "AMX-BF16",
+     "allow_mix_precision_bf16", 0, 0},
+    /* AMD class (Zen 5) has it; the bench's BF16 GEMM figure is not measured yet */
+    {AMP_ENGINE_AVX512_BF16, "bf16", {"avx512_bf16", NULL}, "AVX512_BF16",
+     "allow_mix_precision_bf16", 0, 0},
+    /* Intel class only; not measured yet */
+    {AMP_ENGINE_AVX512_FP16, "fp16", {"avx512_fp16", NULL}, "AVX512-FP16",
+     "allow_mix_precision_fp16", 1, 0},
+};
+#define N_HALF_ENGINES (sizeof half_engines / sizeof half_engines[0])
+
+/* Nonzero if the space-separated list has word. */
+static int has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
+			return 1;
+	return 0;
+}
+
+static int engine_available(const struct half_engine *e, const char *features)
+{
+	for (int i = 0; i < 2; i++)
+		if (e->features[i] && !has_word(features, e->features[i]))
+			return 0;
+	return 1;
+}
+
+/* Half types with an engine that has elementwise arithmetic: "('fp16')". */
+static void elementwise_dtypes(char *buf, size_t len)
+{
+	size_t used = (size_t)snprintf(buf, len, "(''");
+	for (size_t i = 0; i < N_HALF_ENGINES && used < len; i++)
+		if (half_engines[i].elementwise)
+			used += (size_t)snprintf(buf + used, len - used, ", '%s'", half_engines[i].dtype);
+	if (used < len)
+		snprintf(buf + used, len - used, ")");
+}
+
+/* Half-typed ops that ran on FP32 or scalar arithmetic where a half engine could have run
+ * them (the white-list ops, whose products the half engines compute; other ops only in a half
+ * type with elementwise half arithmetic, fp16: a bf16 Add converting in registers is as native
+ * as bf16 gets): name them (top by time), their share of op time, the CPU features their half
+ * type lacks here (from meta cpu_half_features), and, where the CPU has an engine for the
+ * other half type, the mode that would use it, with the GEMM rate ratio of the two engines
+ * when it was measured.  Never suggests the mode in force. */
+static int rule_emulated(sqlite3 *db)
+{
+	char dtypes[128], emul[128], elem[64], sql[1024];
+	sql_name_list(dtypes, sizeof dtypes, AMP_DTYPE_COUNT, dtype_half, dtype_name);
+	sql_name_list(emul, sizeof emul, AMP_ENGINE_COUNT, engine_emulating, engine_name);
+	elementwise_dtypes(elem, sizeof elem);
+	snprintf(sql, sizeof sql,
+	         "SELECT exec_dtype, op, engine, total(total_ns), total(calls), min(callsite) "
+	         "FROM op_sigs WHERE exec_dtype IN %s AND engine IN %s AND (exec_dtype IN %s OR "
+	         "op IN (SELECT name FROM op_types WHERE list = 'white')) "
+	         "GROUP BY exec_dtype, op, engine ORDER BY 4 DESC, 2, 1", dtypes, emul, elem);
+	double total = query_double(db, "SELECT total(total_ns) FROM op_summary", 0);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	advice_buf ev = {.used = 0};
+	char names[256] = "", first_op[64] = "", engines[64] = "";
+	size_t nl = 0;
+	int n = 0, fp16 = 0, bf16 = 0;
+	double t_all = 0;
+	int64_t site = -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *dt = col_text(st, 0), *op = col_text(st, 1), *eng = col_text(st, 2);
+		double t = sqlite3_column_double(st, 3);
+		t_all += t;
+		fp16 |= strcmp(dt, "fp16") == 0;
+		bf16 |= strcmp(dt, "bf16") == 0;
+		if (!has_word(engines, eng))
+			snprintf(engines + strlen(engines), sizeof engines - strlen(engines), "%s%s",
+			         engines[0] ? " " : "", eng);
+		if (n == 0) {
+			snprintf(first_op, sizeof first_op, "%s", op);
+			if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+				site = sqlite3_column_int64(st, 5);
+		}
+		if (n < 6) {
+			buf_add(&ev, "%s%s %s on %s: %.3f ms over %" PRId64 " calls (%.1f %% of op time)",
+			        n ? "\n" : "", dt, op, eng, t / 1e6, (int64_t)sqlite3_column_int64(st, 4),
+			        total > 0 ? 100.0 * t / total : 0.0);
+			if (n < 4 && nl < sizeof names)
+				nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s %s",
+				                       n ? ", " : "", dt, op);
+		}
+		n++;
+	}
+	sqlite3_finalize(st);
+	if (n == 0)
+		return 0;
+	if (n > 4 && nl < sizeof names)
+		snprintf(names + nl, sizeof names - nl, " and %d more", n - 4);
+	for (size_t i = 0; engines[i]; i++)
+		if (engines[i] == ' ')
+			engines[i] = '/';
+
+	char features[256], mode[64];
+	query_text(db, "SELECT value FROM meta WHERE key = 'cpu_half_features'", features,
+	           sizeof features);
+	int known = features[0] != '\0';
+	mode_in_force(db, mode, sizeof mode);
+	/* what each emulated half type lacks here, and an engine of the other type it has */
+	char lacks[256] = "", alt[512] = "";
+	size_t ll = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		const char *dt = pass ? "bf16" : "fp16";
+		if (!(pass ? bf16 : fp16))
+			continue;
+		char need[96] = "";
+		int has_one = 0;
+		for (size_t i = 0; i < N_HALF_ENGINES; i++)
+			if (strcmp(half_engines[i].dtype, dt) == 0) {
+				if (known && engine_available(&half_engines[i], features))
+					has_one = 1;
+				snprintf(need + strlen(need), sizeof need - strlen(need), "%s%s",
+				         need[0] ? " or " : "", half_engines[i].feature_label);
+			}
+		if (!known)
+			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; %s arithmetic needs %s "
+			                       "(this profile does not say what the CPU has)", dt, need);
+		else if (has_one)
+			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s but these "
+			                       "ops did not use it (a library built without the path, or "
+			                       "a path forced)", need);
+		else
+			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU lacks %s, so "
+			                       "%s is storage only here", need, dt);
+		if (ll >= sizeof lacks)
+			ll = sizeof lacks - 1;
+		if (has_one || !known || alt[0])
+			continue;
+		for (size_t i = 0; i < N_HALF_ENGINES && !alt[0]; i++) {
+			const struct half_engine *e = &half_engines[i];
+			if (strcmp(e->dtype, dt) == 0 || !engine_available(e, features) ||
+			    same_mode(mode, e->mode))
+				continue;
+			char ratio[96] = "";
+			if (e->gemm_ratio > 0)
+				snprintf(ratio, sizeof ratio, ", whose GEMM runs %.2fx the FP32 GEMM",
+				         e->gemm_ratio);
+			snprintf(alt, sizeof alt, "; it has %s (%s%s): precision_mode = %s would run the "
+			         "white list in %s on it", e->feature_label, amp_engine_name(e->engine),
+			         ratio, e->mode, e->dtype);
+		}
+	}
+	char msg[1536];
+	double share = total > 0 ? t_all / total : 0;
+	snprintf(msg, sizeof msg,
+	         "half-typed ops ran emulated on %s arithmetic for %.1f %% of op time (%s)%s%s",
+	         engines, 100.0 * share, names, lacks, alt);
+	return add_advice(db, "emulated_half", share > 0.1 ? "warning" : "info", msg, ev.text,
+	                  first_op, -1, site);
+}
+
+/* The rules behind one signature for the rule table of prof_summarize. */
+static int run_nonfinite(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_nonfinite(db);
+}
+static int run_sensitive(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_sensitive(db);
+}
+static int run_scale(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_scale(db);
+}
+static int run_fp16(sqlite3 *db, double fp16, double copy)
+{
+	(void)copy;
+	return rule_fp16(db, fp16);
+}
+static int run_emulated(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_emulated(db);
+}
+static int run_copies(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16;
+	return rule_copies(db, copy);
+}
+static int run_gemm(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_gemm(db);
+}
+
+/* Runs summary_sql with the half dtypes and engines of the schema's tables. */
+static int run_summary_sql(sqlite3 *db, char **msg)
+{
+	char dtypes[128], engines[256];
+	sql_name_list(dtypes, sizeof dtypes, AMP_DTYPE_COUNT, dtype_half, dtype_name);
+	sql_name_list(engines, sizeof engines, AMP_ENGINE_COUNT, engine_half, engine_name);
+	char sql[sizeof SUMMARY_SQL + 4 * sizeof dtypes + sizeof engines];
+	snprintf(sql, sizeof sql, SUMMARY_SQL, engines, dtypes, dtypes, dtypes);
+	return sqlite3_exec(db, sql, NULL, NULL, msg);
+}
+
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
@@ -554,20 +858,29 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
 	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
+	    run_summary_sql(db, &msg) != SQLITE_OK ||
 	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 		return -1;
 	}
-	/* rules in order of importance */
-	if (rule_nonfinite(db) || rule_sensitive(db) || rule_scale(db) ||
-	    rule_fp16(db, fp16_threshold) ||
-	    rule_copies(db, memcpy_threshold) || rule_gemm(db)) {
-		prof_error(NULL, "cannot write advice: %s", sqlite3_errmsg(db));
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-		return -1;
-	}
+	/* the advice rules, in order of importance; the thresholds are percentages */
+	static const struct {
+		const char *name;
+		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
+	} rules[] = {
+	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
+	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
+	    {"gemm", run_gemm},
+	};
+	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+		if (rules[i].run(db, fp16_threshold, memcpy_threshold) != 0) {
+			prof_error(NULL, "cannot write advice (rule %s): %s", rules[i].name,
+			           sqlite3_errmsg(db));
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+			return -1;
+		}
 	if (sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);

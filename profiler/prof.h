@@ -184,6 +184,12 @@ void prof_status_end(prof_status *s);
 /* The runtime's environment knob for the statistics period (runtime/check.h). */
 #define PROF_STATS_EVERY_ENV "AMPPROF_STATS_EVERY"
 
+/* ---- the CPU (cpufeat.c) ----------------------------------------------------------------- */
+/* The CPU's half-arithmetic features enabled by the OS, space-separated names out of
+ * avx512_bf16, avx512_fp16, amx_bf16, amx_tile (in that order), or "none"; the value of meta
+ * 'cpu_half_features'.  Truncated to len. */
+void prof_cpu_half_features(char *buf, size_t len);
+
 /* ---- small helpers ----------------------------------------------------------------------- */
 uint64_t prof_now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t prof_ticks(void);       /* TSC ticks, or CLOCK_MONOTONIC ns without an invariant TSC */

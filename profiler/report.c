@@ -4,6 +4,10 @@
  * ampdump command for the first origin, the top ops and the advice.
  *
  * Both formats show the same figures; JSON keys are stable.  Floats use %.9g in JSON.
+ * The half share: JSON "fp16_share" (the key predates bf16) and its copy "half_share" count
+ * fp16 and bf16 ops; "half_types" ("fp16", "bf16", "fp16+bf16" or null) and "half_label"
+ * (the text's label) say which ran; "native_half_share" is the time on half engines (null if
+ * the profile predates engines).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
@@ -23,6 +27,8 @@ typedef struct summary {
 	int have;
 	double fp16_thr, copy_thr;
 	char command[1024], end[64], exit_status[32], exit_signal[32], dropped[32];
+	double native_share;         /* NAN if unknown */
+	char half_types[16];         /* "" for an FP32 run */
 } summary;
 
 static double col_real(sqlite3_stmt *st, int i)
@@ -82,6 +88,16 @@ static int load_summary(sqlite3 *db, summary *s)
 		s->op_count = col_int(st, 11);
 		s->copy_count = col_int(st, 12);
 		s->peak_bytes = col_int(st, 13);
+	}
+	sqlite3_finalize(st);
+	/* version 2 columns: a version-1 profile has neither (unknown) */
+	s->native_share = (double)NAN;
+	s->half_types[0] = '\0';
+	if (sqlite3_prepare_v2(db, "SELECT native_half_share, half_types FROM run_summary", -1, &st,
+	                       NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+		s->native_share = col_real(st, 0);
+		if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+			snprintf(s->half_types, sizeof s->half_types, "%s", sqlite3_column_text(st, 1));
 	}
 	sqlite3_finalize(st);
 	return 0;
@@ -281,8 +297,12 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	fprintf(f, "\n");
 	pct(a, sizeof a, s.fp16_share);
 	pct(b, sizeof b, s.fp16_flop_share);
-	fprintf(f, "  FP16 share   %s of op time  %s (threshold %.0f %%), %s of FLOPs\n", a,
-	        mark(s.fp16_share, s.fp16_thr, 0), s.fp16_thr, b);
+	fprintf(f, "  %-12s %s of op time  %s (threshold %.0f %%), %s of FLOPs\n",
+	        amp_profile_half_label(s.half_types), a, mark(s.fp16_share, s.fp16_thr, 0),
+	        s.fp16_thr, b);
+	pct(a, sizeof a, s.native_share);
+	fprintf(f, "  native half  %s of op time on half engines%s\n", a,
+	        s.native_share == s.native_share ? "" : " (the profile predates engines)");
 	pct(a, sizeof a, s.copy_share);
 	fprintf(f, "  copy share   %s of step time  %s (threshold %.0f %%)\n", a,
 	        mark(s.copy_share, s.copy_thr, 1), s.copy_thr);
@@ -460,6 +480,14 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	json_int(f, s.step_ns, 1);
 	fputs(", \"fp16_share\": ", f);
 	json_num(f, s.have ? s.fp16_share : (double)NAN);
+	fputs(", \"half_share\": ", f);
+	json_num(f, s.have ? s.fp16_share : (double)NAN);
+	fputs(s.half_types[0] ? ", \"half_types\": \"" : ", \"half_types\": null", f);
+	if (s.half_types[0])
+		fprintf(f, "%s\"", s.half_types);
+	fprintf(f, ", \"half_label\": \"%s\"", amp_profile_half_label(s.half_types));
+	fputs(", \"native_half_share\": ", f);
+	json_num(f, s.have ? s.native_share : (double)NAN);
 	fputs(", \"fp16_flop_share\": ", f);
 	json_num(f, s.have ? s.fp16_flop_share : (double)NAN);
 	fputs(", \"fp16_threshold\": ", f);

@@ -119,7 +119,7 @@ typedef struct op_sig_key {
 	int64_t shape[4];
 	uint64_t flops, bytes;
 	uint32_t label, callsite;    /* database ids */
-	uint8_t op, phase, exec, in, out, ndim, aligned, pad;
+	uint8_t op, phase, exec, in, out, ndim, aligned, engine;
 } op_sig_key;
 
 typedef struct copy_sig_key {
@@ -383,7 +383,7 @@ static const struct {
 	 "INSERT INTO callsites(id, address, module, offset) VALUES (?, ?, ?, ?)"},
 	{offsetof(prof_writer, st_opsig),
 	 "INSERT INTO op_sigs(id, op, phase, exec_dtype, in_dtype, out_dtype, label, "
-	 "shape, flops, bytes, aligned, callsite) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "shape, flops, bytes, aligned, callsite, engine) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_op),
 	 "INSERT INTO op_events(step, seq, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_copysig),
@@ -594,6 +594,7 @@ static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op 
 	k.out = o->out_dtype;
 	k.ndim = o->ndim;
 	k.aligned = o->aligned ? 1 : 0;
+	k.engine = o->engine;
 	int added;
 	uint32_t sig = keytab_intern(&w->op_sigs, &k, &added);
 	if (!sig || grow_u64(&w->op_calls, &w->op_total, &w->op_agg_cap, sig + 1) != 0) {
@@ -616,6 +617,8 @@ static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op 
 		sqlite3_bind_int64(st, 10, (sqlite3_int64)k.bytes);
 		sqlite3_bind_int(st, 11, k.aligned);
 		bind_id_or_null(st, 12, k.callsite);
+		bind_text_or_null(st, 13, k.engine < AMP_ENGINE_COUNT
+		                              ? amp_engine_name((amp_engine)k.engine) : NULL);
 		if (run_stmt(w, st, "op_sigs") != 0)
 			return -1;
 	}
@@ -701,9 +704,9 @@ static int put_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t ste
 
 static const char *meta_reserved[] = {
 	"schema_version", "ampprof_version", "wire_version", "command", "argv", "cwd", "pid",
-	"host", "cpu", "start_time", "start_mono_ns", "clock", "ticks_per_ns", "end",
-	"exit_status", "exit_signal", "complete", "events", "dropped_events", "rings_missing",
-	"wall_ns", "finalized_at", "output", "rejected_events",
+	"host", "cpu", "cpu_half_features", "start_time", "start_mono_ns", "clock", "ticks_per_ns",
+	"end", "exit_status", "exit_signal", "complete", "events", "dropped_events",
+	"rings_missing", "wall_ns", "finalized_at", "output", "rejected_events",
 };
 
 static int put_meta(prof_writer *w, const char *key, size_t kl, const char *val, size_t vl)

@@ -63,8 +63,8 @@ int amp_op_setup_f32(amp_ctx *ctx, amp_op_call *call, amp_tensor **in, int n,
 }
 
 void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
-                      amp_phase phase, uint64_t t0, uint64_t flops, uint64_t bytes,
-                      amp_shape shape)
+                      amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
+                      uint64_t bytes, amp_shape shape)
 {
 	uint64_t seq = ctx->seq++;
 	ctx->stats.ops_dispatched++;
@@ -83,6 +83,7 @@ void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype
 	    .flops = flops,
 	    .bytes = bytes,
 	    .ndim = shape.ndim,
+	    .engine = engine,
 	};
 	for (int i = 0; i < shape.ndim && i < 4; i++)
 		rec.shape[i] = shape.d[i];
@@ -111,6 +112,7 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 		    .bytes = call->bytes,
 		    .ndim = out->shape.ndim,
 		    .aligned = call->aligned,
+		    .engine = call->engine,
 		};
 		for (int i = 0; i < out->shape.ndim; i++)
 			rec.shape[i] = out->shape.d[i];

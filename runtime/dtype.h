@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "amp/amp.h"
+#include "kernels/kernels.h"
 #include "kernels/stats.h"
-#include "bf16_interim.h"
 
 typedef struct amp_dtype_info {
 	const char *name;      /* the schema's name: "fp32", "fp16", "int32", "bf16" */
@@ -42,8 +42,6 @@ static inline const amp_dtype_info *amp_dt(amp_dtype dt)
 /* Nonzero if dt is a valid amp_dtype. */
 int amp_dtype_valid(int dt);
 
-/* src: (n) of src_dt -> dst: (n) of dst_dt, both float types (the same dtype is a copy; src
- * and dst may not overlap otherwise).  Returns the NaN/Inf count written to a half dst, else 0. */
-int64_t amp_cvt(amp_dtype dst_dt, void *dst, amp_dtype src_dt, const void *src, int64_t n);
+/* Converting between dtypes is amp_cvt (kernels/kernels.h). */
 
 #endif

@@ -239,10 +239,11 @@ int amp_op_setup_f32(amp_ctx *ctx, amp_op_call *call, amp_tensor **in, int n,
  * is set accordingly. */
 int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *const *in, int n,
                amp_backward_fn backward, amp_node **node);
-/* For kernels run inside backward functions and the optimizer: trace an op of `phase`. */
+/* For kernels run inside backward functions and the optimizer: trace an op of `phase` whose
+ * arithmetic ran on engine (AMP_ENGINE_NONE when the kernel does not say). */
 void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
-                      amp_phase phase, uint64_t t0, uint64_t flops, uint64_t bytes,
-                      amp_shape shape);
+                      amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
+                      uint64_t bytes, amp_shape shape);
 
 /* ---- autograd helpers -------------------------------------------------------------------- */
 /* Adds g (same shape as t; any float dtype, converted to t's dtype) into t->grad, creating it

@@ -45,7 +45,7 @@ static int bias_add_backward(amp_ctx *ctx, amp_node *node)
 			gb[j] = (float)acc[j];
 		rc = amp_grad_acc_f32(ctx, b, gb);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel,
 	                 (uint64_t)(x->numel * 2 + c) * amp_dtype_size(node->exec), x->shape);
 	return rc;
@@ -223,7 +223,8 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 		                          node->f[0]);
 		amp_grad_block_end(gx, fresh, i0, n, dx);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel * (pointwise_flops(node->op) + 1),
 	                 (uint64_t)x->numel * 3 * amp_dtype_size(node->exec), x->shape);
 	return AMP_OK;

@@ -252,7 +252,7 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 	if (rc == AMP_OK && need_b)
 		rc = amp_grad_acc_f32(ctx, bias, db);
 	uint64_t gemm_flops = (uint64_t)(2 * g.N * g.O * g.ohw * g.ckk);
-	amp_trace_kernel(ctx, node->op, node->label, dt, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, dt, amp_kernels_gemm_engine(dt), AMP_PHASE_BACKWARD, t0,
 	                 gemm_flops * (uint64_t)(need_x + need_w),
 	                 (uint64_t)(2 * (x->numel + w->numel) + node->out->numel) * es,
 	                 node->out->shape);
@@ -394,7 +394,7 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 			                   plane_in - j < AMP_BLOCK ? plane_in - j : AMP_BLOCK, d + j);
 	}
 	size_t es = amp_dtype_size(node->exec);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)y->numel, (uint64_t)(x->numel + y->numel) * es, y->shape);
 	return AMP_OK;
 }

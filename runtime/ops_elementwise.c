@@ -133,7 +133,8 @@ static int add_backward(amp_ctx *ctx, amp_node *node)
 		rc = grad_into(ctx, a, gy, 1, a->numel, NULL, NULL, 0);
 	if (rc == AMP_OK && b->requires_grad)
 		rc = grad_into(ctx, b, gy, reps, m, NULL, NULL, reps > 1);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)a->numel, (uint64_t)a->numel * 3 * amp_dtype_size(node->exec),
 	                 a->shape);
 	return rc;
@@ -154,7 +155,8 @@ static int mul_backward(amp_ctx *ctx, amp_node *node)
 	}
 	if (rc == AMP_OK && b->requires_grad)
 		rc = grad_into(ctx, b, gy, reps, m, NULL, a, reps > 1);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)a->numel * 2, (uint64_t)a->numel * 4 * amp_dtype_size(node->exec),
 	                 a->shape);
 	return rc;
@@ -185,7 +187,8 @@ static int scale_backward(amp_ctx *ctx, amp_node *node)
 		amp_vscale_f32(amp_block_read(gy, i0, n, gbuf), node->f[0], dx, n);
 		amp_grad_block_end(gx, fresh, i0, n, dx);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel, (uint64_t)x->numel * 2 * amp_dtype_size(node->exec),
 	                 x->shape);
 	return AMP_OK;

@@ -19,7 +19,7 @@ static int reduce_backward(amp_ctx *ctx, amp_node *node)
 	for (int64_t i = 0; i < x->numel; i++)
 		dx[i] = v;
 	int rc = amp_grad_acc_f32(ctx, x, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel, (uint64_t)x->numel * amp_dtype_size(node->exec),
 	                 x->shape);
 	return rc;

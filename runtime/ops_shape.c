@@ -26,7 +26,7 @@ static int passthrough_backward(amp_ctx *ctx, amp_node *node)
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *x = node->in[0];
 	int rc = amp_grad_acc(ctx, x, node->out->grad);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0, 0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0, 0,
 	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
 	return rc;
 }
@@ -50,6 +50,7 @@ int amp_reshape(amp_ctx *ctx, const char *label, amp_tensor *x, amp_shape shape,
 	int rc = amp_op_begin(ctx, &call, AMP_OP_RESHAPE, label, in, 1);
 	if (rc)
 		return rc;
+	call.engine = AMP_ENGINE_NONE; /* data movement, no arithmetic */
 	if (!out)
 		return amp_fail(ctx, AMP_EINVAL, "Reshape '%s': NULL out", lbl(label));
 	char sx[64], ss[64];
@@ -138,7 +139,7 @@ static int transpose_backward(amp_ctx *ctx, amp_node *node)
 	int off = pad4(node->out->shape, dims);
 	transpose_copy(g, dx, sizeof(float), dims, (int)node->i[0] + off, (int)node->i[1] + off);
 	int rc = amp_grad_acc_f32(ctx, x, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0, 0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0, 0,
 	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
 	return rc;
 }
@@ -150,6 +151,7 @@ int amp_transpose(amp_ctx *ctx, const char *label, amp_tensor *x, int d0, int d1
 	int rc = amp_op_begin(ctx, &call, AMP_OP_TRANSPOSE, label, in, 1);
 	if (rc)
 		return rc;
+	call.engine = AMP_ENGINE_NONE; /* data movement, no arithmetic */
 	if (!out)
 		return amp_fail(ctx, AMP_EINVAL, "Transpose '%s': NULL out", lbl(label));
 	int nd = x->shape.ndim;
@@ -200,7 +202,7 @@ static int embedding_backward(amp_ctx *ctx, amp_node *node)
 	for (int64_t k = 0; k < n; k++)
 		amp_vadd_f32(dt + (int64_t)ids[k] * c, g + k * c, dt + (int64_t)ids[k] * c, c);
 	int rc = amp_grad_acc_f32(ctx, table, dt);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)(n * c),
 	                 (uint64_t)(n * c) * amp_dtype_size(node->exec) +
 	                     (uint64_t)table->numel * 4 + (uint64_t)n * 4,
@@ -217,6 +219,7 @@ int amp_embedding(amp_ctx *ctx, const char *label, amp_tensor *table, amp_tensor
 	int rc = amp_op_begin(ctx, &call, AMP_OP_EMBEDDING, label, in, 1);
 	if (rc)
 		return rc;
+	call.engine = AMP_ENGINE_NONE; /* data movement, no arithmetic */
 	if (!out)
 		return amp_fail(ctx, AMP_EINVAL, "Embedding '%s': NULL out", lbl(label));
 	char st[64], si[64];
@@ -295,7 +298,8 @@ static int dropout_backward(amp_ctx *ctx, amp_node *node)
 		amp_grad_block_end(gx, fresh, i0, n, dx);
 	}
 	int rc = AMP_OK;
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel,
 	                 (uint64_t)x->numel * (2 * amp_dtype_size(node->exec) + 1), x->shape);
 	return rc;

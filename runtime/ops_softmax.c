@@ -98,7 +98,7 @@ static int softmax_backward(amp_ctx *ctx, amp_node *node)
 		return oom(ctx, node->op, node->label);
 	softmax_backward_kernel(g, y, dx, rows, c, causal, log_out);
 	int rc = amp_grad_acc_f32(ctx, x, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel * 4,
 	                 (uint64_t)x->numel * 3 * amp_dtype_size(node->exec), x->shape);
 	return rc;
@@ -221,7 +221,7 @@ static int layer_norm_backward(amp_ctx *ctx, amp_node *node)
 		rc = amp_grad_acc_f32(ctx, gamma, dpar);
 	if (rc == AMP_OK && beta->requires_grad)
 		rc = amp_grad_acc_f32(ctx, beta, dpar + c);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel * 12,
 	                 (uint64_t)(x->numel * 3 + c * 4) * amp_dtype_size(node->exec), x->shape);
 	return rc;
@@ -303,7 +303,7 @@ static int cross_entropy_backward(amp_ctx *ctx, amp_node *node)
 		dr[sv->targets[r]] -= s;
 	}
 	int rc = amp_grad_acc_f32(ctx, logits, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)logits->numel * 2,
 	                 (uint64_t)logits->numel * (4 + amp_dtype_size(node->exec)) +
 	                     (uint64_t)n * 4,

@@ -214,7 +214,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			memset(p->master->grad->data, 0, (size_t)p->master->grad->numel * sizeof(float));
 
 	amp_trace_kernel(ctx, AMP_OP_OPTIMIZER, o->kind == OPTIM_SGD ? "sgd" : "adamw", AMP_F32,
-	                 AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),
+	                 amp_kernels_vec_engine(), AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),
 	                 elems * 4 * (o->kind == OPTIM_SGD ? 4 : 6), amp_shape1((int64_t)elems));
 	return rc;
 }

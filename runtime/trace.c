@@ -678,7 +678,7 @@ void amp_trace_op_end(const amp_trace_op *op)
 	rec->in_dtype = (uint8_t)op->in_dtype;
 	rec->out_dtype = (uint8_t)op->out_dtype;
 	rec->aligned = (uint8_t)(op->aligned != 0);
-	rec->pad = 0;
+	rec->engine = (uint8_t)op->engine;
 	ring_commit(r, rec, AMP_REC_OP, 2, 0);
 }
 

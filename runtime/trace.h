@@ -36,6 +36,7 @@ typedef struct amp_trace_op {
 	int ndim;
 	int64_t shape[4];      /* output shape, or (M, N, K) for GEMMs */
 	int aligned;           /* GEMM dims fit the fast path (multiples of 8/16) */
+	amp_engine engine;     /* what the arithmetic ran on (AMP_ENGINE_NONE if not said) */
 } amp_trace_op;
 void amp_trace_op_end(const amp_trace_op *op);
 

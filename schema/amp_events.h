@@ -298,7 +298,11 @@ typedef struct amp_rec_op {
 	int64_t shape[4];
 	uint32_t label;           /* string id, 0 = none */
 	uint32_t callsite;        /* call-site id, 0 = none */
-	uint8_t op, phase, exec_dtype, in_dtype, out_dtype, ndim, aligned, pad;
+	uint8_t op, phase, exec_dtype, in_dtype, out_dtype, ndim, aligned;
+	/* Added within wire version 1, in what was a zeroed pad byte (a producer that predates it
+	 * sends 0, AMP_ENGINE_NONE): */
+	uint8_t engine;           /* amp_engine the arithmetic ran on; a value the collector does
+	                             not know is stored as NULL (unknown) */
 } amp_rec_op;
 
 typedef struct amp_rec_copy {
@@ -424,6 +428,7 @@ _Static_assert(AMP_REC_SLOTS(amp_rec_clock) == 1, "clock record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_module) == 1, "module record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_callsite) <= 3, "callsite record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_op) == 2, "op record");
+_Static_assert(offsetof(amp_rec_op, engine) == 103, "op: engine in wire v1's pad byte");
 _Static_assert(AMP_REC_SLOTS(amp_rec_copy) == 1, "copy record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_step) == 1, "step record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_scale) == 1, "scale record");

@@ -1,4 +1,4 @@
--- profile.sql — the ampkit profile database, schema version 1.
+-- profile.sql — the ampkit profile database, schema version 2.
 --
 -- One SQLite file per profiled run, written by ampprof and read by every tool through
 -- schema/profile_db.c (which embeds this file).  application_id 0x414D5046 ('AMPF') marks the
@@ -6,12 +6,16 @@
 -- readers refuse a newer one.  Times are integer nanoseconds since the start of the run
 -- (meta 'start_mono_ns'), dtypes and names are the strings of schema/amp_names.c.
 --
+-- Version 2 added the engine of each op (op_sigs.engine, ops.engine), op_summary.native_ns,
+-- run_summary.native_half_share and .half_types; amp_profile_upgrade brings a version-1 file
+-- up to it (the engine of its ops stays NULL: unknown).
+--
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
 -- views `ops` and `copies` join them back into one readable row per execution.
 
 PRAGMA application_id = 1095585862;  -- 0x414D5046 'AMPF'
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 -- Facts about the run, one per key.  Keys written by ampprof: schema_version, ampprof_version,
 -- wire_version, command (the application as given), argv, cwd, pid, host, cpu, start_time
@@ -82,7 +86,12 @@ CREATE TABLE op_sigs (
 	aligned    INTEGER,              -- 1 if GEMM dims fit the fast path (multiples of 8)
 	callsite   INTEGER,              -- callsites.id, NULL if not recorded
 	calls      INTEGER,              -- executions with this signature (set at finalize)
-	total_ns   INTEGER               -- their total time (set at finalize)
+	total_ns   INTEGER,              -- their total time (set at finalize)
+	engine     TEXT                  -- what the arithmetic ran on: 'amx-bf16', 'avx512-bf16',
+	                                 -- 'avx512-fp16' (half engines), 'fp32-fma' (FP32 SIMD, also
+	                                 -- half storage computed in FP32), 'scalar' (portable C),
+	                                 -- 'none' (no arithmetic, or the runtime did not say); NULL
+	                                 -- if unknown (a version-1 profile, an unknown value)
 );
 
 -- One row per op execution (only for the steps selected with --steps).
@@ -98,7 +107,8 @@ CREATE TABLE op_events (
 
 CREATE VIEW ops AS
 	SELECT e.id, e.step, e.seq, s.phase, s.op, s.label, s.exec_dtype, s.in_dtype, s.out_dtype,
-	       e.start_ns, e.dur_ns, s.flops, s.bytes, s.shape, s.aligned, s.callsite, e.thread
+	       e.start_ns, e.dur_ns, s.flops, s.bytes, s.shape, s.aligned, s.callsite, e.thread,
+	       s.engine
 	FROM op_events e JOIN op_sigs s ON s.id = e.sig;
 
 -- What repeats between memory copies and casts.
@@ -262,7 +272,9 @@ CREATE TABLE advice (
 	                               -- nonfinite table: step = its first step, op, callsite
 	                               -- of that step's origin), 'sensitive_op_overflow',
 	                               -- 'loss_scale_floor', 'loss_scale_collapse',
-	                               -- 'loss_scale_unusual', 'low_fp16_share', 'copy_share',
+	                               -- 'loss_scale_unusual', 'low_fp16_share' (the half share
+	                               -- below its threshold), 'emulated_half' (half-typed ops
+	                               -- ran on FP32 or scalar arithmetic), 'copy_share',
 	                               -- 'gemm_unaligned'
 	severity TEXT NOT NULL,        -- 'info', 'warning' or 'error'
 	message  TEXT NOT NULL,        -- one-line finding with the suggested change
@@ -280,12 +292,15 @@ CREATE TABLE op_summary (
 	total_ns   INTEGER,  -- total time
 	mean_ns    REAL,     -- mean time
 	flops      INTEGER,  -- total floating-point operations
-	share      REAL      -- fraction of all op time (0..1)
+	share      REAL,     -- fraction of all op time (0..1)
+	native_ns  INTEGER   -- of total_ns, the time on a half engine (op_sigs.engine); NULL if
+	                     -- no execution of it has a known engine
 );
 
 -- The run in one row, computed at finalize (empty if ampprof did not finish).
 CREATE TABLE run_summary (
-	fp16_share      REAL,     -- op time in a half type / all op time (0..1)
+	fp16_share      REAL,     -- the half share: op time in a half type (fp16 or bf16) / all
+	                          -- op time (0..1); the name predates bf16
 	fp16_flop_share REAL,     -- same, weighted by FLOPs
 	copy_share      REAL,     -- copy time / wall time of the steps traced in detail (0..1)
 	steps           INTEGER,  -- steps recorded
@@ -300,7 +315,13 @@ CREATE TABLE run_summary (
 	copy_count      INTEGER,  -- copy rows
 	op_ns           INTEGER,  -- total op time
 	copy_ns         INTEGER,  -- total copy time
-	peak_bytes      INTEGER   -- peak tensor memory
+	peak_bytes      INTEGER,  -- peak tensor memory
+	native_half_share REAL,   -- the native half share: op time on a half engine (amx-bf16,
+	                          -- avx512-bf16, avx512-fp16) / all op time (0..1); NULL if no op
+	                          -- has a known engine (a version-1 profile)
+	half_types      TEXT      -- the half types ops ran in: 'fp16', 'bf16', 'fp16+bf16', or
+	                          -- NULL (an FP32 run); labels the half share ('FP16 share',
+	                          -- 'BF16 share', 'half share (fp16+bf16)')
 );
 
 CREATE VIEW overview AS SELECT * FROM run_summary;

@@ -348,7 +348,7 @@ int amp_profile_has_table(sqlite3 *db, const char *name)
 	return found;
 }
 
-static int has_column(sqlite3 *db, const char *table, const char *column)
+int amp_profile_has_column(sqlite3 *db, const char *table, const char *column)
 {
 	char sql[128];
 	sqlite3_stmt *st = NULL;
@@ -361,6 +361,35 @@ static int has_column(sqlite3 *db, const char *table, const char *column)
 		}
 	sqlite3_finalize(st);
 	return found;
+}
+
+const char *amp_profile_half_label(const char *half_types)
+{
+	if (!half_types || !*half_types || strcmp(half_types, "fp16") == 0)
+		return "FP16 share";
+	if (strcmp(half_types, "bf16") == 0)
+		return "BF16 share";
+	return "half share (fp16+bf16)";
+}
+
+/* Replaces view name by "CREATE VIEW name AS ...;" as it stands in the embedded schema. */
+static int view_from_schema(sqlite3 *db, const char *name)
+{
+	char head[96], drop[128];
+	snprintf(head, sizeof head, "CREATE VIEW %s AS", name);
+	snprintf(drop, sizeof drop, "DROP VIEW IF EXISTS %s", name);
+	const char *sql = amp_profile_schema_sql();
+	const char *start = strstr(sql, head);
+	const char *end = start ? strchr(start, ';') : NULL;
+	if (!end || sqlite3_exec(db, drop, NULL, NULL, NULL) != SQLITE_OK)
+		return AMP_PROFILE_EIO;
+	char *stmt = sqlite3_mprintf("%.*s", (int)(end - start), start);
+	if (!stmt)
+		return AMP_PROFILE_EIO;
+	int rc = sqlite3_exec(db, stmt, NULL, NULL, NULL) == SQLITE_OK ? AMP_PROFILE_OK
+	                                                                : AMP_PROFILE_EIO;
+	sqlite3_free(stmt);
+	return rc;
 }
 
 /* Runs "CREATE TABLE name (...);" as it stands in the embedded schema, with IF NOT EXISTS. */
@@ -388,17 +417,25 @@ static int create_from_schema(sqlite3 *db, const char *name)
 
 int amp_profile_upgrade(sqlite3 *db)
 {
-	/* what was added within schema version 1, in the order it was added */
+	/* what was added since the first revision of version 1, in the order it was added */
 	static const struct {
 		const char *table, *column, *type;
 	} columns[] = {
 	    {"tensor_stats", "neg_inf", "INTEGER"},
 	    {"tensor_stats", "phase", "TEXT"},
 	    {"tensor_stats", "thread", "INTEGER"},
+	    /* version 2 */
+	    {"op_sigs", "engine", "TEXT"},
+	    {"op_summary", "native_ns", "INTEGER"},
+	    {"run_summary", "native_half_share", "REAL"},
+	    {"run_summary", "half_types", "TEXT"},
 	};
 	static const char *const tables[] = {"nonfinite"};
+	int version = 0;
+	if (pragma_int(db, "PRAGMA user_version", &version) != SQLITE_OK)
+		return AMP_PROFILE_EIO;
 	for (size_t i = 0; i < sizeof columns / sizeof columns[0]; i++) {
-		if (has_column(db, columns[i].table, columns[i].column))
+		if (amp_profile_has_column(db, columns[i].table, columns[i].column))
 			continue;
 		char sql[160];
 		snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s", columns[i].table,
@@ -409,6 +446,18 @@ int amp_profile_upgrade(sqlite3 *db)
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
 		if (create_from_schema(db, tables[i]) != AMP_PROFILE_OK)
 			return AMP_PROFILE_EIO;
+	if (version >= AMP_PROFILE_VERSION)
+		return AMP_PROFILE_OK;
+	/* the views that gained columns, then the version itself */
+	char sql[64], ver[16];
+	snprintf(sql, sizeof sql, "PRAGMA user_version = %d", AMP_PROFILE_VERSION);
+	snprintf(ver, sizeof ver, "%d", AMP_PROFILE_VERSION);
+	if (!amp_profile_has_column(db, "ops", "engine") &&
+	    view_from_schema(db, "ops") != AMP_PROFILE_OK)
+		return AMP_PROFILE_EIO;
+	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK ||
+	    amp_profile_meta_set(db, "schema_version", ver) != AMP_PROFILE_OK)
+		return AMP_PROFILE_EIO;
 	return AMP_PROFILE_OK;
 }
 

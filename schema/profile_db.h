@@ -12,7 +12,8 @@
 #include <sqlite3.h>
 
 #define AMP_PROFILE_APP_ID 0x414D5046   /* 'AMPF', PRAGMA application_id */
-#define AMP_PROFILE_VERSION 1           /* PRAGMA user_version written by this schema */
+#define AMP_PROFILE_VERSION 2           /* PRAGMA user_version written by this schema; version 1
+                                           files are still read (see amp_profile_upgrade) */
 
 enum {
 	AMP_PROFILE_OK = 0,
@@ -44,14 +45,25 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
  * amp_profile_create ("cannot open 'path': reason"). */
 int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
 
-/* Brings a profile written by an earlier revision of schema version 1 up to this one, in place:
- * adds the tables and the columns added since within version 1 (tensor_stats.neg_inf, .phase,
- * .thread; the nonfinite table), which readers of version 1 must not rely on otherwise.
- * Idempotent; needs a writable connection.  Returns AMP_PROFILE_OK or AMP_PROFILE_EIO. */
+/* Brings a profile written by schema version 1 (any revision) up to this version, in place:
+ * adds the tables and columns added since (within version 1: tensor_stats.neg_inf, .phase,
+ * .thread, the nonfinite table; version 2: op_sigs.engine, op_summary.native_ns,
+ * run_summary.native_half_share and .half_types, the engine column of the ops view) and sets
+ * user_version and meta schema_version to AMP_PROFILE_VERSION.  Old rows keep NULL in the new
+ * columns (an unknown engine).  A read-only reader of a version-1 file must test the columns
+ * it needs with amp_profile_has_column instead.  Idempotent; needs a writable connection.
+ * Returns AMP_PROFILE_OK or AMP_PROFILE_EIO. */
 int amp_profile_upgrade(sqlite3 *db);
 
 /* Nonzero if the profile has table (or view) name. */
 int amp_profile_has_table(sqlite3 *db, const char *name);
+/* Nonzero if table (or view) has column (a version-1 profile lacks the version-2 columns). */
+int amp_profile_has_column(sqlite3 *db, const char *table, const char *column);
+
+/* The label of the half share for run_summary.half_types: "FP16 share" for 'fp16' and for
+ * NULL or "" (an FP32 run, read as its FP16 readiness), "BF16 share" for 'bf16', "half share
+ * (fp16+bf16)" when both ran.  Static string, never NULL. */
+const char *amp_profile_half_label(const char *half_types);
 
 /* Closes a connection from amp_profile_create/open.  NULL is a no-op. */
 void amp_profile_close(sqlite3 *db);

@@ -13,6 +13,7 @@
 
 #include <sqlite3.h>
 
+#include "amp_events.h"
 #include "profile_db.h"
 
 #define HALF_SQL "('fp16', 'bf16', 'half')"
@@ -195,6 +196,50 @@ static int make_sig_views(view_model *m, int *finalized)
 	               "sum(dur_ns) AS total_ns FROM copy_events GROUP BY sig;");
 }
 
+/* The native half share and the half types: from run_summary when it has them, else from the
+ * signatures (an unfinalized profile), else unknown (a version-1 profile). */
+static int read_engines(view_model *m)
+{
+	view_run *r = &m->run;
+	char engines[256], sql[1024];
+	size_t used = (size_t)snprintf(engines, sizeof engines, "(");
+	for (unsigned e = 0, n = 0; e < AMP_ENGINE_COUNT && used < sizeof engines; e++)
+		if (amp_engine_is_half((amp_engine)e))
+			used += (size_t)snprintf(engines + used, sizeof engines - used, "%s'%s'",
+			                         n++ ? ", " : "", amp_engine_name((amp_engine)e));
+	if (used < sizeof engines)
+		snprintf(engines + used, sizeof engines - used, ")");
+	r->native_half_share = NAN;
+	r->half_types[0] = '\0';
+	sqlite3_stmt *st = NULL;
+	if (r->finalized && amp_profile_has_column(m->db, "run_summary", "native_half_share"))
+		st = prep(m, "SELECT native_half_share, half_types FROM run_summary LIMIT 1");
+	else if (!r->finalized && amp_profile_has_column(m->db, "op_sigs", "engine")) {
+		snprintf(sql, sizeof sql,
+		         "SELECT CASE WHEN count(s.engine) = 0 THEN NULL ELSE CAST(sum(CASE WHEN "
+		         "s.engine IN %s THEN v.total_ns ELSE 0 END) AS REAL) / nullif(sum(v.total_ns), "
+		         "0) END, (SELECT group_concat(exec_dtype, '+') FROM (SELECT DISTINCT exec_dtype "
+		         "FROM op_sigs WHERE exec_dtype IN " HALF_SQL " ORDER BY exec_dtype DESC)) "
+		         "FROM op_sigs s JOIN vsig v ON v.id = s.id", engines);
+		st = prep(m, sql);
+	} else {
+		st = prep(m, r->finalized ? "SELECT NULL, NULL"
+		                          : "SELECT NULL, (SELECT group_concat(exec_dtype, '+') FROM "
+		                            "(SELECT DISTINCT exec_dtype FROM op_sigs WHERE exec_dtype "
+		                            "IN " HALF_SQL " ORDER BY exec_dtype DESC))");
+	}
+	if (!st)
+		return VIEW_EDB;
+	if (step_row(m, st) == SQLITE_ROW) {
+		r->native_half_share = col_dbl(st, 0, NAN);
+		const unsigned char *t = sqlite3_column_text(st, 1);
+		snprintf(r->half_types, sizeof r->half_types, "%s", t ? (const char *)t : "");
+	}
+	sqlite3_finalize(st);
+	r->half_label = amp_profile_half_label(r->half_types);
+	return VIEW_OK;
+}
+
 static int read_summary(view_model *m)
 {
 	view_run *r = &m->run;
@@ -224,7 +269,7 @@ static int read_summary(view_model *m)
 	}
 	sqlite3_finalize(st);
 	if (r->finalized)
-		return VIEW_OK;
+		return read_engines(m);
 	/* Not finalized: the same figures from the steps and the per-signature aggregates. */
 	st = prep(m,
 	          "SELECT count(*), sum(overflow), sum(skipped), min(scale), max(scale), "
@@ -268,7 +313,7 @@ static int read_summary(view_model *m)
 	sqlite3_finalize(st);
 	r->copy_share = r->step_ns > 0 ? (double)r->copy_ns / (double)r->step_ns : 0;
 	r->peak_bytes = query_i64(m, "SELECT max(peak) FROM memory", 0);
-	return VIEW_OK;
+	return read_engines(m);
 }
 
 /* Fills an origin from a query whose row is (step, seq, op, name, role, function, file, line). */
@@ -823,7 +868,9 @@ long view_model_step_tstats(view_model *m, int64_t step, int64_t offset, view_ts
 	sqlite3_stmt *st =
 	    prep_args(m,
 	              "SELECT t.seq, t.op, t.role, t.name, t.dtype, t.count, t.nan, "
-	              "t.inf, t.underflow, t.near_overflow, t.min, t.max, t.absmax, "
+	              "t.inf, CASE WHEN t.dtype = 'bf16' THEN 0 ELSE t.underflow END, "
+	              "CASE WHEN t.dtype = 'bf16' THEN 0 ELSE t.near_overflow END, t.min, t.max, "
+	              "t.absmax, "
 	              "t.origin, coalesce(c.function, '?\?'), coalesce(c.file, '?\?'), "
 	              "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
 	              "ON c.id = t.callsite WHERE t.step = ? "
@@ -836,6 +883,13 @@ long view_model_step_tstats(view_model *m, int64_t step, int64_t offset, view_ts
 /* Headroom per layer name, the worst HEADROOM_MAX into m->headroom: one pass over
  * tensor_stats aggregated in a hash table (no sort of the rows, no temp b-tree). */
 #define HEADROOM_MAX 200
+/* count, underflow, near_overflow of a row, FP16's headroom: a bf16 tensor has about FP32's
+ * range, so it counts for neither (no false warnings above 32768); fp32 tensors count, as an
+ * FP32 run's FP16 readiness. */
+#define HEADROOM_COLS                                                                          \
+	"CASE WHEN dtype = 'bf16' THEN 0 ELSE count END, "                                        \
+	"CASE WHEN dtype = 'bf16' THEN 0 ELSE underflow END, "                                    \
+	"CASE WHEN dtype = 'bf16' THEN 0 ELSE near_overflow END"
 
 typedef struct name_agg {
 	char *name;
@@ -871,8 +925,8 @@ static int scan_headroom(view_model *m)
 	size_t cap = 1024, used = 0;
 	name_agg *tab = calloc(cap, sizeof *tab);
 	sqlite3_stmt *st =
-	    prep(m, "SELECT coalesce(name, op, '?'), count, underflow, near_overflow, "
-	            "nan > 0 OR inf > 0 FROM tensor_stats");
+	    prep(m, "SELECT coalesce(name, op, '?'), " HEADROOM_COLS ", nan > 0 OR inf > 0 "
+	            "FROM tensor_stats");
 	int rc = VIEW_OK;
 	if (!tab)
 		rc = VIEW_ENOMEM;

@@ -52,9 +52,13 @@ typedef struct view_run {
 	int64_t op_count, copy_count;
 	int64_t wall_ns, step_ns, op_ns, copy_ns, peak_bytes;
 	int64_t dropped_events;
-	double fp16_share;      /* 0..1 */
+	double fp16_share;      /* 0..1: the half share (fp16 and bf16) */
 	double fp16_flop_share; /* 0..1 */
 	double copy_share;      /* 0..1 */
+	double native_half_share; /* 0..1: op time on a half engine; NAN if no op has a known
+	                             engine (a version-1 profile) */
+	char half_types[16];    /* half types that ran: "fp16", "bf16", "fp16+bf16", "" (FP32) */
+	const char *half_label; /* "FP16 share", "BF16 share", "half share (fp16+bf16)" */
 	double min_scale, max_scale, last_scale;
 	double fp16_threshold;     /* percent, in force */
 	double memcpy_threshold;   /* percent, in force */

@@ -1,4 +1,4 @@
-/* panel_overview.c — panel 1: run facts, the FP16 and copy gauges against their thresholds,
+/* panel_overview.c — panel 1: run facts, the half-share, native-half and copy gauges,
  * the loss-scale summary, the first non-finite origin and the advice list, the selected advice
  * spelled out in full below it with its evidence.  Everything here comes from what
  * view_model_open read, so this is the first frame of any profile. */
@@ -86,7 +86,7 @@ static void gauge(view_screen *s, int y, const char *label, double share, double
 	for (int i = 0; i < bw; i++)
 		view_screen_putc(s, 23 + i, y, i < fill ? VIEW_G_FULL : VIEW_G_LIGHT,
 		                 i < fill ? style : VIEW_S_DIM, 0);
-	if (tick >= 0 && tick < bw)
+	if (threshold >= 0 && tick >= 0 && tick < bw) /* a negative threshold: no tick */
 		view_screen_putc(s, 23 + tick, y, VIEW_G_VLINE, VIEW_S_NORMAL, VIEW_A_BOLD);
 	view_screen_puts(s, 23 + bw + 2, y, s->w - bw - 26, style, VIEW_A_BOLD, verdict);
 }
@@ -177,12 +177,30 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	int low = r->fp16_share * 100 < r->fp16_threshold;
 	snprintf(line, sizeof line, "%s %.9g %%", low ? "LOW: below" : "ok: at least",
 	         r->fp16_threshold);
+	/* the half share, labelled by the half types that ran; both types: "Half share" here and
+	 * the types on the line below (the gauge's label is 13 columns) */
+	int both = strchr(r->half_types, '+') != NULL;
 	if (y < end)
-		gauge(s, y++, "FP16 share", r->fp16_share, r->fp16_threshold, low, line);
+		gauge(s, y++, both ? "Half share" : r->half_label, r->fp16_share, r->fp16_threshold, low,
+		      line);
 	if (y < end)
 		view_screen_printf(s, 14, y++, s->w - 15, VIEW_S_DIM, 0,
-		                   "%5.1f %% by FLOPs \xc2\xb7 threshold from %s",
-		                   r->fp16_flop_share * 100, r->threshold_source);
+		                   "%5.1f %% by FLOPs%s%s \xc2\xb7 threshold from %s",
+		                   r->fp16_flop_share * 100, both ? " \xc2\xb7 " : "",
+		                   both ? r->half_types : "", r->threshold_source);
+	/* the native half share: how much of it ran on half arithmetic */
+	if (y < end && r->native_half_share == r->native_half_share) {
+		int emulated = r->fp16_share - r->native_half_share > 0.25;
+		snprintf(line, sizeof line, "%s",
+		         r->fp16_share <= 0 ? "no half ops"
+		         : emulated         ? "EMULATED: FP32 math"
+		                            : "on half engines");
+		gauge(s, y++, "Native half", r->native_half_share, -1, emulated, line);
+	} else if (y < end) {
+		view_screen_puts(s, 1, y, 13, VIEW_S_HEADER, VIEW_A_BOLD, "Native half");
+		view_screen_puts(s, 14, y++, s->w - 15, VIEW_S_DIM, 0,
+		                 "unknown: the profile predates engines");
+	}
 	int high = r->copy_share * 100 > r->memcpy_threshold;
 	snprintf(line, sizeof line, "%s %.9g %%", high ? "HIGH: above" : "ok: at most",
 	         r->memcpy_threshold);

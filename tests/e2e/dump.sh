@@ -185,7 +185,7 @@ if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
-cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 2;'
+cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 3;'
 sqlite3 "$T/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
 echo "not a database" >"$T/text.db"
 cd "$T" || exit 1

@@ -39,7 +39,7 @@ out=$("$AMPPROF" --help); rc=$?
 check "help exits 0" "$rc" 0
 check_true "help lists exit codes" grep -q "no events" <<<"$out"
 check_true "help: --dump-limit defaults to 256M" grep -Eq -- "--dump-limit=<size> .*\(256M\)$" <<<"$out"
-check_true "version names the schema" grep -q "profile schema 1" <<<"$("$AMPPROF" --version)"
+check_true "version names the schema" grep -q "profile schema 2" <<<"$("$AMPPROF" --version)"
 err=$("$AMPPROF" --nan-check=sometimes -- true 2>&1); rc=$?
 check "invalid option value exits 2" "$rc" 2
 check_true "invalid value message" grep -q "invalid value 'sometimes' for --nan-check" <<<"$err"
@@ -77,6 +77,24 @@ check "meta end" "$(q run.db "SELECT value FROM meta WHERE key = 'end'")" exited
 check "default --dump-limit is 256 MiB" "$(q run.db "SELECT value FROM meta WHERE key = 'options.dump_limit'")" 268435456
 check "runtime meta" "$(q run.db "SELECT value FROM meta WHERE key = 'precision_mode'")" allow_mix_precision
 check_true "unaligned GEMM advice" test "$(q run.db "SELECT count(*) FROM advice WHERE rule = 'gemm_unaligned'")" -ge 1
+# engines: the producer's MatMuls (fp16) run on fp32-fma unless told otherwise
+check "engine column filled" "$(q run.db "SELECT group_concat(r) FROM (SELECT DISTINCT op || ':' || coalesce(engine, 'NULL') AS r FROM ops ORDER BY r)")" \
+	"MatMul:fp32-fma,ReLU:fp32-fma,Softmax:fp32-fma"
+check "schema version 2" "$(q run.db "SELECT value FROM meta WHERE key = 'schema_version'") $(q run.db 'PRAGMA user_version')" "2 2"
+check_true "meta cpu_half_features" grep -Eq '^(none|((avx512_bf16|avx512_fp16|amx_bf16|amx_tile) ?)+)$' \
+	<<<"$(q run.db "SELECT value FROM meta WHERE key = 'cpu_half_features'")"
+check "emulated: native half share 0, half types fp16" "$(q run.db 'SELECT native_half_share, half_types FROM overview')" "0.0|fp16"
+check_true "emulated_half advice names the ops and AVX512-FP16" \
+	grep -q 'fp16 MatMul.*AVX512-FP16' <<<"$(q run.db "SELECT message FROM advice WHERE rule = 'emulated_half'")"
+out=$("$AMPPROF" report run.db 2>/dev/null)
+check_true "report: native half line" grep -q '^  native half  *0.0 % of op time on half engines$' <<<"$out"
+check_true "report json: both shares" grep -q '"half_share": [0-9.e-]*, "half_types": "fp16", "half_label": "FP16 share", "native_half_share": 0,' \
+	<<<"$("$AMPPROF" report --format=json run.db 2>/dev/null)"
+"$AMPPROF" -q -o native.db -- "$PRODUCER" --steps 4 --ops 12 --half bf16 --gemm-engine avx512-bf16 --mode allow_mix_precision_bf16; rc=$?
+check "producer bf16 run exits 0" "$rc" 0
+check "bf16: native share = MatMul time" "$(q native.db "SELECT abs(native_half_share - (SELECT CAST(sum(dur_ns) AS REAL) FROM ops WHERE engine = 'avx512-bf16') / (SELECT sum(dur_ns) FROM ops)) < 1e-12, half_types FROM overview")" "1|bf16"
+check "bf16: no emulated_half advice (the ReLUs convert in registers)" "$(q native.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 0
+check_true "bf16: the report says BF16 share" grep -q '^  BF16 share ' <<<"$("$AMPPROF" report native.db 2>/dev/null)"
 "$AMPPROF" -q -o run.db -- "$PRODUCER" 2>/dev/null; check "existing output refused" "$?" 4
 "$AMPPROF" -q -f -o run.db -- "$PRODUCER" --steps 10 --ops 20; check "--force overwrites" "$?" 0
 check "op row size <= 40 bytes" "$(q run.db "SELECT CASE WHEN sum(pgsize) * 1.0 / (SELECT count(*) FROM op_events) <= 40 OR (SELECT count(*) FROM op_events) < 1000 THEN 1 ELSE 0 END FROM dbstat WHERE name = 'op_events'")" 1
@@ -277,6 +295,8 @@ if [ -x "$MLP" ]; then
 	check "mlp_fashion amp: exit 0" "$rc" 0
 	example_checks mlp_fashion amp.db
 	check "mlp_fashion amp: fp16_share > 0.7" "$(q amp.db 'SELECT fp16_share > 0.7 FROM overview')" 1
+	# the runtime records an engine for every op ('none' where its kernels do not say yet)
+	check "mlp_fashion amp: every op has an engine" "$(q amp.db 'SELECT count(*) FROM ops WHERE engine IS NULL')" 0
 	check "mlp_fashion amp: casts (and master refreshes) and input staging" \
 		"$(q amp.db "SELECT group_concat(kind) FROM (SELECT DISTINCT kind FROM copies WHERE kind IN ('cast', 'master', 'h2d') ORDER BY kind)")" "cast,h2d,master"
 	h2d_line=$(q amp.db "SELECT c.line FROM copies p JOIN callsites c ON c.id = p.callsite WHERE p.kind = 'h2d' AND p.src_dtype = 'fp32' ORDER BY p.id LIMIT 1")

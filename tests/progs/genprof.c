@@ -35,9 +35,26 @@ void genprof_defaults(genprof_opts *o)
 	o->origin_line = 88;
 	o->origin_func = "attention_forward";
 	o->command = "./train --epochs 1";
+	o->half_dtype = "fp16";
+	o->gemm_engine = "fp32-fma";
+	o->cpu_features = "avx512_bf16";
 	o->fp16_threshold = 70;
 	o->memcpy_threshold = 15;
 	o->seed = 1;
+}
+
+static int is_gemm(int op)
+{
+	return op == AMP_OP_MATMUL || op == AMP_OP_BATCH_MATMUL || op == AMP_OP_LINEAR ||
+	       op == AMP_OP_CONV2D;
+}
+
+/* The engine a template op ran on (see genprof_opts.gemm_engine). */
+static const char *op_engine(const genprof_opts *o, int op, int half)
+{
+	if (op == AMP_OP_RESHAPE)
+		return "none";
+	return half && is_gemm(op) ? o->gemm_engine : "fp32-fma";
 }
 
 /* ---- rng ------------------------------------------------------------------------------------ */
@@ -280,12 +297,12 @@ static int build_template(const genprof_opts *o, size_t per_step, tmpl *t, char 
 	cp->callsite = CS_STAGE + 1, cp->weight = 3;
 	for (size_t b = 0; b < blocks; b++) {
 		cp = &t->copies[c++];
-		cp->kind = AMP_COPY_MASTER, cp->src = "fp32", cp->dst = "fp16";
+		cp->kind = AMP_COPY_MASTER, cp->src = "fp32", cp->dst = o->half_dtype;
 		cp->bytes = 128 * 512 * 2 * 2;
 		snprintf(cp->label, sizeof cp->label, "blocks.%zu.fc1.weight", b);
 		cp->callsite = CS_MASTER + 1, cp->weight = 2;
 		cp = &t->copies[c++];
-		cp->kind = AMP_COPY_CAST, cp->src = "fp32", cp->dst = "fp16",
+		cp->kind = AMP_COPY_CAST, cp->src = "fp32", cp->dst = o->half_dtype,
 		cp->bytes = 64 * 128 * 2;
 		snprintf(cp->label, sizeof cp->label, "%s", t->ops[b * BLOCK_FWD + 6].label);
 		cp->callsite = CS_CAST + 1, cp->weight = 1;
@@ -389,22 +406,24 @@ static int write_callsites(gen *g, const tmpl *t, const char *source_dir)
 	return rc;
 }
 
-static int write_sigs(gen *g, const tmpl *t, const uint64_t *calls, const uint64_t *tot,
-                      const uint64_t *ccalls, const uint64_t *ctot, int finalized)
+static int write_sigs(gen *g, const genprof_opts *o, const tmpl *t, const uint64_t *calls,
+                      const uint64_t *tot, const uint64_t *ccalls, const uint64_t *ctot,
+                      int finalized)
 {
 	sqlite3_stmt *st = NULL;
+	const char *hd = o->half_dtype;
 	int rc = prep(g, &st,
 	              "INSERT INTO op_sigs(id, op, phase, exec_dtype, in_dtype, out_dtype, "
-	              "label, shape, flops, bytes, aligned, callsite, calls, total_ns) "
-	              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+	              "label, shape, flops, bytes, aligned, callsite, calls, total_ns, engine) "
+	              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 	for (size_t i = 0; rc == 0 && i < t->nops; i++) {
 		const tmpl_op *op = &t->ops[i];
 		sqlite3_bind_int64(st, 1, (int64_t)i + 1);
 		bind_text(st, 2, amp_op_name((amp_op_type)op->op));
 		bind_text(st, 3, amp_phase_name((amp_phase)op->phase));
-		bind_text(st, 4, op->half ? "fp16" : "fp32");
-		bind_text(st, 5, op->black ? "fp16" : op->half ? "fp16" : "fp32");
-		bind_text(st, 6, op->half ? "fp16" : "fp32");
+		bind_text(st, 4, op->half ? hd : "fp32");
+		bind_text(st, 5, op->black ? hd : op->half ? hd : "fp32");
+		bind_text(st, 6, op->half ? hd : "fp32");
 		bind_text(st, 7, op->label);
 		bind_text(st, 8, op->shape);
 		sqlite3_bind_int64(st, 9, op->flops);
@@ -418,6 +437,10 @@ static int write_sigs(gen *g, const tmpl *t, const uint64_t *calls, const uint64
 			sqlite3_bind_null(st, 13);
 			sqlite3_bind_null(st, 14);
 		}
+		if (o->no_engine)
+			sqlite3_bind_null(st, 15);
+		else
+			bind_text(st, 15, op_engine(o, op->op, op->half));
 		rc = done(g, st, "op_sigs");
 	}
 	sqlite3_finalize(st);
@@ -576,7 +599,10 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 	    meta(&g, "options.fp16_threshold", "%.9g", o->fp16_threshold) ||
 	    meta(&g, "options.memcpy_threshold", "%.9g", o->memcpy_threshold) ||
 	    meta(&g, "options.steps", "all") ||
-	    meta(&g, "precision_mode", o->overflow_steps ? "force_fp16" : "allow_mix_precision") ||
+	    meta(&g, "precision_mode", "%s",
+	         o->precision_mode ? o->precision_mode
+	         : o->overflow_steps ? "force_fp16" : "allow_mix_precision") ||
+	    meta(&g, "cpu_half_features", "%s", o->cpu_features) ||
 	    meta(&g, "loss_scale", "dynamic") || meta(&g, "loss_scale_init", "128"))
 		goto out;
 	if (o->empty) {
@@ -631,7 +657,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 	int clean = 0, overflows = 0;
 	uint64_t op_id = 0, cp_id = 0, seq = 0;
 	uint64_t t_now = 5000000; /* startup before step 0 */
-	uint64_t step_ns_total = 0, copy_ns_total = 0, op_ns_total = 0, op16_ns = 0;
+	uint64_t step_ns_total = 0, copy_ns_total = 0, op_ns_total = 0, op16_ns = 0, native_ns = 0;
 	double flops_all = 0, flops16 = 0;
 	int64_t peak = 0;
 	int last_steps = o->steps;
@@ -690,6 +716,9 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 				op16_ns += durs[i];
 				flops16 += (double)t.ops[i].flops;
 			}
+			if (amp_engine_is_half((amp_engine)amp_engine_from_name(
+			        op_engine(o, t.ops[i].op, t.ops[i].half))))
+				native_ns += durs[i];
 			flops_all += (double)t.ops[i].flops;
 		}
 		free(durs);
@@ -769,7 +798,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 			               amp_op_name((amp_op_type)org->op),
 			               "input",
 			               org->label,
-			               "fp16",
+			               o->half_dtype,
 			               4096,
 			               0,
 			               0,
@@ -792,7 +821,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 				              amp_op_name((amp_op_type)nx->op),
 				              "output",
 				              nx->label,
-				              nx->half ? "fp16" : "fp32",
+				              nx->half ? o->half_dtype : "fp32",
 				              4096,
 				              4096 / (int64_t)(k - oi + 1),
 				              0,
@@ -811,7 +840,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 			               "Linear",
 			               "grad",
 			               "blocks.0.fc1.weight",
-			               "fp16",
+			               o->half_dtype,
 			               65536,
 			               512,
 			               64,
@@ -840,7 +869,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 				              amp_op_name((amp_op_type)op->op),
 				              "output",
 				              op->label,
-				              op->half ? "fp16" : "fp32",
+				              op->half ? o->half_dtype : "fp32",
 				              cnt,
 				              0,
 				              0,
@@ -862,7 +891,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 
 	/* what finalize writes */
 	int finalized = !o->unfinalized;
-	if (write_sigs(&g, &t, calls, tot, ccalls, ctot, finalized) != 0)
+	if (write_sigs(&g, o, &t, calls, tot, ccalls, ctot, finalized) != 0)
 		goto out;
 	if (o->crashed &&
 	    exec(&g, "INSERT INTO crashes(id, thread, signo, signal, code, addr, t_ns, frames) "
@@ -885,16 +914,21 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 	         "CREATE INDEX copy_events_step ON copy_events(step);"
 	         "CREATE INDEX steps_step ON steps(step);"
 	         "CREATE INDEX tensor_stats_step ON tensor_stats(step);"
-	         "INSERT INTO op_summary(op, exec_dtype, calls, total_ns, mean_ns, flops, share) "
-	         "SELECT op, exec_dtype, sum(calls), sum(total_ns), "
+	         "INSERT INTO op_summary(op, exec_dtype, calls, total_ns, mean_ns, flops, share, "
+	         "native_ns) SELECT op, exec_dtype, sum(calls), sum(total_ns), "
 	         "CAST(sum(total_ns) AS REAL) / sum(calls), sum(flops * calls), "
-	         "CAST(sum(total_ns) AS REAL) / (SELECT sum(total_ns) FROM op_sigs) "
+	         "CAST(sum(total_ns) AS REAL) / (SELECT sum(total_ns) FROM op_sigs), "
+	         "CASE WHEN count(engine) = 0 THEN NULL ELSE sum(CASE WHEN engine IN "
+	         "('amx-bf16', 'avx512-bf16', 'avx512-fp16') THEN total_ns ELSE 0 END) END "
 	         "FROM op_sigs GROUP BY op, exec_dtype ORDER BY sum(total_ns) DESC;"))
 		goto out;
 	{
 		sqlite3_stmt *st = NULL;
 		if (prep(&g, &st,
-		         "INSERT INTO run_summary VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"))
+		         "INSERT INTO run_summary(fp16_share, fp16_flop_share, copy_share, steps, "
+		         "overflow_steps, skipped_steps, min_scale, max_scale, complete, wall_ns, "
+		         "step_ns, op_count, copy_count, op_ns, copy_ns, peak_bytes, "
+		         "native_half_share, half_types) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"))
 			goto out;
 		double fp16 = op_ns_total ? (double)op16_ns / (double)op_ns_total : 0;
 		double fl16 = flops_all > 0 ? flops16 / flops_all : 0;
@@ -915,6 +949,15 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 		sqlite3_bind_int64(st, 14, (int64_t)op_ns_total);
 		sqlite3_bind_int64(st, 15, (int64_t)copy_ns_total);
 		sqlite3_bind_int64(st, 16, peak);
+		if (o->no_engine)
+			sqlite3_bind_null(st, 17);
+		else
+			sqlite3_bind_double(st, 17, op_ns_total ? (double)native_ns / (double)op_ns_total
+			                                        : 0);
+		if (op16_ns)
+			bind_text(st, 18, o->half_dtype);
+		else
+			sqlite3_bind_null(st, 18);
 		int r = done(&g, st, "run_summary");
 		sqlite3_finalize(st);
 		if (r)

@@ -16,7 +16,7 @@ typedef struct genprof_opts {
 	int force;               /* replace an existing file */
 	uint64_t ops;            /* op rows wanted (rounded to whole steps), default 2000 */
 	int steps;               /* training steps, default 40 */
-	double fp16_share;       /* target FP16 share of op time (0..1), default 0.85 */
+	double fp16_share;       /* target half share of op time (0..1), default 0.85 */
 	double copy_share;       /* target copy time / step time (0..1), default 0.08 */
 	int overflow_steps;      /* steps with an overflow (spread evenly), default 3 */
 	int growth_interval;     /* clean steps before the scale doubles, default 8 */
@@ -31,6 +31,16 @@ typedef struct genprof_opts {
 	int unfinalized;         /* the collector died: no summaries, no aggregates, no indexes */
 	int empty;               /* meta only, no steps */
 	int newer_schema;        /* write user_version = AMP_PROFILE_VERSION + 1 */
+	const char *half_dtype;  /* the half type of the half ops, tensors and casts: "fp16"
+	                            (default) or "bf16" */
+	const char *gemm_engine; /* engine of the half GEMMs (MatMul, Linear), default "fp32-fma"
+	                            (half storage computed in FP32, as on the AMD class with fp16);
+	                            the other half ops and the FP32 ops run on "fp32-fma", the
+	                            reshapes on "none" */
+	int no_engine;           /* leave op_sigs.engine NULL (a version-1 profile's ops) */
+	const char *cpu_features;/* meta cpu_half_features, default "avx512_bf16" */
+	const char *precision_mode; /* meta precision_mode, default force_fp16 with overflow steps,
+	                            else allow_mix_precision */
 	double fp16_threshold;   /* meta options.fp16_threshold (percent), default 70 */
 	double memcpy_threshold; /* meta options.memcpy_threshold (percent), default 15 */
 	uint64_t seed;           /* RNG seed, default 1 */

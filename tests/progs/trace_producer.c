@@ -4,7 +4,10 @@
  * runtime/trace.h, then can crash, exit or be killed on cue, run several threads, or act as a
  * hostile application that writes garbage into its session's rings.
  *   trace_producer [--steps N] [--ops N] [--threads N] [--sleep-ms N] [--crash-at STEP]
- *                  [--abort-at STEP] [--exit-at STEP] [--garbage]
+ *                  [--abort-at STEP] [--exit-at STEP] [--garbage] [--gemm-engine NAME]
+ *                  [--half fp16|bf16] [--mode PRECISION_MODE]
+ * The MatMuls run on the --gemm-engine (default fp32-fma: half storage computed in FP32), the
+ * other ops on fp32-fma; --half is the half type of the MatMuls and ReLUs (default fp16).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
@@ -27,6 +30,9 @@ typedef struct producer_opts {
 } producer_opts;
 
 static producer_opts g_opts = {10, 20, 1, 0, -1, -1, -1, 0};
+static amp_engine g_gemm_engine = AMP_ENGINE_FP32_FMA;
+static int g_half = AMP_DTYPE_F16;
+static const char *g_mode = "allow_mix_precision";
 static uint64_t g_ops_total; /* ops of all threads so far */
 
 static void sleep_ms(int ms)
@@ -45,7 +51,8 @@ static __attribute__((noinline)) void emit_op(int64_t step, uint64_t seq, int i)
 	op.t_begin = amp_trace_clock();
 	op.op = i % 3 == 0 ? AMP_OP_MATMUL : i % 3 == 1 ? AMP_OP_RELU : AMP_OP_SOFTMAX;
 	op.phase = AMP_PHASE_FORWARD;
-	op.exec_dtype = op.op == AMP_OP_SOFTMAX ? 0 : 1;
+	op.exec_dtype = op.op == AMP_OP_SOFTMAX ? AMP_DTYPE_F32 : g_half;
+	op.engine = op.op == AMP_OP_MATMUL ? g_gemm_engine : AMP_ENGINE_FP32_FMA;
 	op.in_dtype = 0;
 	op.out_dtype = op.exec_dtype;
 	op.label = label;
@@ -172,12 +179,19 @@ int main(int argc, char **argv)
 			g_opts.exit_at = atoi(v), i++;
 		else if (strcmp(a, "--garbage") == 0)
 			g_opts.garbage = 1;
+		else if (strcmp(a, "--gemm-engine") == 0 && amp_engine_from_name(v) >= 0)
+			g_gemm_engine = (amp_engine)amp_engine_from_name(v), i++;
+		else if (strcmp(a, "--half") == 0 && amp_dtype_code_from_name(v) >= 0 &&
+		         amp_dtype_code_is_half((unsigned)amp_dtype_code_from_name(v)))
+			g_half = amp_dtype_code_from_name(v), i++;
+		else if (strcmp(a, "--mode") == 0)
+			g_mode = v, i++;
 		else {
 			fprintf(stderr, "trace_producer: unknown option '%s'\n", a);
 			return 2;
 		}
 	}
-	amp_trace_meta("precision_mode", "allow_mix_precision");
+	amp_trace_meta("precision_mode", g_mode);
 	if (g_opts.garbage)
 		write_garbage();
 	pthread_t th[16];

@@ -388,8 +388,11 @@ Test(cli, flags, .init = cr_redirect_stderr)
 	/* Usage errors go to stderr with status 2. */
 	char *unknown[] = {"t", "--bogus"};
 	cr_assert_eq(ex_parse_args(&prog, &c, 2, unknown), 2);
-	char *bad_mode[] = {"t", "--precision=bf16"};
+	char *bad_mode[] = {"t", "--precision=fp8"};
 	cr_assert_eq(ex_parse_args(&prog, &c, 2, bad_mode), 2);
+	char *bf16[] = {"t", "--precision=bf16"};
+	cr_assert_eq(ex_parse_args(&prog, &c, 2, bf16), 0);
+	cr_assert_str_eq(c.precision, "bf16");
 	char *bad_num[] = {"t", "--epochs", "2x"};
 	cr_assert_eq(ex_parse_args(&prog, &c, 3, bad_num), 2);
 	char *missing[] = {"t", "--batch"};

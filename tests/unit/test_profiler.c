@@ -1,7 +1,8 @@
 /* test_profiler.c — ampprof internals: the ring decoder's bounds checks on valid, truncated
  * and garbage rings, option value parsers, the writer fed records with unknown ids, counters
  * from several rings and tensor statistics, finalize's non-finite classes and loss-scale
- * advice, and the session's spool directory. */
+ * advice, the half and native half shares and the emulated-half advice on synthetic profiles,
+ * the FP16 headroom of bf16 tensors, and the session's spool directory. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
 #endif
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "genprof.h"
+#include "model.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -628,4 +631,209 @@ Test(session, spool_dir_absolute)
 	prof_session_release(&s);
 	cr_assert_eq(chdir(cwd), 0);
 	cr_assert_eq(rmdir(dir), 0, "the spool directory is gone");
+}
+
+/* ---- engines, the half shares and the emulated-half advice ------------------------------------
+ * Synthetic profiles (genprof) summarized by finalize, checked against the shares recomputed
+ * here from the ops view. */
+static void gen_summarized(temp_profile *t, genprof_opts *o)
+{
+	char err[512];
+	snprintf(t->path, sizeof t->path, "/tmp/test_profiler.XXXXXX");
+	int fd = mkstemp(t->path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	o->path = t->path;
+	o->force = 1;
+	o->quiet = 1;
+	o->ops = 1200;
+	o->steps = 12;
+	cr_assert_eq(genprof_write(o, NULL, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(amp_profile_open(t->path, 1, &t->db, err, sizeof err), AMP_PROFILE_OK, "%s",
+	             err);
+	cr_assert_eq(prof_summarize(t->db, 70, 15), 0, "%s", sqlite3_errmsg(t->db));
+}
+
+static double query_real(sqlite3 *db, const char *sql)
+{
+	const char *v = query_text(db, sql);
+	cr_assert(strcmp(v, "NULL") != 0 && v[0], "%s: no value", sql);
+	return strtod(v, NULL);
+}
+
+/* Asserts |got - want| <= 1e-12 (the shares are sums of the same integers, divided once). */
+static void assert_share(const char *what, double got, double want)
+{
+	double diff = fabs(got - want);
+	cr_log_info("%s: %.17g vs %.17g, difference %.3g (tolerance 1e-12)", what, got, want, diff);
+	cr_assert_leq(diff, 1e-12, "%s: %.17g, recomputed %.17g", what, got, want);
+}
+
+/* The message of rule's advice ("" if none), copied: query_text's buffer is reused. */
+static const char *advice_of(sqlite3 *db, const char *rule)
+{
+	static char msg[2][1024];
+	static int k;
+	char sql[160];
+	snprintf(sql, sizeof sql, "SELECT message FROM advice WHERE rule = '%s'", rule);
+	k ^= 1;
+	snprintf(msg[k], sizeof msg[k], "%s", query_text(db, sql));
+	return msg[k];
+}
+
+/* An fp16 run whose GEMMs ran on FP32 arithmetic (the AMD class): half share as before, native
+ * share 0, and the advice names the ops, their share, the missing AVX512-FP16 and the bf16
+ * mode the CPU's AVX512_BF16 would serve (without a GEMM ratio: none is measured). */
+Test(engines, fp16_emulated_on_a_bf16_cpu)
+{
+	temp_profile t;
+	genprof_opts o;
+	genprof_defaults(&o);
+	gen_summarized(&t, &o);
+	cr_assert_str_eq(query_text(t.db, "SELECT half_types FROM run_summary"), "fp16");
+	cr_assert_str_eq(amp_profile_half_label("fp16"), "FP16 share");
+	assert_share("half share", query_real(t.db, "SELECT fp16_share FROM run_summary"),
+	             query_real(t.db, "SELECT CAST(sum(CASE WHEN exec_dtype IN ('fp16', 'bf16') "
+	                              "THEN dur_ns ELSE 0 END) AS REAL) / sum(dur_ns) FROM ops"));
+	assert_share("native half share",
+	             query_real(t.db, "SELECT native_half_share FROM run_summary"), 0.0);
+	cr_assert_str_eq(query_text(t.db, "SELECT count(*) FROM ops WHERE engine IS NULL"), "0");
+	const char *msg = advice_of(t.db, "emulated_half");
+	cr_log_info("%s", msg);
+	char want[64];
+	snprintf(want, sizeof want, "for %.1f %% of op time",
+	         100 * query_real(t.db, "SELECT CAST(sum(CASE WHEN exec_dtype = 'fp16' AND engine IN "
+	                                "('fp32-fma', 'scalar') THEN dur_ns ELSE 0 END) AS REAL) "
+	                                "/ sum(dur_ns) FROM ops"));
+	cr_assert(strstr(msg, want), "want '%s' in: %s", want, msg);
+	cr_assert(strstr(msg, "fp16 Linear"), "%s", msg);
+	cr_assert(strstr(msg, "lacks AVX512-FP16"), "%s", msg);
+	cr_assert(strstr(msg, "precision_mode = allow_mix_precision_bf16"), "%s", msg);
+	cr_assert_null(strstr(msg, "FP32 GEMM"), "a ratio that was never measured: %s", msg);
+	cr_assert_str_eq(query_text(t.db, "SELECT op FROM advice WHERE rule = 'emulated_half'"),
+	                 "Linear");
+	temp_profile_release(&t);
+}
+
+/* A bf16 run with its GEMMs on avx512-bf16: the native share is the GEMMs' time; the bf16
+ * gray ops converting in registers are not "emulated"; the low share is labelled BF16 and does
+ * not recommend the mixed mode already in force. */
+Test(engines, bf16_native_gemms)
+{
+	temp_profile t;
+	genprof_opts o;
+	genprof_defaults(&o);
+	o.half_dtype = "bf16";
+	o.gemm_engine = "avx512-bf16";
+	o.precision_mode = "allow_mix_precision_bf16";
+	o.fp16_share = 0.55;
+	o.overflow_steps = 0;
+	gen_summarized(&t, &o);
+	cr_assert_str_eq(query_text(t.db, "SELECT half_types FROM run_summary"), "bf16");
+	double native = query_real(t.db, "SELECT native_half_share FROM run_summary");
+	assert_share("native half share", native,
+	             query_real(t.db, "SELECT CAST(sum(CASE WHEN engine = 'avx512-bf16' THEN dur_ns "
+	                              "ELSE 0 END) AS REAL) / sum(dur_ns) FROM ops"));
+	double half = query_real(t.db, "SELECT fp16_share FROM run_summary");
+	cr_assert(native > 0 && native < half, "native %g, half %g", native, half);
+	assert_share("op_summary native_ns",
+	             query_real(t.db, "SELECT CAST(sum(native_ns) AS REAL) FROM op_summary"),
+	             query_real(t.db, "SELECT CAST(sum(dur_ns) AS REAL) FROM ops WHERE engine = "
+	                              "'avx512-bf16'"));
+	cr_assert_str_eq(advice_of(t.db, "emulated_half"), "");
+	const char *low = advice_of(t.db, "low_fp16_share");
+	cr_assert(strncmp(low, "BF16 share is ", 14) == 0, "%s", low);
+	cr_assert_null(strstr(low, "precision_mode ="), "%s", low);
+	cr_assert(strstr(low, "custom_white_list"), "%s", low);
+	temp_profile_release(&t);
+}
+
+/* The advice never recommends the mode in force, says when the CPU has the engine the ops did
+ * not use, and says when the profile does not tell what the CPU has. */
+Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
+{
+	static const struct {
+		const char *features, *mode, *has, *hasnt;
+	} cases[] = {
+	    {"avx512_bf16", "allow_mix_precision_bf16", "lacks AVX512-FP16", "precision_mode ="},
+	    {"avx512_bf16 avx512_fp16", "allow_mix_precision", "has AVX512-FP16 but these ops",
+	     "precision_mode ="},
+	    {"none", "allow_mix_precision", "lacks AVX512-FP16", "precision_mode ="},
+	    {"avx512_bf16 amx_bf16 amx_tile", "force_fp16", "(amx-bf16",
+	     "the CPU has AVX512-FP16"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		temp_profile t;
+		genprof_opts o;
+		genprof_defaults(&o);
+		o.cpu_features = cases[i].features;
+		o.precision_mode = cases[i].mode;
+		gen_summarized(&t, &o);
+		const char *msg = advice_of(t.db, "emulated_half");
+		cr_log_info("%s / %s: %s", cases[i].features, cases[i].mode, msg);
+		cr_assert(strstr(msg, cases[i].has), "case %zu: want '%s' in: %s", i, cases[i].has,
+		          msg);
+		cr_assert_null(strstr(msg, cases[i].hasnt), "case %zu: '%s' in: %s", i,
+		               cases[i].hasnt, msg);
+		temp_profile_release(&t);
+	}
+}
+
+/* Ops with no recorded engine (a version-1 profile): the native share is unknown, not 0, and
+ * no emulated-half advice is made up; the viewer's model says unknown too. */
+Test(engines, unknown_engine_is_not_zero)
+{
+	temp_profile t;
+	genprof_opts o;
+	genprof_defaults(&o);
+	o.no_engine = 1;
+	gen_summarized(&t, &o);
+	cr_assert_str_eq(query_text(t.db, "SELECT native_half_share FROM run_summary"), "NULL");
+	cr_assert_str_eq(advice_of(t.db, "emulated_half"), "");
+	amp_profile_close(t.db);
+	t.db = NULL;
+	view_model *m = NULL;
+	char err[512];
+	cr_assert_eq(view_model_open(t.path, NULL, &m, err, sizeof err), VIEW_OK, "%s", err);
+	const view_run *r = view_model_run(m);
+	cr_assert(isnan(r->native_half_share));
+	cr_assert_str_eq(r->half_label, "FP16 share");
+	view_model_free(m);
+	temp_profile_release(&t);
+}
+
+/* FP16 headroom: a bf16 tensor has about FP32's range, so its values above 32768 are no
+ * warning; fp16 tensors count, and fp32 ones too (an FP32 run's FP16 readiness). */
+Test(headroom, bf16_tensors_have_fp32_range)
+{
+	temp_profile t;
+	genprof_opts o;
+	genprof_defaults(&o);
+	gen_summarized(&t, &o);
+	cr_assert_eq(sqlite3_exec(t.db,
+	                          "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, "
+	                          "nan, inf, underflow, near_overflow) VALUES "
+	                          "(0, 1, 'Exp', 'output', 'hr.bf16', 'bf16', 1000, 0, 0, 30, 400),"
+	                          "(0, 2, 'Exp', 'output', 'hr.fp16', 'fp16', 1000, 0, 0, 30, 400),"
+	                          "(0, 3, 'Exp', 'output', 'hr.fp32', 'fp32', 1000, 0, 0, 0, 7)",
+	                          NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(t.db));
+	amp_profile_close(t.db);
+	t.db = NULL;
+	view_model *m = NULL;
+	char err[512];
+	cr_assert_eq(view_model_open(t.path, NULL, &m, err, sizeof err), VIEW_OK, "%s", err);
+	const view_headroom *h = NULL;
+	long n = view_model_headroom(m, &h);
+	cr_assert_geq(n, 0);
+	int seen_fp16 = 0, seen_fp32 = 0;
+	for (long i = 0; i < n; i++) {
+		cr_assert_str_neq(h[i].name, "hr.bf16", "a bf16 tensor in the FP16 headroom");
+		if (!strcmp(h[i].name, "hr.fp16"))
+			seen_fp16 = h[i].near_overflow == 400 && h[i].underflow == 30;
+		if (!strcmp(h[i].name, "hr.fp32"))
+			seen_fp32 = h[i].near_overflow == 7;
+	}
+	cr_assert(seen_fp16 && seen_fp32);
+	view_model_free(m);
+	temp_profile_release(&t);
 }

@@ -57,7 +57,7 @@ Test(schema, create_then_open)
 	cr_assert_eq(amp_profile_meta_get(db, "k", v, sizeof v), AMP_PROFILE_OK);
 	cr_assert_str_eq(v, "v");
 	cr_assert_eq(amp_profile_meta_get(db, "schema_version", v, sizeof v), AMP_PROFILE_OK);
-	cr_assert_str_eq(v, "1");
+	cr_assert_str_eq(v, "2");
 	cr_assert_eq(amp_profile_meta_get(db, "absent", v, sizeof v), AMP_PROFILE_ENOENT);
 	sqlite3_stmt *st;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM op_types WHERE list = 'white'",
@@ -160,7 +160,7 @@ Test(schema, embedded_sql_matches_file)
 	fclose(f);
 	buf[n] = '\0';
 	cr_assert_str_eq(amp_profile_schema_sql(), buf);
-	cr_assert(strstr(buf, "PRAGMA user_version = 1;") != NULL);
+	cr_assert(strstr(buf, "PRAGMA user_version = 2;") != NULL);
 }
 
 Test(schema, strerror_never_null)
@@ -228,9 +228,72 @@ Test(schema, upgrade_adds_what_version_1_gained)
 	cr_assert_eq(sqlite3_column_int(st, 2), 1, "the runtime did not say: NULL, not 0");
 	sqlite3_finalize(st);
 	amp_profile_close(db);
-	/* still a version 1 profile: readers of version 1 open it */
+	/* readers open it */
 	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
 	amp_profile_close(db);
+}
+
+/* A version-1 profile (no engines) still opens read-only, without the version-2 columns; the
+ * upgrade adds them with NULL (unknown) engines, the ops view gains its column, and the file
+ * becomes version 2. */
+Test(schema, version_1_opens_and_upgrades)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("v1.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(sqlite3_exec(db,
+	                          "DROP VIEW ops; DROP TABLE op_sigs; CREATE TABLE op_sigs ("
+	                          "id INTEGER PRIMARY KEY, op TEXT NOT NULL, phase TEXT NOT NULL, "
+	                          "exec_dtype TEXT NOT NULL, in_dtype TEXT, out_dtype TEXT, label "
+	                          "TEXT, shape TEXT, flops INTEGER, bytes INTEGER, aligned INTEGER, "
+	                          "callsite INTEGER, calls INTEGER, total_ns INTEGER);"
+	                          "CREATE VIEW ops AS SELECT e.id, e.step, e.seq, s.phase, s.op, "
+	                          "s.label, s.exec_dtype, s.in_dtype, s.out_dtype, e.start_ns, "
+	                          "e.dur_ns, s.flops, s.bytes, s.shape, s.aligned, s.callsite, "
+	                          "e.thread FROM op_events e JOIN op_sigs s ON s.id = e.sig;"
+	                          "DROP VIEW overview; DROP TABLE run_summary; CREATE TABLE "
+	                          "run_summary (fp16_share REAL, fp16_flop_share REAL);"
+	                          "CREATE VIEW overview AS SELECT * FROM run_summary;"
+	                          "INSERT INTO op_sigs(id, op, phase, exec_dtype) VALUES "
+	                          "(1, 'MatMul', 'forward', 'fp16');"
+	                          "INSERT INTO op_events(step, sig, dur_ns) VALUES (0, 1, 5);"
+	                          "UPDATE meta SET value = '1' WHERE key = 'schema_version';"
+	                          "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK, "%s",
+	             sqlite3_errmsg(db));
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_not(amp_profile_has_column(db, "ops", "engine"));
+	cr_assert_not(amp_profile_has_column(db, "run_summary", "native_half_share"));
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 1, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_upgrade(db), AMP_PROFILE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert(amp_profile_has_column(db, "ops", "engine"));
+	cr_assert(amp_profile_has_column(db, "op_summary", "native_ns"));
+	cr_assert(amp_profile_has_column(db, "run_summary", "half_types"));
+	sqlite3_stmt *st = NULL;
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT op, engine IS NULL, (SELECT value FROM meta "
+	                                "WHERE key = 'schema_version') FROM ops", -1, &st, NULL),
+	             SQLITE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "MatMul");
+	cr_assert_eq(sqlite3_column_int(st, 1), 1, "unknown engine: NULL");
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 2), "2");
+	sqlite3_finalize(st);
+	cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_eq(sqlite3_column_int(st, 0), AMP_PROFILE_VERSION);
+	sqlite3_finalize(st);
+	amp_profile_close(db);
+}
+
+Test(schema, half_share_label)
+{
+	cr_assert_str_eq(amp_profile_half_label(NULL), "FP16 share");
+	cr_assert_str_eq(amp_profile_half_label(""), "FP16 share");
+	cr_assert_str_eq(amp_profile_half_label("fp16"), "FP16 share");
+	cr_assert_str_eq(amp_profile_half_label("bf16"), "BF16 share");
+	cr_assert_str_eq(amp_profile_half_label("fp16+bf16"), "half share (fp16+bf16)");
 }
 
 /* The tables added within version 1 sit after every table of the first revision, and the
