@@ -190,27 +190,6 @@ static void ranges_text(char *buf, size_t len, const amp_step_range *r, int n)
 	}
 }
 
-static void cpu_model(char *buf, size_t len)
-{
-	snprintf(buf, len, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return;
-	char line[512];
-	while (fgets(line, sizeof line, f)) {
-		if (strncmp(line, "model name", 10) == 0) {
-			char *colon = strchr(line, ':');
-			if (colon) {
-				colon += colon[1] == ' ' ? 2 : 1;
-				colon[strcspn(colon, "\n")] = '\0';
-				snprintf(buf, len, "%s", colon);
-			}
-			break;
-		}
-	}
-	fclose(f);
-}
-
 static void write_start_meta(collector *c, uint64_t start_mono)
 {
 	const prof_options *o = c->opts;
@@ -235,7 +214,7 @@ static void write_start_meta(collector *c, uint64_t start_mono)
 	meta_set(db, "host", "%s", host);
 	if (uname(&un) == 0)
 		meta_set(db, "os", "%s %s %s", un.sysname, un.release, un.machine);
-	cpu_model(cpu, sizeof cpu);
+	prof_cpu_model(cpu, sizeof cpu);
 	meta_set(db, "cpu", "%s", cpu);
 	prof_cpu_half_features(buf, sizeof buf);
 	meta_set(db, "cpu_half_features", "%s", buf);

@@ -66,3 +66,24 @@ void prof_cpu_half_features(char *buf, size_t len)
 	if (used == 0 && len)
 		snprintf(buf, len, "none");
 }
+
+void prof_cpu_model(char *buf, size_t len)
+{
+	snprintf(buf, len, "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		if (strncmp(line, "model name", 10) == 0) {
+			char *colon = strchr(line, ':');
+			if (colon) {
+				colon += colon[1] == ' ' ? 2 : 1;
+				colon[strcspn(colon, "\n")] = '\0';
+				snprintf(buf, len, "%s", colon);
+			}
+			break;
+		}
+	}
+	fclose(f);
+}

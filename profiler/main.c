@@ -28,6 +28,7 @@ static const char *const profile_usage[] = {
     "ampprof [<options>] -- <program> [<args>...]",
     "ampprof report [--format=text|json] [<profile.db>]",
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
+    "ampprof info [--format=text|json]",
     NULL,
 };
 
@@ -60,7 +61,8 @@ static const amp_opt_spec profile_spec = {
     .tool = "ampprof",
     .usage = profile_usage,
     .about = "Profiles a mixed-precision training run into one SQLite database.\n"
-             "Commands: report (the summary of a profile), export (Chrome trace or CSV).",
+             "Commands: report (the summary of a profile), export (Chrome trace or CSV),\n"
+             "info (the CPU, the library's kernel paths and engines).",
     .opts = profile_opts,
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
@@ -411,6 +413,7 @@ static const struct prof_command {
 } commands[] = {
     {"report", cmd_report},
     {"export", cmd_export},
+    {"info", prof_cmd_info},
 };
 
 int main(int argc, char **argv)

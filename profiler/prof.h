@@ -189,6 +189,10 @@ void prof_status_end(prof_status *s);
  * avx512_bf16, avx512_fp16, amx_bf16, amx_tile (in that order), or "none"; the value of meta
  * 'cpu_half_features'.  Truncated to len. */
 void prof_cpu_half_features(char *buf, size_t len);
+/* The CPU's model name from /proc/cpuinfo ("unknown" if there is none), truncated to len. */
+void prof_cpu_model(char *buf, size_t len);
+/* `ampprof info` (info.c): argv[0] is "info".  Returns the exit status. */
+int prof_cmd_info(int argc, char **argv);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 uint64_t prof_now_ns(void);      /* CLOCK_MONOTONIC */

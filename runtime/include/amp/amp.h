@@ -259,6 +259,23 @@ typedef struct amp_run_stats {
 } amp_run_stats;
 void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out);
 
+/* ---- the library and the CPU ------------------------------------------------------------- */
+/* The library's version ("0.1.0"), and the version of the profiling wire format it speaks. */
+const char *amp_version(void);
+unsigned amp_wire_version(void);
+/* The kernel paths this library was built with, i = 0 .. amp_kernel_path_count() - 1, from
+ * portable C up: its name ("avx512-bf16"), and NULL if this CPU runs it, else what is missing
+ * ("avx512_fp16").  Static strings; NULL name for i out of range. */
+int amp_kernel_path_count(void);
+const char *amp_kernel_path_name(int i);
+const char *amp_kernel_path_missing(int i);
+/* The engine ("amx-bf16", "avx512-bf16", "fp32-fma", ...) the GEMMs of dtype dt (AMP_F32,
+ * AMP_F16, AMP_BF16) run on with the active kernel path; the engine of the elementwise ops;
+ * and the active path's name. */
+const char *amp_gemm_engine(amp_dtype dt);
+const char *amp_elementwise_engine(void);
+const char *amp_kernel_path_active(void);
+
 #ifdef __cplusplus
 }
 #endif
