@@ -374,6 +374,7 @@ void ex_json_run_stats(ex_json *j, amp_ctx *ctx)
 	amp_run_stats st;
 	amp_run_stats_get(ctx, &st);
 	ex_json_int(j, "peak_bytes", (int64_t)st.peak_bytes);
+	ex_json_int(j, "param_act_peak_bytes", (int64_t)st.peak_param_act_bytes);
 	ex_json_int(j, "overflow_steps", st.overflow_steps);
 	ex_json_int(j, "skipped_steps", st.skipped_steps);
 	ex_json_num(j, "final_scale", amp_loss_scale(ctx));

@@ -84,7 +84,8 @@ void ex_json_begin(ex_json *j);
 void ex_json_str(ex_json *j, const char *key, const char *value);
 void ex_json_num(ex_json *j, const char *key, double value); /* %.9g */
 void ex_json_int(ex_json *j, const char *key, int64_t value);
-/* Adds peak_bytes, overflow_steps, skipped_steps and final_scale from the context. */
+/* Adds peak_bytes, param_act_peak_bytes (masters, working copies and activations),
+ * overflow_steps, skipped_steps and final_scale from the context. */
 void ex_json_run_stats(ex_json *j, amp_ctx *ctx);
 /* Closes the object and returns the line (without newline), valid as long as j. */
 const char *ex_json_end(ex_json *j);
