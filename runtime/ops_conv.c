@@ -1,7 +1,7 @@
 /* ops_conv.c — Conv2D (im2col + GEMM, fused bias) and MaxPool2D, forward and backward.
  *
  * Conv2D lowers each image to a column matrix in the exec dtype (part of the op, not a copy
- * event) and multiplies it on amp_gemm_f32 / amp_gemm_f16; backward recomputes the columns
+ * event) and multiplies it on amp_gemm (by dtype); backward recomputes the columns
  * rather than keeping them, and sums weight, bias and input gradients in FP32.  MaxPool2D
  * saves its argmax indices in node->saved.  Layout is NCHW throughout.
  */
@@ -15,14 +15,12 @@ static const char *lbl(const char *label)
 	return label ? label : "-";
 }
 
-/* C (M,N) = op(A) op(B) + beta C in dtype dt (fp32 or fp16 buffers). */
+/* C (M,N) = op(A) op(B) + beta C in dtype dt (fp32, fp16 or bf16 buffers): the one GEMM entry,
+ * so the best engine the CPU has for dt serves Conv2D too. */
 static void gemm_exec(amp_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A,
                       int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc)
 {
-	if (dt == AMP_F16)
-		amp_gemm_f16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-	else
-		amp_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	amp_gemm(dt, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 /* ---- Conv2D ------------------------------------------------------------------------------- */
