@@ -23,6 +23,12 @@
  *                              int64_t kc, int pr, gemm_pt *out);
  *        op(X) rows [r0, r0+n), k [c0, c0+kc) -> ceil(n/pr) panels of the layout above;
  * and GEMM_BF16_ONLY if it builds only the bf16 GEMM (then it need not define cvt_h2f/f2h).
+ * A half path may define GEMM_UKR_NARROW (with GEMM_UKR_EDGES) and
+ *   static void gemm_ukr_narrow(int64_t kc, const gemm_pt *ap, const gemm_pt *bp,
+ *                               const float *c, int64_t ldc, int accumulate, uint16_t *out,
+ *                               int64_t ldo, int mr, int nr);
+ *        out (mr,nr) = half([c +] ap . bp), the sums and the add as gemm_ukr's, rounded as
+ *        cvt_f2b: the last k block writes C itself instead of the accumulator block.
  * The half GEMMs (fp16, bf16) sum in an fp32 accumulator block and round to their type once at
  * the end.
  */
@@ -219,9 +225,14 @@ static inline void gemm_tile(int64_t kc, const gemm_pt *ap, const gemm_pt *bp, f
 }
 
 /* C (M,nc) fp32 [+]= op(A) op(B) for one jc/pc block, over all row blocks of M. */
+/* out (or NULL): with GEMM_UKR_NARROW, the half C (at row stride ldo) the tiles round into. */
 static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0, int64_t kc,
-                       const gemm_pt *bp, gemm_pt *ap, float *c, int64_t ldc, int accumulate)
+                       const gemm_pt *bp, gemm_pt *ap, float *c, int64_t ldc, int accumulate,
+                       uint16_t *out, int64_t ldo)
 {
+#ifndef GEMM_UKR_NARROW
+	(void)out, (void)ldo;
+#endif
 	int64_t kp = gemm_kpad(kc);  /* a panel row's extent */
 #ifdef GEMM_UKR_DIRECT_A
 	/* With one or two column panels each A element serves at most two tiles: packing A would
@@ -260,9 +271,18 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 		for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
 			int64_t nr = gemm_min(GEMM_NR, nc - jr);
 			const gemm_pt *bpanel = bp + jr * kp;
-			for (int64_t ir = 0; ir < mc; ir += GEMM_MR)
+			for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+#ifdef GEMM_UKR_NARROW
+				if (out) {
+					gemm_ukr_narrow(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr,
+					                ldc, accumulate, out + (ic + ir) * ldo + jr, ldo,
+					                (int)gemm_min(GEMM_MR, mc - ir), (int)nr);
+					continue;
+				}
+#endif
 				gemm_tile(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr, ldc,
 				          accumulate, gemm_min(GEMM_MR, mc - ir), nr);
+			}
 		}
 	}
 }
@@ -325,7 +345,8 @@ static void gemm_block_f32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 		for (int64_t pc = 0; pc < K; pc += g->kc) {
 			int64_t kc = gemm_min(g->kc, K - pc);
 			gemm_pack_b(&b, pc, kc, jc, nc, bp);
-			gemm_macro(&a, mb, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f);
+			gemm_macro(&a, mb, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f, NULL,
+			           0);
 		}
 	}
 }
@@ -425,12 +446,19 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 				for (int64_t i = 0; i < mc; i++)
 					memset(acc + i * ncmax, 0, (size_t)nc * sizeof(float));
 			}
+			int narrowed = 0;  /* C written by the last k block's tiles */
 			for (int64_t pc = 0; pc < K; pc += g->kc) {
 				int64_t kc = gemm_min(g->kc, K - pc);
+				uint16_t *out = NULL;
+#ifdef GEMM_UKR_NARROW
+				if (pc + kc >= K)
+					out = cb, narrowed = 1;
+#endif
 				gemm_pack_b(&b, pc, kc, jc, nc, bp);
-				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, ncmax, pc > 0 || beta != 0.0f);
+				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, ncmax, pc > 0 || beta != 0.0f,
+				           out, ldc);
 			}
-			for (int64_t i = 0; i < mc; i++)
+			for (int64_t i = 0; i < mc && !narrowed; i++)
 				gemm_narrow(g->a.dt, acc + i * ncmax, cb + i * ldc, nc);
 			if (part)
 				gemm_stats_rows(part, g->a.dt, cb, mc, nc, ldc);

@@ -93,6 +93,7 @@ static void cvt_b2f(const uint16_t *src, float *dst, int64_t n)
 #define GEMM_UKR_EDGES
 #define GEMM_PACK_PATH
 #define GEMM_BF16_ONLY
+#define GEMM_UKR_NARROW
 
 /* r: 16 rows of 16 32-bit lanes -> their transpose, in registers. */
 static inline void transpose16(__m512i r[16])
@@ -183,17 +184,19 @@ static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t
 }
 
 /* ap: (kc/2, 12) pairs, bp: (kc/2, 32) pairs -> c: (mr, nr) fp32 at row stride ldc, [+]=,
- * with nv 16-wide column vectors (2, or 1 when nr <= 16).  Each c element is one chain of
+ * with nv 16-wide column vectors (2, or 1 when nr <= 16); or, with out, the same fp32 values
+ * rounded to bf16 into out (row stride ldo) and c only read.  Each element is one chain of
  * vdpbf16ps over the k pairs in order, whatever nv, mr and nr. */
 static inline __attribute__((always_inline)) void
 gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
-            float *restrict c, int64_t ldc, int accumulate, int mr, int nr, const int nv)
+            float *restrict c, int64_t ldc, int accumulate, uint16_t *restrict out, int64_t ldo,
+            int mr, int nr, const int nv)
 {
 	__m512 c0[GEMM_MR], c1[GEMM_MR];
 #pragma GCC unroll 16
 	for (int r = 0; r < GEMM_MR; r++) {
 		c0[r] = c1[r] = _mm512_setzero_ps();
-		if (r < mr)
+		if (r < mr && (accumulate || out == NULL))
 			_mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
 	}
 	int64_t kq = (kc + 1) / 2;
@@ -217,12 +220,18 @@ gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp
 		float *cr = c + r * ldc;
 		if (accumulate)
 			c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, cr));
-		_mm512_mask_storeu_ps(cr, m0, c0[r]);
-		if (nv > 1) {
-			if (accumulate)
-				c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
-			_mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
+		if (nv > 1 && accumulate)
+			c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
+		if (out) {
+			uint16_t *o = out + r * ldo;
+			_mm256_mask_storeu_epi16(o, m0, f32x16_to_bf16(c0[r]));
+			if (nv > 1)
+				_mm256_mask_storeu_epi16(o + 16, m1, f32x16_to_bf16(c1[r]));
+			continue;
 		}
+		_mm512_mask_storeu_ps(cr, m0, c0[r]);
+		if (nv > 1)
+			_mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
 	}
 }
 
@@ -230,9 +239,20 @@ static void gemm_ukr(int64_t kc, const uint16_t *restrict ap, const uint16_t *re
                      float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
 {
 	if (nr > 16)
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 2);
+		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, NULL, 0, mr, nr, 2);
 	else
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 1);
+		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, NULL, 0, mr, nr, 1);
+}
+
+static void gemm_ukr_narrow(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
+                            const float *c, int64_t ldc, int accumulate, uint16_t *restrict out,
+                            int64_t ldo, int mr, int nr)
+{
+	float *cw = (float *)(uintptr_t)c;  /* only read under out */
+	if (nr > 16)
+		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, out, ldo, mr, nr, 2);
+	else
+		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, out, ldo, mr, nr, 1);
 }
 
 #include "gemm_impl.h"
