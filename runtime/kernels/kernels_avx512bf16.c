@@ -138,46 +138,56 @@ static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t
 {
 	const uint16_t *p = x->p;
 	int64_t kq = (kc + 1) / 2, np = (n + pr - 1) / pr;
+	if (x->rs == 1) {
+		/* Element (r, k) at r + k cs.  Eight pairs (16 rows of X) at a time for every panel:
+		 * the panels lie a multiple of 4 KiB apart, and writing all of them for each pair
+		 * would thrash one L1 set, while the 16 rows stay in L1 across the panels. */
+		for (int64_t q0 = 0; q0 < kq; q0 += 8) {
+			int64_t q1 = q0 + 8 < kq ? q0 + 8 : kq;
+			for (int64_t pi = 0; pi < np; pi++) {
+				int64_t rb = r0 + pi * pr, nr = n - pi * pr < pr ? n - pi * pr : pr;
+				uint32_t *o = (uint32_t *)(void *)(out + pi * kq * 2 * pr);
+				for (int64_t q = q0; q < q1; q++) {
+					const uint16_t *k0 = p + rb + (c0 + 2 * q) * x->cs;
+					int has1 = 2 * q + 1 < kc;
+					for (int g = 0; g < pr; g += 16) {
+						__mmask16 m = mask_n(nr - g);
+						__m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, k0 + g));
+						__m512i hi = has1 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
+						                        m, k0 + x->cs + g))
+						                  : _mm512_setzero_si512();
+						_mm512_mask_storeu_epi32(o + q * pr + g, mask_n(pr - g),
+						                         _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+					}
+				}
+			}
+		}
+		return;
+	}
 	for (int64_t pi = 0; pi < np; pi++) {
 		int64_t rb = r0 + pi * pr, nr = n - pi * pr < pr ? n - pi * pr : pr;
 		uint32_t *o = (uint32_t *)(void *)(out + pi * kq * 2 * pr);
-		if (x->cs == 1) {
-			for (int64_t q0 = 0; q0 < kq; q0 += 16) {
-				int64_t kn = kc - 2 * q0;  /* halves left in each row */
-				__mmask32 mk = kn >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << kn) - 1u);
-				int qn = kq - q0 < 16 ? (int)(kq - q0) : 16;
-				for (int g = 0; g < pr; g += 16) {
-					__m512i v[16];
-#pragma GCC unroll 16
-					for (int r = 0; r < 16; r++) {
-						if (g + r >= nr) {
-							v[r] = _mm512_setzero_si512();
-							continue;
-						}
-						const uint16_t *row = p + (rb + g + r) * x->rs + c0 + 2 * q0;
-						_mm_prefetch((const char *)(row + 256), _MM_HINT_T0);
-						v[r] = _mm512_maskz_loadu_epi16(mk, row);
-					}
-					transpose16(v);
-					__mmask16 mw = mask_n(pr - g);
-					for (int q = 0; q < qn; q++)
-						_mm512_mask_storeu_epi32(o + (q0 + q) * pr + g, mw, v[q]);
-				}
-			}
-			continue;
-		}
-		/* rs == 1: element (r, k) at r + k cs. */
-		for (int64_t q = 0; q < kq; q++) {
-			const uint16_t *k0 = p + rb + (c0 + 2 * q) * x->cs;
-			int has1 = 2 * q + 1 < kc;
+		/* cs == 1: 16 rows x 16 pairs through a transpose. */
+		for (int64_t q0 = 0; q0 < kq; q0 += 16) {
+			int64_t kn = kc - 2 * q0;  /* halves left in each row */
+			__mmask32 mk = kn >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << kn) - 1u);
+			int qn = kq - q0 < 16 ? (int)(kq - q0) : 16;
 			for (int g = 0; g < pr; g += 16) {
-				__mmask16 m = mask_n(nr - g);
-				__m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, k0 + g));
-				__m512i hi = has1 ? _mm512_cvtepu16_epi32(
-				                        _mm256_maskz_loadu_epi16(m, k0 + x->cs + g))
-				                  : _mm512_setzero_si512();
-				_mm512_mask_storeu_epi32(o + q * pr + g, mask_n(pr - g),
-				                         _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+				__m512i v[16];
+#pragma GCC unroll 16
+				for (int r = 0; r < 16; r++) {
+					if (g + r >= nr) {
+						v[r] = _mm512_setzero_si512();
+						continue;
+					}
+					const uint16_t *row = p + (rb + g + r) * x->rs + c0 + 2 * q0;
+					_mm_prefetch((const char *)(row + 256), _MM_HINT_T0);
+					v[r] = _mm512_maskz_loadu_epi16(mk, row);
+				}
+				transpose16(v);
+				__mmask16 mw = mask_n(pr - g);
+				for (int q = 0; q < qn; q++)
+					_mm512_mask_storeu_epi32(o + (q0 + q) * pr + g, mw, v[q]);
 			}
 		}
 	}
