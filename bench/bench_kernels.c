@@ -1,7 +1,9 @@
 /* bench_kernels.c — the runtime's GEMMs and memory-bound kernels, held against yardsticks in one
  * run: OpenBLAS cblas_sgemm (dlopen()ed, never linked; "yardstick unavailable" without it) for
- * the FP32 GEMM, glibc memcpy bandwidth for the elementwise kernels.  Medians of interleaved
- * repeats; about 30 s on 2 cores.  Usage: bench_kernels [--quick]
+ * the FP32 GEMM, glibc memcpy bandwidth for the elementwise kernels, and the fp16 and bf16
+ * GEMMs as ratios to the runtime's own fp32 GEMM, measured in the same interleaved repeats.
+ * Says which kernel paths ran and which this CPU cannot run, and why.  Medians of interleaved
+ * repeats; about 40 s on 2 cores.  Usage: bench_kernels [--quick]
  */
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -12,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "amp_half.h"
 #include "kernels/kernels.h"
 
 /* ---- timing and data ------------------------------------------------------------------------ */
@@ -69,7 +72,7 @@ static char yard_name[128] = "yardstick unavailable";
 
 static int cpu_has_avx512(void)
 {
-	return amp_kernels_best() == AMP_ISA_AVX512;
+	return amp_kernels_has(AMP_ISA_AVX512);
 }
 
 /* cpuid leaf 7 EDX bit 23: native fp16 arithmetic (vfmadd231ph and friends). */
@@ -176,7 +179,45 @@ static double gemm_err_f16(const shape *s, const uint16_t *A, const uint16_t *B,
 	return maxr > 0.0 ? maxd / maxr : maxd;
 }
 
-enum { V_F32, V_F16, V_YARD, V_F32_T2, V_COUNT };
+static double gemm_err_bf16(const shape *s, const uint16_t *A, const uint16_t *B,
+                           const uint16_t *C)
+{
+	int64_t M = s->M, N = s->N, K = s->K, lda = s->ta ? M : K, ldb = s->tb ? K : N;
+	double maxd = 0.0, maxr = 0.0;
+	uint64_t saved = rng_state;
+	for (int t = 0; t < ERR_SAMPLES; t++) {
+		int64_t i = (int64_t)rng_uniform(0.0f, (float)M), j = (int64_t)rng_uniform(0.0f, (float)N);
+		i = i < M ? i : M - 1;
+		j = j < N ? j : N - 1;
+		double r = 0.0;
+		for (int64_t k = 0; k < K; k++)
+			r += (double)amp_half_bf16_to_f32(s->ta ? A[k * lda + i] : A[i * lda + k]) *
+			     (double)amp_half_bf16_to_f32(s->tb ? B[j * ldb + k] : B[k * ldb + j]);
+		maxd = fmax(maxd, fabs((double)amp_half_bf16_to_f32(C[i * N + j]) - r));
+		maxr = fmax(maxr, fabs(r));
+	}
+	rng_state = saved;
+	return maxr > 0.0 ? maxd / maxr : maxd;
+}
+
+enum { V_F32, V_F16, V_BF16, V_YARD, V_F32_T2, V_COUNT };
+
+/* The smallest bf16 / f32 ratio of each shape class. */
+static const char *const classes[] = {"square", "mlp", "im2col/conv", "ragged"};
+#define N_CLASSES 4
+static double class_min[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
+static double max_err_bf16;
+
+static int class_of(const char *what)
+{
+	if (strncmp(what, "square", 6) == 0)
+		return 0;
+	if (strncmp(what, "mlp", 3) == 0)
+		return 1;
+	if (strncmp(what, "ragged", 6) == 0)
+		return 3;
+	return 2;
+}
 
 static void bench_gemm(const shape *s, double budget_s)
 {
@@ -185,10 +226,13 @@ static void bench_gemm(const shape *s, double budget_s)
 	size_t na = (size_t)(M * K), nb = (size_t)(K * N), nc = (size_t)(M * N);
 	float *A = xmalloc(na * 4), *B = xmalloc(nb * 4), *C = xmalloc(nc * 4), *C2 = xmalloc(nc * 4);
 	uint16_t *Ah = xmalloc(na * 2), *Bh = xmalloc(nb * 2), *Ch = xmalloc(nc * 2);
+	uint16_t *Ab = xmalloc(na * 2), *Bb = xmalloc(nb * 2), *Cb = xmalloc(nc * 2);
 	for (size_t i = 0; i < na; i++)
 		Ah[i] = amp_f32_to_f16(A[i] = rng_uniform(-1.0f, 1.0f));
 	for (size_t i = 0; i < nb; i++)
 		Bh[i] = amp_f32_to_f16(B[i] = rng_uniform(-1.0f, 1.0f));
+	amp_cvt_f32_bf16(A, Ab, (int64_t)na);
+	amp_cvt_f32_bf16(B, Bb, (int64_t)nb);
 
 	double flops = 2.0 * (double)M * (double)N * (double)K;
 	/* Repeats so that each variant gets about budget_s / V_COUNT; at least 5. */
@@ -210,6 +254,9 @@ static void bench_gemm(const shape *s, double budget_s)
 				break;
 			case V_F16:
 				amp_gemm_f16(s->ta, s->tb, M, N, K, Ah, lda, Bh, ldb, 0.0f, Ch, N);
+				break;
+			case V_BF16:
+				amp_gemm_bf16(s->ta, s->tb, M, N, K, Ab, lda, Bb, ldb, 0.0f, Cb, N);
 				break;
 			case V_YARD:
 				yard_sgemm(CBLAS_ROW_MAJOR, s->ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
@@ -236,45 +283,55 @@ static void bench_gemm(const shape *s, double budget_s)
 	amp_kernels_set_threads(1);
 	int same = memcmp(C, C2, nc * 4) == 0;
 	double e32 = gemm_err_f32(s, A, B, C), e16 = gemm_err_f16(s, Ah, Bh, Ch);
+	double eb = gemm_err_bf16(s, Ab, Bb, Cb);
+	max_err_bf16 = fmax(max_err_bf16, eb);
 
 	char dims[48];
 	snprintf(dims, sizeof dims, "%lldx%lldx%lld %s%s", (long long)M, (long long)N, (long long)K,
 	         s->ta ? "t" : "n", s->tb ? "t" : "n");
 	double g32 = flops / med[V_F32] * 1e-9, g16 = flops / med[V_F16] * 1e-9;
-	printf("%-12s %-20s %7.1f %7.1f %6.2f", s->what, dims, g32, g16, g16 / g32);
+	double gb = flops / med[V_BF16] * 1e-9;
+	int cl = class_of(s->what);
+	class_min[cl] = fmin(class_min[cl], gb / g32);
+	printf("%-12s %-20s %7.1f %7.1f %6.2f %7.1f %6.2f", s->what, dims, g32, g16, g16 / g32, gb,
+	       gb / g32);
 	if (have_yard)
 		printf(" %7.1f %6.2f", flops / med[V_YARD] * 1e-9, med[V_YARD] / med[V_F32]);
 	else
 		printf(" %7s %6s", "-", "-");
-	printf(" %6.2f%s %9.2e %9.2e\n", med[V_F32] / med[V_F32_T2], same ? " " : "!", e32, e16);
+	printf(" %6.2f%s %9.2e %9.2e %9.2e\n", med[V_F32] / med[V_F32_T2], same ? " " : "!", e32,
+	       e16, eb);
 	for (int v = 0; v < V_COUNT; v++)
 		free(times[v]);
-	free(A); free(B); free(C); free(C2); free(Ah); free(Bh); free(Ch);
+	free(A); free(B); free(C); free(C2); free(Ah); free(Bh); free(Ch); free(Ab); free(Bb);
+	free(Cb);
 }
 
 /* ---- memory-bound kernels --------------------------------------------------------------------- */
 
-enum { M_MEMCPY, M_CVT_F2H, M_CVT_H2F, M_VADD, M_VMUL, M_VSCALE, M_VAXPY, M_NF32, M_NF16,
-       M_COUNT };
+enum { M_MEMCPY, M_CVT_F2H, M_CVT_H2F, M_CVT_F2B, M_CVT_B2F, M_VADD, M_VMUL, M_VSCALE, M_VAXPY,
+       M_NF32, M_NF16, M_NFB16, M_COUNT };
 
 static const char *const mem_names[M_COUNT] = {
-	"memcpy (glibc)", "cvt fp32->fp16", "cvt fp16->fp32", "vadd", "vmul", "vscale", "axpy",
-	"count non-finite fp32", "count non-finite fp16"};
+	"memcpy (glibc)", "cvt fp32->fp16", "cvt fp16->fp32", "cvt fp32->bf16", "cvt bf16->fp32",
+	"vadd", "vmul", "vscale", "axpy", "count non-finite fp32", "count non-finite fp16",
+	"count non-finite bf16"};
 /* Bytes read + written per element. */
-static const int mem_bytes[M_COUNT] = {8, 6, 6, 12, 12, 8, 12, 4, 2};
+static const int mem_bytes[M_COUNT] = {8, 6, 6, 6, 6, 12, 12, 8, 12, 4, 2, 2};
 
 static volatile int64_t sink;
 
 static void bench_memory(int64_t n, int reps)
 {
 	float *a = xmalloc((size_t)n * 4), *b = xmalloc((size_t)n * 4), *d = xmalloc((size_t)n * 4);
-	uint16_t *h = xmalloc((size_t)n * 2);
+	uint16_t *h = xmalloc((size_t)n * 2), *hb = xmalloc((size_t)n * 2);
 	for (int64_t i = 0; i < n; i++) {
 		a[i] = rng_uniform(-4.0f, 4.0f);
 		b[i] = rng_uniform(-4.0f, 4.0f);
 		d[i] = 0.0f;
 	}
 	amp_cvt_f32_f16(a, h, n);
+	amp_cvt_f32_bf16(a, hb, n);
 	double *times[M_COUNT];
 	for (int m = 0; m < M_COUNT; m++)
 		times[m] = xmalloc((size_t)reps * sizeof(double));
@@ -285,12 +342,15 @@ static void bench_memory(int64_t n, int reps)
 			case M_MEMCPY: memcpy(d, a, (size_t)n * 4); break;
 			case M_CVT_F2H: amp_cvt_f32_f16(a, h, n); break;
 			case M_CVT_H2F: amp_cvt_f16_f32(h, d, n); break;
+			case M_CVT_F2B: amp_cvt_f32_bf16(a, hb, n); break;
+			case M_CVT_B2F: amp_cvt_bf16_f32(hb, d, n); break;
 			case M_VADD: amp_vadd_f32(a, b, d, n); break;
 			case M_VMUL: amp_vmul_f32(a, b, d, n); break;
 			case M_VSCALE: amp_vscale_f32(a, 0.5f, d, n); break;
 			case M_VAXPY: amp_vaxpy_f32(1e-3f, a, d, n); break;
 			case M_NF32: sink += amp_count_nonfinite_f32(a, n); break;
-			default: sink += amp_count_nonfinite_f16(h, n); break;
+			case M_NF16: sink += amp_count_nonfinite_f16(h, n); break;
+			default: sink += amp_count_nonfinite_bf16(hb, n); break;
 			}
 			double t = now_s() - t0;
 			if (r >= 0)
@@ -308,7 +368,7 @@ static void bench_memory(int64_t n, int reps)
 	}
 	for (int m = 0; m < M_COUNT; m++)
 		free(times[m]);
-	free(a); free(b); free(d); free(h);
+	free(a); free(b); free(d); free(h); free(hb);
 }
 
 int main(int argc, char **argv)
@@ -337,19 +397,39 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_kernels: AMP_KERNELS names no path; using %s\n",
 		        amp_isa_name(amp_kernels_isa()));
 	yard_open();
-	printf("bench_kernels: path %s; AVX512-FP16 %s, so the fp16 GEMM is fp16 storage with fp32 "
-	       "FMA\n", amp_isa_name(amp_kernels_isa()),
-	       cpu_has_avx512fp16() ? "present (no native kernel yet)" : "absent");
+	printf("bench_kernels: path %s; GEMM engines fp32 %s, fp16 %s, bf16 %s\n",
+	       amp_isa_name(amp_kernels_isa()), amp_engine_name(amp_kernels_gemm_engine(AMP_F32)),
+	       amp_engine_name(amp_kernels_gemm_engine(AMP_F16)),
+	       amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)));
+	printf("kernel paths this CPU runs:");
+	for (int i = 0; i < AMP_ISA_COUNT; i++)
+		if (amp_kernels_path_missing(amp_isa_name((amp_isa)i)) == NULL)
+			printf(" %s", amp_isa_name((amp_isa)i));
+	printf("\n");
+	for (int i = 0; i < AMP_ISA_COUNT; i++) {
+		const char *missing = amp_kernels_path_missing(amp_isa_name((amp_isa)i));
+		if (missing != NULL)
+			printf("  skipped %s: this CPU lacks %s\n", amp_isa_name((amp_isa)i), missing);
+	}
+	if (!cpu_has_avx512fp16())
+		printf("  (no AVX512-FP16: the fp16 GEMM is fp16 storage with fp32 FMA)\n");
 	printf("yardstick: %s\n", yard_name);
-	printf("GFLOP/s, medians of interleaved repeats, 1 thread unless said; f16 = fp16 in/out, "
-	       "fp32 sums;\nyard/rt = yardstick time / runtime f32 time (>1: runtime faster); "
-	       "2t = runtime f32 speedup on 2 threads\n(! = 2-thread C differs in bits from 1-thread "
-	       "C); err = max|C-R| / max|R| vs FP64 R, %d sampled entries.\n\n", ERR_SAMPLES);
-	printf("%-12s %-20s %7s %7s %6s %7s %6s %7s %9s %9s\n", "shape", "MxNxK op", "rt f32",
-	       "rt f16", "16/32", "yard", "yd/rt", "2t", "err f32", "err f16");
+	printf("GFLOP/s, medians of interleaved repeats, 1 thread unless said; f16 / bf16 = fp16 / bf16 "
+	       "in and out, fp32 sums;\nyard/rt = yardstick time / runtime f32 time (>1: runtime "
+	       "faster); 2t = runtime f32 speedup on 2 threads\n(! = 2-thread C differs in bits from "
+	       "1-thread C); err = max|C-R| / max|R| vs FP64 R, %d sampled entries.\n\n", ERR_SAMPLES);
+	printf("%-12s %-20s %7s %7s %6s %7s %6s %7s %6s %7s %9s %9s %9s\n", "shape", "MxNxK op",
+	       "rt f32", "rt f16", "16/32", "rt bf16", "b/32", "yard", "yd/rt", "2t", "err f32",
+	       "err f16", "err bf16");
 	double t0 = now_s();
 	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
 		bench_gemm(&shapes[i], quick ? 0.1 : 1.0);
+	printf("\nbf16 GEMM / fp32 GEMM, smallest ratio per shape class (bf16 engine %s; goal on "
+	       "avx512-bf16 without AMX: >= 1.70):\n",
+	       amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)));
+	for (int c = 0; c < N_CLASSES; c++)
+		printf("  %-12s %5.2f\n", classes[c], class_min[c]);
+	printf("  max bf16 err vs FP64 (inputs bf16, relative to max|R|): %.2e\n", max_err_bf16);
 	bench_memory(quick ? (1 << 22) : (1 << 25), quick ? 3 : 9);
 	printf("\ntotal %.1f s\n", now_s() - t0);
 	return 0;

@@ -3,18 +3,34 @@
  * Included by a path file after it defines GEMM_MR, GEMM_NR, GEMM_MC, GEMM_KC, GEMM_NC (MC a
  * multiple of MR), cvt_h2f / cvt_f2h (n elements, fp16 <-> fp32), cvt_b2f / cvt_f2b (bf16 <->
  * fp32; the narrowing ones return their NaN/Inf count) and
- *   static void gemm_ukr(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
- *                        int accumulate, int mr, int nr);
+ *   static void gemm_ukr(int64_t kc, const gemm_pt *ap, const gemm_pt *bp, float *c,
+ *                        int64_t ldc, int accumulate, int mr, int nr);
  *        c (mr,nr) = [c +] ap (MR,kc) . bp (kc,NR); if GEMM_UKR_EDGES is not defined it is only
- *        called with mr = MR, nr = NR (edges go through a tile here);
- * and optionally GEMM_PACK_FAST and GEMM_PACK_BLOCK_FAST with
- *   static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t c0,
- *                             int64_t kc, int pr, float *out);   as gemm_pack_panel, or 0;
- *   static int gemm_pack_block_fast(same, n rows);   as gemm_pack_a / gemm_pack_b, or 0;
- * and optionally GEMM_UKR_DIRECT_A with gemm_ukr_direct_a (a full MR-row tile of row-major
- * fp32 A, at any row stride, read in place; same arithmetic as gemm_ukr).
- * Every dtype is packed into fp32 panels; the half GEMMs (fp16, bf16) convert while packing,
- * sum in an fp32 accumulator block and round to their type once at the end.
+ *        called with mr = MR, nr = NR (edges go through a tile here).
+ * The panels: gemm_pt is GEMM_PANEL_T (default float) and GEMM_KP (default 1) the k-pairing:
+ * a panel of pr rows over kc is (kc/KP rounded up, pr, KP) elements, k = KP q + e at
+ * [(q pr + r) KP + e], the missing k of the last group zero.  With the defaults (fp32, no
+ * pairing) the driver packs every dtype itself, widening halves, optionally helped by
+ *   GEMM_PACK_FAST: static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr,
+ *                             int64_t c0, int64_t kc, int pr, float *out);  as gemm_pack_panel,
+ *                             or 0;
+ *   GEMM_PACK_BLOCK_FAST: static int gemm_pack_block_fast(same, n rows);  as gemm_pack_a /
+ *                             gemm_pack_b, or 0;
+ *   GEMM_UKR_DIRECT_A: gemm_ukr_direct_a (a full MR-row tile of row-major fp32 A, at any row
+ *                             stride, read in place; same arithmetic as gemm_ukr).
+ * A path with other panels (bf16 pairs for vdpbf16ps) defines GEMM_PACK_PATH and packs them:
+ *   static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t c0,
+ *                              int64_t kc, int pr, gemm_pt *out);
+ *        op(X) rows [r0, r0+n), k [c0, c0+kc) -> ceil(n/pr) panels of the layout above;
+ * and GEMM_BF16_ONLY if it builds only the bf16 GEMM (then it need not define cvt_h2f/f2h).
+ * A half path may define GEMM_UKR_NARROW (with GEMM_UKR_EDGES) and
+ *   static void gemm_ukr_narrow(int64_t kc, const gemm_pt *ap, const gemm_pt *bp,
+ *                               const float *c, int64_t ldc, int accumulate, uint16_t *out,
+ *                               int64_t ldo, int mr, int nr);
+ *        out (mr,nr) = half([c +] ap . bp), the sums and the add as gemm_ukr's, rounded as
+ *        cvt_f2b: the last k block writes C itself instead of the accumulator block.
+ * The half GEMMs (fp16, bf16) sum in an fp32 accumulator block and round to their type once at
+ * the end.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +41,17 @@
 
 /* Rows of C per half accumulator block: bounds the workspace at GEMM_F16_MROWS x NC floats. */
 #define GEMM_F16_MROWS (4 * GEMM_MC)
+#ifndef GEMM_PANEL_T
+#define GEMM_PANEL_T float
+#endif
+#ifndef GEMM_KP
+#define GEMM_KP 1
+#endif
+typedef GEMM_PANEL_T gemm_pt;
+#if defined(GEMM_PACK_PATH) && !defined(GEMM_BF16_ONLY)
+#error "a path's own panels serve its bf16 GEMM only: define GEMM_BF16_ONLY"
+#endif
+
 /* Largest k block: K is cut into equal blocks of at most this (see gemm_kc). */
 #define GEMM_KC_MAX (GEMM_KC + GEMM_KC / 4)
 /* GEMMs with M N K below this stay on the calling thread (about 20 us of work). */
@@ -34,6 +61,15 @@ static inline int64_t gemm_min(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
 }
+
+/* kc rounded up to whole k groups: a panel row's extent in the packed layout. */
+static inline int64_t gemm_kpad(int64_t kc)
+{
+	return (kc + GEMM_KP - 1) / GEMM_KP * GEMM_KP;
+}
+
+/* Workspace floats that hold n panel elements. */
+#define GEMM_WS_FLOATS(n) (((size_t)(n) * sizeof(gemm_pt) + sizeof(float) - 1) / sizeof(float))
 
 /* The k block for this K: blocks of equal size, none larger than GEMM_KC_MAX.  It depends on K
  * alone, so every thread and every sub-block sums over k in the same order. */
@@ -47,7 +83,11 @@ static int64_t gemm_kc(int64_t K)
 static inline void gemm_widen(amp_dtype dt, const void *p, int64_t n, float *dst)
 {
 	switch (dt) {
-	case AMP_F16: cvt_h2f(p, dst, n); return;
+	case AMP_F16:
+#ifndef GEMM_BF16_ONLY
+		cvt_h2f(p, dst, n);
+		return;
+#endif
 	case AMP_BF16: cvt_b2f(p, dst, n); return;
 	case AMP_F32:
 	case AMP_I32: break;
@@ -87,6 +127,7 @@ static inline gemm_operand gemm_shift(const gemm_operand *x, int64_t r0)
 	return y;
 }
 
+#ifndef GEMM_PACK_PATH
 /* Packs op(X)[r0 .. r0+nr) [c0 .. c0+kc) into out: (kc, pr) fp32, rows past nr zeroed.
  * For A the panel rows are rows of op(A); for B they are columns of op(B). */
 static void gemm_pack_panel(const gemm_operand *x, int64_t r0, int64_t nr, int64_t c0,
@@ -126,10 +167,15 @@ static void gemm_pack_panel(const gemm_operand *x, int64_t r0, int64_t nr, int64
 			out[k * pr + r] = 0.0f;
 }
 
+#endif
+
 /* op(A) rows [i0, i0+mc), k [p0, p0+kc) -> ap: ceil(mc/MR) panels of (kc, MR). */
 static void gemm_pack_a(const gemm_operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
-                        float *ap)
+                        gemm_pt *ap)
 {
+#ifdef GEMM_PACK_PATH
+	gemm_pack_path(a, i0, mc, p0, kc, GEMM_MR, ap);
+#else
 #ifdef GEMM_PACK_BLOCK_FAST
 	if (gemm_pack_block_fast(a, i0, mc, p0, kc, GEMM_MR, ap))
 		return;
@@ -137,12 +183,16 @@ static void gemm_pack_a(const gemm_operand *a, int64_t i0, int64_t mc, int64_t p
 	for (int64_t i = 0; i < mc; i += GEMM_MR)
 		gemm_pack_panel(a, i0 + i, gemm_min(GEMM_MR, mc - i), p0, kc, GEMM_MR,
 		                ap + i * kc);
+#endif
 }
 
 /* op(B) k [p0, p0+kc), columns [j0, j0+nc) -> bp: ceil(nc/NR) panels of (kc, NR). */
 static void gemm_pack_b(const gemm_operand *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-                        float *bp)
+                        gemm_pt *bp)
 {
+#ifdef GEMM_PACK_PATH
+	gemm_pack_path(b, j0, nc, p0, kc, GEMM_NR, bp);
+#else
 #ifdef GEMM_PACK_BLOCK_FAST
 	if (gemm_pack_block_fast(b, j0, nc, p0, kc, GEMM_NR, bp))
 		return;
@@ -150,10 +200,12 @@ static void gemm_pack_b(const gemm_operand *b, int64_t p0, int64_t kc, int64_t j
 	for (int64_t j = 0; j < nc; j += GEMM_NR)
 		gemm_pack_panel(b, j0 + j, gemm_min(GEMM_NR, nc - j), p0, kc, GEMM_NR,
 		                bp + j * kc);
+#endif
 }
 
 /* c (mr,nr) [+]= one register tile, edges included. */
-static inline void gemm_tile(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+static inline void gemm_tile(int64_t kc, const gemm_pt *ap, const gemm_pt *bp, float *c,
+                             int64_t ldc,
                              int accumulate, int64_t mr, int64_t nr)
 {
 #ifdef GEMM_UKR_EDGES
@@ -173,9 +225,15 @@ static inline void gemm_tile(int64_t kc, const float *ap, const float *bp, float
 }
 
 /* C (M,nc) fp32 [+]= op(A) op(B) for one jc/pc block, over all row blocks of M. */
+/* out (or NULL): with GEMM_UKR_NARROW, the half C (at row stride ldo) the tiles round into. */
 static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0, int64_t kc,
-                       const float *bp, float *ap, float *c, int64_t ldc, int accumulate)
+                       const gemm_pt *bp, gemm_pt *ap, float *c, int64_t ldc, int accumulate,
+                       uint16_t *out, int64_t ldo)
 {
+#ifndef GEMM_UKR_NARROW
+	(void)out, (void)ldo;
+#endif
+	int64_t kp = gemm_kpad(kc);  /* a panel row's extent */
 #ifdef GEMM_UKR_DIRECT_A
 	/* With one or two column panels each A element serves at most two tiles: packing A would
 	 * cost about what it saves, so full row tiles read fp32 A in place (half A widened to a
@@ -212,10 +270,19 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 		gemm_pack_a(a, ic, mc, p0, kc, ap);
 		for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
 			int64_t nr = gemm_min(GEMM_NR, nc - jr);
-			const float *bpanel = bp + jr * kc;
-			for (int64_t ir = 0; ir < mc; ir += GEMM_MR)
-				gemm_tile(kc, ap + ir * kc, bpanel, c + (ic + ir) * ldc + jr, ldc,
+			const gemm_pt *bpanel = bp + jr * kp;
+			for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+#ifdef GEMM_UKR_NARROW
+				if (out) {
+					gemm_ukr_narrow(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr,
+					                ldc, accumulate, out + (ic + ir) * ldo + jr, ldo,
+					                (int)gemm_min(GEMM_MR, mc - ir), (int)nr);
+					continue;
+				}
+#endif
+				gemm_tile(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr, ldc,
 				          accumulate, gemm_min(GEMM_MR, mc - ir), nr);
+			}
 		}
 	}
 }
@@ -242,6 +309,7 @@ typedef struct gemm_job {
 	amp_stats *parts;   /* with statistics: one per share, else NULL */
 } gemm_job;
 
+#ifndef GEMM_BF16_ONLY
 /* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp32 GEMM. */
 static void gemm_block_f32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
 {
@@ -277,10 +345,13 @@ static void gemm_block_f32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 		for (int64_t pc = 0; pc < K; pc += g->kc) {
 			int64_t kc = gemm_min(g->kc, K - pc);
 			gemm_pack_b(&b, pc, kc, jc, nc, bp);
-			gemm_macro(&a, mb, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f);
+			gemm_macro(&a, mb, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f, NULL,
+			           0);
 		}
 	}
 }
+
+#endif
 
 /* *st = the statistics of (n) elements of dtype dt at c. */
 static void gemm_stats_of(amp_dtype dt, const void *c, int64_t n, amp_stats *st)
@@ -315,10 +386,15 @@ static void gemm_stats_rows(amp_stats *part, amp_dtype dt, const void *c, int64_
 /* src: (n) fp32 -> dst: (n) of the half dtype dt, rounded once. */
 static inline void gemm_narrow(amp_dtype dt, const float *src, uint16_t *dst, int64_t n)
 {
+#ifdef GEMM_BF16_ONLY
+	(void)dt;
+	cvt_f2b(src, dst, n);
+#else
 	if (dt == AMP_BF16)
 		cvt_f2b(src, dst, n);
 	else
 		cvt_f2h(src, dst, n);
+#endif
 }
 
 /* C[i0 .. i0+mb) [j0 .. j0+nb) of a half GEMM (fp16 or bf16, as g->a.dt): fp32 sums in a
@@ -333,8 +409,10 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 	gemm_operand a = gemm_shift(&g->a, i0), b = gemm_shift(&g->b, j0);
 	int64_t ncmax = gemm_min(GEMM_NC, (nb + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
 	int64_t mrows = gemm_min(GEMM_F16_MROWS, mb);
-	float *bp = amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(GEMM_KC_MAX * ncmax));
-	float *ap = amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(GEMM_KC_MAX * GEMM_MC));
+	gemm_pt *bp = (gemm_pt *)amp_kernels_workspace(
+	    AMP_WS_PACK_B, GEMM_WS_FLOATS((GEMM_KC_MAX + GEMM_KP) * ncmax));
+	gemm_pt *ap = (gemm_pt *)amp_kernels_workspace(
+	    AMP_WS_PACK_A, GEMM_WS_FLOATS((GEMM_KC_MAX + GEMM_KP) * GEMM_MC));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mrows * ncmax + GEMM_NR));
 	if (ap == NULL || bp == NULL || acc == NULL) {
 		for (int64_t i = 0; i < mb; i++)
@@ -368,12 +446,19 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 				for (int64_t i = 0; i < mc; i++)
 					memset(acc + i * ncmax, 0, (size_t)nc * sizeof(float));
 			}
+			int narrowed = 0;  /* C written by the last k block's tiles */
 			for (int64_t pc = 0; pc < K; pc += g->kc) {
 				int64_t kc = gemm_min(g->kc, K - pc);
+				uint16_t *out = NULL;
+#ifdef GEMM_UKR_NARROW
+				if (pc + kc >= K)
+					out = cb, narrowed = 1;
+#endif
 				gemm_pack_b(&b, pc, kc, jc, nc, bp);
-				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, ncmax, pc > 0 || beta != 0.0f);
+				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, ncmax, pc > 0 || beta != 0.0f,
+				           out, ldc);
 			}
-			for (int64_t i = 0; i < mc; i++)
+			for (int64_t i = 0; i < mc && !narrowed; i++)
 				gemm_narrow(g->a.dt, acc + i * ncmax, cb + i * ldc, nc);
 			if (part)
 				gemm_stats_rows(part, g->a.dt, cb, mc, nc, ldc);
@@ -396,10 +481,13 @@ static void gemm_task(void *arg, int t, int n)
 	}
 	if (mb <= 0 || nb <= 0)
 		return;
-	if (g->a.dt == AMP_F32)
+#ifndef GEMM_BF16_ONLY
+	if (g->a.dt == AMP_F32) {
 		gemm_block_f32(g, i0, mb, j0, nb);
-	else
-		gemm_block_half(g, i0, mb, j0, nb, g->parts ? &g->parts[t] : NULL);
+		return;
+	}
+#endif
+	gemm_block_half(g, i0, mb, j0, nb, g->parts ? &g->parts[t] : NULL);
 }
 
 /* Sets up the job and runs it on as many threads as it is worth. */
@@ -451,6 +539,7 @@ static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 /* The GEMM slots (amp_gemm_fn): A, B, C of the slot's dtype as amp_gemm; st (or NULL) += the
  * statistics of C.  fp32: C (M,N) fp32 = op(A) (M,K) . op(B) (K,N) + beta C.  fp16, bf16: half
  * storage, fp32 products and sums, C rounded once. */
+#ifndef GEMM_BF16_ONLY
 static void gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
                      amp_stats *st)
@@ -466,6 +555,8 @@ static void gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 {
 	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F16, st);
 }
+
+#endif
 
 static void gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
                       int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,

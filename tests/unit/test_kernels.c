@@ -145,8 +145,10 @@ Test(dispatch, fallback_and_auto, .fini = kpath_restore)
 	cr_assert_eq(auto_f32, amp_kernels_has(AMP_ISA_AVX2) ? AMP_ENGINE_FP32_FMA : AMP_ENGINE_SCALAR);
 	cr_assert_eq(amp_kernels_vec_engine(), auto_f32);
 	if (amp_kernels_has(AMP_ISA_AVX512_BF16)) {
+		cr_assert(auto_bf16 == AMP_ENGINE_AVX512_BF16 || auto_bf16 == AMP_ENGINE_AMX_BF16,
+		          "auto bf16 GEMM on %s", amp_engine_name(auto_bf16));
 		kpath_force("avx512-bf16");
-		cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), AMP_ENGINE_FP32_FMA, "from avx512");
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), AMP_ENGINE_AVX512_BF16);
 		cr_assert_eq(amp_kernels_gemm_engine(AMP_F32), AMP_ENGINE_FP32_FMA, "from avx512");
 		cr_assert_eq(amp_kernels_gemm_engine(AMP_F16), AMP_ENGINE_FP32_FMA, "from avx512");
 		cr_assert_eq(amp_kernels_vec_engine(), AMP_ENGINE_FP32_FMA, "from avx512");
@@ -525,11 +527,17 @@ static void check_gemm_engine(const char *path)
 	uint16_t h[4] = {0x3c00, 0x4000, 0x4200, 0x4400}, hc[4];
 	uint16_t b[4] = {0x3f80, 0x4000, 0x4040, 0x4080}, bc[4];
 	amp_engine want = strcmp(path, "scalar") == 0 ? AMP_ENGINE_SCALAR : AMP_ENGINE_FP32_FMA;
+	amp_engine want_bf16 = strcmp(path, "avx512-bf16") == 0 ? AMP_ENGINE_AVX512_BF16
+	                       : strcmp(path, "amx-bf16") == 0  ? AMP_ENGINE_AMX_BF16
+	                                                        : want;
 	cr_assert_eq(amp_kernels_vec_engine(), want, "%s: vec engine %s", path,
 	             amp_engine_name(amp_kernels_vec_engine()));
 	cr_assert_eq(amp_gemm(AMP_F32, 0, 0, 2, 2, 2, a, 2, a, 2, 0.0f, c, 2, NULL),
 	             amp_kernels_gemm_engine(AMP_F32));
 	cr_assert_eq(amp_kernels_gemm_engine(AMP_F32), want);
+	if (strcmp(path, "amx-bf16") != 0)  /* its tile GEMM may still fall back */
+		cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), want_bf16, "%s bf16 on %s", path,
+		             amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)));
 	cr_assert_eq(amp_gemm(AMP_F16, 0, 0, 2, 2, 2, h, 2, h, 2, 0.0f, hc, 2, NULL),
 	             amp_kernels_gemm_engine(AMP_F16));
 	cr_assert_eq(amp_gemm(AMP_BF16, 0, 0, 2, 2, 2, b, 2, b, 2, 0.0f, bc, 2, NULL),
