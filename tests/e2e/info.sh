@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# info.sh — `ampprof info`: the CPU's half arithmetic and the library's kernel paths, checked
+# against /proc/cpuinfo; the engine each dtype's GEMM would use (a half engine exactly where
+# the CPU has that half arithmetic); a forced path; JSON that parses; errors.
+# Reads $BUILD (default build).  Ends with "N passed, N failed".
+set -u
+export LC_ALL=C TZ=UTC
+BUILD=${BUILD:-build}
+BIN=$BUILD/bin
+OUT=$(mktemp -d /tmp/ampkit_e2e_info.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1${2:+: $2}"; }
+check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
+has_flag() { grep -qw "$1" /proc/cpuinfo; }
+PY=/usr/bin/python3
+
+"$BIN/ampprof" info >"$OUT/text" 2>"$OUT/err"
+check_true "info: exit 0, nothing on stderr" test $? = 0 -a ! -s "$OUT/err"
+for key in cpu "half arithmetic" library versions "kernel paths" engines; do
+	check_true "info text has '$key'" grep -q "^$key " "$OUT/text"
+done
+"$BIN/ampprof" info --format=json >"$OUT/json" 2>"$OUT/err"
+check_true "info --format=json: exit 0" test $? = 0
+check_true "info JSON parses, format_version 1" \
+	$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["format_version"] == 1' "$OUT/json"
+
+# field PYEXPR: a value from the JSON
+field() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$OUT/json"; }
+check_true "six kernel paths, scalar to amx-bf16" \
+	test "$(field '",".join(p["name"] for p in d["paths"])')" = "scalar,avx2,avx512,avx512-bf16,avx512-fp16,amx-bf16"
+# path runs exactly when the CPU has its feature
+for pair in "avx512-bf16:avx512_bf16" "avx512-fp16:avx512_fp16" "amx-bf16:amx_bf16"; do
+	path=${pair%%:*} flag=${pair#*:}
+	runs=$(field "[p['runs'] for p in d['paths'] if p['name'] == '$path'][0]")
+	if has_flag "$flag"; then want=True; else want=False; fi
+	check_true "$path runs = $want (cpuinfo ${flag}: $want)" test "$runs" = "$want"
+	if [ "$want" = False ]; then
+		check_true "$path: the missing feature is named" \
+			test -n "$(field "[p['missing'] for p in d['paths'] if p['name'] == '$path'][0]" | grep "$flag")"
+	fi
+	check_true "half features list $flag as cpuinfo does" \
+		test "$(field "'$flag' in d['cpu_half_features']")" = "$want"
+done
+# the engine a half type's GEMM runs on is a half engine where the CPU has that arithmetic
+bf16=$(field 'd["engines"]["bf16"]') fp16=$(field 'd["engines"]["fp16"]')
+if has_flag amx_bf16; then want_bf16=amx-bf16; elif has_flag avx512_bf16; then want_bf16=avx512-bf16; else want_bf16=fp32-fma; fi
+check_true "bf16 GEMM engine $want_bf16 (got $bf16)" test "$bf16" = "$want_bf16"
+if has_flag avx512_fp16; then want_fp16=avx512-fp16; else want_fp16=fp32-fma; fi
+check_true "fp16 GEMM engine $want_fp16 (got $fp16)" test "$fp16" = "$want_fp16"
+check_true "text marks an fp32-fma half GEMM as emulated" \
+	sh -c "! grep -q 'GEMM on fp32-fma' '$OUT/text' || grep -q 'fp32-fma (emulated)' '$OUT/text'"
+
+# a forced path
+AMP_KERNELS=scalar "$BIN/ampprof" info --format=json >"$OUT/json" 2>"$OUT/err"
+check_true "AMP_KERNELS=scalar: active path scalar" test "$(field 'd["active_path"]')" = scalar
+check_true "AMP_KERNELS=scalar: every GEMM on scalar" \
+	test "$(field '",".join(d["engines"][k] for k in ("fp32","fp16","bf16"))')" = "scalar,scalar,scalar"
+
+# errors
+"$BIN/ampprof" info --library=/nonexistent/libamprt.so >"$OUT/out" 2>"$OUT/err"
+rc=$?
+check_true "a missing library: exit 3 (rc $rc)" test "$rc" = 3
+check_true "a missing library: the message says why and hints --library" \
+	sh -c "grep -q '^ampprof: cannot load the runtime:' '$OUT/err' && grep -q '^hint: .*--library' '$OUT/err'"
+"$BIN/ampprof" info --format=xml >"$OUT/out" 2>"$OUT/err"
+check_true "an unknown format: usage error, exit 2" test $? = 2 -a ! -s "$OUT/out"
+"$BIN/ampprof" info --help >"$OUT/out" 2>"$OUT/err"
+check_true "info --help: usage on stdout" grep -q '^usage: ampprof info ' "$OUT/out"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
