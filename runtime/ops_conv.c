@@ -137,6 +137,36 @@ static const void *conv_columns(const conv_geom *g, amp_dtype dt, const void *x,
 	return col;
 }
 
+/* d[i * stride] += s[i] for i < n (non-overlapping buffers, so stride 1 vectorizes). */
+static void add_strided(float *restrict d, const float *restrict s, int64_t n, int64_t stride)
+{
+	if (stride == 1) {
+		for (int64_t i = 0; i < n; i++)
+			d[i] += s[i];
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		d[i * stride] += s[i];
+}
+
+/* The sum of v: (n) in 16 running partial sums combined in a fixed order: vectorized, and the
+ * same result for the same input on every run (a single running sum would be one serial
+ * chain of n dependent adds). */
+static float sum_f32(const float *v, int64_t n)
+{
+	float part[16] = {0};
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		for (int l = 0; l < 16; l++)
+			part[l] += v[i + l];
+	for (int l = 0; i < n; i++, l++)
+		part[l] += v[i];
+	for (int w = 8; w >= 1; w /= 2)
+		for (int l = 0; l < w; l++)
+			part[l] += part[l + w];
+	return part[0];
+}
+
 /* col: (C*KH*KW, OH*OW) fp32 -> dx: (C,H,W) fp32, adding each column entry to the pixel it
  * was read from (the adjoint of im2col). */
 static void col2im_add_f32(const conv_geom *g, const float *col, float *dx)
@@ -153,9 +183,8 @@ static void col2im_add_f32(const conv_geom *g, const float *col, float *dx)
 						continue;
 					/* input column of output column ow: at + ow * stride */
 					int64_t at = (c * g->H + ih) * g->W - g->pad + kw;
-					const float *src = row + oh * g->OW;
-					for (int64_t ow = lo; ow < hi; ow++)
-						dx[at + ow * g->stride] += src[ow];
+					add_strided(dx + at + lo * g->stride, row + oh * g->OW + lo, hi - lo,
+					            g->stride);
 				}
 			}
 }
@@ -179,18 +208,20 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 	int64_t cols = g.ckk * g.ohw;
 	int64_t gn_stride = g.O * g.ohw;
 
-	/* FP32 accumulators, and exec-dtype scratch for the GEMM outputs and the columns. */
+	/* FP32 accumulators (zeroed), and exec-dtype scratch for the GEMM outputs and the columns
+	 * (written in full before they are read: not zeroed). */
 	float *dx = need_x ? amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float)) : NULL;
 	float *dw = need_w ? amp_arena_alloc(ctx, (size_t)w->numel * sizeof(float)) : NULL;
 	float *db = need_b ? amp_arena_alloc(ctx, (size_t)g.O * sizeof(float)) : NULL;
 	void *col =
-	    need_w && !conv_is_pointwise(&g) ? amp_arena_alloc(ctx, (size_t)cols * es) : NULL;
-	void *dcol = need_x ? amp_arena_alloc(ctx, (size_t)cols * es) : NULL;
-	float *dcol32 = need_x && f16 ? amp_arena_alloc(ctx, (size_t)cols * sizeof(float)) : NULL;
-	uint16_t *dw16 = need_w && f16 ? amp_arena_alloc(ctx, (size_t)w->numel * 2) : NULL;
+	    need_w && !conv_is_pointwise(&g) ? amp_arena_alloc_raw(ctx, (size_t)cols * es) : NULL;
+	void *dcol = need_x ? amp_arena_alloc_raw(ctx, (size_t)cols * es) : NULL;
+	float *dcol32 =
+	    need_x && f16 ? amp_arena_alloc_raw(ctx, (size_t)cols * sizeof(float)) : NULL;
+	uint16_t *dw16 = need_w && f16 ? amp_arena_alloc_raw(ctx, (size_t)w->numel * 2) : NULL;
 	float *tmp32 = f16 && (need_w || need_b)
-	                   ? amp_arena_alloc(ctx, (size_t)(w->numel > g.ohw ? w->numel : g.ohw) *
-	                                              sizeof(float))
+	                   ? amp_arena_alloc_raw(ctx, (size_t)(w->numel > g.ohw ? w->numel : g.ohw) *
+	                                                  sizeof(float))
 	                   : NULL;
 	if ((need_x && (!dx || !dcol || (f16 && !dcol32))) ||
 	    (need_w && (!dw || (!col && !conv_is_pointwise(&g)) || (f16 && (!dw16 || !tmp32)))) ||
@@ -236,10 +267,7 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 					to_f32(go, tmp32, g.ohw);
 					v = tmp32;
 				}
-				float s = 0.0f;
-				for (int64_t i = 0; i < g.ohw; i++)
-					s += v[i];
-				db[o] += s;
+				db[o] += sum_f32(v, g.ohw);
 			}
 		}
 	}
@@ -401,9 +429,23 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 
 /* The running window maximum: v replaces the best bv when it is larger, or when it is the
  * window's first NaN (a NaN best is never replaced), so non-finite values propagate. */
-static inline int pool_takes(float v, float bv)
+static inline int32_t pool_takes(float v, float bv)
 {
-	return (v > bv) | ((v != v) & (bv == bv));
+	return (int32_t)(v > bv) | ((int32_t)(v != v) & (int32_t)(bv == bv));
+}
+
+#define POOL_ROW_MAX 1024 /* widest output row of the two-pass 2x2 window */
+
+/* r: one input row, pairs (r[2j], r[2j+1]) -> m[j] their maximum, i[j] 0 or 1 for which. */
+static void pool_pairs(const float *restrict r, int64_t n, float *restrict m,
+                       int32_t *restrict i)
+{
+	for (int64_t j = 0; j < n; j++) {
+		float a = r[2 * j], b = r[2 * j + 1];
+		int32_t t = pool_takes(b, a);
+		m[j] = t ? b : a;
+		i[j] = t;
+	}
 }
 
 /* x: (H,W) one plane, fp32 -> arg: (OH,OW) offset in the plane of each window's maximum (the
@@ -412,22 +454,20 @@ static inline int pool_takes(float v, float bv)
 static void maxpool_plane(const float *x, int64_t W, int k, int stride, int64_t OH, int64_t OW,
                           int32_t *arg)
 {
-	if (k == 2 && stride == 2) {
+	if (k == 2 && stride == 2 && OW <= POOL_ROW_MAX) {
+		/* Each row's pair first (the right one wins only when larger, or the first NaN),
+		 * then the two rows (row 1 only when larger, or the first NaN): the order of a
+		 * row-major scan, in two passes the compiler vectorizes. */
+		float m0[POOL_ROW_MAX], m1[POOL_ROW_MAX];
+		int32_t i0[POOL_ROW_MAX], i1[POOL_ROW_MAX];
 		for (int64_t oh = 0; oh < OH; oh++) {
 			const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
-			int32_t *ao = arg + oh * OW, base = (int32_t)(2 * oh * W);
+			int32_t *ao = arg + oh * OW, base = (int32_t)(2 * oh * W), w = (int32_t)W;
+			pool_pairs(r0, OW, m0, i0);
+			pool_pairs(r1, OW, m1, i1);
 			for (int64_t ow = 0; ow < OW; ow++) {
-				float bv = r0[2 * ow], v;
-				int32_t best = base + (int32_t)(2 * ow);
-				v = r0[2 * ow + 1];
-				best = pool_takes(v, bv) ? base + (int32_t)(2 * ow + 1) : best;
-				bv = pool_takes(v, bv) ? v : bv;
-				v = r1[2 * ow];
-				best = pool_takes(v, bv) ? base + (int32_t)(W + 2 * ow) : best;
-				bv = pool_takes(v, bv) ? v : bv;
-				v = r1[2 * ow + 1];
-				best = pool_takes(v, bv) ? base + (int32_t)(W + 2 * ow + 1) : best;
-				ao[ow] = best;
+				int32_t t = pool_takes(m1[ow], m0[ow]);
+				ao[ow] = base + 2 * (int32_t)ow + (t ? w + i1[ow] : i0[ow]);
 			}
 		}
 		return;
