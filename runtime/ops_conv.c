@@ -339,9 +339,12 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 	amp_dtype dt = call.exec;
 	size_t es = amp_dtype_size(dt);
 	conv_geom g = conv_geom_of(x, w, stride, pad);
-	amp_tensor *y = amp_alloc(ctx, dt, amp_shape4(g.N, g.O, g.OH, g.OW), AMP_MEM_ACTIVATIONS);
-	void *col =
-	    y && !conv_is_pointwise(&g) ? amp_arena_alloc(ctx, (size_t)(g.ckk * g.ohw) * es) : NULL;
+	/* y: each plane is the bias, then GEMM-accumulated, or GEMM-written (beta 0); col: written
+	 * in full by im2col.  Neither is zeroed first. */
+	amp_tensor *y = amp_alloc_raw(ctx, dt, amp_shape4(g.N, g.O, g.OH, g.OW), AMP_MEM_ACTIVATIONS);
+	void *col = y && !conv_is_pointwise(&g)
+	                ? amp_arena_alloc_raw(ctx, (size_t)(g.ckk * g.ohw) * es)
+	                : NULL;
 	if (!y || (!col && !conv_is_pointwise(&g)))
 		return amp_fail(ctx, AMP_ENOMEM, "Conv2D '%s': out of memory", lbl(label));
 
