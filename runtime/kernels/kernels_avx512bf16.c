@@ -20,6 +20,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c,popcnt")
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/kernels_impl.h"
 
@@ -94,6 +95,7 @@ static void cvt_b2f(const uint16_t *src, float *dst, int64_t n)
 #define GEMM_PACK_PATH
 #define GEMM_BF16_ONLY
 #define GEMM_UKR_NARROW
+#define GEMM_UKR_DIRECT_PAIRS
 
 /* r: 16 rows of 16 32-bit lanes -> their transpose, in registers. */
 static inline void transpose16(__m512i r[16])
@@ -193,12 +195,13 @@ static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t
 	}
 }
 
-/* ap: (kc/2, 12) pairs, bp: (kc/2, 32) pairs -> c: (mr, nr) fp32 at row stride ldc, [+]=,
+/* ap: (kc/2, 12) pairs (lda 0), or 12 rows of bf16 A in place at row stride lda (kc even),
+ * bp: (kc/2, 32) pairs -> c: (mr, nr) fp32 at row stride ldc, [+]=,
  * with nv 16-wide column vectors (2, or 1 when nr <= 16); or, with out, the same fp32 values
  * rounded to bf16 into out (row stride ldo) and c only read.  Each element is one chain of
  * vdpbf16ps over the k pairs in order, whatever nv, mr and nr. */
 static inline __attribute__((always_inline)) void
-gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
+gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, int64_t lda, const uint16_t *restrict bp,
             float *restrict c, int64_t ldc, int accumulate, uint16_t *restrict out, int64_t ldo,
             int mr, int nr, const int nv)
 {
@@ -216,7 +219,12 @@ gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp
 		__m512bh b1 = nv > 1 ? (__m512bh)_mm512_loadu_si512(bp + q * 2 * GEMM_NR + 32) : b0;
 #pragma GCC unroll 16
 		for (int r = 0; r < GEMM_MR; r++) {
-			__m512bh av = (__m512bh)_mm512_set1_epi32(a32[q * GEMM_MR + r]);
+			int32_t w;
+			if (lda)
+				memcpy(&w, ap + r * lda + 2 * q, sizeof w);
+			else
+				w = a32[q * GEMM_MR + r];
+			__m512bh av = (__m512bh)_mm512_set1_epi32(w);
 			c0[r] = _mm512_dpbf16_ps(c0[r], av, b0);
 			if (nv > 1)
 				c1[r] = _mm512_dpbf16_ps(c1[r], av, b1);
@@ -249,9 +257,9 @@ static void gemm_ukr(int64_t kc, const uint16_t *restrict ap, const uint16_t *re
                      float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
 {
 	if (nr > 16)
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, NULL, 0, mr, nr, 2);
+		gemm_ukr_nv(kc, ap, 0, bp, c, ldc, accumulate, NULL, 0, mr, nr, 2);
 	else
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, NULL, 0, mr, nr, 1);
+		gemm_ukr_nv(kc, ap, 0, bp, c, ldc, accumulate, NULL, 0, mr, nr, 1);
 }
 
 static void gemm_ukr_narrow(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
@@ -260,9 +268,19 @@ static void gemm_ukr_narrow(int64_t kc, const uint16_t *restrict ap, const uint1
 {
 	float *cw = (float *)(uintptr_t)c;  /* only read under out */
 	if (nr > 16)
-		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, out, ldo, mr, nr, 2);
+		gemm_ukr_nv(kc, ap, 0, bp, cw, ldc, accumulate, out, ldo, mr, nr, 2);
 	else
-		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, out, ldo, mr, nr, 1);
+		gemm_ukr_nv(kc, ap, 0, bp, cw, ldc, accumulate, out, ldo, mr, nr, 1);
+}
+
+static void gemm_ukr_direct_pairs(int64_t kc, const uint16_t *restrict a, int64_t lda,
+                                  const uint16_t *restrict bp, float *c, int64_t ldc,
+                                  int accumulate, uint16_t *restrict out, int64_t ldo, int nr)
+{
+	if (nr > 16)
+		gemm_ukr_nv(kc, a, lda, bp, c, ldc, accumulate, out, ldo, GEMM_MR, nr, 2);
+	else
+		gemm_ukr_nv(kc, a, lda, bp, c, ldc, accumulate, out, ldo, GEMM_MR, nr, 1);
 }
 
 #include "gemm_impl.h"
