@@ -30,18 +30,35 @@ static inline __mmask16 mask_n(int64_t n)
 	return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
+/* 16 fp32 -> 16 bf16 in integer arithmetic, (x + 0x7fff + lsb) >> 16: right for the
+ * subnormals (no carry into the sign), the only lanes it is used for. */
+static inline __m256i bf16_int(__m512 v)
+{
+	__m512i x = _mm512_castps_si512(v);
+	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+	__m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
 /* 16 fp32 -> 16 bf16, round to nearest even, subnormal inputs rounded (not read as zero). */
 static inline __m256i f32x16_to_bf16(__m512 v)
 {
 	__m256i b = (__m256i)_mm512_cvtneps_pbh(v);
-	__m512i x = _mm512_castps_si512(v);
-	__mmask16 sub = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)) &
-	                _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x007fffff));
+	__mmask16 sub = _mm512_fpclass_ps_mask(v, 0x20);  /* denormal lanes */
+	if (__builtin_expect(sub != 0, 0))
+		b = _mm256_mask_mov_epi16(b, sub, bf16_int(v));
+	return b;
+}
+
+/* 32 fp32 (lo, hi) -> 32 bf16 in one register, as f32x16_to_bf16 lane by lane. */
+static inline __m512i f32x32_to_bf16(__m512 lo, __m512 hi)
+{
+	__m512i b = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+	__mmask32 sub = (__mmask32)_mm512_fpclass_ps_mask(lo, 0x20) |
+	                (__mmask32)_mm512_fpclass_ps_mask(hi, 0x20) << 16;
 	if (__builtin_expect(sub != 0, 0)) {
-		/* (x + 0x7fff + lsb) >> 16: no carry into the sign from a subnormal. */
-		__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-		__m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
-		b = _mm256_mask_mov_epi16(b, sub, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+		__m512i r = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_int(lo)), bf16_int(hi), 1);
+		b = _mm512_mask_mov_epi16(b, sub, r);
 	}
 	return b;
 }
@@ -242,9 +259,11 @@ gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, int64_t lda, const uint16_t
 			c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
 		if (out) {
 			uint16_t *o = out + r * ldo;
-			_mm256_mask_storeu_epi16(o, m0, f32x16_to_bf16(c0[r]));
 			if (nv > 1)
-				_mm256_mask_storeu_epi16(o + 16, m1, f32x16_to_bf16(c1[r]));
+				_mm512_mask_storeu_epi16(o, (__mmask32)m0 | (__mmask32)m1 << 16,
+				                         f32x32_to_bf16(c0[r], c1[r]));
+			else
+				_mm256_mask_storeu_epi16(o, m0, f32x16_to_bf16(c0[r]));
 			continue;
 		}
 		_mm512_mask_storeu_ps(cr, m0, c0[r]);
