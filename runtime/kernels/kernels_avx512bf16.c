@@ -169,7 +169,20 @@ static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t
 				for (int64_t q = q0; q < q1; q++) {
 					const uint16_t *k0 = p + rb + (c0 + 2 * q) * x->cs;
 					int has1 = 2 * q + 1 < kc;
-					for (int g = 0; g < pr; g += 16) {
+					int g = 0;
+					if (has1 && nr >= 32 && pr >= 32) {
+						/* Rows k and k+1 interleaved by 16-bit unpacks, lanes put back
+						 * in order by a two-source qword permute. */
+						const __m512i i0 = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+						const __m512i i1 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+						__m512i a = _mm512_loadu_si512(k0), b = _mm512_loadu_si512(k0 + x->cs);
+						__m512i lo = _mm512_unpacklo_epi16(a, b), hi = _mm512_unpackhi_epi16(a, b);
+						_mm512_storeu_si512(o + q * pr, _mm512_permutex2var_epi64(lo, i0, hi));
+						_mm512_storeu_si512(o + q * pr + 16,
+						                    _mm512_permutex2var_epi64(lo, i1, hi));
+						g = 32;
+					}
+					for (; g < pr; g += 16) {
 						__mmask16 m = mask_n(nr - g);
 						__m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, k0 + g));
 						__m512i hi = has1 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
