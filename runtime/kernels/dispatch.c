@@ -355,7 +355,7 @@ const char *amp_isa_name(amp_isa isa)
 	return "unknown";
 }
 
-/* ---- the kernels ------------------------------------------------------------------------------ */
+/* ---- the kernels ----------------------------------------------------------------------------- */
 
 int64_t amp_cvt_f32_f16(const float *src, uint16_t *dst, int64_t n)
 {

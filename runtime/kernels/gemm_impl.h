@@ -28,7 +28,10 @@
  *                               const float *c, int64_t ldc, int accumulate, uint16_t *out,
  *                               int64_t ldo, int mr, int nr);
  *        out (mr,nr) = half([c +] ap . bp), the sums and the add as gemm_ukr's, rounded as
- *        cvt_f2b: the last k block writes C itself instead of the accumulator block.
+ *        cvt_f2b: the last k block writes C itself instead of the accumulator block;
+ * and GEMM_UKR_DIRECT_PAIRS (with GEMM_UKR_NARROW, GEMM_KP 2) with gemm_ukr_direct_pairs: as
+ *        gemm_ukr_narrow (out may be NULL: then c [+]= as gemm_ukr) for a full MR-row tile of
+ *        bf16 A read in place, rows a + r * lda holding their k pairs (k contiguous, kc even).
  * The half GEMMs (fp16, bf16) sum in an fp32 accumulator block and round to their type once at
  * the end.
  */
@@ -225,15 +228,50 @@ static inline void gemm_tile(int64_t kc, const gemm_pt *ap, const gemm_pt *bp, f
 }
 
 /* C (M,nc) fp32 [+]= op(A) op(B) for one jc/pc block, over all row blocks of M. */
+/* One tile of gemm_macro: c [+]= ap . bp, or with out its rounding into out. */
+static inline void gemm_tile_out(int64_t kc, const gemm_pt *ap, const gemm_pt *bp, float *c,
+                                 int64_t ldc, int accumulate, uint16_t *out, int64_t ldo,
+                                 int64_t mr, int64_t nr)
+{
+#ifdef GEMM_UKR_NARROW
+	if (out) {
+		gemm_ukr_narrow(kc, ap, bp, c, ldc, accumulate, out, ldo, (int)mr, (int)nr);
+		return;
+	}
+#else
+	(void)out, (void)ldo;
+#endif
+	gemm_tile(kc, ap, bp, c, ldc, accumulate, mr, nr);
+}
+
 /* out (or NULL): with GEMM_UKR_NARROW, the half C (at row stride ldo) the tiles round into. */
 static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0, int64_t kc,
                        const gemm_pt *bp, gemm_pt *ap, float *c, int64_t ldc, int accumulate,
                        uint16_t *out, int64_t ldo)
 {
-#ifndef GEMM_UKR_NARROW
-	(void)out, (void)ldo;
-#endif
 	int64_t kp = gemm_kpad(kc);  /* a panel row's extent */
+#ifdef GEMM_UKR_DIRECT_PAIRS
+	/* As GEMM_UKR_DIRECT_A with pair panels: with one or two column panels, full row tiles
+	 * read the k pairs of bf16 A in place when k is contiguous and the block is whole pairs. */
+	if (a->cs == 1 && nc <= 2 * GEMM_NR && kc % 2 == 0 && p0 % 2 == 0) {
+		int64_t mfull = M / GEMM_MR * GEMM_MR;
+		const gemm_pt *pa = (const gemm_pt *)a->p;
+		for (int64_t ir = 0; ir < mfull; ir += GEMM_MR)
+			for (int64_t jr = 0; jr < nc; jr += GEMM_NR)
+				gemm_ukr_direct_pairs(kc, pa + ir * a->rs + p0, a->rs, bp + jr * kp,
+				                      c + ir * ldc + jr, ldc, accumulate,
+				                      out ? out + ir * ldo + jr : NULL, ldo,
+				                      (int)gemm_min(GEMM_NR, nc - jr));
+		if (mfull == M)
+			return;
+		gemm_pack_a(a, mfull, M - mfull, p0, kc, ap);
+		for (int64_t jr = 0; jr < nc; jr += GEMM_NR)
+			gemm_tile_out(kc, ap, bp + jr * kp, c + mfull * ldc + jr, ldc, accumulate,
+			              out ? out + mfull * ldo + jr : NULL, ldo, M - mfull,
+			              gemm_min(GEMM_NR, nc - jr));
+		return;
+	}
+#endif
 #ifdef GEMM_UKR_DIRECT_A
 	/* With one or two column panels each A element serves at most two tiles: packing A would
 	 * cost about what it saves, so full row tiles read fp32 A in place (half A widened to a
@@ -271,18 +309,10 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 		for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
 			int64_t nr = gemm_min(GEMM_NR, nc - jr);
 			const gemm_pt *bpanel = bp + jr * kp;
-			for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-#ifdef GEMM_UKR_NARROW
-				if (out) {
-					gemm_ukr_narrow(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr,
-					                ldc, accumulate, out + (ic + ir) * ldo + jr, ldo,
-					                (int)gemm_min(GEMM_MR, mc - ir), (int)nr);
-					continue;
-				}
-#endif
-				gemm_tile(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr, ldc,
-				          accumulate, gemm_min(GEMM_MR, mc - ir), nr);
-			}
+			for (int64_t ir = 0; ir < mc; ir += GEMM_MR)
+				gemm_tile_out(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr, ldc,
+				              accumulate, out ? out + (ic + ir) * ldo + jr : NULL, ldo,
+				              gemm_min(GEMM_MR, mc - ir), nr);
 		}
 	}
 }

@@ -20,6 +20,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c,popcnt")
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/kernels_impl.h"
 
@@ -29,18 +30,35 @@ static inline __mmask16 mask_n(int64_t n)
 	return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
+/* 16 fp32 -> 16 bf16 in integer arithmetic, (x + 0x7fff + lsb) >> 16: right for the
+ * subnormals (no carry into the sign), the only lanes it is used for. */
+static inline __m256i bf16_int(__m512 v)
+{
+	__m512i x = _mm512_castps_si512(v);
+	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+	__m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
 /* 16 fp32 -> 16 bf16, round to nearest even, subnormal inputs rounded (not read as zero). */
 static inline __m256i f32x16_to_bf16(__m512 v)
 {
 	__m256i b = (__m256i)_mm512_cvtneps_pbh(v);
-	__m512i x = _mm512_castps_si512(v);
-	__mmask16 sub = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)) &
-	                _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x007fffff));
+	__mmask16 sub = _mm512_fpclass_ps_mask(v, 0x20);  /* denormal lanes */
+	if (__builtin_expect(sub != 0, 0))
+		b = _mm256_mask_mov_epi16(b, sub, bf16_int(v));
+	return b;
+}
+
+/* 32 fp32 (lo, hi) -> 32 bf16 in one register, as f32x16_to_bf16 lane by lane. */
+static inline __m512i f32x32_to_bf16(__m512 lo, __m512 hi)
+{
+	__m512i b = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+	__mmask32 sub = (__mmask32)_mm512_fpclass_ps_mask(lo, 0x20) |
+	                (__mmask32)_mm512_fpclass_ps_mask(hi, 0x20) << 16;
 	if (__builtin_expect(sub != 0, 0)) {
-		/* (x + 0x7fff + lsb) >> 16: no carry into the sign from a subnormal. */
-		__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-		__m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
-		b = _mm256_mask_mov_epi16(b, sub, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+		__m512i r = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_int(lo)), bf16_int(hi), 1);
+		b = _mm512_mask_mov_epi16(b, sub, r);
 	}
 	return b;
 }
@@ -94,6 +112,7 @@ static void cvt_b2f(const uint16_t *src, float *dst, int64_t n)
 #define GEMM_PACK_PATH
 #define GEMM_BF16_ONLY
 #define GEMM_UKR_NARROW
+#define GEMM_UKR_DIRECT_PAIRS
 
 /* r: 16 rows of 16 32-bit lanes -> their transpose, in registers. */
 static inline void transpose16(__m512i r[16])
@@ -150,7 +169,20 @@ static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t
 				for (int64_t q = q0; q < q1; q++) {
 					const uint16_t *k0 = p + rb + (c0 + 2 * q) * x->cs;
 					int has1 = 2 * q + 1 < kc;
-					for (int g = 0; g < pr; g += 16) {
+					int g = 0;
+					if (has1 && nr >= 32 && pr >= 32) {
+						/* Rows k and k+1 interleaved by 16-bit unpacks, lanes put back
+						 * in order by a two-source qword permute. */
+						const __m512i i0 = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+						const __m512i i1 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+						__m512i a = _mm512_loadu_si512(k0), b = _mm512_loadu_si512(k0 + x->cs);
+						__m512i lo = _mm512_unpacklo_epi16(a, b), hi = _mm512_unpackhi_epi16(a, b);
+						_mm512_storeu_si512(o + q * pr, _mm512_permutex2var_epi64(lo, i0, hi));
+						_mm512_storeu_si512(o + q * pr + 16,
+						                    _mm512_permutex2var_epi64(lo, i1, hi));
+						g = 32;
+					}
+					for (; g < pr; g += 16) {
 						__mmask16 m = mask_n(nr - g);
 						__m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, k0 + g));
 						__m512i hi = has1 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
@@ -193,12 +225,13 @@ static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t
 	}
 }
 
-/* ap: (kc/2, 12) pairs, bp: (kc/2, 32) pairs -> c: (mr, nr) fp32 at row stride ldc, [+]=,
+/* ap: (kc/2, 12) pairs (lda 0), or 12 rows of bf16 A in place at row stride lda (kc even),
+ * bp: (kc/2, 32) pairs -> c: (mr, nr) fp32 at row stride ldc, [+]=,
  * with nv 16-wide column vectors (2, or 1 when nr <= 16); or, with out, the same fp32 values
  * rounded to bf16 into out (row stride ldo) and c only read.  Each element is one chain of
  * vdpbf16ps over the k pairs in order, whatever nv, mr and nr. */
 static inline __attribute__((always_inline)) void
-gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
+gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, int64_t lda, const uint16_t *restrict bp,
             float *restrict c, int64_t ldc, int accumulate, uint16_t *restrict out, int64_t ldo,
             int mr, int nr, const int nv)
 {
@@ -216,7 +249,12 @@ gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp
 		__m512bh b1 = nv > 1 ? (__m512bh)_mm512_loadu_si512(bp + q * 2 * GEMM_NR + 32) : b0;
 #pragma GCC unroll 16
 		for (int r = 0; r < GEMM_MR; r++) {
-			__m512bh av = (__m512bh)_mm512_set1_epi32(a32[q * GEMM_MR + r]);
+			int32_t w;
+			if (lda)
+				memcpy(&w, ap + r * lda + 2 * q, sizeof w);
+			else
+				w = a32[q * GEMM_MR + r];
+			__m512bh av = (__m512bh)_mm512_set1_epi32(w);
 			c0[r] = _mm512_dpbf16_ps(c0[r], av, b0);
 			if (nv > 1)
 				c1[r] = _mm512_dpbf16_ps(c1[r], av, b1);
@@ -234,9 +272,11 @@ gemm_ukr_nv(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp
 			c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
 		if (out) {
 			uint16_t *o = out + r * ldo;
-			_mm256_mask_storeu_epi16(o, m0, f32x16_to_bf16(c0[r]));
 			if (nv > 1)
-				_mm256_mask_storeu_epi16(o + 16, m1, f32x16_to_bf16(c1[r]));
+				_mm512_mask_storeu_epi16(o, (__mmask32)m0 | (__mmask32)m1 << 16,
+				                         f32x32_to_bf16(c0[r], c1[r]));
+			else
+				_mm256_mask_storeu_epi16(o, m0, f32x16_to_bf16(c0[r]));
 			continue;
 		}
 		_mm512_mask_storeu_ps(cr, m0, c0[r]);
@@ -249,9 +289,9 @@ static void gemm_ukr(int64_t kc, const uint16_t *restrict ap, const uint16_t *re
                      float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
 {
 	if (nr > 16)
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, NULL, 0, mr, nr, 2);
+		gemm_ukr_nv(kc, ap, 0, bp, c, ldc, accumulate, NULL, 0, mr, nr, 2);
 	else
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, NULL, 0, mr, nr, 1);
+		gemm_ukr_nv(kc, ap, 0, bp, c, ldc, accumulate, NULL, 0, mr, nr, 1);
 }
 
 static void gemm_ukr_narrow(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
@@ -260,9 +300,19 @@ static void gemm_ukr_narrow(int64_t kc, const uint16_t *restrict ap, const uint1
 {
 	float *cw = (float *)(uintptr_t)c;  /* only read under out */
 	if (nr > 16)
-		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, out, ldo, mr, nr, 2);
+		gemm_ukr_nv(kc, ap, 0, bp, cw, ldc, accumulate, out, ldo, mr, nr, 2);
 	else
-		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, out, ldo, mr, nr, 1);
+		gemm_ukr_nv(kc, ap, 0, bp, cw, ldc, accumulate, out, ldo, mr, nr, 1);
+}
+
+static void gemm_ukr_direct_pairs(int64_t kc, const uint16_t *restrict a, int64_t lda,
+                                  const uint16_t *restrict bp, float *c, int64_t ldc,
+                                  int accumulate, uint16_t *restrict out, int64_t ldo, int nr)
+{
+	if (nr > 16)
+		gemm_ukr_nv(kc, a, lda, bp, c, ldc, accumulate, out, ldo, GEMM_MR, nr, 2);
+	else
+		gemm_ukr_nv(kc, a, lda, bp, c, ldc, accumulate, out, ldo, GEMM_MR, nr, 1);
 }
 
 #include "gemm_impl.h"

@@ -1,9 +1,10 @@
 /* stats.h — one-pass tensor statistics for the non-finite checks (runtime/check.c): NaN and
  * +-Inf counts, finite min/max/absmax, FP16 headroom counts and an FP16-exponent histogram.
  *
- * Dispatched like the other kernels (amp_kernels_isa(): avx512 and above, avx2, scalar; the avx512 path
- * uses VBMI, GFNI and VPOPCNTDQ where the CPU has them); every path gives bit-identical
- * results.  FP16 data is classified through its exponent bits only.
+ * Dispatched like the other kernels (amp_kernels_isa(): avx512 and the paths above it, avx2,
+ * scalar; the avx512 statistics use VBMI, GFNI and VPOPCNTDQ where the CPU has them); every
+ * path gives bit-identical results.  FP16 data is classified through its exponent bits only;
+ * bf16 data as the fp32 it widens to.
  */
 #ifndef AMP_KERNELS_STATS_H
 #define AMP_KERNELS_STATS_H

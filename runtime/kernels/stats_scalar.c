@@ -1,7 +1,8 @@
 /* stats_scalar.c — the portable statistics path (plain C, one element at a time), the
  * reference the vector paths are tested against, and the dispatch of amp_stats_f32/_f16/_bf16.
- * bf16 statistics are those of the exactly widened fp32 values: blocks widened into L1 and
- * taken by the path's fp32 kernel, merged (exactly) block by block.
+ * bf16 statistics are those of the exactly widened fp32 values: blocks widened into L1 by the
+ * active path's converter (exact on every path) and taken by the path's fp32 kernel, merged
+ * (exactly) block by block.
  */
 #include "kernels/stats_impl.h"
 
@@ -53,8 +54,7 @@ static void stats_bf16_with(void (*f32)(const float *, int64_t, amp_stats *), co
 {
 	float w[BF16_BLOCK];
 	if (n <= BF16_BLOCK) {
-		for (int64_t i = 0; i < n; i++)
-			w[i] = f32_of((uint32_t)x[i] << 16);
+		amp_cvt_bf16_f32(x, w, n);
 		f32(w, n, st);
 		return;
 	}
@@ -62,8 +62,7 @@ static void stats_bf16_with(void (*f32)(const float *, int64_t, amp_stats *), co
 	for (int64_t i0 = 0; i0 < n; i0 += BF16_BLOCK) {
 		int64_t m = n - i0 < BF16_BLOCK ? n - i0 : BF16_BLOCK;
 		amp_stats part;
-		for (int64_t i = 0; i < m; i++)
-			w[i] = f32_of((uint32_t)x[i0 + i] << 16);
+		amp_cvt_bf16_f32(x + i0, w, m);
 		f32(w, m, &part);
 		amp_stats_merge(st, &part);
 	}

@@ -780,7 +780,8 @@ static void check_thread_count(const char *path)
 		free(A); free(B); free(C0); free(C1); free(Cn); free(Ah); free(Bh); free(H0); free(H1);
 		free(Hn); free(Ab); free(Bb); free(G0); free(G1); free(Gn);
 	}
-	cr_log_info("%s GEMM (fp32, fp16, bf16): %d runs on 2, 3 and 5 threads, all bit-identical to 1 thread", path,
+	cr_log_info("%s GEMM (fp32, fp16, bf16): %d runs on 2, 3 and 5 threads, all bit-identical "
+	            "to 1 thread", path,
 	            runs);
 }
 
