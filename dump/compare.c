@@ -297,14 +297,14 @@ out:
 	return v;
 }
 
-static const dump_column cmp_cols[] = {
-    {"step", DUMP_COL_INT},        {"seq", DUMP_COL_INT},        {"seq_b", DUMP_COL_INT},
-    {"op", DUMP_COL_TEXT},         {"label", DUMP_COL_TEXT},     {"role", DUMP_COL_TEXT},
-    {"name", DUMP_COL_TEXT},       {"dtype_a", DUMP_COL_TEXT},   {"dtype_b", DUMP_COL_TEXT},
-    {"shape", DUMP_COL_TEXT},      {"count", DUMP_COL_INT},      {"cosine", DUMP_COL_REAL},
-    {"norm_ratio", DUMP_COL_REAL}, {"max_abs", DUMP_COL_REAL},   {"max_rel", DUMP_COL_REAL},
-    {"rtol", DUMP_COL_REAL},       {"tol_ratio", DUMP_COL_REAL}, {"nonfinite", DUMP_COL_INT},
-    {"status", DUMP_COL_TEXT},     {"why", DUMP_COL_TEXT},
+static const amp_column cmp_cols[] = {
+    {"step", AMP_COL_INT},        {"seq", AMP_COL_INT},        {"seq_b", AMP_COL_INT},
+    {"op", AMP_COL_TEXT},         {"label", AMP_COL_TEXT},     {"role", AMP_COL_TEXT},
+    {"name", AMP_COL_TEXT},       {"dtype_a", AMP_COL_TEXT},   {"dtype_b", AMP_COL_TEXT},
+    {"shape", AMP_COL_TEXT},      {"count", AMP_COL_INT},      {"cosine", AMP_COL_REAL},
+    {"norm_ratio", AMP_COL_REAL}, {"max_abs", AMP_COL_REAL},   {"max_rel", AMP_COL_REAL},
+    {"rtol", AMP_COL_REAL},       {"tol_ratio", AMP_COL_REAL}, {"nonfinite", AMP_COL_INT},
+    {"status", AMP_COL_TEXT},     {"why", AMP_COL_TEXT},
 };
 enum {
 	K_STEP,
@@ -405,35 +405,35 @@ static char *why_text(unsigned why, char *buf, size_t len)
 }
 
 /* Appends the row of tensor a (and its peer).  Returns 0, or -1 when out of memory. */
-static int add_row(dump_table *t, const cmp_tensor *a, const cmp_result *r, const char *status)
+static int add_row(amp_table *t, const cmp_tensor *a, const cmp_result *r, const char *status)
 {
 	const cmp_tensor *b = a->peer;
-	int e = dump_table_add_row(t);
-	e |= dump_table_set_int(t, K_STEP, a->meta.step);
-	e |= dump_table_set_int(t, K_SEQ, a->meta.seq);
-	e |= dump_table_set_int(t, K_SEQ_B, b->meta.seq);
-	e |= dump_table_set_text(t, K_OP, a->meta.op);
-	e |= dump_table_set_text(t, K_LABEL, a->label ? a->label : b->label);
-	e |= dump_table_set_text(t, K_ROLE, a->meta.role);
-	e |= dump_table_set_text(t, K_NAME, a->meta.name);
-	e |= dump_table_set_text(t, K_DTYPE_A, a->meta.dtype);
-	e |= dump_table_set_text(t, K_DTYPE_B, b->meta.dtype);
-	e |= dump_table_set_text(t, K_SHAPE, a->meta.shape);
+	int e = amp_table_add_row(t);
+	e |= amp_table_set_int(t, K_STEP, a->meta.step);
+	e |= amp_table_set_int(t, K_SEQ, a->meta.seq);
+	e |= amp_table_set_int(t, K_SEQ_B, b->meta.seq);
+	e |= amp_table_set_text(t, K_OP, a->meta.op);
+	e |= amp_table_set_text(t, K_LABEL, a->label ? a->label : b->label);
+	e |= amp_table_set_text(t, K_ROLE, a->meta.role);
+	e |= amp_table_set_text(t, K_NAME, a->meta.name);
+	e |= amp_table_set_text(t, K_DTYPE_A, a->meta.dtype);
+	e |= amp_table_set_text(t, K_DTYPE_B, b->meta.dtype);
+	e |= amp_table_set_text(t, K_SHAPE, a->meta.shape);
 	if (r->state != CMP_SHAPE)
-		e |= dump_table_set_int(t, K_COUNT, (int64_t)r->count);
+		e |= amp_table_set_int(t, K_COUNT, (int64_t)r->count);
 	if (r->state == CMP_DONE) {
-		e |= dump_table_set_real(t, K_COSINE, r->d.cosine);
-		e |= dump_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
-		e |= dump_table_set_real(t, K_MAX_ABS, r->d.max_abs);
-		e |= dump_table_set_real(t, K_MAX_REL, r->d.max_rel);
-		e |= dump_table_set_real(t, K_RTOL, r->rtol);
-		e |= dump_table_set_real(t, K_TOL_RATIO, r->c.worst);
-		e |= dump_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
+		e |= amp_table_set_real(t, K_COSINE, r->d.cosine);
+		e |= amp_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
+		e |= amp_table_set_real(t, K_MAX_ABS, r->d.max_abs);
+		e |= amp_table_set_real(t, K_MAX_REL, r->d.max_rel);
+		e |= amp_table_set_real(t, K_RTOL, r->rtol);
+		e |= amp_table_set_real(t, K_TOL_RATIO, r->c.worst);
+		e |= amp_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
 	}
-	e |= dump_table_set_text(t, K_STATUS, status);
+	e |= amp_table_set_text(t, K_STATUS, status);
 	if (r->state == CMP_DONE && r->why) {
 		char why[64];
-		e |= dump_table_set_text(t, K_WHY, why_text(r->why, why, sizeof why));
+		e |= amp_table_set_text(t, K_WHY, why_text(r->why, why, sizeof why));
 	}
 	return e ? -1 : 0;
 }
@@ -470,13 +470,13 @@ static void note_unmatched(const cmp_run *r, const char *other)
 static char *tolerance_expr(double atol, double rtol, char *buf, size_t len)
 {
 	char ta[40], tr[40];
-	dump_format_real(atol, ta, sizeof ta);
+	amp_format_real(atol, ta, sizeof ta);
 	if (rtol == 0.0)
 		snprintf(buf, len, "%s", ta);
 	else if (rtol < 0.0)
 		snprintf(buf, len, "%s + rtol*|a|", ta);
 	else
-		snprintf(buf, len, "%s + %s*|a|", ta, dump_format_real(rtol, tr, sizeof tr));
+		snprintf(buf, len, "%s + %s*|a|", ta, amp_format_real(rtol, tr, sizeof tr));
 	return buf;
 }
 
@@ -503,27 +503,30 @@ static char *rtol_text(const dump_compare_opts *o, const cmp_result *res, size_t
 					single = by_dtype[k].rtol;
 				}
 	if (o->rtol >= 0.0 || nused == 1)
-		return dump_format_real(single, buf, len);
+		return amp_format_real(single, buf, len);
 	char tr[40];
 	size_t at = 0;
 	for (int k = 0; k < 3 && at < len; k++) {
 		if (nused && !used[k])
 			continue;
 		at += (size_t)snprintf(buf + at, len - at, "%s%s %s", at ? ", " : "",
-		                       dump_format_real(by_dtype[k].rtol, tr, sizeof tr),
+		                       amp_format_real(by_dtype[k].rtol, tr, sizeof tr),
 		                       by_dtype[k].when);
 	}
 	return buf;
 }
 
-/* "step 2 seq 4 LayerNorm (ln1) output 'ln1.out'" into buf.  Returns buf. */
+/* "step 2 seq 4 LayerNorm (ln1) output 'ln1.out'" into buf, sanitized for the terminal (the
+ * names come from the application).  Returns buf. */
 static char *describe(const cmp_tensor *t, char *buf, size_t len)
 {
-	snprintf(buf, len, "step %lld seq %lld %s%s%s%s %s%s%s%s", (long long)t->meta.step,
+	char raw[1024];
+	snprintf(raw, sizeof raw, "step %lld seq %lld %s%s%s%s %s%s%s%s", (long long)t->meta.step,
 	         (long long)t->meta.seq, t->meta.op ? t->meta.op : "?", t->label ? " (" : "",
 	         t->label ? t->label : "", t->label ? ")" : "", t->meta.role ? t->meta.role : "?",
 	         t->meta.name ? " '" : "", t->meta.name ? t->meta.name : "",
 	         t->meta.name ? "'" : "");
+	amp_sanitize(raw, buf, len);
 	return buf;
 }
 
@@ -535,7 +538,7 @@ static char *scale_text(const cmp_tensor *t, char *buf, size_t len)
 		snprintf(buf, len, "none");
 		return buf;
 	}
-	return dump_format_real(t->scale, buf, len);
+	return amp_format_real(t->scale, buf, len);
 }
 
 /* The header lines of the text output: the flag criterion and, if gradients were compared, the
@@ -548,10 +551,10 @@ static void print_criterion(FILE *out, const dump_compare_opts *o, cmp_tensor *c
 	fprintf(out,
 	        "flag: nonfinite = Inf/NaN that differ; drift = cosine < %s or norm ratio off 1 by "
 	        "> %s, with some |a-b| > %s; floor = cosine < %s; ceiling = some |a-b| > %s\n",
-	        dump_format_real(l->min_cosine, tc, sizeof tc),
-	        dump_format_real(l->max_norm_diff, tn, sizeof tn),
+	        amp_format_real(l->min_cosine, tc, sizeof tc),
+	        amp_format_real(l->max_norm_diff, tn, sizeof tn),
 	        tolerance_expr(l->max_abs, -1.0, tol, sizeof tol),
-	        dump_format_real(l->cosine_floor, tf, sizeof tf),
+	        amp_format_real(l->cosine_floor, tf, sizeof tf),
 	        tolerance_expr(l->max_abs_ceiling, -1.0, ceil, sizeof ceil));
 	fprintf(out, "rtol: %s; a: the reference\n", rtol_text(o, res, n, rt, sizeof rt));
 	const cmp_tensor *g = NULL; /* the first gradient compared */
@@ -581,7 +584,7 @@ static void print_over(FILE *out, const dump_closeness *c, uint64_t count, doubl
 	        (unsigned long long)count, tolerance_expr(atol, rtol, tol, sizeof tol));
 	if (atol == 0.0 && rtol == 0.0)
 		return; /* the ratio to a zero tolerance is infinite */
-	fprintf(out, " (worst %s times that)", dump_format_real(c->worst, worst, sizeof worst));
+	fprintf(out, " (worst %s times that)", amp_format_real(c->worst, worst, sizeof worst));
 }
 
 /* The summary line: the first divergence and why, or that there is none. */
@@ -602,7 +605,7 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 		fprintf(out, "no divergence: %zu of %zu tensors compared, none flagged", done, n);
 		if (low < n)
 			fprintf(out, "; lowest cosine %s (%s)",
-			        dump_format_real(res[low].d.cosine, cos, sizeof cos),
+			        amp_format_real(res[low].d.cosine, cos, sizeof cos),
 			        describe(pairs[low], where, sizeof where));
 		fputc('\n', out);
 		return;
@@ -610,8 +613,8 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 	const cmp_result *r = &res[first];
 	fprintf(out, "first divergence: %s: cosine %s, max abs error %s; ",
 	        describe(pairs[first], where, sizeof where),
-	        dump_format_real(r->d.cosine, cos, sizeof cos),
-	        dump_format_real(r->d.max_abs, mabs, sizeof mabs));
+	        amp_format_real(r->d.cosine, cos, sizeof cos),
+	        amp_format_real(r->d.max_abs, mabs, sizeof mabs));
 	unsigned long long count = (unsigned long long)r->count;
 	const char *sep = "";
 	if (r->c.only_a && r->c.only_b) {
@@ -632,16 +635,16 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 	}
 	if (r->why & DUMP_FLAG_FLOOR) {
 		fprintf(out, "%scosine below %s", sep,
-		        dump_format_real(l->cosine_floor, tc, sizeof tc));
+		        amp_format_real(l->cosine_floor, tc, sizeof tc));
 		sep = ", ";
 	} else if (r->why & DUMP_FLAG_DRIFT) {
 		if (!(r->d.cosine >= l->min_cosine))
 			fprintf(out, "%scosine below %s and ", sep,
-			        dump_format_real(l->min_cosine, tc, sizeof tc));
+			        amp_format_real(l->min_cosine, tc, sizeof tc));
 		else
 			fprintf(out, "%snorm ratio %s, off 1 by more than %s, and ", sep,
-			        dump_format_real(r->d.norm_ratio, nr, sizeof nr),
-			        dump_format_real(l->max_norm_diff, tc, sizeof tc));
+			        amp_format_real(r->d.norm_ratio, nr, sizeof nr),
+			        amp_format_real(l->max_norm_diff, tc, sizeof tc));
 		print_over(out, &r->c, count, l->max_abs, r->rtol);
 		sep = ", ";
 	}
@@ -658,7 +661,7 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *o, FILE *out)
 {
 	cmp_run a = {.path = a_path}, b = {.path = b_path};
-	dump_table *t = NULL;
+	amp_table *t = NULL;
 	cmp_tensor **pairs = NULL;
 	cmp_result *res = NULL;
 	int code = DUMP_EXIT_FAIL;
@@ -748,7 +751,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		if (res[i].state == CMP_DONE && res[i].why)
 			first = i;
 
-	t = dump_table_new(cmp_cols, K_NCOLS);
+	t = amp_table_new(cmp_cols, K_NCOLS);
 	if (!t)
 		goto oom;
 	for (size_t i = 0; i < npairs; i++) {
@@ -763,13 +766,13 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	note_unmatched(&a, b_path);
 	note_unmatched(&b, a_path);
 
-	if (o->fmt == DUMP_FMT_TEXT)
+	if (o->fmt == AMP_FMT_TEXT)
 		print_criterion(out, o, pairs, res, npairs);
-	if (dump_table_print(t, o->fmt, out) != 0) {
+	if (amp_table_print(t, o->fmt, out) != 0) {
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
-	if (o->fmt == DUMP_FMT_TEXT)
+	if (o->fmt == AMP_FMT_TEXT)
 		print_summary(out, o, a_path, b_path, pairs, res, npairs, first, n_flagged,
 		              n_one_sided);
 	if (fflush(out) != 0 || ferror(out)) {
@@ -786,7 +789,7 @@ oom:
 out:
 	free(res);
 	free(pairs);
-	dump_table_free(t);
+	amp_table_free(t);
 	run_release(&b);
 	run_release(&a);
 	return code;

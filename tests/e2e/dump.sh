@@ -239,7 +239,9 @@ fi
 if run "step table json" 0 --step 3 --db run.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "json: parses, same data, origin first"; else bad "json: content" "$(cat "$T/out")"; fi
 import json, sys
-rows = json.load(open(sys.argv[1]))
+doc = json.load(open(sys.argv[1]))
+assert doc["format_version"] == 1, doc.get("format_version")
+rows = doc["rows"]
 assert len(rows) == 8, len(rows)
 assert rows[0]["origin"] is True and rows[1]["origin"] is True and rows[2]["origin"] is False
 assert rows[1]["name"] == "exp.out" and rows[1]["nan"] == 2 and rows[1]["inf"] == 2 and rows[1]["dump_id"] == 2
@@ -328,7 +330,9 @@ run "compare without --step" 0 --compare fp32.db amp.db --format=csv &&
 if run "compare json" 0 --compare fp32.db amp.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "compare json: metrics"; else bad "compare json: metrics" "$(cat "$T/out")"; fi
 import json, sys
-rows = json.load(open(sys.argv[1]))
+doc = json.load(open(sys.argv[1]))
+assert doc["format_version"] == 1, doc.get("format_version")
+rows = doc["rows"]
 st = {(r["step"], r["name"] or r["label"]): r for r in rows}
 assert [r["status"] for r in rows] == ["ok", "ok", "ok", "over", "over", "ok", "over", "FIRST", "ok"], \
     [r["status"] for r in rows]
@@ -344,7 +348,9 @@ assert big["why"] is None and st[4, "exp.out"]["why"] == "nonfinite", (big, st[4
 # the gradient: amp.db holds it times 128; unscaled, only fp16 rounding is left
 g = st[4, "fc1.grad"]
 assert g["status"] == "ok" and g["max_abs"] < 1e-6 and g["max_rel"] <= 2**-11, g
-assert st[4, "exp.out"]["nonfinite"] == 1 and st[4, "exp.out"]["max_abs"] == "inf"
+# not finite: null, and the flag member says which
+assert st[4, "exp.out"]["nonfinite"] == 1 and st[4, "exp.out"]["max_abs"] is None
+assert st[4, "exp.out"]["max_abs_nonfinite"] == "inf", st[4, "exp.out"]
 PY
 fi
 if run "compare prefers a non-finite mismatch" 0 --compare fp32.db amp.db --step 4; then
@@ -426,6 +432,33 @@ run "compare no common step" 1 --compare fp32.db run.db &&
 	expect "compare no common step: message" "$T/err" "have no dumped step in common"
 run "compare not a profile" 1 --compare fp32.db text.db && expect "compare not a profile" "$T/err" "cannot open 'text.db'"
 run "re-run of a missing program" 1 --application="./no-such-program" --step 1 --output="$T/re.db"
+
+# ---- names an application wrote: invalid UTF-8, terminal escapes, a newline -----------------
+# a, 0x80 (invalid), b, ESC [2J (clear screen), LF, "new", ESC ]0;t BEL (set the title)
+HOSTILE="X'6180621b5b324a0a6e65771b5d303b7407'"
+cp run.db hostile.db
+sqlite3 hostile.db "UPDATE tensor_stats SET name = CAST($HOSTILE AS TEXT) WHERE name = 'exp.out';
+	UPDATE dumps SET name = CAST($HOSTILE AS TEXT) WHERE name = 'exp.out';
+	UPDATE tensor_stats SET op = CAST($HOSTILE AS TEXT) WHERE op = 'Exp';
+	UPDATE dumps SET op = CAST($HOSTILE AS TEXT) WHERE op = 'Exp'"
+for fmt in text csv json; do
+	if run "hostile names: --step 3 --format=$fmt" 0 --step 3 --db hostile.db --format=$fmt; then
+		if LC_ALL=C grep -q $'\x1b' "$T/out"; then bad "hostile names ($fmt): an ESC byte reached the output"; else ok "hostile names ($fmt): no ESC byte"; fi
+	fi
+done
+run "hostile names: json" 0 --step 3 --db hostile.db --format=json &&
+	if "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1], encoding="utf-8")); n=[r["name"] for r in d["rows"]]; assert "a\ufffdb\x1b[2J\nnew\x1b]0;t\x07" in n, n' "$T/out"; then
+		ok "hostile names (json): valid UTF-8 JSON, invalid byte as U+FFFD, the rest escaped and kept"
+	else bad "hostile names (json)" "$(cat "$T/out")"; fi
+run "hostile names: csv" 0 --step 3 --db hostile.db --format=csv &&
+	if "$PY" -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1], encoding="utf-8", newline=""))); assert len(r) == 8, len(r); assert any(x["name"] == "a\ufffdb\ufffd[2J\nnew\ufffd]0;t\ufffd" for x in r), [x["name"] for x in r]' "$T/out"; then
+		ok "hostile names (csv): 8 rows, controls but the newline as U+FFFD"
+	else bad "hostile names (csv)" "$(cat "$T/out")"; fi
+run "hostile names: text" 0 --step 3 --db hostile.db &&
+	expect "hostile names (text): one line per tensor, controls as '?'" "$T/out" 'a\?b\?\[2J\?new\?\]0;t\?'
+[ "$(wc -l <"$T/out")" -eq 10 ] && ok "hostile names (text): the newline forged no line" || bad "hostile names (text): line count" "$(cat "$T/out")"
+run "hostile names: compare" 0 --compare hostile.db run.db --step 3 &&
+	if LC_ALL=C grep -q $'\x1b' "$T/out"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
