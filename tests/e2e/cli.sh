@@ -3,18 +3,10 @@
 # the examples: --help on stdout with exit 0, usage errors on stderr with exit 2 and the usage
 # lines, unambiguous prefixes of long options accepted and an ambiguous one refused by name.
 # Reads $BUILD (default build).  Ends with "N passed, N failed".
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 BIN=$BUILD/bin
-OUT=$(mktemp -d /tmp/ampkit_e2e_cli.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1${2:+: $2}"; }
-# check_true NAME COMMAND...: passes when the command succeeds
-check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
+e2e_tmpdir OUT ampkit_e2e_cli
 
 # run NAME WANT_RC CMD...: runs CMD with stdout in $OUT/out and stderr in $OUT/err
 run() {
@@ -119,5 +111,4 @@ else
 	bad "hostile strings: recording a profile with $PRODUCER"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+e2e_finish

@@ -9,20 +9,13 @@
 # non-finite mismatch preferred as the first divergence) and every bad-input case's exit
 # status and message.
 # Real-data tests on the `unstable` example come with the runtime side.
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 AMPDUMP=$BUILD/bin/ampdump
 PY=/usr/bin/python3
-T=$(mktemp -d "${TMPDIR:-/tmp}/ampdump-e2e.XXXXXX")
-trap '[ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"' EXIT
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     /'; }
+e2e_tmpdir T ampdump-e2e
 
 # run NAME EXPECTED_STATUS ARGS...: runs ampdump, output in $T/out, $T/err, status in $st
 run() {
@@ -43,9 +36,7 @@ expect() {
 
 for tool in "$AMPDUMP" sqlite3 "$PY"; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "dump.sh: $tool is missing (build with make, install sqlite3 and python3-numpy)"
-		echo "0 passed, 1 failed"
-		exit 1
+		e2e_abort "$tool is missing (build with make, install sqlite3 and python3-numpy)"
 	fi
 done
 
@@ -181,9 +172,7 @@ mkdb() { # mkdb KIND: KIND.db from the schema and KIND.sql
 	{ echo "PRAGMA synchronous = OFF;"; cat "$ROOT/schema/profile.sql" "$T/$1.sql"; } | sqlite3 "$T/$1.db"
 }
 if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp; then
-	echo "dump.sh: cannot build the synthetic profiles"
-	echo "0 passed, 1 failed"
-	exit 1
+	e2e_abort "cannot build the synthetic profiles"
 fi
 cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 3;'
 sqlite3 "$T/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
@@ -460,5 +449,4 @@ run "hostile names: text" 0 --step 3 --db hostile.db &&
 run "hostile names: compare" 0 --compare hostile.db run.db --step 3 &&
 	if LC_ALL=C grep -q $'\x1b' "$T/out"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte"; fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+e2e_finish
