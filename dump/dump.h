@@ -156,6 +156,10 @@ uint64_t dump_shape_count(const int64_t *dims, int ndim);
 /* .npy descr for a dtype as exported: "<f4", "<f2" ("<f4" for bf16), "<i4"; NULL if unknown. */
 const char *dump_npy_descr(dump_dtype dt);
 
+/* The .npy data of n bf16 elements (little-endian, data) as exported: exact float32, the bf16
+ * bits as the top half of each float (NaN payload and sign kept).  out has room for n. */
+void dump_npy_widen_bf16(const void *data, size_t n, float *out);
+
 /* Writes an .npy format 1.0 header for descr and shape into buf (len bytes).  The header is
  * padded with spaces and ended by '\n' so that it is a multiple of 64 bytes long.  Returns its
  * length, or 0 if it does not fit in len. */

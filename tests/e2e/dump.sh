@@ -422,6 +422,60 @@ run "compare no common step" 1 --compare fp32.db run.db &&
 run "compare not a profile" 1 --compare fp32.db text.db && expect "compare not a profile" "$T/err" "cannot open 'text.db'"
 run "re-run of a missing program" 1 --application="./no-such-program" --step 1 --output="$T/re.db"
 
+# ---- bf16: fp32.db's step-2 dumps rounded to bf16 (round to nearest even) ----------------
+cp fp32.db bf16.db
+if "$PY" - bf16.db <<'PY'; then ok "bf16.db: fp32 dumps rounded to bf16"; else bad "bf16.db: cannot build"; fi
+import sqlite3, sys
+import numpy as np
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("SELECT id, data FROM dumps WHERE step = 2 AND dtype = 'fp32' AND data IS NOT NULL").fetchall()
+assert rows
+for i, data in rows:
+    u = np.frombuffer(data, dtype="<u4").astype(np.uint64)
+    b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    db.execute("UPDATE dumps SET dtype = 'bf16', bytes = ?, data = ? WHERE id = ?", (b.nbytes, b.tobytes(), i))
+db.commit()
+PY
+if run "compare fp32 bf16" 0 --compare fp32.db bf16.db --step 2; then
+	expect "compare fp32 bf16: rtol 2^-7 with a bf16 side" "$T/out" '^rtol: 0\.0078125; a: the reference$'
+	expect "compare fp32 bf16: bf16 rounding alone is no divergence" "$T/out" '^no divergence: '
+fi
+if run "compare fp32 bf16 json" 0 --compare fp32.db bf16.db --step 2 --format=json; then
+	if "$PY" - "$T/out" <<'PY'; then ok "compare fp32 bf16 json: every pair rtol 2^-7, ok, within a third of the tolerance"; else bad "compare fp32 bf16 json" "$(cat "$T/out")"; fi
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert rows and all(r["rtol"] == 2**-7 and r["status"] == "ok" for r in rows), rows
+# bf16 rounds to 8 significant bits: |a-b| <= 2^-8 |a|, half of 2^-7 |a| (plus max-abs)
+worst = max(r["tol_ratio"] for r in rows)
+print("     worst |a-b| / (0.001 + 2^-7 |a|) over the pairs: %.4g" % worst)
+assert worst <= 0.5, worst
+PY
+fi
+if run "npy export of bf16 dumps" 0 --step 2 --npy "$T/b16" --db bf16.db; then
+	expect "npy export of bf16: listed as <f4-exported bf16" "$T/out" 'bf16'
+	if "$PY" - "$T/b16" fp32.db <<'PY'; then ok "npy export of bf16: float32 files, the bf16 values exactly, within 2^-8 of fp32"; else bad "npy export of bf16: content"; fi
+import glob, sqlite3, sys, os
+import numpy as np
+files = sorted(glob.glob(os.path.join(sys.argv[1], "*.npy")))
+ref = sqlite3.connect(sys.argv[2])
+want = {}
+for data, in ref.execute("SELECT data FROM dumps WHERE step = 2 AND dtype = 'fp32' AND data IS NOT NULL"):
+    f = np.frombuffer(data, dtype="<f4")
+    u = f.view("<u4").astype(np.uint64)
+    r = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype("<u4").view("<f4")
+    want[r.tobytes()] = f
+assert len(files) == len(want), (files, len(want))
+worst = 0.0
+for path in files:
+    x = np.load(path)
+    assert x.dtype == np.dtype("<f4"), (path, x.dtype)
+    f = want[x.ravel().tobytes()]  # exactly the bf16 values, widened
+    worst = max(worst, float(np.max(np.abs(x.ravel() - f) / np.maximum(np.abs(f), 1e-30))))
+print("     max relative difference to the fp32 dump: %.4g (bound 2^-8 = %.4g)" % (worst, 2**-8))
+assert worst <= 2**-8
+PY
+fi
+
 # ---- names an application wrote: invalid UTF-8, terminal escapes, a newline -----------------
 # a, 0x80 (invalid), b, ESC [2J (clear screen), LF, "new", ESC ]0;t BEL (set the title)
 HOSTILE="X'6180621b5b324a0a6e65771b5d303b7407'"

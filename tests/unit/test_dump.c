@@ -654,6 +654,86 @@ Test(tolerance, every_fp16_and_bf16_rounding_is_within)
 	cr_assert_gt(over_plain, 0);
 }
 
+/* ---- bf16 ------------------------------------------------------------------------------ */
+
+/* A bf16 tensor goes to .npy as exact float32: every one of the 2^16 values (NaN payloads,
+ * signed zeros, subnormals, infinities) becomes the float whose top half is its bits. */
+Test(bf16, npy_export_is_exact_fp32, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+	static uint16_t all[65536];
+	static float wide[65536];
+	for (uint32_t i = 0; i < 65536; i++)
+		all[i] = (uint16_t)i;
+	dump_npy_widen_bf16(all, 65536, wide);
+	uint32_t bad = 0;
+	for (uint32_t i = 0; i < 65536; i++)
+		bad += bits_of(wide[i]) != i << 16;
+	cr_assert_eq(bad, 0, "%u of 65536 bf16 values not widened exactly", bad);
+	cr_assert_str_eq(dump_npy_descr(DUMP_DT_BF16), "<f4", "numpy has no bf16: exported as <f4");
+
+	/* the file: header with '<f4' and the shape, then the float32 bytes */
+	const uint16_t data[4] = {0x3f80, 0xc040, 0x7fc1, 0x0001}; /* 1, -3, NaN payload, tiny */
+	float f[4];
+	dump_npy_widen_bf16(data, 4, f);
+	int64_t d[1] = {4};
+	int dirfd = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(dirfd, 0);
+	cr_assert_eq(dump_npy_write(dirfd, "b.npy", 0, dump_npy_descr(DUMP_DT_BF16), d, 1, f,
+	                            sizeof f),
+	             0);
+	unsigned char buf[256];
+	size_t n = read_file(dirfd, "b.npy", buf, sizeof buf);
+	close(dirfd);
+	cr_assert_eq(n, 128 + sizeof f);
+	cr_assert_eq(memcmp(buf, "\x93NUMPY\x01\x00", 8), 0);
+	cr_assert_not_null(memmem(buf, 128, "'descr': '<f4'", 14));
+	cr_assert_not_null(memmem(buf, 128, "'shape': (4,)", 13));
+	uint32_t w[4];
+	memcpy(w, buf + 128, sizeof w);
+	cr_assert_eq(w[0], 0x3f800000u);
+	cr_assert_eq(w[1], 0xc0400000u);
+	cr_assert_eq(w[2], 0x7fc10000u, "NaN payload kept");
+	cr_assert_eq(w[3], 0x00010000u, "the smallest bf16 subnormal, exact");
+}
+
+/* Statistics of a bf16 dump: its range is fp32's, so 3e38 is a finite value (no overflow above
+ * 65504 as for fp16), and NaN and -Inf are counted. */
+Test(bf16, stats_over_fp32_range)
+{
+	/* 1, -3, 3.3e38 (0x7f78), NaN, -Inf, 2^-133 (subnormal 0x0001) */
+	const uint16_t v[6] = {0x3f80, 0xc040, 0x7f78, 0x7fc0, 0xff80, 0x0001};
+	dump_stats s;
+	dump_stats_compute((const unsigned char *)v, DUMP_DT_BF16, 6, &s);
+	cr_assert_eq(s.count, 6);
+	cr_assert_eq(s.nan, 1);
+	cr_assert_eq(s.inf, 1);
+	cr_assert_eq(s.finite, 4);
+	cr_assert_eq(s.min, -3.0);
+	cr_assert_eq(s.max, (double)dump_bf16_to_float(0x7f78));
+	cr_assert_gt(s.max, 3e38, "bf16 holds fp32's range");
+	cr_assert_eq(s.absmax, s.max);
+}
+
+/* The compare rule with a bf16 side: rtol 2^-7.  100.25 rounds to bf16 100 (spacing 0.5 there):
+ * an error of 0.25, within 0.001 + 2^-7 * 100.25 = 0.784 but over the fp16 rule's
+ * 0.001 + 2^-10 * 100.25 = 0.099. */
+Test(bf16, compare_uses_rtol_2_to_minus_7)
+{
+	const double a[1] = {100.25}, b[1] = {(double)dump_bf16_to_float(0x42c8)}; /* 100 */
+	cr_assert_eq(b[0], 100.0);
+	double rt_bf16 = dump_default_rtol(DUMP_DT_F32, DUMP_DT_BF16);
+	double rt_fp16 = dump_default_rtol(DUMP_DT_F32, DUMP_DT_F16);
+	cr_assert_eq(rt_bf16, 0x1p-7);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_BF16, DUMP_DT_BF16), 0x1p-7);
+	dump_closeness c;
+	dump_closeness_compute(a, b, 1, 1e-3, rt_bf16, &c);
+	cr_log_info("bf16 rounding of 100.25: %.6g of the bf16 tolerance (limit 1)", c.worst);
+	cr_assert_eq(c.over, 0, "within 2^-7");
+	cr_assert_lt(c.worst, 0.33);
+	dump_closeness_compute(a, b, 1, 1e-3, rt_fp16, &c);
+	cr_assert_eq(c.over, 1, "over the fp16 rule");
+}
+
 /* ---- tables -------------------------------------------------------------------------------- */
 
 static const amp_column cols[] = {
