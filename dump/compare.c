@@ -397,7 +397,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	amp_table *t = NULL;
 	cmp_tensor **pairs = NULL;
 	cmp_result *res = NULL;
-	int code = DUMP_EXIT_FAIL;
+	int code = DUMP_EXIT_CMP_TROUBLE;
 	char hint[1400];
 
 	if (!(a.db = dump_open_profile(a_path)) || !(b.db = dump_open_profile(b_path)))
@@ -501,7 +501,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
-	code = DUMP_EXIT_OK;
+	code = n_flagged ? DUMP_EXIT_CMP_DIFFER : DUMP_EXIT_CMP_SAME;
 	goto out;
 sql_error_a:
 	dump_sql_error(a.db, a_path);

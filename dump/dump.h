@@ -25,6 +25,14 @@ enum {
 	DUMP_EXIT_USAGE = 2, /* bad command line */
 };
 
+/* Exit statuses of ampdump --compare, as cmp(1) and diff(1) have them: a script can tell a
+ * divergence from a failure. */
+enum {
+	DUMP_EXIT_CMP_SAME = 0,    /* no tensor flagged */
+	DUMP_EXIT_CMP_DIFFER = 1,  /* at least one tensor flagged (a divergence) */
+	DUMP_EXIT_CMP_TROUBLE = 2, /* bad command line or input: nothing was compared */
+};
+
 /* Prints "ampdump: <message>" and, if hint is not NULL, "hint: <hint>" on stderr. */
 void dump_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -266,6 +274,7 @@ typedef struct dump_compare_opts {
 	double rtol;        /* relative part of the tolerances; < 0: dump_default_rtol by dtypes */
 	amp_format fmt;
 } dump_compare_opts;
+/* Returns DUMP_EXIT_CMP_SAME, DUMP_EXIT_CMP_DIFFER or DUMP_EXIT_CMP_TROUBLE. */
 int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *opts,
                      FILE *out);
 

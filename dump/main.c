@@ -95,7 +95,8 @@ static const amp_opt_spec spec = {
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
               "\n"
               "Exit status: 0 ok, 1 bad input (unknown step or tensor, unreadable profile,\n"
-              "unwritable directory), 2 usage error.\n",
+              "unwritable directory), 2 usage error.  --compare exits as cmp(1) does: 0 when no\n"
+              "tensor is flagged, 1 when one is (a divergence), 2 on a usage error or bad input.\n",
 };
 
 typedef struct cli {

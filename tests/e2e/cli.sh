@@ -111,4 +111,26 @@ else
 	bad "hostile strings: recording a profile with $PRODUCER"
 fi
 
+# ---- report --fail-on for CI ------------------------------------------------------------------
+if "$BIN/ampprof" -q -o "$OUT/f.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 2>&1; then
+	sqlite3 "$OUT/f.db" "DELETE FROM advice; INSERT INTO advice (rule, severity, message) VALUES ('r1', 'info', 'fyi')"
+	run "report --fail-on=warning, info only" 0 "$BIN/ampprof" report --fail-on=warning "$OUT/f.db"
+	sqlite3 "$OUT/f.db" "INSERT INTO advice (rule, severity, message) VALUES ('r2', 'warning', 'look')"
+	run "report --fail-on=error, a warning" 0 "$BIN/ampprof" report --fail-on=error "$OUT/f.db"
+	run "report --fail-on=warning, a warning" 1 "$BIN/ampprof" report --fail-on=warning "$OUT/f.db"
+	check_true "report --fail-on: the report is printed all the same, the reason on stderr" \
+		test -n "$(grep 'warning  r2: look' "$OUT/out")" \
+		-a -n "$(grep -- "1 finding(s) of severity warning or error in the advice (--fail-on=warning)" "$OUT/err")"
+	sqlite3 "$OUT/f.db" "INSERT INTO advice (rule, severity, message) VALUES ('r3', 'error', 'bad')"
+	run "report --fail-on=error, an error" 1 "$BIN/ampprof" report --fail-on=error --format=json "$OUT/f.db"
+	check_true "report --fail-on with json: the JSON is complete" \
+		/usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert [a["rule"] for a in d["advice"]] == ["r1", "r2", "r3"]' <"$OUT/out"
+	run "report --fail-on=warning, an error too" 1 "$BIN/ampprof" report --fail-on=warning "$OUT/f.db"
+	run "report --fail-on=info: a usage error" 2 "$BIN/ampprof" report --fail-on=info "$OUT/f.db"
+	check_true "report --fail-on=info: the message" grep -q "invalid value 'info' for --fail-on" "$OUT/err"
+	run "report without --fail-on: 0 whatever the advice" 0 "$BIN/ampprof" report "$OUT/f.db"
+else
+	bad "--fail-on: recording a profile with $PRODUCER"
+fi
+
 e2e_finish

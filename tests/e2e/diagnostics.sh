@@ -158,7 +158,10 @@ check "mlp_fashion: step $N dumped in full in both runs, same tensors" \
 	"$(q mlp_fp32.db "SELECT count(*) > 0, group_concat(name) FROM (SELECT name FROM dumps WHERE step = $N AND reason = 'step' ORDER BY seq, role, name)")" \
 	"$(q mlp_amp.db "SELECT count(*) > 0, group_concat(name) FROM (SELECT name FROM dumps WHERE step = $N AND reason = 'step' ORDER BY seq, role, name)")"
 "$AMPDUMP" --compare mlp_fp32.db mlp_amp.db --step $N --format=csv >mlp_cmp.csv 2>mlp_cmp.err
-check "ampdump --compare mlp fp32 amp: exit 0" "$?" 0
+rc=$?
+# as cmp(1): 1 when a tensor is flagged (column why), 0 when none is
+check "ampdump --compare mlp fp32 amp: exit 1 exactly when a tensor is flagged" "$rc" \
+	"$("$PY" -c 'import csv,sys; print(int(any(r["why"] for r in csv.DictReader(open(sys.argv[1])))))' mlp_cmp.csv)"
 "$AMPDUMP" --compare mlp_fp32.db mlp_amp.db --step $N >mlp_def.txt 2>&1
 check "ampdump --compare mlp fp32 amp (text): the flag criterion heads the output" \
 	"$(sed -n 1p mlp_def.txt)" \
@@ -235,7 +238,7 @@ for p in fp32 fp16; do
 	check "unstable $p --dump-steps=$S: exit 0" "$?" 0
 done
 "$AMPDUMP" --compare un_fp32.db un_fp16.db --step "$S" --format=csv >un_cmp.csv 2>un_cmp.err
-check "ampdump --compare unstable fp32 fp16: exit 0" "$?" 0
+check "ampdump --compare unstable fp32 fp16: exit 1 (the overflow is a divergence)" "$?" 1
 check "compare: the first tensor with a non-finite mismatch is the origin" \
 	"$(first_row un_cmp.csv 'int(r["nonfinite"]) > 0')" "Exp rate output rate"
 "$AMPDUMP" --compare un_fp32.db un_fp16.db --step "$S" --format=csv --max-abs=0 >un_cos.csv 2>/dev/null

@@ -304,7 +304,7 @@ run "npy never writes through a symlink" 1 --step 3 --tensor 1 --npy "$T/one" --
 	[ ! -e /nonexistent-target ] && ok "npy symlink: target not created"
 
 # ---- compare --------------------------------------------------------------------------------
-if run "compare" 0 --compare fp32.db amp.db --step 2; then
+if run "compare" 1 --compare fp32.db amp.db --step 2; then
 	expect "compare: header" "$T/out" '^step +seq +seq_b +op +label +role +name +dtype_a +dtype_b +shape +count +cosine +norm_ratio +max_abs +max_rel +rtol +tol_ratio +nonfinite +status +why$'
 	expect "compare: aligned by layer despite shifted seq" "$T/out" '^ +2 +1 +2 +MatMul +fc1 +output +fc1\.out +fp32 +fp16 +\(4,8\) +32 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +0\.0009765625 +0\.[0-9e-]+ +0 +ok +-$'
 	[ "$(grep -c ' ok  *-$' "$T/out")" -eq 3 ] && ok "compare: the equal ops are ok" || bad "compare: ok count" "$(cat "$T/out")"
@@ -313,10 +313,10 @@ if run "compare" 0 --compare fp32.db amp.db --step 2; then
 	expect "compare: summary names it" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9"
 	expect "compare: unmatched tensor noted" "$T/err" "1 dumped tensor of 'amp.db' has no counterpart in 'fp32.db'"
 fi
-run "compare without --step" 0 --compare fp32.db amp.db --format=csv &&
+run "compare without --step" 1 --compare fp32.db amp.db --format=csv &&
 	expect "compare csv: threshold divergence of step 2 over, not first" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,[^,]+,0\.0009765625,[^,]+,0,over,drift$' &&
 	expect "compare csv: a later non-finite mismatch (step 4) is FIRST" "$T/out" '^4,3,3,Exp,,output,exp\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,inf,inf,0\.0009765625,[^,]+,1,FIRST,nonfinite$'
-if run "compare json" 0 --compare fp32.db amp.db --format=json; then
+if run "compare json" 1 --compare fp32.db amp.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "compare json: metrics"; else bad "compare json: metrics" "$(cat "$T/out")"; fi
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -342,7 +342,7 @@ assert st[4, "exp.out"]["nonfinite"] == 1 and st[4, "exp.out"]["max_abs"] is Non
 assert st[4, "exp.out"]["max_abs_nonfinite"] == "inf", st[4, "exp.out"]
 PY
 fi
-if run "compare prefers a non-finite mismatch" 0 --compare fp32.db amp.db --step 4; then
+if run "compare prefers a non-finite mismatch" 1 --compare fp32.db amp.db --step 4; then
 	expect "compare: the criterion heads the output" "$T/out" '^flag: nonfinite = Inf/NaN that differ; drift = cosine < 0\.99 or norm ratio off 1 by > 0\.1, with some \|a-b\| > 0\.001 \+ rtol\*\|a\|; floor = cosine < 0\.9; ceiling = some \|a-b\| > 1 \+ rtol\*\|a\|$'
 	expect "compare: then the rtol of the pairs" "$T/out" '^rtol: 0\.0009765625; a: the reference$'
 	expect "compare: the loss scales of the gradients" "$T/out" "^grads: divided by their run's loss scale \(a: 1, b: 128\)$"
@@ -352,19 +352,19 @@ if run "compare prefers a non-finite mismatch" 0 --compare fp32.db amp.db --step
 	expect "compare: unscaled gradient is ok" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* ok +-$'
 	expect "compare: summary names the non-finite mismatch" "$T/out" "^first divergence: step 4 seq 3 Exp output 'exp.out': cosine [0-9.]+, max abs error inf; Inf/NaN in 'amp.db' only at 1 of 32 elements; 2 of 4 tensors flagged, 1 with Inf/NaN in one run only$"
 fi
-if run "compare --rtol=0 --max-abs-ceiling=0.001" 0 --compare fp32.db amp.db --step 4 --rtol=0 --max-abs-ceiling=0.001; then
+if run "compare --rtol=0 --max-abs-ceiling=0.001" 1 --compare fp32.db amp.db --step 4 --rtol=0 --max-abs-ceiling=0.001; then
 	expect "compare --rtol=0 --max-abs-ceiling=0.001: criterion" "$T/out" '^flag: .*; ceiling = some \|a-b\| > 0\.001 \+ rtol\*\|a\|$'
 	expect "compare --rtol=0: rtol line" "$T/out" '^rtol: 0; a: the reference$'
 	expect "compare --rtol=0 --max-abs-ceiling=0.001: fp16 rounding at |x| ~ 6 is now over" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* 0 +[0-9.]+ +0 +over +ceiling$'
 fi
 run "compare --rtol and --max-abs loosened" 0 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 &&
 	expect "compare: a cosine of 0.96 with small errors is not flagged" "$T/out" "^no divergence: 5 of 5 tensors compared, none flagged; lowest cosine 0\.96[0-9]* \(step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out'\)$"
-run "compare --cosine-floor=0.99" 0 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 --cosine-floor=0.99 &&
+run "compare --cosine-floor=0.99" 1 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 --cosine-floor=0.99 &&
 	expect "compare: the floor flags a cosine alone" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9[0-9]+, max abs error [0-9.]+; cosine below 0\.99; 1 of 5 tensors flagged$"
-run "compare --norm-diff=0.5" 0 --compare fp32.db amp.db --step 2 --norm-diff=0.5 --format=csv &&
+run "compare --norm-diff=0.5" 1 --compare fp32.db amp.db --step 2 --norm-diff=0.5 --format=csv &&
 	expect "compare --norm-diff=0.5: 1.3 times the norm is within" "$T/out" '^2,5,6,Softmax,head,output,,.*,ok,$'
 cp amp.db noscale.db && sqlite3 noscale.db 'UPDATE steps SET scale = NULL'
-run "compare without a loss scale" 0 --compare fp32.db noscale.db --step 4 &&
+run "compare without a loss scale" 1 --compare fp32.db noscale.db --step 4 &&
 	expect "compare without a loss scale: note" "$T/err" "^ampdump: note: step 4 of 'noscale.db' has no loss scale; its gradients are compared as dumped$" &&
 	expect "compare without a loss scale: gradient compared as dumped, 128 times the norm" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* 0\.9999[0-9]* +12[78]\.[0-9]* .* over +drift$'
 run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 9 of 9 tensors compared, none flagged; lowest cosine 1 '
@@ -413,13 +413,13 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 run "npy at a step without dumps" 1 --step 1 --npy "$T/v" --db run.db &&
 	expect "npy nothing dumped: message" "$T/err" "nothing was dumped at step 1"
-run "compare step never reached" 1 --compare fp32.db amp.db --step 9 &&
+run "compare step never reached" 2 --compare fp32.db amp.db --step 9 &&
 	expect "compare step never reached: message" "$T/err" "step 9 was never reached \(the run has 5 steps\)"
-run "compare step not dumped" 1 --compare fp32.db amp.db --step 1 &&
+run "compare step not dumped" 2 --compare fp32.db amp.db --step 1 &&
 	expect "compare step not dumped: message" "$T/err" "nothing was dumped at step 1 in 'fp32.db'"
-run "compare no common step" 1 --compare fp32.db run.db &&
+run "compare no common step" 2 --compare fp32.db run.db &&
 	expect "compare no common step: message" "$T/err" "have no dumped step in common"
-run "compare not a profile" 1 --compare fp32.db text.db && expect "compare not a profile" "$T/err" "cannot open 'text.db'"
+run "compare not a profile" 2 --compare fp32.db text.db && expect "compare not a profile" "$T/err" "cannot open 'text.db'"
 run "re-run of a missing program" 1 --application="./no-such-program" --step 1 --output="$T/re.db"
 
 # ---- bf16: fp32.db's step-2 dumps rounded to bf16 (round to nearest even) ----------------
@@ -475,6 +475,12 @@ print("     max relative difference to the fp32 dump: %.4g (bound 2^-8 = %.4g)" 
 assert worst <= 2**-8
 PY
 fi
+
+# ---- --compare's exit status, as cmp(1): 0 same, 1 a divergence, 2 trouble -----------------
+run "compare identical runs: exit 0" 0 --compare fp32.db fp32.db --step 2 && ok "compare identical runs: exit 0"
+run "compare a divergence: exit 1" 1 --compare fp32.db amp.db --step 2 && ok "compare a divergence: exit 1, results on stdout" &&
+	expect "compare a divergence: the first divergence still printed" "$T/out" '^first divergence: '
+run "compare an unreadable profile: exit 2" 2 --compare fp32.db no-such.db && ok "compare an unreadable profile: exit 2"
 
 # ---- names an application wrote: invalid UTF-8, terminal escapes, a newline -----------------
 # a, 0x80 (invalid), b, ESC [2J (clear screen), LF, "new", ESC ]0;t BEL (set the title)
