@@ -1,256 +1,16 @@
 /* compare.c — `ampdump --compare A.db B.db [--step N]`: two runs of one program (FP32 and
- * AMP, say) compared op by op on the tensors both dumped.
+ * AMP, say) compared op by op on the tensors both dumped: the metrics of each pair, the
+ * verdict, the first divergence and the printing.  Which tensors pair up is match.c's.
  *
- * Tensors are lined up per step, first on (seq, op, role, name), then what is left on
- * (op, role, name) in execution order, so an AMP run whose op sequence numbers shifted still
- * lines up by layer.  Both sides are converted to double, and gradients divided by their run's
- * loss scale, before comparing; A is the reference of the relative error and tolerance.
- * Execution order is (step, seq): the runtime numbers backward ops after the forward ones.
+ * Both sides are converted to double, and gradients divided by their run's loss scale, before
+ * comparing; A is the reference of the relative error and tolerance.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dump.h"
-#include "profile_db.h"
-
-typedef struct cmp_tensor {
-	int64_t id; /* dumps.id */
-	dump_tensor meta;
-	char *label;  /* layer label of the op (ops view), NULL if not traced */
-	double scale; /* steps.scale of its step; NaN if the run did not record it */
-	int has_data;
-	struct cmp_tensor *peer; /* the matched tensor of the other run */
-} cmp_tensor;
-
-typedef struct cmp_run {
-	const char *path;
-	sqlite3 *db;
-	cmp_tensor *v;
-	size_t n;
-	int scale_noted; /* the note about a missing loss scale was printed */
-} cmp_run;
-
-static void run_release(cmp_run *r)
-{
-	for (size_t i = 0; i < r->n; i++) {
-		dump_tensor_release(&r->v[i].meta);
-		free(r->v[i].label);
-	}
-	free(r->v);
-	amp_profile_close(r->db);
-	memset(r, 0, sizeof *r);
-}
-
-#define CMP(x, y)                                                                                  \
-	do {                                                                                       \
-		if ((x) != (y))                                                                    \
-			return (x) < (y) ? -1 : 1;                                                 \
-	} while (0)
-
-/* Exact key: step, seq, role, name (dump_tensor_cmp), then op. */
-static int exact_cmp(const cmp_tensor *a, const cmp_tensor *b)
-{
-	int c = dump_tensor_cmp(&a->meta, &b->meta);
-	return c ? c : dump_null_strcmp(a->meta.op, b->meta.op);
-}
-
-static int exact_sort(const void *pa, const void *pb)
-{
-	const cmp_tensor *a = pa, *b = pb;
-	int c = exact_cmp(a, b);
-	if (c)
-		return c;
-	CMP(a->id, b->id);
-	return 0;
-}
-
-/* Layer key: step, op, role, and the tensor's name or, for an unnamed tensor, its op's
- * label (then execution order within the group). */
-static int layer_cmp(const cmp_tensor *a, const cmp_tensor *b)
-{
-	int c;
-	CMP(a->meta.step, b->meta.step);
-	if ((c = dump_null_strcmp(a->meta.op, b->meta.op)) ||
-	    (c = dump_null_strcmp(a->meta.role, b->meta.role)))
-		return c;
-	return dump_null_strcmp(a->meta.name ? a->meta.name : a->label,
-	                        b->meta.name ? b->meta.name : b->label);
-}
-
-static int layer_sort(const void *pa, const void *pb)
-{
-	const cmp_tensor *a = *(const cmp_tensor *const *)pa, *b = *(const cmp_tensor *const *)pb;
-	int c = layer_cmp(a, b);
-	if (c)
-		return c;
-	CMP(a->meta.seq, b->meta.seq);
-	CMP(a->id, b->id);
-	return 0;
-}
-
-/* Loads the dump metadata of run r for one step, or for the steps both runs dumped (the
- * cmp_steps table) when step < 0.  Returns 0 or -1 (SQLite or memory). */
-static int load_run(cmp_run *r, int64_t step)
-{
-	sqlite3_stmt *st = NULL;
-	size_t cap = 0;
-	int rc = -1, s;
-	const char *sql =
-	    step >= 0 ? "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL, "
-	                "(SELECT scale FROM steps s WHERE s.step = d.step ORDER BY rowid LIMIT 1) "
-	                "FROM dumps d WHERE step = ?1 ORDER BY step, seq, id"
-	              : "SELECT id, step, seq, op, role, name, dtype, shape, data IS NOT NULL, "
-	                "(SELECT scale FROM steps s WHERE s.step = d.step ORDER BY rowid LIMIT 1) "
-	                "FROM dumps d WHERE step IN (SELECT step FROM cmp_steps) "
-	                "ORDER BY step, seq, id";
-	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	if (step >= 0)
-		sqlite3_bind_int64(st, 1, step);
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		cmp_tensor *v = dump_grow(r->v, &cap, r->n, sizeof *v);
-		if (!v)
-			goto out;
-		r->v = v;
-		cmp_tensor *t = &r->v[r->n++];
-		memset(t, 0, sizeof *t);
-		t->id = sqlite3_column_int64(st, 0);
-		dump_tensor_read(st, 1, &t->meta);
-		t->has_data = sqlite3_column_int(st, 8);
-		t->scale = sqlite3_column_type(st, 9) == SQLITE_NULL ? (double)NAN
-		                                                     : sqlite3_column_double(st, 9);
-	}
-	rc = s == SQLITE_DONE ? 0 : -1;
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* Fills the labels of r's tensors from the ops view (first execution of each step/seq). */
-static int load_labels(cmp_run *r)
-{
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (sqlite3_prepare_v2(r->db, "SELECT label, min(id) FROM ops WHERE step = ? AND seq = ?",
-	                       -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	for (size_t i = 0; i < r->n; i++) {
-		cmp_tensor *t = &r->v[i];
-		if (i && t->meta.step == r->v[i - 1].meta.step &&
-		    t->meta.seq == r->v[i - 1].meta.seq) {
-			t->label = r->v[i - 1].label ? strdup(r->v[i - 1].label) : NULL;
-			continue;
-		}
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, t->meta.step);
-		sqlite3_bind_int64(st, 2, t->meta.seq);
-		if (sqlite3_step(st) != SQLITE_ROW)
-			goto out;
-		t->label = dump_column_strdup(st, 0);
-	}
-	rc = 0;
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* Steps dumped in both runs, into the temp table cmp_steps of each connection.  Returns the
- * count, or -1 on error. */
-static int64_t common_steps(cmp_run *a, cmp_run *b)
-{
-	sqlite3_stmt *sel = NULL, *ins_a = NULL, *ins_b = NULL, *probe = NULL;
-	int64_t n = -1;
-	const char *mk = "CREATE TEMP TABLE IF NOT EXISTS cmp_steps(step INTEGER PRIMARY KEY)";
-	if (sqlite3_exec(a->db, mk, NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(b->db, mk, NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(a->db, "SELECT DISTINCT step FROM dumps ORDER BY step", -1, &sel,
-	                       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(b->db, "SELECT 1 FROM dumps WHERE step = ? LIMIT 1", -1, &probe,
-	                       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(a->db, "INSERT INTO cmp_steps VALUES (?)", -1, &ins_a, NULL) !=
-	        SQLITE_OK ||
-	    sqlite3_prepare_v2(b->db, "INSERT INTO cmp_steps VALUES (?)", -1, &ins_b, NULL) !=
-	        SQLITE_OK)
-		goto out;
-	int64_t count = 0;
-	int s;
-	while ((s = sqlite3_step(sel)) == SQLITE_ROW) {
-		int64_t step = sqlite3_column_int64(sel, 0);
-		sqlite3_reset(probe);
-		sqlite3_bind_int64(probe, 1, step);
-		if (sqlite3_step(probe) != SQLITE_ROW)
-			continue;
-		sqlite3_reset(ins_a);
-		sqlite3_reset(ins_b);
-		sqlite3_bind_int64(ins_a, 1, step);
-		sqlite3_bind_int64(ins_b, 1, step);
-		if (sqlite3_step(ins_a) != SQLITE_DONE || sqlite3_step(ins_b) != SQLITE_DONE)
-			goto out;
-		count++;
-	}
-	if (s == SQLITE_DONE)
-		n = count;
-out:
-	sqlite3_finalize(sel);
-	sqlite3_finalize(probe);
-	sqlite3_finalize(ins_a);
-	sqlite3_finalize(ins_b);
-	return n;
-}
-
-/* Pairs the tensors of a and b (both sorted by exact_sort). */
-static int match(cmp_run *a, cmp_run *b)
-{
-	size_t i = 0, j = 0;
-	while (i < a->n && j < b->n) {
-		int c = exact_cmp(&a->v[i], &b->v[j]);
-		if (c == 0) {
-			a->v[i].peer = &b->v[j];
-			b->v[j].peer = &a->v[i];
-			i++;
-			j++;
-		} else if (c < 0) {
-			i++;
-		} else {
-			j++;
-		}
-	}
-
-	/* what is left, by layer in execution order */
-	cmp_tensor **la = malloc((a->n + 1) * sizeof *la), **lb = malloc((b->n + 1) * sizeof *lb);
-	size_t na = 0, nb = 0;
-	if (!la || !lb) {
-		free(la);
-		free(lb);
-		return -1;
-	}
-	for (i = 0; i < a->n; i++)
-		if (!a->v[i].peer)
-			la[na++] = &a->v[i];
-	for (j = 0; j < b->n; j++)
-		if (!b->v[j].peer)
-			lb[nb++] = &b->v[j];
-	qsort(la, na, sizeof *la, layer_sort);
-	qsort(lb, nb, sizeof *lb, layer_sort);
-	i = j = 0;
-	while (i < na && j < nb) {
-		int c = layer_cmp(la[i], lb[j]);
-		if (c == 0) {
-			la[i]->peer = lb[j];
-			lb[j]->peer = la[i];
-			i++;
-			j++;
-		} else if (c < 0) {
-			i++;
-		} else {
-			j++;
-		}
-	}
-	free(la);
-	free(lb);
-	return 0;
-}
+#include "match.h"
 
 /* The loss scale to divide t's elements by: its step's scale for a gradient, 1 otherwise (and 1
  * when the run recorded no usable scale for the step). */
@@ -297,14 +57,14 @@ out:
 	return v;
 }
 
-static const dump_column cmp_cols[] = {
-    {"step", DUMP_COL_INT},        {"seq", DUMP_COL_INT},        {"seq_b", DUMP_COL_INT},
-    {"op", DUMP_COL_TEXT},         {"label", DUMP_COL_TEXT},     {"role", DUMP_COL_TEXT},
-    {"name", DUMP_COL_TEXT},       {"dtype_a", DUMP_COL_TEXT},   {"dtype_b", DUMP_COL_TEXT},
-    {"shape", DUMP_COL_TEXT},      {"count", DUMP_COL_INT},      {"cosine", DUMP_COL_REAL},
-    {"norm_ratio", DUMP_COL_REAL}, {"max_abs", DUMP_COL_REAL},   {"max_rel", DUMP_COL_REAL},
-    {"rtol", DUMP_COL_REAL},       {"tol_ratio", DUMP_COL_REAL}, {"nonfinite", DUMP_COL_INT},
-    {"status", DUMP_COL_TEXT},     {"why", DUMP_COL_TEXT},
+static const amp_column cmp_cols[] = {
+    {"step", AMP_COL_INT},        {"seq", AMP_COL_INT},        {"seq_b", AMP_COL_INT},
+    {"op", AMP_COL_TEXT},         {"label", AMP_COL_TEXT},     {"role", AMP_COL_TEXT},
+    {"name", AMP_COL_TEXT},       {"dtype_a", AMP_COL_TEXT},   {"dtype_b", AMP_COL_TEXT},
+    {"shape", AMP_COL_TEXT},      {"count", AMP_COL_INT},      {"cosine", AMP_COL_REAL},
+    {"norm_ratio", AMP_COL_REAL}, {"max_abs", AMP_COL_REAL},   {"max_rel", AMP_COL_REAL},
+    {"rtol", AMP_COL_REAL},       {"tol_ratio", AMP_COL_REAL}, {"nonfinite", AMP_COL_INT},
+    {"status", AMP_COL_TEXT},     {"why", AMP_COL_TEXT},
 };
 enum {
 	K_STEP,
@@ -405,64 +165,37 @@ static char *why_text(unsigned why, char *buf, size_t len)
 }
 
 /* Appends the row of tensor a (and its peer).  Returns 0, or -1 when out of memory. */
-static int add_row(dump_table *t, const cmp_tensor *a, const cmp_result *r, const char *status)
+static int add_row(amp_table *t, const cmp_tensor *a, const cmp_result *r, const char *status)
 {
 	const cmp_tensor *b = a->peer;
-	int e = dump_table_add_row(t);
-	e |= dump_table_set_int(t, K_STEP, a->meta.step);
-	e |= dump_table_set_int(t, K_SEQ, a->meta.seq);
-	e |= dump_table_set_int(t, K_SEQ_B, b->meta.seq);
-	e |= dump_table_set_text(t, K_OP, a->meta.op);
-	e |= dump_table_set_text(t, K_LABEL, a->label ? a->label : b->label);
-	e |= dump_table_set_text(t, K_ROLE, a->meta.role);
-	e |= dump_table_set_text(t, K_NAME, a->meta.name);
-	e |= dump_table_set_text(t, K_DTYPE_A, a->meta.dtype);
-	e |= dump_table_set_text(t, K_DTYPE_B, b->meta.dtype);
-	e |= dump_table_set_text(t, K_SHAPE, a->meta.shape);
+	int e = amp_table_add_row(t);
+	e |= amp_table_set_int(t, K_STEP, a->meta.step);
+	e |= amp_table_set_int(t, K_SEQ, a->meta.seq);
+	e |= amp_table_set_int(t, K_SEQ_B, b->meta.seq);
+	e |= amp_table_set_text(t, K_OP, a->meta.op);
+	e |= amp_table_set_text(t, K_LABEL, a->label ? a->label : b->label);
+	e |= amp_table_set_text(t, K_ROLE, a->meta.role);
+	e |= amp_table_set_text(t, K_NAME, a->meta.name);
+	e |= amp_table_set_text(t, K_DTYPE_A, a->meta.dtype);
+	e |= amp_table_set_text(t, K_DTYPE_B, b->meta.dtype);
+	e |= amp_table_set_text(t, K_SHAPE, a->meta.shape);
 	if (r->state != CMP_SHAPE)
-		e |= dump_table_set_int(t, K_COUNT, (int64_t)r->count);
+		e |= amp_table_set_int(t, K_COUNT, (int64_t)r->count);
 	if (r->state == CMP_DONE) {
-		e |= dump_table_set_real(t, K_COSINE, r->d.cosine);
-		e |= dump_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
-		e |= dump_table_set_real(t, K_MAX_ABS, r->d.max_abs);
-		e |= dump_table_set_real(t, K_MAX_REL, r->d.max_rel);
-		e |= dump_table_set_real(t, K_RTOL, r->rtol);
-		e |= dump_table_set_real(t, K_TOL_RATIO, r->c.worst);
-		e |= dump_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
+		e |= amp_table_set_real(t, K_COSINE, r->d.cosine);
+		e |= amp_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
+		e |= amp_table_set_real(t, K_MAX_ABS, r->d.max_abs);
+		e |= amp_table_set_real(t, K_MAX_REL, r->d.max_rel);
+		e |= amp_table_set_real(t, K_RTOL, r->rtol);
+		e |= amp_table_set_real(t, K_TOL_RATIO, r->c.worst);
+		e |= amp_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
 	}
-	e |= dump_table_set_text(t, K_STATUS, status);
+	e |= amp_table_set_text(t, K_STATUS, status);
 	if (r->state == CMP_DONE && r->why) {
 		char why[64];
-		e |= dump_table_set_text(t, K_WHY, why_text(r->why, why, sizeof why));
+		e |= amp_table_set_text(t, K_WHY, why_text(r->why, why, sizeof why));
 	}
 	return e ? -1 : 0;
-}
-
-static int display_sort(const void *pa, const void *pb)
-{
-	return exact_sort(*(const cmp_tensor *const *)pa, *(const cmp_tensor *const *)pb);
-}
-
-/* Notes on stderr about the tensors of r that have no counterpart in other. */
-static void note_unmatched(const cmp_run *r, const char *other)
-{
-	size_t n = 0;
-	const cmp_tensor *firstt = NULL;
-	for (size_t i = 0; i < r->n; i++)
-		if (!r->v[i].peer) {
-			if (!firstt)
-				firstt = &r->v[i];
-			n++;
-		}
-	if (n)
-		fprintf(stderr,
-		        "ampdump: note: %zu dumped tensor%s of '%s' ha%s no counterpart in '%s' "
-		        "(first: step %lld seq %lld %s %s '%s')\n",
-		        n, n == 1 ? "" : "s", r->path, n == 1 ? "s" : "ve", other,
-		        (long long)firstt->meta.step, (long long)firstt->meta.seq,
-		        firstt->meta.op ? firstt->meta.op : "?",
-		        firstt->meta.role ? firstt->meta.role : "?",
-		        firstt->meta.name ? firstt->meta.name : "");
 }
 
 /* "0.001 + 0.0009765625*|a|" ("0.001 + rtol*|a|" with rtol < 0, "0.001" with rtol 0) into
@@ -470,13 +203,13 @@ static void note_unmatched(const cmp_run *r, const char *other)
 static char *tolerance_expr(double atol, double rtol, char *buf, size_t len)
 {
 	char ta[40], tr[40];
-	dump_format_real(atol, ta, sizeof ta);
+	amp_format_real(atol, ta, sizeof ta);
 	if (rtol == 0.0)
 		snprintf(buf, len, "%s", ta);
 	else if (rtol < 0.0)
 		snprintf(buf, len, "%s + rtol*|a|", ta);
 	else
-		snprintf(buf, len, "%s + %s*|a|", ta, dump_format_real(rtol, tr, sizeof tr));
+		snprintf(buf, len, "%s + %s*|a|", ta, amp_format_real(rtol, tr, sizeof tr));
 	return buf;
 }
 
@@ -503,27 +236,30 @@ static char *rtol_text(const dump_compare_opts *o, const cmp_result *res, size_t
 					single = by_dtype[k].rtol;
 				}
 	if (o->rtol >= 0.0 || nused == 1)
-		return dump_format_real(single, buf, len);
+		return amp_format_real(single, buf, len);
 	char tr[40];
 	size_t at = 0;
 	for (int k = 0; k < 3 && at < len; k++) {
 		if (nused && !used[k])
 			continue;
 		at += (size_t)snprintf(buf + at, len - at, "%s%s %s", at ? ", " : "",
-		                       dump_format_real(by_dtype[k].rtol, tr, sizeof tr),
+		                       amp_format_real(by_dtype[k].rtol, tr, sizeof tr),
 		                       by_dtype[k].when);
 	}
 	return buf;
 }
 
-/* "step 2 seq 4 LayerNorm (ln1) output 'ln1.out'" into buf.  Returns buf. */
+/* "step 2 seq 4 LayerNorm (ln1) output 'ln1.out'" into buf, sanitized for the terminal (the
+ * names come from the application).  Returns buf. */
 static char *describe(const cmp_tensor *t, char *buf, size_t len)
 {
-	snprintf(buf, len, "step %lld seq %lld %s%s%s%s %s%s%s%s", (long long)t->meta.step,
+	char raw[1024];
+	snprintf(raw, sizeof raw, "step %lld seq %lld %s%s%s%s %s%s%s%s", (long long)t->meta.step,
 	         (long long)t->meta.seq, t->meta.op ? t->meta.op : "?", t->label ? " (" : "",
 	         t->label ? t->label : "", t->label ? ")" : "", t->meta.role ? t->meta.role : "?",
 	         t->meta.name ? " '" : "", t->meta.name ? t->meta.name : "",
 	         t->meta.name ? "'" : "");
+	amp_sanitize(raw, buf, len);
 	return buf;
 }
 
@@ -535,7 +271,7 @@ static char *scale_text(const cmp_tensor *t, char *buf, size_t len)
 		snprintf(buf, len, "none");
 		return buf;
 	}
-	return dump_format_real(t->scale, buf, len);
+	return amp_format_real(t->scale, buf, len);
 }
 
 /* The header lines of the text output: the flag criterion and, if gradients were compared, the
@@ -548,10 +284,10 @@ static void print_criterion(FILE *out, const dump_compare_opts *o, cmp_tensor *c
 	fprintf(out,
 	        "flag: nonfinite = Inf/NaN that differ; drift = cosine < %s or norm ratio off 1 by "
 	        "> %s, with some |a-b| > %s; floor = cosine < %s; ceiling = some |a-b| > %s\n",
-	        dump_format_real(l->min_cosine, tc, sizeof tc),
-	        dump_format_real(l->max_norm_diff, tn, sizeof tn),
+	        amp_format_real(l->min_cosine, tc, sizeof tc),
+	        amp_format_real(l->max_norm_diff, tn, sizeof tn),
 	        tolerance_expr(l->max_abs, -1.0, tol, sizeof tol),
-	        dump_format_real(l->cosine_floor, tf, sizeof tf),
+	        amp_format_real(l->cosine_floor, tf, sizeof tf),
 	        tolerance_expr(l->max_abs_ceiling, -1.0, ceil, sizeof ceil));
 	fprintf(out, "rtol: %s; a: the reference\n", rtol_text(o, res, n, rt, sizeof rt));
 	const cmp_tensor *g = NULL; /* the first gradient compared */
@@ -581,7 +317,7 @@ static void print_over(FILE *out, const dump_closeness *c, uint64_t count, doubl
 	        (unsigned long long)count, tolerance_expr(atol, rtol, tol, sizeof tol));
 	if (atol == 0.0 && rtol == 0.0)
 		return; /* the ratio to a zero tolerance is infinite */
-	fprintf(out, " (worst %s times that)", dump_format_real(c->worst, worst, sizeof worst));
+	fprintf(out, " (worst %s times that)", amp_format_real(c->worst, worst, sizeof worst));
 }
 
 /* The summary line: the first divergence and why, or that there is none. */
@@ -602,7 +338,7 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 		fprintf(out, "no divergence: %zu of %zu tensors compared, none flagged", done, n);
 		if (low < n)
 			fprintf(out, "; lowest cosine %s (%s)",
-			        dump_format_real(res[low].d.cosine, cos, sizeof cos),
+			        amp_format_real(res[low].d.cosine, cos, sizeof cos),
 			        describe(pairs[low], where, sizeof where));
 		fputc('\n', out);
 		return;
@@ -610,8 +346,8 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 	const cmp_result *r = &res[first];
 	fprintf(out, "first divergence: %s: cosine %s, max abs error %s; ",
 	        describe(pairs[first], where, sizeof where),
-	        dump_format_real(r->d.cosine, cos, sizeof cos),
-	        dump_format_real(r->d.max_abs, mabs, sizeof mabs));
+	        amp_format_real(r->d.cosine, cos, sizeof cos),
+	        amp_format_real(r->d.max_abs, mabs, sizeof mabs));
 	unsigned long long count = (unsigned long long)r->count;
 	const char *sep = "";
 	if (r->c.only_a && r->c.only_b) {
@@ -632,16 +368,16 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 	}
 	if (r->why & DUMP_FLAG_FLOOR) {
 		fprintf(out, "%scosine below %s", sep,
-		        dump_format_real(l->cosine_floor, tc, sizeof tc));
+		        amp_format_real(l->cosine_floor, tc, sizeof tc));
 		sep = ", ";
 	} else if (r->why & DUMP_FLAG_DRIFT) {
 		if (!(r->d.cosine >= l->min_cosine))
 			fprintf(out, "%scosine below %s and ", sep,
-			        dump_format_real(l->min_cosine, tc, sizeof tc));
+			        amp_format_real(l->min_cosine, tc, sizeof tc));
 		else
 			fprintf(out, "%snorm ratio %s, off 1 by more than %s, and ", sep,
-			        dump_format_real(r->d.norm_ratio, nr, sizeof nr),
-			        dump_format_real(l->max_norm_diff, tc, sizeof tc));
+			        amp_format_real(r->d.norm_ratio, nr, sizeof nr),
+			        amp_format_real(l->max_norm_diff, tc, sizeof tc));
 		print_over(out, &r->c, count, l->max_abs, r->rtol);
 		sep = ", ";
 	}
@@ -658,10 +394,10 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *o, FILE *out)
 {
 	cmp_run a = {.path = a_path}, b = {.path = b_path};
-	dump_table *t = NULL;
+	amp_table *t = NULL;
 	cmp_tensor **pairs = NULL;
 	cmp_result *res = NULL;
-	int code = DUMP_EXIT_FAIL;
+	int code = DUMP_EXIT_CMP_TROUBLE;
 	char hint[1400];
 
 	if (!(a.db = dump_open_profile(a_path)) || !(b.db = dump_open_profile(b_path)))
@@ -684,7 +420,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 			}
 		}
 	} else {
-		int64_t n = common_steps(&a, &b);
+		int64_t n = dump_common_steps(&a, &b);
 		if (n < 0) {
 			dump_error(NULL, "cannot read '%s' and '%s': %s", a_path, b_path,
 			           sqlite3_errmsg(a.db));
@@ -698,27 +434,16 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 			goto out;
 		}
 	}
-	if (load_run(&a, o->step) != 0 || load_labels(&a) != 0)
+	size_t npairs = 0;
+	int mrc = dump_match_runs(&a, &b, o->step, &pairs, &npairs);
+	if (mrc == DUMP_MATCH_ENOMEM)
+		goto oom;
+	if (mrc == DUMP_MATCH_ESQL_A)
 		goto sql_error_a;
-	if (load_run(&b, o->step) != 0 || load_labels(&b) != 0) {
+	if (mrc == DUMP_MATCH_ESQL_B) {
 		dump_sql_error(b.db, b_path);
 		goto out;
 	}
-	if (a.n)
-		qsort(a.v, a.n, sizeof *a.v, exact_sort);
-	if (b.n)
-		qsort(b.v, b.n, sizeof *b.v, exact_sort);
-	if (match(&a, &b) != 0)
-		goto oom;
-
-	size_t npairs = 0;
-	pairs = malloc((a.n + 1) * sizeof *pairs);
-	if (!pairs)
-		goto oom;
-	for (size_t i = 0; i < a.n; i++)
-		if (a.v[i].peer)
-			pairs[npairs++] = &a.v[i];
-	qsort(pairs, npairs, sizeof *pairs, display_sort);
 	if (npairs == 0) {
 		dump_error("are both profiles runs of the same program?",
 		           "no dumped tensor of '%s' lines up with one of '%s'", a_path, b_path);
@@ -748,7 +473,7 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		if (res[i].state == CMP_DONE && res[i].why)
 			first = i;
 
-	t = dump_table_new(cmp_cols, K_NCOLS);
+	t = amp_table_new(cmp_cols, K_NCOLS);
 	if (!t)
 		goto oom;
 	for (size_t i = 0; i < npairs; i++) {
@@ -760,23 +485,23 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		if (add_row(t, pairs[i], &res[i], status) != 0)
 			goto oom;
 	}
-	note_unmatched(&a, b_path);
-	note_unmatched(&b, a_path);
+	dump_note_unmatched(&a, b_path);
+	dump_note_unmatched(&b, a_path);
 
-	if (o->fmt == DUMP_FMT_TEXT)
+	if (o->fmt == AMP_FMT_TEXT)
 		print_criterion(out, o, pairs, res, npairs);
-	if (dump_table_print(t, o->fmt, out) != 0) {
+	if (amp_table_print(t, o->fmt, out) != 0) {
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
-	if (o->fmt == DUMP_FMT_TEXT)
+	if (o->fmt == AMP_FMT_TEXT)
 		print_summary(out, o, a_path, b_path, pairs, res, npairs, first, n_flagged,
 		              n_one_sided);
 	if (fflush(out) != 0 || ferror(out)) {
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
-	code = DUMP_EXIT_OK;
+	code = n_flagged ? DUMP_EXIT_CMP_DIFFER : DUMP_EXIT_CMP_SAME;
 	goto out;
 sql_error_a:
 	dump_sql_error(a.db, a_path);
@@ -786,8 +511,8 @@ oom:
 out:
 	free(res);
 	free(pairs);
-	dump_table_free(t);
-	run_release(&b);
-	run_release(&a);
+	amp_table_free(t);
+	dump_run_release(&b);
+	dump_run_release(&a);
 	return code;
 }

@@ -15,11 +15,22 @@
 
 #include <sqlite3.h>
 
+#include "amp_table.h"
+#include "amp_text.h"
+
 /* Exit statuses of ampdump. */
 enum {
 	DUMP_EXIT_OK = 0,
 	DUMP_EXIT_FAIL = 1,  /* bad input: unknown step or tensor, not a profile, unwritable dir */
 	DUMP_EXIT_USAGE = 2, /* bad command line */
+};
+
+/* Exit statuses of ampdump --compare, as cmp(1) and diff(1) have them: a script can tell a
+ * divergence from a failure. */
+enum {
+	DUMP_EXIT_CMP_SAME = 0,    /* no tensor flagged */
+	DUMP_EXIT_CMP_DIFFER = 1,  /* at least one tensor flagged (a divergence) */
+	DUMP_EXIT_CMP_TROUBLE = 2, /* bad command line or input: nothing was compared */
 };
 
 /* Prints "ampdump: <message>" and, if hint is not NULL, "hint: <hint>" on stderr. */
@@ -153,6 +164,10 @@ uint64_t dump_shape_count(const int64_t *dims, int ndim);
 /* .npy descr for a dtype as exported: "<f4", "<f2" ("<f4" for bf16), "<i4"; NULL if unknown. */
 const char *dump_npy_descr(dump_dtype dt);
 
+/* The .npy data of n bf16 elements (little-endian, data) as exported: exact float32, the bf16
+ * bits as the top half of each float (NaN payload and sign kept).  out has room for n. */
+void dump_npy_widen_bf16(const void *data, size_t n, float *out);
+
 /* Writes an .npy format 1.0 header for descr and shape into buf (len bytes).  The header is
  * padded with spaces and ended by '\n' so that it is a multiple of 64 bytes long.  Returns its
  * length, or 0 if it does not fit in len. */
@@ -171,37 +186,7 @@ char *dump_sanitize_name(const char *name, char *out, size_t len);
 int dump_npy_write(int dirfd, const char *file, int force, const char *descr, const int64_t *dims,
                    int ndim, const void *data, size_t bytes);
 
-/* ---- output tables (table.c) ------------------------------------------------------------ */
-typedef enum { DUMP_FMT_TEXT = 0, DUMP_FMT_CSV = 1, DUMP_FMT_JSON = 2 } dump_format;
-
-/* Column kinds: text is left-aligned and quoted in JSON; int and real are right-aligned
- * numbers (reals printed with %.9g, non-finite as "nan"/"inf"/"-inf", strings in JSON); a
- * flag prints "*" or nothing in text, 1/0 in CSV, true/false in JSON. */
-typedef enum { DUMP_COL_TEXT, DUMP_COL_INT, DUMP_COL_REAL, DUMP_COL_FLAG } dump_col_kind;
-
-typedef struct dump_column {
-	const char *name; /* column name: text header, CSV header, JSON key (stable) */
-	dump_col_kind kind;
-} dump_column;
-
-typedef struct dump_table dump_table;
-
-/* A table of ncols columns (cols must outlive it).  NULL when out of memory. */
-dump_table *dump_table_new(const dump_column *cols, int ncols);
-void dump_table_free(dump_table *t);
-/* Appends a row whose cells are all null (text "-", CSV empty, JSON null).  0 or -1. */
-int dump_table_add_row(dump_table *t);
-/* Sets a cell of the last row.  Text is copied; a NULL text leaves the cell null.  0 or -1. */
-int dump_table_set_text(dump_table *t, int col, const char *text);
-int dump_table_set_int(dump_table *t, int col, int64_t v);
-int dump_table_set_real(dump_table *t, int col, double v);
-size_t dump_table_rows(const dump_table *t);
-/* Prints the table: text (aligned columns with a header line), CSV (RFC 4180, header line) or
- * JSON (an array of objects).  Returns 0, or -1 on a write error. */
-int dump_table_print(const dump_table *t, dump_format fmt, FILE *f);
-
-/* Formats a double as the tools print it (%.9g; nan, inf, -inf).  Returns buf. */
-char *dump_format_real(double v, char *buf, size_t len);
+/* ---- output tables: schema/amp_table.h (amp_table, AMP_FMT_*, AMP_COL_*) ------------------ */
 
 /* ---- profile access shared by the subcommands (profile.c) ------------------------------- */
 /* Opens a profile read-only; on failure prints the reason with a hint and returns NULL. */
@@ -268,9 +253,9 @@ int dump_role_rank(const char *role);
 
 /* ---- subcommands ------------------------------------------------------------------------ */
 /* ampdump --step N: the tensors recorded at step N, origin first (step.c). */
-int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out);
+int dump_cmd_step(const char *db_path, int64_t step, amp_format fmt, FILE *out);
 /* ampdump --list: steps with anomalies or dumps (list.c). */
-int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out);
+int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out);
 
 /* ampdump --step N [--tensor ID|NAME] --npy DIR (export.c).  tensor NULL exports every dump
  * of the step.  The directory is created if missing (its parent must exist).  Written paths
@@ -287,8 +272,9 @@ typedef struct dump_compare_opts {
 	int64_t step;       /* step to compare, or -1 for every common dumped step */
 	dump_limits limits; /* when a tensor is flagged */
 	double rtol;        /* relative part of the tolerances; < 0: dump_default_rtol by dtypes */
-	dump_format fmt;
+	amp_format fmt;
 } dump_compare_opts;
+/* Returns DUMP_EXIT_CMP_SAME, DUMP_EXIT_CMP_DIFFER or DUMP_EXIT_CMP_TROUBLE. */
 int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_opts *opts,
                      FILE *out);
 
@@ -300,7 +286,7 @@ typedef struct dump_rerun_opts {
 	const char *output;      /* database to write (default dump.db) */
 	int force;               /* overwrite output */
 	int verbose;             /* let ampprof print its status line and summary */
-	dump_format fmt;
+	amp_format fmt;
 } dump_rerun_opts;
 int dump_cmd_rerun(const dump_rerun_opts *opts, FILE *out);
 

@@ -236,11 +236,7 @@ static int export_one(sqlite3 *db, int dirfd, const char *dir, const dump_ref *r
 			dump_error(NULL, "out of memory");
 			goto out;
 		}
-		for (uint64_t i = 0; i < count; i++) {
-			uint16_t b;
-			memcpy(&b, (const unsigned char *)data + 2 * i, sizeof b);
-			wide[i] = dump_bf16_to_float(b);
-		}
+		dump_npy_widen_bf16(data, count, wide);
 		data = wide;
 		bytes = count * sizeof *wide;
 	}

@@ -9,11 +9,11 @@
 #include "dump.h"
 #include "profile_db.h"
 
-static const dump_column list_cols[] = {
-    {"step", DUMP_COL_INT},       {"overflow", DUMP_COL_FLAG},  {"skipped", DUMP_COL_FLAG},
-    {"scale", DUMP_COL_REAL},     {"loss", DUMP_COL_REAL},      {"nonfinite", DUMP_COL_INT},
-    {"origin_seq", DUMP_COL_INT}, {"origin_op", DUMP_COL_TEXT}, {"origin_name", DUMP_COL_TEXT},
-    {"dumps", DUMP_COL_INT},      {"dump_bytes", DUMP_COL_INT},
+static const amp_column list_cols[] = {
+    {"step", AMP_COL_INT},       {"overflow", AMP_COL_FLAG},  {"skipped", AMP_COL_FLAG},
+    {"scale", AMP_COL_REAL},     {"loss", AMP_COL_REAL},      {"nonfinite", AMP_COL_INT},
+    {"origin_seq", AMP_COL_INT}, {"origin_op", AMP_COL_TEXT}, {"origin_name", AMP_COL_TEXT},
+    {"dumps", AMP_COL_INT},      {"dump_bytes", AMP_COL_INT},
 };
 #define LIST_NCOLS ((int)(sizeof list_cols / sizeof list_cols[0]))
 
@@ -32,17 +32,17 @@ static const char list_sql[] =
     "      LEFT JOIN du ON du.step = s.step LEFT JOIN tensor_stats o ON o.id = ts.origin_id"
     " WHERE s.step IS NOT NULL ORDER BY s.step";
 
-int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out)
+int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out)
 {
 	sqlite3_stmt *st = NULL;
-	dump_table *t = NULL;
+	amp_table *t = NULL;
 	int code = DUMP_EXIT_FAIL;
 	int64_t steps = 0;
 
 	sqlite3 *db = dump_open_profile(db_path);
 	if (!db)
 		return DUMP_EXIT_FAIL;
-	t = dump_table_new(list_cols, LIST_NCOLS);
+	t = amp_table_new(list_cols, LIST_NCOLS);
 	if (!t) {
 		dump_error(NULL, "out of memory");
 		goto out;
@@ -51,19 +51,19 @@ int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out)
 		goto sql_error;
 	int s;
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		int e = dump_table_add_row(t);
+		int e = amp_table_add_row(t);
 		for (int c = 0; c < LIST_NCOLS && !e; c++) {
 			if (sqlite3_column_type(st, c) == SQLITE_NULL)
 				continue;
 			switch (list_cols[c].kind) {
-			case DUMP_COL_REAL:
-				e |= dump_table_set_real(t, c, sqlite3_column_double(st, c));
+			case AMP_COL_REAL:
+				e |= amp_table_set_real(t, c, sqlite3_column_double(st, c));
 				break;
-			case DUMP_COL_TEXT:
-				e |= dump_table_set_text(t, c,
+			case AMP_COL_TEXT:
+				e |= amp_table_set_text(t, c,
 				                         (const char *)sqlite3_column_text(st, c));
 				break;
-			default: e |= dump_table_set_int(t, c, sqlite3_column_int64(st, c));
+			default: e |= amp_table_set_int(t, c, sqlite3_column_int64(st, c));
 			}
 		}
 		if (e) {
@@ -80,8 +80,8 @@ int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out)
 		goto sql_error;
 	steps = sqlite3_column_int64(st, 0);
 
-	if (fmt == DUMP_FMT_TEXT) {
-		if (!dump_table_rows(t)) {
+	if (fmt == AMP_FMT_TEXT) {
+		if (!amp_table_rows(t)) {
 			fprintf(stderr,
 			        "ampdump: no step of the %lld in '%s' has an anomaly or a dump\n",
 			        (long long)steps, db_path);
@@ -89,9 +89,9 @@ int dump_cmd_list(const char *db_path, dump_format fmt, FILE *out)
 			goto out;
 		}
 		fprintf(out, "%s: %zu of %lld steps with anomalies or dumps\n", db_path,
-		        dump_table_rows(t), (long long)steps);
+		        amp_table_rows(t), (long long)steps);
 	}
-	if (dump_table_print(t, fmt, out) != 0) {
+	if (amp_table_print(t, fmt, out) != 0) {
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
@@ -101,7 +101,7 @@ sql_error:
 	dump_error(NULL, "cannot read '%s': %s", db_path, sqlite3_errmsg(db));
 out:
 	sqlite3_finalize(st);
-	dump_table_free(t);
+	amp_table_free(t);
 	amp_profile_close(db);
 	return code;
 }

@@ -45,7 +45,12 @@ static const char about[] =
     "run is finite, else the first one flagged.\n"
     "\n"
     "--npy writes fp32 as <f4, fp16 as <f2, int32 as <i4, and bf16 as exact fp32 (<f4):\n"
-    "numpy has no bf16 dtype, and every bf16 value is an fp32 value.";
+    "numpy has no bf16 dtype, and every bf16 value is an fp32 value.\n"
+    "\n"
+    "JSON output is {\"format_version\": 1, \"rows\": [...]}; a number that is not finite is\n"
+    "null, with \"<key>_nonfinite\": \"nan\", \"inf\" or \"-inf\" beside it.  Names from the\n"
+    "application are valid UTF-8 in JSON and CSV (invalid bytes become U+FFFD) and shown\n"
+    "with their control characters as '?' in text.";
 
 enum {
 	OPT_DB = 256, OPT_STEP, OPT_LIST, OPT_FORMAT, OPT_TENSOR, OPT_NPY, OPT_FORCE, OPT_COMPARE,
@@ -90,7 +95,8 @@ static const amp_opt_spec spec = {
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
               "\n"
               "Exit status: 0 ok, 1 bad input (unknown step or tensor, unreadable profile,\n"
-              "unwritable directory), 2 usage error.\n",
+              "unwritable directory), 2 usage error.  --compare exits as cmp(1) does: 0 when no\n"
+              "tensor is flagged, 1 when one is (a divergence), 2 on a usage error or bad input.\n",
 };
 
 typedef struct cli {
@@ -248,14 +254,14 @@ int main(int argc, char **argv)
 		return DUMP_EXIT_OK;
 	}
 
-	dump_format fmt = DUMP_FMT_TEXT;
+	amp_format fmt = AMP_FMT_TEXT;
 	if (c.format) {
 		if (strcmp(c.format, "text") == 0)
-			fmt = DUMP_FMT_TEXT;
+			fmt = AMP_FMT_TEXT;
 		else if (strcmp(c.format, "csv") == 0)
-			fmt = DUMP_FMT_CSV;
+			fmt = AMP_FMT_CSV;
 		else if (strcmp(c.format, "json") == 0)
-			fmt = DUMP_FMT_JSON;
+			fmt = AMP_FMT_JSON;
 		else
 			return usage_error("invalid --format '%s': expected text, csv or json",
 			                   c.format);

@@ -1,7 +1,10 @@
 /* npy.c — .npy format 1.0 files, the shape text of the dumps table, safe file names.
  *
  * The data written is the dump blob itself (little-endian, as numpy's '<' descr says), so NaN
- * payloads and infinities survive bit for bit.  Files are created with openat in a directory
+ * payloads and infinities survive bit for bit.  BF16 is the exception: numpy has no bfloat16
+ * dtype, so a bf16 tensor is exported by default as exact FP32 ('<f4', dump_npy_widen_bf16):
+ * every bf16 value is an fp32 value (the top 16 bits), NaN payloads and signs included, so
+ * nothing is rounded and `astype` back to bf16 in a framework gives the dumped bits.  Files are created with openat in a directory
  * the caller opened, from names that cannot contain '/', and never through a symbolic link.
  */
 #include <ctype.h>
@@ -182,4 +185,14 @@ int dump_npy_write(int dirfd, const char *file, int force, const char *descr, co
 		return -1;
 	}
 	return 0;
+}
+
+void dump_npy_widen_bf16(const void *data, size_t n, float *out)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < n; i++) {
+		uint16_t b;
+		memcpy(&b, p + 2 * i, sizeof b);
+		out[i] = dump_bf16_to_float(b);
+	}
 }

@@ -276,13 +276,13 @@ static const char *callsite_text(sqlite3_stmt *st, int64_t id, char *buf, size_t
 	return buf;
 }
 
-static const dump_column step_cols[] = {
-    {"origin", DUMP_COL_FLAG},   {"seq", DUMP_COL_INT},     {"op", DUMP_COL_TEXT},
-    {"label", DUMP_COL_TEXT},    {"role", DUMP_COL_TEXT},   {"name", DUMP_COL_TEXT},
-    {"dtype", DUMP_COL_TEXT},    {"shape", DUMP_COL_TEXT},  {"count", DUMP_COL_INT},
-    {"nan", DUMP_COL_INT},       {"inf", DUMP_COL_INT},     {"min", DUMP_COL_REAL},
-    {"max", DUMP_COL_REAL},      {"absmax", DUMP_COL_REAL}, {"dump_id", DUMP_COL_INT},
-    {"callsite", DUMP_COL_TEXT},
+static const amp_column step_cols[] = {
+    {"origin", AMP_COL_FLAG},   {"seq", AMP_COL_INT},     {"op", AMP_COL_TEXT},
+    {"label", AMP_COL_TEXT},    {"role", AMP_COL_TEXT},   {"name", AMP_COL_TEXT},
+    {"dtype", AMP_COL_TEXT},    {"shape", AMP_COL_TEXT},  {"count", AMP_COL_INT},
+    {"nan", AMP_COL_INT},       {"inf", AMP_COL_INT},     {"min", AMP_COL_REAL},
+    {"max", AMP_COL_REAL},      {"absmax", AMP_COL_REAL}, {"dump_id", AMP_COL_INT},
+    {"callsite", AMP_COL_TEXT},
 };
 enum {
 	C_ORIGIN,
@@ -304,7 +304,7 @@ enum {
 	C_NCOLS
 };
 
-static int fill_table(dump_table *t, sqlite3 *db, const row_list *rows, const op_info *ops,
+static int fill_table(amp_table *t, sqlite3 *db, const row_list *rows, const op_info *ops,
                       size_t nops)
 {
 	sqlite3_stmt *cs = NULL;
@@ -318,30 +318,30 @@ static int fill_table(dump_table *t, sqlite3 *db, const row_list *rows, const op
 		const op_info *o = find_op(ops, nops, r->meta.seq);
 		int64_t site_id = r->callsite ? r->callsite : o ? o->callsite : 0;
 		const char *site_text = callsite_text(cs, site_id, site, sizeof site);
-		int e = dump_table_add_row(t);
-		e |= dump_table_set_int(t, C_ORIGIN, r->origin_op);
-		e |= dump_table_set_int(t, C_SEQ, r->meta.seq);
-		e |= dump_table_set_text(t, C_OP, r->meta.op);
-		e |= dump_table_set_text(t, C_LABEL, o ? o->label : NULL);
-		e |= dump_table_set_text(t, C_ROLE, r->meta.role);
-		e |= dump_table_set_text(t, C_NAME, r->meta.name);
-		e |= dump_table_set_text(t, C_DTYPE, r->meta.dtype);
-		e |= dump_table_set_text(t, C_SHAPE, r->meta.shape);
+		int e = amp_table_add_row(t);
+		e |= amp_table_set_int(t, C_ORIGIN, r->origin_op);
+		e |= amp_table_set_int(t, C_SEQ, r->meta.seq);
+		e |= amp_table_set_text(t, C_OP, r->meta.op);
+		e |= amp_table_set_text(t, C_LABEL, o ? o->label : NULL);
+		e |= amp_table_set_text(t, C_ROLE, r->meta.role);
+		e |= amp_table_set_text(t, C_NAME, r->meta.name);
+		e |= amp_table_set_text(t, C_DTYPE, r->meta.dtype);
+		e |= amp_table_set_text(t, C_SHAPE, r->meta.shape);
 		if (r->has_count)
-			e |= dump_table_set_int(t, C_COUNT, r->count);
+			e |= amp_table_set_int(t, C_COUNT, r->count);
 		if (r->has_nonfinite) {
-			e |= dump_table_set_int(t, C_NAN, r->nan);
-			e |= dump_table_set_int(t, C_INF, r->inf);
+			e |= amp_table_set_int(t, C_NAN, r->nan);
+			e |= amp_table_set_int(t, C_INF, r->inf);
 		}
 		if (r->has_min)
-			e |= dump_table_set_real(t, C_MIN, r->min);
+			e |= amp_table_set_real(t, C_MIN, r->min);
 		if (r->has_max)
-			e |= dump_table_set_real(t, C_MAX, r->max);
+			e |= amp_table_set_real(t, C_MAX, r->max);
 		if (r->has_absmax)
-			e |= dump_table_set_real(t, C_ABSMAX, r->absmax);
+			e |= amp_table_set_real(t, C_ABSMAX, r->absmax);
 		if (r->dump_id)
-			e |= dump_table_set_int(t, C_DUMP, r->dump_id);
-		e |= dump_table_set_text(t, C_CALLSITE, site_text[0] ? site_text : NULL);
+			e |= amp_table_set_int(t, C_DUMP, r->dump_id);
+		e |= amp_table_set_text(t, C_CALLSITE, site_text[0] ? site_text : NULL);
 		if (e)
 			goto out;
 	}
@@ -361,12 +361,12 @@ static int step_overflowed(sqlite3 *db, int64_t step)
 	       !null && overflow != 0;
 }
 
-int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
+int dump_cmd_step(const char *db_path, int64_t step, amp_format fmt, FILE *out)
 {
 	row_list stats = {0}, dumps = {0}, rows = {0};
 	op_info *ops = NULL;
 	size_t nops = 0;
-	dump_table *t = NULL;
+	amp_table *t = NULL;
 	int code = DUMP_EXIT_FAIL;
 
 	sqlite3 *db = dump_open_step(db_path, step);
@@ -426,23 +426,28 @@ int dump_cmd_step(const char *db_path, int64_t step, dump_format fmt, FILE *out)
 		dump_sql_error(db, db_path);
 		goto out;
 	}
-	t = dump_table_new(step_cols, C_NCOLS);
+	t = amp_table_new(step_cols, C_NCOLS);
 	if (!t || fill_table(t, db, &rows, ops, nops) != 0)
 		goto oom;
 
-	if (fmt == DUMP_FMT_TEXT) {
+	if (fmt == AMP_FMT_TEXT) {
 		fprintf(out, "step %lld of %s: %zu tensors, %zu dumped", (long long)step, db_path,
 		        rows.n, n_dumped);
 		if (n_origin) {
 			const op_info *o = find_op(ops, nops, origin_seq);
-			fprintf(out, "; origin (*): %s at seq %lld",
-			        rows.v[0].meta.op ? rows.v[0].meta.op : "?", (long long)origin_seq);
-			if (o && o->label)
-				fprintf(out, " (%s)", o->label);
+			/* op and label come from the application: sanitized */
+			fputs("; origin (*): ", out);
+			amp_text_put(out, rows.v[0].meta.op ? rows.v[0].meta.op : "?");
+			fprintf(out, " at seq %lld", (long long)origin_seq);
+			if (o && o->label) {
+				fputs(" (", out);
+				amp_text_put(out, o->label);
+				fputc(')', out);
+			}
 		}
 		fputc('\n', out);
 	}
-	if (dump_table_print(t, fmt, out) != 0) {
+	if (amp_table_print(t, fmt, out) != 0) {
 		dump_error(NULL, "cannot write the output: %s", "write error");
 		goto out;
 	}
@@ -452,7 +457,7 @@ oom:
 	dump_error(NULL, "out of memory");
 	code = DUMP_EXIT_FAIL;
 out:
-	dump_table_free(t);
+	amp_table_free(t);
 	for (size_t i = 0; i < nops; i++)
 		free(ops[i].label);
 	free(ops);

@@ -2,28 +2,35 @@
  * as CSV of one table, on stdout or a file.
  *
  * Chrome trace: one complete event ("X") per op, copy and step, timestamps in microseconds,
- * one track per producing thread (steps on their own track), the loss scale as a counter.
+ * one track per producing thread (steps on their own track), the loss scale as a counter;
+ * otherData.format_version versions the layout.  CSV goes through the tools' table writer
+ * (amp_table.h), strings of both through amp_text.h (valid UTF-8, no raw control characters).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
 #endif
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "amp_table.h"
+#include "amp_text.h"
 #include "prof.h"
 
+/* Every string of the trace through amp_json_string: valid UTF-8, controls escaped. */
 static void json_text(FILE *f, const unsigned char *s)
 {
-	fputc('"', f);
-	for (; s && *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if (*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
+	amp_json_string(f, (const char *)s);
+}
+
+/* A real column: %.9g, null when NULL or not finite (the trace's arguments carry no
+ * "<key>_nonfinite" flag: a null loss is a step whose loss was not finite or not recorded). */
+static void json_real_col(FILE *f, sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		fputs("null", f);
+	else
+		amp_json_number(f, sqlite3_column_double(st, i));
 }
 
 static int emit_rows(sqlite3 *db, FILE *f, const char *sql, int kind, int *first)
@@ -70,20 +77,16 @@ static int emit_rows(sqlite3 *db, FILE *f, const char *sql, int kind, int *first
 			fprintf(f, "{\"name\":\"step %" PRId64 "\",\"cat\":\"step\",\"ph\":\"X\","
 			        "\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%" PRId64 ",\"args\":{\"loss\":",
 			        (int64_t)sqlite3_column_int64(st, 3), ts, dur, 1000 + tid);
-			if (sqlite3_column_type(st, 4) == SQLITE_NULL)
-				fputs("null", f);
-			else
-				fprintf(f, "%.9g", sqlite3_column_double(st, 4));
+			json_real_col(f, st, 4);
 			fputs(",\"scale\":", f);
-			if (sqlite3_column_type(st, 5) == SQLITE_NULL)
-				fputs("null", f);
-			else
-				fprintf(f, "%.9g", sqlite3_column_double(st, 5));
+			json_real_col(f, st, 5);
 			fputs("}}", f);
 			break;
 		default: /* loss scale counter: ts, 0, 0, new_scale */
 			fprintf(f, "{\"name\":\"loss_scale\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,"
-			        "\"args\":{\"scale\":%.9g}}", ts, sqlite3_column_double(st, 3));
+			        "\"args\":{\"scale\":", ts);
+			json_real_col(f, st, 3);
+			fputs("}}", f);
 			break;
 		}
 	}
@@ -94,7 +97,8 @@ static int emit_rows(sqlite3 *db, FILE *f, const char *sql, int kind, int *first
 int prof_export_chrome(sqlite3 *db, FILE *f)
 {
 	int first = 1;
-	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format_version\":%d},"
+	        "\"traceEvents\":[", AMP_JSON_FORMAT_VERSION);
 	fputs("\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"ampkit\"}}",
 	      f);
 	first = 0;
@@ -114,21 +118,6 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 		return -1;
 	fputs("\n]}\n", f);
 	return ferror(f) ? -1 : 0;
-}
-
-static void csv_field(FILE *f, const char *s)
-{
-	if (strpbrk(s, ",\"\n\r")) {
-		fputc('"', f);
-		for (; *s; s++) {
-			if (*s == '"')
-				fputc('"', f);
-			fputc(*s, f);
-		}
-		fputc('"', f);
-	} else {
-		fputs(s, f);
-	}
 }
 
 int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
@@ -154,32 +143,46 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 	char sql[256];
 	snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY %s", table, order);
 	sqlite3_stmt *st = NULL;
+	amp_column *cols = NULL;
+	amp_table *t = NULL;
+	int rc = SQLITE_ERROR, ok = 0;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int ncol = sqlite3_column_count(st);
-	for (int i = 0; i < ncol; i++) {
-		if (i)
-			fputc(',', f);
-		csv_field(f, sqlite3_column_name(st, i));
-	}
-	fputc('\n', f);
-	int rc;
+	/* column names stay valid while st lives; every column is text to the CSV writer */
+	cols = calloc((size_t)(ncol > 0 ? ncol : 1), sizeof *cols);
+	if (!cols)
+		goto out;
+	for (int i = 0; i < ncol; i++)
+		cols[i] = (amp_column){sqlite3_column_name(st, i), AMP_COL_TEXT};
+	if (!(t = amp_table_new(cols, ncol)) || amp_table_stream(t, AMP_FMT_CSV, f) != 0)
+		goto out;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (amp_table_add_row(t) != 0)
+			goto out;
 		for (int i = 0; i < ncol; i++) {
-			if (i)
-				fputc(',', f);
-			int type = sqlite3_column_type(st, i);
-			if (type == SQLITE_NULL)
-				continue;
-			if (type == SQLITE_FLOAT)
-				fprintf(f, "%.9g", sqlite3_column_double(st, i));
-			else if (type == SQLITE_BLOB)
-				fprintf(f, "<%d bytes>", sqlite3_column_bytes(st, i));
-			else
-				csv_field(f, (const char *)sqlite3_column_text(st, i));
+			char blob[32];
+			int set = 0;
+			switch (sqlite3_column_type(st, i)) {
+			case SQLITE_NULL: break;
+			case SQLITE_INTEGER: set = amp_table_set_int(t, i, sqlite3_column_int64(st, i)); break;
+			case SQLITE_FLOAT: set = amp_table_set_real(t, i, sqlite3_column_double(st, i)); break;
+			case SQLITE_BLOB:
+				snprintf(blob, sizeof blob, "<%d bytes>", sqlite3_column_bytes(st, i));
+				set = amp_table_set_text(t, i, blob);
+				break;
+			default:
+				set = amp_table_set_text(t, i, (const char *)sqlite3_column_text(st, i));
+				break;
+			}
+			if (set != 0)
+				goto out;
 		}
-		fputc('\n', f);
 	}
+	ok = rc == SQLITE_DONE && amp_table_print(t, AMP_FMT_CSV, f) == 0;
+out:
+	amp_table_free(t);
+	free(cols);
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE && !ferror(f) ? 0 : -1;
+	return ok ? 0 : -1;
 }

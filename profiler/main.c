@@ -20,13 +20,13 @@
 enum {
 	OPT_APPLICATION = 256, OPT_STEPS, OPT_CALLSTACK, OPT_NAN_CHECK, OPT_DUMP, OPT_DUMP_STEPS,
 	OPT_DUMP_LIMIT, OPT_FP16, OPT_MEMCPY, OPT_DROP, OPT_RING_SIZE, OPT_VERSION, OPT_FORMAT,
-	OPT_TABLE, OPT_STATS_EVERY,
+	OPT_TABLE, OPT_STATS_EVERY, OPT_FAIL_ON,
 };
 
 static const char *const profile_usage[] = {
     "ampprof [<options>] --application=<command>",
     "ampprof [<options>] -- <program> [<args>...]",
-    "ampprof report [--format=text|json] [<profile.db>]",
+    "ampprof report [--format=text|json] [--fail-on=error|warning] [<profile.db>]",
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
     "ampprof info [--format=text|json]",
     NULL,
@@ -272,10 +272,12 @@ static int open_profile(const char *path, sqlite3 **db)
 }
 
 static const char *const report_usage[] = {
-    "ampprof report [--format=text|json] [<profile.db>]", NULL};
+    "ampprof report [--format=text|json] [--fail-on=error|warning] [<profile.db>]", NULL};
 
 static const amp_opt report_opts[] = {
     {OPT_FORMAT, 0, "format", "text|json", "output format", "text"},
+    {OPT_FAIL_ON, 0, "fail-on", "error|warning", "exit 1 if the advice has a finding of this\n"
+     "severity or worse (for CI)", NULL},
     {'h', 'h', "help", NULL, "show this help", NULL},
 };
 
@@ -288,14 +290,39 @@ static const amp_opt_spec report_spec = {
              "\"nan\", \"inf\" or \"-inf\" beside it.",
     .opts = report_opts,
     .n_opts = sizeof report_opts / sizeof report_opts[0],
-    .footer = "Exit status: 0, 2 usage error, 6 the profile could not be read.\n",
+    .footer = "Exit status: 0; 1 with --fail-on, when the advice has a finding at that level or\n"
+              "worse (the report is printed all the same); 2 usage error; 6 the profile could\n"
+              "not be read.\n",
     .in_order = 1,
 };
+
+/* Exit status of `report --fail-on` when the advice has a finding at the level. */
+#define PROF_EXIT_FAIL_ON 1
+
+/* Advice rows of severity level ("error") or worse ("warning": warnings and errors) into *n.
+ * Returns 0, or -1 on an SQLite error. */
+static int count_findings(sqlite3 *db, const char *level, int64_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT count(*) FROM advice WHERE severity = 'error' OR "
+	                       "(?1 = 'warning' AND severity = 'warning')",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(st, 1, level, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*n = sqlite3_column_int64(st, 0);
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
 
 static int cmd_report(int argc, char **argv)
 {
 	const amp_opt_spec *sp = &report_spec;
-	const char *format = "text", *val;
+	const char *format = "text", *val, *fail_on = NULL;
 	amp_opt_state ps;
 	int c;
 	amp_opt_begin(&ps, sp, argc, argv);
@@ -307,6 +334,12 @@ static int cmd_report(int argc, char **argv)
 				return usage_error(sp, "expected text or json",
 				                   "invalid value '%s' for --format", val);
 			format = val;
+			break;
+		case OPT_FAIL_ON:
+			if (strcmp(val, "error") != 0 && strcmp(val, "warning") != 0)
+				return usage_error(sp, "expected error or warning",
+				                   "invalid value '%s' for --fail-on", val);
+			fail_on = val;
 			break;
 		case 'h': return print_help(sp);
 		default: return usage_error(sp, NULL, "unhandled option '%s'", argv[ps.optind - 1]);
@@ -320,10 +353,26 @@ static int cmd_report(int argc, char **argv)
 		return PROF_EXIT_PROFILE;
 	int rc = strcmp(format, "json") == 0 ? prof_report_json(db, stdout, path)
 	                                     : prof_report_text(db, stdout, path);
+	int64_t findings = 0;
+	if (rc == 0 && fail_on)
+		rc = count_findings(db, fail_on, &findings);
+	if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+		prof_error(NULL, "cannot write the report: %s", strerror(errno));
+		amp_profile_close(db);
+		return PROF_EXIT_PROFILE;
+	}
 	if (rc != 0)
 		prof_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(db));
 	amp_profile_close(db);
-	return rc == 0 ? 0 : PROF_EXIT_PROFILE;
+	if (rc != 0)
+		return PROF_EXIT_PROFILE;
+	if (findings > 0) {
+		prof_error(NULL, "%lld finding(s) of severity %s%s in the advice (--fail-on=%s)",
+		           (long long)findings, fail_on, strcmp(fail_on, "warning") == 0 ? " or error" : "",
+		           fail_on);
+		return PROF_EXIT_FAIL_ON;
+	}
+	return 0;
 }
 
 static const char *const export_usage[] = {

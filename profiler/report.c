@@ -3,7 +3,9 @@
  * and meta: the figures, the non-finite values by class, the dumps written and skipped, the
  * ampdump command for the first origin, the top ops and the advice.
  *
- * Both formats show the same figures; JSON keys are stable.  Floats use %.9g in JSON.
+ * Both formats show the same figures; JSON keys are stable, with "format_version".  Strings
+ * from the application are sanitized in text and escaped in JSON, and numbers follow one rule
+ * (amp_text.h): %.9g, and a JSON number that is not finite is null plus "<key>_nonfinite".
  * The half share: JSON "fp16_share" (the key predates bf16) and its copy "half_share" count
  * fp16 and bf16 ops; "half_types" ("fp16", "bf16", "fp16+bf16" or null) and "half_label"
  * (the text's label) say which ran; "native_half_share" is the time on half engines (null if
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_text.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -208,15 +211,34 @@ static void ampdump_command(char *buf, size_t len, int64_t step, const char *pat
 		snprintf(buf, len, "ampdump --step %" PRId64 " --db %s", step, path);
 }
 
+/* Advice names ops and labels of the application: message and each evidence line are
+ * sanitized (a newline in a label cannot forge an "evidence:" line). */
 static void print_advice_row(FILE *f, sqlite3_stmt *st)
 {
-	fprintf(f, "    %-8s %s: %s\n", col_str(st, 0), col_str(st, 1), col_str(st, 2));
+	fputs("    ", f);
+	size_t w = amp_text_put(f, col_str(st, 0));
+	fprintf(f, "%*s ", w < 8 ? (int)(8 - w) : 0, "");
+	amp_text_put(f, col_str(st, 1));
+	fputs(": ", f);
+	amp_text_put(f, col_str(st, 2));
+	fputc('\n', f);
 	const char *ev = col_str(st, 3);
+	char line[4096];
 	while (*ev) {
 		size_t n = strcspn(ev, "\n");
-		fprintf(f, "             evidence: %.*s\n", (int)n, ev);
+		snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), ev);
+		fputs("             evidence: ", f);
+		amp_text_put(f, line);
+		fputc('\n', f);
 		ev += n + (ev[n] == '\n');
 	}
+}
+
+/* s sanitized for the terminal, left-aligned in width columns (at least one column more). */
+static void put_padded(FILE *f, const char *s, size_t width)
+{
+	size_t w = amp_text_put(f, s);
+	fprintf(f, "%*s", w < width ? (int)(width - w) : 0, "");
 }
 
 /* The rules of the nonfinite classes, shown under their own heading. */
@@ -276,7 +298,10 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	char a[64], b[64];
 	if (load_summary(db, &s) != 0)
 		return -1;
-	fprintf(f, "ampprof: %s: '%s' ", path, s.command);
+	/* the command line was the application's: sanitized, as every string it wrote */
+	fprintf(f, "ampprof: %s: '", path);
+	amp_text_put(f, s.command);
+	fputs("' ", f);
 	if (strcmp(s.end, "exited") == 0)
 		fprintf(f, "exited with status %s\n", s.exit_status);
 	else if (s.exit_signal[0])
@@ -332,9 +357,12 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 			        "calls", "total ms", "mean us", "share");
 			first = 0;
 		}
-		fprintf(f, "    %-14s %-6s %10" PRId64 " %12.3f %11.3f %6.1f%%\n", col_str(st, 0),
-		        col_str(st, 1), col_int(st, 2), (double)col_int(st, 3) / 1e6,
-		        col_real(st, 4) / 1e3, col_real(st, 5) * 100.0);
+		fputs("    ", f);
+		put_padded(f, col_str(st, 0), 14);
+		fputc(' ', f);
+		put_padded(f, col_str(st, 1), 6);
+		fprintf(f, " %10" PRId64 " %12.3f %11.3f %6.1f%%\n", col_int(st, 2),
+		        (double)col_int(st, 3) / 1e6, col_real(st, 4) / 1e3, col_real(st, 5) * 100.0);
 	}
 	sqlite3_finalize(st);
 	if (sqlite3_prepare_v2(db,
@@ -356,28 +384,22 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------- */
+/* Every string through amp_json_string (valid UTF-8, controls escaped), every real through
+ * json_real (amp_text.h's rule: not finite = null plus "<key>_nonfinite"). */
 static void json_str(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p == '\n')
-			fputs("\\n", f);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
+	amp_json_string(f, s);
 }
 
-static void json_num(FILE *f, double v)
+/* The member `sep"key": v`.  NaN here means "no value" (a NULL column or no summary: SQLite
+ * stores no NaN), written as a plain null; an infinity follows the non-finite rule. */
+static void json_real(FILE *f, const char *sep, const char *key, double v)
 {
-	if (v == v && !isinf(v))
-		fprintf(f, "%.9g", v);
-	else
-		fputs("null", f);
+	if (isnan(v)) {
+		fprintf(f, "%s\"%s\": null", sep, key);
+		return;
+	}
+	amp_json_member_real(f, sep, key, v);
 }
 
 static void json_int(FILE *f, int64_t v, int null_if_negative)
@@ -439,11 +461,9 @@ static int json_nonfinite(sqlite3 *db, FILE *f)
 		json_text_or_null(f, st, 12);
 		fputs(", \"line\": ", f);
 		json_int(f, col_int(st, 13), 1);
-		fprintf(f, ", \"loss_finite\": %s, \"old_scale\": ",
-		        sqlite3_column_int(st, 14) ? "true" : "false");
-		json_num(f, col_real(st, 15));
-		fputs(", \"new_scale\": ", f);
-		json_num(f, col_real(st, 16));
+		fprintf(f, ", \"loss_finite\": %s", sqlite3_column_int(st, 14) ? "true" : "false");
+		json_real(f, ", ", "old_scale", col_real(st, 15));
+		json_real(f, ", ", "new_scale", col_real(st, 16));
 		fputs(", \"scale_reason\": ", f);
 		json_text_or_null(f, st, 17);
 		fputs(", \"message\": ", f);
@@ -460,7 +480,7 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	sqlite3_stmt *st = NULL;
 	if (load_summary(db, &s) != 0)
 		return -1;
-	fputs("{\"profile\": ", f);
+	fprintf(f, "{\"format_version\": %d, \"profile\": ", AMP_JSON_FORMAT_VERSION);
 	json_str(f, path);
 	fputs(", \"command\": ", f);
 	json_str(f, s.command);
@@ -478,34 +498,28 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	json_int(f, s.wall_ns, 1);
 	fputs(", \"step_ns\": ", f);
 	json_int(f, s.step_ns, 1);
-	fputs(", \"fp16_share\": ", f);
-	json_num(f, s.have ? s.fp16_share : (double)NAN);
-	fputs(", \"half_share\": ", f);
-	json_num(f, s.have ? s.fp16_share : (double)NAN);
-	fputs(s.half_types[0] ? ", \"half_types\": \"" : ", \"half_types\": null", f);
+	json_real(f, ", ", "fp16_share", s.have ? s.fp16_share : (double)NAN);
+	json_real(f, ", ", "half_share", s.have ? s.fp16_share : (double)NAN);
+	fputs(", \"half_types\": ", f);
 	if (s.half_types[0])
-		fprintf(f, "%s\"", s.half_types);
-	fprintf(f, ", \"half_label\": \"%s\"", amp_profile_half_label(s.half_types));
-	fputs(", \"native_half_share\": ", f);
-	json_num(f, s.have ? s.native_share : (double)NAN);
-	fputs(", \"fp16_flop_share\": ", f);
-	json_num(f, s.have ? s.fp16_flop_share : (double)NAN);
-	fputs(", \"fp16_threshold\": ", f);
-	json_num(f, s.fp16_thr / 100.0);
+		json_str(f, s.half_types);
+	else
+		fputs("null", f);
+	fputs(", \"half_label\": ", f);
+	json_str(f, amp_profile_half_label(s.half_types));
+	json_real(f, ", ", "native_half_share", s.have ? s.native_share : (double)NAN);
+	json_real(f, ", ", "fp16_flop_share", s.have ? s.fp16_flop_share : (double)NAN);
+	json_real(f, ", ", "fp16_threshold", s.fp16_thr / 100.0);
 	fprintf(f, ", \"fp16_ok\": %s", s.have && s.fp16_share == s.fp16_share
 	                                    ? (s.fp16_share * 100.0 >= s.fp16_thr ? "true" : "false")
 	                                    : "null");
-	fputs(", \"copy_share\": ", f);
-	json_num(f, s.have ? s.copy_share : (double)NAN);
-	fputs(", \"copy_threshold\": ", f);
-	json_num(f, s.copy_thr / 100.0);
+	json_real(f, ", ", "copy_share", s.have ? s.copy_share : (double)NAN);
+	json_real(f, ", ", "copy_threshold", s.copy_thr / 100.0);
 	fprintf(f, ", \"copy_ok\": %s", s.have && s.copy_share == s.copy_share
 	                                    ? (s.copy_share * 100.0 <= s.copy_thr ? "true" : "false")
 	                                    : "null");
-	fputs(", \"min_scale\": ", f);
-	json_num(f, s.have ? s.min_scale : (double)NAN);
-	fputs(", \"max_scale\": ", f);
-	json_num(f, s.have ? s.max_scale : (double)NAN);
+	json_real(f, ", ", "min_scale", s.have ? s.min_scale : (double)NAN);
+	json_real(f, ", ", "max_scale", s.have ? s.max_scale : (double)NAN);
 	fputs(", \"overflow_steps\": ", f);
 	json_int(f, s.have ? s.overflow_steps : -1, 1);
 	fputs(", \"skipped_steps\": ", f);
@@ -529,11 +543,11 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		json_str(f, col_str(st, 0));
 		fputs(", \"dtype\": ", f);
 		json_str(f, col_str(st, 1));
-		fprintf(f, ", \"calls\": %" PRId64 ", \"total_ns\": %" PRId64 ", \"mean_ns\": ",
-		        col_int(st, 2), col_int(st, 3));
-		json_num(f, col_real(st, 4));
-		fprintf(f, ", \"flops\": %" PRId64 ", \"share\": ", col_int(st, 5));
-		json_num(f, col_real(st, 6));
+		fprintf(f, ", \"calls\": %" PRId64 ", \"total_ns\": %" PRId64, col_int(st, 2),
+		        col_int(st, 3));
+		json_real(f, ", ", "mean_ns", col_real(st, 4));
+		fprintf(f, ", \"flops\": %" PRId64, col_int(st, 5));
+		json_real(f, ", ", "share", col_real(st, 6));
 		fputc('}', f);
 	}
 	sqlite3_finalize(st);

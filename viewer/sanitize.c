@@ -1,133 +1,32 @@
-/* sanitize.c — safe text for the terminal (see sanitize.h).  Nothing that comes from a profile
- * reaches the screen without passing through view_utf8_next: the screen module decodes every
- * string with it, so a panel cannot forget. */
+/* sanitize.c — safe text for the terminal (see sanitize.h): the viewer's names for the one
+ * sanitizer of schema/amp_text.c, which ampprof's report and ampdump's tables share.  Nothing
+ * that comes from a profile reaches the screen without passing through view_utf8_next: the
+ * screen module decodes every string with it, so a panel cannot forget. */
 #include "sanitize.h"
 
-#include <string.h>
-
-static int is_zero_width(uint32_t cp)
-{
-	return (cp >= 0x0300 && cp <= 0x036F) || (cp >= 0x1AB0 && cp <= 0x1AFF) ||
-	       (cp >= 0x1DC0 && cp <= 0x1DFF) || (cp >= 0x20D0 && cp <= 0x20FF) ||
-	       (cp >= 0xFE20 && cp <= 0xFE2F) || cp == 0x200B || cp == 0x200C || cp == 0x200D ||
-	       cp == 0x2060 || cp == 0xFEFF || (cp >= 0xFE00 && cp <= 0xFE0F);
-}
-
-static int is_unsafe(uint32_t cp)
-{
-	return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) ||
-	       (cp >= 0x200E && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) ||
-	       (cp >= 0x2066 && cp <= 0x2069) || cp == 0x061C || (cp >= 0x2028 && cp <= 0x2029) ||
-	       (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF || (cp >= 0xFFF9 && cp <= 0xFFFB) ||
-	       cp == 0xFFFE || cp == 0xFFFF || (cp >= 0xE0000 && cp <= 0xE007F);
-}
+#include "amp_text.h"
 
 size_t view_utf8_next(const char *s, size_t n, uint32_t *cp)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	uint32_t c = u[0];
-	size_t len;
-	uint32_t min;
-	if (c < 0x80) {
-		*cp = is_unsafe(c) ? VIEW_BADCHAR : c;
-		return 1;
-	}
-	if (c >= 0xC2 && c <= 0xDF)
-		len = 2, c &= 0x1F, min = 0x80;
-	else if (c >= 0xE0 && c <= 0xEF)
-		len = 3, c &= 0x0F, min = 0x800;
-	else if (c >= 0xF0 && c <= 0xF4)
-		len = 4, c &= 0x07, min = 0x10000;
-	else {
-		*cp = VIEW_BADCHAR;
-		return 1;
-	}
-	if (n < len) {
-		*cp = VIEW_BADCHAR;
-		return 1;
-	}
-	for (size_t i = 1; i < len; i++) {
-		if ((u[i] & 0xC0) != 0x80) {
-			*cp = VIEW_BADCHAR;
-			return 1;
-		}
-		c = c << 6 | (u[i] & 0x3F);
-	}
-	if (c < min || is_unsafe(c))
-		*cp = VIEW_BADCHAR;
-	else if (is_zero_width(c))
-		*cp = 0;
-	else
-		*cp = c;
-	return len;
+	return amp_utf8_next(s, n, cp);
 }
 
 int view_cp_width(uint32_t cp)
 {
-	if (cp < 0x1100)
-		return 1;
-	if ((cp <= 0x115F) || cp == 0x2329 || cp == 0x232A ||
-	    (cp >= 0x2E80 && cp <= 0xA4CF && cp != 0x303F) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
-	    (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) ||
-	    (cp >= 0xFF00 && cp <= 0xFF60) || (cp >= 0xFFE0 && cp <= 0xFFE6) ||
-	    (cp >= 0x1F300 && cp <= 0x1F64F) || (cp >= 0x1F900 && cp <= 0x1F9FF) ||
-	    (cp >= 0x20000 && cp <= 0x3FFFD))
-		return 2;
-	return 1;
+	return amp_cp_width(cp);
 }
 
 size_t view_utf8_put(uint32_t cp, char *buf)
 {
-	if (cp < 0x80) {
-		buf[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		buf[0] = (char)(0xC0 | cp >> 6);
-		buf[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		buf[0] = (char)(0xE0 | cp >> 12);
-		buf[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-		buf[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	buf[0] = (char)(0xF0 | cp >> 18);
-	buf[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-	buf[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-	buf[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
+	return amp_utf8_put(cp, buf);
 }
 
 size_t view_sanitize(const char *src, char *dst, size_t dstlen)
 {
-	size_t n = src ? strlen(src) : 0, used = 0, cols = 0;
-	for (size_t i = 0; i < n;) {
-		uint32_t cp;
-		i += view_utf8_next(src + i, n - i, &cp);
-		if (!cp)
-			continue;
-		char enc[4];
-		size_t k = view_utf8_put(cp, enc);
-		if (used + k + 1 > dstlen)
-			break;
-		memcpy(dst + used, enc, k);
-		used += k;
-		cols += (size_t)view_cp_width(cp);
-	}
-	dst[used] = '\0';
-	return cols;
+	return amp_sanitize(src, dst, dstlen);
 }
 
 size_t view_text_width(const char *src)
 {
-	size_t n = src ? strlen(src) : 0, cols = 0;
-	for (size_t i = 0; i < n;) {
-		uint32_t cp;
-		i += view_utf8_next(src + i, n - i, &cp);
-		if (cp)
-			cols += (size_t)view_cp_width(cp);
-	}
-	return cols;
+	return amp_text_width(src);
 }

@@ -3,7 +3,8 @@
  *
  * Control characters (C0, DEL, C1), ESC and so every escape sequence, bidirectional overrides,
  * invalid UTF-8 and surrogates become VIEW_BADCHAR; zero-width and combining marks are dropped
- * so that one code point is one or two terminal columns.  Pure functions, thread-safe.
+ * so that one code point is one or two terminal columns.  Pure functions, thread-safe.  These
+ * are the viewer's names for schema/amp_text.h's sanitizer, which every text output shares.
  */
 #ifndef VIEW_SANITIZE_H
 #define VIEW_SANITIZE_H

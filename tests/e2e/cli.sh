@@ -3,18 +3,10 @@
 # the examples: --help on stdout with exit 0, usage errors on stderr with exit 2 and the usage
 # lines, unambiguous prefixes of long options accepted and an ambiguous one refused by name.
 # Reads $BUILD (default build).  Ends with "N passed, N failed".
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 BIN=$BUILD/bin
-OUT=$(mktemp -d /tmp/ampkit_e2e_cli.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1${2:+: $2}"; }
-# check_true NAME COMMAND...: passes when the command succeeds
-check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
+e2e_tmpdir OUT ampkit_e2e_cli
 
 # run NAME WANT_RC CMD...: runs CMD with stdout in $OUT/out and stderr in $OUT/err
 run() {
@@ -74,5 +66,71 @@ check_true "mlp_fashion --s: names the candidates" \
 run "mlp_fashion --prec=int8: prefix of --precision, value checked" 2 "$BIN/mlp_fashion" --prec=int8
 check_true "mlp_fashion --prec: the value error" grep -q -- "--precision: expected fp32, amp, fp16 or bf16" "$OUT/err"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+# ---- strings an application wrote, through every ampprof output -----------------------------
+# a, 0x80 (invalid), b, ESC [2J (clear screen), LF, "evidence: forged", ESC ]0;t BEL (title)
+# as a label, an op name, the command line and an advice message (one line each; evidence is
+# one item per line by design, so it is left to the writer of the advice)
+PRODUCER=$BUILD/tests/trace_producer
+H="CAST(X'6180621b5b324a0a65766964656e63653a20666f726765641b5d303b7407' AS TEXT)"
+if "$BIN/ampprof" -q -o "$OUT/h.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 2>&1; then
+	sqlite3 "$OUT/h.db" "UPDATE op_sigs SET label = $H; UPDATE op_summary SET op = $H;
+		UPDATE meta SET value = $H WHERE key = 'command';
+		INSERT INTO advice (rule, severity, message, evidence, op) VALUES ($H, 'warning', $H, 'one item', $H);
+		UPDATE steps SET loss = 9e999 WHERE step = 1; UPDATE steps SET loss = -9e999 WHERE step = 2"
+	for form in "report" "report --format=json" "export --format=chrome" "export --format=csv" \
+		"export --format=csv --table=advice" "export --format=csv --table=steps"; do
+		"$BIN/ampprof" $form "$OUT/h.db" >"$OUT/h.out" 2>"$OUT/h.err"
+		rc=$?
+		check_true "hostile strings: ampprof $form: exit 0" test "$rc" = 0
+		check_true "hostile strings: ampprof $form: no ESC or BEL byte in the output" \
+			test -z "$(LC_ALL=C grep -l $'[\x1b\x07]' "$OUT/h.out")"
+		case $form in
+		*json* | *chrome*)
+			check_true "hostile strings: ampprof $form: valid JSON" \
+				/usr/bin/python3 -c 'import json,sys; json.load(sys.stdin)' <"$OUT/h.out" ;;
+		*csv*)
+			check_true "hostile strings: ampprof $form: valid UTF-8 CSV, one record per row" \
+				/usr/bin/python3 -c 'import csv,sys; r=list(csv.reader(open(sys.argv[1], encoding="utf-8", newline=""))); assert len(set(map(len, r))) == 1, r' "$OUT/h.out" ;;
+		esac
+	done
+	"$BIN/ampprof" report --format=json "$OUT/h.db" >"$OUT/r.json"
+	check_true "report json: format_version 1, the label kept as text with U+FFFD" \
+		/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["format_version"] == 1; assert d["command"] == "a\ufffdb\x1b[2J\nevidence: forged\x1b]0;t\x07", d["command"]' "$OUT/r.json"
+	"$BIN/ampprof" export --format=chrome "$OUT/h.db" >"$OUT/c.json"
+	check_true "chrome: format_version 1; an infinite loss is null, never the string inf" \
+		/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["otherData"]["format_version"] == 1; l=[e["args"]["loss"] for e in d["traceEvents"] if e.get("cat") == "step"]; assert l[1] is None and l[2] is None and l[0] == 1 and l[3] == 0.25, l' "$OUT/c.json"
+	"$BIN/ampprof" report "$OUT/h.db" >"$OUT/r.txt"
+	check_true "report text: a newline in a label forges no evidence line" \
+		test "$(grep -c '^ *evidence: forged' "$OUT/r.txt")" = 0
+	check_true "report text: the label shown with '?' for its controls" \
+		grep -q 'a?b?\[2J?evidence: forged?\]0;t?' "$OUT/r.txt"
+	"$BIN/ampprof" export --format=csv --table=steps "$OUT/h.db" >"$OUT/s.csv"
+	check_true "csv: infinite losses as inf and -inf" \
+		/usr/bin/python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); assert [x["loss"] for x in r[1:3]] == ["inf", "-inf"], r' "$OUT/s.csv"
+else
+	bad "hostile strings: recording a profile with $PRODUCER"
+fi
+
+# ---- report --fail-on for CI ------------------------------------------------------------------
+if "$BIN/ampprof" -q -o "$OUT/f.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 2>&1; then
+	sqlite3 "$OUT/f.db" "DELETE FROM advice; INSERT INTO advice (rule, severity, message) VALUES ('r1', 'info', 'fyi')"
+	run "report --fail-on=warning, info only" 0 "$BIN/ampprof" report --fail-on=warning "$OUT/f.db"
+	sqlite3 "$OUT/f.db" "INSERT INTO advice (rule, severity, message) VALUES ('r2', 'warning', 'look')"
+	run "report --fail-on=error, a warning" 0 "$BIN/ampprof" report --fail-on=error "$OUT/f.db"
+	run "report --fail-on=warning, a warning" 1 "$BIN/ampprof" report --fail-on=warning "$OUT/f.db"
+	check_true "report --fail-on: the report is printed all the same, the reason on stderr" \
+		test -n "$(grep 'warning  r2: look' "$OUT/out")" \
+		-a -n "$(grep -- "1 finding(s) of severity warning or error in the advice (--fail-on=warning)" "$OUT/err")"
+	sqlite3 "$OUT/f.db" "INSERT INTO advice (rule, severity, message) VALUES ('r3', 'error', 'bad')"
+	run "report --fail-on=error, an error" 1 "$BIN/ampprof" report --fail-on=error --format=json "$OUT/f.db"
+	check_true "report --fail-on with json: the JSON is complete" \
+		/usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert [a["rule"] for a in d["advice"]] == ["r1", "r2", "r3"]' <"$OUT/out"
+	run "report --fail-on=warning, an error too" 1 "$BIN/ampprof" report --fail-on=warning "$OUT/f.db"
+	run "report --fail-on=info: a usage error" 2 "$BIN/ampprof" report --fail-on=info "$OUT/f.db"
+	check_true "report --fail-on=info: the message" grep -q "invalid value 'info' for --fail-on" "$OUT/err"
+	run "report without --fail-on: 0 whatever the advice" 0 "$BIN/ampprof" report "$OUT/f.db"
+else
+	bad "--fail-on: recording a profile with $PRODUCER"
+fi
+
+e2e_finish

@@ -6,8 +6,7 @@
 # (overflow step) full-dump comparisons, the dump limit on a run that overflows at every step,
 # and the report's account of the overflow cases.  Reads $BUILD (default build), built with
 # `make all`; about 15 s on 2 cores.
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
@@ -17,15 +16,6 @@ UNSTABLE=$BUILD/bin/unstable
 MLP=$BUILD/bin/mlp_fashion
 SRC=$ROOT/examples/unstable.c
 PY=/usr/bin/python3
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     /'; }
-# check NAME ACTUAL EXPECTED
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got '$2', want '$3'"; fi; }
-# check_true NAME COMMAND...
-check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
 q() { sqlite3 -batch "$1" "$2" 2>&1; }
 meta() { q "$1" "SELECT value FROM meta WHERE key = '$2'"; }
 # first_row CSV CONDITION [EXPR]: EXPR (default "op label role name") of the first row of an
@@ -42,18 +32,14 @@ for r in csv.DictReader(open(sys.argv[1])):
 
 for tool in "$AMPPROF" "$AMPDUMP" "$UNSTABLE" "$MLP" sqlite3 "$PY"; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "diagnostics.sh: $tool is missing (run make all; install sqlite3 and python3-numpy)"
-		echo "0 passed, 1 failed"
-		exit 1
+		e2e_abort "$tool is missing (run make all; install sqlite3 and python3-numpy)"
 	fi
 done
 # the documented steps, from the example itself
 S=$(sed -n 's/^#define UNSTABLE_OVERFLOW_STEP *\([0-9][0-9]*\).*/\1/p' "$SRC")
 BACKOFF=$(sed -n 's/^#define UNSTABLE_BACKOFF_STEP *\([0-9][0-9]*\).*/\1/p' "$SRC")
 if [ -z "$S" ] || [ -z "$BACKOFF" ]; then
-	echo "diagnostics.sh: cannot read the documented steps from $SRC"
-	echo "0 passed, 1 failed"
-	exit 1
+	e2e_abort "cannot read the documented steps from $SRC"
 fi
 
 ls_dir() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort; }
@@ -61,8 +47,7 @@ SHM_BEFORE=$(ls_dir /dev/shm)
 # other programs share /tmp: look only for what ampprof and ampdump could leave there
 tmp_amp() { ls_dir /tmp | grep -i 'ampprof\|spool\|amp-session\|ampdump' | grep -v '^ampprof-e2e\|^ampdump-e2e'; }
 TMP_BEFORE=$(tmp_amp)
-T=$(mktemp -d "${TMPDIR:-/tmp}/ampkit-diag-e2e.XXXXXX")
-trap '[ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"' EXIT
+e2e_tmpdir T ampkit-diag-e2e
 cd "$T" || exit 1
 
 # ---- 1. ampprof records the forward overflow of unstable --precision=fp16 --------------------
@@ -173,7 +158,10 @@ check "mlp_fashion: step $N dumped in full in both runs, same tensors" \
 	"$(q mlp_fp32.db "SELECT count(*) > 0, group_concat(name) FROM (SELECT name FROM dumps WHERE step = $N AND reason = 'step' ORDER BY seq, role, name)")" \
 	"$(q mlp_amp.db "SELECT count(*) > 0, group_concat(name) FROM (SELECT name FROM dumps WHERE step = $N AND reason = 'step' ORDER BY seq, role, name)")"
 "$AMPDUMP" --compare mlp_fp32.db mlp_amp.db --step $N --format=csv >mlp_cmp.csv 2>mlp_cmp.err
-check "ampdump --compare mlp fp32 amp: exit 0" "$?" 0
+rc=$?
+# as cmp(1): 1 when a tensor is flagged (column why), 0 when none is
+check "ampdump --compare mlp fp32 amp: exit 1 exactly when a tensor is flagged" "$rc" \
+	"$("$PY" -c 'import csv,sys; print(int(any(r["why"] for r in csv.DictReader(open(sys.argv[1])))))' mlp_cmp.csv)"
 "$AMPDUMP" --compare mlp_fp32.db mlp_amp.db --step $N >mlp_def.txt 2>&1
 check "ampdump --compare mlp fp32 amp (text): the flag criterion heads the output" \
 	"$(sed -n 1p mlp_def.txt)" \
@@ -250,7 +238,7 @@ for p in fp32 fp16; do
 	check "unstable $p --dump-steps=$S: exit 0" "$?" 0
 done
 "$AMPDUMP" --compare un_fp32.db un_fp16.db --step "$S" --format=csv >un_cmp.csv 2>un_cmp.err
-check "ampdump --compare unstable fp32 fp16: exit 0" "$?" 0
+check "ampdump --compare unstable fp32 fp16: exit 1 (the overflow is a divergence)" "$?" 1
 check "compare: the first tensor with a non-finite mismatch is the origin" \
 	"$(first_row un_cmp.csv 'int(r["nonfinite"]) > 0')" "Exp rate output rate"
 "$AMPDUMP" --compare un_fp32.db un_fp16.db --step "$S" --format=csv --max-abs=0 >un_cos.csv 2>/dev/null
@@ -325,5 +313,4 @@ check "no spool directory left beside the outputs" "$(find "$T" -name '.ampprof-
 check "nothing new in /dev/shm" "$(comm -13 <(echo "$SHM_BEFORE") <(ls_dir /dev/shm))" ""
 check "nothing new in /tmp" "$(comm -13 <(echo "$TMP_BEFORE") <(tmp_amp))" ""
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+e2e_finish

@@ -9,20 +9,13 @@
 # non-finite mismatch preferred as the first divergence) and every bad-input case's exit
 # status and message.
 # Real-data tests on the `unstable` example come with the runtime side.
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 AMPDUMP=$BUILD/bin/ampdump
 PY=/usr/bin/python3
-T=$(mktemp -d "${TMPDIR:-/tmp}/ampdump-e2e.XXXXXX")
-trap '[ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"' EXIT
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     /'; }
+e2e_tmpdir T ampdump-e2e
 
 # run NAME EXPECTED_STATUS ARGS...: runs ampdump, output in $T/out, $T/err, status in $st
 run() {
@@ -43,9 +36,7 @@ expect() {
 
 for tool in "$AMPDUMP" sqlite3 "$PY"; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "dump.sh: $tool is missing (build with make, install sqlite3 and python3-numpy)"
-		echo "0 passed, 1 failed"
-		exit 1
+		e2e_abort "$tool is missing (build with make, install sqlite3 and python3-numpy)"
 	fi
 done
 
@@ -181,9 +172,7 @@ mkdb() { # mkdb KIND: KIND.db from the schema and KIND.sql
 	{ echo "PRAGMA synchronous = OFF;"; cat "$ROOT/schema/profile.sql" "$T/$1.sql"; } | sqlite3 "$T/$1.db"
 }
 if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp; then
-	echo "dump.sh: cannot build the synthetic profiles"
-	echo "0 passed, 1 failed"
-	exit 1
+	e2e_abort "cannot build the synthetic profiles"
 fi
 cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 3;'
 sqlite3 "$T/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
@@ -239,7 +228,9 @@ fi
 if run "step table json" 0 --step 3 --db run.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "json: parses, same data, origin first"; else bad "json: content" "$(cat "$T/out")"; fi
 import json, sys
-rows = json.load(open(sys.argv[1]))
+doc = json.load(open(sys.argv[1]))
+assert doc["format_version"] == 1, doc.get("format_version")
+rows = doc["rows"]
 assert len(rows) == 8, len(rows)
 assert rows[0]["origin"] is True and rows[1]["origin"] is True and rows[2]["origin"] is False
 assert rows[1]["name"] == "exp.out" and rows[1]["nan"] == 2 and rows[1]["inf"] == 2 and rows[1]["dump_id"] == 2
@@ -313,7 +304,7 @@ run "npy never writes through a symlink" 1 --step 3 --tensor 1 --npy "$T/one" --
 	[ ! -e /nonexistent-target ] && ok "npy symlink: target not created"
 
 # ---- compare --------------------------------------------------------------------------------
-if run "compare" 0 --compare fp32.db amp.db --step 2; then
+if run "compare" 1 --compare fp32.db amp.db --step 2; then
 	expect "compare: header" "$T/out" '^step +seq +seq_b +op +label +role +name +dtype_a +dtype_b +shape +count +cosine +norm_ratio +max_abs +max_rel +rtol +tol_ratio +nonfinite +status +why$'
 	expect "compare: aligned by layer despite shifted seq" "$T/out" '^ +2 +1 +2 +MatMul +fc1 +output +fc1\.out +fp32 +fp16 +\(4,8\) +32 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +0\.0009765625 +0\.[0-9e-]+ +0 +ok +-$'
 	[ "$(grep -c ' ok  *-$' "$T/out")" -eq 3 ] && ok "compare: the equal ops are ok" || bad "compare: ok count" "$(cat "$T/out")"
@@ -322,13 +313,15 @@ if run "compare" 0 --compare fp32.db amp.db --step 2; then
 	expect "compare: summary names it" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9"
 	expect "compare: unmatched tensor noted" "$T/err" "1 dumped tensor of 'amp.db' has no counterpart in 'fp32.db'"
 fi
-run "compare without --step" 0 --compare fp32.db amp.db --format=csv &&
+run "compare without --step" 1 --compare fp32.db amp.db --format=csv &&
 	expect "compare csv: threshold divergence of step 2 over, not first" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,[^,]+,0\.0009765625,[^,]+,0,over,drift$' &&
 	expect "compare csv: a later non-finite mismatch (step 4) is FIRST" "$T/out" '^4,3,3,Exp,,output,exp\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,inf,inf,0\.0009765625,[^,]+,1,FIRST,nonfinite$'
-if run "compare json" 0 --compare fp32.db amp.db --format=json; then
+if run "compare json" 1 --compare fp32.db amp.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "compare json: metrics"; else bad "compare json: metrics" "$(cat "$T/out")"; fi
 import json, sys
-rows = json.load(open(sys.argv[1]))
+doc = json.load(open(sys.argv[1]))
+assert doc["format_version"] == 1, doc.get("format_version")
+rows = doc["rows"]
 st = {(r["step"], r["name"] or r["label"]): r for r in rows}
 assert [r["status"] for r in rows] == ["ok", "ok", "ok", "over", "over", "ok", "over", "FIRST", "ok"], \
     [r["status"] for r in rows]
@@ -344,10 +337,12 @@ assert big["why"] is None and st[4, "exp.out"]["why"] == "nonfinite", (big, st[4
 # the gradient: amp.db holds it times 128; unscaled, only fp16 rounding is left
 g = st[4, "fc1.grad"]
 assert g["status"] == "ok" and g["max_abs"] < 1e-6 and g["max_rel"] <= 2**-11, g
-assert st[4, "exp.out"]["nonfinite"] == 1 and st[4, "exp.out"]["max_abs"] == "inf"
+# not finite: null, and the flag member says which
+assert st[4, "exp.out"]["nonfinite"] == 1 and st[4, "exp.out"]["max_abs"] is None
+assert st[4, "exp.out"]["max_abs_nonfinite"] == "inf", st[4, "exp.out"]
 PY
 fi
-if run "compare prefers a non-finite mismatch" 0 --compare fp32.db amp.db --step 4; then
+if run "compare prefers a non-finite mismatch" 1 --compare fp32.db amp.db --step 4; then
 	expect "compare: the criterion heads the output" "$T/out" '^flag: nonfinite = Inf/NaN that differ; drift = cosine < 0\.99 or norm ratio off 1 by > 0\.1, with some \|a-b\| > 0\.001 \+ rtol\*\|a\|; floor = cosine < 0\.9; ceiling = some \|a-b\| > 1 \+ rtol\*\|a\|$'
 	expect "compare: then the rtol of the pairs" "$T/out" '^rtol: 0\.0009765625; a: the reference$'
 	expect "compare: the loss scales of the gradients" "$T/out" "^grads: divided by their run's loss scale \(a: 1, b: 128\)$"
@@ -357,19 +352,19 @@ if run "compare prefers a non-finite mismatch" 0 --compare fp32.db amp.db --step
 	expect "compare: unscaled gradient is ok" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* ok +-$'
 	expect "compare: summary names the non-finite mismatch" "$T/out" "^first divergence: step 4 seq 3 Exp output 'exp.out': cosine [0-9.]+, max abs error inf; Inf/NaN in 'amp.db' only at 1 of 32 elements; 2 of 4 tensors flagged, 1 with Inf/NaN in one run only$"
 fi
-if run "compare --rtol=0 --max-abs-ceiling=0.001" 0 --compare fp32.db amp.db --step 4 --rtol=0 --max-abs-ceiling=0.001; then
+if run "compare --rtol=0 --max-abs-ceiling=0.001" 1 --compare fp32.db amp.db --step 4 --rtol=0 --max-abs-ceiling=0.001; then
 	expect "compare --rtol=0 --max-abs-ceiling=0.001: criterion" "$T/out" '^flag: .*; ceiling = some \|a-b\| > 0\.001 \+ rtol\*\|a\|$'
 	expect "compare --rtol=0: rtol line" "$T/out" '^rtol: 0; a: the reference$'
 	expect "compare --rtol=0 --max-abs-ceiling=0.001: fp16 rounding at |x| ~ 6 is now over" "$T/out" '^ +4 +1 +1 +MatMul +- +output +fc1\.out .* 0 +[0-9.]+ +0 +over +ceiling$'
 fi
 run "compare --rtol and --max-abs loosened" 0 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 &&
 	expect "compare: a cosine of 0.96 with small errors is not flagged" "$T/out" "^no divergence: 5 of 5 tensors compared, none flagged; lowest cosine 0\.96[0-9]* \(step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out'\)$"
-run "compare --cosine-floor=0.99" 0 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 --cosine-floor=0.99 &&
+run "compare --cosine-floor=0.99" 1 --compare fp32.db amp.db --step 2 --rtol=1 --max-abs=1 --cosine-floor=0.99 &&
 	expect "compare: the floor flags a cosine alone" "$T/out" "^first divergence: step 2 seq 4 LayerNorm \(ln1\) output 'ln1.out': cosine 0\.9[0-9]+, max abs error [0-9.]+; cosine below 0\.99; 1 of 5 tensors flagged$"
-run "compare --norm-diff=0.5" 0 --compare fp32.db amp.db --step 2 --norm-diff=0.5 --format=csv &&
+run "compare --norm-diff=0.5" 1 --compare fp32.db amp.db --step 2 --norm-diff=0.5 --format=csv &&
 	expect "compare --norm-diff=0.5: 1.3 times the norm is within" "$T/out" '^2,5,6,Softmax,head,output,,.*,ok,$'
 cp amp.db noscale.db && sqlite3 noscale.db 'UPDATE steps SET scale = NULL'
-run "compare without a loss scale" 0 --compare fp32.db noscale.db --step 4 &&
+run "compare without a loss scale" 1 --compare fp32.db noscale.db --step 4 &&
 	expect "compare without a loss scale: note" "$T/err" "^ampdump: note: step 4 of 'noscale.db' has no loss scale; its gradients are compared as dumped$" &&
 	expect "compare without a loss scale: gradient compared as dumped, 128 times the norm" "$T/out" '^ +4 +4 +4 +MatMul +- +grad +fc1\.grad .* 0\.9999[0-9]* +12[78]\.[0-9]* .* over +drift$'
 run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 9 of 9 tensors compared, none flagged; lowest cosine 1 '
@@ -418,14 +413,100 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 run "npy at a step without dumps" 1 --step 1 --npy "$T/v" --db run.db &&
 	expect "npy nothing dumped: message" "$T/err" "nothing was dumped at step 1"
-run "compare step never reached" 1 --compare fp32.db amp.db --step 9 &&
+run "compare step never reached" 2 --compare fp32.db amp.db --step 9 &&
 	expect "compare step never reached: message" "$T/err" "step 9 was never reached \(the run has 5 steps\)"
-run "compare step not dumped" 1 --compare fp32.db amp.db --step 1 &&
+run "compare step not dumped" 2 --compare fp32.db amp.db --step 1 &&
 	expect "compare step not dumped: message" "$T/err" "nothing was dumped at step 1 in 'fp32.db'"
-run "compare no common step" 1 --compare fp32.db run.db &&
+run "compare no common step" 2 --compare fp32.db run.db &&
 	expect "compare no common step: message" "$T/err" "have no dumped step in common"
-run "compare not a profile" 1 --compare fp32.db text.db && expect "compare not a profile" "$T/err" "cannot open 'text.db'"
+run "compare not a profile" 2 --compare fp32.db text.db && expect "compare not a profile" "$T/err" "cannot open 'text.db'"
 run "re-run of a missing program" 1 --application="./no-such-program" --step 1 --output="$T/re.db"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+# ---- bf16: fp32.db's step-2 dumps rounded to bf16 (round to nearest even) ----------------
+cp fp32.db bf16.db
+if "$PY" - bf16.db <<'PY'; then ok "bf16.db: fp32 dumps rounded to bf16"; else bad "bf16.db: cannot build"; fi
+import sqlite3, sys
+import numpy as np
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("SELECT id, data FROM dumps WHERE step = 2 AND dtype = 'fp32' AND data IS NOT NULL").fetchall()
+assert rows
+for i, data in rows:
+    u = np.frombuffer(data, dtype="<u4").astype(np.uint64)
+    b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    db.execute("UPDATE dumps SET dtype = 'bf16', bytes = ?, data = ? WHERE id = ?", (b.nbytes, b.tobytes(), i))
+db.commit()
+PY
+if run "compare fp32 bf16" 0 --compare fp32.db bf16.db --step 2; then
+	expect "compare fp32 bf16: rtol 2^-7 with a bf16 side" "$T/out" '^rtol: 0\.0078125; a: the reference$'
+	expect "compare fp32 bf16: bf16 rounding alone is no divergence" "$T/out" '^no divergence: '
+fi
+if run "compare fp32 bf16 json" 0 --compare fp32.db bf16.db --step 2 --format=json; then
+	if "$PY" - "$T/out" <<'PY'; then ok "compare fp32 bf16 json: every pair rtol 2^-7, ok, within a third of the tolerance"; else bad "compare fp32 bf16 json" "$(cat "$T/out")"; fi
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert rows and all(r["rtol"] == 2**-7 and r["status"] == "ok" for r in rows), rows
+# bf16 rounds to 8 significant bits: |a-b| <= 2^-8 |a|, half of 2^-7 |a| (plus max-abs)
+worst = max(r["tol_ratio"] for r in rows)
+print("     worst |a-b| / (0.001 + 2^-7 |a|) over the pairs: %.4g" % worst)
+assert worst <= 0.5, worst
+PY
+fi
+if run "npy export of bf16 dumps" 0 --step 2 --npy "$T/b16" --db bf16.db; then
+	expect "npy export of bf16: listed as <f4-exported bf16" "$T/out" 'bf16'
+	if "$PY" - "$T/b16" fp32.db <<'PY'; then ok "npy export of bf16: float32 files, the bf16 values exactly, within 2^-8 of fp32"; else bad "npy export of bf16: content"; fi
+import glob, sqlite3, sys, os
+import numpy as np
+files = sorted(glob.glob(os.path.join(sys.argv[1], "*.npy")))
+ref = sqlite3.connect(sys.argv[2])
+want = {}
+for data, in ref.execute("SELECT data FROM dumps WHERE step = 2 AND dtype = 'fp32' AND data IS NOT NULL"):
+    f = np.frombuffer(data, dtype="<f4")
+    u = f.view("<u4").astype(np.uint64)
+    r = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype("<u4").view("<f4")
+    want[r.tobytes()] = f
+assert len(files) == len(want), (files, len(want))
+worst = 0.0
+for path in files:
+    x = np.load(path)
+    assert x.dtype == np.dtype("<f4"), (path, x.dtype)
+    f = want[x.ravel().tobytes()]  # exactly the bf16 values, widened
+    worst = max(worst, float(np.max(np.abs(x.ravel() - f) / np.maximum(np.abs(f), 1e-30))))
+print("     max relative difference to the fp32 dump: %.4g (bound 2^-8 = %.4g)" % (worst, 2**-8))
+assert worst <= 2**-8
+PY
+fi
+
+# ---- --compare's exit status, as cmp(1): 0 same, 1 a divergence, 2 trouble -----------------
+run "compare identical runs: exit 0" 0 --compare fp32.db fp32.db --step 2 && ok "compare identical runs: exit 0"
+run "compare a divergence: exit 1" 1 --compare fp32.db amp.db --step 2 && ok "compare a divergence: exit 1, results on stdout" &&
+	expect "compare a divergence: the first divergence still printed" "$T/out" '^first divergence: '
+run "compare an unreadable profile: exit 2" 2 --compare fp32.db no-such.db && ok "compare an unreadable profile: exit 2"
+
+# ---- names an application wrote: invalid UTF-8, terminal escapes, a newline -----------------
+# a, 0x80 (invalid), b, ESC [2J (clear screen), LF, "new", ESC ]0;t BEL (set the title)
+HOSTILE="X'6180621b5b324a0a6e65771b5d303b7407'"
+cp run.db hostile.db
+sqlite3 hostile.db "UPDATE tensor_stats SET name = CAST($HOSTILE AS TEXT) WHERE name = 'exp.out';
+	UPDATE dumps SET name = CAST($HOSTILE AS TEXT) WHERE name = 'exp.out';
+	UPDATE tensor_stats SET op = CAST($HOSTILE AS TEXT) WHERE op = 'Exp';
+	UPDATE dumps SET op = CAST($HOSTILE AS TEXT) WHERE op = 'Exp'"
+for fmt in text csv json; do
+	if run "hostile names: --step 3 --format=$fmt" 0 --step 3 --db hostile.db --format=$fmt; then
+		if LC_ALL=C grep -q $'\x1b' "$T/out"; then bad "hostile names ($fmt): an ESC byte reached the output"; else ok "hostile names ($fmt): no ESC byte"; fi
+	fi
+done
+run "hostile names: json" 0 --step 3 --db hostile.db --format=json &&
+	if "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1], encoding="utf-8")); n=[r["name"] for r in d["rows"]]; assert "a\ufffdb\x1b[2J\nnew\x1b]0;t\x07" in n, n' "$T/out"; then
+		ok "hostile names (json): valid UTF-8 JSON, invalid byte as U+FFFD, the rest escaped and kept"
+	else bad "hostile names (json)" "$(cat "$T/out")"; fi
+run "hostile names: csv" 0 --step 3 --db hostile.db --format=csv &&
+	if "$PY" -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1], encoding="utf-8", newline=""))); assert len(r) == 8, len(r); assert any(x["name"] == "a\ufffdb\ufffd[2J\nnew\ufffd]0;t\ufffd" for x in r), [x["name"] for x in r]' "$T/out"; then
+		ok "hostile names (csv): 8 rows, controls but the newline as U+FFFD"
+	else bad "hostile names (csv)" "$(cat "$T/out")"; fi
+run "hostile names: text" 0 --step 3 --db hostile.db &&
+	expect "hostile names (text): one line per tensor, controls as '?'" "$T/out" 'a\?b\?\[2J\?new\?\]0;t\?'
+[ "$(wc -l <"$T/out")" -eq 10 ] && ok "hostile names (text): the newline forged no line" || bad "hostile names (text): line count" "$(cat "$T/out")"
+run "hostile names: compare" 0 --compare hostile.db run.db --step 3 &&
+	if LC_ALL=C grep -q $'\x1b' "$T/out"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte"; fi
+
+e2e_finish

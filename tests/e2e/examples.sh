@@ -6,22 +6,10 @@
 # Parity runs 300 steps (about 0.6 epoch, cosine schedule over those steps), not the issue's
 # 2 epochs: both modes must reach 82 % test accuracy and agree within 1.5 points (the 2-epoch
 # figures, >= 85 % and within 1.0 point, are measured by running the example itself).
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 BIN=$BUILD/bin
-OUT=$(mktemp -d /tmp/ampkit_e2e_examples.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && echo "     $2"; }
-check() { # check NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else bad "$name"; fi
-}
+e2e_tmpdir OUT ampkit_e2e_examples
 # field FILE KEY: value of KEY in the JSON object on the last line of FILE (numbers, null, strings)
 field() { tail -n 1 "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 # cmp_num A OP B: awk float comparison (OP one of < <= > >= ==)
@@ -30,8 +18,7 @@ cmp_num() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; }
 for ex in mlp_fashion cnn_fashion charlm unstable; do
 	if [ ! -x "$BIN/$ex" ]; then
 		bad "$ex is built" "missing $BIN/$ex (run make examples)"
-		echo "$pass passed, $fail failed"
-		exit 1
+		e2e_finish
 	fi
 done
 
@@ -39,28 +26,28 @@ done
 for ex in mlp_fashion cnn_fashion charlm unstable; do
 	"$BIN/$ex" --help >"$OUT/help" 2>"$OUT/help.err"
 	rc=$?
-	check "$ex --help: exit 0, usage on stdout" \
+	check_true "$ex --help: exit 0, usage on stdout" \
 		test "$rc" = 0 -a -s "$OUT/help" -a ! -s "$OUT/help.err"
 	grep -q '^usage: ' "$OUT/help" || bad "$ex --help starts with usage:"
 	"$BIN/$ex" --no-such-flag >"$OUT/u.out" 2>"$OUT/u.err"
 	rc=$?
-	check "$ex unknown flag: exit 2, usage on stderr" \
+	check_true "$ex unknown flag: exit 2, usage on stderr" \
 		test "$rc" = 2 -a ! -s "$OUT/u.out" -a -s "$OUT/u.err"
 done
 "$BIN/mlp_fashion" --precision=int8 >/dev/null 2>"$OUT/p.err"
-check "bad --precision is a usage error" test $? = 2
+check_true "bad --precision is a usage error" test $? = 2
 grep -q "expected fp32, amp, fp16 or bf16" "$OUT/p.err" || bad "bad --precision message" "$(head -1 "$OUT/p.err")"
 for ex in mlp_fashion cnn_fashion; do
 	"$BIN/$ex" --schedule=linear >"$OUT/s.out" 2>"$OUT/s.err"
 	rc=$?
-	check "$ex bad --schedule: exit 2, message and usage on stderr" \
+	check_true "$ex bad --schedule: exit 2, message and usage on stderr" \
 		test "$rc" = 2 -a ! -s "$OUT/s.out" -a -n "$(grep "$ex: --schedule: expected cosine or constant, got 'linear'" "$OUT/s.err")" \
 		-a -n "$(grep "^usage: $ex " "$OUT/s.err")"
 done
 
 "$BIN/mlp_fashion" --data "$OUT/nodata" --steps 1 >/dev/null 2>"$OUT/d.err"
 rc=$?
-check "missing data: non-zero exit" test "$rc" != 0
+check_true "missing data: non-zero exit" test "$rc" != 0
 if grep -q "$OUT/nodata/train-images-idx3-ubyte.gz" "$OUT/d.err" && grep -q "make deps" "$OUT/d.err"; then
 	ok "missing data: message names the file and the install step"
 else
@@ -71,68 +58,67 @@ fi
 required="precision steps test_accuracy final_loss samples_per_sec peak_bytes overflow_steps final_scale"
 for p in fp32 amp; do
 	"$BIN/mlp_fashion" --precision=$p --steps 300 --log-every 100 --json >"$OUT/mlp_$p" 2>&1
-	check "mlp_fashion $p: exit 0" test $? = 0
+	check_true "mlp_fashion $p: exit 0" test $? = 0
 	if tail -n 1 "$OUT/mlp_$p" | grep -q '^{.*}$'; then ok "mlp_fashion $p: last line is JSON"
 	else bad "mlp_fashion $p: last line is JSON" "$(tail -n 1 "$OUT/mlp_$p")"; fi
 	missing=""
 	for k in $required; do [ -n "$(field "$OUT/mlp_$p" $k)" ] || missing="$missing $k"; done
-	check "mlp_fashion $p: JSON has$missing${missing:+ missing} all required keys" test -z "$missing"
-	check "mlp_fashion $p: precision=$p, 300 steps" \
+	check_true "mlp_fashion $p: JSON has$missing${missing:+ missing} all required keys" test -z "$missing"
+	check_true "mlp_fashion $p: precision=$p, 300 steps" \
 		test "$(field "$OUT/mlp_$p" precision)" = $p -a "$(field "$OUT/mlp_$p" steps)" = 300
 done
 acc32=$(field "$OUT/mlp_fp32" test_accuracy)
 accamp=$(field "$OUT/mlp_amp" test_accuracy)
 echo "     mlp_fashion 300 steps: fp32 $acc32, amp $accamp"
-check "mlp_fashion fp32 accuracy >= 0.82 ($acc32)" cmp_num "$acc32" ">=" 0.82
-check "mlp_fashion amp accuracy >= 0.82 ($accamp)" cmp_num "$accamp" ">=" 0.82
+check_true "mlp_fashion fp32 accuracy >= 0.82 ($acc32)" cmp_num "$acc32" ">=" 0.82
+check_true "mlp_fashion amp accuracy >= 0.82 ($accamp)" cmp_num "$accamp" ">=" 0.82
 diff=$(awk -v a="$acc32" -v b="$accamp" 'BEGIN { d = a - b; print d < 0 ? -d : d }')
-check "mlp_fashion amp within 1.5 points of fp32 (|diff| $diff)" cmp_num "$diff" "<=" 0.015
-check "mlp_fashion amp: no overflow, scale 128" \
+check_true "mlp_fashion amp within 1.5 points of fp32 (|diff| $diff)" cmp_num "$diff" "<=" 0.015
+check_true "mlp_fashion amp: no overflow, scale 128" \
 	test "$(field "$OUT/mlp_amp" overflow_steps)" = 0 -a "$(field "$OUT/mlp_amp" final_scale)" = 128
-check "mlp_fashion amp uses less memory than fp32" \
+check_true "mlp_fashion amp uses less memory than fp32" \
 	cmp_num "$(field "$OUT/mlp_amp" peak_bytes)" "<" "$(field "$OUT/mlp_fp32" peak_bytes)"
 
 # Determinism: the same seed gives the same losses, bit for bit.
 for i in 1 2; do
 	"$BIN/mlp_fashion" --steps 20 --log-every 10 --seed 7 --json >"$OUT/det$i" 2>&1
 done
-check "mlp_fashion is deterministic for a seed" \
+check_true "mlp_fashion is deterministic for a seed" \
 	test "$(grep '^step' "$OUT/det1" | cut -c1-40)" = "$(grep '^step' "$OUT/det2" | cut -c1-40)" \
 	-a "$(field "$OUT/det1" final_loss)" = "$(field "$OUT/det2" final_loss)"
 
 # ---- cnn_fashion and charlm: short runs ---------------------------------------------------------
 "$BIN/cnn_fashion" --steps 40 --log-every 20 --json >"$OUT/cnn" 2>&1
-check "cnn_fashion amp 40 steps: exit 0" test $? = 0
+check_true "cnn_fashion amp 40 steps: exit 0" test $? = 0
 acc=$(field "$OUT/cnn" test_accuracy)
-check "cnn_fashion learns (accuracy $acc >= 0.6 after 40 steps)" cmp_num "${acc:-0}" ">=" 0.6
+check_true "cnn_fashion learns (accuracy $acc >= 0.6 after 40 steps)" cmp_num "${acc:-0}" ">=" 0.6
 
 "$BIN/charlm" --steps 30 --log-every 10 --eval-batches 2 --sample-len 40 --json >"$OUT/lm" 2>&1
-check "charlm amp 30 steps: exit 0" test $? = 0
+check_true "charlm amp 30 steps: exit 0" test $? = 0
 vl=$(field "$OUT/lm" val_loss)
-check "charlm val_loss finite and falling below 3.0 ($vl)" cmp_num "${vl:-9}" "<" 3.0
-check "charlm prints a sample" grep -q -- '--- sample' "$OUT/lm"
+check_true "charlm val_loss finite and falling below 3.0 ($vl)" cmp_num "${vl:-9}" "<" 3.0
+check_true "charlm prints a sample" grep -q -- '--- sample' "$OUT/lm"
 
 # ---- unstable: documented behaviour -----------------------------------------------------------
 for p in fp32 amp fp16; do
 	"$BIN/unstable" --precision=$p --log-every 0 --json >"$OUT/un_$p" 2>&1
-	check "unstable $p: exit 0" test $? = 0
+	check_true "unstable $p: exit 0" test $? = 0
 done
 S=$(field "$OUT/un_fp16" documented_overflow_step)
 B=$(field "$OUT/un_amp" documented_backoff_step)
 echo "     unstable: documented fp16 overflow step $S, amp back-off step $B"
-check "unstable fp16: first non-finite loss at the documented step $S" \
+check_true "unstable fp16: first non-finite loss at the documented step $S" \
 	test -n "$S" -a "$(field "$OUT/un_fp16" first_nonfinite_loss_step)" = "$S"
-check "unstable fp16: final loss non-finite" test "$(field "$OUT/un_fp16" final_loss)" = null
-check "unstable amp: scaler backs off at the documented step $B" \
+check_true "unstable fp16: final loss non-finite" test "$(field "$OUT/un_fp16" final_loss)" = null
+check_true "unstable amp: scaler backs off at the documented step $B" \
 	test -n "$B" -a "$(field "$OUT/un_amp" first_overflow_step)" = "$B"
-check "unstable amp: scale halved to 64 and loss finite" \
+check_true "unstable amp: scale halved to 64 and loss finite" \
 	test "$(field "$OUT/un_amp" final_scale)" = 64 -a "$(field "$OUT/un_amp" final_loss)" != null \
 	-a "$(field "$OUT/un_amp" first_nonfinite_loss_step)" = -1
-check "unstable fp32: no overflow" \
+check_true "unstable fp32: no overflow" \
 	test "$(field "$OUT/un_fp32" overflow_steps)" = 0 -a "$(field "$OUT/un_fp32" final_loss)" != null
 "$BIN/unstable" --precision=amp --log-every 0 --json >"$OUT/un_amp2" 2>&1
-check "unstable is deterministic" \
+check_true "unstable is deterministic" \
 	test "$(field "$OUT/un_amp" final_loss)" = "$(field "$OUT/un_amp2" final_loss)"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+e2e_finish

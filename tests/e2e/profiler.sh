@@ -2,8 +2,7 @@
 # profiler.sh — end-to-end tests of ampprof: runs it on the test producer and the examples and
 # checks the databases with the sqlite3 shell.  Needs $BUILD (default build) built with
 # `make all`.  Ends with "N passed, N failed" and exits non-zero if anything failed.
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
@@ -11,26 +10,17 @@ B=$(cd "$BUILD" && pwd)
 AMPPROF=$B/bin/ampprof
 PRODUCER=$B/tests/trace_producer
 CASES=$B/tests/runtime_cases
-PASS=0
-FAIL=0
-WORK=$(mktemp -d /tmp/ampprof-e2e.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+e2e_tmpdir WORK ampprof-e2e
 SHM_BEFORE=$(ls /dev/shm | sort)
 # other programs share /tmp: look for what ampprof could leave (spool dirs, session files)
 tmp_ampprof() { ls -a /tmp | grep '^\.ampprof-spool-\|^ampprof-session' | sort; }
 TMP_BEFORE=$(tmp_ampprof)
 
-ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL $1${2:+: $2}"; }
-# check NAME ACTUAL EXPECTED
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got '$2', want '$3'"; fi; }
-# check_true NAME COMMAND...
-check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
 q() { sqlite3 -batch "$1" "$2" 2>&1; }
 integrity() { q "$1" 'PRAGMA integrity_check'; }
 
 for f in "$AMPPROF" "$PRODUCER" "$CASES"; do
-	if [ ! -x "$f" ]; then echo "missing $f: run 'make all' first"; echo "0 passed, 1 failed"; exit 1; fi
+	if [ ! -x "$f" ]; then e2e_abort "missing $f: run 'make all' first"; fi
 done
 cd "$WORK"
 
@@ -433,5 +423,4 @@ fi
 check "nothing left in /dev/shm" "$(ls /dev/shm | sort)" "$SHM_BEFORE"
 check "nothing left in /tmp" "$(tmp_ampprof)" "$TMP_BEFORE"
 
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+e2e_finish

@@ -8,7 +8,7 @@
 # with durations, shares and source line numbers masked, the deterministic panels of the
 # unstable run are goldens as well (real-*).  UPDATE_GOLDEN=1 rewrites the goldens.  Ends with
 # "N passed, N failed"; exits 1 on any failure.
-set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 top=$(cd "$(dirname "$0")/../.." && pwd -P) # physical: as compilers record source paths
 cd "$top" || exit 1
@@ -16,21 +16,12 @@ AMPVIEW=$top/$BUILD/bin/ampview
 AMPPROF=$top/$BUILD/bin/ampprof
 GEN=$top/$BUILD/tests/gen_profile
 GOLDEN=$top/tests/golden/viewer
-export LC_ALL=C TZ=UTC
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() {
-	fail=$((fail + 1)); echo "FAIL $1"
-	[ -n "${2:-}" ] && printf '%s\n' "$2" | head -n 40 | sed 's/^/     /'
-	return 0
-}
 for f in "$AMPVIEW" "$GEN" "$AMPPROF" "$top/$BUILD/bin/unstable" "$top/$BUILD/bin/mlp_fashion"; do
-	[ -x "$f" ] || { echo "viewer.sh: $f is missing: run 'make' first"; echo "0 passed, 1 failed"; exit 1; }
+	[ -x "$f" ] || e2e_abort "$f is missing: run 'make' first"
 done
-tmp=$(mktemp -d)
 sock=ampview-test-$$
-cleanup() { tmux -L "$sock" kill-server 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+e2e_on_exit 'tmux -L "$sock" kill-server 2>/dev/null'
+e2e_tmpdir tmp ampview-e2e
 
 # ---- profiles ---------------------------------------------------------------------------------
 gen() { "$GEN" --quiet --output="$tmp/$1" "${@:2}" || bad "gen_profile $*"; }
@@ -276,9 +267,7 @@ done <<< "$real"
 
 # ---- the terminal, in tmux --------------------------------------------------------------------
 if ! command -v tmux > /dev/null; then
-	bad "tmux is not installed"
-	echo "$pass passed, $fail failed"
-	exit 1
+	e2e_abort "tmux is not installed"
 fi
 T() { tmux -L "$sock" -f /dev/null "$@"; }
 # start NAME TERM LOCALE PROFILE: ampview in a fresh 80x24 window; its exit status is kept
@@ -400,5 +389,4 @@ else
 	bad "cannot find the ampview process"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+e2e_finish

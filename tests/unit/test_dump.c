@@ -654,84 +654,237 @@ Test(tolerance, every_fp16_and_bf16_rounding_is_within)
 	cr_assert_gt(over_plain, 0);
 }
 
+/* ---- bf16 ------------------------------------------------------------------------------ */
+
+/* A bf16 tensor goes to .npy as exact float32: every one of the 2^16 values (NaN payloads,
+ * signed zeros, subnormals, infinities) becomes the float whose top half is its bits. */
+Test(bf16, npy_export_is_exact_fp32, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+	static uint16_t all[65536];
+	static float wide[65536];
+	for (uint32_t i = 0; i < 65536; i++)
+		all[i] = (uint16_t)i;
+	dump_npy_widen_bf16(all, 65536, wide);
+	uint32_t bad = 0;
+	for (uint32_t i = 0; i < 65536; i++)
+		bad += bits_of(wide[i]) != i << 16;
+	cr_assert_eq(bad, 0, "%u of 65536 bf16 values not widened exactly", bad);
+	cr_assert_str_eq(dump_npy_descr(DUMP_DT_BF16), "<f4", "numpy has no bf16: exported as <f4");
+
+	/* the file: header with '<f4' and the shape, then the float32 bytes */
+	const uint16_t data[4] = {0x3f80, 0xc040, 0x7fc1, 0x0001}; /* 1, -3, NaN payload, tiny */
+	float f[4];
+	dump_npy_widen_bf16(data, 4, f);
+	int64_t d[1] = {4};
+	int dirfd = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(dirfd, 0);
+	cr_assert_eq(dump_npy_write(dirfd, "b.npy", 0, dump_npy_descr(DUMP_DT_BF16), d, 1, f,
+	                            sizeof f),
+	             0);
+	unsigned char buf[256];
+	size_t n = read_file(dirfd, "b.npy", buf, sizeof buf);
+	close(dirfd);
+	cr_assert_eq(n, 128 + sizeof f);
+	cr_assert_eq(memcmp(buf, "\x93NUMPY\x01\x00", 8), 0);
+	cr_assert_not_null(memmem(buf, 128, "'descr': '<f4'", 14));
+	cr_assert_not_null(memmem(buf, 128, "'shape': (4,)", 13));
+	uint32_t w[4];
+	memcpy(w, buf + 128, sizeof w);
+	cr_assert_eq(w[0], 0x3f800000u);
+	cr_assert_eq(w[1], 0xc0400000u);
+	cr_assert_eq(w[2], 0x7fc10000u, "NaN payload kept");
+	cr_assert_eq(w[3], 0x00010000u, "the smallest bf16 subnormal, exact");
+}
+
+/* Statistics of a bf16 dump: its range is fp32's, so 3e38 is a finite value (no overflow above
+ * 65504 as for fp16), and NaN and -Inf are counted. */
+Test(bf16, stats_over_fp32_range)
+{
+	/* 1, -3, 3.3e38 (0x7f78), NaN, -Inf, 2^-133 (subnormal 0x0001) */
+	const uint16_t v[6] = {0x3f80, 0xc040, 0x7f78, 0x7fc0, 0xff80, 0x0001};
+	dump_stats s;
+	dump_stats_compute((const unsigned char *)v, DUMP_DT_BF16, 6, &s);
+	cr_assert_eq(s.count, 6);
+	cr_assert_eq(s.nan, 1);
+	cr_assert_eq(s.inf, 1);
+	cr_assert_eq(s.finite, 4);
+	cr_assert_eq(s.min, -3.0);
+	cr_assert_eq(s.max, (double)dump_bf16_to_float(0x7f78));
+	cr_assert_gt(s.max, 3e38, "bf16 holds fp32's range");
+	cr_assert_eq(s.absmax, s.max);
+}
+
+/* The compare rule with a bf16 side: rtol 2^-7.  100.25 rounds to bf16 100 (spacing 0.5 there):
+ * an error of 0.25, within 0.001 + 2^-7 * 100.25 = 0.784 but over the fp16 rule's
+ * 0.001 + 2^-10 * 100.25 = 0.099. */
+Test(bf16, compare_uses_rtol_2_to_minus_7)
+{
+	const double a[1] = {100.25}, b[1] = {(double)dump_bf16_to_float(0x42c8)}; /* 100 */
+	cr_assert_eq(b[0], 100.0);
+	double rt_bf16 = dump_default_rtol(DUMP_DT_F32, DUMP_DT_BF16);
+	double rt_fp16 = dump_default_rtol(DUMP_DT_F32, DUMP_DT_F16);
+	cr_assert_eq(rt_bf16, 0x1p-7);
+	cr_assert_eq(dump_default_rtol(DUMP_DT_BF16, DUMP_DT_BF16), 0x1p-7);
+	dump_closeness c;
+	dump_closeness_compute(a, b, 1, 1e-3, rt_bf16, &c);
+	cr_log_info("bf16 rounding of 100.25: %.6g of the bf16 tolerance (limit 1)", c.worst);
+	cr_assert_eq(c.over, 0, "within 2^-7");
+	cr_assert_lt(c.worst, 0.33);
+	dump_closeness_compute(a, b, 1, 1e-3, rt_fp16, &c);
+	cr_assert_eq(c.over, 1, "over the fp16 rule");
+}
+
 /* ---- tables -------------------------------------------------------------------------------- */
 
-static const dump_column cols[] = {
-    {"flag", DUMP_COL_FLAG},
-    {"n", DUMP_COL_INT},
-    {"x", DUMP_COL_REAL},
-    {"name", DUMP_COL_TEXT},
+static const amp_column cols[] = {
+    {"flag", AMP_COL_FLAG},
+    {"n", AMP_COL_INT},
+    {"x", AMP_COL_REAL},
+    {"name", AMP_COL_TEXT},
 };
 
-static char *print_to_string(const dump_table *t, dump_format fmt)
+static char *print_to_string(amp_table *t, amp_format fmt)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	cr_assert_not_null(f);
-	cr_assert_eq(dump_table_print(t, fmt, f), 0);
+	cr_assert_eq(amp_table_print(t, fmt, f), 0);
 	fclose(f);
 	return buf;
 }
 
-static dump_table *sample_table(void)
+static amp_table *sample_table(void)
 {
-	dump_table *t = dump_table_new(cols, 4);
+	amp_table *t = amp_table_new(cols, 4);
 	cr_assert_not_null(t);
-	cr_assert_eq(dump_table_add_row(t), 0);
-	dump_table_set_int(t, 0, 1);
-	dump_table_set_int(t, 1, 42);
-	dump_table_set_real(t, 2, 1.0 / 3.0);
-	dump_table_set_text(t, 3, "a,\"b\"");
-	cr_assert_eq(dump_table_add_row(t), 0);
-	dump_table_set_int(t, 0, 0);
-	dump_table_set_real(t, 2, -HUGE_VAL);
-	dump_table_set_text(t, 3, "tab\there");
-	cr_assert_eq(dump_table_add_row(t), 0);
-	dump_table_set_real(t, 2, DNAN);
+	cr_assert_eq(amp_table_add_row(t), 0);
+	amp_table_set_int(t, 0, 1);
+	amp_table_set_int(t, 1, 42);
+	amp_table_set_real(t, 2, 1.0 / 3.0);
+	amp_table_set_text(t, 3, "a,\"b\"");
+	cr_assert_eq(amp_table_add_row(t), 0);
+	amp_table_set_int(t, 0, 0);
+	amp_table_set_real(t, 2, -HUGE_VAL);
+	amp_table_set_text(t, 3, "tab\there");
+	cr_assert_eq(amp_table_add_row(t), 0);
+	amp_table_set_real(t, 2, DNAN);
 	return t;
 }
 
 Test(table, formats)
 {
-	dump_table *t = sample_table();
-	cr_assert_eq(dump_table_rows(t), 3);
-	char *text = print_to_string(t, DUMP_FMT_TEXT);
+	amp_table *t = sample_table();
+	cr_assert_eq(amp_table_rows(t), 3);
+	char *text = print_to_string(t, AMP_FMT_TEXT);
 	cr_assert_str_eq(text, "flag   n            x  name\n"
 	                       "*     42  0.333333333  a,\"b\"\n"
-	                       "       -         -inf  tab\there\n"
+	                       "       -         -inf  tab?here\n"
 	                       "       -          nan  -\n");
-	char *csv = print_to_string(t, DUMP_FMT_CSV);
+	char *csv = print_to_string(t, AMP_FMT_CSV);
 	cr_assert_str_eq(csv, "flag,n,x,name\n"
 	                      "1,42,0.333333333,\"a,\"\"b\"\"\"\n"
 	                      "0,,-inf,tab\there\n"
 	                      "0,,nan,\n");
-	char *json = print_to_string(t, DUMP_FMT_JSON);
+	char *json = print_to_string(t, AMP_FMT_JSON);
 	cr_assert_str_eq(
-	    json, "[\n"
+	    json, "{\"format_version\": 1, \"rows\": [\n"
 	          "  {\"flag\": true, \"n\": 42, \"x\": 0.333333333, \"name\": \"a,\\\"b\\\"\"},\n"
-	          "  {\"flag\": false, \"n\": null, \"x\": \"-inf\", \"name\": \"tab\\there\"},\n"
-	          "  {\"flag\": false, \"n\": null, \"x\": \"nan\", \"name\": null}\n"
-	          "]\n");
+	          "  {\"flag\": false, \"n\": null, \"x\": null, \"x_nonfinite\": \"-inf\", "
+	          "\"name\": \"tab\\there\"},\n"
+	          "  {\"flag\": false, \"n\": null, \"x\": null, \"x_nonfinite\": \"nan\", "
+	          "\"name\": null}\n"
+	          "]}\n");
 	free(text);
 	free(csv);
 	free(json);
-	dump_table_free(t);
-	dump_table_free(NULL);
+	amp_table_free(t);
+	amp_table_free(NULL);
 }
 
 Test(table, empty_json_and_real_format)
 {
-	dump_table *t = dump_table_new(cols, 4);
-	char *json = print_to_string(t, DUMP_FMT_JSON);
-	cr_assert_str_eq(json, "[]\n");
+	amp_table *t = amp_table_new(cols, 4);
+	char *json = print_to_string(t, AMP_FMT_JSON);
+	cr_assert_str_eq(json, "{\"format_version\": 1, \"rows\": []}\n");
 	free(json);
-	dump_table_free(t);
+	amp_table_free(t);
 	char buf[40];
-	cr_assert_str_eq(dump_format_real(1.0 / 3.0, buf, sizeof buf), "0.333333333");
-	cr_assert_str_eq(dump_format_real(HUGE_VAL, buf, sizeof buf), "inf");
-	cr_assert_str_eq(dump_format_real(-HUGE_VAL, buf, sizeof buf), "-inf");
-	cr_assert_str_eq(dump_format_real(DNAN, buf, sizeof buf), "nan");
-	cr_assert_str_eq(dump_format_real(-DNAN, buf, sizeof buf), "nan");
-	cr_assert_str_eq(dump_format_real(1e-300, buf, sizeof buf), "1e-300");
+	cr_assert_str_eq(amp_format_real(1.0 / 3.0, buf, sizeof buf), "0.333333333");
+	cr_assert_str_eq(amp_format_real(HUGE_VAL, buf, sizeof buf), "inf");
+	cr_assert_str_eq(amp_format_real(-HUGE_VAL, buf, sizeof buf), "-inf");
+	cr_assert_str_eq(amp_format_real(DNAN, buf, sizeof buf), "nan");
+	cr_assert_str_eq(amp_format_real(-DNAN, buf, sizeof buf), "nan");
+	cr_assert_str_eq(amp_format_real(1e-300, buf, sizeof buf), "1e-300");
+}
+
+/* A label as an application may set it: invalid UTF-8 (a lone continuation byte, a truncated
+ * sequence, an overlong '/'), a terminal escape (ESC [ 2 J, and the C1 CSI 0x9b), a newline,
+ * DEL, and valid non-ASCII text that must survive. */
+static const char hostile[] = "a\x80" "b\xe2\x82 \xc0\xaf\x1b[2J\xc2\x9b" "1m\nnew\x7f \xc3\xa9t\xc3\xa9";
+
+#define R "\xef\xbf\xbd" /* U+FFFD */
+
+Test(table, hostile_text_is_sanitized_valid_and_escaped)
+{
+	amp_table *t = amp_table_new(cols, 4);
+	cr_assert_not_null(t);
+	cr_assert_eq(amp_table_add_row(t), 0);
+	amp_table_set_text(t, 3, hostile);
+	char *text = print_to_string(t, AMP_FMT_TEXT);
+	char *csv = print_to_string(t, AMP_FMT_CSV);
+	char *json = print_to_string(t, AMP_FMT_JSON);
+	/* text: every unsafe or invalid code point is '?', the valid e-acute is kept */
+	cr_assert_str_eq(text, "flag  n  x  name\n"
+	                       "      -  -  a?b?? ???[2J?1m?new? \xc3\xa9t\xc3\xa9\n");
+	/* CSV: invalid bytes and controls but LF are U+FFFD; the LF makes the field quoted */
+	cr_assert_str_eq(csv, "flag,n,x,name\n"
+	                      "0,,,\"a" R "b" R R " " R R R "[2J" R "1m\nnew" R " \xc3\xa9t\xc3\xa9\"\n");
+	/* JSON: invalid bytes are U+FFFD, controls are escaped */
+	cr_assert_str_eq(json, "{\"format_version\": 1, \"rows\": [\n"
+	                       "  {\"flag\": false, \"n\": null, \"x\": null, \"name\": "
+	                       "\"a" R "b" R R " " R R "\\u001b[2J\\u009b1m\\nnew"
+	                       "\\u007f \xc3\xa9t\xc3\xa9\"}\n"
+	                       "]}\n");
+	for (const char *out[] = {text, csv, json}, **p = out; p < out + 3; p++)
+		cr_assert_null(strchr(*p, 0x1b), "no ESC byte in any format");
+	free(text);
+	free(csv);
+	free(json);
+	amp_table_free(t);
+}
+
+Test(table, stream_writes_the_same_as_a_whole_table)
+{
+	for (amp_format fmt = AMP_FMT_CSV; fmt <= AMP_FMT_JSON; fmt++) {
+		amp_table *whole = sample_table();
+		char *want = print_to_string(whole, fmt);
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		cr_assert_not_null(f);
+		amp_table *t = amp_table_new(cols, 4);
+		cr_assert_eq(amp_table_stream(t, fmt, f), 0);
+		cr_assert_eq(amp_table_add_row(t), 0);
+		amp_table_set_int(t, 0, 1);
+		amp_table_set_int(t, 1, 42);
+		amp_table_set_real(t, 2, 1.0 / 3.0);
+		amp_table_set_text(t, 3, "a,\"b\"");
+		cr_assert_eq(amp_table_add_row(t), 0);
+		amp_table_set_int(t, 0, 0);
+		amp_table_set_real(t, 2, -HUGE_VAL);
+		amp_table_set_text(t, 3, "tab\there");
+		cr_assert_eq(amp_table_add_row(t), 0);
+		amp_table_set_real(t, 2, DNAN);
+		cr_assert_eq(amp_table_print(t, fmt, f), 0);
+		fclose(f);
+		cr_assert_str_eq(buf, want, "format %d", (int)fmt);
+		free(buf);
+		free(want);
+		amp_table_free(t);
+		amp_table_free(whole);
+	}
+	amp_table *t = amp_table_new(cols, 4);
+	cr_assert_eq(amp_table_stream(t, AMP_FMT_TEXT, stdout), -1, "text cannot stream");
+	amp_table_free(t);
 }
