@@ -417,12 +417,9 @@ int prof_run(const prof_options *opts)
 	prof_status_end(&c.status);
 
 	/* ---- how the run ended, finalize ---- */
-	sqlite3_stmt *q = NULL;
-	int crashed = 0;
-	if (sqlite3_prepare_v2(c.db, "SELECT count(*) FROM crashes", -1, &q, NULL) == SQLITE_OK &&
-	    sqlite3_step(q) == SQLITE_ROW)
-		crashed = sqlite3_column_int(q, 0) > 0;
-	sqlite3_finalize(q);
+	int64_t crash_rows = 0;
+	amp_profile_query_int64(c.db, &crash_rows, "SELECT count(*) FROM crashes", NULL);
+	int crashed = crash_rows > 0;
 	int app_code;
 	if (WIFEXITED(status)) {
 		app_code = WEXITSTATUS(status);
