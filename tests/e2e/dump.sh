@@ -395,7 +395,7 @@ run "default profile.db missing" 1 --list && expect "default profile.db" "$T/err
 run "text file" 1 --step 3 --db text.db && expect "text file: not a profile" "$T/err" "^ampdump: cannot open 'text.db': .*not an ampkit profile"
 run "other sqlite db" 1 --list --db other.db && expect "other db: not a profile" "$T/err" "^ampdump: cannot open 'other.db': not an ampkit profile"
 run "newer schema" 1 --step 3 --db newer.db &&
-	expect "newer schema: message" "$T/err" "^ampdump: cannot open 'newer.db': profile schema version 2 is newer than this tool's 1" &&
+	expect "newer schema: message" "$T/err" "^ampdump: cannot open 'newer.db': profile schema version 3 is newer than this tool's 2" &&
 	expect "newer schema: hint" "$T/err" '^hint: '
 run "unknown tensor" 1 --step 3 --tensor nosuch --npy "$T/u" --db run.db &&
 	expect "unknown tensor: message" "$T/err" "^ampdump: no tensor 'nosuch' was dumped at step 3$"
