@@ -78,7 +78,8 @@ static int record_valid(const unsigned char *buf, unsigned type, unsigned n)
 	case AMP_REC_OP: {
 		amp_rec_op o;
 		memcpy(&o, buf, sizeof o);
-		return o.op < AMP_OP_COUNT && o.phase <= AMP_PHASE_OPTIMIZER && o.ndim <= 4;
+		return (o.op < AMP_OP_COUNT || o.op_name != 0) && o.phase <= AMP_PHASE_OPTIMIZER &&
+		       o.ndim <= 4;
 	}
 	case AMP_REC_COPY: {
 		amp_rec_copy c;
@@ -93,13 +94,14 @@ static int record_valid(const unsigned char *buf, unsigned type, unsigned n)
 	case AMP_REC_TSTATS: {
 		amp_rec_tstats t;
 		memcpy(&t, buf, sizeof t);
-		return t.op < AMP_OP_COUNT && t.role <= 2 &&
+		return (t.op < AMP_OP_COUNT || t.op_name != 0) && t.role <= 2 &&
 		       (!(t.flags & AMP_TSTATS_EXT) || t.phase <= AMP_PHASE_OPTIMIZER);
 	}
 	case AMP_REC_DUMP: {
 		amp_rec_dump d;
 		memcpy(&d, buf, sizeof d);
-		return d.op < AMP_OP_COUNT && d.role <= 2 && d.ndim <= 4 && d.reason <= 2 &&
+		return (d.op < AMP_OP_COUNT || d.op_name != 0) && d.role <= 2 && d.ndim <= 4 &&
+		       d.reason <= 2 &&
 		       d.file != 0;
 	}
 	case AMP_REC_CLOCK:

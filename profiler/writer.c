@@ -119,7 +119,8 @@ typedef struct op_sig_key {
 	int64_t shape[4];
 	uint64_t flops, bytes;
 	uint32_t label, callsite;    /* database ids */
-	uint8_t op, phase, exec, in, out, ndim, aligned, engine;
+	uint32_t op, pad;            /* database string id of the op type's name */
+	uint8_t phase, exec, in, out, ndim, aligned, engine, pad2;
 } op_sig_key;
 
 typedef struct copy_sig_key {
@@ -190,6 +191,8 @@ struct prof_writer {
 	uint32_t *str_ht;
 	uint32_t str_ht_cap;
 	keytab modules, callsites, op_sigs, copy_sigs;
+	keytab op_types;             /* op type names (database string ids) known to op_types */
+	uint32_t op_str[AMP_OP_COUNT]; /* database string id of amp_op_name(op), 0 = not yet */
 	callsite_info *cs_info;      /* parallel to callsites */
 	uint32_t cs_info_cap;
 	uint64_t *op_calls, *op_total, *cp_calls, *cp_total;
@@ -202,7 +205,8 @@ struct prof_writer {
 	int64_t last_step;
 	char spool[256];             /* spool directory of dump payloads, "" if none */
 	sqlite3_stmt *st_string, *st_callsite, *st_opsig, *st_op, *st_copysig, *st_copy, *st_step,
-	    *st_scale, *st_mem, *st_meta, *st_tstats, *st_dump, *st_crash, *st_nonfinite;
+	    *st_scale, *st_mem, *st_meta, *st_tstats, *st_dump, *st_crash, *st_nonfinite,
+	    *st_optype;
 };
 
 static int db_error(prof_writer *w, const char *what)
@@ -412,6 +416,10 @@ static const struct {
 	 "VALUES (?,?,?,?,?,?,?)"},
 	/* origins are listed as they arrive, so finalize never scans tensor_stats for them;
 	 * it classifies them (class and the step's columns) */
+	/* an op type a producer named that this schema does not know: gray until a list says */
+	{offsetof(prof_writer, st_optype),
+	 "INSERT INTO op_types(name, list) SELECT ?1, 'gray' WHERE NOT EXISTS "
+	 "(SELECT 1 FROM op_types WHERE name = ?1)"},
 	{offsetof(prof_writer, st_nonfinite),
 	 "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf, neg_inf, "
 	 "callsite, seq, stats_id, thread) SELECT step, op, name, phase, role, dtype, nan, "
@@ -440,6 +448,7 @@ prof_writer *prof_writer_new(sqlite3 *db, const prof_options *opts, uint64_t run
 	w->callsites.key_size = sizeof(callsite_key);
 	w->op_sigs.key_size = sizeof(op_sig_key);
 	w->copy_sigs.key_size = sizeof(copy_sig_key);
+	w->op_types.key_size = sizeof(uint32_t);
 	w->n_rings = opts->ring_count;
 	w->rings = calloc(w->n_rings ? w->n_rings : 1, sizeof *w->rings);
 	if (!w->rings) {
@@ -476,6 +485,7 @@ void prof_writer_free(prof_writer *w)
 	keytab_release(&w->callsites);
 	keytab_release(&w->op_sigs);
 	keytab_release(&w->copy_sigs);
+	keytab_release(&w->op_types);
 	free(w->cs_info);
 	free(w->op_calls);
 	free(w->op_total);
@@ -577,8 +587,48 @@ static int grow_u64(uint64_t **a, uint64_t **b, uint32_t *cap, uint32_t need)
 	return 0;
 }
 
+/* Database string id of a record's op type: the name the producer sent (op_name, a ring string
+ * id), else the runtime's name of op; an op_types row is added the first time a name this
+ * schema does not know is seen.  0 when neither names a type (stored as "?"), -1 on an SQLite
+ * or memory failure (reported). */
+static int64_t op_type(prof_writer *w, const ring_map *rm, unsigned op, uint32_t op_name)
+{
+	uint32_t id = ring_string(rm, op_name);
+	if (!id && op < AMP_OP_COUNT) {
+		id = w->op_str[op];
+		if (!id) {
+			const char *name = amp_op_name((amp_op_type)op);
+			id = w->op_str[op] = string_intern(w, name, strlen(name));
+			if (!id)
+				return -1;
+		}
+	}
+	if (!id)
+		return 0;
+	int added;
+	if (!keytab_intern(&w->op_types, &id, &added)) {
+		prof_error(NULL, "out of memory");
+		return -1;
+	}
+	if (added && amp_op_from_name(text_of(w, id)) < 0) {
+		sqlite3_bind_text(w->st_optype, 1, text_of(w, id), -1, SQLITE_STATIC);
+		if (run_stmt(w, w->st_optype, "op_types") != 0)
+			return -1;
+	}
+	return id;
+}
+
+static const char *op_type_text(const prof_writer *w, int64_t id)
+{
+	const char *t = id > 0 ? text_of(w, (uint32_t)id) : NULL;
+	return t ? t : "?";
+}
+
 static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op *o)
 {
+	int64_t op = op_type(w, rm, o->op, o->op_name);
+	if (op < 0)
+		return -1;
 	op_sig_key k;
 	memset(&k, 0, sizeof k);
 	for (unsigned i = 0; i < 4; i++)
@@ -587,7 +637,7 @@ static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op 
 	k.bytes = o->bytes;
 	k.label = ring_string(rm, o->label);
 	k.callsite = ring_site(rm, o->callsite);
-	k.op = o->op;
+	k.op = (uint32_t)op;
 	k.phase = o->phase;
 	k.exec = o->exec_dtype;
 	k.in = o->in_dtype;
@@ -606,7 +656,7 @@ static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op 
 		shape_text(shape, sizeof shape, k.shape, k.ndim);
 		sqlite3_stmt *st = w->st_opsig;
 		sqlite3_bind_int64(st, 1, sig);
-		sqlite3_bind_text(st, 2, amp_op_name((amp_op_type)k.op), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, op_type_text(w, k.op), -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, amp_phase_name((amp_phase)k.phase), -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 4, prof_dtype_name(k.exec), -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 5, prof_dtype_name(k.in), -1, SQLITE_STATIC);
@@ -707,6 +757,7 @@ static const char *meta_reserved[] = {
 	"host", "cpu", "cpu_half_features", "start_time", "start_mono_ns", "clock", "ticks_per_ns",
 	"end", "exit_status", "exit_signal", "complete", "events", "dropped_events",
 	"rings_missing", "wall_ns", "finalized_at", "output", "rejected_events",
+	"producer_wire_version",
 };
 
 static int put_meta(prof_writer *w, const char *key, size_t kl, const char *val, size_t vl)
@@ -1019,10 +1070,13 @@ int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_re
 	case AMP_REC_TSTATS: {
 		amp_rec_tstats t;
 		memcpy(&t, p, sizeof t);
+		int64_t op = op_type(w, rm, t.op, t.op_name);
+		if (op < 0)
+			return -1;
 		sqlite3_stmt *st = w->st_tstats;
 		sqlite3_bind_int64(st, 1, t.step);
 		sqlite3_bind_int64(st, 2, (sqlite3_int64)t.seq);
-		sqlite3_bind_text(st, 3, amp_op_name((amp_op_type)t.op), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, op_type_text(w, op), -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 4, role_name(t.role), -1, SQLITE_STATIC);
 		bind_text_or_null(st, 5, text_of(w, ring_string(rm, t.name)));
 		sqlite3_bind_text(st, 6, prof_dtype_name(t.dtype), -1, SQLITE_STATIC);
@@ -1052,6 +1106,9 @@ int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_re
 	case AMP_REC_DUMP: {
 		amp_rec_dump d;
 		memcpy(&d, p, sizeof d);
+		int64_t op = op_type(w, rm, d.op, d.op_name);
+		if (op < 0)
+			return -1;
 		char shape[128];
 		static const char *const reasons[] = {"nonfinite", "step", "manual"};
 		shape_text(shape, sizeof shape, d.shape, d.ndim);
@@ -1060,7 +1117,7 @@ int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_re
 		sqlite3_stmt *st = w->st_dump;
 		sqlite3_bind_int64(st, 1, d.step);
 		sqlite3_bind_int64(st, 2, (sqlite3_int64)d.seq);
-		sqlite3_bind_text(st, 3, amp_op_name((amp_op_type)d.op), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, op_type_text(w, op), -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 4, role_name(d.role), -1, SQLITE_STATIC);
 		bind_text_or_null(st, 5, text_of(w, ring_string(rm, d.name)));
 		sqlite3_bind_text(st, 6, prof_dtype_name(d.dtype), -1, SQLITE_STATIC);

@@ -67,6 +67,7 @@ typedef struct trace_ring {
 		const char *ptr;
 		uint32_t id;
 	} pcache[TRACE_PCACHE];
+	uint32_t op_ids[AMP_OP_COUNT]; /* string id of each op type's name, 0 = not sent yet */
 	/* call sites: key (return address) -> id */
 	uintptr_t *cs_keys;
 	uint32_t *cs_ids;
@@ -328,6 +329,20 @@ static inline uint32_t intern(trace_ring *r, const char *s)
 		r->pcache[slot].ptr = s;
 		r->pcache[slot].id = id;
 	}
+	return id;
+}
+
+/* String id of an op type's name (wire v2's op_name): name when given (an op outside
+ * amp_op_type), else the runtime's name of op, sent once per ring.  0 on failure. */
+static inline uint32_t op_name_id(trace_ring *r, int op, const char *name)
+{
+	if (name)
+		return intern(r, name);
+	if ((unsigned)op >= AMP_OP_COUNT)
+		return 0;
+	uint32_t id = r->op_ids[op];
+	if (__builtin_expect(id == 0, 0))
+		id = r->op_ids[op] = intern_content(r, amp_op_name((amp_op_type)op));
 	return id;
 }
 
@@ -660,6 +675,7 @@ void amp_trace_op_end(const amp_trace_op *op)
 		return;
 	uint32_t cs = callsite_capture(r, (uintptr_t)__builtin_frame_address(0));
 	uint32_t label = intern(r, op->label);
+	uint32_t op_name = op_name_id(r, op->op, op->op_name);
 	amp_rec_op *rec = ring_reserve(r, 2);
 	if (!rec)
 		return;
@@ -672,7 +688,8 @@ void amp_trace_op_end(const amp_trace_op *op)
 	rec->ndim = pack_shape(rec->shape, op->shape, op->ndim);
 	rec->label = label;
 	rec->callsite = cs;
-	rec->op = (uint8_t)op->op;
+	rec->op = (uint8_t)(op->op_name ? AMP_OP_BY_NAME : op->op);
+	rec->op_name = op_name;
 	rec->phase = (uint8_t)op->phase;
 	rec->exec_dtype = (uint8_t)op->exec_dtype;
 	rec->in_dtype = (uint8_t)op->in_dtype;
@@ -840,6 +857,7 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	if (!r || !st)
 		return;
 	uint32_t name = intern(r, st->name);
+	uint32_t op_name = op_name_id(r, st->op, NULL);
 	unsigned slots = AMP_REC_SLOTS(amp_rec_tstats);
 	amp_rec_tstats *rec = ring_reserve(r, slots);
 	if (!rec)
@@ -859,6 +877,7 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	rec->name = name;
 	rec->callsite = callsite_capture(r, (uintptr_t)__builtin_frame_address(0));
 	rec->op = (uint8_t)st->op;
+	rec->op_name = op_name;
 	rec->role = (uint8_t)st->role;
 	rec->dtype = (uint8_t)st->dtype;
 	rec->origin = (uint8_t)(st->origin != 0);
@@ -875,6 +894,7 @@ void amp_trace_dump(const amp_trace_dump_ref *d)
 		return;
 	uint32_t file = intern_content(r, d->file ? d->file : "");
 	uint32_t name = intern(r, d->name);
+	uint32_t op_name = op_name_id(r, d->op, NULL);
 	unsigned slots = AMP_REC_SLOTS(amp_rec_dump);
 	amp_rec_dump *rec = ring_reserve(r, slots);
 	if (!rec)
@@ -887,6 +907,7 @@ void amp_trace_dump(const amp_trace_dump_ref *d)
 	rec->file = file;
 	rec->name = name;
 	rec->op = (uint8_t)d->op;
+	rec->op_name = op_name;
 	rec->role = (uint8_t)d->role;
 	rec->dtype = (uint8_t)d->dtype;
 	rec->reason = (uint8_t)d->reason;
@@ -1007,6 +1028,11 @@ __attribute__((constructor)) static void trace_attach(void)
 	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
 	if (map == MAP_FAILED)
 		return;
+	/* say which wire version this library speaks, so that a collector of another version can
+	 * name both instead of reporting a run that sent nothing */
+	amp_session_hdr *hdr = map;
+	if ((size_t)st.st_size >= AMP_SESSION_HDR_SIZE && hdr->magic == AMP_SESSION_MAGIC)
+		__atomic_store_n(&hdr->producer_wire, AMP_WIRE_VERSION, __ATOMIC_RELEASE);
 	if (!session_valid(map, (size_t)st.st_size)) {
 		munmap(map, (size_t)st.st_size);
 		return;
