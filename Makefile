@@ -230,12 +230,15 @@ $(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUIL
 $(BUILD)/tests/test_profiler: $(GENPROF_OBJ)
 $(BUILD)/obj/tests/unit/test_profiler.o: CPPFLAGS += -Iviewer -Itests/progs
 FUZZ_SECONDS ?= 20
+# the decoder and the record table it shares with the writer (records.c), with what that needs
+FUZZ_PROF_SRC := profiler/decode.c profiler/records.c profiler/writer.c profiler/keytab.c \
+                 profiler/symbolize.c profiler/util.c
 .PHONY: fuzz
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_GNU_SOURCE \
-	  -Ischema -Iprofiler tests/fuzz/fuzz_decode.c profiler/decode.c schema/amp_names.c \
-	  -o $(BUILD)/fuzz/fuzz_decode
+	  -Ischema -Iprofiler tests/fuzz/fuzz_decode.c $(FUZZ_PROF_SRC) schema/amp_names.c \
+	  -o $(BUILD)/fuzz/fuzz_decode -lsqlite3
 	$(BUILD)/fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -print_final_stats=1
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -396,12 +396,9 @@ int prof_run(const prof_options *opts)
 	prof_status_end(&c.status);
 
 	/* ---- how the run ended, finalize ---- */
-	sqlite3_stmt *q = NULL;
-	int crashed = 0;
-	if (sqlite3_prepare_v2(c.db, "SELECT count(*) FROM crashes", -1, &q, NULL) == SQLITE_OK &&
-	    sqlite3_step(q) == SQLITE_ROW)
-		crashed = sqlite3_column_int(q, 0) > 0;
-	sqlite3_finalize(q);
+	int64_t crash_rows = 0;
+	amp_profile_query_int64(c.db, &crash_rows, "SELECT count(*) FROM crashes", NULL);
+	int crashed = crash_rows > 0;
 	int app_code;
 	if (WIFEXITED(status)) {
 		app_code = WEXITSTATUS(status);
@@ -449,8 +446,21 @@ int prof_run(const prof_options *opts)
 	/* fold the WAL back so the profile is one self-contained file */
 	sqlite3_exec(c.db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
 
+	uint32_t wire = __atomic_load_n(&c.sess.hdr->producer_wire, __ATOMIC_ACQUIRE);
+	if (events == 0 && c.sess.hdr->attached == 0 && wire != 0 && wire != AMP_WIRE_VERSION) {
+		meta_set(c.db, "producer_wire_version", "%u", wire);
+		prof_error("rebuild the program against this ampkit's libamprt, or profile it with the "
+		           "ampprof of its own version",
+		           "'%s' uses libamprt with wire format %u, this ampprof speaks %u: it sent no "
+		           "events; the profile '%s' holds only the run's meta",
+		           opts->argv ? opts->argv[0] : opts->application, wire, AMP_WIRE_VERSION,
+		           opts->output);
+		code = PROF_EXIT_NO_EVENTS;
+		goto out;
+	}
 	if (events == 0 && c.sess.hdr->attached == 0) {
-		prof_error("link the program with libamprt (-lamprt) and run its training through it",
+		prof_error("link the program with libamprt (-lamprt) and run its training through it "
+		           "(a libamprt older than wire format 2 does not attach to this ampprof)",
 		           "no events received from '%s'; the profile '%s' holds only the run's meta",
 		           opts->argv ? opts->argv[0] : opts->application, opts->output);
 		code = PROF_EXIT_NO_EVENTS;

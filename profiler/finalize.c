@@ -146,26 +146,18 @@ out:
 	return rc;
 }
 
+/* The first column of sql's first row, dflt on NULL, no row or error. */
 static double query_double(sqlite3 *db, const char *sql, double dflt)
 {
-	sqlite3_stmt *st = NULL;
-	double v = dflt;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_type(st, 0) != SQLITE_NULL)
-		v = sqlite3_column_double(st, 0);
-	sqlite3_finalize(st);
-	return v;
+	amp_profile_query_double(db, &dflt, sql, NULL);
+	return dflt;
 }
 
-/* The first column of sql's first row as text into buf ("" if none). */
+/* The same as text into buf, "" on NULL, no row or error. */
 static void query_text(sqlite3 *db, const char *sql, char *buf, size_t len)
 {
-	sqlite3_stmt *st = NULL;
 	buf[0] = '\0';
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_type(st, 0) != SQLITE_NULL)
-		snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	amp_profile_query_text(db, buf, len, sql, NULL);
 }
 
 /* The precision mode the run used (meta precision_mode), canonical: allow_mix_precision is
@@ -381,14 +373,8 @@ static int rule_scale(sqlite3 *db)
 	         overflow, first, last, min_scale);
 	if (min_scale <= floor_cfg) {
 		double at_floor = 0;
-		sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(db, "SELECT count(*) FROM steps WHERE scale <= ?", -1, &st, NULL) ==
-		    SQLITE_OK) {
-			sqlite3_bind_double(st, 1, floor_cfg);
-			if (sqlite3_step(st) == SQLITE_ROW)
-				at_floor = sqlite3_column_double(st, 0);
-		}
-		sqlite3_finalize(st);
+		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM steps WHERE scale <= ?",
+		                         "d", floor_cfg);
 		snprintf(msg, sizeof msg,
 		         "loss scale reached its floor %.9g and stayed there for %.0f step(s): gradients "
 		         "overflow even unscaled; look for the op that produces Inf (ampdump) and move "

@@ -37,6 +37,8 @@ typedef struct amp_trace_op {
 	int64_t shape[4];      /* output shape, or (M, N, K) for GEMMs */
 	int aligned;           /* GEMM dims fit the fast path (multiples of 8/16) */
 	amp_engine engine;     /* what the arithmetic ran on (AMP_ENGINE_NONE if not said) */
+	const char *op_name;   /* an op type outside amp_op_type, by name (op is then ignored);
+	                          NULL for the runtime's ops */
 } amp_trace_op;
 void amp_trace_op_end(const amp_trace_op *op);
 

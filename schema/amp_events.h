@@ -41,6 +41,8 @@ typedef enum {
 	AMP_OP_OPTIMIZER,   /* one optimizer update over all parameters */
 	AMP_OP_COUNT
 } amp_op_type;
+/* The op byte of a record (wire v2) whose op type is outside amp_op_type, named by op_name. */
+#define AMP_OP_BY_NAME 255u
 
 /* Precision class of an op type under allow_mix_precision. */
 typedef enum { AMP_LIST_GRAY = 0, AMP_LIST_WHITE = 1, AMP_LIST_BLACK = 2 } amp_op_list;
@@ -142,8 +144,21 @@ const char *amp_op_list_name(amp_op_list l);
  * Everything here is written by the application and therefore untrusted by the collector:
  * every field is bounds-checked before use (profiler/decode.c).
  * All integers are little-endian host order; both sides run on the same machine.
+ *
+ * Compatibility rules.  AMP_WIRE_VERSION names the layout; both sides must speak the same one.
+ * A field may be added within a version only in what was zeroed padding, with a meaning for 0
+ * that is what a peer predating it meant (as amp_rec_op.engine and amp_rec_tstats.ninf); any
+ * other change (a field that grows a record, moves one, or a 0 that would mean something new)
+ * bumps the version.  A producer that finds a session of another version does not attach: it
+ * writes its own version into amp_session_hdr.producer_wire, and the collector refuses the run
+ * naming both versions (a producer of version 1 predates that field and is reported as one
+ * that sent no events).
+ *
+ * Version 2: op types travel by name.  amp_rec_op, amp_rec_tstats and amp_rec_dump carry
+ * op_name, the string id of the op type's name; a producer other than libamprt describes its
+ * own ops this way (op is then AMP_OP_BY_NAME) and the collector adds them to op_types.
  */
-#define AMP_WIRE_VERSION 1u
+#define AMP_WIRE_VERSION 2u
 #define AMP_SESSION_MAGIC 0x314e5353504d4161ull /* "aAMPSSN1" */
 #define AMP_RING_MAGIC 0x31474e52504d4161ull    /* "aAMPRNG1" */
 #define AMP_SESSION_ENV "AMPPROF_SESSION"       /* decimal fd number of the session memfd */
@@ -204,7 +219,9 @@ typedef struct amp_session_hdr {
 	uint32_t wake;               /* producer: futex word, incremented with a FUTEX_WAKE when a
 	                                ring fills past half or a producer waits on a full ring;
 	                                the collector sleeps on it between polls */
-	uint32_t pad_wake;
+	uint32_t producer_wire;      /* producer: the AMP_WIRE_VERSION of the last process that
+	                                found the session, written whether it attached or not
+	                                (0: none did, or one predating wire version 2) */
 } amp_session_hdr;
 
 /* Header of one ring; slots follow at AMP_RING_HDR_SIZE.  head and tail sit on their own
@@ -303,6 +320,8 @@ typedef struct amp_rec_op {
 	 * sends 0, AMP_ENGINE_NONE): */
 	uint8_t engine;           /* amp_engine the arithmetic ran on; a value the collector does
 	                             not know is stored as NULL (unknown) */
+	uint32_t op_name;         /* wire v2: string id of the op type's name; 0 = amp_op_name(op)
+	                             (op must then be < AMP_OP_COUNT) */
 } amp_rec_op;
 
 typedef struct amp_rec_copy {
@@ -387,6 +406,8 @@ typedef struct amp_rec_tstats {
 	/* Added within wire version 1, valid with AMP_TSTATS_EXT (the record still spans the same
 	 * slots; phase and flags sit in what was zeroed padding): */
 	uint64_t ninf;            /* of inf, the -Inf count (+Inf = inf - ninf) */
+	uint32_t op_name;         /* wire v2: as amp_rec_op.op_name */
+	uint32_t pad_name;
 } amp_rec_tstats;
 
 /* A tensor dumped into the spool directory (file name relative to it). */
@@ -399,6 +420,8 @@ typedef struct amp_rec_dump {
 	uint32_t file;            /* string id of the file name in the spool directory */
 	uint32_t name;            /* string id of the tensor's name */
 	uint8_t op, role, dtype, ndim, reason, pad[3];  /* reason: 0 nonfinite, 1 step, 2 manual */
+	uint32_t op_name;         /* wire v2: as amp_rec_op.op_name */
+	uint32_t pad_name;
 } amp_rec_dump;
 
 /* Scope of a counter's value (amp_rec_counter.scope): how the collector combines the values
@@ -434,7 +457,7 @@ _Static_assert(AMP_REC_SLOTS(amp_rec_step) == 1, "step record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_scale) == 1, "scale record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_memory) == 2, "memory record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_crash) <= AMP_REC_MAX_SLOTS, "crash record");
-_Static_assert(AMP_REC_SLOTS(amp_rec_tstats) == 5, "tstats record (its size is part of wire v1)");
+_Static_assert(AMP_REC_SLOTS(amp_rec_tstats) == 5, "tstats record (its size is part of the wire)");
 _Static_assert(offsetof(amp_rec_tstats, exp_hist) == 104, "tstats: exp_hist where wire v1 had it");
 _Static_assert(AMP_REC_SLOTS(amp_rec_dump) <= 2, "dump record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_counter) == 1, "counter record");

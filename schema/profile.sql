@@ -38,7 +38,8 @@ CREATE TABLE meta (
 	value TEXT               -- fact value as text
 );
 
--- Interned strings (labels, tensor names, module paths), one row per distinct value.
+-- Interned strings (labels, tensor names, module paths, op type names), one row per distinct
+-- value.
 CREATE TABLE strings (
 	id    INTEGER PRIMARY KEY,  -- string id, referred to by other tables
 	value TEXT NOT NULL         -- the string
@@ -52,9 +53,12 @@ CREATE TABLE threads (
 	dropped INTEGER               -- events dropped by this thread (drop mode or dead collector)
 );
 
--- Op types known to this schema version with their default precision list (DESIGN §2).
+-- Op types with their default precision list (DESIGN §2): the runtime's, written when the
+-- profile is created, and any other a producer named on the wire (op types travel by name
+-- since wire version 2), added as they first appear, 'gray' since no list names them.
 CREATE TABLE op_types (
-	id   INTEGER PRIMARY KEY,  -- amp_op_type value
+	id   INTEGER PRIMARY KEY,  -- amp_op_type value for the runtime's types; larger ids for the
+	                           -- names other producers sent, in order of arrival
 	name TEXT NOT NULL,        -- name as used in lists and in ops.op ('MatMul')
 	list TEXT NOT NULL         -- default list: 'white', 'black' or 'gray' (the optimizer: black)
 );

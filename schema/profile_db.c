@@ -9,6 +9,7 @@
 #include "profile_db.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -245,6 +246,83 @@ static int check_header(const char *path, char *err, size_t errlen)
 	return AMP_PROFILE_OK;
 }
 
+/* Prepares sql with the args of amp_profile_query_* bound and steps it once.  Returns the
+ * SQLite code of the step (SQLITE_ROW with a row) or of the failed prepare or bind; *st is
+ * the statement to finalize (NULL after a failed prepare). */
+static int query_one(sqlite3 *db, sqlite3_stmt **st, const char *sql, const char *args,
+                     va_list ap)
+{
+	int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	for (int i = 0; args && args[i] && rc == SQLITE_OK; i++) {
+		switch (args[i]) {
+		case 'i': rc = sqlite3_bind_int64(*st, i + 1, va_arg(ap, int64_t)); break;
+		case 'd': rc = sqlite3_bind_double(*st, i + 1, va_arg(ap, double)); break;
+		case 't': {
+			const char *t = va_arg(ap, const char *);
+			rc = t ? sqlite3_bind_text(*st, i + 1, t, -1, SQLITE_TRANSIENT)
+			       : sqlite3_bind_null(*st, i + 1);
+			break;
+		}
+		default: rc = SQLITE_MISUSE; break;
+		}
+	}
+	return rc == SQLITE_OK ? sqlite3_step(*st) : rc;
+}
+
+/* AMP_PROFILE_* for query_one's code and the row's first column. */
+static int query_code(sqlite3_stmt *st, int rc)
+{
+	if (rc == SQLITE_DONE || (rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL))
+		return AMP_PROFILE_ENOENT;
+	return rc == SQLITE_ROW ? AMP_PROFILE_OK : AMP_PROFILE_EIO;
+}
+
+int amp_profile_query_int64(sqlite3 *db, int64_t *out, const char *sql, const char *args, ...)
+{
+	sqlite3_stmt *st = NULL;
+	va_list ap;
+	va_start(ap, args);
+	int step = query_one(db, &st, sql, args, ap);
+	va_end(ap);
+	int rc = query_code(st, step);
+	if (rc == AMP_PROFILE_OK)
+		*out = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int amp_profile_query_double(sqlite3 *db, double *out, const char *sql, const char *args, ...)
+{
+	sqlite3_stmt *st = NULL;
+	va_list ap;
+	va_start(ap, args);
+	int step = query_one(db, &st, sql, args, ap);
+	va_end(ap);
+	int rc = query_code(st, step);
+	if (rc == AMP_PROFILE_OK)
+		*out = sqlite3_column_double(st, 0);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int amp_profile_query_text(sqlite3 *db, char *buf, size_t len, const char *sql,
+                           const char *args, ...)
+{
+	sqlite3_stmt *st = NULL;
+	va_list ap;
+	va_start(ap, args);
+	int step = query_one(db, &st, sql, args, ap);
+	va_end(ap);
+	int rc = query_code(st, step);
+	if (rc == AMP_PROFILE_OK && len)
+		snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* An integer pragma (or one-value query) into *value; the SQLite code (SQLITE_OK on a row). */
 static int pragma_int(sqlite3 *db, const char *sql, int *value)
 {
 	sqlite3_stmt *st = NULL;
@@ -336,16 +414,10 @@ out:
 
 int amp_profile_has_table(sqlite3 *db, const char *name)
 {
-	sqlite3_stmt *st = NULL;
-	int found = 0;
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name = ? AND "
-	                       "type IN ('table', 'view')", -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			found = sqlite3_column_int(st, 0) > 0;
-	}
-	sqlite3_finalize(st);
-	return found;
+	int64_t found = 0;
+	amp_profile_query_int64(db, &found, "SELECT count(*) FROM sqlite_master WHERE name = ? AND "
+	                        "type IN ('table', 'view')", "t", name);
+	return found > 0;
 }
 
 int amp_profile_has_column(sqlite3 *db, const char *table, const char *column)

@@ -9,6 +9,7 @@
 #define AMP_PROFILE_DB_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sqlite3.h>
 
 #define AMP_PROFILE_APP_ID 0x414D5046   /* 'AMPF', PRAGMA application_id */
@@ -64,6 +65,18 @@ int amp_profile_has_column(sqlite3 *db, const char *table, const char *column);
  * NULL or "" (an FP32 run, read as its FP16 readiness), "BF16 share" for 'bf16', "half share
  * (fp16+bf16)" when both ran.  Static string, never NULL. */
 const char *amp_profile_half_label(const char *half_types);
+
+/* Single-value queries: the first column of the first row of sql.  args names the types of
+ * the values that follow, bound to ?1, ?2, ... in order: 'i' int64_t, 'd' double, 't' const
+ * char * (NULL binds NULL); NULL or "" for none.  Return AMP_PROFILE_OK with the value in
+ * *out (text: copied into buf, NUL-terminated, truncated to len), AMP_PROFILE_ENOENT when there
+ * is no row or the value is NULL, AMP_PROFILE_EIO on an SQLite error (a missing table or
+ * column included); *out and buf are left as they were unless AMP_PROFILE_OK, so a caller may
+ * set a default first.  No allocation survives the call. */
+int amp_profile_query_int64(sqlite3 *db, int64_t *out, const char *sql, const char *args, ...);
+int amp_profile_query_double(sqlite3 *db, double *out, const char *sql, const char *args, ...);
+int amp_profile_query_text(sqlite3 *db, char *buf, size_t len, const char *sql,
+                           const char *args, ...);
 
 /* Closes a connection from amp_profile_create/open.  NULL is a no-op. */
 void amp_profile_close(sqlite3 *db);

@@ -80,23 +80,23 @@ static sqlite3_stmt *prep_args(view_model *m, const char *sql, const int64_t *ar
 	return st;
 }
 
-/* One integer from a query whose ?1, if it has one, is arg; dflt on NULL, no row or error. */
+/* One integer from a query whose ?1 is arg (profile_db's single-value helper); dflt on NULL,
+ * no row or error (which view_model_error then says). */
 static int64_t query_i64_arg(view_model *m, const char *sql, int64_t arg, int64_t dflt)
 {
-	sqlite3_stmt *st = prep(m, sql);
 	int64_t v = dflt;
-	if (st && sqlite3_bind_parameter_count(st) > 0)
-		sqlite3_bind_int64(st, 1, arg);
-	if (st && step_row(m, st) == SQLITE_ROW)
-		v = col_i64(st, 0, dflt);
-	sqlite3_finalize(st);
+	if (amp_profile_query_int64(m->db, &v, sql, "i", arg) == AMP_PROFILE_EIO)
+		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
 	return v;
 }
 
-/* One integer from a query with no parameters, dflt on NULL, no row or error. */
+/* The same for a query with no parameters. */
 static int64_t query_i64(view_model *m, const char *sql, int64_t dflt)
 {
-	return query_i64_arg(m, sql, 0, dflt);
+	int64_t v = dflt;
+	if (amp_profile_query_int64(m->db, &v, sql, NULL) == AMP_PROFILE_EIO)
+		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+	return v;
 }
 
 /* Fills one row (a view struct) from the current row of st. */

@@ -85,6 +85,15 @@ check "producer bf16 run exits 0" "$rc" 0
 check "bf16: native share = MatMul time" "$(q native.db "SELECT abs(native_half_share - (SELECT CAST(sum(dur_ns) AS REAL) FROM ops WHERE engine = 'avx512-bf16') / (SELECT sum(dur_ns) FROM ops)) < 1e-12, half_types FROM overview")" "1|bf16"
 check "bf16: no emulated_half advice (the ReLUs convert in registers)" "$(q native.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 0
 check_true "bf16: the report says BF16 share" grep -q '^  BF16 share ' <<<"$("$AMPPROF" report native.db 2>/dev/null)"
+# op types by name: a producer's own op type lands in ops and op_types (gray)
+"$AMPPROF" -q -o named.db -- "$PRODUCER" --steps 3 --ops 8 --custom-op FlashAttention
+check "custom op type stored by name" "$(q named.db "SELECT count(*) > 0 FROM ops WHERE op = 'FlashAttention'") $(q named.db "SELECT list FROM op_types WHERE name = 'FlashAttention'")" "1 gray"
+check "ops rows = producer's count with a custom op" "$(q named.db 'SELECT count(*) FROM ops')" \
+	"$(q named.db "SELECT value FROM meta WHERE key = 'ops_dispatched'")"
+err=$("$AMPPROF" -q -o wire.db -- "$PRODUCER" --fake-wire 3 2>&1); rc=$?
+check "wire version mismatch exits 7" "$rc" 7
+check_true "wire version mismatch names both versions" grep -q "uses libamprt with wire format 3, this ampprof speaks 2" <<<"$err"
+check "wire version mismatch in meta" "$(q wire.db "SELECT value FROM meta WHERE key = 'producer_wire_version'")" 3
 "$AMPPROF" -q -o run.db -- "$PRODUCER" 2>/dev/null; check "existing output refused" "$?" 4
 "$AMPPROF" -q -f -o run.db -- "$PRODUCER" --steps 10 --ops 20; check "--force overwrites" "$?" 0
 check "op row size <= 40 bytes" "$(q run.db "SELECT CASE WHEN sum(pgsize) * 1.0 / (SELECT count(*) FROM op_events) <= 40 OR (SELECT count(*) FROM op_events) < 1000 THEN 1 ELSE 0 END FROM dbstat WHERE name = 'op_events'")" 1

@@ -5,7 +5,11 @@
  * hostile application that writes garbage into its session's rings.
  *   trace_producer [--steps N] [--ops N] [--threads N] [--sleep-ms N] [--crash-at STEP]
  *                  [--abort-at STEP] [--exit-at STEP] [--garbage] [--gemm-engine NAME]
- *                  [--half fp16|bf16] [--mode PRECISION_MODE]
+ *                  [--half fp16|bf16] [--mode PRECISION_MODE] [--custom-op NAME]
+ *                  [--fake-wire N]
+ * --custom-op names every fourth op by that name (an op type outside the runtime's enum, as a
+ * producer other than libamprt would); --fake-wire poses as a library of wire version N that
+ * refused the session (it sends nothing).
  * The MatMuls run on the --gemm-engine (default fp32-fma: half storage computed in FP32), the
  * other ops on fp32-fma; --half is the half type of the MatMuls and ReLUs (default fp16).
  */
@@ -33,6 +37,7 @@ static producer_opts g_opts = {10, 20, 1, 0, -1, -1, -1, 0};
 static amp_engine g_gemm_engine = AMP_ENGINE_FP32_FMA;
 static int g_half = AMP_DTYPE_F16;
 static const char *g_mode = "allow_mix_precision";
+static const char *g_custom_op;
 static uint64_t g_ops_total; /* ops of all threads so far */
 
 static void sleep_ms(int ms)
@@ -53,6 +58,8 @@ static __attribute__((noinline)) void emit_op(int64_t step, uint64_t seq, int i)
 	op.phase = AMP_PHASE_FORWARD;
 	op.exec_dtype = op.op == AMP_OP_SOFTMAX ? AMP_DTYPE_F32 : g_half;
 	op.engine = op.op == AMP_OP_MATMUL ? g_gemm_engine : AMP_ENGINE_FP32_FMA;
+	if (g_custom_op && i % 4 == 1)
+		op.op_name = g_custom_op;
 	op.in_dtype = 0;
 	op.out_dtype = op.exec_dtype;
 	op.label = label;
@@ -115,6 +122,22 @@ static void *run_thread(void *arg)
 }
 
 /* Hostile: claims two rings and fills them with garbage, lying about their heads. */
+/* Poses as a library of another wire version: it found the session, said its version and did
+ * not attach (the attach of this process's own libamprt is undone). */
+static void fake_wire(unsigned version)
+{
+	const char *env = getenv(AMP_SESSION_ENV);
+	struct stat st;
+	if (!env || fstat(atoi(env), &st) != 0)
+		return;
+	amp_session_hdr *h =
+	    mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, atoi(env), 0);
+	if (h == MAP_FAILED)
+		return;
+	__atomic_store_n(&h->producer_wire, version, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->attached, 0, __ATOMIC_RELEASE);
+}
+
 static void write_garbage(void)
 {
 	const char *env = getenv(AMP_SESSION_ENV);
@@ -186,6 +209,12 @@ int main(int argc, char **argv)
 			g_half = amp_dtype_code_from_name(v), i++;
 		else if (strcmp(a, "--mode") == 0)
 			g_mode = v, i++;
+		else if (strcmp(a, "--custom-op") == 0)
+			g_custom_op = v, i++;
+		else if (strcmp(a, "--fake-wire") == 0) {
+			fake_wire((unsigned)atoi(v));
+			return 0;
+		}
 		else {
 			fprintf(stderr, "trace_producer: unknown option '%s'\n", a);
 			return 2;

@@ -837,3 +837,75 @@ Test(headroom, bf16_tensors_have_fp32_range)
 	view_model_free(m);
 	temp_profile_release(&t);
 }
+
+/* ---- op types by name (wire v2) ------------------------------------------------------------ */
+static void put_named_op(prof_writer *w, unsigned op, uint32_t op_name, amp_engine engine)
+{
+	unsigned char rec[2 * AMP_SLOT_SIZE];
+	memset(rec, 0, sizeof rec);
+	amp_rec_op o;
+	memset(&o, 0, sizeof o);
+	o.op = (uint8_t)op;
+	o.op_name = op_name;
+	o.engine = (uint8_t)engine;
+	o.exec_dtype = AMP_DTYPE_F16;
+	o.t_begin = 0;
+	o.t_end = 100;
+	memcpy(rec, &o, sizeof o);
+	prof_record r = {AMP_REC_OP, 2, rec};
+	cr_assert_eq(prof_writer_put(w, 0, AMP_CLOCK_MONO, &r), 0);
+}
+
+/* A producer names its own op type: it is stored by name and added to op_types as gray, once;
+ * a known name sent as a string adds nothing; the runtime's enum still names its ops; an
+ * engine value the collector does not know is NULL. */
+Test(writer, op_types_by_name)
+{
+	temp_profile t;
+	temp_profile_create(&t);
+	prof_options o;
+	memset(&o, 0, sizeof o);
+	o.output = t.path;
+	o.ring_count = 1;
+	prof_writer *w = prof_writer_new(t.db, &o, 0);
+	cr_assert_not_null(w);
+	put_string(w, 0, 1, "FlashAttention");
+	put_string(w, 0, 2, "MatMul");
+	put_named_op(w, AMP_OP_BY_NAME, 1, AMP_ENGINE_AVX512_FP16);
+	put_named_op(w, AMP_OP_BY_NAME, 1, AMP_ENGINE_AVX512_FP16);
+	put_named_op(w, AMP_OP_BY_NAME, 2, AMP_ENGINE_FP32_FMA);
+	put_named_op(w, AMP_OP_RELU, 0, (amp_engine)200);
+	cr_assert_eq(prof_writer_finish(w), 0);
+	prof_writer_free(w);
+	cr_assert_str_eq(query_text(t.db, "SELECT group_concat(r, ',') FROM (SELECT op || ':' || "
+	                                  "coalesce(engine, 'NULL') || ':' || count(*) AS r FROM "
+	                                  "ops GROUP BY op, engine ORDER BY op)"),
+	                 "FlashAttention:avx512-fp16:2,MatMul:fp32-fma:1,ReLU:NULL:1");
+	cr_assert_str_eq(query_text(t.db, "SELECT group_concat(name || ':' || list) FROM op_types "
+	                                  "WHERE id >= 26"), "FlashAttention:gray");
+	cr_assert_str_eq(query_text(t.db, "SELECT count(*) FROM op_types WHERE name = 'MatMul'"),
+	                 "1");
+	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+	temp_profile_release(&t);
+}
+
+/* An op byte outside the enum needs a name; with one it decodes. */
+Test(decode, op_by_name_needs_a_name)
+{
+	unsigned char buf[PROF_DECODE_BUF];
+	prof_record r;
+	memset(ring, 0, sizeof ring);
+	amp_rec_op o;
+	memset(&o, 0, sizeof o);
+	o.h = (amp_rec_hdr){0, AMP_REC_OP, 2, 0};
+	o.op = AMP_OP_BY_NAME;
+	memcpy(ring, &o, sizeof o);
+	cr_assert_eq(prof_decode(ring, NSLOTS, 0, 2, buf, &r), PROF_DECODE_BAD);
+	o.op_name = 3;
+	memcpy(ring, &o, sizeof o);
+	cr_assert_eq(prof_decode(ring, NSLOTS, 0, 2, buf, &r), 2);
+	o.op = AMP_OP_COUNT;
+	o.op_name = 0;
+	memcpy(ring, &o, sizeof o);
+	cr_assert_eq(prof_decode(ring, NSLOTS, 0, 2, buf, &r), PROF_DECODE_BAD);
+}

@@ -309,3 +309,38 @@ Test(schema, additions_at_the_end)
 	cr_assert(cs && neg && cs < neg && neg < end, "neg_inf follows callsite in tensor_stats");
 	cr_assert(strstr(ts, "thread        INTEGER") < end);
 }
+
+/* The single-value helpers: bound arguments of each type, no row and NULL apart from errors,
+ * the output untouched unless a value was read. */
+Test(schema, single_value_queries)
+{
+	sqlite3 *db = NULL;
+	char err[256], buf[8];
+	cr_assert_eq(amp_profile_create(path_in("q.db"), 0, &db, err, sizeof err), AMP_PROFILE_OK,
+	             "%s", err);
+	cr_assert_eq(amp_profile_meta_set(db, "k", "value"), AMP_PROFILE_OK);
+	int64_t i = -1;
+	double d = -1;
+	cr_assert_eq(amp_profile_query_int64(db, &i, "SELECT ?1 + ?2", "ii", (int64_t)40,
+	                                     (int64_t)2), AMP_PROFILE_OK);
+	cr_assert_eq(i, 42);
+	cr_assert_eq(amp_profile_query_double(db, &d, "SELECT ? * 2", "d", 0.25), AMP_PROFILE_OK);
+	cr_assert_eq(d, 0.5);
+	cr_assert_eq(amp_profile_query_text(db, buf, sizeof buf, "SELECT value FROM meta WHERE "
+	                                    "key = ?", "t", "k"), AMP_PROFILE_OK);
+	cr_assert_str_eq(buf, "value");
+	cr_assert_eq(amp_profile_query_text(db, buf, 4, "SELECT 'truncated'", NULL), AMP_PROFILE_OK);
+	cr_assert_str_eq(buf, "tru");
+	i = 7;
+	cr_assert_eq(amp_profile_query_int64(db, &i, "SELECT 1 FROM meta WHERE key = ?", "t",
+	                                     "absent"), AMP_PROFILE_ENOENT);
+	cr_assert_eq(amp_profile_query_int64(db, &i, "SELECT NULL", ""), AMP_PROFILE_ENOENT);
+	cr_assert_eq(amp_profile_query_int64(db, &i, "SELECT ?", "t", (const char *)NULL),
+	             AMP_PROFILE_ENOENT);
+	cr_assert_eq(amp_profile_query_int64(db, &i, "SELECT nosuch FROM meta", NULL),
+	             AMP_PROFILE_EIO);
+	cr_assert_eq(amp_profile_query_int64(db, &i, "SELECT 1", "i", (int64_t)1), AMP_PROFILE_EIO,
+	             "an argument with no parameter for it");
+	cr_assert_eq(i, 7, "left as it was");
+	amp_profile_close(db);
+}

@@ -1,0 +1,791 @@
+/* records.c — the record types of the wire format as one table: the slots each spans, the
+ * checks that make a copied record valid (run by the decoder, decode.c) and the row it writes
+ * (run by the writer, writer.c), with the helpers the rows need.
+ *
+ * Counters are running totals: the latest value of each ring is kept, and meta holds their
+ * sum over rings (or, for process-wide ones, over processes), so several producing threads
+ * add up instead of overwriting each other.  Non-finite origins are listed in `nonfinite` as
+ * they arrive, for finalize to classify.  Repeated parts of op and copy events are interned as
+ * signatures (op_sigs, copy_sigs) so event rows stay small.  Content from the application is
+ * untrusted: unknown ids map to NULL, out-of-range values are clamped.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "writer_int.h"
+
+/* Grows a ring's id map to hold id.  Returns 0 or -1 (id too large / no memory). */
+static int map_reserve(uint32_t **map, uint32_t *n, uint32_t id)
+{
+	if (id == 0 || id >= PROF_MAX_RING_IDS)
+		return -1;
+	if (id < *n)
+		return 0;
+	uint32_t nn = *n ? *n : 64;
+	while (nn <= id)
+		nn *= 2;
+	uint32_t *m = realloc(*map, (size_t)nn * sizeof *m);
+	if (!m)
+		return -1;
+	memset(m + *n, 0, (size_t)(nn - *n) * sizeof *m);
+	*map = m;
+	*n = nn;
+	return 0;
+}
+
+static int step_detailed(const prof_options *o, int64_t step)
+{
+	if (o->n_steps == 0)
+		return 1;
+	for (int i = 0; i < o->n_steps; i++)
+		if (step >= o->steps[i].lo && step <= o->steps[i].hi)
+			return 1;
+	return 0;
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int col, const char *s)
+{
+	if (s)
+		sqlite3_bind_text(st, col, s, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, col);
+}
+
+static void bind_id_or_null(sqlite3_stmt *st, int col, uint32_t id)
+{
+	if (id)
+		sqlite3_bind_int64(st, col, id);
+	else
+		sqlite3_bind_null(st, col);
+}
+
+static void shape_text(char *buf, size_t len, const int64_t *shape, unsigned ndim)
+{
+	size_t used = 0;
+	buf[used++] = '(';
+	for (unsigned i = 0; i < ndim && i < 4 && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, i ? ",%" PRId64 : "%" PRId64,
+		                         shape[i]);
+	if (used + 2 <= len) {
+		buf[used++] = ')';
+		buf[used] = '\0';
+	} else {
+		buf[len - 1] = '\0';
+	}
+}
+
+static int grow_u64(uint64_t **a, uint64_t **b, uint32_t *cap, uint32_t need)
+{
+	if (need <= *cap)
+		return 0;
+	uint32_t nc = *cap ? *cap : 64;
+	while (nc < need)
+		nc *= 2;
+	uint64_t *na = realloc(*a, (size_t)nc * sizeof *na);
+	if (!na)
+		return -1;
+	*a = na;
+	uint64_t *nb = realloc(*b, (size_t)nc * sizeof *nb);
+	if (!nb)
+		return -1;
+	*b = nb;
+	memset(*a + *cap, 0, (size_t)(nc - *cap) * sizeof **a);
+	memset(*b + *cap, 0, (size_t)(nc - *cap) * sizeof **b);
+	*cap = nc;
+	return 0;
+}
+
+/* Database string id of a record's op type: the name the producer sent (op_name, a ring string
+ * id), else the runtime's name of op; an op_types row is added the first time a name this
+ * schema does not know is seen.  0 when neither names a type (stored as "?"), -1 on an SQLite
+ * or memory failure (reported). */
+static int64_t op_type(prof_writer *w, const ring_map *rm, unsigned op, uint32_t op_name)
+{
+	uint32_t id = ring_string(rm, op_name);
+	if (!id && op < AMP_OP_COUNT) {
+		id = w->op_str[op];
+		if (!id) {
+			const char *name = amp_op_name((amp_op_type)op);
+			id = w->op_str[op] = prof_writer_intern(w, name, strlen(name));
+			if (!id)
+				return -1;
+		}
+	}
+	if (!id)
+		return 0;
+	int added;
+	if (!prof_keytab_intern(&w->op_types, &id, &added)) {
+		prof_error(NULL, "out of memory");
+		return -1;
+	}
+	if (added && amp_op_from_name(prof_writer_text(w, id)) < 0) {
+		sqlite3_bind_text(w->st_optype, 1, prof_writer_text(w, id), -1, SQLITE_STATIC);
+		if (prof_writer_run(w, w->st_optype, "op_types") != 0)
+			return -1;
+	}
+	return id;
+}
+
+static const char *op_type_text(const prof_writer *w, int64_t id)
+{
+	const char *t = id > 0 ? prof_writer_text(w, (uint32_t)id) : NULL;
+	return t ? t : "?";
+}
+
+static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op *o)
+{
+	int64_t op = op_type(w, rm, o->op, o->op_name);
+	if (op < 0)
+		return -1;
+	op_sig_key k;
+	memset(&k, 0, sizeof k);
+	for (unsigned i = 0; i < 4; i++)
+		k.shape[i] = i < o->ndim ? o->shape[i] : 0;
+	k.flops = o->flops;
+	k.bytes = o->bytes;
+	k.label = ring_string(rm, o->label);
+	k.callsite = ring_site(rm, o->callsite);
+	k.op = (uint32_t)op;
+	k.phase = o->phase;
+	k.exec = o->exec_dtype;
+	k.in = o->in_dtype;
+	k.out = o->out_dtype;
+	k.ndim = o->ndim;
+	k.aligned = o->aligned ? 1 : 0;
+	k.engine = o->engine;
+	int added;
+	uint32_t sig = prof_keytab_intern(&w->op_sigs, &k, &added);
+	if (!sig || grow_u64(&w->op_calls, &w->op_total, &w->op_agg_cap, sig + 1) != 0) {
+		prof_error(NULL, "out of memory");
+		return -1;
+	}
+	if (added) {
+		char shape[128];
+		shape_text(shape, sizeof shape, k.shape, k.ndim);
+		sqlite3_stmt *st = w->st_opsig;
+		sqlite3_bind_int64(st, 1, sig);
+		sqlite3_bind_text(st, 2, op_type_text(w, k.op), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, amp_phase_name((amp_phase)k.phase), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, prof_dtype_name(k.exec), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, prof_dtype_name(k.in), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 6, prof_dtype_name(k.out), -1, SQLITE_STATIC);
+		bind_text_or_null(st, 7, prof_writer_text(w, k.label));
+		sqlite3_bind_text(st, 8, shape, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(st, 9, (sqlite3_int64)k.flops);
+		sqlite3_bind_int64(st, 10, (sqlite3_int64)k.bytes);
+		sqlite3_bind_int(st, 11, k.aligned);
+		bind_id_or_null(st, 12, k.callsite);
+		bind_text_or_null(st, 13, k.engine < AMP_ENGINE_COUNT
+		                              ? amp_engine_name((amp_engine)k.engine) : NULL);
+		if (prof_writer_run(w, st, "op_sigs") != 0)
+			return -1;
+	}
+	int64_t d = prof_writer_dur(w, rm->clock, o->t_begin, o->t_end);
+	w->op_calls[sig]++;
+	w->op_total[sig] += (uint64_t)d;
+	sqlite3_stmt *st = w->st_op;
+	sqlite3_bind_int64(st, 1, o->step);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->seq);
+	sqlite3_bind_int64(st, 3, sig);
+	sqlite3_bind_int64(st, 4, prof_writer_ns(w, rm->clock, o->t_begin));
+	sqlite3_bind_int64(st, 5, d);
+	sqlite3_bind_int64(st, 6, ring);
+	return prof_writer_run_bound(w, st, "op_events");
+}
+
+static int put_copy(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_copy *c)
+{
+	copy_sig_key k;
+	memset(&k, 0, sizeof k);
+	k.bytes = c->bytes;
+	k.label = ring_string(rm, c->label);
+	k.callsite = ring_site(rm, c->callsite);
+	k.kind = c->kind;
+	k.src = c->src_dtype;
+	k.dst = c->dst_dtype;
+	int added;
+	uint32_t sig = prof_keytab_intern(&w->copy_sigs, &k, &added);
+	if (!sig || grow_u64(&w->cp_calls, &w->cp_total, &w->cp_agg_cap, sig + 1) != 0) {
+		prof_error(NULL, "out of memory");
+		return -1;
+	}
+	if (added) {
+		sqlite3_stmt *st = w->st_copysig;
+		sqlite3_bind_int64(st, 1, sig);
+		sqlite3_bind_text(st, 2, amp_copy_kind_name((amp_copy_kind)k.kind), -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, (sqlite3_int64)k.bytes);
+		sqlite3_bind_text(st, 4, prof_dtype_name(k.src), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, prof_dtype_name(k.dst), -1, SQLITE_STATIC);
+		bind_text_or_null(st, 6, prof_writer_text(w, k.label));
+		bind_id_or_null(st, 7, k.callsite);
+		if (prof_writer_run(w, st, "copy_sigs") != 0)
+			return -1;
+	}
+	int64_t d = prof_writer_dur(w, rm->clock, c->t_begin, c->t_end);
+	w->cp_calls[sig]++;
+	w->cp_total[sig] += (uint64_t)d;
+	sqlite3_stmt *st = w->st_copy;
+	sqlite3_bind_int64(st, 1, c->step);
+	sqlite3_bind_int64(st, 2, sig);
+	sqlite3_bind_int64(st, 3, prof_writer_ns(w, rm->clock, c->t_begin));
+	sqlite3_bind_int64(st, 4, d);
+	sqlite3_bind_int64(st, 5, ring);
+	return prof_writer_run_bound(w, st, "copy_events");
+}
+
+int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t step,
+                        uint64_t t_begin, const amp_rec_step *s)
+{
+	sqlite3_stmt *st = w->st_step;
+	sqlite3_bind_int64(st, 1, step);
+	sqlite3_bind_int64(st, 2, prof_writer_ns(w, rm->clock, t_begin));
+	if (s) {
+		sqlite3_bind_int64(st, 3, prof_writer_dur(w, rm->clock, s->t_begin, s->t_end));
+		if (isfinite(s->loss))
+			sqlite3_bind_double(st, 4, s->loss);
+		else
+			sqlite3_bind_null(st, 4);
+		if (isfinite(s->scale))
+			sqlite3_bind_double(st, 5, s->scale);
+		else
+			sqlite3_bind_null(st, 5);
+		sqlite3_bind_int(st, 6, s->overflow ? 1 : 0);
+		sqlite3_bind_int(st, 7, s->skipped ? 1 : 0);
+		sqlite3_bind_int64(st, 8, s->samples);
+	}
+	sqlite3_bind_int(st, 9, step_detailed(w->opts, step));
+	sqlite3_bind_int64(st, 10, ring);
+	if (step > w->last_step)
+		w->last_step = step;
+	return prof_writer_run(w, st, "steps");
+}
+
+static const char *meta_reserved[] = {
+	"schema_version", "ampprof_version", "wire_version", "command", "argv", "cwd", "pid",
+	"host", "cpu", "cpu_half_features", "start_time", "start_mono_ns", "clock", "ticks_per_ns",
+	"end", "exit_status", "exit_signal", "complete", "events", "dropped_events",
+	"rings_missing", "wall_ns", "finalized_at", "output", "rejected_events",
+	"producer_wire_version",
+};
+
+static int put_meta(prof_writer *w, const char *key, size_t kl, const char *val, size_t vl)
+{
+	char k[300];
+	int reserved = 0;
+	kl = strnlen(key, kl);
+	vl = strnlen(val, vl);
+	if (kl >= 256)
+		kl = 255;
+	for (size_t i = 0; i < sizeof meta_reserved / sizeof meta_reserved[0]; i++)
+		if (strlen(meta_reserved[i]) == kl && strncmp(meta_reserved[i], key, kl) == 0)
+			reserved = 1;
+	snprintf(k, sizeof k, "%s%.*s", reserved || strncmp(key, "options.", kl < 8 ? kl : 8) == 0
+	                                    ? "app." : "", (int)kl, key);
+	sqlite3_bind_text(w->st_meta, 1, k, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(w->st_meta, 2, val, (int)vl, SQLITE_TRANSIENT);
+	return prof_writer_run(w, w->st_meta, "meta");
+}
+
+static const char *role_name(unsigned role)
+{
+	static const char *const names[] = {"input", "output", "grad"};
+	return role < 3 ? names[role] : "?";
+}
+
+/* Reads a dump payload from the spool directory; the name must be a plain file name. */
+static void *read_spool(const prof_writer *w, const char *name, uint64_t want, size_t *got)
+{
+	*got = 0;
+	if (!w->spool[0] || !name || !*name || strchr(name, '/') || strcmp(name, "..") == 0 ||
+	    strcmp(name, ".") == 0 || want > PROF_MAX_DUMP_BYTES)
+		return NULL;
+	char path[600];
+	snprintf(path, sizeof path, "%s/%s", w->spool, name);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	void *data = NULL;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > PROF_MAX_DUMP_BYTES)
+		goto out;
+	data = malloc((size_t)st.st_size + 1);
+	if (!data)
+		goto out;
+	size_t off = 0;
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, (char *)data + off, (size_t)st.st_size - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	*got = off;
+out:
+	close(fd);
+	unlink(path);
+	return data;
+}
+
+void prof_writer_set_spool(prof_writer *w, const char *dir)
+{
+	snprintf(w->spool, sizeof w->spool, "%s", dir ? dir : "");
+}
+
+/* Records value as ring rm's latest for counter name (database string id) and computes the
+ * run's total in *total: ring-scoped counters summed over rings, process-scoped ones as the
+ * largest value per process summed over processes (see amp_rec_counter).  An unknown scope
+ * counts as ring-scoped.  Returns 0 or -1 (out of memory). */
+static int counter_update(prof_writer *w, ring_map *rm, uint32_t name, uint32_t scope,
+                          int64_t value, int64_t *total)
+{
+	uint32_t i = 0;
+	while (i < rm->n_counters && rm->counters[i].name != name)
+		i++;
+	if (i == rm->n_counters) {
+		if (rm->n_counters == rm->cap_counters) {
+			uint32_t nc = rm->cap_counters ? rm->cap_counters * 2 : 16;
+			ring_counter *n = realloc(rm->counters, (size_t)nc * sizeof *n);
+			if (!n) {
+				prof_error(NULL, "out of memory");
+				return -1;
+			}
+			rm->counters = n;
+			rm->cap_counters = nc;
+		}
+		rm->n_counters++;
+	}
+	rm->counters[i] = (ring_counter){name, scope == AMP_COUNTER_PROCESS ? scope : 0, value};
+	/* the rings' latest values of this counter (a handful of rings, a few dozen counters) */
+	*total = 0;
+	for (uint32_t a = 0; a < w->n_rings; a++) {
+		const ring_map *ra = &w->rings[a];
+		for (uint32_t k = 0; k < ra->n_counters; k++) {
+			const ring_counter *ca = &ra->counters[k];
+			if (ca->name != name)
+				continue;
+			if (ca->scope == AMP_COUNTER_PROCESS) {
+				/* counted once per process: by its ring with the largest value, the first
+				 * of them on a tie */
+				int beaten = 0;
+				for (uint32_t b = 0; b < w->n_rings && !beaten; b++) {
+					const ring_map *rb = &w->rings[b];
+					if (b == a || rb->pid != ra->pid)
+						continue;
+					for (uint32_t j = 0; j < rb->n_counters; j++)
+						if (rb->counters[j].name == name &&
+						    (rb->counters[j].value > ca->value ||
+						     (rb->counters[j].value == ca->value && b < a)))
+							beaten = 1;
+				}
+				if (beaten)
+					continue;
+			}
+			/* wraps instead of overflowing on hostile values */
+			*total = (int64_t)((uint64_t)*total + (uint64_t)ca->value);
+		}
+	}
+	return 0;
+}
+
+/* ---- validation (the decoder) ------------------------------------------------------------- */
+static unsigned slots_for(size_t bytes)
+{
+	return (unsigned)((bytes + AMP_SLOT_SIZE - 1) / AMP_SLOT_SIZE);
+}
+
+static int valid_string(const unsigned char *buf, unsigned n)
+{
+	amp_rec_hdr h;
+	memcpy(&h, buf, sizeof h);
+	if (h.len > AMP_STRING_MAX || n != slots_for(AMP_REC_STRING_FIXED + h.len))
+		return 0;
+	amp_rec_string s;
+	memcpy(&s, buf, sizeof s);
+	return s.id != 0;
+}
+
+static int valid_meta(const unsigned char *buf, unsigned n)
+{
+	amp_rec_hdr h;
+	memcpy(&h, buf, sizeof h);
+	amp_rec_meta m;
+	memcpy(&m, buf, sizeof m);
+	size_t total = (size_t)m.klen + m.vlen;
+	return m.klen > 0 && total == h.len &&
+	       total <= AMP_REC_MAX_SLOTS * AMP_SLOT_SIZE - AMP_REC_META_FIXED &&
+	       n == slots_for(AMP_REC_META_FIXED + total);
+}
+
+static int valid_callsite(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_callsite c;
+	memcpy(&c, buf, sizeof c);
+	return c.id != 0 && c.nframes >= 1 && c.nframes <= AMP_CALLSITE_FRAMES;
+}
+
+static int valid_crash(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_crash c;
+	memcpy(&c, buf, sizeof c);
+	return c.nframes <= AMP_CRASH_FRAMES;
+}
+
+static int valid_op(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_op o;
+	memcpy(&o, buf, sizeof o);
+	return (o.op < AMP_OP_COUNT || o.op_name != 0) && o.phase <= AMP_PHASE_OPTIMIZER &&
+	       o.ndim <= 4;
+}
+
+static int valid_copy(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_copy c;
+	memcpy(&c, buf, sizeof c);
+	return c.kind <= AMP_COPY_MASTER;
+}
+
+static int valid_scale(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_scale s;
+	memcpy(&s, buf, sizeof s);
+	return s.reason <= AMP_SCALE_STATIC;
+}
+
+static int valid_tstats(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_tstats t;
+	memcpy(&t, buf, sizeof t);
+	return (t.op < AMP_OP_COUNT || t.op_name != 0) && t.role <= 2 &&
+	       (!(t.flags & AMP_TSTATS_EXT) || t.phase <= AMP_PHASE_OPTIMIZER);
+}
+
+static int valid_dump(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_dump d;
+	memcpy(&d, buf, sizeof d);
+	return (d.op < AMP_OP_COUNT || d.op_name != 0) && d.role <= 2 && d.ndim <= 4 &&
+	       d.reason <= 2 &&
+	       d.file != 0;
+}
+
+/* ---- rows (the writer) ------------------------------------------------------------------- */
+static int write_clock(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_clock c;
+	memcpy(&c, p, sizeof c);
+	if (rm->clock == AMP_CLOCK_TSC)
+		prof_writer_calibrate(w, c.ticks, c.mono_ns);
+	return 0;
+}
+
+static int write_string(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_string s;
+	memcpy(&s, p, sizeof s);
+	if (map_reserve(&rm->strs, &rm->n_strs, s.id) != 0) {
+		w->rejected++;
+		return 0;
+	}
+	uint32_t id = prof_writer_intern(w, (const char *)p + AMP_REC_STRING_FIXED, s.h.len);
+	if (!id)
+		return -1;
+	rm->strs[s.id] = id;
+	return 0;
+}
+
+static int write_module(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_module m;
+	memcpy(&m, p, sizeof m);
+	module_key k;
+	memset(&k, 0, sizeof k);
+	k.bias = m.bias;
+	k.lo = m.lo;
+	k.hi = m.hi;
+	k.path = ring_string(rm, m.path);
+	int added;
+	if (k.path && !prof_keytab_intern(&w->modules, &k, &added))
+		return -1;
+	return 0;
+}
+
+static int write_callsite(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_callsite c;
+	memcpy(&c, p, sizeof c);
+	if (map_reserve(&rm->sites, &rm->n_sites, c.id) != 0) {
+		w->rejected++;
+		return 0;
+	}
+	callsite_key k;
+	memset(&k, 0, sizeof k);
+	k.path = ring_string(rm, c.paths[0]);
+	k.offset = c.frames[0] - c.biases[0];
+	int added;
+	uint32_t id = prof_keytab_intern(&w->callsites, &k, &added);
+	if (!id)
+		return -1;
+	if (added) {
+		if (id > w->cs_info_cap) {
+			uint32_t nc = w->cs_info_cap ? w->cs_info_cap * 2 : 64;
+			while (nc < id)
+				nc *= 2;
+			callsite_info *ni = realloc(w->cs_info, (size_t)nc * sizeof *ni);
+			if (!ni)
+				return -1;
+			w->cs_info = ni;
+			w->cs_info_cap = nc;
+		}
+		callsite_info *ci = &w->cs_info[id - 1];
+		memset(ci, 0, sizeof *ci);
+		ci->nframes = c.nframes;
+		for (unsigned i = 0; i < c.nframes; i++) {
+			ci->frames[i] = c.frames[i];
+			ci->biases[i] = c.biases[i];
+			ci->paths[i] = ring_string(rm, c.paths[i]);
+		}
+		sqlite3_bind_int64(w->st_callsite, 1, id);
+		sqlite3_bind_int64(w->st_callsite, 2, (sqlite3_int64)c.frames[0]);
+		bind_text_or_null(w->st_callsite, 3, prof_writer_text(w, k.path));
+		sqlite3_bind_int64(w->st_callsite, 4, (sqlite3_int64)k.offset);
+		if (prof_writer_run(w, w->st_callsite, "callsites") != 0)
+			return -1;
+	}
+	rm->sites[c.id] = id;
+	return 0;
+}
+
+static int write_op(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	amp_rec_op o;
+	memcpy(&o, p, sizeof o);
+	return put_op(w, ring, rm, &o);
+}
+
+static int write_copy(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	amp_rec_copy c;
+	memcpy(&c, p, sizeof c);
+	return put_copy(w, ring, rm, &c);
+}
+
+static int write_step_begin(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)w;
+	(void)ring;
+	amp_rec_step s;
+	memcpy(&s, p, sizeof s);
+	rm->has_open_step = 1;
+	rm->open_step = s.step;
+	rm->open_step_t = s.t_begin;
+	return 0;
+}
+
+static int write_step_end(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	amp_rec_step s;
+	memcpy(&s, p, sizeof s);
+	if (rm->has_open_step && rm->open_step == s.step)
+		rm->has_open_step = 0;
+	return prof_writer_step_row(w, ring, rm, s.step, s.t_begin, &s);
+}
+
+static int write_scale(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_scale s;
+	memcpy(&s, p, sizeof s);
+	sqlite3_stmt *st = w->st_scale;
+	sqlite3_bind_int64(st, 1, s.step);
+	sqlite3_bind_int64(st, 2, prof_writer_ns(w, rm->clock, s.t));
+	sqlite3_bind_double(st, 3, s.old_scale);
+	sqlite3_bind_double(st, 4, s.new_scale);
+	sqlite3_bind_text(st, 5, amp_scale_reason_name((amp_scale_reason)s.reason), -1,
+	                  SQLITE_STATIC);
+	return prof_writer_run(w, st, "loss_scale");
+}
+
+static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_memory m;
+	memcpy(&m, p, sizeof m);
+	sqlite3_stmt *st = w->st_mem;
+	uint64_t total = 0;
+	sqlite3_bind_int64(st, 1, m.step);
+	sqlite3_bind_int64(st, 2, prof_writer_ns(w, rm->clock, m.t));
+	for (int i = 0; i < AMP_MEM_NCAT; i++) {
+		sqlite3_bind_int64(st, 3 + i, (sqlite3_int64)m.bytes[i]);
+		total += m.bytes[i];
+	}
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)total);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)m.peak);
+	return prof_writer_run(w, st, "memory");
+}
+
+static int write_meta(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	(void)rm;
+	amp_rec_meta m;
+	memcpy(&m, p, sizeof m);
+	const char *text = (const char *)p + AMP_REC_META_FIXED;
+	return put_meta(w, text, m.klen, text + m.klen, m.vlen);
+}
+
+static int write_counter(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_counter c;
+	memcpy(&c, p, sizeof c);
+	const char *name = prof_writer_text(w, ring_string(rm, c.name));
+	if (!name) {
+		w->rejected++;
+		return 0;
+	}
+	int64_t total;
+	if (counter_update(w, rm, ring_string(rm, c.name), c.scope, c.value, &total) != 0)
+		return -1;
+	char val[32];
+	snprintf(val, sizeof val, "%" PRId64, total);
+	return put_meta(w, name, strlen(name), val, strlen(val));
+}
+
+static int write_crash(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	amp_rec_crash c;
+	memcpy(&c, p, sizeof c);
+	char frames[AMP_CRASH_FRAMES * 20 + 1];
+	size_t used = 0;
+	frames[0] = '\0';
+	for (uint32_t i = 0; i < c.nframes; i++)
+		used += (size_t)snprintf(frames + used, sizeof frames - used, "%s0x%" PRIx64,
+		                         i ? "\n" : "", c.frames[i]);
+	sqlite3_stmt *st = w->st_crash;
+	sqlite3_bind_int64(st, 1, ring);
+	sqlite3_bind_int(st, 2, c.signo);
+	sqlite3_bind_text(st, 3, prof_signal_name(c.signo), -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 4, c.code);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)c.addr);
+	sqlite3_bind_int64(st, 6, prof_writer_ns(w, rm->clock, c.t));
+	sqlite3_bind_text(st, 7, frames, -1, SQLITE_TRANSIENT);
+	if (prof_writer_run(w, st, "crashes") != 0)
+		return -1;
+	crash_info *nc = realloc(w->crashes, (w->n_crashes + 1) * sizeof *nc);
+	if (!nc)
+		return -1;
+	w->crashes = nc;
+	crash_info *ci = &w->crashes[w->n_crashes++];
+	ci->row = sqlite3_last_insert_rowid(w->db);
+	ci->nframes = c.nframes;
+	memcpy(ci->frames, c.frames, sizeof ci->frames);
+	return 0;
+}
+
+static int write_tstats(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	amp_rec_tstats t;
+	memcpy(&t, p, sizeof t);
+	int64_t op = op_type(w, rm, t.op, t.op_name);
+	if (op < 0)
+		return -1;
+	sqlite3_stmt *st = w->st_tstats;
+	sqlite3_bind_int64(st, 1, t.step);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)t.seq);
+	sqlite3_bind_text(st, 3, op_type_text(w, op), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, role_name(t.role), -1, SQLITE_STATIC);
+	bind_text_or_null(st, 5, prof_writer_text(w, ring_string(rm, t.name)));
+	sqlite3_bind_text(st, 6, prof_dtype_name(t.dtype), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 7, (sqlite3_int64)t.count);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)t.nan);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)t.inf);
+	sqlite3_bind_int64(st, 10, (sqlite3_int64)t.underflow);
+	sqlite3_bind_int64(st, 11, (sqlite3_int64)t.near_overflow);
+	sqlite3_bind_double(st, 12, t.min);
+	sqlite3_bind_double(st, 13, t.max);
+	sqlite3_bind_double(st, 14, t.absmax);
+	sqlite3_bind_int(st, 15, t.origin ? 1 : 0);
+	sqlite3_bind_blob(st, 16, t.exp_hist, sizeof t.exp_hist, SQLITE_TRANSIENT);
+	bind_id_or_null(st, 17, ring_site(rm, t.callsite));
+	if (t.flags & AMP_TSTATS_EXT) {
+		sqlite3_bind_int64(st, 18, (sqlite3_int64)(t.ninf <= t.inf ? t.ninf : t.inf));
+		sqlite3_bind_text(st, 19, amp_phase_name((amp_phase)t.phase), -1, SQLITE_STATIC);
+	}
+	sqlite3_bind_int64(st, 20, ring);
+	if (prof_writer_run(w, st, "tensor_stats") != 0)
+		return -1;
+	if (!t.origin)
+		return 0;
+	sqlite3_bind_int64(w->st_nonfinite, 1, sqlite3_last_insert_rowid(w->db));
+	return prof_writer_run(w, w->st_nonfinite, "nonfinite");
+}
+
+static int write_dump(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	(void)ring;
+	amp_rec_dump d;
+	memcpy(&d, p, sizeof d);
+	int64_t op = op_type(w, rm, d.op, d.op_name);
+	if (op < 0)
+		return -1;
+	char shape[128];
+	static const char *const reasons[] = {"nonfinite", "step", "manual"};
+	shape_text(shape, sizeof shape, d.shape, d.ndim);
+	size_t got = 0;
+	void *data = read_spool(w, prof_writer_text(w, ring_string(rm, d.file)), d.bytes, &got);
+	sqlite3_stmt *st = w->st_dump;
+	sqlite3_bind_int64(st, 1, d.step);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)d.seq);
+	sqlite3_bind_text(st, 3, op_type_text(w, op), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, role_name(d.role), -1, SQLITE_STATIC);
+	bind_text_or_null(st, 5, prof_writer_text(w, ring_string(rm, d.name)));
+	sqlite3_bind_text(st, 6, prof_dtype_name(d.dtype), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, shape, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 8, reasons[d.reason], -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)(data ? got : d.bytes));
+	if (data)
+		sqlite3_bind_blob64(st, 10, data, got, free);
+	else
+		sqlite3_bind_null(st, 10);
+	return prof_writer_run(w, st, "dumps");
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+const prof_rec_type prof_rec_types[AMP_REC_TYPE_COUNT] = {
+	[AMP_REC_PAD] = {"pad", 0, NULL, NULL},
+	[AMP_REC_CLOCK] = {"clock", AMP_REC_SLOTS(amp_rec_clock), NULL, write_clock},
+	[AMP_REC_STRING] = {"string", 0, valid_string, write_string},
+	[AMP_REC_MODULE] = {"module", AMP_REC_SLOTS(amp_rec_module), NULL, write_module},
+	[AMP_REC_CALLSITE] = {"callsite", AMP_REC_SLOTS(amp_rec_callsite), valid_callsite,
+	                      write_callsite},
+	[AMP_REC_OP] = {"op", AMP_REC_SLOTS(amp_rec_op), valid_op, write_op},
+	[AMP_REC_COPY] = {"copy", AMP_REC_SLOTS(amp_rec_copy), valid_copy, write_copy},
+	[AMP_REC_STEP_BEGIN] = {"step_begin", AMP_REC_SLOTS(amp_rec_step), NULL, write_step_begin},
+	[AMP_REC_STEP_END] = {"step_end", AMP_REC_SLOTS(amp_rec_step), NULL, write_step_end},
+	[AMP_REC_SCALE] = {"scale", AMP_REC_SLOTS(amp_rec_scale), valid_scale, write_scale},
+	[AMP_REC_MEMORY] = {"memory", AMP_REC_SLOTS(amp_rec_memory), NULL, write_memory},
+	[AMP_REC_META] = {"meta", 0, valid_meta, write_meta},
+	[AMP_REC_CRASH] = {"crash", AMP_REC_SLOTS(amp_rec_crash), valid_crash, write_crash},
+	[AMP_REC_TSTATS] = {"tstats", AMP_REC_SLOTS(amp_rec_tstats), valid_tstats, write_tstats},
+	[AMP_REC_DUMP] = {"dump", AMP_REC_SLOTS(amp_rec_dump), valid_dump, write_dump},
+	[AMP_REC_COUNTER] = {"counter", AMP_REC_SLOTS(amp_rec_counter), NULL, write_counter},
+};

@@ -1,0 +1,70 @@
+/* trace_crash.c — the fatal-signal handler: a crash record with libunwind's backtrace into the
+ * crashing thread's ring, then the default action.  Async-signal-safe code only.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include "trace_int.h"
+
+#include <errno.h>
+#include <signal.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+/* ---- crash handler ----------------------------------------------------------------------- */
+static const int g_fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define N_FATAL ((int)(sizeof g_fatal_signals / sizeof g_fatal_signals[0]))
+
+/* Async-signal-safe: plain stores into the mapped ring, libunwind's local unwinder, sigaction
+ * and raise.  The record is written only by the thread that owns the ring. */
+static void trace_on_fatal(int signo, siginfo_t *si, void *uctx)
+{
+	int saved_errno = errno;
+	(void)uctx;
+	trace_ring *r = amp_trace_tl_ring;
+	if (r && !amp_trace_tl_in_signal) {
+		amp_trace_tl_in_signal = 1;
+		unsigned slots = AMP_REC_SLOTS(amp_rec_crash);
+		amp_rec_crash *rec = ring_reserve(r, slots);
+		if (rec) {
+			void *frames[AMP_CRASH_FRAMES];
+			int n = unw_backtrace(frames, AMP_CRASH_FRAMES);
+			if (n < 0)
+				n = 0;
+			rec->signo = signo;
+			rec->code = si ? si->si_code : 0;
+			rec->addr = si ? (uint64_t)(uintptr_t)si->si_addr : 0;
+			rec->t = amp_trace_clock();
+			rec->nframes = (uint32_t)n;
+			rec->pad = 0;
+			for (int i = 0; i < AMP_CRASH_FRAMES; i++)
+				rec->frames[i] = i < n ? (uint64_t)(uintptr_t)frames[i] : 0;
+			ring_commit(r, rec, AMP_REC_CRASH, slots, 0);
+		}
+		amp_trace_ring_close(r);
+	}
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(signo, &dfl, NULL);
+	errno = saved_errno;
+	raise(signo);
+}
+
+void amp_trace_install_fatal_handlers(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = trace_on_fatal;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	for (int i = 0; i < N_FATAL; i++) {
+		struct sigaction old;
+		/* leave a handler the program installed before us alone */
+		if (sigaction(g_fatal_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_DFL)
+			continue;
+		sigaction(g_fatal_signals[i], &sa, NULL);
+	}
+}

@@ -1,0 +1,289 @@
+/* trace_ring.c — the emitter's rings: the clock, publishing and waiting on a full ring, the
+ * per-ring string table, and claiming a ring for a thread on its first event.  The hot path
+ * (reserve, commit, intern) is inline in trace_int.h; this is what it falls back to.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
+#endif
+#include "trace_int.h"
+
+#include <errno.h>
+#include <link.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <linux/futex.h>
+#include <unistd.h>
+
+__thread trace_ring *amp_trace_tl_ring __attribute__((tls_model("initial-exec")));
+__thread int amp_trace_tl_no_ring __attribute__((tls_model("initial-exec")));
+__thread int amp_trace_tl_in_signal __attribute__((tls_model("initial-exec")));
+
+/* ---- clock ------------------------------------------------------------------------------- */
+static uint64_t mono_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t amp_trace_clock(void)
+{
+#if TRACE_HAVE_TSC
+	if (__builtin_expect(amp_trace_use_tsc, 1))
+		return __rdtsc();
+#endif
+	return mono_ns(CLOCK_MONOTONIC);
+}
+
+int amp_trace_tsc_invariant(void)
+{
+#if TRACE_HAVE_TSC
+	unsigned a, b, c, d;
+	if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+		return 0;
+	__get_cpuid(0x80000007u, &a, &b, &c, &d);
+	return (d >> 8) & 1u;
+#else
+	return 0;
+#endif
+}
+
+/* ---- ring writing ------------------------------------------------------------------------ */
+/* Wakes the collector out of its sleep between polls (it sleeps up to tens of milliseconds when
+ * the rings fill slowly).  One syscall; async-signal-safe. */
+void amp_trace_collector_wake(void)
+{
+	__atomic_add_fetch(&amp_trace_sess->wake, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &amp_trace_sess->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+
+static int collector_alive(void)
+{
+	pid_t pid = (pid_t)amp_trace_sess->collector_pid;
+	return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+/* Waits until `need` slots are free.  Returns 0 when they are, -1 when the record must be
+ * dropped (drop mode, dead collector, or a signal handler that may not wait long). */
+int amp_trace_ring_wait(trace_ring *r, uint64_t need)
+{
+	ring_publish(r);
+	if (r->head + need - r->tail_cache > r->nslots)
+		amp_trace_collector_wake();
+	for (unsigned spin = 0;; spin++) {
+		r->tail_cache = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
+		if (r->head + need - r->tail_cache <= r->nslots)
+			return 0;
+		if (amp_trace_drop_mode || r->dead || (amp_trace_tl_in_signal && spin > 2000))
+			return -1;
+		if (spin < 64) {
+			sched_yield();
+			continue;
+		}
+		struct timespec ts = {0, 100000}; /* 100 us: the collector was woken above */
+		nanosleep(&ts, NULL);
+		if (spin % 1024 == 0 && !collector_alive()) {
+			r->dead = 1;
+			return -1;
+		}
+	}
+}
+
+
+
+void amp_trace_emit_clock(trace_ring *r)
+{
+	amp_rec_clock *c = ring_reserve(r, 1);
+	if (!c)
+		return;
+	c->ticks = amp_trace_clock();
+	c->mono_ns = mono_ns(CLOCK_MONOTONIC);
+	c->real_ns = mono_ns(CLOCK_REALTIME);
+	ring_commit(r, c, AMP_REC_CLOCK, 1, 0);
+}
+
+/* ---- strings ----------------------------------------------------------------------------- */
+static uint64_t str_hash(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+int amp_trace_str_table_grow(trace_ring *r)
+{
+	uint32_t cap = r->str_table_cap ? r->str_table_cap * 2 : 256;
+	uint32_t *t = calloc(cap, sizeof *t);
+	if (!t)
+		return -1;
+	for (uint32_t id = 1; id <= r->n_strings; id++) {
+		const char *s = r->texts[id];
+		uint64_t i = str_hash(s, strlen(s));
+		while (t[i & (cap - 1)])
+			i++;
+		t[i & (cap - 1)] = id;
+	}
+	free(r->str_table);
+	r->str_table = t;
+	r->str_table_cap = cap;
+	return 0;
+}
+
+static void emit_string(trace_ring *r, uint32_t id, const char *s, size_t n)
+{
+	unsigned slots = (unsigned)((AMP_REC_STRING_FIXED + n + AMP_SLOT_SIZE - 1) / AMP_SLOT_SIZE);
+	amp_rec_string *rec = ring_reserve(r, slots);
+	if (!rec)
+		return;
+	rec->id = id;
+	rec->pad = 0;
+	memcpy((char *)rec + AMP_REC_STRING_FIXED, s, n);
+	ring_commit(r, rec, AMP_REC_STRING, slots, (unsigned)n);
+}
+
+/* Id of the string with this content, defining it on first use; 0 on allocation failure. */
+uint32_t amp_trace_intern_content(trace_ring *r, const char *s)
+{
+	size_t n = strnlen(s, AMP_STRING_MAX);
+	uint64_t h = str_hash(s, n);
+	if (r->n_strings + 1 >= r->str_table_cap / 2 && amp_trace_str_table_grow(r) != 0)
+		return 0;
+	uint32_t cap = r->str_table_cap;
+	uint64_t i = h;
+	for (;; i++) {
+		uint32_t id = r->str_table[i & (cap - 1)];
+		if (id == 0)
+			break;
+		const char *t = r->texts[id];
+		if (strncmp(t, s, n) == 0 && t[n] == '\0')
+			return id;
+	}
+	if (r->n_strings + 2 > r->cap_strings) {
+		uint32_t nc = r->cap_strings ? r->cap_strings * 2 : 64;
+		char **nt = realloc(r->texts, nc * sizeof *nt);
+		if (!nt)
+			return 0;
+		r->texts = nt;
+		r->cap_strings = nc;
+	}
+	char *copy = malloc(n + 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, s, n);
+	copy[n] = '\0';
+	uint32_t id = ++r->n_strings;
+	r->texts[id] = copy;
+	r->str_table[i & (cap - 1)] = id;
+	emit_string(r, id, copy, n);
+	return id;
+}
+
+
+
+/* ---- rings ------------------------------------------------------------------------------- */
+void amp_trace_ring_close(trace_ring *r)
+{
+	ring_publish(r);
+	__atomic_store_n(&r->hdr->state, AMP_RING_CLOSED, __ATOMIC_RELEASE);
+}
+
+void amp_trace_ring_key_destructor(void *arg)
+{
+	trace_ring *r = arg;
+	if (r && amp_trace_tl_ring == r) {
+		amp_trace_ring_close(r);
+		amp_trace_tl_ring = NULL;
+	}
+}
+
+static void ring_setup_altstack(trace_ring *r)
+{
+	stack_t ss;
+	r->altstack = malloc(TRACE_ALTSTACK);
+	if (!r->altstack)
+		return;
+	ss.ss_sp = r->altstack;
+	ss.ss_size = TRACE_ALTSTACK;
+	ss.ss_flags = 0;
+	sigaltstack(&ss, NULL);
+}
+
+/* Maps every page of a ring now, so the first pass of the producer over it takes no page
+ * faults (a fault on a shared page costs microseconds, and a ring of 2 MiB at a few KiB per
+ * training step is written for hundreds of steps before it wraps).  Kernels before 5.14 lack
+ * MADV_POPULATE_WRITE: each page is then rewritten with its own first byte. */
+static void ring_prefault(unsigned char *base, uint64_t bytes)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	if (page == 0 || page == (uintptr_t)-1)
+		page = 4096;
+	uintptr_t lo = (uintptr_t)base & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)base + bytes + page - 1) & ~(page - 1);
+#ifdef MADV_POPULATE_WRITE
+	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0)
+		return;
+#endif
+	for (uintptr_t p = (uintptr_t)base; p < (uintptr_t)base + bytes; p = (p & ~(page - 1)) + page) {
+		volatile unsigned char *b = (volatile unsigned char *)p;
+		*b = *b;
+	}
+}
+
+/* Claims a ring for this thread (first event of the thread).  NULL if none is left. */
+trace_ring *amp_trace_ring_attach(void)
+{
+	if (!amp_trace_sess || amp_trace_tl_no_ring || amp_trace_tl_in_signal)
+		return NULL;
+	uint32_t idx = __atomic_fetch_add(&amp_trace_sess->rings_claimed, 1, __ATOMIC_ACQ_REL);
+	trace_ring *r = NULL;
+	if (idx >= amp_trace_sess->ring_count || !(r = calloc(1, sizeof *r))) {
+		__atomic_add_fetch(&amp_trace_sess->rings_missing, 1, __ATOMIC_RELAXED);
+		amp_trace_tl_no_ring = 1;
+		return NULL;
+	}
+	unsigned char *base = (unsigned char *)amp_trace_sess + amp_trace_sess->ring_offset +
+	                      (uint64_t)idx * amp_trace_sess->ring_stride;
+	r->hdr = (amp_ring_hdr *)base;
+	r->slots = base + AMP_RING_HDR_SIZE;
+	r->nslots = amp_trace_sess->ring_slots;
+	r->mask = r->nslots - 1;
+	r->head = r->published = r->tail_cache = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
+	r->woke = r->head;
+	ring_prefault(base, AMP_RING_HDR_SIZE + (uint64_t)r->nslots * AMP_SLOT_SIZE);
+
+	pthread_attr_t attr;
+	void *stack_addr = NULL;
+	size_t stack_size = 0;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		pthread_attr_getstack(&attr, &stack_addr, &stack_size);
+		pthread_attr_destroy(&attr);
+	}
+	r->stack_hi = (uintptr_t)stack_addr + stack_size;
+	if (amp_trace_str_table_grow(r) != 0 || amp_trace_callsite_table_grow(r) != 0) {
+		free(r->str_table);
+		free(r->cs_keys);
+		free(r->cs_ids);
+		free(r);
+		amp_trace_tl_no_ring = 1;
+		return NULL;
+	}
+	r->hdr->pid = (uint32_t)getpid();
+	r->hdr->tid = (uint32_t)syscall(SYS_gettid);
+	r->hdr->clock = amp_trace_use_tsc ? AMP_CLOCK_TSC : AMP_CLOCK_MONO;
+	__atomic_store_n(&r->hdr->state, AMP_RING_OPEN, __ATOMIC_RELEASE);
+	amp_trace_tl_ring = r;
+	amp_trace_emit_clock(r);
+	dl_iterate_phdr(amp_trace_module_cb, r);
+	ring_publish(r);
+	if (amp_trace_key_ok)
+		pthread_setspecific(amp_trace_ring_key, r);
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && (cur.ss_flags & SS_DISABLE))
+		ring_setup_altstack(r);
+	return r;
+}
