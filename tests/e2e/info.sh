@@ -3,17 +3,10 @@
 # against /proc/cpuinfo; the engine each dtype's GEMM would use (a half engine exactly where
 # the CPU has that half arithmetic); a forced path; JSON that parses; errors.
 # Reads $BUILD (default build).  Ends with "N passed, N failed".
-set -u
-export LC_ALL=C TZ=UTC
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 BIN=$BUILD/bin
-OUT=$(mktemp -d /tmp/ampkit_e2e_info.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1${2:+: $2}"; }
-check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
+e2e_tmpdir OUT ampkit_e2e_info
 has_flag() { grep -qw "$1" /proc/cpuinfo; }
 PY=/usr/bin/python3
 
@@ -47,9 +40,9 @@ done
 # the engine a half type's GEMM runs on is a half engine where the CPU has that arithmetic
 bf16=$(field 'd["engines"]["bf16"]') fp16=$(field 'd["engines"]["fp16"]')
 if has_flag amx_bf16; then want_bf16=amx-bf16; elif has_flag avx512_bf16; then want_bf16=avx512-bf16; else want_bf16=fp32-fma; fi
-check_true "bf16 GEMM engine $want_bf16 (got $bf16)" test "$bf16" = "$want_bf16"
+check "bf16 GEMM engine" "$bf16" "$want_bf16"
 if has_flag avx512_fp16; then want_fp16=avx512-fp16; else want_fp16=fp32-fma; fi
-check_true "fp16 GEMM engine $want_fp16 (got $fp16)" test "$fp16" = "$want_fp16"
+check "fp16 GEMM engine" "$fp16" "$want_fp16"
 check_true "text marks an fp32-fma half GEMM as emulated" \
 	sh -c "! grep -q 'GEMM on fp32-fma' '$OUT/text' || grep -q 'fp32-fma (emulated)' '$OUT/text'"
 
@@ -70,5 +63,4 @@ check_true "an unknown format: usage error, exit 2" test $? = 2 -a ! -s "$OUT/ou
 "$BIN/ampprof" info --help >"$OUT/out" 2>"$OUT/err"
 check_true "info --help: usage on stdout" grep -q '^usage: ampprof info ' "$OUT/out"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+e2e_finish
