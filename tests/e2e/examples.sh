@@ -56,7 +56,7 @@ fi
 
 # ---- mlp_fashion: fp32 vs amp parity ---------------------------------------------------------
 required="precision steps test_accuracy final_loss samples_per_sec peak_bytes overflow_steps final_scale"
-for p in fp32 amp; do
+for p in fp32 amp bf16; do
 	"$BIN/mlp_fashion" --precision=$p --steps 300 --log-every 100 --json >"$OUT/mlp_$p" 2>&1
 	check_true "mlp_fashion $p: exit 0" test $? = 0
 	if tail -n 1 "$OUT/mlp_$p" | grep -q '^{.*}$'; then ok "mlp_fashion $p: last line is JSON"
@@ -78,6 +78,16 @@ check_true "mlp_fashion amp: no overflow, scale 128" \
 	test "$(field "$OUT/mlp_amp" overflow_steps)" = 0 -a "$(field "$OUT/mlp_amp" final_scale)" = 128
 check_true "mlp_fashion amp uses less memory than fp32" \
 	cmp_num "$(field "$OUT/mlp_amp" peak_bytes)" "<" "$(field "$OUT/mlp_fp32" peak_bytes)"
+# BF16: the same parity, with no loss scaling (a static 1) and no overflow
+accbf=$(field "$OUT/mlp_bf16" test_accuracy)
+echo "     mlp_fashion 300 steps: bf16 $accbf"
+check_true "mlp_fashion bf16 accuracy >= 0.82 ($accbf)" cmp_num "$accbf" ">=" 0.82
+diff=$(awk -v a="$acc32" -v b="$accbf" 'BEGIN { d = a - b; print d < 0 ? -d : d }')
+check_true "mlp_fashion bf16 within 1.0 point of fp32 (|diff| $diff)" cmp_num "$diff" "<=" 0.010
+check_true "mlp_fashion bf16: no loss scaling (scale 1), no overflow" \
+	test "$(field "$OUT/mlp_bf16" overflow_steps)" = 0 -a "$(field "$OUT/mlp_bf16" final_scale)" = 1
+check_true "mlp_fashion bf16: parameters + activations below fp32's" \
+	cmp_num "$(field "$OUT/mlp_bf16" param_act_peak_bytes)" "<" "$(field "$OUT/mlp_fp32" param_act_peak_bytes)"
 
 # Determinism: the same seed gives the same losses, bit for bit.
 for i in 1 2; do
@@ -92,11 +102,24 @@ check_true "mlp_fashion is deterministic for a seed" \
 check_true "cnn_fashion amp 40 steps: exit 0" test $? = 0
 acc=$(field "$OUT/cnn" test_accuracy)
 check_true "cnn_fashion learns (accuracy $acc >= 0.6 after 40 steps)" cmp_num "${acc:-0}" ">=" 0.6
+"$BIN/cnn_fashion" --precision=bf16 --steps 40 --log-every 20 --json >"$OUT/cnn_bf16" 2>&1
+check_true "cnn_fashion bf16 40 steps: exit 0" test $? = 0
+accb=$(field "$OUT/cnn_bf16" test_accuracy)
+check_true "cnn_fashion bf16 learns (accuracy $accb >= 0.6 after 40 steps)" cmp_num "${accb:-0}" ">=" 0.6
+mem=$(awk -v a="$(field "$OUT/cnn_bf16" param_act_peak_bytes)" -v b="$(field "$OUT/cnn" param_act_peak_bytes)" 'BEGIN { print a / b }')
+check_true "cnn_fashion bf16: parameters + activations no more than amp's ($mem)" cmp_num "$mem" "<=" 1
 
 "$BIN/charlm" --steps 30 --log-every 10 --eval-batches 2 --sample-len 40 --json >"$OUT/lm" 2>&1
 check_true "charlm amp 30 steps: exit 0" test $? = 0
 vl=$(field "$OUT/lm" val_loss)
 check_true "charlm val_loss finite and falling below 3.0 ($vl)" cmp_num "${vl:-9}" "<" 3.0
+for p in fp32 bf16; do
+	"$BIN/charlm" --precision=$p --steps 30 --log-every 10 --eval-batches 2 --sample-len 40 --json >"$OUT/lm_$p" 2>&1
+	check_true "charlm $p 30 steps: exit 0" test $? = 0
+done
+vl32=$(field "$OUT/lm_fp32" val_loss) vlb=$(field "$OUT/lm_bf16" val_loss)
+check_true "charlm bf16 val_loss within 0.05 nats of fp32's after 30 steps ($vlb vs $vl32)" \
+	cmp_num "$(awk -v a="${vlb:-9}" -v b="${vl32:-0}" 'BEGIN { d = a - b; print d < 0 ? -d : d }')" "<=" 0.05
 check_true "charlm prints a sample" grep -q -- '--- sample' "$OUT/lm"
 
 # ---- unstable: documented behaviour -----------------------------------------------------------
