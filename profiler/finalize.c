@@ -346,11 +346,15 @@ static int rule_gemm(sqlite3 *db)
 	                  msg, ev.text, first_op, -1, site);
 }
 
-/* Loss scale stuck at its floor, collapsing, or outside [8, 1024]. */
+/* Dynamic loss scale stuck at its floor (overflowing there), collapsing, or outside [8, 1024].
+ * A static scale (the BF16 modes' 1, or loss_scale = <number>) has no floor to reach and
+ * nothing to collapse, and is the user's choice: these rules are for dynamic scaling. */
 static int rule_scale(sqlite3 *db)
 {
 	double steps = query_double(db, "SELECT count(*) FROM steps WHERE scale IS NOT NULL", 0);
 	if (steps <= 0)
+		return 0;
+	if (query_double(db, "SELECT count(*) FROM loss_scale WHERE reason <> 'static'", 0) <= 0)
 		return 0;
 	double floor_cfg = query_double(db,
 	                                "SELECT CAST(value AS REAL) FROM meta WHERE key IN "
@@ -371,7 +375,11 @@ static int rule_scale(sqlite3 *db)
 	snprintf(ev, sizeof ev,
 	         "steps %.0f, overflow steps %.0f, first scale %.9g, final %.9g, min %.9g", steps,
 	         overflow, first, last, min_scale);
-	if (min_scale <= floor_cfg) {
+	double floor_overflows = 0;
+	amp_profile_query_double(db, &floor_overflows,
+	                         "SELECT count(*) FROM steps WHERE scale <= ? AND overflow = 1", "d",
+	                         floor_cfg);
+	if (min_scale <= floor_cfg && floor_overflows > 0) {
 		double at_floor = 0;
 		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM steps WHERE scale <= ?",
 		                         "d", floor_cfg);

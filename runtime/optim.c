@@ -106,13 +106,14 @@ static void refresh_working(amp_param *p, int64_t i0, int64_t n)
 	                                  (char *)p->work + (size_t)i0 * di->size, n);
 }
 
-/* w: (n) fp32 master, g: (n) fp32 unscaled gradient; the working copy rewritten on the way. */
+/* w: (n) fp32 master, g: (n) fp32 unscaled gradient, cleared as it is used; the working copy
+ * rewritten on the way. */
 static int update_param(amp_optim *o, amp_param *p)
 {
 	amp_ctx *ctx = o->ctx;
 	amp_tensor *w = p->master;
 	float *wv = w->data;
-	const float *g = w->grad->data;
+	float *g = w->grad->data;
 	int64_t n = w->numel;
 	float *m = NULL, *v = NULL;
 	if (o->kind == OPTIM_ADAMW || o->sgd.momentum != 0) {
@@ -149,6 +150,7 @@ static int update_param(amp_optim *o, amp_param *p)
 			}
 		}
 		refresh_working(p, i0, i1 - i0);
+		memset(g + i0, 0, (size_t)(i1 - i0) * sizeof(float)); /* still in L1 */
 	}
 	return AMP_OK;
 }
@@ -209,9 +211,11 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		for (amp_param *p = ctx->params; p; p = p->next)
 			p->working_step = -1;
 	}
-	for (amp_param *p = ctx->params; p; p = p->next)
-		if (p->master->grad)
-			memset(p->master->grad->data, 0, (size_t)p->master->grad->numel * sizeof(float));
+	if (overflow || rc != AMP_OK) /* an update clears the gradients it used */
+		for (amp_param *p = ctx->params; p; p = p->next)
+			if (p->master->grad)
+				memset(p->master->grad->data, 0,
+				       (size_t)p->master->grad->numel * sizeof(float));
 
 	amp_trace_kernel(ctx, AMP_OP_OPTIMIZER, o->kind == OPTIM_SGD ? "sgd" : "adamw", AMP_F32,
 	                 amp_kernels_vec_engine(), AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),

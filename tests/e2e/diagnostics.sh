@@ -308,6 +308,35 @@ check_true "report amp: overflow only in the scaled gradients, handled by the sc
 check_true "report: NaN from an invalid operation (log of negatives) at step 2" \
 	grep -q "invalid_operation: NaN from an invalid operation at step 2" inv.report
 
+# ---- 7b. a BF16 run: engines, the two shares, no false loss-scale verdicts -------------------
+# BF16 has FP32's range: the mode runs with a static scale of 1, which is neither a floor
+# reached nor an unusual dynamic scale; where the CPU has BF16 arithmetic the GEMMs run on it.
+"$AMPPROF" -q -o bf16.db -- "$MLP" --precision=bf16 --steps 30 --log-every 0 >/dev/null 2>&1
+"$AMPPROF" report bf16.db >bf16.report 2>&1
+check "bf16 run: half type recorded" "$(q bf16.db "SELECT half_types FROM overview")" bf16
+check "bf16 run: no loss-scale advice for the static scale of 1" \
+	"$(q bf16.db "SELECT count(*) FROM advice WHERE rule LIKE 'loss_scale%'")" 0
+check_true "bf16 report: the BF16 share and the native half share" \
+	sh -c "grep -q '^  BF16 share ' bf16.report && grep -q '^  native half ' bf16.report"
+if grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo; then
+	want=$(grep -qw amx_bf16 /proc/cpuinfo && echo amx-bf16 || echo avx512-bf16)
+	check "bf16 Linear runs on $want" \
+		"$(q bf16.db "SELECT group_concat(DISTINCT engine) FROM ops WHERE op = 'Linear'")" "$want"
+	check_true "bf16 run: native half share above 50 %" \
+		test "$(q bf16.db "SELECT native_half_share > 0.5 FROM overview")" = 1
+	check "bf16 run: no emulated-half advice" \
+		"$(q bf16.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 0
+else
+	echo "SKIPPED: bf16 engine checks need avx512_bf16 or amx_bf16"
+fi
+# The same run forced onto a path without BF16 arithmetic: emulated, and the advice says so.
+AMP_KERNELS=avx512 "$AMPPROF" -q -o bf16emu.db -- "$MLP" --precision=bf16 --steps 10 --log-every 0 >/dev/null 2>&1
+check "bf16 on the avx512 path: Linear on fp32-fma" \
+	"$(q bf16emu.db "SELECT group_concat(DISTINCT engine) FROM ops WHERE op = 'Linear'")" fp32-fma
+check "bf16 on the avx512 path: native half share 0" "$(q bf16emu.db "SELECT native_half_share FROM overview")" 0.0
+check "bf16 on the avx512 path: the emulated-half advice fires" \
+	"$(q bf16emu.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 1
+
 # ---- 8. nothing left behind ------------------------------------------------------------------
 check "no spool directory left beside the outputs" "$(find "$T" -name '.ampprof-spool-*' | wc -l)" 0
 check "nothing new in /dev/shm" "$(comm -13 <(echo "$SHM_BEFORE") <(ls_dir /dev/shm))" ""
