@@ -203,29 +203,24 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 	const char *gy = node->out->grad->data; /* (N,O,OH,OW) in the exec dtype */
 	int need_x = x->requires_grad, need_w = w->requires_grad;
 	int need_b = bias && bias->requires_grad;
-	int f16 = amp_dt(dt)->is_half; /* 2-byte halves: GEMM outputs summed in FP32 scratch */
+	int f16 = amp_dt(dt)->is_half; /* a half gradient's bias rows are widened in tmp32 */
 	void (*to_f32)(const void *, float *, int64_t) = amp_dt(dt)->to_f32;
 	int64_t cols = g.ckk * g.ohw;
 	int64_t gn_stride = g.O * g.ohw;
 
-	/* FP32 accumulators (zeroed), and exec-dtype scratch for the GEMM outputs and the columns
-	 * (written in full before they are read: not zeroed). */
+	/* FP32 accumulators (zeroed); the columns in the exec dtype and their gradient in FP32
+	 * (amp_gemm_acc32: the GEMMs' sums are kept in FP32, not rounded per image), written in
+	 * full before they are read: not zeroed. */
 	float *dx = need_x ? amp_arena_alloc(ctx, (size_t)x->numel * sizeof(float)) : NULL;
-	float *dw = need_w ? amp_arena_alloc(ctx, (size_t)w->numel * sizeof(float)) : NULL;
+	/* dw: the first image's GEMM writes it (beta 0), the others add */
+	float *dw = need_w ? amp_arena_alloc_raw(ctx, (size_t)w->numel * sizeof(float)) : NULL;
 	float *db = need_b ? amp_arena_alloc(ctx, (size_t)g.O * sizeof(float)) : NULL;
 	void *col =
 	    need_w && !conv_is_pointwise(&g) ? amp_arena_alloc_raw(ctx, (size_t)cols * es) : NULL;
-	void *dcol = need_x ? amp_arena_alloc_raw(ctx, (size_t)cols * es) : NULL;
-	float *dcol32 =
-	    need_x && f16 ? amp_arena_alloc_raw(ctx, (size_t)cols * sizeof(float)) : NULL;
-	uint16_t *dw16 = need_w && f16 ? amp_arena_alloc_raw(ctx, (size_t)w->numel * 2) : NULL;
-	float *tmp32 = f16 && (need_w || need_b)
-	                   ? amp_arena_alloc_raw(ctx, (size_t)(w->numel > g.ohw ? w->numel : g.ohw) *
-	                                                  sizeof(float))
-	                   : NULL;
-	if ((need_x && (!dx || !dcol || (f16 && !dcol32))) ||
-	    (need_w && (!dw || (!col && !conv_is_pointwise(&g)) || (f16 && (!dw16 || !tmp32)))) ||
-	    (need_b && (!db || (f16 && !tmp32))))
+	float *dcol = need_x ? amp_arena_alloc_raw(ctx, (size_t)cols * sizeof(float)) : NULL;
+	float *tmp32 = f16 && need_b ? amp_arena_alloc_raw(ctx, (size_t)g.ohw * sizeof(float)) : NULL;
+	if ((need_x && !dcol) || (need_w && (!dw || (!col && !conv_is_pointwise(&g)))) ||
+	    (need_b && (!db || (f16 && !tmp32))) || (need_x && !dx))
 		return amp_fail(ctx, AMP_ENOMEM, "Conv2D '%s': out of memory in backward",
 		                lbl(node->label));
 
@@ -233,31 +228,19 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 		const char *gn = gy + (size_t)(n * gn_stride) * es;
 		if (need_w) {
 			const void *cn = conv_columns(&g, dt, x->data, n, col);
-			/* G_n (O,OHW) . col^T (OHW,CKK) -> (O,CKK) */
-			if (f16) {
-				gemm_exec(dt, 0, 1, g.O, g.ckk, g.ohw, gn, g.ohw, cn, g.ohw, 0.0f,
-				          dw16, g.ckk);
-				to_f32(dw16, tmp32, w->numel);
-				amp_vadd_f32(dw, tmp32, dw, w->numel);
-			} else {
-				gemm_exec(dt, 0, 1, g.O, g.ckk, g.ohw, gn, g.ohw, cn, g.ohw,
-				          n ? 1.0f : 0.0f, dw, g.ckk);
-			}
+			/* G_n (O,OHW) . col^T (OHW,CKK) -> dw (O,CKK) += in FP32 */
+			amp_gemm_acc32(dt, 0, 1, g.O, g.ckk, g.ohw, gn, g.ohw, cn, g.ohw, n ? 1.0f : 0.0f,
+			               dw, g.ckk);
 		}
 		if (need_x) {
-			/* w^T (CKK,O) . G_n (O,OHW) -> dcol (CKK,OHW) */
-			gemm_exec(dt, 1, 0, g.ckk, g.ohw, g.O, w->data, g.ckk, gn, g.ohw, 0.0f,
-			          dcol, g.ohw);
-			const float *dc = dcol;
-			if (f16) {
-				to_f32(dcol, dcol32, cols);
-				dc = dcol32;
-			}
+			/* w^T (CKK,O) . G_n (O,OHW) -> dcol (CKK,OHW) in FP32 */
+			amp_gemm_acc32(dt, 1, 0, g.ckk, g.ohw, g.O, w->data, g.ckk, gn, g.ohw, 0.0f, dcol,
+			               g.ohw);
 			float *dxn = dx + n * g.C * g.H * g.W;
 			if (conv_is_pointwise(&g))
-				amp_vadd_f32(dxn, dc, dxn, cols);
+				amp_vadd_f32(dxn, dcol, dxn, cols);
 			else
-				col2im_add_f32(&g, dc, dxn);
+				col2im_add_f32(&g, dcol, dxn);
 		}
 		if (need_b) {
 			for (int64_t o = 0; o < g.O; o++) {

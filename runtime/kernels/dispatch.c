@@ -167,11 +167,17 @@ static void fill_from(amp_kernel_table *t, const amp_kernel_table *f)
 	FILL(count_nonfinite_f16);
 	FILL(count_nonfinite_bf16);
 #undef FILL
-	for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++)
+	for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++) {
 		if (t->gemm[dt] == NULL && f->gemm[dt] != NULL) {
 			t->gemm[dt] = f->gemm[dt];
 			t->gemm_engine[dt] = f->gemm_engine[dt];
 		}
+		if (t->gemm_acc32[dt] == NULL && f->gemm_acc32[dt] != NULL) {
+			t->gemm_acc32[dt] = f->gemm_acc32[dt];
+			t->acc32_engine[dt] = f->acc32_engine[dt] != AMP_ENGINE_NONE ? f->acc32_engine[dt]
+			                                                            : f->gemm_engine[dt];
+		}
+	}
 }
 
 static void detect(void)
@@ -181,6 +187,9 @@ static void detect(void)
 	for (int i = 0; i < AMP_ISA_COUNT; i++) {
 		const kpath *p = &paths[i];
 		resolved[i] = *p->table;
+		for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++) /* a path's own acc32 runs on its gemm */
+			if (resolved[i].gemm_acc32[dt] && resolved[i].acc32_engine[dt] == AMP_ENGINE_NONE)
+				resolved[i].acc32_engine[dt] = resolved[i].gemm_engine[dt];
 		if (i != AMP_ISA_SCALAR)
 			fill_from(&resolved[i], &resolved[p->fallback]);
 		path_ok[i] = (cpu_features & p->needs) == p->needs &&
@@ -448,6 +457,24 @@ amp_engine amp_gemm(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N
 	const amp_kernel_table *t = kt();
 	t->gemm[dt](trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
 	return t->gemm_engine[dt];
+}
+
+amp_engine amp_gemm_acc32(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N,
+                          int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb,
+                          float beta, float *C, int64_t ldc)
+{
+	switch (dt) {
+	case AMP_F32:
+		return amp_gemm(dt, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+	case AMP_F16:
+	case AMP_BF16: break;
+	case AMP_I32: return AMP_ENGINE_NONE;
+	}
+	if (M <= 0 || N <= 0)
+		return AMP_ENGINE_NONE;
+	const amp_kernel_table *t = kt();
+	t->gemm_acc32[dt](trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+	return t->acc32_engine[dt];
 }
 
 amp_engine amp_kernels_gemm_engine(amp_dtype dt)

@@ -337,6 +337,7 @@ typedef struct gemm_job {
 	int split_n;        /* threads take column ranges (1) or row ranges (0) */
 	int64_t units;      /* NR-wide column or MR-high row units to share out */
 	amp_stats *parts;   /* with statistics: one per share, else NULL */
+	int c_f32;          /* half A and B, C fp32: the sums are stored, not rounded (acc32) */
 } gemm_job;
 
 #ifndef GEMM_BF16_ONLY
@@ -496,6 +497,51 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 	}
 }
 
+/* C[i0 .. i0+mb) [j0 .. j0+nb) fp32 = op(A) op(B) [+ beta C] with A, B of the half dtype
+ * g->a.dt: the half GEMM's packing and tiles, its fp32 sums stored in C as they are (the acc32
+ * slots: a gradient summed over images or batches in FP32 without a rounding per part). */
+static void gemm_block_acc32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
+{
+	float *C = (float *)g->C + i0 * g->ldc + j0;
+	int64_t ldc = g->ldc, K = g->K;
+	float beta = g->beta;
+	if (beta != 0.0f && beta != 1.0f) {
+		for (int64_t i = 0; i < mb; i++)
+			for (int64_t j = 0; j < nb; j++)
+				C[i * ldc + j] *= beta;
+		beta = 1.0f;
+	}
+	if (K <= 0) {
+		if (beta == 0.0f)
+			for (int64_t i = 0; i < mb; i++)
+				memset(C + i * ldc, 0, (size_t)nb * sizeof(float));
+		return;
+	}
+	gemm_operand a = gemm_shift(&g->a, i0), b = gemm_shift(&g->b, j0);
+	int64_t ncmax = gemm_min(GEMM_NC, (nb + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
+	gemm_pt *bp = (gemm_pt *)amp_kernels_workspace(
+	    AMP_WS_PACK_B, GEMM_WS_FLOATS((GEMM_KC_MAX + GEMM_KP) * ncmax));
+	gemm_pt *ap = (gemm_pt *)amp_kernels_workspace(
+	    AMP_WS_PACK_A, GEMM_WS_FLOATS((GEMM_KC_MAX + GEMM_KP) * GEMM_MC));
+	if (ap == NULL || bp == NULL) {
+		for (int64_t i = 0; i < mb; i++)
+			for (int64_t j = 0; j < nb; j++) {
+				float s = gemm_dot(&a, &b, i, j, K);
+				C[i * ldc + j] = beta != 0.0f ? C[i * ldc + j] + s : s;
+			}
+		return;
+	}
+	for (int64_t jc = 0; jc < nb; jc += GEMM_NC) {
+		int64_t nc = gemm_min(GEMM_NC, nb - jc);
+		for (int64_t pc = 0; pc < K; pc += g->kc) {
+			int64_t kc = gemm_min(g->kc, K - pc);
+			gemm_pack_b(&b, pc, kc, jc, nc, bp);
+			gemm_macro(&a, mb, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f, NULL,
+			           0);
+		}
+	}
+}
+
 /* Thread t of n: its share of the units, as a row or column range of C. */
 static void gemm_task(void *arg, int t, int n)
 {
@@ -511,6 +557,10 @@ static void gemm_task(void *arg, int t, int n)
 	}
 	if (mb <= 0 || nb <= 0)
 		return;
+	if (g->c_f32) {
+		gemm_block_acc32(g, i0, mb, j0, nb);
+		return;
+	}
 #ifndef GEMM_BF16_ONLY
 	if (g->a.dt == AMP_F32) {
 		gemm_block_f32(g, i0, mb, j0, nb);
@@ -520,10 +570,11 @@ static void gemm_task(void *arg, int t, int n)
 	gemm_block_half(g, i0, mb, j0, nb, g->parts ? &g->parts[t] : NULL);
 }
 
-/* Sets up the job and runs it on as many threads as it is worth. */
-static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
-                     int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
-                     amp_dtype dt, amp_stats *st)
+/* Sets up the job and runs it on as many threads as it is worth; with c_f32, C is fp32 for
+ * half A and B (no statistics then). */
+static void gemm_run_c(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                       int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                       amp_dtype dt, amp_stats *st, int c_f32)
 {
 	if (M <= 0 || N <= 0)
 		return;
@@ -532,7 +583,10 @@ static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 		/* B is packed as op(B)^T: panel rows are the columns j of op(B). */
 		.b = {B, trans_b ? ldb : 1, trans_b ? 1 : ldb, dt},
 		.M = M, .N = N, .K = K, .kc = gemm_kc(K), .C = C, .ldc = ldc, .beta = beta,
+		.c_f32 = c_f32,
 	};
+	if (c_f32)
+		st = NULL;
 	int want = amp_kernels_threads();
 	double work = (double)M * (double)N * (double)(K > 0 ? K : 1);
 	if (work < GEMM_PAR_MIN)
@@ -566,6 +620,13 @@ static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 	}
 }
 
+static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                     int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                     amp_dtype dt, amp_stats *st)
+{
+	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, dt, st, 0);
+}
+
 /* The GEMM slots (amp_gemm_fn): A, B, C of the slot's dtype as amp_gemm; st (or NULL) += the
  * statistics of C.  fp32: C (M,N) fp32 = op(A) (M,K) . op(B) (K,N) + beta C.  fp16, bf16: half
  * storage, fp32 products and sums, C rounded once. */
@@ -594,3 +655,22 @@ static void gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
 {
 	gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_BF16, st);
 }
+
+/* The acc32 slots (amp_gemm_acc32): half A and B, C fp32 (st unused). */
+static void gemm_bf16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                            const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
+                            void *C, int64_t ldc, amp_stats *st)
+{
+	(void)st;
+	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_BF16, NULL, 1);
+}
+
+#ifndef GEMM_BF16_ONLY
+static void gemm_f16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
+                           void *C, int64_t ldc, amp_stats *st)
+{
+	(void)st;
+	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F16, NULL, 1);
+}
+#endif

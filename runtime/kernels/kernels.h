@@ -127,6 +127,12 @@ amp_engine amp_gemm(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N
                     int64_t ldc, amp_stats *st);
 /* The engine amp_gemm(dt, ...) would run on now (AMP_ENGINE_NONE for a non-float dt), and the
  * engine of the elementwise kernels and conversions on the active path (scalar or fp32-fma). */
+/* C (M,N) fp32 = op(A) op(B) + beta C with A, B of dtype dt (fp32, fp16 or bf16): the GEMM of
+ * amp_gemm(dt) whose FP32 sums are stored in C instead of being rounded to dt, for gradients
+ * summed in FP32 over the parts of a batch.  Returns the engine that ran it.  Thread-safe. */
+amp_engine amp_gemm_acc32(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N,
+                          int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb,
+                          float beta, float *C, int64_t ldc);
 amp_engine amp_kernels_gemm_engine(amp_dtype dt);
 amp_engine amp_kernels_vec_engine(void);
 

@@ -123,6 +123,7 @@ const amp_kernel_table amp_kernels_avx2_table = {
 	.cvt_f32_bf16 = cvt_f2b,
 	.cvt_bf16_f32 = cvt_b2f,
 	.gemm = {[AMP_F32] = gemm_f32, [AMP_F16] = gemm_f16, [AMP_BF16] = gemm_bf16},
+	.gemm_acc32 = {[AMP_F16] = gemm_f16_acc32, [AMP_BF16] = gemm_bf16_acc32},
 	.gemm_engine = {[AMP_F32] = AMP_ENGINE_FP32_FMA, [AMP_F16] = AMP_ENGINE_FP32_FMA,
 	                [AMP_BF16] = AMP_ENGINE_FP32_FMA},
 	.vadd_f32 = vadd_f32,

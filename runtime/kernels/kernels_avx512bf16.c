@@ -322,5 +322,6 @@ const amp_kernel_table amp_kernels_avx512bf16_table = {
 	.cvt_f32_bf16 = cvt_f2b,
 	.cvt_bf16_f32 = cvt_b2f,
 	.gemm = {[AMP_BF16] = gemm_bf16},
+	.gemm_acc32 = {[AMP_BF16] = gemm_bf16_acc32},
 	.gemm_engine = {[AMP_BF16] = AMP_ENGINE_AVX512_BF16},
 };

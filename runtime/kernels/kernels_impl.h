@@ -33,6 +33,10 @@ typedef struct amp_kernel_table {
 	void (*cvt_bf16_f32)(const uint16_t *src, float *dst, int64_t n);
 	amp_gemm_fn gemm[AMP_DTYPE_COUNT];
 	amp_engine gemm_engine[AMP_DTYPE_COUNT];
+	/* amp_gemm_acc32: half A and B (fp16, bf16 slots), C fp32; its engine is gemm_engine's of
+	 * the table that fills it (kept in acc32_engine once resolved) */
+	amp_gemm_fn gemm_acc32[AMP_DTYPE_COUNT];
+	amp_engine acc32_engine[AMP_DTYPE_COUNT];
 	void (*vadd_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vmul_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vscale_f32)(const float *a, float s, float *dst, int64_t n);

@@ -61,6 +61,7 @@ const amp_kernel_table amp_kernels_scalar_table = {
 	.cvt_f32_bf16 = cvt_f2b,
 	.cvt_bf16_f32 = cvt_b2f,
 	.gemm = {[AMP_F32] = gemm_f32, [AMP_F16] = gemm_f16, [AMP_BF16] = gemm_bf16},
+	.gemm_acc32 = {[AMP_F16] = gemm_f16_acc32, [AMP_BF16] = gemm_bf16_acc32},
 	.gemm_engine = {[AMP_F32] = AMP_ENGINE_SCALAR, [AMP_F16] = AMP_ENGINE_SCALAR,
 	                [AMP_BF16] = AMP_ENGINE_SCALAR},
 	.vadd_f32 = vadd_f32,

@@ -1158,3 +1158,56 @@ Test(stats, merge_is_exact)
 	amp_stats_merge(&parts, &s);
 	cr_assert(isnan(parts.min) && isnan(parts.max) && parts.nan == 2, "no finite value: NaN extremes");
 }
+
+/* amp_gemm_acc32 stores the sums amp_gemm rounds: on every path, its FP32 C rounded to the
+ * half type is amp_gemm's C bit for bit, with beta 0 and with beta 1 onto the same start (a
+ * start in the half type, so both add the same values), for the four transposes and shapes
+ * with edges.  The engine it reports is amp_gemm's. */
+Test(gemm, acc32_stores_the_sums_that_gemm_rounds, .fini = kpath_restore)
+{
+	static const int64_t dims[][3] = {{7, 5, 13}, {33, 47, 100}, {128, 64, 288}};
+	static const amp_dtype halves[] = {AMP_F16, AMP_BF16};
+	for (size_t pi = 0; pi < sizeof all_paths / sizeof *all_paths; pi++) {
+		if (!kpath_force(all_paths[pi]))
+			continue;
+		for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+			for (int tr = 0; tr < 4; tr++)
+				for (size_t h = 0; h < 2; h++) {
+					int64_t M = dims[d][0], N = dims[d][1], K = dims[d][2];
+					int ta = tr & 1, tb = tr >> 1;
+					amp_dtype dt = halves[h];
+					float *af = malloc((size_t)(M * K) * 4), *bf = malloc((size_t)(K * N) * 4);
+					float *c0 = malloc((size_t)(M * N) * 4), *c32 = malloc((size_t)(M * N) * 4);
+					uint16_t *a = malloc((size_t)(M * K) * 2), *b = malloc((size_t)(K * N) * 2);
+					uint16_t *c = malloc((size_t)(M * N) * 2), *cr = malloc((size_t)(M * N) * 2);
+					cr_assert(af && bf && c0 && c32 && a && b && c && cr);
+					for (int64_t i = 0; i < M * K; i++)
+						af[i] = rng_uniform(-0.5f, 0.5f);
+					for (int64_t i = 0; i < K * N; i++)
+						bf[i] = rng_uniform(-0.5f, 0.5f);
+					for (int64_t i = 0; i < M * N; i++)
+						c0[i] = rng_uniform(-0.5f, 0.5f);
+					amp_cvt(dt, a, AMP_F32, af, M * K);
+					amp_cvt(dt, b, AMP_F32, bf, K * N);
+					for (float beta = 0.0f; beta <= 1.0f; beta += 1.0f) {
+						amp_cvt(dt, c, AMP_F32, c0, M * N); /* the same start for both */
+						amp_cvt(AMP_F32, c32, dt, c, M * N);
+						amp_engine e = amp_gemm(dt, ta, tb, M, N, K, a, ta ? M : K, b,
+						                        tb ? K : N, beta, c, N, NULL);
+						amp_engine e32 = amp_gemm_acc32(dt, ta, tb, M, N, K, a, ta ? M : K,
+						                                b, tb ? K : N, beta, c32, N);
+						cr_assert_eq(e32, e, "%s: acc32 engine %s, gemm %s", all_paths[pi],
+						             amp_engine_name(e32), amp_engine_name(e));
+						amp_cvt(dt, cr, AMP_F32, c32, M * N);
+						int64_t diff = 0;
+						for (int64_t i = 0; i < M * N; i++)
+							diff += c[i] != cr[i];
+						cr_assert_eq(diff, 0, "%s %s %lldx%lldx%lld ta %d tb %d beta %g: %lld "
+						             "elements differ", all_paths[pi], amp_dtype_name(dt),
+						             (long long)M, (long long)N, (long long)K, ta, tb,
+						             (double)beta, (long long)diff);
+					}
+					free(af), free(bf), free(c0), free(c32), free(a), free(b), free(c), free(cr);
+				}
+	}
+}
