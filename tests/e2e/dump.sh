@@ -515,6 +515,7 @@ run "hostile names: text" 0 --step 3 --db hostile.db &&
 	expect "hostile names (text): one line per tensor, controls as '?'" "$T/out" 'a\?b\?\[2J\?new\?\]0;t\?'
 [ "$(wc -l <"$T/out")" -eq 10 ] && ok "hostile names (text): the newline forged no line" || bad "hostile names (text): line count" "$(cat "$T/out")"
 run "hostile names: compare" 0 --compare hostile.db run.db --step 3 &&
-	if LC_ALL=C grep -q $'\x1b' "$T/out"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte"; fi
+	if LC_ALL=C grep -q $'\x1b' "$T/out" "$T/err"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte on stdout or stderr"; fi
+grep -q "no counterpart" "$T/err" && ok "hostile names (compare): the unmatched names are noted on stderr" || bad "hostile names (compare): no note" "$(cat "$T/err")"
 
 e2e_finish
