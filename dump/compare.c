@@ -485,6 +485,9 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		if (add_row(t, pairs[i], &res[i], status) != 0)
 			goto oom;
 	}
+	/* the JSON document names the first divergence: its index in rows */
+	if (amp_table_set_member_int(t, "first_divergence", (int64_t)first, first == npairs) != 0)
+		goto oom;
 	dump_note_unmatched(&a, b_path);
 	dump_note_unmatched(&b, a_path);
 

@@ -114,10 +114,13 @@ static int select_tensor(sqlite3 *db, int64_t step, const char *tensor, ref_list
 		           tensor, (long long)step, sel->n);
 		for (size_t i = 0; i < sel->n; i++) {
 			const dump_tensor *m = &sel->v[i].meta;
-			fprintf(stderr, "  dump_id %lld: seq %lld %s %s, %s %s\n",
-			        (long long)sel->v[i].id, (long long)m->seq, m->op ? m->op : "?",
-			        m->role ? m->role : "?", m->dtype ? m->dtype : "?",
-			        m->shape ? m->shape : "?");
+			char line[1024];
+			snprintf(line, sizeof line, "  dump_id %lld: seq %lld %s %s, %s %s",
+			         (long long)sel->v[i].id, (long long)m->seq, m->op ? m->op : "?",
+			         m->role ? m->role : "?", m->dtype ? m->dtype : "?",
+			         m->shape ? m->shape : "?");
+			amp_text_put(stderr, line); /* names from the profile: sanitized */
+			fputc('\n', stderr);
 		}
 		fprintf(stderr, "hint: choose one by its id: --tensor %lld\n",
 		        (long long)sel->v[0].id);

@@ -47,10 +47,11 @@ static const char about[] =
     "--npy writes fp32 as <f4, fp16 as <f2, int32 as <i4, and bf16 as exact fp32 (<f4):\n"
     "numpy has no bf16 dtype, and every bf16 value is an fp32 value.\n"
     "\n"
-    "JSON output is {\"format_version\": 1, \"rows\": [...]}; a number that is not finite is\n"
-    "null, with \"<key>_nonfinite\": \"nan\", \"inf\" or \"-inf\" beside it.  Names from the\n"
-    "application are valid UTF-8 in JSON and CSV (invalid bytes become U+FFFD) and shown\n"
-    "with their control characters as '?' in text.";
+    "JSON output is {\"format_version\": 1, \"rows\": [...]}, and --compare's has\n"
+    "\"first_divergence\": the index in rows of the first divergence, or null.  A number\n"
+    "that is not finite is null, with \"<key>_nonfinite\": \"nan\", \"inf\" or \"-inf\" beside\n"
+    "it.  Names from the application are valid UTF-8 in JSON and CSV (invalid bytes become\n"
+    "U+FFFD) and shown with their control characters as '?' in text.";
 
 enum {
 	OPT_DB = 256, OPT_STEP, OPT_LIST, OPT_FORMAT, OPT_TENSOR, OPT_NPY, OPT_FORCE, OPT_COMPARE,

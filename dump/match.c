@@ -250,15 +250,18 @@ void dump_note_unmatched(const cmp_run *r, const char *other)
 				firstt = &r->v[i];
 			n++;
 		}
-	if (n)
-		fprintf(stderr,
-		        "ampdump: note: %zu dumped tensor%s of '%s' ha%s no counterpart in '%s' "
-		        "(first: step %lld seq %lld %s %s '%s')\n",
-		        n, n == 1 ? "" : "s", r->path, n == 1 ? "s" : "ve", other,
-		        (long long)firstt->meta.step, (long long)firstt->meta.seq,
-		        firstt->meta.op ? firstt->meta.op : "?",
-		        firstt->meta.role ? firstt->meta.role : "?",
-		        firstt->meta.name ? firstt->meta.name : "");
+	if (!n)
+		return;
+	char line[2048];
+	snprintf(line, sizeof line,
+	         "ampdump: note: %zu dumped tensor%s of '%s' ha%s no counterpart in '%s' "
+	         "(first: step %lld seq %lld %s %s '%s')",
+	         n, n == 1 ? "" : "s", r->path, n == 1 ? "s" : "ve", other,
+	         (long long)firstt->meta.step, (long long)firstt->meta.seq,
+	         firstt->meta.op ? firstt->meta.op : "?", firstt->meta.role ? firstt->meta.role : "?",
+	         firstt->meta.name ? firstt->meta.name : "");
+	amp_text_put(stderr, line); /* names from the profile: sanitized */
+	fputc('\n', stderr);
 }
 
 int dump_match_runs(cmp_run *a, cmp_run *b, int64_t step, cmp_tensor ***pairs, size_t *npairs)

@@ -13,15 +13,21 @@
 
 void dump_error(const char *hint, const char *fmt, ...)
 {
+	/* messages and hints quote names and command lines from profiles: sanitized */
+	char msg[4096];
 	va_list ap;
 	fflush(stdout);
-	fputs("ampdump: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	fputs("ampdump: ", stderr);
+	amp_text_put(stderr, msg);
 	fputc('\n', stderr);
-	if (hint)
-		fprintf(stderr, "hint: %s\n", hint);
+	if (hint) {
+		fputs("hint: ", stderr);
+		amp_text_put(stderr, hint);
+		fputc('\n', stderr);
+	}
 }
 
 sqlite3 *dump_open_profile(const char *path)

@@ -132,7 +132,7 @@ static const amp_opt info_opts[] = {
 };
 
 static const amp_opt_spec info_spec = {
-    .tool = "ampprof info",
+    .tool = "ampprof", /* messages read "ampprof: ...", as the other commands' */
     .usage = info_usage,
     .about = "What this machine can run before training on it: the CPU and its half "
              "arithmetic,\nthe kernel paths of the library and the engine each half type's "

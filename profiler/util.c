@@ -18,18 +18,25 @@
 #define PROF_HAVE_TSC 0
 #endif
 
+#include "amp_text.h"
 #include "prof.h"
 
 void prof_error(const char *hint, const char *fmt, ...)
 {
+	/* messages quote labels and command lines from the application: sanitized */
+	char msg[4096];
 	va_list ap;
-	fputs("ampprof: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	fputs("ampprof: ", stderr);
+	amp_text_put(stderr, msg);
 	fputc('\n', stderr);
-	if (hint)
-		fprintf(stderr, "hint: %s\n", hint);
+	if (hint) {
+		fputs("hint: ", stderr);
+		amp_text_put(stderr, hint);
+		fputc('\n', stderr);
+	}
 }
 
 static int parse_i64(const char **p, int64_t *out)

@@ -18,6 +18,11 @@ struct amp_table {
 	amp_format stream_fmt;
 	size_t written; /* rows already written */
 	int failed;
+	/* members of the JSON document (amp_table_set_member_int) */
+	int nmembers;
+	char *member_key[AMP_TABLE_MEMBERS];
+	int64_t member_value[AMP_TABLE_MEMBERS];
+	int member_null[AMP_TABLE_MEMBERS];
 };
 
 amp_table *amp_table_new(const amp_column *cols, int ncols)
@@ -50,7 +55,19 @@ void amp_table_free(amp_table *t)
 		return;
 	clear_cells(t);
 	free(t->cells);
+	for (int i = 0; i < t->nmembers; i++)
+		free(t->member_key[i]);
 	free(t);
+}
+
+int amp_table_set_member_int(amp_table *t, const char *key, int64_t v, int is_null)
+{
+	if (t->nmembers == AMP_TABLE_MEMBERS || !(t->member_key[t->nmembers] = strdup(key)))
+		return -1;
+	t->member_value[t->nmembers] = v;
+	t->member_null[t->nmembers] = is_null;
+	t->nmembers++;
+	return 0;
 }
 
 int amp_table_stream(amp_table *t, amp_format fmt, FILE *f)
@@ -98,9 +115,17 @@ static void csv_row(const amp_table *t, size_t r, FILE *f)
 	fputc('\n', f);
 }
 
-static void json_begin(FILE *f)
+static void json_begin(const amp_table *t, FILE *f)
 {
-	fprintf(f, "{\"format_version\": %d, \"rows\": [", AMP_JSON_FORMAT_VERSION);
+	fprintf(f, "{\"format_version\": %d, ", AMP_JSON_FORMAT_VERSION);
+	for (int i = 0; i < t->nmembers; i++) {
+		amp_json_string(f, t->member_key[i]);
+		if (t->member_null[i])
+			fputs(": null, ", f);
+		else
+			fprintf(f, ": %lld, ", (long long)t->member_value[i]);
+	}
+	fputs("\"rows\": [", f);
 }
 
 /* A real cell's value: its text is amp_format_real's. */
@@ -181,7 +206,7 @@ static void stream_flush_row(amp_table *t)
 		csv_row(t, 0, t->stream);
 	} else {
 		if (t->written == 0)
-			json_begin(t->stream);
+			json_begin(t, t->stream);
 		json_row(t, 0, t->written, t->stream);
 	}
 	clear_cells(t);
@@ -297,7 +322,7 @@ int amp_table_print(amp_table *t, amp_format fmt, FILE *f)
 			csv_header(t, t->stream);
 		if (t->stream_fmt == AMP_FMT_JSON) {
 			if (t->written == 0)
-				json_begin(t->stream);
+				json_begin(t, t->stream);
 			json_end(t->written, t->stream);
 		}
 		return fflush(t->stream) == 0 && !ferror(t->stream) && !t->failed ? 0 : -1;
@@ -309,7 +334,7 @@ int amp_table_print(amp_table *t, amp_format fmt, FILE *f)
 			csv_row(t, r, f);
 		break;
 	case AMP_FMT_JSON:
-		json_begin(f);
+		json_begin(t, f);
 		for (size_t r = 0; r < t->nrows; r++)
 			json_row(t, r, r, f);
 		json_end(t->nrows, f);

@@ -49,8 +49,14 @@ int amp_table_set_real(amp_table *t, int col, double v);
 /* Rows added so far. */
 size_t amp_table_rows(const amp_table *t);
 
+/* A member of the JSON document beside "format_version" and "rows": key (copied, at most
+ * AMP_TABLE_MEMBERS per table, set before the table is printed or streamed) holding the integer
+ * v, or null when is_null.  Text and CSV do not show it.  0, or -1 when full or out of memory. */
+#define AMP_TABLE_MEMBERS 4
+int amp_table_set_member_int(amp_table *t, const char *key, int64_t v, int is_null);
+
 /* Prints the table: text (aligned columns with a header line), CSV (RFC 4180, header line) or
- * JSON ({"format_version": 1, "rows": [objects]}).  A stream writes its last row and the end
+ * JSON ({"format_version": 1, <members>, "rows": [objects]}).  A stream writes its last row and the end
  * (fmt and f must be the stream's).  Returns 0, or -1 on a write error. */
 int amp_table_print(amp_table *t, amp_format fmt, FILE *f);
 

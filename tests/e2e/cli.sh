@@ -17,7 +17,7 @@ run() {
 	if [ "$rc" = "$want" ]; then ok "$name: exit $want"; else bad "$name: exit $want" "got $rc: $(head -3 "$OUT/err")"; fi
 }
 
-for cmd in "ampprof" "ampprof report" "ampprof export" "ampdump" "ampview" "mlp_fashion"; do
+for cmd in "ampprof" "ampprof report" "ampprof export" "ampprof info" "ampdump" "ampview" "mlp_fashion"; do
 	set -- $cmd
 	tool=$1
 	shift

@@ -481,6 +481,14 @@ run "compare identical runs: exit 0" 0 --compare fp32.db fp32.db --step 2 && ok 
 run "compare a divergence: exit 1" 1 --compare fp32.db amp.db --step 2 && ok "compare a divergence: exit 1, results on stdout" &&
 	expect "compare a divergence: the first divergence still printed" "$T/out" '^first divergence: '
 run "compare an unreadable profile: exit 2" 2 --compare fp32.db no-such.db && ok "compare an unreadable profile: exit 2"
+run "compare json: first divergence" 1 --compare fp32.db amp.db --format=json &&
+	if "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); i=d["first_divergence"]; assert d["rows"][i]["status"] == "FIRST", i; assert sum(r["status"] == "FIRST" for r in d["rows"]) == 1' "$T/out"; then
+		ok "compare json: first_divergence is the index of the FIRST row"
+	else bad "compare json: first_divergence" "$(head -c 600 "$T/out")"; fi
+run "compare json: no divergence" 0 --compare fp32.db fp32.db --format=json &&
+	if "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["first_divergence"] is None and d["rows"]' "$T/out"; then
+		ok "compare json: first_divergence null when nothing is flagged"
+	else bad "compare json: no divergence" "$(head -c 600 "$T/out")"; fi
 
 # ---- names an application wrote: invalid UTF-8, terminal escapes, a newline -----------------
 # a, 0x80 (invalid), b, ESC [2J (clear screen), LF, "new", ESC ]0;t BEL (set the title)
@@ -507,6 +515,7 @@ run "hostile names: text" 0 --step 3 --db hostile.db &&
 	expect "hostile names (text): one line per tensor, controls as '?'" "$T/out" 'a\?b\?\[2J\?new\?\]0;t\?'
 [ "$(wc -l <"$T/out")" -eq 10 ] && ok "hostile names (text): the newline forged no line" || bad "hostile names (text): line count" "$(cat "$T/out")"
 run "hostile names: compare" 0 --compare hostile.db run.db --step 3 &&
-	if LC_ALL=C grep -q $'\x1b' "$T/out"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte"; fi
+	if LC_ALL=C grep -q $'\x1b' "$T/out" "$T/err"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte on stdout or stderr"; fi
+grep -q "no counterpart" "$T/err" && ok "hostile names (compare): the unmatched names are noted on stderr" || bad "hostile names (compare): no note" "$(cat "$T/err")"
 
 e2e_finish
