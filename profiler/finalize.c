@@ -346,7 +346,8 @@ static int rule_gemm(sqlite3 *db)
 	                  msg, ev.text, first_op, -1, site);
 }
 
-/* Loss scale stuck at its floor, collapsing, or outside [8, 1024]. */
+/* Loss scale stuck at its floor or collapsing (dynamic scaling only), or outside [8, 1024]
+ * (not for a static scale in a BF16 mode, which needs none). */
 static int rule_scale(sqlite3 *db)
 {
 	double steps = query_double(db, "SELECT count(*) FROM steps WHERE scale IS NOT NULL", 0);
@@ -371,7 +372,23 @@ static int rule_scale(sqlite3 *db)
 	snprintf(ev, sizeof ev,
 	         "steps %.0f, overflow steps %.0f, first scale %.9g, final %.9g, min %.9g", steps,
 	         overflow, first, last, min_scale);
-	if (min_scale <= floor_cfg) {
+	/* a static scale (the BF16 modes' default, static 1) has no floor to get stuck at and
+	 * cannot collapse: those rules are about dynamic scaling; and BF16, with FP32's range,
+	 * needs no loss scale, so a static one outside [8, 1024] is no finding there */
+	char scaling[64], mode[64];
+	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
+	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
+	mode_in_force(db, mode, sizeof mode);
+	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	                                    "('hold', 'growth', 'overflow')", 0);
+	double statics = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'static'",
+	                              0);
+	int is_static = (scaling[0] && strcmp(scaling, "dynamic") != 0) ||
+	                (statics > 0 && decisions == 0);
+	int bf16_mode = strstr(mode, "bf16") != NULL;
+	if (is_static) {
+		/* no floor or collapse rule */
+	} else if (min_scale <= floor_cfg) {
 		double at_floor = 0;
 		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM steps WHERE scale <= ?",
 		                         "d", floor_cfg);
@@ -388,7 +405,7 @@ static int rule_scale(sqlite3 *db)
 		rc |= add_advice(db, "loss_scale_collapse", "warning", msg, ev, NULL,
 		                 (int64_t)first_overflow, -1);
 	}
-	if (last > 0 && (last < 8 || last > 1024)) {
+	if (last > 0 && (last < 8 || last > 1024) && !(is_static && bf16_mode)) {
 		snprintf(msg, sizeof msg,
 		         "final loss scale %.9g is outside the usual range [8, 1024]", last);
 		rc |= add_advice(db, "loss_scale_unusual", "info", msg, ev, NULL, -1, -1);

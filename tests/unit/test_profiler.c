@@ -909,3 +909,35 @@ Test(decode, op_by_name_needs_a_name)
 	memcpy(ring, &o, sizeof o);
 	cr_assert_eq(prof_decode(ring, NSLOTS, 0, 2, buf, &r), PROF_DECODE_BAD);
 }
+
+/* A static loss scale of 1 (the BF16 modes' default) is not a scale stuck at its floor, and in a
+ * BF16 mode not an unusual one either; the same scale reached by dynamic scaling is. */
+Test(finalize, static_scale_is_not_a_floor)
+{
+	for (int dynamic = 0; dynamic < 2; dynamic++) {
+		temp_profile t;
+		temp_profile_create(&t);
+		prof_options o;
+		memset(&o, 0, sizeof o);
+		o.output = t.path;
+		o.ring_count = 1;
+		prof_writer *w = prof_writer_new(t.db, &o, 0);
+		cr_assert_not_null(w);
+		for (int s = 0; s < 5; s++) {
+			put_step(w, s, 0.5, 1, 0);
+			put_scale(w, s, 1, 1, dynamic ? AMP_SCALE_HOLD : AMP_SCALE_STATIC);
+		}
+		cr_assert_eq(prof_writer_finish(w), 0);
+		prof_writer_free(w);
+		cr_assert_eq(amp_profile_meta_set(t.db, "precision_mode", "allow_mix_precision_bf16"),
+		             AMP_PROFILE_OK);
+		cr_assert_eq(amp_profile_meta_set(t.db, "loss_scale", dynamic ? "dynamic" : "1"),
+		             AMP_PROFILE_OK);
+		cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+		cr_assert_str_eq(query_text(t.db, "SELECT coalesce(group_concat(rule), '-') FROM "
+		                                  "(SELECT rule FROM advice WHERE rule LIKE "
+		                                  "'loss_scale%' ORDER BY id)"),
+		                 dynamic ? "loss_scale_floor,loss_scale_unusual" : "-");
+		temp_profile_release(&t);
+	}
+}
