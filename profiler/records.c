@@ -104,9 +104,8 @@ static int grow_u64(uint64_t **a, uint64_t **b, uint32_t *cap, uint32_t need)
 }
 
 /* Database string id of a record's op type: the name the producer sent (op_name, a ring string
- * id), else the runtime's name of op; an op_types row is added the first time a name this
- * schema does not know is seen.  0 when neither names a type (stored as "?"), -1 on an SQLite
- * or memory failure (reported). */
+ * id), else the runtime's name of op.  0 when neither names a type (stored as "?"), -1 on an
+ * SQLite or memory failure (reported). */
 static int64_t op_type(prof_writer *w, const ring_map *rm, unsigned op, uint32_t op_name)
 {
 	uint32_t id = ring_string(rm, op_name);
@@ -119,19 +118,27 @@ static int64_t op_type(prof_writer *w, const ring_map *rm, unsigned op, uint32_t
 				return -1;
 		}
 	}
-	if (!id)
-		return 0;
+	return id;
+}
+
+/* Adds the op_types row of op type id (from op_type) the first time a name this schema does
+ * not know is seen: called for a new signature, not per event.  0 or -1 (reported). */
+static int op_type_listed(prof_writer *w, int64_t id)
+{
 	int added;
-	if (!prof_keytab_intern(&w->op_types, &id, &added)) {
+	uint32_t key = (uint32_t)id;
+	if (id <= 0)
+		return 0;
+	if (!prof_keytab_intern(&w->op_types, &key, &added)) {
 		prof_error(NULL, "out of memory");
 		return -1;
 	}
-	if (added && amp_op_from_name(prof_writer_text(w, id)) < 0) {
-		sqlite3_bind_text(w->st_optype, 1, prof_writer_text(w, id), -1, SQLITE_STATIC);
+	if (added && amp_op_from_name(prof_writer_text(w, key)) < 0) {
+		sqlite3_bind_text(w->st_optype, 1, prof_writer_text(w, key), -1, SQLITE_STATIC);
 		if (prof_writer_run(w, w->st_optype, "op_types") != 0)
 			return -1;
 	}
-	return id;
+	return 0;
 }
 
 static const char *op_type_text(const prof_writer *w, int64_t id)
@@ -168,6 +175,8 @@ static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op 
 		return -1;
 	}
 	if (added) {
+		if (op_type_listed(w, op) != 0)
+			return -1;
 		char shape[128];
 		shape_text(shape, sizeof shape, k.shape, k.ndim);
 		sqlite3_stmt *st = w->st_opsig;
@@ -706,7 +715,7 @@ static int write_tstats(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 	amp_rec_tstats t;
 	memcpy(&t, p, sizeof t);
 	int64_t op = op_type(w, rm, t.op, t.op_name);
-	if (op < 0)
+	if (op < 0 || op_type_listed(w, op) != 0)
 		return -1;
 	sqlite3_stmt *st = w->st_tstats;
 	sqlite3_bind_int64(st, 1, t.step);
@@ -745,7 +754,7 @@ static int write_dump(prof_writer *w, uint32_t ring, ring_map *rm, const unsigne
 	amp_rec_dump d;
 	memcpy(&d, p, sizeof d);
 	int64_t op = op_type(w, rm, d.op, d.op_name);
-	if (op < 0)
+	if (op < 0 || op_type_listed(w, op) != 0)
 		return -1;
 	char shape[128];
 	static const char *const reasons[] = {"nonfinite", "step", "manual"};

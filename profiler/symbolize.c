@@ -123,7 +123,7 @@ int prof_symbolize(const char *module, const uint64_t *addrs, size_t n, prof_sym
 	return rc;
 }
 
-/* ---- the writer's call sites and crash frames at finish --------------------------------------- */
+/* ---- the writer's call sites and crash frames at finish ------------------------------------ */
 typedef struct sym_req {
 	uint32_t path;               /* module path string id */
 	uint64_t addr;               /* file address to symbolize */

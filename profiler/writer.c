@@ -302,7 +302,7 @@ void prof_writer_thread(prof_writer *w, uint32_t ring, uint32_t pid, uint32_t ti
 	rm->dropped = dropped;
 }
 
-/* ---- records: one row of records.c's table each ----------------------------------------------- */
+/* ---- records: one row of records.c's table each -------------------------------------------- */
 int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_record *r)
 {
 	ring_map *rm = ring_get(w, ring);

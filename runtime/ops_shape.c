@@ -26,7 +26,8 @@ static int passthrough_backward(amp_ctx *ctx, amp_node *node)
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *x = node->in[0];
 	int rc = amp_grad_acc(ctx, x, node->out->grad);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0, 0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE,
+	                 AMP_PHASE_BACKWARD, t0, 0,
 	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
 	return rc;
 }
@@ -139,7 +140,8 @@ static int transpose_backward(amp_ctx *ctx, amp_node *node)
 	int off = pad4(node->out->shape, dims);
 	transpose_copy(g, dx, sizeof(float), dims, (int)node->i[0] + off, (int)node->i[1] + off);
 	int rc = amp_grad_acc_f32(ctx, x, dx);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE, AMP_PHASE_BACKWARD, t0, 0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE,
+	                 AMP_PHASE_BACKWARD, t0, 0,
 	                 (uint64_t)x->numel * 2 * amp_dtype_size(node->exec), x->shape);
 	return rc;
 }

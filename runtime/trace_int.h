@@ -81,7 +81,8 @@ extern TRACE_HIDDEN char amp_trace_spool[256];
 extern TRACE_HIDDEN pthread_key_t amp_trace_ring_key;
 extern TRACE_HIDDEN int amp_trace_key_ok;
 extern TRACE_HIDDEN char amp_trace_exe_path[512]; /* /proc/self/exe (trace_callsite.c) */
-extern __thread trace_ring *amp_trace_tl_ring TRACE_HIDDEN __attribute__((tls_model("initial-exec")));
+extern __thread trace_ring *amp_trace_tl_ring TRACE_HIDDEN
+    __attribute__((tls_model("initial-exec")));
 extern __thread int amp_trace_tl_no_ring TRACE_HIDDEN __attribute__((tls_model("initial-exec")));
 extern __thread int amp_trace_tl_in_signal TRACE_HIDDEN __attribute__((tls_model("initial-exec")));
 
@@ -102,7 +103,8 @@ TRACE_HIDDEN uint32_t amp_trace_intern_content(trace_ring *r, const char *s);
 TRACE_HIDDEN int amp_trace_extent_cb(struct dl_phdr_info *info, size_t size, void *arg);
 TRACE_HIDDEN int amp_trace_module_of(uintptr_t addr, uintptr_t *bias, const char **path);
 TRACE_HIDDEN int amp_trace_module_cb(struct dl_phdr_info *info, size_t size, void *arg);
-TRACE_HIDDEN uint32_t amp_trace_callsite_define(trace_ring *r, uintptr_t key, uintptr_t fp, uint32_t slot);
+TRACE_HIDDEN uint32_t amp_trace_callsite_define(trace_ring *r, uintptr_t key, uintptr_t fp,
+                                               uint32_t slot);
 TRACE_HIDDEN int amp_trace_callsite_table_grow(trace_ring *r);
 TRACE_HIDDEN void amp_trace_ring_close(trace_ring *r);
 TRACE_HIDDEN void amp_trace_ring_key_destructor(void *arg);

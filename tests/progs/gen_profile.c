@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_events.h"
 #include "genprof.h"
 
 static void usage(FILE *f)
@@ -18,7 +19,12 @@ static void usage(FILE *f)
 	    "    --force                replace an existing file\n"
 	    "    --ops=<n>              op rows (rounded to whole steps)   (2000)\n"
 	    "    --steps=<n>            training steps                     (40)\n"
-	    "    --fp16=<share>         FP16 share of op time, 0..1         (0.85)\n"
+	    "    --fp16=<share>         half share of op time, 0..1         (0.85)\n"
+	    "    --half=<dtype>         half type of the half ops: fp16|bf16 (fp16)\n"
+	    "    --gemm-engine=<name>   engine of the half GEMMs            (fp32-fma)\n"
+	    "    --cpu-features=<list>  meta cpu_half_features               (avx512_bf16)\n"
+	    "    --mode=<mode>          meta precision_mode (force_fp16 with overflows,\n"
+	    "                           else allow_mix_precision)\n"
 	    "    --copy=<share>         copy share of step time, 0..1       (0.08)\n"
 	    "    --overflows=<n>        steps with an overflow              (3)\n"
 	    "    --growth=<n>           clean steps before the scale grows  (8)\n"
@@ -96,6 +102,14 @@ int main(int argc, char **argv)
 			o.steps = (int)d;
 		} else if (OPT("fp16") && NUM("fp16")) {
 			o.fp16_share = d;
+		} else if (OPT("half") && v && (!strcmp(v, "fp16") || !strcmp(v, "bf16"))) {
+			o.half_dtype = v;
+		} else if (OPT("gemm-engine") && v && amp_engine_from_name(v) >= 0) {
+			o.gemm_engine = v;
+		} else if (OPT("cpu-features") && v) {
+			o.cpu_features = v;
+		} else if (OPT("mode") && v) {
+			o.precision_mode = v;
 		} else if (OPT("copy") && NUM("copy")) {
 			o.copy_share = d;
 		} else if (OPT("overflows") && NUM("overflows") && d >= 0) {

@@ -683,7 +683,7 @@ static const char *advice_of(sqlite3 *db, const char *rule)
 
 /* An fp16 run whose GEMMs ran on FP32 arithmetic (the AMD class): half share as before, native
  * share 0, and the advice names the ops, their share, the missing AVX512-FP16 and the bf16
- * mode the CPU's AVX512_BF16 would serve (without a GEMM ratio: none is measured). */
+ * mode the CPU's AVX512_BF16 would serve, with the GEMM ratio bench_kernels measured. */
 Test(engines, fp16_emulated_on_a_bf16_cpu)
 {
 	temp_profile t;
@@ -709,7 +709,8 @@ Test(engines, fp16_emulated_on_a_bf16_cpu)
 	cr_assert(strstr(msg, "fp16 Linear"), "%s", msg);
 	cr_assert(strstr(msg, "lacks AVX512-FP16"), "%s", msg);
 	cr_assert(strstr(msg, "precision_mode = allow_mix_precision_bf16"), "%s", msg);
-	cr_assert_null(strstr(msg, "FP32 GEMM"), "a ratio that was never measured: %s", msg);
+	cr_assert(strstr(msg, "whose GEMM runs 1.84x the FP32 GEMM on the AMD class"),
+	          "the measured ratio of avx512-bf16: %s", msg);
 	cr_assert_str_eq(query_text(t.db, "SELECT op FROM advice WHERE rule = 'emulated_half'"),
 	                 "Linear");
 	temp_profile_release(&t);
@@ -759,8 +760,7 @@ Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
 	    {"avx512_bf16 avx512_fp16", "allow_mix_precision", "has AVX512-FP16 but these ops",
 	     "precision_mode ="},
 	    {"none", "allow_mix_precision", "lacks AVX512-FP16", "precision_mode ="},
-	    {"avx512_bf16 amx_bf16 amx_tile", "force_fp16", "(amx-bf16",
-	     "the CPU has AVX512-FP16"},
+	    {"amx_bf16 amx_tile", "force_fp16", "(amx-bf16)", "FP32 GEMM"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		temp_profile t;
@@ -908,4 +908,36 @@ Test(decode, op_by_name_needs_a_name)
 	o.op_name = 0;
 	memcpy(ring, &o, sizeof o);
 	cr_assert_eq(prof_decode(ring, NSLOTS, 0, 2, buf, &r), PROF_DECODE_BAD);
+}
+
+/* A static loss scale of 1 (the BF16 modes' default) is not a scale stuck at its floor, and in a
+ * BF16 mode not an unusual one either; the same scale reached by dynamic scaling is. */
+Test(finalize, static_scale_is_not_a_floor)
+{
+	for (int dynamic = 0; dynamic < 2; dynamic++) {
+		temp_profile t;
+		temp_profile_create(&t);
+		prof_options o;
+		memset(&o, 0, sizeof o);
+		o.output = t.path;
+		o.ring_count = 1;
+		prof_writer *w = prof_writer_new(t.db, &o, 0);
+		cr_assert_not_null(w);
+		for (int s = 0; s < 5; s++) {
+			put_step(w, s, 0.5, 1, 0);
+			put_scale(w, s, 1, 1, dynamic ? AMP_SCALE_HOLD : AMP_SCALE_STATIC);
+		}
+		cr_assert_eq(prof_writer_finish(w), 0);
+		prof_writer_free(w);
+		cr_assert_eq(amp_profile_meta_set(t.db, "precision_mode", "allow_mix_precision_bf16"),
+		             AMP_PROFILE_OK);
+		cr_assert_eq(amp_profile_meta_set(t.db, "loss_scale", dynamic ? "dynamic" : "1"),
+		             AMP_PROFILE_OK);
+		cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+		cr_assert_str_eq(query_text(t.db, "SELECT coalesce(group_concat(rule), '-') FROM "
+		                                  "(SELECT rule FROM advice WHERE rule LIKE "
+		                                  "'loss_scale%' ORDER BY id)"),
+		                 dynamic ? "loss_scale_floor,loss_scale_unusual" : "-");
+		temp_profile_release(&t);
+	}
 }
