@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make demo`: train the Fashion-MNIST MLP in FP32 and in AMP, print both results side by side,
-# then profile the AMP training with ampprof into profile.db and print its summary.
+# `make demo`: train the Fashion-MNIST MLP in FP32, in FP16 AMP and in BF16 AMP, print the
+# results side by side, then profile the FP16 AMP training with ampprof into profile.db and
+# print its summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
@@ -9,12 +10,14 @@ EPOCHS=${DEMO_EPOCHS:-1}
 run() { "$B/bin/mlp_fashion" --precision="$1" --epochs "$EPOCHS" --json | tail -n 1; }
 field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 
-echo "== mlp_fashion, $EPOCHS epoch(s), FP32 and AMP =="
+echo "== mlp_fashion, $EPOCHS epoch(s), FP32, AMP (FP16) and BF16 =="
 fp32=$(run fp32)
 amp=$(run amp)
-printf '%-18s %14s %14s\n' "" fp32 amp
-for k in test_accuracy final_loss samples_per_sec peak_bytes overflow_steps final_scale; do
-	printf '%-18s %14s %14s\n' "$k" "$(field "$k" <<<"$fp32")" "$(field "$k" <<<"$amp")"
+bf16=$(run bf16)
+printf '%-22s %14s %14s %14s\n' "" fp32 amp bf16
+for k in test_accuracy final_loss samples_per_sec param_act_peak_bytes overflow_steps final_scale; do
+	printf '%-22s %14s %14s %14s\n' "$k" "$(field "$k" <<<"$fp32")" "$(field "$k" <<<"$amp")" \
+		"$(field "$k" <<<"$bf16")"
 done
 
 if [ -x "$B/bin/ampprof" ]; then
