@@ -44,7 +44,7 @@ static cpu_class detect_class(void)
 	return c;
 }
 
-/* The step speed-up goal of DESIGN's figures for example/mode on this class, and its name. */
+/* The step speed-up goal of the figures of docs/ARCHITECTURE.md §10 for example/mode on this class, and its name. */
 static double goal_of(const cpu_class *c, const char *example, const char *mode,
                       const char **why)
 {

@@ -1,14 +1,11 @@
 /* bench_emitter.c — cost of the trace emitter per op (clock at begin, amp_trace_op_end with
- * call-site capture and label interning, ring write), against the 30 ns goal of DESIGN §7.
+ * call-site capture and label interning, ring write), against the 30 ns goal of docs/ARCHITECTURE.md §10.
  *
  * The bench makes its own session the way ampprof does (memfd, $AMPPROF_SESSION) and re-execs
  * itself so the library constructor attaches; a thread stands in for the collector and
  * consumes the ring every 200 us (without decoding), so the ring wraps as in a real run.
  * Also prints the cost with tracing off (one branch).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>

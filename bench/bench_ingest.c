@@ -5,9 +5,6 @@
  * layers), feeds them through prof_decode and prof_writer_put into a fresh profile in a
  * private directory, and removes it afterwards.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* bench_overhead.c — step time of an example under ampprof (checks and statistics on, the
- * defaults) against the same run without it, the 1.03x goal of DESIGN §7.
+ * defaults) against the same run without it, the 1.03x goal of docs/ARCHITECTURE.md §10.
  *
  * Runs the example (../bin/<example> beside this binary's ../bench/) in pairs: plain and under
  * ../bin/ampprof.  By default the two runs of a pair are alive together and take turns on the

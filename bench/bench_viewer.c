@@ -1,4 +1,4 @@
-/* bench_viewer.c — ampview's first frame on a ten-million-op profile (DESIGN §7: < 300 ms).
+/* bench_viewer.c — ampview's first frame on a ten-million-op profile (docs/ARCHITECTURE.md §10: < 300 ms).
  *
  * Generates the profile once with genprof (kept in $TMPDIR and reused while its generator
  * version and size match), then times, in this process, opening the model and drawing the

@@ -1,6 +1,6 @@
 /* half.c — dtypes of dumped tensors and their exact conversion to float and double.
  *
- * dump/ must not link the runtime's converters (DESIGN §1); it uses the header-only ones of
+ * dump/ must not link the runtime's converters (docs/ARCHITECTURE.md §2); it uses the header-only ones of
  * schema/amp_half.h: every binary16 and bfloat16 value is exactly representable in binary32,
  * fp16 NaNs come out quiet with their payload kept, as vcvtph2ps does.  Data is little-endian,
  * as on the host.

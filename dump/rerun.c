@@ -3,7 +3,7 @@
  *
  * Nothing of the collector is duplicated: this fills a prof_options and calls libampprof's
  * prof_run, the same entry point as `ampprof --dump-steps=N --steps=N`.  Training is
- * deterministic (DESIGN §2), so the re-run reaches the same state at step N.
+ * deterministic (docs/ARCHITECTURE.md §6), so the re-run reaches the same state at step N.
  */
 #include <stdio.h>
 #include <string.h>

@@ -9,9 +9,6 @@
  * absorb the latency), and it commits at least every 100 ms while events arrive, so a killed
  * ampprof leaves a valid database.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>

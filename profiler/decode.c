@@ -5,9 +5,6 @@
  * checked against the wire format of amp_events.h.  Nothing here trusts a length it has not
  * checked; the libFuzzer target (tests/fuzz/fuzz_decode.c) drives this file.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <string.h>
 
 #include "writer_int.h"

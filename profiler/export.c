@@ -6,9 +6,6 @@
  * otherData.format_version versions the layout.  CSV goes through the tools' table writer
  * (amp_table.h), strings of both through amp_text.h (valid UTF-8, no raw control characters).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

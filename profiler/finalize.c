@@ -4,11 +4,8 @@
  * profiles; a profile whose collector died before filling them gets them recomputed from the
  * event tables first.  The non-finite origins the writer listed in `nonfinite` are classified
  * (forward overflow, scaled-gradient overflow, invalid operation).  The rules are those of
- * DESIGN §5; each writes a row into `advice` with the figures that made it fire.
+ * docs/ARCHITECTURE.md §9; each writes a row into `advice` with the figures that made it fire.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>

@@ -4,9 +4,6 @@
  * directly.  Before forking, the program is looked up so that a missing or non-executable one
  * gets a clear message; after forking, exec failures come back through a close-on-exec pipe.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

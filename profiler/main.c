@@ -6,9 +6,6 @@
  *   ampprof report [--format=text|json] [profile.db]
  *   ampprof export --format=chrome|csv [--table=T] [--output=FILE] [profile.db]
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,9 +9,6 @@
  * signatures (op_sigs, copy_sigs) so event rows stay small.  Content from the application is
  * untrusted: unknown ids map to NULL, out-of-range values are clamped.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>

@@ -11,9 +11,6 @@
  * (the text's label) say which ran; "native_half_share" is the time on half engines (null if
  * the profile predates engines).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>

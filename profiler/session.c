@@ -4,9 +4,6 @@
  * inheritable only in the child just before exec (launch.c).  Pages are allocated lazily,
  * so unused rings cost address space only.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>

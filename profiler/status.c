@@ -7,9 +7,6 @@
  * update is one write() so that it does not interleave with the application's writes.
  * prof_status_end clears the row and gives the whole screen back before the summary.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

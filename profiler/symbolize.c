@@ -3,9 +3,6 @@
  * Called once at finalize with every distinct address of a module, so the cost is one
  * process per module (addresses passed as arguments, in chunks), never per event.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,7 +1,4 @@
 /* util.c — small helpers of ampprof: messages, option value parsers, clocks, names. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>

@@ -6,9 +6,6 @@
  * Per-ring ids (strings, call sites) are mapped to database ids.  Ticks are converted to
  * nanoseconds since the run start with the current TSC calibration.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>

@@ -9,9 +9,6 @@
  * AMP_REC_CLOCK records.  Nothing here does file I/O or symbolization on the hot path; the
  * fatal-signal handler uses only async-signal-safe code and libunwind's local unwinder.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include "trace_int.h"
 
 #include <stdlib.h>

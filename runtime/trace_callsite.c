@@ -2,9 +2,6 @@
  * (AMP_REC_MODULE), and a call site defined once per distinct first return address outside
  * libamprt, from a frame-pointer walk (AMP_REC_CALLSITE).  Symbolization is the collector's.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include "trace_int.h"
 
 #include <link.h>

@@ -1,9 +1,6 @@
 /* trace_crash.c — the fatal-signal handler: a crash record with libunwind's backtrace into the
  * crashing thread's ring, then the default action.  Async-signal-safe code only.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include "trace_int.h"
 
 #include <errno.h>

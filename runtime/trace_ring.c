@@ -2,9 +2,6 @@
  * per-ring string table, and claiming a ring for a thread on its first event.  The hot path
  * (reserve, commit, intern) is inline in trace_int.h; this is what it falls back to.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include "trace_int.h"
 
 #include <errno.h>

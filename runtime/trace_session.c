@@ -2,9 +2,6 @@
  * $AMPPROF_SESSION, validates and maps the memfd, reads its configuration and turns tracing on;
  * fork and exit handling.  Also the session's configuration as the runtime reads it.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include "trace_int.h"
 
 #include <dlfcn.h>

@@ -53,7 +53,7 @@ CREATE TABLE threads (
 	dropped INTEGER               -- events dropped by this thread (drop mode or dead collector)
 );
 
--- Op types with their default precision list (DESIGN §2): the runtime's, written when the
+-- Op types with their default precision list (docs/ARCHITECTURE.md §6): the runtime's, written when the
 -- profile is created, and any other a producer named on the wire (op types travel by name
 -- since wire version 2), added as they first appear, 'gray' since no list names them.
 CREATE TABLE op_types (
@@ -232,7 +232,7 @@ CREATE TABLE crashes (
 	frames TEXT                  -- backtrace, one 'function file:line (module+offset)' per line
 );
 
--- The non-finite values of the run, classified at finalize (DESIGN §5): one row per origin
+-- The non-finite values of the run, classified at finalize (docs/ARCHITECTURE.md §9): one row per origin
 -- (tensor_stats.origin = 1: the first op of a step, per thread, whose inputs were finite and
 -- whose output was not), and one row per overflow step without a recorded origin
 -- (--nan-check=step or off).  class is
@@ -268,7 +268,7 @@ CREATE TABLE nonfinite (
 	reason    TEXT      -- and its reason ('overflow', 'hold', ...)
 );
 
--- Findings of the advice rules (DESIGN §5), computed at finalize.
+-- Findings of the advice rules (docs/ARCHITECTURE.md §9), computed at finalize.
 CREATE TABLE advice (
 	id       INTEGER PRIMARY KEY,  -- row id, in order of importance
 	rule     TEXT NOT NULL,        -- 'forward_overflow', 'invalid_operation',

@@ -3,9 +3,6 @@
  * The schema is schema/profile.sql, turned into the byte array of profile_sql.h by the
  * Makefile, so the file that documents the database is the one that creates it.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include "profile_db.h"
 
 #include <errno.h>

@@ -31,7 +31,7 @@ enum {
 	VIEW_ENOMEM = -4,
 };
 
-#define VIEW_SCALE_LO 8.0 /* the usual loss-scale band (DESIGN §4) */
+#define VIEW_SCALE_LO 8.0 /* the usual loss-scale band (docs/ARCHITECTURE.md §5) */
 #define VIEW_SCALE_HI 1024.0
 
 /* The run in one struct: meta facts, run_summary and the first non-finite origin. */

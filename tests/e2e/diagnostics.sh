@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# diagnostics.sh — end-to-end proof of the diagnostics (DESIGN §5, issue 4) on real runs: the
+# diagnostics.sh — end-to-end proof of the diagnostics (docs/ARCHITECTURE.md §9, issue 4) on real runs: the
 # overflow of `unstable --precision=fp16` recorded by ampprof, its origin named by ampdump (op,
 # layer, source line, checked against examples/unstable.c), the origin's .npy read back by numpy
 # bit-exact against the raw dump and its statistics, fp32-vs-amp (step 0) and fp32-vs-fp16

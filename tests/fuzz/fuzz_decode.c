@@ -4,9 +4,6 @@
  * number of readable slots, the rest is the slots (rounded down to a power of two).  Every
  * decoded record is read field by field, as the writer would, under ASan and UBSan.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

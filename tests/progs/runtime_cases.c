@@ -10,9 +10,6 @@
  * --threads T trains T contexts at once, one per thread (each its own trace ring).  --chdir DIR
  * changes the working directory before the first step (dumps must still reach the spool).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <amp/amp.h>
 #include <pthread.h>
 #include <stdio.h>

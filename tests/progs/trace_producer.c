@@ -13,9 +13,6 @@
  * The MatMuls run on the --gemm-engine (default fp32-fma: half storage computed in FP32), the
  * other ops on fp32-fma; --half is the half type of the MatMuls and ReLUs (default fp16).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <signal.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -3,9 +3,6 @@
  * from several rings and tensor statistics, finalize's non-finite classes and loss-scale
  * advice, the half and native half shares and the emulated-half advice on synthetic profiles,
  * the FP16 headroom of bf16 tensors, and the session's spool directory. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>

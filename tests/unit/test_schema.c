@@ -1,7 +1,4 @@
 /* test_schema.c — the profile database module: create, open, validate, refuse bad files. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, pipe2, dladdr1, sigabbrev_np */
-#endif
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
