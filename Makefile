@@ -232,7 +232,7 @@ $(BUILD)/obj/tests/unit/test_profiler.o: CPPFLAGS += -Iviewer -Itests/progs
 FUZZ_SECONDS ?= 20
 # the decoder and the record table it shares with the writer (records.c), with what that needs
 FUZZ_PROF_SRC := profiler/decode.c profiler/records.c profiler/writer.c profiler/keytab.c \
-                 profiler/symbolize.c profiler/util.c
+                 profiler/symbolize.c profiler/util.c schema/amp_text.c
 .PHONY: fuzz
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
