@@ -75,10 +75,8 @@ int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out)
 		goto sql_error;
 	sqlite3_finalize(st);
 	st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM steps", -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
+	if (amp_profile_query_int64(db, &steps, "SELECT count(*) FROM steps", NULL) != AMP_PROFILE_OK)
 		goto sql_error;
-	steps = sqlite3_column_int64(st, 0);
 
 	if (fmt == AMP_FMT_TEXT) {
 		if (!amp_table_rows(t)) {

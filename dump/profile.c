@@ -66,20 +66,13 @@ void dump_sql_error(sqlite3 *db, const char *path)
 
 int dump_query_int(sqlite3 *db, const char *sql, int64_t param, int64_t *out, int *null)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	if (sqlite3_bind_parameter_count(st) > 0)
-		sqlite3_bind_int64(st, 1, param);
-	if (sqlite3_step(st) != SQLITE_ROW)
-		goto out;
-	*null = sqlite3_column_type(st, 0) == SQLITE_NULL;
-	*out = sqlite3_column_int64(st, 0);
-	rc = 0;
-out:
-	sqlite3_finalize(st);
-	return rc;
+	int rc = amp_profile_query_int64(db, out, sql, strchr(sql, '?') ? "i" : NULL, param);
+	if (rc == AMP_PROFILE_EIO)
+		return -1;
+	*null = rc == AMP_PROFILE_ENOENT;
+	if (*null)
+		*out = 0;
+	return 0;
 }
 
 int dump_check_step(sqlite3 *db, const char *path, int64_t step)

@@ -242,13 +242,9 @@ static int open_profile(const char *path, sqlite3 **db)
 		           "%s", err);
 		return -1;
 	}
-	sqlite3_stmt *st = NULL;
-	int have = 0;
-	if (sqlite3_prepare_v2(*db, "SELECT count(*) FROM run_summary", -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		have = sqlite3_column_int(st, 0) > 0;
-	sqlite3_finalize(st);
-	if (have)
+	int64_t have = 0;
+	amp_profile_query_int64(*db, &have, "SELECT count(*) FROM run_summary", NULL);
+	if (have > 0)
 		return 0;
 	sqlite3 *rw = NULL;
 	if (amp_profile_open(path, 1, &rw, err, sizeof err) == AMP_PROFILE_OK) {

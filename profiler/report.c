@@ -158,14 +158,11 @@ static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 	return strtoll(buf, NULL, 10);
 }
 
+/* The single integer sql yields, or dflt (no row, NULL or an error). */
 static int64_t query_int(sqlite3 *db, const char *sql, int64_t dflt)
 {
-	sqlite3_stmt *st = NULL;
 	int64_t v = dflt;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_type(st, 0) != SQLITE_NULL)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	amp_profile_query_int64(db, &v, sql, NULL);
 	return v;
 }
 
