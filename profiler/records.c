@@ -300,12 +300,6 @@ static int put_meta(prof_writer *w, const char *key, size_t kl, const char *val,
 	return prof_writer_run(w, w->st_meta, "meta");
 }
 
-static const char *role_name(unsigned role)
-{
-	static const char *const names[] = {"input", "output", "grad"};
-	return role < 3 ? names[role] : "?";
-}
-
 /* Reads a dump payload from the spool directory; the name must be a plain file name. */
 static void *read_spool(const prof_writer *w, const char *name, uint64_t want, size_t *got)
 {
@@ -718,7 +712,7 @@ static int write_tstats(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 	sqlite3_bind_int64(st, 1, t.step);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)t.seq);
 	sqlite3_bind_text(st, 3, op_type_text(w, op), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, role_name(t.role), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, amp_role_name(t.role), -1, SQLITE_STATIC);
 	bind_text_or_null(st, 5, prof_writer_text(w, ring_string(rm, t.name)));
 	sqlite3_bind_text(st, 6, prof_dtype_name(t.dtype), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 7, (sqlite3_int64)t.count);
@@ -754,7 +748,6 @@ static int write_dump(prof_writer *w, uint32_t ring, ring_map *rm, const unsigne
 	if (op < 0 || op_type_listed(w, op) != 0)
 		return -1;
 	char shape[128];
-	static const char *const reasons[] = {"nonfinite", "step", "manual"};
 	shape_text(shape, sizeof shape, d.shape, d.ndim);
 	size_t got = 0;
 	void *data = read_spool(w, prof_writer_text(w, ring_string(rm, d.file)), d.bytes, &got);
@@ -762,11 +755,11 @@ static int write_dump(prof_writer *w, uint32_t ring, ring_map *rm, const unsigne
 	sqlite3_bind_int64(st, 1, d.step);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)d.seq);
 	sqlite3_bind_text(st, 3, op_type_text(w, op), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, role_name(d.role), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, amp_role_name(d.role), -1, SQLITE_STATIC);
 	bind_text_or_null(st, 5, prof_writer_text(w, ring_string(rm, d.name)));
 	sqlite3_bind_text(st, 6, prof_dtype_name(d.dtype), -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 7, shape, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 8, reasons[d.reason], -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, amp_dump_reason_name(d.reason), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 9, (sqlite3_int64)(data ? got : d.bytes));
 	if (data)
 		sqlite3_bind_blob64(st, 10, data, got, free);

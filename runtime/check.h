@@ -22,10 +22,8 @@
                                             (scaled-gradient overflow: the scaler probing) */
 #define AMP_CHECK_STATS_EVERY_ENV "AMPPROF_STATS_EVERY"
 
-/* Tensor roles as in amp_rec_tstats / amp_rec_dump. */
-enum { AMP_ROLE_INPUT = 0, AMP_ROLE_OUTPUT = 1, AMP_ROLE_GRAD = 2 };
-/* Dump reasons as in amp_rec_dump. */
-enum { AMP_DUMP_REASON_NONFINITE = 0, AMP_DUMP_REASON_STEP = 1, AMP_DUMP_REASON_MANUAL = 2 };
+/* Tensor roles (AMP_ROLE_*) and dump reasons (AMP_DUMP_REASON_*) are the schema's
+ * (amp_events.h). */
 
 typedef struct amp_check_config {
 	int nan_check;                   /* amp_nan_check: off, every op, loss + master grads */

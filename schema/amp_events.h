@@ -92,6 +92,16 @@ enum {
 	AMP_DTYPE_COUNT
 };
 
+/* The role of a checked or dumped tensor (amp_rec_tstats.role, amp_rec_dump.role). */
+enum { AMP_ROLE_INPUT = 0, AMP_ROLE_OUTPUT = 1, AMP_ROLE_GRAD = 2, AMP_ROLE_COUNT };
+/* Why a tensor was dumped (amp_rec_dump.reason). */
+enum {
+	AMP_DUMP_REASON_NONFINITE = 0, /* the inputs and outputs of a non-finite origin */
+	AMP_DUMP_REASON_STEP = 1,      /* one of --dump-steps: every op of the step */
+	AMP_DUMP_REASON_MANUAL = 2,    /* asked for by the program */
+	AMP_DUMP_REASON_COUNT
+};
+
 /* What an op's arithmetic ran on (the `ops.engine` column).  The half engines are the ones
  * whose multiply-adds take half operands; FP32_FMA is FP32 SIMD arithmetic, which is also what
  * half-typed ops run on where the CPU has no half arithmetic (half storage, converted in
@@ -113,6 +123,9 @@ const char *amp_phase_name(amp_phase ph);
 const char *amp_copy_kind_name(amp_copy_kind k);
 const char *amp_scale_reason_name(amp_scale_reason r);
 const char *amp_mem_category_name(amp_mem_category c);
+/* "input", "output", "grad"; "nonfinite", "step", "manual"; "?" for an unknown value. */
+const char *amp_role_name(unsigned role);
+const char *amp_dump_reason_name(unsigned reason);
 /* Dtype name of a wire code ("fp32", "fp16", "int32", "bf16"), "?" for an unknown one; the
  * code of a name, or -1; nonzero for the half types (fp16, bf16). */
 const char *amp_dtype_code_name(unsigned code);

@@ -160,3 +160,18 @@ const char *amp_op_list_name(amp_op_list l)
 	}
 	return "?";
 }
+
+const char *amp_role_name(unsigned role)
+{
+	static const char *const names[AMP_ROLE_COUNT] = {
+	    [AMP_ROLE_INPUT] = "input", [AMP_ROLE_OUTPUT] = "output", [AMP_ROLE_GRAD] = "grad"};
+	return role < AMP_ROLE_COUNT ? names[role] : "?";
+}
+
+const char *amp_dump_reason_name(unsigned reason)
+{
+	static const char *const names[AMP_DUMP_REASON_COUNT] = {
+	    [AMP_DUMP_REASON_NONFINITE] = "nonfinite", [AMP_DUMP_REASON_STEP] = "step",
+	    [AMP_DUMP_REASON_MANUAL] = "manual"};
+	return reason < AMP_DUMP_REASON_COUNT ? names[reason] : "?";
+}
