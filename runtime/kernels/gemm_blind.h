@@ -146,7 +146,8 @@ static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_
 static inline void amx_pack_a_ref(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
                                   int64_t kc, int64_t ks, uint16_t *restrict out)
 {
-	memset(out, 0, (size_t)(ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
+	if (rows < 32 || kc % AMX_KSTEP)
+		memset(out, 0, (size_t)(ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
 	if (a->cs == 1) {
 		/* rows of op(A) are contiguous: one 32-element run per tile row */
 		for (int64_t r = 0; r < rows; r++) {
@@ -177,13 +178,39 @@ static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t k
                                        int64_t n0, int64_t cols, uint16_t *restrict out)
 {
 	int64_t nblk = (cols + 31) / 32;
-	memset(out, 0, (size_t)(nblk * ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
-	for (int64_t k = 0; k < kc; k++) {
-		int64_t s = k / AMX_KSTEP, p = (k % AMX_KSTEP) / 2, e = k % 2;
-		const uint16_t *src = b->p + (k0 + k) * b->rs + n0 * b->cs;
+	if (cols % 32 || kc % AMX_KSTEP)
+		memset(out, 0, (size_t)(nblk * ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
+	if (b->rs == 1 && b->cs != 1) {
+		/* op(B) = B^T: walk each column of op(B) (a row of B) along k; pairs are contiguous */
 		for (int64_t n = 0; n < cols; n++) {
-			int64_t nb = n / 32, j = (n % 32) / 16, c = n % 16;
-			out[(((nb * ks + s) * 2 + j) * 16 + p) * 32 + c * 2 + e] = src[n * b->cs];
+			const uint16_t *src = b->p + (n0 + n) * b->cs + k0;
+			uint16_t *o = out + (((n / 32) * ks * 2 + (n % 32) / 16) * 16) * 32 + (n % 16) * 2;
+			for (int64_t k = 0; k + 1 < kc; k += 2)
+				memcpy(o + ((k / AMX_KSTEP) * 2 * 16 + (k % AMX_KSTEP) / 2) * 32, src + k,
+				       2 * sizeof *o);
+			if (kc % 2)
+				o[(((kc - 1) / AMX_KSTEP) * 2 * 16 + ((kc - 1) % AMX_KSTEP) / 2) * 32] =
+				        src[kc - 1];
+		}
+		return;
+	}
+	for (int64_t k = 0; k < kc; k += 2) {
+		int64_t s = k / AMX_KSTEP, p = (k % AMX_KSTEP) / 2;
+		const uint16_t *r0 = b->p + (k0 + k) * b->rs + n0 * b->cs, *r1 = r0 + b->rs;
+		int pair = k + 1 < kc;
+		for (int64_t n = 0; n < cols; n += 16) {
+			int64_t w = blind_min(16, cols - n);
+			uint16_t *o = out + ((((n / 32) * ks + s) * 2 + (n % 32) / 16) * 16 + p) * 32;
+			if (b->cs == 1 && pair) {
+				/* rows k, k+1 contiguous in n: interleave them */
+				for (int64_t c = 0; c < w; c++) {
+					o[2 * c] = r0[n + c];
+					o[2 * c + 1] = r1[n + c];
+				}
+			} else {
+				for (int64_t c = 0; c < w; c++)
+					o[2 * c] = r0[(n + c) * b->cs];
+			}
 		}
 	}
 }
