@@ -14,8 +14,8 @@
 
 #define AMX_ARCH_GET_XCOMP_PERM 0x1022
 #define AMX_ARCH_REQ_XCOMP_PERM 0x1023
-#define AMX_XFEATURE_XTILECFG 17
-#define AMX_XFEATURE_XTILEDATA 18
+#define AMX_XFEATURE_XTILECFG   17
+#define AMX_XFEATURE_XTILEDATA  18
 
 /* ---- permission ---------------------------------------------------------------------------- */
 
@@ -99,13 +99,13 @@ typedef struct amx_tilecfg {
 } amx_tilecfg;
 _Static_assert(sizeof(amx_tilecfg) == 64, "the tile configuration is 64 bytes");
 
-#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16")))
+#define AMX_TARGET    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16")))
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 /* Mirrors amx_ukr_ref: tile t of acc is tmm t (t = 2i + j: rows 16i.., columns 16j..), A
  * tiles tmm4, tmm5, B tiles tmm6, tmm7; every tile row is 64 bytes apart. */
-AMX_TARGET static void amx_ukr_tiles(int64_t ks, const uint16_t *ap, const uint16_t *bp,
-                                     float *acc, int load)
+AMX_TARGET static void amx_ukr_tiles(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
+                                     int load)
 {
 	if (load) {
 		_tile_loadd(0, acc + 0 * 256, 64);
@@ -140,8 +140,8 @@ AVX512_TARGET static inline __m256i amx_round_bf16(__m512 v)
 {
 	__m512i u = _mm512_castps_si512(v);
 	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-	__m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb,
-	                                               _mm512_set1_epi32(0x7fff))), 16);
+	__m512i r = _mm512_srli_epi32(
+	    _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
 	__mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
 	__m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
 	return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
@@ -160,7 +160,8 @@ AVX512_TARGET void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t 
 			__m512 v = _mm512_load_ps(src);
 			if (beta != 0.0f) {
 				__m256i h = _mm256_maskz_loadu_epi16(m, dst);
-				__m512 c = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+				__m512 c = _mm512_castsi512_ps(
+				    _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 				v = _mm512_add_ps(v, _mm512_mul_ps(vb, c));
 			}
 			_mm256_mask_storeu_epi16(dst, m, amx_round_bf16(v));
@@ -188,14 +189,14 @@ AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64
 }
 
 /* Without permission the model's micro-kernel stands in (the same results up to the order of
- * the two FP32 sums inside a tdpbf16ps, see amx_tdpbf16ps_ref), compiled for any x86-64. */
-void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                       const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                       uint16_t *C, int64_t ldc, amp_stats *st)
+ * the two FP32 sums inside a tdpbf16ps, see amx_tile_dp_bf16_ref), compiled for any x86-64. */
+void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                       int64_t ldc, amp_stats *st)
 {
 	if (amp_amx_init() != 0) {
-		amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_amx_stats_bf16, trans_a, trans_b, M, N,
-		               K, A, lda, B, ldb, beta, C, ldc, st);
+		amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_amx_stats_bf16, trans_a, trans_b, M,
+		               N, K, A, lda, B, ldb, beta, C, ldc, st);
 		return;
 	}
 	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);

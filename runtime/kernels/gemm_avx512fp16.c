@@ -40,14 +40,14 @@ int amp_fp16n_cpu_ok(void)
 
 /* ---- the real micro-kernel and store ------------------------------------------------------- */
 
-#define FP16_TARGET __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl")))
+#define FP16_TARGET   __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl")))
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 /* acc += b * broadcast(*p), one vfmadd231ph with a {1to32} memory operand.  Written as asm
  * because GCC turns _mm512_fmadd_ph(_mm512_set1_ph(x), ...) with two uses of the broadcast
  * into one vpbroadcastw (a load plus a port-5 shuffle, which competes with the FMAs on
  * port 5) instead of two embedded broadcasts (pure loads).  Same arithmetic either way. */
-#define FP16N_FMA_BCAST(acc, b, p)                                                         \
+#define FP16N_FMA_BCAST(acc, b, p)                                                                 \
 	__asm__("vfmadd231ph %2%{1to32%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*(p)))
 
 /* acc row r, columns 32j .. 32j+31 (+)= the 32 fp16 sums in s. */
@@ -60,13 +60,13 @@ FP16_TARGET static inline void fp16n_promote(float *acc, __m512h s)
 	_mm512_store_ps(acc + 16, _mm512_add_ps(_mm512_load_ps(acc + 16), hi));
 }
 
-#define FP16N_ROW(r)                                                                       \
-	do {                                                                                   \
+#define FP16N_ROW(r)                                                                               \
+	do {                                                                                       \
 		FP16N_FMA_BCAST(c##r##0, b0, ak + (r));                                            \
 		FP16N_FMA_BCAST(c##r##1, b1, ak + (r));                                            \
 	} while (0)
-#define FP16N_PROMOTE(r)                                                                   \
-	do {                                                                                   \
+#define FP16N_PROMOTE(r)                                                                           \
+	do {                                                                                       \
 		fp16n_promote(acc + (r)*FP16N_NR, c##r##0);                                        \
 		fp16n_promote(acc + (r)*FP16N_NR + 32, c##r##1);                                   \
 	} while (0)
@@ -106,8 +106,8 @@ FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint
 	}
 }
 
-AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols,
-                                          float beta, uint16_t *C, int64_t ldc)
+AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,
+                                          uint16_t *C, int64_t ldc)
 {
 	__m512 vb = _mm512_set1_ps(beta);
 	for (int64_t r = 0; r < rows; r++) {
@@ -120,9 +120,9 @@ AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_
 				__m512 c = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, dst));
 				v = _mm512_add_ps(v, _mm512_mul_ps(vb, c));
 			}
-			_mm256_mask_storeu_epi16(dst, m,
-			                         _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
-			                                                _MM_FROUND_NO_EXC));
+			_mm256_mask_storeu_epi16(
+			    dst, m,
+			    _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 		}
 	}
 }
@@ -137,15 +137,16 @@ FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int6
 	                 B, ldb, beta, C, ldc, st);
 }
 
-/* Without AVX512-FP16 the model's micro-kernel and store stand in (bit-identical: the same
- * operations in the same order), compiled for any x86-64. */
+/* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
+ * same order: the same bits, but for which payload survives when two NaNs meet), compiled for
+ * any x86-64. */
 void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                              const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_ukr_ref, fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda, B,
-		                 ldb, beta, C, ldc, st);
+		fp16n_gemm_drive(fp16n_ukr_ref, fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda,
+		                 B, ldb, beta, C, ldc, st);
 		return;
 	}
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);

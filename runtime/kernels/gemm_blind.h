@@ -35,9 +35,9 @@ int amp_amx_init(void);
  * Runs on the calling thread only (the caller splits the work); uses this thread's GEMM
  * workspace.  The sum over k runs in an order fixed by K alone.  Without AMX (amp_amx_init()
  * != 0) it computes the same result with the model's micro-kernel, slowly, instead of faulting. */
-void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                       const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-                       float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                       int64_t ldc, amp_stats *st);
 
 /* The same contract with fp16 A, B, C (IEEE binary16 bit patterns) and the statistics of
  * amp_stats_f16.  FP16 products and sums (vfmadd231ph) over blocks of FP16N_KB steps of k, each
@@ -132,13 +132,13 @@ static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_
  * Loops: N by AMX_NC, M by AMX_MC, K by AMX_KC (B packed once per k panel for all AMX_MC rows),
  * 32-row A blocks (packed, stay in L1), 32-column blocks of the packed B panel (in L2). */
 #define AMX_KSTEP 32
-#define AMX_KC 512 /* k per panel: a 32-row A block is 32 KB */
-#define AMX_NC 512 /* columns per B panel: 512 KB of packed B */
-#define AMX_MC 512 /* rows whose FP32 partial sums are kept across k panels (1 MB) */
+#define AMX_KC    512 /* k per panel: a 32-row A block is 32 KB */
+#define AMX_NC    512 /* columns per B panel: 512 KB of packed B */
+#define AMX_MC    512 /* rows whose FP32 partial sums are kept across k panels (1 MB) */
 
 /* One tile's memory image: 16 rows of 32 bf16 (A, B) or 16 fp32 (C), 64 bytes per row. */
-#define AMX_TILE_ELEMS 512 /* bf16 elements of an A or B tile */
-#define AMX_ACC_ELEMS 1024 /* fp32 elements of a 32x32 C block: tiles (0,0) (0,1) (1,0) (1,1) */
+#define AMX_TILE_ELEMS 512  /* bf16 elements of an A or B tile */
+#define AMX_ACC_ELEMS  1024 /* fp32 elements of a 32x32 C block: tiles (0,0) (0,1) (1,0) (1,1) */
 
 /* Packs op(A)[m0 .. m0+rows) [k0 .. k0+kc) (rows <= 32, kc <= ks * 32) into out: ks k steps
  * of two A tiles, out[((s * 2 + h) * 16 + i) * 32 + j] = op(A)(m0 + 16h + i, k0 + 32s + j),
@@ -181,16 +181,18 @@ static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t k
 	if (cols % 32 || kc % AMX_KSTEP)
 		memset(out, 0, (size_t)(nblk * ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
 	if (b->rs == 1 && b->cs != 1) {
-		/* op(B) = B^T: walk each column of op(B) (a row of B) along k; pairs are contiguous */
+		/* op(B) = B^T: walk each column of op(B) (a row of B) along k; pairs are contiguous
+		 */
 		for (int64_t n = 0; n < cols; n++) {
 			const uint16_t *src = b->p + (n0 + n) * b->cs + k0;
-			uint16_t *o = out + (((n / 32) * ks * 2 + (n % 32) / 16) * 16) * 32 + (n % 16) * 2;
+			uint16_t *o =
+			    out + (((n / 32) * ks * 2 + (n % 32) / 16) * 16) * 32 + (n % 16) * 2;
 			for (int64_t k = 0; k + 1 < kc; k += 2)
-				memcpy(o + ((k / AMX_KSTEP) * 2 * 16 + (k % AMX_KSTEP) / 2) * 32, src + k,
-				       2 * sizeof *o);
+				memcpy(o + ((k / AMX_KSTEP) * 2 * 16 + (k % AMX_KSTEP) / 2) * 32,
+				       src + k, 2 * sizeof *o);
 			if (kc % 2)
-				o[(((kc - 1) / AMX_KSTEP) * 2 * 16 + ((kc - 1) % AMX_KSTEP) / 2) * 32] =
-				        src[kc - 1];
+				o[(((kc - 1) / AMX_KSTEP) * 2 * 16 + ((kc - 1) % AMX_KSTEP) / 2) *
+				  32] = src[kc - 1];
 		}
 		return;
 	}
@@ -200,7 +202,8 @@ static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t k
 		int pair = k + 1 < kc;
 		for (int64_t n = 0; n < cols; n += 16) {
 			int64_t w = blind_min(16, cols - n);
-			uint16_t *o = out + ((((n / 32) * ks + s) * 2 + (n % 32) / 16) * 16 + p) * 32;
+			uint16_t *o =
+			    out + ((((n / 32) * ks + s) * 2 + (n % 32) / 16) * 16 + p) * 32;
 			if (b->cs == 1 && pair) {
 				/* rows k, k+1 contiguous in n: interleave them */
 				for (int64_t c = 0; c < w; c++) {
@@ -220,8 +223,8 @@ static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t k
 typedef void (*amx_ukr_fn)(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
                            int load);
 /* C[0 .. rows) [0 .. cols) (rows, cols <= 32) = bf16(acc + beta C) (C not read if beta 0). */
-typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta,
-                             uint16_t *C, int64_t ldc);
+typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+                             int64_t ldc);
 
 /* ---- the model of tdpbf16ps ----------------------------------------------------------------
  * Intel SDM (TDPBF16PS, Operation): per row m of the destination, a temporary of 2 x 16 FP32
@@ -242,8 +245,8 @@ static inline float amx_fma_daz_ftz(float a, float b, float c)
 }
 
 /* c: one FP32 tile (16 x 16) += a (16 rows x 32 bf16) . b (16 k pairs x 16 columns x 2). */
-static inline void amx_tdpbf16ps_ref(float *restrict c, const uint16_t *restrict a,
-                                     const uint16_t *restrict b)
+static inline void amx_tile_dp_bf16_ref(float *restrict c, const uint16_t *restrict a,
+                                        const uint16_t *restrict b)
 {
 	for (int m = 0; m < 16; m++) {
 		float temp[32] = {0};
@@ -252,9 +255,9 @@ static inline void amx_tdpbf16ps_ref(float *restrict c, const uint16_t *restrict
 				temp[2 * n] = amx_fma_daz_ftz(blind_bf16_to_f32(a[m * 32 + 2 * k]),
 				                              blind_bf16_to_f32(b[k * 32 + 2 * n]),
 				                              temp[2 * n]);
-				temp[2 * n + 1] = amx_fma_daz_ftz(blind_bf16_to_f32(a[m * 32 + 2 * k + 1]),
-				                                  blind_bf16_to_f32(b[k * 32 + 2 * n + 1]),
-				                                  temp[2 * n + 1]);
+				temp[2 * n + 1] = amx_fma_daz_ftz(
+				    blind_bf16_to_f32(a[m * 32 + 2 * k + 1]),
+				    blind_bf16_to_f32(b[k * 32 + 2 * n + 1]), temp[2 * n + 1]);
 			}
 		for (int n = 0; n < 16; n++) {
 			float t = amx_daz(temp[2 * n] + temp[2 * n + 1]);
@@ -276,10 +279,10 @@ static inline void amx_ukr_ref(int64_t ks, const uint16_t *ap, const uint16_t *b
 	for (int64_t s = 0; s < ks; s++) {
 		const uint16_t *a0 = ap + s * 2 * AMX_TILE_ELEMS, *a1 = a0 + AMX_TILE_ELEMS;
 		const uint16_t *b0 = bp + s * 2 * AMX_TILE_ELEMS, *b1 = b0 + AMX_TILE_ELEMS;
-		amx_tdpbf16ps_ref(t[0], a0, b0);
-		amx_tdpbf16ps_ref(t[1], a0, b1);
-		amx_tdpbf16ps_ref(t[2], a1, b0);
-		amx_tdpbf16ps_ref(t[3], a1, b1);
+		amx_tile_dp_bf16_ref(t[0], a0, b0);
+		amx_tile_dp_bf16_ref(t[1], a0, b1);
+		amx_tile_dp_bf16_ref(t[2], a1, b0);
+		amx_tile_dp_bf16_ref(t[3], a1, b1);
 	}
 	for (int i = 0; i < 4; i++)
 		memcpy(acc + i * 256, t[i], sizeof t[i]);
@@ -301,8 +304,8 @@ static inline void amx_store_ref(const float *acc, int64_t rows, int64_t cols, f
 
 /* Unpacked fallback when the workspace cannot be allocated: FP32 sums in k order, the same
  * epilogue semantics.  Slow; needs no memory. */
-static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M,
-                                     int64_t N, int64_t K, float beta, uint16_t *C, int64_t ldc)
+static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                     int64_t K, float beta, uint16_t *C, int64_t ldc)
 {
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t j = 0; j < N; j++) {
@@ -318,10 +321,10 @@ static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int
 
 /* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
  * Inlined into the real kernel with its functions, called by the tests with the model's. */
-__attribute__((always_inline)) static inline void amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats,
-                                  int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                                  const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-                                  float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+__attribute__((always_inline)) static inline void
+amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int trans_a, int trans_b,
+               int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+               int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
@@ -330,9 +333,10 @@ __attribute__((always_inline)) static inline void amx_gemm_drive(amx_ukr_fn ukr,
 	int64_t ncmax = blind_min(AMX_NC, (N + 31) / 32 * 32);
 	int64_t mcmax = blind_min(AMX_MC, (M + 31) / 32 * 32);
 	/* workspace sizes in floats: bf16 panels take half a float per element */
-	uint16_t *ap = (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(32 * kcmax / 2 + 16));
-	uint16_t *bp = (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B,
-	                                                 (size_t)(kcmax * ncmax / 2 + 16));
+	uint16_t *ap =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(32 * kcmax / 2 + 16));
+	uint16_t *bp =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	if (ap == NULL || bp == NULL || acc == NULL) {
 		amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
@@ -356,13 +360,18 @@ __attribute__((always_inline)) static inline void amx_gemm_drive(amx_ukr_fn ukr,
 					amx_pack_a_ref(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
 					for (int64_t nb = 0; nb < nblk; nb++) {
 						float *blk = acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
-						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk, p > 0);
+						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
+						    p > 0);
 						if (last)
-							store(blk, rows, blind_min(32, ncw - nb * 32), beta,
-							      C + (m0 + mb * 32) * ldc + n0 + nb * 32, ldc);
+							store(blk, rows,
+							      blind_min(32, ncw - nb * 32), beta,
+							      C + (m0 + mb * 32) * ldc + n0 +
+							          nb * 32,
+							      ldc);
 					}
 					if (last && st)
-						blind_stats_rows(stats, C, ldc, m0 + mb * 32, rows, n0, ncw, st);
+						blind_stats_rows(stats, C, ldc, m0 + mb * 32, rows,
+						                 n0, ncw, st);
 				}
 			}
 		}
@@ -384,12 +393,12 @@ __attribute__((always_inline)) static inline void amx_gemm_drive(amx_ukr_fn ukr,
  * tests (2e-3 for positive data, where the error of a block is relative to its own sum) has
  * margin at b = 32 only.  Larger blocks save little: the promotion is 2 conversions and 2 adds
  * per 32 FMAs at b = 32. */
-#define FP16N_KB 32
-#define FP16N_MR 8
-#define FP16N_NR 64
-#define FP16N_KC 256 /* k per panel, a multiple of FP16N_KB: a B micro-panel is 32 KB */
-#define FP16N_NC 512 /* columns per B panel: 256 KB */
-#define FP16N_MC 512 /* rows whose FP32 sums are kept across k panels (1 MB) */
+#define FP16N_KB        32
+#define FP16N_MR        8
+#define FP16N_NR        64
+#define FP16N_KC        256 /* k per panel, a multiple of FP16N_KB: a B micro-panel is 32 KB */
+#define FP16N_NC        512 /* columns per B panel: 256 KB */
+#define FP16N_MC        512 /* rows whose FP32 sums are kept across k panels (1 MB) */
 #define FP16N_ACC_ELEMS (FP16N_MR * FP16N_NR)
 
 /* out[k * 8 + r] = op(A)(m0 + r, k0 + k) for r < rows (<= 8), k < kc; zero past rows. */
@@ -423,7 +432,8 @@ static inline void fp16n_pack_b_ref(const blind_mat *b, int64_t k0, int64_t kc, 
 		uint16_t *o = out + q * kc * FP16N_NR;
 		if (b->cs == 1) {
 			for (int64_t k = 0; k < kc; k++)
-				memcpy(o + k * FP16N_NR, b->p + (k0 + k) * b->rs + n0 + q * FP16N_NR,
+				memcpy(o + k * FP16N_NR,
+				       b->p + (k0 + k) * b->rs + n0 + q * FP16N_NR,
 				       (size_t)w * sizeof *o);
 		} else {
 			for (int64_t c = 0; c < w; c++) {
@@ -521,9 +531,8 @@ static inline void fp16n_store_ref(const float *acc, int64_t rows, int64_t cols,
 }
 
 /* Unpacked fallback without workspace: FP32 sums of exact products, the same epilogue. */
-static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M,
-                                       int64_t N, int64_t K, float beta, uint16_t *C,
-                                       int64_t ldc)
+static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                       int64_t K, float beta, uint16_t *C, int64_t ldc)
 {
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t j = 0; j < N; j++) {
@@ -538,11 +547,10 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
 }
 
 /* The loop nest of amp_gemm_f16_avx512fp16, on the given micro-kernel and store. */
-__attribute__((always_inline)) static inline void fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a,
-                                    int trans_b, int64_t M, int64_t N, int64_t K,
-                                    const uint16_t *A, int64_t lda, const uint16_t *B,
-                                    int64_t ldb, float beta, uint16_t *C, int64_t ldc,
-                                    amp_stats *st)
+__attribute__((always_inline)) static inline void
+fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
+                 int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                 int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
@@ -550,10 +558,10 @@ __attribute__((always_inline)) static inline void fp16n_gemm_drive(fp16n_ukr_fn 
 	int64_t kcmax = blind_min(FP16N_KC, K);
 	int64_t ncmax = blind_min(FP16N_NC, (N + FP16N_NR - 1) / FP16N_NR * FP16N_NR);
 	int64_t mcmax = blind_min(FP16N_MC, (M + FP16N_MR - 1) / FP16N_MR * FP16N_MR);
-	uint16_t *ap = (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A,
-	                                                 (size_t)(FP16N_MR * kcmax / 2 + 16));
-	uint16_t *bp = (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B,
-	                                                 (size_t)(kcmax * ncmax / 2 + 16));
+	uint16_t *ap =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(FP16N_MR * kcmax / 2 + 16));
+	uint16_t *bp =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	if (ap == NULL || bp == NULL || acc == NULL) {
 		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
@@ -580,13 +588,18 @@ __attribute__((always_inline)) static inline void fp16n_gemm_drive(fp16n_ukr_fn 
 						float *blk = acc + (mi * nq + q) * FP16N_ACC_ELEMS;
 						ukr(kc, ap, bp + q * kc * FP16N_NR, blk, p > 0);
 						if (last)
-							store(blk, rows, blind_min(FP16N_NR, ncw - q * FP16N_NR),
-							      beta, C + (m0 + mi * FP16N_MR) * ldc + n0 + q * FP16N_NR,
-							      ldc);
+							store(
+							    blk, rows,
+							    blind_min(FP16N_NR, ncw - q * FP16N_NR),
+							    beta,
+							    C + (m0 + mi * FP16N_MR) * ldc + n0 +
+							        q * FP16N_NR,
+							    ldc);
 					}
 					if (last && st)
-						blind_stats_rows(amp_stats_f16, C, ldc, m0 + mi * FP16N_MR, rows,
-						                 n0, ncw, st);
+						blind_stats_rows(amp_stats_f16, C, ldc,
+						                 m0 + mi * FP16N_MR, rows, n0, ncw,
+						                 st);
 				}
 			}
 		}
@@ -597,7 +610,7 @@ __attribute__((always_inline)) static inline void fp16n_gemm_drive(fp16n_ukr_fn 
  * models above).  Same contract as amx_store_fn / fp16n_store_fn. */
 void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
                           int64_t ldc);
-void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,
-                            uint16_t *C, int64_t ldc);
+void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+                            int64_t ldc);
 
 #endif
