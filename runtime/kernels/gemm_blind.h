@@ -129,12 +129,14 @@ static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_
  * of C is four FP32 tiles (tmm0..3: rows 0-15/16-31 x cols 0-15/16-31); each k step of 32 loads
  * two A tiles (tmm4, 5: 16 rows x 32 bf16) and two B tiles (tmm6, 7: 16 k pairs x 16 columns x
  * 2 bf16, the pair-interleaved "VNNI" layout), then issues four tdpbf16ps.
- * Loops: N by AMX_NC, M by AMX_MC, K by AMX_KC (B packed once per k panel for all AMX_MC rows),
- * 32-row A blocks (packed, stay in L1), 32-column blocks of the packed B panel (in L2). */
+ * Loops: N by AMX_NC, M by AMX_MC, K by AMX_KC (B packed once per k panel for all AMX_MC rows,
+ * i.e. once for M <= 1024), 32-row A blocks (packed, stay in L1), 32-column blocks of the
+ * packed B panel (in L2).  FP32 partial sums of a k panel go to the workspace (exact), so the
+ * result does not depend on the blocking: only on K. */
 #define AMX_KSTEP 32
-#define AMX_KC    512 /* k per panel: a 32-row A block is 32 KB */
-#define AMX_NC    512 /* columns per B panel: 512 KB of packed B */
-#define AMX_MC    512 /* rows whose FP32 partial sums are kept across k panels (1 MB) */
+#define AMX_KC    512  /* k per panel: a 32-row A block is 32 KB */
+#define AMX_NC    512  /* columns per B panel: 512 KB of packed B */
+#define AMX_MC    1024 /* rows whose FP32 partial sums are kept across k panels (2 MB) */
 
 /* One tile's memory image: 16 rows of 32 bf16 (A, B) or 16 fp32 (C), 64 bytes per row. */
 #define AMX_TILE_ELEMS 512  /* bf16 elements of an A or B tile */
