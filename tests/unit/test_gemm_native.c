@@ -85,6 +85,25 @@ static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const u
 	                 ldc, st);
 }
 
+/* The unpacked fallbacks (used when the workspace cannot be allocated). */
+static void amx_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                         int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                         int64_t ldc, amp_stats *st)
+{
+	blind_mat a = blind_op_a(ta, A, lda), b = blind_op_b(tb, B, ldb);
+	(void)st;
+	amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+}
+
+static void fp16n_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                           int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                           int64_t ldc, amp_stats *st)
+{
+	blind_mat a = blind_op_a(ta, A, lda), b = blind_op_b(tb, B, ldb);
+	(void)st;
+	fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+}
+
 typedef struct dtype_ops {
 	int bf16;
 	float (*to_f32)(uint16_t h);
@@ -534,6 +553,12 @@ static int same_halves(const uint16_t *a, const uint16_t *b, int n, int bf16)
 			return 0;
 	}
 	return 1;
+}
+
+Test(gemm_native, unpacked_fallbacks_vs_fp64)
+{
+	sweep(amx_unpacked, &BF16, "amx-bf16 unpacked fallback", 3);
+	sweep(fp16n_unpacked, &FP16, "avx512-fp16 unpacked fallback", 3);
 }
 
 /* The real stores (AVX-512, present on this class and the AMX/FP16 class) against the models'. */
