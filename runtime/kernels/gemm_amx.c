@@ -66,27 +66,6 @@ int amp_amx_init(void)
 	return amx_ok ? 0 : -1;
 }
 
-/* ---- statistics ---------------------------------------------------------------------------- */
-
-void amp_amx_stats_bf16(const uint16_t *x, int64_t n, amp_stats *st)
-{
-	if (amp_stats_bf16 != NULL) {
-		amp_stats_bf16(x, n, st);
-		return;
-	}
-	/* bf16 -> fp32 is exact, so the statistics of the widened values are those of x */
-	float buf[256];
-	amp_stats_init(st);
-	for (int64_t i = 0; i < n; i += 256) {
-		int64_t m = blind_min(256, n - i);
-		for (int64_t j = 0; j < m; j++)
-			buf[j] = blind_bf16_to_f32(x[i + j]);
-		amp_stats s;
-		amp_stats_f32(buf, m, &s);
-		amp_stats_merge(st, &s);
-	}
-}
-
 /* ---- the real micro-kernel and store ------------------------------------------------------- */
 
 /* Palette 1 configuration, 64 bytes: tiles 0..7 all 16 rows x 64 bytes. */
@@ -183,8 +162,8 @@ AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64
 		cfg.rows[t] = 16;
 	}
 	_tile_loadconfig(&cfg);
-	amx_gemm_drive(amx_ukr_tiles, amp_amx_store_avx512, amp_amx_stats_bf16, trans_a, trans_b, M,
-	               N, K, A, lda, B, ldb, beta, C, ldc, st);
+	amx_gemm_drive(amx_ukr_tiles, amp_amx_store_avx512, amp_stats_bf16, trans_a, trans_b, M, N,
+	               K, A, lda, B, ldb, beta, C, ldc, st);
 	_tile_release();
 }
 
@@ -195,8 +174,8 @@ void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        int64_t ldc, amp_stats *st)
 {
 	if (amp_amx_init() != 0) {
-		amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_amx_stats_bf16, trans_a, trans_b, M,
-		               N, K, A, lda, B, ldb, beta, C, ldc, st);
+		amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_stats_bf16, trans_a, trans_b, M, N,
+		               K, A, lda, B, ldb, beta, C, ldc, st);
 		return;
 	}
 	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);

@@ -31,7 +31,7 @@ int amp_amx_init(void);
  * B (K,N), ldb >= N, or B^T from B (N,K), ldb >= K, when trans_b.  M, N >= 1, K >= 0.  beta 0:
  * C is overwritten and never read (it may hold garbage); otherwise beta C is added in FP32.
  * Products accumulate in FP32 tiles (tdpbf16ps); C is rounded once to bf16 (nearest even, NaN
- * quieted).  st: NULL, or receives the statistics of the final C (amp_stats_bf16).
+ * quieted).  st: NULL, or receives (overwritten) the statistics of the final C (amp_stats_bf16).
  * Runs on the calling thread only (the caller splits the work); uses this thread's GEMM
  * workspace.  The sum over k runs in an order fixed by K alone.  Without AMX (amp_amx_init()
  * != 0) it computes the same result with the model's micro-kernel, slowly, instead of faulting. */
@@ -48,13 +48,6 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st);
 /* 1 if the CPU and OS support AVX512-FP16 (with F, BW, VL), else 0.  Probed once. */
 int amp_fp16n_cpu_ok(void);
-
-/* Statistics of bf16 data, added to stats.h by the BF16 work.  Declared weak so that this file
- * links before that lands; amp_amx_stats_bf16 uses it when it is there. */
-void amp_stats_bf16(const uint16_t *x, int64_t n, amp_stats *st) __attribute__((weak));
-/* x: (n) bf16 -> *st (overwritten): amp_stats_bf16 if linked in, else amp_stats_f32 of the
- * exactly widened values. */
-void amp_amx_stats_bf16(const uint16_t *x, int64_t n, amp_stats *st);
 
 /* ---- shared by the kernels and the models -------------------------------------------------- */
 

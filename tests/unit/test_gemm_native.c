@@ -42,6 +42,13 @@ static float rng_uniform(float lo, float hi)
 	return lo + (hi - lo) * ((float)(rng_u64() >> 40) * 0x1p-24f);
 }
 
+static uint64_t xcr0(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return ((uint64_t)hi << 32) | lo;
+}
+
 static int cpu_avx512bw(void)
 {
 	unsigned a, b, c, d;
@@ -49,14 +56,7 @@ static int cpu_avx512bw(void)
 		return 0;
 	__cpuid_count(7, 0, a, b, c, d);
 	return (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) &&
-	       amp_kernels_best() == AMP_ISA_AVX512;
-}
-
-static uint64_t xcr0(void)
-{
-	uint32_t lo, hi;
-	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-	return ((uint64_t)hi << 32) | lo;
+	       (xcr0() & 0xe6u) == 0xe6u; /* SSE, AVX, opmask and ZMM state enabled */
 }
 
 static int cpu_leaf7_edx(int bit)
@@ -73,8 +73,8 @@ static void amx_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uin
                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                       int64_t ldc, amp_stats *st)
 {
-	amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_amx_stats_bf16, ta, tb, M, N, K, A, lda, B,
-	               ldb, beta, C, ldc, st);
+	amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb,
+	               beta, C, ldc, st);
 }
 
 static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
@@ -346,7 +346,7 @@ static void same_bits(gemm_fn real, gemm_fn model, const dtype_ops *dt, const ch
 			amp_stats_init(&st_want);
 			for (int64_t i = 0; i < p.M; i++) {
 				if (dt->bf16)
-					amp_amx_stats_bf16(p.C + i * p.ldc, p.N, &part);
+					amp_stats_bf16(p.C + i * p.ldc, p.N, &part);
 				else
 					amp_stats_f16(p.C + i * p.ldc, p.N, &part);
 				amp_stats_merge(&st_want, &part);
