@@ -167,6 +167,15 @@ AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64
 	_tile_release();
 }
 
+AVX512_TARGET void amp_amx_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
+                                             int64_t K, const uint16_t *A, int64_t lda,
+                                             const uint16_t *B, int64_t ldb, float beta,
+                                             uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	amx_gemm_drive(amx_ukr_ref, amp_amx_store_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K,
+	               A, lda, B, ldb, beta, C, ldc, st);
+}
+
 /* Without permission the model's micro-kernel stands in (the same results up to the order of
  * the two FP32 sums inside a tdpbf16ps, see amx_tile_dp_bf16_ref), compiled for any x86-64. */
 void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,

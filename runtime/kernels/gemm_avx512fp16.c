@@ -137,6 +137,15 @@ FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int6
 	                 B, ldb, beta, C, ldc, st);
 }
 
+AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
+                                               int64_t K, const uint16_t *A, int64_t lda,
+                                               const uint16_t *B, int64_t ldb, float beta,
+                                               uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	fp16n_gemm_drive(fp16n_ukr_ref, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
+	                 B, ldb, beta, C, ldc, st);
+}
+
 /* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
  * same order: the same bits, but for which payload survives when two NaNs meet), compiled for
  * any x86-64. */

@@ -611,4 +611,14 @@ void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float be
 void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
                             int64_t ldc);
 
+/* The real kernels' loop nests exactly as compiled for them (packers vectorised for AVX-512, the
+ * real stores) but on the models' micro-kernels: what an AVX-512 CPU without the features can
+ * run of the real path.  Same contracts as the kernels; for tests.  Need AVX-512 F/BW/VL. */
+void amp_amx_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                               const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                               float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                                 float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+
 #endif

@@ -598,6 +598,45 @@ Test(gemm_native, stores_vs_model)
 	}
 }
 
+/* The real loop nests as compiled for the kernels (vectorised packers, real stores) on the
+ * models' micro-kernels: bit-identical to the models on integer data and on random data
+ * (no NaN: the same operations in the same order). */
+Test(gemm_native, real_loop_nests_vs_models)
+{
+	if (!cpu_avx512bw()) {
+		printf("SKIPPED: avx512 loop nests need avx512bw\n");
+		fflush(stdout);
+		cr_skip_test("SKIPPED: avx512 loop nests need avx512bw");
+	}
+	same_bits(amp_amx_gemm_model_avx512, amx_model, &BF16, "amx-bf16 loop nest (avx512)");
+	same_bits(amp_fp16n_gemm_model_avx512, fp16n_model, &FP16,
+	          "avx512-fp16 loop nest (avx512)");
+	static const int64_t shapes[][3] = {{33, 100, 784}, {17, 520, 40}, {100, 31, 600}};
+	rng_state = 13;
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+		for (int combo = 0; combo < 4; combo++)
+			for (int bf = 0; bf < 2; bf++) {
+				problem p;
+				problem_make(&p, bf ? &BF16 : &FP16, shapes[s][0], shapes[s][1],
+				             shapes[s][2], combo & 1, combo >> 1, 0.5f, -1.0f, 0);
+				problem_run(&p, bf ? amx_model : fp16n_model, NULL);
+				uint16_t *want = malloc((size_t)(p.M * p.ldc) * 2);
+				cr_assert(want);
+				memcpy(want, p.C, (size_t)(p.M * p.ldc) * 2);
+				problem_run(&p,
+				            bf ? amp_amx_gemm_model_avx512
+				               : amp_fp16n_gemm_model_avx512,
+				            NULL);
+				cr_assert_eq(memcmp(want, p.C, (size_t)(p.M * p.ldc) * 2), 0,
+				             "%s loop nest %lldx%lldx%lld ta=%d tb=%d differs from "
+				             "the model",
+				             bf ? "amx-bf16" : "avx512-fp16", (long long)p.M,
+				             (long long)p.N, (long long)p.K, p.ta, p.tb);
+				free(want);
+				problem_free(&p);
+			}
+}
+
 /* ---- the real kernels --------------------------------------------------------------------------
  */
 
