@@ -1,0 +1,162 @@
+/* gemm_avx512fp16.c — fp16 GEMM on native FP16 arithmetic (vfmadd231ph), Sapphire Rapids class,
+ * with blocked promotion of the partial sums to FP32 (DeepSeek-V3's idea, DESIGN §2).
+ *
+ * Built into every library with per-function target attributes; the micro-kernel runs only
+ * where amp_fp16n_cpu_ok().  Loop nest, packers and store semantics: gemm_blind.h.
+ */
+#include <cpuid.h>
+#include <immintrin.h>
+#include <pthread.h>
+
+#include "kernels/gemm_blind.h"
+
+/* ---- CPU check ----------------------------------------------------------------------------- */
+
+static pthread_once_t fp16n_once = PTHREAD_ONCE_INIT;
+static int fp16n_ok;
+
+static void fp16n_probe(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
+		return;
+	if (__get_cpuid_max(0, NULL) < 7)
+		return;
+	__cpuid_count(7, 0, a, b, c, d);
+	if (!((d & (1u << 23)) && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31))))
+		return; /* AVX512-FP16, F, BW, VL */
+	uint32_t lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	uint32_t want = (1u << 1) | (1u << 2) | (7u << 5); /* SSE, AVX, opmask + ZMM state */
+	fp16n_ok = (lo & want) == want;
+	(void)hi;
+}
+
+int amp_fp16n_cpu_ok(void)
+{
+	pthread_once(&fp16n_once, fp16n_probe);
+	return fp16n_ok;
+}
+
+/* ---- the real micro-kernel and store ------------------------------------------------------- */
+
+#define FP16_TARGET   __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl")))
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/* acc += b * broadcast(*p), one vfmadd231ph with a {1to32} memory operand.  Written as asm
+ * because GCC turns _mm512_fmadd_ph(_mm512_set1_ph(x), ...) with two uses of the broadcast
+ * into one vpbroadcastw (a load plus a port-5 shuffle, which competes with the FMAs on
+ * port 5) instead of two embedded broadcasts (pure loads).  Same arithmetic either way. */
+#define FP16N_FMA_BCAST(acc, b, p)                                                                 \
+	__asm__("vfmadd231ph %2%{1to32%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*(p)))
+
+/* acc row r, columns 32j .. 32j+31 (+)= the 32 fp16 sums in s. */
+FP16_TARGET static inline void fp16n_promote(float *acc, __m512h s)
+{
+	__m512i si = _mm512_castph_si512(s);
+	__m512 lo = _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_castsi512_si256(si)));
+	__m512 hi = _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_extracti64x4_epi64(si, 1)));
+	_mm512_store_ps(acc, _mm512_add_ps(_mm512_load_ps(acc), lo));
+	_mm512_store_ps(acc + 16, _mm512_add_ps(_mm512_load_ps(acc + 16), hi));
+}
+
+#define FP16N_ROW(r)                                                                               \
+	do {                                                                                       \
+		FP16N_FMA_BCAST(c##r##0, b0, ak + (r));                                            \
+		FP16N_FMA_BCAST(c##r##1, b1, ak + (r));                                            \
+	} while (0)
+#define FP16N_PROMOTE(r)                                                                           \
+	do {                                                                                       \
+		fp16n_promote(acc + (r)*FP16N_NR, c##r##0);                                        \
+		fp16n_promote(acc + (r)*FP16N_NR + 32, c##r##1);                                   \
+	} while (0)
+
+/* Mirrors fp16n_ukr_ref: zmm c<r><j> holds row r, columns 32j .. 32j+31 of the block sums. */
+FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *bp,
+                                      float *acc, int load)
+{
+	if (!load)
+		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
+	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
+		__m512h z = _mm512_setzero_ph();
+		__m512h c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
+		__m512h c40 = z, c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z;
+		int64_t k1 = blind_min(kc, k0 + FP16N_KB);
+		for (int64_t k = k0; k < k1; k++) {
+			const uint16_t *ak = ap + k * FP16N_MR;
+			__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);
+			__m512h b1 = _mm512_load_ph(bp + k * FP16N_NR + 32);
+			FP16N_ROW(0);
+			FP16N_ROW(1);
+			FP16N_ROW(2);
+			FP16N_ROW(3);
+			FP16N_ROW(4);
+			FP16N_ROW(5);
+			FP16N_ROW(6);
+			FP16N_ROW(7);
+		}
+		FP16N_PROMOTE(0);
+		FP16N_PROMOTE(1);
+		FP16N_PROMOTE(2);
+		FP16N_PROMOTE(3);
+		FP16N_PROMOTE(4);
+		FP16N_PROMOTE(5);
+		FP16N_PROMOTE(6);
+		FP16N_PROMOTE(7);
+	}
+}
+
+AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,
+                                          uint16_t *C, int64_t ldc)
+{
+	__m512 vb = _mm512_set1_ps(beta);
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t j = 0; j * 16 < cols; j++) {
+			int64_t w = blind_min(16, cols - j * 16);
+			__mmask16 m = (__mmask16)((1u << w) - 1u);
+			uint16_t *dst = C + r * ldc + j * 16;
+			__m512 v = _mm512_load_ps(acc + r * FP16N_NR + j * 16);
+			if (beta != 0.0f) {
+				__m512 c = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, dst));
+				v = _mm512_add_ps(v, _mm512_mul_ps(vb, c));
+			}
+			_mm256_mask_storeu_epi16(
+			    dst, m,
+			    _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		}
+	}
+}
+
+/* The shared loop nest on the FP16 micro-kernel (packers compiled for AVX-512 here). */
+FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                       const uint16_t *A, int64_t lda, const uint16_t *B,
+                                       int64_t ldb, float beta, uint16_t *C, int64_t ldc,
+                                       amp_stats *st)
+{
+	fp16n_gemm_drive(fp16n_ukr_zmm, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
+	                 B, ldb, beta, C, ldc, st);
+}
+
+AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
+                                               int64_t K, const uint16_t *A, int64_t lda,
+                                               const uint16_t *B, int64_t ldb, float beta,
+                                               uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	fp16n_gemm_drive(fp16n_ukr_ref, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
+	                 B, ldb, beta, C, ldc, st);
+}
+
+/* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
+ * same order: the same bits, but for which payload survives when two NaNs meet), compiled for
+ * any x86-64. */
+void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                             float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	if (!amp_fp16n_cpu_ok()) {
+		fp16n_gemm_drive(fp16n_ukr_ref, fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda,
+		                 B, ldb, beta, C, ldc, st);
+		return;
+	}
+	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+}

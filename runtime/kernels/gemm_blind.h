@@ -1,0 +1,624 @@
+/* gemm_blind.h — private to gemm_amx.c and gemm_avx512fp16.c: the AMX-BF16 GEMM and the native
+ * AVX512-FP16 GEMM, written for CPUs the development machine lacks, and a plain-C model of each.
+ *
+ * The packers, the loop nests (drivers) and the store epilogues' semantics live here and are
+ * shared by the real kernels and by the models; only the micro-kernels (tile / FP16 FMA loops)
+ * differ: the real one issues the instructions, the model emulates them as the Intel SDM
+ * specifies.  So a CPU without the features still runs everything but those few instructions.
+ */
+#ifndef AMP_KERNELS_GEMM_BLIND_H
+#define AMP_KERNELS_GEMM_BLIND_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/stats.h"
+
+/* ---- public to the runtime's dispatch ------------------------------------------------------ */
+
+/* Asks Linux for permission to use the AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM,
+ * XFEATURE_XTILEDATA) after checking that the CPU has AMX-TILE, AMX-BF16, AVX512-F/BW/VL and
+ * that the OS enabled the tile and AVX-512 state (XCR0).  Returns 0 if amp_gemm_bf16_amx may
+ * issue tile instructions, -1 otherwise.  Idempotent and thread-safe (the permission is per
+ * process, asked once). */
+int amp_amx_init(void);
+
+/* C (M,N) = op(A) op(B) + beta C, all bf16 (bit patterns), row-major, leading dimensions in
+ * elements: op(A) is A (M,K), lda >= K, or A^T from A (K,M), lda >= M, when trans_a; op(B) is
+ * B (K,N), ldb >= N, or B^T from B (N,K), ldb >= K, when trans_b.  M, N >= 1, K >= 0.  beta 0:
+ * C is overwritten and never read (it may hold garbage); otherwise beta C is added in FP32.
+ * Products accumulate in FP32 tiles (tdpbf16ps); C is rounded once to bf16 (nearest even, NaN
+ * quieted).  st: NULL, or receives (overwritten) the statistics of the final C (amp_stats_bf16).
+ * Runs on the calling thread only (the caller splits the work); uses this thread's GEMM
+ * workspace.  The sum over k runs in an order fixed by K alone.  Without AMX (amp_amx_init()
+ * != 0) it computes the same result with the model's micro-kernel, slowly, instead of faulting. */
+void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
+                       int64_t ldc, amp_stats *st);
+
+/* The same contract with fp16 A, B, C (IEEE binary16 bit patterns) and the statistics of
+ * amp_stats_f16.  FP16 products and sums (vfmadd231ph) over blocks of FP16N_KB steps of k, each
+ * block's partial sums promoted to an FP32 accumulator; C rounded once to fp16.  Without
+ * AVX512-FP16 (amp_fp16n_cpu_ok() == 0) it runs the model's micro-kernel instead. */
+void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                             float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+/* 1 if the CPU and OS support AVX512-FP16 (with F, BW, VL), else 0.  Probed once. */
+int amp_fp16n_cpu_ok(void);
+
+/* ---- shared by the kernels and the models -------------------------------------------------- */
+
+/* Element (r, c) of an operand as the packers see it is p[r * rs + c * cs]; for A (r, c) =
+ * (m, k) of op(A), for B (r, c) = (k, n) of op(B). */
+typedef struct blind_mat {
+	const uint16_t *p;
+	int64_t rs, cs;
+} blind_mat;
+
+static inline blind_mat blind_op_a(int trans_a, const uint16_t *A, int64_t lda)
+{
+	blind_mat m = {A, trans_a ? 1 : lda, trans_a ? lda : 1};
+	return m;
+}
+
+static inline blind_mat blind_op_b(int trans_b, const uint16_t *B, int64_t ldb)
+{
+	blind_mat m = {B, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+	return m;
+}
+
+static inline int64_t blind_min(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline float blind_f32_of_bits(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static inline uint32_t blind_bits_of_f32(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static inline float blind_bf16_to_f32(uint16_t h)
+{
+	return blind_f32_of_bits((uint32_t)h << 16);
+}
+
+/* fp32 -> bf16, round to nearest even; NaN quieted with its sign and top payload bits kept;
+ * overflow to +-Inf; subnormals rounded like any other value (no flush). */
+static inline uint16_t blind_f32_to_bf16(float f)
+{
+	uint32_t u = blind_bits_of_f32(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+typedef void (*blind_stats_fn)(const uint16_t *x, int64_t n, amp_stats *st);
+
+/* *st (already initialised) += the statistics of rows [r0, r0+rows) x [c0, c0+cols) of C. */
+static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_t ldc, int64_t r0,
+                                    int64_t rows, int64_t c0, int64_t cols, amp_stats *st)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		amp_stats s;
+		fn(C + (r0 + r) * ldc + c0, cols, &s);
+		amp_stats_merge(st, &s);
+	}
+}
+
+/* ==== AMX-BF16 ================================================================================
+ * Tiles: 8 registers of 16 rows x 64 bytes (palette 1), all configured full size.  A 32x32 block
+ * of C is four FP32 tiles (tmm0..3: rows 0-15/16-31 x cols 0-15/16-31); each k step of 32 loads
+ * two A tiles (tmm4, 5: 16 rows x 32 bf16) and two B tiles (tmm6, 7: 16 k pairs x 16 columns x
+ * 2 bf16, the pair-interleaved "VNNI" layout), then issues four tdpbf16ps.
+ * Loops: N by AMX_NC, M by AMX_MC, K by AMX_KC (B packed once per k panel for all AMX_MC rows,
+ * i.e. once for M <= 1024), 32-row A blocks (packed, stay in L1), 32-column blocks of the
+ * packed B panel (in L2).  FP32 partial sums of a k panel go to the workspace (exact), so the
+ * result does not depend on the blocking: only on K. */
+#define AMX_KSTEP 32
+#define AMX_KC    512  /* k per panel: a 32-row A block is 32 KB */
+#define AMX_NC    512  /* columns per B panel: 512 KB of packed B */
+#define AMX_MC    1024 /* rows whose FP32 partial sums are kept across k panels (2 MB) */
+
+/* One tile's memory image: 16 rows of 32 bf16 (A, B) or 16 fp32 (C), 64 bytes per row. */
+#define AMX_TILE_ELEMS 512  /* bf16 elements of an A or B tile */
+#define AMX_ACC_ELEMS  1024 /* fp32 elements of a 32x32 C block: tiles (0,0) (0,1) (1,0) (1,1) */
+
+/* Packs op(A)[m0 .. m0+rows) [k0 .. k0+kc) (rows <= 32, kc <= ks * 32) into out: ks k steps
+ * of two A tiles, out[((s * 2 + h) * 16 + i) * 32 + j] = op(A)(m0 + 16h + i, k0 + 32s + j),
+ * zero past rows and kc. */
+static inline void amx_pack_a_ref(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                  int64_t kc, int64_t ks, uint16_t *restrict out)
+{
+	if (rows < 32 || kc % AMX_KSTEP)
+		memset(out, 0, (size_t)(ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
+	if (a->cs == 1) {
+		/* rows of op(A) are contiguous: one 32-element run per tile row */
+		for (int64_t r = 0; r < rows; r++) {
+			const uint16_t *src = a->p + (m0 + r) * a->rs + k0;
+			for (int64_t s = 0; s < ks; s++) {
+				int64_t n = blind_min(AMX_KSTEP, kc - s * AMX_KSTEP);
+				uint16_t *o = out + ((s * 2 + r / 16) * 16 + r % 16) * 32;
+				memcpy(o, src + s * AMX_KSTEP, (size_t)n * sizeof *o);
+			}
+		}
+	} else {
+		/* op(A) = A^T: for each k the rows are contiguous in memory */
+		for (int64_t k = 0; k < kc; k++) {
+			const uint16_t *src = a->p + (k0 + k) * a->cs + m0;
+			uint16_t *o = out + (k / AMX_KSTEP) * 2 * AMX_TILE_ELEMS + k % AMX_KSTEP;
+			for (int64_t r = 0; r < rows; r++)
+				o[((r / 16) * 16 + r % 16) * 32] = src[r * a->rs];
+		}
+	}
+}
+
+/* Packs op(B)[k0 .. k0+kc) [n0 .. n0+cols) into out, per 32-column block nb, k step s and
+ * 16-column half j one B tile in the VNNI layout:
+ *   out[(((nb * ks + s) * 2 + j) * 16 + p) * 32 + c * 2 + e] = op(B)(k0 + 32s + 2p + e,
+ *                                                                  n0 + 32nb + 16j + c),
+ * zero past kc and cols (ks k steps, nblk = ceil(cols / 32) blocks). */
+static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks,
+                                       int64_t n0, int64_t cols, uint16_t *restrict out)
+{
+	int64_t nblk = (cols + 31) / 32;
+	if (cols % 32 || kc % AMX_KSTEP)
+		memset(out, 0, (size_t)(nblk * ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
+	if (b->rs == 1 && b->cs != 1) {
+		/* op(B) = B^T: walk each column of op(B) (a row of B) along k; pairs are contiguous
+		 */
+		for (int64_t n = 0; n < cols; n++) {
+			const uint16_t *src = b->p + (n0 + n) * b->cs + k0;
+			uint16_t *o =
+			    out + (((n / 32) * ks * 2 + (n % 32) / 16) * 16) * 32 + (n % 16) * 2;
+			for (int64_t k = 0; k + 1 < kc; k += 2)
+				memcpy(o + ((k / AMX_KSTEP) * 2 * 16 + (k % AMX_KSTEP) / 2) * 32,
+				       src + k, 2 * sizeof *o);
+			if (kc % 2)
+				o[(((kc - 1) / AMX_KSTEP) * 2 * 16 + ((kc - 1) % AMX_KSTEP) / 2) *
+				  32] = src[kc - 1];
+		}
+		return;
+	}
+	for (int64_t k = 0; k < kc; k += 2) {
+		int64_t s = k / AMX_KSTEP, p = (k % AMX_KSTEP) / 2;
+		const uint16_t *r0 = b->p + (k0 + k) * b->rs + n0 * b->cs, *r1 = r0 + b->rs;
+		int pair = k + 1 < kc;
+		for (int64_t n = 0; n < cols; n += 16) {
+			int64_t w = blind_min(16, cols - n);
+			uint16_t *o =
+			    out + ((((n / 32) * ks + s) * 2 + (n % 32) / 16) * 16 + p) * 32;
+			if (b->cs == 1 && pair) {
+				/* rows k, k+1 contiguous in n: interleave them */
+				for (int64_t c = 0; c < w; c++) {
+					o[2 * c] = r0[n + c];
+					o[2 * c + 1] = r1[n + c];
+				}
+			} else {
+				for (int64_t c = 0; c < w; c++)
+					o[2 * c] = r0[(n + c) * b->cs];
+			}
+		}
+	}
+}
+
+/* acc (4 tiles, AMX_ACC_ELEMS fp32) = [acc +] the products of ks k steps of packed A (ap) and
+ * one 32-column block of packed B (bp); load 0 starts from zero. */
+typedef void (*amx_ukr_fn)(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
+                           int load);
+/* C[0 .. rows) [0 .. cols) (rows, cols <= 32) = bf16(acc + beta C) (C not read if beta 0). */
+typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+                             int64_t ldc);
+
+/* ---- the model of tdpbf16ps ----------------------------------------------------------------
+ * Intel SDM (TDPBF16PS, Operation): per row m of the destination, a temporary of 2 x 16 FP32
+ * lanes starts at zero; for each k pair the even products accumulate into the even lanes and
+ * the odd products into the odd lanes, each an FP32 FMA with DAZ = FTZ = 1 and round to nearest
+ * even, MXCSR neither read nor written; then dst[m][n] += temp[2n] + temp[2n+1] (again DAZ/FTZ,
+ * RNE).  (The intrinsics guide shows instead both products added to dst in turn; the two orders
+ * agree whenever the sums are exact, which is what the tests compare bit for bit.)  A product of
+ * two bf16 values is exact in FP32, except that it may underflow. */
+static inline float amx_daz(float x)
+{
+	return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x;
+}
+
+static inline float amx_fma_daz_ftz(float a, float b, float c)
+{
+	return amx_daz(fmaf(amx_daz(a), amx_daz(b), amx_daz(c)));
+}
+
+/* c: one FP32 tile (16 x 16) += a (16 rows x 32 bf16) . b (16 k pairs x 16 columns x 2). */
+static inline void amx_tile_dp_bf16_ref(float *restrict c, const uint16_t *restrict a,
+                                        const uint16_t *restrict b)
+{
+	for (int m = 0; m < 16; m++) {
+		float temp[32] = {0};
+		for (int k = 0; k < 16; k++)
+			for (int n = 0; n < 16; n++) {
+				temp[2 * n] = amx_fma_daz_ftz(blind_bf16_to_f32(a[m * 32 + 2 * k]),
+				                              blind_bf16_to_f32(b[k * 32 + 2 * n]),
+				                              temp[2 * n]);
+				temp[2 * n + 1] = amx_fma_daz_ftz(
+				    blind_bf16_to_f32(a[m * 32 + 2 * k + 1]),
+				    blind_bf16_to_f32(b[k * 32 + 2 * n + 1]), temp[2 * n + 1]);
+			}
+		for (int n = 0; n < 16; n++) {
+			float t = amx_daz(temp[2 * n] + temp[2 * n + 1]);
+			c[m * 16 + n] = amx_daz(amx_daz(c[m * 16 + n]) + t);
+		}
+	}
+}
+
+/* The model of the real micro-kernel: the same tiles, addresses and order of tile operations. */
+static inline void amx_ukr_ref(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
+                               int load)
+{
+	float t[4][256];
+	for (int i = 0; i < 4; i++)
+		if (load)
+			memcpy(t[i], acc + i * 256, sizeof t[i]);
+		else
+			memset(t[i], 0, sizeof t[i]);
+	for (int64_t s = 0; s < ks; s++) {
+		const uint16_t *a0 = ap + s * 2 * AMX_TILE_ELEMS, *a1 = a0 + AMX_TILE_ELEMS;
+		const uint16_t *b0 = bp + s * 2 * AMX_TILE_ELEMS, *b1 = b0 + AMX_TILE_ELEMS;
+		amx_tile_dp_bf16_ref(t[0], a0, b0);
+		amx_tile_dp_bf16_ref(t[1], a0, b1);
+		amx_tile_dp_bf16_ref(t[2], a1, b0);
+		amx_tile_dp_bf16_ref(t[3], a1, b1);
+	}
+	for (int i = 0; i < 4; i++)
+		memcpy(acc + i * 256, t[i], sizeof t[i]);
+}
+
+/* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
+ * once by blind_f32_to_bf16.  The real store (amp_amx_store_avx512) gives the same bits. */
+static inline void amx_store_ref(const float *acc, int64_t rows, int64_t cols, float beta,
+                                 uint16_t *C, int64_t ldc)
+{
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			float v = acc[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
+			if (beta != 0.0f)
+				v = v + beta * blind_bf16_to_f32(C[r * ldc + c]);
+			C[r * ldc + c] = blind_f32_to_bf16(v);
+		}
+}
+
+/* Unpacked fallback when the workspace cannot be allocated: FP32 sums in k order, the same
+ * epilogue semantics.  Slow; needs no memory. */
+static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                     int64_t K, float beta, uint16_t *C, int64_t ldc)
+{
+	for (int64_t i = 0; i < M; i++)
+		for (int64_t j = 0; j < N; j++) {
+			float s = 0.0f;
+			for (int64_t k = 0; k < K; k++)
+				s = fmaf(blind_bf16_to_f32(a->p[i * a->rs + k * a->cs]),
+				         blind_bf16_to_f32(b->p[k * b->rs + j * b->cs]), s);
+			if (beta != 0.0f)
+				s = s + beta * blind_bf16_to_f32(C[i * ldc + j]);
+			C[i * ldc + j] = blind_f32_to_bf16(s);
+		}
+}
+
+/* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
+ * Inlined into the real kernel with its functions, called by the tests with the model's. */
+__attribute__((always_inline)) static inline void
+amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int trans_a, int trans_b,
+               int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+               int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
+	if (st)
+		amp_stats_init(st);
+	int64_t kcmax = blind_min(AMX_KC, (K + AMX_KSTEP - 1) / AMX_KSTEP * AMX_KSTEP);
+	int64_t ncmax = blind_min(AMX_NC, (N + 31) / 32 * 32);
+	int64_t mcmax = blind_min(AMX_MC, (M + 31) / 32 * 32);
+	/* workspace sizes in floats: bf16 panels take half a float per element */
+	uint16_t *ap =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(32 * kcmax / 2 + 16));
+	uint16_t *bp =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
+	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
+	if (ap == NULL || bp == NULL || acc == NULL) {
+		amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+		if (st)
+			blind_stats_rows(stats, C, ldc, 0, M, 0, N, st);
+		return;
+	}
+	/* k panels start at multiples of AMX_KC, so every element sees the same k steps */
+	int64_t npanel = K > 0 ? (K + AMX_KC - 1) / AMX_KC : 1;
+	for (int64_t n0 = 0; n0 < N; n0 += AMX_NC) {
+		int64_t ncw = blind_min(AMX_NC, N - n0), nblk = (ncw + 31) / 32;
+		for (int64_t m0 = 0; m0 < M; m0 += AMX_MC) {
+			int64_t mcw = blind_min(AMX_MC, M - m0), mblk = (mcw + 31) / 32;
+			for (int64_t p = 0; p < npanel; p++) {
+				int64_t k0 = p * AMX_KC, kc = blind_min(AMX_KC, K - k0);
+				int64_t ks = (kc + AMX_KSTEP - 1) / AMX_KSTEP;
+				int last = p == npanel - 1;
+				amx_pack_b_vnni_ref(&b, k0, kc, ks, n0, ncw, bp);
+				for (int64_t mb = 0; mb < mblk; mb++) {
+					int64_t rows = blind_min(32, mcw - mb * 32);
+					amx_pack_a_ref(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
+					for (int64_t nb = 0; nb < nblk; nb++) {
+						float *blk = acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
+						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
+						    p > 0);
+						if (last)
+							store(blk, rows,
+							      blind_min(32, ncw - nb * 32), beta,
+							      C + (m0 + mb * 32) * ldc + n0 +
+							          nb * 32,
+							      ldc);
+					}
+					if (last && st)
+						blind_stats_rows(stats, C, ldc, m0 + mb * 32, rows,
+						                 n0, ncw, st);
+				}
+			}
+		}
+	}
+}
+
+/* ==== native FP16 ==============================================================================
+ * Register tile: 8 rows x 64 columns of C as 16 zmm of 32 fp16 partial sums; per k step two
+ * 32-half loads of packed B and 8 broadcasts of packed A ({1to32} memory operands of
+ * vfmadd231ph).  Every FP16N_KB steps the partial sums are converted to FP32 and added to an
+ * FP32 accumulator (8 x 64 floats per tile, kept in the workspace across k panels).
+ *
+ * Why FP16N_KB = 32 (u = 2^-11, the fp16 unit roundoff): the worst case of an FP16 sum of b
+ * products is b u sum |a b| (1.6 % at b = 32), so the bound that matters is statistical.  Each
+ * FMA rounding is about uniform in +-u |s_j| (RMS u/sqrt(3) |s_j|), and with inputs in [-1,1]
+ * (products of RMS sigma = 1/3) the partial sums grow like sigma sqrt(j): a block's error has RMS
+ * (u/sqrt(3)) sigma b/sqrt(2).  The blocks' errors add as a random walk (the FP32 promotion adds
+ * 2^-24 per block), so over K the RMS error is (u/sqrt(3)) sigma sqrt(b K / 2) against |C| of
+ * RMS sigma sqrt(K): a norm-wise relative error of (u/sqrt(3)) sqrt(b/2), independent of K —
+ * 1.1e-3 at b = 32, 1.6e-3 at b = 64 (no promotion: 1.3e-2 at K = 4096), plus the final fp16
+ * rounding (2.8e-4).  b = 32 keeps the issue's 2e-3 with margin (the model measures 8.8e-4
+ * norm-wise for K up to 4096; element-wise, max |C - R| / max |R| reaches 2.1e-3 at K = 33 and
+ * max |C - R| / |R| 2.6e-3 on positive data at K = 32, where one block is the whole sum).  The
+ * promotion costs 2 conversions and 2 adds per 32 FMAs of a zmm. */
+#define FP16N_KB        32
+#define FP16N_MR        8
+#define FP16N_NR        64
+#define FP16N_KC        256 /* k per panel, a multiple of FP16N_KB: a B micro-panel is 32 KB */
+#define FP16N_NC        512 /* columns per B panel: 256 KB */
+#define FP16N_MC        512 /* rows whose FP32 sums are kept across k panels (1 MB) */
+#define FP16N_ACC_ELEMS (FP16N_MR * FP16N_NR)
+
+/* out[k * 8 + r] = op(A)(m0 + r, k0 + k) for r < rows (<= 8), k < kc; zero past rows. */
+static inline void fp16n_pack_a_ref(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                    int64_t kc, uint16_t *restrict out)
+{
+	if (rows < FP16N_MR)
+		memset(out, 0, (size_t)(kc * FP16N_MR) * sizeof *out);
+	if (a->rs == 1) {
+		for (int64_t k = 0; k < kc; k++)
+			memcpy(out + k * FP16N_MR, a->p + (k0 + k) * a->cs + m0,
+			       (size_t)rows * sizeof *out);
+	} else {
+		for (int64_t r = 0; r < rows; r++) {
+			const uint16_t *src = a->p + (m0 + r) * a->rs + k0;
+			for (int64_t k = 0; k < kc; k++)
+				out[k * FP16N_MR + r] = src[k];
+		}
+	}
+}
+
+/* out[(q * kc + k) * 64 + c] = op(B)(k0 + k, n0 + 64q + c) for c < cols; zero past cols. */
+static inline void fp16n_pack_b_ref(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
+                                    int64_t cols, uint16_t *restrict out)
+{
+	int64_t nq = (cols + FP16N_NR - 1) / FP16N_NR;
+	if (cols % FP16N_NR)
+		memset(out + (nq - 1) * kc * FP16N_NR, 0, (size_t)(kc * FP16N_NR) * sizeof *out);
+	for (int64_t q = 0; q < nq; q++) {
+		int64_t w = blind_min(FP16N_NR, cols - q * FP16N_NR);
+		uint16_t *o = out + q * kc * FP16N_NR;
+		if (b->cs == 1) {
+			for (int64_t k = 0; k < kc; k++)
+				memcpy(o + k * FP16N_NR,
+				       b->p + (k0 + k) * b->rs + n0 + q * FP16N_NR,
+				       (size_t)w * sizeof *o);
+		} else {
+			for (int64_t c = 0; c < w; c++) {
+				const uint16_t *src = b->p + (n0 + q * FP16N_NR + c) * b->cs + k0;
+				for (int64_t k = 0; k < kc; k++)
+					o[k * FP16N_NR + c] = src[k];
+			}
+		}
+	}
+}
+
+/* acc (8 x 64 fp32) = [acc +] ap (kc, 8) . bp (kc, 64), blocked as described above. */
+typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
+                             int load);
+/* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0). */
+typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta,
+                               uint16_t *C, int64_t ldc);
+
+/* double -> fp16, round to nearest even (exact argument, one rounding). */
+static inline uint16_t fp16n_from_double(double x)
+{
+	uint16_t sign = signbit(x) ? 0x8000u : 0u;
+	double ax = fabs(x);
+	if (isnan(x))
+		return (uint16_t)(sign | 0x7e00u);
+	if (ax >= 65520.0) /* halfway between 65504 and 2^16 rounds to even, i.e. up: Inf */
+		return (uint16_t)(sign | 0x7c00u);
+	if (ax == 0.0)
+		return sign;
+	int e;
+	(void)frexp(ax, &e); /* ax = f 2^e, f in [0.5, 1) */
+	int ue = e - 1;      /* ax in [2^ue, 2^(ue+1)) */
+	if (ue < -14)
+		ue = -14; /* subnormal: fixed quantum 2^-24 */
+	double q = ldexp(ax, 10 - ue), r = floor(q), d = q - r;
+	if (d > 0.5 || (d == 0.5 && fmod(r, 2.0) != 0.0))
+		r += 1.0;
+	/* r in [0, 2048]; for normals [1024, 2048] (2048 carries into the exponent), for
+	 * subnormals [0, 1024] (1024 is the smallest normal): the encoding adds up either way */
+	uint32_t bits = (uint32_t)(ue + 14) * 1024u + (uint32_t)r;
+	return (uint16_t)(sign | bits);
+}
+
+/* The model of one vfmadd231ph lane: fp16(a * b + c) with one rounding (MXCSR at its default:
+ * nearest even, no DAZ/FTZ; fp16 subnormals are handled).  a * b is exact in double; the sum is
+ * rounded to odd in double (TwoSum, then the odd neighbour when inexact) so that the final
+ * rounding to fp16 is the single correct one. */
+static inline uint16_t fp16n_fma_ref(uint16_t a, uint16_t b, uint16_t c)
+{
+	double x = (double)amp_f16_to_f32(a) * (double)amp_f16_to_f32(b);
+	double y = (double)amp_f16_to_f32(c);
+	double s = x + y;
+	if (isfinite(s)) {
+		double bb = s - x, err = (x - (s - bb)) + (y - bb);
+		uint64_t u;
+		memcpy(&u, &s, sizeof u);
+		if (err != 0.0 && (u & 1u) == 0)
+			s = nextafter(s, err > 0.0 ? INFINITY : -INFINITY);
+	}
+	return fp16n_from_double(s);
+}
+
+/* The model of the real FP16 micro-kernel: the same blocks and order of operations. */
+static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
+                                 int load)
+{
+	if (!load)
+		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
+	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
+		uint16_t s[FP16N_ACC_ELEMS] = {0};
+		int64_t k1 = blind_min(kc, k0 + FP16N_KB);
+		for (int64_t k = k0; k < k1; k++)
+			for (int r = 0; r < FP16N_MR; r++)
+				for (int c = 0; c < FP16N_NR; c++)
+					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[k * FP16N_MR + r],
+					                                    bp[k * FP16N_NR + c],
+					                                    s[r * FP16N_NR + c]);
+		for (int i = 0; i < FP16N_ACC_ELEMS; i++)
+			acc[i] = acc[i] + amp_f16_to_f32(s[i]);
+	}
+}
+
+/* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
+ * once to fp16 (amp_f32_to_f16).  The real store (amp_fp16n_store_avx512) gives the same bits. */
+static inline void fp16n_store_ref(const float *acc, int64_t rows, int64_t cols, float beta,
+                                   uint16_t *C, int64_t ldc)
+{
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			float v = acc[r * FP16N_NR + c];
+			if (beta != 0.0f)
+				v = v + beta * amp_f16_to_f32(C[r * ldc + c]);
+			C[r * ldc + c] = amp_f32_to_f16(v);
+		}
+}
+
+/* Unpacked fallback without workspace: FP32 sums of exact products, the same epilogue. */
+static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                       int64_t K, float beta, uint16_t *C, int64_t ldc)
+{
+	for (int64_t i = 0; i < M; i++)
+		for (int64_t j = 0; j < N; j++) {
+			float s = 0.0f;
+			for (int64_t k = 0; k < K; k++)
+				s = fmaf(amp_f16_to_f32(a->p[i * a->rs + k * a->cs]),
+				         amp_f16_to_f32(b->p[k * b->rs + j * b->cs]), s);
+			if (beta != 0.0f)
+				s = s + beta * amp_f16_to_f32(C[i * ldc + j]);
+			C[i * ldc + j] = amp_f32_to_f16(s);
+		}
+}
+
+/* The loop nest of amp_gemm_f16_avx512fp16, on the given micro-kernel and store. */
+__attribute__((always_inline)) static inline void
+fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
+                 int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                 int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
+	if (st)
+		amp_stats_init(st);
+	int64_t kcmax = blind_min(FP16N_KC, K);
+	int64_t ncmax = blind_min(FP16N_NC, (N + FP16N_NR - 1) / FP16N_NR * FP16N_NR);
+	int64_t mcmax = blind_min(FP16N_MC, (M + FP16N_MR - 1) / FP16N_MR * FP16N_MR);
+	uint16_t *ap =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(FP16N_MR * kcmax / 2 + 16));
+	uint16_t *bp =
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
+	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
+	if (ap == NULL || bp == NULL || acc == NULL) {
+		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+		if (st)
+			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
+		return;
+	}
+	/* k panels start at multiples of FP16N_KC, itself a multiple of FP16N_KB: the promotion
+	 * points are the multiples of FP16N_KB whatever the panel */
+	int64_t npanel = K > 0 ? (K + FP16N_KC - 1) / FP16N_KC : 1;
+	for (int64_t n0 = 0; n0 < N; n0 += FP16N_NC) {
+		int64_t ncw = blind_min(FP16N_NC, N - n0), nq = (ncw + FP16N_NR - 1) / FP16N_NR;
+		for (int64_t m0 = 0; m0 < M; m0 += FP16N_MC) {
+			int64_t mcw = blind_min(FP16N_MC, M - m0);
+			int64_t mq = (mcw + FP16N_MR - 1) / FP16N_MR;
+			for (int64_t p = 0; p < npanel; p++) {
+				int64_t k0 = p * FP16N_KC, kc = blind_min(FP16N_KC, K - k0);
+				int last = p == npanel - 1;
+				fp16n_pack_b_ref(&b, k0, kc, n0, ncw, bp);
+				for (int64_t mi = 0; mi < mq; mi++) {
+					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
+					fp16n_pack_a_ref(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
+					for (int64_t q = 0; q < nq; q++) {
+						float *blk = acc + (mi * nq + q) * FP16N_ACC_ELEMS;
+						ukr(kc, ap, bp + q * kc * FP16N_NR, blk, p > 0);
+						if (last)
+							store(
+							    blk, rows,
+							    blind_min(FP16N_NR, ncw - q * FP16N_NR),
+							    beta,
+							    C + (m0 + mi * FP16N_MR) * ldc + n0 +
+							        q * FP16N_NR,
+							    ldc);
+					}
+					if (last && st)
+						blind_stats_rows(amp_stats_f16, C, ldc,
+						                 m0 + mi * FP16N_MR, rows, n0, ncw,
+						                 st);
+				}
+			}
+		}
+	}
+}
+
+/* The real stores, AVX-512 F/BW/VL (they run on any AVX-512 CPU; tests compare them with the
+ * models above).  Same contract as amx_store_fn / fp16n_store_fn. */
+void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+                          int64_t ldc);
+void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+                            int64_t ldc);
+
+/* The real kernels' loop nests exactly as compiled for them (packers vectorised for AVX-512, the
+ * real stores) but on the models' micro-kernels: what an AVX-512 CPU without the features can
+ * run of the real path.  Same contracts as the kernels; for tests.  Need AVX-512 F/BW/VL. */
+void amp_amx_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                               const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                               float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                                 float beta, uint16_t *C, int64_t ldc, amp_stats *st);
+
+#endif
