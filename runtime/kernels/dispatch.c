@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kernels/gemm_blind.h"
 #include "kernels/kernels_impl.h"
 
 /* ---- CPU features ---------------------------------------------------------------------------- */
@@ -90,18 +91,11 @@ static unsigned detect_features(void)
 
 /* ---- path inits ------------------------------------------------------------------------------ */
 
-/* Linux: permission to use the AMX tile data state (XFEATURE_XTILEDATA = 18), which must be
- * granted before the first tile instruction or the process gets SIGILL.  Process-wide. */
-#define AMP_ARCH_REQ_XCOMP_PERM 0x1023
-#define AMP_XFEATURE_XTILEDATA 18
-
+/* Linux must grant the AMX tile data state before the first tile instruction, or the
+ * process gets SIGILL: amp_amx_init asks once per process (arch_prctl ARCH_REQ_XCOMP_PERM). */
 static int amx_init(void)
 {
-#ifdef SYS_arch_prctl
-	return syscall(SYS_arch_prctl, AMP_ARCH_REQ_XCOMP_PERM, AMP_XFEATURE_XTILEDATA) == 0 ? 0 : -1;
-#else
-	return -1;
-#endif
+	return amp_amx_init(); /* gemm_amx.c: checks the CPU and the OS, then asks Linux once */
 }
 
 /* ---- the paths ------------------------------------------------------------------------------- */

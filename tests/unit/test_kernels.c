@@ -535,9 +535,11 @@ static void check_gemm_engine(const char *path)
 	cr_assert_eq(amp_gemm(AMP_F32, 0, 0, 2, 2, 2, a, 2, a, 2, 0.0f, c, 2, NULL),
 	             amp_kernels_gemm_engine(AMP_F32));
 	cr_assert_eq(amp_kernels_gemm_engine(AMP_F32), want);
-	if (strcmp(path, "amx-bf16") != 0)  /* its tile GEMM may still fall back */
-		cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), want_bf16, "%s bf16 on %s", path,
-		             amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)));
+	amp_engine want_f16 = strcmp(path, "avx512-fp16") == 0 ? AMP_ENGINE_AVX512_FP16 : want;
+	cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), want_bf16, "%s bf16 on %s", path,
+	             amp_engine_name(amp_kernels_gemm_engine(AMP_BF16)));
+	cr_assert_eq(amp_kernels_gemm_engine(AMP_F16), want_f16, "%s fp16 on %s", path,
+	             amp_engine_name(amp_kernels_gemm_engine(AMP_F16)));
 	cr_assert_eq(amp_gemm(AMP_F16, 0, 0, 2, 2, 2, h, 2, h, 2, 0.0f, hc, 2, NULL),
 	             amp_kernels_gemm_engine(AMP_F16));
 	cr_assert_eq(amp_gemm(AMP_BF16, 0, 0, 2, 2, 2, b, 2, b, 2, 0.0f, bc, 2, NULL),
