@@ -340,49 +340,6 @@ typedef struct gemm_job {
 	int c_f32;          /* half A and B, C fp32: the sums are stored, not rounded (acc32) */
 } gemm_job;
 
-#ifndef GEMM_BF16_ONLY
-/* C[i0 .. i0+mb) [j0 .. j0+nb) of an fp32 GEMM. */
-static void gemm_block_f32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
-{
-	float *C = (float *)g->C + i0 * g->ldc + j0;
-	int64_t ldc = g->ldc, K = g->K;
-	float beta = g->beta;
-	if (beta != 0.0f && beta != 1.0f) {
-		for (int64_t i = 0; i < mb; i++)
-			for (int64_t j = 0; j < nb; j++)
-				C[i * ldc + j] *= beta;
-		beta = 1.0f;
-	}
-	if (K <= 0) {
-		if (beta == 0.0f)
-			for (int64_t i = 0; i < mb; i++)
-				memset(C + i * ldc, 0, (size_t)nb * sizeof(float));
-		return;
-	}
-	gemm_operand a = gemm_shift(&g->a, i0), b = gemm_shift(&g->b, j0);
-	int64_t ncmax = gemm_min(GEMM_NC, (nb + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
-	float *bp = amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(GEMM_KC_MAX * ncmax));
-	float *ap = amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(GEMM_KC_MAX * GEMM_MC));
-	if (ap == NULL || bp == NULL) {
-		for (int64_t i = 0; i < mb; i++)
-			for (int64_t j = 0; j < nb; j++) {
-				float s = gemm_dot(&a, &b, i, j, K);
-				C[i * ldc + j] = beta != 0.0f ? C[i * ldc + j] + s : s;
-			}
-		return;
-	}
-	for (int64_t jc = 0; jc < nb; jc += GEMM_NC) {
-		int64_t nc = gemm_min(GEMM_NC, nb - jc);
-		for (int64_t pc = 0; pc < K; pc += g->kc) {
-			int64_t kc = gemm_min(g->kc, K - pc);
-			gemm_pack_b(&b, pc, kc, jc, nc, bp);
-			gemm_macro(&a, mb, nc, pc, kc, bp, ap, C + jc, ldc, pc > 0 || beta != 0.0f, NULL,
-			           0);
-		}
-	}
-}
-
-#endif
 
 /* *st = the statistics of (n) elements of dtype dt at c. */
 static void gemm_stats_of(amp_dtype dt, const void *c, int64_t n, amp_stats *st)
@@ -497,10 +454,10 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 	}
 }
 
-/* C[i0 .. i0+mb) [j0 .. j0+nb) fp32 = op(A) op(B) [+ beta C] with A, B of the half dtype
- * g->a.dt: the half GEMM's packing and tiles, its fp32 sums stored in C as they are (the acc32
- * slots: a gradient summed over images or batches in FP32 without a rounding per part). */
-static void gemm_block_acc32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
+/* C[i0 .. i0+mb) [j0 .. j0+nb) fp32 = op(A) op(B) [+ beta C], A and B of dtype g->a.dt: the
+ * fp32 GEMM, and the acc32 slots' half one, whose fp32 sums are stored as they are (a gradient
+ * summed over images or batches in FP32 without a rounding per part). */
+static void gemm_block_c32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0, int64_t nb)
 {
 	float *C = (float *)g->C + i0 * g->ldc + j0;
 	int64_t ldc = g->ldc, K = g->K;
@@ -557,16 +514,10 @@ static void gemm_task(void *arg, int t, int n)
 	}
 	if (mb <= 0 || nb <= 0)
 		return;
-	if (g->c_f32) {
-		gemm_block_acc32(g, i0, mb, j0, nb);
+	if (g->c_f32 || g->a.dt == AMP_F32) {
+		gemm_block_c32(g, i0, mb, j0, nb);
 		return;
 	}
-#ifndef GEMM_BF16_ONLY
-	if (g->a.dt == AMP_F32) {
-		gemm_block_f32(g, i0, mb, j0, nb);
-		return;
-	}
-#endif
 	gemm_block_half(g, i0, mb, j0, nb, g->parts ? &g->parts[t] : NULL);
 }
 
