@@ -180,43 +180,37 @@ Test(determinism, force_bf16_sgd)
 	check_deterministic("force_bf16", "sgd");
 }
 
-/* BF16 keeps FP32's range: no loss scaling (static 1), no skipped step, and the loss follows
- * fp32 within BF16's precision (8 significant bits). */
-Test(determinism, bf16_tracks_fp32)
+/* A mixed-precision mode tracks fp32: the losses of the same seed stay within tol, no step is
+ * skipped, and the mode runs at its scale (FP16: the dynamic 128; BF16, with FP32's range: a
+ * static 1).  The first step's loss comes from the same weights, so only the half forward
+ * differs there. */
+static void check_tracks_fp32(const char *mode, double tol, double scale)
 {
 	static run_result f, m;
 	train("force_fp32", "7", "sgd", &f);
-	train("allow_mix_precision_bf16", "7", "sgd", &m);
+	train(mode, "7", "sgd", &m);
 	double worst = 0;
 	for (int i = 0; i < STEPS; i++)
 		worst = fmax(worst, fabs(f.loss[i] - m.loss[i]));
-	const double tol = 3e-2;
-	cr_log_info("max |loss_fp32 - loss_bf16| over %d steps = %.3g (tol %g)", STEPS, worst, tol);
+	cr_log_info("max |loss_fp32 - loss_%s| over %d steps = %.3g (tol %g)", mode, STEPS, worst,
+	            tol);
 	cr_assert_leq(worst, tol);
 	for (int i = 0; i < STEPS; i++) {
-		cr_assert_eq(m.skipped[i], 0, "BF16 step %d skipped", i);
-		cr_assert_eq(m.scale[i], 1.0);
+		cr_assert_eq(m.skipped[i], 0, "%s step %d skipped", mode, i);
+		cr_assert_eq(m.scale[i], scale);
+		cr_assert_eq(f.scale[i], 1.0);
 	}
+	cr_assert_leq(fabs(f.loss[0] - m.loss[0]), tol);
+}
+
+Test(determinism, bf16_tracks_fp32)
+{
+	check_tracks_fp32("allow_mix_precision_bf16", 3e-2, 1.0);
 }
 
 Test(determinism, amp_tracks_fp32)
 {
-	static run_result f, m;
-	train("force_fp32", "7", "sgd", &f);
-	train("allow_mix_precision", "7", "sgd", &m);
-	double worst = 0;
-	for (int i = 0; i < STEPS; i++)
-		worst = fmax(worst, fabs(f.loss[i] - m.loss[i]));
-	const double tol = 5e-3;
-	cr_log_info("max |loss_fp32 - loss_amp| over %d steps = %.3g (tol %g)", STEPS, worst, tol);
-	cr_assert_leq(worst, tol);
-	for (int i = 0; i < STEPS; i++) {
-		cr_assert_eq(m.skipped[i], 0, "AMP step %d skipped", i);
-		cr_assert_eq(m.scale[i], 128.0);
-		cr_assert_eq(f.scale[i], 1.0);
-	}
-	/* The first step's loss comes from the same weights, so only the fp16 forward differs. */
-	cr_assert_leq(fabs(f.loss[0] - m.loss[0]), 5e-3);
+	check_tracks_fp32("allow_mix_precision", 5e-3, 128.0);
 }
 
 Test(determinism, amp_overflow_recovery_reproduces)
