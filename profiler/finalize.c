@@ -839,6 +839,22 @@ static int run_gemm(sqlite3 *db, double fp16, double copy)
 }
 
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
+/* A profile that does not hold the whole run (meta incomplete: threads that found no ring,
+ * records dropped in drop mode): said first, since every figure and rule below then reads a
+ * part or a sample of the run. */
+static int run_incomplete(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16;
+	(void)copy;
+	char why[1024], msg[1400];
+	if (amp_profile_meta_get(db, "incomplete", why, sizeof why) != AMP_PROFILE_OK || !why[0])
+		return 0;
+	snprintf(msg, sizeof msg, "the profile does not hold the whole run: %s; the figures and "
+	         "the advice here cover what was recorded (run without --drop, or with a larger "
+	         "--ring-size or --rings, to record all of it)", why);
+	return add_advice(db, "incomplete", "warning", msg, NULL, NULL, -1, -1);
+}
+
 static int run_summary_sql(sqlite3 *db, char **msg)
 {
 	char dtypes[128], engines[256];
@@ -874,6 +890,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 		const char *name;
 		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
 	} rules[] = {
+	    {"incomplete", run_incomplete},
 	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
 	    {"gemm", run_gemm},

@@ -20,6 +20,19 @@ amp_ring_hdr *prof_session_ring(const prof_session *s, uint32_t i)
 	                        (uint64_t)i * s->ring_stride);
 }
 
+void prof_session_ring_reset(const prof_session *s, uint32_t i, uint64_t pos)
+{
+	amp_ring_hdr *h = prof_session_ring(s, i);
+	h->pid = h->tid = 0;
+	h->clock = 0;
+	__atomic_store_n(&h->dropped, 0, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < AMP_DROP_SLOTS; k++)
+		__atomic_store_n(&h->dropped_kind[k], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->head, pos, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tail, pos, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->state, AMP_RING_REUSABLE, __ATOMIC_RELEASE);
+}
+
 /* Spool directory beside the output file (not in /tmp): <dir>/.ampprof-spool-XXXXXX, as an
  * absolute path, since the application may change its working directory before it dumps. */
 static int make_spool(prof_session *s, const char *output)

@@ -6,28 +6,33 @@
  * steps where it is -100, so that Log gets negative inputs: NaN with no Inf, from finite inputs
  * (an invalid operation, not an overflow).  The loss is then NaN, the gradients too, and the
  * loss scaler skips the step.
- *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--chdir DIR]
- * --threads T trains T contexts at once, one per thread (each its own trace ring).  --chdir DIR
- * changes the working directory before the first step (dumps must still reach the spool).
+ *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
+ *                 [--chdir DIR]
+ * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
+ * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
+ * goes on training the parent's context to the last step, while the parent waits for it and
+ * stops.  --chdir DIR changes the working directory before the first step (dumps must still
+ * reach the spool).
  */
 #include <amp/amp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BATCH 16
 #define FEATURES 8
 #define MAX_BAD 8
-#define MAX_THREADS 8
+#define MAX_THREADS 32
 
 typedef struct cases_opts {
-	int steps, threads, n_bad;
+	int steps, threads, procs, fork_at, n_bad;
 	int bad[MAX_BAD];
 } cases_opts;
 
-static cases_opts g_opts = {6, 1, 0, {0}};
+static cases_opts g_opts = {6, 1, 0, -1, 0, {0}};
 
 static int is_bad(int step)
 {
@@ -56,6 +61,19 @@ static int train(int id)
 	    amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 1e-3f}, &opt) != AMP_OK)
 		goto fail;
 	for (int step = 0; step < g_opts.steps; step++) {
+		if (step == g_opts.fork_at) {
+			fflush(NULL);
+			pid_t pid = fork();
+			if (pid < 0)
+				goto fail;
+			if (pid > 0) {
+				int st = 0;
+				while (waitpid(pid, &st, 0) < 0)
+					;
+				status = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+				goto out;
+			}
+		}
 		for (int i = 0; i < BATCH * FEATURES; i++) {
 			x[i] = (float)((i * 7 + step * 3 + id) % 17) / 8.0f - 1.0f;
 			c[i] = is_bad(step) ? -100.0f : 1.0f;
@@ -76,7 +94,7 @@ static int train(int id)
 		double l = amp_tensor_item(ctx, loss);
 		if (amp_step_end(ctx) != AMP_OK)
 			goto fail;
-		if (g_opts.threads == 1)
+		if (g_opts.threads == 1 && g_opts.procs == 0)
 			printf("step %d  loss %.6g  scale %g%s\n", step, l, amp_loss_scale(ctx),
 			       skipped ? "  (skipped)" : "");
 	}
@@ -108,6 +126,10 @@ int main(int argc, char **argv)
 			g_opts.steps = atoi(v);
 		else if (strcmp(a, "--threads") == 0)
 			g_opts.threads = atoi(v);
+		else if (strcmp(a, "--procs") == 0)
+			g_opts.procs = atoi(v);
+		else if (strcmp(a, "--fork-at") == 0)
+			g_opts.fork_at = atoi(v);
 		else if (strcmp(a, "--bad-step") == 0 && g_opts.n_bad < MAX_BAD)
 			g_opts.bad[g_opts.n_bad++] = atoi(v);
 		else if (strcmp(a, "--chdir") == 0)
@@ -118,13 +140,34 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
-	if (g_opts.threads < 1 || g_opts.threads > MAX_THREADS || g_opts.steps < 1) {
-		fprintf(stderr, "runtime_cases: --threads 1..%d, --steps at least 1\n", MAX_THREADS);
+	if (g_opts.threads < 1 || g_opts.threads > MAX_THREADS || g_opts.procs < 0 ||
+	    g_opts.procs > MAX_THREADS || g_opts.steps < 1) {
+		fprintf(stderr, "runtime_cases: --threads 1..%d, --procs 0..%d, --steps at least 1\n",
+		        MAX_THREADS, MAX_THREADS);
 		return 2;
 	}
 	if (dir && chdir(dir) != 0) {
 		perror("runtime_cases: chdir");
 		return 1;
+	}
+	if (g_opts.procs > 0) {
+		pid_t pids[MAX_THREADS];
+		int status = 0;
+		fflush(NULL);
+		for (int p = 0; p < g_opts.procs; p++) {
+			pids[p] = fork();
+			if (pids[p] == 0)
+				exit(train(p));
+			if (pids[p] < 0)
+				return 1;
+		}
+		for (int p = 0; p < g_opts.procs; p++) {
+			int st = 0;
+			while (waitpid(pids[p], &st, 0) < 0)
+				;
+			status |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+		}
+		return status;
 	}
 	pthread_t th[MAX_THREADS];
 	int status = 0;
