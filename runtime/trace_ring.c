@@ -295,8 +295,9 @@ static int64_t ring_claim(void)
 			return idx;
 	}
 	/* every ring was claimed once: take one the collector reclaimed; while some ring's thread
-	 * has ended (CLOSED) and the collector has yet to reclaim it, wake it and wait a little
-	 * (at this thread's first event only; up to RING_CLAIM_WAIT_MS) */
+	 * has ended (CLOSED)
+	 * or its process died, and the collector has yet to reclaim it, wake the collector and wait a
+	 * little (at this thread's first event only; up to RING_CLAIM_WAIT_MS) */
 	for (unsigned wait = 0;; wait++) {
 		int closed = 0;
 		for (uint32_t i = 0; i < count; i++) {
@@ -307,7 +308,10 @@ static int64_t ring_claim(void)
 			    __atomic_compare_exchange_n(&h->state, &want, AMP_RING_CLAIMING, 0,
 			                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				return i;
-			closed |= st == AMP_RING_CLOSED;
+			/* a ring whose process is gone (killed) is reclaimed as well */
+			closed |= st == AMP_RING_CLOSED ||
+			          (st == AMP_RING_OPEN && h->pid != 0 && kill((pid_t)h->pid, 0) != 0 &&
+			           errno == ESRCH);
 		}
 		if (!closed || wait >= RING_CLAIM_WAIT_MS || !collector_alive())
 			return -1;
