@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_text.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -175,10 +176,20 @@ static int same_mode(const char *in_force, const char *mode)
 	return strcmp(in_force, m) == 0;
 }
 
+/* Text of column i for a message or an evidence line: op names, labels and file names come
+ * from the application, so they are sanitized (amp_sanitize: one line, no escapes, valid
+ * UTF-8) before they are written into advice — a newline in a label cannot forge an evidence
+ * line.  The result lives in one of COL_TEXT_BUFS rotating buffers: enough for the columns
+ * one row of a rule uses at once. */
+#define COL_TEXT_BUFS 16
 static const char *col_text(sqlite3_stmt *st, int i)
 {
+	static char bufs[COL_TEXT_BUFS][AMP_STRING_MAX + 16];
+	static unsigned next;
 	const unsigned char *t = sqlite3_column_text(st, i);
-	return t ? (const char *)t : "";
+	char *b = bufs[next++ % COL_TEXT_BUFS];
+	amp_sanitize(t ? (const char *)t : "", b, sizeof bufs[0]);
+	return b;
 }
 
 /* Low half share (labelled by the half types that ran): list the FP32 ops whose type has a half

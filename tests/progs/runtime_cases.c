@@ -7,12 +7,13 @@
  * (an invalid operation, not an overflow).  The loss is then NaN, the gradients too, and the
  * loss scaler skips the step.
  *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
- *                 [--chdir DIR]
+ *                 [--chdir DIR] [--label-prefix P]
  * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
  * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
  * goes on training the parent's context to the last step, while the parent waits for it and
  * stops.  --chdir DIR changes the working directory before the first step (dumps must still
- * reach the spool).
+ * reach the spool).  --label-prefix P puts P before every op's label (hostile text for the
+ * tools' outputs: escapes, newlines, invalid UTF-8).
  */
 #include <amp/amp.h>
 #include <pthread.h>
@@ -33,6 +34,14 @@ typedef struct cases_opts {
 } cases_opts;
 
 static cases_opts g_opts = {6, 1, 0, -1, 0, {0}};
+static const char *g_prefix = "";
+
+/* The label of an op: --label-prefix, then name (a static buffer per call site's name). */
+static const char *label(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s%s", g_prefix, name);
+	return buf;
+}
 
 static int is_bad(int step)
 {
@@ -79,15 +88,16 @@ static int train(int id)
 			c[i] = is_bad(step) ? -100.0f : 1.0f;
 		}
 		amp_tensor *xt, *ct, *h, *sq, *a, *y, *loss;
+		char l_fc[256], l_sq[256], l_shift[256], l_log[256], l_loss[256];
 		int skipped = 0;
 		if (amp_step_begin(ctx) != AMP_OK ||
 		    amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEATURES), AMP_F32, &xt) != AMP_OK ||
 		    amp_tensor_from_f32(ctx, c, amp_shape2(BATCH, FEATURES), AMP_F32, &ct) != AMP_OK ||
-		    amp_linear(ctx, "fc", xt, w, NULL, &h) != AMP_OK ||
-		    amp_mul(ctx, "sq", h, h, &sq) != AMP_OK ||
-		    amp_add(ctx, "shift", sq, ct, &a) != AMP_OK ||
-		    amp_log(ctx, "log", a, &y) != AMP_OK ||             /* RUNTIME_CASES_LOG_LINE */
-		    amp_mean(ctx, "loss", y, &loss) != AMP_OK ||
+		    amp_linear(ctx, label(l_fc, sizeof l_fc, "fc"), xt, w, NULL, &h) != AMP_OK ||
+		    amp_mul(ctx, label(l_sq, sizeof l_sq, "sq"), h, h, &sq) != AMP_OK ||
+		    amp_add(ctx, label(l_shift, sizeof l_shift, "shift"), sq, ct, &a) != AMP_OK ||
+		    amp_log(ctx, label(l_log, sizeof l_log, "log"), a, &y) != AMP_OK || /* RUNTIME_CASES_LOG_LINE */
+		    amp_mean(ctx, label(l_loss, sizeof l_loss, "loss"), y, &loss) != AMP_OK ||
 		    amp_backward(ctx, loss) != AMP_OK ||
 		    amp_optim_step(opt, &skipped) != AMP_OK)
 			goto fail;
@@ -134,6 +144,8 @@ int main(int argc, char **argv)
 			g_opts.bad[g_opts.n_bad++] = atoi(v);
 		else if (strcmp(a, "--chdir") == 0)
 			dir = v;
+		else if (strcmp(a, "--label-prefix") == 0)
+			g_prefix = v;
 		else {
 			fprintf(stderr, "runtime_cases: unknown option '%s'\n", a);
 			return 2;
