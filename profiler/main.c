@@ -44,13 +44,13 @@ static const amp_opt profile_opts[] = {
     {OPT_DUMP_LIMIT, 0, "dump-limit", "<size>", "total bytes of dumps, e.g. 1G", "256M"},
     {OPT_FP16, 0, "fp16-threshold", "<pct>", "FP16 share below this is flagged", "70"},
     {OPT_MEMCPY, 0, "memcpy-threshold", "<pct>", "copy share above this is flagged", "15"},
-    {OPT_DROP, 0, "drop", NULL, "drop events when a ring is full (counted) instead\n"
-     "of waiting", NULL},
+    {OPT_DROP, 0, "drop", NULL, "drop events when a ring is full instead of waiting\n"
+     "(counted by kind; definitions and steps are kept;\n"
+     "the profile then covers a sample)", NULL},
     {OPT_RING_SIZE, 0, "ring-size", "<slots>", "64-byte slots per thread ring", "32768"},
-    {OPT_RINGS, 0, "rings", "<n>", "rings: threads and processes recording at once (a\n"
-     "ring is reused once its thread or process ends;\n"
-     "one that finds none is counted, and the profile\n"
-     "is then incomplete)", "64"},
+    {OPT_RINGS, 0, "rings", "<n>", "threads and processes recording at once (a\n"
+     "ring is reused when its owner ends; a thread\n"
+     "that finds none makes the profile incomplete)", "64"},
     {'q', 'q', "quiet", NULL, "no status line and no summary", NULL},
     {'h', 'h', "help", NULL, "show this help ('ampprof <command> --help' for a command's)",
      NULL},

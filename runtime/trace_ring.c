@@ -192,12 +192,32 @@ void amp_trace_ring_close(trace_ring *r)
 	__atomic_store_n(&r->hdr->state, AMP_RING_CLOSED, __ATOMIC_RELEASE);
 }
 
+/* The thread's ring state, once its ring is closed at thread exit (the ring itself is the
+ * collector's to reclaim).  The alternate signal stack goes with it, unregistered first. */
+static void ring_free(trace_ring *r)
+{
+	if (r->altstack) {
+		stack_t ss = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+		sigaltstack(&ss, NULL);
+		free(r->altstack);
+	}
+	for (uint32_t id = 1; id <= r->n_strings; id++)
+		free(r->texts[id]);
+	free(r->texts);
+	free(r->str_table);
+	free(r->cs_keys);
+	free(r->cs_ids);
+	free(r->mod_bias);
+	free(r);
+}
+
 void amp_trace_ring_key_destructor(void *arg)
 {
 	trace_ring *r = arg;
 	if (r && amp_trace_tl_ring == r) {
 		amp_trace_ring_close(r);
 		amp_trace_tl_ring = NULL;
+		ring_free(r);
 	}
 }
 
