@@ -849,6 +849,79 @@ static int run_summary_sql(sqlite3 *db, char **msg)
 	return sqlite3_exec(db, sql, NULL, NULL, msg);
 }
 
+/* The executions of each op_summary row (op, exec_dtype), by op_summary.rowid. */
+#define OP_GROUP_FROM \
+    " FROM op_events e JOIN op_sigs s ON s.id = e.sig JOIN op_summary g" \
+    " ON g.op = s.op AND g.exec_dtype = s.exec_dtype"
+
+typedef struct dur_acc {
+	int64_t rowid, n, i;         /* group, its count, values seen */
+	int64_t min, max, lo, hi;    /* lo, hi: the middle values (equal for an odd count) */
+	double mean, m2;             /* Welford's running mean and sum of squared deviations */
+} dur_acc;
+
+static int dur_flush(sqlite3_stmt *upd, const dur_acc *a)
+{
+	if (a->i == 0)
+		return 0;
+	sqlite3_bind_int64(upd, 1, a->rowid);
+	sqlite3_bind_double(upd, 2, ((double)a->lo + (double)a->hi) / 2);
+	sqlite3_bind_int64(upd, 3, a->min);
+	sqlite3_bind_int64(upd, 4, a->max);
+	sqlite3_bind_double(upd, 5, sqrt(a->m2 / (double)a->i));
+	int rc = sqlite3_step(upd);
+	sqlite3_reset(upd);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* op_summary's duration statistics (median, min, max, standard deviation of dur_ns) from one
+ * scan of the executions sorted by group and duration, after a count per group that places
+ * the middle.  Returns 0 or -1 (SQLite error). */
+static int op_duration_stats(sqlite3 *db)
+{
+	sqlite3_stmt *cnt = NULL, *dur = NULL, *upd = NULL;
+	int rc = -1, step;
+	dur_acc a = {.rowid = -1};
+	if (sqlite3_prepare_v2(db, "SELECT g.rowid, count(*)" OP_GROUP_FROM " WHERE e.dur_ns IS NOT"
+	                       " NULL GROUP BY g.rowid ORDER BY g.rowid", -1, &cnt, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "SELECT g.rowid, e.dur_ns" OP_GROUP_FROM
+	                       " WHERE e.dur_ns IS NOT NULL ORDER BY g.rowid, e.dur_ns", -1, &dur,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE op_summary SET median_ns = ?2, min_ns = ?3, max_ns = ?4,"
+	                       " stddev_ns = ?5 WHERE rowid = ?1", -1, &upd, NULL) != SQLITE_OK)
+		goto out;
+	while ((step = sqlite3_step(dur)) == SQLITE_ROW) {
+		int64_t rowid = sqlite3_column_int64(dur, 0), d = sqlite3_column_int64(dur, 1);
+		if (rowid != a.rowid) {
+			if (dur_flush(upd, &a) != 0)
+				goto out;
+			a = (dur_acc){.rowid = rowid};
+			while (sqlite3_step(cnt) == SQLITE_ROW)
+				if (sqlite3_column_int64(cnt, 0) == rowid) {
+					a.n = sqlite3_column_int64(cnt, 1);
+					break;
+				}
+			a.min = d;
+		}
+		if (a.i == (a.n - 1) / 2)
+			a.lo = d;
+		if (a.i == a.n / 2)
+			a.hi = d;
+		a.max = d;
+		a.i++;
+		double delta = (double)d - a.mean;
+		a.mean += delta / (double)a.i;
+		a.m2 += delta * ((double)d - a.mean);
+	}
+	if (step == SQLITE_DONE && dur_flush(upd, &a) == 0)
+		rc = 0;
+out:
+	sqlite3_finalize(cnt);
+	sqlite3_finalize(dur);
+	sqlite3_finalize(upd);
+	return rc;
+}
+
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
@@ -862,7 +935,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
 	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
-	    run_summary_sql(db, &msg) != SQLITE_OK ||
+	    run_summary_sql(db, &msg) != SQLITE_OK || op_duration_stats(db) != 0 ||
 	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);

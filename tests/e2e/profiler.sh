@@ -29,7 +29,7 @@ out=$("$AMPPROF" --help); rc=$?
 check "help exits 0" "$rc" 0
 check_true "help lists exit codes" grep -q "no events" <<<"$out"
 check_true "help: --dump-limit defaults to 256M" grep -Eq -- "--dump-limit=<size> .*\(256M\)$" <<<"$out"
-check_true "version names the schema" grep -q "profile schema 2" <<<"$("$AMPPROF" --version)"
+check_true "version names the schema" grep -q "profile schema 3" <<<"$("$AMPPROF" --version)"
 err=$("$AMPPROF" --nan-check=sometimes -- true 2>&1); rc=$?
 check "invalid option value exits 2" "$rc" 2
 check_true "invalid value message" grep -q "invalid value 'sometimes' for --nan-check" <<<"$err"
@@ -70,7 +70,7 @@ check_true "unaligned GEMM advice" test "$(q run.db "SELECT count(*) FROM advice
 # engines: the producer's MatMuls (fp16) run on fp32-fma unless told otherwise
 check "engine column filled" "$(q run.db "SELECT group_concat(r) FROM (SELECT DISTINCT op || ':' || coalesce(engine, 'NULL') AS r FROM ops ORDER BY r)")" \
 	"MatMul:fp32-fma,ReLU:fp32-fma,Softmax:fp32-fma"
-check "schema version 2" "$(q run.db "SELECT value FROM meta WHERE key = 'schema_version'") $(q run.db 'PRAGMA user_version')" "2 2"
+check "schema version 3" "$(q run.db "SELECT value FROM meta WHERE key = 'schema_version'") $(q run.db 'PRAGMA user_version')" "3 3"
 check_true "meta cpu_half_features" grep -Eq '^(none|((avx512_bf16|avx512_fp16|amx_bf16|amx_tile) ?)+)$' \
 	<<<"$(q run.db "SELECT value FROM meta WHERE key = 'cpu_half_features'")"
 check "emulated: native half share 0, half types fp16" "$(q run.db 'SELECT native_half_share, half_types FROM overview')" "0.0|fp16"
