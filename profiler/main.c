@@ -280,7 +280,9 @@ static const amp_opt_spec report_spec = {
     .about = "Prints the summary of a profile: the figures, the non-finite values, the dumps,\n"
              "the top ops and the advice.  The profile defaults to profile.db.  JSON keys are\n"
              "stable; a number that is not finite is null with \"<key>_nonfinite\" set to\n"
-             "\"nan\", \"inf\" or \"-inf\" beside it.",
+             "\"nan\", \"inf\" or \"-inf\" beside it; an advice's evidence is an array of\n"
+             "strings, one per item; top_ops carry the count, total, mean, median, min, max\n"
+             "and standard deviation of each op's durations.",
     .opts = report_opts,
     .n_opts = sizeof report_opts / sizeof report_opts[0],
     .footer = "Exit status: 0; 1 with --fail-on, when the advice has a finding at that level or\n"

@@ -411,6 +411,24 @@ static void json_real(FILE *f, const char *sep, const char *key, double v)
 	amp_json_member_real(f, sep, key, v);
 }
 
+/* Text of one item per line (advice evidence) as a JSON array of strings: [] for NULL or "". */
+static void json_lines(FILE *f, const unsigned char *text)
+{
+	fputc('[', f);
+	const char *p = (const char *)text;
+	for (int i = 0; p && *p; i++) {
+		size_t n = strcspn(p, "\n");
+		char *line = strndup(p, n);
+		fputs(i ? ", " : "", f);
+		json_str(f, line ? line : "");
+		free(line);
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+	fputc(']', f);
+}
+
 static void json_int(FILE *f, int64_t v, int null_if_negative)
 {
 	if (null_if_negative && v < 0)
@@ -596,7 +614,7 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		fputs(", \"message\": ", f);
 		json_str(f, col_str(st, 2));
 		fputs(", \"evidence\": ", f);
-		json_str(f, col_str(st, 3));
+		json_lines(f, sqlite3_column_text(st, 3));
 		fputs(", \"op\": ", f);
 		if (sqlite3_column_type(st, 4) == SQLITE_NULL)
 			fputs("null", f);
