@@ -64,13 +64,16 @@ static const amp_opt_spec profile_spec = {
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
               "\n"
-              "Exit status: the application's own (its exit code, or 128 + signal number), except:\n"
-              "    2  usage error (bad option or value)\n"
-              "    3  the application could not be started (missing, not executable)\n"
-              "    4  the output database could not be created or written\n"
-              "    5  internal error\n"
-              "    6  report/export: the profile could not be read\n"
-              "    7  the application sent no events (not linked with libamprt)\n",
+              "Exit status: the application's own (its exit code, or 128 + signal number), except\n"
+              "when ampprof itself fails, with the codes env(1) and timeout(1) use:\n"
+              "  125  ampprof failed: the output database could not be created or written,\n"
+              "       an internal error, or the application sent no events (not linked\n"
+              "       with libamprt); the application's own status is then in the message\n"
+              "       and in the profile's meta exit_status\n"
+              "  126  the application was found but cannot be executed\n"
+              "  127  the application was not found\n"
+              "    2  usage error (nothing was run)\n"
+              "ampprof's own failures always print an 'ampprof: ' line on stderr.\n",
     .in_order = 1,
 };
 
