@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <linux/futex.h>
 
+#include "amp_progress.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -413,7 +414,13 @@ int prof_run(const prof_options *opts)
 		app_code = PROF_EXIT_FAILED;
 	}
 	uint64_t end_mono = prof_now_ns();
-	if (prof_writer_finish(c.w) != 0) {
+	amp_progress pr;
+	amp_progress_begin(&pr, "ampprof", "finalize", 0);
+	amp_progress_set(&pr, "open steps, call sites, totals", 0);
+	amp_progress_watch(&pr, c.db);
+	int finished = prof_writer_finish(c.w);
+	amp_progress_end(&pr);
+	if (finished != 0) {
 		code = PROF_EXIT_FAILED;
 		goto out;
 	}

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_progress.h"
 #include "amp_table.h"
 #include "amp_text.h"
 #include "prof.h"
@@ -48,7 +49,8 @@ enum trace_kind { TRACE_STEP, TRACE_OP, TRACE_COPY, TRACE_SCALE, TRACE_MEMORY };
 
 /* Writes the events of one query; every query's columns start with ts (ns), dur (ns), pid,
  * tid, thread (threads.id).  Returns 0 or -1 (SQLite error). */
-static int emit_rows(sqlite3 *db, FILE *f, const char *sql, enum trace_kind kind)
+static int emit_rows(sqlite3 *db, FILE *f, const char *sql, enum trace_kind kind,
+                     amp_progress *pr, uint64_t *done)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -59,6 +61,8 @@ static int emit_rows(sqlite3 *db, FILE *f, const char *sql, enum trace_kind kind
 		double dur = (double)sqlite3_column_int64(st, 1) / 1e3;
 		int64_t pid = sqlite3_column_int64(st, 2), tid = sqlite3_column_int64(st, 3);
 		int64_t thread = sqlite3_column_int64(st, 4);
+		if ((++*done & 255) == 0)
+			amp_progress_set(pr, "events", *done);
 		fputs(",\n", f);
 		switch (kind) {
 		case TRACE_STEP: /* step, loss, scale, overflow, skipped, samples */
@@ -187,6 +191,16 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 {
 	int mem_thread = amp_profile_has_column(db, "memory", "thread");
 	int scale_thread = amp_profile_has_column(db, "loss_scale", "thread");
+	int64_t rows = 0;
+	amp_profile_query_int64(db, &rows,
+	                        "SELECT (SELECT count(*) FROM steps) + (SELECT count(*) FROM op_events)"
+	                        " + (SELECT count(*) FROM copy_events) + (SELECT count(*) FROM"
+	                        " loss_scale) + (SELECT count(*) FROM memory)", NULL);
+	amp_progress pr;
+	uint64_t done = 0;
+	amp_progress_begin(&pr, "ampprof", "export", rows > 0 ? (uint64_t)rows : 0);
+	amp_progress_watch(&pr, db);
+	amp_progress_set(&pr, "events", 0);
 	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format_version\":%d},"
 	        "\"traceEvents\":[", AMP_JSON_FORMAT_VERSION);
 	if (emit_names(db, f) != 0 ||
@@ -194,17 +208,17 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 	              TRACKS_CTE "SELECT s.start_ns, coalesce(s.dur_ns, 0), tr.pid, tr.tid, s.thread,"
 	              " s.step, s.loss, s.scale, coalesce(s.overflow, 0), coalesce(s.skipped, 0),"
 	              " coalesce(s.samples, 0) FROM steps s JOIN tr ON tr.id = s.thread"
-	              " ORDER BY s.start_ns, s.step", TRACE_STEP) != 0 ||
+	              " ORDER BY s.start_ns, s.step", TRACE_STEP, &pr, &done) != 0 ||
 	    emit_rows(db, f,
 	              TRACKS_CTE "SELECT e.start_ns, e.dur_ns, tr.pid, tr.tid, e.thread, s.op,"
 	              " s.exec_dtype, coalesce(s.label, ''), s.shape, e.step, e.seq, s.phase,"
 	              " coalesce(s.engine, 'unknown') FROM op_events e JOIN op_sigs s ON s.id = e.sig"
-	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_OP) != 0 ||
+	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_OP, &pr, &done) != 0 ||
 	    emit_rows(db, f,
 	              TRACKS_CTE "SELECT e.start_ns, e.dur_ns, tr.pid, tr.tid, e.thread, s.kind,"
 	              " s.src_dtype, s.dst_dtype, s.bytes, coalesce(s.label, ''), e.step"
 	              " FROM copy_events e JOIN copy_sigs s ON s.id = e.sig"
-	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_COPY) != 0 ||
+	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_COPY, &pr, &done) != 0 ||
 	    /* rows of a version-2 profile have no thread: the first track's */
 	    emit_rows(db, f,
 	              scale_thread
@@ -215,7 +229,7 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 	                  : TRACKS_CTE "SELECT l.t_ns, 0, tr.pid, tr.tid, tr.id, l.new_scale FROM"
 	                    " loss_scale l JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
 	                    " WHERE l.new_scale BETWEEN -1e308 AND 1e308 ORDER BY l.t_ns, l.step",
-	              TRACE_SCALE) != 0 ||
+	              TRACE_SCALE, &pr, &done) != 0 ||
 	    emit_rows(db, f,
 	              mem_thread
 	                  ? TRACKS_CTE "SELECT m.t_ns, 0, tr.pid, tr.tid, tr.id, m.master_weights,"
@@ -226,8 +240,11 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 	                    " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
 	                    " FROM memory m JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
 	                    " ORDER BY m.t_ns, m.step",
-	              TRACE_MEMORY) != 0)
+	              TRACE_MEMORY, &pr, &done) != 0) {
+		amp_progress_end(&pr);
 		return -1;
+	}
+	amp_progress_end(&pr);
 	fputs("\n]}\n", f);
 	return ferror(f) ? -1 : 0;
 }
@@ -257,6 +274,7 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 	sqlite3_stmt *st = NULL;
 	amp_column *cols = NULL;
 	amp_table *t = NULL;
+	amp_progress pr = {0};
 	int rc = SQLITE_ERROR, ok = 0;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
@@ -269,7 +287,16 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 		cols[i] = (amp_column){sqlite3_column_name(st, i), AMP_COL_TEXT};
 	if (!(t = amp_table_new(cols, ncol)) || amp_table_stream(t, AMP_FMT_CSV, f) != 0)
 		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	int64_t rows = 0;
+	char count[128];
+	snprintf(count, sizeof count, "SELECT count(*) FROM %s", table);
+	amp_profile_query_int64(db, &rows, count, NULL);
+	amp_progress_begin(&pr, "ampprof", "export", rows > 0 ? (uint64_t)rows : 0);
+	amp_progress_watch(&pr, db);
+	amp_progress_set(&pr, "rows", 0);
+	for (uint64_t done = 1; (rc = sqlite3_step(st)) == SQLITE_ROW; done++) {
+		if ((done & 255) == 0)
+			amp_progress_set(&pr, "rows", done);
 		if (amp_table_add_row(t) != 0)
 			goto out;
 		for (int i = 0; i < ncol; i++) {
@@ -293,6 +320,7 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 	}
 	ok = rc == SQLITE_DONE && amp_table_print(t, AMP_FMT_CSV, f) == 0;
 out:
+	amp_progress_end(&pr);
 	amp_table_free(t);
 	free(cols);
 	sqlite3_finalize(st);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_progress.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -925,23 +926,6 @@ out:
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
-	int listed = amp_profile_has_table(db, "nonfinite");
-	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
-	    amp_profile_upgrade(db) != AMP_PROFILE_OK ||
-	    /* a profile written before the writer listed the origins: find them once */
-	    (!listed &&
-	     sqlite3_exec(db, "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf,"
-	                      " neg_inf, callsite, seq, stats_id, thread) SELECT step, op, name,"
-	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
-	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
-	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
-	    run_summary_sql(db, &msg) != SQLITE_OK || op_duration_stats(db) != 0 ||
-	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
-		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
-		sqlite3_free(msg);
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-		return -1;
-	}
 	/* the advice rules, in order of importance; the thresholds are percentages */
 	static const struct {
 		const char *name;
@@ -951,14 +935,46 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
 	    {"gemm", run_gemm},
 	};
-	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+	enum { N_RULES = sizeof rules / sizeof rules[0] };
+	amp_progress pr;
+	amp_progress_begin(&pr, "ampprof", "finalize", 4 + N_RULES);
+	amp_progress_watch(&pr, db);
+	int listed = amp_profile_has_table(db, "nonfinite");
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
+	    amp_profile_upgrade(db) != AMP_PROFILE_OK ||
+	    /* a profile written before the writer listed the origins: find them once */
+	    (!listed &&
+	     sqlite3_exec(db, "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf,"
+	                      " neg_inf, callsite, seq, stats_id, thread) SELECT step, op, name,"
+	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
+	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "totals and indexes", 0),
+	     sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "summaries", 1), run_summary_sql(db, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "op duration statistics", 2), op_duration_stats(db) != 0) ||
+	    (amp_progress_set(&pr, "non-finite values", 3),
+	     sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK)) {
+		amp_progress_end(&pr);
+		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+		return -1;
+	}
+	/* the advice rules, in order of importance; the thresholds are percentages */
+	for (size_t i = 0; i < N_RULES; i++) {
+		amp_progress_set(&pr, "advice", 4 + i);
 		if (rules[i].run(db, fp16_threshold, memcpy_threshold) != 0) {
+			amp_progress_end(&pr);
 			prof_error(NULL, "cannot write advice (rule %s): %s", rules[i].name,
 			           sqlite3_errmsg(db));
 			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 			return -1;
 		}
-	if (sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+	}
+	amp_progress_set(&pr, "commit", 4 + N_RULES);
+	int committed = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
+	amp_progress_end(&pr);
+	if (committed != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		return -1;

@@ -101,10 +101,25 @@ check_true "op_summary: median, min, max, stddev, mean of each op's durations ma
 "$BIN/ampprof" report "$T/amp.db" >"$T/report.txt"
 check_true "report: the top ops table has count, total, mean, median, min, max, stddev" \
 	grep -Eq '^ +op +dtype +calls +total ms +share +mean +median +min +max +stddev$' "$T/report.txt"
-top=$(q amp.db "SELECT op, printf('%.2f', median_ns / 1e3), printf('%.2f', max_ns / 1e3) FROM op_summary ORDER BY total_ns DESC LIMIT 1")
-IFS='|' read -r top_op top_med top_max <<<"$top"
-check_true "report: the top op's median and max as in op_summary ($top_op $top_med $top_max us)" \
-	grep -Eq "^ +$top_op .* $top_med +[0-9.]+ +$top_max +[0-9.]+$" "$T/report.txt"
+"$PY" - "$T/report.txt" "$T/stats" <<'PY'
+import sys
+ref = {}
+for line in open(sys.argv[2]):
+    op, dt, calls, med, mn, mx, sd, mean = line.rstrip("\n").split("|")
+    ref[(op, dt)] = [float(x) / 1e3 for x in (mean, med, mn, mx, sd)]
+lines = open(sys.argv[1]).read().split("\n")
+i = next(i for i, l in enumerate(lines) if l.strip().startswith("op ") and "stddev" in l)
+rows = 0
+for l in lines[i + 1:]:
+    f = l.split()
+    if len(f) != 10 or (f[0], f[1]) not in ref:
+        break
+    got = [float(x) for x in f[5:10]]
+    assert all(abs(g - w) <= 0.006 for g, w in zip(got, ref[(f[0], f[1])])), (l, ref[(f[0], f[1])])
+    rows += 1
+assert rows >= 3, rows
+PY
+check_true "report: each top op's mean, median, min, max, stddev (us) as in op_summary" test $? = 0
 "$BIN/ampprof" report --format=json "$T/amp.db" >"$T/report.json"
 "$PY" - "$T/report.json" "$T/stats" <<'PY'
 import json, sys
@@ -121,5 +136,29 @@ for o in d["top_ops"]:
 assert d["top_ops"], d
 PY
 check_true "report JSON: top_ops carry calls, total, mean, median, min, max, stddev as numbers" test $? = 0
+
+# ---- progress of the long operations, on a terminal only --------------------------------------
+# script(1) gives the command a terminal; AMP_PROGRESS_DELAY_MS=0 shows the line at once.
+on_tty() { TERM=xterm AMP_PROGRESS_DELAY_MS=0 script -qec "$1" /dev/null; }
+on_tty "$BIN/ampprof export --format=chrome --output=$T/p.json $T/amp.db" >"$T/pty.out" 2>&1
+progress_has() { # FILE PYTHON-REGEX: the pty output matches (bytes)
+	"$PY" -c 'import re,sys; d=open(sys.argv[1],"rb").read(); sys.exit(0 if re.search(sys.argv[2].encode(), d) else 1)' "$1" "$2"
+}
+check_true "export on a terminal: a progress line with the rows done" \
+	progress_has "$T/pty.out" '\rampprof: export: events [0-9]+/[0-9]+ \([0-9]+ %\) \([0-9.]+ s\)\x1b\[K'
+check_true "export on a terminal: the line is erased at the end, the trace intact" \
+	sh -c "'$PY' -c 'import sys; sys.exit(0 if open(sys.argv[1],\"rb\").read().endswith(b\"\\r\\x1b[K\") else 1)' '$T/pty.out' && '$PY' '$CHECK' '$T/p.json' >/dev/null"
+TERM=xterm AMP_PROGRESS_DELAY_MS=0 "$BIN/ampprof" export --format=chrome --output="$T/p2.json" "$T/amp.db" 2>"$T/p2.err"
+check "export, stderr not a terminal: no progress" "$(cat "$T/p2.err")" ""
+on_tty "$BIN/ampprof -q -o $T/pf.db -- $BUILD/tests/runtime_cases --steps 3" >"$T/pty2.out" 2>&1
+check_true "finalize on a terminal: its phases (advice i/n)" \
+	progress_has "$T/pty2.out" '\rampprof: finalize: advice [0-9]+/[0-9]+'
+check_true "finalize on a terminal: the line erased before the end" \
+	progress_has "$T/pty2.out" '\r\x1b\[K$' 
+"$BIN/ampprof" -q -o "$T/c1.db" --dump-steps=1 -- "$BUILD/tests/runtime_cases" --steps 3 >/dev/null 2>&1
+"$BIN/ampprof" -q -o "$T/c2.db" --dump-steps=1 -- "$BUILD/tests/runtime_cases" --steps 3 >/dev/null 2>&1
+on_tty "$BIN/ampdump --compare $T/c1.db $T/c2.db --step 1" >"$T/pty3.out" 2>&1
+check_true "ampdump --compare on a terminal: tensors i/n" \
+	progress_has "$T/pty3.out" '\rampdump: compare: tensors [0-9]+/[0-9]+' 
 
 e2e_finish
