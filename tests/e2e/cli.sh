@@ -36,6 +36,13 @@ done
 "$BIN/ampprof" export --help >"$OUT/exp"
 check_true "ampprof export --help: --table listed, --ring-size not" \
 	test -n "$(grep -e '--table=<t>' "$OUT/exp")" -a -z "$(grep -e '--ring-size' "$OUT/exp")"
+for c in report export info; do
+	"$BIN/ampprof" $c --help >"$OUT/h1" 2>&1
+	"$BIN/ampprof" help $c >"$OUT/h2" 2>&1
+	check_true "ampprof help $c = ampprof $c --help" cmp -s "$OUT/h1" "$OUT/h2"
+done
+run "ampprof help nope: a usage error" 2 "$BIN/ampprof" help nope
+check_true "ampprof help nope: names the commands" grep -q '^hint: commands: report, export, info' "$OUT/err"
 run "--version" 0 "$BIN/ampdump" --version
 check_true "ampdump --version on stdout" grep -q '^ampdump ' "$OUT/out"
 run "ampview --version" 0 "$BIN/ampview" --version
