@@ -443,11 +443,14 @@ static const char *const nonfinite_sql =
     "  skipped = (SELECT skipped FROM steps s WHERE s.step = nonfinite.step AND"
     "    (nonfinite.thread IS NULL OR s.thread = nonfinite.thread) ORDER BY s.rowid LIMIT 1),"
     "  old_scale = (SELECT old_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
     "  new_scale = (SELECT new_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
     "  reason = (SELECT reason FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
 
 /* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
 static void site_text(char *buf, size_t len, const char *file, int line)
