@@ -26,6 +26,7 @@ static const char *const profile_usage[] = {
     "ampprof report [--format=text|json] [--fail-on=error|warning] [<profile.db>]",
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
     "ampprof info [--format=text|json]",
+    "ampprof diff [--format=text|csv|json] <a.db> <b.db>",
     NULL,
 };
 
@@ -59,7 +60,8 @@ static const amp_opt_spec profile_spec = {
     .usage = profile_usage,
     .about = "Profiles a mixed-precision training run into one SQLite database.\n"
              "Commands: report (the summary of a profile), export (Chrome trace or CSV),\n"
-             "info (the CPU, the library's kernel paths and engines).",
+             "info (the CPU, the library's kernel paths and engines), diff (two profiles'\n"
+             "timings side by side).",
     .opts = profile_opts,
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
@@ -456,6 +458,7 @@ static const struct prof_command {
     {"report", cmd_report},
     {"export", cmd_export},
     {"info", prof_cmd_info},
+    {"diff", prof_cmd_diff},
 };
 
 int main(int argc, char **argv)

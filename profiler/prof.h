@@ -193,6 +193,8 @@ void prof_cpu_half_features(char *buf, size_t len);
 void prof_cpu_model(char *buf, size_t len);
 /* `ampprof info` (info.c): argv[0] is "info".  Returns the exit status. */
 int prof_cmd_info(int argc, char **argv);
+/* `ampprof diff A.db B.db` (diff.c); returns the exit status. */
+int prof_cmd_diff(int argc, char **argv);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 uint64_t prof_now_ns(void);      /* CLOCK_MONOTONIC */
