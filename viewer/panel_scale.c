@@ -250,6 +250,6 @@ static void scale_focus(void *self, view_ctx *ctx, int64_t step)
 }
 
 const view_panel_class view_panel_scale = {
-    "scale",    "Loss scale", scale_create, scale_destroy,
+    "scale",    "Scale", scale_create, scale_destroy,
     scale_draw, scale_key,    scale_focus,  scale_help,
 };

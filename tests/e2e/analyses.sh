@@ -42,10 +42,13 @@ for side in a b; do
 done
 calls=$(q fp32.db "SELECT count(*) FROM ops WHERE label = 'fc1'")
 check "layer fc1: A's calls from the database" "$(awk -F, '$1 == "layer" && $2 == "fc1" { print $5 }' <<< "$csv")" "$calls"
-# within each kind, |delta_ms| never grows down the list
-awk -F, 'NR > 1 { d = $9 < 0 ? -$9 : $9; if ($1 == k && d > prev + 1e-9) bad = 1; k = $1; prev = d }
-	END { exit bad }' <<< "$csv" && ok "biggest movers first within op, layer and phase" \
-	|| bad "order by |delta|" "$csv"
+# within each kind, |delta_ms| never grows down the list (JSON: dtype lists hold commas)
+"$AMPPROF" diff --format=json fp32.db amp.db | /usr/bin/python3 -c '
+import json, sys
+rows = json.load(sys.stdin)["rows"]
+for a, b in zip(rows, rows[1:]):
+    if a["kind"] == b["kind"] and abs(b["delta_ms"]) > abs(a["delta_ms"]) + 1e-9:
+        sys.exit(1)' && ok "biggest movers first within op, layer and phase" || bad "order by |delta|" "$csv"
 kinds=$(awk -F, 'NR > 1 { print $1 }' <<< "$csv" | uniq | tr '\n' ' ')
 check "groupings in order" "$kinds" "op layer phase "
 for ph in forward backward optimizer copies step; do

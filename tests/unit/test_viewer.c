@@ -380,7 +380,7 @@ Test(app, every_panel_draws_80x24, .init = setup, .fini = teardown)
 	                                     "Loss scale, log2", "non-finite values", "call sites"};
 	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	cr_assert_not_null(app);
 	for (int p = 0; p < 6; p++) {
 		char key[2] = {(char)('1' + p), 0};
@@ -402,7 +402,7 @@ Test(app, scale_marker_opens_the_origin_and_esc_comes_back, .init = setup, .fini
 	char err[512];
 	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	char *text = draw_after(app, "4<enter>");
 	cr_assert(strstr(text, "Origin  Exp (seq"), "%s", text);
 	cr_assert(strstr(text, "at examples/model.c:88 in attention_forward"), "%s", text);
@@ -421,7 +421,7 @@ Test(app, filter_input_keeps_q_and_digits, .init = setup, .fini = teardown)
 	char err[512];
 	cr_assert_eq(view_model_open(make_profile("p.db", low), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	char *text = draw_after(app, "2v/q1");
 	cr_assert(strstr(text, "filter: /q1_"), "%s", text);
 	cr_assert(strstr(text, "rows by op type and label"), "%s", text);
@@ -440,7 +440,7 @@ Test(app, crashed_run_is_marked_incomplete, .init = setup, .fini = teardown)
 	char err[512];
 	cr_assert_eq(view_model_open(make_profile("c.db", crashed), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	char *text = draw_after(app, "");
 	cr_assert(strstr(text, "INCOMPLETE"), "%s", text);
 	free(text);
