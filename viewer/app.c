@@ -112,12 +112,15 @@ static void draw_status(view_app *a, view_screen *s)
 	char right[640];
 	const char *base = strrchr(r->path, '/');
 	base = base ? base + 1 : r->path;
-	snprintf(right, sizeof right, "%s%s ", base, r->complete ? "" : " [INCOMPLETE]");
+	/* a run still being recorded is not an incomplete one: it says so */
+	const char *tag = r->complete                              ? ""
+	                  : view_model_being_written(a->ctx.model) ? "[BEING WRITTEN]"
+	                                                           : "[INCOMPLETE]";
+	snprintf(right, sizeof right, "%s%s%s ", base, *tag ? " " : "", tag);
 	int rw = s->w / 2;
 	int used = view_screen_puts_right(s, s->w - rw, y, rw, VIEW_S_STATUS, 0, right);
-	if (!r->complete) {
+	if (*tag) {
 		/* the marker in the warning style, inside the status bar */
-		const char *tag = "[INCOMPLETE]";
 		int tx = s->w - 1 - (int)strlen(tag);
 		if (tx >= s->w - used)
 			view_screen_puts(s, tx, y, (int)strlen(tag), VIEW_S_WARN, VIEW_A_BOLD, tag);

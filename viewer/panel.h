@@ -130,6 +130,9 @@ int view_filter_match(const view_filter *f, const char *text);
 /* While typing: the prompt in ctx->status.  Draws " · filter: TEXT" at (x, y) when a filter is
  * set or being typed; returns the columns drawn. */
 int view_filter_draw(const view_filter *f, view_ctx *ctx, view_screen *scr, int x, int y, int w);
+/* The next overflow step after step (dir > 0) or before it (dir < 0), wrapping round the run
+ * (*wrapped set then); -1 if the run has none (panel_steps.c). */
+int64_t view_next_overflow_wrap(view_model *m, int64_t step, int dir, int *wrapped);
 /* Case-insensitive substring test (ASCII), needle "" matches. */
 int view_contains_ci(const char *hay, const char *needle);
 

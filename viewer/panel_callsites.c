@@ -166,6 +166,9 @@ static void callsites_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_DIM, 0, " \xc2\xb7 paths in ");
 		view_draw_tail(s, x, y, s->w - x - 1, VIEW_S_DIM, 0, root);
 	}
+	const char *warn = view_model_callsite_warning(ctx->model);
+	if (warn[0]) /* why every row reads the same */
+		view_screen_puts(s, 1, y + 1, s->w - 2, VIEW_S_WARN, 0, warn);
 	y += 2;
 	/* columns: mark 2 | location | function 16 (if wide) | ops 12 | calls 6 | time 8 |
 	 * share 6 | nonfin 6 | origin 6.  The function gives way first: the location is what
@@ -173,16 +176,28 @@ static void callsites_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 	int fixed = 2 + 1 + 12 + 1 + 6 + 1 + 8 + 1 + 6 + 1 + 6 + 1 + 6 + 1;
 	int funcw = s->w - fixed - 17 >= 28 ? 16 : 0;
 	int locw = s->w - fixed - (funcw ? funcw + 1 : 0);
-	int xf = 2 + locw + 1, xw = xf + (funcw ? funcw + 1 : 0), xc = xw + 13, xt = xc + 7,
-	    xs = xt + 9, xa = xs + 7, xg = xa + 7;
+	/* narrower still: the share, then the calls give way, then the ops column narrows, so
+	 * that the location keeps 24 columns ("examples/mlp_fashion.c:59") */
+	int sharew = 6, callw = 6, opsw = 12;
+	if (locw < 24)
+		locw += sharew + 1, sharew = 0;
+	if (locw < 24)
+		locw += callw + 1, callw = 0;
+	if (locw < 24)
+		locw += 4, opsw = 8;
+	int xf = 2 + locw + 1, xw = xf + (funcw ? funcw + 1 : 0), xc = xw + opsw + 1,
+	    xt = xc + (callw ? callw + 1 : 0), xs = xt + 9, xa = xs + (sharew ? sharew + 1 : 0),
+	    xg = xa + 7;
 	view_screen_puts(s, 2, y, locw, VIEW_S_HEADER, VIEW_A_BOLD, "LOCATION");
 	if (funcw)
 		view_screen_puts(s, xf, y, funcw, VIEW_S_HEADER, VIEW_A_BOLD, "FUNCTION");
-	view_screen_puts(s, xw, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "OPS");
-	view_screen_puts_right(s, xc, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "CALLS");
+	view_screen_puts(s, xw, y, opsw, VIEW_S_HEADER, VIEW_A_BOLD, "OPS");
+	if (callw)
+		view_screen_puts_right(s, xc, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "CALLS");
 	view_screen_puts_right(s, xt, y, 8, VIEW_S_HEADER,
 	                       VIEW_A_BOLD | (p->by_anomalies ? 0 : VIEW_A_UNDERLINE), "TIME");
-	view_screen_puts_right(s, xs, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
+	if (sharew)
+		view_screen_puts_right(s, xs, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
 	view_screen_puts_right(s, xa, y, 6, VIEW_S_HEADER,
 	                       VIEW_A_BOLD | (p->by_anomalies ? VIEW_A_UNDERLINE : 0), "NONFIN");
 	view_screen_puts_right(s, xg, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "ORIGIN");
@@ -198,15 +213,17 @@ static void callsites_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		view_draw_tail(s, 2, y, locw, st, 0, site);
 		if (funcw)
 			view_screen_puts(s, xf, y, funcw, st, 0, r->function);
-		view_screen_puts(s, xw, y, 12, st, 0, r->what);
-		view_screen_puts_right(
-		    s, xc, y, 6, st, 0,
-		    view_fmt_count((double)(r->op_calls + r->copy_calls), a, sizeof a));
+		view_screen_puts(s, xw, y, opsw, st, 0, r->what);
+		if (callw)
+			view_screen_puts_right(
+			    s, xc, y, 6, st, 0,
+			    view_fmt_count((double)(r->op_calls + r->copy_calls), a, sizeof a));
 		view_screen_puts_right(s, xt, y, 8, st, 0,
 		                       view_fmt_ns(r->op_ns + r->copy_ns, b, sizeof b));
 		snprintf(a, sizeof a, "%.1f%%",
 		         total > 0 ? 100.0 * (double)(r->op_ns + r->copy_ns) / (double)total : 0.0);
-		view_screen_puts_right(s, xs, y, 6, st, 0, a);
+		if (sharew)
+			view_screen_puts_right(s, xs, y, 6, st, 0, a);
 		snprintf(a, sizeof a, "%lld", (long long)r->anomalies);
 		view_screen_puts_right(s, xa, y, 6, st, 0, a);
 		snprintf(a, sizeof a, "%lld", (long long)r->origins);

@@ -126,25 +126,25 @@ static void diff_draw(void *self, view_ctx *ctx, view_screen *s, int top, int ro
 	                   view_fmt_ns((int64_t)p->d.step_ns[1], b, sizeof b), ratio,
 	                   ratio > 1 ? "B is slower" : "B is faster");
 	y += 2;
-	/* columns: mark 2 | kind 6 | name (gives way first) | dtype A 9 | dtype B 9 | A 9 | B 9 |
-	 * delta 10 | ratio 6 */
-	int fixed = 2 + 6 + 1 + 10 + 10 + 10 + 10 + 11 + 7;
+	/* columns: mark 2 | kind 6 | name | dtype A 9 | dtype B 9 | A 8 | B 8 | delta 9 | ratio 6;
+	 * the dtypes give way before the name shrinks below 8 */
+	int fixed = 2 + 6 + 1 + 10 + 10 + 9 + 9 + 10 + 7;
 	int dtw = 9, namew = s->w - fixed;
 	if (namew < 8) { /* narrow: the dtypes go before the name shrinks below 8 */
 		namew += 20;
 		dtw = 0;
 	}
 	int xn = 9, xa = xn + namew + 1, xb = xa + (dtw ? dtw + 1 : 0),
-	    xt = xb + (dtw ? dtw + 1 : 0), xu = xt + 10, xdl = xu + 10, xr = xdl + 11;
+	    xt = xb + (dtw ? dtw + 1 : 0), xu = xt + 9, xdl = xu + 9, xr = xdl + 10;
 	view_screen_puts(s, 2, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "KIND");
 	view_screen_puts(s, xn, y, namew, VIEW_S_HEADER, VIEW_A_BOLD, "NAME");
 	if (dtw) {
 		view_screen_puts(s, xa, y, dtw, VIEW_S_HEADER, VIEW_A_BOLD, "A DTYPE");
 		view_screen_puts(s, xb, y, dtw, VIEW_S_HEADER, VIEW_A_BOLD, "B DTYPE");
 	}
-	view_screen_puts_right(s, xt, y, 9, VIEW_S_HEADER, VIEW_A_BOLD, "A/STEP");
-	view_screen_puts_right(s, xu, y, 9, VIEW_S_HEADER, VIEW_A_BOLD, "B/STEP");
-	view_screen_puts_right(s, xdl, y, 10, VIEW_S_HEADER, VIEW_A_BOLD, "DELTA");
+	view_screen_puts_right(s, xt, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, "A/STEP");
+	view_screen_puts_right(s, xu, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, "B/STEP");
+	view_screen_puts_right(s, xdl, y, 9, VIEW_S_HEADER, VIEW_A_BOLD, "DELTA");
 	view_screen_puts_right(s, xr, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "RATIO");
 	y++;
 	view_list_fit(&p->list, p->nindex, end - y);
@@ -161,13 +161,13 @@ static void diff_draw(void *self, view_ctx *ctx, view_screen *s, int top, int ro
 			view_screen_puts(s, xb, y, dtw, VIEW_S_NORMAL, 0,
 			                 r->calls[1] && r->dtype[1][0] ? r->dtype[1] : "-");
 		}
-		view_screen_puts_right(s, xt, y, 9, VIEW_S_NORMAL, 0,
+		view_screen_puts_right(s, xt, y, 8, VIEW_S_NORMAL, 0,
 		                       view_fmt_ns((int64_t)(r->ns_per_step[0] + 0.5), a, sizeof a));
-		view_screen_puts_right(s, xu, y, 9, VIEW_S_NORMAL, 0,
+		view_screen_puts_right(s, xu, y, 8, VIEW_S_NORMAL, 0,
 		                       view_fmt_ns((int64_t)(r->ns_per_step[1] + 0.5), b, sizeof b));
 		view_fmt_ns((int64_t)(fabs(r->delta_ns) + 0.5), d, sizeof d);
 		snprintf(c, sizeof c, "%s%s", r->delta_ns < 0 ? "-" : "+", d);
-		view_screen_puts_right(s, xdl, y, 10, st, 0, c);
+		view_screen_puts_right(s, xdl, y, 9, st, 0, c);
 		fmt_ratio(r, a, sizeof a);
 		view_screen_puts_right(s, xr, y, 6, st, 0, a);
 		if (i == p->list.cursor)

@@ -122,6 +122,10 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	y += 2;
 	/* columns: mark 2 | op | label | dtype 5 | calls 7 | time 9 | mean 9 | flops 7 | share 6 */
 	int fixed = 2 + 1 + 6 + 1 + 7 + 1 + 9 + 1 + 9 + 1 + 7 + 1 + 6;
+	/* narrow: the FLOPs column gives way (unless it is the sort key) before the names */
+	int flopw = 7;
+	if (s->w - fixed - 1 - (o->by_label ? 13 : 0) < 12 && o->sort != SORT_FLOPS)
+		fixed -= 8, flopw = 0;
 	int opw = o->by_label ? 12 : s->w - fixed - 1;
 	int labw = o->by_label ? s->w - fixed - opw - 2 : 0;
 	int xd = 2 + opw + 1 + (o->by_label ? labw + 1 : 0);
@@ -133,11 +137,13 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	int cols[SORT_COUNT] = {xd + 6 + 1 + 7 + 1, xd + 6 + 1, xd + 6 + 1 + 7 + 1 + 9 + 1,
 	                        xd + 6 + 1 + 7 + 1 + 9 + 1 + 9 + 1};
 	int widths[SORT_COUNT] = {9, 7, 9, 7};
+	int xsh = flopw ? cols[3] + 8 : cols[3];
 	for (int i = 0; i < SORT_COUNT; i++)
-		view_screen_puts_right(s, cols[i], y, widths[i], VIEW_S_HEADER,
-		                       VIEW_A_BOLD | (i == o->sort ? VIEW_A_UNDERLINE : 0),
-		                       heads[i]);
-	view_screen_puts_right(s, cols[3] + 8, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
+		if (i != SORT_FLOPS || flopw)
+			view_screen_puts_right(s, cols[i], y, widths[i], VIEW_S_HEADER,
+			                       VIEW_A_BOLD | (i == o->sort ? VIEW_A_UNDERLINE : 0),
+			                       heads[i]);
+	view_screen_puts_right(s, xsh, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
 	y++;
 	int list_rows = end - y - 1;
 	view_list_fit(&o->list, o->nindex, list_rows);
@@ -156,10 +162,11 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		                       view_fmt_ns(r->total_ns, b, sizeof b));
 		view_screen_puts_right(s, cols[2], y, 9, st, 0,
 		                       view_fmt_ns((int64_t)(r->mean_ns + 0.5), c, sizeof c));
-		view_screen_puts_right(s, cols[3], y, 7, st, 0,
-		                       view_fmt_count((double)r->flops, d, sizeof d));
+		if (flopw)
+			view_screen_puts_right(s, cols[3], y, 7, st, 0,
+			                       view_fmt_count((double)r->flops, d, sizeof d));
 		snprintf(a, sizeof a, "%.1f%%", r->share * 100);
-		view_screen_puts_right(s, cols[3] + 8, y, 6, st, 0, a);
+		view_screen_puts_right(s, xsh, y, 6, st, 0, a);
 		if (i == o->list.cursor)
 			view_draw_cursor(s, 0, y, s->w);
 	}
