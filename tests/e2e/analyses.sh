@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# analyses.sh — `ampprof diff` on an FP32 and an AMP profile of the same program (mlp_fashion, 20
+# analyses.sh — the analyses of issue 15.  `ampprof diff` on an FP32 and an AMP profile of the same program (mlp_fashion, 20
 # training steps each): the rows pair the runs by op type, layer and phase, the figures are the
 # databases' own (checked with sqlite3), the biggest movers come first, AMP's casts show as a
 # row only B has, and the three formats (text, CSV, JSON) carry the same rows.  ampview's diff
-# mode renders the same comparison.  Ends with "N passed, N failed".
+# mode renders the same comparison.  The report's memory section and loss history (JSON), and
+# `ampdump --hist`, checked against the database.  Ends with "N passed, N failed".
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 top=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$top" || exit 1
 AMPPROF=$top/$BUILD/bin/ampprof
 AMPVIEW=$top/$BUILD/bin/ampview
-for f in "$AMPPROF" "$AMPVIEW" "$top/$BUILD/bin/mlp_fashion"; do
+AMPDUMP=$top/$BUILD/bin/ampdump
+for f in "$AMPPROF" "$AMPVIEW" "$AMPDUMP" "$top/$BUILD/bin/mlp_fashion" "$top/$BUILD/bin/unstable"; do
 	[ -x "$f" ] || e2e_abort "$f is missing: run 'make' first"
 done
 e2e_tmpdir tmp ampdiff-e2e
@@ -81,6 +83,51 @@ else
 fi
 out=$("$AMPPROF" diff --kind=layer --limit=2 --format=csv fp32.db amp.db)
 check "--kind=layer --limit=2" "$(awk -F, 'NR > 1 { print $1 }' <<< "$out" | tr '\n' ' ')" "layer layer "
+
+# ---- the report's memory section and step history (unstable in fp16: 6 overflows) --------------
+"$AMPPROF" -q -o u16.db -- "$top/$BUILD/bin/unstable" --precision=fp16 --steps 260 > u16.out 2>&1 \
+	|| bad "ampprof unstable: exit $?" "$(tail -n 5 u16.out)"
+for db in amp.db u16.db; do
+	peak=$(q $db "SELECT step || ' ' || master_weights FROM memory ORDER BY peak DESC, total DESC, step LIMIT 1")
+	line=$("$AMPPROF" report $db | grep '^  memory       at the peak')
+	grep -q "at the peak (step ${peak% *}): master_weights " <<< "$line" \
+		&& ok "report ($db): memory by category at the peak step ${peak% *}" || bad "report memory line ($db)" "$line"
+done
+json=$("$AMPPROF" report --format=json u16.db)
+want_steps=$(q u16.db 'SELECT count(DISTINCT step) FROM steps')
+want_ovf=$(q u16.db "SELECT group_concat(step, ' ') FROM (SELECT step FROM steps WHERE overflow = 1 ORDER BY step)")
+want_mem=$(q u16.db "SELECT master_weights + working_copies + activations + grads + optimizer_state FROM memory ORDER BY peak DESC, total DESC, step LIMIT 1")
+if /usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+m, h = d["memory"], d["history"]
+assert sum(m["at_peak"].values()) == '"$want_mem"', m["at_peak"]
+assert m["stride"] == 1 and len(m["steps"]) == '"$want_steps"'
+assert h["stride"] == 1 and len(h["steps"]) == '"$want_steps"'
+ovf = [s["step"] for s in h["steps"] if s["overflow"]]
+assert " ".join(map(str, ovf)) == "'"$want_ovf"'", ovf
+first = [s for s in h["steps"] if s["overflow"]][0]
+assert first["loss"] is None and first["new_scale"] == first["scale"] / 2, first
+assert all(isinstance(s["scale"], (int, float)) for s in h["steps"])
+' <<< "$json"; then
+	ok "report JSON: memory at the peak and per step, the loss beside the scale, every overflow ($want_ovf)"
+else
+	bad "report JSON memory/history" "$(head -c 600 <<< "$json")"
+fi
+
+# ---- ampdump --hist: exponent histograms on FP16's range ---------------------------------------
+out=$("$AMPDUMP" --hist --format=csv u16.db)
+check "hist: one row per tensor name" "$(($(wc -l <<< "$out") - 1))" "$(q u16.db "SELECT count(DISTINCT name) FROM tensor_stats WHERE exp_hist IS NOT NULL")"
+got=$(awk -F, '$1 == "rate" { print $4 " " $8 }' <<< "$out")
+want=$(q u16.db "SELECT sum(count) || ' ' || sum(nan + inf) FROM tensor_stats WHERE name = 'rate' AND exp_hist IS NOT NULL")
+check "hist: rate's values, its overflow zone = its Inf and NaN" "$got" "$want"
+out=$("$AMPDUMP" --hist --step=250 --tensor=rate u16.db)
+grep -Eq '^ +32  >= 2\^16, inf, nan +overflow +1 ' <<< "$out" && grep -Eq '^ +1  \(0, 2\^-14\) +subnormal ' <<< "$out" \
+	&& [ "$(grep -Ec '^ +[0-9]+  \[2\^-?[0-9]+, 2\^-?[0-9]+\) +normal ' <<< "$out")" -eq 30 ] \
+	&& ok "hist --tensor: 33 bins, zero, subnormal, 30 normal binades, overflow holding step 250's Inf" \
+	|| bad "hist --tensor rate --step 250" "$out"
+err=$("$AMPDUMP" --hist --tensor=nope u16.db 2>&1 >/dev/null)
+[ $? -eq 1 ] && grep -q "no tensor named 'nope'" <<< "$err" && ok "hist: unknown tensor, exit 1" || bad "hist unknown tensor" "$err"
 
 # errors
 err=$("$AMPPROF" diff fp32.db 2>&1 >/dev/null)
