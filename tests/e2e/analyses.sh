@@ -129,6 +129,10 @@ grep -Eq '^ +32  >= 2\^16, inf, nan +overflow +1 ' <<< "$out" && grep -Eq '^ +1 
 err=$("$AMPDUMP" --hist --tensor=nope u16.db 2>&1 >/dev/null)
 [ $? -eq 1 ] && grep -q "no tensor named 'nope'" <<< "$err" && ok "hist: unknown tensor, exit 1" || bad "hist unknown tensor" "$err"
 
+# the README's transcripts come from tests/transcripts.sh: its marked blocks list its commands
+out=$(bash "$top/tests/transcripts.sh" --check 2>&1) && ok "README transcripts: $out" \
+	|| bad "README transcripts and tests/transcripts.sh disagree" "$out"
+
 # errors
 err=$("$AMPPROF" diff fp32.db 2>&1 >/dev/null)
 check "one profile: usage error" $? 2
