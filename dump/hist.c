@@ -14,10 +14,10 @@
 #include "profile_hist.h"
 
 static const amp_column sum_cols[] = {
-    {"tensor", AMP_COL_TEXT},    {"dtype", AMP_COL_TEXT},  {"rows", AMP_COL_INT},
-    {"values", AMP_COL_INT},     {"zero", AMP_COL_INT},    {"subnormal", AMP_COL_INT},
-    {"normal", AMP_COL_INT},     {"overflow", AMP_COL_INT}, {"lowest", AMP_COL_TEXT},
-    {"highest", AMP_COL_TEXT},   {"shape", AMP_COL_TEXT},
+    {"tensor", AMP_COL_TEXT},  {"dtype", AMP_COL_TEXT},   {"rows", AMP_COL_INT},
+    {"values", AMP_COL_INT},   {"zero", AMP_COL_INT},     {"subnormal", AMP_COL_INT},
+    {"normal", AMP_COL_INT},   {"overflow", AMP_COL_INT}, {"lowest", AMP_COL_TEXT},
+    {"highest", AMP_COL_TEXT}, {"shape", AMP_COL_TEXT},
 };
 #define SUM_NCOLS ((int)(sizeof sum_cols / sizeof sum_cols[0]))
 
@@ -61,8 +61,7 @@ static void binade(const amp_hist_tensor *t, int highest, char *buf, size_t len)
 	}
 }
 
-int dump_cmd_hist(const char *db_path, int64_t step, const char *tensor, amp_format fmt,
-                  FILE *out)
+int dump_cmd_hist(const char *db_path, int64_t step, const char *tensor, amp_format fmt, FILE *out)
 {
 	amp_hist_tensor *h = NULL;
 	amp_table *t = NULL;
@@ -79,8 +78,8 @@ int dump_cmd_hist(const char *db_path, int64_t step, const char *tensor, amp_for
 	if (n == 0) {
 		if (tensor)
 			dump_error("'ampdump --hist' lists the tensors with a histogram",
-			           "no tensor named '%s' has a histogram in '%s'%s", tensor, db_path,
-			           step >= 0 ? " at that step" : "");
+			           "no tensor named '%s' has a histogram in '%s'%s", tensor,
+			           db_path, step >= 0 ? " at that step" : "");
 		else
 			dump_error("profile with statistics on (ampprof --stats-every)",
 			           "'%s' holds no exponent histogram", db_path);
@@ -141,13 +140,14 @@ int dump_cmd_hist(const char *db_path, int64_t step, const char *tensor, amp_for
 			fprintf(out,
 			        "%s, %s: %s (%s), %llu values in %lld rows; FP16 zones: zero, "
 			        "subnormal below 2^-14, normal 2^-14..65504, overflow\n",
-			        db_path, where, h[0].name, h[0].dtype, (unsigned long long)h[0].count,
-			        (long long)h[0].rows);
+			        db_path, where, h[0].name, h[0].dtype,
+			        (unsigned long long)h[0].count, (long long)h[0].rows);
 		else
-			fprintf(out,
-			        "%s, %s: exponent histograms of %ld tensors on FP16's range; shape: "
-			        "zero|subnormal|2^-14 .. 2^15|overflow\n",
-			        db_path, where, n);
+			fprintf(
+			    out,
+			    "%s, %s: exponent histograms of %ld tensors on FP16's range; shape: "
+			    "zero|subnormal|2^-14 .. 2^15|overflow\n",
+			    db_path, where, n);
 	}
 	if (amp_table_print(t, fmt, out) != 0) {
 		dump_error(NULL, "cannot write the output");

@@ -50,9 +50,9 @@ static const amp_opt_spec diff_spec = {
 
 enum { C_KIND, C_NAME, C_ADT, C_BDT, C_ACALLS, C_BCALLS, C_AMS, C_BMS, C_DELTA, C_RATIO, C_N };
 static const amp_column diff_cols[C_N] = {
-    {"kind", AMP_COL_TEXT},    {"name", AMP_COL_TEXT},    {"a_dtype", AMP_COL_TEXT},
-    {"b_dtype", AMP_COL_TEXT}, {"a_calls", AMP_COL_INT},  {"b_calls", AMP_COL_INT},
-    {"a_ms", AMP_COL_REAL},    {"b_ms", AMP_COL_REAL},    {"delta_ms", AMP_COL_REAL},
+    {"kind", AMP_COL_TEXT},    {"name", AMP_COL_TEXT},   {"a_dtype", AMP_COL_TEXT},
+    {"b_dtype", AMP_COL_TEXT}, {"a_calls", AMP_COL_INT}, {"b_calls", AMP_COL_INT},
+    {"a_ms", AMP_COL_REAL},    {"b_ms", AMP_COL_REAL},   {"delta_ms", AMP_COL_REAL},
     {"ratio", AMP_COL_REAL},
 };
 
@@ -104,8 +104,8 @@ int prof_cmd_diff(int argc, char **argv)
 			char *end;
 			limit = strtol(v, &end, 10);
 			if (end == v || *end || limit < 1)
-				return amp_opt_error(&diff_spec, NULL, "bad --limit '%s' (a count >= 1)",
-				                     v);
+				return amp_opt_error(&diff_spec, NULL,
+				                     "bad --limit '%s' (a count >= 1)", v);
 			break;
 		}
 		case OPT_HELP:
@@ -123,7 +123,8 @@ int prof_cmd_diff(int argc, char **argv)
 		return amp_opt_error(&diff_spec, NULL, "unknown format '%s' (text, csv, json)",
 		                     format);
 	if (argc - st.optind != 2)
-		return amp_opt_error(&diff_spec, "give the baseline first: ampprof diff fp32.db amp.db",
+		return amp_opt_error(&diff_spec,
+		                     "give the baseline first: ampprof diff fp32.db amp.db",
 		                     "diff needs two profiles, got %d", argc - st.optind);
 	const char *path[2] = {argv[st.optind], argv[st.optind + 1]};
 	sqlite3 *db[2] = {NULL, NULL};
@@ -153,8 +154,10 @@ int prof_cmd_diff(int argc, char **argv)
 		int e = amp_table_add_row(t);
 		e |= amp_table_set_text(t, C_KIND, amp_diff_kind_name(r->kind));
 		e |= amp_table_set_text(t, C_NAME, r->name);
-		e |= amp_table_set_text(t, C_ADT, r->calls[0] && r->dtype[0][0] ? r->dtype[0] : NULL);
-		e |= amp_table_set_text(t, C_BDT, r->calls[1] && r->dtype[1][0] ? r->dtype[1] : NULL);
+		e |= amp_table_set_text(t, C_ADT,
+		                        r->calls[0] && r->dtype[0][0] ? r->dtype[0] : NULL);
+		e |= amp_table_set_text(t, C_BDT,
+		                        r->calls[1] && r->dtype[1][0] ? r->dtype[1] : NULL);
 		e |= amp_table_set_int(t, C_ACALLS, r->calls[0]);
 		e |= amp_table_set_int(t, C_BCALLS, r->calls[1]);
 		e |= set_fixed(t, C_AMS, "%.4f", r->ns_per_step[0] / 1e6);
@@ -165,10 +168,11 @@ int prof_cmd_diff(int argc, char **argv)
 			goto out;
 	}
 	if (fmt == AMP_FMT_TEXT)
-		printf("A %s: %lld traced steps, %.3f ms/step\nB %s: %lld traced steps, %.3f ms/step"
-		       "\nper traced step, biggest movers first; ratio = B / A\n\n",
-		       path[0], (long long)d.steps[0], d.step_ns[0] / 1e6, path[1],
-		       (long long)d.steps[1], d.step_ns[1] / 1e6);
+		printf(
+		    "A %s: %lld traced steps, %.3f ms/step\nB %s: %lld traced steps, %.3f ms/step"
+		    "\nper traced step, biggest movers first; ratio = B / A\n\n",
+		    path[0], (long long)d.steps[0], d.step_ns[0] / 1e6, path[1],
+		    (long long)d.steps[1], d.step_ns[1] / 1e6);
 	if (amp_table_print(t, fmt, stdout) < 0) {
 		prof_error(NULL, "cannot write the output: %s", strerror(errno));
 		goto out;

@@ -18,8 +18,8 @@
 static const char *const cats[5] = {"master_weights", "working_copies", "activations", "grads",
                                     "optimizer_state"};
 
-#define MEM_BY_STEP                                                                             \
-	"SELECT step, sum(master_weights), sum(working_copies), sum(activations), sum(grads), "   \
+#define MEM_BY_STEP                                                                                \
+	"SELECT step, sum(master_weights), sum(working_copies), sum(activations), sum(grads), "    \
 	"sum(optimizer_state), sum(total) AS total, sum(peak) AS peak FROM memory GROUP BY step"
 
 /* The stride that keeps a series of n rows within SERIES_MAX. */
@@ -32,14 +32,16 @@ void prof_report_memory_text(sqlite3 *db, FILE *f)
 {
 	sqlite3_stmt *st = NULL;
 	char b[64];
-	if (sqlite3_prepare_v2(db,
-	                       "WITH m AS (" MEM_BY_STEP ") SELECT *, (SELECT total FROM m "
-	                       "ORDER BY step DESC LIMIT 1) FROM m ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+	        db,
+	        "WITH m AS (" MEM_BY_STEP ") SELECT *, (SELECT total FROM m "
+	        "ORDER BY step DESC LIMIT 1) FROM m ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
+	        -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	if (sqlite3_step(st) != SQLITE_ROW)
 		goto out;
-	fprintf(f, "  memory       at the peak (step %" PRId64 "):", (int64_t)sqlite3_column_int64(st, 0));
+	fprintf(f, "  memory       at the peak (step %" PRId64 "):",
+	        (int64_t)sqlite3_column_int64(st, 0));
 	for (int c = 0; c < 5; c++) {
 		prof_bytes_text(b, sizeof b, (int64_t)sqlite3_column_int64(st, 1 + c));
 		fprintf(f, "%s %s %s", c ? "," : "", cats[c], b);
@@ -68,7 +70,8 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 	fprintf(f, "{\"peak_bytes\": %" PRId64 ", \"peak_step\": %" PRId64 ", \"at_peak\": {",
 	        (int64_t)sqlite3_column_int64(st, 7), (int64_t)sqlite3_column_int64(st, 0));
 	for (int c = 0; c < 5; c++)
-		fprintf(f, "%s\"%s\": %" PRId64, c ? ", " : "", cats[c], (int64_t)sqlite3_column_int64(st, 1 + c));
+		fprintf(f, "%s\"%s\": %" PRId64, c ? ", " : "", cats[c],
+		        (int64_t)sqlite3_column_int64(st, 1 + c));
 	sqlite3_finalize(st);
 	fprintf(f, "}, \"stride\": %" PRId64 ", \"steps\": [", stride);
 	if (sqlite3_prepare_v2(db, MEM_BY_STEP " ORDER BY step", -1, &st, NULL) != SQLITE_OK)
@@ -77,9 +80,11 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (i++ % stride != 0)
 			continue;
-		fprintf(f, "%s\n  {\"step\": %" PRId64, k++ ? "," : "", (int64_t)sqlite3_column_int64(st, 0));
+		fprintf(f, "%s\n  {\"step\": %" PRId64, k++ ? "," : "",
+		        (int64_t)sqlite3_column_int64(st, 0));
 		for (int c = 0; c < 5; c++)
-			fprintf(f, ", \"%s\": %" PRId64, cats[c], (int64_t)sqlite3_column_int64(st, 1 + c));
+			fprintf(f, ", \"%s\": %" PRId64, cats[c],
+			        (int64_t)sqlite3_column_int64(st, 1 + c));
 		fprintf(f, ", \"total\": %" PRId64 ", \"peak\": %" PRId64 "}",
 		        (int64_t)sqlite3_column_int64(st, 6), (int64_t)sqlite3_column_int64(st, 7));
 	}
@@ -108,7 +113,8 @@ int prof_report_history_json(sqlite3 *db, FILE *f)
 		int ovf = sqlite3_column_int(st, 3) != 0, skip = sqlite3_column_int(st, 4) != 0;
 		if (i++ % stride != 0 && !ovf && !skip)
 			continue;
-		fprintf(f, "%s\n  {\"step\": %" PRId64, k++ ? "," : "", (int64_t)sqlite3_column_int64(st, 0));
+		fprintf(f, "%s\n  {\"step\": %" PRId64, k++ ? "," : "",
+		        (int64_t)sqlite3_column_int64(st, 0));
 		/* a NULL loss is unknown or not finite (steps.loss): null, not a number */
 		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
 			fputs(", \"loss\": null", f);

@@ -53,8 +53,8 @@ static int push(side *s, amp_diff_kind kind, const char *name, const char *dtype
 
 /* Runs sql (columns: name, dtypes, calls, ns) and adds a row of kind per result row; prefix
  * (or NULL) goes before each name. */
-static int collect(sqlite3 *db, const char *sql, amp_diff_kind kind, const char *prefix,
-                   side *s, char *err, size_t errlen)
+static int collect(sqlite3 *db, const char *sql, amp_diff_kind kind, const char *prefix, side *s,
+                   char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = -1, step;
@@ -140,11 +140,12 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, double *step_ns, char
 	         "WITH src AS (%s) SELECT kind, '', sum(n), sum(t) FROM src GROUP BY kind", copies);
 	if (collect(db, sql, AMP_DIFF_PHASE, "copy ", s, err, errlen) < 0)
 		return -1;
-	snprintf(sql, sizeof sql,
-	         "WITH src AS (%s) SELECT 'copies', (SELECT group_concat(k, ',') FROM (SELECT "
-	         "DISTINCT kind AS k FROM src ORDER BY k)), coalesce(sum(n), 0), coalesce(sum(t), 0) "
-	         "FROM src",
-	         copies);
+	snprintf(
+	    sql, sizeof sql,
+	    "WITH src AS (%s) SELECT 'copies', (SELECT group_concat(k, ',') FROM (SELECT "
+	    "DISTINCT kind AS k FROM src ORDER BY k)), coalesce(sum(n), 0), coalesce(sum(t), 0) "
+	    "FROM src",
+	    copies);
 	if (collect(db, sql, AMP_DIFF_PHASE, NULL, s, err, errlen) < 0)
 		return -1;
 	if (push(s, AMP_DIFF_PHASE, "step", "", n, t) < 0) {
@@ -212,7 +213,7 @@ int amp_diff_compute(sqlite3 *a, sqlite3 *b, amp_diff *out, char *err, size_t er
 				r->ns_per_step[k] = (double)e[k]->ns / (double)out->steps[k];
 			}
 			r->delta_ns = r->ns_per_step[1] - r->ns_per_step[0];
-			r->ratio = r->ns_per_step[0] > 0 ? r->ns_per_step[1] / r->ns_per_step[0]
+			r->ratio = r->ns_per_step[0] > 0   ? r->ns_per_step[1] / r->ns_per_step[0]
 			           : r->ns_per_step[1] > 0 ? (double)INFINITY
 			                                   : 1.0;
 		}

@@ -30,20 +30,20 @@ const char *amp_diff_kind_name(amp_diff_kind k);
  * ns 0 and dtypes "". */
 typedef struct amp_diff_row {
 	amp_diff_kind kind;
-	char name[128];          /* the op type, the label, or the phase */
-	char dtype[2][24];       /* exec dtypes of each side ("fp16", "fp16,fp32"); "" for none */
-	int64_t calls[2];        /* executions in the traced steps */
-	double ns_per_step[2];   /* time per traced step */
-	double delta_ns;         /* ns_per_step[1] - ns_per_step[0] */
-	double ratio;            /* ns_per_step[1] / ns_per_step[0]; INFINITY if only B has it,
-	                            0 if only A */
+	char name[128];        /* the op type, the label, or the phase */
+	char dtype[2][24];     /* exec dtypes of each side ("fp16", "fp16,fp32"); "" for none */
+	int64_t calls[2];      /* executions in the traced steps */
+	double ns_per_step[2]; /* time per traced step */
+	double delta_ns;       /* ns_per_step[1] - ns_per_step[0] */
+	double ratio;          /* ns_per_step[1] / ns_per_step[0]; INFINITY if only B has it,
+	                          0 if only A */
 } amp_diff_row;
 
 /* The comparison of A (baseline, side 0) with B (side 1). */
 typedef struct amp_diff {
-	int64_t steps[2];    /* traced steps of each side (the divisor) */
-	double step_ns[2];   /* mean traced step time */
-	amp_diff_row *rows;  /* kind by kind, within a kind by |delta_ns| descending */
+	int64_t steps[2];   /* traced steps of each side (the divisor) */
+	double step_ns[2];  /* mean traced step time */
+	amp_diff_row *rows; /* kind by kind, within a kind by |delta_ns| descending */
 	size_t nrows;
 } amp_diff;
 

@@ -39,7 +39,8 @@ void amp_hist_bin_range(int bin, char *buf, size_t len)
 	case AMP_HIST_SUBNORMAL: snprintf(buf, len, "(0, 2^-14)"); break;
 	case AMP_HIST_OVERFLOW: snprintf(buf, len, ">= 2^16, inf, nan"); break;
 	case AMP_HIST_NORMAL:
-		snprintf(buf, len, "[2^%d, 2^%d)", amp_hist_bin_exp(bin), amp_hist_bin_exp(bin) + 1);
+		snprintf(buf, len, "[2^%d, 2^%d)", amp_hist_bin_exp(bin),
+		         amp_hist_bin_exp(bin) + 1);
 		break;
 	}
 }
@@ -99,7 +100,8 @@ long amp_hist_read(sqlite3 *db, int64_t step, const char *name, amp_hist_tensor 
 		t->rows++;
 		for (int b = 0; b < AMP_HIST_BINS && (b + 1) * 4 <= bytes; b++) {
 			uint32_t c = (uint32_t)blob[4 * b] | (uint32_t)blob[4 * b + 1] << 8 |
-			             (uint32_t)blob[4 * b + 2] << 16 | (uint32_t)blob[4 * b + 3] << 24;
+			             (uint32_t)blob[4 * b + 2] << 16 |
+			             (uint32_t)blob[4 * b + 3] << 24;
 			t->bins[b] += c;
 			t->count += c;
 			t->zone[amp_hist_zone_of(b)] += c;

@@ -37,11 +37,11 @@ void amp_hist_bin_range(int bin, char *buf, size_t len);
 /* The histogram of one tensor name, summed over its rows. */
 typedef struct amp_hist_tensor {
 	char name[256];
-	char dtype[24];                 /* its dtypes ("fp16", "fp16,fp32") */
-	int64_t rows;                   /* tensor_stats rows summed */
+	char dtype[24]; /* its dtypes ("fp16", "fp16,fp32") */
+	int64_t rows;   /* tensor_stats rows summed */
 	uint64_t bins[AMP_HIST_BINS];
-	uint64_t count;                 /* sum of the bins */
-	int64_t zone[4];                /* the bins summed per amp_hist_zone */
+	uint64_t count;  /* sum of the bins */
+	int64_t zone[4]; /* the bins summed per amp_hist_zone */
 } amp_hist_tensor;
 
 /* Reads the histograms per tensor name of the whole run (step < 0) or of one step, of every

@@ -39,8 +39,8 @@ static void like_pattern(const char *filter, char *buf, size_t len)
 	buf[k] = '\0';
 }
 
-#define MEM_SELECT                                                                              \
-	"SELECT step, sum(master_weights), sum(working_copies), sum(activations), sum(grads), "   \
+#define MEM_SELECT                                                                                 \
+	"SELECT step, sum(master_weights), sum(working_copies), sum(activations), sum(grads), "    \
 	"sum(optimizer_state), sum(total), sum(peak) FROM memory "                                 \
 	"WHERE CAST(step AS TEXT) LIKE ?1 ESCAPE '\\' GROUP BY step "
 

@@ -114,9 +114,10 @@ static void diff_draw(void *self, view_ctx *ctx, view_screen *s, int top, int ro
 	bb = bb ? bb + 1 : ctx->run->path;
 	int x = 1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, "%s -> %s",
 	                               ba, bb);
-	x += view_screen_printf(s, x, y, s->w - x - 1, VIEW_S_NORMAL, 0,
-	                        " \xc2\xb7 per traced step (%lld, %lld) \xc2\xb7 biggest movers first",
-	                        (long long)p->d.steps[0], (long long)p->d.steps[1]);
+	x += view_screen_printf(
+	    s, x, y, s->w - x - 1, VIEW_S_NORMAL, 0,
+	    " \xc2\xb7 per traced step (%lld, %lld) \xc2\xb7 biggest movers first",
+	    (long long)p->d.steps[0], (long long)p->d.steps[1]);
 	view_filter_draw(&p->filter, ctx, s, x, y, s->w - x - 1);
 	y++;
 	double ratio = p->d.step_ns[0] > 0 ? p->d.step_ns[1] / p->d.step_ns[0] : (double)NAN;
@@ -161,10 +162,12 @@ static void diff_draw(void *self, view_ctx *ctx, view_screen *s, int top, int ro
 			view_screen_puts(s, xb, y, dtw, VIEW_S_NORMAL, 0,
 			                 r->calls[1] && r->dtype[1][0] ? r->dtype[1] : "-");
 		}
-		view_screen_puts_right(s, xt, y, 8, VIEW_S_NORMAL, 0,
-		                       view_fmt_ns((int64_t)(r->ns_per_step[0] + 0.5), a, sizeof a));
-		view_screen_puts_right(s, xu, y, 8, VIEW_S_NORMAL, 0,
-		                       view_fmt_ns((int64_t)(r->ns_per_step[1] + 0.5), b, sizeof b));
+		view_screen_puts_right(
+		    s, xt, y, 8, VIEW_S_NORMAL, 0,
+		    view_fmt_ns((int64_t)(r->ns_per_step[0] + 0.5), a, sizeof a));
+		view_screen_puts_right(
+		    s, xu, y, 8, VIEW_S_NORMAL, 0,
+		    view_fmt_ns((int64_t)(r->ns_per_step[1] + 0.5), b, sizeof b));
 		view_fmt_ns((int64_t)(fabs(r->delta_ns) + 0.5), d, sizeof d);
 		snprintf(c, sizeof c, "%s%s", r->delta_ns < 0 ? "-" : "+", d);
 		view_screen_puts_right(s, xdl, y, 9, st, 0, c);

@@ -150,8 +150,8 @@ static void exponents_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		p->dirty = 1;
 	}
 	if (p->n < 0) {
-		view_screen_printf(s, 1, y, s->w - 2, VIEW_S_BAD, 0, "cannot read the histograms: %s",
-		                   view_model_error(ctx->model));
+		view_screen_printf(s, 1, y, s->w - 2, VIEW_S_BAD, 0,
+		                   "cannot read the histograms: %s", view_model_error(ctx->model));
 		return;
 	}
 	if (p->dirty)
@@ -192,11 +192,9 @@ static void exponents_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		share(t->zone[AMP_HIST_ZERO], t->count, b, sizeof b);
 		view_screen_puts_right(s, xv + 9, y, 8, st, 0, b);
 		share(t->zone[AMP_HIST_SUBNORMAL], t->count, c, sizeof c);
-		view_screen_puts_right(s, xv + 18, y, 8,
-		                       t->zone[AMP_HIST_SUBNORMAL] * 10 > (int64_t)t->count
-		                           ? VIEW_S_WARN
-		                           : st,
-		                       0, c);
+		view_screen_puts_right(
+		    s, xv + 18, y, 8,
+		    t->zone[AMP_HIST_SUBNORMAL] * 10 > (int64_t)t->count ? VIEW_S_WARN : st, 0, c);
 		share(t->zone[AMP_HIST_NORMAL], t->count, d, sizeof d);
 		view_screen_puts_right(s, xv + 27, y, 8, st, 0, d);
 		share(t->zone[AMP_HIST_OVERFLOW], t->count, a, sizeof a);
@@ -240,6 +238,6 @@ static void exponents_focus(void *self, view_ctx *ctx, int64_t step)
 }
 
 const view_panel_class view_panel_exponents = {
-    "hist",         "Hist",   exponents_create, exponents_destroy,
+    "hist",         "Hist",        exponents_create, exponents_destroy,
     exponents_draw, exponents_key, exponents_focus,  exponents_help,
 };

@@ -23,8 +23,8 @@ typedef struct memory {
 	int has_peak; /* 1 read, 0 none, -1 not read yet */
 } memory;
 
-static const uint32_t glyph[VIEW_MEM_CATS] = {VIEW_G_DARK, VIEW_G_FULL, VIEW_G_MEDIUM,
-                                              VIEW_G_LIGHT, VIEW_G_LOWER};
+static const uint32_t glyph[VIEW_MEM_CATS] = {VIEW_G_DARK, VIEW_G_FULL, VIEW_G_MEDIUM, VIEW_G_LIGHT,
+                                              VIEW_G_LOWER};
 static const int style[VIEW_MEM_CATS] = {VIEW_S_FP32, VIEW_S_FP16, VIEW_S_COPY, VIEW_S_OTHER,
                                          VIEW_S_WARN};
 
@@ -86,10 +86,11 @@ static void memory_draw(void *self, view_ctx *ctx, view_screen *s, int top, int 
 		                 "no memory recorded (the memory table is empty)");
 		return;
 	}
-	int x = 1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_NORMAL, 0,
-	                               "Memory by category, %lld steps \xc2\xb7 peak %s at step %lld",
-	                               (long long)p->count, view_fmt_bytes(p->peak.peak, a, sizeof a),
-	                               (long long)p->peak.step);
+	int x =
+	    1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_NORMAL, 0,
+	                           "Memory by category, %lld steps \xc2\xb7 peak %s at step %lld",
+	                           (long long)p->count, view_fmt_bytes(p->peak.peak, a, sizeof a),
+	                           (long long)p->peak.step);
 	view_filter_draw(&p->filter, ctx, s, x, y, s->w - x - 1);
 	y++;
 	view_screen_puts(s, 1, y++, s->w - 2, VIEW_S_DIM, 0, "at the peak step:");
@@ -118,8 +119,8 @@ static void memory_draw(void *self, view_ctx *ctx, view_screen *s, int top, int 
 		list_rows = PAGE_MAX;
 	view_list_fit(&p->list, p->count, list_rows);
 	if (p->page_top != p->list.top || p->page_rows != list_rows) {
-		p->npage = view_model_memory(ctx->model, p->filter.text, p->list.top, p->page,
-		                             list_rows);
+		p->npage =
+		    view_model_memory(ctx->model, p->filter.text, p->list.top, p->page, list_rows);
 		if (p->npage < 0)
 			p->npage = 0;
 		p->page_top = p->list.top;
