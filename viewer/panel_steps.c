@@ -121,9 +121,10 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 		view_screen_putc(s, x++, y, legend[i].g, legend[i].style, 0);
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_NORMAL, 0, legend[i].name);
 	}
-	if (p->filter.text[0] || p->filter.editing) /* the filter instead of the legend */
-		view_screen_fill(s, fx - 3, y, s->w - fx + 2, 1, ' ', VIEW_S_NORMAL, 0),
-		    view_filter_draw(&p->filter, ctx, s, fx - 3, y, s->w - fx + 2);
+	if (p->filter.text[0] || p->filter.editing) { /* the filter instead of the legend */
+		view_screen_fill(s, fx - 3, y, s->w - fx + 2, 1, ' ', VIEW_S_NORMAL, 0);
+		view_filter_draw(&p->filter, ctx, s, fx - 3, y, s->w - fx + 2);
+	}
 	y += 2;
 	/* columns: mark 2 | step 7 | time 9 | loss 7 | scale 7 | flags 3 | bar */
 	view_screen_puts_right(s, 2, y, 7, VIEW_S_HEADER, VIEW_A_BOLD, "STEP");
