@@ -29,6 +29,7 @@ static const char *const profile_usage[] = {
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
     "ampprof info [--format=text|json]",
     "ampprof help [<command>]",
+    "ampprof diff [--format=text|csv|json] <a.db> <b.db>",
     NULL,
 };
 
@@ -66,8 +67,9 @@ static const amp_opt_spec profile_spec = {
     .usage = profile_usage,
     .about = "Profiles a mixed-precision training run into one SQLite database.\n"
              "Commands: report (the summary of a profile), export (Chrome trace or CSV),\n"
-             "info (the CPU, the library's kernel paths and engines); `ampprof help <command>`\n"
-             "or `ampprof <command> --help` prints a command's help.",
+             "info (the CPU, the library's kernel paths and engines), diff (two profiles'\n"
+             "timings side by side); `ampprof help <command>` or `ampprof <command> --help`\n"
+             "prints a command's help.",
     .opts = profile_opts,
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
@@ -481,6 +483,7 @@ static const struct prof_command {
     {"report", cmd_report, &report_spec},
     {"export", cmd_export, &export_spec},
     {"info", prof_cmd_info, NULL},
+    {"diff", prof_cmd_diff, NULL},
     {"help", cmd_help, NULL},
 };
 
@@ -500,7 +503,7 @@ static int cmd_help(int argc, char **argv)
 		char *args[] = {argv[1], (char *)"--help", NULL};
 		return commands[i].run(2, args);
 	}
-	return usage_error(&profile_spec, "commands: report, export, info",
+	return usage_error(&profile_spec, "commands: report, export, info, diff",
 	                   "no command '%s'", argv[1]);
 }
 

@@ -183,6 +183,15 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
 /* Prints the summary of an open profile as text (to f) or JSON.  Returns 0 or -1. */
 int prof_report_text(sqlite3 *db, FILE *f, const char *path);
 int prof_report_json(sqlite3 *db, FILE *f, const char *path);
+/* "37.20 MiB", "17.6 KiB", "n/a" for a negative count (report.c). */
+void prof_bytes_text(char *buf, size_t len, int64_t b);
+/* The memory section of the report (report_memory.c): the text lines after "memory peak";
+ * in JSON the members ",\n \"memory\": {...}" (bytes per category at the peak and over the
+ * steps) and ",\n \"history\": {...}" (loss and loss scale step by step).  0, or -1 on an
+ * SQLite error. */
+void prof_report_memory_text(sqlite3 *db, FILE *f);
+int prof_report_memory_json(sqlite3 *db, FILE *f);
+int prof_report_history_json(sqlite3 *db, FILE *f);
 /* Exports the profile as a Chrome trace (JSON) or CSV of table (ops, copies, steps,
  * loss_scale, memory).  Returns 0 or -1. */
 int prof_export_chrome(sqlite3 *db, FILE *f);
@@ -216,6 +225,8 @@ void prof_cpu_half_features(char *buf, size_t len);
 void prof_cpu_model(char *buf, size_t len);
 /* `ampprof info` (info.c): argv[0] is "info".  Returns the exit status. */
 int prof_cmd_info(int argc, char **argv);
+/* `ampprof diff A.db B.db` (diff.c); returns the exit status. */
+int prof_cmd_diff(int argc, char **argv);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 uint64_t prof_now_ns(void);      /* CLOCK_MONOTONIC */

@@ -123,7 +123,7 @@ static void pct(char *buf, size_t len, double share)
 		snprintf(buf, len, "n/a");
 }
 
-static void bytes_text(char *buf, size_t len, int64_t b)
+void prof_bytes_text(char *buf, size_t len, int64_t b)
 {
 	if (b < 0)
 		snprintf(buf, len, "n/a");
@@ -274,11 +274,11 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 	dump_counts d;
 	load_dumps(db, &d);
 	if (d.on) {
-		bytes_text(a, sizeof a, d.bytes);
+		prof_bytes_text(a, sizeof a, d.bytes);
 		fprintf(f, "  dumps        %" PRId64 " written (%s), %" PRId64 " skipped", d.written, a,
 		        d.skipped);
 		if (d.skipped > 0) {
-			bytes_text(b, sizeof b, d.skipped_bytes);
+			prof_bytes_text(b, sizeof b, d.skipped_bytes);
 			fprintf(f, " (%s:", b);
 			for (int i = 0, k = 0; i < 5; i++)
 				if (d.by_reason[i] > 0)
@@ -350,12 +350,13 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	else
 		fprintf(f, "  loss scale   n/a, %" PRId64 " overflow step(s), %" PRId64 " skipped\n",
 		        s.overflow_steps, s.skipped_steps);
-	bytes_text(a, sizeof a, s.peak_bytes);
+	prof_bytes_text(a, sizeof a, s.peak_bytes);
 	fprintf(f, "  memory peak  %s;  %" PRId64 " ops, %" PRId64 " copies recorded", a, s.op_count,
 	        s.copy_count);
 	if (s.dropped[0] && strcmp(s.dropped, "0") != 0)
 		fprintf(f, ", %s events DROPPED", s.dropped);
 	fprintf(f, "\n");
+	prof_report_memory_text(db, f);
 	if (print_nonfinite(db, f, path) != 0)
 		return -1;
 	amp_op_stats ops[TOP_OPS];
@@ -585,6 +586,8 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		json_int(f, meta_int(db, key, -1), 1);
 	}
 	fputs("}", f);
+	if (prof_report_memory_json(db, f) != 0 || prof_report_history_json(db, f) != 0)
+		return -1;
 	fputs(",\n \"top_ops\": [", f);
 	amp_op_stats ops[TOP_OPS];
 	size_t n_ops = 0;
