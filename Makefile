@@ -224,6 +224,12 @@ $(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/runtime_cases
+# faults: small trainings with one known mixed-precision fault each, for the diagnostics tests.
+$(BUILD)/tests/faults: $(call obj,tests/progs/faults.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/faults
 $(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUILD)/obj/bench/bench_emitter.o: CPPFLAGS += -Iprofiler
 # test_profiler summarizes synthetic profiles (genprof) and reads them back through the viewer's
 # model (the half shares and the headroom).

@@ -448,6 +448,61 @@ static const char *const nonfinite_sql =
     "  reason = (SELECT reason FROM loss_scale l WHERE l.step = nonfinite.step AND"
     "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
 
+/* What the writer's origin rows leave implicit, from the rows the runtime sent beside them (see
+ * tensor_stats.src_seq, .cast_source, .tiny_at_nonfinite): an origin fed by an automatic cast
+ * that overflowed is a 'cast_overflow', its FP32 source the cause; an origin whose non-finite
+ * values sit on zeros or subnormals that an op running in a half type produced is an
+ * 'underflow', that op the cause; then the cause's op, label, dtype and call site, and for a
+ * gradient the call site of its forward op.  The %s are the SQL list of the half dtypes. */
+#define THREAD_MATCH(a, b) "(" a ".thread IS NULL OR " b ".thread IS NULL OR " a ".thread = " b ".thread)"
+#define CAUSE_SQL \
+    "UPDATE nonfinite SET class = 'cast_overflow', src_tensor = i.name, src_absmax = i.absmax," \
+    "  src_seq = i.src_seq" \
+    "  FROM (SELECT step, seq, thread, name, absmax, src_seq, min(id) FROM tensor_stats" \
+    "        WHERE role = 'input' AND cast_source = 1 GROUP BY step, seq, thread) i" \
+    "  WHERE nonfinite.stats_id IS NOT NULL AND i.step = nonfinite.step" \
+    "    AND i.seq = nonfinite.seq AND " THREAD_MATCH("i", "nonfinite") ";" \
+    "UPDATE nonfinite SET class = 'underflow', src_tensor = i.name, src_absmax = i.absmax," \
+    "  src_seq = i.src_seq" \
+    "  FROM (SELECT step, seq, thread, name, absmax, src_seq, min(id) FROM tensor_stats t" \
+    "        WHERE role = 'input' AND tiny_at_nonfinite = 1 AND src_seq IS NOT NULL AND (" \
+    "          EXISTS (SELECT 1 FROM op_events e JOIN op_sigs s ON s.id = e.sig" \
+    "            WHERE e.step = t.step AND e.seq = t.src_seq AND s.exec_dtype IN %s" \
+    "            AND " THREAD_MATCH("e", "t") ")" \
+    "          OR EXISTS (SELECT 1 FROM tensor_stats o WHERE o.step = t.step" \
+    "            AND o.seq = t.src_seq AND o.role = 'output' AND o.dtype IN %s" \
+    "            AND " THREAD_MATCH("o", "t") "))" \
+    "        GROUP BY step, seq, thread) i" \
+    "  WHERE nonfinite.stats_id IS NOT NULL AND nonfinite.class <> 'cast_overflow'" \
+    "    AND nonfinite.phase = 'forward' AND i.step = nonfinite.step" \
+    "    AND i.seq = nonfinite.seq AND " THREAD_MATCH("i", "nonfinite") ";" \
+    "UPDATE nonfinite SET src_op = s.op, src_label = s.label, src_dtype = s.exec_dtype," \
+    "  src_callsite = s.callsite FROM op_events e JOIN op_sigs s ON s.id = e.sig" \
+    "  WHERE nonfinite.src_seq IS NOT NULL AND e.step = nonfinite.step" \
+    "    AND e.seq = nonfinite.src_seq AND " THREAD_MATCH("e", "nonfinite") ";" \
+    "UPDATE nonfinite SET src_op = o.op, src_label = o.name, src_dtype = o.dtype," \
+    "  src_callsite = o.callsite FROM tensor_stats o" \
+    "  WHERE nonfinite.src_seq IS NOT NULL AND nonfinite.src_op IS NULL" \
+    "    AND o.step = nonfinite.step AND o.seq = nonfinite.src_seq AND o.role = 'output'" \
+    "    AND " THREAD_MATCH("o", "nonfinite") ";" \
+    "UPDATE nonfinite SET fwd_callsite = (SELECT s.callsite FROM tensor_stats g" \
+    "  JOIN op_events e ON e.step = g.step AND e.seq = g.src_seq AND " THREAD_MATCH("e", "g") \
+    "  JOIN op_sigs s ON s.id = e.sig WHERE g.id = nonfinite.stats_id LIMIT 1)" \
+    "  WHERE phase = 'backward' AND stats_id IS NOT NULL;" \
+    "UPDATE nonfinite SET fwd_callsite = (SELECT o.callsite FROM tensor_stats g" \
+    "  JOIN tensor_stats o ON o.step = g.step AND o.seq = g.src_seq AND o.role = 'output'" \
+    "  AND " THREAD_MATCH("o", "g") " WHERE g.id = nonfinite.stats_id LIMIT 1)" \
+    "  WHERE phase = 'backward' AND stats_id IS NOT NULL AND fwd_callsite IS NULL;"
+
+static int run_cause_sql(sqlite3 *db, char **msg)
+{
+	char dtypes[128];
+	sql_name_list(dtypes, sizeof dtypes, AMP_DTYPE_COUNT, dtype_half, dtype_name);
+	char sql[sizeof CAUSE_SQL + 2 * sizeof dtypes];
+	snprintf(sql, sizeof sql, CAUSE_SQL, dtypes, dtypes);
+	return sqlite3_exec(db, sql, NULL, NULL, msg);
+}
+
 /* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
 static void site_text(char *buf, size_t len, const char *file, int line)
 {
@@ -461,8 +516,8 @@ static void site_text(char *buf, size_t len, const char *file, int line)
  * origin of the first step, with what to do about it. */
 static int rule_nonfinite(sqlite3 *db)
 {
-	static const char *const classes[] = {"forward_overflow", "invalid_operation",
-	                                      "scaled_grad_overflow"};
+	static const char *const classes[] = {"forward_overflow", "cast_overflow", "underflow",
+	                                      "invalid_operation", "scaled_grad_overflow"};
 	int rc = 0;
 	for (size_t k = 0; k < sizeof classes / sizeof classes[0] && rc == 0; k++) {
 		const char *cls = classes[k];
@@ -473,8 +528,12 @@ static int rule_nonfinite(sqlite3 *db)
 		                       " n.old_scale, n.new_scale, n.reason, n.callsite, n.stats_id,"
 		                       " (SELECT count(DISTINCT step) FROM nonfinite WHERE class = ?1),"
 		                       " (SELECT count(DISTINCT step) FROM nonfinite WHERE class = ?1"
-		                       "   AND reason = 'overflow')"
+		                       "   AND reason IN ('overflow', 'nan')),"
+		                       " n.src_op, coalesce(n.src_label, '-'), n.src_dtype, sc.file, sc.line,"
+		                       " n.src_tensor, n.src_absmax, fc.file, fc.line, n.src_callsite"
 		                       " FROM nonfinite n LEFT JOIN callsites c ON c.id = n.callsite"
+		                       " LEFT JOIN callsites sc ON sc.id = n.src_callsite"
+		                       " LEFT JOIN callsites fc ON fc.id = n.fwd_callsite"
 		                       " WHERE n.class = ?1 ORDER BY n.step, n.stats_id IS NULL,"
 		                       " n.stats_id LIMIT 1", -1, &st, NULL) != SQLITE_OK)
 			return -1;
@@ -505,13 +564,32 @@ static int rule_nonfinite(sqlite3 *db)
 		double old_scale = sqlite3_column_double(st, 12), new_scale = sqlite3_column_double(st, 13);
 		char reason[16];
 		snprintf(reason, sizeof reason, "%s", col_text(st, 14));
-		int backed_off = strcmp(reason, "overflow") == 0;
+		int backed_off = strcmp(reason, "overflow") == 0 || strcmp(reason, "nan") == 0;
 		int64_t callsite =
 		    sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 15);
 		int64_t nsteps = sqlite3_column_int64(st, 17), handled = sqlite3_column_int64(st, 18);
+		/* the cause upstream (underflow, cast_overflow) and a gradient's forward call site */
+		int have_src = sqlite3_column_type(st, 19) != SQLITE_NULL;
+		char src_op[64], src_label[128], src_dtype[16], src_site[600], src_at[640];
+		char src_tensor[128], fwd_site[600], fwd_at[640];
+		snprintf(src_op, sizeof src_op, "%s", col_text(st, 19));
+		snprintf(src_label, sizeof src_label, "%s", col_text(st, 20));
+		snprintf(src_dtype, sizeof src_dtype, "%s", col_text(st, 21));
+		site_text(src_site, sizeof src_site, (const char *)sqlite3_column_text(st, 22),
+		          sqlite3_column_int(st, 23));
+		snprintf(src_at, sizeof src_at, "%s%s", src_site[0] ? ", called at " : "", src_site);
+		snprintf(src_tensor, sizeof src_tensor, "%s", col_text(st, 24));
+		double src_absmax = sqlite3_column_double(st, 25);
+		site_text(fwd_site, sizeof fwd_site, (const char *)sqlite3_column_text(st, 26),
+		          sqlite3_column_int(st, 27));
+		snprintf(fwd_at, sizeof fwd_at, "%s%s", fwd_site[0] ? "; its forward op was called at "
+		                                                    : "", fwd_site);
+		int64_t src_callsite =
+		    sqlite3_column_type(st, 28) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 28);
 		sqlite3_finalize(st);
+		const char *advice_op = have_origin ? op : NULL;
 
-		char values[128], more[64], msg[1536];
+		char values[128], more[64], msg[4096];
 		if (neg_inf > 0)
 			snprintf(values, sizeof values, "%" PRId64 " NaN, %" PRId64 " Inf of which %" PRId64
 			         " -Inf", nan, inf, neg_inf);
@@ -522,18 +600,62 @@ static int rule_nonfinite(sqlite3 *db)
 		else
 			snprintf(more, sizeof more, " (1 step)");
 		const char *severity = "error";
+		int half = amp_dtype_code_is_half((unsigned)amp_dtype_code_from_name(dtype)) &&
+		           amp_dtype_code_from_name(dtype) >= 0;
 		if (strcmp(cls, "forward_overflow") == 0) {
-			if (have_origin)
+			if (have_origin && half)
 				snprintf(msg, sizeof msg,
 				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
 				         "non-finite in %s (%s)%s; run %s in FP32 (custom_black_list = %s) or "
 				         "keep its input in range", step, more, op, label, dtype, values, at, op,
 				         op);
+			else if (have_origin) /* it ran in FP32 already: no list would change that */
+				snprintf(msg, sizeof msg,
+				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
+				         "non-finite in %s (%s)%s, beyond even FP32's range; keep its input in "
+				         "range", step, more, op, label, dtype, values, at);
 			else
 				snprintf(msg, sizeof msg,
 				         "forward overflow at step %" PRId64 "%s: the loss was not finite and "
 				         "no origin was recorded; profile with --nan-check=op to name the op",
 				         step, more);
+		} else if (strcmp(cls, "underflow") == 0) {
+			/* the op to fix is the one upstream that flushed the values */
+			if (have_src) {
+				snprintf(msg, sizeof msg,
+				         "underflow at step %" PRId64 "%s: %s (%s) ran in %s and flushed values "
+				         "to zero or subnormal%s; %s (%s) then produced %s from them in %s%s; the cause "
+				         "is the %s, not %s: run %s in FP32 (custom_black_list = %s) or scale "
+				         "its inputs up", step, more, src_op, src_label, src_dtype, src_at, op,
+				         label, values, dtype, at, src_op, op, src_op, src_op);
+				advice_op = src_op;
+				if (src_callsite > 0)
+					callsite = src_callsite;
+			} else {
+				snprintf(msg, sizeof msg,
+				         "underflow at step %" PRId64 "%s: %s (%s) made %s in %s%s from zero or "
+				         "subnormal inputs that an op in a half type produced upstream", step,
+				         more, op, label, values, dtype, at);
+			}
+		} else if (strcmp(cls, "cast_overflow") == 0) {
+			char src[1024];
+			if (have_src)
+				snprintf(src, sizeof src, "the FP32 output of %s (%s)%s", src_op, src_label,
+				         src_at);
+			else
+				snprintf(src, sizeof src, "a leaf or parameter (%s)", src_tensor);
+			snprintf(msg, sizeof msg,
+			         "automatic cast overflow at step %" PRId64 "%s: the cast to %s in front of "
+			         "%s (%s)%s overflowed: its source '%s', %s, holds %.9g, above the %s "
+			         "maximum; the cast is the origin, not %s: keep those values in range "
+			         "(normalize or scale them down) or run %s in FP32 (custom_black_list = %s)",
+			         step, more, dtype, op, label, at, src_tensor, src, src_absmax, dtype, op, op,
+			         op);
+			if (have_src) {
+				advice_op = src_op;
+				if (src_callsite > 0)
+					callsite = src_callsite;
+			}
 		} else if (strcmp(cls, "invalid_operation") == 0) {
 			snprintf(msg, sizeof msg,
 			         "NaN from an invalid operation at step %" PRId64 "%s: %s (%s) %s in %s "
@@ -554,8 +676,8 @@ static int rule_nonfinite(sqlite3 *db)
 			if (have_origin)
 				snprintf(msg, sizeof msg,
 				         "overflow only in the scaled gradients at step %" PRId64 "%s: %s (%s) "
-				         "%s in %s (%s)%s; the loss was %s; %s", step, more, op, label, phase,
-				         dtype, values, at, loss_finite ? "finite" : "not finite", how);
+				         "%s in %s (%s)%s%s; the loss was %s; %s", step, more, op, label, phase,
+				         dtype, values, at, fwd_at, loss_finite ? "finite" : "not finite", how);
 			else
 				snprintf(msg, sizeof msg,
 				         "overflow only in the scaled gradients at step %" PRId64 "%s, no origin "
@@ -587,7 +709,7 @@ static int rule_nonfinite(sqlite3 *db)
 				        sqlite3_column_double(st, 8), col_text(st, 9));
 		}
 		sqlite3_finalize(st);
-		rc = add_advice(db, cls, severity, msg, ev.text, have_origin ? op : NULL, step, callsite);
+		rc = add_advice(db, cls, severity, msg, ev.text, advice_op, step, callsite);
 	}
 	return rc;
 }
@@ -863,7 +985,8 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
 	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
 	    run_summary_sql(db, &msg) != SQLITE_OK ||
-	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK ||
+	    run_cause_sql(db, &msg) != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);

@@ -135,6 +135,7 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 	node->n_in = n;
 	node->out = out;
 	node->exec = call->exec;
+	node->seq = seq;
 	node->prev = ctx->tape;
 	ctx->tape = node;
 	out->node = node;

@@ -104,6 +104,8 @@ struct amp_node {
 	int64_t i[4];            /* op attributes (stride, pad, dims, flags...) */
 	void *saved;             /* extra saved buffer in the step arena (mask, mean/rstd, ...) */
 	amp_node *prev;          /* tape is a list, newest first */
+	uint64_t seq;            /* seq of the forward op (casts: 0); the checks of its backward
+	                            name it, so a gradient leads back to its layer's call site */
 };
 
 /* Bump allocator for step-scoped memory, reset by amp_step_end(). */

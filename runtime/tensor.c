@@ -519,8 +519,8 @@ int amp_step_end(amp_ctx *ctx)
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_step_end: no step begun");
 	if (AMP_TRACING()) {
-		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->step_scale,
-		                   ctx->step_overflow, ctx->step_skipped, ctx->samples);
+		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->backward_done,
+		                   ctx->step_scale, ctx->step_overflow, ctx->step_skipped, ctx->samples);
 		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak);
 		amp_trace_counter("ops_dispatched", ctx->stats.ops_dispatched);
 		amp_trace_counter("copies", ctx->stats.copies);

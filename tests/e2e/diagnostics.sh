@@ -337,6 +337,59 @@ check "bf16 on the avx512 path: native half share 0" "$(q bf16emu.db "SELECT nat
 check "bf16 on the avx512 path: the emulated-half advice fires" \
 	"$(q bf16emu.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 1
 
+# ---- 9. verdicts on programs with one known fault each (tests/progs/faults.c) ----------------
+FAULTS=$BUILD/tests/faults
+FSRC=$ROOT/tests/progs/faults.c
+# the line of faults.c that carries a FAULTS_* marker
+mline() { grep -n "/\* $1 \*/" "$FSRC" | head -1 | cut -d: -f1; }
+# line of a call-site id expression evaluated in a row's context
+sline() { echo "(SELECT line FROM callsites WHERE id = $1)"; }
+fault() { # fault NAME [faults options...]: profiles it into NAME.db
+	local name=$1
+	shift
+	"$AMPPROF" -q -o "f_$name.db" -- "$FAULTS" --fault "$name" "$@" >"f_$name.out" 2>"f_$name.err"
+	check "faults --fault $name under ampprof: exit 0" "$?" 0
+}
+if [ ! -x "$FAULTS" ]; then
+	e2e_abort "$FAULTS is missing (run make all)"
+fi
+
+# 9.1 an FP16 Mul flushes 1e-10 to zero, the FP32 Log after it makes -Inf: an underflow, named
+# at the Mul, not a forward overflow of Log
+fault underflow
+check "underflow: one origin, class underflow, at the Log (step 2, its line), caused by the fp16 Mul (its line)" \
+	"$(q f_underflow.db "SELECT step, class, op, $(sline callsite), src_op, src_label, src_dtype, $(sline src_callsite) FROM nonfinite ORDER BY step")" \
+	"2|underflow|Log|$(mline FAULTS_UNDERFLOW_LOG)|Mul|sq|fp16|$(mline FAULTS_UNDERFLOW_MUL)"
+check "underflow: the advice names the Mul, step 2, the Mul's line" \
+	"$(q f_underflow.db "SELECT rule, severity, op, step, $(sline callsite) FROM advice WHERE rule IN ('underflow', 'forward_overflow', 'sensitive_op_overflow') ORDER BY id")" \
+	"underflow|error|Mul|2|$(mline FAULTS_UNDERFLOW_MUL)"
+check_true "underflow: the advice says to keep the Mul in FP32, and that Log is not the cause" \
+	grep -q "the cause is the Mul, not Log: run Mul in FP32 (custom_black_list = Mul)" \
+	<(q f_underflow.db "SELECT message FROM advice WHERE rule = 'underflow'")
+check "underflow: no advice puts Log (already FP32) on the black list" \
+	"$(q f_underflow.db "SELECT count(*) FROM advice WHERE message LIKE '%custom_black_list = Log%'")" 0
+
+# 9.2 an FP32 Scale makes 95454 and the white-list Linear casts it to FP16: the cast is the origin
+fault cast
+check "cast: class cast_overflow at step 2; source fc/in0.precast, from Scale 'boost' (its line), consumer Linear (its line)" \
+	"$(q f_cast.db "SELECT step, class, op, $(sline callsite), src_tensor, src_op, src_label, src_dtype, $(sline src_callsite), src_absmax > 65504 FROM nonfinite ORDER BY step")" \
+	"2|cast_overflow|Linear|$(mline FAULTS_CAST_USE)|fc/in0.precast|Scale|boost|fp32|$(mline FAULTS_CAST_SRC)|1"
+check "cast: the advice (cast_overflow) names Scale, step 2, the Scale's line" \
+	"$(q f_cast.db "SELECT rule, op, step, $(sline callsite) FROM advice WHERE rule IN ('cast_overflow', 'forward_overflow') ORDER BY id")" \
+	"cast_overflow|Scale|2|$(mline FAULTS_CAST_SRC)"
+check_true "cast: the advice says the cast is the origin and which value" \
+	grep -Eq "the cast to fp16 in front of Linear \(fc\).*its source 'fc/in0.precast', the FP32 output of Scale \(boost\).*holds 95454.5.*the cast is the origin, not Linear" \
+	<(q f_cast.db "SELECT message FROM advice WHERE rule = 'cast_overflow'")
+
+# 9.6 a scaled-gradient overflow in the backward of fc2 also names fc2's forward call site
+fault gradoverflow
+check "gradoverflow: origin at step 0 is fc2's weight gradient; the forward call site is fc2's line" \
+	"$(q f_gradoverflow.db "SELECT step, class, op, label, $(sline fwd_callsite) FROM nonfinite ORDER BY step LIMIT 1")" \
+	"0|scaled_grad_overflow|Linear|fc2/in1.grad|$(mline FAULTS_MLP_FC2)"
+check_true "gradoverflow: the advice gives the forward op's call site" \
+	grep -q "its forward op was called at .*tests/progs/faults.c:$(mline FAULTS_MLP_FC2);" \
+	<(q f_gradoverflow.db "SELECT message FROM advice WHERE rule = 'scaled_grad_overflow'")
+
 # ---- 8. nothing left behind ------------------------------------------------------------------
 check "no spool directory left beside the outputs" "$(find "$T" -name '.ampprof-spool-*' | wc -l)" 0
 check "nothing new in /dev/shm" "$(comm -13 <(echo "$SHM_BEFORE") <(ls_dir /dev/shm))" ""

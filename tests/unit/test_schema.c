@@ -54,7 +54,7 @@ Test(schema, create_then_open)
 	cr_assert_eq(amp_profile_meta_get(db, "k", v, sizeof v), AMP_PROFILE_OK);
 	cr_assert_str_eq(v, "v");
 	cr_assert_eq(amp_profile_meta_get(db, "schema_version", v, sizeof v), AMP_PROFILE_OK);
-	cr_assert_str_eq(v, "2");
+	cr_assert_str_eq(v, "3");
 	cr_assert_eq(amp_profile_meta_get(db, "absent", v, sizeof v), AMP_PROFILE_ENOENT);
 	sqlite3_stmt *st;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM op_types WHERE list = 'white'",
@@ -157,7 +157,7 @@ Test(schema, embedded_sql_matches_file)
 	fclose(f);
 	buf[n] = '\0';
 	cr_assert_str_eq(amp_profile_schema_sql(), buf);
-	cr_assert(strstr(buf, "PRAGMA user_version = 2;") != NULL);
+	cr_assert(strstr(buf, "PRAGMA user_version = 3;") != NULL);
 }
 
 Test(schema, strerror_never_null)
@@ -231,8 +231,9 @@ Test(schema, upgrade_adds_what_version_1_gained)
 }
 
 /* A version-1 profile (no engines) still opens read-only, without the version-2 columns; the
- * upgrade adds them with NULL (unknown) engines, the ops view gains its column, and the file
- * becomes version 2. */
+ * upgrade adds them with NULL (unknown) engines, and those of version 3 (the causes of
+ * non-finite values and scale decisions), the ops view gains its column, and the file becomes
+ * version 3. */
 Test(schema, version_1_opens_and_upgrades)
 {
 	sqlite3 *db = NULL;
@@ -268,6 +269,11 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert(amp_profile_has_column(db, "ops", "engine"));
 	cr_assert(amp_profile_has_column(db, "op_summary", "native_ns"));
 	cr_assert(amp_profile_has_column(db, "run_summary", "half_types"));
+	cr_assert(amp_profile_has_column(db, "run_summary", "scale_history"));
+	cr_assert(amp_profile_has_column(db, "tensor_stats", "src_seq"));
+	cr_assert(amp_profile_has_column(db, "steps", "loss_state"));
+	cr_assert(amp_profile_has_column(db, "loss_scale", "cause_fwd_callsite"));
+	cr_assert(amp_profile_has_column(db, "nonfinite", "src_callsite"));
 	sqlite3_stmt *st = NULL;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT op, engine IS NULL, (SELECT value FROM meta "
 	                                "WHERE key = 'schema_version') FROM ops", -1, &st, NULL),
@@ -275,7 +281,7 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
 	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "MatMul");
 	cr_assert_eq(sqlite3_column_int(st, 1), 1, "unknown engine: NULL");
-	cr_assert_str_eq((const char *)sqlite3_column_text(st, 2), "2");
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 2), "3");
 	sqlite3_finalize(st);
 	cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
