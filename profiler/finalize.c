@@ -181,6 +181,15 @@ static const char *col_text(sqlite3_stmt *st, int i)
 	return t ? (const char *)t : "";
 }
 
+/* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
+static void site_text(char *buf, size_t len, const char *file, int line)
+{
+	if (file && *file && strcmp(file, "??") != 0)
+		snprintf(buf, len, "%s:%d", file, line);
+	else
+		buf[0] = '\0';
+}
+
 /* Low half share (labelled by the half types that ran): list the FP32 ops whose type has a half
  * kernel and is not black-listed; the mode that would run them in half is suggested only when
  * a mixed mode is not already in force. */
@@ -410,6 +419,158 @@ static int rule_scale(sqlite3 *db)
 	return rc;
 }
 
+/* The loss scaling in force: 1 for dynamic, 0 for a static scale (the key, or a run whose
+ * scaler only ever said 'static'). */
+static int scale_is_dynamic(sqlite3 *db)
+{
+	char scaling[64];
+	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
+	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
+	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	                                    "('hold', 'growth', 'overflow', 'nan')", 0);
+	double statics = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'static'",
+	                              0);
+	return !((scaling[0] && strcmp(scaling, "dynamic") != 0) || (statics > 0 && decisions == 0));
+}
+
+/* One parameter gradient's rows, summed over the steps checked (rule_grad_underflow). */
+typedef struct grad_tally {
+	char name[128], op[64], dtype[16];
+	double count, zero, tiny, absmax, scale_lo, scale_hi;
+	int64_t step, src_seq, thread, steps;
+} grad_tally;
+
+/* Gradient underflow: a parameter's gradient in a half type whose values are mostly zero or
+ * subnormal (FP16 exponent histogram bins 0 and 1) at the scale in force stops its layer
+ * learning.  Per parameter gradient: its share of such values, its layer (the forward op's
+ * label and call site) and the scale; the advice is to enable dynamic scaling (if it is not on)
+ * or raise the scale, to a value that keeps the run's largest gradient below 32768. */
+static int rule_grad_underflow(sqlite3 *db)
+{
+	char dtypes[128], sql[1024];
+	sql_name_list(dtypes, sizeof dtypes, AMP_DTYPE_COUNT, dtype_half, dtype_name);
+	snprintf(sql, sizeof sql,
+	         "SELECT t.name, t.op, t.dtype, t.count, t.exp_hist, t.absmax, t.step, t.src_seq,"
+	         " t.thread, (SELECT scale FROM steps s WHERE s.step = t.step ORDER BY s.rowid"
+	         " LIMIT 1) FROM tensor_stats t WHERE t.role = 'grad' AND t.param_grad = 1"
+	         " AND t.dtype IN %s AND length(t.exp_hist) >= 8 AND t.count > 0"
+	         " ORDER BY t.name, t.step, t.id", dtypes);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	enum { MAX_GRADS = 32 };
+	grad_tally g[MAX_GRADS];
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = col_text(st, 0);
+		if (n == 0 || strcmp(g[n - 1].name, name) != 0) {
+			if (n == MAX_GRADS)
+				break;
+			grad_tally *t = &g[n++];
+			memset(t, 0, sizeof *t);
+			snprintf(t->name, sizeof t->name, "%s", name);
+			snprintf(t->op, sizeof t->op, "%s", col_text(st, 1));
+			snprintf(t->dtype, sizeof t->dtype, "%s", col_text(st, 2));
+			t->scale_lo = INFINITY;
+			t->scale_hi = 0;
+			t->src_seq = -1;
+		}
+		grad_tally *t = &g[n - 1];
+		const unsigned char *h = sqlite3_column_blob(st, 4);
+		uint32_t bins[2];
+		memcpy(bins, h, sizeof bins); /* little-endian, as the wire and the host */
+		t->count += sqlite3_column_double(st, 3);
+		t->zero += bins[0];
+		t->tiny += (double)bins[0] + bins[1];
+		t->absmax = fmax(t->absmax, sqlite3_column_double(st, 5));
+		t->step = sqlite3_column_int64(st, 6);
+		if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+			t->src_seq = sqlite3_column_int64(st, 7);
+		t->thread = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 8);
+		if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
+			t->scale_lo = fmin(t->scale_lo, sqlite3_column_double(st, 9));
+			t->scale_hi = fmax(t->scale_hi, sqlite3_column_double(st, 9));
+		}
+		t->steps++;
+	}
+	sqlite3_finalize(st);
+	int dynamic = scale_is_dynamic(db);
+	char gmax_sql[256];
+	snprintf(gmax_sql, sizeof gmax_sql,
+	         "SELECT max(absmax) FROM tensor_stats WHERE role = 'grad' AND dtype IN %s", dtypes);
+	double gmax = query_double(db, gmax_sql, 0);
+	int rc = 0;
+	for (int i = 0; i < n && rc == 0; i++) {
+		grad_tally *t = &g[i];
+		double share = t->tiny / t->count;
+		if (share < 0.5)
+			continue;
+		/* the layer: the forward op whose backward wrote the gradient */
+		char label[128] = "", file[512] = "";
+		int line = 0;
+		int64_t site = -1;
+		if (t->src_seq >= 0) {
+			if (sqlite3_prepare_v2(db,
+			                       "SELECT s.label, s.callsite, c.file, c.line FROM op_events e"
+			                       " JOIN op_sigs s ON s.id = e.sig LEFT JOIN callsites c"
+			                       " ON c.id = s.callsite WHERE e.step = ?1 AND e.seq = ?2"
+			                       " AND (?3 < 0 OR e.thread IS NULL OR e.thread = ?3) LIMIT 1",
+			                       -1, &st, NULL) != SQLITE_OK)
+				return -1;
+			sqlite3_bind_int64(st, 1, t->step);
+			sqlite3_bind_int64(st, 2, t->src_seq);
+			sqlite3_bind_int64(st, 3, t->thread);
+			if (sqlite3_step(st) == SQLITE_ROW) {
+				snprintf(label, sizeof label, "%s", col_text(st, 0));
+				if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+					site = sqlite3_column_int64(st, 1);
+				snprintf(file, sizeof file, "%s", col_text(st, 2));
+				line = sqlite3_column_int(st, 3);
+			}
+			sqlite3_finalize(st);
+		}
+		char layer[800], at[640], scale[160], fix[320];
+		site_text(at, sizeof at, file, line);
+		if (label[0])
+			snprintf(layer, sizeof layer, "layer '%s' (%s%s%s)", label, t->op,
+			         at[0] ? ", called at " : "", at);
+		else
+			snprintf(layer, sizeof layer, "%.127s", t->name);
+		if (t->scale_lo > t->scale_hi)
+			snprintf(scale, sizeof scale, "at an unrecorded loss scale");
+		else if (t->scale_lo == t->scale_hi)
+			snprintf(scale, sizeof scale, "at the %s loss scale %.9g",
+			         dynamic ? "dynamic" : "static", t->scale_hi);
+		else
+			snprintf(scale, sizeof scale, "at dynamic loss scales %.9g to %.9g", t->scale_lo,
+			         t->scale_hi);
+		/* a scale that keeps the run's largest gradient below 32768, a power of two */
+		double now = t->scale_hi > 0 ? t->scale_hi : 1, want = 0;
+		if (gmax > 0)
+			want = fmin(now * exp2(floor(log2(32768.0 / gmax))), 16777216.0);
+		char raise[160] = "";
+		if (want > now)
+			snprintf(raise, sizeof raise, " (loss_scale = %.9g keeps the run's largest "
+			         "gradient, %.3g, below 32768)", want, gmax);
+		if (dynamic)
+			snprintf(fix, sizeof fix, "raise the scale: loss_scale_init and loss_scale_min%s",
+			         raise);
+		else
+			snprintf(fix, sizeof fix, "enable dynamic loss scaling (loss_scale = dynamic) or "
+			         "raise the static scale%s", raise);
+		char msg[2048], ev[512];
+		snprintf(msg, sizeof msg,
+		         "gradient underflow: the gradient %.127s of %s is %.1f %% zero or subnormal in %.15s "
+		         "(%.1f %% exact zeros) %s: the layer stops learning; %s", t->name, layer,
+		         100.0 * share, t->dtype, 100.0 * t->zero / t->count, scale, fix);
+		snprintf(ev, sizeof ev, "%.63s %.127s: %.0f values over %" PRId64 " step(s), %.0f zero, %.0f "
+		         "subnormal, absmax %.3g", t->op, t->name, t->count, t->steps, t->zero,
+		         t->tiny - t->zero, t->absmax);
+		rc = add_advice(db, "gradient_underflow", "warning", msg, ev, t->op, t->step, site);
+	}
+	return rc;
+}
+
 /* Classifies the non-finite origins the writer listed in `nonfinite` (see profile.sql), adds a
  * row for each overflow step without a recorded origin, and copies in each step's loss and
  * loss-scaler decision.  A NaN with no Inf is an invalid operation only where overflowing
@@ -501,15 +662,6 @@ static int run_cause_sql(sqlite3 *db, char **msg)
 	char sql[sizeof CAUSE_SQL + 2 * sizeof dtypes];
 	snprintf(sql, sizeof sql, CAUSE_SQL, dtypes, dtypes);
 	return sqlite3_exec(db, sql, NULL, NULL, msg);
-}
-
-/* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
-static void site_text(char *buf, size_t len, const char *file, int line)
-{
-	if (file && *file && strcmp(file, "??") != 0)
-		snprintf(buf, len, "%s:%d", file, line);
-	else
-		buf[0] = '\0';
 }
 
 /* One advice row per class of the nonfinite table: its first step, how many steps, and the
@@ -939,6 +1091,11 @@ static int run_scale(sqlite3 *db, double fp16, double copy)
 	(void)fp16, (void)copy;
 	return rule_scale(db);
 }
+static int run_grad_underflow(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_grad_underflow(db);
+}
 static int run_fp16(sqlite3 *db, double fp16, double copy)
 {
 	(void)copy;
@@ -998,6 +1155,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
 	} rules[] = {
 	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
+	    {"grad_underflow", run_grad_underflow},
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
 	    {"gemm", run_gemm},
 	};

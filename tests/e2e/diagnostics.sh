@@ -381,6 +381,22 @@ check_true "cast: the advice says the cast is the origin and which value" \
 	grep -Eq "the cast to fp16 in front of Linear \(fc\).*its source 'fc/in0.precast', the FP32 output of Scale \(boost\).*holds 95454.5.*the cast is the origin, not Linear" \
 	<(q f_cast.db "SELECT message FROM advice WHERE rule = 'cast_overflow'")
 
+# 9.3 a static scale of 1 with FP16 gradients: the weight gradient of fc is all zeros, nothing
+# overflows; the gradient-underflow rule names the layer and says what to change
+fault gradunder
+check "gradunder: no overflow, no non-finite origin" \
+	"$(q f_gradunder.db "SELECT sum(overflow), (SELECT count(*) FROM nonfinite) FROM steps")" "0|0"
+check "gradunder: gradient_underflow names Linear, the last step, fc's line" \
+	"$(q f_gradunder.db "SELECT rule, severity, op, step, $(sline callsite) FROM advice WHERE rule = 'gradient_underflow'")" \
+	"gradient_underflow|warning|Linear|3|$(mline FAULTS_GRADUNDER_FC)"
+check_true "gradunder: the share of zero values at the static scale 1, and the fix (dynamic scaling or a higher static scale)" \
+	grep -Eq "the gradient fc/in1.grad of layer 'fc' \(Linear, called at [^)]*faults.c:$(mline FAULTS_GRADUNDER_FC)\) is 100.0 % zero or subnormal in fp16 \(100.0 % exact zeros\) at the static loss scale 1: the layer stops learning; enable dynamic loss scaling \(loss_scale = dynamic\) or raise the static scale \(loss_scale = [0-9]+" \
+	<(q f_gradunder.db "SELECT message FROM advice WHERE rule = 'gradient_underflow'")
+check "gradunder: no floor or collapse verdict for the static scale (no 'overflow even unscaled')" \
+	"$(q f_gradunder.db "SELECT count(*) FROM advice WHERE rule IN ('loss_scale_floor', 'loss_scale_collapse') OR message LIKE '%even unscaled%'")" 0
+check "healthy runs (mlp_fashion amp, unstable fp16 and amp): no gradient_underflow" \
+	"$(for d in mlp_amp.db fp16.db amp.db; do q $d "SELECT count(*) FROM advice WHERE rule = 'gradient_underflow'"; done | tr '\n' ' ')" "0 0 0 "
+
 # 9.6 a scaled-gradient overflow in the backward of fc2 also names fc2's forward call site
 fault gradoverflow
 check "gradoverflow: origin at step 0 is fc2's weight gradient; the forward call site is fc2's line" \
