@@ -286,70 +286,125 @@ static int rule_copies(sqlite3 *db, double thr)
 	return add_advice(db, "copy_share", "warning", msg, ev.text, NULL, -1, top_site);
 }
 
-/* Nonzero if a shape text "(a,b,...)" has a dimension that is not a multiple of 8. */
-static int shape_unaligned(const char *shape)
+/* One unaligned GEMM layer (op, label, shape), forward and backward together (rule_gemm). */
+typedef struct gemm_layer {
+	char op[32], label[96], shape[64];
+	double ns, calls, m, n, k, save;
+	int64_t site;
+} gemm_layer;
+
+static double ceil8(double d) { return ceil(d / 8.0) * 8.0; }
+
+/* M, N and K of a GEMM op's signature: the shape is the output's ('(rows,out)', '(batch,M,N)',
+ * Conv2D '(N,O,OH,OW)': M = O, N = OH*OW), K comes from the FLOPs of one forward call
+ * (2 M N K per GEMM).  0 when the shape has no dimensions. */
+static int gemm_dims(const char *op, const char *shape, double flops, double *m, double *n,
+                     double *k)
 {
-	for (const char *p = shape; *p;) {
+	double d[8];
+	int nd = 0;
+	for (const char *p = shape; *p && nd < 8;) {
 		if (*p >= '0' && *p <= '9') {
 			char *end;
-			long long d = strtoll(p, &end, 10);
-			if (d % 8 != 0)
-				return 1;
+			d[nd++] = (double)strtoll(p, &end, 10);
 			p = end;
 		} else {
 			p++;
 		}
 	}
-	return 0;
+	if (nd < 2)
+		return 0;
+	double numel = 1;
+	for (int i = 0; i < nd; i++)
+		numel *= d[i];
+	if (strcmp(op, "Conv2D") == 0 && nd == 4) {
+		*m = d[1];
+		*n = d[2] * d[3];
+	} else {
+		*n = d[nd - 1];
+		*m = numel / *n;
+	}
+	*k = numel > 0 ? round(flops / (2.0 * numel)) : 0;
+	return *m > 0 && *n > 0 && *k > 0;
 }
 
-/* GEMMs whose dims are not multiples of 8 miss the fast path (the runtime's aligned flag,
- * confirmed on the recorded shape). */
+/* GEMMs whose M, N or K is not a multiple of 8 miss the fast path (the runtime's aligned flag,
+ * forward and backward).  They are ranked by the time padding could save, on a model: the fast
+ * path runs at twice the rate, and padding each dimension to a multiple of 8 adds its work.  A
+ * narrow GEMM (a single-column head: N = 1) would do 8 times the work padded, so padding saves
+ * nothing there; those are counted, not recommended. */
 static int rule_gemm(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
 	double total = query_double(db, "SELECT total(total_ns) FROM op_summary", 0);
 	if (sqlite3_prepare_v2(db,
-	                       "SELECT op, shape, coalesce(label, '-'), total(total_ns), total(calls), "
-	                       "min(callsite) FROM op_sigs WHERE aligned = 0 AND op IN "
-	                       "('MatMul', 'BatchMatMul', 'Linear', 'Conv2D') "
-	                       "GROUP BY op, shape, label ORDER BY 4 DESC, 1, 2", -1, &st,
+	                       "SELECT op, coalesce(label, '-'), shape, total(total_ns), total(calls),"
+	                       " min(CASE WHEN phase = 'forward' THEN callsite END), min(callsite),"
+	                       " max(CASE WHEN phase = 'forward' THEN flops END), max(flops)"
+	                       " FROM op_sigs WHERE aligned = 0 AND op IN"
+	                       " ('MatMul', 'BatchMatMul', 'Linear', 'Conv2D') AND calls > 0"
+	                       " GROUP BY op, label, shape ORDER BY 4 DESC, 1, 2, 3", -1, &st,
 	                       NULL) != SQLITE_OK)
 		return -1;
-	advice_buf ev = {.used = 0};
-	int n = 0;
-	double t_all = 0;
-	char first_op[64] = "";
-	int64_t site = -1;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (!shape_unaligned(col_text(st, 1)))
+	enum { MAX_LAYERS = 64 };
+	gemm_layer g[MAX_LAYERS];
+	int n = 0, narrow = 0;
+	double t_save = 0, t_narrow = 0;
+	while (sqlite3_step(st) == SQLITE_ROW && n < MAX_LAYERS) {
+		gemm_layer *l = &g[n];
+		memset(l, 0, sizeof *l);
+		snprintf(l->op, sizeof l->op, "%s", col_text(st, 0));
+		snprintf(l->label, sizeof l->label, "%s", col_text(st, 1));
+		snprintf(l->shape, sizeof l->shape, "%s", col_text(st, 2));
+		l->ns = sqlite3_column_double(st, 3);
+		l->calls = sqlite3_column_double(st, 4);
+		int fwd = sqlite3_column_type(st, 5) != SQLITE_NULL;
+		l->site = sqlite3_column_type(st, fwd ? 5 : 6) == SQLITE_NULL
+		              ? -1
+		              : sqlite3_column_int64(st, fwd ? 5 : 6);
+		double flops = sqlite3_column_double(st, sqlite3_column_type(st, 7) != SQLITE_NULL ? 7 : 8);
+		if (!gemm_dims(l->op, l->shape, flops, &l->m, &l->n, &l->k))
 			continue;
-		double t = sqlite3_column_double(st, 3);
-		t_all += t;
-		if (n >= 6) {
-			n++;
+		double grow = ceil8(l->m) * ceil8(l->n) * ceil8(l->k) / (l->m * l->n * l->k);
+		l->save = l->ns * (1.0 - grow / 2.0);
+		if (l->save <= 0) {
+			narrow++;
+			t_narrow += l->ns;
 			continue;
 		}
-		if (!n) {
-			snprintf(first_op, sizeof first_op, "%s", col_text(st, 0));
-			if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-				site = sqlite3_column_int64(st, 5);
-		}
-		buf_add(&ev, "%s%s %s %s: %.3f ms over %" PRId64 " calls", n ? "\n" : "",
-		        col_text(st, 0), col_text(st, 2), col_text(st, 1), t / 1e6,
-		        (int64_t)sqlite3_column_int64(st, 4));
+		t_save += l->save;
 		n++;
 	}
 	sqlite3_finalize(st);
 	if (!n)
 		return 0;
-	char msg[512];
+	/* rank by the time padding could save */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && g[j].save > g[j - 1].save; j--) {
+			gemm_layer t = g[j];
+			g[j] = g[j - 1];
+			g[j - 1] = t;
+		}
+	advice_buf ev = {.used = 0};
+	for (int i = 0; i < n && i < 6; i++)
+		buf_add(&ev, "%s%s %s %s: M %.0f, N %.0f, K %.0f; %.3f ms over %.0f calls, padding could "
+		        "save about %.3f ms", i ? "\n" : "", g[i].op, g[i].label, g[i].shape, g[i].m,
+		        g[i].n, g[i].k, g[i].ns / 1e6, g[i].calls, g[i].save / 1e6);
+	if (narrow)
+		buf_add(&ev, "\n%d narrow GEMM(s) left out (%.3f ms): padded, they would do more work "
+		        "than the fast path saves", narrow, t_narrow / 1e6);
+	char msg[1024], more[160] = "";
+	if (narrow)
+		snprintf(more, sizeof more, " (%d narrow GEMM(s), such as single-column heads, left "
+		         "out: padding them would not pay)", narrow);
 	snprintf(msg, sizeof msg,
-	         "%d GEMM shape(s) have dimensions that are not multiples of 8 (%.1f %% of op "
-	         "time): pad hidden sizes and batch to multiples of 8 for the fast FP16 path",
-	         n, total > 0 ? 100.0 * t_all / total : 0.0);
-	return add_advice(db, "gemm_unaligned", total > 0 && t_all / total > 0.05 ? "warning" : "info",
-	                  msg, ev.text, first_op, -1, site);
+	         "%d GEMM shape(s) miss the fast path (M, N or K not a multiple of 8); padding could "
+	         "save about %.3f ms (%.1f %% of op time), most in %s '%s' (M %.0f, N %.0f, K %.0f): "
+	         "pad hidden sizes, input widths and batch to multiples of 8%s", n, t_save / 1e6,
+	         total > 0 ? 100.0 * t_save / total : 0.0, g[0].op, g[0].label, g[0].m, g[0].n,
+	         g[0].k, more);
+	return add_advice(db, "gemm_unaligned", total > 0 && t_save / total > 0.05 ? "warning" : "info",
+	                  msg, ev.text, g[0].op, -1, g[0].site);
 }
 
 /* Loss scale stuck at its floor or collapsing (dynamic scaling only), or outside [8, 1024]

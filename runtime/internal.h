@@ -246,6 +246,11 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
                       amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
                       uint64_t bytes, amp_shape shape);
+/* The same for a kernel made of GEMMs (a backward GEMM op), with its aligned flag: 1 when its
+ * GEMMs' M, N and K are all multiples of 8 (the forward op's rule). */
+void amp_trace_kernel_gemm(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
+                           amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
+                           uint64_t bytes, amp_shape shape, int aligned);
 
 /* ---- autograd helpers -------------------------------------------------------------------- */
 /* Adds g (same shape as t; any float dtype, converted to t's dtype) into t->grad, creating it

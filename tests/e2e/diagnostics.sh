@@ -397,6 +397,22 @@ check "gradunder: no floor or collapse verdict for the static scale (no 'overflo
 check "healthy runs (mlp_fashion amp, unstable fp16 and amp): no gradient_underflow" \
 	"$(for d in mlp_amp.db fp16.db amp.db; do q $d "SELECT count(*) FROM advice WHERE rule = 'gradient_underflow'"; done | tr '\n' ' ')" "0 0 0 "
 
+# 9.4 the aligned flag of backward GEMMs, K checked, ranking by the time padding could save
+check_true "mlp_fashion amp: backward GEMMs recorded aligned (flag 1 on some)" \
+	test "$(q mlp_amp.db "SELECT count(*) FROM op_sigs WHERE phase = 'backward' AND op = 'Linear' AND aligned = 1")" -gt 0
+check "mlp_fashion amp: every backward GEMM has its forward op's aligned flag" \
+	"$(q mlp_amp.db "SELECT count(*) FROM op_sigs b JOIN op_sigs f ON f.op = b.op AND f.label = b.label AND f.shape = b.shape AND f.phase = 'forward' WHERE b.phase = 'backward' AND b.op IN ('Linear', 'MatMul', 'Conv2D') AND b.aligned <> f.aligned")" 0
+fault gemm
+check "gemm: 'wide' (K = 514) is unaligned forward and backward, its output shape aligned" \
+	"$(q f_gemm.db "SELECT group_concat(phase || ':' || aligned) FROM (SELECT phase, aligned FROM op_sigs WHERE label = 'wide' ORDER BY phase)")" \
+	"backward:0,forward:0"
+check "gemm: gemm_unaligned names Linear at the 'wide' line, not the single-column head" \
+	"$(q f_gemm.db "SELECT rule, op, $(sline callsite) FROM advice WHERE rule = 'gemm_unaligned'")" \
+	"gemm_unaligned|Linear|$(mline FAULTS_GEMM_WIDE)"
+check_true "gemm: the message ranks 'wide' first with M, N, K and leaves the narrow head out" \
+	grep -Eq "^1 GEMM shape\(s\) miss the fast path \(M, N or K not a multiple of 8\); padding could save about [0-9.]+ ms \([0-9.]+ % of op time\), most in Linear 'wide' \(M 64, N 64, K 514\): .*\(1 narrow GEMM\(s\), such as single-column heads, left out" \
+	<(q f_gemm.db "SELECT message FROM advice WHERE rule = 'gemm_unaligned'")
+
 # 9.6 a scaled-gradient overflow in the backward of fc2 also names fc2's forward call site
 fault gradoverflow
 check "gradoverflow: origin at step 0 is fc2's weight gradient; the forward call site is fc2's line" \
