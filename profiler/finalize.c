@@ -190,27 +190,72 @@ static void site_text(char *buf, size_t len, const char *file, int line)
 		buf[0] = '\0';
 }
 
+/* Nonzero if the list text of a custom list key ("Linear, Softmax") names op. */
+static int list_names(const char *list, const char *op)
+{
+	size_t n = strlen(op);
+	for (const char *p = list; *p;) {
+		while (*p == ',' || *p == ' ' || *p == '\t')
+			p++;
+		const char *start = p;
+		while (*p && *p != ',' && *p != ' ' && *p != '\t')
+			p++;
+		if ((size_t)(p - start) == n && strncmp(start, op, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Where a configuration key was set, from meta '<key>_source' ("amp.cfg:2", "environment
+ * AMP_CUSTOM_BLACK_LIST", "amp_config_set"); "" if the runtime did not say. */
+static void key_source(sqlite3 *db, const char *key, char *buf, size_t len)
+{
+	char k[96];
+	snprintf(k, sizeof k, "%s_source", key);
+	buf[0] = '\0';
+	amp_profile_query_text(db, buf, len,
+	                       "SELECT value FROM meta WHERE key IN (?1, 'app.' || ?1) "
+	                       "ORDER BY key = ?1 DESC LIMIT 1", "t", k);
+}
+
+/* " (set at amp.cfg:2)", " (set by environment AMP_X)", " (set by amp_config_set)" or "". */
+static void key_source_text(sqlite3 *db, const char *key, char *buf, size_t len)
+{
+	char src[160];
+	key_source(db, key, src, sizeof src);
+	if (!src[0])
+		buf[0] = '\0';
+	else
+		snprintf(buf, len, " (set %s %s)", strncmp(src, "environment ", 12) == 0 ||
+		                                          strcmp(src, "amp_config_set") == 0 ? "by" : "at",
+		         src);
+}
+
 /* Low half share (labelled by the half types that ran): list the FP32 ops whose type has a half
- * kernel and is not black-listed; the mode that would run them in half is suggested only when
- * a mixed mode is not already in force. */
+ * kernel and is not black-listed by default.  An op type the run's custom_black_list keeps in
+ * FP32 is named with that key and where it was set (remove it from the list); the others could
+ * join custom_white_list (one already there is not suggested again); the mode that would run
+ * them in half is suggested only when a mixed mode is not already in force, with where the mode
+ * in force was set. */
 static int rule_fp16(sqlite3 *db, double thr)
 {
 	double share = query_double(db, "SELECT fp16_share FROM run_summary", (double)NAN);
 	if (!(share == share) || share * 100.0 >= thr)
 		return 0;
-	char types[32], mode[64];
+	char types[32], mode[64], black[512], white[512];
 	query_text(db, "SELECT half_types FROM run_summary", types, sizeof types);
 	mode_in_force(db, mode, sizeof mode);
+	query_text(db, "SELECT value FROM meta WHERE key IN ('custom_black_list', "
+	               "'app.custom_black_list') ORDER BY key = 'custom_black_list' DESC LIMIT 1",
+	           black, sizeof black);
+	query_text(db, "SELECT value FROM meta WHERE key IN ('custom_white_list', "
+	               "'app.custom_white_list') ORDER BY key = 'custom_white_list' DESC LIMIT 1",
+	           white, sizeof white);
 	const char *label = amp_profile_half_label(types);
 	int bf16 = strcmp(types, "bf16") == 0;
 	const char *half = bf16 ? "BF16" : strcmp(types, "fp16+bf16") == 0 ? "a half type" : "FP16";
 	const char *want = bf16 ? "allow_mix_precision_bf16" : "allow_mix_precision";
-	char use[160];
-	if (strncmp(mode, "allow_mix_precision", 19) == 0)
-		snprintf(use, sizeof use, "add them to custom_white_list");
-	else
-		snprintf(use, sizeof use, "use precision_mode = %s or add them to custom_white_list",
-		         want);
+	int mixed = strncmp(mode, "allow_mix_precision", 19) == 0;
 	advice_buf ev = {.used = 0};
 	sqlite3_stmt *st = NULL;
 	int n = 0;
@@ -221,24 +266,65 @@ static int rule_fp16(sqlite3 *db, double thr)
 	                       "WHERE s.exec_dtype = 'fp32' AND t.list IN ('white', 'gray') "
 	                       "GROUP BY s.op ORDER BY 2 DESC, 1 LIMIT 8", -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	char names[512] = "";
-	size_t nl = 0;
+	char names[512] = "", blocked[512] = "", listed[512] = "";
+	size_t nl = 0, bl = 0, wl = 0;
+	int n_names = 0, n_blocked = 0, n_listed = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *op = col_text(st, 0);
 		double t = sqlite3_column_double(st, 1);
 		buf_add(&ev, "%s%s in fp32: %.3f ms over %" PRId64 " calls (%.1f %% of op time)",
-		        n ? "\n" : "", col_text(st, 0), t / 1e6, (int64_t)sqlite3_column_int64(st, 2),
+		        n ? "\n" : "", op, t / 1e6, (int64_t)sqlite3_column_int64(st, 2),
 		        total > 0 ? 100.0 * t / total : 0.0);
-		if (nl < sizeof names)
-			nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", n ? "," : "",
-			                       col_text(st, 0));
+		if (list_names(black, op)) {
+			if (bl < sizeof blocked)
+				bl += (size_t)snprintf(blocked + bl, sizeof blocked - bl, "%s%s",
+				                       n_blocked ? ", " : "", op);
+			n_blocked++;
+		} else if (list_names(white, op)) {
+			if (wl < sizeof listed)
+				wl += (size_t)snprintf(listed + wl, sizeof listed - wl, "%s%s",
+				                       n_listed ? ", " : "", op);
+			n_listed++;
+		} else {
+			if (nl < sizeof names)
+				nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s",
+				                       n_names ? "," : "", op);
+			n_names++;
+		}
 		n++;
 	}
 	sqlite3_finalize(st);
-	char msg[1024];
+	char msg[2048], what[1536] = "", src[200];
+	size_t wu = 0;
+	if (n_blocked) {
+		key_source_text(db, "custom_black_list", src, sizeof src);
+		wu += (size_t)snprintf(what + wu, sizeof what - wu,
+		                       "; custom_black_list = %s%s keeps %s in FP32: remove %s from that list",
+		                       black, src, blocked, blocked);
+	}
+	if (n_names && wu < sizeof what) {
+		if (mixed)
+			wu += (size_t)snprintf(what + wu, sizeof what - wu,
+			                       "; add them to custom_white_list (%s)", names);
+		else {
+			key_source_text(db, "precision_mode", src, sizeof src);
+			wu += (size_t)snprintf(what + wu, sizeof what - wu,
+			                       "; the mode in force is %s%s: use precision_mode = %s or add "
+			                       "them to custom_white_list (%s)", mode[0] ? mode : "unknown",
+			                       src, want, names);
+		}
+	}
+	if (n_listed && wu < sizeof what) {
+		key_source_text(db, "precision_mode", src, sizeof src);
+		wu += (size_t)snprintf(what + wu, sizeof what - wu,
+		                       "; %s already on custom_white_list but ran in FP32 under %s%s%s",
+		                       listed, mode[0] ? mode : "the mode in force", src,
+		                       mixed ? "" : ": use a mixed precision_mode");
+	}
 	if (n)
 		snprintf(msg, sizeof msg,
 		         "%s is %.1f %% (below %.0f %%): %d op type(s) run in FP32 but could "
-		         "run in %s; %s (%s)", label, share * 100.0, thr, n, half, use, names);
+		         "run in %s%s", label, share * 100.0, thr, n, half, what);
 	else
 		snprintf(msg, sizeof msg,
 		         "%s is %.1f %% (below %.0f %%): the time goes to black-list ops; "
@@ -407,6 +493,18 @@ static int rule_gemm(sqlite3 *db)
 	                  msg, ev.text, g[0].op, -1, g[0].site);
 }
 
+/* The loss scaling in force: 1 for dynamic, 0 for a static scale (the key, or a run whose
+ * scaler only ever said 'static') or a scaler that never decided (an FP32 mode: no scaling). */
+static int scale_is_dynamic(sqlite3 *db)
+{
+	char scaling[64];
+	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
+	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
+	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	                                    "('hold', 'growth', 'overflow', 'nan')", 0);
+	return !((scaling[0] && strcmp(scaling, "dynamic") != 0) || decisions == 0);
+}
+
 /* Loss scale stuck at its floor or collapsing (dynamic scaling only), or outside [8, 1024]
  * (not for a static scale in a BF16 mode, which needs none). */
 static int rule_scale(sqlite3 *db)
@@ -434,19 +532,13 @@ static int rule_scale(sqlite3 *db)
 	         "steps %.0f, overflow steps %.0f, first scale %.9g, final %.9g, min %.9g", steps,
 	         overflow, first, last, min_scale);
 	/* a static scale (the BF16 modes' default, static 1) has no floor to get stuck at and
-	 * cannot collapse: those rules are about dynamic scaling; and BF16, with FP32's range,
-	 * needs no loss scale, so a static one outside [8, 1024] is no finding there */
-	char scaling[64], mode[64];
-	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
-	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
+	 * cannot collapse: those rules are about dynamic scaling; nor has a scaler that never
+	 * decided (an FP32 mode); and BF16, with FP32's range, needs no loss scale, so a static one
+	 * outside [8, 1024] is no finding there */
+	char mode[64];
 	mode_in_force(db, mode, sizeof mode);
-	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
-	                                    "('hold', 'growth', 'overflow')", 0);
-	double statics = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'static'",
-	                              0);
-	int is_static = (scaling[0] && strcmp(scaling, "dynamic") != 0) ||
-	                (statics > 0 && decisions == 0);
-	int bf16_mode = strstr(mode, "bf16") != NULL;
+	int is_static = !scale_is_dynamic(db);
+	int wide_range = strstr(mode, "bf16") != NULL || strstr(mode, "fp32") != NULL;
 	if (is_static) {
 		/* no floor or collapse rule */
 	} else if (min_scale <= floor_cfg) {
@@ -466,26 +558,12 @@ static int rule_scale(sqlite3 *db)
 		rc |= add_advice(db, "loss_scale_collapse", "warning", msg, ev, NULL,
 		                 (int64_t)first_overflow, -1);
 	}
-	if (last > 0 && (last < 8 || last > 1024) && !(is_static && bf16_mode)) {
+	if (last > 0 && (last < 8 || last > 1024) && !(is_static && wide_range)) {
 		snprintf(msg, sizeof msg,
 		         "final loss scale %.9g is outside the usual range [8, 1024]", last);
 		rc |= add_advice(db, "loss_scale_unusual", "info", msg, ev, NULL, -1, -1);
 	}
 	return rc;
-}
-
-/* The loss scaling in force: 1 for dynamic, 0 for a static scale (the key, or a run whose
- * scaler only ever said 'static'). */
-static int scale_is_dynamic(sqlite3 *db)
-{
-	char scaling[64];
-	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
-	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
-	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
-	                                    "('hold', 'growth', 'overflow', 'nan')", 0);
-	double statics = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'static'",
-	                              0);
-	return !((scaling[0] && strcmp(scaling, "dynamic") != 0) || (statics > 0 && decisions == 0));
 }
 
 /* One parameter gradient's rows, summed over the steps checked (rule_grad_underflow). */

@@ -124,6 +124,7 @@ typedef struct amp_scaler {
 	int64_t clean_steps;     /* consecutive clean steps since the last change */
 } amp_scaler;
 
+#define AMP_CONFIG_KEYS 16 /* room for the keys of ctx.c's table */
 typedef struct amp_config {
 	amp_precision_mode mode;
 	int scaler_set;          /* a loss_scale* key was set: the mode's default scaling is off */
@@ -134,6 +135,9 @@ typedef struct amp_config {
 	uint64_t seed;
 	int num_threads;
 	char kernels[16];
+	/* where each key (config_keys[] order in ctx.c) was last set: "path:line", "environment
+	 * AMP_KEY" or "amp_config_set"; "" if never.  Profiles record it, so advice can name it. */
+	char source[AMP_CONFIG_KEYS][160];
 } amp_config;
 
 struct amp_optim;
@@ -171,6 +175,7 @@ struct amp_ctx {
 	void **persist;                  /* persistent blocks, freed with the context */
 	size_t n_persist, cap_persist;
 	char err[512];
+	const char *config_source; /* while a file line or an AMP_* variable is applied: its name */
 	char getbuf[64];
 };
 
@@ -211,6 +216,9 @@ amp_dtype amp_policy_exec(const amp_ctx *ctx, amp_op_type op, amp_tensor *const 
  * for an FP32 master going to FP16 (made once per step), or a new cast tensor with a tape node
  * whose backward casts the gradient back.  Records a copy event.  NULL (error set) on failure. */
 amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label);
+
+/* Sends, for every configuration key that was set, where (meta '<key>_source'). */
+void amp_config_trace_sources(amp_ctx *ctx);
 
 /* ---- op dispatch ------------------------------------------------------------------------- */
 typedef struct amp_op_call {

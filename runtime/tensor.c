@@ -503,6 +503,7 @@ int amp_step_begin(amp_ctx *ctx)
 		               amp_config_get(ctx, "loss_scale_growth_interval"));
 		amp_trace_meta("kernels", amp_isa_name(amp_kernels_isa()));
 		amp_trace_meta("seed", amp_config_get(ctx, "seed"));
+		amp_config_trace_sources(ctx);
 		amp_trace_scale(0, ctx->scaler.scale, ctx->scaler.scale,
 		                ctx->scaler.dynamic ? AMP_SCALE_INIT : AMP_SCALE_STATIC);
 	}

@@ -413,6 +413,26 @@ check_true "gemm: the message ranks 'wide' first with M, N, K and leaves the nar
 	grep -Eq "^1 GEMM shape\(s\) miss the fast path \(M, N or K not a multiple of 8\); padding could save about [0-9.]+ ms \([0-9.]+ % of op time\), most in Linear 'wide' \(M 64, N 64, K 514\): .*\(1 narrow GEMM\(s\), such as single-column heads, left out" \
 	<(q f_gemm.db "SELECT message FROM advice WHERE rule = 'gemm_unaligned'")
 
+# 9.5 a white-list op kept in FP32 by custom_black_list: the advice names the key and where it
+# was set (the file's line, or the variable), and never the mode already in force
+printf '# faults --fault blacklist\nprecision_mode = allow_mix_precision\ncustom_black_list = Linear\n' >bl.cfg
+fault blacklist --config bl.cfg
+check "blacklist: meta records where the keys were set" \
+	"$(q f_blacklist.db "SELECT group_concat(key || '=' || value, ' ') FROM (SELECT key, value FROM meta WHERE key IN ('precision_mode_source', 'custom_black_list_source') ORDER BY key)")" \
+	"custom_black_list_source=bl.cfg:3 precision_mode_source=bl.cfg:2"
+check_true "blacklist: low_fp16_share names custom_black_list = Linear and bl.cfg:3" \
+	grep -q "custom_black_list = Linear (set at bl.cfg:3) keeps Linear in FP32: remove Linear from that list" \
+	<(q f_blacklist.db "SELECT message FROM advice WHERE rule = 'low_fp16_share'")
+check "blacklist: no advice recommends allow_mix_precision, which is in force, or Linear for the white list" \
+	"$(q f_blacklist.db "SELECT count(*) FROM advice WHERE message LIKE '%precision_mode = allow_mix_precision %' OR message LIKE '%custom_white_list (Linear%'")" 0
+AMP_CUSTOM_BLACK_LIST=Linear AMP_PRECISION_MODE=force_fp32 "$AMPPROF" -q -o f_blacklist_env.db -- \
+	"$FAULTS" --fault blacklist >/dev/null 2>&1
+check_true "blacklist from the environment: the variable is named, and the mode with its variable" \
+	grep -q "custom_black_list = Linear (set by environment AMP_CUSTOM_BLACK_LIST) keeps Linear in FP32: remove Linear from that list; the mode in force is force_fp32 (set by environment AMP_PRECISION_MODE): use precision_mode = allow_mix_precision" \
+	<(q f_blacklist_env.db "SELECT message FROM advice WHERE rule = 'low_fp16_share'")
+check "force_fp32 run: no loss-scale floor verdict (the scaler never ran)" \
+	"$(q f_blacklist_env.db "SELECT count(*) FROM advice WHERE rule LIKE 'loss_scale%'")" 0
+
 # 9.6 a scaled-gradient overflow in the backward of fc2 also names fc2's forward call site
 fault gradoverflow
 check "gradoverflow: origin at step 0 is fc2's weight gradient; the forward call site is fc2's line" \
