@@ -545,10 +545,24 @@ static int rule_scale(sqlite3 *db)
 		double at_floor = 0;
 		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM steps WHERE scale <= ?",
 		                         "d", floor_cfg);
-		snprintf(msg, sizeof msg,
-		         "loss scale reached its floor %.9g and stayed there for %.0f step(s): gradients "
-		         "overflow even unscaled; look for the op that produces Inf (ampdump) and move "
-		         "it to custom_black_list", floor_cfg, at_floor);
+		/* a forward fault (overflow, cast overflow, underflow, invalid operation) defeats
+		 * every scale: then the floor is its symptom, not a gradient problem */
+		char fwd_class[32] = "";
+		amp_profile_query_text(db, fwd_class, sizeof fwd_class,
+		                       "SELECT class FROM nonfinite WHERE class <> 'scaled_grad_overflow'"
+		                       " AND step IN (SELECT step FROM steps WHERE scale <= ?1)"
+		                       " GROUP BY class ORDER BY count(*) DESC, class LIMIT 1", "d",
+		                       floor_cfg);
+		if (fwd_class[0])
+			snprintf(msg, sizeof msg,
+			         "loss scale reached its floor %.9g and stayed there for %.0f step(s): the "
+			         "forward pass goes non-finite (%s) whatever the scale; fix that first (its "
+			         "advice names the op)", floor_cfg, at_floor, fwd_class);
+		else
+			snprintf(msg, sizeof msg,
+			         "loss scale reached its floor %.9g and stayed there for %.0f step(s): "
+			         "gradients overflow even unscaled; look for the op that produces Inf "
+			         "(ampdump) and move it to custom_black_list", floor_cfg, at_floor);
 		rc |= add_advice(db, "loss_scale_floor", "error", msg, ev, NULL,
 		                 (int64_t)first_overflow, -1);
 	} else if (overflow >= 4 && (overflow / steps > 0.05 || last <= first / 256.0)) {
@@ -1250,6 +1264,223 @@ static int run_gemm(sqlite3 *db, double fp16, double copy)
 	return rule_gemm(db);
 }
 
+/* ---- why the scale changed ------------------------------------------------------------------ */
+
+/* Each loss-scale decision linked to its cause: a back-off to the step's first non-finite value
+ * (its nonfinite row: class, op, tensor, call sites) and that tensor's largest finite magnitude
+ * in the last step before, when it was checked; a back-off on NaN gradients that no overflow
+ * made (an invalid operation) gets the reason 'nan'.  Growth and hold rows get their count of
+ * clean steps (explain_scale). */
+static const char *const scale_cause_sql =
+    "UPDATE loss_scale SET reason = 'nan' WHERE reason = 'overflow'"
+    "  AND step IN (SELECT step FROM nonfinite WHERE class = 'invalid_operation')"
+    "  AND step NOT IN (SELECT step FROM nonfinite WHERE class <> 'invalid_operation');"
+    "UPDATE nonfinite SET reason = 'nan' WHERE reason = 'overflow'"
+    "  AND step IN (SELECT step FROM loss_scale WHERE reason = 'nan');"
+    "UPDATE loss_scale SET cause_class = n.class, cause_op = n.op, cause_tensor = n.label,"
+    "  cause_callsite = n.callsite, cause_fwd_callsite = n.fwd_callsite"
+    "  FROM (SELECT step, class, op, label, callsite, fwd_callsite, min(rowid) FROM nonfinite"
+    "        GROUP BY step) n"
+    "  WHERE loss_scale.reason IN ('overflow', 'nan') AND n.step = loss_scale.step;"
+    "UPDATE loss_scale SET cause_absmax = (SELECT t.absmax FROM tensor_stats t"
+    "  WHERE t.step BETWEEN loss_scale.step - 64 AND loss_scale.step - 1"
+    "  AND t.name = loss_scale.cause_tensor AND t.nan = 0 AND t.inf = 0"
+    "  ORDER BY t.step DESC, t.id LIMIT 1)"
+    "  WHERE cause_tensor IS NOT NULL;";
+
+/* The scale history of a dynamic scaler (run_summary.scale_history): a back-off on an overflow
+ * is a probe when it comes at the first or second step at a scale that a growth, the initial
+ * scale or another probe set (the scaler looking for its level); any other back-off (a 'nan'
+ * one included: no scale makes an invalid operation) is a spike.  'collapsing': at least 3 back-offs, more than the growths, and the scale ended at
+ * an eighth of where it started or within 16x of its floor; else 'probing' when most back-offs
+ * are probes, 'isolated_spikes' when not; 'steady' without back-offs.  Also sets clean_steps
+ * on hold and growth rows, and run_summary.skipped_share. */
+#define PROBE_STEPS 2 /* the first or second step at the new scale */
+static int explain_scale(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL, *up = NULL;
+	int rc = -1;
+	if (sqlite3_exec(db, scale_cause_sql, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "UPDATE run_summary SET skipped_share = CAST(skipped_steps AS REAL) /"
+	                     " nullif(steps, 0)", NULL, NULL, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_prepare_v2(db, "SELECT rowid, step, reason, old_scale, new_scale FROM loss_scale"
+	                           " ORDER BY step, rowid", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE loss_scale SET clean_steps = ? WHERE rowid = ?", -1, &up,
+	                       NULL) != SQLITE_OK)
+		goto out;
+	int64_t clean = 0, last_change = 0, backoffs = 0, growths = 0, probes = 0;
+	int have_change = 0; /* last_change is the step whose end made the scale in force */
+	int last_up = 0; /* the last change was a growth, the init or a probe */
+	double first = NAN, final = NAN;
+	char probe_steps[256] = "", spike_steps[256] = "", growth_steps[256] = "";
+	size_t pl = 0, sl = 0, gl = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t step = sqlite3_column_int64(st, 1);
+		const char *reason = col_text(st, 2);
+		if (first != first)
+			first = sqlite3_column_double(st, 3);
+		final = sqlite3_column_double(st, 4);
+		if (strcmp(reason, "init") == 0) {
+			last_change = step - 1; /* its scale is in force from this very step */
+			have_change = last_up = 1;
+		} else if (strcmp(reason, "overflow") == 0 || strcmp(reason, "nan") == 0) {
+			int probe = strcmp(reason, "overflow") == 0 && last_up && have_change &&
+			            step - last_change <= PROBE_STEPS;
+			backoffs++;
+			probes += probe;
+			if (probe && pl < sizeof probe_steps)
+				pl += (size_t)snprintf(probe_steps + pl, sizeof probe_steps - pl, "%s%" PRId64,
+				                       pl ? "," : "", step);
+			if (!probe && sl < sizeof spike_steps)
+				sl += (size_t)snprintf(spike_steps + sl, sizeof spike_steps - sl, "%s%" PRId64,
+				                       sl ? "," : "", step);
+			last_change = step;
+			have_change = 1;
+			last_up = probe;
+			clean = 0;
+		} else if (strcmp(reason, "hold") == 0 || strcmp(reason, "growth") == 0) {
+			clean++;
+			sqlite3_bind_int64(up, 1, clean);
+			sqlite3_bind_int64(up, 2, sqlite3_column_int64(st, 0));
+			if (sqlite3_step(up) != SQLITE_DONE)
+				goto out;
+			sqlite3_reset(up);
+			if (strcmp(reason, "growth") == 0) {
+				growths++;
+				if (gl < sizeof growth_steps)
+					gl += (size_t)snprintf(growth_steps + gl, sizeof growth_steps - gl,
+					                       "%s%" PRId64, gl ? "," : "", step);
+				last_change = step;
+				have_change = last_up = 1;
+				clean = 0;
+			}
+		}
+	}
+	if (!scale_is_dynamic(db)) {
+		rc = 0;
+		goto out;
+	}
+	double floor_cfg = query_double(db, "SELECT CAST(value AS REAL) FROM meta WHERE key IN "
+	                                    "('loss_scale_min', 'app.loss_scale_min') LIMIT 1", 1.0);
+	const char *history;
+	char shown[800];
+	if (backoffs == 0) {
+		history = "steady";
+		snprintf(shown, sizeof shown, "%s", growth_steps);
+	} else if (backoffs >= 3 && backoffs > growths &&
+	           (final <= first / 8.0 || final <= 16.0 * floor_cfg)) {
+		history = "collapsing";
+		snprintf(shown, sizeof shown, "%s%s%s", probe_steps, pl && sl ? "," : "", spike_steps);
+	} else if (2 * probes >= backoffs) {
+		history = "probing";
+		snprintf(shown, sizeof shown, "%s", probe_steps);
+	} else {
+		history = "isolated_spikes";
+		snprintf(shown, sizeof shown, "%s", spike_steps);
+	}
+	sqlite3_finalize(up);
+	up = NULL;
+	if (sqlite3_prepare_v2(db, "UPDATE run_summary SET scale_history = ?, scale_history_steps = ?",
+	                       -1, &up, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(up, 1, history, -1, SQLITE_STATIC);
+	if (shown[0])
+		sqlite3_bind_text(up, 2, shown, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(up) == SQLITE_DONE ? 0 : -1;
+out:
+	sqlite3_finalize(st);
+	sqlite3_finalize(up);
+	return rc;
+}
+
+/* The scale history in words, with its steps and the first back-off's cause; and skipped
+ * optimizer steps frequent enough to shift a learning-rate schedule (more than 2 % of the
+ * steps, at least 3): a schedule counted in steps then runs ahead of the updates. */
+static int rule_scale_history(sqlite3 *db)
+{
+	char history[32], steps[800];
+	query_text(db, "SELECT scale_history FROM run_summary", history, sizeof history);
+	query_text(db, "SELECT scale_history_steps FROM run_summary", steps, sizeof steps);
+	double nsteps = query_double(db, "SELECT steps FROM run_summary", 0);
+	double skipped = query_double(db, "SELECT skipped_steps FROM run_summary", 0);
+	double backoffs = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	                                   "('overflow', 'nan')", 0);
+	double growths = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'growth'",
+	                              0);
+	int rc = 0;
+	if (history[0] && strcmp(history, "steady") != 0) {
+		/* the first back-off and its cause */
+		char cause[1400] = "";
+		sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db,
+		                       "SELECT l.step, l.old_scale, l.new_scale, l.reason, l.cause_op,"
+		                       " l.cause_tensor, c.file, c.line, f.file, f.line, l.cause_absmax"
+		                       " FROM loss_scale l LEFT JOIN callsites c ON c.id = l.cause_callsite"
+		                       " LEFT JOIN callsites f ON f.id = l.cause_fwd_callsite"
+		                       " WHERE l.reason IN ('overflow', 'nan') ORDER BY l.step, l.rowid"
+		                       " LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+			return -1;
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			char site[600], fwd[600], absmax[160] = "";
+			site_text(site, sizeof site, (const char *)sqlite3_column_text(st, 6),
+			          sqlite3_column_int(st, 7));
+			site_text(fwd, sizeof fwd, (const char *)sqlite3_column_text(st, 8),
+			          sqlite3_column_int(st, 9));
+			/* the scaled absmax before the overflow, as what the scale made of it */
+			if (sqlite3_column_type(st, 10) != SQLITE_NULL && sqlite3_column_double(st, 1) > 0)
+				snprintf(absmax, sizeof absmax, ", absmax %.9g = %.9g x scale %.9g the step "
+				         "before", sqlite3_column_double(st, 10),
+				         sqlite3_column_double(st, 10) / sqlite3_column_double(st, 1),
+				         sqlite3_column_double(st, 1));
+			size_t cl = (size_t)snprintf(cause, sizeof cause,
+			                             "; first back-off at step %" PRId64 " (%.9g -> %.9g, %s)",
+			                             (int64_t)sqlite3_column_int64(st, 0),
+			                             sqlite3_column_double(st, 1),
+			                             sqlite3_column_double(st, 2), col_text(st, 3));
+			if (sqlite3_column_type(st, 4) != SQLITE_NULL && cl < sizeof cause)
+				snprintf(cause + cl, sizeof cause - cl, ": %s %s%s%s%s%s%s", col_text(st, 4),
+				         col_text(st, 5), site[0] ? " at " : "", site,
+				         fwd[0] ? ", forward at " : "", fwd, absmax);
+		}
+		sqlite3_finalize(st);
+		char msg[2048];
+		const char *what = strcmp(history, "probing") == 0
+		                       ? "probing (normal: the scaler grows, overflows, backs off and "
+		                         "recovers)"
+		                   : strcmp(history, "collapsing") == 0
+		                       ? "collapsing (back-offs outpacing growth, the floor in reach)"
+		                       : "isolated spikes (back-offs with the scale settled, not "
+		                         "right after it grew)";
+		snprintf(msg, sizeof msg,
+		         "loss scale history: %s: %.0f back-off(s), %.0f growth(s), at steps %s%s", what,
+		         backoffs, growths, steps[0] ? steps : "-", cause);
+		rc |= add_advice(db, "loss_scale_history",
+		                 strcmp(history, "collapsing") == 0 ? "warning" : "info", msg, NULL,
+		                 NULL, -1, -1);
+	}
+	if (nsteps > 0 && skipped >= 3 && skipped / nsteps > 0.02) {
+		char msg[512];
+		snprintf(msg, sizeof msg,
+		         "%.0f of %.0f optimizer steps (%.1f %%) were skipped by the loss scaler: a "
+		         "learning-rate schedule counted in steps runs %.1f %% ahead of the updates "
+		         "(warm-up and decay come early); count the schedule in applied updates or fix "
+		         "what overflows", skipped, nsteps, 100.0 * skipped / nsteps,
+		         100.0 * skipped / nsteps);
+		rc |= add_advice(db, "skipped_steps", "warning", msg, NULL, NULL,
+		                 (int64_t)query_double(db, "SELECT min(step) FROM steps WHERE skipped = 1",
+		                                       -1),
+		                 -1);
+	}
+	return rc;
+}
+
+static int run_scale_history(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_scale_history(db);
+}
+
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
 static int run_summary_sql(sqlite3 *db, char **msg)
 {
@@ -1276,7 +1507,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
 	    run_summary_sql(db, &msg) != SQLITE_OK ||
 	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK ||
-	    run_cause_sql(db, &msg) != SQLITE_OK) {
+	    run_cause_sql(db, &msg) != SQLITE_OK || explain_scale(db) != 0) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -1288,7 +1519,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
 	} rules[] = {
 	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
-	    {"grad_underflow", run_grad_underflow},
+	    {"scale_history", run_scale_history}, {"grad_underflow", run_grad_underflow},
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
 	    {"gemm", run_gemm},
 	};

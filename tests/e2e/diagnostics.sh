@@ -347,6 +347,7 @@ sline() { echo "(SELECT line FROM callsites WHERE id = $1)"; }
 fault() { # fault NAME [faults options...]: profiles it into NAME.db
 	local name=$1
 	shift
+	rm -f "f_$name.db"
 	"$AMPPROF" -q -o "f_$name.db" -- "$FAULTS" --fault "$name" "$@" >"f_$name.out" 2>"f_$name.err"
 	check "faults --fault $name under ampprof: exit 0" "$?" 0
 }
@@ -441,6 +442,76 @@ check "gradoverflow: origin at step 0 is fc2's weight gradient; the forward call
 check_true "gradoverflow: the advice gives the forward op's call site" \
 	grep -q "its forward op was called at .*tests/progs/faults.c:$(mline FAULTS_MLP_FC2);" \
 	<(q f_gradoverflow.db "SELECT message FROM advice WHERE rule = 'scaled_grad_overflow'")
+
+# 9.7 one story everywhere: a NaN from an invalid operation (no overflow) in the report, ampdump
+# --list, and ampview's anomalies and steps panels; the loss stored as NaN, shown as nan; the
+# scaler's back-off reason is 'nan', not 'overflow'
+AMPVIEW=$BUILD/bin/ampview
+fault invalid
+check "invalid: origin Sqrt (root) at step 2, its line, class invalid_operation" \
+	"$(q f_invalid.db "SELECT step, class, op, label, $(sline callsite) FROM nonfinite ORDER BY step")" \
+	"2|invalid_operation|Sqrt|root|$(mline FAULTS_INVALID_SQRT)"
+check "invalid: the NaN loss is stored as such (loss_state nan), the other steps finite" \
+	"$(q f_invalid.db "SELECT group_concat(step || ':' || loss_state) FROM (SELECT step, loss_state FROM steps ORDER BY step)")" \
+	"0:finite,1:finite,2:nan,3:finite"
+check "invalid: the back-off's reason is nan (no gradient overflowed), linked to its cause" \
+	"$(q f_invalid.db "SELECT reason, old_scale, new_scale, cause_class, cause_op, cause_tensor, $(sline cause_callsite) FROM loss_scale WHERE step = 2 AND reason <> 'hold'")" \
+	"nan|128.0|64.0|invalid_operation|Sqrt|root|$(mline FAULTS_INVALID_SQRT)"
+"$AMPPROF" report f_invalid.db >f_invalid.report 2>&1
+check_true "invalid: the report says invalid operation at step 2, Sqrt (root)" \
+	grep -q "invalid_operation: NaN from an invalid operation at step 2 (1 step): Sqrt (root) output in fp32" f_invalid.report
+check "invalid: ampdump --list shows step 2 with loss nan and origin Sqrt" \
+	"$("$AMPDUMP" --list --format=csv f_invalid.db | awk -F, '$1 == 2 { print $1, $5, $8 }')" "2 nan Sqrt"
+# runtime_cases: the log of negatives gives a NaN whose gradients stay finite: no overflow at all
+"$AMPPROF" -q -o rc_inv.db -- "$BUILD/tests/runtime_cases" --steps 6 --bad-step 2 >/dev/null 2>&1
+check "runtime_cases: step 2 has a NaN loss, no overflow, a hold decision" \
+	"$(q rc_inv.db "SELECT s.loss_state, s.overflow, l.reason FROM steps s JOIN loss_scale l ON l.step = s.step AND l.reason <> 'init' WHERE s.step = 2")" \
+	"nan|0|hold"
+for db in f_invalid.db rc_inv.db; do
+	"$AMPVIEW" --headless --panel=anomalies --width=100 --height=14 "$db" >"$db.anom" 2>&1
+	check_true "ampview anomalies ($db): step 2 listed with its origin" \
+		grep -Eq "^. +2 +[0-9]+ +(no|yes) +[0-9]+ +(Sqrt root|Log log) " "$db.anom"
+	check_true "ampview anomalies ($db): the heading counts it" grep -q "^ 1 step with non-finite values" "$db.anom"
+	"$AMPVIEW" --headless --panel=steps --width=100 --height=14 "$db" >"$db.steps" 2>&1
+	check_true "ampview steps ($db): step 2's loss shown as nan" grep -Eq "^ +2 +[0-9.]+ [mun]?s +nan " "$db.steps"
+done
+check "ampdump --list (runtime_cases): step 2 with loss nan, origin Log" \
+	"$("$AMPDUMP" --list --format=csv rc_inv.db | awk -F, '$1 == 2 { print $1, $5, $8 }')" "2 nan Log"
+
+# ---- 10. why the scale changed -----------------------------------------------------------------
+# probing: a scale started far too high backs off at its first steps, then holds
+check "gradoverflow: history probing at steps 0,1; half the steps skipped" \
+	"$(q f_gradoverflow.db "SELECT scale_history, scale_history_steps, skipped_share FROM run_summary")" "probing|0,1|0.5"
+check "gradoverflow: each back-off linked to the gradient, its call site and its forward call site" \
+	"$(q f_gradoverflow.db "SELECT group_concat(step || ':' || cause_class || ':' || cause_tensor || ':' || $(sline cause_fwd_callsite), ' ') FROM (SELECT * FROM loss_scale WHERE reason = 'overflow' ORDER BY step)")" \
+	"0:scaled_grad_overflow:fc2/in1.grad:$(mline FAULTS_MLP_FC2) 1:scaled_grad_overflow:fc2/in1.grad:$(mline FAULTS_MLP_FC2)"
+check "gradoverflow: hold decisions count their clean steps" \
+	"$(q f_gradoverflow.db "SELECT group_concat(clean_steps) FROM (SELECT clean_steps FROM loss_scale WHERE reason = 'hold' ORDER BY step)")" "1,2"
+"$AMPPROF" report f_gradoverflow.db >f_gradoverflow.report 2>&1
+check_true "report: the scale history line" grep -q "^  scaling      probing (normal) at steps 0,1; 2 skipped (50.0 % of the steps)$" f_gradoverflow.report
+check_true "report: the history advice with the first back-off's cause and forward call site" \
+	grep -Eq "loss_scale_history: loss scale history: probing .* first back-off at step 0 \(1048576 -> 524288, overflow\): Linear fc2/in1.grad at [^ ]*faults.c:[0-9]+, forward at [^ ]*faults.c:$(mline FAULTS_MLP_FC2)" f_gradoverflow.report
+"$AMPPROF" report --format=json f_gradoverflow.db >f_gradoverflow.json 2>&1
+check "report json: scale_history, its steps, skipped_share" \
+	"$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["scale_history"], d["scale_history_steps"], d["skipped_share"])' f_gradoverflow.json)" \
+	"probing [0, 1] 0.5"
+"$AMPVIEW" --headless --panel=scale --width=100 --height=18 f_gradoverflow.db >f_gradoverflow.scale 2>&1
+check_true "ampview loss-scale panel: the history line" grep -Eq "history: probing \(normal\) at steps 0,1 (·|\.) 2 skipped \(50.0 %\)" f_gradoverflow.scale
+# isolated spikes: unstable amp's one back-off, 299 steps into a settled scale, with its cause
+check "unstable amp: history isolated_spikes at the back-off step $BACKOFF" \
+	"$(q amp.db "SELECT scale_history, scale_history_steps FROM run_summary")" "isolated_spikes|$BACKOFF"
+check "unstable amp: the back-off linked to its gradient with the absmax of the step before" \
+	"$(q amp.db "SELECT cause_class, cause_op, cause_absmax > 0 FROM loss_scale WHERE reason = 'overflow'")" "scaled_grad_overflow|Linear|1"
+check "unstable amp: 1 skipped step: no skipped-steps rule" "$(q amp.db "SELECT count(*) FROM advice WHERE rule = 'skipped_steps'")" 0
+# collapsing: a forward cast overflow at every step drives the scale to its floor
+fault cast --bad-step -1 --steps 12
+check "cast at every step: history collapsing, 12 back-offs" \
+	"$(q f_cast.db "SELECT scale_history, (SELECT count(*) FROM loss_scale WHERE reason = 'overflow') FROM run_summary")" "collapsing|12"
+check "cast at every step: the skipped-steps rule fires (12 of 12)" \
+	"$(q f_cast.db "SELECT rule, step FROM advice WHERE rule = 'skipped_steps'")" "skipped_steps|0"
+check_true "cast at every step: the floor verdict blames the forward pass, not unscaled gradients" \
+	grep -q "the forward pass goes non-finite (cast_overflow) whatever the scale" \
+	<(q f_cast.db "SELECT message FROM advice WHERE rule = 'loss_scale_floor'")
 
 # ---- 8. nothing left behind ------------------------------------------------------------------
 check "no spool directory left beside the outputs" "$(find "$T" -name '.ampprof-spool-*' | wc -l)" 0

@@ -17,6 +17,9 @@
  *                with --config (the test writes it): the white-list Linear runs in FP32.
  *   gradoverflow a dynamic loss scale starting at 2^20: the scaled gradients overflow in the
  *                backward of 'fc2' at step 0 (then the scaler backs off).
+ *   invalid      the square root of values shifted below zero: NaN from an invalid operation,
+ *                no overflow; the NaN reaches the gradients (the scaler skips the step).
+ * --bad-step -1 makes every step the bad one.
  */
 #include <amp/amp.h>
 #include <stdio.h>
@@ -32,6 +35,8 @@ typedef struct faults_opts {
 } faults_opts;
 
 static faults_opts g = {NULL, NULL, 4, 2};
+
+static int bad(int step) { return g.bad < 0 || step == g.bad; }
 
 #define CHECK(call)                                                                               \
 	do {                                                                                          \
@@ -50,7 +55,7 @@ static void fill(float *x, int n, float base, int step)
 static int step_underflow(amp_ctx *ctx, amp_tensor *w, int step, amp_tensor **loss)
 {
 	float x[BATCH * FEAT];
-	fill(x, BATCH * FEAT, step == g.bad ? 2e-5f : 1.0f, step);
+	fill(x, BATCH * FEAT, bad(step) ? 2e-5f : 1.0f, step);
 	amp_tensor *xt, *h, *sq, *y;
 	CHECK(amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEAT), AMP_F32, &xt));
 	CHECK(amp_linear(ctx, "proj", xt, w, NULL, &h));
@@ -69,7 +74,7 @@ static int step_cast(amp_ctx *ctx, amp_tensor *w, int step, amp_tensor **loss)
 	fill(x, BATCH * FEAT, 1.0f, step);
 	amp_tensor *xt, *b, *h;
 	CHECK(amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEAT), AMP_F32, &xt));
-	CHECK(amp_scale(ctx, "boost", xt, step == g.bad ? 1e5f : 1.0f, &b)); /* FAULTS_CAST_SRC */
+	CHECK(amp_scale(ctx, "boost", xt, bad(step) ? 1e5f : 1.0f, &b)); /* FAULTS_CAST_SRC */
 	CHECK(amp_linear(ctx, "fc", b, w, NULL, &h));                          /* FAULTS_CAST_USE */
 	CHECK(amp_mean(ctx, "loss", h, loss));
 	return 0;
@@ -106,6 +111,27 @@ static int step_gemm(amp_ctx *ctx, amp_tensor *w, amp_tensor *w2, int step, amp_
 	CHECK(amp_linear(ctx, "wide", xt, w, NULL, &h)); /* FAULTS_GEMM_WIDE */
 	CHECK(amp_relu(ctx, "act", h, &r));
 	CHECK(amp_linear(ctx, "head", r, w2, NULL, &y)); /* FAULTS_GEMM_HEAD */
+	CHECK(amp_mean(ctx, "loss", y, loss));
+	return 0;
+fail:
+	return -1;
+}
+
+/* loss = mean(sqrt(fc(x)^2 + c)): c is 1, -100 at the bad step (sqrt of negatives: NaN, and
+ * NaN gradients through sqrt's backward). */
+static int step_invalid(amp_ctx *ctx, amp_tensor *w, int step, amp_tensor **loss)
+{
+	float x[BATCH * FEAT], c[BATCH * FEAT];
+	fill(x, BATCH * FEAT, 1.0f, step);
+	for (int i = 0; i < BATCH * FEAT; i++)
+		c[i] = bad(step) ? -100.0f : 1.0f;
+	amp_tensor *xt, *ct, *h, *sq, *a, *y;
+	CHECK(amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEAT), AMP_F32, &xt));
+	CHECK(amp_tensor_from_f32(ctx, c, amp_shape2(BATCH, FEAT), AMP_F32, &ct));
+	CHECK(amp_linear(ctx, "fc", xt, w, NULL, &h));
+	CHECK(amp_mul(ctx, "sq", h, h, &sq));
+	CHECK(amp_add(ctx, "shift", sq, ct, &a));
+	CHECK(amp_sqrt(ctx, "root", a, &y)); /* FAULTS_INVALID_SQRT */
 	CHECK(amp_mean(ctx, "loss", y, loss));
 	return 0;
 fail:
@@ -174,6 +200,8 @@ static int run(void)
 			rc = step_gradunder(ctx, w, step, &loss);
 		else if (strcmp(f, "gemm") == 0)
 			rc = step_gemm(ctx, w, w2, step, &loss);
+		else if (strcmp(f, "invalid") == 0)
+			rc = step_invalid(ctx, w, step, &loss);
 		else
 			rc = step_mlp(ctx, w, w2, step, &loss);
 		if (rc != 0)
@@ -196,8 +224,8 @@ out:
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = {"underflow", "cast",      "gradunder",
-	                                    "gemm",      "blacklist", "gradoverflow"};
+	static const char *const names[] = {"underflow", "cast",         "gradunder", "gemm",
+	                                    "blacklist", "gradoverflow", "invalid"};
 	for (int i = 1; i < argc; i += 2) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
@@ -222,7 +250,7 @@ int main(int argc, char **argv)
 		known |= strcmp(g.fault, names[i]) == 0;
 	if (!known || g.steps < 1) {
 		fprintf(stderr, "usage: faults --fault underflow|cast|gradunder|gemm|blacklist|"
-		                "gradoverflow [--steps N] [--bad-step S] [--config FILE]\n");
+		                "gradoverflow|invalid [--steps N] [--bad-step S] [--config FILE]\n");
 		return 2;
 	}
 	return run();
