@@ -478,6 +478,14 @@ done
 check "ampdump --list (runtime_cases): step 2 with loss nan, origin Log" \
 	"$("$AMPDUMP" --list --format=csv rc_inv.db | awk -F, '$1 == 2 { print $1, $5, $8 }')" "2 nan Log"
 
+# --dump=nonfinite is the default: the invalid run above (no --dump) has the origin's tensors
+check "default --dump=nonfinite: the origin's input and output dumped at step 2, nothing else" \
+	"$(q f_invalid.db "SELECT group_concat(DISTINCT step || ':' || op || ':' || reason), sum(role = 'input') > 0, sum(role = 'output') > 0 FROM dumps")" \
+	"2:Sqrt:nonfinite|1|1"
+check "default --dump: meta options.dump nonfinite" "$(meta f_invalid.db options.dump)" nonfinite
+"$AMPPROF" -q -o f_nodump.db --dump=off -- "$FAULTS" --fault invalid >/dev/null 2>&1
+check "--dump=off: no dumps" "$(q f_nodump.db "SELECT count(*) FROM dumps")" 0
+
 # ---- 10. why the scale changed -----------------------------------------------------------------
 # probing: a scale started far too high backs off at its first steps, then holds
 check "gradoverflow: history probing at steps 0,1; half the steps skipped" \

@@ -29,7 +29,7 @@ out=$("$AMPPROF" --help); rc=$?
 check "help exits 0" "$rc" 0
 check_true "help lists exit codes" grep -q "no events" <<<"$out"
 check_true "help: --dump-limit defaults to 256M" grep -Eq -- "--dump-limit=<size> .*\(256M\)$" <<<"$out"
-check_true "version names the schema" grep -q "profile schema 2" <<<"$("$AMPPROF" --version)"
+check_true "version names the schema" grep -q "profile schema 3" <<<"$("$AMPPROF" --version)"
 err=$("$AMPPROF" --nan-check=sometimes -- true 2>&1); rc=$?
 check "invalid option value exits 2" "$rc" 2
 check_true "invalid value message" grep -q "invalid value 'sometimes' for --nan-check" <<<"$err"
@@ -70,7 +70,7 @@ check_true "unaligned GEMM advice" test "$(q run.db "SELECT count(*) FROM advice
 # engines: the producer's MatMuls (fp16) run on fp32-fma unless told otherwise
 check "engine column filled" "$(q run.db "SELECT group_concat(r) FROM (SELECT DISTINCT op || ':' || coalesce(engine, 'NULL') AS r FROM ops ORDER BY r)")" \
 	"MatMul:fp32-fma,ReLU:fp32-fma,Softmax:fp32-fma"
-check "schema version 2" "$(q run.db "SELECT value FROM meta WHERE key = 'schema_version'") $(q run.db 'PRAGMA user_version')" "2 2"
+check "schema version 3" "$(q run.db "SELECT value FROM meta WHERE key = 'schema_version'") $(q run.db 'PRAGMA user_version')" "3 3"
 check_true "meta cpu_half_features" grep -Eq '^(none|((avx512_bf16|avx512_fp16|amx_bf16|amx_tile) ?)+)$' \
 	<<<"$(q run.db "SELECT value FROM meta WHERE key = 'cpu_half_features'")"
 check "emulated: native half share 0, half types fp16" "$(q run.db 'SELECT native_half_share, half_types FROM overview')" "0.0|fp16"
@@ -106,7 +106,7 @@ check_true "report shows top ops" grep -q "MatMul" <<<"$out"
 check_true "report --format=json parses" python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["steps"] == 10 and len(d["top_ops"]) == 3' < <("$AMPPROF" report --format=json run.db)
 check_true "export chrome parses" python3 -c 'import json,sys; d=json.load(sys.stdin); assert sum(e.get("cat") == "op" for e in d["traceEvents"]) == 200' < <("$AMPPROF" export --format=chrome run.db)
 check "export csv rows" "$("$AMPPROF" export --format=csv run.db | wc -l)" 201
-check "export csv steps header" "$("$AMPPROF" export --format=csv --table=steps run.db | head -1)" "step,start_ns,dur_ns,loss,scale,overflow,skipped,samples,detail,thread"
+check "export csv steps header" "$("$AMPPROF" export --format=csv --table=steps run.db | head -1)" "step,start_ns,dur_ns,loss,scale,overflow,skipped,samples,detail,thread,loss_state"
 
 # --steps: detail only for the chosen steps, step rows for all
 "$AMPPROF" -q -o steps.db --steps=2-3 -- "$PRODUCER" --steps 10 --ops 20
@@ -177,8 +177,9 @@ check "exit(): meta" "$(q exit.db "SELECT group_concat(value, ',') FROM (SELECT 
 check "exit(): steps before exit" "$(q exit.db 'SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL')" 4
 check "exit(): integrity" "$(integrity exit.db)" ok
 
-# ampprof itself is SIGKILLed: the db is valid with what was committed
-"$AMPPROF" -q -o self.db -- "$PRODUCER" --steps 60 --ops 10 --sleep-ms 25 &
+# ampprof itself is SIGKILLed: the db is valid with what was committed (--dump=off: a killed
+# collector cannot remove its spool directory, which the checks below would then find)
+"$AMPPROF" -q -o self.db --dump=off -- "$PRODUCER" --steps 60 --ops 10 --sleep-ms 25 &
 ap=$!
 sleep 1
 child=$(pgrep -P "$ap")
