@@ -90,10 +90,10 @@ check_true "bf16: the report says BF16 share" grep -q '^  BF16 share ' <<<"$("$A
 check "custom op type stored by name" "$(q named.db "SELECT count(*) > 0 FROM ops WHERE op = 'FlashAttention'") $(q named.db "SELECT list FROM op_types WHERE name = 'FlashAttention'")" "1 gray"
 check "ops rows = producer's count with a custom op" "$(q named.db 'SELECT count(*) FROM ops')" \
 	"$(q named.db "SELECT value FROM meta WHERE key = 'ops_dispatched'")"
-err=$("$AMPPROF" -q -o wire.db -- "$PRODUCER" --fake-wire 3 2>&1); rc=$?
+err=$("$AMPPROF" -q -o wire.db -- "$PRODUCER" --fake-wire 4 2>&1); rc=$?
 check "wire version mismatch exits 7" "$rc" 7
-check_true "wire version mismatch names both versions" grep -q "uses libamprt with wire format 3, this ampprof speaks 2" <<<"$err"
-check "wire version mismatch in meta" "$(q wire.db "SELECT value FROM meta WHERE key = 'producer_wire_version'")" 3
+check_true "wire version mismatch names both versions" grep -q "uses libamprt with wire format 4, this ampprof speaks 3" <<<"$err"
+check "wire version mismatch in meta" "$(q wire.db "SELECT value FROM meta WHERE key = 'producer_wire_version'")" 4
 "$AMPPROF" -q -o run.db -- "$PRODUCER" 2>/dev/null; check "existing output refused" "$?" 4
 "$AMPPROF" -q -f -o run.db -- "$PRODUCER" --steps 10 --ops 20; check "--force overwrites" "$?" 0
 check "op row size <= 40 bytes" "$(q run.db "SELECT CASE WHEN sum(pgsize) * 1.0 / (SELECT count(*) FROM op_events) <= 40 OR (SELECT count(*) FROM op_events) < 1000 THEN 1 ELSE 0 END FROM dbstat WHERE name = 'op_events'")" 1
