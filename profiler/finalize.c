@@ -1492,6 +1492,297 @@ static int run_scale_history(sqlite3 *db, double fp16, double copy)
 	return rule_scale_history(db);
 }
 
+/* ---- overflow forecast and FP16 readiness ----------------------------------------------------- */
+
+#define FP16_MAX 65504.0
+#define FP16_NORMAL_MIN 0x1p-14
+
+/* One tensor's series of checked steps, as least-squares sums (forecast). */
+typedef struct series {
+	char name[128], op[64], role[16];
+	double n, sx, sy, sxx, sxy, syy, su, sxu;
+	int64_t first, last, callsite;
+	double absmax, share;
+} series;
+
+static int series_flush(sqlite3 *db, sqlite3_stmt *ins, const series *s, double final_scale)
+{
+	if (s->n < 8)
+		return 0;
+	double det = s->n * s->sxx - s->sx * s->sx;
+	if (det <= 0)
+		return 0;
+	double b = (s->n * s->sxy - s->sx * s->sy) / det, a = (s->sy - b * s->sx) / s->n;
+	double vy = s->n * s->syy - s->sy * s->sy;
+	double r2 = vy > 0 ? (s->n * s->sxy - s->sx * s->sy) * (s->n * s->sxy - s->sx * s->sy) /
+	                         (det * vy)
+	                   : 0;
+	double drift = (s->n * s->sxu - s->sx * s->su) / det;
+	int grad = strcmp(s->role, "grad") == 0;
+	double limit = grad ? FP16_MAX / (final_scale > 0 ? final_scale : 1) : FP16_MAX;
+	int grows = b > 0 && r2 >= 0.5;
+	int drifts = drift > 0 && s->share > 0.01;
+	if (!grows && !drifts)
+		return 0;
+	(void)db;
+	sqlite3_bind_text(ins, 1, s->name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(ins, 2, s->op, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(ins, 3, s->role, -1, SQLITE_TRANSIENT);
+	if (s->callsite > 0)
+		sqlite3_bind_int64(ins, 4, s->callsite);
+	sqlite3_bind_int64(ins, 5, (int64_t)s->n);
+	sqlite3_bind_int64(ins, 6, s->first);
+	sqlite3_bind_int64(ins, 7, s->last);
+	sqlite3_bind_double(ins, 8, s->absmax);
+	sqlite3_bind_double(ins, 9, exp(b));
+	sqlite3_bind_double(ins, 10, r2);
+	sqlite3_bind_double(ins, 11, limit);
+	if (grows) {
+		double at = (log(limit) - a) / b;
+		sqlite3_bind_double(ins, 12, at);
+		sqlite3_bind_double(ins, 13, at - (double)s->last);
+	}
+	sqlite3_bind_double(ins, 14, s->share);
+	sqlite3_bind_double(ins, 15, drift);
+	int rc = sqlite3_step(ins) == SQLITE_DONE ? 0 : -1;
+	sqlite3_reset(ins);
+	sqlite3_clear_bindings(ins);
+	return rc;
+}
+
+/* The forecast table (see profile.sql): one pass over the FP16 tensors' finite rows in series
+ * order.  Gradients are divided by their step's scale, so a back-off is not a trend. */
+static int build_forecast(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL, *ins = NULL;
+	int rc = -1;
+	double final_scale = query_double(db, "SELECT new_scale FROM loss_scale WHERE new_scale IS "
+	                                      "NOT NULL ORDER BY step DESC, rowid DESC LIMIT 1", 1);
+	if (sqlite3_exec(db, "DELETE FROM forecast", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db,
+	                       "SELECT t.name, t.op, t.role, t.step, t.absmax, t.count, t.underflow,"
+	                       " t.callsite, (SELECT scale FROM steps s WHERE s.step = t.step"
+	                       " ORDER BY s.rowid LIMIT 1) FROM tensor_stats t WHERE t.dtype = 'fp16'"
+	                       " AND t.role IN ('output', 'grad') AND t.nan = 0 AND t.inf = 0"
+	                       " AND t.count > 0 AND t.name IS NOT NULL"
+	                       " ORDER BY t.name, t.role, t.op, t.step, t.id", -1, &st,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db,
+	                       "INSERT INTO forecast(name, op, role, dtype, callsite, points,"
+	                       " first_step, last_step, absmax, growth, r2, limit_value,"
+	                       " overflow_step, steps_left, underflow_share, underflow_drift)"
+	                       " VALUES (?1, ?2, ?3, 'fp16', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+	                       " ?13, ?14, ?15)", -1, &ins, NULL) != SQLITE_OK)
+		goto out;
+	series cur;
+	memset(&cur, 0, sizeof cur);
+	int have = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = col_text(st, 0), *op = col_text(st, 1), *role = col_text(st, 2);
+		if (!have || strcmp(cur.name, name) != 0 || strcmp(cur.op, op) != 0 ||
+		    strcmp(cur.role, role) != 0) {
+			if (have && series_flush(db, ins, &cur, final_scale) != 0)
+				goto out;
+			memset(&cur, 0, sizeof cur);
+			snprintf(cur.name, sizeof cur.name, "%s", name);
+			snprintf(cur.op, sizeof cur.op, "%s", op);
+			snprintf(cur.role, sizeof cur.role, "%s", role);
+			cur.first = sqlite3_column_int64(st, 3);
+			have = 1;
+		}
+		double x = (double)sqlite3_column_int64(st, 3), absmax = sqlite3_column_double(st, 4);
+		double count = sqlite3_column_double(st, 5), under = sqlite3_column_double(st, 6);
+		double scale = sqlite3_column_type(st, 8) == SQLITE_NULL ? 1 : sqlite3_column_double(st, 8);
+		double u = under / count;
+		cur.last = (int64_t)x;
+		cur.absmax = absmax;
+		cur.share = u;
+		cur.callsite = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 7);
+		cur.su += u;
+		cur.sxu += x * u;
+		if (!(absmax > 0))
+			continue; /* all zeros: no magnitude to fit */
+		double y = log(strcmp(role, "grad") == 0 && scale > 0 ? absmax / scale : absmax);
+		cur.n += 1;
+		cur.sx += x;
+		cur.sy += y;
+		cur.sxx += x * x;
+		cur.sxy += x * y;
+		cur.syy += y * y;
+	}
+	if (have && series_flush(db, ins, &cur, final_scale) != 0)
+		goto out;
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	sqlite3_finalize(ins);
+	return rc;
+}
+
+/* The nearest predicted overflows, as advice (the report and ampview show them): up to 5 series
+ * whose overflow is predicted ahead of the last step fitted.  An Exp's output grows by the
+ * factor its input grows by in the exponent: said that way ("its input grows 0.0198 per
+ * step").  Also the underflow drift of the series furthest under FP16's normal range. */
+static int rule_forecast(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT f.name, f.op, f.role, f.growth, f.overflow_step, f.steps_left,"
+	                       " f.limit_value, f.last_step, c.file, c.line, f.callsite, f.absmax"
+	                       " FROM forecast f LEFT JOIN callsites c ON c.id = f.callsite"
+	                       " WHERE f.steps_left > 0 ORDER BY f.steps_left, f.name LIMIT 5",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	advice_buf ev = {.used = 0};
+	char first[1024] = "", first_op[64] = "";
+	int64_t site = -1;
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = col_text(st, 0), *op = col_text(st, 1), *role = col_text(st, 2);
+		double g = sqlite3_column_double(st, 3), at = sqlite3_column_double(st, 4);
+		char how[160], where[600];
+		if (strcmp(op, "Exp") == 0 && strcmp(role, "output") == 0)
+			snprintf(how, sizeof how, "Exp input grows %.3g per step (its output x%.4g)",
+			         log(g), g);
+		else
+			snprintf(how, sizeof how, "%s %s grows x%.4g per step", op,
+			         strcmp(role, "grad") == 0 ? "gradient (unscaled)" : "output", g);
+		site_text(where, sizeof where, (const char *)sqlite3_column_text(st, 8),
+		          sqlite3_column_int(st, 9));
+		buf_add(&ev, "%s%.127s: %s, overflows FP16 (%.9g) around step %.0f, %.0f step(s) after "
+		        "the last one fitted (absmax %.6g at step %" PRId64 ")%s%s", n ? "\n" : "", name,
+		        how, sqlite3_column_double(st, 6), at, sqlite3_column_double(st, 5),
+		        sqlite3_column_double(st, 11), (int64_t)sqlite3_column_int64(st, 7),
+		        where[0] ? ", called at " : "", where);
+		if (!n) {
+			snprintf(first, sizeof first, "%.127s: %s, overflows FP16 around step %.0f", name,
+			         how, at);
+			snprintf(first_op, sizeof first_op, "%s", op);
+			site = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 10);
+		}
+		n++;
+	}
+	sqlite3_finalize(st);
+	int rc = 0;
+	if (n) {
+		char msg[1400];
+		snprintf(msg, sizeof msg, "overflow forecast: %s%s; keep it in range, run it in FP32 or "
+		         "lower the loss scale before then", first,
+		         n > 1 ? " (and more: see the evidence)" : "");
+		/* no advice step: the predicted one has not run (the message names it) */
+		rc |= add_advice(db, "overflow_forecast", "warning", msg, ev.text, first_op, -1, site);
+	}
+	/* underflow drift: the series with the largest share under FP16's normal range, rising */
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name, op, role, underflow_share, underflow_drift, last_step"
+	                       " FROM forecast WHERE underflow_drift > 0 AND underflow_share > 0.01"
+	                       " ORDER BY underflow_share DESC, name LIMIT 1", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		char msg[600];
+		snprintf(msg, sizeof msg,
+		         "underflow drift: %.1f %% of %.127s (%s %s) sits under FP16's normal range "
+		         "(6.1e-5) at step %" PRId64 ", rising %.3g points per 100 steps",
+		         100.0 * sqlite3_column_double(st, 3), col_text(st, 0), col_text(st, 1),
+		         col_text(st, 2), (int64_t)sqlite3_column_int64(st, 5),
+		         1e4 * sqlite3_column_double(st, 4));
+		rc |= add_advice(db, "underflow_drift", "info", msg, NULL, col_text(st, 1), -1, -1);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* FP16 readiness of an FP32 run (no half type ran): from its checked tensors' absmax and
+ * headroom counts, which would overflow FP16 (absmax above 65504) and which gradients hold
+ * values under its normal range (they would flush without a loss scale); the verdict goes to
+ * run_summary.fp16_ready and an advice row. */
+static int rule_fp16_ready(sqlite3 *db)
+{
+	char types[32];
+	query_text(db, "SELECT coalesce(half_types, '') FROM run_summary", types, sizeof types);
+	double rows = query_double(db, "SELECT count(*) FROM tensor_stats WHERE dtype = 'fp32'", 0);
+	if (types[0] || rows <= 0)
+		return 0;
+	sqlite3_stmt *st = NULL;
+	advice_buf ev = {.used = 0};
+	char over[512] = "", under[512] = "";
+	size_t ol = 0, ul = 0;
+	int n_over = 0, n_under = 0;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name, op, role, max(absmax), min(step) FROM tensor_stats"
+	                       " WHERE dtype = 'fp32' AND absmax > 65504 AND role <> 'input'"
+	                       " GROUP BY name, op, role ORDER BY 4 DESC, 1 LIMIT 8", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		buf_add(&ev, "%s%.127s (%s %s): absmax %.6g above 65504, first at step %" PRId64,
+		        ev.used ? "\n" : "", col_text(st, 0), col_text(st, 1), col_text(st, 2),
+		        sqlite3_column_double(st, 3), (int64_t)sqlite3_column_int64(st, 4));
+		if (n_over < 4 && ol < sizeof over)
+			ol += (size_t)snprintf(over + ol, sizeof over - ol, "%s%.100s (%s, from step %"
+			                       PRId64 ")", n_over ? ", " : "", col_text(st, 0),
+			                       col_text(st, 1), (int64_t)sqlite3_column_int64(st, 4));
+		n_over++;
+	}
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name, op, total(underflow) / total(count), max(absmax)"
+	                       " FROM tensor_stats WHERE dtype = 'fp32' AND role = 'grad'"
+	                       " AND count > 0 GROUP BY name, op HAVING total(underflow) / total(count)"
+	                       " > 0.01 ORDER BY 3 DESC, 1 LIMIT 8", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		buf_add(&ev, "%s%.127s (%s gradient): %.1f %% of its values under 6.1e-5", 
+		        ev.used ? "\n" : "", col_text(st, 0), col_text(st, 1),
+		        100.0 * sqlite3_column_double(st, 2));
+		if (n_under < 4 && ul < sizeof under)
+			ul += (size_t)snprintf(under + ul, sizeof under - ul, "%s%.100s (%.1f %%)",
+			                       n_under ? ", " : "", col_text(st, 0),
+			                       100.0 * sqlite3_column_double(st, 2));
+		n_under++;
+	}
+	sqlite3_finalize(st);
+	double gmax = query_double(db, "SELECT max(absmax) FROM tensor_stats WHERE dtype = 'fp32' "
+	                               "AND role = 'grad'", 0);
+	const char *verdict = n_over ? "overflows" : n_under ? "needs_loss_scale" : "ready";
+	char msg[2048], scale[160] = "";
+	if (n_under && gmax > 0)
+		snprintf(scale, sizeof scale, "; a static scale of %.9g would keep the largest gradient "
+		         "(%.3g) below 32768", fmin(exp2(floor(log2(32768.0 / gmax))), 16777216.0),
+		         gmax);
+	size_t ml = (size_t)snprintf(msg, sizeof msg, "FP16 readiness of this FP32 run: ");
+	if (!n_over && !n_under)
+		snprintf(msg + ml, sizeof msg - ml, "every checked tensor fits FP16's range (no absmax "
+		         "above 65504, gradients above its normal range): it can run in "
+		         "allow_mix_precision as it is");
+	else {
+		if (n_over && ml < sizeof msg)
+			ml += (size_t)snprintf(msg + ml, sizeof msg - ml, "%d tensor(s) would overflow "
+			                       "FP16: %s; keep them in FP32 (custom_black_list) or in range",
+			                       n_over, over);
+		if (n_under && ml < sizeof msg)
+			snprintf(msg + ml, sizeof msg - ml, "%s%d gradient(s) would underflow without a "
+			         "loss scale: %s; the run needs one (dynamic scaling, the FP16 default)%s",
+			         n_over ? "; " : "", n_under, under, scale);
+	}
+	sqlite3_stmt *up = NULL;
+	if (sqlite3_prepare_v2(db, "UPDATE run_summary SET fp16_ready = ?", -1, &up, NULL) !=
+	    SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(up, 1, verdict, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(up) == SQLITE_DONE ? 0 : -1;
+	sqlite3_finalize(up);
+	return rc | add_advice(db, "fp16_readiness", n_over ? "warning" : "info", msg, ev.text, NULL,
+	                       -1, -1);
+}
+
+static int run_forecast(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return build_forecast(db) || rule_forecast(db) || rule_fp16_ready(db) ? -1 : 0;
+}
+
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
 /* A profile that does not hold the whole run (meta incomplete: threads that found no ring,
  * records dropped in drop mode): said first, since every figure and rule below then reads a
@@ -1548,6 +1839,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	    {"incomplete", run_incomplete},
 	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
 	    {"scale_history", run_scale_history}, {"grad_underflow", run_grad_underflow},
+	    {"forecast", run_forecast},
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
 	    {"gemm", run_gemm},
 	};

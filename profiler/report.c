@@ -449,6 +449,47 @@ static void json_text_or_null(FILE *f, sqlite3_stmt *st, int i)
 		json_str(f, col_str(st, i));
 }
 
+/* The overflow forecast (schema version 3): the nearest predicted overflows first, up to 10. */
+static int json_forecast(sqlite3 *db, FILE *f)
+{
+	if (!amp_profile_has_table(db, "forecast"))
+		return 0;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT f.name, f.op, f.role, f.growth, f.overflow_step, f.steps_left,"
+	                       " f.limit_value, f.first_step, f.last_step, f.absmax, f.r2,"
+	                       " f.underflow_share, f.underflow_drift, c.file, c.line"
+	                       " FROM forecast f LEFT JOIN callsites c ON c.id = f.callsite"
+	                       " WHERE f.steps_left > 0 ORDER BY f.steps_left, f.name LIMIT 10",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+		fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
+		json_text_or_null(f, st, 0);
+		fputs(", \"op\": ", f);
+		json_text_or_null(f, st, 1);
+		fputs(", \"role\": ", f);
+		json_text_or_null(f, st, 2);
+		json_real(f, ", ", "growth_per_step", col_real(st, 3));
+		json_real(f, ", ", "overflow_step", col_real(st, 4));
+		json_real(f, ", ", "steps_left", col_real(st, 5));
+		json_real(f, ", ", "limit", col_real(st, 6));
+		fprintf(f, ", \"first_step\": %" PRId64 ", \"last_step\": %" PRId64, col_int(st, 7),
+		        col_int(st, 8));
+		json_real(f, ", ", "absmax", col_real(st, 9));
+		json_real(f, ", ", "r2", col_real(st, 10));
+		json_real(f, ", ", "underflow_share", col_real(st, 11));
+		json_real(f, ", ", "underflow_drift", col_real(st, 12));
+		fputs(", \"file\": ", f);
+		json_text_or_null(f, st, 13);
+		fputs(", \"line\": ", f);
+		json_int(f, sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : col_int(st, 14), 1);
+		fputc('}', f);
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
 /* The classes of the nonfinite table: first step, steps, the first step's origin. */
 static int json_nonfinite(sqlite3 *db, FILE *f)
 {
@@ -651,7 +692,21 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		fputc('}', f);
 	}
 	sqlite3_finalize(st);
-	fputs("],\n \"nonfinite\": [", f);
+	fputs("],\n \"forecast\": [", f);
+	if (json_forecast(db, f) != 0)
+		return -1;
+	fputs("],\n \"fp16_ready\": ", f);
+	{
+		char ready[32] = "";
+		if (amp_profile_has_column(db, "run_summary", "fp16_ready"))
+			amp_profile_query_text(db, ready, sizeof ready,
+			                       "SELECT fp16_ready FROM run_summary", NULL);
+		if (ready[0])
+			json_str(f, ready);
+		else
+			fputs("null", f);
+	}
+	fputs(",\n \"nonfinite\": [", f);
 	if (json_nonfinite(db, f) != 0)
 		return -1;
 	dump_counts d;

@@ -13,7 +13,8 @@
 -- Version 3 added what explains a non-finite value and the loss scale: tensor_stats.src_seq,
 -- .cast_source, .tiny_at_nonfinite, .param_grad; nonfinite's classes 'underflow' and 'cast_overflow' and
 -- its src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
--- clean_steps; run_summary.scale_history, .scale_history_steps and .skipped_share.
+-- clean_steps; run_summary.scale_history, .scale_history_steps and .skipped_share; the
+-- forecast table; run_summary.fp16_ready (an FP32 run's readiness for FP16).
 --
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
@@ -322,6 +323,33 @@ CREATE TABLE nonfinite (
 	fwd_callsite INTEGER   -- a backward origin: callsites.id of its forward op (the layer)
 );
 
+-- Version 3: the overflow forecast, computed at finalize from the absmax of each checked FP16
+-- tensor over the steps (tensor_stats rows of role 'output' and 'grad', finite, one series per
+-- name, role and op): a least-squares line through ln(absmax) against the step (gradients
+-- divided by their step's loss scale first) predicts when the tensor passes its FP16 limit,
+-- 65504 for an activation and 65504 / the final loss scale for a scaled gradient; and the share
+-- of its non-zero values under FP16's normal range (6.1e-5), with its drift.  One row per series
+-- of at least 8 steps whose absmax grows (fit r2 >= 0.5) or whose underflow share drifts up.
+CREATE TABLE forecast (
+	name            TEXT,     -- tensor name (tensor_stats.name: layer label, 'fc/in1.grad')
+	op              TEXT,     -- op type
+	role            TEXT,     -- 'output' or 'grad'
+	dtype           TEXT,     -- 'fp16'
+	callsite        INTEGER,  -- callsites.id of its last row (the op's call site)
+	points          INTEGER,  -- steps fitted
+	first_step      INTEGER,  -- the steps fitted: first
+	last_step       INTEGER,  -- and last
+	absmax          REAL,     -- absmax at the last step (as stored: scaled for a gradient)
+	growth          REAL,     -- factor by which absmax (unscaled) grows per step (> 1: grows)
+	r2              REAL,     -- goodness of the fit of ln(absmax) (0..1)
+	limit_value     REAL,     -- the FP16 limit it is held against (65504, or 65504 / scale)
+	overflow_step   REAL,     -- predicted step where absmax passes limit_value; NULL if not
+	                          -- growing
+	steps_left      REAL,     -- overflow_step - last_step
+	underflow_share REAL,     -- of its values at the last step, those non-zero under 6.1e-5
+	underflow_drift REAL      -- change of that share per step (fit over the steps)
+);
+
 -- Findings of the advice rules (docs/ARCHITECTURE.md §9), computed at finalize.
 CREATE TABLE advice (
 	id       INTEGER PRIMARY KEY,  -- row id, in order of importance
@@ -387,7 +415,10 @@ CREATE TABLE run_summary (
 	                          -- at growth), 'collapsing' (back-offs outpacing growth, the floor
 	                          -- in reach); NULL for a static scale or no scaler
 	scale_history_steps TEXT, -- the steps that show it, comma-separated (back-offs, growths)
-	skipped_share   REAL      -- skipped optimizer steps / steps (0..1)
+	skipped_share   REAL,     -- skipped optimizer steps / steps (0..1)
+	fp16_ready      TEXT      -- an FP32 run (no half types): 'ready' (its tensors fit FP16's
+	                          -- range), 'needs_loss_scale' (gradients would underflow without
+	                          -- one), 'overflows' (some tensor passes 65504); NULL otherwise
 );
 
 CREATE VIEW overview AS SELECT * FROM run_summary;

@@ -522,8 +522,9 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"run_summary", "scale_history", "TEXT"},
 	    {"run_summary", "scale_history_steps", "TEXT"},
 	    {"run_summary", "skipped_share", "REAL"},
+	    {"run_summary", "fp16_ready", "TEXT"},
 	};
-	static const char *const tables[] = {"nonfinite"};
+	static const char *const tables[] = {"nonfinite", "forecast"};
 	int version = 0;
 	if (pragma_int(db, "PRAGMA user_version", &version) != SQLITE_OK)
 		return AMP_PROFILE_EIO;

@@ -521,6 +521,42 @@ check_true "cast at every step: the floor verdict blames the forward pass, not u
 	grep -q "the forward pass goes non-finite (cast_overflow) whatever the scale" \
 	<(q f_cast.db "SELECT message FROM advice WHERE rule = 'loss_scale_floor'")
 
+# ---- 11. overflow forecast ---------------------------------------------------------------------
+# unstable fp16 profiled up to step 200: the trend of the Exp 'rate' predicts the step-S overflow
+"$AMPPROF" -q -o fc200.db -- "$UNSTABLE" --precision=fp16 --steps 201 --log-every 0 >/dev/null 2>&1
+check "forecast (steps 0..200): no overflow yet" "$(q fc200.db "SELECT count(*) FROM steps WHERE overflow = 1")" 0
+pred=$(q fc200.db "SELECT overflow_step FROM forecast WHERE name = 'rate' AND op = 'Exp' AND role = 'output'")
+check_true "forecast: the Exp 'rate' overflow predicted within 15 % of step $S (predicted $pred)" \
+	"$PY" -c "import sys; p = float(sys.argv[1]); sys.exit(0 if abs(p - $S) <= 0.15 * $S else 1)" "${pred:-nan}"
+check "forecast: 'rate' is the nearest predicted overflow" \
+	"$(q fc200.db "SELECT name FROM forecast WHERE steps_left > 0 ORDER BY steps_left LIMIT 1")" rate
+check_true "forecast advice: 'rate: Exp input grows 0.02 per step, ... overflows FP16 around step N'" \
+	grep -Eq "^overflow forecast: rate: Exp input grows 0\.0[12][0-9]* per step \(its output x1\.0[12][0-9]*\), overflows FP16 around step (2[1-8][0-9])" \
+	<(q fc200.db "SELECT message FROM advice WHERE rule = 'overflow_forecast'")
+"$AMPPROF" report --format=json fc200.db >fc200.json 2>&1
+check "forecast in the report's JSON: the nearest first, with its call site" \
+	"$("$PY" -c 'import json,sys; f=json.load(open(sys.argv[1]))["forecast"][0]; print(f["name"], f["op"], f["role"], f["last_step"], f["line"] > 0)' fc200.json)" \
+	"rate Exp output 200 True"
+"$AMPVIEW" --headless --panel=overview --width=120 --height=60 fc200.db >fc200.view 2>&1
+check_true "ampview overview lists the forecast" grep -q "overflow forecast: rate: Exp input grows" fc200.view
+# healthy runs: nothing forecast to overflow within the run's own length
+"$AMPPROF" -q -o mlp60.db -- "$MLP" --precision=amp --steps 60 --log-every 0 >/dev/null 2>&1
+check "mlp_fashion amp, 60 steps: no overflow forecast within 60 steps" \
+	"$(q mlp60.db "SELECT count(*) FROM forecast WHERE steps_left <= 60")" 0
+
+# ---- 12. FP16 readiness of an FP32 run -----------------------------------------------------------
+check "unstable fp32 up to step $S: would overflow in FP16 (fp16_ready overflows)" \
+	"$(q un_fp32.db "SELECT fp16_ready FROM run_summary")" overflows
+check_true "unstable fp32: the readiness advice names the Exp 'rate' from step $S" \
+	grep -q "FP16 readiness of this FP32 run: 1 tensor(s) would overflow FP16: rate (Exp, from step $S)" \
+	<(q un_fp32.db "SELECT message FROM advice WHERE rule = 'fp16_readiness'")
+check "mlp_fashion fp32: needs a loss scale (gradients under FP16's normal range)" \
+	"$(q mlp_fp32.db "SELECT fp16_ready FROM run_summary")" needs_loss_scale
+check_true "mlp_fashion fp32: the advice says the run needs a loss scale" \
+	grep -Eq "gradient\(s\) would underflow without a loss scale: .*; the run needs one \(dynamic scaling, the FP16 default\); a static scale of [0-9]+ would keep" \
+	<(q mlp_fp32.db "SELECT message FROM advice WHERE rule = 'fp16_readiness'")
+check "half runs get no readiness verdict" "$(q mlp_amp.db "SELECT fp16_ready IS NULL FROM run_summary")" 1
+
 # ---- 8. nothing left behind ------------------------------------------------------------------
 check "no spool directory left beside the outputs" "$(find "$T" -name '.ampprof-spool-*' | wc -l)" 0
 check "nothing new in /dev/shm" "$(comm -13 <(echo "$SHM_BEFORE") <(ls_dir /dev/shm))" ""
