@@ -35,7 +35,9 @@ PRAGMA user_version = 3;
 -- dumps, other), rings_missing (threads or processes that found no ring: nothing of theirs is
 -- in the tables), unrecorded.<counter> (of a counter's total, what those threads counted),
 -- wall_ns, finalized_at.  Keys written by
--- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
+-- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale*,
+-- <key>_source for every configuration key that was set (where: 'amp.cfg:3', 'environment
+-- AMP_CUSTOM_BLACK_LIST' or 'amp_config_set'; version 3) and
 -- counters: ops_dispatched and copies (the runtime's own counts of op executions and of
 -- copies and casts, sent at every step end by each producing thread and summed over threads;
 -- with every step detailed they equal the row counts of ops and copies), dumps_written,
@@ -361,7 +363,11 @@ CREATE TABLE advice (
 	                               -- 'loss_scale_unusual', 'low_fp16_share' (the half share
 	                               -- below its threshold), 'emulated_half' (half-typed ops
 	                               -- ran on FP32 or scalar arithmetic), 'copy_share',
-	                               -- 'gemm_unaligned'
+	                               -- 'gemm_unaligned'; version 3: 'underflow' and
+	                               -- 'cast_overflow' (classes of nonfinite),
+	                               -- 'gradient_underflow', 'loss_scale_history',
+	                               -- 'skipped_steps', 'overflow_forecast',
+	                               -- 'underflow_drift', 'fp16_readiness'
 	severity TEXT NOT NULL,        -- 'info', 'warning' or 'error'
 	message  TEXT NOT NULL,        -- one-line finding with the suggested change
 	evidence TEXT,                 -- supporting figures, one item per line
