@@ -75,7 +75,14 @@ static int cmp_group(const void *pa, const void *pb)
 	}
 	if (x != y)
 		return x < y ? 1 : -1;
-	return *(const int *)pa - *(const int *)pb; /* stable: the model's order */
+	/* ties by name, so that equal counts list the same way in every run (the model's order
+	 * follows the measured times) */
+	int c = strcmp(a->op, b->op);
+	if (c == 0)
+		c = strcmp(a->label, b->label);
+	if (c == 0)
+		c = strcmp(a->dtype, b->dtype);
+	return c ? c : *(const int *)pa - *(const int *)pb;
 }
 
 static long rebuild(ops *o, view_ctx *ctx, const view_op_group **rows)
