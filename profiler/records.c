@@ -687,7 +687,6 @@ static int write_step_end(prof_writer *w, uint32_t ring, ring_map *rm, const uns
 
 static int write_scale(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
 {
-	(void)ring;
 	amp_rec_scale s;
 	memcpy(&s, p, sizeof s);
 	sqlite3_stmt *st = w->st_scale;
@@ -697,12 +696,12 @@ static int write_scale(prof_writer *w, uint32_t ring, ring_map *rm, const unsign
 	sqlite3_bind_double(st, 4, s.new_scale);
 	sqlite3_bind_text(st, 5, amp_scale_reason_name((amp_scale_reason)s.reason), -1,
 	                  SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, ring);
 	return prof_writer_run(w, st, "loss_scale");
 }
 
 static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
 {
-	(void)ring;
 	amp_rec_memory m;
 	memcpy(&m, p, sizeof m);
 	sqlite3_stmt *st = w->st_mem;
@@ -715,6 +714,7 @@ static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 	}
 	sqlite3_bind_int64(st, 8, (sqlite3_int64)total);
 	sqlite3_bind_int64(st, 9, (sqlite3_int64)m.peak);
+	sqlite3_bind_int64(st, 10, ring);
 	return prof_writer_run(w, st, "memory");
 }
 

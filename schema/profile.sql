@@ -10,7 +10,11 @@
 -- run_summary.native_half_share and .half_types; amp_profile_upgrade brings a version-1 file
 -- up to it (the engine of its ops stays NULL: unknown).
 --
--- Version 3 added what explains a non-finite value and the loss scale: tensor_stats.src_seq,
+-- Version 3 added the producing thread of loss_scale and memory rows (loss_scale.thread,
+-- memory.thread: a run with one context per thread writes one row per thread and step) and
+-- the duration statistics of op_summary (median_ns, min_ns, max_ns, stddev_ns);
+-- amp_profile_upgrade adds them to an older file as NULL (unknown).
+-- Version 3 also added what explains a non-finite value and the loss scale: tensor_stats.src_seq,
 -- .cast_source, .tiny_at_nonfinite, .param_grad; nonfinite's classes 'underflow' and 'cast_overflow' and
 -- its src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
 -- clean_steps; run_summary.scale_history, .scale_history_steps and .skipped_share; the
@@ -173,7 +177,8 @@ CREATE TABLE steps (
 	                   -- NULL if the step reported no loss (or a runtime that predates it)
 );
 
--- One row per loss-scaler decision, linked at finalize to its cause.
+-- One row per loss-scaler decision (of each context: one per producing thread), linked at
+-- finalize to its cause.
 CREATE TABLE loss_scale (
 	step      INTEGER,  -- step whose end triggered the decision
 	t_ns      INTEGER,  -- time of the decision
@@ -182,6 +187,7 @@ CREATE TABLE loss_scale (
 	reason    TEXT,     -- 'hold', 'growth', 'overflow', 'init' or 'static'; 'nan' (set at
 	                    -- finalize) for a back-off on NaN gradients that no overflow made
 	                    -- (the step's nonfinite class is 'invalid_operation')
+	thread    INTEGER,  -- threads.id of the context's thread (version 3; NULL before)
 	-- version 3, set at finalize: the cause of a back-off is the step's first non-finite
 	-- value (its nonfinite row); of a growth, the clean steps that earned it
 	cause_class    TEXT,     -- nonfinite.class of the step ('scaled_grad_overflow', ...)
@@ -195,7 +201,7 @@ CREATE TABLE loss_scale (
 	clean_steps    INTEGER   -- growth and hold: consecutive clean steps at this decision
 );
 
--- Bytes by category at the end of each step, and the peak so far.
+-- Bytes by category at the end of each step, and the peak so far (of each context's thread).
 CREATE TABLE memory (
 	step            INTEGER,  -- step
 	t_ns            INTEGER,  -- time of the report
@@ -205,7 +211,8 @@ CREATE TABLE memory (
 	grads           INTEGER,  -- gradients
 	optimizer_state INTEGER,  -- optimizer state
 	total           INTEGER,  -- sum of the categories
-	peak            INTEGER   -- peak of all tensor memory so far
+	peak            INTEGER,  -- peak of all tensor memory so far
+	thread          INTEGER   -- threads.id of the context's thread (version 3; NULL before)
 );
 
 -- One row per checked tensor (non-finite checks and headroom statistics).
@@ -385,8 +392,14 @@ CREATE TABLE op_summary (
 	mean_ns    REAL,     -- mean time
 	flops      INTEGER,  -- total floating-point operations
 	share      REAL,     -- fraction of all op time (0..1)
-	native_ns  INTEGER   -- of total_ns, the time on a half engine (op_sigs.engine); NULL if
+	native_ns  INTEGER,  -- of total_ns, the time on a half engine (op_sigs.engine); NULL if
 	                     -- no execution of it has a known engine
+	-- the distribution of the durations of its executions (op_events.dur_ns; version 3, NULL
+	-- before, and NULL without executions recorded in detail):
+	median_ns  REAL,     -- median (the mean of the two middle values for an even count)
+	min_ns     INTEGER,  -- shortest
+	max_ns     INTEGER,  -- longest
+	stddev_ns  REAL      -- population standard deviation
 );
 
 -- The run in one row, computed at finalize (empty if ampprof did not finish).

@@ -142,6 +142,11 @@ const view_run *view_model_run(const view_model *m)
 	return &m->run;
 }
 
+sqlite3 *view_model_db(view_model *m)
+{
+	return m->db;
+}
+
 /* ---- open ----------------------------------------------------------------------------------- */
 static void read_meta(view_model *m, double *meta_fp16, double *meta_copy)
 {
