@@ -11,14 +11,14 @@
 -- up to it (the engine of its ops stays NULL: unknown).
 --
 -- Version 3 added the producing thread of loss_scale and memory rows (loss_scale.thread,
--- memory.thread: a run with one context per thread writes one row per thread and step), the
--- duration statistics of op_summary (median_ns, min_ns, max_ns, stddev_ns), and what explains
--- a non-finite value and the loss scale: tensor_stats.src_seq, .cast_source,
--- .tiny_at_nonfinite, .param_grad; nonfinite's classes 'underflow' and 'cast_overflow' and its
--- src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
+-- memory.thread: a run with one context per thread writes one row per thread and step) and
+-- the duration statistics of op_summary (median_ns, min_ns, max_ns, stddev_ns);
+-- amp_profile_upgrade adds them to an older file as NULL (unknown).
+-- Version 3 also added what explains a non-finite value and the loss scale: tensor_stats.src_seq,
+-- .cast_source, .tiny_at_nonfinite, .param_grad; nonfinite's classes 'underflow' and 'cast_overflow' and
+-- its src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
 -- clean_steps; run_summary.scale_history, .scale_history_steps and .skipped_share; the
 -- forecast table; run_summary.fp16_ready (an FP32 run's readiness for FP16).
--- amp_profile_upgrade adds them to an older file as NULL (unknown).
 --
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
@@ -187,6 +187,7 @@ CREATE TABLE loss_scale (
 	reason    TEXT,     -- 'hold', 'growth', 'overflow', 'init' or 'static'; 'nan' (set at
 	                    -- finalize) for a back-off on NaN gradients that no overflow made
 	                    -- (the step's nonfinite class is 'invalid_operation')
+	thread    INTEGER,  -- threads.id of the context's thread (version 3; NULL before)
 	-- version 3, set at finalize: the cause of a back-off is the step's first non-finite
 	-- value (its nonfinite row); of a growth, the clean steps that earned it
 	cause_class    TEXT,     -- nonfinite.class of the step ('scaled_grad_overflow', ...)
@@ -197,8 +198,7 @@ CREATE TABLE loss_scale (
 	cause_absmax   REAL,     -- the largest finite magnitude of that tensor in the last step
 	                         -- before, when it was checked (scaled, as stored); the report
 	                         -- shows it times the scales: what pushed it past 65504
-	clean_steps    INTEGER,  -- growth and hold: consecutive clean steps at this decision
-	thread    INTEGER   -- threads.id of the context's thread (version 3; NULL before)
+	clean_steps    INTEGER   -- growth and hold: consecutive clean steps at this decision
 );
 
 -- Bytes by category at the end of each step, and the peak so far (of each context's thread).

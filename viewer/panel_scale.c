@@ -183,6 +183,8 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	view_screen_putc(s, x++, top, 'x', VIEW_S_WARN, VIEW_A_BOLD);
 	view_screen_puts(s, x, top, s->w - x, VIEW_S_NORMAL, 0, " skipped");
 
+	/* the history finalize classified, on a line of its own below the chart */
+	int history = r->scale_history[0] != '\0';
 	/* the loss, beside the scale, in its own strip under the chart when there is room */
 	int has_loss = 0;
 	double lmin = INFINITY, lmax = -INFINITY;
@@ -193,8 +195,6 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			lmax = p->loss_hi[i] > lmax ? p->loss_hi[i] : lmax;
 		}
 	int lrows = has_loss && rows >= 18 ? 3 : 0;
-	/* the history finalize classified, on a line of its own below the chart */
-	int history = r->scale_history[0] != '\0';
 	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5 - lrows - history;
 	int ch = ybot - ytop + 1;
 	if (ch < 3)
