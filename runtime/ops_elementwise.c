@@ -355,9 +355,8 @@ static int binary_backward(amp_ctx *ctx, amp_node *node)
 		}
 	}
 	amp_trace_kernel(ctx, op, node->label, node->exec, amp_kernels_vec_engine(),
-	                 AMP_PHASE_BACKWARD, t0, (uint64_t)gy->numel * (need_vals ? 2 : 1),
-	                 (uint64_t)gy->numel * (need_vals ? 4 : 3) * amp_dtype_size(node->exec),
-	                 gy->shape);
+	                 AMP_PHASE_BACKWARD, t0, (uint64_t)gy->numel * (need_vals ? 4 : 2),
+	                 (uint64_t)gy->numel * 4 * amp_dtype_size(node->exec), gy->shape);
 	return rc;
 }
 
