@@ -87,7 +87,7 @@ int prof_cmd_diff(int argc, char **argv)
 	long limit = -1;
 	amp_opt_state st;
 	if (amp_opt_begin(&st, &diff_spec, argc, argv) != 0)
-		return PROF_EXIT_INTERNAL;
+		return PROF_EXIT_FAILED;
 	for (int id; (id = amp_opt_next(&st, &v)) != AMP_OPT_END;) {
 		switch (id) {
 		case OPT_FORMAT: format = v; break;
@@ -110,7 +110,7 @@ int prof_cmd_diff(int argc, char **argv)
 		}
 		case OPT_HELP:
 			amp_opt_help(&diff_spec, stdout);
-			return fflush(stdout) == 0 && !ferror(stdout) ? 0 : PROF_EXIT_INTERNAL;
+			return fflush(stdout) == 0 && !ferror(stdout) ? 0 : PROF_EXIT_DB;
 		default: return PROF_EXIT_USAGE;
 		}
 	}
@@ -138,7 +138,7 @@ int prof_cmd_diff(int argc, char **argv)
 		prof_error(NULL, "cannot compare '%s' with '%s': %s", path[0], path[1], err);
 		goto out;
 	}
-	code = PROF_EXIT_INTERNAL;
+	code = PROF_EXIT_FAILED;
 	if (!(t = amp_table_new(diff_cols, C_N)) ||
 	    amp_table_set_member_int(t, "a_steps", d.steps[0], 0) < 0 ||
 	    amp_table_set_member_int(t, "b_steps", d.steps[1], 0) < 0)

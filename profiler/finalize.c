@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_progress.h"
+#include "amp_text.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -175,10 +177,20 @@ static int same_mode(const char *in_force, const char *mode)
 	return strcmp(in_force, m) == 0;
 }
 
+/* Text of column i for a message or an evidence line: op names, labels and file names come
+ * from the application, so they are sanitized (amp_sanitize: one line, no escapes, valid
+ * UTF-8) before they are written into advice — a newline in a label cannot forge an evidence
+ * line.  The result lives in one of COL_TEXT_BUFS rotating buffers: enough for the columns
+ * one row of a rule uses at once. */
+#define COL_TEXT_BUFS 16
 static const char *col_text(sqlite3_stmt *st, int i)
 {
+	static char bufs[COL_TEXT_BUFS][AMP_STRING_MAX + 16];
+	static unsigned next;
 	const unsigned char *t = sqlite3_column_text(st, i);
-	return t ? (const char *)t : "";
+	char *b = bufs[next++ % COL_TEXT_BUFS];
+	amp_sanitize(t ? (const char *)t : "", b, sizeof bufs[0]);
+	return b;
 }
 
 /* Low half share (labelled by the half types that ran): list the FP32 ops whose type has a half
@@ -442,11 +454,14 @@ static const char *const nonfinite_sql =
     "  skipped = (SELECT skipped FROM steps s WHERE s.step = nonfinite.step AND"
     "    (nonfinite.thread IS NULL OR s.thread = nonfinite.thread) ORDER BY s.rowid LIMIT 1),"
     "  old_scale = (SELECT old_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
     "  new_scale = (SELECT new_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
     "  reason = (SELECT reason FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
 
 /* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
 static void site_text(char *buf, size_t len, const char *file, int line)
@@ -839,6 +854,22 @@ static int run_gemm(sqlite3 *db, double fp16, double copy)
 }
 
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
+/* A profile that does not hold the whole run (meta incomplete: threads that found no ring,
+ * records dropped in drop mode): said first, since every figure and rule below then reads a
+ * part or a sample of the run. */
+static int run_incomplete(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16;
+	(void)copy;
+	char why[1024], msg[1400];
+	if (amp_profile_meta_get(db, "incomplete", why, sizeof why) != AMP_PROFILE_OK || !why[0])
+		return 0;
+	snprintf(msg, sizeof msg, "the profile does not hold the whole run: %s; the figures and "
+	         "the advice here cover what was recorded (run without --drop, or with a larger "
+	         "--ring-size or --rings, to record all of it)", why);
+	return add_advice(db, "incomplete", "warning", msg, NULL, NULL, -1, -1);
+}
+
 static int run_summary_sql(sqlite3 *db, char **msg)
 {
 	char dtypes[128], engines[256];
@@ -849,9 +880,96 @@ static int run_summary_sql(sqlite3 *db, char **msg)
 	return sqlite3_exec(db, sql, NULL, NULL, msg);
 }
 
+/* The executions of each op_summary row (op, exec_dtype), by op_summary.rowid. */
+#define OP_GROUP_FROM \
+    " FROM op_events e JOIN op_sigs s ON s.id = e.sig JOIN op_summary g" \
+    " ON g.op = s.op AND g.exec_dtype = s.exec_dtype"
+
+typedef struct dur_acc {
+	int64_t rowid, n, i;         /* group, its count, values seen */
+	int64_t min, max, lo, hi;    /* lo, hi: the middle values (equal for an odd count) */
+	double mean, m2;             /* Welford's running mean and sum of squared deviations */
+} dur_acc;
+
+static int dur_flush(sqlite3_stmt *upd, const dur_acc *a)
+{
+	if (a->i == 0)
+		return 0;
+	sqlite3_bind_int64(upd, 1, a->rowid);
+	sqlite3_bind_double(upd, 2, ((double)a->lo + (double)a->hi) / 2);
+	sqlite3_bind_int64(upd, 3, a->min);
+	sqlite3_bind_int64(upd, 4, a->max);
+	sqlite3_bind_double(upd, 5, sqrt(a->m2 / (double)a->i));
+	int rc = sqlite3_step(upd);
+	sqlite3_reset(upd);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* op_summary's duration statistics (median, min, max, standard deviation of dur_ns) from one
+ * scan of the executions sorted by group and duration, after a count per group that places
+ * the middle.  Returns 0 or -1 (SQLite error). */
+static int op_duration_stats(sqlite3 *db)
+{
+	sqlite3_stmt *cnt = NULL, *dur = NULL, *upd = NULL;
+	int rc = -1, step;
+	dur_acc a = {.rowid = -1};
+	if (sqlite3_prepare_v2(db, "SELECT g.rowid, count(*)" OP_GROUP_FROM " WHERE e.dur_ns IS NOT"
+	                       " NULL GROUP BY g.rowid ORDER BY g.rowid", -1, &cnt, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "SELECT g.rowid, e.dur_ns" OP_GROUP_FROM
+	                       " WHERE e.dur_ns IS NOT NULL ORDER BY g.rowid, e.dur_ns", -1, &dur,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE op_summary SET median_ns = ?2, min_ns = ?3, max_ns = ?4,"
+	                       " stddev_ns = ?5 WHERE rowid = ?1", -1, &upd, NULL) != SQLITE_OK)
+		goto out;
+	while ((step = sqlite3_step(dur)) == SQLITE_ROW) {
+		int64_t rowid = sqlite3_column_int64(dur, 0), d = sqlite3_column_int64(dur, 1);
+		if (rowid != a.rowid) {
+			if (dur_flush(upd, &a) != 0)
+				goto out;
+			a = (dur_acc){.rowid = rowid};
+			while (sqlite3_step(cnt) == SQLITE_ROW)
+				if (sqlite3_column_int64(cnt, 0) == rowid) {
+					a.n = sqlite3_column_int64(cnt, 1);
+					break;
+				}
+			a.min = d;
+		}
+		if (a.i == (a.n - 1) / 2)
+			a.lo = d;
+		if (a.i == a.n / 2)
+			a.hi = d;
+		a.max = d;
+		a.i++;
+		double delta = (double)d - a.mean;
+		a.mean += delta / (double)a.i;
+		a.m2 += delta * ((double)d - a.mean);
+	}
+	if (step == SQLITE_DONE && dur_flush(upd, &a) == 0)
+		rc = 0;
+out:
+	sqlite3_finalize(cnt);
+	sqlite3_finalize(dur);
+	sqlite3_finalize(upd);
+	return rc;
+}
+
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
+	/* the advice rules, in order of importance; the thresholds are percentages */
+	static const struct {
+		const char *name;
+		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
+	} rules[] = {
+	    {"incomplete", run_incomplete},
+	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
+	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
+	    {"gemm", run_gemm},
+	};
+	enum { N_RULES = sizeof rules / sizeof rules[0] };
+	amp_progress pr;
+	amp_progress_begin(&pr, "ampprof", "finalize", 4 + N_RULES);
+	amp_progress_watch(&pr, db);
 	int listed = amp_profile_has_table(db, "nonfinite");
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
 	    amp_profile_upgrade(db) != AMP_PROFILE_OK ||
@@ -861,31 +979,33 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " neg_inf, callsite, seq, stats_id, thread) SELECT step, op, name,"
 	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
-	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
-	    run_summary_sql(db, &msg) != SQLITE_OK ||
-	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	    (amp_progress_set(&pr, "totals and indexes", 0),
+	     sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "summaries", 1), run_summary_sql(db, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "op duration statistics", 2), op_duration_stats(db) != 0) ||
+	    (amp_progress_set(&pr, "non-finite values", 3),
+	     sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK)) {
+		amp_progress_end(&pr);
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 		return -1;
 	}
 	/* the advice rules, in order of importance; the thresholds are percentages */
-	static const struct {
-		const char *name;
-		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
-	} rules[] = {
-	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
-	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
-	    {"gemm", run_gemm},
-	};
-	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+	for (size_t i = 0; i < N_RULES; i++) {
+		amp_progress_set(&pr, "advice", 4 + i);
 		if (rules[i].run(db, fp16_threshold, memcpy_threshold) != 0) {
+			amp_progress_end(&pr);
 			prof_error(NULL, "cannot write advice (rule %s): %s", rules[i].name,
 			           sqlite3_errmsg(db));
 			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 			return -1;
 		}
-	if (sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+	}
+	amp_progress_set(&pr, "commit", 4 + N_RULES);
+	int committed = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
+	amp_progress_end(&pr);
+	if (committed != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		return -1;

@@ -27,6 +27,7 @@ typedef struct summary {
 	int have;
 	double fp16_thr, copy_thr;
 	char command[1024], end[64], exit_status[32], exit_signal[32], dropped[32];
+	char incomplete[1024];       /* meta incomplete: what the run did not record, "" if all */
 	double native_share;         /* NAN if unknown */
 	char half_types[16];         /* "" for an FP32 run */
 } summary;
@@ -66,6 +67,7 @@ static int load_summary(sqlite3 *db, summary *s)
 	amp_profile_meta_get(db, "exit_status", s->exit_status, sizeof s->exit_status);
 	amp_profile_meta_get(db, "exit_signal", s->exit_signal, sizeof s->exit_signal);
 	amp_profile_meta_get(db, "dropped_events", s->dropped, sizeof s->dropped);
+	amp_profile_meta_get(db, "incomplete", s->incomplete, sizeof s->incomplete);
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT fp16_share, fp16_flop_share, copy_share, steps, overflow_steps,"
 	                       " skipped_steps, min_scale, max_scale, complete, wall_ns, step_ns,"
@@ -235,6 +237,18 @@ static void put_padded(FILE *f, const char *s, size_t width)
 	fprintf(f, "%*s", w < width ? (int)(width - w) : 0, "");
 }
 
+/* The op types (per exec dtype) the report lists. */
+#define TOP_OPS 10
+
+/* " %9.2f" of ns in microseconds, "      n/a" when unknown (NAN). */
+static void us_col(FILE *f, double ns)
+{
+	if (ns == ns)
+		fprintf(f, " %9.2f", ns / 1e3);
+	else
+		fprintf(f, " %9s", "n/a");
+}
+
 /* The rules of the nonfinite classes, shown under their own heading. */
 #define NONFINITE_RULES "('forward_overflow', 'invalid_operation', 'scaled_grad_overflow')"
 
@@ -303,6 +317,11 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		        s.exit_signal);
 	else
 		fprintf(f, "ended: %s\n", s.end[0] ? s.end : "unknown");
+	if (s.incomplete[0]) {
+		fputs("  INCOMPLETE   ", f);
+		amp_text_put(f, s.incomplete);
+		fputc('\n', f);
+	}
 	if (!s.have) {
 		fprintf(f, "  (no summary: the profile was not finalized)\n");
 		return 0;
@@ -340,34 +359,40 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	prof_report_memory_text(db, f);
 	if (print_nonfinite(db, f, path) != 0)
 		return -1;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, share FROM op_summary "
-	                       "ORDER BY total_ns DESC, op, exec_dtype LIMIT 10", -1, &st,
-	                       NULL) != SQLITE_OK)
+	amp_op_stats ops[TOP_OPS];
+	size_t n_ops = 0;
+	if (amp_profile_op_stats(db, ops, TOP_OPS, &n_ops) != AMP_PROFILE_OK)
 		return -1;
-	int first = 1;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (first) {
-			fprintf(f, "  top ops by time:\n    %-14s %-6s %10s %12s %11s %7s\n", "op", "dtype",
-			        "calls", "total ms", "mean us", "share");
-			first = 0;
-		}
+	if (n_ops)
+		fprintf(f, "  top ops by time (durations in us):\n    %-14s %-6s %9s %11s %6s %9s %9s %9s "
+		        "%9s %9s\n", "op", "dtype", "calls", "total ms", "share", "mean", "median", "min",
+		        "max", "stddev");
+	for (size_t i = 0; i < n_ops; i++) {
+		const amp_op_stats *o = &ops[i];
 		fputs("    ", f);
-		put_padded(f, col_str(st, 0), 14);
+		put_padded(f, o->op, 14);
 		fputc(' ', f);
-		put_padded(f, col_str(st, 1), 6);
-		fprintf(f, " %10" PRId64 " %12.3f %11.3f %6.1f%%\n", col_int(st, 2),
-		        (double)col_int(st, 3) / 1e6, col_real(st, 4) / 1e3, col_real(st, 5) * 100.0);
+		put_padded(f, o->exec_dtype, 6);
+		fprintf(f, " %9" PRId64 " %11.3f %5.1f%%", o->calls, (double)o->total_ns / 1e6,
+		        o->share * 100.0);
+		us_col(f, o->mean_ns);
+		us_col(f, o->median_ns);
+		us_col(f, o->min_ns < 0 ? (double)NAN : (double)o->min_ns);
+		us_col(f, o->max_ns < 0 ? (double)NAN : (double)o->max_ns);
+		us_col(f, o->stddev_ns);
+		fputc('\n', f);
 	}
-	sqlite3_finalize(st);
+	int first = 1;
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT severity, rule, message, evidence FROM advice WHERE rule NOT IN "
 	                       NONFINITE_RULES " ORDER BY id", -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	first = 1;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (first) {
-			fprintf(f, "  advice:\n");
+			if (s.dropped[0] && strtoll(s.dropped, NULL, 10) > 0)
+				fprintf(f, "  advice (from a sample: %s records were dropped):\n", s.dropped);
+			else
+				fprintf(f, "  advice:\n");
 			first = 0;
 		}
 		print_advice_row(f, st);
@@ -395,6 +420,24 @@ static void json_real(FILE *f, const char *sep, const char *key, double v)
 		return;
 	}
 	amp_json_member_real(f, sep, key, v);
+}
+
+/* Text of one item per line (advice evidence) as a JSON array of strings: [] for NULL or "". */
+static void json_lines(FILE *f, const unsigned char *text)
+{
+	fputc('[', f);
+	const char *p = (const char *)text;
+	for (int i = 0; p && *p; i++) {
+		size_t n = strcspn(p, "\n");
+		char *line = strndup(p, n);
+		fputs(i ? ", " : "", f);
+		json_str(f, line ? line : "");
+		free(line);
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+	fputc(']', f);
 }
 
 static void json_int(FILE *f, int64_t v, int null_if_negative)
@@ -487,6 +530,11 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	fputs(s.have ? "true" : "false", f);
 	fputs(", \"complete\": ", f);
 	json_int(f, s.complete, 1);
+	fputs(", \"incomplete\": ", f);
+	if (s.incomplete[0])
+		json_str(f, s.incomplete);
+	else
+		fputs("null", f);
 	fputs(", \"steps\": ", f);
 	json_int(f, s.steps, 1);
 	fputs(", \"wall_ns\": ", f);
@@ -527,27 +575,42 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	json_int(f, s.have ? s.copy_count : -1, 1);
 	fputs(", \"dropped_events\": ", f);
 	json_int(f, s.dropped[0] ? strtoll(s.dropped, NULL, 10) : -1, 1);
+	/* drop mode: what was dropped, by kind; the figures then cover a sample */
+	fputs(", \"sampled\": ", f);
+	fputs(s.dropped[0] && strtoll(s.dropped, NULL, 10) > 0 ? "true" : "false", f);
+	fputs(", \"dropped\": {", f);
+	for (unsigned k = 0; k < AMP_DROP_KINDS; k++) {
+		char key[64];
+		snprintf(key, sizeof key, "dropped.%s", amp_drop_kind_name(k));
+		fprintf(f, "%s\"%s\": ", k ? ", " : "", amp_drop_kind_name(k));
+		json_int(f, meta_int(db, key, -1), 1);
+	}
+	fputs("}", f);
 	if (prof_report_memory_json(db, f) != 0 || prof_report_history_json(db, f) != 0)
 		return -1;
 	fputs(",\n \"top_ops\": [", f);
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, flops, share "
-	                       "FROM op_summary ORDER BY total_ns DESC, op, exec_dtype LIMIT 10", -1,
-	                       &st, NULL) != SQLITE_OK)
+	amp_op_stats ops[TOP_OPS];
+	size_t n_ops = 0;
+	if (amp_profile_op_stats(db, ops, TOP_OPS, &n_ops) != AMP_PROFILE_OK)
 		return -1;
-	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+	for (size_t i = 0; i < n_ops; i++) {
+		const amp_op_stats *o = &ops[i];
 		fputs(i ? ",\n  {\"op\": " : "\n  {\"op\": ", f);
-		json_str(f, col_str(st, 0));
+		json_str(f, o->op);
 		fputs(", \"dtype\": ", f);
-		json_str(f, col_str(st, 1));
-		fprintf(f, ", \"calls\": %" PRId64 ", \"total_ns\": %" PRId64, col_int(st, 2),
-		        col_int(st, 3));
-		json_real(f, ", ", "mean_ns", col_real(st, 4));
-		fprintf(f, ", \"flops\": %" PRId64, col_int(st, 5));
-		json_real(f, ", ", "share", col_real(st, 6));
+		json_str(f, o->exec_dtype);
+		fprintf(f, ", \"calls\": %" PRId64 ", \"total_ns\": %" PRId64, o->calls, o->total_ns);
+		json_real(f, ", ", "mean_ns", o->mean_ns);
+		json_real(f, ", ", "median_ns", o->median_ns);
+		fputs(", \"min_ns\": ", f);
+		json_int(f, o->min_ns, 1);
+		fputs(", \"max_ns\": ", f);
+		json_int(f, o->max_ns, 1);
+		json_real(f, ", ", "stddev_ns", o->stddev_ns);
+		fprintf(f, ", \"flops\": %" PRId64, o->flops);
+		json_real(f, ", ", "share", o->share);
 		fputc('}', f);
 	}
-	sqlite3_finalize(st);
 	fputs("],\n \"nonfinite\": [", f);
 	if (json_nonfinite(db, f) != 0)
 		return -1;
@@ -580,7 +643,7 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		fputs(", \"message\": ", f);
 		json_str(f, col_str(st, 2));
 		fputs(", \"evidence\": ", f);
-		json_str(f, col_str(st, 3));
+		json_lines(f, sqlite3_column_text(st, 3));
 		fputs(", \"op\": ", f);
 		if (sqlite3_column_type(st, 4) == SQLITE_NULL)
 			fputs("null", f);

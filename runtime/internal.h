@@ -162,6 +162,11 @@ struct amp_ctx {
 	uint64_t rng_state;      /* dropout stream */
 	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */
 	amp_run_stats stats;
+	/* stats.ops_dispatched and stats.copies when this process forked from the one that made
+	 * the context (0 in that one): the counters sent to ampprof leave them out, since the
+	 * parent's ring already counted them */
+	int64_t fork_ops_base, fork_copies_base;
+	struct amp_ctx *live_prev, *live_next; /* the process's live contexts (ctx.c) */
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
 	uint64_t mem_peak;
@@ -175,6 +180,10 @@ struct amp_ctx {
 /* ---- errors ------------------------------------------------------------------------------ */
 /* Formats the context's error message and returns code. */
 int amp_fail(amp_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The process's list of live contexts (a forked child takes their counter bases from it):
+ * amp_ctx_new adds a context, amp_ctx_free removes it.  Thread-safe. */
+void amp_ctx_live_add(amp_ctx *ctx);
+void amp_ctx_live_remove(amp_ctx *ctx);
 /* "(2,784)" into buf. */
 const char *amp_shape_str(amp_shape s, char *buf, size_t len);
 int64_t amp_shape_numel(amp_shape s);
@@ -288,9 +297,10 @@ float *amp_block_dst(amp_tensor *t, int64_t i0, float *buf);
 /* Stores n values written at dst (from amp_block_dst) into t at i0: rounds them for a half t,
  * nothing to do for fp32. */
 void amp_block_write(amp_tensor *t, int64_t i0, int64_t n, const float *dst);
-/* y = a + b (op AMP_OP_ADD) or a * b (AMP_OP_MUL), b broadcast over a's leading dims (its
- * shape a trailing part of a's), all three of one float dtype, block by block.  AMP_OK, or
- * AMP_ENOMEM (message set). */
+/* y = a op b for op AMP_OP_ADD, _SUB, _MUL, _DIV, _MAXIMUM or _MINIMUM with NumPy
+ * broadcasting (y has the broadcast shape of a and b), all three of one float dtype, block by
+ * block.  AMP_OK, AMP_ESHAPE when the shapes do not broadcast to y's, or AMP_ENOMEM (message
+ * set). */
 int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const amp_tensor *b,
                       amp_tensor *y);
 /* Stores t->numel fp32 values into the float tensor t (rounded to its dtype). */

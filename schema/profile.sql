@@ -1,4 +1,4 @@
--- profile.sql — the ampkit profile database, schema version 2.
+-- profile.sql — the ampkit profile database, schema version 3.
 --
 -- One SQLite file per profiled run, written by ampprof and read by every tool through
 -- schema/profile_db.c (which embeds this file).  application_id 0x414D5046 ('AMPF') marks the
@@ -10,20 +10,30 @@
 -- run_summary.native_half_share and .half_types; amp_profile_upgrade brings a version-1 file
 -- up to it (the engine of its ops stays NULL: unknown).
 --
+-- Version 3 added the producing thread of loss_scale and memory rows (loss_scale.thread,
+-- memory.thread: a run with one context per thread writes one row per thread and step) and
+-- the duration statistics of op_summary (median_ns, min_ns, max_ns, stddev_ns);
+-- amp_profile_upgrade adds them to an older file as NULL (unknown).
+--
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
 -- views `ops` and `copies` join them back into one readable row per execution.
 
 PRAGMA application_id = 1095585862;  -- 0x414D5046 'AMPF'
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 -- Facts about the run, one per key.  Keys written by ampprof: schema_version, ampprof_version,
 -- wire_version, command (the application as given), argv, cwd, pid, host, cpu, start_time
 -- (UTC ISO 8601), start_mono_ns, clock ('tsc' or 'monotonic'), ticks_per_ns, options
 -- (steps, callstack, nan_check, stats_every, dump, dump_steps, dump_limit, fp16_threshold,
 -- memcpy_threshold, drop), end ('exited', 'signal', 'crash', 'killed', 'collecting' while running,
--- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally and was
--- finalized), events, dropped_events, rings_missing, wall_ns, finalized_at.  Keys written by
+-- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally, was
+-- finalized and nothing went unrecorded), incomplete (present when something went unrecorded:
+-- why, e.g. threads that found no ring, records dropped; every reader shows it), events,
+-- dropped_events, dropped.<kind> (records dropped by kind: ops, copies, tensor_stats, memory,
+-- dumps, other), rings_missing (threads or processes that found no ring: nothing of theirs is
+-- in the tables), unrecorded.<counter> (of a counter's total, what those threads counted),
+-- wall_ns, finalized_at.  Keys written by
 -- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
 -- counters: ops_dispatched and copies (the runtime's own counts of op executions and of
 -- copies and casts, sent at every step end by each producing thread and summed over threads;
@@ -157,16 +167,17 @@ CREATE TABLE steps (
 	thread   INTEGER   -- threads.id
 );
 
--- One row per loss-scaler decision.
+-- One row per loss-scaler decision (of each context: one per producing thread).
 CREATE TABLE loss_scale (
 	step      INTEGER,  -- step whose end triggered the decision
 	t_ns      INTEGER,  -- time of the decision
 	old_scale REAL,     -- scale before
 	new_scale REAL,     -- scale after
-	reason    TEXT      -- 'hold', 'growth', 'overflow', 'init' or 'static'
+	reason    TEXT,     -- 'hold', 'growth', 'overflow', 'init' or 'static'
+	thread    INTEGER   -- threads.id of the context's thread (version 3; NULL before)
 );
 
--- Bytes by category at the end of each step, and the peak so far.
+-- Bytes by category at the end of each step, and the peak so far (of each context's thread).
 CREATE TABLE memory (
 	step            INTEGER,  -- step
 	t_ns            INTEGER,  -- time of the report
@@ -176,7 +187,8 @@ CREATE TABLE memory (
 	grads           INTEGER,  -- gradients
 	optimizer_state INTEGER,  -- optimizer state
 	total           INTEGER,  -- sum of the categories
-	peak            INTEGER   -- peak of all tensor memory so far
+	peak            INTEGER,  -- peak of all tensor memory so far
+	thread          INTEGER   -- threads.id of the context's thread (version 3; NULL before)
 );
 
 -- One row per checked tensor (non-finite checks and headroom statistics).
@@ -297,8 +309,14 @@ CREATE TABLE op_summary (
 	mean_ns    REAL,     -- mean time
 	flops      INTEGER,  -- total floating-point operations
 	share      REAL,     -- fraction of all op time (0..1)
-	native_ns  INTEGER   -- of total_ns, the time on a half engine (op_sigs.engine); NULL if
+	native_ns  INTEGER,  -- of total_ns, the time on a half engine (op_sigs.engine); NULL if
 	                     -- no execution of it has a known engine
+	-- the distribution of the durations of its executions (op_events.dur_ns; version 3, NULL
+	-- before, and NULL without executions recorded in detail):
+	median_ns  REAL,     -- median (the mean of the two middle values for an even count)
+	min_ns     INTEGER,  -- shortest
+	max_ns     INTEGER,  -- longest
+	stddev_ns  REAL      -- population standard deviation
 );
 
 -- The run in one row, computed at finalize (empty if ampprof did not finish).
