@@ -75,7 +75,13 @@ static int cmp_group(const void *pa, const void *pb)
 	}
 	if (x != y)
 		return x < y ? 1 : -1;
-	return *(const int *)pa - *(const int *)pb; /* stable: the model's order */
+	/* ties by name, so that the order does not hang on timings (FLOPs tie often) */
+	int c = strcmp(a->op, b->op);
+	if (!c)
+		c = strcmp(a->label, b->label);
+	if (!c)
+		c = strcmp(a->dtype, b->dtype);
+	return c ? c : *(const int *)pa - *(const int *)pb;
 }
 
 static long rebuild(ops *o, view_ctx *ctx, const view_op_group **rows)
