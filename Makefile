@@ -283,6 +283,12 @@ $(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/runtime_cases
+# faults: small trainings with one known mixed-precision fault each, for the diagnostics tests.
+$(BUILD)/tests/faults: $(call obj,tests/progs/faults.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/faults
 # ops_tour: a training through the model ops (BatchNorm2D, pooling, axis reductions, ...) for
 # tests/e2e/ops.sh, which checks that the profile names each of them.
 $(BUILD)/tests/ops_tour: $(call obj,tests/progs/ops_tour.c) $(LIBRT_SO)

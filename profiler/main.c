@@ -43,7 +43,7 @@ static const amp_opt profile_opts[] = {
     {OPT_NAN_CHECK, 0, "nan-check", "op|step|off", "non-finite checks", "op"},
     {OPT_STATS_EVERY, 0, "stats-every", "<n>", "full tensor statistics every n steps; the\n"
      "other steps count non-finite values only", "1"},
-    {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "off"},
+    {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "nonfinite"},
     {OPT_DUMP_STEPS, 0, "dump-steps", "<list>", "steps whose tensors are all dumped", NULL},
     {OPT_DUMP_LIMIT, 0, "dump-limit", "<size>", "total bytes of dumps, e.g. 1G", "256M"},
     {OPT_FP16, 0, "fp16-threshold", "<pct>", "FP16 share below this is flagged", "70"},
@@ -133,7 +133,8 @@ static int cmd_profile(int argc, char **argv)
 	o.output = "profile.db";
 	o.callstack = 1;
 	o.nan_check = AMP_NAN_CHECK_OP;
-	o.dump = AMP_DUMP_OFF;
+	/* the first NaN of a run has its tensors when the user first looks (bounded by the limits) */
+	o.dump = AMP_DUMP_NONFINITE;
 	o.dump_limit = 256ull << 20;
 	o.fp16_threshold = 70;
 	o.memcpy_threshold = 15;

@@ -204,7 +204,7 @@ static const struct {
 	 "INSERT INTO copy_events(step, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?)"},
 	{offsetof(prof_writer, st_step),
 	 "INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
-	 "samples, detail, thread) VALUES (?,?,?,?,?,?,?,?,?,?)"},
+	 "samples, detail, thread, loss_state) VALUES (?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_scale),
 	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason, thread) "
 	 "VALUES (?,?,?,?,?,?)"},
@@ -215,7 +215,8 @@ static const struct {
 	{offsetof(prof_writer, st_tstats),
 	 "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
 	 "underflow, near_overflow, min, max, absmax, origin, exp_hist, callsite, "
-	 "neg_inf, phase, thread) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "neg_inf, phase, thread, src_seq, cast_source, tiny_at_nonfinite, param_grad) "
+	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_dump),
 	 "INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
 	 "VALUES (?,?,?,?,?,?,?,?,?,?)"},

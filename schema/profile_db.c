@@ -506,13 +506,39 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"op_summary", "min_ns", "INTEGER"},
 	    {"op_summary", "max_ns", "INTEGER"},
 	    {"op_summary", "stddev_ns", "REAL"},
+	    {"tensor_stats", "src_seq", "INTEGER"},
+	    {"tensor_stats", "cast_source", "INTEGER"},
+	    {"tensor_stats", "tiny_at_nonfinite", "INTEGER"},
+	    {"tensor_stats", "param_grad", "INTEGER"},
+	    {"steps", "loss_state", "TEXT"},
+	    {"loss_scale", "cause_class", "TEXT"},
+	    {"loss_scale", "cause_op", "TEXT"},
+	    {"loss_scale", "cause_tensor", "TEXT"},
+	    {"loss_scale", "cause_callsite", "INTEGER"},
+	    {"loss_scale", "cause_fwd_callsite", "INTEGER"},
+	    {"loss_scale", "cause_absmax", "REAL"},
+	    {"loss_scale", "clean_steps", "INTEGER"},
+	    {"nonfinite", "src_op", "TEXT"},
+	    {"nonfinite", "src_label", "TEXT"},
+	    {"nonfinite", "src_dtype", "TEXT"},
+	    {"nonfinite", "src_seq", "INTEGER"},
+	    {"nonfinite", "src_callsite", "INTEGER"},
+	    {"nonfinite", "src_tensor", "TEXT"},
+	    {"nonfinite", "src_absmax", "REAL"},
+	    {"nonfinite", "fwd_callsite", "INTEGER"},
+	    {"run_summary", "scale_history", "TEXT"},
+	    {"run_summary", "scale_history_steps", "TEXT"},
+	    {"run_summary", "skipped_share", "REAL"},
+	    {"run_summary", "fp16_ready", "TEXT"},
 	};
-	static const char *const tables[] = {"nonfinite"};
+	static const char *const tables[] = {"nonfinite", "forecast"};
 	int version = 0;
 	if (pragma_int(db, "PRAGMA user_version", &version) != SQLITE_OK)
 		return AMP_PROFILE_EIO;
 	for (size_t i = 0; i < sizeof columns / sizeof columns[0]; i++) {
-		if (amp_profile_has_column(db, columns[i].table, columns[i].column))
+		/* a table that is missing is created whole below */
+		if (!amp_profile_has_table(db, columns[i].table) ||
+		    amp_profile_has_column(db, columns[i].table, columns[i].column))
 			continue;
 		char sql[160];
 		snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s", columns[i].table,

@@ -50,7 +50,7 @@ int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, s
  * adds the tables and columns added since (within version 1: tensor_stats.neg_inf, .phase,
  * .thread, the nonfinite table; version 2: op_sigs.engine, op_summary.native_ns,
  * run_summary.native_half_share and .half_types, the engine column of the ops view; version 3:
- * loss_scale.thread, memory.thread, op_summary.median_ns, .min_ns, .max_ns, .stddev_ns) and sets
+ * the columns profile.sql lists under it) and sets
  * user_version and meta schema_version to AMP_PROFILE_VERSION.  Old rows keep NULL in the new
  * columns (an unknown engine).  A read-only reader of a version-1 file must test the columns
  * it needs with amp_profile_has_column instead.  Idempotent; needs a writable connection.

@@ -65,6 +65,9 @@ typedef struct view_run {
 	char half_types[16];    /* half types that ran: "fp16", "bf16", "fp16+bf16", "" (FP32) */
 	const char *half_label; /* "FP16 share", "BF16 share", "half share (fp16+bf16)" */
 	double min_scale, max_scale, last_scale;
+	char scale_history[24];       /* run_summary.scale_history: "probing", "isolated_spikes",
+	                                 "collapsing", "steady"; "" (static scale, older profile) */
+	char scale_history_steps[128]; /* the steps that show it, "1,2,3" (truncated) */
 	double fp16_threshold;     /* percent, in force */
 	double memcpy_threshold;   /* percent, in force */
 	char threshold_source[16]; /* "option", "profile" or "default" */
@@ -116,9 +119,11 @@ typedef struct view_group_step {
  * in detail. */
 typedef struct view_step {
 	int64_t step, start_ns, dur_ns; /* dur_ns -1: the step never ended */
-	double loss;                    /* NAN if unknown */
+	double loss;                    /* NAN if unknown, or see loss_nonfinite */
 	double scale;
 	int overflow, skipped, detail;
+	int loss_nonfinite;             /* the loss was computed and not finite: loss is NAN, INFINITY
+	                                   or -INFINITY (steps.loss_state) */
 	int64_t fp16_ns, fp32_ns, copy_ns, other_ns;
 } view_step;
 

@@ -75,11 +75,12 @@ static int cmp_group(const void *pa, const void *pb)
 	}
 	if (x != y)
 		return x < y ? 1 : -1;
-	/* ties by name, so that the order does not hang on timings (FLOPs tie often) */
+	/* ties by name, so that equal counts list the same way in every run (the model's order
+	 * follows the measured times) */
 	int c = strcmp(a->op, b->op);
-	if (!c)
+	if (c == 0)
 		c = strcmp(a->label, b->label);
-	if (!c)
+	if (c == 0)
 		c = strcmp(a->dtype, b->dtype);
 	return c ? c : *(const int *)pa - *(const int *)pb;
 }

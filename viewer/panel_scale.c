@@ -193,7 +193,9 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			lmax = p->loss_hi[i] > lmax ? p->loss_hi[i] : lmax;
 		}
 	int lrows = has_loss && rows >= 18 ? 3 : 0;
-	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5 - lrows;
+	/* the history finalize classified, on a line of its own below the chart */
+	int history = r->scale_history[0] != '\0';
+	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5 - lrows - history;
 	int ch = ybot - ytop + 1;
 	if (ch < 3)
 		return;
@@ -318,6 +320,22 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 				         p->loss_hi[ci]);
 			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0, line);
 		}
+	}
+	if (history) {
+		const char *h = r->scale_history;
+		const char *what = strcmp(h, "probing") == 0      ? "probing (normal)"
+		                   : strcmp(h, "isolated_spikes") == 0 ? "isolated spikes"
+		                   : strcmp(h, "collapsing") == 0      ? "COLLAPSING"
+		                                                       : h;
+		char skipped[64] = "";
+		if (r->skipped_steps > 0 && r->steps > 0)
+			snprintf(skipped, sizeof skipped, " \xc2\xb7 %lld skipped (%.1f %%)",
+			         (long long)r->skipped_steps,
+			         100.0 * (double)r->skipped_steps / (double)r->steps);
+		snprintf(line, sizeof line, "history: %s%s%s%s", what,
+		         r->scale_history_steps[0] ? " at steps " : "", r->scale_history_steps, skipped);
+		view_screen_puts(s, 1, end - 1, s->w - 2,
+		                 strcmp(h, "collapsing") == 0 ? VIEW_S_WARN : VIEW_S_NORMAL, 0, line);
 	}
 	if (p->msg[0])
 		snprintf(ctx->status, sizeof ctx->status, "%s", p->msg);

@@ -147,11 +147,14 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 		view_screen_puts_right(s, 10, y, 9, st->dur_ns < 0 ? VIEW_S_WARN : VIEW_S_NORMAL, 0,
 		                       st->dur_ns < 0 ? "unended"
 		                                      : view_fmt_ns(st->dur_ns, a, sizeof a));
-		if (isnan(st->loss))
+		if (st->loss_nonfinite) /* nan, inf, -inf: computed, not missing */
+			snprintf(b, sizeof b, "%s", isnan(st->loss) ? "nan" : st->loss < 0 ? "-inf" : "inf");
+		else if (isnan(st->loss))
 			snprintf(b, sizeof b, "-");
 		else
 			snprintf(b, sizeof b, "%.4g", st->loss);
-		view_screen_puts_right(s, 20, y, 7, VIEW_S_NORMAL, 0, b);
+		view_screen_puts_right(s, 20, y, 7, st->loss_nonfinite ? VIEW_S_WARN : VIEW_S_NORMAL, 0,
+		                       b);
 		view_screen_puts_right(s, 28, y, 7, VIEW_S_NORMAL, 0,
 		                       view_fmt_scale(st->scale, a, sizeof a));
 		if (st->overflow)

@@ -272,6 +272,11 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert(amp_profile_has_column(db, "memory", "thread"));
 	cr_assert(amp_profile_has_column(db, "op_summary", "median_ns"));
 	cr_assert(amp_profile_has_column(db, "op_summary", "stddev_ns"));
+	cr_assert(amp_profile_has_column(db, "run_summary", "scale_history"));
+	cr_assert(amp_profile_has_column(db, "tensor_stats", "src_seq"));
+	cr_assert(amp_profile_has_column(db, "steps", "loss_state"));
+	cr_assert(amp_profile_has_column(db, "loss_scale", "cause_fwd_callsite"));
+	cr_assert(amp_profile_has_column(db, "nonfinite", "src_callsite"));
 	sqlite3_stmt *st = NULL;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT op, engine IS NULL, (SELECT value FROM meta "
 	                                "WHERE key = 'schema_version') FROM ops", -1, &st, NULL),
