@@ -380,7 +380,7 @@ Test(app, every_panel_draws_80x24, .init = setup, .fini = teardown)
 	static const char *const expect[] = {"FP16 share",          "rows by op type",
 	                                     "steps",               "Loss scale, log2",
 	                                     "non-finite values",   "call sites",
-	                                     "Memory by category",  "Exponent histograms",
+	                                     "Memory by category",  "FP16 exponent histograms",
 	                                     "No baseline"};
 	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
 	             VIEW_OK);
