@@ -41,6 +41,7 @@ static void trace_at_exit(void)
 		amp_trace_ring_close(r);
 		amp_trace_tl_ring = NULL;
 		amp_trace_tl_no_ring = 1;
+		amp_trace_ring_free(r);
 	}
 }
 
