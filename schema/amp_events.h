@@ -39,6 +39,21 @@ typedef enum {
 	AMP_OP_EMBEDDING,
 	AMP_OP_DROPOUT,
 	AMP_OP_OPTIMIZER,   /* one optimizer update over all parameters */
+	AMP_OP_SUB,
+	AMP_OP_DIV,
+	AMP_OP_NEG,
+	AMP_OP_ABS,
+	AMP_OP_MAXIMUM,     /* elementwise max of two tensors (broadcast) */
+	AMP_OP_MINIMUM,
+	AMP_OP_CLAMP,
+	AMP_OP_SIGMOID,
+	AMP_OP_TANH,
+	AMP_OP_MAX,         /* maximum over an axis (a reduction); Sum and Mean take an axis too */
+	AMP_OP_BATCH_NORM2D,
+	AMP_OP_AVGPOOL2D,
+	AMP_OP_GLOBAL_AVGPOOL2D,
+	AMP_OP_CONCAT,
+	AMP_OP_SLICE,
 	AMP_OP_COUNT
 } amp_op_type;
 /* The op byte of a record (wire v2) whose op type is outside amp_op_type, named by op_name. */
@@ -405,8 +420,16 @@ typedef struct amp_rec_step {
 	uint64_t t_begin, t_end;  /* t_end is 0 in AMP_REC_STEP_BEGIN */
 	double loss, scale;
 	int64_t samples;
-	uint8_t overflow, skipped, pad[6];
+	uint8_t overflow, skipped;
+	uint8_t flags;            /* AMP_STEP_* (added in wire version 3 in what was zeroed
+	                             padding: 0 from a producer that predates it) */
+	uint8_t pad[5];
 } amp_rec_step;
+/* amp_rec_step.flags */
+enum {
+	AMP_STEP_LOSS = 1u << 0, /* the step computed a loss: loss holds it, NaN and Inf included
+	                            (without it, a non-finite loss means no loss) */
+};
 
 typedef struct amp_rec_scale {
 	amp_rec_hdr h;
@@ -449,6 +472,15 @@ typedef struct amp_rec_crash {
 enum {
 	AMP_TSTATS_EXT = 1u << 0, /* phase and ninf are filled (a producer that predates them
 	                             leaves flags zero) */
+	/* Added in wire version 3 (zero from a producer that predates them): */
+	AMP_TSTATS_SRC = 1u << 1,       /* src_back is filled */
+	AMP_TSTATS_CAST_SRC = 1u << 2,  /* an input row: the FP32 source of an automatic cast to a
+	                                   half type that overflowed (the origin's real cause) */
+	AMP_TSTATS_TINY_AT_NF = 1u << 3, /* an input row: zero or subnormal (FP16) at some position
+	                                   where the origin's output is non-finite (an underflow
+	                                   upstream, when its producer ran in a half type) */
+	AMP_TSTATS_PARAM = 1u << 4,     /* a gradient row: the gradient of a parameter (of its
+	                                   working copy, in the dtype its layer ran in) */
 };
 
 /* Statistics of one checked tensor (the `tensor_stats` table). */
@@ -473,7 +505,10 @@ typedef struct amp_rec_tstats {
 	 * slots; phase and flags sit in what was zeroed padding): */
 	uint64_t ninf;            /* of inf, the -Inf count (+Inf = inf - ninf) */
 	uint32_t op_name;         /* wire v2: as amp_rec_op.op_name */
-	uint32_t pad_name;
+	uint32_t src_back;        /* with AMP_TSTATS_SRC (was zeroed padding): seq - src_back is
+	                             the seq of the related op: for an input of an origin, the op
+	                             that produced it (through automatic casts); for a gradient,
+	                             the forward op whose backward wrote it */
 } amp_rec_tstats;
 
 /* A tensor dumped into the spool directory (file name relative to it). */
