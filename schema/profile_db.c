@@ -197,8 +197,18 @@ out:
 	return rc;
 }
 
+/* Nonzero if path's -wal holds at least one frame (more than its 32-byte header). */
+static int wal_has_frames(const char *path)
+{
+	char wal[4200];
+	struct stat st;
+	snprintf(wal, sizeof wal, "%s-wal", path);
+	return stat(wal, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 32;
+}
+
 /* Checks the 100-byte SQLite header: magic, and a file at least as long as the header says
- * (when the in-header size is valid).  Catches most truncations before SQLite reads a page. */
+ * (when the in-header size is valid and no -wal holds pages).  Catches most truncations
+ * before SQLite reads a page. */
 static int check_header(const char *path, char *err, size_t errlen)
 {
 	unsigned char h[100];
@@ -237,7 +247,11 @@ static int check_header(const char *path, char *err, size_t errlen)
 	uint32_t valid = (uint32_t)h[92] << 24 | (uint32_t)h[93] << 16 | (uint32_t)h[94] << 8 | h[95];
 	if (page < 512 || (page & (page - 1)))
 		return fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path, "corrupt header");
-	if (fstat_ok && pages && change == valid && (uint64_t)st.st_size < (uint64_t)page * pages)
+	/* With pages in the -wal, the main file's size says nothing: a checkpoint writes page 1
+	 * (the new count) before the pages that extend the file, and one cut short (SIGKILL, a
+	 * full disk) leaves it shorter than its header until SQLite reads the rest from the -wal. */
+	if (fstat_ok && pages && change == valid && (uint64_t)st.st_size < (uint64_t)page * pages &&
+	    !wal_has_frames(path))
 		return fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path,
 		            "file is truncated (shorter than its header says)");
 	return AMP_PROFILE_OK;

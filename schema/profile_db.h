@@ -41,7 +41,8 @@ const char *amp_profile_schema_sql(void);
 int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen);
 
 /* Opens and validates an existing profile, read-only unless writable is set.  Checks the file
- * header (SQLite magic, not truncated), application_id, user_version (newer is refused, older
+ * header (SQLite magic, not truncated; a file whose -wal holds pages is left to SQLite, which
+ * reads those pages from it: a read-only connection never writes them back), application_id, user_version (newer is refused, older
  * than 1 too) and the presence of the core tables.  Same *out and err conventions as
  * amp_profile_create ("cannot open 'path': reason"). */
 int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
