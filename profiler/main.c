@@ -67,7 +67,9 @@ static const amp_opt_spec profile_spec = {
               "Exit status: the application's own (its exit code, or 128 + signal number), except:\n"
               "    2  usage error (bad option or value)\n"
               "    3  the application could not be started (missing, not executable)\n"
-              "    4  the output database could not be created or written\n"
+              "    4  the output database could not be created (one that fills up during the\n"
+              "       run stops the recording: the application runs to its end, its status is\n"
+              "       returned, and the profile says 'collector-failed')\n"
               "    5  internal error\n"
               "    6  report/export: the profile could not be read\n"
               "    7  the application sent no events (not linked with libamprt)\n",
@@ -229,8 +231,10 @@ static int cmd_profile(int argc, char **argv)
 	return prof_run(&o);
 }
 
-/* Opens a profile for report/export; recomputes the summary of one that was not finalized
- * (its collector was killed) when the file is writable. */
+/* Opens a profile for report/export: never one that is still being recorded (it has no
+ * summary yet, and what it holds is a snapshot that will not last), and recomputes the summary
+ * of one that was not finalized (its collector was killed) when the file is writable.  0, or
+ * -1 after saying why. */
 static int open_profile(const char *path, sqlite3 **db)
 {
 	char err[1024];
@@ -242,26 +246,56 @@ static int open_profile(const char *path, sqlite3 **db)
 		           "%s", err);
 		return -1;
 	}
+	if (amp_profile_live(path) == 1) {
+		char pid[32] = "?";
+		int64_t steps = 0;
+		amp_profile_meta_get(*db, "pid", pid, sizeof pid);
+		amp_profile_query_int64(*db, &steps, "SELECT count(*) FROM steps", NULL);
+		prof_error("ampprof prints the summary when the run ends; run this again then",
+		           "'%s' is live: ampprof is still recording it (application pid %s, %lld "
+		           "steps so far), so it has no final summary yet",
+		           path, pid, (long long)steps);
+		goto fail;
+	}
 	int64_t have = 0;
-	amp_profile_query_int64(*db, &have, "SELECT count(*) FROM run_summary", NULL);
+	if (amp_profile_query_int64(*db, &have, "SELECT count(*) FROM run_summary", NULL) ==
+	    AMP_PROFILE_EIO) {
+		prof_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(*db));
+		goto fail;
+	}
 	if (have > 0)
 		return 0;
 	sqlite3 *rw = NULL;
-	if (amp_profile_open(path, 1, &rw, err, sizeof err) == AMP_PROFILE_OK) {
-		char buf[64];
-		double fp16 = 70, copy = 15;
-		if (amp_profile_meta_get(rw, "options.fp16_threshold", buf, sizeof buf) == 0)
-			fp16 = strtod(buf, NULL);
-		if (amp_profile_meta_get(rw, "options.memcpy_threshold", buf, sizeof buf) == 0)
-			copy = strtod(buf, NULL);
-		prof_error(NULL, "'%s' was not finalized (its collector stopped early); "
-		           "summarizing what it holds", path);
-		prof_summarize(rw, fp16, copy);
-		amp_profile_close(rw);
-		amp_profile_close(*db);
-		return amp_profile_open(path, 0, db, err, sizeof err) == AMP_PROFILE_OK ? 0 : -1;
+	rc = amp_profile_open(path, 1, &rw, err, sizeof err);
+	if (rc == AMP_PROFILE_EACCES)
+		return 0; /* read-only file: shown without a summary */
+	if (rc != AMP_PROFILE_OK) {
+		prof_error(NULL, "%s", err);
+		goto fail;
+	}
+	char buf[64];
+	double fp16 = 70, copy = 15;
+	if (amp_profile_meta_get(rw, "options.fp16_threshold", buf, sizeof buf) == 0)
+		fp16 = strtod(buf, NULL);
+	if (amp_profile_meta_get(rw, "options.memcpy_threshold", buf, sizeof buf) == 0)
+		copy = strtod(buf, NULL);
+	prof_error(NULL, "'%s' was not finalized (its collector stopped early); "
+	           "summarizing what it holds", path);
+	rc = prof_summarize(rw, fp16, copy);
+	amp_profile_close(rw);
+	if (rc != 0)
+		goto fail; /* prof_summarize said why ("database is locked", ...) */
+	amp_profile_close(*db);
+	*db = NULL;
+	if (amp_profile_open(path, 0, db, err, sizeof err) != AMP_PROFILE_OK) {
+		prof_error(NULL, "%s", err);
+		return -1;
 	}
 	return 0;
+fail:
+	amp_profile_close(*db);
+	*db = NULL;
+	return -1;
 }
 
 static const char *const report_usage[] = {
@@ -285,7 +319,7 @@ static const amp_opt_spec report_spec = {
     .n_opts = sizeof report_opts / sizeof report_opts[0],
     .footer = "Exit status: 0; 1 with --fail-on, when the advice has a finding at that level or\n"
               "worse (the report is printed all the same); 2 usage error; 6 the profile could\n"
-              "not be read.\n",
+              "not be read (damaged, locked by another process, or still being recorded).\n",
     .in_order = 1,
 };
 
@@ -389,7 +423,7 @@ static const amp_opt_spec export_spec = {
     .opts = export_opts,
     .n_opts = sizeof export_opts / sizeof export_opts[0],
     .footer = "Exit status: 0, 2 usage error, 4 the output cannot be written, 6 the profile\n"
-              "could not be read.\n",
+              "could not be read (damaged, locked, or still being recorded).\n",
     .in_order = 1,
 };
 

@@ -23,7 +23,12 @@ PRAGMA user_version = 2;
 -- (steps, callstack, nan_check, stats_every, dump, dump_steps, dump_limit, fp16_threshold,
 -- memcpy_threshold, drop), end ('exited', 'signal', 'crash', 'killed', 'collecting' while running,
 -- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally and was
--- finalized), events, dropped_events, rings_missing, wall_ns, finalized_at.  Keys written by
+-- finalized), events, dropped_events, rings_missing, wall_ns, finalized_at.  When the database
+-- could not be written (a full disk) recording stopped and the application ran on: end is
+-- 'collector-failed' (exit_status and exit_signal still say how the application ended),
+-- collector_error (SQLite's reason), missing_from_ns (when, since the start),
+-- missing_from_step (the step being recorded then: the steps before it are whole, it and the
+-- later ones are missing), not_recorded (events read and discarded from then on).  Keys written by
 -- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
 -- counters: ops_dispatched and copies (the runtime's own counts of op executions and of
 -- copies and casts, sent at every step end by each producing thread and summed over threads;
