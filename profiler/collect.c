@@ -351,8 +351,12 @@ static void collector_fail(collector *c)
 		c->discarded += prof_writer_events(c->w) - c->committed_events;
 	if (!sqlite3_get_autocommit(c->db))
 		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
-	reserve_release(c);
-	c->failed_meta = failed_meta(c) != 0;
+	/* the frames the rollback left in the -wal are reused first; the reserve, kept for the
+	 * summary at the end if it can be, is the fallback */
+	if (failed_meta(c) != 0) {
+		reserve_release(c);
+		c->failed_meta = failed_meta(c) != 0;
+	}
 }
 
 /* How the application ended into meta (end, exit_status, exit_signal); its exit code in
@@ -604,6 +608,7 @@ int prof_run(const prof_options *opts)
 	}
 	if (c.failed) {
 		/* best effort: the space the rollback and the reserve freed may hold the rest */
+		reserve_release(&c);
 		if (sqlite3_exec(c.db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
 		    end_meta(&c, status, &app_code) != 0 ||
 		    sqlite3_exec(c.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {

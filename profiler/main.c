@@ -282,9 +282,15 @@ static int open_profile(const char *path, sqlite3 **db)
 	prof_error(NULL, "'%s' was not finalized (its collector stopped early); "
 	           "summarizing what it holds", path);
 	rc = prof_summarize(rw, fp16, copy);
+	int ec = rc != 0 ? sqlite3_errcode(rw) & 0xff : SQLITE_OK;
 	amp_profile_close(rw);
-	if (rc != 0)
-		goto fail; /* prof_summarize said why ("database is locked", ...) */
+	if (ec == SQLITE_BUSY || ec == SQLITE_LOCKED)
+		goto fail; /* prof_summarize said so: another process writes it */
+	if (rc != 0) { /* a full disk, a read-only medium: shown without a summary */
+		prof_error("ampview computes the summary in memory", "'%s' is shown without a summary",
+		           path);
+		return 0;
+	}
 	amp_profile_close(*db);
 	*db = NULL;
 	if (amp_profile_open(path, 0, db, err, sizeof err) != AMP_PROFILE_OK) {
