@@ -281,11 +281,19 @@ static int open_profile(const char *path, sqlite3 **db)
 		copy = strtod(buf, NULL);
 	prof_error(NULL, "'%s' was not finalized (its collector stopped early); "
 	           "summarizing what it holds", path);
+	/* another process holding the write lock (for longer than the busy timeout) is an
+	 * error, never a report without its summary */
+	if (sqlite3_exec(rw, "BEGIN IMMEDIATE; ROLLBACK", NULL, NULL, NULL) != SQLITE_OK) {
+		int ec = sqlite3_errcode(rw) & 0xff;
+		if (ec == SQLITE_BUSY || ec == SQLITE_LOCKED) {
+			prof_error(NULL, "cannot summarize '%s': %s (another process writes it)", path,
+			           sqlite3_errmsg(rw));
+			amp_profile_close(rw);
+			goto fail;
+		}
+	}
 	rc = prof_summarize(rw, fp16, copy);
-	int ec = rc != 0 ? sqlite3_errcode(rw) & 0xff : SQLITE_OK;
 	amp_profile_close(rw);
-	if (ec == SQLITE_BUSY || ec == SQLITE_LOCKED)
-		goto fail; /* prof_summarize said so: another process writes it */
 	if (rc != 0) { /* a full disk, a read-only medium: shown without a summary */
 		prof_error("ampview computes the summary in memory", "'%s' is shown without a summary",
 		           path);

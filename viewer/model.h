@@ -172,6 +172,11 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
                     size_t errlen);
 void view_model_free(view_model *m);
 
+/* Nonzero once a query of the model met a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB): what
+ * was read may be incomplete, and the reader must say so (view_model_error holds SQLite's
+ * message).  Sticky. */
+int view_model_damaged(const view_model *m);
+
 /* The run; valid until view_model_free. */
 const view_run *view_model_run(const view_model *m);
 /* The last SQLite error message of the model (for a panel's status line). */

@@ -102,9 +102,9 @@ check "report after the run: exit 0" "$rc" 0
 ap=$!
 wait_steps killed.db 5 || bad "the killed run did not start recording"
 kill -KILL "$ap"; wait "$ap" 2>/dev/null
-{ echo "BEGIN IMMEDIATE; INSERT INTO meta VALUES ('lock', 'held');"; sleep 5; } | sqlite3 killed.db &
+{ echo "BEGIN IMMEDIATE; INSERT INTO meta VALUES ('lock', 'held'); SELECT 'held';"; sleep 5; } | sqlite3 killed.db >holder.out &
 holder=$!
-sleep 0.5
+for _ in $(seq 100); do grep -q held holder.out 2>/dev/null && break; sleep 0.05; done
 err=$("$AMPPROF" report killed.db 2>&1 >/dev/null); rc=$?
 check "report on a locked unfinalized profile: exit 6, not 0" "$rc" 6
 check_true "report on a locked profile: says it is locked" grep -q "database is locked" <<<"$err"
@@ -128,6 +128,20 @@ check_true "a reader at finalize: ampprof says the -wal holds part of the profil
 wait "$reader"
 "$AMPPROF" report held.db >/dev/null 2>&1; rc=$?
 check "the profile and its -wal: report reads it" "$rc:$(q held.db 'SELECT count(*) FROM steps')" "0:30"
+
+# ---- a damaged profile in ampview ---------------------------------------------------------------
+"$GENPROF" --output=damaged.db --ops=20000 --steps=40 2>/dev/null
+page=$(q damaged.db "SELECT pageno FROM dbstat WHERE name = 'op_events' AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 20")
+size=$(q damaged.db 'PRAGMA page_size')
+if [ -n "$page" ] && [ "$page" -gt 1 ] 2>/dev/null; then
+	head -c "$size" /dev/zero | tr '\0' 'Z' | dd of=damaged.db bs="$size" seek=$((page - 1)) conv=notrunc status=none
+	out=$("$AMPVIEW" --headless --panel=steps damaged.db 2>view.err); rc=$?
+	check "ampview on a damaged profile: exit 1" "$rc" 1
+	check_true "ampview on a damaged profile: says so" grep -q "'damaged.db' is damaged (database disk image is malformed)" view.err
+	check_true "ampview on a damaged profile: the screen says so too" grep -q "DAMAGED PROFILE" <<<"$out"
+else
+	bad "no leaf page of op_events found in damaged.db"
+fi
 
 # ---- a full disk -----------------------------------------------------------------------------
 TINY=$(mktemp -d "${TMPDIR:-/tmp}/ampkit-tiny.XXXXXX")
