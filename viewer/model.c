@@ -452,6 +452,11 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 	r->first_step = query_i64(m, "SELECT min(step) FROM steps", 0);
 	r->last_step = query_i64(m, "SELECT max(step) FROM steps", 0);
 	{
+		uint64_t d = (uint64_t)r->last_step - (uint64_t)r->first_step;
+		r->step_span = r->last_step < r->first_step ? 0
+		               : d >= (UINT64_C(1) << 62) ? INT64_C(1) << 62 : (int64_t)d + 1;
+	}
+	{
 		sqlite3_stmt *st = prep(m, "SELECT scale FROM steps ORDER BY step DESC LIMIT 1");
 		r->last_scale = NAN;
 		if (st && step_row(m, st) == SQLITE_ROW)

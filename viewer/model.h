@@ -49,6 +49,8 @@ typedef struct view_run {
 	int64_t steps, overflow_steps, skipped_steps;
 	int64_t lossless_steps; /* ended with no loss and no overflow (evaluation, say) */
 	int64_t first_step, last_step;
+	int64_t step_span;      /* last_step - first_step + 1, at most 2^62: step numbers are the
+	                           application's, so lists over them stay far from overflow */
 	int64_t op_count, copy_count;
 	int64_t wall_ns, step_ns, op_ns, copy_ns, peak_bytes;
 	int64_t dropped_events;

@@ -505,6 +505,8 @@ Test(app, every_panel_draws_a_hostile_profile, .init = setup, .fini = teardown)
 		char key[2] = {(char)('1' + k), 0};
 		free(draw_after(app, key));
 	}
+	/* a group's steps (every int64 step number in the list), its end, a page past it */
+	free(draw_after(app, "2<enter>G<pgdn><pgdn><esc>"));
 	char *text = draw_after(app, "5");
 	cr_assert(strstr(text, "non-finite values"), "%s", text);
 	free(text);
