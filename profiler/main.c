@@ -32,7 +32,8 @@ static const char *const profile_usage[] = {
 static const amp_opt profile_opts[] = {
     {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c", NULL},
     {'o', 'o', "output", "<file>", "database to write", "profile.db"},
-    {'f', 'f', "force", NULL, "overwrite an existing output", NULL},
+    {'f', 'f', "force", NULL, "overwrite an existing output (a regular file\n"
+     "that no other ampprof is writing)", NULL},
     {OPT_STEPS, 0, "steps", "<range>", "steps traced in full detail, e.g. 10-20,50\n"
      "(step rows are written for every step)", "all"},
     {OPT_CALLSTACK, 0, "callstack", "on|off", "record the user call site of every op", "on"},

@@ -200,6 +200,52 @@ Test(schema, wal_of_an_interrupted_checkpoint_is_read)
 	cr_assert_eq(after_wal.st_size, st_wal.st_size);
 }
 
+/* The output lock: held from create to close, so a second creator with force is refused
+ * (the first one's file untouched) and readers can tell a profile being recorded. */
+Test(schema, output_lock_refuses_a_second_writer)
+{
+	sqlite3 *a = NULL, *b = (sqlite3 *)1, *w = (sqlite3 *)1;
+	char err[256];
+	const char *p = path_in("locked.db");
+	cr_assert_eq(amp_profile_create(p, 0, &a, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_meta_set(a, "who", "first"), AMP_PROFILE_OK);
+	cr_assert_eq(amp_profile_live(p), 1);
+	cr_assert_eq(amp_profile_create(p, 1, &b, err, sizeof err), AMP_PROFILE_EBUSY);
+	cr_assert_null(b);
+	cr_assert(strstr(err, "another ampprof is writing it"), "%s", err);
+	cr_assert_eq(amp_profile_open(p, 1, &w, err, sizeof err), AMP_PROFILE_EBUSY);
+	cr_assert_null(w);
+	char v[16];
+	cr_assert_eq(amp_profile_meta_get(a, "who", v, sizeof v), AMP_PROFILE_OK, "still there");
+	amp_profile_close(a);
+	cr_assert_eq(amp_profile_live(p), 0);
+	cr_assert_eq(amp_profile_open(p, 1, &w, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_live(p), 1, "a writable reader holds it too");
+	amp_profile_close(w);
+	cr_assert_eq(amp_profile_create(p, 1, &b, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	amp_profile_close(b);
+	cr_assert_eq(amp_profile_live(path_in("absent.db")), AMP_PROFILE_ENOENT);
+}
+
+/* Only new or regular files are written: a FIFO and a dangling link are refused and kept. */
+Test(schema, create_refuses_what_is_not_a_regular_file)
+{
+	sqlite3 *db = (sqlite3 *)1;
+	char err[256];
+	const char *fifo = path_in("fifo"), *link = path_in("link"), *target = path_in("t.db");
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(amp_profile_create(fifo, 1, &db, err, sizeof err), AMP_PROFILE_ENOTREG);
+	cr_assert_null(db);
+	cr_assert(strstr(err, "is a FIFO"), "%s", err);
+	struct stat st;
+	cr_assert(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+	cr_assert_eq(symlink(target, link), 0);
+	cr_assert_eq(amp_profile_create(link, 0, &db, err, sizeof err), AMP_PROFILE_ENOTREG);
+	cr_assert(strstr(err, "dangling symbolic link"), "%s", err);
+	cr_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+	cr_assert_neq(access(target, F_OK), 0, "nothing written through the link");
+}
+
 /* The embedded schema is schema/profile.sql, byte for byte. */
 Test(schema, embedded_sql_matches_file)
 {
