@@ -232,7 +232,11 @@ static int remove_old_output(const char *path, const struct stat *sb, char *err,
 		              err, errlen, "create", path, strerror(errno));
 	struct stat fsb;
 	int rc = AMP_PROFILE_OK;
-	int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) || fsb.st_ino != sb->st_ino
+	/* the file lstat saw, not one created since in its place (an inode number may be reused
+	 * at once: the change time tells them apart) */
+	int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) || fsb.st_dev != sb->st_dev ||
+	                 fsb.st_ino != sb->st_ino || fsb.st_ctim.tv_sec != sb->st_ctim.tv_sec ||
+	                 fsb.st_ctim.tv_nsec != sb->st_ctim.tv_nsec
 	             ? 1 : output_lock(fd);
 	if (lk > 0 || (lk == 0 && !same_file(path, fd)))
 		rc = fail(AMP_PROFILE_EBUSY, err, errlen, "create", path,

@@ -70,16 +70,19 @@ check "--force on an output another ampprof writes: refused (exit 4)" "$rc" 4
 check_true "--force on a live output: says who holds it" grep -q "another ampprof is writing it" <<<"$err"
 wait "$first"; rc=$?
 check "the first run is untouched: exit 0, every step" "$rc:$(q shared.db 'SELECT count(*) FROM steps')" "0:60"
-both=0
+codes=""
 for i in 1 2 3 4 5 6; do
-	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>/dev/null & a=$!
-	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>/dev/null & b=$!
+	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>>race.err & a=$!
+	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>>race.err & b=$!
 	wait "$a"; ra=$?
 	wait "$b"; rb=$?
-	[ "$ra" = 0 ] && [ "$rb" = 0 ] && both=$((both + 1))
+	codes="$codes $(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ,)"
 done
-check "6 pairs of concurrent --force runs: never both succeed" "$both" 0
-check "the profile the winner wrote is whole" "$(q race.db 'PRAGMA integrity_check'):$(q race.db 'SELECT count(*) FROM steps')" "ok:20"
+check_true "6 pairs of concurrent --force runs: never both succeed ($codes)" eval '! grep -q "0,0," <<<"$codes"'
+check_true "6 pairs of concurrent --force runs: the loser is refused with exit 4 ($codes)" eval '! grep -qv "^\( [04],4,\)*$" <<<"$codes"'
+if [ "${codes##* }" = "0,4," ]; then
+	check "the profile the winner wrote is whole" "$(q race.db 'PRAGMA integrity_check'):$(q race.db 'SELECT count(*) FROM steps')" "ok:20"
+fi
 
 # ---- a profile still being recorded ------------------------------------------------------------
 "$AMPPROF" -q -o live.db -- "$PRODUCER" --steps 80 --ops 5 --sleep-ms 20 &
