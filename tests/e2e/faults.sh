@@ -38,12 +38,12 @@ run_short() { "$AMPPROF" -q "$@" -- "$PRODUCER" --steps 3 --ops 4; }
 # ---- outputs that are not regular files ------------------------------------------------------
 mkfifo fifo
 err=$(run_short -f -o fifo 2>&1); rc=$?
-check "--force on a FIFO: refused (exit 4)" "$rc" 4
+check "--force on a FIFO: refused (exit 125)" "$rc" 125
 check_true "--force on a FIFO: it is still a FIFO" test -p fifo
 check_true "--force on a FIFO: says so" grep -q "'fifo': is a FIFO, not a regular file" <<<"$err"
 if [ "$(id -u)" = 0 ] && mknod chardev c 1 3 2>/dev/null; then
 	err=$(run_short -f -o chardev 2>&1); rc=$?
-	check "--force on a character device: refused (exit 4)" "$rc" 4
+	check "--force on a character device: refused (exit 125)" "$rc" 125
 	check_true "--force on a character device: it is still one" test -c chardev
 	check_true "--force on a character device: says so" grep -q "is a character device" <<<"$err"
 else
@@ -51,13 +51,13 @@ else
 fi
 ln -s "$WORK/nowhere/x.db" dangling
 err=$(run_short -o dangling 2>&1); rc=$?
-check "dangling symlink: refused (exit 4)" "$rc" 4
+check "dangling symlink: refused (exit 125)" "$rc" 125
 check_true "dangling symlink: the link is kept" test -L dangling
 check_true "dangling symlink: says so" grep -q "is a dangling symbolic link" <<<"$err"
 ln -s "$WORK/target.db" dangling2
 run_short -f -o dangling2 2>/dev/null; rc=$?
 check "dangling symlink with --force: refused, nothing written through it" \
-	"$rc:$(test -e target.db && echo written || echo none)" "4:none"
+	"$rc:$(test -e target.db && echo written || echo none)" "125:none"
 run_short -o plain.db && run_short -f -o plain.db; rc=$?
 check "--force on a regular file still overwrites it" "$rc:$(q plain.db 'SELECT count(*) FROM steps')" "0:3"
 
@@ -66,7 +66,7 @@ check "--force on a regular file still overwrites it" "$rc:$(q plain.db 'SELECT 
 first=$!
 wait_steps shared.db 5 || bad "the first run did not start recording"
 err=$(run_short -f -o shared.db 2>&1); rc=$?
-check "--force on an output another ampprof writes: refused (exit 4)" "$rc" 4
+check "--force on an output another ampprof writes: refused (exit 125)" "$rc" 125
 check_true "--force on a live output: says who holds it" grep -q "another ampprof is writing it" <<<"$err"
 wait "$first"; rc=$?
 check "the first run is untouched: exit 0, every step" "$rc:$(q shared.db 'SELECT count(*) FROM steps')" "0:60"
@@ -78,9 +78,9 @@ for i in 1 2 3 4 5 6; do
 	wait "$b"; rb=$?
 	codes="$codes $(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ,)"
 done
-check_true "6 pairs of concurrent --force runs: never both succeed ($codes)" eval '! grep -q "0,0," <<<"$codes"'
-check_true "6 pairs of concurrent --force runs: the loser is refused with exit 4 ($codes)" eval '! grep -qv "^\( [04],4,\)*$" <<<"$codes"'
-if [ "${codes##* }" = "0,4," ]; then
+check_true "6 pairs of concurrent --force runs: never both succeed ($codes)" eval '! grep -q " 0,0," <<<"$codes"'
+check_true "6 pairs of concurrent --force runs: the loser is refused with exit 125 ($codes)" eval '! grep -qv "^\( 0,125,\| 125,125,\)*$" <<<"$codes"'
+if [ "${codes##* }" = "0,125," ]; then
 	check "the profile the winner wrote is whole" "$(q race.db 'PRAGMA integrity_check'):$(q race.db 'SELECT count(*) FROM steps')" "ok:20"
 fi
 
