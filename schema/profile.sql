@@ -38,7 +38,12 @@ PRAGMA user_version = 3;
 -- dropped_events, dropped.<kind> (records dropped by kind: ops, copies, tensor_stats, memory,
 -- dumps, other), rings_missing (threads or processes that found no ring: nothing of theirs is
 -- in the tables), unrecorded.<counter> (of a counter's total, what those threads counted),
--- wall_ns, finalized_at.  Keys written by
+-- wall_ns, finalized_at.  When the database could not be written (a full disk) recording
+-- stopped and the application ran on: end is 'collector-failed' (exit_status and exit_signal
+-- still say how the application ended), collector_error (SQLite's reason), missing_from_ns
+-- (when, since the start), missing_from_step (the step being recorded then: the steps before
+-- it are whole, it and the later ones are missing), not_recorded (events read and discarded
+-- from then on), and incomplete says so.  Keys written by
 -- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale*,
 -- <key>_source for every configuration key that was set (where: 'amp.cfg:3', 'environment
 -- AMP_CUSTOM_BLACK_LIST' or 'amp_config_set'; version 3) and

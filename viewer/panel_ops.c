@@ -276,8 +276,10 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	int list_rows = end - y;
 	if (list_rows > STEP_ROWS_MAX)
 		list_rows = STEP_ROWS_MAX;
-	view_list_fit(&o->steps, r->last_step - r->first_step + 1, list_rows);
-	int64_t lo = r->first_step + o->steps.top, hi = lo + list_rows - 1;
+	view_list_fit(&o->steps, r->step_span, list_rows);
+	/* top < step_span, so lo <= last_step; hi saturates (step numbers are any int64) */
+	int64_t lo = r->first_step + o->steps.top;
+	int64_t hi = lo > INT64_MAX - (list_rows - 1) ? INT64_MAX : lo + (list_rows - 1);
 	if (lo != o->page_lo || hi != o->page_hi) {
 		o->npage = view_model_group_steps(ctx->model, g, o->by_label, lo, hi, o->page,
 		                                  STEP_ROWS_MAX);
@@ -286,7 +288,7 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		o->page_lo = lo, o->page_hi = hi;
 	}
 	long k = 0;
-	for (int64_t step = lo; step <= hi && step <= r->last_step && y < end; step++, y++) {
+	for (int64_t step = lo; y < end; step++, y++) {
 		while (k < o->npage && o->page[k].step < step)
 			k++;
 		const view_group_step *gs =
@@ -299,8 +301,10 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		view_screen_puts_right(
 		    s, 30, y, 10, VIEW_S_NORMAL, 0,
 		    gs && gs->calls ? view_fmt_ns(gs->total_ns / gs->calls, c, sizeof c) : "-");
-		if (step - r->first_step == o->steps.cursor)
+		if ((uint64_t)step - (uint64_t)r->first_step == (uint64_t)o->steps.cursor)
 			view_draw_cursor(s, 0, y, s->w);
+		if (step >= hi || step >= r->last_step) /* never step++ past INT64_MAX */
+			break;
 	}
 	snprintf(ctx->status, sizeof ctx->status,
 	         "Esc: back to the table \xc2\xb7 steps %lld..%lld", (long long)r->first_step,

@@ -175,7 +175,7 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 
 	int x = 1 + view_screen_printf(s, 1, top, s->w - 2, VIEW_S_NORMAL, 0,
 	                               "Loss scale, log2 axis, %lld steps \xc2\xb7 ",
-	                               (long long)(r->last_step - r->first_step + 1));
+	                               (long long)r->step_span);
 	x += view_screen_puts(s, x, top, s->w - x, VIEW_S_BAND, 0, "band [8, 1024]");
 	x += view_screen_puts(s, x, top, s->w - x, VIEW_S_NORMAL, 0, " \xc2\xb7 ");
 	view_screen_putc(s, x++, top, VIEW_G_UP, VIEW_S_MARK, VIEW_A_BOLD);
