@@ -392,6 +392,9 @@ static void incomplete_reason(char *buf, size_t len, uint64_t missing, uint64_t 
 static int record_unrecorded(collector *c)
 {
 	const amp_lost_counter *lc = c->sess.hdr->lost;
+	char names[AMP_LOST_COUNTERS][AMP_LOST_NAME];
+	int64_t values[AMP_LOST_COUNTERS];
+	int n = 0;
 	for (int i = 0; i < AMP_LOST_COUNTERS; i++) {
 		if (__atomic_load_n(&lc[i].state, __ATOMIC_ACQUIRE) != 2)
 			continue;
@@ -400,10 +403,21 @@ static int record_unrecorded(collector *c)
 		name[sizeof name - 1] = '\0';
 		if (!name[0])
 			continue;
-		if (prof_writer_lost_counter(c->w, name,
-		                             __atomic_load_n(&lc[i].value, __ATOMIC_RELAXED)) != 0)
-			return -1;
+		/* the session header is the application's: slots of one name are summed */
+		int64_t v = __atomic_load_n(&lc[i].value, __ATOMIC_RELAXED);
+		int k = 0;
+		while (k < n && strcmp(names[k], name) != 0)
+			k++;
+		if (k == n) {
+			memcpy(names[n], name, sizeof name);
+			values[n++] = v;
+		} else {
+			values[k] = (int64_t)((uint64_t)values[k] + (uint64_t)v);
+		}
 	}
+	for (int k = 0; k < n; k++)
+		if (prof_writer_lost_counter(c->w, names[k], values[k]) != 0)
+			return -1;
 	return 0;
 }
 

@@ -263,28 +263,30 @@ static int lost_slot(const char *name)
 	amp_lost_counter *lc = amp_trace_sess->lost;
 	size_t n = strnlen(name, AMP_LOST_NAME - 1);
 	for (int pass = 0; pass < 1000; pass++) {
-		int pending = 0;
+		int pending = 0, free_slot = -1;
 		for (int i = 0; i < AMP_LOST_COUNTERS; i++) {
 			uint32_t st = __atomic_load_n(&lc[i].state, __ATOMIC_ACQUIRE);
 			if (st == 2 && strncmp(lc[i].name, name, n) == 0 && lc[i].name[n] == '\0')
 				return i;
-			if (st == 1)
-				pending = 1;
-			if (st == 0) {
-				uint32_t want = 0;
-				if (__atomic_compare_exchange_n(&lc[i].state, &want, 1, 0, __ATOMIC_ACQ_REL,
-				                                __ATOMIC_ACQUIRE)) {
-					memcpy(lc[i].name, name, n);
-					lc[i].name[n] = '\0';
-					__atomic_store_n(&lc[i].state, 2, __ATOMIC_RELEASE);
-					return i;
-				}
-				pending = 1;
+			pending |= st == 1;
+			if (st == 0 && free_slot < 0)
+				free_slot = i;
+		}
+		/* a slot being named may be getting this name: a second slot of one name would
+		 * split its count, so wait for it before naming one */
+		if (!pending) {
+			if (free_slot < 0)
+				return -1;
+			uint32_t want = 0;
+			if (__atomic_compare_exchange_n(&lc[free_slot].state, &want, 1, 0,
+			                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				memcpy(lc[free_slot].name, name, n);
+				lc[free_slot].name[n] = '\0';
+				__atomic_store_n(&lc[free_slot].state, 2, __ATOMIC_RELEASE);
+				return free_slot;
 			}
 		}
-		if (!pending)
-			return -1;
-		sched_yield(); /* another thread is naming a slot: it may be this name */
+		sched_yield();
 	}
 	return -1;
 }
