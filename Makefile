@@ -43,6 +43,17 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
+# Data parallelism (runtime/mpi/, libamprt_mpi) is built when Open MPI's development files are
+# present (`make deps` installs them); libamprt itself never links MPI.  The examples then take
+# --dist.  MPI's headers are system headers here, out of reach of the strict warnings.
+MPI_PC    := $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c)
+ifneq ($(MPI_PC),)
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(MPI_PC)))
+MPI_LIBS  := $(shell pkg-config --libs $(MPI_PC))
+LIBRTMPI_SO := $(BUILD)/lib/libamprt_mpi.so
+EX_MPI_LIBS := -lamprt_mpi $(MPI_LIBS)
+endif
+
 LIBRT_A   := $(BUILD)/lib/libamprt.a
 LIBRT_SO  := $(BUILD)/lib/libamprt.so
 LIBSCHEMA := $(BUILD)/lib/libampschema.a
@@ -60,9 +71,9 @@ UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 .SECONDARY:
 .PHONY: all lib tools examples benches units test unit e2e asan demo bench install clean deps format
-all: lib tools examples benches units $(BUILD)/amprt.pc
+all: lib tools examples benches units $(BUILD)/amprt.pc $(if $(LIBRTMPI_SO),$(BUILD)/amprt_mpi.pc)
 
-lib: $(LIBRT_A) $(LIBRT_SO)
+lib: $(LIBRT_A) $(LIBRT_SO) $(LIBRTMPI_SO)
 tools: $(TOOLS)
 examples: $(EXAMPLES)
 benches: $(BENCHES)
@@ -91,6 +102,13 @@ $(LIBRT_SO): $(call obj,$(RT_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -Wl,-soname,libamprt.so $(CFLAGS) $^ -o $@ $(LDLIBS_RT)
 
+# libamprt_mpi: the MPI backend of amp/amp_dist.h, linked against the shared runtime.
+$(BUILD)/obj/runtime/mpi/%.o $(BUILD)/obj/examples/common/dist.o $(BUILD)/obj/tests/progs/dist_cases.o: CPPFLAGS += $(MPI_CFLAGS) $(if $(MPI_PC),-DAMP_HAVE_MPI)
+$(BUILD)/lib/libamprt_mpi.so: $(call obj,$(wildcard runtime/mpi/*.c)) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,libamprt_mpi.so $(CFLAGS) $(filter %.o,$^) -o $@ -L$(BUILD)/lib -lamprt $(MPI_LIBS)
+
 # schema/profile.sql is embedded into the schema module as a byte array (NUL-terminated).
 $(BUILD)/gen/profile_sql.h: schema/profile.sql
 	@mkdir -p $(dir $@)
@@ -117,10 +135,10 @@ $(BUILD)/bin/ampview: $(call obj,viewer/main.c) $(LIBVIEW) $(LIBSCHEMA)
 
 # Examples link the shared runtime (found through an rpath relative to the binary), so that
 # the profiler can tell the user's frames from the runtime's when it records call sites.
-$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(LIBEXCOM) $(LIBRT_SO)
+$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(LIBEXCOM) $(LIBRT_SO) $(LIBRTMPI_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $< $(LIBEXCOM) -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ -lz $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBEXCOM) -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' $(EX_MPI_LIBS) -lamprt -o $@ -lz $(LDLIBS_RT)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBEXCOM) $(LIBPROF) $(LIBSCHEMA) $(LIBRT_A)
 	@mkdir -p $(dir $@)
@@ -137,11 +155,16 @@ $(BUILD)/amprt.pc: Makefile
 	@mkdir -p $(dir $@)
 	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: amprt\nDescription: ampkit mixed-precision training runtime\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lamprt\nLibs.private: -lunwind -lm -lpthread -ldl\n' '$(PREFIX)' '$(VERSION)' > $@
 
+$(BUILD)/amprt_mpi.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: amprt_mpi\nDescription: ampkit data-parallel training on MPI\nVersion: %s\nRequires: amprt %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lamprt_mpi\n' '$(PREFIX)' '$(VERSION)' '$(MPI_PC)' > $@
+
 # ---- packages ------------------------------------------------------------------------------
 # Installs only what is missing.  Needs root (apt-get).
 DEB_PKGS := gcc make libsqlite3-dev sqlite3 libunwind-dev libncurses-dev libcriterion-dev tmux \
             clang libclang-rt-14-dev \
-            zlib1g-dev dataset-fashion-mnist bible-kjv python3-numpy binutils
+            zlib1g-dev dataset-fashion-mnist bible-kjv python3-numpy binutils \
+            libopenmpi-dev openmpi-bin iproute2
 # The benches' yardstick (dlopen'ed by bench_kernels only; the runtime never links it).
 BENCH_PKGS := libopenblas0-pthread
 deps:
@@ -185,6 +208,8 @@ install: all
 	install -m 755 $(LIBRT_SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/include/amp/*.h $(DESTDIR)$(PREFIX)/include/amp/
 	install -m 644 $(BUILD)/amprt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	$(if $(LIBRTMPI_SO),install -m 755 $(LIBRTMPI_SO) $(DESTDIR)$(PREFIX)/lib/)
+	$(if $(LIBRTMPI_SO),install -m 644 $(BUILD)/amprt_mpi.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -224,6 +249,13 @@ $(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/runtime_cases
+# dist_cases: small data-parallel trainings (libamprt_mpi) for tests/e2e/dist.sh; built with
+# MPI when it is present (without, it refuses --dist).
+$(BUILD)/tests/dist_cases: $(call obj,tests/progs/dist_cases.c) $(LIBRT_SO) $(LIBRTMPI_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' $(EX_MPI_LIBS) -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/dist_cases
 $(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUILD)/obj/bench/bench_emitter.o: CPPFLAGS += -Iprofiler
 # test_profiler summarizes synthetic profiles (genprof) and reads them back through the viewer's
 # model (the half shares and the headroom).

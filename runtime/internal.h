@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "amp/amp.h"
+#include "amp/amp_dist.h"
 #include "amp_events.h"
 #include "dtype.h"
 #include "kernels/kernels.h"
@@ -86,6 +87,9 @@ struct amp_param {
 	char *label;
 	amp_tensor *opt_m;       /* optimizer state: momentum or Adam first moment (or NULL) */
 	amp_tensor *opt_v;       /* Adam second moment (or NULL) */
+	int index;               /* registration order, from 0 (amp_param_at) */
+	amp_node *last_use;      /* data parallel: the oldest tape node reading the master this
+	                            step, after whose backward its gradient is final */
 	amp_param *next;
 };
 
@@ -132,6 +136,8 @@ typedef struct amp_config {
 	uint64_t seed;
 	int num_threads;
 	char kernels[16];
+	amp_dtype allreduce_dtype;   /* data parallel: payload of the gradient all-reduce */
+	int64_t allreduce_bucket_kb; /* data parallel: gradient bucket size */
 } amp_config;
 
 struct amp_optim;
@@ -161,6 +167,8 @@ struct amp_ctx {
 	uint32_t next_tensor_id;
 	uint64_t rng_state;      /* dropout stream */
 	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */
+	const struct amp_dist_ops *dist; /* data-parallel backend (amp/amp_dist.h), or NULL */
+	void *dist_state;
 	amp_run_stats stats;
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
