@@ -143,6 +143,12 @@ out:
 	return rc;
 }
 
+int prof_advice_add(sqlite3 *db, const char *rule, const char *severity, const char *message,
+                    const char *evidence, const char *op, int64_t step, int64_t callsite)
+{
+	return add_advice(db, rule, severity, message, evidence, op, step, callsite);
+}
+
 /* The first column of sql's first row, dflt on NULL, no row or error. */
 static double query_double(sqlite3 *db, const char *sql, double dflt)
 {
@@ -838,6 +844,12 @@ static int run_gemm(sqlite3 *db, double fp16, double copy)
 	return rule_gemm(db);
 }
 
+static int run_dist(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return prof_dist_rules(db);
+}
+
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
 static int run_summary_sql(sqlite3 *db, char **msg)
 {
@@ -862,7 +874,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
 	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
-	    run_summary_sql(db, &msg) != SQLITE_OK ||
+	    run_summary_sql(db, &msg) != SQLITE_OK || prof_dist_summary(db, &msg) != SQLITE_OK ||
 	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
@@ -876,7 +888,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	} rules[] = {
 	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
-	    {"gemm", run_gemm},
+	    {"gemm", run_gemm},           {"dist", run_dist},
 	};
 	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
 		if (rules[i].run(db, fp16_threshold, memcpy_threshold) != 0) {

@@ -26,12 +26,14 @@ static const char *const profile_usage[] = {
     "ampprof report [--format=text|json] [--fail-on=error|warning] [<profile.db>]",
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
     "ampprof info [--format=text|json]",
+    "ampprof merge -o <merged.db> <rank0.db> <rank1.db>...",
     NULL,
 };
 
 static const amp_opt profile_opts[] = {
     {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c", NULL},
-    {'o', 'o', "output", "<file>", "database to write", "profile.db"},
+    {'o', 'o', "output", "<file>", "database to write; %r is the MPI rank (from the\n"
+     "launcher's environment, 0 without one), %p the pid", "profile.db"},
     {'f', 'f', "force", NULL, "overwrite an existing output", NULL},
     {OPT_STEPS, 0, "steps", "<range>", "steps traced in full detail, e.g. 10-20,50\n"
      "(step rows are written for every step)", "all"},
@@ -59,7 +61,8 @@ static const amp_opt_spec profile_spec = {
     .usage = profile_usage,
     .about = "Profiles a mixed-precision training run into one SQLite database.\n"
              "Commands: report (the summary of a profile), export (Chrome trace or CSV),\n"
-             "info (the CPU, the library's kernel paths and engines).",
+             "info (the CPU, the library's kernel paths and engines), merge (the per-rank\n"
+             "profiles of a data-parallel run into one).",
     .opts = profile_opts,
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
@@ -226,6 +229,12 @@ static int cmd_profile(int argc, char **argv)
 		return usage_error(sp, NULL, "%s", "no application to profile");
 	if (!o.output[0])
 		return usage_error(sp, NULL, "%s", "--output is empty");
+	static char expanded[4096];
+	const char *bad;
+	if (prof_output_expand(o.output, expanded, sizeof expanded, &bad) != 0)
+		return usage_error(sp, "%r is the MPI rank, %p the pid, %% a '%'",
+		                   "invalid --output pattern at '%s'", bad);
+	o.output = expanded;
 	return prof_run(&o);
 }
 
@@ -456,6 +465,7 @@ static const struct prof_command {
     {"report", cmd_report},
     {"export", cmd_export},
     {"info", prof_cmd_info},
+    {"merge", prof_cmd_merge},
 };
 
 int main(int argc, char **argv)

@@ -1,4 +1,4 @@
--- profile.sql — the ampkit profile database, schema version 2.
+-- profile.sql — the ampkit profile database, schema version 3.
 --
 -- One SQLite file per profiled run, written by ampprof and read by every tool through
 -- schema/profile_db.c (which embeds this file).  application_id 0x414D5046 ('AMPF') marks the
@@ -10,12 +10,17 @@
 -- run_summary.native_half_share and .half_types; amp_profile_upgrade brings a version-1 file
 -- up to it (the engine of its ops stays NULL: unknown).
 --
+-- Version 3 added data-parallel runs: the `comm` table (collectives), a `rank` column on every
+-- event table (0 in a single-rank profile; `ampprof merge` writes one database from the
+-- per-rank profiles of a run with each row's rank), `rank_summary`, and
+-- run_summary.comm_share, .rank_spread and .ranks.  Upgraded files get rank 0 everywhere.
+--
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
 -- views `ops` and `copies` join them back into one readable row per execution.
 
 PRAGMA application_id = 1095585862;  -- 0x414D5046 'AMPF'
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 -- Facts about the run, one per key.  Keys written by ampprof: schema_version, ampprof_version,
 -- wire_version, command (the application as given), argv, cwd, pid, host, cpu, start_time
@@ -32,7 +37,12 @@ PRAGMA user_version = 2;
 -- (dumps_skipped_limit: --dump-limit reached, dumps_skipped_step_cap: per-step cap,
 -- dumps_skipped_steps_cap: cap on steps with non-finite dumps, dumps_skipped_nospool,
 -- dumps_failed: write errors), nonfinite_origins, tensors_checked, tensor_stats_records and
--- check_ns (process-wide totals, summed over processes).
+-- check_ns (process-wide totals, summed over processes); of a data-parallel run (libamprt_mpi):
+-- rank, world_size, allreduce_dtype, allreduce_bucket_kb, allreduce_buckets.  Keys written by
+-- `ampprof merge`: ranks, merged_from (the input files, one per line) and, per rank N,
+-- rank.N.file, rank.N.end, rank.N.exit_status, rank.N.exit_signal, rank.N.complete,
+-- rank.N.clock_offset_ns (what was added to its times to align its start-up barrier with
+-- rank 0's) and clock_spread_ns (the largest offset between two ranks' clocks).
 CREATE TABLE meta (
 	key   TEXT PRIMARY KEY,  -- fact name
 	value TEXT               -- fact value as text
@@ -50,7 +60,8 @@ CREATE TABLE threads (
 	id      INTEGER PRIMARY KEY,  -- thread number in this profile (ring index)
 	pid     INTEGER,              -- process id
 	tid     INTEGER,              -- kernel thread id
-	dropped INTEGER               -- events dropped by this thread (drop mode or dead collector)
+	dropped INTEGER,              -- events dropped by this thread (drop mode or dead collector)
+	rank    INTEGER DEFAULT 0     -- MPI rank of the process (0 in a single-rank profile)
 );
 
 -- Op types with their default precision list (docs/ARCHITECTURE.md §6): the runtime's, written when the
@@ -106,13 +117,14 @@ CREATE TABLE op_events (
 	sig      INTEGER,              -- op_sigs.id
 	start_ns INTEGER,              -- start time
 	dur_ns   INTEGER,              -- duration
-	thread   INTEGER               -- threads.id
+	thread   INTEGER,              -- threads.id
+	rank     INTEGER DEFAULT 0     -- MPI rank (0 in a single-rank profile)
 );
 
 CREATE VIEW ops AS
 	SELECT e.id, e.step, e.seq, s.phase, s.op, s.label, s.exec_dtype, s.in_dtype, s.out_dtype,
 	       e.start_ns, e.dur_ns, s.flops, s.bytes, s.shape, s.aligned, s.callsite, e.thread,
-	       s.engine
+	       s.engine, e.rank
 	FROM op_events e JOIN op_sigs s ON s.id = e.sig;
 
 -- What repeats between memory copies and casts.
@@ -135,12 +147,13 @@ CREATE TABLE copy_events (
 	sig      INTEGER,              -- copy_sigs.id
 	start_ns INTEGER,              -- start time
 	dur_ns   INTEGER,              -- duration
-	thread   INTEGER               -- threads.id
+	thread   INTEGER,              -- threads.id
+	rank     INTEGER DEFAULT 0     -- MPI rank
 );
 
 CREATE VIEW copies AS
 	SELECT e.id, e.step, s.kind, s.bytes, s.src_dtype, s.dst_dtype, e.start_ns, e.dur_ns,
-	       s.label, s.callsite, e.thread
+	       s.label, s.callsite, e.thread, e.rank
 	FROM copy_events e JOIN copy_sigs s ON s.id = e.sig;
 
 -- One row per training step, for every step whether or not it was traced in detail.
@@ -154,7 +167,8 @@ CREATE TABLE steps (
 	skipped  INTEGER,  -- 1 if the update was skipped
 	samples  INTEGER,  -- samples processed
 	detail   INTEGER,  -- 1 if ops and copies of this step were recorded (--steps)
-	thread   INTEGER   -- threads.id
+	thread   INTEGER,  -- threads.id
+	rank     INTEGER DEFAULT 0  -- MPI rank
 );
 
 -- One row per loss-scaler decision.
@@ -163,7 +177,8 @@ CREATE TABLE loss_scale (
 	t_ns      INTEGER,  -- time of the decision
 	old_scale REAL,     -- scale before
 	new_scale REAL,     -- scale after
-	reason    TEXT      -- 'hold', 'growth', 'overflow', 'init' or 'static'
+	reason    TEXT,     -- 'hold', 'growth', 'overflow', 'init' or 'static'
+	rank      INTEGER DEFAULT 0  -- MPI rank
 );
 
 -- Bytes by category at the end of each step, and the peak so far.
@@ -176,7 +191,8 @@ CREATE TABLE memory (
 	grads           INTEGER,  -- gradients
 	optimizer_state INTEGER,  -- optimizer state
 	total           INTEGER,  -- sum of the categories
-	peak            INTEGER   -- peak of all tensor memory so far
+	peak            INTEGER,  -- peak of all tensor memory so far
+	rank            INTEGER DEFAULT 0  -- MPI rank
 );
 
 -- One row per checked tensor (non-finite checks and headroom statistics).
@@ -202,7 +218,8 @@ CREATE TABLE tensor_stats (
 	-- added within schema version 1 (NULL in rows of a runtime that predates them):
 	neg_inf       INTEGER,              -- of inf, the -Inf count (+Inf count = inf - neg_inf)
 	phase         TEXT,                 -- phase of the op: 'forward', 'backward' or 'optimizer'
-	thread        INTEGER               -- threads.id
+	thread        INTEGER,              -- threads.id
+	rank          INTEGER DEFAULT 0     -- MPI rank (schema version 3)
 );
 
 -- One row per dumped tensor; data holds the raw little-endian elements.
@@ -217,7 +234,8 @@ CREATE TABLE dumps (
 	shape  TEXT,                 -- '(a,b)'
 	reason TEXT,                 -- 'nonfinite', 'step' or 'manual'
 	bytes  INTEGER,              -- size of data
-	data   BLOB                  -- the elements, NULL if the spool file was missing
+	data   BLOB,                 -- the elements, NULL if the spool file was missing
+	rank   INTEGER DEFAULT 0     -- MPI rank
 );
 
 -- Fatal signals caught by the runtime's handler.
@@ -229,7 +247,8 @@ CREATE TABLE crashes (
 	code   INTEGER,              -- si_code
 	addr   INTEGER,              -- si_addr
 	t_ns   INTEGER,              -- time of the crash
-	frames TEXT                  -- backtrace, one 'function file:line (module+offset)' per line
+	frames TEXT,                 -- backtrace, one 'function file:line (module+offset)' per line
+	rank   INTEGER DEFAULT 0     -- MPI rank
 );
 
 -- The non-finite values of the run, classified at finalize (docs/ARCHITECTURE.md §9): one row per origin
@@ -265,7 +284,29 @@ CREATE TABLE nonfinite (
 	skipped   INTEGER,  -- 1 if the step's update was skipped
 	old_scale REAL,     -- the loss scaler's decision at the end of the step: scale before,
 	new_scale REAL,     -- scale after (NULL without a decision)
-	reason    TEXT      -- and its reason ('overflow', 'hold', ...)
+	reason    TEXT,     -- and its reason ('overflow', 'hold', ...)
+	rank      INTEGER DEFAULT 0  -- MPI rank
+);
+
+-- Collectives of a data-parallel run (libamprt_mpi, wire v3), one row per collective and rank.
+-- An all-reduce is posted as soon as backward has produced its bucket's gradients and runs
+-- behind the rest of backward; wait_ns is the time the training thread then blocked on it,
+-- waiting for the slowest rank (the part not hidden behind compute).
+CREATE TABLE comm (
+	id             INTEGER PRIMARY KEY,  -- row id, in arrival order
+	step           INTEGER,              -- step (-1: at start-up, before the first step)
+	kind           TEXT NOT NULL,        -- 'allreduce' (a gradient bucket), 'broadcast' (the
+	                                     -- parameters from rank 0 at start), 'barrier' (the
+	                                     -- start-up barrier clocks are aligned on)
+	bytes          INTEGER,              -- bytes this rank contributed
+	dtype          TEXT,                 -- payload dtype ('fp32', 'fp16', 'bf16')
+	bucket         INTEGER,              -- gradient bucket, NULL if none
+	start_ns       INTEGER,              -- time it was posted
+	dur_ns         INTEGER,              -- posted to complete
+	wait_ns        INTEGER,              -- of dur_ns, the time the rank blocked waiting for it
+	local_overflow INTEGER,              -- 1 if this rank's own values held Inf/NaN
+	thread         INTEGER,              -- threads.id
+	rank           INTEGER DEFAULT 0     -- MPI rank
 );
 
 -- Findings of the advice rules (docs/ARCHITECTURE.md §9), computed at finalize.
@@ -326,6 +367,27 @@ CREATE TABLE run_summary (
 	half_types      TEXT      -- the half types ops ran in: 'fp16', 'bf16', 'fp16+bf16', or
 	                          -- NULL (an FP32 run); labels the half share ('FP16 share',
 	                          -- 'BF16 share', 'half share (fp16+bf16)')
+	comm_share      REAL,     -- communication share: all-reduce time not hidden behind
+	                          -- compute (comm.wait_ns) / step time, over all ranks (0..1);
+	                          -- NULL without collectives
+	rank_spread     REAL,     -- slowest rank's mean step time / fastest's - 1 (0: even);
+	                          -- NULL with one rank
+	ranks           INTEGER   -- ranks in the profile (1 unless merged)
+);
+
+-- One row per rank, computed at finalize (one row, rank 0, for a single-rank profile).
+CREATE TABLE rank_summary (
+	rank         INTEGER,  -- MPI rank
+	steps        INTEGER,  -- steps it recorded
+	step_ns      INTEGER,  -- their total time
+	mean_step_ns REAL,     -- mean step time
+	compute_ns   INTEGER,  -- op time (forward, backward, optimizer)
+	comm_ns      INTEGER,  -- time of its all-reduces, posted to complete
+	wait_ns      INTEGER,  -- of comm_ns, the time it blocked waiting (not hidden)
+	comm_bytes   INTEGER,  -- bytes it all-reduced
+	overflow_steps INTEGER, -- steps whose gradients overflowed
+	local_overflows INTEGER, -- all-reduces whose values held Inf/NaN on this rank itself
+	end          TEXT      -- how it ended (meta 'end', or rank.N.end in a merged profile)
 );
 
 CREATE VIEW overview AS SELECT * FROM run_summary;

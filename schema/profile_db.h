@@ -13,7 +13,7 @@
 #include <sqlite3.h>
 
 #define AMP_PROFILE_APP_ID 0x414D5046   /* 'AMPF', PRAGMA application_id */
-#define AMP_PROFILE_VERSION 2           /* PRAGMA user_version written by this schema; version 1
+#define AMP_PROFILE_VERSION 3           /* PRAGMA user_version written by this schema; version 1
                                            files are still read (see amp_profile_upgrade) */
 
 enum {
