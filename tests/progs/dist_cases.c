@@ -5,15 +5,18 @@
  * its contiguous share of it, otherwise the one process trains on the whole batch, so that the
  * two can be compared weight for weight.
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
- *              [--weights FILE]
+ *              [--die-rank R --die-step S] [--weights FILE]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
+ * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
+ * other ranks then wait at the next all-reduce until the launcher ends them).
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
  * the all-reduce dtype come from AMP_PRECISION_MODE and AMP_ALLREDUCE_DTYPE.
  */
 #include <amp/amp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +31,7 @@
 #define DATA 512
 
 typedef struct opts {
-	int dist, steps, batch, overflow_rank, overflow_step, all_ranks;
+	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step;
 	const char *weights;
 } opts;
 
@@ -48,7 +51,7 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, NULL};
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, NULL};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
@@ -63,6 +66,10 @@ static int parse(int argc, char **argv, opts *o)
 			o->overflow_rank = atoi(argv[++i]);
 		else if (v && strcmp(a, "--overflow-step") == 0)
 			o->overflow_step = atoi(argv[++i]);
+		else if (v && strcmp(a, "--die-rank") == 0)
+			o->die_rank = atoi(argv[++i]);
+		else if (v && strcmp(a, "--die-step") == 0)
+			o->die_step = atoi(argv[++i]);
 		else if (v && strcmp(a, "--weights") == 0)
 			o->weights = argv[++i];
 		else {
@@ -160,6 +167,10 @@ int main(int argc, char **argv)
 		int start = (step * o.batch) % (DATA - o.batch + 1);
 		int lo = o.batch * rank / size, hi = o.batch * (rank + 1) / size, n = hi - lo;
 		memcpy(x, g_x + (size_t)(start + lo) * IN, (size_t)n * IN * sizeof(float));
+		if (rank == o.die_rank && step == o.die_step) {
+			fflush(stdout);
+			raise(SIGKILL);
+		}
 		if (rank == o.overflow_rank && step == o.overflow_step)
 			x[3] = 3e38f;
 		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *lg, *l;
