@@ -233,4 +233,17 @@ const char *view_model_source_root(view_model *m);
 /* file without the source root if it starts with it, else file itself (a pointer into it). */
 const char *view_model_short_path(view_model *m, const char *file);
 
+/* One rank of a data-parallel profile (rank_summary), per-step figures in ns. */
+typedef struct view_rank {
+	int64_t rank, steps;
+	double step_ns, busy_ns, compute_ns, comm_ns, wait_ns; /* per step; busy = step - wait */
+	int64_t comm_bytes;
+	char end[24];
+} view_rank;
+/* Up to max ranks in rank order, with the communication share and the rank spread of the run
+ * (NAN when unknown; either pointer may be NULL).  Returns the count (0 for a profile without
+ * rank_summary) or a VIEW_E* code. */
+long view_model_ranks(view_model *m, view_rank *rows, long max, double *comm_share,
+                      double *rank_spread);
+
 #endif

@@ -172,6 +172,14 @@ grep -qE "^ +1 +12 " report.out || bad "report: per-rank table" "$(cat report.ou
 check "ampdump reads the merged profile" "$?" 0
 "$B/bin/ampprof" report pfp32.0.db >single.out 2>&1
 check "a single-rank profile reports rank 0" "$(sqlite3 pfp32.0.db "SELECT group_concat(rank) FROM rank_summary")" 0
+# ampview compares the ranks on its overview (a single-rank profile shows no such block)
+"$B/bin/ampview" --headless --width=120 --height=40 merged.db >view.out 2>&1
+check "ampview reads the merged profile" "$?" 0
+grep -q "^ Comm share .* rank spread" view.out || bad "ampview: communication share gauge" "$(cat view.out)"
+check "ampview: one row per rank under Ranks" \
+	"$(sed -n '/^ Ranks /,/^$/p' view.out | grep -cE '^ +[01] +[0-9.]+ [mu]?s ')" 2
+"$B/bin/ampview" --headless --width=100 --height=40 pfp32.0.db >view1.out 2>&1
+check "ampview: no rank block for one rank" "$(grep -c '^ Ranks ' view1.out)" 0
 # merge errors
 "$B/bin/ampprof" merge -o dup.db pfp32.0.db pfp16.0.db >/dev/null 2>dup.err
 check "merge refuses two profiles of one rank" "$?" 6

@@ -54,7 +54,7 @@ Test(schema, create_then_open)
 	cr_assert_eq(amp_profile_meta_get(db, "k", v, sizeof v), AMP_PROFILE_OK);
 	cr_assert_str_eq(v, "v");
 	cr_assert_eq(amp_profile_meta_get(db, "schema_version", v, sizeof v), AMP_PROFILE_OK);
-	cr_assert_str_eq(v, "2");
+	cr_assert_str_eq(v, "3");
 	cr_assert_eq(amp_profile_meta_get(db, "absent", v, sizeof v), AMP_PROFILE_ENOENT);
 	sqlite3_stmt *st;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM op_types WHERE list = 'white'",
@@ -157,7 +157,7 @@ Test(schema, embedded_sql_matches_file)
 	fclose(f);
 	buf[n] = '\0';
 	cr_assert_str_eq(amp_profile_schema_sql(), buf);
-	cr_assert(strstr(buf, "PRAGMA user_version = 2;") != NULL);
+	cr_assert(strstr(buf, "PRAGMA user_version = 3;") != NULL);
 }
 
 Test(schema, strerror_never_null)
@@ -231,8 +231,9 @@ Test(schema, upgrade_adds_what_version_1_gained)
 }
 
 /* A version-1 profile (no engines) still opens read-only, without the version-2 columns; the
- * upgrade adds them with NULL (unknown) engines, the ops view gains its column, and the file
- * becomes version 2. */
+ * upgrade adds them with NULL (unknown) engines, the ops view gains its column; the version-3
+ * additions (comm, rank columns, run_summary.comm_share) come too, and the file becomes
+ * version 3. */
 Test(schema, version_1_opens_and_upgrades)
 {
 	sqlite3 *db = NULL;
@@ -256,6 +257,7 @@ Test(schema, version_1_opens_and_upgrades)
 	                          "(1, 'MatMul', 'forward', 'fp16');"
 	                          "INSERT INTO op_events(step, sig, dur_ns) VALUES (0, 1, 5);"
 	                          "UPDATE meta SET value = '1' WHERE key = 'schema_version';"
+	                          "DROP TABLE comm; DROP TABLE rank_summary;"
 	                          "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK, "%s",
 	             sqlite3_errmsg(db));
 	amp_profile_close(db);
@@ -268,6 +270,11 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert(amp_profile_has_column(db, "ops", "engine"));
 	cr_assert(amp_profile_has_column(db, "op_summary", "native_ns"));
 	cr_assert(amp_profile_has_column(db, "run_summary", "half_types"));
+	cr_assert(amp_profile_has_column(db, "run_summary", "comm_share"));
+	cr_assert(amp_profile_has_column(db, "overview", "comm_share"));
+	cr_assert(amp_profile_has_column(db, "ops", "rank"));
+	cr_assert(amp_profile_has_column(db, "comm", "wait_ns"));
+	cr_assert(amp_profile_has_table(db, "rank_summary"));
 	sqlite3_stmt *st = NULL;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT op, engine IS NULL, (SELECT value FROM meta "
 	                                "WHERE key = 'schema_version') FROM ops", -1, &st, NULL),
@@ -275,7 +282,7 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
 	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "MatMul");
 	cr_assert_eq(sqlite3_column_int(st, 1), 1, "unknown engine: NULL");
-	cr_assert_str_eq((const char *)sqlite3_column_text(st, 2), "2");
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 2), "3");
 	sqlite3_finalize(st);
 	cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
