@@ -85,7 +85,7 @@ static int train_epochs(run *r)
 			if ((rc = amp_step_end(r->ctx)))
 				return rc;
 			r->steps++;
-			r->samples += n;
+			r->samples += n * r->dist.size; /* the global batch: throughput of the run */
 			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), n * r->dist.size);
 			if (opt->steps && r->steps >= opt->steps) {
 				done = 1;
