@@ -4,9 +4,9 @@
  * Every event table is copied with its rank and its ids moved past those already merged (the
  * references between tables move with them: op_events.sig, .thread, op_sigs.callsite, ...).
  * Times are nanoseconds since each profile's own start; the merge moves each rank's times so
- * that the end of its start-up barrier (the `comm` row of kind 'barrier' that libamprt_mpi
- * records in amp_mpi_attach) falls where rank 0's does, and says how far apart the clocks
- * were.  A profile without a barrier is aligned on the monotonic clocks' start times, which
+ * that the ends of its start-up barriers (the `comm` rows of kind 'barrier' that libamprt_mpi
+ * records in amp_mpi_attach, several rounds) fall where rank 0's do — by the median over the
+ * rounds — and says how far apart the clocks were.  A profile without a barrier is aligned on the monotonic clocks' start times, which
  * only holds on one host.  The summary and the advice are then computed on the whole.
  */
 #include <errno.h>
@@ -62,10 +62,13 @@ int prof_output_expand(const char *pattern, char *out, size_t len, const char **
 }
 
 /* ---- merge ---------------------------------------------------------------------------------- */
+#define MAX_BARRIERS 16
+
 typedef struct input {
 	const char *path;
 	int64_t rank;
-	int64_t barrier_ns;     /* end of its start-up barrier (its own clock), -1 if none */
+	int64_t barrier_ns[MAX_BARRIERS]; /* ends of its start-up barriers (its own clock) */
+	int n_barriers;
 	int64_t start_mono_ns;  /* meta start_mono_ns */
 	int64_t shift_ns;       /* added to its times */
 	char end[32], exit_status[16], exit_signal[16], complete[8];
@@ -193,10 +196,14 @@ static int read_input(input *in, int index)
 	in->rank = index;
 	amp_profile_query_int64(db, &in->rank, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                       " WHERE key = 'rank'", NULL);
-	in->barrier_ns = -1;
-	if (amp_profile_has_table(db, "comm"))
-		amp_profile_query_int64(db, &in->barrier_ns, "SELECT start_ns + dur_ns FROM comm WHERE"
-		                                             " kind = 'barrier' ORDER BY id LIMIT 1", NULL);
+	in->n_barriers = 0;
+	sqlite3_stmt *st = NULL;
+	if (amp_profile_has_table(db, "comm") &&
+	    sqlite3_prepare_v2(db, "SELECT start_ns + dur_ns FROM comm WHERE kind = 'barrier'"
+	                           " ORDER BY id", -1, &st, NULL) == SQLITE_OK)
+		while (in->n_barriers < MAX_BARRIERS && sqlite3_step(st) == SQLITE_ROW)
+			in->barrier_ns[in->n_barriers++] = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
 	in->start_mono_ns = 0;
 	amp_profile_query_int64(db, &in->start_mono_ns, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                                " WHERE key = 'start_mono_ns'", NULL);
@@ -252,6 +259,24 @@ static int merge_one(sqlite3 *db, const input *in)
 	if (exec(db, "DETACH DATABASE src") != 0)
 		rc = -1;
 	return rc;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* What moves x's times onto ref's clock: the median over the barrier rounds of the difference
+ * between the instants both left the same barrier. */
+static int64_t barrier_shift(const input *ref, const input *x)
+{
+	int64_t d[MAX_BARRIERS];
+	int n = x->n_barriers;
+	for (int k = 0; k < n; k++)
+		d[k] = ref->barrier_ns[k] - x->barrier_ns[k];
+	qsort(d, (size_t)n, sizeof *d, cmp_i64);
+	return n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
 }
 
 static int by_rank(const void *a, const void *b)
@@ -353,11 +378,11 @@ int prof_cmd_merge(int argc, char **argv)
 	const int ref = 0;
 	int barriers = 1;
 	for (int i = 0; i < n; i++)
-		barriers &= in[i].barrier_ns >= 0;
+		barriers &= in[i].n_barriers > 0 && in[i].n_barriers == in[ref].n_barriers;
 	int64_t spread_lo = 0, spread_hi = 0;
 	for (int i = 0; i < n; i++) {
 		int64_t mono = in[i].start_mono_ns - in[ref].start_mono_ns; /* same host: exact */
-		in[i].shift_ns = barriers ? in[ref].barrier_ns - in[i].barrier_ns : mono;
+		in[i].shift_ns = barriers ? barrier_shift(&in[ref], &in[i]) : mono;
 		int64_t off = in[i].shift_ns - mono; /* what the barrier says beyond the start times */
 		if (off < spread_lo)
 			spread_lo = off;

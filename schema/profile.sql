@@ -297,10 +297,12 @@ CREATE TABLE comm (
 	step           INTEGER,              -- step (-1: at start-up, before the first step)
 	kind           TEXT NOT NULL,        -- 'allreduce' (a gradient bucket), 'broadcast' (the
 	                                     -- parameters from rank 0 at start), 'barrier' (the
-	                                     -- start-up barrier clocks are aligned on)
+	                                     -- start-up barriers, 5 rounds, that the merge aligns
+	                                     -- clocks on: the median over the rounds)
 	bytes          INTEGER,              -- bytes this rank contributed
 	dtype          TEXT,                 -- payload dtype ('fp32', 'fp16', 'bf16')
-	bucket         INTEGER,              -- gradient bucket, NULL if none
+	bucket         INTEGER,              -- gradient bucket (of a barrier: its round), NULL if
+	                                     -- none
 	start_ns       INTEGER,              -- time it was posted
 	dur_ns         INTEGER,              -- posted to complete
 	wait_ns        INTEGER,              -- of dur_ns, the time the rank blocked waiting for it

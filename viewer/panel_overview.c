@@ -139,14 +139,18 @@ static int draw_ranks(view_ctx *ctx, view_screen *s, int y, int end)
 	char a[32], b[32], c[32], d[32], e[32], line[160];
 	if (y < end && share == share) {
 		int high = share > 0.10;
-		snprintf(line, sizeof line, "%s 10 %% \xc2\xb7 rank spread %.1f %%",
-		         high ? "HIGH: above" : "ok: at most", spread == spread ? spread * 100 : 0.0);
+		snprintf(line, sizeof line, "%s 10 %%", high ? "HIGH: above" : "ok: at most");
 		gauge(s, y++, "Comm share", share, 10, high, line);
 	}
 	if (y < end) {
 		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Ranks");
-		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_HEADER, VIEW_A_BOLD,
-		                 "rank   step    busy compute    comm    wait  end  (per step)");
+		if (spread == spread)
+			snprintf(line, sizeof line, "rank   step    busy compute    comm    wait  end"
+			         "      per step \xc2\xb7 spread %.1f %%", spread * 100);
+		else
+			snprintf(line, sizeof line, "rank   step    busy compute    comm    wait  end"
+			         "      per step");
+		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_HEADER, VIEW_A_BOLD, line);
 	}
 	double max_ns = 0;
 	for (long i = 0; i < n; i++)

@@ -281,6 +281,9 @@ static const amp_dist_ops mpi_ops = {
     .detach = hook_detach,
 };
 
+/* Start-up barriers recorded for the clock alignment of `ampprof merge`. */
+#define BARRIER_ROUNDS 5
+
 /* ---- attach -------------------------------------------------------------------------------- */
 static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 {
@@ -413,17 +416,20 @@ int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
 		                                               : "amp_mpi_attach: a bucket over 2^31 values");
 	}
 	rc = check_same(d, ctx);
-	/* The start-up barrier: every rank leaves it at about the same instant, which is what the
-	 * merge of the ranks' profiles aligns their clocks on. */
-	uint64_t t0 = amp_dist_clock();
-	if (rc == AMP_OK && (err = MPI_Barrier(d->comm)) != MPI_SUCCESS)
-		rc = mpi_fail(ctx, err, "start-up barrier");
-	uint64_t t1 = amp_dist_clock();
-	if (rc == AMP_OK) {
+	if (rc == AMP_OK)
 		note_meta(d, ctx);
-		amp_dist_trace(-1, AMP_COMM_BARRIER, AMP_F32, -1, 0, t0, t0, t1, 0);
-		rc = broadcast(d, ctx);
+	/* The start-up barriers: every rank leaves each at about the same instant, which is what
+	 * the merge of the ranks' profiles aligns their clocks on (the median over the rounds, so
+	 * that a rank descheduled on its way out of one does not move the others). */
+	for (int round = 0; rc == AMP_OK && round < BARRIER_ROUNDS; round++) {
+		uint64_t t0 = amp_dist_clock();
+		if ((err = MPI_Barrier(d->comm)) != MPI_SUCCESS)
+			rc = mpi_fail(ctx, err, "start-up barrier");
+		uint64_t t1 = amp_dist_clock();
+		amp_dist_trace(-1, AMP_COMM_BARRIER, AMP_F32, round, 0, t0, t0, t1, 0);
 	}
+	if (rc == AMP_OK)
+		rc = broadcast(d, ctx);
 	if (rc == AMP_OK)
 		rc = amp_dist_attach(ctx, &mpi_ops, d);
 	if (rc != AMP_OK)
