@@ -172,6 +172,9 @@ grep -qE "^ +1 +12 " report.out || bad "report: per-rank table" "$(cat report.ou
 check "ampdump reads the merged profile" "$?" 0
 "$B/bin/ampprof" report pfp32.0.db >single.out 2>&1
 check "a single-rank profile reports rank 0" "$(sqlite3 pfp32.0.db "SELECT group_concat(rank) FROM rank_summary")" 0
+check "export --table=comm: CSV with the wait column" \
+	"$("$B/bin/ampprof" export --format=csv --table=comm merged.db | head -1 | grep -o 'wait_ns,local_overflow,thread,rank')" \
+	"wait_ns,local_overflow,thread,rank"
 # ampview compares the ranks on its overview (a single-rank profile shows no such block)
 "$B/bin/ampview" --headless --width=120 --height=40 merged.db >view.out 2>&1
 check "ampview reads the merged profile" "$?" 0

@@ -132,7 +132,7 @@ expect_err() { # name, exit code, message pattern, args...
 expect_err "missing file" 1 "^ampview: cannot open 'nope.db': no such file" --headless nope.db
 expect_err "text file" 1 "^ampview: cannot open 'text.db': not an SQLite database, not an ampkit profile" --headless text.db
 expect_err "other SQLite file" 1 "^ampview: cannot open 'other.db': not an ampkit profile" --headless other.db
-expect_err "newer schema" 1 "^ampview: cannot open 'newer.db': profile schema version 3 is newer" --headless newer.db
+expect_err "newer schema" 1 "^ampview: cannot open 'newer.db': profile schema version 4 is newer" --headless newer.db
 expect_err "empty profile" 1 "^ampview: cannot open 'empty.db': the profile holds no steps" --headless empty.db
 expect_err "unknown panel" 2 "unknown panel 'bogus'" --headless --panel=bogus ex.db
 expect_err "bad width" 2 "bad --width" --headless --width=x ex.db
