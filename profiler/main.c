@@ -5,6 +5,8 @@
  *   ampprof [options] -- prog args                   profile (exec'd directly)
  *   ampprof report [--format=text|json] [profile.db]
  *   ampprof export --format=chrome|csv [--table=T] [--output=FILE] [profile.db]
+ *   ampprof info [--format=text|json]
+ *   ampprof help [<command>]
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 enum {
 	OPT_APPLICATION = 256, OPT_STEPS, OPT_CALLSTACK, OPT_NAN_CHECK, OPT_DUMP, OPT_DUMP_STEPS,
 	OPT_DUMP_LIMIT, OPT_FP16, OPT_MEMCPY, OPT_DROP, OPT_RING_SIZE, OPT_VERSION, OPT_FORMAT,
-	OPT_TABLE, OPT_STATS_EVERY, OPT_FAIL_ON,
+	OPT_TABLE, OPT_STATS_EVERY, OPT_FAIL_ON, OPT_RINGS,
 };
 
 static const char *const profile_usage[] = {
@@ -26,6 +28,8 @@ static const char *const profile_usage[] = {
     "ampprof report [--format=text|json] [--fail-on=error|warning] [<profile.db>]",
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
     "ampprof info [--format=text|json]",
+    "ampprof help [<command>]",
+    "ampprof diff [--format=text|csv|json] <a.db> <b.db>",
     "ampprof merge -o <merged.db> <rank0.db> <rank1.db>...",
     NULL,
 };
@@ -41,14 +45,18 @@ static const amp_opt profile_opts[] = {
     {OPT_NAN_CHECK, 0, "nan-check", "op|step|off", "non-finite checks", "op"},
     {OPT_STATS_EVERY, 0, "stats-every", "<n>", "full tensor statistics every n steps; the\n"
      "other steps count non-finite values only", "1"},
-    {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "off"},
+    {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "nonfinite"},
     {OPT_DUMP_STEPS, 0, "dump-steps", "<list>", "steps whose tensors are all dumped", NULL},
     {OPT_DUMP_LIMIT, 0, "dump-limit", "<size>", "total bytes of dumps, e.g. 1G", "256M"},
     {OPT_FP16, 0, "fp16-threshold", "<pct>", "FP16 share below this is flagged", "70"},
     {OPT_MEMCPY, 0, "memcpy-threshold", "<pct>", "copy share above this is flagged", "15"},
-    {OPT_DROP, 0, "drop", NULL, "drop events when a ring is full (counted) instead\n"
-     "of waiting", NULL},
+    {OPT_DROP, 0, "drop", NULL, "drop events when a ring is full instead of waiting\n"
+     "(counted by kind; definitions and steps are kept;\n"
+     "the profile then covers a sample)", NULL},
     {OPT_RING_SIZE, 0, "ring-size", "<slots>", "64-byte slots per thread ring", "32768"},
+    {OPT_RINGS, 0, "rings", "<n>", "threads and processes recording at once (a\n"
+     "ring is reused when its owner ends; a thread\n"
+     "that finds none makes the profile incomplete)", "64"},
     {'q', 'q', "quiet", NULL, "no status line and no summary", NULL},
     {'h', 'h', "help", NULL, "show this help ('ampprof <command> --help' for a command's)",
      NULL},
@@ -61,19 +69,24 @@ static const amp_opt_spec profile_spec = {
     .usage = profile_usage,
     .about = "Profiles a mixed-precision training run into one SQLite database.\n"
              "Commands: report (the summary of a profile), export (Chrome trace or CSV),\n"
-             "info (the CPU, the library's kernel paths and engines), merge (the per-rank\n"
-             "profiles of a data-parallel run into one).",
+             "info (the CPU, the library's kernel paths and engines), diff (two profiles'\n"
+             "timings side by side), merge (the per-rank profiles of a data-parallel run into\n"
+             "one); `ampprof help <command>` or `ampprof <command> --help` prints a command's\n"
+             "help.",
     .opts = profile_opts,
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
               "\n"
-              "Exit status: the application's own (its exit code, or 128 + signal number), except:\n"
-              "    2  usage error (bad option or value)\n"
-              "    3  the application could not be started (missing, not executable)\n"
-              "    4  the output database could not be created or written\n"
-              "    5  internal error\n"
-              "    6  report/export: the profile could not be read\n"
-              "    7  the application sent no events (not linked with libamprt)\n",
+              "Exit status: the application's own (its exit code, or 128 + signal number), except\n"
+              "when ampprof itself fails, with the codes env(1) and timeout(1) use:\n"
+              "  125  ampprof failed: the output database could not be created or written,\n"
+              "       an internal error, or the application sent no events (not linked\n"
+              "       with libamprt); the application's own status is then in the message\n"
+              "       and in the profile's meta exit_status\n"
+              "  126  the application was found but cannot be executed\n"
+              "  127  the application was not found\n"
+              "    2  usage error (nothing was run)\n"
+              "ampprof's own failures always print an 'ampprof: ' line on stderr.\n",
     .in_order = 1,
 };
 
@@ -123,12 +136,13 @@ static int cmd_profile(int argc, char **argv)
 	o.output = "profile.db";
 	o.callstack = 1;
 	o.nan_check = AMP_NAN_CHECK_OP;
-	o.dump = AMP_DUMP_OFF;
+	/* the first NaN of a run has its tensors when the user first looks (bounded by the limits) */
+	o.dump = AMP_DUMP_NONFINITE;
 	o.dump_limit = 256ull << 20;
 	o.fp16_threshold = 70;
 	o.memcpy_threshold = 15;
 	o.ring_slots = 32768;
-	o.ring_count = 16;
+	o.ring_count = 64;
 	amp_opt_state ps;
 	const char *optarg_;
 	int c;
@@ -217,6 +231,15 @@ static int cmd_profile(int argc, char **argv)
 			o.ring_slots = (uint32_t)v;
 			break;
 		}
+		case OPT_RINGS: {
+			char *end;
+			unsigned long v = strtoul(val, &end, 10);
+			if (end == val || *end || val[0] == '-' || v < 1 || v > 4096)
+				return usage_error(sp, "expected a number of rings from 1 to 4096",
+				                   "invalid value '%s' for --rings", val);
+			o.ring_count = (uint32_t)v;
+			break;
+		}
 		default: return usage_error(sp, NULL, "unhandled option '%s'", argv[ps.optind - 1]);
 		}
 	}
@@ -289,7 +312,9 @@ static const amp_opt_spec report_spec = {
     .about = "Prints the summary of a profile: the figures, the non-finite values, the dumps,\n"
              "the top ops and the advice.  The profile defaults to profile.db.  JSON keys are\n"
              "stable; a number that is not finite is null with \"<key>_nonfinite\" set to\n"
-             "\"nan\", \"inf\" or \"-inf\" beside it.",
+             "\"nan\", \"inf\" or \"-inf\" beside it; an advice's evidence is an array of\n"
+             "strings, one per item; top_ops carry the count, total, mean, median, min, max\n"
+             "and standard deviation of each op's durations.",
     .opts = report_opts,
     .n_opts = sizeof report_opts / sizeof report_opts[0],
     .footer = "Exit status: 0; 1 with --fail-on, when the advice has a finding at that level or\n"
@@ -458,15 +483,40 @@ out:
 	return code;
 }
 
+static int cmd_help(int argc, char **argv);
+
 static const struct prof_command {
 	const char *name;
 	int (*run)(int argc, char **argv);
+	const amp_opt_spec *spec; /* its --help, or NULL when the command prints its own */
 } commands[] = {
-    {"report", cmd_report},
-    {"export", cmd_export},
-    {"info", prof_cmd_info},
-    {"merge", prof_cmd_merge},
+    {"report", cmd_report, &report_spec},
+    {"export", cmd_export, &export_spec},
+    {"info", prof_cmd_info, NULL},
+    {"diff", prof_cmd_diff, NULL},
+    {"merge", prof_cmd_merge, NULL},
+    {"help", cmd_help, NULL},
 };
+
+/* `ampprof help [<command>]`: the help of the command (as `ampprof <command> --help`), or
+ * ampprof's own. */
+static int cmd_help(int argc, char **argv)
+{
+	if (argc < 2)
+		return print_help(&profile_spec);
+	if (argc > 2)
+		return usage_error(&profile_spec, NULL, "too many arguments: '%s'", argv[2]);
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+		if (strcmp(argv[1], commands[i].name) != 0 || commands[i].run == cmd_help)
+			continue;
+		if (commands[i].spec)
+			return print_help(commands[i].spec);
+		char *args[] = {argv[1], (char *)"--help", NULL};
+		return commands[i].run(2, args);
+	}
+	return usage_error(&profile_spec, "commands: report, export, info, diff",
+	                   "no command '%s'", argv[1]);
+}
 
 int main(int argc, char **argv)
 {

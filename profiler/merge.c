@@ -354,7 +354,7 @@ int prof_cmd_merge(int argc, char **argv)
 	}
 	input *in = calloc((size_t)n, sizeof *in);
 	if (!in)
-		return PROF_EXIT_INTERNAL;
+		return PROF_EXIT_FAILED;
 	int code = PROF_EXIT_PROFILE;
 	for (int i = 0; i < n; i++) {
 		in[i].path = argv[ps.optind + i];

@@ -4,9 +4,11 @@
  *
  * Prepared statements, one open transaction committed by the collector at least every 100 ms.
  * Per-ring ids (strings, call sites) are mapped to database ids.  Ticks are converted to
- * nanoseconds since the run start with the current TSC calibration.
+ * nanoseconds since the run start by one increasing function refined as calibration pairs
+ * arrive (never moving a time already converted).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +43,40 @@ int prof_writer_run_bound(prof_writer *w, sqlite3_stmt *st, const char *what)
 }
 
 /* ---- time ---------------------------------------------------------------------------------- */
+/* Every pair refines the slope; a refined slope is put to use when its baseline has doubled
+ * since the last one (a handful of segments per run), as a new segment that continues the
+ * function where it stands, from a tick past every tick converted so far.  The first slope
+ * replaces the placeholder of the first segment while nothing has been converted. */
 void prof_writer_calibrate(prof_writer *w, uint64_t ticks, uint64_t mono)
 {
 	if (!w->cal_have) {
 		w->cal_have = 1;
 		w->cal_t0 = ticks;
 		w->cal_m0 = mono;
+		w->segs[0] = (struct prof_tick_seg){ticks, (double)(int64_t)(mono - w->run_start),
+		                                    w->ns_per_tick};
+		w->n_segs = 1;
 		return;
 	}
-	if (ticks > w->cal_t0 && mono > w->cal_m0 + 5000000u)
-		w->ns_per_tick = (double)(mono - w->cal_m0) / (double)(ticks - w->cal_t0);
+	if (!(ticks > w->cal_t0 && mono > w->cal_m0 + 5000000u))
+		return;
+	uint64_t span = mono - w->cal_m0;
+	double k = (double)span / (double)(ticks - w->cal_t0);
+	if (!(k > 0) || (w->cal_span && span < 2 * w->cal_span))
+		return;
+	w->ns_per_tick = k;
+	w->cal_span = span;
+	struct prof_tick_seg *last = &w->segs[w->n_segs - 1];
+	if (w->max_tick == 0) {
+		last->k = k;
+		return;
+	}
+	if (w->n_segs == PROF_TICK_SEGS)
+		return;
+	uint64_t at = ticks > w->max_tick ? ticks : w->max_tick + 1;
+	double ns = last->ns + (double)(at - last->t) * last->k;
+	w->segs[w->n_segs++] = (struct prof_tick_seg){at, ns, k};
+	w->max_tick = 0;
 }
 
 static int64_t clamp_i64(double v)
@@ -64,21 +90,27 @@ static int64_t clamp_i64(double v)
 	return (int64_t)v;
 }
 
-int64_t prof_writer_ns(const prof_writer *w, unsigned clock, uint64_t t)
+int64_t prof_writer_ns(prof_writer *w, unsigned clock, uint64_t t)
 {
 	if (clock == AMP_CLOCK_MONO || !w->cal_have)
 		return (int64_t)(t - w->run_start);
-	double d = (double)(int64_t)(t - w->cal_t0) * w->ns_per_tick;
-	return clamp_i64(d + (double)(int64_t)(w->cal_m0 - w->run_start));
+	uint32_t i = w->n_segs - 1;
+	while (i > 0 && t < w->segs[i].t)
+		i--;
+	const struct prof_tick_seg *g = &w->segs[i];
+	if (i == w->n_segs - 1 && t > w->max_tick)
+		w->max_tick = t;
+	/* floor, so that the order of ticks is kept exactly */
+	double d = g->ns + (double)(int64_t)(t - g->t) * g->k;
+	return clamp_i64(floor(d));
 }
 
-int64_t prof_writer_dur(const prof_writer *w, unsigned clock, uint64_t t0, uint64_t t1)
+int64_t prof_writer_dur(prof_writer *w, unsigned clock, uint64_t t0, uint64_t t1)
 {
 	if (t1 <= t0)
 		return 0;
-	if (clock == AMP_CLOCK_MONO || !w->cal_have)
-		return clamp_i64((double)(t1 - t0));
-	return clamp_i64((double)(t1 - t0) * w->ns_per_tick);
+	int64_t d = prof_writer_ns(w, clock, t1) - prof_writer_ns(w, clock, t0);
+	return d > 0 ? d : 0;
 }
 
 /* ---- strings -------------------------------------------------------------------------------- */
@@ -172,17 +204,19 @@ static const struct {
 	 "INSERT INTO copy_events(step, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?)"},
 	{offsetof(prof_writer, st_step),
 	 "INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
-	 "samples, detail, thread) VALUES (?,?,?,?,?,?,?,?,?,?)"},
+	 "samples, detail, thread, loss_state) VALUES (?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_scale),
-	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason) VALUES (?,?,?,?,?)"},
+	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason, thread) "
+	 "VALUES (?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_mem),
 	 "INSERT INTO memory(step, t_ns, master_weights, working_copies, activations, "
-	 "grads, optimizer_state, total, peak) VALUES (?,?,?,?,?,?,?,?,?)"},
+	 "grads, optimizer_state, total, peak, thread) VALUES (?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_meta), "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"},
 	{offsetof(prof_writer, st_tstats),
 	 "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
 	 "underflow, near_overflow, min, max, absmax, origin, exp_hist, callsite, "
-	 "neg_inf, phase, thread) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "neg_inf, phase, thread, src_seq, cast_source, tiny_at_nonfinite, param_grad) "
+	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_dump),
 	 "INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
 	 "VALUES (?,?,?,?,?,?,?,?,?,?)"},
@@ -198,6 +232,7 @@ static const struct {
 	{offsetof(prof_writer, st_optype),
 	 "INSERT INTO op_types(name, list) SELECT ?1, 'gray' WHERE NOT EXISTS "
 	 "(SELECT 1 FROM op_types WHERE name = ?1)"},
+	{offsetof(prof_writer, st_thread), "INSERT INTO threads(id, pid, tid, dropped) VALUES (?,?,?,?)"},
 	{offsetof(prof_writer, st_nonfinite),
 	 "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf, neg_inf, "
 	 "callsite, seq, stats_id, thread) SELECT step, op, name, phase, role, dtype, nan, "
@@ -233,6 +268,9 @@ prof_writer *prof_writer_new(sqlite3 *db, const prof_options *opts, uint64_t run
 		prof_error(NULL, "out of memory");
 		goto fail;
 	}
+	for (uint32_t i = 0; i < w->n_rings; i++)
+		w->rings[i].thread = i;
+	w->next_thread = w->n_rings;
 	for (size_t i = 0; i < N_WRITER_STMTS; i++)
 		if (sqlite3_prepare_v3(db, writer_stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
 		                       writer_stmt(w, i), NULL) != SQLITE_OK) {
@@ -276,6 +314,7 @@ void prof_writer_free(prof_writer *w)
 		free(w->rings[i].counters);
 	}
 	free(w->rings);
+	free(w->retired);
 	free(w);
 }
 
@@ -291,7 +330,7 @@ uint64_t prof_writer_rejected(const prof_writer *w) { return w->rejected; }
 int64_t prof_writer_last_step(const prof_writer *w) { return w->last_step; }
 
 void prof_writer_thread(prof_writer *w, uint32_t ring, uint32_t pid, uint32_t tid,
-                        uint64_t dropped)
+                        uint64_t dropped, const uint64_t dropped_kind[AMP_DROP_KINDS])
 {
 	ring_map *rm = ring_get(w, ring);
 	if (!rm)
@@ -300,6 +339,77 @@ void prof_writer_thread(prof_writer *w, uint32_t ring, uint32_t pid, uint32_t ti
 	rm->pid = pid;
 	rm->tid = tid;
 	rm->dropped = dropped;
+	memcpy(rm->dropped_kind, dropped_kind, sizeof rm->dropped_kind);
+}
+
+/* The threads row of ring map rm.  0 or -1 (reported). */
+static int thread_row(prof_writer *w, const ring_map *rm)
+{
+	sqlite3_bind_int64(w->st_thread, 1, rm->thread);
+	sqlite3_bind_int64(w->st_thread, 2, rm->pid);
+	sqlite3_bind_int64(w->st_thread, 3, rm->tid);
+	sqlite3_bind_int64(w->st_thread, 4, (sqlite3_int64)rm->dropped);
+	return prof_writer_run(w, w->st_thread, "threads");
+}
+
+int prof_writer_ring_retire(prof_writer *w, uint32_t ring)
+{
+	ring_map *rm = ring_get(w, ring);
+	if (!rm)
+		return 0;
+	if (rm->has_open_step &&
+	    prof_writer_step_row(w, ring, rm, rm->open_step, rm->open_step_t, NULL) != 0)
+		return -1;
+	if (rm->seen && thread_row(w, rm) != 0)
+		return -1;
+	w->dropped_retired += rm->dropped;
+	for (int k = 0; k < AMP_DROP_KINDS; k++)
+		w->dropped_kind_retired[k] += rm->dropped_kind[k];
+	/* the ring's counters move to the retired ones (taken off the ring first, so that the
+	 * totals stored meanwhile count them once) */
+	ring_counter *counters = rm->counters;
+	uint32_t n = rm->n_counters;
+	uint32_t pid = rm->pid;
+	rm->counters = NULL;
+	rm->n_counters = rm->cap_counters = 0;
+	int rc = 0;
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		rc = prof_writer_counter_retire(w, counters[i].name, counters[i].scope, pid,
+		                                counters[i].value);
+	free(counters);
+	free(rm->strs);
+	free(rm->sites);
+	uint32_t thread = w->next_thread++;
+	memset(rm, 0, sizeof *rm);
+	rm->thread = thread;
+	return rc;
+}
+
+int prof_writer_lost_counter(prof_writer *w, const char *name, int64_t value)
+{
+	uint32_t id = prof_writer_intern(w, name, strlen(name));
+	if (!id)
+		return -1;
+	char key[AMP_LOST_NAME + 16], val[32];
+	snprintf(key, sizeof key, "unrecorded.%s", name);
+	snprintf(val, sizeof val, "%" PRId64, value);
+	sqlite3_bind_text(w->st_meta, 1, key, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(w->st_meta, 2, val, -1, SQLITE_TRANSIENT);
+	if (prof_writer_run(w, w->st_meta, "meta") != 0)
+		return -1;
+	return prof_writer_counter_retire(w, id, AMP_COUNTER_RING, 0, value);
+}
+
+uint64_t prof_writer_dropped(const prof_writer *w, uint64_t by_kind[AMP_DROP_KINDS])
+{
+	uint64_t total = w->dropped_retired;
+	memcpy(by_kind, w->dropped_kind_retired, sizeof w->dropped_kind_retired);
+	for (uint32_t i = 0; i < w->n_rings; i++) {
+		total += w->rings[i].dropped;
+		for (int k = 0; k < AMP_DROP_KINDS; k++)
+			by_kind[k] += w->rings[i].dropped_kind[k];
+	}
+	return total;
 }
 
 /* ---- records: one row of records.c's table each -------------------------------------------- */
@@ -354,26 +464,10 @@ int prof_writer_finish(prof_writer *w)
 	    put_sig_totals(w, "UPDATE copy_sigs SET calls = ?, total_ns = ? WHERE id = ?",
 	                   "copy_sigs", w->copy_sigs.n, w->cp_calls, w->cp_total) != 0)
 		return -1;
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (sqlite3_prepare_v2(w->db, "INSERT INTO threads(id, pid, tid, dropped) VALUES (?,?,?,?)",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return prof_writer_fail(w, "threads");
-	for (uint32_t i = 0; i < w->n_rings; i++) {
-		if (!w->rings[i].seen)
-			continue;
-		sqlite3_bind_int64(st, 1, i);
-		sqlite3_bind_int64(st, 2, w->rings[i].pid);
-		sqlite3_bind_int64(st, 3, w->rings[i].tid);
-		sqlite3_bind_int64(st, 4, (sqlite3_int64)w->rings[i].dropped);
-		if (prof_writer_run(w, st, "threads") != 0)
-			goto out;
-	}
+	for (uint32_t i = 0; i < w->n_rings; i++)
+		if (w->rings[i].seen && thread_row(w, &w->rings[i]) != 0)
+			return -1;
 	if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-		prof_writer_fail(w, "commit");
-	else
-		rc = 0;
-out:
-	sqlite3_finalize(st);
-	return rc;
+		return prof_writer_fail(w, "commit");
+	return 0;
 }

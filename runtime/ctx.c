@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +347,9 @@ static const config_key config_keys[] = {
     {"allreduce_bucket_kb", set_bucket_kb, get_bucket_kb, 0, 0, 0, 0, 0},
 };
 
+_Static_assert(sizeof config_keys / sizeof *config_keys <= AMP_CONFIG_KEYS,
+               "amp_config.source has a row per key");
+
 static const config_key *find_key(const char *name)
 {
 	for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys; i++)
@@ -378,6 +382,9 @@ int amp_config_set(amp_ctx *ctx, const char *key, const char *value)
 		return amp_fail(ctx, AMP_ESTATE, "%s: the loss scaler is configured before the first step",
 		                key);
 	int rc = k->set(ctx, k, value);
+	if (rc == 0)
+		snprintf(ctx->cfg.source[k - config_keys], sizeof ctx->cfg.source[0], "%s",
+		         ctx->config_source ? ctx->config_source : "amp_config_set");
 	/* A scaler key, or a mode (which picks the default scaling), restarts the live scaler:
 	 * possible before the first step only. */
 	if (rc == 0 && ctx->step < 0 && (k->scaler || k->set == set_mode))
@@ -433,8 +440,11 @@ int amp_config_load(amp_ctx *ctx, const char *path)
 		}
 		*eq = 0;
 		char *key = trim(s), *val = trim(eq + 1);
-		char msg[sizeof ctx->err];
+		char msg[sizeof ctx->err], where[160];
+		snprintf(where, sizeof where, "%s:%d", path, lineno);
+		ctx->config_source = where;
 		rc = amp_config_set(ctx, key, val);
+		ctx->config_source = NULL;
 		if (rc) {
 			snprintf(msg, sizeof msg, "%s", ctx->err);
 			amp_fail(ctx, rc, "%s:%d: %s", path, lineno, msg);
@@ -457,14 +467,66 @@ static int apply_env(amp_ctx *ctx)
 		const char *v = getenv(name);
 		if (!v)
 			continue;
-		char msg[sizeof ctx->err];
+		char msg[sizeof ctx->err], where[96];
+		snprintf(where, sizeof where, "environment %s", name);
+		ctx->config_source = where;
 		int rc = amp_config_set(ctx, config_keys[i].name, v);
+		ctx->config_source = NULL;
 		if (rc) {
 			snprintf(msg, sizeof msg, "%s", ctx->err);
 			return amp_fail(ctx, rc, "environment %s: %s", name, msg);
 		}
 	}
 	return AMP_OK;
+}
+
+/* ---- the live contexts ---------------------------------------------------------------------
+ * A child process that goes on with its parent's context counts on from the parent's totals;
+ * the ops it reports to ampprof must be its own, or the parent's would count twice.  At fork,
+ * the child takes each live context's counters as the base the traced counters leave out. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static amp_ctx *live_head;
+static pthread_once_t live_once = PTHREAD_ONCE_INIT;
+
+static void live_prepare(void) { pthread_mutex_lock(&live_lock); }
+static void live_parent(void) { pthread_mutex_unlock(&live_lock); }
+static void live_child(void)
+{
+	for (amp_ctx *c = live_head; c; c = c->live_next) {
+		c->fork_ops_base = c->stats.ops_dispatched;
+		c->fork_copies_base = c->stats.copies;
+	}
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_init(void)
+{
+	pthread_atfork(live_prepare, live_parent, live_child);
+}
+
+void amp_ctx_live_add(amp_ctx *ctx)
+{
+	pthread_once(&live_once, live_init);
+	pthread_mutex_lock(&live_lock);
+	ctx->live_prev = NULL;
+	ctx->live_next = live_head;
+	if (live_head)
+		live_head->live_prev = ctx;
+	live_head = ctx;
+	pthread_mutex_unlock(&live_lock);
+}
+
+void amp_ctx_live_remove(amp_ctx *ctx)
+{
+	pthread_mutex_lock(&live_lock);
+	if (ctx->live_prev)
+		ctx->live_prev->live_next = ctx->live_next;
+	else if (live_head == ctx)
+		live_head = ctx->live_next;
+	if (ctx->live_next)
+		ctx->live_next->live_prev = ctx->live_prev;
+	ctx->live_prev = ctx->live_next = NULL;
+	pthread_mutex_unlock(&live_lock);
 }
 
 int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t errlen)
@@ -511,8 +573,20 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 		return rc;
 	}
 	scaler_reset(ctx);
+	amp_ctx_live_add(ctx);
 	*out = ctx;
 	return AMP_OK;
+}
+
+void amp_config_trace_sources(amp_ctx *ctx)
+{
+	for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys; i++) {
+		if (!ctx->cfg.source[i][0])
+			continue;
+		char key[96];
+		snprintf(key, sizeof key, "%s_source", config_keys[i].name);
+		amp_trace_meta(key, ctx->cfg.source[i]);
+	}
 }
 
 void amp_set_training(amp_ctx *ctx, int training)

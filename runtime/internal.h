@@ -108,6 +108,8 @@ struct amp_node {
 	int64_t i[4];            /* op attributes (stride, pad, dims, flags...) */
 	void *saved;             /* extra saved buffer in the step arena (mask, mean/rstd, ...) */
 	amp_node *prev;          /* tape is a list, newest first */
+	uint64_t seq;            /* seq of the forward op (casts: 0); the checks of its backward
+	                            name it, so a gradient leads back to its layer's call site */
 };
 
 /* Bump allocator for step-scoped memory, reset by amp_step_end(). */
@@ -126,6 +128,7 @@ typedef struct amp_scaler {
 	int64_t clean_steps;     /* consecutive clean steps since the last change */
 } amp_scaler;
 
+#define AMP_CONFIG_KEYS 16 /* room for the keys of ctx.c's table */
 typedef struct amp_config {
 	amp_precision_mode mode;
 	int scaler_set;          /* a loss_scale* key was set: the mode's default scaling is off */
@@ -138,6 +141,9 @@ typedef struct amp_config {
 	char kernels[16];
 	amp_dtype allreduce_dtype;   /* data parallel: payload of the gradient all-reduce */
 	int64_t allreduce_bucket_kb; /* data parallel: gradient bucket size */
+	/* where each key (config_keys[] order in ctx.c) was last set: "path:line", "environment
+	 * AMP_KEY" or "amp_config_set"; "" if never.  Profiles record it, so advice can name it. */
+	char source[AMP_CONFIG_KEYS][160];
 } amp_config;
 
 struct amp_optim;
@@ -170,6 +176,11 @@ struct amp_ctx {
 	const struct amp_dist_ops *dist; /* data-parallel backend (amp/amp_dist.h), or NULL */
 	void *dist_state;
 	amp_run_stats stats;
+	/* stats.ops_dispatched and stats.copies when this process forked from the one that made
+	 * the context (0 in that one): the counters sent to ampprof leave them out, since the
+	 * parent's ring already counted them */
+	int64_t fork_ops_base, fork_copies_base;
+	struct amp_ctx *live_prev, *live_next; /* the process's live contexts (ctx.c) */
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
 	uint64_t mem_peak;
@@ -177,12 +188,17 @@ struct amp_ctx {
 	void **persist;                  /* persistent blocks, freed with the context */
 	size_t n_persist, cap_persist;
 	char err[512];
+	const char *config_source; /* while a file line or an AMP_* variable is applied: its name */
 	char getbuf[64];
 };
 
 /* ---- errors ------------------------------------------------------------------------------ */
 /* Formats the context's error message and returns code. */
 int amp_fail(amp_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The process's list of live contexts (a forked child takes their counter bases from it):
+ * amp_ctx_new adds a context, amp_ctx_free removes it.  Thread-safe. */
+void amp_ctx_live_add(amp_ctx *ctx);
+void amp_ctx_live_remove(amp_ctx *ctx);
 /* "(2,784)" into buf. */
 const char *amp_shape_str(amp_shape s, char *buf, size_t len);
 int64_t amp_shape_numel(amp_shape s);
@@ -218,6 +234,9 @@ amp_dtype amp_policy_exec(const amp_ctx *ctx, amp_op_type op, amp_tensor *const 
  * whose backward casts the gradient back.  Records a copy event.  NULL (error set) on failure. */
 amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label);
 
+/* Sends, for every configuration key that was set, where (meta '<key>_source'). */
+void amp_config_trace_sources(amp_ctx *ctx);
+
 /* ---- op dispatch ------------------------------------------------------------------------- */
 typedef struct amp_op_call {
 	amp_op_type op;
@@ -252,6 +271,11 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
                       amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
                       uint64_t bytes, amp_shape shape);
+/* The same for a kernel made of GEMMs (a backward GEMM op), with its aligned flag: 1 when its
+ * GEMMs' M, N and K are all multiples of 8 (the forward op's rule). */
+void amp_trace_kernel_gemm(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
+                           amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
+                           uint64_t bytes, amp_shape shape, int aligned);
 
 /* ---- autograd helpers -------------------------------------------------------------------- */
 /* Adds g (same shape as t; any float dtype, converted to t's dtype) into t->grad, creating it
@@ -296,9 +320,10 @@ float *amp_block_dst(amp_tensor *t, int64_t i0, float *buf);
 /* Stores n values written at dst (from amp_block_dst) into t at i0: rounds them for a half t,
  * nothing to do for fp32. */
 void amp_block_write(amp_tensor *t, int64_t i0, int64_t n, const float *dst);
-/* y = a + b (op AMP_OP_ADD) or a * b (AMP_OP_MUL), b broadcast over a's leading dims (its
- * shape a trailing part of a's), all three of one float dtype, block by block.  AMP_OK, or
- * AMP_ENOMEM (message set). */
+/* y = a op b for op AMP_OP_ADD, _SUB, _MUL, _DIV, _MAXIMUM or _MINIMUM with NumPy
+ * broadcasting (y has the broadcast shape of a and b), all three of one float dtype, block by
+ * block.  AMP_OK, AMP_ESHAPE when the shapes do not broadcast to y's, or AMP_ENOMEM (message
+ * set). */
 int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const amp_tensor *b,
                       amp_tensor *y);
 /* Stores t->numel fp32 values into the float tensor t (rounded to its dtype). */

@@ -504,6 +504,7 @@ int amp_step_begin(amp_ctx *ctx)
 		               amp_config_get(ctx, "loss_scale_growth_interval"));
 		amp_trace_meta("kernels", amp_isa_name(amp_kernels_isa()));
 		amp_trace_meta("seed", amp_config_get(ctx, "seed"));
+		amp_config_trace_sources(ctx);
 		amp_trace_scale(0, ctx->scaler.scale, ctx->scaler.scale,
 		                ctx->scaler.dynamic ? AMP_SCALE_INIT : AMP_SCALE_STATIC);
 	}
@@ -520,11 +521,12 @@ int amp_step_end(amp_ctx *ctx)
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_step_end: no step begun");
 	if (AMP_TRACING()) {
-		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->step_scale,
-		                   ctx->step_overflow, ctx->step_skipped, ctx->samples);
+		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->backward_done,
+		                   ctx->step_scale, ctx->step_overflow, ctx->step_skipped, ctx->samples);
 		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak);
-		amp_trace_counter("ops_dispatched", ctx->stats.ops_dispatched);
-		amp_trace_counter("copies", ctx->stats.copies);
+		/* this process's own: a forked child leaves out what its parent counted */
+		amp_trace_counter("ops_dispatched", ctx->stats.ops_dispatched - ctx->fork_ops_base);
+		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
 	}
 	ctx->stats.steps++;
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena. */
@@ -556,6 +558,7 @@ void amp_ctx_free(amp_ctx *ctx)
 		return;
 	if (ctx->dist && ctx->dist->detach)
 		ctx->dist->detach(ctx->dist_state, ctx);
+	amp_ctx_live_remove(ctx);
 	arena_release(&ctx->arena);
 	for (size_t i = 0; i < ctx->n_persist; i++)
 		amp_mem_free(ctx->persist[i]);

@@ -357,6 +357,8 @@ static void put_counter(prof_writer *w, uint32_t rn, uint32_t name, uint32_t sco
 
 /* Several threads (rings) report their own running totals: meta holds the sum of each ring's
  * latest value, whichever ring reported last.  Process-wide totals count once per process. */
+static const uint64_t no_drops[AMP_DROP_KINDS];
+
 Test(writer, counters_summed_over_rings)
 {
 	temp_profile t;
@@ -367,9 +369,9 @@ Test(writer, counters_summed_over_rings)
 	o.ring_count = 4;
 	prof_writer *w = prof_writer_new(t.db, &o, 0);
 	cr_assert_not_null(w);
-	prof_writer_thread(w, 0, 100, 100, 0);
-	prof_writer_thread(w, 1, 100, 101, 0);
-	prof_writer_thread(w, 2, 200, 200, 0); /* another process */
+	prof_writer_thread(w, 0, 100, 100, 0, no_drops);
+	prof_writer_thread(w, 1, 100, 101, 0, no_drops);
+	prof_writer_thread(w, 2, 200, 200, 0, no_drops); /* another process */
 	for (uint32_t rn = 0; rn < 3; rn++) {
 		put_string(w, rn, 1, "ops_dispatched");
 		put_string(w, rn, 2, "dumps_written");
@@ -393,6 +395,59 @@ Test(writer, counters_summed_over_rings)
 	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'dumps_written'"),
 	                 "5");
 	cr_assert_eq(prof_writer_finish(w), 0);
+	prof_writer_free(w);
+	temp_profile_release(&t);
+}
+
+/* A ring reused by another thread (its first owner ended): what the first owner counted stays
+ * in the totals, the new owner's events carry a thread id of their own, and the counters of
+ * threads that found no ring join the total. */
+Test(writer, counters_survive_ring_reuse)
+{
+	temp_profile t;
+	temp_profile_create(&t);
+	prof_options o;
+	memset(&o, 0, sizeof o);
+	o.output = t.path;
+	o.ring_count = 2;
+	prof_writer *w = prof_writer_new(t.db, &o, 0);
+	cr_assert_not_null(w);
+	uint64_t drops[AMP_DROP_KINDS] = {[AMP_DROP_OP] = 3};
+	prof_writer_thread(w, 0, 100, 100, 3, drops);
+	prof_writer_thread(w, 1, 100, 101, 0, no_drops);
+	for (uint32_t rn = 0; rn < 2; rn++) {
+		put_string(w, rn, 1, "ops_dispatched");
+		put_string(w, rn, 2, "dumps_written");
+	}
+	put_counter(w, 0, 1, AMP_COUNTER_RING, 10);
+	put_counter(w, 1, 1, AMP_COUNTER_RING, 5);
+	put_counter(w, 0, 2, AMP_COUNTER_PROCESS, 4);
+	cr_assert_eq(prof_writer_ring_retire(w, 0), 0);
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'ops_dispatched'"),
+	                 "15");
+	/* the new owner of ring 0: another thread of process 100, its own string ids */
+	prof_writer_thread(w, 0, 100, 102, 0, no_drops);
+	put_string(w, 0, 7, "ops_dispatched");
+	put_string(w, 0, 8, "dumps_written");
+	put_counter(w, 0, 7, AMP_COUNTER_RING, 2);
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'ops_dispatched'"),
+	                 "17");
+	put_counter(w, 0, 8, AMP_COUNTER_PROCESS, 6); /* the process's total grew: counts once */
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'dumps_written'"),
+	                 "6");
+	cr_assert_eq(prof_writer_lost_counter(w, "ops_dispatched", 40), 0);
+	cr_assert_str_eq(query_text(t.db, "SELECT value FROM meta WHERE key = 'ops_dispatched'"),
+	                 "57");
+	cr_assert_str_eq(
+	    query_text(t.db, "SELECT value FROM meta WHERE key = 'unrecorded.ops_dispatched'"), "40");
+	uint64_t by_kind[AMP_DROP_KINDS];
+	cr_assert_eq(prof_writer_dropped(w, by_kind), 3);
+	cr_assert_eq(by_kind[AMP_DROP_OP], 3);
+	cr_assert_eq(prof_writer_finish(w), 0);
+	/* three owners, three threads rows: the reused ring's second owner has a new id */
+	cr_assert_str_eq(query_text(t.db, "SELECT group_concat(id || ':' || tid, ' ') FROM "
+	                                  "(SELECT id, tid FROM threads ORDER BY id)"),
+	                 "0:100 1:101 2:102");
 	prof_writer_free(w);
 	temp_profile_release(&t);
 }
@@ -878,8 +933,11 @@ Test(writer, op_types_by_name)
 	                                  "coalesce(engine, 'NULL') || ':' || count(*) AS r FROM "
 	                                  "ops GROUP BY op, engine ORDER BY op)"),
 	                 "FlashAttention:avx512-fp16:2,MatMul:fp32-fma:1,ReLU:NULL:1");
-	cr_assert_str_eq(query_text(t.db, "SELECT group_concat(name || ':' || list) FROM op_types "
-	                                  "WHERE id >= 26"), "FlashAttention:gray");
+	/* the runtime's op types take ids 0 .. AMP_OP_COUNT - 1; a named one comes after them */
+	char by_name[128];
+	snprintf(by_name, sizeof by_name, "SELECT group_concat(name || ':' || list) FROM op_types "
+	                                  "WHERE id >= %d", (int)AMP_OP_COUNT);
+	cr_assert_str_eq(query_text(t.db, by_name), "FlashAttention:gray");
 	cr_assert_str_eq(query_text(t.db, "SELECT count(*) FROM op_types WHERE name = 'MatMul'"),
 	                 "1");
 	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
@@ -937,4 +995,53 @@ Test(finalize, static_scale_is_not_a_floor)
 		                 dynamic ? "loss_scale_floor,loss_scale_unusual" : "-");
 		temp_profile_release(&t);
 	}
+}
+
+/* ---- time conversion ------------------------------------------------------------------- */
+#include "writer_int.h"
+
+/* Ticks to ns is one increasing function while calibration pairs keep refining the slope (with
+ * jitter in the pairs): ticks converted in order come out in order, and a tick converted again
+ * later comes out the same (a time once written never moves).  Without the segments the slope
+ * of the latest pair was applied from the first pair on, and a time converted after a refined
+ * slope could land before one converted just before it. */
+Test(writer, tick_conversion_increasing_and_stable)
+{
+	prof_writer *w = calloc(1, sizeof *w);
+	cr_assert_not_null(w);
+	w->run_start = 1000;
+	w->ns_per_tick = 1.0;
+	const double true_k = 1.0 / 2.9; /* a 2.9 GHz TSC */
+	uint64_t t0 = 5000000;
+	prof_writer_calibrate(w, t0, 1000);
+	prof_writer_calibrate(w, t0 + 29000000, 1000 + 10000000 + 700); /* 10 ms, 700 ns off */
+	uint64_t t = t0 + 29000000, seen_t[64];
+	int64_t prev = prof_writer_ns(w, AMP_CLOCK_TSC, t), seen_ns[64];
+	int n_seen = 0;
+	srand(7);
+	for (int i = 0; i < 200000; i++) {
+		t += 1 + (uint64_t)(rand() % 3000); /* ~0.5 us apart */
+		if (i % 997 == 0) {
+			/* a calibration pair at about the same time, +-1 us of jitter */
+			uint64_t ct = t - (uint64_t)(rand() % 2000);
+			double mono = 1000 + (double)(ct - t0) * true_k + (rand() % 2001 - 1000);
+			prof_writer_calibrate(w, ct, (uint64_t)mono);
+		}
+		int64_t ns = prof_writer_ns(w, AMP_CLOCK_TSC, t);
+		cr_assert_geq(ns, prev, "tick %llu: %lld ns before %lld", (unsigned long long)t,
+		              (long long)ns, (long long)prev);
+		prev = ns;
+		if (i % 4000 == 0 && n_seen < 64) {
+			seen_t[n_seen] = t;
+			seen_ns[n_seen++] = ns;
+		}
+	}
+	for (int i = 0; i < n_seen; i++)
+		cr_assert_eq(prof_writer_ns(w, AMP_CLOCK_TSC, seen_t[i]), seen_ns[i]);
+	/* the slope converged: the last time is within 0.01 % of the true one */
+	double want = (double)(t - t0) * true_k;
+	cr_assert(fabs((double)prev - want) < want * 1e-4, "%lld vs %.0f", (long long)prev, want);
+	/* a duration is the difference of the converted ends */
+	cr_assert_eq(prof_writer_dur(w, AMP_CLOCK_TSC, seen_t[1], seen_t[2]), seen_ns[2] - seen_ns[1]);
+	free(w);
 }
