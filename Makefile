@@ -145,7 +145,7 @@ $(BUILD)/obj/runtime/mpi/%.o $(BUILD)/obj/examples/common/dist.o $(BUILD)/obj/te
 $(BUILD)/lib/libamprt_mpi.so: $(call obj,$(wildcard runtime/mpi/*.c)) $(LIBRT_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -Wl,-soname,libamprt_mpi.so $(CFLAGS) $(filter %.o,$^) -o $@ -L$(BUILD)/lib -lamprt $(MPI_LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libamprt_mpi.so $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) -o $@ -L$(BUILD)/lib -lamprt $(MPI_LIBS)
 
 # schema/profile.sql is embedded into the schema module as a byte array (NUL-terminated).
 $(BUILD)/gen/profile_sql.h: schema/profile.sql
@@ -322,7 +322,7 @@ units: $(BUILD)/tests/runtime_cases
 $(BUILD)/tests/dist_cases: $(call obj,tests/progs/dist_cases.c) $(LIBRT_SO) $(LIBRTMPI_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' $(EX_MPI_LIBS) -lamprt -o $@ $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' $(EX_MPI_LIBS) -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/dist_cases
 # faults: small trainings with one known mixed-precision fault each, for the diagnostics tests.
 $(BUILD)/tests/faults: $(call obj,tests/progs/faults.c) $(LIBRT_SO)
