@@ -8,8 +8,14 @@
  * exit (SIGCHLD).  It never spins and never makes the application wait on SQLite (the rings
  * absorb the latency), and it commits at least every 100 ms while events arrive, so a killed
  * ampprof leaves a valid database.
+ *
+ * When the database cannot be written (a full disk), recording stops but the collector goes on
+ * draining the rings, discarding what it reads, so that the application runs to its end; meta
+ * says why and from when data is missing (end 'collector-failed'), written from a reserve of
+ * space held for that, and ampprof exits with the application's status.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -34,6 +40,7 @@
 #define POLL_MAX_NS 50000000ull       /* longest sleep between rounds */
 #define POLL_FILL_DIV 8u              /* aim to find a ring at most 1/8 full at a round */
 #define OWNER_CHECK_NS 100000000ull   /* how often idle open rings' owners are checked */
+#define RESERVE_BYTES (1u << 20)      /* space held for the meta that says recording stopped */
 
 typedef struct collector {
 	const prof_options *opts;
@@ -48,6 +55,17 @@ typedef struct collector {
 	prof_status status;               /* live status line on stderr */
 	uint64_t round_backlog;           /* largest backlog (slots) found in a ring this round */
 	int round_more;                   /* a ring still had records when the round ended */
+	uint64_t start_mono;
+	int reserve_fd;                   /* RESERVE_BYTES in the output's file system, or -1 */
+	int64_t committed_step;           /* last step begun at the last commit that succeeded */
+	uint64_t committed_events;        /* events written at that commit */
+	/* the database could not be written: recording stopped */
+	int failed;
+	uint64_t failed_ns;               /* when, since the start */
+	int64_t failed_step;              /* committed_step then */
+	char failed_why[256];             /* SQLite's message */
+	int failed_meta;                  /* meta could not say so either */
+	uint64_t discarded;               /* records drained and not recorded since */
 	unsigned char buf[PROF_DECODE_BUF];
 } collector;
 
@@ -133,7 +151,9 @@ static int64_t drain_ring_at(collector *c, uint32_t i, int final, int *drained)
 		prof_record rec;
 		int n = prof_decode(slots, nslots, pos, limit - pos, c->buf, &rec);
 		if (n > 0) {
-			if (prof_writer_put(c->w, i, clock, &rec) != 0)
+			if (c->failed)
+				c->discarded++;
+			else if (prof_writer_put(c->w, i, clock, &rec) != 0)
 				return -1;
 			pos += (uint64_t)n;
 			done++;
@@ -181,7 +201,8 @@ static int64_t drain_ring(collector *c, uint32_t i, int final, int check_owner)
 	}
 	if (!gone)
 		return got;
-	if (prof_writer_ring_retire(c->w, i) != 0)
+	/* a stopped recording writes nothing, but the ring still goes back to the application */
+	if (!c->failed && prof_writer_ring_retire(c->w, i) != 0)
 		return -1;
 	c->idle_heads[i] = c->tails[i];
 	prof_session_ring_reset(&c->sess, i, c->tails[i]);
@@ -226,27 +247,32 @@ static uint64_t file_size(const char *path)
 static void status_update(collector *c, uint64_t elapsed, double rate)
 {
 	int64_t step = prof_writer_last_step(c->w);
-	char stepbuf[32], line[256];
+	char stepbuf[32], line[512];
 	if (step >= 0)
 		snprintf(stepbuf, sizeof stepbuf, "%" PRId64, step);
 	else
 		snprintf(stepbuf, sizeof stepbuf, "-");
-	snprintf(line, sizeof line, "ampprof: %.1f s  step %s  %.1f k events/s  %" PRIu64
-	         " events  db %.1f MB", (double)elapsed / 1e9, stepbuf, rate / 1e3,
-	         prof_writer_events(c->w), (double)file_size(c->opts->output) / 1e6);
+	if (c->failed)
+		snprintf(line, sizeof line, "ampprof: %.1f s  RECORDING STOPPED at %.1f s: %s",
+		         (double)elapsed / 1e9, (double)c->failed_ns / 1e9, c->failed_why);
+	else
+		snprintf(line, sizeof line, "ampprof: %.1f s  step %s  %.1f k events/s  %" PRIu64
+		         " events  db %.1f MB", (double)elapsed / 1e9, stepbuf, rate / 1e3,
+		         prof_writer_events(c->w), (double)file_size(c->opts->output) / 1e6);
 	prof_status_draw(&c->status, line);
 }
 
-static void meta_set(sqlite3 *db, const char *key, const char *fmt, ...)
+/* Sets meta key; 0, or -1 if the database could not be written. */
+static int meta_set(sqlite3 *db, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void meta_set(sqlite3 *db, const char *key, const char *fmt, ...)
+static int meta_set(sqlite3 *db, const char *key, const char *fmt, ...)
 {
 	char buf[8192];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	amp_profile_meta_set(db, key, buf);
+	return amp_profile_meta_set(db, key, buf) == AMP_PROFILE_OK ? 0 : -1;
 }
 
 static void ranges_text(char *buf, size_t len, const amp_step_range *r, int n)
@@ -266,73 +292,76 @@ static void ranges_text(char *buf, size_t len, const amp_step_range *r, int n)
 	}
 }
 
-static void write_start_meta(collector *c, uint64_t start_mono)
+/* The meta known before launch; 0, or -1 if the database could not be written. */
+static int write_start_meta(collector *c, uint64_t start_mono)
 {
 	const prof_options *o = c->opts;
 	sqlite3 *db = c->db;
 	char buf[8192], host[256] = "unknown", cpu[256], ranges[512];
 	struct utsname un;
+	int bad = 0;
 	if (o->application) {
-		meta_set(db, "command", "%s", o->application);
+		bad |= meta_set(db, "command", "%s", o->application);
 	} else {
 		size_t used = 0;
 		buf[0] = '\0';
 		for (char **a = o->argv; *a && used < sizeof buf; a++)
 			used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s",
 			                         a == o->argv ? "" : " ", *a);
-		meta_set(db, "command", "%s", buf);
+		bad |= meta_set(db, "command", "%s", buf);
 	}
 	if (getcwd(buf, sizeof buf))
-		meta_set(db, "cwd", "%s", buf);
+		bad |= meta_set(db, "cwd", "%s", buf);
 	if (gethostname(host, sizeof host) != 0)
 		snprintf(host, sizeof host, "unknown");
 	host[sizeof host - 1] = '\0';
-	meta_set(db, "host", "%s", host);
+	bad |= meta_set(db, "host", "%s", host);
 	if (uname(&un) == 0)
-		meta_set(db, "os", "%s %s %s", un.sysname, un.release, un.machine);
+		bad |= meta_set(db, "os", "%s %s %s", un.sysname, un.release, un.machine);
 	prof_cpu_model(cpu, sizeof cpu);
-	meta_set(db, "cpu", "%s", cpu);
+	bad |= meta_set(db, "cpu", "%s", cpu);
 	prof_cpu_half_features(buf, sizeof buf);
-	meta_set(db, "cpu_half_features", "%s", buf);
+	bad |= meta_set(db, "cpu_half_features", "%s", buf);
 	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
 	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	meta_set(db, "start_time", "%s", buf);
-	meta_set(db, "start_mono_ns", "%" PRIu64, start_mono);
-	meta_set(db, "clock", "%s", prof_tsc_invariant() ? "tsc" : "monotonic");
-	meta_set(db, "ampprof_version", "%s", AMP_VERSION);
-	meta_set(db, "wire_version", "%u", AMP_WIRE_VERSION);
-	meta_set(db, "output", "%s", o->output);
+	bad |= meta_set(db, "start_time", "%s", buf);
+	bad |= meta_set(db, "start_mono_ns", "%" PRIu64, start_mono);
+	bad |= meta_set(db, "clock", "%s", prof_tsc_invariant() ? "tsc" : "monotonic");
+	bad |= meta_set(db, "ampprof_version", "%s", AMP_VERSION);
+	bad |= meta_set(db, "wire_version", "%u", AMP_WIRE_VERSION);
+	bad |= meta_set(db, "output", "%s", o->output);
 	ranges_text(ranges, sizeof ranges, o->steps, o->n_steps);
-	meta_set(db, "options.steps", "%s", o->n_steps ? ranges : "all");
-	meta_set(db, "options.callstack", "%s", o->callstack ? "on" : "off");
-	meta_set(db, "options.nan_check", "%s",
+	bad |= meta_set(db, "options.steps", "%s", o->n_steps ? ranges : "all");
+	bad |= meta_set(db, "options.callstack", "%s", o->callstack ? "on" : "off");
+	bad |= meta_set(db, "options.nan_check", "%s",
 	         o->nan_check == AMP_NAN_CHECK_OP ? "op"
 	         : o->nan_check == AMP_NAN_CHECK_STEP ? "step" : "off");
 	if (o->stats_every > 0) {
-		meta_set(db, "options.stats_every", "%u", o->stats_every);
+		bad |= meta_set(db, "options.stats_every", "%u", o->stats_every);
 	} else {
 		const char *every = getenv(PROF_STATS_EVERY_ENV);
-		meta_set(db, "options.stats_every", "%s", every && *every ? every : "1");
+		bad |= meta_set(db, "options.stats_every", "%s", every && *every ? every : "1");
 	}
-	meta_set(db, "options.dump", "%s", o->dump == AMP_DUMP_NONFINITE ? "nonfinite" : "off");
+	bad |= meta_set(db, "options.dump", "%s", o->dump == AMP_DUMP_NONFINITE ? "nonfinite" : "off");
 	ranges_text(ranges, sizeof ranges, o->dump_steps, o->n_dump_steps);
-	meta_set(db, "options.dump_steps", "%s", ranges);
-	meta_set(db, "options.dump_limit", "%" PRIu64, o->dump_limit);
-	meta_set(db, "options.fp16_threshold", "%.9g", o->fp16_threshold);
-	meta_set(db, "options.memcpy_threshold", "%.9g", o->memcpy_threshold);
-	meta_set(db, "options.drop", "%s", o->drop ? "on" : "off");
-	meta_set(db, "end", "collecting");
-	meta_set(db, "complete", "0");
+	bad |= meta_set(db, "options.dump_steps", "%s", ranges);
+	bad |= meta_set(db, "options.dump_limit", "%" PRIu64, o->dump_limit);
+	bad |= meta_set(db, "options.fp16_threshold", "%.9g", o->fp16_threshold);
+	bad |= meta_set(db, "options.memcpy_threshold", "%.9g", o->memcpy_threshold);
+	bad |= meta_set(db, "options.drop", "%s", o->drop ? "on" : "off");
+	bad |= meta_set(db, "end", "collecting");
+	bad |= meta_set(db, "complete", "0");
+	return bad ? -1 : 0;
 }
 
 /* meta 'dropped.<kind>': the records of a kind dropped (drop mode, or a dead collector). */
-static void meta_set_dropped(sqlite3 *db, unsigned kind, uint64_t n)
+static int meta_set_dropped(sqlite3 *db, unsigned kind, uint64_t n)
 {
 	char key[64];
 	snprintf(key, sizeof key, "dropped.%s", amp_drop_kind_name(kind));
-	meta_set(db, key, "%" PRIu64, n);
+	return meta_set(db, key, "%" PRIu64, n);
 }
 
 /* Why the profile does not hold the whole run, "" if it does: threads that found no ring, and
@@ -388,6 +417,181 @@ static void calibrate_start(prof_writer *w)
 	prof_writer_calibrate(w, prof_ticks(), prof_now_ns());
 }
 
+/* ---- a database that cannot be written ----------------------------------------------------- */
+/* Holds RESERVE_BYTES of the output's file system in an unlinked file (O_TMPFILE: nothing is
+ * left behind, even by a SIGKILL), so that when the disk fills up the meta saying so still
+ * fits.  The descriptor, or -1 if the file system offers no such file (then meta is written as
+ * far as the space left allows). */
+static int reserve_take(const char *output)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", output);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (posix_fallocate(fd, 0, RESERVE_BYTES) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void reserve_release(collector *c)
+{
+	if (c->reserve_fd >= 0)
+		close(c->reserve_fd);
+	c->reserve_fd = -1;
+}
+
+/* Writes the meta of a stopped recording in one transaction: 0, or -1. */
+static int failed_meta(collector *c)
+{
+	int bad = sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK;
+	bad = bad || meta_set(c->db, "end", "collector-failed") != 0;
+	bad = bad || meta_set(c->db, "complete", "0") != 0;
+	bad = bad || meta_set(c->db, "collector_error", "%s", c->failed_why) != 0;
+	bad = bad || meta_set(c->db, "missing_from_ns", "%" PRIu64, c->failed_ns) != 0;
+	bad = bad || meta_set(c->db, "missing_from_step", "%" PRId64,
+	                      c->failed_step < 0 ? 0 : c->failed_step) != 0;
+	bad = bad || sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK;
+	if (bad && !sqlite3_get_autocommit(c->db))
+		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+	return bad ? -1 : 0;
+}
+
+/* The database could not be written (SQLite's message is the reason): recording stops here.
+ * What was not committed is rolled back, the reserve is freed and meta says why and from
+ * when data is missing; from now on the rings are drained and discarded, so that the
+ * application is never made to wait on a collector that cannot record. */
+static void collector_fail(collector *c)
+{
+	if (c->failed)
+		return;
+	c->failed = 1;
+	c->failed_ns = prof_now_ns() - c->start_mono;
+	c->failed_step = c->committed_step;
+	snprintf(c->failed_why, sizeof c->failed_why, "%s", sqlite3_errmsg(c->db));
+	if (c->w) /* what the rollback takes back was not recorded either */
+		c->discarded += prof_writer_events(c->w) - c->committed_events;
+	if (!sqlite3_get_autocommit(c->db))
+		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+	/* the frames the rollback left in the -wal are reused first; the reserve, kept for the
+	 * summary at the end if it can be, is the fallback */
+	if (failed_meta(c) != 0) {
+		reserve_release(c);
+		c->failed_meta = failed_meta(c) != 0;
+	}
+}
+
+/* How the application ended into meta (end, exit_status, exit_signal); its exit code in
+ * *app_code.  0, or -1 if the database could not be written. */
+static int end_meta(collector *c, int status, int *app_code)
+{
+	int64_t crash_rows = 0;
+	amp_profile_query_int64(c->db, &crash_rows, "SELECT count(*) FROM crashes", NULL);
+	const char *end = "exited";
+	int bad = 0;
+	if (WIFEXITED(status)) {
+		*app_code = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		*app_code = 128 + sig;
+		end = crash_rows > 0 ? "crash" : sig == SIGKILL ? "killed" : "signal";
+		bad |= meta_set(c->db, "exit_signal", "%s", prof_signal_name(sig));
+	} else {
+		*app_code = PROF_EXIT_FAILED;
+		end = "unknown";
+	}
+	bad |= meta_set(c->db, "exit_status", "%d", *app_code);
+	bad |= meta_set(c->db, "end", "%s", c->failed ? "collector-failed" : end);
+	return bad ? -1 : 0;
+}
+
+/* The run's totals into meta, in one transaction.  0, or -1. */
+static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
+{
+	uint64_t by_kind[AMP_DROP_KINDS];
+	uint64_t dropped = prof_writer_dropped(c->w, by_kind);
+	uint64_t missing = __atomic_load_n(&c->sess.hdr->rings_missing, __ATOMIC_RELAXED);
+	char why[768];
+	incomplete_reason(why, sizeof why, missing, dropped, by_kind, c->opts->ring_count);
+	if (c->failed) {
+		size_t used = strlen(why);
+		snprintf(why + used, sizeof why - used, "%srecording stopped at %.3f s: the profile "
+		         "could not be written (%s)", used ? "; " : "", (double)c->failed_ns / 1e9,
+		         c->failed_why);
+	}
+	time_t now = time(NULL);
+	struct tm tm;
+	char when[64];
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	int bad = sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK;
+	bad |= meta_set(c->db, "events", "%" PRIu64,
+	                c->failed ? c->committed_events : prof_writer_events(c->w));
+	bad |= meta_set(c->db, "dropped_events", "%" PRIu64, dropped);
+	for (unsigned k = 0; k < AMP_DROP_KINDS; k++)
+		bad |= meta_set_dropped(c->db, k, by_kind[k]);
+	bad |= meta_set(c->db, "rejected_events", "%" PRIu64,
+	                prof_writer_rejected(c->w) + c->bad_slots);
+	bad |= meta_set(c->db, "rings_missing", "%" PRIu64, missing);
+	bad |= meta_set(c->db, "wall_ns", "%" PRIu64, wall_ns);
+	if (why[0])
+		bad |= meta_set(c->db, "incomplete", "%s", why);
+	bad |= meta_set(c->db, "complete", "%d",
+	                !c->failed && WIFEXITED(status) && app_code == 0 && !why[0] ? 1 : 0);
+	if (c->failed)
+		bad |= meta_set(c->db, "not_recorded", "%" PRIu64, c->discarded);
+	bad |= meta_set(c->db, "finalized_at", "%s", when);
+	bad = bad || sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK;
+	if (bad && !sqlite3_get_autocommit(c->db))
+		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+	return bad ? -1 : 0;
+}
+
+/* Folds the WAL back into the file (journal mode DELETE), so the profile is one file.  0, or
+ * -1 with the reason in why: another process has it open, or the disk is full; the profile is
+ * then the file and its -wal, which every reader opens. */
+static int fold_wal(sqlite3 *db, char *why, size_t len)
+{
+	char mode[16] = "";
+	int rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = DELETE", NULL);
+	if (rc == AMP_PROFILE_OK && strcmp(mode, "delete") == 0)
+		return 0;
+	snprintf(why, len, "%s", rc == AMP_PROFILE_EIO ? sqlite3_errmsg(db)
+	                         : "another process has it open");
+	return -1;
+}
+
+/* Stderr lines for a recording that stopped: what happened, what the profile holds. */
+static void report_failure(const collector *c, int app_code)
+{
+	const char *out = c->opts->output;
+	if (c->failed_step >= 0)
+		prof_error(NULL, "recording stopped at %.3f s, in step %" PRId64 ": '%s' could not be "
+		           "written (%s); the steps before %" PRId64 " are whole, %" PRIu64
+		           " events from there on were not recorded",
+		           (double)c->failed_ns / 1e9, c->failed_step, out, c->failed_why,
+		           c->failed_step, c->discarded);
+	else
+		prof_error(NULL, "recording stopped at %.3f s, before the first step: '%s' could not "
+		           "be written (%s); %" PRIu64 " events were not recorded",
+		           (double)c->failed_ns / 1e9, out, c->failed_why, c->discarded);
+	prof_error(c->failed_meta ? "free space on the output's file system; its meta could not "
+	                            "record the failure (it says 'collecting')"
+	                          : "free space on the output's file system, or record to another "
+	                            "with --output",
+	           "the application ran to its end (exit status %d, passed through); the profile "
+	           "'%s' is incomplete (meta end 'collector-failed')", app_code, out);
+}
+
 int prof_run(const prof_options *opts)
 {
 	collector c;
@@ -399,6 +603,8 @@ int prof_run(const prof_options *opts)
 	c.opts = opts;
 	c.sess.fd = -1;
 	c.status.fd = -1;
+	c.reserve_fd = -1;
+	c.committed_step = -1;
 
 	int launch = prof_launch_check(opts);
 	if (launch != 0)
@@ -407,12 +613,20 @@ int prof_run(const prof_options *opts)
 	if (rc != AMP_PROFILE_OK) {
 		prof_error(rc == AMP_PROFILE_EEXIST ? "use --force to overwrite it, or --output=FILE"
 		           : rc == AMP_PROFILE_EACCES ? "choose a writable directory with --output"
-		                                      : NULL,
+		           : rc == AMP_PROFILE_ENOTREG ? "give --output a new file, or a regular file "
+		                                         "with --force"
+		                                       : NULL,
 		           "%s", err);
 		return PROF_EXIT_FAILED;
 	}
+	c.reserve_fd = reserve_take(opts->output);
 	uint64_t start_mono = prof_now_ns();
-	write_start_meta(&c, start_mono);
+	c.start_mono = start_mono;
+	if (write_start_meta(&c, start_mono) != 0) {
+		prof_error(NULL, "cannot write '%s': %s (meta)", opts->output, sqlite3_errmsg(c.db));
+		code = PROF_EXIT_FAILED;
+		goto out;
+	}
 	if (prof_session_init(&c.sess, opts) != 0)
 		goto out;
 	c.tails = calloc(opts->ring_count, sizeof *c.tails);
@@ -449,7 +663,8 @@ int prof_run(const prof_options *opts)
 		code = launch;
 		goto out;
 	}
-	meta_set(c.db, "pid", "%d", (int)child);
+	if (meta_set(c.db, "pid", "%d", (int)child) != 0)
+		collector_fail(&c);
 
 	int tty = 0;
 	if (!opts->quiet) {
@@ -457,26 +672,25 @@ int prof_run(const prof_options *opts)
 		tty = c.status.fd >= 0;
 	}
 	uint64_t last_commit = prof_now_ns(), last_status = last_commit, status_events = 0;
-	uint64_t committed_events = 0, last_round = last_commit, poll_ns = POLL_MIN_NS;
+	uint64_t last_round = last_commit, poll_ns = POLL_MIN_NS;
 	for (;;) {
 		uint32_t wake_seen = __atomic_load_n(&c.sess.hdr->wake, __ATOMIC_ACQUIRE);
 		int64_t got = drain_all(&c, 0);
-		if (got < 0) {
-			code = PROF_EXIT_FAILED;
-			kill(child, SIGTERM);
-			goto reap;
-		}
+		if (got < 0)
+			collector_fail(&c);
 		uint64_t now = prof_now_ns();
 		prof_writer_calibrate(c.w, prof_ticks(), prof_now_ns());
 		c.sess.hdr->heartbeat++;
-		if (now - last_commit >= COMMIT_NS && prof_writer_events(c.w) != committed_events) {
+		if (!c.failed && now - last_commit >= COMMIT_NS &&
+		    prof_writer_events(c.w) != c.committed_events) {
+			int64_t step = prof_writer_last_step(c.w);
 			if (prof_writer_commit(c.w) != 0) {
-				code = PROF_EXIT_FAILED;
-				kill(child, SIGTERM);
-				goto reap;
+				collector_fail(&c);
+			} else {
+				last_commit = now;
+				c.committed_events = prof_writer_events(c.w);
+				c.committed_step = step;
 			}
-			last_commit = now;
-			committed_events = prof_writer_events(c.w);
 		}
 		if (tty && now - last_status >= STATUS_NS) {
 			uint64_t ev = prof_writer_events(c.w);
@@ -499,12 +713,14 @@ int prof_run(const prof_options *opts)
 				child_done = 1;
 		}
 		if (child_done) {
-			/* drain what is still published, then recover unpublished records */
-			while ((got = drain_all(&c, 0)) > 0)
-				;
-			if (got < 0 || drain_all(&c, 1) < 0) {
-				code = PROF_EXIT_FAILED;
-				goto out;
+			/* drain what is still published, then recover unpublished records (discarded
+			 * once the database failed) */
+			while ((got = drain_all(&c, 0)) != 0)
+				if (got < 0)
+					collector_fail(&c);
+			if (drain_all(&c, 1) < 0) {
+				collector_fail(&c);
+				drain_all(&c, 1);
 			}
 			break;
 		}
@@ -527,75 +743,51 @@ int prof_run(const prof_options *opts)
 	signal(SIGCHLD, SIG_DFL);
 	prof_status_end(&c.status);
 
-	/* ---- how the run ended, finalize ---- */
-	int64_t crash_rows = 0;
-	amp_profile_query_int64(c.db, &crash_rows, "SELECT count(*) FROM crashes", NULL);
-	int crashed = crash_rows > 0;
-	int app_code;
-	if (WIFEXITED(status)) {
-		app_code = WEXITSTATUS(status);
-		meta_set(c.db, "end", "exited");
-		meta_set(c.db, "exit_status", "%d", app_code);
-	} else if (WIFSIGNALED(status)) {
-		int sig = WTERMSIG(status);
-		app_code = 128 + sig;
-		meta_set(c.db, "end", "%s",
-		         crashed ? "crash" : sig == SIGKILL ? "killed" : "signal");
-		meta_set(c.db, "exit_signal", "%s", prof_signal_name(sig));
-		meta_set(c.db, "exit_status", "%d", app_code);
-	} else {
-		app_code = PROF_EXIT_FAILED;
-	}
+	/* ---- how the run ended, finalize: every step checked; a failure stops recording as
+	 * a failure in the loop does, and the application's status is passed through all the
+	 * same ---- */
+	int app_code = PROF_EXIT_FAILED;
 	uint64_t end_mono = prof_now_ns();
-	amp_progress pr;
-	amp_progress_begin(&pr, "ampprof", "finalize", 0);
-	amp_progress_set(&pr, "open steps, call sites, totals", 0);
-	amp_progress_watch(&pr, c.db);
-	int finished = prof_writer_finish(c.w);
-	amp_progress_end(&pr);
-	if (finished != 0) {
-		code = PROF_EXIT_FAILED;
-		goto out;
+	if (!c.failed) {
+		amp_progress pr;
+		amp_progress_begin(&pr, "ampprof", "finalize", 0);
+		amp_progress_set(&pr, "open steps, call sites, totals", 0);
+		amp_progress_watch(&pr, c.db);
+		int bad = end_meta(&c, status, &app_code) != 0 || prof_writer_finish(c.w) != 0 ||
+		          record_unrecorded(&c) != 0;
+		amp_progress_end(&pr);
+		if (bad)
+			collector_fail(&c);
 	}
-	if (record_unrecorded(&c) != 0) {
-		code = PROF_EXIT_DB;
-		goto out;
+	if (!c.failed) { /* every step is whole from here on */
+		c.committed_step = prof_writer_last_step(c.w) + 1;
+		c.committed_events = prof_writer_events(c.w);
 	}
-	uint64_t events = prof_writer_events(c.w), by_kind[AMP_DROP_KINDS];
-	uint64_t dropped = prof_writer_dropped(c.w, by_kind);
-	uint64_t missing = __atomic_load_n(&c.sess.hdr->rings_missing, __ATOMIC_RELAXED);
-	meta_set(c.db, "events", "%" PRIu64, events);
-	meta_set(c.db, "dropped_events", "%" PRIu64, dropped);
-	for (unsigned k = 0; k < AMP_DROP_KINDS; k++)
-		meta_set_dropped(c.db, k, by_kind[k]);
-	meta_set(c.db, "rejected_events", "%" PRIu64,
-	         prof_writer_rejected(c.w) + c.bad_slots);
-	meta_set(c.db, "rings_missing", "%" PRIu64, missing);
-	meta_set(c.db, "wall_ns", "%" PRIu64, end_mono - start_mono);
-	char why[512];
-	incomplete_reason(why, sizeof why, missing, dropped, by_kind, opts->ring_count);
-	if (why[0])
-		meta_set(c.db, "incomplete", "%s", why);
-	meta_set(c.db, "complete", "%d", WIFEXITED(status) && app_code == 0 && !why[0] ? 1 : 0);
-	{
-		time_t now = time(NULL);
-		struct tm tm;
-		char when[64];
-		gmtime_r(&now, &tm);
-		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-		meta_set(c.db, "finalized_at", "%s", when);
+	if (c.failed) {
+		/* best effort: the space the rollback and the reserve freed may hold the rest */
+		reserve_release(&c);
+		if (sqlite3_exec(c.db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+		    end_meta(&c, status, &app_code) != 0 ||
+		    sqlite3_exec(c.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+			if (!sqlite3_get_autocommit(c.db))
+				sqlite3_exec(c.db, "ROLLBACK", NULL, NULL, NULL);
+		}
 	}
-	if (prof_summarize(c.db, opts->fp16_threshold, opts->memcpy_threshold) != 0) {
-		code = PROF_EXIT_FAILED;
-		goto out;
-	}
+	if (totals_meta(&c, status, app_code, end_mono - start_mono) != 0)
+		collector_fail(&c);
+	/* a stopped recording is summarized too if space allows (readers do it otherwise) */
+	int summarized = prof_summarize(c.db, opts->fp16_threshold, opts->memcpy_threshold) == 0;
+	if (!summarized)
+		collector_fail(&c);
+	uint64_t events = prof_writer_events(c.w);
 	prof_writer_free(c.w);
 	c.w = NULL;
-	/* fold the WAL back so the profile is one self-contained file */
-	sqlite3_exec(c.db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+	char why[256];
+	int folded = fold_wal(c.db, why, sizeof why) == 0;
 
 	uint32_t wire = __atomic_load_n(&c.sess.hdr->producer_wire, __ATOMIC_ACQUIRE);
-	if (events == 0 && c.sess.hdr->attached == 0 && wire != 0 && wire != AMP_WIRE_VERSION) {
+	if (!c.failed && events == 0 && c.sess.hdr->attached == 0 && wire != 0 &&
+	    wire != AMP_WIRE_VERSION) {
 		meta_set(c.db, "producer_wire_version", "%u", wire);
 		prof_error("rebuild the program against this ampkit's libamprt, or profile it with the "
 		           "ampprof of its own version",
@@ -606,7 +798,7 @@ int prof_run(const prof_options *opts)
 		code = PROF_EXIT_FAILED;
 		goto out;
 	}
-	if (events == 0 && c.sess.hdr->attached == 0) {
+	if (!c.failed && events == 0 && c.sess.hdr->attached == 0) {
 		prof_error("link the program with libamprt (-lamprt) and run its training through it "
 		           "(a libamprt older than wire format 2 does not attach to this ampprof)",
 		           "no events received from '%s' (its exit status: %d); the profile '%s' holds "
@@ -615,13 +807,15 @@ int prof_run(const prof_options *opts)
 		code = PROF_EXIT_FAILED;
 		goto out;
 	}
-	if (!opts->quiet)
+	if (!opts->quiet && summarized)
 		prof_report_text(c.db, stderr, opts->output);
+	if (c.failed)
+		report_failure(&c, app_code);
+	if (!folded)
+		prof_error(c.failed ? NULL : "keep the two files together (a copy needs both)",
+		           "the write-ahead log could not be folded into '%s' (%s): '%s-wal' holds "
+		           "part of the profile", opts->output, why, opts->output);
 	code = app_code;
-	goto out;
-reap:
-	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-		;
 out:
 	signal(SIGCHLD, SIG_DFL);
 	prof_status_end(&c.status);
@@ -630,6 +824,7 @@ out:
 		prof_writer_free(c.w);
 	}
 	amp_profile_close(c.db);
+	reserve_release(&c);
 	prof_session_release(&c.sess);
 	free(c.tails);
 	free(c.idle_heads);

@@ -1933,8 +1933,8 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	     prof_dist_summary(db, &msg) != SQLITE_OK) ||
 	    (amp_progress_set(&pr, "op duration statistics", 2), op_duration_stats(db) != 0) ||
 	    (amp_progress_set(&pr, "non-finite values", 3),
-	     sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) ||
-	    run_cause_sql(db, &msg) != SQLITE_OK || explain_scale(db) != 0) {
+	     sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK ||
+	     run_cause_sql(db, &msg) != SQLITE_OK || explain_scale(db) != 0)) {
 		amp_progress_end(&pr);
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);

@@ -38,7 +38,8 @@ static const amp_opt profile_opts[] = {
     {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c", NULL},
     {'o', 'o', "output", "<file>", "database to write; %r is the MPI rank (from the\n"
      "launcher's environment, 0 without one), %p the pid", "profile.db"},
-    {'f', 'f', "force", NULL, "overwrite an existing output", NULL},
+    {'f', 'f', "force", NULL, "overwrite an existing output (a regular file\n"
+     "that no other ampprof is writing)", NULL},
     {OPT_STEPS, 0, "steps", "<range>", "steps traced in full detail, e.g. 10-20,50\n"
      "(step rows are written for every step)", "all"},
     {OPT_CALLSTACK, 0, "callstack", "on|off", "record the user call site of every op", "on"},
@@ -79,14 +80,17 @@ static const amp_opt_spec profile_spec = {
               "\n"
               "Exit status: the application's own (its exit code, or 128 + signal number), except\n"
               "when ampprof itself fails, with the codes env(1) and timeout(1) use:\n"
-              "  125  ampprof failed: the output database could not be created or written,\n"
-              "       an internal error, or the application sent no events (not linked\n"
-              "       with libamprt); the application's own status is then in the message\n"
-              "       and in the profile's meta exit_status\n"
+              "  125  ampprof failed: the output database could not be created, an internal\n"
+              "       error, or the application sent no events (not linked with libamprt);\n"
+              "       the application's own status is then in the message and in the\n"
+              "       profile's meta exit_status\n"
               "  126  the application was found but cannot be executed\n"
               "  127  the application was not found\n"
               "    2  usage error (nothing was run)\n"
-              "ampprof's own failures always print an 'ampprof: ' line on stderr.\n",
+              "A database that fills up during the run stops the recording, not the run: the\n"
+              "application runs to its end, its status is returned, and the profile says\n"
+              "'collector-failed'.  ampprof's own failures always print an 'ampprof: ' line on\n"
+              "stderr.\n",
     .in_order = 1,
 };
 
@@ -261,8 +265,10 @@ static int cmd_profile(int argc, char **argv)
 	return prof_run(&o);
 }
 
-/* Opens a profile for report/export; recomputes the summary of one that was not finalized
- * (its collector was killed) when the file is writable. */
+/* Opens a profile for report/export: never one that is still being recorded (it has no
+ * summary yet, and what it holds is a snapshot that will not last), and recomputes the summary
+ * of one that was not finalized (its collector was killed) when the file is writable.  0, or
+ * -1 after saying why. */
 static int open_profile(const char *path, sqlite3 **db)
 {
 	char err[1024];
@@ -274,26 +280,70 @@ static int open_profile(const char *path, sqlite3 **db)
 		           "%s", err);
 		return -1;
 	}
+	if (amp_profile_live(path) == 1) {
+		char pid[32] = "?";
+		int64_t steps = 0;
+		amp_profile_meta_get(*db, "pid", pid, sizeof pid);
+		amp_profile_query_int64(*db, &steps, "SELECT count(*) FROM steps", NULL);
+		prof_error("ampprof prints the summary when the run ends; run this again then",
+		           "'%s' is live: ampprof is still recording it (application pid %s, %lld "
+		           "steps so far), so it has no final summary yet",
+		           path, pid, (long long)steps);
+		goto fail;
+	}
 	int64_t have = 0;
-	amp_profile_query_int64(*db, &have, "SELECT count(*) FROM run_summary", NULL);
+	if (amp_profile_query_int64(*db, &have, "SELECT count(*) FROM run_summary", NULL) ==
+	    AMP_PROFILE_EIO) {
+		prof_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(*db));
+		goto fail;
+	}
 	if (have > 0)
 		return 0;
 	sqlite3 *rw = NULL;
-	if (amp_profile_open(path, 1, &rw, err, sizeof err) == AMP_PROFILE_OK) {
-		char buf[64];
-		double fp16 = 70, copy = 15;
-		if (amp_profile_meta_get(rw, "options.fp16_threshold", buf, sizeof buf) == 0)
-			fp16 = strtod(buf, NULL);
-		if (amp_profile_meta_get(rw, "options.memcpy_threshold", buf, sizeof buf) == 0)
-			copy = strtod(buf, NULL);
-		prof_error(NULL, "'%s' was not finalized (its collector stopped early); "
-		           "summarizing what it holds", path);
-		prof_summarize(rw, fp16, copy);
-		amp_profile_close(rw);
-		amp_profile_close(*db);
-		return amp_profile_open(path, 0, db, err, sizeof err) == AMP_PROFILE_OK ? 0 : -1;
+	rc = amp_profile_open(path, 1, &rw, err, sizeof err);
+	if (rc == AMP_PROFILE_EACCES)
+		return 0; /* read-only file: shown without a summary */
+	if (rc != AMP_PROFILE_OK) {
+		prof_error(NULL, "%s", err);
+		goto fail;
+	}
+	char buf[64];
+	double fp16 = 70, copy = 15;
+	if (amp_profile_meta_get(rw, "options.fp16_threshold", buf, sizeof buf) == 0)
+		fp16 = strtod(buf, NULL);
+	if (amp_profile_meta_get(rw, "options.memcpy_threshold", buf, sizeof buf) == 0)
+		copy = strtod(buf, NULL);
+	prof_error(NULL, "'%s' was not finalized (its collector stopped early); "
+	           "summarizing what it holds", path);
+	/* another process holding the write lock (for longer than the busy timeout) is an
+	 * error, never a report without its summary */
+	if (sqlite3_exec(rw, "BEGIN IMMEDIATE; ROLLBACK", NULL, NULL, NULL) != SQLITE_OK) {
+		int ec = sqlite3_errcode(rw) & 0xff;
+		if (ec == SQLITE_BUSY || ec == SQLITE_LOCKED) {
+			prof_error(NULL, "cannot summarize '%s': %s (another process writes it)", path,
+			           sqlite3_errmsg(rw));
+			amp_profile_close(rw);
+			goto fail;
+		}
+	}
+	rc = prof_summarize(rw, fp16, copy);
+	amp_profile_close(rw);
+	if (rc != 0) { /* a full disk, a read-only medium: shown without a summary */
+		prof_error("ampview computes the summary in memory", "'%s' is shown without a summary",
+		           path);
+		return 0;
+	}
+	amp_profile_close(*db);
+	*db = NULL;
+	if (amp_profile_open(path, 0, db, err, sizeof err) != AMP_PROFILE_OK) {
+		prof_error(NULL, "%s", err);
+		return -1;
 	}
 	return 0;
+fail:
+	amp_profile_close(*db);
+	*db = NULL;
+	return -1;
 }
 
 static const char *const report_usage[] = {
@@ -319,7 +369,7 @@ static const amp_opt_spec report_spec = {
     .n_opts = sizeof report_opts / sizeof report_opts[0],
     .footer = "Exit status: 0; 1 with --fail-on, when the advice has a finding at that level or\n"
               "worse (the report is printed all the same); 2 usage error; 6 the profile could\n"
-              "not be read.\n",
+              "not be read (damaged, locked by another process, or still being recorded).\n",
     .in_order = 1,
 };
 
@@ -423,7 +473,7 @@ static const amp_opt_spec export_spec = {
     .opts = export_opts,
     .n_opts = sizeof export_opts / sizeof export_opts[0],
     .footer = "Exit status: 0, 2 usage error, 4 the output cannot be written, 6 the profile\n"
-              "could not be read.\n",
+              "could not be read (damaged, locked, or still being recorded).\n",
     .in_order = 1,
 };
 

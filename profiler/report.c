@@ -301,6 +301,26 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 	return 0;
 }
 
+/* The lines of a profile whose recording stopped (meta end 'collector-failed'). */
+static void print_collector_failed(sqlite3 *db, FILE *f, const summary *s)
+{
+	char why[256] = "", from[32] = "", ns[32] = "";
+	amp_profile_meta_get(db, "collector_error", why, sizeof why);
+	amp_profile_meta_get(db, "missing_from_step", from, sizeof from);
+	amp_profile_meta_get(db, "missing_from_ns", ns, sizeof ns);
+	fprintf(f, "  INCOMPLETE   recording stopped");
+	if (ns[0])
+		fprintf(f, " at %.3f s", strtod(ns, NULL) / 1e9);
+	if (from[0])
+		fprintf(f, " in step %s (the steps before it are whole)", from);
+	fprintf(f, ": the profile could not be written (%s)\n", why[0] ? why : "reason unknown");
+	if (s->exit_signal[0])
+		fprintf(f, "               the application ran to its end: %s\n", s->exit_signal);
+	else if (s->exit_status[0])
+		fprintf(f, "               the application ran to its end: exit status %s\n",
+		        s->exit_status);
+}
+
 /* The scale history finalize classified (schema version 3): history and its steps, "" when
  * there is none (a static scale, an older profile); the skipped share, NAN if unknown. */
 static void load_scale_history(sqlite3 *db, char *history, size_t hl, char *steps, size_t sl,
@@ -333,7 +353,9 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		        s.exit_signal);
 	else
 		fprintf(f, "ended: %s\n", s.end[0] ? s.end : "unknown");
-	if (s.incomplete[0]) {
+	if (strcmp(s.end, "collector-failed") == 0) {
+		print_collector_failed(db, f, &s);
+	} else if (s.incomplete[0]) {
 		fputs("  INCOMPLETE   ", f);
 		amp_text_put(f, s.incomplete);
 		fputc('\n', f);

@@ -501,13 +501,16 @@ void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst,
 	const amp_check_config *cfg = amp_check_config_now();
 	if (cfg->nan_check != AMP_NAN_CHECK_OP)
 		return;
-	uint64_t t0 = amp_check_now_ns();
 	struct amp_check_ctx *st = state(ctx, cfg);
-	if (st && !ctx->in_backward)
+	if (!st)
+		return;
+	if (!ctx->in_backward) /* a few stores, every cast: not timed */
 		note_producer(st, dst->data, src->data, 0);
-	if (st && st->origin.step < 0 && dst_nonfinite && amp_dt(dst->dtype)->is_half &&
-	    src->dtype == AMP_F32 &&
-	    !amp_count_nonfinite_f32(src->data, src->numel)) {
+	if (st->origin.step >= 0 || !dst_nonfinite || !amp_dt(dst->dtype)->is_half ||
+	    src->dtype != AMP_F32)
+		return;
+	uint64_t t0 = amp_check_now_ns();
+	if (!amp_count_nonfinite_f32(src->data, src->numel)) {
 		st->cast_bad = dst;
 		st->cast_src = src;
 	}

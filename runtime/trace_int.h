@@ -113,6 +113,9 @@ TRACE_HIDDEN uint32_t amp_trace_callsite_define(trace_ring *r, uintptr_t key, ui
                                                uint32_t slot);
 TRACE_HIDDEN int amp_trace_callsite_table_grow(trace_ring *r);
 TRACE_HIDDEN void amp_trace_ring_close(trace_ring *r);
+/* Frees a thread's ring state once its ring is closed (the ring itself is the collector's to
+ * reclaim); the alternate signal stack goes with it, unregistered first. */
+TRACE_HIDDEN void amp_trace_ring_free(trace_ring *r);
 TRACE_HIDDEN void amp_trace_ring_key_destructor(void *arg);
 TRACE_HIDDEN trace_ring *amp_trace_ring_attach(void);
 TRACE_HIDDEN void amp_trace_install_fatal_handlers(void);

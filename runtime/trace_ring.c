@@ -192,9 +192,7 @@ void amp_trace_ring_close(trace_ring *r)
 	__atomic_store_n(&r->hdr->state, AMP_RING_CLOSED, __ATOMIC_RELEASE);
 }
 
-/* The thread's ring state, once its ring is closed at thread exit (the ring itself is the
- * collector's to reclaim).  The alternate signal stack goes with it, unregistered first. */
-static void ring_free(trace_ring *r)
+void amp_trace_ring_free(trace_ring *r)
 {
 	if (r->altstack) {
 		stack_t ss = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
@@ -217,7 +215,7 @@ void amp_trace_ring_key_destructor(void *arg)
 	if (r && amp_trace_tl_ring == r) {
 		amp_trace_ring_close(r);
 		amp_trace_tl_ring = NULL;
-		ring_free(r);
+		amp_trace_ring_free(r);
 	}
 }
 

@@ -27,10 +27,17 @@ int amp_trace_key_ok;
 /* ---- session ----------------------------------------------------------------------------- */
 static void trace_at_fork_child(void)
 {
-	/* the parent's ring stays the parent's; the child claims its own on first event */
+	/* the parent's ring stays the parent's; the child claims its own on first event, and the
+	 * copy of the parent's ring state it inherited goes */
+	trace_ring *inherited = amp_trace_tl_ring;
 	amp_trace_tl_ring = NULL;
 	amp_trace_tl_no_ring = 0;
 	memset(amp_trace_tl_lost, 0, sizeof amp_trace_tl_lost);
+	if (inherited) {
+		if (amp_trace_key_ok)
+			pthread_setspecific(amp_trace_ring_key, NULL);
+		amp_trace_ring_free(inherited);
+	}
 }
 
 static void trace_at_exit(void)
@@ -41,6 +48,7 @@ static void trace_at_exit(void)
 		amp_trace_ring_close(r);
 		amp_trace_tl_ring = NULL;
 		amp_trace_tl_no_ring = 1;
+		amp_trace_ring_free(r);
 	}
 }
 

@@ -16,14 +16,14 @@
 #include <sqlite3.h>
 
 typedef struct amp_progress {
-	int on;                 /* stderr is a terminal: the calls draw; else they do nothing */
-	int shown;              /* a line is on the screen */
-	const char *tool;       /* "ampprof": the first word of the line */
-	const char *what;       /* the operation: "finalize", "export", "compare" */
-	const char *phase;      /* what it is doing now, or NULL (static strings) */
-	uint64_t done, total;   /* units done of total; total 0: no count is shown */
+	int on;               /* stderr is a terminal: the calls draw; else they do nothing */
+	int shown;            /* a line is on the screen */
+	const char *tool;     /* "ampprof": the first word of the line */
+	const char *what;     /* the operation: "finalize", "export", "compare" */
+	const char *phase;    /* what it is doing now, or NULL (static strings) */
+	uint64_t done, total; /* units done of total; total 0: no count is shown */
 	uint64_t start_ns, last_ns, delay_ns;
-	sqlite3 *db;            /* the connection watched, or NULL */
+	sqlite3 *db; /* the connection watched, or NULL */
 } amp_progress;
 
 /* Starts an operation of total units (0 if not counted).  tool and what must outlive it. */

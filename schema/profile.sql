@@ -11,14 +11,14 @@
 -- up to it (the engine of its ops stays NULL: unknown).
 --
 -- Version 3 added the producing thread of loss_scale and memory rows (loss_scale.thread,
--- memory.thread: a run with one context per thread writes one row per thread and step), the
--- duration statistics of op_summary (median_ns, min_ns, max_ns, stddev_ns), and what explains
--- a non-finite value and the loss scale: tensor_stats.src_seq, .cast_source,
--- .tiny_at_nonfinite, .param_grad; nonfinite's classes 'underflow' and 'cast_overflow' and its
--- src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
+-- memory.thread: a run with one context per thread writes one row per thread and step) and
+-- the duration statistics of op_summary (median_ns, min_ns, max_ns, stddev_ns);
+-- amp_profile_upgrade adds them to an older file as NULL (unknown).
+-- Version 3 also added what explains a non-finite value and the loss scale: tensor_stats.src_seq,
+-- .cast_source, .tiny_at_nonfinite, .param_grad; nonfinite's classes 'underflow' and 'cast_overflow' and
+-- its src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
 -- clean_steps; run_summary.scale_history, .scale_history_steps and .skipped_share; the
 -- forecast table; run_summary.fp16_ready (an FP32 run's readiness for FP16).
--- amp_profile_upgrade adds them to an older file as NULL (unknown).
 -- Version 3 also added data-parallel runs: the `comm` table (collectives), a `rank` column on every
 -- event table (0 in a single-rank profile; `ampprof merge` writes one database from the
 -- per-rank profiles of a run with each row's rank), `rank_summary`, and
@@ -42,7 +42,12 @@ PRAGMA user_version = 3;
 -- dropped_events, dropped.<kind> (records dropped by kind: ops, copies, tensor_stats, memory,
 -- dumps, other), rings_missing (threads or processes that found no ring: nothing of theirs is
 -- in the tables), unrecorded.<counter> (of a counter's total, what those threads counted),
--- wall_ns, finalized_at.  Keys written by
+-- wall_ns, finalized_at.  When the database could not be written (a full disk) recording
+-- stopped and the application ran on: end is 'collector-failed' (exit_status and exit_signal
+-- still say how the application ended), collector_error (SQLite's reason), missing_from_ns
+-- (when, since the start), missing_from_step (the step being recorded then: the steps before
+-- it are whole, it and the later ones are missing), not_recorded (events read and discarded
+-- from then on), and incomplete says so.  Keys written by
 -- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale*,
 -- <key>_source for every configuration key that was set (where: 'amp.cfg:3', 'environment
 -- AMP_CUSTOM_BLACK_LIST' or 'amp_config_set'; version 3) and
@@ -200,6 +205,7 @@ CREATE TABLE loss_scale (
 	reason    TEXT,     -- 'hold', 'growth', 'overflow', 'init' or 'static'; 'nan' (set at
 	                    -- finalize) for a back-off on NaN gradients that no overflow made
 	                    -- (the step's nonfinite class is 'invalid_operation')
+	thread    INTEGER,  -- threads.id of the context's thread (version 3; NULL before)
 	-- version 3, set at finalize: the cause of a back-off is the step's first non-finite
 	-- value (its nonfinite row); of a growth, the clean steps that earned it
 	cause_class    TEXT,     -- nonfinite.class of the step ('scaled_grad_overflow', ...)
@@ -211,7 +217,6 @@ CREATE TABLE loss_scale (
 	                         -- before, when it was checked (scaled, as stored); the report
 	                         -- shows it times the scales: what pushed it past 65504
 	clean_steps    INTEGER,  -- growth and hold: consecutive clean steps at this decision
-	thread    INTEGER,  -- threads.id of the context's thread (version 3; NULL before)
 	rank      INTEGER DEFAULT 0  -- MPI rank
 );
 

@@ -6,10 +6,12 @@
 #include "profile_db.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +29,8 @@ const char *amp_profile_strerror(int code)
 	case AMP_PROFILE_ENOTPROFILE: return "not an ampkit profile";
 	case AMP_PROFILE_ENEWER: return "written by a newer ampkit";
 	case AMP_PROFILE_ECORRUPT: return "file is truncated or corrupt";
+	case AMP_PROFILE_ENOTREG: return "not a regular file";
+	case AMP_PROFILE_EBUSY: return "being written by another process";
 	default: return "database error";
 	}
 }
@@ -85,14 +89,20 @@ out:
 	return rc;
 }
 
-static void remove_with_sidecars(const char *path)
+static void remove_sidecars(const char *path)
 {
-	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+	static const char *const suffix[] = {"-wal", "-shm", "-journal"};
 	char name[4096];
 	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
 		snprintf(name, sizeof name, "%s%s", path, suffix[i]);
 		unlink(name);
 	}
+}
+
+static void remove_with_sidecars(const char *path)
+{
+	unlink(path);
+	remove_sidecars(path);
 }
 
 /* Reason a file cannot be created in its directory, from errno-like checks. */
@@ -115,37 +125,193 @@ static int dir_problem(const char *path)
 	return AMP_PROFILE_EIO;
 }
 
+/* ---- the output lock ------------------------------------------------------------------------
+ * An open-file-description lock (F_OFD_SETLK) on one byte far past the ones SQLite locks (those
+ * sit at 1 GiB): it conflicts with no lock of SQLite's, survives the closing of other
+ * descriptors of the file, and goes away with its descriptor, so a SIGKILLed holder leaves no
+ * stale lock.  Whoever writes a profile holds it: the collector from creation to its last
+ * commit, a reader that completes an unfinalized profile while it does.  It is attached to the
+ * connection as the user data of a function whose destructor closes it, so that
+ * amp_profile_close releases it. */
+#define LOCK_OFFSET ((off_t)1 << 62)
+
+/* Takes (F_WRLCK) the output lock on fd: 0, 1 if another open file holds it, -1 on error. */
+static int output_lock(int fd)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LOCK_OFFSET,
+	                   .l_len = 1};
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	return errno == EAGAIN || errno == EACCES ? 1 : -1;
+}
+
+static void lock_release(void *box)
+{
+	close(*(int *)box);
+	free(box);
+}
+
+static void lock_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	(void)argv;
+	sqlite3_result_int(ctx, 1);
+}
+
+/* Hands fd (holding the output lock) to db, closed when db is.  0, or -1 (fd then closed). */
+static int lock_attach(sqlite3 *db, int fd)
+{
+	int *box = malloc(sizeof *box);
+	if (!box) {
+		close(fd);
+		return -1;
+	}
+	*box = fd;
+	/* on failure SQLite calls the destructor itself */
+	return sqlite3_create_function_v2(db, "amp_output_lock", 0, SQLITE_UTF8, box, lock_sql,
+	                                  NULL, NULL, lock_release) == SQLITE_OK ? 0 : -1;
+}
+
+/* Nonzero if path names the file open as fd (not replaced since it was opened). */
+static int same_file(const char *path, int fd)
+{
+	struct stat a, b;
+	return lstat(path, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+int amp_profile_live(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? AMP_PROFILE_ENOENT
+		       : errno == EACCES ? AMP_PROFILE_EACCES : AMP_PROFILE_EIO;
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LOCK_OFFSET,
+	                   .l_len = 1};
+	int rc = fcntl(fd, F_OFD_GETLK, &fl) != 0 ? AMP_PROFILE_EIO : fl.l_type != F_UNLCK;
+	close(fd);
+	return rc;
+}
+
+/* What lstat found at an output path that is not a regular file, for "cannot create": NULL
+ * for a regular file. */
+static const char *not_regular(const char *path, const struct stat *sb)
+{
+	struct stat target;
+	if (S_ISREG(sb->st_mode))
+		return NULL;
+	if (S_ISLNK(sb->st_mode))
+		return stat(path, &target) != 0
+		           ? "is a dangling symbolic link (its target does not exist); ampprof "
+		             "writes only new or regular files, never through a link"
+		           : "is a symbolic link; ampprof writes only new or regular files, never "
+		             "through a link";
+	if (S_ISDIR(sb->st_mode))
+		return "is a directory";
+	if (S_ISCHR(sb->st_mode))
+		return "is a character device, not a regular file; --force overwrites only "
+		       "regular files";
+	if (S_ISBLK(sb->st_mode))
+		return "is a block device, not a regular file; --force overwrites only regular "
+		       "files";
+	if (S_ISFIFO(sb->st_mode))
+		return "is a FIFO, not a regular file; --force overwrites only regular files";
+	if (S_ISSOCK(sb->st_mode))
+		return "is a socket, not a regular file; --force overwrites only regular files";
+	return "is not a regular file; --force overwrites only regular files";
+}
+
+/* --force: removes the regular file at path (sb: its lstat) and its sidecars, once it holds
+ * the output lock of that very file, so that a profile another collector is writing is never
+ * removed.  AMP_PROFILE_OK or the failure, reported in err. */
+static int remove_old_output(const char *path, const struct stat *sb, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? AMP_PROFILE_OK /* gone meanwhile */
+		       : fail(errno == EACCES || errno == EPERM ? AMP_PROFILE_EACCES : AMP_PROFILE_EIO,
+		              err, errlen, "create", path, strerror(errno));
+	struct stat fsb;
+	int rc = AMP_PROFILE_OK;
+	/* the file lstat saw, not one created since in its place (an inode number may be reused
+	 * at once: the change time tells them apart) */
+	int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) || fsb.st_dev != sb->st_dev ||
+	                 fsb.st_ino != sb->st_ino || fsb.st_ctim.tv_sec != sb->st_ctim.tv_sec ||
+	                 fsb.st_ctim.tv_nsec != sb->st_ctim.tv_nsec
+	             ? 1 : output_lock(fd);
+	if (lk > 0 || (lk == 0 && !same_file(path, fd)))
+		rc = fail(AMP_PROFILE_EBUSY, err, errlen, "create", path,
+		          "another ampprof is writing it (it holds the output lock); wait for that "
+		          "run to end or choose another --output");
+	else if (lk < 0)
+		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, strerror(errno));
+	else
+		remove_with_sidecars(path);
+	close(fd);
+	return rc;
+}
+
 int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen)
 {
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	char *msg = NULL;
-	int rc;
+	int rc, fd = -1, owned = 0;
 	struct stat sb;
 
 	*out = NULL;
-	if (stat(path, &sb) == 0) {
+	if (lstat(path, &sb) == 0) {
+		const char *why = not_regular(path, &sb);
+		if (why) {
+			rc = fail(AMP_PROFILE_ENOTREG, err, errlen, "create", path, why);
+			goto out;
+		}
 		if (!force) {
 			rc = fail(AMP_PROFILE_EEXIST, err, errlen, "create", path, "file exists");
 			goto out;
 		}
-		if (S_ISDIR(sb.st_mode)) {
-			rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, "is a directory");
+		if ((rc = remove_old_output(path, &sb, err, errlen)) != AMP_PROFILE_OK)
 			goto out;
-		}
-		remove_with_sidecars(path);
 	}
-	rc = dir_problem(path);
-	if (rc == AMP_PROFILE_ENOENT || rc == AMP_PROFILE_EACCES) {
-		rc = fail(rc, err, errlen, "create", path,
-		          rc == AMP_PROFILE_ENOENT ? "no such directory" : "permission denied");
+	/* the file is created here, not by SQLite, so that it is new (O_EXCL: a run that created
+	 * it meanwhile wins) and locked before anything is written */
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		int e = errno;
+		rc = dir_problem(path);
+		if (e == EEXIST)
+			rc = force ? fail(AMP_PROFILE_EBUSY, err, errlen, "create", path,
+			                  "another run created it at the same time")
+			           : fail(AMP_PROFILE_EEXIST, err, errlen, "create", path, "file exists");
+		else if (rc == AMP_PROFILE_ENOENT || rc == AMP_PROFILE_EACCES)
+			rc = fail(rc, err, errlen, "create", path,
+			          rc == AMP_PROFILE_ENOENT ? "no such directory" : "permission denied");
+		else
+			rc = fail(e == EACCES || e == EPERM || e == EROFS ? AMP_PROFILE_EACCES
+			                                                  : AMP_PROFILE_EIO,
+			          err, errlen, "create", path, strerror(e));
 		goto out;
 	}
+	int lk = output_lock(fd);
+	if (lk != 0 || !same_file(path, fd)) {
+		/* another run with --force took it between our open and our lock: theirs now */
+		rc = fail(lk < 0 ? AMP_PROFILE_EIO : AMP_PROFILE_EBUSY, err, errlen, "create", path,
+		          lk < 0 ? strerror(errno) : "another ampprof replaced it at the same time");
+		goto out;
+	}
+	owned = 1;
+	remove_sidecars(path); /* a stale -wal of a removed profile would be read into this one */
 	/* NOMUTEX: a connection is used by one thread at a time (see the header), and the
 	 * collector's per-row calls no longer pay for SQLite's mutexes (~8 % of ingest). */
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-	                    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+	    SQLITE_OK) {
 		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	rc = lock_attach(db, fd);
+	fd = -1;
+	if (rc != 0) {
+		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, "out of memory");
 		goto out;
 	}
 	if (sqlite3_exec(db,
@@ -191,15 +357,27 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
 out:
 	sqlite3_free(msg);
 	sqlite3_finalize(st);
-	if (db) {
+	if (db)
 		sqlite3_close(db);
+	if (fd >= 0)
+		close(fd);
+	if (owned && rc != AMP_PROFILE_OK)
 		remove_with_sidecars(path);
-	}
 	return rc;
 }
 
+/* Nonzero if path's -wal holds at least one frame (more than its 32-byte header). */
+static int wal_has_frames(const char *path)
+{
+	char wal[4200];
+	struct stat st;
+	snprintf(wal, sizeof wal, "%s-wal", path);
+	return stat(wal, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 32;
+}
+
 /* Checks the 100-byte SQLite header: magic, and a file at least as long as the header says
- * (when the in-header size is valid).  Catches most truncations before SQLite reads a page. */
+ * (when the in-header size is valid and no -wal holds pages).  Catches most truncations
+ * before SQLite reads a page. */
 static int check_header(const char *path, char *err, size_t errlen)
 {
 	unsigned char h[100];
@@ -238,7 +416,11 @@ static int check_header(const char *path, char *err, size_t errlen)
 	uint32_t valid = (uint32_t)h[92] << 24 | (uint32_t)h[93] << 16 | (uint32_t)h[94] << 8 | h[95];
 	if (page < 512 || (page & (page - 1)))
 		return fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path, "corrupt header");
-	if (fstat_ok && pages && change == valid && (uint64_t)st.st_size < (uint64_t)page * pages)
+	/* With pages in the -wal, the main file's size says nothing: a checkpoint writes page 1
+	 * (the new count) before the pages that extend the file, and one cut short (SIGKILL, a
+	 * full disk) leaves it shorter than its header until SQLite reads the rest from the -wal. */
+	if (fstat_ok && pages && change == valid && (uint64_t)st.st_size < (uint64_t)page * pages &&
+	    !wal_has_frames(path))
 		return fail(AMP_PROFILE_ECORRUPT, err, errlen, "open", path,
 		            "file is truncated (shorter than its header says)");
 	return AMP_PROFILE_OK;
@@ -364,6 +546,29 @@ int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, s
 		goto out;
 	}
 	sqlite3_busy_timeout(db, 2000);
+	if (writable) {
+		/* a writer other than the collector (completing an unfinalized profile) holds the
+		 * output lock too: never while a collector records it, never two at once */
+		int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		int lk = fd < 0 ? -1 : output_lock(fd);
+		if (lk != 0) {
+			int e = errno;
+			if (fd >= 0)
+				close(fd);
+			rc = fail(lk > 0 ? AMP_PROFILE_EBUSY
+			          : e == EACCES || e == EPERM || e == EROFS ? AMP_PROFILE_EACCES
+			                                                      : AMP_PROFILE_EIO,
+			          err, errlen, "open", path,
+			          lk > 0 ? "it is being written by another process (ampprof is still "
+			                   "recording it)"
+			                 : strerror(e));
+			goto out;
+		}
+		if (lock_attach(db, fd) != 0) {
+			rc = fail(AMP_PROFILE_EIO, err, errlen, "open", path, "out of memory");
+			goto out;
+		}
+	}
 	if ((rc = pragma_int(db, "PRAGMA application_id", &app_id)) != SQLITE_OK ||
 	    (rc = pragma_int(db, "PRAGMA user_version", &version)) != SQLITE_OK) {
 		int code = sqlite_to_code(rc);

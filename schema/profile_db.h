@@ -25,6 +25,9 @@ enum {
 	AMP_PROFILE_ENEWER = -5,      /* written by a newer schema than this reader knows */
 	AMP_PROFILE_ECORRUPT = -6,    /* truncated or corrupt */
 	AMP_PROFILE_EIO = -7,         /* any other SQLite or system error */
+	AMP_PROFILE_ENOTREG = -8,     /* create: the path is a device, FIFO, socket, directory or
+	                                 symbolic link (only new or regular files are written) */
+	AMP_PROFILE_EBUSY = -9,       /* another process holds the output lock (writes it) */
 };
 
 /* Short description of an AMP_PROFILE_* code ("not an ampkit profile"); never NULL. */
@@ -33,24 +36,38 @@ const char *amp_profile_strerror(int code);
 /* The embedded schema/profile.sql text (NUL-terminated, static). */
 const char *amp_profile_schema_sql(void);
 
-/* Creates a new profile at path: schema, op_types, meta schema_version.  An existing file is
- * refused with AMP_PROFILE_EEXIST unless force is set (then it and its -wal/-shm/-journal
- * files are removed first).  The connection is set up for bulk writing (WAL, synchronous off).
- * On success *out is the connection (close with amp_profile_close); on failure *out is NULL
- * and err (if not NULL) holds "cannot create 'path': reason". */
+/* Creates a new profile at path: schema, op_types, meta schema_version.  An existing regular
+ * file is refused with AMP_PROFILE_EEXIST unless force is set (then it and its
+ * -wal/-shm/-journal files are removed first, unless another process holds its output lock:
+ * AMP_PROFILE_EBUSY); anything else at path (device, FIFO, socket, directory, a symbolic link,
+ * dangling or not) is refused with AMP_PROFILE_ENOTREG, force or not.  The file is created
+ * exclusively and the connection holds its output lock until amp_profile_close, so of two
+ * creators of one path at most one succeeds.  The connection is set up for bulk writing (WAL,
+ * synchronous off).  On success *out is the connection (close with amp_profile_close); on
+ * failure *out is NULL, nothing at path was touched unless this call created it, and err (if
+ * not NULL) holds "cannot create 'path': reason". */
 int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen);
 
 /* Opens and validates an existing profile, read-only unless writable is set.  Checks the file
- * header (SQLite magic, not truncated), application_id, user_version (newer is refused, older
- * than 1 too) and the presence of the core tables.  Same *out and err conventions as
- * amp_profile_create ("cannot open 'path': reason"). */
+ * header (SQLite magic, not truncated; a file whose -wal holds pages is left to SQLite, which
+ * reads those pages from it: a read-only connection never writes them back),
+ * application_id, user_version (newer is refused, older than 1 too) and the presence of the
+ * core tables.  A writable connection takes the output lock (AMP_PROFILE_EBUSY while a
+ * collector records the file) and holds it until amp_profile_close.  Same *out and err
+ * conventions as amp_profile_create ("cannot open 'path': reason"). */
 int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
+
+/* Whether a process holds the output lock of the profile at path, i.e. it is being recorded
+ * (or completed by a writable amp_profile_open): 1 if so, 0 if not, a negative AMP_PROFILE_*
+ * if path cannot be opened.  A collector that was killed holds nothing. */
+int amp_profile_live(const char *path);
 
 /* Brings a profile written by schema version 1 or 2 (any revision) up to this version, in place:
  * adds the tables and columns added since (within version 1: tensor_stats.neg_inf, .phase,
  * .thread, the nonfinite table; version 2: op_sigs.engine, op_summary.native_ns,
  * run_summary.native_half_share and .half_types, the engine column of the ops view; version 3:
- * the columns profile.sql lists under it) and sets
+ * loss_scale.thread, memory.thread, op_summary.median_ns, .min_ns, .max_ns, .stddev_ns, and
+ * what profile.sql lists under version 3 for the diagnostics) and sets
  * user_version and meta schema_version to AMP_PROFILE_VERSION.  Old rows keep NULL in the new
  * columns (an unknown engine).  A read-only reader of a version-1 file must test the columns
  * it needs with amp_profile_has_column instead.  Idempotent; needs a writable connection.

@@ -6,6 +6,8 @@
 # the profiles earlier ones write), whatever their order in the README.
 #
 #   tests/transcripts.sh            build (make all), run every block, rewrite README.md
+#   tests/transcripts.sh NAME...    the same for these blocks only (the profiles they read must
+#                                   be there from a whole run)
 #   tests/transcripts.sh --check    only check that the README's marked blocks and the table
 #                                   agree (the same names, the same "$ " command lines); fast,
 #                                   run by tests/e2e/analyses.sh
@@ -51,8 +53,8 @@ nan-scale|build/bin/ampview --headless --panel=scale run.db
 nan-anomalies|build/bin/ampview --headless --panel=anomalies run.db
 nan-step|build/bin/ampview --headless --panel=scale --keys='"'"'<enter>'"'"' run.db
 hist|build/bin/ampdump --hist run.db | head -8
-hist|build/bin/ampdump --hist --step 250 --tensor rate run.db | sed -n '"'"'1,3p;20,35p'"'"'
-hist-view|build/bin/ampview --headless --panel=hist --keys=/rate run.db
+hist|build/bin/ampdump --hist --step 250 --tensor rate run.db | sed -n '"'"'1,4p;30,35p'"'"'
+hist-view|build/bin/ampview --headless --panel=hist --keys='"'"'/rate<enter>jj'"'"' run.db
 compare|build/bin/ampprof -q -o fp32.db --dump-steps=0 -- build/bin/mlp_fashion --precision=fp32 --steps 1 --seed 7
 compare|build/bin/ampprof -q -o amp.db --dump-steps=0 -- build/bin/mlp_fashion --precision=amp --steps 1 --seed 7
 compare|build/bin/ampdump --compare fp32.db amp.db --step 0
@@ -94,12 +96,20 @@ if [ "${1:-}" = --check ]; then
 	check
 	exit
 fi
-[ $# -eq 0 ] || { echo "usage: tests/transcripts.sh [--check]" >&2; exit 2; }
+case ${1:-} in -*) echo "usage: tests/transcripts.sh [--check | NAME...]" >&2; exit 2 ;; esac
 check > /dev/null || { check; exit 1; }
+run_names=$(names)
+if [ $# -gt 0 ]; then
+	for n in "$@"; do
+		grep -qx -- "$n" <<< "$run_names" || { echo "transcripts: no block '$n'" >&2; exit 2; }
+	done
+	run_names=$(printf '%s\n' "$@")
+fi
 
 make -j2 all > /dev/null
 # what the blocks write, so that each command runs as on a clean clone
-rm -rf npy profile.db bf16.db fp16.db fp32-epoch.db run.db fp32.db amp.db un_fp32.db un_fp16.db
+[ $# -gt 0 ] || rm -rf npy profile.db bf16.db fp16.db fp32-epoch.db run.db fp32.db amp.db \
+	un_fp32.db un_fp16.db
 out=$(mktemp -d "${TMPDIR:-/tmp}/ampkit-transcripts.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 while read -r name; do
@@ -120,14 +130,16 @@ while read -r name; do
 		echo '```'
 	} > "$out/$name"
 	echo "transcripts: $name" >&2
-done <<< "$(names)"
+done <<< "$run_names"
 awk -v dir="$out" '
 	/^<!-- transcript [a-z0-9-]+ -->$/ {
 		print; f = dir "/" $3
+		if ((getline line < f) <= 0) next # a block not run: kept as it is
+		print line
 		while ((getline line < f) > 0) print line
 		close(f); skip = 1; next
 	}
 	/^<!-- \/transcript -->$/ { skip = 0 }
 	!skip { print }' "$README" > "$out/README.md"
 cp "$out/README.md" "$README"
-echo "transcripts: $README rewritten ($(names | wc -l) blocks)" >&2
+echo "transcripts: $README rewritten ($(wc -l <<< "$run_names") blocks)" >&2

@@ -125,6 +125,12 @@ static void draw_status(view_app *a, view_screen *s)
 		if (tx >= s->w - used)
 			view_screen_puts(s, tx, y, (int)strlen(tag), VIEW_S_WARN, VIEW_A_BOLD, tag);
 	}
+	if (view_model_damaged(a->ctx.model)) {
+		/* a damaged file is said on every frame, never shown as if whole */
+		view_screen_puts(s, 1, y, s->w - used - 2, VIEW_S_WARN, VIEW_A_BOLD,
+		                 "DAMAGED PROFILE: figures incomplete");
+		return;
+	}
 	const char *msg = a->ctx.status[0] ? a->ctx.status : "?:help  Tab:panel  q:quit";
 	view_screen_puts(s, 1, y, s->w - used - 2, VIEW_S_STATUS, 0, msg);
 }

@@ -1,6 +1,7 @@
 /* main.c — ampview: the interactive viewer of an ampkit profile, or with --headless one panel
  * rendered as plain text for scripts and golden tests.  Options are a table (amp_opt.h) that
- * also prints --help; usage errors exit 2, a file that cannot be shown exits 1.
+ * also prints --help; usage errors exit 2, a file that cannot be shown exits 1, as does one
+ * found damaged while it was shown.
  */
 #include <errno.h>
 #include <locale.h>
@@ -76,7 +77,9 @@ static const amp_opt_spec spec = {
     .opts = option_table,
     .n_opts = sizeof option_table / sizeof option_table[0],
     .footer = "The profile defaults to profile.db.  Keys: ? in the viewer lists them.\n"
-              "Long options may be abbreviated to any unambiguous prefix.\n",
+              "Long options may be abbreviated to any unambiguous prefix.\n"
+              "Exit status: 0; 1 the profile cannot be shown, or was found damaged while it\n"
+              "was (what was shown is incomplete); 2 usage error.\n",
 };
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -258,6 +261,13 @@ int main(int argc, char **argv)
 	}
 	view_app_show(app, o.baseline && !o.panel_given ? view_app_panel_by_name("diff") : o.panel);
 	rc = o.headless ? run_headless(app, &o) : run_terminal(app, &o);
+	if (view_model_damaged(m)) {
+		/* after the terminal is restored, so that the message stays on the screen */
+		fprintf(stderr, "ampview: '%s' is damaged (%s): what was shown is incomplete\n"
+		        "hint: the file was cut short or damaged; record the run again\n",
+		        o.path, view_model_error(m));
+		rc = 1;
+	}
 	view_app_free(app);
 	view_model_free(m);
 	return rc;

@@ -34,14 +34,26 @@ struct view_model {
 	int64_t nsteps, max_step_ns, nanomalies;
 	char anomaly_where[160]; /* "" until anomaly_where() */
 	char errmsg[256];
+	int damaged;        /* a query met SQLITE_CORRUPT or SQLITE_NOTADB */
 };
 
 /* ---- small SQLite helpers ------------------------------------------------------------------- */
+/* Keeps SQLite's last message for view_model_error, and whether it says the file is damaged
+ * (every query goes through here on failure, so no loop can take a damaged file for a short
+ * one). */
+static void note_error(view_model *m)
+{
+	int ec = sqlite3_errcode(m->db) & 0xff;
+	if (ec == SQLITE_CORRUPT || ec == SQLITE_NOTADB)
+		m->damaged = 1;
+	snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+}
+
 static sqlite3_stmt *prep(view_model *m, const char *sql)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(m->db, sql, -1, &st, NULL) != SQLITE_OK) {
-		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+		note_error(m);
 		sqlite3_finalize(st);
 		return NULL;
 	}
@@ -52,7 +64,7 @@ static int step_row(view_model *m, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+		note_error(m);
 	return rc;
 }
 
@@ -87,7 +99,7 @@ static int64_t query_i64_arg(view_model *m, const char *sql, int64_t arg, int64_
 {
 	int64_t v = dflt;
 	if (amp_profile_query_int64(m->db, &v, sql, "i", arg) == AMP_PROFILE_EIO)
-		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+		note_error(m);
 	return v;
 }
 
@@ -96,7 +108,7 @@ static int64_t query_i64(view_model *m, const char *sql, int64_t dflt)
 {
 	int64_t v = dflt;
 	if (amp_profile_query_int64(m->db, &v, sql, NULL) == AMP_PROFILE_EIO)
-		snprintf(m->errmsg, sizeof m->errmsg, "%s", sqlite3_errmsg(m->db));
+		note_error(m);
 	return v;
 }
 
@@ -104,21 +116,31 @@ static int64_t query_i64(view_model *m, const char *sql, int64_t dflt)
 typedef void (*row_reader)(sqlite3_stmt *st, void *row);
 
 /* Reads up to max rows of st into rows (size bytes each, zeroed before read fills one) and
- * finalizes st.  Returns the count, or VIEW_EDB when st is NULL (prep failed).  An error while
- * stepping ends the list early; view_model_error says why. */
+ * finalizes st.  Returns the count, or VIEW_EDB when st is NULL (prep failed) or stepping
+ * failed (a damaged file, a lock): never a short list as if whole; view_model_error says
+ * why. */
 static long read_rows(view_model *m, sqlite3_stmt *st, void *rows, size_t size, long max,
                       row_reader read)
 {
 	if (!st)
 		return VIEW_EDB;
 	long n = 0;
-	while (n < max && step_row(m, st) == SQLITE_ROW) {
+	int rc = SQLITE_DONE;
+	while (n < max && (rc = step_row(m, st)) == SQLITE_ROW) {
 		void *row = (char *)rows + (size_t)n++ * size;
 		memset(row, 0, size);
 		read(st, row);
 	}
 	sqlite3_finalize(st);
-	return n;
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? n : VIEW_EDB;
+}
+
+/* Steps st to its end through step_row and finalizes it: VIEW_OK, or VIEW_EDB if a step
+ * failed.  For loops written as `while ((rc = step_row(m, st)) == SQLITE_ROW)`. */
+static int loop_end(sqlite3_stmt *st, int rc)
+{
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? VIEW_OK : VIEW_EDB;
 }
 
 static int exec(view_model *m, const char *sql)
@@ -130,6 +152,11 @@ static int exec(view_model *m, const char *sql)
 		return -1;
 	}
 	return 0;
+}
+
+int view_model_damaged(const view_model *m)
+{
+	return m->damaged;
 }
 
 const char *view_model_error(const view_model *m)
@@ -450,6 +477,11 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 	r->first_step = query_i64(m, "SELECT min(step) FROM steps", 0);
 	r->last_step = query_i64(m, "SELECT max(step) FROM steps", 0);
 	{
+		uint64_t d = (uint64_t)r->last_step - (uint64_t)r->first_step;
+		r->step_span = r->last_step < r->first_step ? 0
+		               : d >= (UINT64_C(1) << 62) ? INT64_C(1) << 62 : (int64_t)d + 1;
+	}
+	{
 		sqlite3_stmt *st = prep(m, "SELECT scale FROM steps ORDER BY step DESC LIMIT 1");
 		r->last_scale = NAN;
 		if (st && step_row(m, st) == SQLITE_ROW)
@@ -470,6 +502,11 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 	if ((rc = read_advice(m)) != VIEW_OK) {
 		snprintf(err, errlen, "cannot open '%s': %s", path,
 		         rc == VIEW_ENOMEM ? "out of memory" : m->errmsg);
+		goto fail;
+	}
+	if (m->damaged) {
+		rc = VIEW_EDB;
+		snprintf(err, errlen, "cannot open '%s': the profile is damaged (%s)", path, m->errmsg);
 		goto fail;
 	}
 	if (opts && opts->fp16_threshold >= 0) {
@@ -725,7 +762,8 @@ long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 	    range, 2);
 	if (!st)
 		return VIEW_EDB;
-	while (step_row(m, st) == SQLITE_ROW) {
+	int rc;
+	while ((rc = step_row(m, st)) == SQLITE_ROW) {
 		view_step *s = find_step(rows, n, col_i64(st, 0, 0));
 		if (s) {
 			s->fp16_ns = col_i64(st, 1, 0);
@@ -733,14 +771,15 @@ long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 			s->copy_ns = 0;
 		}
 	}
-	sqlite3_finalize(st);
+	if (loop_end(st, rc) != VIEW_OK)
+		return VIEW_EDB;
 	st = prep_args(m,
 	               "SELECT step, sum(dur_ns) FROM copy_events WHERE step BETWEEN ? AND ? "
 	               "GROUP BY step",
 	               range, 2);
 	if (!st)
 		return VIEW_EDB;
-	while (step_row(m, st) == SQLITE_ROW) {
+	while ((rc = step_row(m, st)) == SQLITE_ROW) {
 		view_step *s = find_step(rows, n, col_i64(st, 0, 0));
 		if (s) {
 			if (s->fp16_ns < 0)
@@ -748,7 +787,8 @@ long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 			s->copy_ns = col_i64(st, 1, 0);
 		}
 	}
-	sqlite3_finalize(st);
+	if (loop_end(st, rc) != VIEW_OK)
+		return VIEW_EDB;
 	for (long i = 0; i < n; i++) {
 		view_step *s = &rows[i];
 		if (s->fp16_ns < 0)
@@ -763,15 +803,19 @@ long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 long view_model_scale_buckets(view_model *m, view_scale_bucket *b, long n)
 {
 	const view_run *r = &m->run;
-	int64_t span = r->last_step - r->first_step + 1;
-	if (n <= 0)
+	if (n <= 0 || r->last_step < r->first_step)
 		return 0;
-	if (span < n)
+	/* steps are the application's numbers, any int64: the span and the bucket of a step are
+	 * computed in 128 bits (span = 2^64 when the steps cover every int64) */
+	__extension__ typedef unsigned __int128 u128;
+	u128 span = (u128)((uint64_t)r->last_step - (uint64_t)r->first_step) + 1;
+	if (span < (u128)n)
 		n = (long)span;
 	for (long i = 0; i < n; i++) {
 		b[i] = (view_scale_bucket){0};
-		b[i].first = r->first_step + span * i / n;
-		b[i].last = r->first_step + span * (i + 1) / n - 1;
+		u128 f = span * (u128)i / (u128)n, l = span * (u128)(i + 1) / (u128)n - 1;
+		b[i].first = (int64_t)((uint64_t)r->first_step + (uint64_t)f);
+		b[i].last = (int64_t)((uint64_t)r->first_step + (uint64_t)l);
 		b[i].min_scale = INFINITY;
 		b[i].max_scale = -INFINITY;
 		b[i].first_overflow = -1;
@@ -780,9 +824,13 @@ long view_model_scale_buckets(view_model *m, view_scale_bucket *b, long n)
 	    prep(m, "SELECT step, scale, overflow, skipped FROM steps ORDER BY step");
 	if (!st)
 		return VIEW_EDB;
-	while (step_row(m, st) == SQLITE_ROW) {
+	int rc;
+	while ((rc = step_row(m, st)) == SQLITE_ROW) {
 		int64_t step = col_i64(st, 0, 0);
-		long i = (long)((step - r->first_step) * n / span);
+		if (step < r->first_step || step > r->last_step)
+			continue;
+		u128 off = (u128)((uint64_t)step - (uint64_t)r->first_step);
+		long i = (long)(off * (u128)n / span);
 		if (i < 0 || i >= n)
 			continue;
 		view_scale_bucket *x = &b[i];
@@ -799,8 +847,7 @@ long view_model_scale_buckets(view_model *m, view_scale_bucket *b, long n)
 		x->skipped += col_i64(st, 3, 0) ? 1 : 0;
 		x->n++;
 	}
-	sqlite3_finalize(st);
-	return n;
+	return loop_end(st, rc) == VIEW_OK ? n : VIEW_EDB;
 }
 
 /* ---- anomalies ------------------------------------------------------------------------------ */
@@ -976,6 +1023,13 @@ static int cmp_headroom(const void *pa, const void *pb)
 	return strcmp(a->name, b->name);
 }
 
+/* *acc += v, saturating at the ends of int64: the counts are the application's numbers. */
+static void add_sat(int64_t *acc, int64_t v)
+{
+	if (__builtin_add_overflow(*acc, v, acc))
+		*acc = v > 0 ? INT64_MAX : INT64_MIN;
+}
+
 static int scan_headroom(view_model *m)
 {
 	if (m->tstats_scanned)
@@ -990,7 +1044,8 @@ static int scan_headroom(view_model *m)
 		rc = VIEW_ENOMEM;
 	else if (!st)
 		rc = VIEW_EDB;
-	while (rc == VIEW_OK && step_row(m, st) == SQLITE_ROW) {
+	int step_rc = SQLITE_DONE;
+	while (rc == VIEW_OK && (step_rc = step_row(m, st)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
 		int bad = (int)col_i64(st, 4, 0);
 		if (!name)
@@ -1024,11 +1079,13 @@ static int scan_headroom(view_model *m)
 			}
 			used++;
 		}
-		tab[j].count += col_i64(st, 1, 0);
-		tab[j].underflow += col_i64(st, 2, 0);
-		tab[j].near_overflow += col_i64(st, 3, 0);
-		tab[j].nonfinite += bad;
+		add_sat(&tab[j].count, col_i64(st, 1, 0));
+		add_sat(&tab[j].underflow, col_i64(st, 2, 0));
+		add_sat(&tab[j].near_overflow, col_i64(st, 3, 0));
+		add_sat(&tab[j].nonfinite, bad);
 	}
+	if (rc == VIEW_OK && step_rc != SQLITE_DONE && step_rc != SQLITE_ROW)
+		rc = VIEW_EDB;
 	sqlite3_finalize(st);
 	if (rc == VIEW_OK) {
 		size_t n = 0;

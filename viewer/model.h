@@ -54,6 +54,8 @@ typedef struct view_run {
 	int64_t steps, overflow_steps, skipped_steps;
 	int64_t lossless_steps; /* ended with no loss and no overflow (evaluation, say) */
 	int64_t first_step, last_step;
+	int64_t step_span;      /* last_step - first_step + 1, at most 2^62: step numbers are the
+	                           application's, so lists over them stay far from overflow */
 	int64_t op_count, copy_count;
 	int64_t wall_ns, step_ns, op_ns, copy_ns, peak_bytes;
 	int64_t dropped_events;
@@ -181,6 +183,11 @@ typedef struct view_callsite {
 int view_model_open(const char *path, const view_model_opts *opts, view_model **out, char *err,
                     size_t errlen);
 void view_model_free(view_model *m);
+
+/* Nonzero once a query of the model met a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB): what
+ * was read may be incomplete, and the reader must say so (view_model_error holds SQLite's
+ * message).  Sticky. */
+int view_model_damaged(const view_model *m);
 
 /* The run; valid until view_model_free. */
 const view_run *view_model_run(const view_model *m);

@@ -132,7 +132,7 @@ static void draw_headroom(anomalies *p, view_ctx *ctx, view_screen *s, int y, in
 	view_list_fit(&p->hlist, n, end - y);
 	for (int64_t i = p->hlist.top; i < n && y < end; i++, y++) {
 		const view_headroom *r = &h[i];
-		int risky = r->near_overflow > 0, lost = r->underflow * 10 > r->count;
+		int risky = r->near_overflow > 0, lost = r->underflow > r->count / 10;
 		view_screen_puts(s, 2, y, namew - 1, VIEW_S_NORMAL, 0, r->name);
 		view_screen_puts_right(s, 2 + namew, y, 10, VIEW_S_NORMAL, 0,
 		                       view_fmt_count((double)r->count, a, sizeof a));

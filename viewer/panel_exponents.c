@@ -157,8 +157,7 @@ static void exponents_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 	if (p->dirty)
 		rebuild(p);
 	int x = 1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_NORMAL, 0,
-	                               "Exponent histograms on FP16's range, %ld tensors, all "
-	                               "checked steps",
+	                               "FP16 exponent histograms, %ld tensors, all checked steps",
 	                               p->nindex);
 	view_filter_draw(&p->filter, ctx, s, x, y, s->w - x - 1);
 	y += 2;

@@ -2,12 +2,14 @@
  * kernels ran in.  Sorting, a / filter, FP32 rows of ops whose list allows FP16 highlighted;
  * Enter drills into a row: its call sites and its calls per step.  Rows come from op_sigs
  * (summary-sized); the per-step calls are read a page of steps at a time. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fmt.h"
 #include "panel.h"
+#include "profile_db.h"
 
 enum { SORT_TIME, SORT_CALLS, SORT_MEAN, SORT_FLOPS, SORT_COUNT };
 static const char *const sort_names[SORT_COUNT] = {"time", "calls", "mean", "FLOPs"};
@@ -28,6 +30,8 @@ typedef struct ops {
 	view_op_group group; /* the row drilled into (a copy) */
 	view_site_row sites[SITES_MAX];
 	long nsites;
+	amp_op_stats stats; /* the op type's durations in the group's dtype (op_summary) */
+	int has_stats;
 	view_list steps; /* over step numbers first_step .. last_step */
 	view_group_step page[STEP_ROWS_MAX];
 	long npage;
@@ -193,6 +197,16 @@ static void open_drill(ops *o, view_ctx *ctx, const view_op_group *g)
 		o->nsites = 0;
 	o->steps = (view_list){0, 0, 0, 1};
 	o->page_lo = 1, o->page_hi = 0;
+	/* the distribution of the op type's durations (a summary-sized table, read whole) */
+	amp_op_stats all[256];
+	size_t n = 0;
+	o->has_stats = 0;
+	if (amp_profile_op_stats(view_model_db(ctx->model), all, 256, &n) == AMP_PROFILE_OK)
+		for (size_t i = 0; i < n && !o->has_stats; i++)
+			if (!strcmp(all[i].op, g->op) && !strcmp(all[i].exec_dtype, g->dtype)) {
+				o->stats = all[i];
+				o->has_stats = !isnan(all[i].median_ns);
+			}
 }
 
 static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
@@ -216,6 +230,16 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	    view_fmt_count((double)g->calls, a, sizeof a), view_fmt_ns(g->total_ns, b, sizeof b),
 	    view_fmt_ns((int64_t)(g->mean_ns + 0.5), c, sizeof c),
 	    view_fmt_count((double)g->flops, d, sizeof d), g->list);
+	if (o->has_stats && y < end) {
+		const amp_op_stats *t = &o->stats;
+		char e[32], f[32], h[32];
+		view_screen_printf(s, 1, y++, s->w - 2, VIEW_S_NORMAL, 0,
+		                   "%s%s %s: median %s \xc2\xb7 min %s \xc2\xb7 max %s \xc2\xb7 stddev %s",
+		                   o->by_label ? "all " : "", t->op, t->exec_dtype,
+		                   view_fmt_ns((int64_t)(t->median_ns + 0.5), a, sizeof a),
+		                   view_fmt_ns(t->min_ns, e, sizeof e), view_fmt_ns(t->max_ns, f, sizeof f),
+		                   view_fmt_ns((int64_t)(t->stddev_ns + 0.5), h, sizeof h));
+	}
 	if (g->candidate && y < end)
 		view_screen_puts(
 		    s, 1, y++, s->w - 2, VIEW_S_HILITE, 0,
@@ -252,8 +276,10 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	int list_rows = end - y;
 	if (list_rows > STEP_ROWS_MAX)
 		list_rows = STEP_ROWS_MAX;
-	view_list_fit(&o->steps, r->last_step - r->first_step + 1, list_rows);
-	int64_t lo = r->first_step + o->steps.top, hi = lo + list_rows - 1;
+	view_list_fit(&o->steps, r->step_span, list_rows);
+	/* top < step_span, so lo <= last_step; hi saturates (step numbers are any int64) */
+	int64_t lo = r->first_step + o->steps.top;
+	int64_t hi = lo > INT64_MAX - (list_rows - 1) ? INT64_MAX : lo + (list_rows - 1);
 	if (lo != o->page_lo || hi != o->page_hi) {
 		o->npage = view_model_group_steps(ctx->model, g, o->by_label, lo, hi, o->page,
 		                                  STEP_ROWS_MAX);
@@ -262,7 +288,7 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		o->page_lo = lo, o->page_hi = hi;
 	}
 	long k = 0;
-	for (int64_t step = lo; step <= hi && step <= r->last_step && y < end; step++, y++) {
+	for (int64_t step = lo; y < end; step++, y++) {
 		while (k < o->npage && o->page[k].step < step)
 			k++;
 		const view_group_step *gs =
@@ -275,8 +301,10 @@ static void draw_drill(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		view_screen_puts_right(
 		    s, 30, y, 10, VIEW_S_NORMAL, 0,
 		    gs && gs->calls ? view_fmt_ns(gs->total_ns / gs->calls, c, sizeof c) : "-");
-		if (step - r->first_step == o->steps.cursor)
+		if ((uint64_t)step - (uint64_t)r->first_step == (uint64_t)o->steps.cursor)
 			view_draw_cursor(s, 0, y, s->w);
+		if (step >= hi || step >= r->last_step) /* never step++ past INT64_MAX */
+			break;
 	}
 	snprintf(ctx->status, sizeof ctx->status,
 	         "Esc: back to the table \xc2\xb7 steps %lld..%lld", (long long)r->first_step,

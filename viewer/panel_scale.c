@@ -175,7 +175,7 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 
 	int x = 1 + view_screen_printf(s, 1, top, s->w - 2, VIEW_S_NORMAL, 0,
 	                               "Loss scale, log2 axis, %lld steps \xc2\xb7 ",
-	                               (long long)(r->last_step - r->first_step + 1));
+	                               (long long)r->step_span);
 	x += view_screen_puts(s, x, top, s->w - x, VIEW_S_BAND, 0, "band [8, 1024]");
 	x += view_screen_puts(s, x, top, s->w - x, VIEW_S_NORMAL, 0, " \xc2\xb7 ");
 	view_screen_putc(s, x++, top, VIEW_G_UP, VIEW_S_MARK, VIEW_A_BOLD);
@@ -183,6 +183,8 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	view_screen_putc(s, x++, top, 'x', VIEW_S_WARN, VIEW_A_BOLD);
 	view_screen_puts(s, x, top, s->w - x, VIEW_S_NORMAL, 0, " skipped");
 
+	/* the history finalize classified, on a line of its own below the chart */
+	int history = r->scale_history[0] != '\0';
 	/* the loss, beside the scale, in its own strip under the chart when there is room */
 	int has_loss = 0;
 	double lmin = INFINITY, lmax = -INFINITY;
@@ -193,8 +195,6 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			lmax = p->loss_hi[i] > lmax ? p->loss_hi[i] : lmax;
 		}
 	int lrows = has_loss && rows >= 18 ? 3 : 0;
-	/* the history finalize classified, on a line of its own below the chart */
-	int history = r->scale_history[0] != '\0';
 	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5 - lrows - history;
 	int ch = ybot - ytop + 1;
 	if (ch < 3)

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #define BATCH 16
-#define FEAT 8
+#define FEAT  8
 
 typedef struct faults_opts {
 	const char *fault, *config;
@@ -36,12 +36,15 @@ typedef struct faults_opts {
 
 static faults_opts g = {NULL, NULL, 4, 2};
 
-static int bad(int step) { return g.bad < 0 || step == g.bad; }
+static int bad(int step)
+{
+	return g.bad < 0 || step == g.bad;
+}
 
-#define CHECK(call)                                                                               \
-	do {                                                                                          \
-		if ((call) != AMP_OK)                                                                     \
-			goto fail;                                                                            \
+#define CHECK(call)                                                                                \
+	do {                                                                                       \
+		if ((call) != AMP_OK)                                                              \
+			goto fail;                                                                 \
 	} while (0)
 
 static void fill(float *x, int n, float base, int step)
@@ -75,7 +78,7 @@ static int step_cast(amp_ctx *ctx, amp_tensor *w, int step, amp_tensor **loss)
 	amp_tensor *xt, *b, *h;
 	CHECK(amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEAT), AMP_F32, &xt));
 	CHECK(amp_scale(ctx, "boost", xt, bad(step) ? 1e5f : 1.0f, &b)); /* FAULTS_CAST_SRC */
-	CHECK(amp_linear(ctx, "fc", b, w, NULL, &h));                          /* FAULTS_CAST_USE */
+	CHECK(amp_linear(ctx, "fc", b, w, NULL, &h));                    /* FAULTS_CAST_USE */
 	CHECK(amp_mean(ctx, "loss", h, loss));
 	return 0;
 fail:
@@ -101,7 +104,7 @@ fail:
 
 /* 64 x 514 inputs through 'wide' (K = 514) to 64 features, then a one-column 'head'. */
 #define GM_ROWS 64
-#define GM_IN 514
+#define GM_IN   514
 static int step_gemm(amp_ctx *ctx, amp_tensor *w, amp_tensor *w2, int step, amp_tensor **loss)
 {
 	static float x[GM_ROWS * GM_IN];
@@ -249,8 +252,9 @@ int main(int argc, char **argv)
 	for (size_t i = 0; g.fault && i < sizeof names / sizeof names[0]; i++)
 		known |= strcmp(g.fault, names[i]) == 0;
 	if (!known || g.steps < 1) {
-		fprintf(stderr, "usage: faults --fault underflow|cast|gradunder|gemm|blacklist|"
-		                "gradoverflow|invalid [--steps N] [--bad-step S] [--config FILE]\n");
+		fprintf(stderr,
+		        "usage: faults --fault underflow|cast|gradunder|gemm|blacklist|"
+		        "gradoverflow|invalid [--steps N] [--bad-step S] [--config FILE]\n");
 		return 2;
 	}
 	return run();

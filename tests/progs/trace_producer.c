@@ -100,7 +100,10 @@ static void *run_thread(void *arg)
 			}
 		}
 		if (tid == 0 && step == g_opts.crash_at) {
-			volatile int *p = NULL;
+			/* a store to an unmapped page: a real SIGSEGV even under UBSan, which would
+			 * stop a null store itself */
+			static volatile uintptr_t unmapped = 64;
+			volatile int *p = (volatile int *)unmapped;
 			*p = 1;
 		}
 		if (tid == 0 && step == g_opts.abort_at)

@@ -169,6 +169,38 @@ Test(ops_elementwise, broadcast_shapes)
 	amp_ctx_free(f.ctx);
 }
 
+/* Scalars (the results of full reductions) combine with each other and with tensors: two
+ * losses added, a tensor divided by its sum; the gradients reach both sides. */
+Test(ops_elementwise, scalar_operands)
+{
+	float v[6] = {1, 2, 3, 4, 5, 6};
+	amp_shape sh[1] = {amp_shape2(2, 3)};
+	float *vals[1] = {v};
+	fixture f;
+	fx_open(&f, "force_fp32", 1, sh, vals);
+	amp_tensor *s, *m, *l, *q;
+	cr_assert_eq(amp_sum(f.ctx, "s", f.in[0], &s), AMP_OK);
+	cr_assert_eq(amp_mean(f.ctx, "m", f.in[0], &m), AMP_OK);
+	cr_assert_eq(amp_add(f.ctx, "l", s, m, &l), AMP_OK, "%s", amp_ctx_error(f.ctx));
+	cr_expect_eq(l->shape.ndim, 0, "scalar + scalar is a scalar");
+	cr_expect_float_eq(amp_tensor_item(f.ctx, l), 21.0 + 3.5, 1e-9);
+	cr_assert_eq(amp_div(f.ctx, "q", f.in[0], s, &q), AMP_OK, "%s", amp_ctx_error(f.ctx));
+	cr_expect(amp_shape_eq(q->shape, amp_shape2(2, 3)));
+	amp_tensor *t;
+	cr_assert_eq(amp_sum(f.ctx, "t", q, &t), AMP_OK);
+	cr_assert_eq(amp_add(f.ctx, "all", t, l, &l), AMP_OK);
+	float one = 1.0f;
+	cr_assert_eq(amp_backward_seeded(f.ctx, l, &one), AMP_OK, "%s", amp_ctx_error(f.ctx));
+	/* d/dx_i of sum(x) + mean(x) + sum(x / sum(x)) = 1 + 1/6 + 0 (the last is constant 1) */
+	const float *g = f.in[0]->grad->data;
+	double worst = 0;
+	for (int i = 0; i < 6; i++)
+		worst = fmax(worst, fabs((double)g[i] - (1.0 + 1.0 / 6.0)));
+	cr_log_info("scalar operands: gradient max err %.3g (tol 1e-6)", worst);
+	cr_expect(worst <= 1e-6);
+	amp_ctx_free(f.ctx);
+}
+
 /* maximum(x, x): a tie everywhere; each side gets half the gradient, their sum all of it.
  * NaN on either side wins. */
 Test(ops_elementwise, maximum_ties_and_nan)

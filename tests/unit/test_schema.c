@@ -3,6 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "profile_db.h"
@@ -144,6 +148,102 @@ Test(schema, truncated_refused)
 	cr_assert(strstr(err, "truncated") != NULL, "%s", err);
 	write_file(t, buf, 50);
 	cr_assert_eq(amp_profile_open(t, 0, &db, err, sizeof err), AMP_PROFILE_ECORRUPT);
+}
+
+/* A checkpoint cut short (ampprof SIGKILLed inside it, or the disk full) leaves a main file
+ * whose header already counts the pages the checkpoint had not yet written, and the pages in
+ * the -wal: SQLite reads it whole, so every reader must open it, read-only, and leave the -wal
+ * as it is.  The cut is made by RLIMIT_FSIZE in a child, after page 1 is written. */
+Test(schema, wal_of_an_interrupted_checkpoint_is_read)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("wal.db"), *wal = path_in("wal.db-wal");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(sqlite3_exec(db, "BEGIN; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT "
+	                              "i + 1 FROM n WHERE i < 3000) INSERT INTO steps(step, start_ns)"
+	                              " SELECT i, i FROM n; COMMIT",
+	                          NULL, NULL, NULL),
+	             SQLITE_OK, "%s", sqlite3_errmsg(db));
+	struct stat before;
+	cr_assert_eq(stat(p, &before), 0);
+	pid_t pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		/* the checkpoint may write page 1 (and what fits) but cannot extend the file */
+		signal(SIGXFSZ, SIG_IGN);
+		struct rlimit lim = {(rlim_t)before.st_size + 4096, (rlim_t)before.st_size + 4096};
+		setrlimit(RLIMIT_FSIZE, &lim);
+		sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+		int rc = sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+		_exit(rc == SQLITE_OK ? 1 : 0); /* must have failed part-way */
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the checkpoint was not cut");
+	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	amp_profile_close(db);
+	struct stat st_db, st_wal;
+	cr_assert_eq(stat(p, &st_db), 0);
+	cr_assert_eq(stat(wal, &st_wal), 0);
+	cr_assert_gt(st_wal.st_size, 32, "the -wal holds pages");
+	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	int64_t n = 0;
+	cr_assert_eq(amp_profile_query_int64(db, &n, "SELECT count(*) FROM steps", NULL),
+	             AMP_PROFILE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(n, 3000);
+	amp_profile_close(db);
+	struct stat after_db, after_wal;
+	cr_assert_eq(stat(p, &after_db), 0);
+	cr_assert_eq(stat(wal, &after_wal), 0, "a read-only reader leaves the -wal");
+	cr_assert_eq(after_db.st_size, st_db.st_size);
+	cr_assert_eq(after_wal.st_size, st_wal.st_size);
+}
+
+/* The output lock: held from create to close, so a second creator with force is refused
+ * (the first one's file untouched) and readers can tell a profile being recorded. */
+Test(schema, output_lock_refuses_a_second_writer)
+{
+	sqlite3 *a = NULL, *b = (sqlite3 *)1, *w = (sqlite3 *)1;
+	char err[256];
+	const char *p = path_in("locked.db");
+	cr_assert_eq(amp_profile_create(p, 0, &a, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_meta_set(a, "who", "first"), AMP_PROFILE_OK);
+	cr_assert_eq(amp_profile_live(p), 1);
+	cr_assert_eq(amp_profile_create(p, 1, &b, err, sizeof err), AMP_PROFILE_EBUSY);
+	cr_assert_null(b);
+	cr_assert(strstr(err, "another ampprof is writing it"), "%s", err);
+	cr_assert_eq(amp_profile_open(p, 1, &w, err, sizeof err), AMP_PROFILE_EBUSY);
+	cr_assert_null(w);
+	char v[16];
+	cr_assert_eq(amp_profile_meta_get(a, "who", v, sizeof v), AMP_PROFILE_OK, "still there");
+	amp_profile_close(a);
+	cr_assert_eq(amp_profile_live(p), 0);
+	cr_assert_eq(amp_profile_open(p, 1, &w, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_live(p), 1, "a writable reader holds it too");
+	amp_profile_close(w);
+	cr_assert_eq(amp_profile_create(p, 1, &b, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	amp_profile_close(b);
+	cr_assert_eq(amp_profile_live(path_in("absent.db")), AMP_PROFILE_ENOENT);
+}
+
+/* Only new or regular files are written: a FIFO and a dangling link are refused and kept. */
+Test(schema, create_refuses_what_is_not_a_regular_file)
+{
+	sqlite3 *db = (sqlite3 *)1;
+	char err[256];
+	const char *fifo = path_in("fifo"), *link = path_in("link"), *target = path_in("t.db");
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(amp_profile_create(fifo, 1, &db, err, sizeof err), AMP_PROFILE_ENOTREG);
+	cr_assert_null(db);
+	cr_assert(strstr(err, "is a FIFO"), "%s", err);
+	struct stat st;
+	cr_assert(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+	cr_assert_eq(symlink(target, link), 0);
+	cr_assert_eq(amp_profile_create(link, 0, &db, err, sizeof err), AMP_PROFILE_ENOTREG);
+	cr_assert(strstr(err, "dangling symbolic link"), "%s", err);
+	cr_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+	cr_assert_neq(access(target, F_OK), 0, "nothing written through the link");
 }
 
 /* The embedded schema is schema/profile.sql, byte for byte. */

@@ -8,12 +8,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "app.h"
 #include "fmt.h"
 #include "genprof.h"
 #include "model.h"
 #include "profile_db.h"
 #include "panel.h"
+#include "profile_db.h"
 #include "sanitize.h"
 #include "screen.h"
 
@@ -236,6 +239,98 @@ Test(model, refuses_bad_files_with_clear_messages, .init = setup, .fini = teardo
 	cr_assert(strstr(err, "no steps"), "%s", err);
 }
 
+/* Runs sql on the profile at path (a test's hostile edit). */
+static void edit_profile(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	char *msg = NULL;
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s", msg);
+	sqlite3_close(db);
+}
+
+/* The first and last steps at the ends of int64, every tensor count at its top. */
+#define HOSTILE_SQL                                                                            \
+	"UPDATE steps SET step = -9223372036854775807 - 1 WHERE step = 0;"                        \
+	"UPDATE steps SET step = 9223372036854775807 WHERE step = 11;"                            \
+	"UPDATE tensor_stats SET count = 9223372036854775807, underflow = 9223372036854775807, "  \
+	"near_overflow = 9223372036854775807;"
+
+/* Step numbers and counts at the ends of int64: the chart's buckets and the headroom sums
+ * must neither overflow (UBSan in `make asan` traps it) nor lose a step. */
+Test(model, hostile_step_values_and_counts_do_not_overflow, .init = setup, .fini = teardown)
+{
+	const char *p = make_profile("hostile.db", NULL);
+	edit_profile(p, HOSTILE_SQL);
+	view_model *m;
+	char err[512];
+	cr_assert_eq(view_model_open(p, NULL, &m, err, sizeof err), VIEW_OK, "%s", err);
+	view_scale_bucket b[40];
+	long n = view_model_scale_buckets(m, b, 40);
+	cr_assert_eq(n, 40);
+	int64_t counted = 0;
+	for (long i = 0; i < n; i++) {
+		counted += b[i].n;
+		if (i > 0)
+			cr_assert(b[i].first > b[i - 1].last, "bucket %ld starts inside the one before", i);
+		cr_assert(b[i].last >= b[i].first, "bucket %ld is empty", i);
+	}
+	cr_assert_eq(b[0].first, INT64_MIN);
+	cr_assert_eq(b[n - 1].last, INT64_MAX);
+	cr_assert_eq(counted, 12, "every step falls in a bucket");
+	const view_headroom *h;
+	long nh = view_model_headroom(m, &h);
+	cr_assert_gt(nh, 0);
+	for (long i = 0; i < nh; i++) {
+		cr_assert_geq(h[i].count, 0, "%s: the count wrapped", h[i].name);
+		cr_assert_geq(h[i].underflow, 0, "%s: the underflow count wrapped", h[i].name);
+		cr_assert_geq(h[i].near_overflow, 0, "%s", h[i].name);
+	}
+	cr_assert_eq(h[0].count, INT64_MAX, "a sum past int64 saturates");
+	view_model_free(m);
+}
+
+/* A leaf page of op_events overwritten: the queries of the steps panel meet SQLITE_CORRUPT;
+ * the model says the profile is damaged instead of showing what it read before. */
+Test(model, damaged_profile_is_said_to_be, .init = setup, .fini = teardown)
+{
+	char path[128];
+	snprintf(path, sizeof path, "%s/damaged.db", dir);
+	genprof_opts o;
+	genprof_defaults(&o);
+	o.path = path;
+	o.ops = 20000;
+	o.steps = 40;
+	o.quiet = 1;
+	char err[512];
+	cr_assert_eq(genprof_write(&o, NULL, err, sizeof err), 0, "%s", err);
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	int64_t page = 0, size = 0;
+	cr_assert_eq(amp_profile_query_int64(db, &page, "SELECT pageno FROM dbstat WHERE name = "
+	                                     "'op_events' AND pagetype = 'leaf' ORDER BY pageno "
+	                                     "LIMIT 1 OFFSET 20", NULL),
+	             AMP_PROFILE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(amp_profile_query_int64(db, &size, "PRAGMA page_size", NULL), AMP_PROFILE_OK);
+	sqlite3_close(db);
+	FILE *f = fopen(path, "r+b");
+	cr_assert_not_null(f);
+	char junk[4096];
+	memset(junk, 0x5a, sizeof junk);
+	cr_assert_eq(fseek(f, (long)((page - 1) * size), SEEK_SET), 0);
+	cr_assert_eq(fwrite(junk, 1, (size_t)size, f), (size_t)size);
+	fclose(f);
+	view_model *m;
+	cr_assert_eq(view_model_open(path, NULL, &m, err, sizeof err), VIEW_OK, "%s", err);
+	cr_assert_not(view_model_damaged(m));
+	view_step rows[40];
+	long n = view_model_steps(m, 0, rows, 40);
+	cr_assert_lt(n, 0, "the page of steps is not shown as if whole (%ld)", n);
+	cr_assert(view_model_damaged(m));
+	cr_assert(strstr(view_model_error(m), "malformed"), "%s", view_model_error(m));
+	view_model_free(m);
+}
+
 Test(model, summary_matches_the_generated_run, .init = setup, .fini = teardown)
 {
 	view_model *m;
@@ -380,7 +475,7 @@ Test(app, every_panel_draws_80x24, .init = setup, .fini = teardown)
 	static const char *const expect[] = {"FP16 share",          "rows by op type",
 	                                     "steps",               "Loss scale, log2",
 	                                     "non-finite values",   "call sites",
-	                                     "Memory by category",  "Exponent histograms",
+	                                     "Memory by category",  "FP16 exponent histograms",
 	                                     "No baseline"};
 	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
 	             VIEW_OK);
@@ -396,6 +491,30 @@ Test(app, every_panel_draws_80x24, .init = setup, .fini = teardown)
 		cr_assert_eq(lines, 24);
 		free(text);
 	}
+	view_app_free(app);
+	view_model_free(m);
+}
+
+/* Every panel on the hostile profile (UBSan in `make asan` checks the arithmetic). */
+Test(app, every_panel_draws_a_hostile_profile, .init = setup, .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	const char *p = make_profile("hostile.db", NULL);
+	edit_profile(p, HOSTILE_SQL);
+	cr_assert_eq(view_model_open(p, NULL, &m, err, sizeof err), VIEW_OK, "%s", err);
+	view_app *app = view_app_new(m, NULL);
+	cr_assert_not_null(app);
+	for (int k = 0; k < 6; k++) {
+		char key[2] = {(char)('1' + k), 0};
+		free(draw_after(app, key));
+	}
+	/* a group's steps (every int64 step number in the list), its end, a page past it */
+	free(draw_after(app, "2<enter>G<pgdn><pgdn><esc>"));
+	char *text = draw_after(app, "5");
+	cr_assert(strstr(text, "non-finite values"), "%s", text);
+	free(text);
+	cr_assert_not(view_model_damaged(m));
 	view_app_free(app);
 	view_model_free(m);
 }

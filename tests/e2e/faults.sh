@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# faults.sh — end-to-end tests of what the tools promise under faults and hostile paths: an
+# output that is a device, a FIFO or a link, two --force runs on one output, a profile read
+# while it is still being recorded or while another process locks it, the journal switch at
+# finalize refused, a full disk (a tiny tmpfs: needs root, SKIPPED otherwise) and a damaged
+# profile in ampview.  Needs $BUILD (default build) built with `make all`.  Ends with
+# "N passed, N failed" and exits non-zero if anything failed.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+B=$(cd "$BUILD" && pwd)
+AMPPROF=$B/bin/ampprof
+AMPDUMP=$B/bin/ampdump
+AMPVIEW=$B/bin/ampview
+PRODUCER=$B/tests/trace_producer
+GENPROF=$B/tests/gen_profile
+e2e_tmpdir WORK ampkit-faults-e2e
+for f in "$AMPPROF" "$AMPDUMP" "$AMPVIEW" "$PRODUCER" "$GENPROF"; do
+	if [ ! -x "$f" ]; then e2e_abort "missing $f: run 'make all' first"; fi
+done
+cd "$WORK"
+
+# read-only: a writable sqlite3 would fold a -wal in when it closes, and these checks look at it
+q() { sqlite3 -batch -readonly "$1" "$2" 2>&1; }
+meta() { q "$1" "SELECT value FROM meta WHERE key = '$2'"; }
+# wait_steps DB N: waits (up to 10 s) until DB holds N committed steps
+# (read-only: a sqlite3 that got there first would create the file and make ampprof refuse it)
+wait_steps() {
+	for _ in $(seq 100); do
+		[ -s "$1" ] && [ "$(sqlite3 -readonly "$1" 'SELECT count(*) FROM steps' 2>/dev/null)" -ge "$2" ] 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+run_short() { "$AMPPROF" -q "$@" -- "$PRODUCER" --steps 3 --ops 4; }
+
+# ---- outputs that are not regular files ------------------------------------------------------
+mkfifo fifo
+err=$(run_short -f -o fifo 2>&1); rc=$?
+check "--force on a FIFO: refused (exit 125)" "$rc" 125
+check_true "--force on a FIFO: it is still a FIFO" test -p fifo
+check_true "--force on a FIFO: says so" grep -q "'fifo': is a FIFO, not a regular file" <<<"$err"
+if [ "$(id -u)" = 0 ] && mknod chardev c 1 3 2>/dev/null; then
+	err=$(run_short -f -o chardev 2>&1); rc=$?
+	check "--force on a character device: refused (exit 125)" "$rc" 125
+	check_true "--force on a character device: it is still one" test -c chardev
+	check_true "--force on a character device: says so" grep -q "is a character device" <<<"$err"
+else
+	echo "SKIPPED: a character device output needs root (mknod)"
+fi
+ln -s "$WORK/nowhere/x.db" dangling
+err=$(run_short -o dangling 2>&1); rc=$?
+check "dangling symlink: refused (exit 125)" "$rc" 125
+check_true "dangling symlink: the link is kept" test -L dangling
+check_true "dangling symlink: says so" grep -q "is a dangling symbolic link" <<<"$err"
+ln -s "$WORK/target.db" dangling2
+run_short -f -o dangling2 2>/dev/null; rc=$?
+check "dangling symlink with --force: refused, nothing written through it" \
+	"$rc:$(test -e target.db && echo written || echo none)" "125:none"
+run_short -o plain.db && run_short -f -o plain.db; rc=$?
+check "--force on a regular file still overwrites it" "$rc:$(q plain.db 'SELECT count(*) FROM steps')" "0:3"
+
+# ---- two runs on one output -------------------------------------------------------------------
+"$AMPPROF" -q -o shared.db -- "$PRODUCER" --steps 60 --ops 5 --sleep-ms 20 &
+first=$!
+wait_steps shared.db 5 || bad "the first run did not start recording"
+err=$(run_short -f -o shared.db 2>&1); rc=$?
+check "--force on an output another ampprof writes: refused (exit 125)" "$rc" 125
+check_true "--force on a live output: says who holds it" grep -q "another ampprof is writing it" <<<"$err"
+wait "$first"; rc=$?
+check "the first run is untouched: exit 0, every step" "$rc:$(q shared.db 'SELECT count(*) FROM steps')" "0:60"
+codes=""
+for i in 1 2 3 4 5 6; do
+	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>>race.err & a=$!
+	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>>race.err & b=$!
+	wait "$a"; ra=$?
+	wait "$b"; rb=$?
+	codes="$codes $(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ,)"
+done
+check_true "6 pairs of concurrent --force runs: never both succeed ($codes)" eval '! grep -q " 0,0," <<<"$codes"'
+check_true "6 pairs of concurrent --force runs: the loser is refused with exit 125 ($codes)" eval '! grep -qv "^\( 0,125,\| 125,125,\)*$" <<<"$codes"'
+if [ "${codes##* }" = "0,125," ]; then
+	check "the profile the winner wrote is whole" "$(q race.db 'PRAGMA integrity_check'):$(q race.db 'SELECT count(*) FROM steps')" "ok:20"
+fi
+
+# ---- a profile still being recorded ------------------------------------------------------------
+"$AMPPROF" -q -o live.db -- "$PRODUCER" --steps 80 --ops 5 --sleep-ms 20 &
+live=$!
+wait_steps live.db 5 || bad "the live run did not start recording"
+err=$("$AMPPROF" report live.db 2>&1 >/dev/null); rc=$?
+check "report on a live profile: exit 6" "$rc" 6
+check_true "report on a live profile: says it is live" grep -q "'live.db' is live: ampprof is still recording it" <<<"$err"
+"$AMPPROF" report --format=json live.db >/dev/null 2>&1; rc=$?
+check "report --format=json on a live profile: exit 6" "$rc" 6
+"$AMPPROF" export --format=csv --table=steps live.db >/dev/null 2>&1; rc=$?
+check "export on a live profile: exit 6" "$rc" 6
+check "report never writes into a live profile" "$(q live.db 'SELECT count(*) FROM run_summary'):$(meta live.db end)" "0:collecting"
+wait "$live"
+"$AMPPROF" report live.db >/dev/null 2>&1; rc=$?
+check "report after the run: exit 0" "$rc" 0
+
+# a profile whose collector was killed, while another process holds its write lock
+"$AMPPROF" -q -o killed.db -- "$PRODUCER" --steps 400 --ops 5 --sleep-ms 10 &
+ap=$!
+wait_steps killed.db 5 || bad "the killed run did not start recording"
+kill -KILL "$ap"; wait "$ap" 2>/dev/null
+{ echo "BEGIN IMMEDIATE; INSERT INTO meta VALUES ('lock', 'held'); SELECT 'held';"; sleep 5; } | sqlite3 killed.db >holder.out &
+holder=$!
+for _ in $(seq 100); do grep -q held holder.out 2>/dev/null && break; sleep 0.05; done
+err=$("$AMPPROF" report killed.db 2>&1 >/dev/null); rc=$?
+check "report on a locked unfinalized profile: exit 6, not 0" "$rc" 6
+check_true "report on a locked profile: says it is locked" grep -q "database is locked" <<<"$err"
+wait "$holder"
+sleep 1 # the killed run's application ends on its own (it finds its collector gone)
+"$AMPPROF" report killed.db >/dev/null 2>&1; rc=$?
+check "report once the lock is gone: summarized, exit 0" "$rc:$(q killed.db 'SELECT count(*) FROM run_summary')" "0:1"
+
+# ---- the journal switch at finalize is checked --------------------------------------------------
+# a reader with the profile open when the run ends keeps it in WAL mode: ampprof says so, and
+# every reader opens the file with its -wal
+"$AMPPROF" -q -o held.db -- "$PRODUCER" --steps 30 --ops 5 --sleep-ms 20 2>held.err &
+ap=$!
+wait_steps held.db 3 || bad "the held run did not start recording"
+{ echo "SELECT count(*) FROM steps;"; sleep 3; } | sqlite3 held.db >/dev/null &
+reader=$!
+wait "$ap"; rc=$?
+check "a reader at finalize: the run still exits 0" "$rc" 0
+check_true "a reader at finalize: ampprof says the -wal holds part of the profile" \
+	grep -q "'held.db-wal' holds part of the profile" held.err
+wait "$reader"
+"$AMPPROF" report held.db >/dev/null 2>&1; rc=$?
+check "the profile and its -wal: report reads it" "$rc:$(q held.db 'SELECT count(*) FROM steps')" "0:30"
+
+# ---- a damaged profile in ampview ---------------------------------------------------------------
+"$GENPROF" --output=damaged.db --ops=20000 --steps=40 2>/dev/null
+page=$(q damaged.db "SELECT pageno FROM dbstat WHERE name = 'op_events' AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 20")
+size=$(q damaged.db 'PRAGMA page_size')
+if [ -n "$page" ] && [ "$page" -gt 1 ] 2>/dev/null; then
+	head -c "$size" /dev/zero | tr '\0' 'Z' | dd of=damaged.db bs="$size" seek=$((page - 1)) conv=notrunc status=none
+	out=$("$AMPVIEW" --headless --panel=steps damaged.db 2>view.err); rc=$?
+	check "ampview on a damaged profile: exit 1" "$rc" 1
+	check_true "ampview on a damaged profile: says so" grep -q "'damaged.db' is damaged (database disk image is malformed)" view.err
+	check_true "ampview on a damaged profile: the screen says so too" grep -q "DAMAGED PROFILE" <<<"$out"
+else
+	bad "no leaf page of op_events found in damaged.db"
+fi
+
+# ---- a full disk -----------------------------------------------------------------------------
+TINY=$(mktemp -d "${TMPDIR:-/tmp}/ampkit-tiny.XXXXXX")
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=3m tmpfs "$TINY" 2>/dev/null; then
+	e2e_on_exit "umount '$TINY'; rmdir '$TINY'"
+	ln -s "$TINY" tiny
+	"$AMPPROF" -o tiny/full.db -- "$PRODUCER" --steps 3000 --ops 50 --exit-at 2990 2>full.err; rc=$?
+	check "full disk: the application ran to its end, its status passed through" "$rc" 42
+	check "full disk: meta end" "$(meta tiny/full.db end)" collector-failed
+	check "full disk: meta says why" "$(meta tiny/full.db collector_error)" "database or disk is full"
+	check "full disk: meta keeps the application's status" "$(meta tiny/full.db exit_status)" 42
+	from=$(meta tiny/full.db missing_from_step)
+	check_true "full disk: meta says from which step data is missing" test "$from" -gt 0 -a "$from" -lt 2990
+	check "full disk: the steps before it are there" "$(q tiny/full.db "SELECT count(*) >= $from FROM steps WHERE step < $from")" 1
+	check_true "full disk: what was not recorded is counted" test "$(meta tiny/full.db not_recorded)" -gt 0
+	check "full disk: not complete" "$(meta tiny/full.db complete)" 0
+	check_true "full disk: the summary says recording stopped" grep -q "recording stopped at .* in step $from" full.err
+	check_true "full disk: the summary says the application ran on" grep -q "the application ran to its end (exit status 42" full.err
+	check "full disk: sqlite3 reads it" "$(q tiny/full.db 'PRAGMA integrity_check')" ok
+	walsize=$(stat -c %s tiny/full.db-wal 2>/dev/null || echo 0)
+	check_true "full disk: the -wal holds pages" test "$walsize" -gt 32
+	out=$("$AMPPROF" report tiny/full.db 2>&1); rc=$?
+	check "full disk: report opens it (file and -wal)" "$rc" 0
+	check_true "full disk: report says it is incomplete" grep -q "INCOMPLETE   recording stopped" <<<"$out"
+	"$AMPDUMP" --list --db tiny/full.db >/dev/null 2>dump.err; rc=$?
+	check_true "full disk: ampdump opens it" eval "[ $rc = 0 ] && ! grep -q truncated dump.err"
+	out=$("$AMPVIEW" --headless tiny/full.db 2>&1); rc=$?; [ $rc = 0 ] || echo "$out" | head -3
+	check "full disk: ampview opens it" "$rc" 0
+	check_true "full disk: ampview says the collector failed" grep -q "the collector failed" <<<"$out"
+	check "full disk: read-only readers leave the -wal as it is" "$(stat -c %s tiny/full.db-wal)" "$walsize"
+else
+	rmdir "$TINY"
+	echo "SKIPPED: the full-disk checks need root (mount -t tmpfs)"
+fi
+
+e2e_finish
