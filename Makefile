@@ -51,6 +51,17 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
+# Data parallelism (runtime/mpi/, libamprt_mpi) is built when Open MPI's development files are
+# present (`make deps` installs them); libamprt itself never links MPI.  The examples then take
+# --dist.  MPI's headers are system headers here, out of reach of the strict warnings.
+MPI_PC    := $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c)
+ifneq ($(MPI_PC),)
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(MPI_PC)))
+MPI_LIBS  := $(shell pkg-config --libs $(MPI_PC))
+LIBRTMPI_SO := $(BUILD)/lib/libamprt_mpi.so
+EX_MPI_LIBS := -lamprt_mpi $(MPI_LIBS)
+endif
+
 LIBRT_A   := $(BUILD)/lib/libamprt.a
 # libamprt.so.<version> with SONAME libamprt.so.<major>, and the two links beside it.
 LIBRT_SONAME := libamprt.so.$(VERSION_MAJOR)
@@ -76,9 +87,9 @@ UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 .SECONDARY:
 .PHONY: all lib tools examples benches units test unit e2e asan demo bench install uninstall \
         clean deps format FORCE
-all: lib tools examples benches units $(BUILD)/amprt.pc
+all: lib tools examples benches units $(BUILD)/amprt.pc $(if $(LIBRTMPI_SO),$(BUILD)/amprt_mpi.pc)
 
-lib: $(LIBRT_A) $(LIBRT_SO)
+lib: $(LIBRT_A) $(LIBRT_SO) $(LIBRTMPI_SO)
 tools: $(TOOLS)
 examples: $(EXAMPLES)
 benches: $(BENCHES)
@@ -102,14 +113,16 @@ $(LIBDUMP): $(call obj,$(DUMP_SRC)) ; $(mklib)
 $(LIBVIEW): $(call obj,$(VIEW_SRC)) ; $(mklib)
 $(LIBEXCOM): $(call obj,$(EXCOM_SRC)) ; $(mklib)
 
-# The exported symbols are the functions amp.h declares, read from the preprocessed header
+# The exported symbols are the functions amp.h declares, and amp_dist.h (the interface a
+# data-parallel backend such as libamprt_mpi uses), read from the preprocessed headers
 # (static inline helpers among them export nothing); everything else stays local.
-$(LIBRT_MAP): $(AMP_H)
+AMP_DIST_H := runtime/include/amp/amp_dist.h
+$(LIBRT_MAP): $(AMP_H) $(AMP_DIST_H)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  GEN     $@")
-	$(Q){ echo '/* generated from $(AMP_H) by the Makefile; do not edit */'; echo '{'; \
+	$(Q){ echo '/* generated from $(AMP_H) and $(AMP_DIST_H) by the Makefile; do not edit */'; echo '{'; \
 	  echo '  global:'; \
-	  $(CC) -E -P -Iruntime/include -x c $< | tr '\n' ' ' | grep -oE '\bamp_[a-z0-9_]+ *\(' | \
+	  cat $^ | $(CC) -E -P -Iruntime/include -x c - | tr '\n' ' ' | grep -oE '\bamp_[a-z0-9_]+ *\(' | \
 	    sed 's/ *($$//' | sort -u | sed 's/.*/    &;/'; \
 	  echo '  local: *;'; echo '};'; } > $@.tmp && mv $@.tmp $@
 
@@ -126,6 +139,13 @@ $(LIBRT_TEST_SO): $(call obj,$(RT_SRC))
 	$(Q)$(CC) -shared -Wl,-soname,$(LIBRT_SONAME) $(CFLAGS) $(LDFLAGS) $^ \
 	  -o $(dir $@)$(LIBRT_REAL) $(LDLIBS_RT)
 	$(Q)ln -sf $(LIBRT_REAL) $(dir $@)$(LIBRT_SONAME) && ln -sf $(LIBRT_SONAME) $@
+
+# libamprt_mpi: the MPI backend of amp/amp_dist.h, linked against the shared runtime.
+$(BUILD)/obj/runtime/mpi/%.o $(BUILD)/obj/examples/common/dist.o $(BUILD)/obj/tests/progs/dist_cases.o: CPPFLAGS += $(MPI_CFLAGS) $(if $(MPI_PC),-DAMP_HAVE_MPI)
+$(BUILD)/lib/libamprt_mpi.so: $(call obj,$(wildcard runtime/mpi/*.c)) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,libamprt_mpi.so $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) -o $@ -L$(BUILD)/lib -lamprt $(MPI_LIBS)
 
 # schema/profile.sql is embedded into the schema module as a byte array (NUL-terminated).
 $(BUILD)/gen/profile_sql.h: schema/profile.sql
@@ -153,10 +173,10 @@ $(BUILD)/bin/ampview: $(call obj,viewer/main.c) $(LIBVIEW) $(LIBSCHEMA)
 
 # Examples link the shared runtime (found through an rpath relative to the binary), so that
 # the profiler can tell the user's frames from the runtime's when it records call sites.
-$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(LIBEXCOM) $(LIBRT_SO)
+$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(LIBEXCOM) $(LIBRT_SO) $(LIBRTMPI_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIBEXCOM) -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ -lz $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIBEXCOM) -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' $(EX_MPI_LIBS) -lamprt -o $@ -lz $(LDLIBS_RT)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBEXCOM) $(LIBPROF) $(LIBSCHEMA) $(LIBRT_A)
 	@mkdir -p $(dir $@)
@@ -182,11 +202,22 @@ $(BUILD)/amprt.pc: FORCE
 	$(Q)$(gen_pc) > $@.tmp
 	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
+# amprt_mpi.pc the same way, when libamprt_mpi is built.
+gen_pc_mpi = printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' \
+	  'includedir=$(call pc_dir,$(INCLUDEDIR))' '' 'Name: amprt_mpi' \
+	  'Description: ampkit data-parallel training on MPI' 'Version: $(VERSION)' \
+	  'Requires: amprt $(MPI_PC)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lamprt_mpi'
+$(BUILD)/amprt_mpi.pc: FORCE
+	@mkdir -p $(dir $@)
+	$(Q)$(gen_pc_mpi) > $@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
 # ---- packages ------------------------------------------------------------------------------
 # Installs only what is missing.  Needs root (apt-get).
 DEB_PKGS := gcc make libsqlite3-dev sqlite3 libunwind-dev libncurses-dev libcriterion-dev tmux \
             clang libclang-rt-14-dev \
-            zlib1g-dev dataset-fashion-mnist bible-kjv python3-numpy binutils
+            zlib1g-dev dataset-fashion-mnist bible-kjv python3-numpy binutils \
+            libopenmpi-dev openmpi-bin iproute2
 # The benches' yardstick (dlopen'ed by bench_kernels only; the runtime never links it).
 BENCH_PKGS := libopenblas0-pthread
 deps:
@@ -248,12 +279,15 @@ install: lib tools
 	ln -sf $(LIBRT_SONAME) $(DESTDIR)$(LIBDIR)/libamprt.so
 	install -m 644 runtime/include/amp/*.h $(DESTDIR)$(INCLUDEDIR)/amp/
 	$(gen_pc) > $(DESTDIR)$(PKGCONFIGDIR)/amprt.pc
+	$(if $(LIBRTMPI_SO),install -m 755 $(LIBRTMPI_SO) $(DESTDIR)$(LIBDIR)/)
+	$(if $(LIBRTMPI_SO),$(gen_pc_mpi) > $(DESTDIR)$(PKGCONFIGDIR)/amprt_mpi.pc)
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INSTALLED_TOOLS))
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libamprt.a libamprt.so $(LIBRT_SONAME) $(LIBRT_REAL))
 	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/amp/,$(notdir $(wildcard runtime/include/amp/*.h)))
-	rm -f $(DESTDIR)$(PKGCONFIGDIR)/amprt.pc
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/amprt.pc $(DESTDIR)$(PKGCONFIGDIR)/amprt_mpi.pc
+	rm -f $(DESTDIR)$(LIBDIR)/libamprt_mpi.so
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/amp 2>/dev/null
 
 format:
@@ -295,6 +329,13 @@ $(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/runtime_cases
+# dist_cases: small data-parallel trainings (libamprt_mpi) for tests/e2e/dist.sh; built with
+# MPI when it is present (without, it refuses --dist).
+$(BUILD)/tests/dist_cases: $(call obj,tests/progs/dist_cases.c) $(LIBRT_SO) $(LIBRTMPI_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' $(EX_MPI_LIBS) -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/dist_cases
 # faults: small trainings with one known mixed-precision fault each, for the diagnostics tests.
 $(BUILD)/tests/faults: $(call obj,tests/progs/faults.c) $(LIBRT_SO)
 	@mkdir -p $(dir $@)

@@ -257,7 +257,7 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 	    {"ops", "id"}, {"copies", "id"}, {"steps", "step, start_ns"},
 	    {"loss_scale", "step, t_ns"}, {"memory", "step, t_ns"}, {"op_summary", "total_ns DESC, op"},
 	    {"callsites", "id"}, {"advice", "id"}, {"tensor_stats", "id"}, {"meta", "key"},
-	    {"crashes", "id"}, {"threads", "id"},
+	    {"crashes", "id"}, {"threads", "id"}, {"comm", "id"}, {"rank_summary", "rank"},
 	};
 	const char *order = NULL;
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
@@ -265,7 +265,7 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 			order = tables[i].order;
 	if (!order) {
 		prof_error("tables: ops, copies, steps, loss_scale, memory, op_summary, callsites, "
-		           "advice, tensor_stats, meta, crashes, threads",
+		           "advice, tensor_stats, meta, crashes, threads, comm, rank_summary",
 		           "cannot export table '%s': unknown table", table);
 		return -2;
 	}

@@ -145,6 +145,12 @@ out:
 	return rc;
 }
 
+int prof_advice_add(sqlite3 *db, const char *rule, const char *severity, const char *message,
+                    const char *evidence, const char *op, int64_t step, int64_t callsite)
+{
+	return add_advice(db, rule, severity, message, evidence, op, step, callsite);
+}
+
 /* The first column of sql's first row, dflt on NULL, no row or error. */
 static double query_double(sqlite3 *db, const char *sql, double dflt)
 {
@@ -1787,6 +1793,12 @@ static int run_forecast(sqlite3 *db, double fp16, double copy)
 	return build_forecast(db) || rule_forecast(db) || rule_fp16_ready(db) ? -1 : 0;
 }
 
+static int run_dist(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return prof_dist_rules(db);
+}
+
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
 /* A profile that does not hold the whole run (meta incomplete: threads that found no ring,
  * records dropped in drop mode): said first, since every figure and rule below then reads a
@@ -1900,7 +1912,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	    {"scale_history", run_scale_history}, {"grad_underflow", run_grad_underflow},
 	    {"forecast", run_forecast},
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
-	    {"gemm", run_gemm},
+	    {"gemm", run_gemm},           {"dist", run_dist},
 	};
 	enum { N_RULES = sizeof rules / sizeof rules[0] };
 	amp_progress pr;
@@ -1917,7 +1929,8 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
 	    (amp_progress_set(&pr, "totals and indexes", 0),
 	     sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) ||
-	    (amp_progress_set(&pr, "summaries", 1), run_summary_sql(db, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "summaries", 1), run_summary_sql(db, &msg) != SQLITE_OK ||
+	     prof_dist_summary(db, &msg) != SQLITE_OK) ||
 	    (amp_progress_set(&pr, "op duration statistics", 2), op_duration_stats(db) != 0) ||
 	    (amp_progress_set(&pr, "non-finite values", 3),
 	     sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK ||

@@ -30,12 +30,14 @@ static const char *const profile_usage[] = {
     "ampprof info [--format=text|json]",
     "ampprof help [<command>]",
     "ampprof diff [--format=text|csv|json] <a.db> <b.db>",
+    "ampprof merge -o <merged.db> <rank0.db> <rank1.db>...",
     NULL,
 };
 
 static const amp_opt profile_opts[] = {
     {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c", NULL},
-    {'o', 'o', "output", "<file>", "database to write", "profile.db"},
+    {'o', 'o', "output", "<file>", "database to write; %r is the MPI rank (from the\n"
+     "launcher's environment, 0 without one), %p the pid", "profile.db"},
     {'f', 'f', "force", NULL, "overwrite an existing output (a regular file\n"
      "that no other ampprof is writing)", NULL},
     {OPT_STEPS, 0, "steps", "<range>", "steps traced in full detail, e.g. 10-20,50\n"
@@ -69,8 +71,9 @@ static const amp_opt_spec profile_spec = {
     .about = "Profiles a mixed-precision training run into one SQLite database.\n"
              "Commands: report (the summary of a profile), export (Chrome trace or CSV),\n"
              "info (the CPU, the library's kernel paths and engines), diff (two profiles'\n"
-             "timings side by side); `ampprof help <command>` or `ampprof <command> --help`\n"
-             "prints a command's help.",
+             "timings side by side), merge (the per-rank profiles of a data-parallel run into\n"
+             "one); `ampprof help <command>` or `ampprof <command> --help` prints a command's\n"
+             "help.",
     .opts = profile_opts,
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
@@ -253,6 +256,12 @@ static int cmd_profile(int argc, char **argv)
 		return usage_error(sp, NULL, "%s", "no application to profile");
 	if (!o.output[0])
 		return usage_error(sp, NULL, "%s", "--output is empty");
+	static char expanded[4096];
+	const char *bad;
+	if (prof_output_expand(o.output, expanded, sizeof expanded, &bad) != 0)
+		return usage_error(sp, "%r is the MPI rank, %p the pid, %% a '%'",
+		                   "invalid --output pattern at '%s'", bad);
+	o.output = expanded;
 	return prof_run(&o);
 }
 
@@ -449,7 +458,7 @@ static const char *const export_usage[] = {
 static const amp_opt export_opts[] = {
     {OPT_FORMAT, 0, "format", "chrome|csv", "Chrome trace (JSON) or CSV of one table", NULL},
     {OPT_TABLE, 0, "table", "<t>", "table written as CSV: ops, copies, steps,\n"
-     "loss_scale, memory, op_summary, callsites, advice,\ntensor_stats, meta, crashes, threads", "ops"},
+     "loss_scale, memory, op_summary, callsites, advice,\ntensor_stats, meta, crashes, threads, comm,\nrank_summary", "ops"},
     {'o', 'o', "output", "<file>", "file to write", "stdout"},
     {'h', 'h', "help", NULL, "show this help", NULL},
 };
@@ -535,6 +544,7 @@ static const struct prof_command {
     {"export", cmd_export, &export_spec},
     {"info", prof_cmd_info, NULL},
     {"diff", prof_cmd_diff, NULL},
+    {"merge", prof_cmd_merge, NULL},
     {"help", cmd_help, NULL},
 };
 

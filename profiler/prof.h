@@ -178,6 +178,23 @@ int prof_symbolize(const char *module, const uint64_t *addrs, size_t n, prof_sym
  * so db must be writable).  thresholds are percentages.  Idempotent (clears what it builds
  * first).  Returns 0 or -1 (SQLite error). */
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
+/* One advice row (finalize.c); step, callsite < 0 for none.  0 or -1. */
+int prof_advice_add(sqlite3 *db, const char *rule, const char *severity, const char *message,
+                    const char *evidence, const char *op, int64_t step, int64_t callsite);
+
+/* ---- data-parallel runs (dist.c, merge.c) ------------------------------------------------ */
+/* rank_summary and run_summary's comm_share, rank_spread, ranks (after the run summary). */
+int prof_dist_summary(sqlite3 *db, char **msg);
+/* The advice rules on communication: comm_share, straggler, fp32_allreduce, rank_overflow. */
+int prof_dist_rules(sqlite3 *db);
+/* The report's communication lines and per-rank table (nothing without collectives). */
+int prof_report_dist_text(sqlite3 *db, FILE *f);
+/* Expands %r (the MPI rank from the launcher's environment: OMPI_COMM_WORLD_RANK, PMIX_RANK,
+ * PMI_RANK, SLURM_PROCID; 0 without one), %p (ampprof's pid) and %% in an --output pattern.
+ * 0, or -1 with *bad set to the offending text (unknown %x, or too long). */
+int prof_output_expand(const char *pattern, char *out, size_t len, const char **bad);
+/* `ampprof merge -o OUT IN...`. */
+int prof_cmd_merge(int argc, char **argv);
 
 /* ---- report and export (report.c, export.c) ---------------------------------------------- */
 /* Prints the summary of an open profile as text (to f) or JSON.  Returns 0 or -1. */

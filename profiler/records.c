@@ -851,6 +851,36 @@ static int write_dump(prof_writer *w, uint32_t ring, ring_map *rm, const unsigne
 	return prof_writer_run(w, st, "dumps");
 }
 
+static int valid_comm(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_comm c;
+	memcpy(&c, buf, sizeof c);
+	return c.kind < AMP_COMM_KIND_NKINDS && c.dtype < AMP_DTYPE_COUNT &&
+	       c.t_begin <= c.t_end && c.t_wait >= c.t_begin && c.t_wait <= c.t_end;
+}
+
+static int write_comm(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
+{
+	amp_rec_comm c;
+	memcpy(&c, p, sizeof c);
+	sqlite3_stmt *st = w->st_comm;
+	sqlite3_bind_int64(st, 1, c.step);
+	sqlite3_bind_text(st, 2, amp_comm_kind_name(c.kind), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)c.bytes);
+	sqlite3_bind_text(st, 4, prof_dtype_name(c.dtype), -1, SQLITE_STATIC);
+	if (c.bucket >= 0)
+		sqlite3_bind_int64(st, 5, c.bucket);
+	else
+		sqlite3_bind_null(st, 5);
+	sqlite3_bind_int64(st, 6, prof_writer_ns(w, rm->clock, c.t_begin));
+	sqlite3_bind_int64(st, 7, prof_writer_dur(w, rm->clock, c.t_begin, c.t_end));
+	sqlite3_bind_int64(st, 8, prof_writer_dur(w, rm->clock, c.t_wait, c.t_end));
+	sqlite3_bind_int(st, 9, (c.flags & AMP_COMM_FLAG_LOCAL_OVERFLOW) != 0);
+	sqlite3_bind_int64(st, 10, ring);
+	return prof_writer_run(w, st, "comm");
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 const prof_rec_type prof_rec_types[AMP_REC_TYPE_COUNT] = {
 	[AMP_REC_PAD] = {"pad", 0, NULL, NULL},
@@ -870,4 +900,5 @@ const prof_rec_type prof_rec_types[AMP_REC_TYPE_COUNT] = {
 	[AMP_REC_TSTATS] = {"tstats", AMP_REC_SLOTS(amp_rec_tstats), valid_tstats, write_tstats},
 	[AMP_REC_DUMP] = {"dump", AMP_REC_SLOTS(amp_rec_dump), valid_dump, write_dump},
 	[AMP_REC_COUNTER] = {"counter", AMP_REC_SLOTS(amp_rec_counter), NULL, write_counter},
+	[AMP_REC_COMM] = {"comm", AMP_REC_SLOTS(amp_rec_comm), valid_comm, write_comm},
 };

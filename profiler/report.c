@@ -405,6 +405,8 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	if (s.dropped[0] && strcmp(s.dropped, "0") != 0)
 		fprintf(f, ", %s events DROPPED", s.dropped);
 	fprintf(f, "\n");
+	if (prof_report_dist_text(db, f) != 0)
+		return -1;
 	prof_report_memory_text(db, f);
 	if (print_nonfinite(db, f, path) != 0)
 		return -1;

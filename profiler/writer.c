@@ -220,6 +220,9 @@ static const struct {
 	{offsetof(prof_writer, st_dump),
 	 "INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
 	 "VALUES (?,?,?,?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_comm),
+	 "INSERT INTO comm(step, kind, bytes, dtype, bucket, start_ns, dur_ns, wait_ns, "
+	 "local_overflow, thread) VALUES (?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_crash),
 	 "INSERT INTO crashes(thread, signo, signal, code, addr, t_ns, frames) "
 	 "VALUES (?,?,?,?,?,?,?)"},

@@ -134,7 +134,7 @@ struct prof_writer {
 	char spool[256];             /* spool directory of dump payloads, "" if none */
 	sqlite3_stmt *st_string, *st_callsite, *st_opsig, *st_op, *st_copysig, *st_copy, *st_step,
 	    *st_scale, *st_mem, *st_meta, *st_tstats, *st_dump, *st_crash, *st_nonfinite,
-	    *st_optype, *st_thread;
+	    *st_optype, *st_thread, *st_comm;
 };
 
 /* ---- shared helpers (writer.c) ------------------------------------------------------------ */

@@ -273,6 +273,32 @@ const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node)
 
 /* ---- the reverse pass -------------------------------------------------------------------- */
 
+/* Data parallel (amp/amp_dist.h): each master's last use on the tape is the oldest node that
+ * reads it; once that node's backward has run, the master's gradient is final and its bucket
+ * may start reducing while the rest of the tape runs. */
+static void dist_backward_begin(amp_ctx *ctx)
+{
+	for (amp_param *p = ctx->params; p; p = p->next)
+		p->last_use = NULL;
+	for (amp_node *node = ctx->tape; node; node = node->prev)
+		for (int i = 0; i < node->n_in; i++)
+			if (node->in[i] && node->in[i]->param)
+				node->in[i]->param->last_use = node;
+	ctx->dist->backward_begin(ctx->dist_state, ctx);
+}
+
+static void dist_node_done(amp_ctx *ctx, amp_node *node)
+{
+	for (int i = 0; i < node->n_in; i++) {
+		amp_tensor *t = node->in[i];
+		if (t && t->param && t->param->last_use == node) {
+			t->param->last_use = NULL; /* an input listed twice is reported once */
+			ctx->dist->grad_ready(ctx->dist_state, ctx, t->param->index);
+		}
+	}
+	ctx->dist->progress(ctx->dist_state, ctx);
+}
+
 int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 {
 	if (!ctx || !loss)
@@ -306,6 +332,8 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 		return rc;
 	ctx->backward_done = 1;
 	ctx->in_backward = 1;
+	if (ctx->dist)
+		dist_backward_begin(ctx);
 	for (amp_node *node = ctx->tape; node; node = node->prev) {
 		if (!node->out->grad)
 			continue; /* not on the path from the loss */
@@ -315,7 +343,11 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			break;
 		if (AMP_TRACING())
 			amp_check_backward(ctx, node, seq_before);
+		if (ctx->dist)
+			dist_node_done(ctx, node);
 	}
+	if (ctx->dist && rc == AMP_OK)
+		ctx->dist->backward_end(ctx->dist_state, ctx);
 	ctx->in_backward = 0;
 	return rc;
 }

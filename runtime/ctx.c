@@ -287,6 +287,44 @@ static const char *get_kernels(amp_ctx *ctx, const config_key *k)
 	return ctx->cfg.kernels;
 }
 
+static int set_allreduce_dtype(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	(void)k;
+	if (strcmp(v, "fp32") == 0)
+		ctx->cfg.allreduce_dtype = AMP_F32;
+	else if (strcmp(v, "fp16") == 0)
+		ctx->cfg.allreduce_dtype = AMP_F16;
+	else if (strcmp(v, "bf16") == 0)
+		ctx->cfg.allreduce_dtype = AMP_BF16;
+	else
+		return amp_fail(ctx, AMP_ECONFIG, "allreduce_dtype: expected fp32, fp16 or bf16, got '%s'",
+		                v);
+	return 0;
+}
+
+static const char *get_allreduce_dtype(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	return amp_dtype_name(ctx->cfg.allreduce_dtype);
+}
+
+static int set_bucket_kb(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	(void)k;
+	double d;
+	if (parse_double(v, &d) || d < 1 || d > 1048576 || d != floor(d))
+		return amp_fail(ctx, AMP_ECONFIG, "allreduce_bucket_kb: expected 1..1048576, got '%s'", v);
+	ctx->cfg.allreduce_bucket_kb = (int64_t)d;
+	return 0;
+}
+
+static const char *get_bucket_kb(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%lld", (long long)ctx->cfg.allreduce_bucket_kb);
+	return ctx->getbuf;
+}
+
 #define SCALER_NUM(key, member, lo, hi, closed)                                                   \
 	{key, set_scaler_number, get_scaler_number, offsetof(amp_scaler, member), lo, hi, closed, 1}
 
@@ -305,6 +343,8 @@ static const config_key config_keys[] = {
     {"seed", set_seed, get_seed, 0, 0, 0, 0, 0},
     {"num_threads", set_threads, get_threads, 0, 0, 0, 0, 0},
     {"kernels", set_kernels, get_kernels, 0, 0, 0, 0, 0},
+    {"allreduce_dtype", set_allreduce_dtype, get_allreduce_dtype, 0, 0, 0, 0, 0},
+    {"allreduce_bucket_kb", set_bucket_kb, get_bucket_kb, 0, 0, 0, 0, 0},
 };
 
 _Static_assert(sizeof config_keys / sizeof *config_keys <= AMP_CONFIG_KEYS,
@@ -513,6 +553,8 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 	ctx->cfg.seed = 1;
 	ctx->cfg.num_threads = 1;
 	snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "auto");
+	ctx->cfg.allreduce_dtype = AMP_F32;
+	ctx->cfg.allreduce_bucket_kb = 1024;
 	ctx->rng_state = ctx->cfg.seed * 0x9E3779B97F4A7C15ull + 1;
 	ctx->training = 1;
 	ctx->step = -1;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "amp/amp.h"
+#include "amp/amp_dist.h"
 #include "amp_events.h"
 #include "dtype.h"
 #include "kernels/kernels.h"
@@ -86,6 +87,9 @@ struct amp_param {
 	char *label;
 	amp_tensor *opt_m;       /* optimizer state: momentum or Adam first moment (or NULL) */
 	amp_tensor *opt_v;       /* Adam second moment (or NULL) */
+	int index;               /* registration order, from 0 (amp_param_at) */
+	amp_node *last_use;      /* data parallel: the oldest tape node reading the master this
+	                            step, after whose backward its gradient is final */
 	amp_param *next;
 };
 
@@ -135,6 +139,8 @@ typedef struct amp_config {
 	uint64_t seed;
 	int num_threads;
 	char kernels[16];
+	amp_dtype allreduce_dtype;   /* data parallel: payload of the gradient all-reduce */
+	int64_t allreduce_bucket_kb; /* data parallel: gradient bucket size */
 	/* where each key (config_keys[] order in ctx.c) was last set: "path:line", "environment
 	 * AMP_KEY" or "amp_config_set"; "" if never.  Profiles record it, so advice can name it. */
 	char source[AMP_CONFIG_KEYS][160];
@@ -167,6 +173,8 @@ struct amp_ctx {
 	uint32_t next_tensor_id;
 	uint64_t rng_state;      /* dropout stream */
 	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */
+	const struct amp_dist_ops *dist; /* data-parallel backend (amp/amp_dist.h), or NULL */
+	void *dist_state;
 	amp_run_stats stats;
 	/* stats.ops_dispatched and stats.copies when this process forked from the one that made
 	 * the context (0 in that one): the counters sent to ampprof leave them out, since the

@@ -169,10 +169,19 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		return amp_fail(ctx, AMP_ESTATE, "amp_optim_step: already run in step %lld",
 		                (long long)ctx->step);
 	ctx->optim_done = 1;
+	/* Data parallel: the backend completes the step's reductions first, so that every rank
+	 * unscales, checks and decides on the same summed gradients (and skips together).  Its
+	 * wait is a comm row of its own, not optimizer time. */
+	double divisor = 1;
+	if (ctx->dist) {
+		int rc = ctx->dist->reduce(ctx->dist_state, ctx, &divisor);
+		if (rc != AMP_OK)
+			return rc;
+	}
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 
 	/* Unscale and look for Inf/NaN in one pass over each gradient. */
-	const float inv = (float)(1.0 / ctx->step_scale);
+	const float inv = (float)(1.0 / (ctx->step_scale * divisor));
 	int overflow = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next) {

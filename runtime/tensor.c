@@ -450,6 +450,7 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 			break;
 		}
 	}
+	p->index = ctx->n_params;
 	p->next = ctx->params;
 	ctx->params = p;
 	ctx->n_params++;
@@ -555,6 +556,8 @@ void amp_ctx_free(amp_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	if (ctx->dist && ctx->dist->detach)
+		ctx->dist->detach(ctx->dist_state, ctx);
 	amp_ctx_live_remove(ctx);
 	arena_release(&ctx->arena);
 	for (size_t i = 0; i < ctx->n_persist; i++)

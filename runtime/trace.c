@@ -137,6 +137,28 @@ void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale
 	ring_commit(r, rec, AMP_REC_SCALE, 1, 0);
 }
 
+void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket, uint64_t bytes,
+                    uint64_t t_begin, uint64_t t_wait, uint64_t t_end, unsigned flags)
+{
+	trace_ring *r = ring_get();
+	if (!r)
+		return;
+	amp_rec_comm *rec = ring_reserve(r, 1);
+	if (!rec)
+		return;
+	rec->t_begin = t_begin;
+	rec->t_wait = t_wait;
+	rec->t_end = t_end;
+	rec->step = step;
+	rec->bytes = bytes;
+	rec->bucket = bucket;
+	rec->kind = (uint8_t)kind;
+	rec->dtype = (uint8_t)dtype;
+	rec->flags = (uint8_t)flags;
+	rec->pad = 0;
+	ring_commit(r, rec, AMP_REC_COMM, 1, 0);
+}
+
 void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak)
 {
 	trace_ring *r = ring_get();

@@ -58,6 +58,9 @@ void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale
 /* Bytes by amp_mem_category at the end of `step`, and the peak so far. */
 void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak);
 
+/* A collective of a data-parallel backend (amp_rec_comm). */
+void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket, uint64_t bytes,
+                    uint64_t t_begin, uint64_t t_wait, uint64_t t_end, unsigned flags);
 /* A fact about the run for the `meta` table (precision mode, lists, scaler configuration). */
 void amp_trace_meta(const char *key, const char *value);
 

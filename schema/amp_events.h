@@ -195,7 +195,8 @@ const char *amp_op_list_name(amp_op_list l);
  * In drop mode, definitions and boundaries (strings, modules, call sites, clocks, steps,
  * scale decisions, meta, counters, crashes) are never dropped: only event records are, and
  * only while more than 1/AMP_DROP_RESERVE_DIV of the ring is free for the rest; each drop is
- * counted by kind (amp_ring_hdr.dropped_kind).
+ * counted by kind (amp_ring_hdr.dropped_kind).  Also in version 3: collectives of
+ * data-parallel training (AMP_REC_COMM, the `comm` table).
  */
 #define AMP_WIRE_VERSION 3u
 #define AMP_SESSION_MAGIC 0x314e5353504d4161ull /* "aAMPSSN1" */
@@ -338,6 +339,7 @@ typedef enum {
 	AMP_REC_TSTATS = 13,   /* tensor statistics (diagnostics) */
 	AMP_REC_DUMP = 14,     /* reference to a tensor dump in the spool directory */
 	AMP_REC_COUNTER = 15,  /* a named counter from the producer (e.g. ops dispatched) */
+	AMP_REC_COMM = 16,     /* a collective (wire v3): all-reduce, broadcast, barrier */
 	AMP_REC_TYPE_COUNT
 } amp_rec_type;
 
@@ -543,6 +545,29 @@ typedef struct amp_rec_counter {
 	uint64_t t;
 } amp_rec_counter;
 
+/* Collective kinds (amp_rec_comm.kind, the `comm` table's kind); the runtime's
+ * amp/amp_dist.h gives the same values to backends. */
+enum {
+	AMP_COMM_KIND_ALLREDUCE = 0, /* "allreduce": a gradient bucket summed over ranks */
+	AMP_COMM_KIND_BROADCAST = 1, /* "broadcast": parameters sent from rank 0 */
+	AMP_COMM_KIND_BARRIER = 2,   /* "barrier": the start-up barrier clocks are aligned on */
+	AMP_COMM_KIND_NKINDS
+};
+enum { AMP_COMM_FLAG_LOCAL_OVERFLOW = 1u << 0 }; /* this rank's own values held Inf/NaN */
+const char *amp_comm_kind_name(unsigned kind); /* "allreduce", ...; "?" if unknown */
+
+/* One collective of a data-parallel backend (wire v3): posted at t_begin, waited on from
+ * t_wait (= t_end when the producer never blocked on it), complete at t_end; bytes is what
+ * this rank contributed. */
+typedef struct amp_rec_comm {
+	amp_rec_hdr h;
+	uint64_t t_begin, t_wait, t_end;  /* ticks */
+	int64_t step;                     /* step it belongs to, -1 before the first */
+	uint64_t bytes;
+	int32_t bucket;                   /* gradient bucket, -1 if none */
+	uint8_t kind, dtype, flags, pad;  /* AMP_COMM_KIND_*, AMP_DTYPE_*, AMP_COMM_FLAG_* */
+} amp_rec_comm;
+
 #define AMP_REC_SLOTS(type) ((unsigned)((sizeof(type) + AMP_SLOT_SIZE - 1) / AMP_SLOT_SIZE))
 
 _Static_assert(sizeof(amp_rec_hdr) == 8, "record header");
@@ -564,5 +589,6 @@ _Static_assert(AMP_REC_SLOTS(amp_rec_tstats) == 5, "tstats record (its size is p
 _Static_assert(offsetof(amp_rec_tstats, exp_hist) == 104, "tstats: exp_hist where wire v1 had it");
 _Static_assert(AMP_REC_SLOTS(amp_rec_dump) <= 2, "dump record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_counter) == 1, "counter record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_comm) == 1, "comm record");
 
 #endif

@@ -59,6 +59,12 @@ const char *amp_scale_reason_name(amp_scale_reason r)
 	return (unsigned)r < 5 ? names[r] : "?";
 }
 
+const char *amp_comm_kind_name(unsigned kind)
+{
+	static const char *const names[] = {"allreduce", "broadcast", "barrier"};
+	return kind < AMP_COMM_KIND_NKINDS ? names[kind] : "?";
+}
+
 const char *amp_mem_category_name(amp_mem_category c)
 {
 	static const char *const names[] = {"master_weights", "working_copies", "activations",

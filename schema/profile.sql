@@ -19,6 +19,10 @@
 -- its src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
 -- clean_steps; run_summary.scale_history, .scale_history_steps and .skipped_share; the
 -- forecast table; run_summary.fp16_ready (an FP32 run's readiness for FP16).
+-- Version 3 also added data-parallel runs: the `comm` table (collectives), a `rank` column on every
+-- event table (0 in a single-rank profile; `ampprof merge` writes one database from the
+-- per-rank profiles of a run with each row's rank), `rank_summary`, and
+-- run_summary.comm_share, .rank_spread and .ranks.  Upgraded files get rank 0 everywhere.
 --
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
@@ -54,7 +58,12 @@ PRAGMA user_version = 3;
 -- (dumps_skipped_limit: --dump-limit reached, dumps_skipped_step_cap: per-step cap,
 -- dumps_skipped_steps_cap: cap on steps with non-finite dumps, dumps_skipped_nospool,
 -- dumps_failed: write errors), nonfinite_origins, tensors_checked, tensor_stats_records and
--- check_ns (process-wide totals, summed over processes).
+-- check_ns (process-wide totals, summed over processes); of a data-parallel run (libamprt_mpi):
+-- rank, world_size, allreduce_dtype, allreduce_bucket_kb, allreduce_buckets.  Keys written by
+-- `ampprof merge`: ranks, merged_from (the input files, one per line) and, per rank N,
+-- rank.N.file, rank.N.end, rank.N.exit_status, rank.N.exit_signal, rank.N.complete,
+-- rank.N.clock_offset_ns (what was added to its times to align its start-up barrier with
+-- rank 0's) and clock_spread_ns (the largest offset between two ranks' clocks).
 CREATE TABLE meta (
 	key   TEXT PRIMARY KEY,  -- fact name
 	value TEXT               -- fact value as text
@@ -72,7 +81,8 @@ CREATE TABLE threads (
 	id      INTEGER PRIMARY KEY,  -- thread number in this profile (ring index)
 	pid     INTEGER,              -- process id
 	tid     INTEGER,              -- kernel thread id
-	dropped INTEGER               -- events dropped by this thread (drop mode or dead collector)
+	dropped INTEGER,              -- events dropped by this thread (drop mode or dead collector)
+	rank    INTEGER DEFAULT 0     -- MPI rank of the process (0 in a single-rank profile)
 );
 
 -- Op types with their default precision list (docs/ARCHITECTURE.md §6): the runtime's, written when the
@@ -128,13 +138,14 @@ CREATE TABLE op_events (
 	sig      INTEGER,              -- op_sigs.id
 	start_ns INTEGER,              -- start time
 	dur_ns   INTEGER,              -- duration
-	thread   INTEGER               -- threads.id
+	thread   INTEGER,              -- threads.id
+	rank     INTEGER DEFAULT 0     -- MPI rank (0 in a single-rank profile)
 );
 
 CREATE VIEW ops AS
 	SELECT e.id, e.step, e.seq, s.phase, s.op, s.label, s.exec_dtype, s.in_dtype, s.out_dtype,
 	       e.start_ns, e.dur_ns, s.flops, s.bytes, s.shape, s.aligned, s.callsite, e.thread,
-	       s.engine
+	       s.engine, e.rank
 	FROM op_events e JOIN op_sigs s ON s.id = e.sig;
 
 -- What repeats between memory copies and casts.
@@ -157,12 +168,13 @@ CREATE TABLE copy_events (
 	sig      INTEGER,              -- copy_sigs.id
 	start_ns INTEGER,              -- start time
 	dur_ns   INTEGER,              -- duration
-	thread   INTEGER               -- threads.id
+	thread   INTEGER,              -- threads.id
+	rank     INTEGER DEFAULT 0     -- MPI rank
 );
 
 CREATE VIEW copies AS
 	SELECT e.id, e.step, s.kind, s.bytes, s.src_dtype, s.dst_dtype, e.start_ns, e.dur_ns,
-	       s.label, s.callsite, e.thread
+	       s.label, s.callsite, e.thread, e.rank
 	FROM copy_events e JOIN copy_sigs s ON s.id = e.sig;
 
 -- One row per training step, for every step whether or not it was traced in detail.
@@ -178,8 +190,9 @@ CREATE TABLE steps (
 	detail   INTEGER,  -- 1 if ops and copies of this step were recorded (--steps)
 	thread   INTEGER,  -- threads.id
 	-- version 3:
-	loss_state TEXT    -- 'finite', 'nan', 'inf' or '-inf' (the loss the program computed);
+	loss_state TEXT,   -- 'finite', 'nan', 'inf' or '-inf' (the loss the program computed);
 	                   -- NULL if the step reported no loss (or a runtime that predates it)
+	rank     INTEGER DEFAULT 0  -- MPI rank
 );
 
 -- One row per loss-scaler decision (of each context: one per producing thread), linked at
@@ -203,7 +216,8 @@ CREATE TABLE loss_scale (
 	cause_absmax   REAL,     -- the largest finite magnitude of that tensor in the last step
 	                         -- before, when it was checked (scaled, as stored); the report
 	                         -- shows it times the scales: what pushed it past 65504
-	clean_steps    INTEGER   -- growth and hold: consecutive clean steps at this decision
+	clean_steps    INTEGER,  -- growth and hold: consecutive clean steps at this decision
+	rank      INTEGER DEFAULT 0  -- MPI rank
 );
 
 -- Bytes by category at the end of each step, and the peak so far (of each context's thread).
@@ -217,7 +231,8 @@ CREATE TABLE memory (
 	optimizer_state INTEGER,  -- optimizer state
 	total           INTEGER,  -- sum of the categories
 	peak            INTEGER,  -- peak of all tensor memory so far
-	thread          INTEGER   -- threads.id of the context's thread (version 3; NULL before)
+	thread          INTEGER,  -- threads.id of the context's thread (version 3; NULL before)
+	rank            INTEGER DEFAULT 0  -- MPI rank
 );
 
 -- One row per checked tensor (non-finite checks and headroom statistics).
@@ -252,8 +267,9 @@ CREATE TABLE tensor_stats (
 	                                    -- automatic cast to a half type that overflowed
 	tiny_at_nonfinite INTEGER,          -- 1: an input row that is zero or subnormal (FP16)
 	                                    -- where the origin's output is not finite
-	param_grad    INTEGER               -- grad rows: 1 if the gradient of a parameter (of its
+	param_grad    INTEGER,              -- grad rows: 1 if the gradient of a parameter (of its
 	                                    -- working copy, in the dtype its layer ran in)
+	rank          INTEGER DEFAULT 0     -- MPI rank (schema version 3)
 );
 
 -- One row per dumped tensor; data holds the raw little-endian elements.
@@ -268,7 +284,8 @@ CREATE TABLE dumps (
 	shape  TEXT,                 -- '(a,b)'
 	reason TEXT,                 -- 'nonfinite', 'step' or 'manual'
 	bytes  INTEGER,              -- size of data
-	data   BLOB                  -- the elements, NULL if the spool file was missing
+	data   BLOB,                 -- the elements, NULL if the spool file was missing
+	rank   INTEGER DEFAULT 0     -- MPI rank
 );
 
 -- Fatal signals caught by the runtime's handler.
@@ -280,7 +297,8 @@ CREATE TABLE crashes (
 	code   INTEGER,              -- si_code
 	addr   INTEGER,              -- si_addr
 	t_ns   INTEGER,              -- time of the crash
-	frames TEXT                  -- backtrace, one 'function file:line (module+offset)' per line
+	frames TEXT,                 -- backtrace, one 'function file:line (module+offset)' per line
+	rank   INTEGER DEFAULT 0     -- MPI rank
 );
 
 -- The non-finite values of the run, classified at finalize (docs/ARCHITECTURE.md §9): one row per origin
@@ -334,7 +352,31 @@ CREATE TABLE nonfinite (
 	src_tensor   TEXT,     -- the tensor of the origin that carries the cause ('log/in0',
 	                       -- 'fc/in0.precast')
 	src_absmax   REAL,     -- that tensor's largest finite magnitude
-	fwd_callsite INTEGER   -- a backward origin: callsites.id of its forward op (the layer)
+	fwd_callsite INTEGER,  -- a backward origin: callsites.id of its forward op (the layer)
+	rank      INTEGER DEFAULT 0  -- MPI rank
+);
+
+-- Collectives of a data-parallel run (libamprt_mpi, wire v3), one row per collective and rank.
+-- An all-reduce is posted as soon as backward has produced its bucket's gradients and runs
+-- behind the rest of backward; wait_ns is the time the training thread then blocked on it,
+-- waiting for the slowest rank (the part not hidden behind compute).
+CREATE TABLE comm (
+	id             INTEGER PRIMARY KEY,  -- row id, in arrival order
+	step           INTEGER,              -- step (-1: at start-up, before the first step)
+	kind           TEXT NOT NULL,        -- 'allreduce' (a gradient bucket), 'broadcast' (the
+	                                     -- parameters from rank 0 at start), 'barrier' (the
+	                                     -- start-up barriers, 5 rounds, that the merge aligns
+	                                     -- clocks on: the median over the rounds)
+	bytes          INTEGER,              -- bytes this rank contributed
+	dtype          TEXT,                 -- payload dtype ('fp32', 'fp16', 'bf16')
+	bucket         INTEGER,              -- gradient bucket (of a barrier: its round), NULL if
+	                                     -- none
+	start_ns       INTEGER,              -- time it was posted
+	dur_ns         INTEGER,              -- posted to complete
+	wait_ns        INTEGER,              -- of dur_ns, the time the rank blocked waiting for it
+	local_overflow INTEGER,              -- 1 if this rank's own values held Inf/NaN
+	thread         INTEGER,              -- threads.id
+	rank           INTEGER DEFAULT 0     -- MPI rank
 );
 
 -- Version 3: the overflow forecast, computed at finalize from the absmax of each checked FP16
@@ -440,9 +482,30 @@ CREATE TABLE run_summary (
 	                          -- in reach); NULL for a static scale or no scaler
 	scale_history_steps TEXT, -- the steps that show it, comma-separated (back-offs, growths)
 	skipped_share   REAL,     -- skipped optimizer steps / steps (0..1)
-	fp16_ready      TEXT      -- an FP32 run (no half types): 'ready' (its tensors fit FP16's
+	fp16_ready      TEXT,     -- an FP32 run (no half types): 'ready' (its tensors fit FP16's
 	                          -- range), 'needs_loss_scale' (gradients would underflow without
 	                          -- one), 'overflows' (some tensor passes 65504); NULL otherwise
+	comm_share      REAL,     -- communication share: all-reduce time not hidden behind
+	                          -- compute (comm.wait_ns) / step time, over all ranks (0..1);
+	                          -- NULL without collectives
+	rank_spread     REAL,     -- slowest rank's busy time per step (step time minus the
+	                          -- all-reduce wait) / fastest's - 1 (0: even); NULL with one rank
+	ranks           INTEGER   -- ranks in the profile (1 unless merged)
+);
+
+-- One row per rank, computed at finalize (one row, rank 0, for a single-rank profile).
+CREATE TABLE rank_summary (
+	rank         INTEGER,  -- MPI rank
+	steps        INTEGER,  -- steps it recorded
+	step_ns      INTEGER,  -- their total time
+	mean_step_ns REAL,     -- mean step time
+	compute_ns   INTEGER,  -- op time (forward, backward, optimizer)
+	comm_ns      INTEGER,  -- time of its all-reduces, posted to complete
+	wait_ns      INTEGER,  -- of comm_ns, the time it blocked waiting (not hidden)
+	comm_bytes   INTEGER,  -- bytes it all-reduced
+	overflow_steps INTEGER, -- steps whose gradients overflowed
+	local_overflows INTEGER, -- all-reduces whose values held Inf/NaN on this rank itself
+	end          TEXT      -- how it ended (meta 'end', or rank.N.end in a merged profile)
 );
 
 CREATE VIEW overview AS SELECT * FROM run_summary;

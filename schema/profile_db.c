@@ -735,13 +735,29 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"run_summary", "scale_history_steps", "TEXT"},
 	    {"run_summary", "skipped_share", "REAL"},
 	    {"run_summary", "fp16_ready", "TEXT"},
+	    {"threads", "rank", "INTEGER DEFAULT 0"},
+	    {"op_events", "rank", "INTEGER DEFAULT 0"},
+	    {"copy_events", "rank", "INTEGER DEFAULT 0"},
+	    {"steps", "rank", "INTEGER DEFAULT 0"},
+	    {"loss_scale", "rank", "INTEGER DEFAULT 0"},
+	    {"memory", "rank", "INTEGER DEFAULT 0"},
+	    {"tensor_stats", "rank", "INTEGER DEFAULT 0"},
+	    {"dumps", "rank", "INTEGER DEFAULT 0"},
+	    {"crashes", "rank", "INTEGER DEFAULT 0"},
+	    {"nonfinite", "rank", "INTEGER DEFAULT 0"},
+	    {"run_summary", "comm_share", "REAL"},
+	    {"run_summary", "rank_spread", "REAL"},
+	    {"run_summary", "ranks", "INTEGER"},
 	};
-	static const char *const tables[] = {"nonfinite", "forecast"};
+	static const char *const tables[] = {"nonfinite", "forecast", "comm", "rank_summary"};
 	int version = 0;
 	if (pragma_int(db, "PRAGMA user_version", &version) != SQLITE_OK)
 		return AMP_PROFILE_EIO;
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+		if (create_from_schema(db, tables[i]) != AMP_PROFILE_OK)
+			return AMP_PROFILE_EIO;
 	for (size_t i = 0; i < sizeof columns / sizeof columns[0]; i++) {
-		/* a table that is missing is created whole below */
+		/* a table that was missing has just been created whole */
 		if (!amp_profile_has_table(db, columns[i].table) ||
 		    amp_profile_has_column(db, columns[i].table, columns[i].column))
 			continue;
@@ -751,17 +767,21 @@ int amp_profile_upgrade(sqlite3 *db)
 		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			return AMP_PROFILE_EIO;
 	}
-	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
-		if (create_from_schema(db, tables[i]) != AMP_PROFILE_OK)
-			return AMP_PROFILE_EIO;
 	if (version >= AMP_PROFILE_VERSION)
 		return AMP_PROFILE_OK;
 	/* the views that gained columns, then the version itself */
 	char sql[64], ver[16];
 	snprintf(sql, sizeof sql, "PRAGMA user_version = %d", AMP_PROFILE_VERSION);
 	snprintf(ver, sizeof ver, "%d", AMP_PROFILE_VERSION);
-	if (!amp_profile_has_column(db, "ops", "engine") &&
+	if (!amp_profile_has_column(db, "ops", "rank") &&
 	    view_from_schema(db, "ops") != AMP_PROFILE_OK)
+		return AMP_PROFILE_EIO;
+	if (!amp_profile_has_column(db, "copies", "rank") &&
+	    view_from_schema(db, "copies") != AMP_PROFILE_OK)
+		return AMP_PROFILE_EIO;
+	/* SELECT * views keep the columns they were made with */
+	if (!amp_profile_has_column(db, "overview", "comm_share") &&
+	    view_from_schema(db, "overview") != AMP_PROFILE_OK)
 		return AMP_PROFILE_EIO;
 	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK ||
 	    amp_profile_meta_set(db, "schema_version", ver) != AMP_PROFILE_OK)

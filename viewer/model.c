@@ -1346,3 +1346,38 @@ int view_model_callsite_frames(view_model *m, int64_t id, char *buf, size_t len)
 	sqlite3_finalize(st);
 	return rc;
 }
+
+/* ---- ranks of a data-parallel profile --------------------------------------------------------- */
+static void read_rank(sqlite3_stmt *st, void *row)
+{
+	view_rank *r = row;
+	r->rank = col_i64(st, 0, 0);
+	r->steps = col_i64(st, 1, 0);
+	double n = r->steps > 0 ? (double)r->steps : 1;
+	r->step_ns = col_dbl(st, 2, 0);
+	r->wait_ns = col_dbl(st, 5, 0) / n;
+	r->busy_ns = col_dbl(st, 6, 0) / n - r->wait_ns;
+	r->compute_ns = col_dbl(st, 3, 0) / n;
+	r->comm_ns = col_dbl(st, 4, 0) / n;
+	r->comm_bytes = col_i64(st, 7, 0);
+	col_text(st, 8, r->end, sizeof r->end);
+}
+
+long view_model_ranks(view_model *m, view_rank *rows, long max, double *comm_share,
+                      double *rank_spread)
+{
+	if (comm_share)
+		*comm_share = NAN;
+	if (rank_spread)
+		*rank_spread = NAN;
+	if (!amp_profile_has_table(m->db, "rank_summary"))
+		return 0;
+	if (comm_share)
+		amp_profile_query_double(m->db, comm_share, "SELECT comm_share FROM run_summary", NULL);
+	if (rank_spread)
+		amp_profile_query_double(m->db, rank_spread, "SELECT rank_spread FROM run_summary", NULL);
+	return read_rows(m,
+	                 prep(m, "SELECT rank, steps, mean_step_ns, compute_ns, comm_ns, wait_ns, "
+	                         "step_ns, comm_bytes, end FROM rank_summary ORDER BY rank"),
+	                 rows, sizeof *rows, max, read_rank);
+}

@@ -294,4 +294,17 @@ const char *view_model_callsite_warning(view_model *m);
  * application's process (meta pid, on this host) is alive. */
 int view_model_being_written(view_model *m);
 
+/* One rank of a data-parallel profile (rank_summary), per-step figures in ns. */
+typedef struct view_rank {
+	int64_t rank, steps;
+	double step_ns, busy_ns, compute_ns, comm_ns, wait_ns; /* per step; busy = step - wait */
+	int64_t comm_bytes;
+	char end[24];
+} view_rank;
+/* Up to max ranks in rank order, with the communication share and the rank spread of the run
+ * (NAN when unknown; either pointer may be NULL).  Returns the count (0 for a profile without
+ * rank_summary) or a VIEW_E* code. */
+long view_model_ranks(view_model *m, view_rank *rows, long max, double *comm_share,
+                      double *rank_spread);
+
 #endif

@@ -125,6 +125,57 @@ static const char *panel_title(int id)
 	return id >= 0 && id < VIEW_P_COUNT ? panels[id]->title : "?";
 }
 
+/* Data parallel (more than one rank): the communication share and the ranks side by side,
+ * each with a bar of its step split into busy time and the wait at the all-reduce.  Returns
+ * the next free row (y itself for a single-rank profile, which draws nothing). */
+#define RANKS_SHOWN 8
+static int draw_ranks(view_ctx *ctx, view_screen *s, int y, int end)
+{
+	view_rank rk[RANKS_SHOWN];
+	double share, spread;
+	long n = view_model_ranks(ctx->model, rk, RANKS_SHOWN, &share, &spread);
+	if (n < 2)
+		return y;
+	char a[32], b[32], c[32], d[32], e[32], line[160];
+	if (y < end && share == share) {
+		int high = share > 0.10;
+		snprintf(line, sizeof line, "%s 10 %%", high ? "HIGH: above" : "ok: at most");
+		gauge(s, y++, "Comm share", share, 10, high, line);
+	}
+	if (y < end) {
+		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Ranks");
+		if (spread == spread)
+			snprintf(line, sizeof line, "rank   step    busy compute    comm    wait  end"
+			         "      per step \xc2\xb7 spread %.1f %%", spread * 100);
+		else
+			snprintf(line, sizeof line, "rank   step    busy compute    comm    wait  end"
+			         "      per step");
+		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_HEADER, VIEW_A_BOLD, line);
+	}
+	double max_ns = 0;
+	for (long i = 0; i < n; i++)
+		if (rk[i].step_ns > max_ns)
+			max_ns = rk[i].step_ns;
+	for (long i = 0; i < n && y < end; i++, y++) {
+		const view_rank *q = &rk[i];
+		int x = 13 + view_screen_printf(
+		                 s, 13, y, s->w - 14, VIEW_S_NORMAL, 0, "%4lld %7s %7s %7s %7s %7s  %-8.8s",
+		                 (long long)q->rank, view_fmt_ns((int64_t)q->step_ns, a, sizeof a),
+		                 view_fmt_ns((int64_t)q->busy_ns, b, sizeof b),
+		                 view_fmt_ns((int64_t)q->compute_ns, c, sizeof c),
+		                 view_fmt_ns((int64_t)q->comm_ns, d, sizeof d),
+		                 view_fmt_ns((int64_t)q->wait_ns, e, sizeof e), q->end);
+		int w = s->w - x - 2;
+		if (w > 4 && max_ns > 0) {
+			int busy = (int)lround((double)w * q->busy_ns / max_ns);
+			int wait = (int)lround((double)w * q->wait_ns / max_ns);
+			view_screen_fill(s, x + 1, y, busy, 1, VIEW_G_FULL, VIEW_S_FP16, 0);
+			view_screen_fill(s, x + 1 + busy, y, wait, 1, VIEW_G_LIGHT, VIEW_S_WARN, 0);
+		}
+	}
+	return y + 1;
+}
+
 static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, int rows)
 {
 	overview *o = self;
@@ -219,6 +270,7 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	if (y < end)
 		gauge(s, y++, "Copy share", r->copy_share, r->memcpy_threshold, high, line);
 	y++;
+	y = draw_ranks(ctx, s, y, end);
 
 	/* loss scale */
 	if (y < end) {

@@ -12,6 +12,7 @@
 
 #include "batch.h"
 #include "data.h"
+#include "dist.h"
 
 /* The training set's pixel mean and standard deviation, used for both splits. */
 #define FASHION_MEAN 0.2860f
@@ -34,6 +35,7 @@ typedef struct run {
 	int64_t steps, epochs, samples;
 	double train_seconds;
 	ex_loss_window losses;
+	ex_dist dist;   /* --dist: this rank's share of each batch and of the test set */
 } run;
 
 static void run_release(run *r)
@@ -66,7 +68,10 @@ static int train_epochs(run *r)
 		ex_shuffle(r->order, n_train, &r->rng);
 		for (int64_t start = 0; start < n_train; start += opt->batch) {
 			int64_t n = n_train - start < opt->batch ? n_train - start : opt->batch;
-			ex_gather(&r->train, r->order, start, n, r->x, r->y);
+			int64_t from, count; /* this rank's part of the global batch */
+			ex_dist_shard(&r->dist, n, &from, &count);
+			n = count;
+			ex_gather(&r->train, r->order, start + from, n, r->x, r->y);
 			if (r->cosine)
 				amp_optim_set_lr(r->sgd, (float)(opt->lr * 0.5 *
 				                                 (1 + cos(M_PI * (double)r->steps /
@@ -80,8 +85,8 @@ static int train_epochs(run *r)
 			if ((rc = amp_step_end(r->ctx)))
 				return rc;
 			r->steps++;
-			r->samples += n;
-			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), n);
+			r->samples += n * r->dist.size; /* the global batch: throughput of the run */
+			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), n * r->dist.size);
 			if (opt->steps && r->steps >= opt->steps) {
 				done = 1;
 				break;
@@ -90,15 +95,19 @@ static int train_epochs(run *r)
 		double dt = ex_now() - t_epoch;
 		r->train_seconds += dt;
 		r->epochs = epoch;
-		printf("epoch %lld: %.1f s\n", (long long)epoch, dt);
+		if (r->dist.rank == 0)
+			printf("epoch %lld: %.1f s\n", (long long)epoch, dt);
 	}
 	return AMP_OK;
 }
 
-/* Accuracy on the test set in inference mode, EVAL_BATCH images a step. */
+/* Accuracy on the test set in inference mode, EVAL_BATCH images a step; with --dist each rank
+ * takes its share and the counts are summed over the ranks. */
 static int evaluate(run *r, double *accuracy)
 {
 	const ex_images *test = &r->test;
+	int64_t lo, count;
+	ex_dist_shard(&r->dist, test->n, &lo, &count);
 	const int64_t px = (int64_t)test->rows * test->cols;
 	float *x = malloc((size_t)(EVAL_BATCH * px) * sizeof(float));
 	float *logits = malloc((size_t)EVAL_BATCH * EX_FASHION_CLASSES * sizeof(float));
@@ -106,8 +115,8 @@ static int evaluate(run *r, double *accuracy)
 	int64_t correct = 0;
 	int rc = x && logits && y ? AMP_OK : AMP_ENOMEM;
 	amp_set_training(r->ctx, 0);
-	for (int64_t start = 0; rc == AMP_OK && start < test->n; start += EVAL_BATCH) {
-		int64_t n = test->n - start < EVAL_BATCH ? test->n - start : EVAL_BATCH;
+	for (int64_t start = lo; rc == AMP_OK && start < lo + count; start += EVAL_BATCH) {
+		int64_t n = lo + count - start < EVAL_BATCH ? lo + count - start : EVAL_BATCH;
 		ex_gather(test, NULL, start, n, x, y);
 		if ((rc = amp_step_begin(r->ctx)))
 			break;
@@ -118,6 +127,9 @@ static int evaluate(run *r, double *accuracy)
 			rc = rc_end;
 	}
 	amp_set_training(r->ctx, 1);
+	correct = ex_dist_sum_i64(&r->dist, rc == AMP_OK ? correct : -1);
+	if (correct < 0 && rc == AMP_OK)
+		rc = AMP_EINVAL; /* another rank failed */
 	*accuracy = test->n ? (double)correct / (double)test->n : 0;
 	free(x);
 	free(logits);
@@ -148,7 +160,11 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	const char *data_dir = EX_FASHION_DIR;
 	double momentum = 0.9, weight_decay = 0;
 	const char *schedule = "cosine";
+	int dist = 0;
 	const ex_option extra[] = {
+	    {"dist", EX_OPT_FLAG, &dist, NULL,
+	     "data parallel over MPI (mpirun -np N): each rank trains on\n"
+	     "its share of every batch (--batch stays the global batch)"},
 	    {"data", EX_OPT_STRING, &data_dir, "DIR", "Fashion-MNIST directory"},
 	    {"momentum", EX_OPT_FLOAT, &momentum, "X", "SGD momentum"},
 	    {"weight-decay", EX_OPT_FLOAT, &weight_decay, "X", "L2 weight decay"},
@@ -167,6 +183,10 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		return 2;
 	}
 	r.cosine = schedule[0] == 'c';
+	if (ex_dist_init(&r.dist, dist, prog.name, &argc, &argv))
+		return 1;
+	if (r.dist.rank != 0)
+		r.opt.log_every = 0; /* rank 0 speaks for all */
 
 	char err[1024];
 	status = 1;
@@ -184,7 +204,8 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	                      .momentum = (float)momentum,
 	                      .weight_decay = (float)weight_decay};
 	int rc;
-	if ((rc = c->init(r.ctx, c->model)) || (rc = amp_optim_sgd_new(r.ctx, &so, &r.sgd))) {
+	if ((rc = c->init(r.ctx, c->model)) || (rc = amp_optim_sgd_new(r.ctx, &so, &r.sgd)) ||
+	    (rc = ex_dist_attach(&r.dist, r.ctx))) {
 		status = ex_fail(&prog, r.ctx, "setup", rc);
 		goto out;
 	}
@@ -198,9 +219,15 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	}
 	ex_rng_seed(&r.rng, ex_ctx_seed(r.ctx));
 	ex_iota(r.order, r.train.n);
-	printf("%s: %s, %lld train / %lld test images, batch %lld, lr %g, %lld epoch(s)\n",
-	       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test.n,
-	       (long long)r.opt.batch, r.opt.lr, (long long)r.opt.epochs);
+	if (r.dist.rank == 0)
+		printf("%s: %s, %lld train / %lld test images, batch %lld, lr %g, %lld epoch(s)%s\n",
+		       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test.n,
+		       (long long)r.opt.batch, r.opt.lr, (long long)r.opt.epochs,
+		       r.dist.on ? ", data parallel" : "");
+	if (r.dist.on && r.dist.rank == 0)
+		printf("%s: %d ranks, %lld samples each per step, all-reduce in %s\n", prog.name,
+		       r.dist.size, (long long)(r.opt.batch / r.dist.size),
+		       amp_config_get(r.ctx, "allreduce_dtype"));
 
 	if ((rc = train_epochs(&r))) {
 		status = ex_fail(&prog, r.ctx, "training step", rc);
@@ -211,9 +238,11 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		status = ex_fail(&prog, r.ctx, "evaluation", rc);
 		goto out;
 	}
-	report(&r, accuracy);
+	if (r.dist.rank == 0)
+		report(&r, accuracy);
 	status = 0;
 out:
 	run_release(&r);
+	ex_dist_finish(&r.dist);
 	return status;
 }

@@ -28,6 +28,8 @@ static const char *const env_names[] = {
     "AMP_SEED",
     "AMP_NUM_THREADS",
     "AMP_KERNELS",
+    "AMP_ALLREDUCE_DTYPE",
+    "AMP_ALLREDUCE_BUCKET_KB",
 };
 
 static char tmpdir[64];
@@ -539,4 +541,32 @@ Test(config, precision_modes_and_bf16_scaling)
 	cr_assert(strstr(amp_ctx_error(c), "allow_mix_precision_bf16") &&
 	          strstr(amp_ctx_error(c), "force_bf16"), "%s", amp_ctx_error(c));
 	amp_ctx_free(c);
+}
+
+/* The data-parallel keys (amp/amp_mpi.h): the all-reduce dtype and the bucket size, from the
+ * API, a file and the environment, with errors that list what is accepted. */
+Test(config, allreduce_keys)
+{
+	amp_ctx *ctx = NULL;
+	char err[256];
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, err, sizeof err), AMP_OK, "%s", err);
+	cr_assert_str_eq(amp_config_get(ctx, "allreduce_dtype"), "fp32");
+	cr_assert_str_eq(amp_config_get(ctx, "allreduce_bucket_kb"), "1024");
+	cr_assert_eq(amp_config_set(ctx, "allreduce_dtype", "bf16"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "allreduce_dtype"), "bf16");
+	cr_assert_eq(amp_config_set(ctx, "allreduce_dtype", "int8"), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(ctx), "expected fp32, fp16 or bf16") != NULL, "%s",
+	          amp_ctx_error(ctx));
+	cr_assert_str_eq(amp_config_get(ctx, "allreduce_dtype"), "bf16", "a refused value changes nothing");
+	cr_assert_eq(amp_config_set(ctx, "allreduce_bucket_kb", "0"), AMP_ECONFIG);
+	cr_assert_eq(amp_config_set(ctx, "allreduce_bucket_kb", "64"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "allreduce_bucket_kb"), "64");
+	amp_ctx_free(ctx);
+	setenv("AMP_ALLREDUCE_DTYPE", "fp16", 1);
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, err, sizeof err), AMP_OK, "%s", err);
+	cr_assert_str_eq(amp_config_get(ctx, "allreduce_dtype"), "fp16");
+	amp_ctx_free(ctx);
+	setenv("AMP_ALLREDUCE_DTYPE", "fp64", 1);
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, err, sizeof err), AMP_ECONFIG);
+	cr_assert(strstr(err, "AMP_ALLREDUCE_DTYPE") != NULL, "%s", err);
 }

@@ -332,7 +332,8 @@ Test(schema, upgrade_adds_what_version_1_gained)
 
 /* A version-1 profile (no engines) still opens read-only, without the version-2 columns; the
  * upgrade adds them with NULL (unknown) engines, the ops view gains its column, and the file
- * becomes the current version (with the version-3 columns too). */
+ * becomes the current version (with the version-3 columns too: comm, the rank columns,
+ * run_summary.comm_share, ...). */
 Test(schema, version_1_opens_and_upgrades)
 {
 	sqlite3 *db = NULL;
@@ -356,6 +357,7 @@ Test(schema, version_1_opens_and_upgrades)
 	                          "(1, 'MatMul', 'forward', 'fp16');"
 	                          "INSERT INTO op_events(step, sig, dur_ns) VALUES (0, 1, 5);"
 	                          "UPDATE meta SET value = '1' WHERE key = 'schema_version';"
+	                          "DROP TABLE comm; DROP TABLE rank_summary;"
 	                          "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK, "%s",
 	             sqlite3_errmsg(db));
 	amp_profile_close(db);
@@ -377,6 +379,11 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert(amp_profile_has_column(db, "steps", "loss_state"));
 	cr_assert(amp_profile_has_column(db, "loss_scale", "cause_fwd_callsite"));
 	cr_assert(amp_profile_has_column(db, "nonfinite", "src_callsite"));
+	cr_assert(amp_profile_has_column(db, "run_summary", "comm_share"));
+	cr_assert(amp_profile_has_column(db, "overview", "comm_share"));
+	cr_assert(amp_profile_has_column(db, "ops", "rank"));
+	cr_assert(amp_profile_has_column(db, "comm", "wait_ns"));
+	cr_assert(amp_profile_has_table(db, "rank_summary"));
 	sqlite3_stmt *st = NULL;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT op, engine IS NULL, (SELECT value FROM meta "
 	                                "WHERE key = 'schema_version') FROM ops", -1, &st, NULL),

@@ -103,6 +103,13 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *   kernels             auto or a kernel path: scalar, avx2, avx512, avx512-bf16, avx512-fp16,
  *                       amx-bf16 (also AMP_KERNELS); one this CPU lacks is refused, naming
  *                       the paths it has
+ *   allreduce_dtype     data parallel (amp/amp_mpi.h): fp32 | fp16 | bf16, the payload of the
+ *                       gradient all-reduce (default fp32; also AMP_ALLREDUCE_DTYPE).  A half
+ *                       payload sends half the bytes; it carries the scaled gradients and is
+ *                       summed in FP32 on every hop
+ *   allreduce_bucket_kb data parallel: gradients are reduced in buckets of about this many KiB
+ *                       of FP32 values, each started as soon as backward has produced it
+ *                       (default 1024)
  * Returns AMP_ECONFIG for an unknown key, bad value or unknown op name. */
 int amp_config_set(amp_ctx *ctx, const char *key, const char *value);
 /* Reads an amp.cfg file of "key = value" lines ('#' starts a comment). */

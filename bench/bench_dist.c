@@ -1,0 +1,152 @@
+/* bench_dist.c — data parallel on MPI (libamprt_mpi), figures of DESIGN §7 measured in one run:
+ *
+ *   throughput   2 ranks x 1 thread (mpirun -np 2 mlp_fashion --dist, global batch 2 x B)
+ *                against 1 process x 1 thread at the same per-rank batch B     goal >= 1.8x
+ *   bytes        FP16 all-reduce bytes / FP32's, read from the two profiles     goal 0.5
+ *   time         FP16 all-reduce time (posted to complete) / FP32's             goal <= 0.6x
+ *   overlap      share of the all-reduce time hidden behind backward (1 - wait / duration)
+ *                                                                               goal >= 0.5
+ *
+ * The throughput runs alternate ROUNDS times and each side keeps its best run: on a shared
+ * machine the best run is the one least disturbed.  Needs mpirun and two CPUs.
+ *   bench_dist [--steps N] [--batch B] [--rounds R]
+ */
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_bin[PATH_MAX];  /* build/bin */
+static char g_tmp[PATH_MAX];  /* scratch directory */
+
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader " \
+               "mpirun --oversubscribe --bind-to core -np 2 "
+
+/* Runs cmd through the shell and returns "key" of the last JSON line it printed, or -1. */
+static double run_json(const char *cmd, const char *key)
+{
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	char line[4096], last[4096] = "";
+	while (fgets(line, sizeof line, p))
+		if (line[0] == '{')
+			snprintf(last, sizeof last, "%s", line);
+	if (pclose(p) != 0)
+		return -1;
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	const char *v = strstr(last, pat);
+	return v ? strtod(v + strlen(pat), NULL) : -1;
+}
+
+static double query(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	double v = -1;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_double(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+typedef struct comm_fig {
+	double bytes_per_step, ns_per_step, hidden;
+} comm_fig;
+
+/* Profiles 2 ranks with the all-reduce in dtype and reads rank 0's comm rows. */
+static int profile(const char *dtype, int steps, int batch, comm_fig *f)
+{
+	char cmd[5 * PATH_MAX], db[PATH_MAX + 32];
+	snprintf(cmd, sizeof cmd,
+	         "AMP_ALLREDUCE_DTYPE=%s " MPIRUN "%s/ampprof -q -f -o %s/%s.%%r.db -- %s/mlp_fashion "
+	         "--dist --precision=amp --batch %d --steps %d --log-every 0 >/dev/null 2>&1",
+	         dtype, g_bin, g_tmp, dtype, g_bin, 2 * batch, steps);
+	if (system(cmd) != 0)
+		return -1;
+	snprintf(db, sizeof db, "%s/%s.0.db", g_tmp, dtype);
+	sqlite3 *h = NULL;
+	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+		return -1;
+	/* the training steps only (the evaluation at the end has no all-reduce) */
+	double n = query(h, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'");
+	f->bytes_per_step = query(h, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'") / n;
+	f->ns_per_step = query(h, "SELECT total(dur_ns) FROM comm WHERE kind = 'allreduce'") / n;
+	f->hidden = 1 - query(h, "SELECT total(wait_ns) / total(dur_ns) FROM comm"
+	                         " WHERE kind = 'allreduce'");
+	sqlite3_close(h);
+	return n > 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	int steps = 200, batch = 64, rounds = 3;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--steps") == 0)
+			steps = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--batch") == 0)
+			batch = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--rounds") == 0)
+			rounds = atoi(argv[i + 1]);
+	}
+	if (steps < 10 || batch < 1 || rounds < 1) {
+		fprintf(stderr, "usage: bench_dist [--steps N>=10] [--batch B] [--rounds R]\n");
+		return 2;
+	}
+	ssize_t n = readlink("/proc/self/exe", g_bin, sizeof g_bin - 16);
+	if (n <= 0)
+		return 1;
+	g_bin[n] = 0;
+	char *slash = strrchr(g_bin, '/');
+	*slash = 0;
+	slash = strrchr(g_bin, '/');
+	snprintf(slash, sizeof g_bin - (size_t)(slash - g_bin), "/bin");
+	snprintf(g_tmp, sizeof g_tmp, "%s/ampkit_bench_dist.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(g_tmp) || system("command -v mpirun >/dev/null") != 0) {
+		printf("SKIPPED: bench_dist needs mpirun (openmpi-bin)\n");
+		return 0;
+	}
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	printf("bench_dist: mlp_fashion amp, %d steps, batch %d per rank, %ld CPU(s), best of %d\n",
+	       steps, batch, cpus, rounds);
+	char one[2 * PATH_MAX], two[2 * PATH_MAX];
+	snprintf(one, sizeof one,
+	         "AMP_NUM_THREADS=1 %s/mlp_fashion --precision=amp --batch %d --steps %d --log-every 0 "
+	         "--json 2>/dev/null", g_bin, batch, steps);
+	snprintf(two, sizeof two,
+	         "AMP_NUM_THREADS=1 " MPIRUN "%s/mlp_fashion --dist --precision=amp --batch %d --steps %d "
+	         "--log-every 0 --json 2>/dev/null", g_bin, 2 * batch, steps);
+	double best1 = 0, best2 = 0;
+	for (int r = 0; r < rounds; r++) {
+		double a = run_json(one, "samples_per_sec"), b = run_json(two, "samples_per_sec");
+		if (a > best1)
+			best1 = a;
+		if (b > best2)
+			best2 = b;
+	}
+	int status = 0;
+	if (best1 > 0 && best2 > 0)
+		printf("  throughput  1 process %.0f samples/s, 2 ranks %.0f samples/s: %.2fx  (goal >= 1.8x)\n",
+		       best1, best2, best2 / best1);
+	else
+		printf("  throughput  a run failed\n"), status = 1;
+	comm_fig f32, f16;
+	if (profile("fp32", steps, batch, &f32) == 0 && profile("fp16", steps, batch, &f16) == 0) {
+		printf("  bytes       fp32 %.0f, fp16 %.0f per step per rank: %.3fx  (goal 0.5)\n",
+		       f32.bytes_per_step, f16.bytes_per_step, f16.bytes_per_step / f32.bytes_per_step);
+		printf("  time        fp32 %.3f ms, fp16 %.3f ms all-reduce per step: %.2fx  (goal <= 0.6x)\n",
+		       f32.ns_per_step / 1e6, f16.ns_per_step / 1e6, f16.ns_per_step / f32.ns_per_step);
+		printf("  overlap     %.0f %% (fp32), %.0f %% (fp16) of the all-reduce time hidden behind "
+		       "backward  (goal >= 50 %%)\n", f32.hidden * 100, f16.hidden * 100);
+	} else {
+		printf("  profiles    a profiled run failed\n");
+		status = 1;
+	}
+	char rm[PATH_MAX + 16];
+	snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);
+	if (system(rm) != 0)
+		status = 1;
+	return status;
+}

@@ -1,0 +1,264 @@
+/* dist.c — ampprof's side of data-parallel runs: the per-rank summary (rank_summary), the
+ * communication share and the rank spread of run_summary, the communication advice rules, and
+ * the report's "data parallel" section.
+ *
+ * Definitions (docs/ARCHITECTURE.md §5):
+ *   communication share = all-reduce time the ranks spent blocked (comm.wait_ns: what was not
+ *                         hidden behind backward) / step time, over all ranks;
+ *   busy time of a rank = its step time minus that wait: what it computed.  A rank that waits
+ *                         for a slower one has a long step but a short busy time, so the spread
+ *                         and the straggler rule compare busy time per step.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "amp_text.h"
+#include "prof.h"
+#include "profile_db.h"
+
+static const char *const rank_summary_sql =
+    "DELETE FROM rank_summary;"
+    "WITH r AS (SELECT rank FROM steps UNION SELECT rank FROM comm UNION SELECT rank FROM threads"
+    "  UNION SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM threads)),"
+    " s AS (SELECT rank, count(*) AS n, total(dur_ns) AS ns, avg(dur_ns) AS mean,"
+    "  total(overflow = 1) AS ov FROM steps GROUP BY rank),"
+    " o AS (SELECT rank, total(dur_ns) AS ns FROM op_events GROUP BY rank),"
+    " c AS (SELECT rank, total(dur_ns) AS ns, total(wait_ns) AS w, total(bytes) AS b,"
+    "  total(local_overflow = 1) AS lo FROM comm WHERE kind = 'allreduce' GROUP BY rank)"
+    " INSERT INTO rank_summary(rank, steps, step_ns, mean_step_ns, compute_ns, comm_ns, wait_ns,"
+    "  comm_bytes, overflow_steps, local_overflows, end)"
+    " SELECT r.rank, coalesce(s.n, 0), CAST(coalesce(s.ns, 0) AS INTEGER), s.mean,"
+    "  CAST(coalesce(o.ns, 0) AS INTEGER), CAST(c.ns AS INTEGER), CAST(c.w AS INTEGER),"
+    "  CAST(c.b AS INTEGER), CAST(coalesce(s.ov, 0) AS INTEGER), CAST(coalesce(c.lo, 0) AS INTEGER),"
+    "  coalesce((SELECT value FROM meta WHERE key = 'rank.' || r.rank || '.end'),"
+    "           (SELECT value FROM meta WHERE key = 'end'))"
+    " FROM r LEFT JOIN s USING (rank) LEFT JOIN o USING (rank) LEFT JOIN c USING (rank)"
+    " ORDER BY r.rank;"
+    /* busy time per step of each rank: (step time - wait) / steps */
+    "UPDATE run_summary SET ranks = (SELECT count(*) FROM rank_summary),"
+    " comm_share = (SELECT CASE WHEN count(*) = 0 THEN NULL ELSE total(wait_ns) END FROM comm"
+    "   WHERE kind = 'allreduce') / nullif((SELECT total(dur_ns) FROM steps), 0),"
+    " rank_spread = (SELECT CASE WHEN count(*) > 1 THEN max(b) / nullif(min(b), 0) - 1 END"
+    "   FROM (SELECT CAST(step_ns - coalesce(wait_ns, 0) AS REAL) / steps AS b FROM rank_summary"
+    "   WHERE steps > 0));";
+
+int prof_dist_summary(sqlite3 *db, char **msg)
+{
+	return sqlite3_exec(db, rank_summary_sql, NULL, NULL, msg);
+}
+
+/* ---- advice ------------------------------------------------------------------------------- */
+static double q_double(sqlite3 *db, const char *sql, double dflt)
+{
+	amp_profile_query_double(db, &dflt, sql, NULL);
+	return dflt;
+}
+
+static void q_text(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	amp_profile_query_text(db, buf, len, sql, NULL);
+}
+
+/* Communication share above 10 %, with the buckets that cost most (waited longest). */
+static int rule_comm_share(sqlite3 *db)
+{
+	double share = q_double(db, "SELECT comm_share FROM run_summary", NAN);
+	if (!(share > 0.10))
+		return 0;
+	char ev[1024] = "", dtype[16];
+	size_t used = 0;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT bucket, max(bytes), total(wait_ns), total(dur_ns), count(*)"
+	                       " FROM comm WHERE kind = 'allreduce' GROUP BY bucket"
+	                       " ORDER BY total(wait_ns) DESC, bucket LIMIT 3", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW && used < sizeof ev)
+		used += (size_t)snprintf(ev + used, sizeof ev - used,
+		                         "%sbucket %" PRId64 ": %.2f MB, waited %.3f ms of %.3f ms"
+		                         " over %" PRId64 " all-reduces",
+		                         used ? "\n" : "", (int64_t)sqlite3_column_int64(st, 0),
+		                         (double)sqlite3_column_int64(st, 1) / 1e6,
+		                         sqlite3_column_double(st, 2) / 1e6,
+		                         sqlite3_column_double(st, 3) / 1e6,
+		                         (int64_t)sqlite3_column_int64(st, 4));
+	sqlite3_finalize(st);
+	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);
+	char msg[512];
+	snprintf(msg, sizeof msg,
+	         "communication takes %.1f %% of the step time (all-reduce not hidden behind "
+	         "backward, above 10 %%): %s",
+	         share * 100,
+	         strcmp(dtype, "fp32") == 0
+	             ? "allreduce_dtype = fp16 halves the bytes; a larger allreduce_bucket_kb "
+	               "posts fewer, larger collectives"
+	             : "a larger allreduce_bucket_kb posts fewer, larger collectives; a larger "
+	               "batch per rank gives backward more to hide them behind");
+	return prof_advice_add(db, "comm_share", "warning", msg, ev, NULL, -1, -1);
+}
+
+/* A rank whose busy time per step exceeds the others' mean by more than 10 %. */
+static int rule_straggler(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "WITH b AS (SELECT rank, CAST(step_ns - coalesce(wait_ns, 0) AS REAL)"
+	                       "  / steps AS busy FROM rank_summary WHERE steps > 0)"
+	                       " SELECT b.rank, b.busy, (SELECT avg(o.busy) FROM b o"
+	                       "  WHERE o.rank <> b.rank) AS others FROM b"
+	                       " WHERE (SELECT count(*) FROM b) > 1 ORDER BY b.busy DESC LIMIT 1",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int rc = 0;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t rank = sqlite3_column_int64(st, 0);
+		double busy = sqlite3_column_double(st, 1), others = sqlite3_column_double(st, 2);
+		if (others > 0 && busy > others * 1.10) {
+			char msg[320], ev[256];
+			snprintf(msg, sizeof msg,
+			         "rank %" PRId64 " is a straggler: its steps compute %.1f %% longer than "
+			         "the other ranks', which wait for it at every all-reduce (an uneven "
+			         "shard, a slower core, or another load on its CPU)",
+			         rank, (busy / others - 1) * 100);
+			snprintf(ev, sizeof ev,
+			         "rank %" PRId64 ": %.3f ms busy per step\nothers: %.3f ms busy per step"
+			         " (step time minus the wait at the all-reduce)",
+			         rank, busy / 1e6, others / 1e6);
+			rc = prof_advice_add(db, "straggler", "warning", msg, ev, NULL, -1, -1);
+		}
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* FP32 all-reduce in a run whose loss scaling would let FP16 carry the gradients. */
+static int rule_fp32_allreduce(sqlite3 *db)
+{
+	double bytes = q_double(db, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'"
+	                            " AND dtype = 'fp32'", 0);
+	double steps = q_double(db, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'"
+	                            " AND dtype = 'fp32'", 0);
+	double ranks = q_double(db, "SELECT count(DISTINCT rank) FROM comm WHERE kind = 'allreduce'", 1);
+	char mode[64];
+	q_text(db, "SELECT value FROM meta WHERE key IN ('precision_mode', 'app.precision_mode')"
+	           " ORDER BY key = 'precision_mode' DESC LIMIT 1", mode, sizeof mode);
+	if (!(bytes > 0) || !(steps > 0) || !mode[0] || strcmp(mode, "force_fp32") == 0 ||
+	    strcmp(mode, "must_keep_origin_dtype") == 0)
+		return 0;
+	char msg[384], ev[256];
+	snprintf(msg, sizeof msg,
+	         "the gradient all-reduce sends FP32 in a mixed-precision run (%s): "
+	         "allreduce_dtype = fp16 (or AMP_ALLREDUCE_DTYPE=fp16) sends half the bytes, the "
+	         "loss scale applied before the cast keeps small gradients",
+	         mode);
+	snprintf(ev, sizeof ev, "%.2f MB per step per rank in fp32; fp16 would send %.2f MB",
+	         bytes / steps / ranks / 1e6, bytes / steps / ranks / 2e6);
+	return prof_advice_add(db, "fp32_allreduce", "info", msg, ev, NULL, -1, -1);
+}
+
+/* Steps whose gradients overflowed on some ranks but not all. */
+static int rule_one_rank_overflow(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "WITH o AS (SELECT step, rank, max(local_overflow) AS ov FROM comm"
+	                       "  WHERE kind = 'allreduce' GROUP BY step, rank),"
+	                       " n AS (SELECT count(DISTINCT rank) AS ranks FROM comm"
+	                       "  WHERE kind = 'allreduce')"
+	                       " SELECT step, group_concat(rank, ', '), count(*) FROM"
+	                       "  (SELECT step, rank FROM o WHERE ov = 1 ORDER BY step, rank)"
+	                       " GROUP BY step HAVING count(*) < (SELECT ranks FROM n)"
+	                       " AND (SELECT ranks FROM n) > 1 ORDER BY step",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	char ev[1024] = "";
+	size_t used = 0;
+	int64_t first = -1, n = 0;
+	char first_ranks[128] = "";
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *ranks = (const char *)sqlite3_column_text(st, 1);
+		int64_t step = sqlite3_column_int64(st, 0);
+		if (n++ == 0) {
+			first = step;
+			snprintf(first_ranks, sizeof first_ranks, "%s", ranks ? ranks : "?");
+		}
+		if (n <= 8 && used < sizeof ev)
+			used += (size_t)snprintf(ev + used, sizeof ev - used, "%sstep %" PRId64
+			                         ": overflow on rank %s only", used ? "\n" : "", step,
+			                         ranks ? ranks : "?");
+	}
+	sqlite3_finalize(st);
+	if (n == 0)
+		return 0;
+	char msg[384];
+	snprintf(msg, sizeof msg,
+	         "%" PRId64 " step(s) overflowed on some ranks only (first: step %" PRId64
+	         ", rank %s): every rank skipped them together, but the cause is in that rank's "
+	         "share of the batch; its profile's non-finite origin names the op",
+	         n, first, first_ranks);
+	return prof_advice_add(db, "rank_overflow", "warning", msg, ev, NULL, first, -1);
+}
+
+int prof_dist_rules(sqlite3 *db)
+{
+	if (!amp_profile_has_table(db, "comm"))
+		return 0;
+	if (rule_comm_share(db) || rule_straggler(db) || rule_fp32_allreduce(db) ||
+	    rule_one_rank_overflow(db))
+		return -1;
+	return 0;
+}
+
+/* ---- report ------------------------------------------------------------------------------- */
+int prof_report_dist_text(sqlite3 *db, FILE *f)
+{
+	int64_t comm_rows = 0;
+	amp_profile_query_int64(db, &comm_rows, "SELECT count(*) FROM comm", NULL);
+	if (comm_rows == 0)
+		return 0;
+	double share = q_double(db, "SELECT comm_share FROM run_summary", NAN);
+	double spread = q_double(db, "SELECT rank_spread FROM run_summary", NAN);
+	char dtype[16], world[16];
+	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);
+	q_text(db, "SELECT value FROM meta WHERE key IN ('ranks', 'world_size')"
+	           " ORDER BY key = 'ranks' DESC LIMIT 1", world, sizeof world);
+	fprintf(f, "  comm share   ");
+	if (share == share)
+		fprintf(f, "%.1f %% of step time  %s (threshold 10 %%)", share * 100,
+		        share > 0.10 ? "HIGH" : "ok");
+	else
+		fprintf(f, "n/a");
+	fprintf(f, ", all-reduce in %s, %s rank(s)", dtype[0] ? dtype : "?",
+	        world[0] ? world : "?");
+	if (spread == spread)
+		fprintf(f, ", rank spread %.1f %%", spread * 100);
+	fprintf(f, "\n");
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT rank, steps, mean_step_ns, step_ns, compute_ns, comm_ns, "
+	                       "wait_ns, comm_bytes, end FROM rank_summary ORDER BY rank",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	fprintf(f, "  ranks:\n    %4s %6s %10s %10s %10s %10s %10s %10s  %s\n", "rank", "steps",
+	        "step ms", "busy ms", "compute ms", "comm ms", "wait ms", "MB", "end");
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t steps = sqlite3_column_int64(st, 1);
+		double n = steps > 0 ? (double)steps : 1;
+		double step_ns = sqlite3_column_double(st, 3), wait = sqlite3_column_double(st, 6);
+		const char *end = (const char *)sqlite3_column_text(st, 8);
+		fprintf(f, "    %4" PRId64 " %6" PRId64 " %10.3f %10.3f %10.3f %10.3f %10.3f %10.2f  ",
+		        (int64_t)sqlite3_column_int64(st, 0), steps, sqlite3_column_double(st, 2) / 1e6,
+		        (step_ns - wait) / n / 1e6, sqlite3_column_double(st, 4) / n / 1e6,
+		        sqlite3_column_double(st, 5) / n / 1e6, wait / n / 1e6,
+		        sqlite3_column_double(st, 7) / n / 1e6);
+		amp_text_put(f, end ? end : "?");
+		fputc('\n', f);
+	}
+	sqlite3_finalize(st);
+	fprintf(f, "    (per step; busy = step - wait: what the rank computed)\n");
+	return 0;
+}

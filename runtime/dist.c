@@ -1,0 +1,99 @@
+/* dist.c — the hooks a data-parallel backend attaches to a context (amp/amp_dist.h), and the
+ * few functions it needs from the runtime: the parameters in registration order, its error
+ * message, and the trace of its collectives.  The backend itself (runtime/mpi/) is a library
+ * of its own, so that libamprt never links a transport.
+ */
+#include "amp/amp_dist.h"
+#include "internal.h"
+
+#include <stdio.h>
+
+_Static_assert((int)AMP_COMM_ALLREDUCE == (int)AMP_COMM_KIND_ALLREDUCE &&
+               (int)AMP_COMM_BROADCAST == (int)AMP_COMM_KIND_BROADCAST &&
+               (int)AMP_COMM_BARRIER == (int)AMP_COMM_KIND_BARRIER &&
+               (int)AMP_COMM_LOCAL_OVERFLOW == (int)AMP_COMM_FLAG_LOCAL_OVERFLOW,
+               "amp_dist.h's collective codes are the wire's");
+
+int amp_dist_attach(amp_ctx *ctx, const amp_dist_ops *ops, void *state)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	if (ops && ctx->dist)
+		return amp_fail(ctx, AMP_ESTATE, "amp_dist_attach: a backend is already attached");
+	if (ops && ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "amp_dist_attach: attach between steps");
+	ctx->dist = ops;
+	ctx->dist_state = ops ? state : NULL;
+	return AMP_OK;
+}
+
+void *amp_dist_state(const amp_ctx *ctx, const amp_dist_ops *ops)
+{
+	return ctx && ops && ctx->dist == ops ? ctx->dist_state : NULL;
+}
+
+int amp_dist_fail(amp_ctx *ctx, int code, const char *msg)
+{
+	return amp_fail(ctx, code, "%s", msg ? msg : "data-parallel backend failed");
+}
+
+static amp_param *param_at(const amp_ctx *ctx, int i)
+{
+	if (!ctx || i < 0 || i >= ctx->n_params)
+		return NULL;
+	for (amp_param *p = ctx->params; p; p = p->next) /* newest first */
+		if (p->index == i)
+			return p;
+	return NULL;
+}
+
+int amp_param_count(const amp_ctx *ctx)
+{
+	return ctx ? ctx->n_params : 0;
+}
+
+amp_tensor *amp_param_at(amp_ctx *ctx, int i)
+{
+	amp_param *p = param_at(ctx, i);
+	return p ? p->master : NULL;
+}
+
+const char *amp_param_label(amp_ctx *ctx, int i)
+{
+	amp_param *p = param_at(ctx, i);
+	return p ? p->label : NULL;
+}
+
+int amp_dist_tracing(void)
+{
+	return AMP_TRACING();
+}
+
+uint64_t amp_dist_clock(void)
+{
+	return AMP_TRACING() ? amp_trace_clock() : 0;
+}
+
+void amp_dist_trace(int64_t step, unsigned kind, amp_dtype dtype, int32_t bucket, uint64_t bytes,
+                    uint64_t t_begin, uint64_t t_wait, uint64_t t_end, unsigned flags)
+{
+	if (AMP_TRACING() && kind < AMP_COMM_KIND_COUNT)
+		amp_trace_comm(step, kind, (unsigned)dtype, bucket, bytes, t_begin, t_wait, t_end, flags);
+}
+
+void amp_dist_meta(const char *key, const char *value)
+{
+	if (AMP_TRACING())
+		amp_trace_meta(key, value);
+}
+
+void amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
+                      int64_t n)
+{
+	amp_cvt(dst_dtype, dst, src_dtype, src, n);
+}
+
+int64_t amp_dist_count_nonfinite(const float *x, int64_t n)
+{
+	return (int64_t)amp_count_nonfinite_f32(x, n);
+}

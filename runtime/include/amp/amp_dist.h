@@ -1,0 +1,88 @@
+/* amp_dist.h — the interface between libamprt and a data-parallel backend.
+ *
+ * libamprt itself never links a transport.  A backend (libamprt_mpi, amp/amp_mpi.h) attaches
+ * a table of hooks to a context; from then on amp_backward tells it when each parameter's
+ * master gradient is final (so it can start reducing a bucket while backward goes on), and
+ * amp_optim_step lets it finish the reduction before the gradients are unscaled and checked.
+ * The gradients a backend sees are the scaled FP32 master gradients, so a half-precision
+ * reduction casts values the loss scale has already lifted.
+ *
+ * The functions below are for backends; a training program uses the backend's own header.
+ */
+#ifndef AMP_AMP_DIST_H
+#define AMP_AMP_DIST_H
+
+#include <stdint.h>
+
+#include "amp/amp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct amp_dist_ops {
+	/* amp_backward is about to run the tape of the current step. */
+	void (*backward_begin)(void *state, amp_ctx *ctx);
+	/* The master gradient of parameter i (registration order, amp_param_at) is final for
+	 * this step: no node left on the tape adds to it. */
+	void (*grad_ready)(void *state, amp_ctx *ctx, int i);
+	/* Between two tape nodes while reductions are outstanding: let them progress. */
+	void (*progress)(void *state, amp_ctx *ctx);
+	/* The tape is done; parameters it never reached are final too. */
+	void (*backward_end)(void *state, amp_ctx *ctx);
+	/* Called by amp_optim_step before it unscales: completes every reduction of the step and
+	 * leaves the sum over ranks in the master gradients; *divisor is what the sum is divided
+	 * by (the number of ranks, so the update sees the mean).  AMP_OK or an error code (the
+	 * backend has set the context's message through amp_dist_fail). */
+	int (*reduce)(void *state, amp_ctx *ctx, double *divisor);
+	/* The context is being freed. */
+	void (*detach)(void *state, amp_ctx *ctx);
+} amp_dist_ops;
+
+/* Attaches a backend (ops must outlive the context; state is the backend's).  One per
+ * context: a second attach is AMP_ESTATE.  ops = NULL detaches. */
+int amp_dist_attach(amp_ctx *ctx, const amp_dist_ops *ops, void *state);
+/* The state attached with ops, or NULL when another backend (or none) is attached. */
+void *amp_dist_state(const amp_ctx *ctx, const amp_dist_ops *ops);
+/* Sets the context's error message (amp_ctx_error) and returns code. */
+int amp_dist_fail(amp_ctx *ctx, int code, const char *msg);
+
+/* Parameters in registration order, i = 0 .. amp_param_count() - 1: the FP32 master tensor
+ * (its gradient: amp_tensor_grad) and its label. */
+int amp_param_count(const amp_ctx *ctx);
+amp_tensor *amp_param_at(amp_ctx *ctx, int i);
+const char *amp_param_label(amp_ctx *ctx, int i);
+
+/* Converts n values between float dtypes (AMP_F32, AMP_F16, AMP_BF16) with the runtime's
+ * vectorized kernels (round to nearest even; values beyond a half type's range become Inf). */
+void amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
+                      int64_t n);
+/* Number of NaN and Inf values among n floats. */
+int64_t amp_dist_count_nonfinite(const float *x, int64_t n);
+
+/* ---- profiling a collective --------------------------------------------------------------- */
+/* Kinds of a collective (the `comm` table's kind). */
+enum {
+	AMP_COMM_ALLREDUCE = 0, /* "allreduce": a gradient bucket summed over ranks */
+	AMP_COMM_BROADCAST = 1, /* "broadcast": parameters sent from rank 0 */
+	AMP_COMM_BARRIER = 2,   /* "barrier": the start-up barrier the merge aligns clocks on */
+	AMP_COMM_KIND_COUNT
+};
+enum { AMP_COMM_LOCAL_OVERFLOW = 1u << 0 }; /* this rank's own values held Inf/NaN */
+
+/* Nonzero while the process is profiled. */
+int amp_dist_tracing(void);
+/* The trace clock (ticks; 0 when not profiled). */
+uint64_t amp_dist_clock(void);
+/* One collective: posted at t_begin, waited for from t_wait (t_end if never waited on),
+ * completed at t_end (ticks of amp_dist_clock); bytes this rank sent, dtype of the payload
+ * (AMP_F32, AMP_F16, AMP_BF16), bucket index (-1: none), flags AMP_COMM_*. */
+void amp_dist_trace(int64_t step, unsigned kind, amp_dtype dtype, int32_t bucket, uint64_t bytes,
+                    uint64_t t_begin, uint64_t t_wait, uint64_t t_end, unsigned flags);
+/* A fact for the profile's meta table ("rank", "world_size", ...). */
+void amp_dist_meta(const char *key, const char *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,52 @@
+/* amp_mpi.h — data-parallel training on MPI (libamprt_mpi, pkg-config amprt_mpi).
+ *
+ * The program calls MPI_Init, creates its context and its parameters as usual, then hands a
+ * communicator to the context:
+ *
+ *     MPI_Init(&argc, &argv);
+ *     amp_ctx_new(NULL, &ctx, err, sizeof err);
+ *     ... amp_param_new ...
+ *     amp_mpi_attach(ctx, MPI_COMM_WORLD);   // parameters broadcast from rank 0
+ *     ... each rank trains on its shard: amp_backward + amp_optim_step as usual ...
+ *     amp_ctx_free(ctx);
+ *     MPI_Finalize();
+ *
+ * From then on amp_backward all-reduces the master gradients in buckets (allreduce_bucket_kb)
+ * as it produces them, with non-blocking collectives posted in one fixed order, so that the
+ * reduction overlaps the rest of backward and gives bit-identical results from run to run for
+ * a given number of ranks.  amp_optim_step waits for the last bucket, divides by the number of
+ * ranks, then unscales and checks: every rank sees the same sum, so an Inf or NaN on any rank
+ * (or one the sum produced) makes every rank skip the step and back the loss scale off
+ * together.  allreduce_dtype = fp16 | bf16 sends the scaled gradients in the half type (half
+ * the bytes of fp32) and sums them in FP32 on every hop (a user-defined MPI_Op).
+ *
+ * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
+ * and the start-up barrier is what `ampprof merge` aligns the ranks' clocks on.
+ */
+#ifndef AMP_AMP_MPI_H
+#define AMP_AMP_MPI_H
+
+#include <mpi.h>
+
+#include "amp/amp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Makes ctx data-parallel over comm (duplicated; every rank of comm calls it, collectively,
+ * after creating the same parameters in the same order and before the first step):
+ * a barrier, then every parameter broadcast from rank 0.  AMP_OK, or an error code with the
+ * message in amp_ctx_error (parameters that differ in number or size across ranks, an MPI
+ * failure).  The context keeps the communicator until amp_ctx_free, which must come before
+ * MPI_Finalize. */
+int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm);
+/* This process's rank and the number of ranks of the attached communicator (0 and 1 for a
+ * context without one). */
+int amp_mpi_rank(const amp_ctx *ctx);
+int amp_mpi_size(const amp_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,450 @@
+/* amp_mpi.c — libamprt_mpi: data-parallel training over an MPI communicator (amp/amp_mpi.h).
+ *
+ * The parameters are split once, at attach, into buckets of about allreduce_bucket_kb KiB of
+ * FP32 values, newest parameter first (the order backward finishes them).  During backward the
+ * runtime reports each master gradient as final (amp/amp_dist.h); when every gradient of the
+ * next bucket is final, the bucket is packed in the all-reduce dtype and posted with
+ * MPI_Iallreduce.  Buckets are posted strictly in index order, so every rank issues the same
+ * collectives in the same order and the result does not depend on timing.  Between tape nodes
+ * the outstanding requests are tested, which is what moves them on while backward computes.
+ * amp_optim_step then waits for what is left and unpacks the sums into the master gradients.
+ *
+ * Half payloads carry the scaled gradients (the loss scale was applied by backward's seed) and
+ * are summed by a user-defined MPI_Op that adds in FP32 and rounds once per hop.
+ */
+#include "amp/amp_mpi.h"
+#include "amp/amp_dist.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { B_IDLE = 0, B_POSTED = 1, B_DONE = 2 } bucket_state;
+
+typedef struct bucket {
+	int first, count;      /* parameters order[first .. first+count) */
+	int64_t elems;         /* their elements */
+	void *buf;             /* elems values of the payload dtype */
+	int ready;             /* parameters of it whose gradient is final this step */
+	bucket_state state;
+	MPI_Request req;
+	uint64_t t_post, t_wait, t_end; /* trace clock */
+	int waited;            /* the training thread blocked on it */
+	unsigned flags;        /* AMP_COMM_LOCAL_OVERFLOW */
+} bucket;
+
+typedef struct dist {
+	MPI_Comm comm;
+	int rank, size;
+	amp_dtype dtype;       /* payload */
+	MPI_Datatype mpi_type;
+	MPI_Op op;             /* MPI_SUM for fp32, a user op for the half types */
+	int n_params;
+	int *order;            /* parameter indexes, newest first */
+	int *bucket_of;        /* per parameter index: its bucket */
+	char *ready;           /* per parameter index: its gradient is final this step */
+	int n_buckets;
+	bucket *b;
+	int next_post;         /* first bucket not yet posted */
+	int in_flight;         /* posted, not yet seen complete */
+	float *scratch;        /* largest parameter, fp32 (packing zeros, unpacking) */
+} dist;
+
+/* ---- the half-type sums -------------------------------------------------------------------- */
+#define OP_BLOCK 1024
+
+static void sum_half(amp_dtype dt, const void *in, void *inout, int n)
+{
+	float a[OP_BLOCK], b[OP_BLOCK];
+	const uint16_t *x = in;
+	uint16_t *y = inout;
+	for (int i0 = 0; i0 < n; i0 += OP_BLOCK) {
+		int m = n - i0 < OP_BLOCK ? n - i0 : OP_BLOCK;
+		amp_dist_convert(AMP_F32, a, dt, x + i0, m);
+		amp_dist_convert(AMP_F32, b, dt, y + i0, m);
+		for (int i = 0; i < m; i++)
+			b[i] += a[i];
+		amp_dist_convert(dt, y + i0, AMP_F32, b, m);
+	}
+}
+
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+	(void)type;
+	sum_half(AMP_F16, in, inout, *len);
+}
+
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+	(void)type;
+	sum_half(AMP_BF16, in, inout, *len);
+}
+
+/* ---- buckets ------------------------------------------------------------------------------- */
+static int64_t numel_of(amp_ctx *ctx, int i)
+{
+	return amp_tensor_numel(amp_param_at(ctx, i));
+}
+
+static void pack(dist *d, amp_ctx *ctx, bucket *bk)
+{
+	size_t esz = amp_dtype_size(d->dtype);
+	char *dst = bk->buf;
+	bk->flags = 0;
+	for (int k = bk->first; k < bk->first + bk->count; k++) {
+		int i = d->order[k];
+		int64_t n = numel_of(ctx, i);
+		amp_tensor *g = amp_tensor_grad(amp_param_at(ctx, i));
+		const float *src = g ? amp_tensor_data(g) : NULL;
+		if (!src) { /* not reached by this step's tape: contributes zeros */
+			memset(d->scratch, 0, (size_t)n * sizeof(float));
+			src = d->scratch;
+		}
+		if (amp_dist_count_nonfinite(src, n))
+			bk->flags |= AMP_COMM_LOCAL_OVERFLOW;
+		amp_dist_convert(d->dtype, dst, AMP_F32, src, n);
+		dst += (size_t)n * esz;
+	}
+}
+
+static void unpack(dist *d, amp_ctx *ctx, bucket *bk)
+{
+	size_t esz = amp_dtype_size(d->dtype);
+	const char *src = bk->buf;
+	for (int k = bk->first; k < bk->first + bk->count; k++) {
+		int i = d->order[k];
+		int64_t n = numel_of(ctx, i);
+		amp_tensor *g = amp_tensor_grad(amp_param_at(ctx, i));
+		if (g)
+			amp_dist_convert(AMP_F32, amp_tensor_data(g), d->dtype, src, n);
+		src += (size_t)n * esz;
+	}
+}
+
+static int mpi_fail(amp_ctx *ctx, int err, const char *what)
+{
+	char msg[MPI_MAX_ERROR_STRING + 128], text[MPI_MAX_ERROR_STRING];
+	int len = 0;
+	text[0] = 0;
+	MPI_Error_string(err, text, &len);
+	snprintf(msg, sizeof msg, "amp_mpi: %s: %s", what, text);
+	return amp_dist_fail(ctx, AMP_EIO, msg);
+}
+
+/* Posts the buckets whose gradients are all final, in index order. */
+static void post_ready(dist *d, amp_ctx *ctx)
+{
+	while (d->next_post < d->n_buckets) {
+		bucket *bk = &d->b[d->next_post];
+		if (bk->ready < bk->count)
+			return;
+		pack(d, ctx, bk);
+		bk->t_post = amp_dist_clock();
+		bk->waited = 0;
+		/* An error here comes back from MPI_Wait in reduce (the communicator returns them). */
+		MPI_Iallreduce(MPI_IN_PLACE, bk->buf, (int)bk->elems, d->mpi_type, d->op, d->comm,
+		               &bk->req);
+		bk->state = B_POSTED;
+		d->in_flight++;
+		d->next_post++;
+	}
+}
+
+static void test_posted(dist *d)
+{
+	for (int k = 0; k < d->next_post && d->in_flight > 0; k++) {
+		bucket *bk = &d->b[k];
+		if (bk->state != B_POSTED)
+			continue;
+		int flag = 0;
+		MPI_Test(&bk->req, &flag, MPI_STATUS_IGNORE);
+		if (flag) {
+			bk->t_end = amp_dist_clock();
+			bk->t_wait = bk->t_end;
+			bk->state = B_DONE;
+			d->in_flight--;
+		}
+	}
+}
+
+static void mark_ready(dist *d, int i)
+{
+	if (i < 0 || i >= d->n_params || d->ready[i])
+		return;
+	d->ready[i] = 1;
+	d->b[d->bucket_of[i]].ready++;
+}
+
+static void hook_backward_begin(void *state, amp_ctx *ctx)
+{
+	(void)ctx;
+	dist *d = state;
+	memset(d->ready, 0, (size_t)d->n_params);
+	for (int k = 0; k < d->n_buckets; k++) {
+		d->b[k].ready = 0;
+		d->b[k].state = B_IDLE;
+	}
+	d->next_post = 0;
+	d->in_flight = 0;
+}
+
+static void hook_grad_ready(void *state, amp_ctx *ctx, int i)
+{
+	dist *d = state;
+	mark_ready(d, i);
+	post_ready(d, ctx);
+}
+
+static void hook_progress(void *state, amp_ctx *ctx)
+{
+	(void)ctx;
+	dist *d = state;
+	if (d->in_flight)
+		test_posted(d);
+}
+
+static void hook_backward_end(void *state, amp_ctx *ctx)
+{
+	dist *d = state;
+	for (int i = 0; i < d->n_params; i++)
+		mark_ready(d, i);
+	post_ready(d, ctx);
+}
+
+static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
+{
+	dist *d = state;
+	if (amp_param_count(ctx) != d->n_params)
+		return amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi: parameters were added after "
+		                                      "amp_mpi_attach");
+	/* A step without backward (or one that ended early) still takes part in every collective:
+	 * the other ranks are waiting on it. */
+	if (d->next_post == 0 && d->in_flight == 0)
+		hook_backward_begin(d, ctx);
+	hook_backward_end(d, ctx);
+	int64_t step = amp_step_index(ctx);
+	int rc = AMP_OK;
+	for (int k = 0; k < d->n_buckets; k++) {
+		bucket *bk = &d->b[k];
+		if (bk->state == B_POSTED) {
+			bk->t_wait = amp_dist_clock();
+			int err = MPI_Wait(&bk->req, MPI_STATUS_IGNORE);
+			bk->t_end = amp_dist_clock();
+			bk->waited = 1;
+			bk->state = B_DONE;
+			d->in_flight--;
+			if (err != MPI_SUCCESS && rc == AMP_OK)
+				rc = mpi_fail(ctx, err, "gradient all-reduce");
+		}
+		if (rc == AMP_OK)
+			unpack(d, ctx, bk);
+		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k,
+		               (uint64_t)bk->elems * amp_dtype_size(d->dtype), bk->t_post,
+		               bk->waited ? bk->t_wait : bk->t_end, bk->t_end, bk->flags);
+	}
+	d->next_post = 0;
+	*divisor = d->size;
+	return rc;
+}
+
+static void hook_detach(void *state, amp_ctx *ctx)
+{
+	(void)ctx;
+	dist *d = state;
+	int finalized = 0;
+	MPI_Finalized(&finalized);
+	if (!finalized) {
+		for (int k = 0; k < d->n_buckets; k++)
+			if (d->b[k].state == B_POSTED)
+				MPI_Wait(&d->b[k].req, MPI_STATUS_IGNORE);
+		if (d->op != MPI_SUM)
+			MPI_Op_free(&d->op);
+		MPI_Comm_free(&d->comm);
+	}
+	for (int k = 0; k < d->n_buckets; k++)
+		free(d->b[k].buf);
+	free(d->b);
+	free(d->order);
+	free(d->bucket_of);
+	free(d->ready);
+	free(d->scratch);
+	free(d);
+}
+
+static const amp_dist_ops mpi_ops = {
+    .backward_begin = hook_backward_begin,
+    .grad_ready = hook_grad_ready,
+    .progress = hook_progress,
+    .backward_end = hook_backward_end,
+    .reduce = hook_reduce,
+    .detach = hook_detach,
+};
+
+/* Start-up barriers recorded for the clock alignment of `ampprof merge`. */
+#define BARRIER_ROUNDS 5
+
+/* ---- attach -------------------------------------------------------------------------------- */
+static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
+{
+	int n = d->n_params;
+	d->order = calloc((size_t)n + 1, sizeof *d->order);
+	d->bucket_of = calloc((size_t)n + 1, sizeof *d->bucket_of);
+	d->ready = calloc((size_t)n + 1, 1);
+	d->b = calloc((size_t)n + 1, sizeof *d->b);
+	if (!d->order || !d->bucket_of || !d->ready || !d->b)
+		return AMP_ENOMEM;
+	int64_t largest = 1;
+	for (int k = 0; k < n; k++) {
+		int i = n - 1 - k; /* newest first: the order backward finishes them */
+		d->order[k] = i;
+		int64_t e = numel_of(ctx, i);
+		if (e > largest)
+			largest = e;
+		bucket *bk = &d->b[d->n_buckets];
+		if (bk->count == 0)
+			bk->first = k;
+		bk->count++;
+		bk->elems += e;
+		d->bucket_of[i] = d->n_buckets;
+		if (bk->elems * 4 >= cap_bytes || k == n - 1)
+			d->n_buckets++;
+	}
+	for (int k = 0; k < d->n_buckets; k++) {
+		if (d->b[k].elems > INT32_MAX)
+			return AMP_EINVAL;
+		d->b[k].buf = malloc((size_t)d->b[k].elems * amp_dtype_size(d->dtype) + 1);
+		if (!d->b[k].buf)
+			return AMP_ENOMEM;
+	}
+	d->scratch = malloc((size_t)largest * sizeof(float));
+	return d->scratch ? AMP_OK : AMP_ENOMEM;
+}
+
+/* Every rank has the same parameters: count and sizes compared with rank 0's. */
+static int check_same(dist *d, amp_ctx *ctx)
+{
+	int64_t mine[2] = {d->n_params, 0};
+	for (int i = 0; i < d->n_params; i++)
+		mine[1] = mine[1] * 1000003 + numel_of(ctx, i);
+	int64_t root[2] = {mine[0], mine[1]};
+	int err = MPI_Bcast(root, 2, MPI_INT64_T, 0, d->comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "parameter check");
+	int differ = root[0] != mine[0] || root[1] != mine[1], any = 0;
+	err = MPI_Allreduce(&differ, &any, 1, MPI_INT, MPI_MAX, d->comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "parameter check");
+	if (any) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "amp_mpi_attach: the ranks' parameters differ (rank %d has "
+		         "%d parameters, rank 0 %lld)", d->rank, d->n_params, (long long)root[0]);
+		return amp_dist_fail(ctx, AMP_EINVAL, msg);
+	}
+	return AMP_OK;
+}
+
+static int broadcast(dist *d, amp_ctx *ctx)
+{
+	uint64_t t0 = amp_dist_clock(), bytes = 0;
+	for (int i = 0; i < d->n_params; i++) {
+		amp_tensor *w = amp_param_at(ctx, i);
+		int64_t n = amp_tensor_numel(w);
+		memcpy(d->scratch, amp_tensor_data(w), (size_t)n * sizeof(float));
+		int err = MPI_Bcast(d->scratch, (int)n, MPI_FLOAT, 0, d->comm);
+		if (err != MPI_SUCCESS)
+			return mpi_fail(ctx, err, "parameter broadcast");
+		int rc = amp_param_load(ctx, w, d->scratch);
+		if (rc != AMP_OK)
+			return rc;
+		bytes += (uint64_t)n * sizeof(float);
+	}
+	uint64_t t1 = amp_dist_clock();
+	amp_dist_trace(-1, AMP_COMM_BROADCAST, AMP_F32, -1, bytes, t0, t0, t1, 0);
+	return AMP_OK;
+}
+
+static void note_meta(dist *d, amp_ctx *ctx)
+{
+	char v[64];
+	snprintf(v, sizeof v, "%d", d->rank);
+	amp_dist_meta("rank", v);
+	snprintf(v, sizeof v, "%d", d->size);
+	amp_dist_meta("world_size", v);
+	amp_dist_meta("allreduce_dtype", amp_dtype_name(d->dtype));
+	amp_dist_meta("allreduce_bucket_kb", amp_config_get(ctx, "allreduce_bucket_kb"));
+	snprintf(v, sizeof v, "%d", d->n_buckets);
+	amp_dist_meta("allreduce_buckets", v);
+}
+
+int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	int inited = 0;
+	MPI_Initialized(&inited);
+	if (!inited)
+		return amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi_attach: call MPI_Init first");
+	if (amp_dist_state(ctx, &mpi_ops))
+		return amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi_attach: already attached");
+	dist *d = calloc(1, sizeof *d);
+	if (!d)
+		return amp_dist_fail(ctx, AMP_ENOMEM, "out of memory");
+	int err = MPI_Comm_dup(comm, &d->comm);
+	if (err != MPI_SUCCESS) {
+		free(d);
+		return mpi_fail(ctx, err, "MPI_Comm_dup");
+	}
+	MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(d->comm, &d->rank);
+	MPI_Comm_size(d->comm, &d->size);
+	d->op = MPI_SUM;
+	d->n_params = amp_param_count(ctx);
+	const char *dt = amp_config_get(ctx, "allreduce_dtype");
+	d->dtype = strcmp(dt, "fp16") == 0 ? AMP_F16 : strcmp(dt, "bf16") == 0 ? AMP_BF16 : AMP_F32;
+	if (d->dtype == AMP_F32) {
+		d->mpi_type = MPI_FLOAT;
+	} else {
+		d->mpi_type = MPI_UINT16_T;
+		MPI_Op_create(d->dtype == AMP_F16 ? sum_f16 : sum_bf16, 1, &d->op);
+	}
+	int64_t kb = strtoll(amp_config_get(ctx, "allreduce_bucket_kb"), NULL, 10);
+	int rc = make_buckets(d, ctx, kb * 1024);
+	if (rc != AMP_OK) {
+		hook_detach(d, ctx);
+		return amp_dist_fail(ctx, rc, rc == AMP_ENOMEM ? "out of memory"
+		                                               : "amp_mpi_attach: a bucket over 2^31 values");
+	}
+	rc = check_same(d, ctx);
+	if (rc == AMP_OK)
+		note_meta(d, ctx);
+	/* The start-up barriers: every rank leaves each at about the same instant, which is what
+	 * the merge of the ranks' profiles aligns their clocks on (the median over the rounds, so
+	 * that a rank descheduled on its way out of one does not move the others). */
+	for (int round = 0; rc == AMP_OK && round < BARRIER_ROUNDS; round++) {
+		uint64_t t0 = amp_dist_clock();
+		if ((err = MPI_Barrier(d->comm)) != MPI_SUCCESS)
+			rc = mpi_fail(ctx, err, "start-up barrier");
+		uint64_t t1 = amp_dist_clock();
+		amp_dist_trace(-1, AMP_COMM_BARRIER, AMP_F32, round, 0, t0, t0, t1, 0);
+	}
+	if (rc == AMP_OK)
+		rc = broadcast(d, ctx);
+	if (rc == AMP_OK)
+		rc = amp_dist_attach(ctx, &mpi_ops, d);
+	if (rc != AMP_OK)
+		hook_detach(d, ctx);
+	return rc;
+}
+
+int amp_mpi_rank(const amp_ctx *ctx)
+{
+	const dist *d = amp_dist_state(ctx, &mpi_ops);
+	return d ? d->rank : 0;
+}
+
+int amp_mpi_size(const amp_ctx *ctx)
+{
+	const dist *d = amp_dist_state(ctx, &mpi_ops);
+	return d ? d->size : 1;
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# dist.sh — end-to-end checks of data-parallel training on Open MPI (libamprt_mpi) and of its
+# profiles: `mpirun -np 2` on this machine.  Reads $BUILD (default build); about a minute.
+#
+#   training   identical weights on every rank; 2 ranks x half the batch = 1 process x the
+#              whole batch (fp32, 20 steps, 1e-5 relative); FP16 all-reduce parity; an
+#              overflow on one rank only makes both skip and back off together; mlp_fashion
+#              --dist against one process in amp (300 steps: within 0.5 accuracy points)
+#   profiles   -o run.%r.db, the comm rows (bytes, dtype, bucket, wait), fp16 bytes = half of
+#              fp32, ampprof merge (rank column, clock alignment), the report's communication
+#              share and per-rank table, the advice, a rank killed with SIGKILL
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+BUILD=${BUILD:-build}
+BIN=$BUILD/bin
+T=$BUILD/tests
+e2e_tmpdir OUT ampkit_e2e_dist
+command -v mpirun >/dev/null || e2e_abort "mpirun is missing (make deps installs openmpi-bin)"
+[ -e "$BUILD/lib/libamprt_mpi.so" ] || e2e_abort "libamprt_mpi was not built (libopenmpi-dev missing?)"
+[ -x "$T/dist_cases" ] || e2e_abort "missing $T/dist_cases (run make units)"
+# As root (CI) Open MPI wants to be told; --oversubscribe for more ranks than cores; no binding
+# on a shared machine.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+MPI=(timeout 300 mpirun --oversubscribe --bind-to none)
+unset AMP_PRECISION_MODE AMP_ALLREDUCE_DTYPE AMP_CONFIG
+
+# relerr A B: ||a - b|| / ||a|| of two files of raw floats
+relerr() {
+	python3 - "$1" "$2" <<'PY'
+import struct, sys
+a = open(sys.argv[1], 'rb').read(); b = open(sys.argv[2], 'rb').read()
+if len(a) != len(b) or not a:
+    print('inf'); sys.exit()
+n = len(a) // 4
+A = struct.unpack('%df' % n, a); B = struct.unpack('%df' % n, b)
+num = sum((x - y) ** 2 for x, y in zip(A, B)) ** 0.5
+den = sum(x * x for x in A) ** 0.5
+print('%.3g' % (num / den if den else float('inf')))
+PY
+}
+cmp_num() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; }
+field() { tail -n 1 "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
+
+# ---- training ---------------------------------------------------------------------------------
+for mode in force_fp32 allow_mix_precision; do
+	for dt in fp32 fp16; do
+		AMP_PRECISION_MODE=$mode AMP_ALLREDUCE_DTYPE=$dt "${MPI[@]}" -np 2 "$T/dist_cases" --dist \
+			--steps 20 --weights "$OUT/w.$mode.$dt.%r" >"$OUT/run.out" 2>"$OUT/run.err"
+		check "2 ranks, $mode, all-reduce $dt: exit 0" "$?" 0
+		check_true "2 ranks, $mode, all-reduce $dt: identical weights on both ranks" \
+			cmp -s "$OUT/w.$mode.$dt.0" "$OUT/w.$mode.$dt.1"
+	done
+done
+"${MPI[@]}" -np 3 env AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --dist --steps 5 \
+	--weights "$OUT/w3.%r" >/dev/null 2>"$OUT/run3.err"
+check_true "3 ranks (oversubscribed): identical weights" \
+	sh -c "cmp -s '$OUT/w3.0' '$OUT/w3.1' && cmp -s '$OUT/w3.0' '$OUT/w3.2'"
+
+# the same global batch of 32: 2 ranks x 16 against 1 process x 32 (same seed)
+AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --weights "$OUT/w1.fp32" >/dev/null
+e=$(relerr "$OUT/w1.fp32" "$OUT/w.force_fp32.fp32.0")
+check_true "fp32: 2 ranks x half batch = 1 process x whole batch within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
+# and without the all-reduce the ranks would not agree (the test can fail)
+AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
+e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")
+check_true "half the batch alone is not the same training ($e > 1e-3)" cmp_num "$e" ">" 1e-3
+# FP16 all-reduce: the same training, within FP16 rounding of the gradients
+AMP_PRECISION_MODE=allow_mix_precision "$T/dist_cases" --steps 20 --weights "$OUT/w1.amp" >/dev/null
+e32=$(relerr "$OUT/w1.amp" "$OUT/w.allow_mix_precision.fp32.0")
+e16=$(relerr "$OUT/w1.amp" "$OUT/w.allow_mix_precision.fp16.0")
+check_true "amp: fp32 all-reduce tracks one process ($e32 <= 5e-3)" cmp_num "$e32" "<=" 5e-3
+check_true "amp: fp16 all-reduce tracks one process ($e16 <= 5e-3)" cmp_num "$e16" "<=" 5e-3
+# bit-identical from run to run
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$T/dist_cases" \
+	--dist --steps 20 --weights "$OUT/again.%r" >/dev/null 2>&1
+check_true "fp16 all-reduce: bit-identical weights from run to run" \
+	cmp -s "$OUT/again.0" "$OUT/w.allow_mix_precision.fp16.0"
+# a bucket per parameter still sums the same
+AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=1 "${MPI[@]}" -np 2 "$T/dist_cases" --dist \
+	--steps 20 --weights "$OUT/small.%r" >/dev/null 2>&1
+e=$(relerr "$OUT/w1.fp32" "$OUT/small.0")
+check_true "1 KiB buckets: same training within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
+
+# an overflow on rank 1 only, at step 5: both ranks skip it and halve the scale together
+for dt in fp32 fp16; do
+	AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=$dt "${MPI[@]}" -np 2 \
+		"$T/dist_cases" --dist --steps 10 --overflow-rank 1 --overflow-step 5 --all-ranks \
+		--weights "$OUT/ov.$dt.%r" >"$OUT/ov.out" 2>"$OUT/ov.err"
+	check "one-rank overflow ($dt): exit 0" "$?" 0
+	r0=$(awk '$2 == 0 { print $4, $8, $10 }' "$OUT/ov.out" | sort -n | tr '\n' ' ')
+	r1=$(awk '$2 == 1 { print $4, $8, $10 }' "$OUT/ov.out" | sort -n | tr '\n' ' ')
+	check "one-rank overflow ($dt): identical scale histories" "$r0" "$r1"
+	check "one-rank overflow ($dt): rank 0 skipped step 5 too" \
+		"$(awk '$2 == 0 && $4 == 5 { print $10 }' "$OUT/ov.out")" 1
+	check "one-rank overflow ($dt): the scale backed off to 64 on both" \
+		"$(awk '$4 == 6 { print $8 }' "$OUT/ov.out" | sort -u)" 64
+	check_true "one-rank overflow ($dt): identical weights" cmp -s "$OUT/ov.$dt.0" "$OUT/ov.$dt.1"
+done
+
+# mlp_fashion --dist: the global batch of 128 split over 2 ranks against one process (amp)
+"$BIN/mlp_fashion" --precision=amp --steps 300 --log-every 0 --json >"$OUT/one.json" 2>&1
+"${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=amp --steps 300 --log-every 0 --json \
+	>"$OUT/two.json" 2>"$OUT/two.err"
+check "mlp_fashion --dist: exit 0" "$?" 0
+AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=amp --steps 300 \
+	--log-every 0 --json >"$OUT/two16.json" 2>&1
+a1=$(field "$OUT/one.json" test_accuracy)
+a2=$(field "$OUT/two.json" test_accuracy)
+a16=$(field "$OUT/two16.json" test_accuracy)
+check_true "mlp_fashion: 2 ranks within 0.5 points of 1 process ($a2 vs $a1)" \
+	awk -v a="$a1" -v b="$a2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.8 && d <= 0.005) }'
+check_true "mlp_fashion: fp16 all-reduce within 0.5 points ($a16 vs $a1)" \
+	awk -v a="$a1" -v b="$a16" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.8 && d <= 0.005) }'
+check "mlp_fashion --dist: one result line (rank 0 speaks)" "$(grep -c '^{' "$OUT/two.json")" 1
+grep -q "2 ranks, 64 samples each per step" "$OUT/two.json" || bad "mlp_fashion --dist: says how it splits"
+"$BIN/mlp_fashion" --help | grep -q -- "--dist" || bad "mlp_fashion --help lists --dist"
+
+# ---- profiles -----------------------------------------------------------------------------------
+cd "$OUT" || e2e_abort "cannot enter $OUT"
+B=$(cd "$OLDPWD" && cd "$BUILD" && pwd)
+for dt in fp32 fp16; do
+	AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=$dt "${MPI[@]}" -np 2 \
+		"$B/bin/ampprof" -q -o "p$dt.%r.db" -- "$B/tests/dist_cases" --dist --steps 12 \
+		--overflow-rank 1 --overflow-step 4 >/dev/null 2>"p$dt.err"
+	check "ampprof -o p$dt.%r.db under mpirun: exit 0" "$?" 0
+	check_true "one profile per rank (p$dt.0.db, p$dt.1.db)" test -s "p$dt.0.db" -a -s "p$dt.1.db"
+done
+check "profile: rank in meta" "$(sqlite3 pfp32.1.db "SELECT value FROM meta WHERE key = 'rank'")" 1
+check "profile: kinds of collectives" \
+	"$(sqlite3 pfp32.0.db "SELECT group_concat(kind || ':' || n) FROM (SELECT kind, count(*) n FROM comm GROUP BY kind ORDER BY kind)")" \
+	"allreduce:12,barrier:5,broadcast:1"
+check "profile: all-reduce rows carry dtype and bucket" \
+	"$(sqlite3 pfp16.0.db "SELECT count(*) FROM comm WHERE kind = 'allreduce' AND dtype = 'fp16' AND bucket = 0 AND wait_ns <= dur_ns AND dur_ns > 0")" 12
+b32=$(sqlite3 pfp32.0.db "SELECT sum(bytes) FROM comm WHERE kind = 'allreduce'")
+b16=$(sqlite3 pfp16.0.db "SELECT sum(bytes) FROM comm WHERE kind = 'allreduce'")
+check "fp16 all-reduce moves half the bytes of fp32 ($b16 vs $b32)" "$((b32))" "$((2 * b16))"
+check "profile: the injected overflow is local to rank 1" \
+	"$(sqlite3 pfp32.1.db "SELECT step FROM comm WHERE local_overflow = 1"):$(sqlite3 pfp32.0.db "SELECT count(*) FROM comm WHERE local_overflow = 1")" "4:0"
+
+"$B/bin/ampprof" merge -o merged.db pfp32.0.db pfp32.1.db >merge.out 2>merge.err
+check "ampprof merge: exit 0" "$?" 0
+grep -q "clocks aligned on the start-up barrier (clocks [0-9.]* us apart)" merge.out ||
+	bad "merge says how far apart the clocks were" "$(cat merge.out merge.err)"
+grep -q "rank 1: pfp32.1.db, exited with status 0" merge.out || bad "merge says how rank 1 ended" "$(cat merge.out)"
+for t in steps op_events copy_events comm loss_scale; do
+	check "merged $t: rows of both ranks" "$(sqlite3 merged.db "SELECT group_concat(rank) FROM (SELECT DISTINCT rank FROM $t ORDER BY rank)")" "0,1"
+done
+check "merged: every op row joins its own rank's signature" \
+	"$(sqlite3 merged.db "SELECT count(*) FROM ops")" \
+	"$(( $(sqlite3 pfp32.0.db "SELECT count(*) FROM ops") + $(sqlite3 pfp32.1.db "SELECT count(*) FROM ops") ))"
+check "merged: threads keep their rank" \
+	"$(sqlite3 merged.db "SELECT count(*) FROM op_events e JOIN threads t ON t.id = e.thread WHERE t.rank <> e.rank")" 0
+check_true "merged: aligned on the median barrier round (both ranks leave it at one time)" \
+	test "$(sqlite3 merged.db "SELECT count(*) FROM (SELECT bucket FROM comm WHERE kind = 'barrier' GROUP BY bucket HAVING count(DISTINCT start_ns + dur_ns) = 1 AND count(*) = 2)")" -ge 1
+check "merged: identical scale histories in the database" \
+	"$(sqlite3 merged.db "SELECT group_concat(new_scale) FROM loss_scale WHERE rank = 0 ORDER BY step")" \
+	"$(sqlite3 merged.db "SELECT group_concat(new_scale) FROM loss_scale WHERE rank = 1 ORDER BY step")"
+check "merged: rank_summary has both ranks" "$(sqlite3 merged.db "SELECT group_concat(rank || ':' || steps) FROM rank_summary ORDER BY rank")" "0:12,1:12"
+check_true "merged: comm share in the overview" \
+	test -n "$(sqlite3 merged.db "SELECT comm_share FROM overview WHERE comm_share BETWEEN 0 AND 1 AND ranks = 2 AND rank_spread >= 0")"
+check "merged: advice on the one-rank overflow" \
+	"$(sqlite3 merged.db "SELECT step FROM advice WHERE rule = 'rank_overflow'")" 4
+check "merged: advice on the fp32 all-reduce of an amp run" \
+	"$(sqlite3 merged.db "SELECT count(*) FROM advice WHERE rule = 'fp32_allreduce'")" 1
+"$B/bin/ampprof" merge -o m16.db pfp16.0.db pfp16.1.db >/dev/null
+check "fp16 run: no fp32_allreduce advice" "$(sqlite3 m16.db "SELECT count(*) FROM advice WHERE rule = 'fp32_allreduce'")" 0
+"$B/bin/ampprof" report merged.db >report.out 2>&1
+check "report of the merged profile: exit 0" "$?" 0
+grep -q "^  comm share   [0-9.]* % of step time .*all-reduce in fp32, 2 rank(s), rank spread" report.out ||
+	bad "report: communication share line" "$(cat report.out)"
+grep -qE "^ +1 +12 " report.out || bad "report: per-rank table" "$(cat report.out)"
+"$B/bin/ampdump" --step 4 --db merged.db >dump.out 2>&1
+check "ampdump reads the merged profile" "$?" 0
+"$B/bin/ampprof" report pfp32.0.db >single.out 2>&1
+check "a single-rank profile reports rank 0" "$(sqlite3 pfp32.0.db "SELECT group_concat(rank) FROM rank_summary")" 0
+check "export --table=comm: CSV with the wait column" \
+	"$("$B/bin/ampprof" export --format=csv --table=comm merged.db | head -1 | grep -o 'wait_ns,local_overflow,thread,rank')" \
+	"wait_ns,local_overflow,thread,rank"
+# ampview compares the ranks on its overview (a single-rank profile shows no such block)
+"$B/bin/ampview" --headless --width=120 --height=40 merged.db >view.out 2>&1
+check "ampview reads the merged profile" "$?" 0
+grep -q "^ Comm share  *[0-9.]* % .* 10 %" view.out || bad "ampview: communication share gauge" "$(cat view.out)"
+grep -q "^ Ranks .* per step . spread [0-9.]* %" view.out || bad "ampview: rank spread" "$(cat view.out)"
+check "ampview: one row per rank under Ranks" \
+	"$(sed -n '/^ Ranks /,/^$/p' view.out | grep -cE '^ +[01] +[0-9.]+ [mu]?s ')" 2
+"$B/bin/ampview" --headless --width=100 --height=40 pfp32.0.db >view1.out 2>&1
+check "ampview: no rank block for one rank" "$(grep -c '^ Ranks ' view1.out)" 0
+# merge errors
+"$B/bin/ampprof" merge -o dup.db pfp32.0.db pfp16.0.db >/dev/null 2>dup.err
+check "merge refuses two profiles of one rank" "$?" 6
+grep -q "both rank 0" dup.err || bad "merge: duplicate rank message" "$(cat dup.err)"
+"$B/bin/ampprof" merge -o merged.db pfp32.0.db pfp32.1.db >/dev/null 2>exists.err
+check "merge keeps an existing output without --force" "$?" 4
+"$B/bin/ampprof" merge pfp32.0.db >/dev/null 2>noout.err
+check "merge without -o is a usage error" "$?" 2
+"$B/bin/ampprof" -o 'x.%q.db' -- true >/dev/null 2>badpat.err
+check "--output with an unknown %x is a usage error" "$?" 2
+
+# a rank killed with SIGKILL at step 5: the other rank's profile stays valid, the merge says who
+"${MPI[@]}" -np 2 "$B/bin/ampprof" -q -o "k.%r.db" -- "$B/tests/dist_cases" --dist --steps 50 \
+	--die-rank 1 --die-step 5 >/dev/null 2>&1
+check_true "killed rank: both profiles written" test -s k.0.db -a -s k.1.db
+check "killed rank: rank 1 ended by SIGKILL" "$(sqlite3 k.1.db "SELECT value FROM meta WHERE key = 'exit_signal'")" SIGKILL
+check "killed rank: rank 1's steps before it died are there" "$(sqlite3 k.1.db "SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL")" 5
+check_true "killed rank: rank 0's profile is valid" test "$(sqlite3 k.0.db "PRAGMA integrity_check")" = ok
+"$B/bin/ampprof" merge -o k.db k.0.db k.1.db >k.out 2>&1
+check "killed rank: merge exit 0" "$?" 0
+grep -q "rank 1: k.1.db, killed by SIGKILL (incomplete)" k.out || bad "killed rank: the merge says how rank 1 ended" "$(cat k.out)"
+check "killed rank: merged meta" "$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'rank.1.end'"):$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'complete'")" "killed:0"
+e2e_finish

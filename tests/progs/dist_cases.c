@@ -1,0 +1,210 @@
+/* dist_cases.c — small data-parallel trainings (amp/amp_mpi.h) for the end-to-end tests.
+ *
+ * A 64-128-128-10 ReLU MLP fitted on a fixed synthetic data set with SGD and momentum.  Every
+ * step takes a global batch of --batch samples; under --dist (mpirun -np N) each rank trains on
+ * its contiguous share of it, otherwise the one process trains on the whole batch, so that the
+ * two can be compared weight for weight.
+ *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
+ *              [--die-rank R --die-step S] [--weights FILE]
+ * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
+ * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
+ * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
+ * other ranks then wait at the next all-reduce until the launcher ends them).
+ * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
+ * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
+ * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
+ * the all-reduce dtype come from AMP_PRECISION_MODE and AMP_ALLREDUCE_DTYPE.
+ */
+#include <amp/amp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef AMP_HAVE_MPI
+#include <amp/amp_mpi.h>
+#endif
+
+#define IN 64
+#define HID 128
+#define OUT 10
+#define DATA 512
+
+typedef struct opts {
+	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step;
+	const char *weights;
+} opts;
+
+static float g_x[DATA * IN];
+static int32_t g_y[DATA];
+
+static void make_data(void)
+{
+	uint64_t s = 12345;
+	for (int i = 0; i < DATA * IN; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		g_x[i] = (float)((double)(s >> 40) / 16777216.0 * 2 - 1);
+	}
+	for (int i = 0; i < DATA; i++) /* a label the inputs decide */
+		g_y[i] = (int32_t)(((g_x[i * IN] > 0) * 5 + (int)((g_x[i * IN + 1] + 1) * 2.5f)) % OUT);
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, NULL};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--dist") == 0)
+			o->dist = 1;
+		else if (strcmp(a, "--all-ranks") == 0)
+			o->all_ranks = 1;
+		else if (v && strcmp(a, "--steps") == 0)
+			o->steps = atoi(argv[++i]);
+		else if (v && strcmp(a, "--batch") == 0)
+			o->batch = atoi(argv[++i]);
+		else if (v && strcmp(a, "--overflow-rank") == 0)
+			o->overflow_rank = atoi(argv[++i]);
+		else if (v && strcmp(a, "--overflow-step") == 0)
+			o->overflow_step = atoi(argv[++i]);
+		else if (v && strcmp(a, "--die-rank") == 0)
+			o->die_rank = atoi(argv[++i]);
+		else if (v && strcmp(a, "--die-step") == 0)
+			o->die_step = atoi(argv[++i]);
+		else if (v && strcmp(a, "--weights") == 0)
+			o->weights = argv[++i];
+		else {
+			fprintf(stderr, "dist_cases: unknown argument '%s'\n", a);
+			return 2;
+		}
+	}
+	if (o->batch < 1 || o->batch > DATA || o->steps < 1) {
+		fprintf(stderr, "dist_cases: --batch 1..%d, --steps >= 1\n", DATA);
+		return 2;
+	}
+	return 0;
+}
+
+static int write_weights(amp_ctx *ctx, amp_tensor **p, int n, const char *pattern, int rank)
+{
+	char path[512];
+	const char *r = strstr(pattern, "%r");
+	if (r)
+		snprintf(path, sizeof path, "%.*s%d%s", (int)(r - pattern), pattern, rank, r + 2);
+	else
+		snprintf(path, sizeof path, "%s", pattern);
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		int64_t k = amp_tensor_numel(p[i]);
+		float *buf = malloc((size_t)k * sizeof(float));
+		if (!buf || amp_tensor_read_f32(ctx, p[i], buf) != AMP_OK ||
+		    fwrite(buf, sizeof(float), (size_t)k, f) != (size_t)k) {
+			free(buf);
+			fclose(f);
+			return 1;
+		}
+		free(buf);
+	}
+	return fclose(f) != 0;
+}
+
+#define CHECK(call)                                                                               \
+	do {                                                                                      \
+		if ((call) != AMP_OK) {                                                               \
+			fprintf(stderr, "dist_cases: rank %d: %s: %s\n", rank, #call,                     \
+			        amp_ctx_error(ctx));                                                      \
+			goto out;                                                                         \
+		}                                                                                     \
+	} while (0)
+
+int main(int argc, char **argv)
+{
+	opts o;
+	int rc = parse(argc, argv, &o), rank = 0, size = 1, status = 1;
+	if (rc)
+		return rc;
+#ifdef AMP_HAVE_MPI
+	if (o.dist) {
+		MPI_Init(&argc, &argv);
+		MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+		MPI_Comm_size(MPI_COMM_WORLD, &size);
+	}
+#else
+	if (o.dist) {
+		fprintf(stderr, "dist_cases: built without MPI\n");
+		return 1;
+	}
+#endif
+	make_data();
+	amp_ctx *ctx = NULL;
+	char err[256];
+	if (amp_ctx_new(NULL, &ctx, err, sizeof err) != AMP_OK) {
+		fprintf(stderr, "dist_cases: %s\n", err);
+		goto out;
+	}
+	amp_tensor *p[6];
+	amp_optim *opt;
+	/* Rank 0's seed makes the weights; the others start elsewhere until the broadcast. */
+	char seed[16];
+	snprintf(seed, sizeof seed, "%d", 7 + rank);
+	CHECK(amp_config_set(ctx, "seed", seed));
+	CHECK(amp_param_new(ctx, "fc1", amp_shape2(HID, IN), AMP_INIT_KAIMING, 1, &p[0]));
+	CHECK(amp_param_new(ctx, "fc1.bias", amp_shape1(HID), AMP_INIT_UNIFORM, 0.1f, &p[1]));
+	CHECK(amp_param_new(ctx, "fc2", amp_shape2(HID, HID), AMP_INIT_KAIMING, 1, &p[2]));
+	CHECK(amp_param_new(ctx, "fc2.bias", amp_shape1(HID), AMP_INIT_UNIFORM, 0.1f, &p[3]));
+	CHECK(amp_param_new(ctx, "fc3", amp_shape2(OUT, HID), AMP_INIT_KAIMING, 1, &p[4]));
+	CHECK(amp_param_new(ctx, "fc3.bias", amp_shape1(OUT), AMP_INIT_ZEROS, 0, &p[5]));
+	CHECK(amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 0.05f, .momentum = 0.9f}, &opt));
+#ifdef AMP_HAVE_MPI
+	if (o.dist)
+		CHECK(amp_mpi_attach(ctx, MPI_COMM_WORLD));
+#endif
+	float *x = malloc((size_t)o.batch * IN * sizeof(float));
+	if (!x)
+		goto out;
+	for (int step = 0; step < o.steps; step++) {
+		int start = (step * o.batch) % (DATA - o.batch + 1);
+		int lo = o.batch * rank / size, hi = o.batch * (rank + 1) / size, n = hi - lo;
+		memcpy(x, g_x + (size_t)(start + lo) * IN, (size_t)n * IN * sizeof(float));
+		if (rank == o.die_rank && step == o.die_step) {
+			fflush(stdout);
+			raise(SIGKILL);
+		}
+		if (rank == o.overflow_rank && step == o.overflow_step)
+			x[3] = 3e38f;
+		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *lg, *l;
+		int skipped = 0;
+		CHECK(amp_step_begin(ctx));
+		CHECK(amp_tensor_from_f32(ctx, x, amp_shape2(n, IN), AMP_F32, &xt));
+		CHECK(amp_tensor_from_i32(ctx, g_y + start + lo, amp_shape1(n), &yt));
+		CHECK(amp_linear(ctx, "fc1", xt, p[0], p[1], &h1));
+		CHECK(amp_relu(ctx, "relu1", h1, &a1));
+		CHECK(amp_linear(ctx, "fc2", a1, p[2], p[3], &h2));
+		CHECK(amp_relu(ctx, "relu2", h2, &a2));
+		CHECK(amp_linear(ctx, "fc3", a2, p[4], p[5], &lg));
+		CHECK(amp_cross_entropy(ctx, "loss", lg, yt, &l));
+		CHECK(amp_backward(ctx, l));
+		double scale = amp_loss_scale(ctx);
+		CHECK(amp_optim_step(opt, &skipped));
+		double loss = amp_tensor_item(ctx, l);
+		amp_step_set_samples(ctx, n);
+		CHECK(amp_step_end(ctx));
+		if (rank == 0 || o.all_ranks)
+			printf("rank %d step %d loss %.9g scale %.9g skipped %d\n", rank, step, loss, scale,
+			       skipped);
+	}
+	free(x);
+	if (o.weights && write_weights(ctx, p, 6, o.weights, rank)) {
+		fprintf(stderr, "dist_cases: cannot write %s\n", o.weights);
+		goto out;
+	}
+	status = 0;
+out:
+	amp_ctx_free(ctx);
+#ifdef AMP_HAVE_MPI
+	if (o.dist)
+		MPI_Finalize();
+#endif
+	return status;
+}
