@@ -28,7 +28,7 @@ static int bias_add_backward(amp_ctx *ctx, amp_node *node)
 	amp_tensor *x = node->in[0], *b = node->in[1];
 	const float *g = amp_grad_out_f32(ctx, node);
 	if (!g)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	int64_t c = b->numel, rows = x->numel / c;
 	int rc = AMP_OK;
 	if (x->requires_grad)
@@ -70,7 +70,7 @@ int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bia
 	}
 	for (int i = 0; i < 2; i++)
 		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
@@ -212,7 +212,7 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	float gbuf[AMP_BLOCK], sbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
 	/* g, x or y: (n) in the exec dtype -> dx: (n), block by block */
 	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
@@ -245,7 +245,7 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 		return amp_fail(ctx, AMP_EINVAL, "Pow '%s': exponent %g must be finite",
 		                label ? label : "-", (double)e);
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)

@@ -78,7 +78,7 @@ static int grad_into(amp_ctx *ctx, amp_tensor *t, const amp_tensor *gy, int64_t 
 	int fresh;
 	amp_tensor *gt = amp_grad_open(ctx, t, &fresh);
 	if (!gt)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	for (int64_t k = 0; k < reps; k++)
 		for (int64_t j0 = 0; j0 < m; j0 += AMP_BLOCK) {
 			int64_t n = block_len(m, j0), i0 = k * m + j0;
@@ -107,7 +107,7 @@ static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 		return rc;
 	if (!(in[0] = amp_cast_to(ctx, a, call.exec, label)) ||
 	    !(in[1] = amp_cast_to(ctx, b, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, a->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
@@ -179,7 +179,7 @@ static int scale_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	float gbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
 	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
 		int64_t n = block_len(x->numel, i0);
@@ -202,7 +202,7 @@ int amp_scale(amp_ctx *ctx, const char *label, amp_tensor *x, float s, amp_tenso
 	if (rc)
 		return rc;
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)

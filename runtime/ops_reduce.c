@@ -36,12 +36,12 @@ static int reduce(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *x
 		return amp_fail(ctx, AMP_EINVAL, "%s '%s': NULL out", amp_op_name(op),
 		                label ? label : "-");
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_shape scalar = {0, {0, 0, 0, 0}};
 	amp_tensor *y = amp_alloc(ctx, call.exec, scalar, AMP_MEM_ACTIVATIONS);
 	if (!y)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	const float *xv = amp_f32_view(ctx, in[0]);
 	if (!xv)
 		return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),

@@ -1,4 +1,4 @@
--- profile.sql — the ampkit profile database, schema version 2.
+-- profile.sql — the ampkit profile database, schema version 3.
 --
 -- One SQLite file per profiled run, written by ampprof and read by every tool through
 -- schema/profile_db.c (which embeds this file).  application_id 0x414D5046 ('AMPF') marks the
@@ -10,12 +10,16 @@
 -- run_summary.native_half_share and .half_types; amp_profile_upgrade brings a version-1 file
 -- up to it (the engine of its ops stays NULL: unknown).
 --
+-- Version 3 added what the training features record: steps.grad_norm, .clipped and
+-- .micro_batches (gradient clipping and accumulation), and the memory categories without
+-- memory_optimize (memory.*_unopt); amp_profile_upgrade adds them (NULL in old rows).
+--
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
 -- views `ops` and `copies` join them back into one readable row per execution.
 
 PRAGMA application_id = 1095585862;  -- 0x414D5046 'AMPF'
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 -- Facts about the run, one per key.  Keys written by ampprof: schema_version, ampprof_version,
 -- wire_version, command (the application as given), argv, cwd, pid, host, cpu, start_time
@@ -154,7 +158,14 @@ CREATE TABLE steps (
 	skipped  INTEGER,  -- 1 if the update was skipped
 	samples  INTEGER,  -- samples processed
 	detail   INTEGER,  -- 1 if ops and copies of this step were recorded (--steps)
-	thread   INTEGER   -- threads.id
+	thread   INTEGER,  -- threads.id
+	grad_norm REAL,    -- global L2 norm of the unscaled gradients before clipping; NULL when
+	                   -- not taken (gradient_clipping off, or the step overflowed: skipped
+	                   -- before any norm)
+	clipped  INTEGER,  -- 1 if gradient_clipping scaled the gradients down, 0 if not, NULL
+	                   -- when no norm was taken
+	micro_batches INTEGER -- backward passes (micro-batches) in the step: 1 without gradient
+	                   -- accumulation, gradient_accumulation_steps with it; 0 if none ran
 );
 
 -- One row per loss-scaler decision.
@@ -176,7 +187,16 @@ CREATE TABLE memory (
 	grads           INTEGER,  -- gradients
 	optimizer_state INTEGER,  -- optimizer state
 	total           INTEGER,  -- sum of the categories
-	peak            INTEGER   -- peak of all tensor memory so far
+	peak            INTEGER,  -- peak of all tensor memory so far
+	-- The same without memory_optimize: what its released and recomputed buffers would have
+	-- added.  NULL when memory_optimize was off (the columns above are then that figure).
+	master_weights_unopt  INTEGER,  -- master_weights without memory_optimize
+	working_copies_unopt  INTEGER,  -- working_copies without memory_optimize
+	activations_unopt     INTEGER,  -- activations without memory_optimize
+	grads_unopt           INTEGER,  -- grads without memory_optimize
+	optimizer_state_unopt INTEGER,  -- optimizer_state without memory_optimize
+	total_unopt           INTEGER,  -- total without memory_optimize
+	peak_unopt            INTEGER   -- peak without memory_optimize
 );
 
 -- One row per checked tensor (non-finite checks and headroom statistics).

@@ -498,6 +498,17 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"op_summary", "native_ns", "INTEGER"},
 	    {"run_summary", "native_half_share", "REAL"},
 	    {"run_summary", "half_types", "TEXT"},
+	    /* version 3 */
+	    {"steps", "grad_norm", "REAL"},
+	    {"steps", "clipped", "INTEGER"},
+	    {"steps", "micro_batches", "INTEGER"},
+	    {"memory", "master_weights_unopt", "INTEGER"},
+	    {"memory", "working_copies_unopt", "INTEGER"},
+	    {"memory", "activations_unopt", "INTEGER"},
+	    {"memory", "grads_unopt", "INTEGER"},
+	    {"memory", "optimizer_state_unopt", "INTEGER"},
+	    {"memory", "total_unopt", "INTEGER"},
+	    {"memory", "peak_unopt", "INTEGER"},
 	};
 	static const char *const tables[] = {"nonfinite"};
 	int version = 0;

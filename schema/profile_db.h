@@ -13,8 +13,8 @@
 #include <sqlite3.h>
 
 #define AMP_PROFILE_APP_ID 0x414D5046   /* 'AMPF', PRAGMA application_id */
-#define AMP_PROFILE_VERSION 2           /* PRAGMA user_version written by this schema; version 1
-                                           files are still read (see amp_profile_upgrade) */
+#define AMP_PROFILE_VERSION 3           /* PRAGMA user_version written by this schema; versions
+                                           1 and 2 are still read (see amp_profile_upgrade) */
 
 enum {
 	AMP_PROFILE_OK = 0,
@@ -46,10 +46,11 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
  * amp_profile_create ("cannot open 'path': reason"). */
 int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
 
-/* Brings a profile written by schema version 1 (any revision) up to this version, in place:
+/* Brings a profile written by schema version 1 or 2 up to this version, in place:
  * adds the tables and columns added since (within version 1: tensor_stats.neg_inf, .phase,
  * .thread, the nonfinite table; version 2: op_sigs.engine, op_summary.native_ns,
- * run_summary.native_half_share and .half_types, the engine column of the ops view) and sets
+ * run_summary.native_half_share and .half_types, the engine column of the ops view; version 3:
+ * steps.grad_norm, .clipped, .micro_batches, the memory table's *_unopt columns) and sets
  * user_version and meta schema_version to AMP_PROFILE_VERSION.  Old rows keep NULL in the new
  * columns (an unknown engine).  A read-only reader of a version-1 file must test the columns
  * it needs with amp_profile_has_column instead.  Idempotent; needs a writable connection.

@@ -70,7 +70,7 @@ check_true "unaligned GEMM advice" test "$(q run.db "SELECT count(*) FROM advice
 # engines: the producer's MatMuls (fp16) run on fp32-fma unless told otherwise
 check "engine column filled" "$(q run.db "SELECT group_concat(r) FROM (SELECT DISTINCT op || ':' || coalesce(engine, 'NULL') AS r FROM ops ORDER BY r)")" \
 	"MatMul:fp32-fma,ReLU:fp32-fma,Softmax:fp32-fma"
-check "schema version 2" "$(q run.db "SELECT value FROM meta WHERE key = 'schema_version'") $(q run.db 'PRAGMA user_version')" "2 2"
+check "schema version 3" "$(q run.db "SELECT value FROM meta WHERE key = 'schema_version'") $(q run.db 'PRAGMA user_version')" "3 3"
 check_true "meta cpu_half_features" grep -Eq '^(none|((avx512_bf16|avx512_fp16|amx_bf16|amx_tile) ?)+)$' \
 	<<<"$(q run.db "SELECT value FROM meta WHERE key = 'cpu_half_features'")"
 check "emulated: native half share 0, half types fp16" "$(q run.db 'SELECT native_half_share, half_types FROM overview')" "0.0|fp16"
@@ -90,10 +90,10 @@ check_true "bf16: the report says BF16 share" grep -q '^  BF16 share ' <<<"$("$A
 check "custom op type stored by name" "$(q named.db "SELECT count(*) > 0 FROM ops WHERE op = 'FlashAttention'") $(q named.db "SELECT list FROM op_types WHERE name = 'FlashAttention'")" "1 gray"
 check "ops rows = producer's count with a custom op" "$(q named.db 'SELECT count(*) FROM ops')" \
 	"$(q named.db "SELECT value FROM meta WHERE key = 'ops_dispatched'")"
-err=$("$AMPPROF" -q -o wire.db -- "$PRODUCER" --fake-wire 3 2>&1); rc=$?
+err=$("$AMPPROF" -q -o wire.db -- "$PRODUCER" --fake-wire 4 2>&1); rc=$?
 check "wire version mismatch exits 7" "$rc" 7
-check_true "wire version mismatch names both versions" grep -q "uses libamprt with wire format 3, this ampprof speaks 2" <<<"$err"
-check "wire version mismatch in meta" "$(q wire.db "SELECT value FROM meta WHERE key = 'producer_wire_version'")" 3
+check_true "wire version mismatch names both versions" grep -q "uses libamprt with wire format 4, this ampprof speaks 3" <<<"$err"
+check "wire version mismatch in meta" "$(q wire.db "SELECT value FROM meta WHERE key = 'producer_wire_version'")" 4
 "$AMPPROF" -q -o run.db -- "$PRODUCER" 2>/dev/null; check "existing output refused" "$?" 4
 "$AMPPROF" -q -f -o run.db -- "$PRODUCER" --steps 10 --ops 20; check "--force overwrites" "$?" 0
 check "op row size <= 40 bytes" "$(q run.db "SELECT CASE WHEN sum(pgsize) * 1.0 / (SELECT count(*) FROM op_events) <= 40 OR (SELECT count(*) FROM op_events) < 1000 THEN 1 ELSE 0 END FROM dbstat WHERE name = 'op_events'")" 1

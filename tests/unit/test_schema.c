@@ -54,7 +54,7 @@ Test(schema, create_then_open)
 	cr_assert_eq(amp_profile_meta_get(db, "k", v, sizeof v), AMP_PROFILE_OK);
 	cr_assert_str_eq(v, "v");
 	cr_assert_eq(amp_profile_meta_get(db, "schema_version", v, sizeof v), AMP_PROFILE_OK);
-	cr_assert_str_eq(v, "2");
+	cr_assert_str_eq(v, "3");
 	cr_assert_eq(amp_profile_meta_get(db, "absent", v, sizeof v), AMP_PROFILE_ENOENT);
 	sqlite3_stmt *st;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM op_types WHERE list = 'white'",
@@ -157,7 +157,7 @@ Test(schema, embedded_sql_matches_file)
 	fclose(f);
 	buf[n] = '\0';
 	cr_assert_str_eq(amp_profile_schema_sql(), buf);
-	cr_assert(strstr(buf, "PRAGMA user_version = 2;") != NULL);
+	cr_assert(strstr(buf, "PRAGMA user_version = 3;") != NULL);
 }
 
 Test(schema, strerror_never_null)
@@ -275,7 +275,7 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
 	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "MatMul");
 	cr_assert_eq(sqlite3_column_int(st, 1), 1, "unknown engine: NULL");
-	cr_assert_str_eq((const char *)sqlite3_column_text(st, 2), "2");
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 2), "3");
 	sqlite3_finalize(st);
 	cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
@@ -339,5 +339,46 @@ Test(schema, single_value_queries)
 	cr_assert_eq(amp_profile_query_int64(db, &i, "SELECT 1", "i", (int64_t)1), AMP_PROFILE_EIO,
 	             "an argument with no parameter for it");
 	cr_assert_eq(i, 7, "left as it was");
+	amp_profile_close(db);
+}
+
+/* A version-2 profile (no gradient norm, micro-batch or unoptimized memory columns) opens,
+ * and the upgrade adds the version-3 columns with NULL in the old rows. */
+Test(schema, version_2_upgrades_to_3)
+{
+	sqlite3 *db;
+	char err[256];
+	const char *p = path_in("v2.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(sqlite3_exec(db,
+	                          "ALTER TABLE steps DROP COLUMN grad_norm;"
+	                          "ALTER TABLE steps DROP COLUMN clipped;"
+	                          "ALTER TABLE steps DROP COLUMN micro_batches;"
+	                          "ALTER TABLE memory DROP COLUMN peak_unopt;"
+	                          "ALTER TABLE memory DROP COLUMN activations_unopt;"
+	                          "INSERT INTO steps(step, loss) VALUES (0, 1.5);"
+	                          "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
+	                          "PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK, "%s",
+	             sqlite3_errmsg(db));
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 1, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_not(amp_profile_has_column(db, "steps", "grad_norm"));
+	cr_assert_eq(amp_profile_upgrade(db), AMP_PROFILE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert(amp_profile_has_column(db, "steps", "grad_norm"));
+	cr_assert(amp_profile_has_column(db, "steps", "clipped"));
+	cr_assert(amp_profile_has_column(db, "steps", "micro_batches"));
+	cr_assert(amp_profile_has_column(db, "memory", "activations_unopt"));
+	cr_assert(amp_profile_has_column(db, "memory", "peak_unopt"));
+	sqlite3_stmt *st = NULL;
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT loss, grad_norm IS NULL, micro_batches IS NULL, "
+	                                "(SELECT value FROM meta WHERE key = 'schema_version') "
+	                                "FROM steps ORDER BY step", -1, &st, NULL),
+	             SQLITE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_float_eq(sqlite3_column_double(st, 0), 1.5, 0);
+	cr_assert_eq(sqlite3_column_int(st, 1), 1);
+	cr_assert_eq(sqlite3_column_int(st, 2), 1);
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 3), "3");
+	sqlite3_finalize(st);
 	amp_profile_close(db);
 }
