@@ -224,6 +224,13 @@ $(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/runtime_cases
+# train_cases: a small training with the training features switched on from the command line
+# (clipping, accumulation, checkpoints, memory_optimize, memory_limit) for tests/e2e/train.sh.
+$(BUILD)/tests/train_cases: $(call obj,tests/progs/train_cases.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT) -lm
+units: $(BUILD)/tests/train_cases
 $(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUILD)/obj/bench/bench_emitter.o: CPPFLAGS += -Iprofiler
 # test_profiler summarizes synthetic profiles (genprof) and reads them back through the viewer's
 # model (the half shares and the headroom).
