@@ -77,6 +77,20 @@ check_true "ckpt: damaged file named with the reason" grep -q "checkpoint 'bad.c
 err=$("$TRAIN" --steps 10 --hidden 32 --resume run.ckpt 2>&1)
 check_true "ckpt: another model refused, naming the parameter" grep -q "parameter 'fc2.w' (6,64) in the file, 'fc2.w' (6,32)" <<<"$err"
 
+# a real program: mlp_fashion interrupted after its first epoch and resumed ends exactly where
+# the uninterrupted run ends (test accuracy and the mean loss of its last steps, all digits)
+MLP=$B/bin/mlp_fashion
+"$MLP" --epochs 2 --batch 1000 --stop-after 1 --checkpoint mlp.ckpt >mlp1.out 2>&1
+check "mlp_fashion: stopped after epoch 1 with a checkpoint" "$(grep -c '^checkpoint mlp.ckpt: step 59, epoch 1$' mlp1.out)" 1
+"$MLP" --epochs 2 --batch 1000 --resume mlp.ckpt --json >mlp2.out 2>&1
+check_true "mlp_fashion: resumed at step 59, epoch 1" grep -q '^resumed from mlp.ckpt: step 59, epoch 1$' mlp2.out
+"$MLP" --epochs 2 --batch 1000 --json >mlp3.out 2>&1
+res() { tail -n 1 "$1" | grep -o '"steps":[0-9]*\|"test_accuracy":[0-9.e-]*\|"final_loss":[0-9.e-]*\|"final_scale":[0-9.e-]*' | tr '\n' ' '; }
+check "mlp_fashion: resumed result = uninterrupted result" "$(res mlp2.out)" "$(res mlp3.out)"
+"$MLP" --epochs 2 --batch 500 --resume mlp.ckpt >mlp4.out 2>&1
+check_true "mlp_fashion: resuming with another batch size (inside an epoch) refused" \
+	grep -q "inside an epoch of 120 steps (batch 500)" mlp4.out
+
 # ---- memory_optimize and memory_limit -------------------------------------------------------
 "$AMPPROF" -q -o mem0.db -- "$TRAIN" --steps 4 --print >mem0.out
 "$AMPPROF" -q -o mem1.db -- "$TRAIN" --steps 4 --memopt --print >mem1.out
