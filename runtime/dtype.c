@@ -40,12 +40,14 @@ static int64_t bf16_nonfinite(const void *x, int64_t n) { return amp_count_nonfi
 static void bf16_stats(const void *x, int64_t n, amp_stats *st) { amp_stats_bf16(x, n, st); }
 
 const amp_dtype_info amp_dtype_table[] = {
-    [AMP_F32] = {"fp32", 4, 1, 0, FLT_MAX, f32_from_f32, f32_to_f32, f32_nonfinite, f32_stats},
-    [AMP_F16] = {"fp16", 2, 1, 1, 65504.0, f16_from_f32, f16_to_f32, f16_nonfinite, f16_stats},
-    [AMP_I32] = {"int32", 4, 0, 0, 0.0, NULL, NULL, NULL, NULL},
+    [AMP_F32] = {"fp32", 4, 1, 0, FLT_MAX, 0x7f800000u, f32_from_f32, f32_to_f32, f32_nonfinite,
+                 f32_stats},
+    [AMP_F16] = {"fp16", 2, 1, 1, 65504.0, 0x7c00u, f16_from_f32, f16_to_f32, f16_nonfinite,
+                 f16_stats},
+    [AMP_I32] = {"int32", 4, 0, 0, 0.0, 0, NULL, NULL, NULL, NULL},
     /* bf16's largest finite value: (2 - 2^-7) * 2^127 */
-    [AMP_BF16] = {"bf16", 2, 1, 1, 0x1.fep127, bf16_from_f32, bf16_to_f32, bf16_nonfinite,
-                  bf16_stats},
+    [AMP_BF16] = {"bf16", 2, 1, 1, 0x1.fep127, 0x7f80u, bf16_from_f32, bf16_to_f32,
+                  bf16_nonfinite, bf16_stats},
 };
 
 int amp_dtype_valid(int dt)

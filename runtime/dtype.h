@@ -19,6 +19,7 @@ typedef struct amp_dtype_info {
 	int is_float;          /* fp32 or a half type: op inputs, gradients */
 	int is_half;           /* fp16 or bf16: what the precision modes compute in */
 	double max_finite;     /* largest finite value (0 for int32) */
+	uint32_t inf_bits;     /* +Inf's bit pattern (0 for int32): halves' kernels work on bits */
 	/* Float types only (NULL for int32).  src: (n) fp32 -> dst: (n) of this dtype, rounded to
 	 * nearest even; returns the NaN/Inf count it wrote (0 for fp32). */
 	int64_t (*from_f32)(const float *src, void *dst, int64_t n);

@@ -3,7 +3,8 @@
  *
  * Every kernel computes in FP32.  The pointwise functions read and write half tensors block by
  * block (amp_block_read / amp_block_write: converted in L1, no FP32 copy of the tensor), so a
- * half result that does not fit becomes Inf, as it would on the device.
+ * half result that does not fit becomes Inf, as it would on the device.  ReLU, a selection,
+ * works on a half tensor's bits instead (amp_relu_h16: nothing to convert or round).
  */
 #include "internal.h"
 
@@ -117,31 +118,12 @@ static float gelu_grad_f32(float x)
 	return 0.5f * (1.0f + t) + inner;
 }
 
-/* ReLU as selects on non-aliasing buffers, so the compiler makes them branch-free vector code:
- * a data-dependent branch per element mispredicts on half of a layer's activations. */
-/* x: (n) fp32 -> y: (n) fp32.  x < 0 rather than x > 0 so that NaN passes through. */
-static void relu_forward(const float *restrict x, float *restrict y, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++)
-		y[i] = x[i] < 0.0f ? 0.0f : x[i];
-}
-
-/* x, g: (n) fp32 -> dx: (n) fp32 */
-static void relu_backward(const float *restrict x, const float *restrict g, float *restrict dx,
-                          int64_t n)
-{
-	for (int64_t i = 0; i < n; i++) {
-		const float gi = g[i]; /* loaded unconditionally, so the select needs no branch */
-		dx[i] = x[i] > 0.0f ? gi : 0.0f;
-	}
-}
-
 /* x: (n) fp32 -> y: (n) fp32; e is Pow's exponent. */
 static void pointwise_forward(amp_op_type op, const float *x, float *y, int64_t n, float e)
 {
 	switch (op) {
 	case AMP_OP_RELU:
-		relu_forward(x, y, n);
+		amp_relu_f32(x, y, n);
 		break;
 	case AMP_OP_GELU:
 		for (int64_t i = 0; i < n; i++)
@@ -173,7 +155,7 @@ static void pointwise_backward_kernel(amp_op_type op, const float *g, const floa
 {
 	switch (op) {
 	case AMP_OP_RELU:
-		relu_backward(x, g, dx, n);
+		amp_relu_grad_f32(x, g, dx, n);
 		break;
 	case AMP_OP_GELU:
 		for (int64_t i = 0; i < n; i++)
@@ -213,9 +195,16 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
 		return amp_oom(ctx);
+	const amp_dtype_info *di = amp_dt(node->exec);
+	/* ReLU's gradient is a selection: on the bits, when it is written fresh in the dtype of x
+	 * and of its output's gradient (a half chain) */
+	int on_bits = node->op == AMP_OP_RELU && di->is_half && fresh && gx->dtype == node->exec &&
+	              gy->dtype == node->exec && x->dtype == node->exec;
+	if (on_bits)
+		amp_relu_grad_h16(x->data, gy->data, gx->data, x->numel, (uint16_t)di->inf_bits);
 	float gbuf[AMP_BLOCK], sbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
 	/* g, x or y: (n) in the exec dtype -> dx: (n), block by block */
-	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
+	for (int64_t i0 = 0; !on_bits && i0 < x->numel; i0 += AMP_BLOCK) {
 		int64_t n = x->numel - i0 < AMP_BLOCK ? x->numel - i0 : AMP_BLOCK;
 		const float *g = amp_block_read(gy, i0, n, gbuf), *v = amp_block_read(saved, i0, n, sbuf);
 		float *dx = amp_grad_block_dst(gx, fresh, i0, dbuf);
@@ -250,9 +239,14 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
 		return oom(ctx, op, label);
+	const amp_dtype_info *di = amp_dt(call.exec);
+	/* ReLU is a selection: a half x is done on its bits, in one pass */
+	int on_bits = op == AMP_OP_RELU && di->is_half;
+	if (on_bits)
+		amp_relu_h16(in[0]->data, y->data, y->numel, (uint16_t)di->inf_bits);
 	float xbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
 	/* x: (n) -> y: (n) in the exec dtype, block by block */
-	for (int64_t i0 = 0; i0 < y->numel; i0 += AMP_BLOCK) {
+	for (int64_t i0 = 0; !on_bits && i0 < y->numel; i0 += AMP_BLOCK) {
 		int64_t n = y->numel - i0 < AMP_BLOCK ? y->numel - i0 : AMP_BLOCK;
 		float *yb = amp_block_dst(y, i0, ybuf);
 		pointwise_forward(op, amp_block_read(in[0], i0, n, xbuf), yb, n, e);

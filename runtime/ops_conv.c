@@ -59,69 +59,11 @@ static int conv_is_pointwise(const conv_geom *g)
 	return g->KH == 1 && g->KW == 1 && g->stride == 1 && g->pad == 0;
 }
 
-/* Output columns [*lo, *hi) of a row whose input column ow * stride - pad + kw is inside the
- * image; the others read padding. */
-static void conv_valid_cols(const conv_geom *g, int64_t kw, int64_t *lo, int64_t *hi)
+/* The kernels' view of one image's convolution. */
+static amp_conv_shape conv_shape(const conv_geom *g)
 {
-	int64_t a = 0, b = g->OW;
-	while (a < b && a * g->stride - g->pad + kw < 0)
-		a++;
-	while (b > a && (b - 1) * g->stride - g->pad + kw >= g->W)
-		b--;
-	*lo = a;
-	*hi = b;
-}
-
-/* dst[i] = src[i * stride] for i < n; elements of es bytes (fp32 or fp16). */
-static void copy_strided(char *dst, const char *src, int64_t n, int64_t stride, size_t es)
-{
-	if (stride == 1) {
-		memcpy(dst, src, (size_t)n * es);
-	} else if (es == 2) {
-		uint16_t *d = (uint16_t *)dst;
-		const uint16_t *s = (const uint16_t *)src;
-		for (int64_t i = 0; i < n; i++)
-			d[i] = s[i * stride];
-	} else {
-		float *d = (float *)dst;
-		const float *s = (const float *)src;
-		for (int64_t i = 0; i < n; i++)
-			d[i] = s[i * stride];
-	}
-}
-
-/* One row (kh,kw) of the columns of one channel: plane (H,W) -> row (OH,OW). */
-static void im2col_row(const conv_geom *g, size_t es, const char *plane, int64_t kh, int64_t kw,
-                       char *row)
-{
-	int64_t lo, hi;
-	conv_valid_cols(g, kw, &lo, &hi);
-	for (int64_t oh = 0; oh < g->OH; oh++) {
-		int64_t ih = oh * g->stride - g->pad + kh;
-		char *dst = row + (size_t)(oh * g->OW) * es;
-		if (ih < 0 || ih >= g->H || lo >= hi) {
-			memset(dst, 0, (size_t)g->OW * es);
-			continue;
-		}
-		memset(dst, 0, (size_t)lo * es);
-		memset(dst + (size_t)hi * es, 0, (size_t)(g->OW - hi) * es);
-		int64_t iw = lo * g->stride - g->pad + kw;
-		copy_strided(dst + (size_t)lo * es, plane + (size_t)(ih * g->W + iw) * es, hi - lo,
-		             g->stride, es);
-	}
-}
-
-/* x: (C,H,W) one image -> col: (C*KH*KW, OH*OW); row (c,kh,kw), column (oh,ow); padding 0.
- * Elements are es bytes (fp32 or fp16) and only copied. */
-static void im2col(const conv_geom *g, size_t es, const void *x, void *col)
-{
-	char *row = col;
-	for (int64_t c = 0; c < g->C; c++) {
-		const char *plane = (const char *)x + (size_t)(c * g->H * g->W) * es;
-		for (int64_t kh = 0; kh < g->KH; kh++)
-			for (int64_t kw = 0; kw < g->KW; kw++, row += (size_t)g->ohw * es)
-				im2col_row(g, es, plane, kh, kw, row);
-	}
+	return (amp_conv_shape){.C = g->C, .H = g->H, .W = g->W, .KH = g->KH, .KW = g->KW,
+	                        .OH = g->OH, .OW = g->OW, .stride = g->stride, .pad = g->pad};
 }
 
 /* Column matrix of image n in the exec dtype: the image itself for a pointwise conv, else
@@ -133,20 +75,9 @@ static const void *conv_columns(const conv_geom *g, amp_dtype dt, const void *x,
 	const char *xn = (const char *)x + (size_t)(n * g->C * g->H * g->W) * es;
 	if (conv_is_pointwise(g))
 		return xn;
-	im2col(g, es, xn, col);
+	amp_conv_shape s = conv_shape(g);
+	amp_im2col(&s, es, xn, col);
 	return col;
-}
-
-/* d[i * stride] += s[i] for i < n (non-overlapping buffers, so stride 1 vectorizes). */
-static void add_strided(float *restrict d, const float *restrict s, int64_t n, int64_t stride)
-{
-	if (stride == 1) {
-		for (int64_t i = 0; i < n; i++)
-			d[i] += s[i];
-		return;
-	}
-	for (int64_t i = 0; i < n; i++)
-		d[i * stride] += s[i];
 }
 
 /* The sum of v: (n) in 16 running partial sums combined in a fixed order: vectorized, and the
@@ -167,28 +98,6 @@ static float sum_f32(const float *v, int64_t n)
 	return part[0];
 }
 
-/* col: (C*KH*KW, OH*OW) fp32 -> dx: (C,H,W) fp32, adding each column entry to the pixel it
- * was read from (the adjoint of im2col). */
-static void col2im_add_f32(const conv_geom *g, const float *col, float *dx)
-{
-	const float *row = col;
-	for (int64_t c = 0; c < g->C; c++)
-		for (int64_t kh = 0; kh < g->KH; kh++)
-			for (int64_t kw = 0; kw < g->KW; kw++, row += g->ohw) {
-				int64_t lo, hi;
-				conv_valid_cols(g, kw, &lo, &hi);
-				for (int64_t oh = 0; oh < g->OH; oh++) {
-					int64_t ih = oh * g->stride - g->pad + kh;
-					if (ih < 0 || ih >= g->H)
-						continue;
-					/* input column of output column ow: at + ow * stride */
-					int64_t at = (c * g->H + ih) * g->W - g->pad + kw;
-					add_strided(dx + at + lo * g->stride, row + oh * g->OW + lo, hi - lo,
-					            g->stride);
-				}
-			}
-}
-
 /* Backward, per image n with G_n = dy_n (O, OH*OW) in the exec dtype and col_n its columns:
  *   dw (O, CKK) += G_n col_n^T       dcol (CKK, OH*OW) = w^T G_n -> col2im -> dx_n
  *   dbias (O)   += row sums of G_n
@@ -200,6 +109,7 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 	amp_dtype dt = node->exec;
 	size_t es = amp_dtype_size(dt);
 	conv_geom g = conv_geom_of(x, w, node->i[0], node->i[1]);
+	amp_conv_shape shape = conv_shape(&g);
 	const char *gy = node->out->grad->data; /* (N,O,OH,OW) in the exec dtype */
 	int need_x = x->requires_grad, need_w = w->requires_grad;
 	int need_b = bias && bias->requires_grad;
@@ -240,7 +150,7 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 			if (conv_is_pointwise(&g))
 				amp_vadd_f32(dxn, dcol, dxn, cols);
 			else
-				col2im_add_f32(&g, dcol, dxn);
+				amp_col2im_add_f32(&shape, dcol, dxn);
 		}
 		if (need_b) {
 			for (int64_t o = 0; o < g.O; o++) {
@@ -413,66 +323,6 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 	return AMP_OK;
 }
 
-/* The running window maximum: v replaces the best bv when it is larger, or when it is the
- * window's first NaN (a NaN best is never replaced), so non-finite values propagate. */
-static inline int32_t pool_takes(float v, float bv)
-{
-	return (int32_t)(v > bv) | ((int32_t)(v != v) & (int32_t)(bv == bv));
-}
-
-#define POOL_ROW_MAX 1024 /* widest output row of the two-pass 2x2 window */
-
-/* r: one input row, pairs (r[2j], r[2j+1]) -> m[j] their maximum, i[j] 0 or 1 for which. */
-static void pool_pairs(const float *restrict r, int64_t n, float *restrict m,
-                       int32_t *restrict i)
-{
-	for (int64_t j = 0; j < n; j++) {
-		float a = r[2 * j], b = r[2 * j + 1];
-		int32_t t = pool_takes(b, a);
-		m[j] = t ? b : a;
-		i[j] = t;
-	}
-}
-
-/* x: (H,W) one plane, fp32 -> arg: (OH,OW) offset in the plane of each window's maximum (the
- * first of equal ones, or the first NaN).  Branch-free selects, so the compiler vectorizes
- * the 2x2 stride-2 windows of the usual pooling layer across a row. */
-static void maxpool_plane(const float *x, int64_t W, int k, int stride, int64_t OH, int64_t OW,
-                          int32_t *arg)
-{
-	if (k == 2 && stride == 2 && OW <= POOL_ROW_MAX) {
-		/* Each row's pair first (the right one wins only when larger, or the first NaN),
-		 * then the two rows (row 1 only when larger, or the first NaN): the order of a
-		 * row-major scan, in two passes the compiler vectorizes. */
-		float m0[POOL_ROW_MAX], m1[POOL_ROW_MAX];
-		int32_t i0[POOL_ROW_MAX], i1[POOL_ROW_MAX];
-		for (int64_t oh = 0; oh < OH; oh++) {
-			const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
-			int32_t *ao = arg + oh * OW, base = (int32_t)(2 * oh * W), w = (int32_t)W;
-			pool_pairs(r0, OW, m0, i0);
-			pool_pairs(r1, OW, m1, i1);
-			for (int64_t ow = 0; ow < OW; ow++) {
-				int32_t t = pool_takes(m1[ow], m0[ow]);
-				ao[ow] = base + 2 * (int32_t)ow + (t ? w + i1[ow] : i0[ow]);
-			}
-		}
-		return;
-	}
-	for (int64_t oh = 0; oh < OH; oh++)
-		for (int64_t ow = 0; ow < OW; ow++) {
-			int64_t at0 = oh * stride * W + ow * stride, best = at0;
-			float bv = x[at0];
-			for (int i = 0; i < k; i++)
-				for (int j = 0; j < k; j++) {
-					float v = x[at0 + i * W + j];
-					int take = pool_takes(v, bv);
-					best = take ? at0 + i * W + j : best;
-					bv = take ? v : bv;
-				}
-			arg[oh * OW + ow] = (int32_t)best;
-		}
-}
-
 int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int stride,
                   amp_tensor **out)
 {
@@ -500,39 +350,19 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 	amp_op_start_timer(&call);
 	int64_t N = x->shape.d[0], C = x->shape.d[1], H = x->shape.d[2], W = x->shape.d[3];
 	int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;
-	/* y and arg are written in full; a half x is read a plane at a time through an fp32 buffer */
+	/* y and arg are written in full */
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, amp_shape4(N, C, OH, OW), AMP_MEM_ACTIVATIONS);
 	int32_t *arg = y ? amp_arena_alloc_raw(ctx, (size_t)y->numel * sizeof(int32_t)) : NULL;
-	int f32 = call.exec == AMP_F32;
-	float *pbuf = arg && !f32 ? amp_arena_alloc_raw(ctx, (size_t)(H * W) * sizeof(float)) : NULL;
-	if (!arg || (!f32 && !pbuf))
+	if (!arg)
 		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory", lb);
 
-	/* x: (N,C,H,W) -> y: (N,C,OH,OW), one (H,W) plane at a time. */
-	int64_t plane_out = OH * OW;
-	for (int64_t p = 0; p < N * C; p++) {
-		int32_t *ap = arg + p * plane_out;
-		const float *xv = (const float *)in[0]->data + p * H * W;
-		if (!f32) {
-			amp_dt(call.exec)->to_f32((const uint16_t *)in[0]->data + p * H * W, pbuf, H * W);
-			xv = pbuf;
-		}
-		maxpool_plane(xv, W, k, stride, OH, OW, ap);
-		/* The output is a selection: copy the winners' stored values, exact in either
-		 * dtype. */
-		if (amp_dtype_size(call.exec) == 2) {
-			const uint16_t *xp = (const uint16_t *)in[0]->data + p * H * W;
-			uint16_t *yp = (uint16_t *)y->data + p * plane_out;
-			for (int64_t i = 0; i < plane_out; i++)
-				yp[i] = xp[ap[i]];
-		} else {
-			const float *xp = xv;
-			float *yp = (float *)y->data + p * plane_out;
-			for (int64_t i = 0; i < plane_out; i++)
-				yp[i] = xp[ap[i]];
-		}
-	}
+	/* x: (N,C,H,W) -> y: (N,C,OH,OW), one (H,W) plane at a time, in the exec dtype. */
 	size_t es = amp_dtype_size(call.exec);
+	int64_t plane_out = OH * OW;
+	for (int64_t p = 0; p < N * C; p++)
+		amp_maxpool_plane(call.exec, (const char *)in[0]->data + (size_t)(p * H * W) * es, W, k,
+		                  stride, OH, OW, (char *)y->data + (size_t)(p * plane_out) * es,
+		                  arg + p * plane_out);
 	call.flops = (uint64_t)(y->numel * k * k);
 	call.bytes = (uint64_t)(x->numel + y->numel) * es;
 	amp_node *node;

@@ -160,6 +160,13 @@ static void fill_from(amp_kernel_table *t, const amp_kernel_table *f)
 	FILL(count_nonfinite_f32);
 	FILL(count_nonfinite_f16);
 	FILL(count_nonfinite_bf16);
+	FILL(relu_f32);
+	FILL(relu_h16);
+	FILL(relu_grad_f32);
+	FILL(relu_grad_h16);
+	FILL(im2col);
+	FILL(col2im_add_f32);
+	FILL(maxpool_plane);
 #undef FILL
 	for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++) {
 		if (t->gemm[dt] == NULL && f->gemm[dt] != NULL) {
@@ -554,4 +561,41 @@ int64_t amp_count_nonfinite_f16(const uint16_t *a, int64_t n)
 int64_t amp_count_nonfinite_bf16(const uint16_t *a, int64_t n)
 {
 	return kt()->count_nonfinite_bf16(a, n);
+}
+
+void amp_relu_f32(const float *x, float *y, int64_t n)
+{
+	kt()->relu_f32(x, y, n);
+}
+
+void amp_relu_h16(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf)
+{
+	kt()->relu_h16(x, y, n, inf);
+}
+
+void amp_relu_grad_f32(const float *x, const float *g, float *dx, int64_t n)
+{
+	kt()->relu_grad_f32(x, g, dx, n);
+}
+
+void amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
+                       uint16_t inf)
+{
+	kt()->relu_grad_h16(x, g, dx, n, inf);
+}
+
+void amp_im2col(const amp_conv_shape *s, size_t es, const void *x, void *col)
+{
+	kt()->im2col(s, es, x, col);
+}
+
+void amp_col2im_add_f32(const amp_conv_shape *s, const float *col, float *dx)
+{
+	kt()->col2im_add_f32(s, col, dx);
+}
+
+void amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride, int64_t OH,
+                       int64_t OW, void *y, int32_t *arg)
+{
+	kt()->maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
 }

@@ -148,4 +148,33 @@ int64_t amp_count_nonfinite_f16(const uint16_t *a, int64_t n);
 /* a: (n) bf16; NaN and Inf are the patterns with all exponent bits set (0x7f80). */
 int64_t amp_count_nonfinite_bf16(const uint16_t *a, int64_t n);
 
+/* ---- layer kernels: ReLU, im2col, max pooling (nn_impl.h) ------------------------------
+ * Selects, copies and adds only, so every path gives the same bits.  Half tensors are handled
+ * on their bits: inf is the dtype's +Inf pattern (0x7c00 fp16, 0x7f80 bf16). */
+/* y = x < 0 ? 0 : x (NaN and -0 pass through); y must not overlap x. */
+void amp_relu_f32(const float *x, float *y, int64_t n);
+void amp_relu_h16(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf);
+/* dx = x > 0 ? g : 0 (0 for NaN x); dx must not overlap x or g. */
+void amp_relu_grad_f32(const float *x, const float *g, float *dx, int64_t n);
+void amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
+                       uint16_t inf);
+
+/* The geometry of one image's convolution: input (C,H,W), filters KH x KW at stride with pad
+ * zeros on every side, output (OH,OW). */
+typedef struct amp_conv_shape {
+	int64_t C, H, W, KH, KW, OH, OW, stride, pad;
+} amp_conv_shape;
+/* x: (C,H,W) of es-byte elements (4 or 2) -> col: (C*KH*KW, OH*OW), row (c,kh,kw) and column
+ * (oh,ow) the input pixel that filter tap reads, 0 in the padding. */
+void amp_im2col(const amp_conv_shape *s, size_t es, const void *x, void *col);
+/* The adjoint: dx (C,H,W) fp32 += every entry of col (C*KH*KW, OH*OW) fp32 at its pixel. */
+void amp_col2im_add_f32(const amp_conv_shape *s, const float *col, float *dx);
+
+/* x: (H,W) one plane of dtype dt (fp32, fp16 or bf16) -> arg: (OH,OW) the offset in the plane
+ * of each k x k window's maximum at stride (the first of equal values, or the first NaN), and
+ * y: (OH,OW) of dt, the value stored there (bit-exact).  k <= 64 per window row is not
+ * required; OH, OW are (H - k) / stride + 1 and (W - k) / stride + 1. */
+void amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride, int64_t OH,
+                       int64_t OW, void *y, int32_t *arg);
+
 #endif

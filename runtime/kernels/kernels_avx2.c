@@ -114,6 +114,7 @@ static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict
 }
 
 #include "gemm_impl.h"
+#include "nn_impl.h"
 
 const amp_kernel_table amp_kernels_avx2_table = {
 	.isa = AMP_ISA_AVX2,
@@ -133,4 +134,11 @@ const amp_kernel_table amp_kernels_avx2_table = {
 	.count_nonfinite_f32 = count_nonfinite_f32,
 	.count_nonfinite_f16 = count_nonfinite_f16,
 	.count_nonfinite_bf16 = count_nonfinite_bf16,
+	.relu_f32 = relu_f32,
+	.relu_h16 = relu_h16,
+	.relu_grad_f32 = relu_grad_f32,
+	.relu_grad_h16 = relu_grad_h16,
+	.im2col = im2col,
+	.col2im_add_f32 = col2im_add_f32,
+	.maxpool_plane = maxpool_plane,
 };

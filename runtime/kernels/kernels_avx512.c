@@ -293,6 +293,184 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 }
 
 #include "gemm_impl.h"
+#include "nn_impl.h"
+
+/* Lanes [lo, hi) of a chunk of `lanes` starting at column c0 (bit j = column c0 + j). */
+static inline uint64_t col_mask(int64_t c0, int64_t lanes, int64_t lo, int64_t hi)
+{
+	int64_t a = lo - c0 < 0 ? 0 : lo - c0, b = hi - c0 > lanes ? lanes : hi - c0;
+	if (b <= a)
+		return 0;
+	uint64_t upto = b >= 64 ? ~0ull : (1ull << b) - 1;
+	return upto & ~((1ull << a) - 1);
+}
+
+/* im2col at stride 1: each output row is one load and one store per 32 halves or 16 floats,
+ * the padding lanes zeroed in registers (a load that would leave the image is masked instead,
+ * so they are never read).  The masks depend on the filter column and the chunk only, so the
+ * rows are the inner loop.  A row of one chunk is stored full width: the rows of col are
+ * consecutive, so its lanes past the row are rewritten by the next rows' stores (the rows
+ * near the end of col are stored masked).  Other strides go to im2col. */
+static void im2col_avx512(const amp_conv_shape *s, size_t es, const void *x, void *col)
+{
+	if (s->stride != 1) {
+		im2col(s, es, x, col);
+		return;
+	}
+	const int64_t C = s->C, H = s->H, W = s->W, KH = s->KH, KW = s->KW, OH = s->OH;
+	const int64_t OW = s->OW, pad = s->pad, lanes = es == 2 ? 32 : 16;
+	const int64_t end = C * H * W; /* elements of x */
+	char *out = col;               /* the first output row of the current filter tap */
+	const char *stop = (const char *)col + (size_t)(C * KH * KW * OH * OW) * es; /* its end */
+	for (int64_t c = 0; c < C; c++)
+		for (int64_t kh = 0; kh < KH; kh++)
+			for (int64_t kw = 0; kw < KW; kw++, out += (size_t)(OH * OW) * es) {
+				int64_t lo, hi;
+				conv_cols(s, kw, &lo, &hi);
+				for (int64_t c0 = 0; c0 < OW; c0 += lanes) {
+					int64_t n = OW - c0 < lanes ? OW - c0 : lanes;
+					__mmask64 ld = col_mask(c0, lanes, lo, hi);
+					/* one chunk: full width unless it would pass the end of col; else
+					 * the tail chunk masked */
+					__mmask64 st_n = n == lanes ? ~0ull : (1ull << n) - 1;
+					__mmask64 st = OW <= lanes ? ~0ull : st_n;
+					__m512i keep = es == 2 ? _mm512_movm_epi16((__mmask32)ld)
+					                       : _mm512_movm_epi32((__mmask16)ld);
+					for (int64_t oh = 0; oh < OH; oh++) {
+						int64_t ih = oh - pad + kh;
+						/* element of x that output column c0 reads */
+						int64_t from = (c * H + ih) * W - pad + kw + c0;
+						char *dst = out + (size_t)(oh * OW + c0) * es;
+						__mmask64 m = dst + lanes * es <= stop ? st : st_n;
+						__m512i v;
+						if (ih < 0 || ih >= H)
+							v = _mm512_setzero_si512();
+						else if (from >= 0 && from + lanes <= end)
+							v = _mm512_and_si512(
+							    _mm512_loadu_si512((const char *)x + (size_t)from * es), keep);
+						else if (es == 2)
+							v = _mm512_maskz_loadu_epi16((__mmask32)ld,
+							                             (const uint16_t *)x + from);
+						else
+							v = _mm512_maskz_loadu_epi32((__mmask16)ld,
+							                             (const uint32_t *)x + from);
+						if (es == 2)
+							_mm512_mask_storeu_epi16(dst, (__mmask32)m, v);
+						else
+							_mm512_mask_storeu_epi32(dst, (__mmask16)m, v);
+					}
+				}
+			}
+}
+
+/* col2im_add_f32 at stride 1, by input row: 16 pixels of a row gather their column entries
+ * (one masked load per filter tap) in the (kh, kw) order of col2im_add_f32, so every pixel's
+ * sum is the same, and are stored once.  Other strides go to col2im_add_f32. */
+static void col2im_add_avx512(const amp_conv_shape *s, const float *col, float *dx)
+{
+	if (s->stride != 1) {
+		col2im_add_f32(s, col, dx);
+		return;
+	}
+	int64_t ohw = s->OH * s->OW;
+	for (int64_t c = 0; c < s->C; c++)
+		for (int64_t ih = 0; ih < s->H; ih++) {
+			float *d = dx + (c * s->H + ih) * s->W;
+			for (int64_t i0 = 0; i0 < s->W; i0 += 16) {
+				__mmask16 dm = (__mmask16)col_mask(i0, 16, 0, s->W);
+				__m512 acc = _mm512_maskz_loadu_ps(dm, d + i0);
+				for (int64_t kh = 0; kh < s->KH; kh++) {
+					int64_t oh = ih + s->pad - kh; /* the output row that read row ih */
+					if (oh < 0 || oh >= s->OH)
+						continue;
+					for (int64_t kw = 0; kw < s->KW; kw++) {
+						/* pixel iw was read by output column iw + pad - kw */
+						int64_t shift = s->pad - kw;
+						const float *r = col + ((c * s->KH + kh) * s->KW + kw) * ohw +
+						                 oh * s->OW + shift;
+						__mmask16 m = (__mmask16)col_mask(i0, 16, -shift, s->OW - shift) & dm;
+						/* only the lanes that read it add (-0 stays -0) */
+						acc = _mm512_mask_add_ps(acc, m, acc,
+						                         _mm512_maskz_loadu_ps(m, r + i0));
+					}
+				}
+				_mm512_mask_storeu_ps(d + i0, dm, acc);
+			}
+		}
+}
+
+/* 2x2 windows at stride 2 (the usual pooling layer) in registers, 16 outputs at a time:
+ * each output row's two input rows are loaded (masked at the edge), widened to fp32 for the
+ * comparisons, split into even and odd columns and compared as maxpool_plane does (the right
+ * one only when larger or the first NaN, then row 1 only when larger or the first NaN); the
+ * output takes the winner's stored bits.  Other windows go to maxpool_plane. */
+static void maxpool_plane_avx512(amp_dtype dt, const void *x, int64_t W, int k, int stride,
+                                 int64_t OH, int64_t OW, void *y, int32_t *arg)
+{
+	if (k != 2 || stride != 2) {
+		maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+		return;
+	}
+	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+	                                       28, 30);
+	const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+	const __m512i one = _mm512_set1_epi32(1);
+	for (int64_t oh = 0; oh < OH; oh++)
+		for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+			int64_t nn = OW - ow0 < 16 ? OW - ow0 : 16;
+			__mmask32 in_m = nn == 16 ? 0xffffffffu : (__mmask32)((1ull << (2 * nn)) - 1);
+			__mmask16 out_m = (__mmask16)((1u << nn) - 1);
+			__m512 m[2];
+			__m512i mb[2], mi[2];
+			for (int r = 0; r < 2; r++) {
+				int64_t at = (2 * oh + r) * W + 2 * ow0;
+				__m512 lo, hi;
+				__m512i blo, bhi; /* the stored bits, zero-extended to 32 */
+				if (dt == AMP_F32) {
+					const float *p = (const float *)x + at;
+					lo = _mm512_maskz_loadu_ps((__mmask16)in_m, p);
+					hi = _mm512_maskz_loadu_ps((__mmask16)(in_m >> 16), p + 16);
+					blo = _mm512_castps_si512(lo);
+					bhi = _mm512_castps_si512(hi);
+				} else {
+					__m512i h = _mm512_maskz_loadu_epi16(in_m, (const uint16_t *)x + at);
+					__m256i h0 = _mm512_castsi512_si256(h);
+					__m256i h1 = _mm512_extracti64x4_epi64(h, 1);
+					blo = _mm512_cvtepu16_epi32(h0);
+					bhi = _mm512_cvtepu16_epi32(h1);
+					if (dt == AMP_BF16) {
+						lo = _mm512_castsi512_ps(_mm512_slli_epi32(blo, 16));
+						hi = _mm512_castsi512_ps(_mm512_slli_epi32(bhi, 16));
+					} else {
+						lo = _mm512_cvtph_ps(h0);
+						hi = _mm512_cvtph_ps(h1);
+					}
+				}
+				__m512 a = _mm512_permutex2var_ps(lo, even, hi);
+				__m512 b = _mm512_permutex2var_ps(lo, odd, hi);
+				__mmask16 t = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ) |
+				              (_mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q) &
+				               _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q));
+				m[r] = _mm512_mask_blend_ps(t, a, b);
+				mb[r] = _mm512_mask_blend_epi32(t, _mm512_permutex2var_epi32(blo, even, bhi),
+				                                _mm512_permutex2var_epi32(blo, odd, bhi));
+				mi[r] = _mm512_maskz_mov_epi32(t, one);
+			}
+			__mmask16 t = _mm512_cmp_ps_mask(m[1], m[0], _CMP_GT_OQ) |
+			              (_mm512_cmp_ps_mask(m[1], m[1], _CMP_UNORD_Q) &
+			               _mm512_cmp_ps_mask(m[0], m[0], _CMP_ORD_Q));
+			/* offset: 2 * oh * W + 2 * ow + (row 1 ? W : 0) + the column in the pair */
+			__m512i col = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(2 * oh * W + 2 * ow0)),
+			                               even); /* even: 2 * ow - 2 * ow0 */
+			__m512i off = _mm512_mask_add_epi32(mi[0], t, mi[1], _mm512_set1_epi32((int32_t)W));
+			_mm512_mask_storeu_epi32(arg + oh * OW + ow0, out_m, _mm512_add_epi32(col, off));
+			__m512i yb = _mm512_mask_blend_epi32(t, mb[0], mb[1]);
+			if (dt == AMP_F32)
+				_mm512_mask_storeu_epi32((float *)y + oh * OW + ow0, out_m, yb);
+			else
+				_mm512_mask_cvtepi32_storeu_epi16((uint16_t *)y + oh * OW + ow0, out_m, yb);
+		}
+}
 
 const amp_kernel_table amp_kernels_avx512_table = {
 	.isa = AMP_ISA_AVX512,
@@ -312,4 +490,11 @@ const amp_kernel_table amp_kernels_avx512_table = {
 	.count_nonfinite_f32 = count_nonfinite_f32,
 	.count_nonfinite_f16 = count_nonfinite_f16,
 	.count_nonfinite_bf16 = count_nonfinite_bf16,
+	.relu_f32 = relu_f32,
+	.relu_h16 = relu_h16,
+	.relu_grad_f32 = relu_grad_f32,
+	.relu_grad_h16 = relu_grad_h16,
+	.im2col = im2col_avx512,
+	.col2im_add_f32 = col2im_add_avx512,
+	.maxpool_plane = maxpool_plane_avx512,
 };

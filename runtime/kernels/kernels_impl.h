@@ -44,6 +44,15 @@ typedef struct amp_kernel_table {
 	int64_t (*count_nonfinite_f32)(const float *a, int64_t n);
 	int64_t (*count_nonfinite_f16)(const uint16_t *a, int64_t n);
 	int64_t (*count_nonfinite_bf16)(const uint16_t *a, int64_t n);
+	void (*relu_f32)(const float *x, float *y, int64_t n);
+	void (*relu_h16)(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf);
+	void (*relu_grad_f32)(const float *x, const float *g, float *dx, int64_t n);
+	void (*relu_grad_h16)(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
+	                      uint16_t inf);
+	void (*im2col)(const amp_conv_shape *s, size_t es, const void *x, void *col);
+	void (*col2im_add_f32)(const amp_conv_shape *s, const float *col, float *dx);
+	void (*maxpool_plane)(amp_dtype dt, const void *x, int64_t W, int k, int stride,
+	                      int64_t OH, int64_t OW, void *y, int32_t *arg);
 } amp_kernel_table;
 
 extern const amp_kernel_table amp_kernels_scalar_table;
