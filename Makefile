@@ -229,8 +229,15 @@ units: $(BUILD)/tests/runtime_cases
 $(BUILD)/tests/train_cases: $(call obj,tests/progs/train_cases.c) $(LIBRT_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT) -lm
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/train_cases
+# ops_tour: a training through the model ops (BatchNorm2D, pooling, axis reductions, ...) for
+# tests/e2e/ops.sh, which checks that the profile names each of them.
+$(BUILD)/tests/ops_tour: $(call obj,tests/progs/ops_tour.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/ops_tour
 $(BUILD)/obj/tests/unit/test_profiler.o $(BUILD)/obj/bench/bench_ingest.o $(BUILD)/obj/bench/bench_emitter.o: CPPFLAGS += -Iprofiler
 # test_profiler summarizes synthetic profiles (genprof) and reads them back through the viewer's
 # model (the half shares and the headroom).

@@ -335,9 +335,10 @@ float *amp_block_dst(amp_tensor *t, int64_t i0, float *buf);
 /* Stores n values written at dst (from amp_block_dst) into t at i0: rounds them for a half t,
  * nothing to do for fp32. */
 void amp_block_write(amp_tensor *t, int64_t i0, int64_t n, const float *dst);
-/* y = a + b (op AMP_OP_ADD) or a * b (AMP_OP_MUL), b broadcast over a's leading dims (its
- * shape a trailing part of a's), all three of one float dtype, block by block.  AMP_OK, or
- * AMP_ENOMEM (message set). */
+/* y = a op b for op AMP_OP_ADD, _SUB, _MUL, _DIV, _MAXIMUM or _MINIMUM with NumPy
+ * broadcasting (y has the broadcast shape of a and b), all three of one float dtype, block by
+ * block.  AMP_OK, AMP_ESHAPE when the shapes do not broadcast to y's, or AMP_ENOMEM (message
+ * set). */
 int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const amp_tensor *b,
                       amp_tensor *y);
 /* Stores t->numel fp32 values into the float tensor t (rounded to its dtype). */

@@ -1,5 +1,5 @@
-/* ops_activation.c — BiasAdd and the pointwise functions: ReLU, GELU (tanh approximation), Log,
- * Exp, Sqrt and Pow (scalar exponent).
+/* ops_activation.c — BiasAdd and the pointwise functions: ReLU, GELU (tanh approximation),
+ * Sigmoid, Tanh, Neg, Abs, Clamp, Log, Exp, Sqrt and Pow (scalar exponent).
  *
  * Every kernel computes in FP32.  The pointwise functions read and write half tensors block by
  * block (amp_block_read / amp_block_write: converted in L1, no FP32 copy of the tensor), so a
@@ -95,8 +95,11 @@ static uint64_t pointwise_flops(amp_op_type op)
 {
 	switch (op) {
 	case AMP_OP_GELU: return 10;
-	case AMP_OP_POW: return 4;
+	case AMP_OP_POW:
+	case AMP_OP_SIGMOID:
+	case AMP_OP_TANH: return 4;
 	case AMP_OP_LOG:
+	case AMP_OP_CLAMP:
 	case AMP_OP_EXP: return 2;
 	default: return 1;
 	}
@@ -118,10 +121,43 @@ static float gelu_grad_f32(float x)
 	return 0.5f * (1.0f + t) + inner;
 }
 
-/* x: (n) fp32 -> y: (n) fp32; e is Pow's exponent. */
-static void pointwise_forward(amp_op_type op, const float *x, float *y, int64_t n, float e)
+/* 1 / (1 + exp(-x)), never exp of a large positive argument. */
+static float sigmoid_f32(float x)
+{
+	if (x >= 0.0f)
+		return 1.0f / (1.0f + expf(-x));
+	float e = expf(x);
+	return e / (1.0f + e);
+}
+
+/* x: (n) fp32 -> y: (n) fp32; e is Pow's exponent, or Clamp's bounds [e, e2]. */
+static void pointwise_forward(amp_op_type op, const float *x, float *y, int64_t n, float e,
+                              float e2)
 {
 	switch (op) {
+	case AMP_OP_SIGMOID:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = sigmoid_f32(x[i]);
+		break;
+	case AMP_OP_TANH:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = tanhf(x[i]);
+		break;
+	case AMP_OP_NEG:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = -x[i];
+		break;
+	case AMP_OP_ABS:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = fabsf(x[i]);
+		break;
+	case AMP_OP_CLAMP:
+		/* comparisons that keep a NaN x as it is */
+		for (int64_t i = 0; i < n; i++) {
+			float v = x[i] < e ? e : x[i];
+			y[i] = v > e2 ? e2 : v;
+		}
+		break;
 	case AMP_OP_RELU:
 		amp_relu_f32(x, y, n);
 		break;
@@ -149,11 +185,37 @@ static void pointwise_forward(amp_op_type op, const float *x, float *y, int64_t 
 	}
 }
 
-/* g, x, y: (n) fp32 -> dx: (n) fp32.  Exp and Sqrt use the saved output y. */
+/* The ops whose backward reads their output y rather than their input x. */
+static int pointwise_uses_y(amp_op_type op)
+{
+	return op == AMP_OP_EXP || op == AMP_OP_SQRT || op == AMP_OP_SIGMOID || op == AMP_OP_TANH;
+}
+
+/* g, x, y: (n) fp32 -> dx: (n) fp32.  Exp, Sqrt, Sigmoid and Tanh use the saved output y. */
 static void pointwise_backward_kernel(amp_op_type op, const float *g, const float *x,
-                                      const float *y, float *dx, int64_t n, float e)
+                                      const float *y, float *dx, int64_t n, float e, float e2)
 {
 	switch (op) {
+	case AMP_OP_SIGMOID:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] * y[i] * (1.0f - y[i]);
+		break;
+	case AMP_OP_TANH:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = g[i] * (1.0f - y[i] * y[i]);
+		break;
+	case AMP_OP_NEG:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = -g[i];
+		break;
+	case AMP_OP_ABS:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = x[i] > 0.0f ? g[i] : x[i] < 0.0f ? -g[i] : 0.0f;
+		break;
+	case AMP_OP_CLAMP:
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = x[i] >= e && x[i] <= e2 ? g[i] : 0.0f;
+		break;
 	case AMP_OP_RELU:
 		amp_relu_grad_f32(x, g, dx, n);
 		break;
@@ -189,7 +251,7 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 {
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *x = node->in[0], *gy = node->out->grad;
-	int uses_y = node->op == AMP_OP_EXP || node->op == AMP_OP_SQRT;
+	int uses_y = pointwise_uses_y(node->op);
 	const amp_tensor *saved = uses_y ? node->out : x;
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
@@ -209,7 +271,7 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 		const float *g = amp_block_read(gy, i0, n, gbuf), *v = amp_block_read(saved, i0, n, sbuf);
 		float *dx = amp_grad_block_dst(gx, fresh, i0, dbuf);
 		pointwise_backward_kernel(node->op, g, uses_y ? NULL : v, uses_y ? v : NULL, dx, n,
-		                          node->f[0]);
+		                          node->f[0], node->f[1]);
 		amp_grad_block_end(gx, fresh, i0, n, dx);
 	}
 	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
@@ -220,7 +282,7 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 }
 
 static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *x, float e,
-                     amp_tensor **out)
+                     float e2, amp_tensor **out)
 {
 	amp_op_call call;
 	amp_tensor *in[1] = {x};
@@ -233,6 +295,9 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 	if (op == AMP_OP_POW && !isfinite(e))
 		return amp_fail(ctx, AMP_EINVAL, "Pow '%s': exponent %g must be finite",
 		                label ? label : "-", (double)e);
+	if (op == AMP_OP_CLAMP && !(e <= e2))
+		return amp_fail(ctx, AMP_EINVAL, "Clamp '%s': bounds [%g, %g] must satisfy lo <= hi",
+		                label ? label : "-", (double)e, (double)e2);
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
 		return amp_oom(ctx);
 	amp_op_start_timer(&call);
@@ -249,7 +314,7 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 	for (int64_t i0 = 0; !on_bits && i0 < y->numel; i0 += AMP_BLOCK) {
 		int64_t n = y->numel - i0 < AMP_BLOCK ? y->numel - i0 : AMP_BLOCK;
 		float *yb = amp_block_dst(y, i0, ybuf);
-		pointwise_forward(op, amp_block_read(in[0], i0, n, xbuf), yb, n, e);
+		pointwise_forward(op, amp_block_read(in[0], i0, n, xbuf), yb, n, e, e2);
 		amp_block_write(y, i0, n, yb);
 	}
 	call.flops = (uint64_t)y->numel * pointwise_flops(op);
@@ -257,38 +322,66 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 	amp_node *node;
 	if ((rc = amp_op_end(ctx, &call, y, in, 1, pointwise_backward, &node)))
 		return rc;
-	if (node)
+	if (node) {
 		node->f[0] = e;
+		node->f[1] = e2;
+	}
 	*out = y;
 	return AMP_OK;
 }
 
 int amp_relu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
 {
-	return pointwise(ctx, AMP_OP_RELU, label, x, 0.0f, out);
+	return pointwise(ctx, AMP_OP_RELU, label, x, 0.0f, 0.0f, out);
 }
 
 int amp_gelu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
 {
-	return pointwise(ctx, AMP_OP_GELU, label, x, 0.0f, out);
+	return pointwise(ctx, AMP_OP_GELU, label, x, 0.0f, 0.0f, out);
 }
 
 int amp_log(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
 {
-	return pointwise(ctx, AMP_OP_LOG, label, x, 0.0f, out);
+	return pointwise(ctx, AMP_OP_LOG, label, x, 0.0f, 0.0f, out);
 }
 
 int amp_exp(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
 {
-	return pointwise(ctx, AMP_OP_EXP, label, x, 0.0f, out);
+	return pointwise(ctx, AMP_OP_EXP, label, x, 0.0f, 0.0f, out);
 }
 
 int amp_sqrt(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
 {
-	return pointwise(ctx, AMP_OP_SQRT, label, x, 0.0f, out);
+	return pointwise(ctx, AMP_OP_SQRT, label, x, 0.0f, 0.0f, out);
 }
 
 int amp_pow(amp_ctx *ctx, const char *label, amp_tensor *x, float exponent, amp_tensor **out)
 {
-	return pointwise(ctx, AMP_OP_POW, label, x, exponent, out);
+	return pointwise(ctx, AMP_OP_POW, label, x, exponent, 0.0f, out);
+}
+
+int amp_sigmoid(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_SIGMOID, label, x, 0.0f, 0.0f, out);
+}
+
+int amp_tanh(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_TANH, label, x, 0.0f, 0.0f, out);
+}
+
+int amp_neg(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_NEG, label, x, 0.0f, 0.0f, out);
+}
+
+int amp_abs(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_ABS, label, x, 0.0f, 0.0f, out);
+}
+
+int amp_clamp(amp_ctx *ctx, const char *label, amp_tensor *x, float lo, float hi,
+              amp_tensor **out)
+{
+	return pointwise(ctx, AMP_OP_CLAMP, label, x, lo, hi, out);
 }

@@ -1,4 +1,5 @@
-/* ops_elementwise.c — elementwise ops: Add, Mul (with trailing broadcast), Scale.
+/* ops_elementwise.c — elementwise binary ops with NumPy broadcasting (Add, Sub, Mul, Div,
+ * Maximum, Minimum) and Scale.
  *
  * Half tensors are computed in FP32 block by block (amp_block_read / amp_block_write: blocks
  * converted in L1, never an FP32 copy of a whole tensor); FP32 ones in place.  This file is the
@@ -8,19 +9,100 @@
 
 #include <string.h>
 
-/* b's shape must equal a's or a trailing part of it. */
-static int check_broadcast(amp_ctx *ctx, amp_op_type op, const char *label, const amp_tensor *a,
-                           const amp_tensor *b)
+/* ---- broadcasting ------------------------------------------------------------------------
+ * A plan maps the output's elements to each input's.  Dimensions are aligned on the last one
+ * (NumPy), an input's stride is 0 along a dimension where its extent is 1, and neighbouring
+ * dimensions that both inputs step through the same way are merged, so the innermost merged
+ * dimension is a run of contiguous output elements along which each input is either contiguous
+ * (stride 1) or constant (stride 0).  Same shapes merge into one run; a trailing operand (a
+ * bias) gives rows. */
+typedef struct bcast {
+	amp_shape out;                  /* the broadcast shape */
+	int nd;                         /* merged dimensions, 1 to AMP_MAX_DIMS */
+	int64_t d[AMP_MAX_DIMS];        /* their extents, outermost first */
+	int64_t s[2][AMP_MAX_DIMS];     /* element strides of a and b along them */
+	int full[2];                    /* the input has the output's element count (and order) */
+} bcast;
+
+/* 0, or -1 when the shapes do not broadcast. */
+static int bcast_plan(amp_shape a, amp_shape b, bcast *p)
 {
-	int ok = b->shape.ndim <= a->shape.ndim;
-	for (int i = 0; ok && i < b->shape.ndim; i++)
-		ok = b->shape.d[b->shape.ndim - 1 - i] == a->shape.d[a->shape.ndim - 1 - i];
-	if (ok)
-		return AMP_OK;
-	char sa[64], sb[64];
-	return amp_fail(ctx, AMP_ESHAPE, "%s '%s': shape %s does not broadcast to %s",
-	                amp_op_name(op), label ? label : "-", amp_shape_str(b->shape, sb, sizeof sb),
-	                amp_shape_str(a->shape, sa, sizeof sa));
+	int nd = a.ndim > b.ndim ? a.ndim : b.ndim;
+	int64_t ext[2][AMP_MAX_DIMS], str[2][AMP_MAX_DIMS];
+	const amp_shape *in[2] = {&a, &b};
+	memset(p, 0, sizeof *p);
+	p->out.ndim = nd;
+	for (int t = 0; t < 2; t++) {
+		int off = nd - in[t]->ndim;
+		int64_t stride = 1;
+		for (int k = nd - 1; k >= 0; k--) {
+			ext[t][k] = k < off ? 1 : in[t]->d[k - off];
+			str[t][k] = ext[t][k] == 1 ? 0 : stride;
+			stride *= ext[t][k];
+		}
+	}
+	for (int k = 0; k < nd; k++) {
+		if (ext[0][k] != ext[1][k] && ext[0][k] != 1 && ext[1][k] != 1)
+			return -1;
+		p->out.d[k] = ext[0][k] == 1 ? ext[1][k] : ext[0][k];
+	}
+	/* merge, skipping extents of 1 (nothing to step through) */
+	p->nd = 0;
+	for (int k = 0; k < nd; k++) {
+		if (p->out.d[k] == 1)
+			continue;
+		int j = p->nd - 1;
+		if (j >= 0 && str[0][j] == str[0][k] * p->out.d[k] &&
+		    str[1][j] == str[1][k] * p->out.d[k]) {
+			p->d[j] *= p->out.d[k];
+			p->s[0][j] = str[0][k];
+			p->s[1][j] = str[1][k];
+			continue;
+		}
+		p->d[++j] = p->out.d[k];
+		p->s[0][j] = str[0][k];
+		p->s[1][j] = str[1][k];
+		p->nd = j + 1;
+	}
+	if (p->nd == 0) { /* every extent 1: one element */
+		p->nd = 1;
+		p->d[0] = 1;
+	}
+	int64_t n = amp_shape_numel(p->out);
+	p->full[0] = amp_shape_numel(a) == n;
+	p->full[1] = amp_shape_numel(b) == n;
+	return 0;
+}
+
+/* Walks the runs of a plan: run r starts at output element r * len and at element off[t] of
+ * input t. */
+typedef struct bcast_iter {
+	const bcast *p;
+	int64_t len, runs;              /* run length (innermost merged extent), run count */
+	int64_t idx[AMP_MAX_DIMS];      /* position over the outer merged dimensions */
+	int64_t off[2];
+} bcast_iter;
+
+static void bcast_begin(bcast_iter *it, const bcast *p)
+{
+	memset(it, 0, sizeof *it);
+	it->p = p;
+	it->len = p->d[p->nd - 1];
+	it->runs = it->len ? amp_shape_numel(p->out) / it->len : 0;
+}
+
+static void bcast_next(bcast_iter *it)
+{
+	const bcast *p = it->p;
+	for (int k = p->nd - 2; k >= 0; k--) {
+		it->off[0] += p->s[0][k];
+		it->off[1] += p->s[1][k];
+		if (++it->idx[k] < p->d[k])
+			return;
+		it->off[0] -= p->s[0][k] * p->d[k];
+		it->off[1] -= p->s[1][k] * p->d[k];
+		it->idx[k] = 0;
+	}
 }
 
 static int64_t block_len(int64_t total, int64_t at)
@@ -28,71 +110,106 @@ static int64_t block_len(int64_t total, int64_t at)
 	return total - at < AMP_BLOCK ? total - at : AMP_BLOCK;
 }
 
-int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const amp_tensor *b,
-                      amp_tensor *y)
+/* FP32 values of input t (the plan's input w) at [j0, j0+n) of the current run: read block-wise
+ * when t has the output's order, else from view (t whole in fp32, smaller than the output),
+ * contiguous or one value repeated into buf. */
+static const float *bcast_read(const bcast_iter *it, int w, const amp_tensor *t, const float *view,
+                               int64_t j0, int64_t n, float *buf)
 {
-	int64_t m = b->numel, reps = a->numel / m;
-	/* a broadcast b is read whole once (it is a trailing part of a); an equal one block-wise */
-	const float *bview = reps > 1 ? amp_f32_view(ctx, b) : NULL;
-	if (reps > 1 && !bview)
+	const bcast *p = it->p;
+	if (p->full[w])
+		return amp_block_read(t, it->off[w] + j0, n, buf);
+	if (p->s[w][p->nd - 1])
+		return view + it->off[w] + j0;
+	float v = view[it->off[w]];
+	for (int64_t i = 0; i < n; i++)
+		buf[i] = v;
+	return buf;
+}
+
+/* The fp32 views a plan needs: the inputs that are smaller than the output, whole (they are
+ * read many times).  AMP_OK or AMP_ENOMEM (message set). */
+static int bcast_views(amp_ctx *ctx, const bcast *p, const amp_tensor *a, const amp_tensor *b,
+                       const float **va, const float **vb)
+{
+	*va = p->full[0] ? NULL : amp_f32_view(ctx, a);
+	*vb = p->full[1] ? NULL : amp_f32_view(ctx, b);
+	if ((!p->full[0] && !*va) || (!p->full[1] && !*vb))
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	return AMP_OK;
+}
+
+/* Maximum and Minimum: a is taken when it is larger (smaller) or NaN, so NaN propagates. */
+static inline float max_f32(float a, float b)
+{
+	return a > b || a != a ? a : b;
+}
+
+static inline float min_f32(float a, float b)
+{
+	return a < b || a != a ? a : b;
+}
+
+/* xa, xb: (n) fp32 -> y: (n) fp32 */
+static void binary_kernel(amp_op_type op, const float *restrict xa, const float *restrict xb,
+                          float *restrict y, int64_t n)
+{
+	switch (op) {
+	case AMP_OP_MUL: amp_vmul_f32(xa, xb, y, n); break;
+	case AMP_OP_SUB:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = xa[i] - xb[i];
+		break;
+	case AMP_OP_DIV:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = xa[i] / xb[i];
+		break;
+	case AMP_OP_MAXIMUM:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = max_f32(xa[i], xb[i]);
+		break;
+	case AMP_OP_MINIMUM:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = min_f32(xa[i], xb[i]);
+		break;
+	default: amp_vadd_f32(xa, xb, y, n); break;
+	}
+}
+
+/* y = a op b over the plan p, block by block; y has p's output shape. */
+static int binary_run(amp_ctx *ctx, amp_op_type op, const bcast *p, const amp_tensor *a,
+                      const amp_tensor *b, amp_tensor *y)
+{
+	const float *va, *vb;
+	int rc = bcast_views(ctx, p, a, b, &va, &vb);
+	if (rc)
+		return rc;
 	float abuf[AMP_BLOCK], bbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
-	for (int64_t k = 0; k < reps; k++)
-		for (int64_t j0 = 0; j0 < m; j0 += AMP_BLOCK) {
-			int64_t n = block_len(m, j0), i0 = k * m + j0;
-			const float *xa = amp_block_read(a, i0, n, abuf);
-			const float *xb = bview ? bview + j0 : amp_block_read(b, j0, n, bbuf);
+	bcast_iter it;
+	bcast_begin(&it, p);
+	for (int64_t r = 0; r < it.runs; r++, bcast_next(&it))
+		for (int64_t j0 = 0; j0 < it.len; j0 += AMP_BLOCK) {
+			int64_t n = block_len(it.len, j0), i0 = r * it.len + j0;
+			const float *xa = bcast_read(&it, 0, a, va, j0, n, abuf);
+			const float *xb = bcast_read(&it, 1, b, vb, j0, n, bbuf);
 			float *yb = amp_block_dst(y, i0, ybuf);
-			if (op == AMP_OP_MUL)
-				amp_vmul_f32(xa, xb, yb, n);
-			else
-				amp_vadd_f32(xa, xb, yb, n);
+			binary_kernel(op, xa, xb, yb, n);
 			amp_block_write(y, i0, n, yb);
 		}
 	return AMP_OK;
 }
 
-/* The gradient of t (reps repetitions of m elements of g, each times f[i % m] when f is not
- * NULL; f is an fp32 (m) array or the float tensor ft read block-wise), added into t's
- * gradient.  With sum, t has m elements and receives the sum over the repetitions. */
-static int grad_into(amp_ctx *ctx, amp_tensor *t, const amp_tensor *gy, int64_t reps, int64_t m,
-                     const float *f, const amp_tensor *ft, int sum)
+int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const amp_tensor *b,
+                      amp_tensor *y)
 {
-	float gbuf[AMP_BLOCK], fbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
-	if (sum) {
-		float *r = amp_arena_alloc(ctx, (size_t)m * sizeof(float)); /* zeroed */
-		if (!r)
-			return amp_fail(ctx, AMP_ENOMEM, "out of memory");
-		for (int64_t k = 0; k < reps; k++)
-			for (int64_t j0 = 0; j0 < m; j0 += AMP_BLOCK) {
-				int64_t n = block_len(m, j0), i0 = k * m + j0;
-				const float *g = amp_block_read(gy, i0, n, gbuf);
-				if (ft) {
-					amp_vmul_f32(g, amp_block_read(ft, i0, n, fbuf), dbuf, n);
-					g = dbuf;
-				}
-				amp_vadd_f32(r + j0, g, r + j0, n);
-			}
-		return amp_grad_acc_f32(ctx, t, r);
+	bcast p;
+	if (bcast_plan(a->shape, b->shape, &p) || !amp_shape_eq(p.out, y->shape)) {
+		char sa[64], sb[64];
+		return amp_fail(ctx, AMP_ESHAPE, "%s: shapes %s and %s do not broadcast",
+		                amp_op_name(op), amp_shape_str(a->shape, sa, sizeof sa),
+		                amp_shape_str(b->shape, sb, sizeof sb));
 	}
-	int fresh;
-	amp_tensor *gt = amp_grad_open(ctx, t, &fresh);
-	if (!gt)
-		return amp_oom(ctx);
-	for (int64_t k = 0; k < reps; k++)
-		for (int64_t j0 = 0; j0 < m; j0 += AMP_BLOCK) {
-			int64_t n = block_len(m, j0), i0 = k * m + j0;
-			const float *g = amp_block_read(gy, i0, n, gbuf);
-			float *dx = amp_grad_block_dst(gt, fresh, i0, dbuf);
-			if (f)
-				amp_vmul_f32(g, f + j0, dx, n);
-			else if (ft)
-				amp_vmul_f32(g, amp_block_read(ft, j0, n, fbuf), dx, n);
-			else if (dx != g)
-				memcpy(dx, g, (size_t)n * sizeof(float));
-			amp_grad_block_end(gt, fresh, i0, n, dx);
-		}
-	return AMP_OK;
+	return binary_run(ctx, op, &p, a, b, y);
 }
 
 static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *a,
@@ -103,73 +220,171 @@ static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 	int rc = amp_op_begin(ctx, &call, op, label, in, 2);
 	if (rc)
 		return rc;
-	if ((rc = check_broadcast(ctx, op, label, a, b)))
-		return rc;
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "%s '%s': NULL out", amp_op_name(op),
+		                label ? label : "-");
+	bcast p;
+	if (bcast_plan(a->shape, b->shape, &p)) {
+		char sa[64], sb[64];
+		return amp_fail(ctx, AMP_ESHAPE, "%s '%s': shapes %s and %s do not broadcast",
+		                amp_op_name(op), label ? label : "-",
+		                amp_shape_str(a->shape, sa, sizeof sa),
+		                amp_shape_str(b->shape, sb, sizeof sb));
+	}
 	if (!(in[0] = amp_cast_to(ctx, a, call.exec, label)) ||
 	    !(in[1] = amp_cast_to(ctx, b, call.exec, label)))
 		return amp_oom(ctx);
 	amp_op_start_timer(&call);
-	amp_tensor *y = amp_alloc_raw(ctx, call.exec, a->shape, AMP_MEM_ACTIVATIONS); /* in full */
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, p.out, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
-	if ((rc = amp_binary_blocks(ctx, op, in[0], in[1], y)))
+	if ((rc = binary_run(ctx, op, &p, in[0], in[1], y)))
 		return rc;
-	int64_t m = in[1]->numel;
 	call.flops = (uint64_t)y->numel;
-	call.bytes = (uint64_t)(y->numel * 2 + m) * amp_dtype_size(call.exec);
+	call.bytes = (uint64_t)(y->numel + a->numel + b->numel) * amp_dtype_size(call.exec);
 	if ((rc = amp_op_end(ctx, &call, y, in, 2, backward, NULL)))
 		return rc;
 	*out = y;
 	return AMP_OK;
 }
 
-static int add_backward(amp_ctx *ctx, amp_node *node)
+/* The local gradient of input w (0: a, 1: b) of op at n elements: g times d(a op b)/d(input),
+ * into buf, or g itself when that is the derivative. */
+static const float *binary_local_grad(amp_op_type op, int w, const float *restrict g,
+                                      const float *restrict xa, const float *restrict xb,
+                                      float *restrict buf, int64_t n)
 {
-	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
-	amp_tensor *a = node->in[0], *b = node->in[1], *gy = node->out->grad;
-	int64_t m = b->numel, reps = a->numel / m;
-	int rc = AMP_OK;
-	if (a->requires_grad)
-		rc = grad_into(ctx, a, gy, 1, a->numel, NULL, NULL, 0);
-	if (rc == AMP_OK && b->requires_grad)
-		rc = grad_into(ctx, b, gy, reps, m, NULL, NULL, reps > 1);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
-	                 AMP_PHASE_BACKWARD, t0,
-	                 (uint64_t)a->numel, (uint64_t)a->numel * 3 * amp_dtype_size(node->exec),
-	                 a->shape);
-	return rc;
+	switch (op) {
+	case AMP_OP_ADD: return g;
+	case AMP_OP_SUB:
+		if (w == 0)
+			return g;
+		for (int64_t i = 0; i < n; i++)
+			buf[i] = -g[i];
+		break;
+	case AMP_OP_MUL: amp_vmul_f32(g, w ? xa : xb, buf, n); break;
+	case AMP_OP_DIV:
+		/* da = g / b;  db = -g a / b^2 */
+		if (w == 0)
+			for (int64_t i = 0; i < n; i++)
+				buf[i] = g[i] / xb[i];
+		else
+			for (int64_t i = 0; i < n; i++)
+				buf[i] = -g[i] * (xa[i] / xb[i]) / xb[i];
+		break;
+	case AMP_OP_MAXIMUM:
+	case AMP_OP_MINIMUM:
+		/* a's share: 1 where it was taken alone, 1/2 on a tie; b gets the rest */
+		for (int64_t i = 0; i < n; i++) {
+			float av = xa[i], bv = xb[i];
+			int first = op == AMP_OP_MAXIMUM ? av > bv : av < bv;
+			float share = first || av != av ? 1.0f : av == bv ? 0.5f : 0.0f;
+			buf[i] = g[i] * (w ? 1.0f - share : share);
+		}
+		break;
+	default: return g;
+	}
+	return buf;
 }
 
-/* da = g * b (b broadcast over a's repetitions), db = g * a (summed over them). */
-static int mul_backward(amp_ctx *ctx, amp_node *node)
+/* Gradients of both inputs of a broadcast binary op: an input of the output's shape gets its
+ * local gradient block by block; a broadcast one the sum of it over the repetitions, in
+ * double. */
+static int binary_backward(amp_ctx *ctx, amp_node *node)
 {
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
-	amp_tensor *a = node->in[0], *b = node->in[1], *gy = node->out->grad;
-	int64_t m = b->numel, reps = a->numel / m;
-	int rc = AMP_OK;
-	if (a->requires_grad) {
-		const float *bv = reps > 1 ? amp_f32_view(ctx, b) : NULL;
-		if (reps > 1 && !bv)
-			return amp_fail(ctx, AMP_ENOMEM, "out of memory");
-		rc = grad_into(ctx, a, gy, reps, m, bv, bv ? NULL : b, 0);
+	amp_tensor *in[2] = {node->in[0], node->in[1]}, *gy = node->out->grad;
+	amp_op_type op = node->op;
+	bcast p;
+	bcast_plan(in[0]->shape, in[1]->shape, &p); /* it did at forward */
+	int need_vals = op != AMP_OP_ADD && op != AMP_OP_SUB;
+	const float *va = NULL, *vb = NULL;
+	int rc = need_vals ? bcast_views(ctx, &p, in[0], in[1], &va, &vb) : AMP_OK;
+	float gbuf[AMP_BLOCK], abuf[AMP_BLOCK], bbuf[AMP_BLOCK], lbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
+	for (int w = 0; w < 2 && rc == AMP_OK; w++) {
+		amp_tensor *t = in[w];
+		if (!t->requires_grad)
+			continue;
+		int fresh = 0;
+		amp_tensor *gt = NULL;
+		double *acc = NULL;
+		if (p.full[w]) {
+			if (!(gt = amp_grad_open(ctx, t, &fresh)))
+				return amp_oom(ctx);
+		} else if (!(acc = amp_arena_alloc(ctx, (size_t)t->numel * sizeof(double)))) {
+			return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
+			                node->label ? node->label : "-");
+		}
+		int64_t inner = p.s[w][p.nd - 1];
+		bcast_iter it;
+		bcast_begin(&it, &p);
+		for (int64_t r = 0; r < it.runs; r++, bcast_next(&it))
+			for (int64_t j0 = 0; j0 < it.len; j0 += AMP_BLOCK) {
+				int64_t n = block_len(it.len, j0), i0 = r * it.len + j0;
+				const float *g = amp_block_read(gy, i0, n, gbuf);
+				const float *xa = need_vals ? bcast_read(&it, 0, in[0], va, j0, n, abuf) : NULL;
+				const float *xb = need_vals ? bcast_read(&it, 1, in[1], vb, j0, n, bbuf) : NULL;
+				if (gt) {
+					float *dx = amp_grad_block_dst(gt, fresh, i0, dbuf);
+					const float *lg = binary_local_grad(op, w, g, xa, xb, dx, n);
+					if (lg != dx)
+						memcpy(dx, lg, (size_t)n * sizeof(float));
+					amp_grad_block_end(gt, fresh, i0, n, dx);
+					continue;
+				}
+				const float *lg = binary_local_grad(op, w, g, xa, xb, lbuf, n);
+				double *at = acc + it.off[w];
+				if (inner) {
+					for (int64_t i = 0; i < n; i++)
+						at[j0 + i] += (double)lg[i];
+				} else {
+					double s = 0;
+					for (int64_t i = 0; i < n; i++)
+						s += (double)lg[i];
+					at[0] += s;
+				}
+			}
+		if (acc) {
+			float *g32 = (float *)acc; /* narrowed in place, front to back */
+			for (int64_t i = 0; i < t->numel; i++)
+				g32[i] = (float)acc[i];
+			rc = amp_grad_acc_f32(ctx, t, g32);
+		}
 	}
-	if (rc == AMP_OK && b->requires_grad)
-		rc = grad_into(ctx, b, gy, reps, m, NULL, a, reps > 1);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
-	                 AMP_PHASE_BACKWARD, t0,
-	                 (uint64_t)a->numel * 2, (uint64_t)a->numel * 4 * amp_dtype_size(node->exec),
-	                 a->shape);
+	amp_trace_kernel(ctx, op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0, (uint64_t)gy->numel * (need_vals ? 4 : 2),
+	                 (uint64_t)gy->numel * 4 * amp_dtype_size(node->exec), gy->shape);
 	return rc;
 }
 
 int amp_add(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out)
 {
-	return binary_forward(ctx, AMP_OP_ADD, label, a, b, add_backward, out);
+	return binary_forward(ctx, AMP_OP_ADD, label, a, b, binary_backward, out);
+}
+
+int amp_sub(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out)
+{
+	return binary_forward(ctx, AMP_OP_SUB, label, a, b, binary_backward, out);
 }
 
 int amp_mul(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out)
 {
-	return binary_forward(ctx, AMP_OP_MUL, label, a, b, mul_backward, out);
+	return binary_forward(ctx, AMP_OP_MUL, label, a, b, binary_backward, out);
+}
+
+int amp_div(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out)
+{
+	return binary_forward(ctx, AMP_OP_DIV, label, a, b, binary_backward, out);
+}
+
+int amp_maximum(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out)
+{
+	return binary_forward(ctx, AMP_OP_MAXIMUM, label, a, b, binary_backward, out);
+}
+
+int amp_minimum(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out)
+{
+	return binary_forward(ctx, AMP_OP_MINIMUM, label, a, b, binary_backward, out);
 }
 
 static int scale_backward(amp_ctx *ctx, amp_node *node)

@@ -1,8 +1,10 @@
 /* ops_shape.c — ops that move data rather than compute: Reshape (an alias, no copy), Transpose
  * (a contiguous copy with two dimensions swapped), Embedding (row gather from an int32 id
- * tensor, scatter-add backward) and Dropout (inverted, mask from the context's RNG stream).
+ * tensor, scatter-add backward), Dropout (inverted, mask from the context's RNG stream), and
+ * Concat and Slice along an axis.
  *
- * Reshape and Transpose copy raw elements, so FP16 data moves without conversions.
+ * Reshape, Transpose, Concat and Slice copy raw elements, so half data moves without
+ * conversions.
  */
 #include "internal.h"
 
@@ -372,6 +374,225 @@ int amp_dropout(amp_ctx *ctx, const char *label, amp_tensor *x, float p, amp_ten
 		node->f[0] = scale;
 		node->f[1] = p;
 		node->i[0] = (int64_t)rng0;
+	}
+	*out = y;
+	return AMP_OK;
+}
+
+/* ---- Concat and Slice ---------------------------------------------------------------------
+ * Both see a tensor as (outer, len, inner) around the axis: what moves is runs of len * inner
+ * contiguous elements, copied raw in the exec dtype (no conversion, exact in every dtype). */
+
+/* The normalized axis of shape s (negative counts from the end), or -1. */
+static int norm_axis(amp_shape s, int axis)
+{
+	int a = axis < 0 ? axis + s.ndim : axis;
+	return a >= 0 && a < s.ndim ? a : -1;
+}
+
+static void outer_inner(amp_shape s, int axis, int64_t *outer, int64_t *inner)
+{
+	*outer = *inner = 1;
+	for (int k = 0; k < axis; k++)
+		*outer *= s.d[k];
+	for (int k = axis + 1; k < s.ndim; k++)
+		*inner *= s.d[k];
+}
+
+/* Adds into t's gradient (opened as gt, fresh) at [i0, i0+n) the values of src at s0.. (a
+ * tensor read block-wise), or zeros when src is NULL (written only when fresh). */
+static void grad_run(amp_tensor *gt, int fresh, int64_t i0, int64_t n, const amp_tensor *src,
+                     int64_t s0)
+{
+	float sbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
+	if (!src && !fresh)
+		return;
+	for (int64_t j0 = 0; j0 < n; j0 += AMP_BLOCK) {
+		int64_t m = n - j0 < AMP_BLOCK ? n - j0 : AMP_BLOCK;
+		float *dx = amp_grad_block_dst(gt, fresh, i0 + j0, dbuf);
+		if (src) {
+			const float *v = amp_block_read(src, s0 + j0, m, sbuf);
+			if (v != dx)
+				memcpy(dx, v, (size_t)m * sizeof(float));
+		} else {
+			memset(dx, 0, (size_t)m * sizeof(float));
+		}
+		amp_grad_block_end(gt, fresh, i0 + j0, m, dx);
+	}
+}
+
+typedef struct concat_saved {
+	int n, axis;
+	amp_tensor **in; /* the n inputs as the op saw them (after casts) */
+} concat_saved;
+
+/* dx_k = the slice of g that input k filled. */
+static int concat_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	const concat_saved *sv = node->saved;
+	amp_tensor *gy = node->out->grad;
+	int64_t outer, inner, total = node->out->shape.d[sv->axis], at = 0;
+	outer_inner(node->out->shape, sv->axis, &outer, &inner);
+	for (int k = 0; k < sv->n; k++) {
+		amp_tensor *x = sv->in[k];
+		int64_t len = x->shape.d[sv->axis];
+		if (x->requires_grad) {
+			int fresh;
+			amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
+			if (!gx)
+				return amp_oom(ctx);
+			for (int64_t o = 0; o < outer; o++)
+				grad_run(gx, fresh, o * len * inner, len * inner, gy,
+				         (o * total + at) * inner);
+		}
+		at += len;
+	}
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE,
+	                 AMP_PHASE_BACKWARD, t0, 0,
+	                 (uint64_t)gy->numel * 2 * amp_dtype_size(node->exec), gy->shape);
+	return AMP_OK;
+}
+
+int amp_concat(amp_ctx *ctx, const char *label, amp_tensor *const *x, int n, int axis,
+               amp_tensor **out)
+{
+	amp_op_call call;
+	if (!ctx)
+		return AMP_EINVAL;
+	if (!x || n < 1)
+		return amp_fail(ctx, AMP_EINVAL, "Concat '%s': %d inputs, expected at least 1",
+		                lbl(label), x ? n : 0);
+	int rc = amp_op_begin(ctx, &call, AMP_OP_CONCAT, label, x, n);
+	if (rc)
+		return rc;
+	call.engine = AMP_ENGINE_NONE; /* data movement, no arithmetic */
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Concat '%s': NULL out", lbl(label));
+	char s0[64], sk[64];
+	int a = norm_axis(x[0]->shape, axis);
+	if (a < 0)
+		return amp_fail(ctx, AMP_EINVAL, "Concat '%s': axis %d out of range for input 0 %s",
+		                lbl(label), axis, amp_shape_str(x[0]->shape, s0, sizeof s0));
+	amp_shape ys = x[0]->shape;
+	for (int k = 1; k < n; k++) {
+		int ok = x[k]->shape.ndim == ys.ndim;
+		for (int d = 0; ok && d < ys.ndim; d++)
+			ok = d == a || x[k]->shape.d[d] == ys.d[d];
+		if (!ok)
+			return amp_fail(ctx, AMP_ESHAPE,
+			                "Concat '%s': input %d %s does not match input 0 %s outside "
+			                "axis %d",
+			                lbl(label), k, amp_shape_str(x[k]->shape, sk, sizeof sk),
+			                amp_shape_str(x[0]->shape, s0, sizeof s0), a);
+		ys.d[a] += x[k]->shape.d[a];
+	}
+	concat_saved *sv = amp_arena_alloc(ctx, sizeof *sv);
+	amp_tensor **in = sv ? amp_arena_alloc(ctx, (size_t)n * sizeof *in) : NULL;
+	if (!in)
+		return oom(ctx, AMP_OP_CONCAT, label);
+	for (int k = 0; k < n; k++)
+		if (!(in[k] = amp_cast_to(ctx, x[k], call.exec, label)))
+			return amp_oom(ctx);
+	amp_op_start_timer(&call);
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS); /* in full */
+	if (!y)
+		return amp_oom(ctx);
+	/* x_k: (outer, len_k, inner) -> y: (outer, sum len_k, inner) */
+	size_t es = amp_dtype_size(call.exec);
+	int64_t outer, inner, at = 0;
+	outer_inner(ys, a, &outer, &inner);
+	for (int k = 0; k < n; k++) {
+		size_t run = (size_t)(in[k]->shape.d[a] * inner) * es;
+		for (int64_t o = 0; o < outer; o++)
+			memcpy((char *)y->data + (size_t)((o * ys.d[a] + at) * inner) * es,
+			       (const char *)in[k]->data + (size_t)o * run, run);
+		at += in[k]->shape.d[a];
+	}
+	call.bytes = (uint64_t)y->numel * 2 * es;
+	sv->n = n;
+	sv->axis = a;
+	sv->in = in;
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, n, concat_backward, &node)))
+		return rc;
+	if (node)
+		node->saved = sv;
+	*out = y;
+	return AMP_OK;
+}
+
+/* dx: g in the slice [start, start + len) along the axis, 0 elsewhere. */
+static int slice_backward(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0], *gy = node->out->grad;
+	int axis = (int)node->i[0];
+	int64_t start = node->i[1], len = node->i[2], ext = x->shape.d[axis], outer, inner;
+	outer_inner(x->shape, axis, &outer, &inner);
+	int fresh;
+	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
+	if (!gx)
+		return amp_oom(ctx);
+	for (int64_t o = 0; o < outer; o++) {
+		int64_t base = o * ext * inner;
+		grad_run(gx, fresh, base, start * inner, NULL, 0);
+		grad_run(gx, fresh, base + start * inner, len * inner, gy, o * len * inner);
+		grad_run(gx, fresh, base + (start + len) * inner, (ext - start - len) * inner, NULL,
+		         0);
+	}
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, AMP_ENGINE_NONE,
+	                 AMP_PHASE_BACKWARD, t0, 0,
+	                 (uint64_t)(x->numel + gy->numel) * amp_dtype_size(node->exec), x->shape);
+	return AMP_OK;
+}
+
+int amp_slice(amp_ctx *ctx, const char *label, amp_tensor *x, int axis, int64_t start,
+              int64_t len, amp_tensor **out)
+{
+	amp_op_call call;
+	amp_tensor *in[1] = {x};
+	int rc = amp_op_begin(ctx, &call, AMP_OP_SLICE, label, in, 1);
+	if (rc)
+		return rc;
+	call.engine = AMP_ENGINE_NONE; /* data movement, no arithmetic */
+	if (!out)
+		return amp_fail(ctx, AMP_EINVAL, "Slice '%s': NULL out", lbl(label));
+	char sx[64];
+	int a = norm_axis(x->shape, axis);
+	if (a < 0)
+		return amp_fail(ctx, AMP_EINVAL, "Slice '%s': axis %d out of range for x %s",
+		                lbl(label), axis, amp_shape_str(x->shape, sx, sizeof sx));
+	if (start < 0 || len < 1 || start > x->shape.d[a] - len)
+		return amp_fail(ctx, AMP_ESHAPE,
+		                "Slice '%s': [%lld, %lld) is outside [0, %lld) on axis %d of x %s",
+		                lbl(label), (long long)start, (long long)(start + len),
+		                (long long)x->shape.d[a], a, amp_shape_str(x->shape, sx, sizeof sx));
+	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
+		return amp_oom(ctx);
+	amp_op_start_timer(&call);
+	amp_shape ys = x->shape;
+	ys.d[a] = len;
+	amp_tensor *y = amp_alloc_raw(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS); /* in full */
+	if (!y)
+		return amp_oom(ctx);
+	/* x: (outer, ext, inner) -> y: (outer, len, inner) */
+	size_t es = amp_dtype_size(call.exec);
+	int64_t outer, inner;
+	outer_inner(x->shape, a, &outer, &inner);
+	size_t run = (size_t)(len * inner) * es;
+	for (int64_t o = 0; o < outer; o++)
+		memcpy((char *)y->data + (size_t)o * run,
+		       (const char *)in[0]->data + (size_t)((o * x->shape.d[a] + start) * inner) * es,
+		       run);
+	call.bytes = (uint64_t)y->numel * 2 * es;
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 1, slice_backward, &node)))
+		return rc;
+	if (node) {
+		node->i[0] = a;
+		node->i[1] = start;
+		node->i[2] = len;
 	}
 	*out = y;
 	return AMP_OK;

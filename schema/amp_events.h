@@ -39,6 +39,21 @@ typedef enum {
 	AMP_OP_EMBEDDING,
 	AMP_OP_DROPOUT,
 	AMP_OP_OPTIMIZER,   /* one optimizer update over all parameters */
+	AMP_OP_SUB,
+	AMP_OP_DIV,
+	AMP_OP_NEG,
+	AMP_OP_ABS,
+	AMP_OP_MAXIMUM,     /* elementwise max of two tensors (broadcast) */
+	AMP_OP_MINIMUM,
+	AMP_OP_CLAMP,
+	AMP_OP_SIGMOID,
+	AMP_OP_TANH,
+	AMP_OP_MAX,         /* maximum over an axis (a reduction); Sum and Mean take an axis too */
+	AMP_OP_BATCH_NORM2D,
+	AMP_OP_AVGPOOL2D,
+	AMP_OP_GLOBAL_AVGPOOL2D,
+	AMP_OP_CONCAT,
+	AMP_OP_SLICE,
 	AMP_OP_COUNT
 } amp_op_type;
 /* The op byte of a record (wire v2) whose op type is outside amp_op_type, named by op_name. */

@@ -18,6 +18,14 @@ static const char *const op_names[AMP_OP_COUNT] = {
 	[AMP_OP_MEAN] = "Mean",               [AMP_OP_RESHAPE] = "Reshape",
 	[AMP_OP_TRANSPOSE] = "Transpose",     [AMP_OP_EMBEDDING] = "Embedding",
 	[AMP_OP_DROPOUT] = "Dropout",         [AMP_OP_OPTIMIZER] = "Optimizer",
+	[AMP_OP_SUB] = "Sub",                 [AMP_OP_DIV] = "Div",
+	[AMP_OP_NEG] = "Neg",                 [AMP_OP_ABS] = "Abs",
+	[AMP_OP_MAXIMUM] = "Maximum",         [AMP_OP_MINIMUM] = "Minimum",
+	[AMP_OP_CLAMP] = "Clamp",             [AMP_OP_SIGMOID] = "Sigmoid",
+	[AMP_OP_TANH] = "Tanh",               [AMP_OP_MAX] = "Max",
+	[AMP_OP_BATCH_NORM2D] = "BatchNorm2D", [AMP_OP_AVGPOOL2D] = "AvgPool2D",
+	[AMP_OP_GLOBAL_AVGPOOL2D] = "GlobalAvgPool2D", [AMP_OP_CONCAT] = "Concat",
+	[AMP_OP_SLICE] = "Slice",
 };
 
 const char *amp_op_name(amp_op_type op)
@@ -132,6 +140,8 @@ amp_op_list amp_op_default_list(amp_op_type op)
 	case AMP_OP_CROSS_ENTROPY:
 	case AMP_OP_SUM:
 	case AMP_OP_MEAN:
+	case AMP_OP_MAX:
+	case AMP_OP_BATCH_NORM2D:
 	case AMP_OP_OPTIMIZER:
 		return AMP_LIST_BLACK;
 	case AMP_OP_MAXPOOL2D:
@@ -145,6 +155,19 @@ amp_op_list amp_op_default_list(amp_op_type op)
 	case AMP_OP_TRANSPOSE:
 	case AMP_OP_EMBEDDING:
 	case AMP_OP_DROPOUT:
+	case AMP_OP_SUB:
+	case AMP_OP_DIV:
+	case AMP_OP_NEG:
+	case AMP_OP_ABS:
+	case AMP_OP_MAXIMUM:
+	case AMP_OP_MINIMUM:
+	case AMP_OP_CLAMP:
+	case AMP_OP_SIGMOID:
+	case AMP_OP_TANH:
+	case AMP_OP_AVGPOOL2D:
+	case AMP_OP_GLOBAL_AVGPOOL2D:
+	case AMP_OP_CONCAT:
+	case AMP_OP_SLICE:
 	case AMP_OP_COUNT:
 		return AMP_LIST_GRAY;
 	}

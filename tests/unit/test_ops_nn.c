@@ -2,109 +2,13 @@
  * reductions, shape ops, embedding, dropout): forward against FP64 references written here,
  * backward by central differences through the real autograd, and their error paths.
  *
- * Tolerances: fp32 forward |y - ref| / max(1, |ref|) <= 1e-5; fp16 paths (force_fp16)
- * |y - ref| / max|ref| <= 1e-2; bf16 paths (force_bf16) <= 2^-6 (8 significant bits: inputs
- * and outputs rounded by up to 2^-9 each, amplified by exp/log/division in the op; measured
- * up to 6.2e-3); gradient
- * checks as stated per test (opcheck_grad's measure).
+ * Forward tolerances are opcheck_cr.h's (bf16 measured up to 6.2e-3 here); gradient checks as
+ * stated per test (opcheck_grad's measure).
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
-#include "opcheck.h"
-
-#define TOL_F32 1e-5
-#define TOL_F16 1e-2
-#define TOL_BF16 0x1p-6
-
-/* ---- helpers ----------------------------------------------------------------------------- */
-
-/* An open context with the inputs loaded as parameters and a step begun. */
-typedef struct fixture {
-	amp_ctx *ctx;
-	amp_tensor *in[OPCHECK_MAX_IN];
-	amp_tensor *out;
-} fixture;
-
-static void fx_open(fixture *f, const char *mode, int n, const amp_shape *shapes, float **vals)
-{
-	memset(f, 0, sizeof *f);
-	f->ctx = opcheck_ctx(mode);
-	cr_assert_not_null(f->ctx, "context for %s", mode);
-	for (int i = 0; i < n; i++) {
-		cr_assert_eq(amp_param_new(f->ctx, "in", shapes[i], AMP_INIT_ZEROS, 0, &f->in[i]),
-		             AMP_OK);
-		cr_assert_eq(amp_param_load(f->ctx, f->in[i], vals[i]), AMP_OK);
-	}
-	cr_assert_eq(amp_step_begin(f->ctx), AMP_OK);
-}
-
-/* Runs fn in mode; checks the output dtype and count, and returns its error against ref:
- * |y - ref| / max(1, |ref|) for fp32 outputs, |y - ref| / max|ref| for fp16 ones. */
-static double fwd_err(const char *mode, int n, const amp_shape *shapes, float **vals, opcheck_fn fn,
-                      void *arg, const double *ref, int64_t nref, amp_dtype want)
-{
-	fixture f;
-	fx_open(&f, mode, n, shapes, vals);
-	int rc = fn(f.ctx, f.in, &f.out, arg);
-	cr_assert_eq(rc, AMP_OK, "%s: %s", mode, amp_ctx_error(f.ctx));
-	cr_assert_eq(f.out->dtype, want, "%s: output is %s, expected %s", mode,
-	             amp_dtype_name(f.out->dtype), amp_dtype_name(want));
-	cr_assert_eq(f.out->numel, nref);
-	float *y = malloc((size_t)nref * sizeof(float));
-	cr_assert_not_null(y);
-	cr_assert_eq(amp_tensor_read_f32(f.ctx, f.out, y), AMP_OK);
-	double scale = 0, err = 0;
-	for (int64_t i = 0; i < nref; i++)
-		scale = fmax(scale, fabs(ref[i]));
-	for (int64_t i = 0; i < nref; i++) {
-		double d = fabs((double)y[i] - ref[i]);
-		double e = want != AMP_F32 ? d / fmax(scale, 1e-30) : d / fmax(1.0, fabs(ref[i]));
-		if (!(e <= err))
-			err = e; /* NaN stays */
-	}
-	free(y);
-	amp_ctx_free(f.ctx);
-	return err;
-}
-
-/* Forward in force_fp32, force_fp16 and force_bf16 against ref, with the stated tolerances. */
-static void check_fwd(const char *what, int n, const amp_shape *shapes, float **vals, opcheck_fn fn,
-                      void *arg, const double *ref, int64_t nref)
-{
-	double e32 = fwd_err("force_fp32", n, shapes, vals, fn, arg, ref, nref, AMP_F32);
-	double e16 = fwd_err("force_fp16", n, shapes, vals, fn, arg, ref, nref, AMP_F16);
-	double eb = fwd_err("force_bf16", n, shapes, vals, fn, arg, ref, nref, AMP_BF16);
-	cr_log_info("%s forward: fp32 max rel err %.3g (tol %g), fp16 max err/scale %.3g (tol %g), "
-	            "bf16 %.3g (tol %g)",
-	            what, e32, TOL_F32, e16, TOL_F16, eb, TOL_BF16);
-	cr_expect(e32 <= TOL_F32, "%s fp32 forward err %.3g", what, e32);
-	cr_expect(e16 <= TOL_F16, "%s fp16 forward err %.3g", what, e16);
-	cr_expect(eb <= TOL_BF16, "%s bf16 forward err %.3g", what, eb);
-}
-
-static void check_grad(const char *what, int n, const amp_shape *shapes, float **vals,
-                       opcheck_fn fn, void *arg, float h, int samples, double tol)
-{
-	double e = opcheck_grad(n, shapes, vals, fn, arg, h, samples);
-	cr_log_info("%s backward: max grad err %.3g (h %g, tol %g)", what, e, (double)h, tol);
-	cr_expect(e <= tol, "%s gradient err %.3g > %g", what, e, tol);
-}
-
-static float *fill(int64_t n, uint64_t seed, float lo, float hi)
-{
-	float *v = malloc((size_t)n * sizeof(float));
-	cr_assert_not_null(v);
-	opcheck_fill(v, n, seed, lo, hi);
-	return v;
-}
-
-static double *dalloc(int64_t n)
-{
-	double *v = calloc((size_t)n, sizeof(double));
-	cr_assert_not_null(v);
-	return v;
-}
+#include "opcheck_cr.h"
 
 /* ---- op wrappers (opcheck_fn) ------------------------------------------------------------ */
 
@@ -978,31 +882,6 @@ Test(ops_nn, policy_dtypes)
 /* ---- backward through fp16 ----------------------------------------------------------------
  * The same gradients computed in force_fp16 (fp16 activations and activation grads, fp32
  * masters) against force_fp32: |g16 - g32| / max|g32| <= 1e-2 per input. */
-
-/* Master gradients of fn's inputs in mode (seeded like opcheck_grad); grads[i] is malloc'd. */
-static void grads_in_mode(const char *mode, int n, const amp_shape *shapes, float **vals,
-                          opcheck_fn fn, void *arg, float **grads)
-{
-	fixture f;
-	fx_open(&f, mode, n, shapes, vals);
-	cr_assert_eq(fn(f.ctx, f.in, &f.out, arg), AMP_OK, "%s: %s", mode, amp_ctx_error(f.ctx));
-	float *seed = malloc((size_t)f.out->numel * sizeof(float));
-	cr_assert_not_null(seed);
-	uint64_t s = 99;
-	for (int64_t i = 0; i < f.out->numel; i++)
-		seed[i] = amp_rng_uniform(&s) - 0.5f;
-	cr_assert_eq(amp_backward_seeded(f.ctx, f.out, seed), AMP_OK, "%s: %s", mode,
-	             amp_ctx_error(f.ctx));
-	for (int i = 0; i < n; i++) {
-		grads[i] = calloc((size_t)f.in[i]->numel, sizeof(float));
-		cr_assert_not_null(grads[i]);
-		cr_assert_not_null(f.in[i]->grad, "%s: input %d got no gradient", mode, i);
-		cr_assert_eq(f.in[i]->grad->dtype, AMP_F32);
-		memcpy(grads[i], f.in[i]->grad->data, (size_t)f.in[i]->numel * sizeof(float));
-	}
-	free(seed);
-	amp_ctx_free(f.ctx);
-}
 
 typedef struct bwd_case {
 	const char *name;

@@ -200,17 +200,37 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 /* x (N,C,H,W) -> (N,C,(H-k)/stride+1,(W-k)/stride+1).  Gray. */
 int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int stride,
                   amp_tensor **out);
-/* Elementwise a + b, a * b; b's shape equals a's or a trailing part of it (broadcast). Gray. */
+/* Elementwise a + b, a - b, a * b, a / b, max(a, b), min(a, b) with NumPy broadcasting: the
+ * shapes are aligned on their last dimension and each pair of extents must be equal or one of
+ * them 1 (or missing); the result has the larger extent of each pair, e.g. (N,C,H,W) and
+ * (1,C,1,1) -> (N,C,H,W), (4,1) and (3) -> (4,3).  Gradients are summed over the broadcast
+ * dimensions.  Maximum and Minimum propagate NaN and split the gradient of a tie evenly.
+ * Gray. */
 int amp_add(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out);
+int amp_sub(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out);
 int amp_mul(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out);
+int amp_div(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b, amp_tensor **out);
+int amp_maximum(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b,
+                amp_tensor **out);
+int amp_minimum(amp_ctx *ctx, const char *label, amp_tensor *a, amp_tensor *b,
+                amp_tensor **out);
 /* x * s for a scalar s.  Gray. */
 int amp_scale(amp_ctx *ctx, const char *label, amp_tensor *x, float s, amp_tensor **out);
 /* x (..., C) + bias (C).  Gray. */
 int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bias,
                  amp_tensor **out);
-/* Gray activations. GELU uses the tanh approximation. */
+/* Gray activations and pointwise functions. GELU uses the tanh approximation; Abs has
+ * gradient 0 at 0. */
 int amp_relu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
 int amp_gelu(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_sigmoid(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_tanh(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_neg(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+int amp_abs(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+/* min(max(x, lo), hi); lo <= hi, either may be -INFINITY / INFINITY (no bound).  The gradient
+ * passes where lo <= x <= hi.  Gray. */
+int amp_clamp(amp_ctx *ctx, const char *label, amp_tensor *x, float lo, float hi,
+              amp_tensor **out);
 /* Over the last dimension.  With causal set, x is (..., T, T) and entries j > i of row i are
  * excluded (probability 0).  Black list. */
 int amp_softmax(amp_ctx *ctx, const char *label, amp_tensor *x, int causal, amp_tensor **out);
@@ -230,6 +250,43 @@ int amp_cross_entropy(amp_ctx *ctx, const char *label, amp_tensor *logits, amp_t
 /* Sum / mean of all elements -> scalar.  Black list. */
 int amp_sum(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
 int amp_mean(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+/* Sum, mean or maximum over one axis (negative counts from the end: -1 is the last).  The
+ * axis is removed from the shape, or kept with extent 1 when keepdim is set: x (N,T,C), axis 1
+ * -> (N,C) or (N,1,C).  Sums are accumulated in double.  amp_max_axis takes the first of equal
+ * maxima (a NaN wins) and routes the gradient to it; index (may be NULL) receives its position
+ * along the axis as a step-scoped int32 tensor of the output's shape.  Op types Sum, Mean and
+ * Max; black list. */
+int amp_sum_axis(amp_ctx *ctx, const char *label, amp_tensor *x, int axis, int keepdim,
+                 amp_tensor **out);
+int amp_mean_axis(amp_ctx *ctx, const char *label, amp_tensor *x, int axis, int keepdim,
+                  amp_tensor **out);
+int amp_max_axis(amp_ctx *ctx, const char *label, amp_tensor *x, int axis, int keepdim,
+                 amp_tensor **out, amp_tensor **index);
+/* Batch normalisation over (N,H,W) per channel of x (N,C,H,W); gamma, beta (C).  Training
+ * (amp_set_training on) normalises with the batch's mean and biased variance and updates the
+ * running statistics: running = (1 - momentum) * running + momentum * batch (the variance
+ * unbiased, n/(n-1)); inference normalises with the running statistics.  running_mean and
+ * running_var are (C) FP32 parameters made with amp_param_new (AMP_INIT_ZEROS and
+ * AMP_INIT_ONES): they persist across steps, receive no gradient (so optimizers leave them
+ * alone) and are saved with the parameters; both may be NULL in training (no tracking).  The
+ * statistics are summed in double.  Black list. */
+int amp_batch_norm2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *gamma,
+                     amp_tensor *beta, amp_tensor *running_mean, amp_tensor *running_var,
+                     float momentum, float eps, amp_tensor **out);
+/* x (N,C,H,W) -> (N,C,(H-k)/stride+1,(W-k)/stride+1), each output the mean of its k x k
+ * window.  Gray. */
+int amp_avgpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int stride,
+                  amp_tensor **out);
+/* x (N,C,H,W) -> (N,C), the mean of each (H,W) plane.  Gray. */
+int amp_global_avgpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor **out);
+/* Joins n >= 1 tensors along axis (negative counts from the end); all other extents must be
+ * equal.  Gray (half only when every input is). */
+int amp_concat(amp_ctx *ctx, const char *label, amp_tensor *const *x, int n, int axis,
+               amp_tensor **out);
+/* Elements [start, start + len) of x along axis (negative counts from the end): the same
+ * shape with extent len there.  Gray. */
+int amp_slice(amp_ctx *ctx, const char *label, amp_tensor *x, int axis, int64_t start,
+              int64_t len, amp_tensor **out);
 /* Same data, new shape (numel must match).  Gray. */
 int amp_reshape(amp_ctx *ctx, const char *label, amp_tensor *x, amp_shape shape,
                 amp_tensor **out);

@@ -1,0 +1,327 @@
+/* test_ops_elementwise.c — the broadcasting binary ops (Add, Sub, Mul, Div, Maximum, Minimum)
+ * and the pointwise Sigmoid, Tanh, Neg, Abs and Clamp: forward against FP64 references in
+ * fp32, fp16 and bf16, gradients by central differences and in each half type against FP32,
+ * NumPy broadcasting shapes, ties and NaN, the policy and the errors.
+ *
+ * Tolerances are opcheck_cr.h's for the forward; gradients |analytic - numeric| /
+ * max(1, |numeric|) <= 2e-3; half backward err/scale <= 1e-2 (fp16), 8e-2 (bf16: three
+ * significant bits fewer; a broadcast operand's gradient sums thousands of rounded terms).
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include "opcheck_cr.h"
+
+#define TOL_GRAD     2e-3
+#define TOL_BWD_BF16 (8 * TOL_F16)
+
+typedef int (*binary_op)(amp_ctx *, const char *, amp_tensor *, amp_tensor *, amp_tensor **);
+typedef int (*unary_op)(amp_ctx *, const char *, amp_tensor *, amp_tensor **);
+
+static int fn_binary(amp_ctx *c, amp_tensor **in, amp_tensor **out, void *arg)
+{
+	binary_op op = *(binary_op *)arg;
+	return op(c, "bin", in[0], in[1], out);
+}
+
+/* The broadcast shape of a and b by NumPy's rules (the test's own reading of them). */
+static amp_shape numpy_shape(amp_shape a, amp_shape b)
+{
+	amp_shape s = {a.ndim > b.ndim ? a.ndim : b.ndim, {0, 0, 0, 0}};
+	for (int k = 0; k < s.ndim; k++) {
+		int ka = k - (s.ndim - a.ndim), kb = k - (s.ndim - b.ndim);
+		int64_t ea = ka >= 0 ? a.d[ka] : 1, eb = kb >= 0 ? b.d[kb] : 1;
+		s.d[k] = ea == 1 ? eb : ea;
+	}
+	return s;
+}
+
+/* Index into t (shape ts) of output element i of shape os under broadcasting. */
+static int64_t numpy_index(amp_shape os, amp_shape ts, int64_t i)
+{
+	int64_t idx = 0, mul = 1;
+	for (int k = os.ndim - 1; k >= 0; k--) {
+		int64_t c = i % os.d[k];
+		i /= os.d[k];
+		int kt = k - (os.ndim - ts.ndim);
+		if (kt >= 0) {
+			if (ts.d[kt] != 1)
+				idx += c * mul;
+			mul *= ts.d[kt];
+		}
+	}
+	return idx;
+}
+
+typedef struct binary_case {
+	const char *name;
+	binary_op op;
+	double (*ref)(double, double);
+} binary_case;
+
+static double add_ref(double a, double b)
+{
+	return a + b;
+}
+static double sub_ref(double a, double b)
+{
+	return a - b;
+}
+static double mul_ref(double a, double b)
+{
+	return a * b;
+}
+static double div_ref(double a, double b)
+{
+	return a / b;
+}
+static double max_ref(double a, double b)
+{
+	return a > b ? a : b;
+}
+static double min_ref(double a, double b)
+{
+	return a < b ? a : b;
+}
+
+static const binary_case binary_cases[] = {
+    {"Add", amp_add, add_ref}, {"Sub", amp_sub, sub_ref},         {"Mul", amp_mul, mul_ref},
+    {"Div", amp_div, div_ref}, {"Maximum", amp_maximum, max_ref}, {"Minimum", amp_minimum, min_ref},
+};
+
+/* Shape pairs: equal, trailing, middle and leading broadcasts, both sides at once, a one-element
+ * operand, rows spanning two blocks, and a constant run longer than a block. */
+static const amp_shape shape_pairs[][2] = {
+    {{3, {2, 3, 4, 0}}, {3, {2, 3, 4, 0}}},    {{3, {2, 3, 4, 0}}, {1, {4, 0, 0, 0}}},
+    {{3, {2, 3, 4, 0}}, {2, {3, 1, 0, 0}}},    {{2, {4, 1, 0, 0}}, {1, {3, 0, 0, 0}}},
+    {{3, {2, 1, 4, 0}}, {3, {1, 3, 1, 0}}},    {{4, {2, 3, 4, 5}}, {4, {1, 3, 1, 1}}},
+    {{1, {1, 0, 0, 0}}, {2, {2, 3, 0, 0}}},    {{2, {3, 2500, 0, 0}}, {1, {2500, 0, 0, 0}}},
+    {{2, {2, 3000, 0, 0}}, {2, {2, 1, 0, 0}}},
+};
+
+Test(ops_elementwise, broadcast_forward_backward)
+{
+	int cases = 0;
+	for (size_t c = 0; c < sizeof binary_cases / sizeof *binary_cases; c++)
+		for (size_t s = 0; s < sizeof shape_pairs / sizeof *shape_pairs; s++) {
+			const binary_case *bc = &binary_cases[c];
+			amp_shape sh[2] = {shape_pairs[s][0], shape_pairs[s][1]};
+			amp_shape os = numpy_shape(sh[0], sh[1]);
+			int64_t na = amp_shape_numel(sh[0]), nb = amp_shape_numel(sh[1]);
+			int64_t ny = amp_shape_numel(os);
+			float *a = fill(na, 100 + s, -2, 2), *b = fill(nb, 200 + s, -2, 2);
+			/* a on odd tenths, b on even ones: never within 0.1 of each other, so
+			 * Maximum / Minimum stay off their kink under central differences; Div's
+			 * divisor kept away from 0. */
+			for (int64_t i = 0; i < na; i++)
+				a[i] = 0.2f * roundf(a[i] * 5.0f) + 0.1f;
+			for (int64_t i = 0; i < nb; i++) {
+				b[i] = 0.2f * roundf(b[i] * 5.0f);
+				if (bc->op == amp_div && fabsf(b[i]) < 0.5f)
+					b[i] = b[i] < 0 ? -0.6f : 0.6f;
+			}
+			float *vals[2] = {a, b};
+			double *ref = dalloc(ny);
+			for (int64_t i = 0; i < ny; i++)
+				ref[i] = bc->ref((double)a[numpy_index(os, sh[0], i)],
+				                 (double)b[numpy_index(os, sh[1], i)]);
+			char what[96], sa[32], sb[32];
+			snprintf(what, sizeof what, "%s %s %s", bc->name,
+			         amp_shape_str(sh[0], sa, sizeof sa),
+			         amp_shape_str(sh[1], sb, sizeof sb));
+			void *arg = (void *)&bc->op;
+			check_fwd(what, 2, sh, vals, fn_binary, arg, ref, ny);
+			/* the big shapes are sampled sparsely: each sample reruns the op twice */
+			check_grad(what, 2, sh, vals, fn_binary, arg, 1e-2f, ny > 1000 ? 8 : 24,
+			           TOL_GRAD);
+			check_bwd_half(what, 2, sh, vals, fn_binary, arg, TOL_F16, TOL_BWD_BF16);
+			free(a), free(b), free(ref);
+			cases++;
+		}
+	cr_log_info("broadcast binary ops: %d op x shape cases", cases);
+}
+
+Test(ops_elementwise, broadcast_shapes)
+{
+	fixture f;
+	float v[64] = {0};
+	float *vals[2] = {v, v};
+	amp_shape sh[2] = {amp_shape2(4, 1), amp_shape1(3)};
+	fx_open(&f, "force_fp32", 2, sh, vals);
+	cr_assert_eq(amp_sub(f.ctx, "d", f.in[0], f.in[1], &f.out), AMP_OK);
+	cr_expect(amp_shape_eq(f.out->shape, amp_shape2(4, 3)), "(4,1) - (3) must be (4,3)");
+	cr_assert_eq(amp_div(f.ctx, "d", f.in[1], f.in[0], &f.out), AMP_OK);
+	cr_expect(amp_shape_eq(f.out->shape, amp_shape2(4, 3)), "(3) / (4,1) must be (4,3)");
+	amp_ctx_free(f.ctx);
+
+	amp_shape bad[2] = {amp_shape2(2, 3), amp_shape1(4)};
+	fx_open(&f, "force_fp32", 2, bad, vals);
+	cr_expect_eq(amp_sub(f.ctx, "res", f.in[0], f.in[1], &f.out), AMP_ESHAPE);
+	const char *e = amp_ctx_error(f.ctx);
+	cr_log_info("bad broadcast: %s", e);
+	cr_expect(strstr(e, "Sub 'res'") && strstr(e, "(2,3)") && strstr(e, "(4)"), "message: %s",
+	          e);
+	amp_shape bad2[2] = {amp_shape3(2, 3, 4), amp_shape2(2, 4)};
+	amp_ctx_free(f.ctx);
+	fx_open(&f, "force_fp32", 2, bad2, vals);
+	cr_expect_eq(amp_maximum(f.ctx, "m", f.in[0], f.in[1], &f.out), AMP_ESHAPE);
+	cr_expect(strstr(amp_ctx_error(f.ctx), "Maximum 'm'"), "message: %s", amp_ctx_error(f.ctx));
+	amp_ctx_free(f.ctx);
+}
+
+/* maximum(x, x): a tie everywhere; each side gets half the gradient, their sum all of it.
+ * NaN on either side wins. */
+Test(ops_elementwise, maximum_ties_and_nan)
+{
+	float x[4] = {1, -2, 3, 0.5f};
+	amp_shape sh[1] = {amp_shape1(4)};
+	float *vals[1] = {x};
+	fixture f;
+	fx_open(&f, "force_fp32", 1, sh, vals);
+	cr_assert_eq(amp_maximum(f.ctx, "tie", f.in[0], f.in[0], &f.out), AMP_OK);
+	float seed[4] = {1, 2, 3, 4};
+	cr_assert_eq(amp_backward_seeded(f.ctx, f.out, seed), AMP_OK);
+	const float *g = f.in[0]->grad->data;
+	for (int i = 0; i < 4; i++)
+		cr_expect_eq(g[i], seed[i], "maximum(x, x) grad %d: %g, want %g", i, (double)g[i],
+		             (double)seed[i]);
+	amp_ctx_free(f.ctx);
+
+	float a[3] = {NAN, 1, 2}, b[3] = {1, NAN, 3};
+	amp_shape s2[2] = {amp_shape1(3), amp_shape1(3)};
+	float *v2[2] = {a, b};
+	for (int mx = 0; mx < 2; mx++) {
+		float y[3];
+		binary_op op = mx ? amp_maximum : amp_minimum;
+		cr_assert_eq(opcheck_run("force_fp32", 2, s2, v2, fn_binary, &op, y, NULL), AMP_OK);
+		cr_expect(isnan(y[0]) && isnan(y[1]) && y[2] == (mx ? 3.0f : 2.0f), "%s: %g %g %g",
+		          mx ? "Maximum" : "Minimum", (double)y[0], (double)y[1], (double)y[2]);
+	}
+}
+
+/* Gray: half when every activation is half, FP32 otherwise; a parameter does not vote. */
+Test(ops_elementwise, policy_gray)
+{
+	amp_ctx *ctx = opcheck_ctx("allow_mix_precision_bf16");
+	float v[6] = {1, 2, 3, 4, 5, 6};
+	amp_tensor *h, *f32, *p, *y;
+	cr_assert_eq(amp_param_new(ctx, "p", amp_shape1(3), AMP_INIT_ONES, 0, &p), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_tensor_from_f32(ctx, v, amp_shape2(2, 3), AMP_BF16, &h), AMP_OK);
+	cr_assert_eq(amp_tensor_from_f32(ctx, v, amp_shape2(2, 3), AMP_F32, &f32), AMP_OK);
+	binary_op ops[] = {amp_sub, amp_div, amp_maximum, amp_minimum};
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(ops[i](ctx, "o", h, p, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_expect_eq(y->dtype, AMP_BF16, "op %d on bf16 with a parameter runs in bf16", i);
+		cr_assert_eq(ops[i](ctx, "o", h, f32, &y), AMP_OK);
+		cr_expect_eq(y->dtype, AMP_F32, "op %d on bf16 and fp32 runs in fp32", i);
+	}
+	unary_op un[] = {amp_sigmoid, amp_tanh, amp_neg, amp_abs};
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(un[i](ctx, "u", h, &y), AMP_OK);
+		cr_expect_eq(y->dtype, AMP_BF16, "unary op %d on bf16 runs in bf16", i);
+	}
+	cr_assert_eq(amp_clamp(ctx, "c", h, 0, 1, &y), AMP_OK);
+	cr_expect_eq(y->dtype, AMP_BF16);
+	static const char *const gray[] = {"Sub",     "Div",   "Neg",     "Abs", "Maximum",
+	                                   "Minimum", "Clamp", "Sigmoid", "Tanh"};
+	for (size_t i = 0; i < sizeof gray / sizeof *gray; i++) {
+		int op = amp_op_from_name(gray[i]);
+		cr_assert(op >= 0, "%s is an op name", gray[i]);
+		cr_expect_eq(amp_op_default_list((amp_op_type)op), AMP_LIST_GRAY, "%s is gray",
+		             gray[i]);
+	}
+	amp_ctx_free(ctx);
+}
+
+/* ---- pointwise --------------------------------------------------------------------------- */
+
+static double sigmoid_ref(double x)
+{
+	return 1.0 / (1.0 + exp(-x));
+}
+static double neg_ref(double x)
+{
+	return -x;
+}
+static double clamp_ref(double x)
+{
+	return x < -0.5 ? -0.5 : x > 0.7 ? 0.7 : x;
+}
+
+static int fn_unary(amp_ctx *c, amp_tensor **in, amp_tensor **out, void *arg)
+{
+	unary_op op = *(unary_op *)arg;
+	return op(c, "act", in[0], out);
+}
+
+static int fn_clamp(amp_ctx *c, amp_tensor **in, amp_tensor **out, void *arg)
+{
+	(void)arg;
+	return amp_clamp(c, "clip", in[0], -0.5f, 0.7f, out);
+}
+
+typedef struct pointwise_case {
+	const char *name;
+	unary_op op; /* NULL: Clamp to [-0.5, 0.7] */
+	float lo, hi;
+	double (*ref)(double);
+	float avoid[2]; /* kinks kept 0.02 away from the inputs (NAN: none) */
+} pointwise_case;
+
+static const pointwise_case pointwise_cases[] = {
+    {"Sigmoid", amp_sigmoid, -6, 6, sigmoid_ref, {NAN, NAN}},
+    {"Tanh", amp_tanh, -3, 3, tanh, {NAN, NAN}},
+    {"Neg", amp_neg, -3, 3, neg_ref, {NAN, NAN}},
+    {"Abs", amp_abs, -3, 3, fabs, {0, NAN}},
+    {"Clamp", NULL, -2, 2, clamp_ref, {-0.5f, 0.7f}},
+};
+
+Test(ops_elementwise, pointwise)
+{
+	amp_shape sh[1] = {amp_shape2(6, 10)};
+	for (size_t k = 0; k < sizeof pointwise_cases / sizeof *pointwise_cases; k++) {
+		const pointwise_case *pc = &pointwise_cases[k];
+		float *x = fill(60, 30 + k, pc->lo, pc->hi);
+		for (int i = 0; i < 60; i++)
+			for (int j = 0; j < 2; j++)
+				if (!isnan(pc->avoid[j]) && fabsf(x[i] - pc->avoid[j]) < 0.02f)
+					x[i] =
+					    pc->avoid[j] + (x[i] < pc->avoid[j] ? -0.02f : 0.02f);
+		float *vals[1] = {x};
+		double *ref = dalloc(60);
+		for (int i = 0; i < 60; i++)
+			ref[i] = pc->ref((double)x[i]);
+		opcheck_fn fn = pc->op ? fn_unary : fn_clamp;
+		void *arg = pc->op ? (void *)&pc->op : NULL;
+		check_fwd(pc->name, 1, sh, vals, fn, arg, ref, 60);
+		check_grad(pc->name, 1, sh, vals, fn, arg, 1e-2f, 30, TOL_GRAD);
+		check_bwd_half(pc->name, 1, sh, vals, fn, arg, TOL_F16, TOL_BWD_BF16);
+		free(x), free(ref);
+	}
+}
+
+/* Sigmoid never evaluates exp of a large positive number: finite and exact at the extremes;
+ * Clamp keeps NaN, and refuses bounds that are not ordered. */
+Test(ops_elementwise, pointwise_extremes)
+{
+	float x[4] = {-100, 100, -1e30f, NAN};
+	amp_shape sh[1] = {amp_shape1(4)};
+	float *vals[1] = {x}, y[4];
+	unary_op op = amp_sigmoid;
+	cr_assert_eq(opcheck_run("force_fp32", 1, sh, vals, fn_unary, &op, y, NULL), AMP_OK);
+	cr_expect(y[0] >= 0.0f && y[0] < 1e-40f && y[1] == 1.0f && y[2] == 0.0f && isnan(y[3]),
+	          "sigmoid: %g %g %g %g", (double)y[0], (double)y[1], (double)y[2], (double)y[3]);
+	cr_assert_eq(opcheck_run("force_fp32", 1, sh, vals, fn_clamp, NULL, y, NULL), AMP_OK);
+	cr_expect(y[0] == -0.5f && y[1] == 0.7f && isnan(y[3]), "clamp: %g %g %g", (double)y[0],
+	          (double)y[1], (double)y[3]);
+
+	fixture f;
+	fx_open(&f, "force_fp32", 1, sh, vals);
+	cr_expect_eq(amp_clamp(f.ctx, "clip", f.in[0], 1.0f, -1.0f, &f.out), AMP_EINVAL);
+	cr_expect(strstr(amp_ctx_error(f.ctx), "Clamp 'clip'"), "message: %s",
+	          amp_ctx_error(f.ctx));
+	cr_expect_eq(amp_clamp(f.ctx, "clip", f.in[0], NAN, 1.0f, &f.out), AMP_EINVAL);
+	cr_expect_eq(amp_clamp(f.ctx, "clip", f.in[0], -INFINITY, INFINITY, &f.out), AMP_OK);
+	amp_ctx_free(f.ctx);
+}
