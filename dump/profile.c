@@ -35,8 +35,13 @@ sqlite3 *dump_open_profile(const char *path)
 	sqlite3 *db = NULL;
 	char err[1200];
 	int rc = amp_profile_open(path, 0, &db, err, sizeof err);
-	if (rc == AMP_PROFILE_OK)
+	if (rc == AMP_PROFILE_OK) {
+		/* what the run did not record (threads without a ring, drops) is said every time */
+		char why[1024];
+		if (amp_profile_meta_get(db, "incomplete", why, sizeof why) == AMP_PROFILE_OK && why[0])
+			dump_error(NULL, "'%s' is INCOMPLETE: %s", path, why);
 		return db;
+	}
 
 	const char *hint = NULL;
 	switch (rc) {

@@ -32,7 +32,7 @@ int dump_cmd_rerun(const dump_rerun_opts *ro, FILE *out)
 	po.fp16_threshold = 70.0;
 	po.memcpy_threshold = 15.0;
 	po.ring_slots = 32768;
-	po.ring_count = 16;
+	po.ring_count = 64;
 	po.n_dump_steps = 1;
 	po.dump_steps[0].lo = po.dump_steps[0].hi = ro->step;
 	po.dump_steps_text = step_text;

@@ -390,7 +390,10 @@ int dump_cmd_step(const char *db_path, int64_t step, amp_format fmt, FILE *out)
 			    "`ampdump --list` shows the steps that have anomalies or dumps",
 			    "nothing was recorded at step %lld in '%s' (no anomaly, no dump)",
 			    (long long)step, db_path);
-		fprintf(stderr, "hint: %s\n", dump_rerun_hint(db, step, hint, sizeof hint));
+		/* the hint quotes the run's command line: sanitized */
+		fputs("hint: ", stderr);
+		amp_text_put(stderr, dump_rerun_hint(db, step, hint, sizeof hint));
+		fputc('\n', stderr);
 		goto out;
 	}
 	for (size_t i = 0; i < dumps.n; i++)

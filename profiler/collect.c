@@ -32,6 +32,7 @@
 #define POLL_MIN_NS 1000000ull        /* shortest sleep between rounds */
 #define POLL_MAX_NS 50000000ull       /* longest sleep between rounds */
 #define POLL_FILL_DIV 8u              /* aim to find a ring at most 1/8 full at a round */
+#define OWNER_CHECK_NS 100000000ull   /* how often idle open rings' owners are checked */
 
 typedef struct collector {
 	const prof_options *opts;
@@ -39,6 +40,8 @@ typedef struct collector {
 	prof_writer *w;
 	sqlite3 *db;
 	uint64_t *tails;                  /* our read positions, never read back from the ring */
+	uint64_t *idle_heads;             /* head of each open ring at the last owner check */
+	uint64_t last_owner_check;        /* prof_now_ns() of the last check of open rings' owners */
 	uint32_t rings_seen;
 	uint64_t bad_slots;
 	prof_status status;               /* live status line on stderr */
@@ -48,9 +51,16 @@ typedef struct collector {
 } collector;
 
 static volatile sig_atomic_t g_forward_sig;
+static volatile sig_atomic_t g_sigint_sent; /* a SIGINT sent to ampprof alone (kill), not by
+                                               the terminal to the whole foreground group */
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *uctx)
 {
+	(void)uctx;
+	/* the terminal's SIGINT comes from the kernel (SI_KERNEL) and reached the application as
+	 * well; one sent with kill(2) or sigqueue(3) (si_code <= 0) reached ampprof only */
+	if (sig == SIGINT && si && si->si_code <= 0)
+		g_sigint_sent = 1;
 	g_forward_sig = sig;
 }
 
@@ -67,13 +77,35 @@ static void sleep_on_wake(amp_session_hdr *h, uint32_t seen, uint64_t ns)
 	syscall(SYS_futex, &h->wake, FUTEX_WAIT, seen, &ts, NULL, 0);
 }
 
-/* Drains one ring.  final: the application is gone, so records written but not published
- * (stamp valid beyond head) are recovered too.  Returns records written, or -1 on a db error. */
-static int64_t drain_ring(collector *c, uint32_t i, int final)
+/* Nonzero when thread tid of process pid is gone (no such task, or a zombie): an open ring it
+ * left behind (a process killed, or exited without closing its threads' rings) is then drained
+ * in full and reclaimed.  pid and tid come from the application: 0 is never a live owner. */
+static int owner_gone(uint32_t pid, uint32_t tid)
+{
+	char path[64], buf[512];
+	if (pid == 0 || tid == 0 || pid > (uint32_t)INT32_MAX || tid > (uint32_t)INT32_MAX)
+		return 1;
+	snprintf(path, sizeof path, "/proc/%u/task/%u/stat", pid, tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT || errno == ESRCH;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* Drains one ring.  final: the writer is gone (the application ended, or the ring's owner), so
+ * records written but not published (stamp valid beyond head) are recovered too.  Returns
+ * records written, or -1 on a db error.  *drained: nothing is left to read (the whole
+ * published head, or with final, everything the stamps vouch for). */
+static int64_t drain_ring_at(collector *c, uint32_t i, int final, int *drained)
 {
 	amp_ring_hdr *rh = prof_session_ring(&c->sess, i);
+	*drained = 0;
 	uint32_t state = __atomic_load_n(&rh->state, __ATOMIC_ACQUIRE);
-	if (state == AMP_RING_FREE)
+	if (state != AMP_RING_OPEN && state != AMP_RING_CLOSED)
 		return 0;
 	uint64_t nslots = c->sess.ring_slots;
 	uint64_t head = __atomic_load_n(&rh->head, __ATOMIC_ACQUIRE);
@@ -88,8 +120,13 @@ static int64_t drain_ring(collector *c, uint32_t i, int final)
 	if (limit - pos > c->round_backlog)
 		c->round_backlog = limit - pos;
 	unsigned clock = __atomic_load_n(&rh->clock, __ATOMIC_RELAXED);
-	prof_writer_thread(c->w, i, rh->pid, rh->tid, __atomic_load_n(&rh->dropped, __ATOMIC_RELAXED));
+	uint64_t kinds[AMP_DROP_KINDS];
+	for (unsigned k = 0; k < AMP_DROP_KINDS; k++)
+		kinds[k] = __atomic_load_n(&rh->dropped_kind[k], __ATOMIC_RELAXED);
+	prof_writer_thread(c->w, i, rh->pid, rh->tid, __atomic_load_n(&rh->dropped, __ATOMIC_RELAXED),
+	                   kinds);
 	int64_t done = 0;
+	int need = 0;
 	const unsigned char *slots = (const unsigned char *)rh + AMP_RING_HDR_SIZE;
 	while (pos < limit && done < DRAIN_MAX) {
 		prof_record rec;
@@ -101,16 +138,53 @@ static int64_t drain_ring(collector *c, uint32_t i, int final)
 			done++;
 			continue;
 		}
-		if (n == PROF_DECODE_NEED || final)
+		if (n == PROF_DECODE_NEED || final) {
+			need = 1;
 			break;
+		}
 		pos++;                               /* garbage: skip a slot and resynchronize */
 		c->bad_slots++;
 	}
 	if (pos < limit && done >= DRAIN_MAX)
 		c->round_more = 1;
+	else
+		*drained = final ? 1 : pos == limit && !need && limit == head;
 	c->tails[i] = pos;
 	__atomic_store_n(&rh->tail, pos, __ATOMIC_RELEASE);
 	return done;
+}
+
+/* Drains ring i; a ring whose owner ended (closed, or its thread gone) is then drained in full
+ * and handed back for reuse.  Returns records written, or -1 on a db error. */
+static int64_t drain_ring(collector *c, uint32_t i, int final, int check_owner)
+{
+	amp_ring_hdr *rh = prof_session_ring(&c->sess, i);
+	uint32_t state = __atomic_load_n(&rh->state, __ATOMIC_ACQUIRE);
+	int drained;
+	int64_t got = drain_ring_at(c, i, final, &drained);
+	if (got < 0 || final)
+		return got;
+	int gone = 0;
+	if (state == AMP_RING_CLOSED) {
+		gone = drained;
+	} else if (state == AMP_RING_OPEN && check_owner) {
+		uint64_t head = __atomic_load_n(&rh->head, __ATOMIC_ACQUIRE);
+		if (head == c->idle_heads[i] && owner_gone(rh->pid, rh->tid)) {
+			int64_t more = drain_ring_at(c, i, 1, &drained);
+			if (more < 0)
+				return -1;
+			got += more;
+			gone = drained;
+		}
+		c->idle_heads[i] = head;
+	}
+	if (!gone)
+		return got;
+	if (prof_writer_ring_retire(c->w, i) != 0)
+		return -1;
+	c->idle_heads[i] = c->tails[i];
+	prof_session_ring_reset(&c->sess, i, c->tails[i]);
+	return got;
 }
 
 static int64_t drain_all(collector *c, int final)
@@ -120,8 +194,12 @@ static int64_t drain_all(collector *c, int final)
 	c->round_more = 0;
 	uint32_t claimed = __atomic_load_n(&c->sess.hdr->rings_claimed, __ATOMIC_ACQUIRE);
 	uint32_t n = claimed < c->sess.ring_count ? claimed : c->sess.ring_count;
+	uint64_t now = prof_now_ns();
+	int check_owner = now - c->last_owner_check >= OWNER_CHECK_NS;
+	if (check_owner)
+		c->last_owner_check = now;
 	for (uint32_t i = 0; i < n; i++) {
-		int64_t got = drain_ring(c, i, final);
+		int64_t got = drain_ring(c, i, final, check_owner);
 		if (got < 0)
 			return -1;
 		total += got;
@@ -248,6 +326,57 @@ static void write_start_meta(collector *c, uint64_t start_mono)
 	meta_set(db, "complete", "0");
 }
 
+/* meta 'dropped.<kind>': the records of a kind dropped (drop mode, or a dead collector). */
+static void meta_set_dropped(sqlite3 *db, unsigned kind, uint64_t n)
+{
+	char key[64];
+	snprintf(key, sizeof key, "dropped.%s", amp_drop_kind_name(kind));
+	meta_set(db, key, "%" PRIu64, n);
+}
+
+/* Why the profile does not hold the whole run, "" if it does: threads that found no ring, and
+ * records dropped (the figures then cover a sample).  meta 'incomplete'. */
+static void incomplete_reason(char *buf, size_t len, uint64_t missing, uint64_t dropped,
+                              const uint64_t by_kind[AMP_DROP_KINDS], uint32_t rings)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	if (missing > 0)
+		used += (size_t)snprintf(buf, len, "%" PRIu64 " thread(s) or process(es) found none of "
+		                         "the %u rings free: their events were not recorded (raise "
+		                         "--rings)", missing, rings);
+	if (dropped > 0 && used < len) {
+		used += (size_t)snprintf(buf + used, len - used, "%s%" PRIu64 " records dropped (",
+		                         used ? "; " : "", dropped);
+		for (unsigned k = 0, n = 0; k < AMP_DROP_KINDS && used < len; k++)
+			if (by_kind[k] > 0)
+				used += (size_t)snprintf(buf + used, len - used, "%s%" PRIu64 " %s",
+				                         n++ ? ", " : "", by_kind[k], amp_drop_kind_name(k));
+		if (used < len)
+			snprintf(buf + used, len - used, "): the figures cover a sample of the run");
+	}
+}
+
+/* The counters of threads that found no ring (the session's lost counters) join the run's
+ * totals, so ops_dispatched counts every thread's ops.  0 or -1 (reported). */
+static int record_unrecorded(collector *c)
+{
+	const amp_lost_counter *lc = c->sess.hdr->lost;
+	for (int i = 0; i < AMP_LOST_COUNTERS; i++) {
+		if (__atomic_load_n(&lc[i].state, __ATOMIC_ACQUIRE) != 2)
+			continue;
+		char name[AMP_LOST_NAME];
+		memcpy(name, lc[i].name, sizeof name);
+		name[sizeof name - 1] = '\0';
+		if (!name[0])
+			continue;
+		if (prof_writer_lost_counter(c->w, name,
+		                             __atomic_load_n(&lc[i].value, __ATOMIC_RELAXED)) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Two calibration pairs 10 ms apart before launch; later pairs refine the ratio. */
 static void calibrate_start(prof_writer *w)
 {
@@ -285,8 +414,9 @@ int prof_run(const prof_options *opts)
 	if (prof_session_init(&c.sess, opts) != 0)
 		goto out;
 	c.tails = calloc(opts->ring_count, sizeof *c.tails);
+	c.idle_heads = calloc(opts->ring_count, sizeof *c.idle_heads);
 	c.w = prof_writer_new(c.db, opts, start_mono);
-	if (!c.tails || !c.w)
+	if (!c.tails || !c.idle_heads || !c.w)
 		goto out;
 	prof_writer_set_spool(c.w, c.sess.spool_dir);
 	calibrate_start(c.w);
@@ -297,7 +427,8 @@ int prof_run(const prof_options *opts)
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
@@ -353,10 +484,12 @@ int prof_run(const prof_options *opts)
 			last_status = now;
 		}
 		if (g_forward_sig) {
-			/* the terminal already sent SIGINT to the whole group; relay the others */
-			if (g_forward_sig != SIGINT)
-				kill(child, g_forward_sig);
+			/* relayed, except a SIGINT the terminal already sent to the whole group */
+			int sig = g_forward_sig;
 			g_forward_sig = 0;
+			if (sig != SIGINT || g_sigint_sent)
+				kill(child, sig);
+			g_sigint_sent = 0;
 		}
 		if (!child_done) {
 			pid_t r = waitpid(child, &status, WNOHANG);
@@ -416,16 +549,26 @@ int prof_run(const prof_options *opts)
 		code = PROF_EXIT_DB;
 		goto out;
 	}
-	uint64_t events = prof_writer_events(c.w), dropped = 0;
-	for (uint32_t i = 0; i < c.rings_seen; i++)
-		dropped += __atomic_load_n(&prof_session_ring(&c.sess, i)->dropped, __ATOMIC_RELAXED);
+	if (record_unrecorded(&c) != 0) {
+		code = PROF_EXIT_DB;
+		goto out;
+	}
+	uint64_t events = prof_writer_events(c.w), by_kind[AMP_DROP_KINDS];
+	uint64_t dropped = prof_writer_dropped(c.w, by_kind);
+	uint64_t missing = __atomic_load_n(&c.sess.hdr->rings_missing, __ATOMIC_RELAXED);
 	meta_set(c.db, "events", "%" PRIu64, events);
 	meta_set(c.db, "dropped_events", "%" PRIu64, dropped);
+	for (unsigned k = 0; k < AMP_DROP_KINDS; k++)
+		meta_set_dropped(c.db, k, by_kind[k]);
 	meta_set(c.db, "rejected_events", "%" PRIu64,
 	         prof_writer_rejected(c.w) + c.bad_slots);
-	meta_set(c.db, "rings_missing", "%" PRIu64, c.sess.hdr->rings_missing);
+	meta_set(c.db, "rings_missing", "%" PRIu64, missing);
 	meta_set(c.db, "wall_ns", "%" PRIu64, end_mono - start_mono);
-	meta_set(c.db, "complete", "%d", WIFEXITED(status) && app_code == 0 ? 1 : 0);
+	char why[512];
+	incomplete_reason(why, sizeof why, missing, dropped, by_kind, opts->ring_count);
+	if (why[0])
+		meta_set(c.db, "incomplete", "%s", why);
+	meta_set(c.db, "complete", "%d", WIFEXITED(status) && app_code == 0 && !why[0] ? 1 : 0);
 	{
 		time_t now = time(NULL);
 		struct tm tm;
@@ -480,5 +623,6 @@ out:
 	amp_profile_close(c.db);
 	prof_session_release(&c.sess);
 	free(c.tails);
+	free(c.idle_heads);
 	return code;
 }

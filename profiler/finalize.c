@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_text.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -175,10 +176,20 @@ static int same_mode(const char *in_force, const char *mode)
 	return strcmp(in_force, m) == 0;
 }
 
+/* Text of column i for a message or an evidence line: op names, labels and file names come
+ * from the application, so they are sanitized (amp_sanitize: one line, no escapes, valid
+ * UTF-8) before they are written into advice — a newline in a label cannot forge an evidence
+ * line.  The result lives in one of COL_TEXT_BUFS rotating buffers: enough for the columns
+ * one row of a rule uses at once. */
+#define COL_TEXT_BUFS 16
 static const char *col_text(sqlite3_stmt *st, int i)
 {
+	static char bufs[COL_TEXT_BUFS][AMP_STRING_MAX + 16];
+	static unsigned next;
 	const unsigned char *t = sqlite3_column_text(st, i);
-	return t ? (const char *)t : "";
+	char *b = bufs[next++ % COL_TEXT_BUFS];
+	amp_sanitize(t ? (const char *)t : "", b, sizeof bufs[0]);
+	return b;
 }
 
 /* Low half share (labelled by the half types that ran): list the FP32 ops whose type has a half
@@ -839,6 +850,22 @@ static int run_gemm(sqlite3 *db, double fp16, double copy)
 }
 
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
+/* A profile that does not hold the whole run (meta incomplete: threads that found no ring,
+ * records dropped in drop mode): said first, since every figure and rule below then reads a
+ * part or a sample of the run. */
+static int run_incomplete(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16;
+	(void)copy;
+	char why[1024], msg[1400];
+	if (amp_profile_meta_get(db, "incomplete", why, sizeof why) != AMP_PROFILE_OK || !why[0])
+		return 0;
+	snprintf(msg, sizeof msg, "the profile does not hold the whole run: %s; the figures and "
+	         "the advice here cover what was recorded (run without --drop, or with a larger "
+	         "--ring-size or --rings, to record all of it)", why);
+	return add_advice(db, "incomplete", "warning", msg, NULL, NULL, -1, -1);
+}
+
 static int run_summary_sql(sqlite3 *db, char **msg)
 {
 	char dtypes[128], engines[256];
@@ -874,6 +901,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 		const char *name;
 		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
 	} rules[] = {
+	    {"incomplete", run_incomplete},
 	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
 	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
 	    {"gemm", run_gemm},

@@ -17,7 +17,7 @@
 enum {
 	OPT_APPLICATION = 256, OPT_STEPS, OPT_CALLSTACK, OPT_NAN_CHECK, OPT_DUMP, OPT_DUMP_STEPS,
 	OPT_DUMP_LIMIT, OPT_FP16, OPT_MEMCPY, OPT_DROP, OPT_RING_SIZE, OPT_VERSION, OPT_FORMAT,
-	OPT_TABLE, OPT_STATS_EVERY, OPT_FAIL_ON,
+	OPT_TABLE, OPT_STATS_EVERY, OPT_FAIL_ON, OPT_RINGS,
 };
 
 static const char *const profile_usage[] = {
@@ -44,9 +44,13 @@ static const amp_opt profile_opts[] = {
     {OPT_DUMP_LIMIT, 0, "dump-limit", "<size>", "total bytes of dumps, e.g. 1G", "256M"},
     {OPT_FP16, 0, "fp16-threshold", "<pct>", "FP16 share below this is flagged", "70"},
     {OPT_MEMCPY, 0, "memcpy-threshold", "<pct>", "copy share above this is flagged", "15"},
-    {OPT_DROP, 0, "drop", NULL, "drop events when a ring is full (counted) instead\n"
-     "of waiting", NULL},
+    {OPT_DROP, 0, "drop", NULL, "drop events when a ring is full instead of waiting\n"
+     "(counted by kind; definitions and steps are kept;\n"
+     "the profile then covers a sample)", NULL},
     {OPT_RING_SIZE, 0, "ring-size", "<slots>", "64-byte slots per thread ring", "32768"},
+    {OPT_RINGS, 0, "rings", "<n>", "threads and processes recording at once (a\n"
+     "ring is reused when its owner ends; a thread\n"
+     "that finds none makes the profile incomplete)", "64"},
     {'q', 'q', "quiet", NULL, "no status line and no summary", NULL},
     {'h', 'h', "help", NULL, "show this help ('ampprof <command> --help' for a command's)",
      NULL},
@@ -125,7 +129,7 @@ static int cmd_profile(int argc, char **argv)
 	o.fp16_threshold = 70;
 	o.memcpy_threshold = 15;
 	o.ring_slots = 32768;
-	o.ring_count = 16;
+	o.ring_count = 64;
 	amp_opt_state ps;
 	const char *optarg_;
 	int c;
@@ -212,6 +216,15 @@ static int cmd_profile(int argc, char **argv)
 				return usage_error(sp, "expected a power of two from 1024 to 16777216",
 				                   "invalid value '%s' for --ring-size", val);
 			o.ring_slots = (uint32_t)v;
+			break;
+		}
+		case OPT_RINGS: {
+			char *end;
+			unsigned long v = strtoul(val, &end, 10);
+			if (end == val || *end || val[0] == '-' || v < 1 || v > 4096)
+				return usage_error(sp, "expected a number of rings from 1 to 4096",
+				                   "invalid value '%s' for --rings", val);
+			o.ring_count = (uint32_t)v;
 			break;
 		}
 		default: return usage_error(sp, NULL, "unhandled option '%s'", argv[ps.optind - 1]);

@@ -47,7 +47,7 @@ typedef struct prof_options {
 	double fp16_threshold;       /* percent, default 70 */
 	double memcpy_threshold;     /* percent, default 15 */
 	uint32_t ring_slots;         /* slots per ring (default 32768) */
-	uint32_t ring_count;         /* rings (default 16) */
+	uint32_t ring_count;         /* --rings (default 64) */
 } prof_options;
 
 /* Prints "ampprof: <message>" (and "hint: <hint>" if not NULL) on stderr. */
@@ -80,6 +80,9 @@ int prof_session_init(prof_session *s, const prof_options *opts);
 void prof_session_release(prof_session *s);
 /* The ring header of ring i. */
 amp_ring_hdr *prof_session_ring(const prof_session *s, uint32_t i);
+/* Hands ring i, drained up to pos and whose owner ended, to the next thread that needs one:
+ * head = tail = pos, owner and drop counts cleared, state AMP_RING_REUSABLE (stored last). */
+void prof_session_ring_reset(const prof_session *s, uint32_t i, uint64_t pos);
 
 /* ---- launch (launch.c) ------------------------------------------------------------------- */
 /* Checks that the application exists and is executable (first word of --application, or
@@ -122,9 +125,19 @@ void prof_writer_calibrate(prof_writer *w, uint64_t ticks, uint64_t mono);
 /* Writes one decoded record from ring `ring`.  Bad ids and values are ignored or clamped;
  * never fails on content.  Returns 0, or -1 on an SQLite error (message printed). */
 int prof_writer_put(prof_writer *w, uint32_t ring, unsigned clock, const prof_record *r);
-/* Marks ring as seen with its pid/tid and dropped count (threads table at finalize). */
+/* Marks ring as seen with its owner's pid/tid and dropped counts, in all and by
+ * amp_drop_kind (the threads table). */
 void prof_writer_thread(prof_writer *w, uint32_t ring, uint32_t pid, uint32_t tid,
-                        uint64_t dropped);
+                        uint64_t dropped, const uint64_t dropped_kind[AMP_DROP_KINDS]);
+/* The ring's owner ended and the ring was drained: closes its open step, writes its threads
+ * row, keeps its counters in the run's totals and readies the ring's map for a new owner (a
+ * thread id of its own).  Returns 0 or -1 (reported). */
+int prof_writer_ring_retire(prof_writer *w, uint32_t ring);
+/* A ring-scoped counter total of the threads that had no ring (amp_session_hdr.lost): added to
+ * the run's total of name, and kept as meta 'unrecorded.<name>'.  0 or -1 (reported). */
+int prof_writer_lost_counter(prof_writer *w, const char *name, int64_t value);
+/* Records dropped over every thread so far, in all and by amp_drop_kind (into by_kind). */
+uint64_t prof_writer_dropped(const prof_writer *w, uint64_t by_kind[AMP_DROP_KINDS]);
 /* Commits the open transaction and begins the next one.  Returns 0 or -1. */
 int prof_writer_commit(prof_writer *w);
 /* Directory whose dump payloads AMP_REC_DUMP records name (read, stored, then deleted). */

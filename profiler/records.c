@@ -146,6 +146,7 @@ static const char *op_type_text(const prof_writer *w, int64_t id)
 
 static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op *o)
 {
+	(void)ring;
 	int64_t op = op_type(w, rm, o->op, o->op_name);
 	if (op < 0)
 		return -1;
@@ -203,12 +204,13 @@ static int put_op(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_op 
 	sqlite3_bind_int64(st, 3, sig);
 	sqlite3_bind_int64(st, 4, prof_writer_ns(w, rm->clock, o->t_begin));
 	sqlite3_bind_int64(st, 5, d);
-	sqlite3_bind_int64(st, 6, ring);
+	sqlite3_bind_int64(st, 6, rm->thread);
 	return prof_writer_run_bound(w, st, "op_events");
 }
 
 static int put_copy(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_copy *c)
 {
+	(void)ring;
 	copy_sig_key k;
 	memset(&k, 0, sizeof k);
 	k.bytes = c->bytes;
@@ -243,13 +245,14 @@ static int put_copy(prof_writer *w, uint32_t ring, ring_map *rm, const amp_rec_c
 	sqlite3_bind_int64(st, 2, sig);
 	sqlite3_bind_int64(st, 3, prof_writer_ns(w, rm->clock, c->t_begin));
 	sqlite3_bind_int64(st, 4, d);
-	sqlite3_bind_int64(st, 5, ring);
+	sqlite3_bind_int64(st, 5, rm->thread);
 	return prof_writer_run_bound(w, st, "copy_events");
 }
 
 int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t step,
                         uint64_t t_begin, const amp_rec_step *s)
 {
+	(void)ring;
 	sqlite3_stmt *st = w->st_step;
 	sqlite3_bind_int64(st, 1, step);
 	sqlite3_bind_int64(st, 2, prof_writer_ns(w, rm->clock, t_begin));
@@ -277,7 +280,7 @@ int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t st
 		sqlite3_bind_int64(st, 13, s->micro_batches);
 	}
 	sqlite3_bind_int(st, 9, step_detailed(w->opts, step));
-	sqlite3_bind_int64(st, 10, ring);
+	sqlite3_bind_int64(st, 10, rm->thread);
 	if (step > w->last_step)
 		w->last_step = step;
 	return prof_writer_run(w, st, "steps");
@@ -347,12 +350,105 @@ void prof_writer_set_spool(prof_writer *w, const char *dir)
 	snprintf(w->spool, sizeof w->spool, "%s", dir ? dir : "");
 }
 
-/* Records value as ring rm's latest for counter name (database string id) and computes the
- * run's total in *total: ring-scoped counters summed over rings, process-scoped ones as the
- * largest value per process summed over processes (see amp_rec_counter).  An unknown scope
+/* The run's total of counter name (database string id) in *total: ring-scoped values (each
+ * live ring's latest, plus the sums kept for retired rings and for threads that had no ring)
+ * summed; process-scoped ones as the largest value per process, live and retired rings alike,
+ * summed over processes (see amp_rec_counter).  Returns 0 or -1 (out of memory). */
+static int counter_total(const prof_writer *w, uint32_t name, int64_t *total)
+{
+	struct cand {
+		uint32_t pid;
+		int64_t value;
+	} *c = malloc(((size_t)w->n_rings + w->n_retired + 1) * sizeof *c);
+	if (!c) {
+		prof_error(NULL, "out of memory");
+		return -1;
+	}
+	size_t n = 0;
+	uint64_t sum = 0; /* wraps instead of overflowing on hostile values */
+	for (uint32_t a = 0; a < w->n_rings; a++) {
+		const ring_map *ra = &w->rings[a];
+		for (uint32_t k = 0; k < ra->n_counters; k++) {
+			if (ra->counters[k].name != name)
+				continue;
+			if (ra->counters[k].scope == AMP_COUNTER_PROCESS)
+				c[n++] = (struct cand){ra->pid, ra->counters[k].value};
+			else
+				sum += (uint64_t)ra->counters[k].value;
+		}
+	}
+	for (uint32_t e = 0; e < w->n_retired; e++) {
+		const retired_counter *rc = &w->retired[e];
+		if (rc->name != name)
+			continue;
+		if (rc->scope == AMP_COUNTER_PROCESS)
+			c[n++] = (struct cand){rc->pid, rc->value};
+		else
+			sum += (uint64_t)rc->value;
+	}
+	/* a process counts once: its largest value, the first of them on a tie */
+	for (size_t i = 0; i < n; i++) {
+		int beaten = 0;
+		for (size_t j = 0; j < n && !beaten; j++)
+			beaten = j != i && c[j].pid == c[i].pid &&
+			         (c[j].value > c[i].value || (c[j].value == c[i].value && j < i));
+		if (!beaten)
+			sum += (uint64_t)c[i].value;
+	}
+	free(c);
+	*total = (int64_t)sum;
+	return 0;
+}
+
+int prof_writer_counter_store(prof_writer *w, uint32_t name)
+{
+	const char *text = prof_writer_text(w, name);
+	int64_t total;
+	if (!text)
+		return 0;
+	if (counter_total(w, name, &total) != 0)
+		return -1;
+	char val[32];
+	snprintf(val, sizeof val, "%" PRId64, total);
+	return put_meta(w, text, strlen(text), val, strlen(val));
+}
+
+int prof_writer_counter_retire(prof_writer *w, uint32_t name, uint32_t scope, uint32_t pid,
+                               int64_t value)
+{
+	scope = scope == AMP_COUNTER_PROCESS ? scope : AMP_COUNTER_RING;
+	if (scope == AMP_COUNTER_RING)
+		pid = 0;
+	uint32_t i = 0;
+	while (i < w->n_retired && !(w->retired[i].name == name && w->retired[i].scope == scope &&
+	                             w->retired[i].pid == pid))
+		i++;
+	if (i == w->n_retired) {
+		if (w->n_retired == w->cap_retired) {
+			uint32_t nc = w->cap_retired ? w->cap_retired * 2 : 16;
+			retired_counter *n = realloc(w->retired, (size_t)nc * sizeof *n);
+			if (!n) {
+				prof_error(NULL, "out of memory");
+				return -1;
+			}
+			w->retired = n;
+			w->cap_retired = nc;
+		}
+		w->retired[w->n_retired++] = (retired_counter){name, scope, pid, 0};
+		if (scope == AMP_COUNTER_PROCESS)
+			w->retired[i].value = value;
+	}
+	retired_counter *rc = &w->retired[i];
+	if (scope == AMP_COUNTER_RING)
+		rc->value = (int64_t)((uint64_t)rc->value + (uint64_t)value);
+	else if (value > rc->value)
+		rc->value = value;
+	return prof_writer_counter_store(w, name);
+}
+
+/* Records value as ring rm's latest for counter name (database string id).  An unknown scope
  * counts as ring-scoped.  Returns 0 or -1 (out of memory). */
-static int counter_update(prof_writer *w, ring_map *rm, uint32_t name, uint32_t scope,
-                          int64_t value, int64_t *total)
+static int counter_update(ring_map *rm, uint32_t name, uint32_t scope, int64_t value)
 {
 	uint32_t i = 0;
 	while (i < rm->n_counters && rm->counters[i].name != name)
@@ -371,35 +467,6 @@ static int counter_update(prof_writer *w, ring_map *rm, uint32_t name, uint32_t 
 		rm->n_counters++;
 	}
 	rm->counters[i] = (ring_counter){name, scope == AMP_COUNTER_PROCESS ? scope : 0, value};
-	/* the rings' latest values of this counter (a handful of rings, a few dozen counters) */
-	*total = 0;
-	for (uint32_t a = 0; a < w->n_rings; a++) {
-		const ring_map *ra = &w->rings[a];
-		for (uint32_t k = 0; k < ra->n_counters; k++) {
-			const ring_counter *ca = &ra->counters[k];
-			if (ca->name != name)
-				continue;
-			if (ca->scope == AMP_COUNTER_PROCESS) {
-				/* counted once per process: by its ring with the largest value, the first
-				 * of them on a tie */
-				int beaten = 0;
-				for (uint32_t b = 0; b < w->n_rings && !beaten; b++) {
-					const ring_map *rb = &w->rings[b];
-					if (b == a || rb->pid != ra->pid)
-						continue;
-					for (uint32_t j = 0; j < rb->n_counters; j++)
-						if (rb->counters[j].name == name &&
-						    (rb->counters[j].value > ca->value ||
-						     (rb->counters[j].value == ca->value && b < a)))
-							beaten = 1;
-				}
-				if (beaten)
-					continue;
-			}
-			/* wraps instead of overflowing on hostile values */
-			*total = (int64_t)((uint64_t)*total + (uint64_t)ca->value);
-		}
-	}
 	return 0;
 }
 
@@ -687,16 +754,14 @@ static int write_counter(prof_writer *w, uint32_t ring, ring_map *rm, const unsi
 		w->rejected++;
 		return 0;
 	}
-	int64_t total;
-	if (counter_update(w, rm, ring_string(rm, c.name), c.scope, c.value, &total) != 0)
+	if (counter_update(rm, ring_string(rm, c.name), c.scope, c.value) != 0)
 		return -1;
-	char val[32];
-	snprintf(val, sizeof val, "%" PRId64, total);
-	return put_meta(w, name, strlen(name), val, strlen(val));
+	return prof_writer_counter_store(w, ring_string(rm, c.name));
 }
 
 static int write_crash(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
 {
+	(void)ring;
 	amp_rec_crash c;
 	memcpy(&c, p, sizeof c);
 	char frames[AMP_CRASH_FRAMES * 20 + 1];
@@ -706,7 +771,7 @@ static int write_crash(prof_writer *w, uint32_t ring, ring_map *rm, const unsign
 		used += (size_t)snprintf(frames + used, sizeof frames - used, "%s0x%" PRIx64,
 		                         i ? "\n" : "", c.frames[i]);
 	sqlite3_stmt *st = w->st_crash;
-	sqlite3_bind_int64(st, 1, ring);
+	sqlite3_bind_int64(st, 1, rm->thread);
 	sqlite3_bind_int(st, 2, c.signo);
 	sqlite3_bind_text(st, 3, prof_signal_name(c.signo), -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int(st, 4, c.code);
@@ -728,6 +793,7 @@ static int write_crash(prof_writer *w, uint32_t ring, ring_map *rm, const unsign
 
 static int write_tstats(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
 {
+	(void)ring;
 	amp_rec_tstats t;
 	memcpy(&t, p, sizeof t);
 	int64_t op = op_type(w, rm, t.op, t.op_name);
@@ -755,7 +821,7 @@ static int write_tstats(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 		sqlite3_bind_int64(st, 18, (sqlite3_int64)(t.ninf <= t.inf ? t.ninf : t.inf));
 		sqlite3_bind_text(st, 19, amp_phase_name((amp_phase)t.phase), -1, SQLITE_STATIC);
 	}
-	sqlite3_bind_int64(st, 20, ring);
+	sqlite3_bind_int64(st, 20, rm->thread);
 	if (prof_writer_run(w, st, "tensor_stats") != 0)
 		return -1;
 	if (!t.origin)

@@ -27,6 +27,7 @@ typedef struct summary {
 	int have;
 	double fp16_thr, copy_thr;
 	char command[1024], end[64], exit_status[32], exit_signal[32], dropped[32];
+	char incomplete[1024];       /* meta incomplete: what the run did not record, "" if all */
 	double native_share;         /* NAN if unknown */
 	char half_types[16];         /* "" for an FP32 run */
 } summary;
@@ -66,6 +67,7 @@ static int load_summary(sqlite3 *db, summary *s)
 	amp_profile_meta_get(db, "exit_status", s->exit_status, sizeof s->exit_status);
 	amp_profile_meta_get(db, "exit_signal", s->exit_signal, sizeof s->exit_signal);
 	amp_profile_meta_get(db, "dropped_events", s->dropped, sizeof s->dropped);
+	amp_profile_meta_get(db, "incomplete", s->incomplete, sizeof s->incomplete);
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT fp16_share, fp16_flop_share, copy_share, steps, overflow_steps,"
 	                       " skipped_steps, min_scale, max_scale, complete, wall_ns, step_ns,"
@@ -303,6 +305,11 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		        s.exit_signal);
 	else
 		fprintf(f, "ended: %s\n", s.end[0] ? s.end : "unknown");
+	if (s.incomplete[0]) {
+		fputs("  INCOMPLETE   ", f);
+		amp_text_put(f, s.incomplete);
+		fputc('\n', f);
+	}
 	if (!s.have) {
 		fprintf(f, "  (no summary: the profile was not finalized)\n");
 		return 0;
@@ -366,7 +373,10 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	first = 1;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (first) {
-			fprintf(f, "  advice:\n");
+			if (s.dropped[0] && strtoll(s.dropped, NULL, 10) > 0)
+				fprintf(f, "  advice (from a sample: %s records were dropped):\n", s.dropped);
+			else
+				fprintf(f, "  advice:\n");
 			first = 0;
 		}
 		print_advice_row(f, st);
@@ -486,6 +496,11 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	fputs(s.have ? "true" : "false", f);
 	fputs(", \"complete\": ", f);
 	json_int(f, s.complete, 1);
+	fputs(", \"incomplete\": ", f);
+	if (s.incomplete[0])
+		json_str(f, s.incomplete);
+	else
+		fputs("null", f);
 	fputs(", \"steps\": ", f);
 	json_int(f, s.steps, 1);
 	fputs(", \"wall_ns\": ", f);
@@ -526,6 +541,17 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	json_int(f, s.have ? s.copy_count : -1, 1);
 	fputs(", \"dropped_events\": ", f);
 	json_int(f, s.dropped[0] ? strtoll(s.dropped, NULL, 10) : -1, 1);
+	/* drop mode: what was dropped, by kind; the figures then cover a sample */
+	fputs(", \"sampled\": ", f);
+	fputs(s.dropped[0] && strtoll(s.dropped, NULL, 10) > 0 ? "true" : "false", f);
+	fputs(", \"dropped\": {", f);
+	for (unsigned k = 0; k < AMP_DROP_KINDS; k++) {
+		char key[64];
+		snprintf(key, sizeof key, "dropped.%s", amp_drop_kind_name(k));
+		fprintf(f, "%s\"%s\": ", k ? ", " : "", amp_drop_kind_name(k));
+		json_int(f, meta_int(db, key, -1), 1);
+	}
+	fputs("}", f);
 	fputs(",\n \"top_ops\": [", f);
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, flops, share "

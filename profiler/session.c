@@ -6,6 +6,10 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,33 +24,97 @@ amp_ring_hdr *prof_session_ring(const prof_session *s, uint32_t i)
 	                        (uint64_t)i * s->ring_stride);
 }
 
-/* Spool directory beside the output file (not in /tmp): <dir>/.ampprof-spool-XXXXXX, as an
- * absolute path, since the application may change its working directory before it dumps. */
-static int make_spool(prof_session *s, const char *output)
+void prof_session_ring_reset(const prof_session *s, uint32_t i, uint64_t pos)
 {
-	static const char name[] = "/.ampprof-spool-XXXXXX";
-	char dir[4096], abs[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", output);
+	amp_ring_hdr *h = prof_session_ring(s, i);
+	h->pid = h->tid = 0;
+	h->clock = 0;
+	__atomic_store_n(&h->dropped, 0, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < AMP_DROP_SLOTS; k++)
+		__atomic_store_n(&h->dropped_kind[k], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->head, pos, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tail, pos, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->state, AMP_RING_REUSABLE, __ATOMIC_RELEASE);
+}
+
+#define SPOOL_PREFIX ".ampprof-spool-"
+
+/* Removes the spool directories in dir that an ampprof killed before it could clean up left
+ * behind: named SPOOL_PREFIX<pid>-XXXXXX, owned by this user, their ampprof (pid) gone.
+ * Only plain files inside are removed, never followed through a link. */
+static void spool_sweep(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, SPOOL_PREFIX, sizeof SPOOL_PREFIX - 1) != 0)
+			continue;
+		char *end;
+		const char *p = e->d_name + sizeof SPOOL_PREFIX - 1;
+		long pid = strtol(p, &end, 10);
+		struct stat st;
+		if (end == p || *end != '-' || pid <= 0 || pid > INT32_MAX || pid == (long)getpid() ||
+		    (kill((pid_t)pid, 0) == 0 || errno != ESRCH) ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		DIR *sd = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!sd) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		struct dirent *f;
+		while ((f = readdir(sd)) != NULL)
+			if (strcmp(f->d_name, ".") != 0 && strcmp(f->d_name, "..") != 0)
+				unlinkat(dirfd(sd), f->d_name, 0);
+		closedir(sd);
+		unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+/* Spool directory beside the output file (not in /tmp): <dir>/.ampprof-spool-<pid>-XXXXXX, as
+ * an absolute path, since the application may change its working directory before it dumps.
+ * The pid names the ampprof that owns it, so that the next run in that directory can remove
+ * what a killed one left (spool_sweep). */
+/* The directory of output, as an absolute path in abs (PATH_MAX bytes); dir gets it as given.
+ * Returns 0, or -1 with errno set. */
+static int output_dir(const char *output, char *dir, size_t dirlen, char *abs)
+{
+	snprintf(dir, dirlen, "%s", output);
 	char *slash = strrchr(dir, '/');
 	if (!slash)
-		snprintf(dir, sizeof dir, ".");
+		snprintf(dir, dirlen, ".");
 	else if (slash == dir)
 		dir[1] = '\0';
 	else
 		*slash = '\0';
-	if (!realpath(dir, abs)) {
+	return realpath(dir, abs) ? 0 : -1;
+}
+
+static int make_spool(prof_session *s, const char *output)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/" SPOOL_PREFIX "%ld-XXXXXX", (long)getpid());
+	char dir[4096], abs[PATH_MAX];
+	if (output_dir(output, dir, sizeof dir, abs) != 0) {
 		prof_error(NULL, "cannot create a spool directory in '%s': %s", dir, strerror(errno));
 		return -1;
 	}
-	size_t len = strcmp(abs, "/") ? strlen(abs) : 0;
-	if (len + sizeof name > sizeof s->spool_dir) {
+	spool_sweep(abs);
+	size_t len = strcmp(abs, "/") ? strlen(abs) : 0, nlen = strlen(name) + 1;
+	if (len + nlen > sizeof s->spool_dir) {
 		prof_error("write the profile to a shorter path with --output",
 		           "cannot create a spool directory in '%s': path longer than %zu bytes", abs,
-		           sizeof s->spool_dir - sizeof name);
+		           sizeof s->spool_dir - nlen);
 		return -1;
 	}
 	memcpy(s->spool_dir, abs, len);
-	memcpy(s->spool_dir + len, name, sizeof name);
+	memcpy(s->spool_dir + len, name, nlen);
 	if (!mkdtemp(s->spool_dir)) {
 		prof_error(NULL, "cannot create a spool directory in '%s': %s", abs, strerror(errno));
 		s->spool_dir[0] = '\0';
@@ -96,9 +164,15 @@ int prof_session_init(prof_session *s, const prof_options *opts)
 	h->n_dump_steps = (uint32_t)opts->n_dump_steps;
 	memcpy(h->steps, opts->steps, sizeof h->steps);
 	memcpy(h->dump_steps, opts->dump_steps, sizeof h->dump_steps);
-	if ((opts->dump != AMP_DUMP_OFF || opts->n_dump_steps > 0) &&
-	    make_spool(s, opts->output) != 0)
-		goto fail;
+	if (opts->dump != AMP_DUMP_OFF || opts->n_dump_steps > 0) {
+		if (make_spool(s, opts->output) != 0)
+			goto fail;
+	} else {
+		/* no spool of its own, but what a killed run left beside the output goes */
+		char dir[4096], abs[PATH_MAX];
+		if (output_dir(opts->output, dir, sizeof dir, abs) == 0)
+			spool_sweep(abs);
+	}
 	snprintf(h->spool_dir, sizeof h->spool_dir, "%s", s->spool_dir);
 	for (uint32_t i = 0; i < opts->ring_count; i++)
 		prof_session_ring(s, i)->magic = AMP_RING_MAGIC;

@@ -198,6 +198,7 @@ static const struct {
 	{offsetof(prof_writer, st_optype),
 	 "INSERT INTO op_types(name, list) SELECT ?1, 'gray' WHERE NOT EXISTS "
 	 "(SELECT 1 FROM op_types WHERE name = ?1)"},
+	{offsetof(prof_writer, st_thread), "INSERT INTO threads(id, pid, tid, dropped) VALUES (?,?,?,?)"},
 	{offsetof(prof_writer, st_nonfinite),
 	 "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf, neg_inf, "
 	 "callsite, seq, stats_id, thread) SELECT step, op, name, phase, role, dtype, nan, "
@@ -233,6 +234,9 @@ prof_writer *prof_writer_new(sqlite3 *db, const prof_options *opts, uint64_t run
 		prof_error(NULL, "out of memory");
 		goto fail;
 	}
+	for (uint32_t i = 0; i < w->n_rings; i++)
+		w->rings[i].thread = i;
+	w->next_thread = w->n_rings;
 	for (size_t i = 0; i < N_WRITER_STMTS; i++)
 		if (sqlite3_prepare_v3(db, writer_stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
 		                       writer_stmt(w, i), NULL) != SQLITE_OK) {
@@ -276,6 +280,7 @@ void prof_writer_free(prof_writer *w)
 		free(w->rings[i].counters);
 	}
 	free(w->rings);
+	free(w->retired);
 	free(w);
 }
 
@@ -291,7 +296,7 @@ uint64_t prof_writer_rejected(const prof_writer *w) { return w->rejected; }
 int64_t prof_writer_last_step(const prof_writer *w) { return w->last_step; }
 
 void prof_writer_thread(prof_writer *w, uint32_t ring, uint32_t pid, uint32_t tid,
-                        uint64_t dropped)
+                        uint64_t dropped, const uint64_t dropped_kind[AMP_DROP_KINDS])
 {
 	ring_map *rm = ring_get(w, ring);
 	if (!rm)
@@ -300,6 +305,77 @@ void prof_writer_thread(prof_writer *w, uint32_t ring, uint32_t pid, uint32_t ti
 	rm->pid = pid;
 	rm->tid = tid;
 	rm->dropped = dropped;
+	memcpy(rm->dropped_kind, dropped_kind, sizeof rm->dropped_kind);
+}
+
+/* The threads row of ring map rm.  0 or -1 (reported). */
+static int thread_row(prof_writer *w, const ring_map *rm)
+{
+	sqlite3_bind_int64(w->st_thread, 1, rm->thread);
+	sqlite3_bind_int64(w->st_thread, 2, rm->pid);
+	sqlite3_bind_int64(w->st_thread, 3, rm->tid);
+	sqlite3_bind_int64(w->st_thread, 4, (sqlite3_int64)rm->dropped);
+	return prof_writer_run(w, w->st_thread, "threads");
+}
+
+int prof_writer_ring_retire(prof_writer *w, uint32_t ring)
+{
+	ring_map *rm = ring_get(w, ring);
+	if (!rm)
+		return 0;
+	if (rm->has_open_step &&
+	    prof_writer_step_row(w, ring, rm, rm->open_step, rm->open_step_t, NULL) != 0)
+		return -1;
+	if (rm->seen && thread_row(w, rm) != 0)
+		return -1;
+	w->dropped_retired += rm->dropped;
+	for (int k = 0; k < AMP_DROP_KINDS; k++)
+		w->dropped_kind_retired[k] += rm->dropped_kind[k];
+	/* the ring's counters move to the retired ones (taken off the ring first, so that the
+	 * totals stored meanwhile count them once) */
+	ring_counter *counters = rm->counters;
+	uint32_t n = rm->n_counters;
+	uint32_t pid = rm->pid;
+	rm->counters = NULL;
+	rm->n_counters = rm->cap_counters = 0;
+	int rc = 0;
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		rc = prof_writer_counter_retire(w, counters[i].name, counters[i].scope, pid,
+		                                counters[i].value);
+	free(counters);
+	free(rm->strs);
+	free(rm->sites);
+	uint32_t thread = w->next_thread++;
+	memset(rm, 0, sizeof *rm);
+	rm->thread = thread;
+	return rc;
+}
+
+int prof_writer_lost_counter(prof_writer *w, const char *name, int64_t value)
+{
+	uint32_t id = prof_writer_intern(w, name, strlen(name));
+	if (!id)
+		return -1;
+	char key[AMP_LOST_NAME + 16], val[32];
+	snprintf(key, sizeof key, "unrecorded.%s", name);
+	snprintf(val, sizeof val, "%" PRId64, value);
+	sqlite3_bind_text(w->st_meta, 1, key, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(w->st_meta, 2, val, -1, SQLITE_TRANSIENT);
+	if (prof_writer_run(w, w->st_meta, "meta") != 0)
+		return -1;
+	return prof_writer_counter_retire(w, id, AMP_COUNTER_RING, 0, value);
+}
+
+uint64_t prof_writer_dropped(const prof_writer *w, uint64_t by_kind[AMP_DROP_KINDS])
+{
+	uint64_t total = w->dropped_retired;
+	memcpy(by_kind, w->dropped_kind_retired, sizeof w->dropped_kind_retired);
+	for (uint32_t i = 0; i < w->n_rings; i++) {
+		total += w->rings[i].dropped;
+		for (int k = 0; k < AMP_DROP_KINDS; k++)
+			by_kind[k] += w->rings[i].dropped_kind[k];
+	}
+	return total;
 }
 
 /* ---- records: one row of records.c's table each -------------------------------------------- */
@@ -354,26 +430,10 @@ int prof_writer_finish(prof_writer *w)
 	    put_sig_totals(w, "UPDATE copy_sigs SET calls = ?, total_ns = ? WHERE id = ?",
 	                   "copy_sigs", w->copy_sigs.n, w->cp_calls, w->cp_total) != 0)
 		return -1;
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (sqlite3_prepare_v2(w->db, "INSERT INTO threads(id, pid, tid, dropped) VALUES (?,?,?,?)",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return prof_writer_fail(w, "threads");
-	for (uint32_t i = 0; i < w->n_rings; i++) {
-		if (!w->rings[i].seen)
-			continue;
-		sqlite3_bind_int64(st, 1, i);
-		sqlite3_bind_int64(st, 2, w->rings[i].pid);
-		sqlite3_bind_int64(st, 3, w->rings[i].tid);
-		sqlite3_bind_int64(st, 4, (sqlite3_int64)w->rings[i].dropped);
-		if (prof_writer_run(w, st, "threads") != 0)
-			goto out;
-	}
+	for (uint32_t i = 0; i < w->n_rings; i++)
+		if (w->rings[i].seen && thread_row(w, &w->rings[i]) != 0)
+			return -1;
 	if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-		prof_writer_fail(w, "commit");
-	else
-		rc = 0;
-out:
-	sqlite3_finalize(st);
-	return rc;
+		return prof_writer_fail(w, "commit");
+	return 0;
 }

@@ -60,14 +60,26 @@ typedef struct ring_counter {
 	int64_t value;
 } ring_counter;
 
+/* A counter value kept after its ring was retired (or sent by no ring: pid 0, ring scope). */
+typedef struct retired_counter {
+	uint32_t name;               /* database string id */
+	uint32_t scope;              /* AMP_COUNTER_* */
+	uint32_t pid;                /* process-scoped: the process; ring-scoped: 0 (a sum) */
+	int64_t value;               /* ring-scoped: the sum; process-scoped: the largest */
+} retired_counter;
+
+/* The thread now writing a ring (a ring is reused once its thread ends: each owner is a thread
+ * of its own, threads.id = thread). */
 typedef struct ring_map {
 	uint32_t *strs;              /* ring string id -> database id */
 	uint32_t n_strs;
 	uint32_t *sites;             /* ring call-site id -> database id */
 	uint32_t n_sites;
 	int seen;
+	uint32_t thread;             /* threads.id of the ring's current owner */
 	uint32_t pid, tid;
 	uint64_t dropped;
+	uint64_t dropped_kind[AMP_DROP_KINDS];
 	int has_open_step;
 	int64_t open_step;
 	uint64_t open_step_t;
@@ -100,12 +112,16 @@ struct prof_writer {
 	uint32_t n_crashes;
 	ring_map *rings;
 	uint32_t n_rings;
+	uint32_t next_thread;        /* threads.id of the next owner of a reused ring */
+	retired_counter *retired;    /* counters of retired rings and of threads without one */
+	uint32_t n_retired, cap_retired;
+	uint64_t dropped_retired, dropped_kind_retired[AMP_DROP_KINDS];
 	uint64_t events, rejected;
 	int64_t last_step;
 	char spool[256];             /* spool directory of dump payloads, "" if none */
 	sqlite3_stmt *st_string, *st_callsite, *st_opsig, *st_op, *st_copysig, *st_copy, *st_step,
 	    *st_scale, *st_mem, *st_meta, *st_tstats, *st_dump, *st_crash, *st_nonfinite,
-	    *st_optype;
+	    *st_optype, *st_thread;
 };
 
 /* ---- shared helpers (writer.c) ------------------------------------------------------------ */
@@ -122,6 +138,12 @@ int64_t prof_writer_dur(const prof_writer *w, unsigned clock, uint64_t t0, uint6
 uint32_t prof_writer_intern(prof_writer *w, const char *s, size_t n);
 /* Text of a database string id, NULL for 0 or an unknown id; valid for the writer's life. */
 const char *prof_writer_text(const prof_writer *w, uint32_t id);
+/* Folds (name, scope, pid, value) into the retired counters and stores the run's total of name
+ * in meta.  0 or -1 (reported). */
+int prof_writer_counter_retire(prof_writer *w, uint32_t name, uint32_t scope, uint32_t pid,
+                               int64_t value);
+/* Writes the run's total of counter name (database string id) into meta.  0 or -1. */
+int prof_writer_counter_store(prof_writer *w, uint32_t name);
 /* Writes the steps row of step (s NULL: a step that never ended).  0 or -1 (reported). */
 int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t step,
                          uint64_t t_begin, const amp_rec_step *s);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -525,6 +526,55 @@ static int apply_env(amp_ctx *ctx)
 	return AMP_OK;
 }
 
+/* ---- the live contexts ---------------------------------------------------------------------
+ * A child process that goes on with its parent's context counts on from the parent's totals;
+ * the ops it reports to ampprof must be its own, or the parent's would count twice.  At fork,
+ * the child takes each live context's counters as the base the traced counters leave out. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static amp_ctx *live_head;
+static pthread_once_t live_once = PTHREAD_ONCE_INIT;
+
+static void live_prepare(void) { pthread_mutex_lock(&live_lock); }
+static void live_parent(void) { pthread_mutex_unlock(&live_lock); }
+static void live_child(void)
+{
+	for (amp_ctx *c = live_head; c; c = c->live_next) {
+		c->fork_ops_base = c->stats.ops_dispatched;
+		c->fork_copies_base = c->stats.copies;
+	}
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_init(void)
+{
+	pthread_atfork(live_prepare, live_parent, live_child);
+}
+
+void amp_ctx_live_add(amp_ctx *ctx)
+{
+	pthread_once(&live_once, live_init);
+	pthread_mutex_lock(&live_lock);
+	ctx->live_prev = NULL;
+	ctx->live_next = live_head;
+	if (live_head)
+		live_head->live_prev = ctx;
+	live_head = ctx;
+	pthread_mutex_unlock(&live_lock);
+}
+
+void amp_ctx_live_remove(amp_ctx *ctx)
+{
+	pthread_mutex_lock(&live_lock);
+	if (ctx->live_prev)
+		ctx->live_prev->live_next = ctx->live_next;
+	else if (live_head == ctx)
+		live_head = ctx->live_next;
+	if (ctx->live_next)
+		ctx->live_next->live_prev = ctx->live_prev;
+	ctx->live_prev = ctx->live_next = NULL;
+	pthread_mutex_unlock(&live_lock);
+}
+
 int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t errlen)
 {
 	if (!out)
@@ -570,6 +620,7 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 		return rc;
 	}
 	scaler_reset(ctx);
+	amp_ctx_live_add(ctx);
 	*out = ctx;
 	return AMP_OK;
 }

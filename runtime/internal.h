@@ -182,6 +182,11 @@ struct amp_ctx {
 	uint64_t rng_state;      /* dropout stream */
 	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */
 	amp_run_stats stats;
+	/* stats.ops_dispatched and stats.copies when this process forked from the one that made
+	 * the context (0 in that one): the counters sent to ampprof leave them out, since the
+	 * parent's ring already counted them */
+	int64_t fork_ops_base, fork_copies_base;
+	struct amp_ctx *live_prev, *live_next; /* the process's live contexts (ctx.c) */
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
 	uint64_t mem_peak;
@@ -209,6 +214,10 @@ int amp_fail(amp_ctx *ctx, int code, const char *fmt, ...) __attribute__((format
 /* The code for an allocation that returned NULL (its message is set): AMP_ELIMIT when it was
  * refused by memory_limit, else AMP_ENOMEM. */
 int amp_oom(const amp_ctx *ctx);
+/* The process's list of live contexts (a forked child takes their counter bases from it):
+ * amp_ctx_new adds a context, amp_ctx_free removes it.  Thread-safe. */
+void amp_ctx_live_add(amp_ctx *ctx);
+void amp_ctx_live_remove(amp_ctx *ctx);
 /* "(2,784)" into buf. */
 const char *amp_shape_str(amp_shape s, char *buf, size_t len);
 int64_t amp_shape_numel(amp_shape s);

@@ -315,6 +315,9 @@ static int binary_backward(amp_ctx *ctx, amp_node *node)
 			return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
 			                node->label ? node->label : "-");
 		}
+		/* the operands this input's local gradient reads */
+		int two = op == AMP_OP_DIV ? w == 1 : op == AMP_OP_MAXIMUM || op == AMP_OP_MINIMUM;
+		int need_a = need_vals && (two || w == 1), need_b = need_vals && (two || w == 0);
 		int64_t inner = p.s[w][p.nd - 1];
 		bcast_iter it;
 		bcast_begin(&it, &p);
@@ -322,8 +325,8 @@ static int binary_backward(amp_ctx *ctx, amp_node *node)
 			for (int64_t j0 = 0; j0 < it.len; j0 += AMP_BLOCK) {
 				int64_t n = block_len(it.len, j0), i0 = r * it.len + j0;
 				const float *g = amp_block_read(gy, i0, n, gbuf);
-				const float *xa = need_vals ? bcast_read(&it, 0, in[0], va, j0, n, abuf) : NULL;
-				const float *xb = need_vals ? bcast_read(&it, 1, in[1], vb, j0, n, bbuf) : NULL;
+				const float *xa = need_a ? bcast_read(&it, 0, in[0], va, j0, n, abuf) : NULL;
+				const float *xb = need_b ? bcast_read(&it, 1, in[1], vb, j0, n, bbuf) : NULL;
 				if (gt) {
 					float *dx = amp_grad_block_dst(gt, fresh, i0, dbuf);
 					const float *lg = binary_local_grad(op, w, g, xa, xb, dx, n);

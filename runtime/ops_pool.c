@@ -45,16 +45,23 @@ static int avgpool2d_backward(amp_ctx *ctx, amp_node *node)
 	int k = (int)node->i[0], stride = (int)node->i[1];
 	int64_t H = x->shape.d[2], W = x->shape.d[3], OH = y->shape.d[2], OW = y->shape.d[3];
 	int64_t plane_in = H * W, plane_out = OH * OW, planes = x->shape.d[0] * x->shape.d[1];
-	const float *g = amp_grad_out_f32(ctx, node);
 	int fresh;
-	amp_tensor *gx = g ? amp_grad_open(ctx, x, &fresh) : NULL;
-	float *d = gx ? amp_arena_alloc_raw(ctx, (size_t)plane_in * sizeof(float)) : NULL;
+	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
+	/* the input plane's gradient, then the output plane's (converted for a half gradient) */
+	float *d = gx ? amp_arena_alloc_raw(ctx, (size_t)(plane_in + plane_out) * sizeof(float))
+	              : NULL;
 	if (!d)
 		return amp_fail(ctx, AMP_ENOMEM, "AvgPool2D '%s': out of memory in backward",
 		                lbl(node->label));
-	float inv = 1.0f / (float)(k * k);
+	float inv = 1.0f / (float)(k * k), *gbuf = d + plane_in;
+	const amp_dtype_info *gi = amp_dt(y->grad->dtype);
 	for (int64_t p = 0; p < planes; p++) {
-		const float *gp = g + p * plane_out;
+		const char *graw = (const char *)y->grad->data + (size_t)(p * plane_out) * gi->size;
+		const float *gp = (const float *)graw;
+		if (y->grad->dtype != AMP_F32) {
+			gi->to_f32(graw, gbuf, plane_out);
+			gp = gbuf;
+		}
 		memset(d, 0, (size_t)plane_in * sizeof(float));
 		for (int64_t oh = 0; oh < OH; oh++)
 			for (int64_t ow = 0; ow < OW; ow++) {

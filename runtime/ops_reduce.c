@@ -137,7 +137,17 @@ static int axis_backward(amp_ctx *ctx, amp_node *node)
 		return amp_oom(ctx);
 	float f = node->op == AMP_OP_MEAN ? (float)(1.0 / (double)g.len) : 1.0f;
 	float dbuf[AMP_BLOCK];
-	for (int64_t o = 0; o < g.outer; o++)
+	if (g.inner == 1) /* rows along the last axis */
+		for (int64_t o = 0; o < g.outer; o++)
+			for (int64_t j0 = 0; j0 < g.len; j0 += AMP_BLOCK) {
+				int64_t n = g.len - j0 < AMP_BLOCK ? g.len - j0 : AMP_BLOCK;
+				float *dx = amp_grad_block_dst(gx, fresh, o * g.len + j0, dbuf);
+				float v = gv[o] * f;
+				for (int64_t j = 0; j < n; j++)
+					dx[j] = !sv->arg ? v : sv->arg[o] == j0 + j ? gv[o] : 0.0f;
+				amp_grad_block_end(gx, fresh, o * g.len + j0, n, dx);
+			}
+	for (int64_t o = 0; g.inner > 1 && o < g.outer; o++)
 		for (int64_t i = 0; i < g.len; i++)
 			for (int64_t j0 = 0; j0 < g.inner; j0 += AMP_BLOCK) {
 				int64_t n = g.inner - j0 < AMP_BLOCK ? g.inner - j0 : AMP_BLOCK;
@@ -198,8 +208,41 @@ static int reduce_axis(amp_ctx *ctx, amp_op_type op, const char *label, amp_tens
 	sv->g = g;
 	sv->arg = arg;
 	float buf[AMP_BLOCK];
+	if (g.inner == 1) {
+		/* over the last axis: each row (len) is contiguous -> y: (outer) */
+		float *y32 = amp_arena_alloc_raw(ctx, (size_t)g.outer * sizeof(float));
+		if (!y32)
+			return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
+			                label ? label : "-");
+		for (int64_t o = 0; o < g.outer; o++) {
+			double s = 0;
+			float bv = 0.0f;
+			int32_t bi = 0;
+			for (int64_t j0 = 0; j0 < g.len; j0 += AMP_BLOCK) {
+				int64_t n = g.len - j0 < AMP_BLOCK ? g.len - j0 : AMP_BLOCK;
+				const float *xr = amp_block_read(in[0], o * g.len + j0, n, buf);
+				if (op != AMP_OP_MAX) {
+					for (int64_t j = 0; j < n; j++)
+						s += (double)xr[j];
+					continue;
+				}
+				for (int64_t j = 0; j < n; j++) {
+					int take = (j0 == 0 && j == 0) || xr[j] > bv ||
+					           (xr[j] != xr[j] && bv == bv);
+					bv = take ? xr[j] : bv;
+					bi = take ? (int32_t)(j0 + j) : bi;
+				}
+			}
+			if (arg)
+				arg[o] = bi;
+			y32[o] = op == AMP_OP_MAX    ? bv
+			         : op == AMP_OP_MEAN ? (float)(s / (double)g.len)
+			                             : (float)s;
+		}
+		amp_store_f32(y, y32);
+	}
 	/* x: (outer, len, inner) -> y: (outer, inner) */
-	for (int64_t o = 0; o < g.outer; o++) {
+	for (int64_t o = 0; g.inner > 1 && o < g.outer; o++) {
 		int32_t *ao = arg ? arg + o * g.inner : NULL;
 		for (int64_t i = 0; i < g.len; i++)
 			for (int64_t j0 = 0; j0 < g.inner; j0 += AMP_BLOCK) {

@@ -686,8 +686,9 @@ int amp_step_end(amp_ctx *ctx)
 		                   ctx->step_overflow, ctx->step_skipped, ctx->samples, &info);
 		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak,
 		                 ctx->cfg.memory_optimize ? ctx->mem_unopt : NULL, ctx->mem_peak_unopt);
-		amp_trace_counter("ops_dispatched", ctx->stats.ops_dispatched);
-		amp_trace_counter("copies", ctx->stats.copies);
+		/* this process's own: a forked child leaves out what its parent counted */
+		amp_trace_counter("ops_dispatched", ctx->stats.ops_dispatched - ctx->fork_ops_base);
+		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
 	}
 	ctx->stats.steps++;
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena. */
@@ -769,6 +770,7 @@ void amp_ctx_free(amp_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	amp_ctx_live_remove(ctx);
 	arena_release(&ctx->arena);
 	for (size_t i = 0; i < ctx->n_persist; i++)
 		amp_mem_free(ctx->persist[i]);

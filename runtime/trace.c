@@ -33,7 +33,7 @@ void amp_trace_op_end(const amp_trace_op *op)
 	uint32_t cs = callsite_capture(r, (uintptr_t)__builtin_frame_address(0));
 	uint32_t label = intern(r, op->label);
 	uint32_t op_name = op_name_id(r, op->op, op->op_name);
-	amp_rec_op *rec = ring_reserve(r, 2);
+	amp_rec_op *rec = ring_reserve_kind(r, 2, AMP_DROP_OP);
 	if (!rec)
 		return;
 	rec->t_begin = op->t_begin;
@@ -65,7 +65,7 @@ void amp_trace_copy(amp_copy_kind kind, uint64_t bytes, int src_dtype, int dst_d
 		return;
 	uint32_t cs = callsite_capture(r, (uintptr_t)__builtin_frame_address(0));
 	uint32_t lid = intern(r, label);
-	amp_rec_copy *rec = ring_reserve(r, 1);
+	amp_rec_copy *rec = ring_reserve_kind(r, 1, AMP_DROP_COPY);
 	if (!rec)
 		return;
 	rec->t_begin = t_begin;
@@ -147,7 +147,7 @@ void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t
 	trace_ring *r = ring_get();
 	if (!r)
 		return;
-	amp_rec_memory *rec = ring_reserve(r, AMP_REC_SLOTS(amp_rec_memory));
+	amp_rec_memory *rec = ring_reserve_kind(r, AMP_REC_SLOTS(amp_rec_memory), AMP_DROP_MEMORY);
 	if (!rec)
 		return;
 	rec->step = step;
@@ -189,7 +189,14 @@ void amp_trace_meta(const char *key, const char *value)
 static void counter_emit(const char *name, int64_t value, uint32_t scope)
 {
 	trace_ring *r = ring_get();
-	if (!r || !name)
+	if (!r) {
+		/* no ring: the run's total must still count this thread (ring-scoped only: a
+		 * process-wide total is reported by the process's threads that have one) */
+		if (name && scope == AMP_COUNTER_RING)
+			amp_trace_lost_counter(name, value);
+		return;
+	}
+	if (!name)
 		return;
 	uint32_t id = amp_trace_intern_content(r, name);
 	amp_rec_counter *rec = ring_reserve(r, 1);
@@ -228,7 +235,7 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	uint32_t name = intern(r, st->name);
 	uint32_t op_name = op_name_id(r, st->op, NULL);
 	unsigned slots = AMP_REC_SLOTS(amp_rec_tstats);
-	amp_rec_tstats *rec = ring_reserve(r, slots);
+	amp_rec_tstats *rec = ring_reserve_kind(r, slots, AMP_DROP_TSTATS);
 	if (!rec)
 		return;
 	memset((char *)rec + sizeof rec->h, 0, sizeof *rec - sizeof rec->h);
@@ -265,7 +272,7 @@ void amp_trace_dump(const amp_trace_dump_ref *d)
 	uint32_t name = intern(r, d->name);
 	uint32_t op_name = op_name_id(r, d->op, NULL);
 	unsigned slots = AMP_REC_SLOTS(amp_rec_dump);
-	amp_rec_dump *rec = ring_reserve(r, slots);
+	amp_rec_dump *rec = ring_reserve_kind(r, slots, AMP_DROP_DUMP);
 	if (!rec)
 		return;
 	memset((char *)rec + sizeof rec->h, 0, sizeof *rec - sizeof rec->h);

@@ -45,6 +45,7 @@ typedef struct trace_ring {
 	uint64_t tail_cache;     /* last tail read from hdr->tail */
 	uint64_t woke;           /* head when the collector was last woken */
 	uint64_t warm;           /* slots before this position were prefetched for writing */
+	uint64_t reserve;        /* drop mode: slots event records leave free (0 otherwise) */
 	unsigned since_publish;
 	int dead;                /* collector gone: drop everything */
 	uintptr_t stack_hi;      /* top of this thread's stack (frame walk bound) */
@@ -85,6 +86,9 @@ extern __thread trace_ring *amp_trace_tl_ring TRACE_HIDDEN
     __attribute__((tls_model("initial-exec")));
 extern __thread int amp_trace_tl_no_ring TRACE_HIDDEN __attribute__((tls_model("initial-exec")));
 extern __thread int amp_trace_tl_in_signal TRACE_HIDDEN __attribute__((tls_model("initial-exec")));
+/* This thread's last value of each lost counter (amp_session_hdr.lost), when it has no ring. */
+extern __thread int64_t amp_trace_tl_lost[AMP_LOST_COUNTERS] TRACE_HIDDEN
+    __attribute__((tls_model("initial-exec")));
 
 /* A query of dl_iterate_phdr for the extent of the object loaded at bias. */
 struct extent_query {
@@ -96,7 +100,9 @@ struct extent_query {
 /* ---- slow paths ------------------------------------------------------------------------------ */
 TRACE_HIDDEN int amp_trace_tsc_invariant(void);
 TRACE_HIDDEN void amp_trace_collector_wake(void);
-TRACE_HIDDEN int amp_trace_ring_wait(trace_ring *r, uint64_t need);
+TRACE_HIDDEN int amp_trace_ring_wait(trace_ring *r, uint64_t need, int kind);
+/* A ring-scoped counter of a thread that has no ring, added to the session's lost counters. */
+TRACE_HIDDEN void amp_trace_lost_counter(const char *name, int64_t value);
 TRACE_HIDDEN void amp_trace_emit_clock(trace_ring *r);
 TRACE_HIDDEN int amp_trace_str_table_grow(trace_ring *r);
 TRACE_HIDDEN uint32_t amp_trace_intern_content(trace_ring *r, const char *s);
@@ -128,14 +134,22 @@ static inline void ring_publish(trace_ring *r)
 	}
 }
 
-/* Room for a record of n slots at the head, contiguous; NULL when it is dropped. */
-static inline void *ring_reserve(trace_ring *r, unsigned n)
+/* Room for a record of n slots at the head, contiguous; NULL when it is dropped (counted).
+ * kind: the amp_drop_kind of an event record, which drop mode drops rather than let it into
+ * the ring's reserve (r->reserve slots kept free); or -1 for a definition or boundary (string,
+ * call site, module, clock, step, scale, meta, counter, crash), which may use the reserve and
+ * which drop mode never drops: it waits as outside drop mode (only a dead collector, or a
+ * signal handler that may not wait, drops it).  kind is a constant at every call site. */
+static inline void *ring_reserve_kind(trace_ring *r, unsigned n, int kind)
 {
 	uint64_t idx = r->head & r->mask;
 	uint64_t pad = idx + n > r->nslots ? r->nslots - idx : 0;
-	if (__builtin_expect(r->head + pad + n - r->tail_cache > r->nslots, 0)) {
-		if (amp_trace_ring_wait(r, pad + n) != 0) {
+	uint64_t keep = kind >= 0 ? r->reserve : 0;
+	if (__builtin_expect(r->head + pad + n + keep - r->tail_cache > r->nslots, 0)) {
+		if (amp_trace_ring_wait(r, pad + n, kind) != 0) {
 			__atomic_add_fetch(&r->hdr->dropped, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&r->hdr->dropped_kind[kind >= 0 ? kind : AMP_DROP_OTHER], 1,
+			                   __ATOMIC_RELAXED);
 			return NULL;
 		}
 	}
@@ -150,6 +164,12 @@ static inline void *ring_reserve(trace_ring *r, unsigned n)
 		idx = 0;
 	}
 	return r->slots + idx * AMP_SLOT_SIZE;
+}
+
+/* A definition or boundary record: never dropped by drop mode (see ring_reserve_kind). */
+static inline void *ring_reserve(trace_ring *r, unsigned n)
+{
+	return ring_reserve_kind(r, n, -1);
 }
 
 /* Seals the record (stamp last) and advances the head; publishes every few records. */

@@ -64,18 +64,21 @@ static int collector_alive(void)
 	return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-/* Waits until `need` slots are free.  Returns 0 when they are, -1 when the record must be
- * dropped (drop mode, dead collector, or a signal handler that may not wait long). */
-int amp_trace_ring_wait(trace_ring *r, uint64_t need)
+/* Waits until `need` slots are free (and, for an event record of kind >= 0, the ring's reserve
+ * besides).  Returns 0 when they are, -1 when the record must be dropped (an event in drop
+ * mode, a dead collector, or a signal handler that may not wait long). */
+int amp_trace_ring_wait(trace_ring *r, uint64_t need, int kind)
 {
+	uint64_t keep = kind >= 0 ? r->reserve : 0;
 	ring_publish(r);
-	if (r->head + need - r->tail_cache > r->nslots)
+	if (r->head + need + keep - r->tail_cache > r->nslots)
 		amp_trace_collector_wake();
 	for (unsigned spin = 0;; spin++) {
 		r->tail_cache = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
-		if (r->head + need - r->tail_cache <= r->nslots)
+		if (r->head + need + keep - r->tail_cache <= r->nslots)
 			return 0;
-		if (amp_trace_drop_mode || r->dead || (amp_trace_tl_in_signal && spin > 2000))
+		if ((amp_trace_drop_mode && kind >= 0) || r->dead ||
+		    (amp_trace_tl_in_signal && spin > 2000))
 			return -1;
 		if (spin < 64) {
 			sched_yield();
@@ -189,12 +192,32 @@ void amp_trace_ring_close(trace_ring *r)
 	__atomic_store_n(&r->hdr->state, AMP_RING_CLOSED, __ATOMIC_RELEASE);
 }
 
+/* The thread's ring state, once its ring is closed at thread exit (the ring itself is the
+ * collector's to reclaim).  The alternate signal stack goes with it, unregistered first. */
+static void ring_free(trace_ring *r)
+{
+	if (r->altstack) {
+		stack_t ss = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+		sigaltstack(&ss, NULL);
+		free(r->altstack);
+	}
+	for (uint32_t id = 1; id <= r->n_strings; id++)
+		free(r->texts[id]);
+	free(r->texts);
+	free(r->str_table);
+	free(r->cs_keys);
+	free(r->cs_ids);
+	free(r->mod_bias);
+	free(r);
+}
+
 void amp_trace_ring_key_destructor(void *arg)
 {
 	trace_ring *r = arg;
 	if (r && amp_trace_tl_ring == r) {
 		amp_trace_ring_close(r);
 		amp_trace_tl_ring = NULL;
+		ring_free(r);
 	}
 }
 
@@ -231,16 +254,120 @@ static void ring_prefault(unsigned char *base, uint64_t bytes)
 	}
 }
 
-/* Claims a ring for this thread (first event of the thread).  NULL if none is left. */
+#define RING_CLAIM_WAIT_MS 1000u /* longest wait of a new thread for a closed ring's reclaim */
+
+/* ---- counters of threads without a ring --------------------------------------------------- */
+__thread int64_t amp_trace_tl_lost[AMP_LOST_COUNTERS] __attribute__((tls_model("initial-exec")));
+
+/* The session's lost-counter slot named name, naming a free one; -1 if all are taken. */
+static int lost_slot(const char *name)
+{
+	amp_lost_counter *lc = amp_trace_sess->lost;
+	size_t n = strnlen(name, AMP_LOST_NAME - 1);
+	for (int pass = 0; pass < 1000; pass++) {
+		int pending = 0;
+		for (int i = 0; i < AMP_LOST_COUNTERS; i++) {
+			uint32_t st = __atomic_load_n(&lc[i].state, __ATOMIC_ACQUIRE);
+			if (st == 2 && strncmp(lc[i].name, name, n) == 0 && lc[i].name[n] == '\0')
+				return i;
+			if (st == 1)
+				pending = 1;
+			if (st == 0) {
+				uint32_t want = 0;
+				if (__atomic_compare_exchange_n(&lc[i].state, &want, 1, 0, __ATOMIC_ACQ_REL,
+				                                __ATOMIC_ACQUIRE)) {
+					memcpy(lc[i].name, name, n);
+					lc[i].name[n] = '\0';
+					__atomic_store_n(&lc[i].state, 2, __ATOMIC_RELEASE);
+					return i;
+				}
+				pending = 1;
+			}
+		}
+		if (!pending)
+			return -1;
+		sched_yield(); /* another thread is naming a slot: it may be this name */
+	}
+	return -1;
+}
+
+void amp_trace_lost_counter(const char *name, int64_t value)
+{
+	if (!amp_trace_sess || amp_trace_tl_in_signal)
+		return;
+	int i = lost_slot(name);
+	if (i < 0)
+		return;
+	int64_t delta = (int64_t)((uint64_t)value - (uint64_t)amp_trace_tl_lost[i]);
+	amp_trace_tl_lost[i] = value;
+	__atomic_add_fetch(&amp_trace_sess->lost[i].value, delta, __ATOMIC_RELAXED);
+}
+
+/* Index of a ring for this thread: a fresh one while any is left, else one the collector
+ * reclaimed (REUSABLE -> CLAIMING).  -1 if none. */
+static int64_t ring_claim(void)
+{
+	amp_session_hdr *s = amp_trace_sess;
+	uint32_t count = s->ring_count;
+	if (__atomic_load_n(&s->rings_claimed, __ATOMIC_ACQUIRE) < count) {
+		uint32_t idx = __atomic_fetch_add(&s->rings_claimed, 1, __ATOMIC_ACQ_REL);
+		if (idx < count)
+			return idx;
+	}
+	/* every ring was claimed once: take one the collector reclaimed; while some ring's thread
+	 * has ended (CLOSED)
+	 * or its process died, and the collector has yet to reclaim it, wake the collector and wait a
+	 * little (at this thread's first event only; up to RING_CLAIM_WAIT_MS) */
+	for (unsigned wait = 0;; wait++) {
+		int closed = 0;
+		for (uint32_t i = 0; i < count; i++) {
+			amp_ring_hdr *h = (amp_ring_hdr *)((unsigned char *)s + s->ring_offset +
+			                                   (uint64_t)i * s->ring_stride);
+			uint32_t st = __atomic_load_n(&h->state, __ATOMIC_RELAXED), want = st;
+			if (st == AMP_RING_REUSABLE &&
+			    __atomic_compare_exchange_n(&h->state, &want, AMP_RING_CLAIMING, 0,
+			                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				return i;
+			/* a ring whose process is gone (killed) is reclaimed as well */
+			closed |= st == AMP_RING_CLOSED ||
+			          (st == AMP_RING_OPEN && h->pid != 0 && kill((pid_t)h->pid, 0) != 0 &&
+			           errno == ESRCH);
+		}
+		if (!closed || wait >= RING_CLAIM_WAIT_MS || !collector_alive())
+			return -1;
+		amp_trace_collector_wake();
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* After a failed attach: a reusable ring claimed goes back (a fresh one is only marked
+ * CLOSED, drained empty and then reclaimed by the collector); the thread counts as missing. */
+static void ring_give_back(int64_t idx)
+{
+	if (idx >= 0) {
+		amp_ring_hdr *h = (amp_ring_hdr *)((unsigned char *)amp_trace_sess +
+		                                   amp_trace_sess->ring_offset +
+		                                   (uint64_t)idx * amp_trace_sess->ring_stride);
+		uint32_t want = AMP_RING_CLAIMING;
+		if (!__atomic_compare_exchange_n(&h->state, &want, AMP_RING_REUSABLE, 0,
+		                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			__atomic_store_n(&h->state, AMP_RING_CLOSED, __ATOMIC_RELEASE);
+	}
+	__atomic_add_fetch(&amp_trace_sess->rings_missing, 1, __ATOMIC_RELAXED);
+	amp_trace_tl_no_ring = 1;
+}
+
+/* Claims a ring for this thread (first event of the thread).  NULL if none is left: the
+ * thread is counted in rings_missing and never tries again. */
 trace_ring *amp_trace_ring_attach(void)
 {
 	if (!amp_trace_sess || amp_trace_tl_no_ring || amp_trace_tl_in_signal)
 		return NULL;
-	uint32_t idx = __atomic_fetch_add(&amp_trace_sess->rings_claimed, 1, __ATOMIC_ACQ_REL);
+	int64_t idx = ring_claim();
 	trace_ring *r = NULL;
-	if (idx >= amp_trace_sess->ring_count || !(r = calloc(1, sizeof *r))) {
-		__atomic_add_fetch(&amp_trace_sess->rings_missing, 1, __ATOMIC_RELAXED);
-		amp_trace_tl_no_ring = 1;
+	if (idx < 0 || !(r = calloc(1, sizeof *r))) {
+		ring_give_back(idx);
 		return NULL;
 	}
 	unsigned char *base = (unsigned char *)amp_trace_sess + amp_trace_sess->ring_offset +
@@ -249,6 +376,7 @@ trace_ring *amp_trace_ring_attach(void)
 	r->slots = base + AMP_RING_HDR_SIZE;
 	r->nslots = amp_trace_sess->ring_slots;
 	r->mask = r->nslots - 1;
+	r->reserve = amp_trace_drop_mode ? r->nslots / AMP_DROP_RESERVE_DIV : 0;
 	r->head = r->published = r->tail_cache = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
 	r->woke = r->head;
 	ring_prefault(base, AMP_RING_HDR_SIZE + (uint64_t)r->nslots * AMP_SLOT_SIZE);
@@ -266,7 +394,7 @@ trace_ring *amp_trace_ring_attach(void)
 		free(r->cs_keys);
 		free(r->cs_ids);
 		free(r);
-		amp_trace_tl_no_ring = 1;
+		ring_give_back(idx);
 		return NULL;
 	}
 	r->hdr->pid = (uint32_t)getpid();

@@ -30,13 +30,18 @@ static void trace_at_fork_child(void)
 	/* the parent's ring stays the parent's; the child claims its own on first event */
 	amp_trace_tl_ring = NULL;
 	amp_trace_tl_no_ring = 0;
+	memset(amp_trace_tl_lost, 0, sizeof amp_trace_tl_lost);
 }
 
 static void trace_at_exit(void)
 {
 	trace_ring *r = amp_trace_tl_ring;
-	if (r)
+	if (r) {
+		/* a closed ring may be given to another thread: nothing more is written into it */
 		amp_trace_ring_close(r);
+		amp_trace_tl_ring = NULL;
+		amp_trace_tl_no_ring = 1;
+	}
 }
 
 static int session_valid(const amp_session_hdr *s, size_t size)

@@ -186,7 +186,18 @@ const char *amp_op_list_name(amp_op_list l);
  * op_name, the string id of the op type's name; a producer other than libamprt describes its
  * own ops this way (op is then AMP_OP_BY_NAME) and the collector adds them to op_types.
  *
- * Version 3: the step record spans two slots and carries the gradient norm, the clipping
+ * Version 3: rings are reclaimed and nothing is lost silently.  A ring whose thread ended
+ * (AMP_RING_CLOSED) or whose process died is drained by the collector, which then resets it
+ * (head = tail, owner and drop counts zeroed) and marks it AMP_RING_REUSABLE; a thread that
+ * finds every fresh ring taken claims a reusable one (compare-and-swap to AMP_RING_CLAIMING,
+ * then AMP_RING_OPEN once its owner fields are written).  A thread that finds no ring adds
+ * its ring-scoped counters to amp_session_hdr.lost, so ops_dispatched still counts its ops.
+ * In drop mode, definitions and boundaries (strings, modules, call sites, clocks, steps,
+ * scale decisions, meta, counters, crashes) are never dropped: only event records are, and
+ * only while more than 1/AMP_DROP_RESERVE_DIV of the ring is free for the rest; each drop is
+ * counted by kind (amp_ring_hdr.dropped_kind).
+ *
+ * Also in version 3: the step record spans two slots and carries the gradient norm, the clipping
  * flag and the micro-batch count (grad_norm, clipped, micro_batches); the memory record
  * carries the categories as they would be without memory_optimize (bytes_unopt, peak_unopt,
  * valid with AMP_MEMREC_UNOPT).
@@ -214,8 +225,43 @@ enum {
 	AMP_SESS_DROP = 1u << 1,      /* ring full: drop and count instead of waiting */
 };
 
-/* Ring states (amp_ring_hdr.state). */
-enum { AMP_RING_FREE = 0, AMP_RING_OPEN = 1, AMP_RING_CLOSED = 2 };
+/* Ring states (amp_ring_hdr.state).  FREE: never claimed; OPEN: a thread writes it; CLOSED:
+ * its thread ended (the head is final); REUSABLE: drained and reset by the collector, free
+ * for another thread; CLAIMING: a thread is taking a reusable ring (wire v3). */
+enum {
+	AMP_RING_FREE = 0,
+	AMP_RING_OPEN = 1,
+	AMP_RING_CLOSED = 2,
+	AMP_RING_REUSABLE = 3,
+	AMP_RING_CLAIMING = 4,
+};
+
+/* What a dropped record was (amp_ring_hdr.dropped_kind): the event records, the only ones drop
+ * mode drops; a dead collector drops anything, counted as OTHER unless it is one of these. */
+typedef enum {
+	AMP_DROP_OP = 0,       /* "ops" */
+	AMP_DROP_COPY = 1,     /* "copies" */
+	AMP_DROP_TSTATS = 2,   /* "tensor_stats" */
+	AMP_DROP_MEMORY = 3,   /* "memory" */
+	AMP_DROP_DUMP = 4,     /* "dumps" */
+	AMP_DROP_OTHER = 5,    /* "other" */
+	AMP_DROP_KINDS
+} amp_drop_kind;
+#define AMP_DROP_SLOTS 8       /* entries of dropped_kind */
+#define AMP_DROP_RESERVE_DIV 8 /* drop mode keeps 1/8 of a ring for definitions and steps */
+/* Name of a drop kind ("ops", ...), "?" for an unknown one. */
+const char *amp_drop_kind_name(unsigned kind);
+
+/* Counters of threads that found no ring (amp_session_hdr.lost): a slot is named once
+ * (state 0 -> 1 by compare-and-swap, name written, then 2) and its value only grows by atomic
+ * adds of the deltas of that counter in those threads. */
+#define AMP_LOST_COUNTERS 8
+#define AMP_LOST_NAME 36
+typedef struct amp_lost_counter {
+	uint32_t state;              /* 0 free, 1 being named, 2 named */
+	char name[AMP_LOST_NAME];    /* NUL-terminated when state is 2 */
+	int64_t value;               /* the sum of the deltas */
+} amp_lost_counter;
 
 /* A step range [lo, hi], both inclusive; hi = INT64_MAX for an open end. */
 typedef struct amp_step_range {
@@ -246,7 +292,8 @@ typedef struct amp_session_hdr {
 	uint64_t heartbeat;          /* incremented by the collector at every poll */
 	uint32_t rings_claimed;      /* producer: next ring to claim (may pass ring_count) */
 	uint32_t attached;           /* producer: processes that attached */
-	uint64_t rings_missing;      /* producer: events lost because no ring was left */
+	uint64_t rings_missing;      /* producer: threads (or processes) that found no ring left:
+	                                nothing of theirs was recorded */
 	/* Added within wire version 1 (a peer that predates it leaves it zero and never waits on
 	 * it, so both directions stay compatible): */
 	uint32_t wake;               /* producer: futex word, incremented with a FUTEX_WAKE when a
@@ -255,6 +302,10 @@ typedef struct amp_session_hdr {
 	uint32_t producer_wire;      /* producer: the AMP_WIRE_VERSION of the last process that
 	                                found the session, written whether it attached or not
 	                                (0: none did, or one predating wire version 2) */
+	/* wire v3 */
+	uint32_t pad_v3;
+	amp_lost_counter lost[AMP_LOST_COUNTERS]; /* producer: ring-scoped counters of the threads
+	                                that found no ring */
 } amp_session_hdr;
 
 /* Header of one ring; slots follow at AMP_RING_HDR_SIZE.  head and tail sit on their own
@@ -269,7 +320,9 @@ typedef struct amp_ring_hdr {
 	uint64_t head;               /* producer: slots published, release store */
 	uint8_t pad1[56];
 	uint64_t tail;               /* collector: slots consumed, release store */
-	uint8_t pad2[120];
+	uint8_t pad2[56];
+	uint64_t dropped_kind[AMP_DROP_SLOTS]; /* producer (wire v3): dropped records by
+	                                amp_drop_kind, their own cache line */
 } amp_ring_hdr;
 
 /* Record types. */
@@ -495,6 +548,8 @@ typedef struct amp_rec_counter {
 
 _Static_assert(sizeof(amp_rec_hdr) == 8, "record header");
 _Static_assert(sizeof(amp_ring_hdr) == AMP_RING_HDR_SIZE, "ring header");
+_Static_assert(offsetof(amp_ring_hdr, dropped_kind) == 192, "ring header: drops on line 3");
+_Static_assert(AMP_DROP_KINDS <= AMP_DROP_SLOTS, "drop kinds");
 _Static_assert(sizeof(amp_session_hdr) <= AMP_SESSION_HDR_SIZE, "session header");
 _Static_assert(AMP_REC_SLOTS(amp_rec_clock) == 1, "clock record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_module) == 1, "module record");

@@ -66,6 +66,14 @@ const char *amp_mem_category_name(amp_mem_category c)
 	return (unsigned)c < AMP_MEM_NCAT ? names[c] : "?";
 }
 
+const char *amp_drop_kind_name(unsigned kind)
+{
+	static const char *const names[AMP_DROP_KINDS] = {
+	    [AMP_DROP_OP] = "ops", [AMP_DROP_COPY] = "copies", [AMP_DROP_TSTATS] = "tensor_stats",
+	    [AMP_DROP_MEMORY] = "memory", [AMP_DROP_DUMP] = "dumps", [AMP_DROP_OTHER] = "other"};
+	return kind < AMP_DROP_KINDS ? names[kind] : "?";
+}
+
 const char *amp_dtype_code_name(unsigned code)
 {
 	static const char *const names[AMP_DTYPE_COUNT] = {

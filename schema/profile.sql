@@ -26,8 +26,13 @@ PRAGMA user_version = 3;
 -- (UTC ISO 8601), start_mono_ns, clock ('tsc' or 'monotonic'), ticks_per_ns, options
 -- (steps, callstack, nan_check, stats_every, dump, dump_steps, dump_limit, fp16_threshold,
 -- memcpy_threshold, drop), end ('exited', 'signal', 'crash', 'killed', 'collecting' while running,
--- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally and was
--- finalized), events, dropped_events, rings_missing, wall_ns, finalized_at.  Keys written by
+-- 'collector-failed'), exit_status, exit_signal, complete (1 if the run ended normally, was
+-- finalized and nothing went unrecorded), incomplete (present when something went unrecorded:
+-- why, e.g. threads that found no ring, records dropped; every reader shows it), events,
+-- dropped_events, dropped.<kind> (records dropped by kind: ops, copies, tensor_stats, memory,
+-- dumps, other), rings_missing (threads or processes that found no ring: nothing of theirs is
+-- in the tables), unrecorded.<counter> (of a counter's total, what those threads counted),
+-- wall_ns, finalized_at.  Keys written by
 -- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
 -- counters: ops_dispatched and copies (the runtime's own counts of op executions and of
 -- copies and casts, sent at every step end by each producing thread and summed over threads;

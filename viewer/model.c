@@ -168,6 +168,8 @@ static void read_meta(view_model *m, double *meta_fp16, double *meta_copy)
 			r->exit_status = atoi(v);
 		else if (!strcmp(k, "complete"))
 			r->complete = atoi(v) == 1;
+		else if (!strcmp(k, "incomplete"))
+			snprintf(r->incomplete, sizeof r->incomplete, "%s", v);
 		else if (!strcmp(k, "dropped_events"))
 			r->dropped_events = strtoll(v, NULL, 10);
 		else if (!strcmp(k, "wall_ns"))

@@ -45,6 +45,7 @@ typedef struct view_run {
 	char exit_signal[32]; /* meta exit_signal ("" if none) */
 	int exit_status;      /* meta exit_status, -1 if unknown */
 	int complete;         /* meta complete = 1 */
+	char incomplete[512]; /* meta incomplete: what the run did not record, "" if nothing */
 	int finalized;        /* run_summary was present (else figures computed here) */
 	int64_t steps, overflow_steps, skipped_steps;
 	int64_t lossless_steps; /* ended with no loss and no overflow (evaluation, say) */

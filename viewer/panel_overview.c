@@ -167,7 +167,10 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	if (!r->finalized && y < end)
 		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_WARN, 0,
 		                 "summaries computed by ampview: the profile was not finalized");
-	if (r->dropped_events > 0 && y < end)
+	if (r->incomplete[0] && y < end)
+		view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_WARN, VIEW_A_BOLD, "not recorded: %s",
+		                   r->incomplete);
+	else if (r->dropped_events > 0 && y < end)
 		view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_WARN, 0,
 		                   "%lld events were dropped (ring full in drop mode)",
 		                   (long long)r->dropped_events);

@@ -6,28 +6,42 @@
  * steps where it is -100, so that Log gets negative inputs: NaN with no Inf, from finite inputs
  * (an invalid operation, not an overflow).  The loss is then NaN, the gradients too, and the
  * loss scaler skips the step.
- *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--chdir DIR]
- * --threads T trains T contexts at once, one per thread (each its own trace ring).  --chdir DIR
- * changes the working directory before the first step (dumps must still reach the spool).
+ *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
+ *                 [--chdir DIR] [--label-prefix P]
+ * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
+ * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
+ * goes on training the parent's context to the last step, while the parent waits for it and
+ * stops.  --chdir DIR changes the working directory before the first step (dumps must still
+ * reach the spool).  --label-prefix P puts P before every op's label (hostile text for the
+ * tools' outputs: escapes, newlines, invalid UTF-8).
  */
 #include <amp/amp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BATCH 16
 #define FEATURES 8
 #define MAX_BAD 8
-#define MAX_THREADS 8
+#define MAX_THREADS 32
 
 typedef struct cases_opts {
-	int steps, threads, n_bad;
+	int steps, threads, procs, fork_at, n_bad;
 	int bad[MAX_BAD];
 } cases_opts;
 
-static cases_opts g_opts = {6, 1, 0, {0}};
+static cases_opts g_opts = {6, 1, 0, -1, 0, {0}};
+static const char *g_prefix = "";
+
+/* The label of an op: --label-prefix, then name (a static buffer per call site's name). */
+static const char *label(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s%s", g_prefix, name);
+	return buf;
+}
 
 static int is_bad(int step)
 {
@@ -56,27 +70,41 @@ static int train(int id)
 	    amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 1e-3f}, &opt) != AMP_OK)
 		goto fail;
 	for (int step = 0; step < g_opts.steps; step++) {
+		if (step == g_opts.fork_at) {
+			fflush(NULL);
+			pid_t pid = fork();
+			if (pid < 0)
+				goto fail;
+			if (pid > 0) {
+				int st = 0;
+				while (waitpid(pid, &st, 0) < 0)
+					;
+				status = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+				goto out;
+			}
+		}
 		for (int i = 0; i < BATCH * FEATURES; i++) {
 			x[i] = (float)((i * 7 + step * 3 + id) % 17) / 8.0f - 1.0f;
 			c[i] = is_bad(step) ? -100.0f : 1.0f;
 		}
 		amp_tensor *xt, *ct, *h, *sq, *a, *y, *loss;
+		char l_fc[256], l_sq[256], l_shift[256], l_log[256], l_loss[256];
 		int skipped = 0;
 		if (amp_step_begin(ctx) != AMP_OK ||
 		    amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEATURES), AMP_F32, &xt) != AMP_OK ||
 		    amp_tensor_from_f32(ctx, c, amp_shape2(BATCH, FEATURES), AMP_F32, &ct) != AMP_OK ||
-		    amp_linear(ctx, "fc", xt, w, NULL, &h) != AMP_OK ||
-		    amp_mul(ctx, "sq", h, h, &sq) != AMP_OK ||
-		    amp_add(ctx, "shift", sq, ct, &a) != AMP_OK ||
-		    amp_log(ctx, "log", a, &y) != AMP_OK ||             /* RUNTIME_CASES_LOG_LINE */
-		    amp_mean(ctx, "loss", y, &loss) != AMP_OK ||
+		    amp_linear(ctx, label(l_fc, sizeof l_fc, "fc"), xt, w, NULL, &h) != AMP_OK ||
+		    amp_mul(ctx, label(l_sq, sizeof l_sq, "sq"), h, h, &sq) != AMP_OK ||
+		    amp_add(ctx, label(l_shift, sizeof l_shift, "shift"), sq, ct, &a) != AMP_OK ||
+		    amp_log(ctx, label(l_log, sizeof l_log, "log"), a, &y) != AMP_OK || /* RUNTIME_CASES_LOG_LINE */
+		    amp_mean(ctx, label(l_loss, sizeof l_loss, "loss"), y, &loss) != AMP_OK ||
 		    amp_backward(ctx, loss) != AMP_OK ||
 		    amp_optim_step(opt, &skipped) != AMP_OK)
 			goto fail;
 		double l = amp_tensor_item(ctx, loss);
 		if (amp_step_end(ctx) != AMP_OK)
 			goto fail;
-		if (g_opts.threads == 1)
+		if (g_opts.threads == 1 && g_opts.procs == 0)
 			printf("step %d  loss %.6g  scale %g%s\n", step, l, amp_loss_scale(ctx),
 			       skipped ? "  (skipped)" : "");
 	}
@@ -108,23 +136,50 @@ int main(int argc, char **argv)
 			g_opts.steps = atoi(v);
 		else if (strcmp(a, "--threads") == 0)
 			g_opts.threads = atoi(v);
+		else if (strcmp(a, "--procs") == 0)
+			g_opts.procs = atoi(v);
+		else if (strcmp(a, "--fork-at") == 0)
+			g_opts.fork_at = atoi(v);
 		else if (strcmp(a, "--bad-step") == 0 && g_opts.n_bad < MAX_BAD)
 			g_opts.bad[g_opts.n_bad++] = atoi(v);
 		else if (strcmp(a, "--chdir") == 0)
 			dir = v;
+		else if (strcmp(a, "--label-prefix") == 0)
+			g_prefix = v;
 		else {
 			fprintf(stderr, "runtime_cases: unknown option '%s'\n", a);
 			return 2;
 		}
 		i++;
 	}
-	if (g_opts.threads < 1 || g_opts.threads > MAX_THREADS || g_opts.steps < 1) {
-		fprintf(stderr, "runtime_cases: --threads 1..%d, --steps at least 1\n", MAX_THREADS);
+	if (g_opts.threads < 1 || g_opts.threads > MAX_THREADS || g_opts.procs < 0 ||
+	    g_opts.procs > MAX_THREADS || g_opts.steps < 1) {
+		fprintf(stderr, "runtime_cases: --threads 1..%d, --procs 0..%d, --steps at least 1\n",
+		        MAX_THREADS, MAX_THREADS);
 		return 2;
 	}
 	if (dir && chdir(dir) != 0) {
 		perror("runtime_cases: chdir");
 		return 1;
+	}
+	if (g_opts.procs > 0) {
+		pid_t pids[MAX_THREADS];
+		int status = 0;
+		fflush(NULL);
+		for (int p = 0; p < g_opts.procs; p++) {
+			pids[p] = fork();
+			if (pids[p] == 0)
+				exit(train(p));
+			if (pids[p] < 0)
+				return 1;
+		}
+		for (int p = 0; p < g_opts.procs; p++) {
+			int st = 0;
+			while (waitpid(pids[p], &st, 0) < 0)
+				;
+			status |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+		}
+		return status;
 	}
 	pthread_t th[MAX_THREADS];
 	int status = 0;

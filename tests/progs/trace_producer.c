@@ -6,10 +6,12 @@
  *   trace_producer [--steps N] [--ops N] [--threads N] [--sleep-ms N] [--crash-at STEP]
  *                  [--abort-at STEP] [--exit-at STEP] [--garbage] [--gemm-engine NAME]
  *                  [--half fp16|bf16] [--mode PRECISION_MODE] [--custom-op NAME]
- *                  [--fake-wire N]
+ *                  [--fake-wire N] [--sequential] [--unique-labels]
  * --custom-op names every fourth op by that name (an op type outside the runtime's enum, as a
  * producer other than libamprt would); --fake-wire poses as a library of wire version N that
- * refused the session (it sends nothing).
+ * refused the session (it sends nothing).  --threads runs up to 64 threads at once, or with
+ * --sequential one after another.  --unique-labels gives every op of every step a label of its
+ * own, so that string definitions keep coming all through the run.
  * The MatMuls run on the --gemm-engine (default fp32-fma: half storage computed in FP32), the
  * other ops on fp32-fma; --half is the half type of the MatMuls and ReLUs (default fp16).
  */
@@ -36,6 +38,9 @@ static int g_half = AMP_DTYPE_F16;
 static const char *g_mode = "allow_mix_precision";
 static const char *g_custom_op;
 static uint64_t g_ops_total; /* ops of all threads so far */
+static int g_sequential;      /* --sequential: the threads run one after another */
+static int g_unique_labels;   /* --unique-labels: every op of every step has its own label */
+#define PRODUCER_MAX_THREADS 64
 
 static void sleep_ms(int ms)
 {
@@ -46,8 +51,11 @@ static void sleep_ms(int ms)
 /* One op as the runtime would report it; the call site is this function's caller line. */
 static __attribute__((noinline)) void emit_op(int64_t step, uint64_t seq, int i)
 {
-	char label[32];
-	snprintf(label, sizeof label, "layer%d", i % 4);
+	char label[48];
+	if (g_unique_labels)
+		snprintf(label, sizeof label, "layer%d.step%lld", i, (long long)step);
+	else
+		snprintf(label, sizeof label, "layer%d", i % 4);
 	amp_trace_op op;
 	memset(&op, 0, sizeof op);
 	op.t_begin = amp_trace_clock();
@@ -189,6 +197,10 @@ int main(int argc, char **argv)
 			g_opts.ops = atoi(v), i++;
 		else if (strcmp(a, "--threads") == 0)
 			g_opts.threads = atoi(v), i++;
+		else if (strcmp(a, "--sequential") == 0)
+			g_sequential = 1;
+		else if (strcmp(a, "--unique-labels") == 0)
+			g_unique_labels = 1;
 		else if (strcmp(a, "--sleep-ms") == 0)
 			g_opts.sleep_ms = atoi(v), i++;
 		else if (strcmp(a, "--crash-at") == 0)
@@ -220,8 +232,18 @@ int main(int argc, char **argv)
 	amp_trace_meta("precision_mode", g_mode);
 	if (g_opts.garbage)
 		write_garbage();
-	pthread_t th[16];
-	int n = g_opts.threads < 1 ? 1 : g_opts.threads > 16 ? 16 : g_opts.threads;
+	pthread_t th[PRODUCER_MAX_THREADS];
+	int n = g_opts.threads < 1 ? 1
+	        : g_opts.threads > PRODUCER_MAX_THREADS ? PRODUCER_MAX_THREADS : g_opts.threads;
+	if (g_sequential) {
+		/* one thread after another: each ends (its ring is reclaimed) before the next */
+		run_thread((void *)(intptr_t)0);
+		for (int t = 1; t < n; t++) {
+			pthread_create(&th[t], NULL, run_thread, (void *)(intptr_t)t);
+			pthread_join(th[t], NULL);
+		}
+		return 0;
+	}
 	for (int t = 1; t < n; t++)
 		pthread_create(&th[t], NULL, run_thread, (void *)(intptr_t)t);
 	run_thread((void *)(intptr_t)0);
