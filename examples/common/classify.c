@@ -251,13 +251,13 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	}
 	ex_rng_seed(&r.rng, ex_ctx_seed(r.ctx));
 	ex_iota(r.order, r.train.n);
+	printf("%s: %s, %lld train / %lld test images, batch %lld, lr %g, %lld epoch(s)\n",
+	       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test.n,
+	       (long long)r.opt.batch, r.opt.lr, (long long)r.opt.epochs);
 	if (resume_path && (rc = resume(&r, resume_path, err, sizeof err))) {
 		fprintf(stderr, "%s: --resume: %s\n", prog.name, err);
 		goto out;
 	}
-	printf("%s: %s, %lld train / %lld test images, batch %lld, lr %g, %lld epoch(s)\n",
-	       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test.n,
-	       (long long)r.opt.batch, r.opt.lr, (long long)r.opt.epochs);
 
 	if ((rc = train_epochs(&r))) {
 		status = ex_fail(&prog, r.ctx, "training step", rc);
