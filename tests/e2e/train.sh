@@ -118,4 +118,21 @@ check_true "limit: the refusal names the op and the bytes" \
 check "limit: at the unoptimized peak the run fits" "$?" 0
 check "limit: meta memory_limit" "$(q limit.db "SELECT value FROM meta WHERE key = 'memory_limit'")" "$peak_without"
 
+# ---- bert_kjv: the masked-character objective learns; memory_optimize changes nothing but memory
+BERT=$B/bin/bert_kjv
+"$BERT" --steps 30 --eval-every 0 --eval-batches 4 --json >bert.out 2>&1
+check "bert_kjv: 30 steps run" "$?" 0
+check "bert_kjv: masked-character validation loss below 3.2 nats after 30 steps (uniform: 4.14)" \
+	"$(tail -n 1 bert.out | sed -n 's/.*"val_loss":\([0-9.]*\).*/\1/p' | awk '{ print ($1 < 3.2) }')" 1
+"$BERT" --steps 3 --eval-every 0 --eval-batches 1 --json >bert0.out 2>&1
+"$BERT" --steps 3 --eval-every 0 --eval-batches 1 --json --memory-optimize >bert1.out 2>&1
+field() { tail -n 1 "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
+check "bert_kjv: memory_optimize keeps every loss" "$(field bert1.out final_loss) $(field bert1.out val_loss)" \
+	"$(field bert0.out final_loss) $(field bert0.out val_loss)"
+check "bert_kjv: memory_optimize lowers the peak below 0.7x" \
+	"$(awk -v a="$(field bert1.out peak_bytes)" -v b="$(field bert0.out peak_bytes)" 'BEGIN { print (a < 0.7 * b) }')" 1
+err=$("$BERT" --steps 1 --batch 32 --memory-limit 8m 2>&1); rc=$?
+check "bert_kjv: a batch past --memory-limit fails" "$rc" 1
+check_true "bert_kjv: ... naming memory_limit" grep -q "memory_limit: .* needs [0-9]* bytes more in step 0" <<<"$err"
+
 e2e_finish
