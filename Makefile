@@ -4,8 +4,16 @@
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 CC      ?= gcc
-VERSION := 0.1.0
+# The version is amp.h's (AMP_VERSION_MAJOR/MINOR/PATCH); the SONAME carries the major.
+AMP_H   := runtime/include/amp/amp.h
+amp_h_num = $(shell sed -n 's/^\#define AMP_VERSION_$(1) *\([0-9][0-9]*\).*/\1/p' $(AMP_H))
+VERSION_MAJOR := $(call amp_h_num,MAJOR)
+VERSION := $(VERSION_MAJOR).$(call amp_h_num,MINOR).$(call amp_h_num,PATCH)
 
 WARN    := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wvla -Wdouble-promotion -Wfloat-conversion -fno-common
@@ -44,7 +52,14 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIBRT_A   := $(BUILD)/lib/libamprt.a
+# libamprt.so.<version> with SONAME libamprt.so.<major>, and the two links beside it.
+LIBRT_SONAME := libamprt.so.$(VERSION_MAJOR)
+LIBRT_REAL   := libamprt.so.$(VERSION)
 LIBRT_SO  := $(BUILD)/lib/libamprt.so
+LIBRT_MAP := $(BUILD)/gen/libamprt.map
+# Test programs that drive the runtime's internals (runtime/trace.h) link a copy of the
+# shared library that exports everything; the installed one exports only amp.h's API.
+LIBRT_TEST_SO := $(BUILD)/tests/lib/libamprt.so
 LIBSCHEMA := $(BUILD)/lib/libampschema.a
 LIBPROF   := $(BUILD)/lib/libampprof.a
 LIBDUMP   := $(BUILD)/lib/libampdump.a
@@ -59,7 +74,8 @@ BENCHES   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 .SECONDARY:
-.PHONY: all lib tools examples benches units test unit e2e asan demo bench install clean deps format
+.PHONY: all lib tools examples benches units test unit e2e asan demo bench install uninstall \
+        clean deps format FORCE
 all: lib tools examples benches units $(BUILD)/amprt.pc
 
 lib: $(LIBRT_A) $(LIBRT_SO)
@@ -86,10 +102,30 @@ $(LIBDUMP): $(call obj,$(DUMP_SRC)) ; $(mklib)
 $(LIBVIEW): $(call obj,$(VIEW_SRC)) ; $(mklib)
 $(LIBEXCOM): $(call obj,$(EXCOM_SRC)) ; $(mklib)
 
-$(LIBRT_SO): $(call obj,$(RT_SRC))
+# The exported symbols are the functions amp.h declares, read from the preprocessed header
+# (static inline helpers among them export nothing); everything else stays local.
+$(LIBRT_MAP): $(AMP_H)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q){ echo '/* generated from $(AMP_H) by the Makefile; do not edit */'; echo '{'; \
+	  echo '  global:'; \
+	  $(CC) -E -P -Iruntime/include -x c $< | tr '\n' ' ' | grep -oE '\bamp_[a-z0-9_]+ *\(' | \
+	    sed 's/ *($$//' | sort -u | sed 's/.*/    &;/'; \
+	  echo '  local: *;'; echo '};'; } > $@.tmp && mv $@.tmp $@
+
+$(LIBRT_SO): $(call obj,$(RT_SRC)) $(LIBRT_MAP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -Wl,-soname,libamprt.so $(CFLAGS) $^ -o $@ $(LDLIBS_RT)
+	$(Q)$(CC) -shared -Wl,-soname,$(LIBRT_SONAME) -Wl,--version-script,$(LIBRT_MAP) $(CFLAGS) \
+	  $(LDFLAGS) $(filter %.o,$^) -o $(dir $@)$(LIBRT_REAL) $(LDLIBS_RT)
+	$(Q)ln -sf $(LIBRT_REAL) $(dir $@)$(LIBRT_SONAME) && ln -sf $(LIBRT_SONAME) $@
+
+$(LIBRT_TEST_SO): $(call obj,$(RT_SRC))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,$(LIBRT_SONAME) $(CFLAGS) $(LDFLAGS) $^ \
+	  -o $(dir $@)$(LIBRT_REAL) $(LDLIBS_RT)
+	$(Q)ln -sf $(LIBRT_REAL) $(dir $@)$(LIBRT_SONAME) && ln -sf $(LIBRT_SONAME) $@
 
 # schema/profile.sql is embedded into the schema module as a byte array (NUL-terminated).
 $(BUILD)/gen/profile_sql.h: schema/profile.sql
@@ -105,37 +141,46 @@ $(BUILD)/obj/schema/profile_db.o: CPPFLAGS += -I$(BUILD)/gen
 $(BUILD)/bin/ampprof: $(call obj,profiler/main.c) $(LIBPROF) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS_DB) $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS_DB) $(LDLIBS_RT)
 $(BUILD)/bin/ampdump: $(call obj,dump/main.c) $(LIBDUMP) $(LIBPROF) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS_DB) $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS_DB) $(LDLIBS_RT)
 $(BUILD)/bin/ampview: $(call obj,viewer/main.c) $(LIBVIEW) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lncursesw $(LDLIBS_DB) -lm
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lncursesw $(LDLIBS_DB) -lm
 
 # Examples link the shared runtime (found through an rpath relative to the binary), so that
 # the profiler can tell the user's frames from the runtime's when it records call sites.
 $(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(LIBEXCOM) $(LIBRT_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $< $(LIBEXCOM) -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ -lz $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIBEXCOM) -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ -lz $(LDLIBS_RT)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBEXCOM) $(LIBPROF) $(LIBSCHEMA) $(LIBRT_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lz $(LDLIBS_DB) $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lz $(LDLIBS_DB) $(LDLIBS_RT)
 
 # Unit tests link every module statically; the linker keeps what each test uses.
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBEXCOM) $(LIBDUMP) $(LIBVIEW) $(LIBPROF) $(LIBSCHEMA) $(LIBRT_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lcriterion -lncursesw -lz $(LDLIBS_DB) $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcriterion -lncursesw -lz $(LDLIBS_DB) $(LDLIBS_RT)
 
-$(BUILD)/amprt.pc: Makefile
+# amprt.pc for PREFIX/LIBDIR/INCLUDEDIR as given to this make: written by `install` for its
+# own PREFIX, and as $(BUILD)/amprt.pc (checked on every make, rewritten when they change).
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+gen_pc = printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' \
+	  'includedir=$(call pc_dir,$(INCLUDEDIR))' '' 'Name: amprt' \
+	  'Description: ampkit mixed-precision training runtime' 'Version: $(VERSION)' \
+	  'Requires.private: libunwind' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lamprt' \
+	  'Libs.private: -lm -lpthread -ldl'
+$(BUILD)/amprt.pc: FORCE
 	@mkdir -p $(dir $@)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: amprt\nDescription: ampkit mixed-precision training runtime\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lamprt\nLibs.private: -lunwind -lm -lpthread -ldl\n' '$(PREFIX)' '$(VERSION)' > $@
+	$(Q)$(gen_pc) > $@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 # ---- packages ------------------------------------------------------------------------------
 # Installs only what is missing.  Needs root (apt-get).
@@ -178,13 +223,26 @@ bench:
 	$(MAKE) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b; done
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/amp
-	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIBRT_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(LIBRT_SO) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 runtime/include/amp/*.h $(DESTDIR)$(PREFIX)/include/amp/
-	install -m 644 $(BUILD)/amprt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+# install needs only the library, the tools and amprt.pc (not the tests, nor Criterion);
+# uninstall removes exactly what install wrote.
+INSTALLED_TOOLS := $(notdir $(TOOLS))
+install: lib tools
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(INCLUDEDIR)/amp
+	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(LIBRT_A) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/lib/$(LIBRT_REAL) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(LIBRT_REAL) $(DESTDIR)$(LIBDIR)/$(LIBRT_SONAME)
+	ln -sf $(LIBRT_SONAME) $(DESTDIR)$(LIBDIR)/libamprt.so
+	install -m 644 runtime/include/amp/*.h $(DESTDIR)$(INCLUDEDIR)/amp/
+	$(gen_pc) > $(DESTDIR)$(PKGCONFIGDIR)/amprt.pc
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INSTALLED_TOOLS))
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libamprt.a libamprt.so $(LIBRT_SONAME) $(LIBRT_REAL))
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/amp/,$(notdir $(wildcard runtime/include/amp/*.h)))
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/amprt.pc
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/amp 2>/dev/null
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -199,30 +257,31 @@ GENPROF_OBJ := $(call obj,tests/progs/genprof.c)
 $(BUILD)/tests/gen_profile: $(call obj,tests/progs/gen_profile.c) $(GENPROF_OBJ) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS_DB) -lm
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS_DB) -lm
 units: $(BUILD)/tests/gen_profile
 $(BUILD)/tests/test_viewer: $(GENPROF_OBJ)
 $(BUILD)/obj/tests/unit/test_viewer.o $(BUILD)/obj/bench/bench_viewer.o: CPPFLAGS += -Iviewer -Itests/progs
 $(BUILD)/bench/bench_viewer: $(BUILD)/obj/bench/bench_viewer.o $(GENPROF_OBJ) $(LIBVIEW) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ -lncursesw $(LDLIBS_DB) -lm
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lncursesw $(LDLIBS_DB) -lm
 
 # ---- ampprof's test programs (profiler/ owner) -----------------------------------------------
 # trace_producer drives the emitter directly for the profiler's end-to-end tests; it links the
-# shared runtime like the examples.  `make fuzz` builds the ring decoder's libFuzzer target
+# test copy of the shared runtime (LIBRT_TEST_SO: runtime/trace.h is not exported).  `make fuzz` builds the ring decoder's libFuzzer target
 # with clang (packages clang, libclang-rt-14-dev) and runs it for FUZZ_SECONDS.
-$(BUILD)/tests/trace_producer: $(call obj,tests/progs/trace_producer.c) $(LIBRT_SO)
+$(BUILD)/tests/trace_producer: $(call obj,tests/progs/trace_producer.c) $(LIBRT_TEST_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD)/tests/lib -Wl,-rpath,'$$ORIGIN/lib' -lamprt -o $@ \
+	  $(LDLIBS_RT)
 units: $(BUILD)/tests/trace_producer
 # runtime_cases: small real trainings through libamprt (an invalid operation, several threads,
 # a working-directory change) for the same tests.
 $(BUILD)/tests/runtime_cases: $(call obj,tests/progs/runtime_cases.c) $(LIBRT_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/runtime_cases
 # train_cases: a small training with the training features switched on from the command line
 # (clipping, accumulation, checkpoints, memory_optimize, memory_limit) for tests/e2e/train.sh.
@@ -231,6 +290,12 @@ $(BUILD)/tests/train_cases: $(call obj,tests/progs/train_cases.c) $(LIBRT_SO)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/train_cases
+# faults: small trainings with one known mixed-precision fault each, for the diagnostics tests.
+$(BUILD)/tests/faults: $(call obj,tests/progs/faults.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/faults
 # ops_tour: a training through the model ops (BatchNorm2D, pooling, axis reductions, ...) for
 # tests/e2e/ops.sh, which checks that the profile names each of them.
 $(BUILD)/tests/ops_tour: $(call obj,tests/progs/ops_tour.c) $(LIBRT_SO)

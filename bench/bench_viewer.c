@@ -59,7 +59,7 @@ static double first_frame(const char *path, int panel)
 		fprintf(stderr, "bench_viewer: %s\n", err);
 		return -1;
 	}
-	app = view_app_new(m);
+	app = view_app_new(m, NULL);
 	if (app && view_screen_init(&s, 80, 24) == 0) {
 		view_app_show(app, panel);
 		view_app_draw(app, &s);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_progress.h"
 #include "dump.h"
 #include "match.h"
 
@@ -453,8 +454,13 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	res = malloc(npairs * sizeof *res);
 	if (!res)
 		goto oom;
-	for (size_t i = 0; i < npairs; i++)
+	amp_progress pr;
+	amp_progress_begin(&pr, "ampdump", "compare", npairs);
+	for (size_t i = 0; i < npairs; i++) {
+		amp_progress_set(&pr, "tensors", i);
 		compare_pair(&a, &b, pairs[i], o, &res[i]);
+	}
+	amp_progress_end(&pr);
 
 	/* The first divergence is the first Inf/NaN facing a finite value, in execution order:
 	 * over many steps rounding-level drift is flagged everywhere before an overflow, and the

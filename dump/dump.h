@@ -256,6 +256,10 @@ int dump_role_rank(const char *role);
 int dump_cmd_step(const char *db_path, int64_t step, amp_format fmt, FILE *out);
 /* ampdump --list: steps with anomalies or dumps (list.c). */
 int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out);
+/* --hist (hist.c): the exponent histograms per tensor, over the run (step < 0) or at step; with
+ * tensor (a name), that tensor's bins.  Returns DUMP_EXIT_OK or DUMP_EXIT_FAIL. */
+int dump_cmd_hist(const char *db_path, int64_t step, const char *tensor, amp_format fmt,
+                  FILE *out);
 
 /* ampdump --step N [--tensor ID|NAME] --npy DIR (export.c).  tensor NULL exports every dump
  * of the step.  The directory is created if missing (its parent must exist).  Written paths

@@ -4,6 +4,8 @@
  * Aggregates are computed per table with GROUP BY and joined, so a long run with many
  * anomalous steps costs a few scans, not one per step.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dump.h"
@@ -17,20 +19,23 @@ static const amp_column list_cols[] = {
 };
 #define LIST_NCOLS ((int)(sizeof list_cols / sizeof list_cols[0]))
 
-static const char list_sql[] =
-    "WITH st AS (SELECT step, max(overflow) AS ov, max(skipped) AS sk, min(scale) AS sc,"
-    "            min(loss) AS loss FROM steps GROUP BY step),"
-    " ts AS (SELECT step, sum(nan > 0 OR inf > 0) AS nonfinite,"
-    "            min(CASE WHEN origin THEN id END) AS origin_id FROM tensor_stats GROUP BY step),"
-    " du AS (SELECT step, count(*) AS n, sum(bytes) AS b FROM dumps GROUP BY step),"
-    " s AS (SELECT step FROM st WHERE ov OR sk"
-    "       UNION SELECT step FROM ts WHERE nonfinite > 0 OR origin_id IS NOT NULL"
-    "       UNION SELECT step FROM du)"
-    " SELECT s.step, st.ov, st.sk, st.sc, st.loss, ts.nonfinite, o.seq, o.op, o.name,"
-    "        du.n, du.b"
-    " FROM s LEFT JOIN st ON st.step = s.step LEFT JOIN ts ON ts.step = s.step"
-    "      LEFT JOIN du ON du.step = s.step LEFT JOIN tensor_stats o ON o.id = ts.origin_id"
-    " WHERE s.step IS NOT NULL ORDER BY s.step";
+/* %s: the loss_state column (schema version 3) or NULL: a NaN or Inf loss is listed as such
+ * (text 'nan', 'inf', '-inf' in the loss column), never as no loss. */
+#define LIST_SQL \
+    "WITH st AS (SELECT step, max(overflow) AS ov, max(skipped) AS sk, min(scale) AS sc," \
+    "            coalesce(min(loss), max(CASE WHEN %s IN ('nan', 'inf', '-inf') THEN %s END))" \
+    "            AS loss FROM steps GROUP BY step)," \
+    " ts AS (SELECT step, sum(nan > 0 OR inf > 0) AS nonfinite," \
+    "            min(CASE WHEN origin THEN id END) AS origin_id FROM tensor_stats GROUP BY step)," \
+    " du AS (SELECT step, count(*) AS n, sum(bytes) AS b FROM dumps GROUP BY step)," \
+    " s AS (SELECT step FROM st WHERE ov OR sk OR typeof(loss) = 'text'" \
+    "       UNION SELECT step FROM ts WHERE nonfinite > 0 OR origin_id IS NOT NULL" \
+    "       UNION SELECT step FROM du)" \
+    " SELECT s.step, st.ov, st.sk, st.sc, st.loss, ts.nonfinite, o.seq, o.op, o.name," \
+    "        du.n, du.b" \
+    " FROM s LEFT JOIN st ON st.step = s.step LEFT JOIN ts ON ts.step = s.step" \
+    "      LEFT JOIN du ON du.step = s.step LEFT JOIN tensor_stats o ON o.id = ts.origin_id" \
+    " WHERE s.step IS NOT NULL ORDER BY s.step"
 
 int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out)
 {
@@ -47,7 +52,10 @@ int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out)
 		dump_error(NULL, "out of memory");
 		goto out;
 	}
-	if (sqlite3_prepare_v2(db, list_sql, -1, &st, NULL) != SQLITE_OK)
+	const char *state = amp_profile_has_column(db, "steps", "loss_state") ? "loss_state" : "NULL";
+	char sql[sizeof LIST_SQL + 32];
+	snprintf(sql, sizeof sql, LIST_SQL, state, state);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto sql_error;
 	int s;
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -56,8 +64,11 @@ int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out)
 			if (sqlite3_column_type(st, c) == SQLITE_NULL)
 				continue;
 			switch (list_cols[c].kind) {
-			case AMP_COL_REAL:
-				e |= amp_table_set_real(t, c, sqlite3_column_double(st, c));
+			case AMP_COL_REAL: /* a non-finite loss comes as its name */
+				e |= amp_table_set_real(t, c, sqlite3_column_type(st, c) == SQLITE_TEXT
+				                                  ? strtod((const char *)sqlite3_column_text(st, c),
+				                                           NULL)
+				                                  : sqlite3_column_double(st, c));
 				break;
 			case AMP_COL_TEXT:
 				e |= amp_table_set_text(t, c,

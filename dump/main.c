@@ -23,6 +23,7 @@
 static const char *const usage_lines[] = {
     "ampdump --step=<n> [--db=<profile.db>] [--format=text|csv|json]",
     "ampdump --list [--db=<profile.db>] [--format=text|csv|json]",
+    "ampdump --hist [--step=<n>] [--tensor=<name>] [--db=<profile.db>] [--format=text|csv|json]",
     "ampdump --step=<n> [--tensor=<id|name>] --npy=<dir> [--force] [--db=<profile.db>]",
     "ampdump --compare <a.db> <b.db> [--step=<n>] [--cosine=<x>] [--max-abs=<x>]\n"
     "                 [--norm-diff=<x>] [--cosine-floor=<x>] [--max-abs-ceiling=<x>]\n"
@@ -35,6 +36,11 @@ static const char about[] =
     "Shows the tensors a profile recorded at a step (origin of the first non-finite value\n"
     "first, marked *), exports dumped tensors as .npy files, compares the dumps of two runs\n"
     "op by op, or re-runs a program to dump one step in full.\n"
+    "\n"
+    "--hist shows the exponent histograms of the checked tensors on FP16's range, per tensor\n"
+    "over the run (or at --step): the values that are zero, subnormal (below 2^-14), normal\n"
+    "(2^-14 .. 65504) and beyond it (overflow: >= 2^16, Inf, NaN); with --tensor=<name> that\n"
+    "tensor's bins, one binade per row.\n"
     "\n"
     "--compare flags a tensor (column why) when its Inf/NaN differ (nonfinite); when its\n"
     "cosine similarity is below --cosine, or its norm is off the reference's by more than\n"
@@ -56,13 +62,14 @@ static const char about[] =
 enum {
 	OPT_DB = 256, OPT_STEP, OPT_LIST, OPT_FORMAT, OPT_TENSOR, OPT_NPY, OPT_FORCE, OPT_COMPARE,
 	OPT_COSINE, OPT_MAX_ABS, OPT_NORM_DIFF, OPT_COSINE_FLOOR, OPT_MAX_ABS_CEILING, OPT_RTOL,
-	OPT_APPLICATION, OPT_OUTPUT, OPT_VERBOSE, OPT_VERSION,
+	OPT_APPLICATION, OPT_OUTPUT, OPT_VERBOSE, OPT_VERSION, OPT_HIST,
 };
 
 static const amp_opt options[] = {
     {OPT_DB, 0, "db", "<file>", "profile to read (also as the argument)", "profile.db"},
     {OPT_STEP, 0, "step", "<n>", "step to show, export, compare or dump (from 0)", NULL},
     {OPT_LIST, 0, "list", NULL, "list the steps with anomalies or dumps", NULL},
+    {OPT_HIST, 0, "hist", NULL, "exponent histograms on FP16's range, per tensor", NULL},
     {OPT_FORMAT, 0, "format", "<fmt>", "text, csv or json", "text"},
     {OPT_TENSOR, 0, "tensor", "<id|name>", "tensor to export: dump_id or name", "every dump"},
     {OPT_NPY, 0, "npy", "<dir>", "write .npy files into dir (created if missing);\n"
@@ -104,7 +111,7 @@ typedef struct cli {
 	const char *db, *format, *tensor, *npy, *application, *output;
 	const char *step_text, *cosine_text, *max_abs_text, *rtol_text;
 	const char *norm_text, *floor_text, *ceiling_text;
-	int list, force, compare, verbose, help, version;
+	int list, hist, force, compare, verbose, help, version;
 	const char *pos[3];
 	int npos;
 } cli;
@@ -134,6 +141,7 @@ static int parse_args(int argc, char **argv, cli *c)
 		case OPT_DB: c->db = v; break;
 		case OPT_STEP: c->step_text = v; break;
 		case OPT_LIST: c->list = 1; break;
+		case OPT_HIST: c->hist = 1; break;
 		case OPT_FORMAT: c->format = v; break;
 		case OPT_TENSOR: c->tensor = v; break;
 		case OPT_NPY: c->npy = v; break;
@@ -199,6 +207,7 @@ enum {
 	TAKES_OUTPUT = 1 << 7,
 	TAKES_LIST = 1 << 8,
 	TAKES_PROFILE_ARG = 1 << 9,
+	TAKES_HIST = 1 << 10,
 };
 
 /* Names the first option given that a mode accepting `takes` does not take, or NULL. */
@@ -234,6 +243,8 @@ static const char *stray_option(const cli *c, int takes)
 		return "--verbose";
 	if (c->list && !(takes & TAKES_LIST))
 		return "--list";
+	if (c->hist && !(takes & TAKES_HIST))
+		return "--hist";
 	if (c->npos && !(takes & TAKES_PROFILE_ARG))
 		return c->pos[0];
 	return NULL;
@@ -341,6 +352,12 @@ int main(int argc, char **argv)
 		                                  TAKES_PROFILE_ARG)))
 			return usage_error("%s cannot be used with --list", stray);
 		return dump_cmd_list(db, fmt, stdout);
+	}
+	if (c.hist) {
+		if ((stray = stray_option(&c, TAKES_DB | TAKES_STEP | TAKES_TENSOR | TAKES_FORMAT |
+		                                  TAKES_HIST | TAKES_PROFILE_ARG)))
+			return usage_error("%s cannot be used with --hist", stray);
+		return dump_cmd_hist(db, step, c.tensor, fmt, stdout);
 	}
 	if (c.npy || c.tensor) {
 		if ((stray = stray_option(&c, TAKES_DB | TAKES_STEP | TAKES_TENSOR | TAKES_NPY |

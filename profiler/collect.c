@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <linux/futex.h>
 
+#include "amp_progress.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -391,7 +392,7 @@ int prof_run(const prof_options *opts)
 {
 	collector c;
 	char err[1024];
-	int code = PROF_EXIT_INTERNAL;
+	int code = PROF_EXIT_FAILED;
 	pid_t child = -1;
 	int status = 0, child_done = 0;
 	memset(&c, 0, sizeof c);
@@ -399,15 +400,16 @@ int prof_run(const prof_options *opts)
 	c.sess.fd = -1;
 	c.status.fd = -1;
 
-	if (prof_launch_check(opts) != 0)
-		return PROF_EXIT_LAUNCH;
+	int launch = prof_launch_check(opts);
+	if (launch != 0)
+		return launch;
 	int rc = amp_profile_create(opts->output, opts->force, &c.db, err, sizeof err);
 	if (rc != AMP_PROFILE_OK) {
 		prof_error(rc == AMP_PROFILE_EEXIST ? "use --force to overwrite it, or --output=FILE"
 		           : rc == AMP_PROFILE_EACCES ? "choose a writable directory with --output"
 		                                      : NULL,
 		           "%s", err);
-		return PROF_EXIT_DB;
+		return PROF_EXIT_FAILED;
 	}
 	uint64_t start_mono = prof_now_ns();
 	write_start_meta(&c, start_mono);
@@ -421,7 +423,7 @@ int prof_run(const prof_options *opts)
 	prof_writer_set_spool(c.w, c.sess.spool_dir);
 	calibrate_start(c.w);
 	if (prof_writer_commit(c.w) != 0) {
-		code = PROF_EXIT_DB;
+		code = PROF_EXIT_FAILED;
 		goto out;
 	}
 
@@ -441,10 +443,10 @@ int prof_run(const prof_options *opts)
 	sa_child.sa_flags = SA_NOCLDSTOP;
 	sigaction(SIGCHLD, &sa_child, NULL);
 
-	if (prof_launch(opts, &c.sess, &child) != 0) {
+	if ((launch = prof_launch(opts, &c.sess, &child)) != 0) {
 		amp_profile_meta_set(c.db, "end", "launch-failed");
 		prof_writer_commit(c.w);
-		code = PROF_EXIT_LAUNCH;
+		code = launch;
 		goto out;
 	}
 	meta_set(c.db, "pid", "%d", (int)child);
@@ -460,7 +462,7 @@ int prof_run(const prof_options *opts)
 		uint32_t wake_seen = __atomic_load_n(&c.sess.hdr->wake, __ATOMIC_ACQUIRE);
 		int64_t got = drain_all(&c, 0);
 		if (got < 0) {
-			code = PROF_EXIT_DB;
+			code = PROF_EXIT_FAILED;
 			kill(child, SIGTERM);
 			goto reap;
 		}
@@ -469,7 +471,7 @@ int prof_run(const prof_options *opts)
 		c.sess.hdr->heartbeat++;
 		if (now - last_commit >= COMMIT_NS && prof_writer_events(c.w) != committed_events) {
 			if (prof_writer_commit(c.w) != 0) {
-				code = PROF_EXIT_DB;
+				code = PROF_EXIT_FAILED;
 				kill(child, SIGTERM);
 				goto reap;
 			}
@@ -501,7 +503,7 @@ int prof_run(const prof_options *opts)
 			while ((got = drain_all(&c, 0)) > 0)
 				;
 			if (got < 0 || drain_all(&c, 1) < 0) {
-				code = PROF_EXIT_DB;
+				code = PROF_EXIT_FAILED;
 				goto out;
 			}
 			break;
@@ -542,11 +544,17 @@ int prof_run(const prof_options *opts)
 		meta_set(c.db, "exit_signal", "%s", prof_signal_name(sig));
 		meta_set(c.db, "exit_status", "%d", app_code);
 	} else {
-		app_code = PROF_EXIT_INTERNAL;
+		app_code = PROF_EXIT_FAILED;
 	}
 	uint64_t end_mono = prof_now_ns();
-	if (prof_writer_finish(c.w) != 0) {
-		code = PROF_EXIT_DB;
+	amp_progress pr;
+	amp_progress_begin(&pr, "ampprof", "finalize", 0);
+	amp_progress_set(&pr, "open steps, call sites, totals", 0);
+	amp_progress_watch(&pr, c.db);
+	int finished = prof_writer_finish(c.w);
+	amp_progress_end(&pr);
+	if (finished != 0) {
+		code = PROF_EXIT_FAILED;
 		goto out;
 	}
 	if (record_unrecorded(&c) != 0) {
@@ -578,7 +586,7 @@ int prof_run(const prof_options *opts)
 		meta_set(c.db, "finalized_at", "%s", when);
 	}
 	if (prof_summarize(c.db, opts->fp16_threshold, opts->memcpy_threshold) != 0) {
-		code = PROF_EXIT_DB;
+		code = PROF_EXIT_FAILED;
 		goto out;
 	}
 	prof_writer_free(c.w);
@@ -592,18 +600,19 @@ int prof_run(const prof_options *opts)
 		prof_error("rebuild the program against this ampkit's libamprt, or profile it with the "
 		           "ampprof of its own version",
 		           "'%s' uses libamprt with wire format %u, this ampprof speaks %u: it sent no "
-		           "events; the profile '%s' holds only the run's meta",
+		           "events (its exit status: %d); the profile '%s' holds only the run's meta",
 		           opts->argv ? opts->argv[0] : opts->application, wire, AMP_WIRE_VERSION,
-		           opts->output);
-		code = PROF_EXIT_NO_EVENTS;
+		           app_code, opts->output);
+		code = PROF_EXIT_FAILED;
 		goto out;
 	}
 	if (events == 0 && c.sess.hdr->attached == 0) {
 		prof_error("link the program with libamprt (-lamprt) and run its training through it "
 		           "(a libamprt older than wire format 2 does not attach to this ampprof)",
-		           "no events received from '%s'; the profile '%s' holds only the run's meta",
-		           opts->argv ? opts->argv[0] : opts->application, opts->output);
-		code = PROF_EXIT_NO_EVENTS;
+		           "no events received from '%s' (its exit status: %d); the profile '%s' holds "
+		           "only the run's meta",
+		           opts->argv ? opts->argv[0] : opts->application, app_code, opts->output);
+		code = PROF_EXIT_FAILED;
 		goto out;
 	}
 	if (!opts->quiet)

@@ -1,23 +1,28 @@
 /* export.c — `ampprof export`: the profile as a Chrome trace (chrome://tracing, Perfetto) or
  * as CSV of one table, on stdout or a file.
  *
- * Chrome trace: one complete event ("X") per op, copy and step, timestamps in microseconds,
- * one track per producing thread (steps on their own track), the loss scale as a counter;
- * otherData.format_version versions the layout.  CSV goes through the tools' table writer
+ * Chrome trace (Trace Event Format, tests/e2e/trace_check.py validates it): a track per
+ * producing thread with its real pid and tid and a thread_name; one complete event ("X") per
+ * step, op and copy on its thread's track (steps hold their ops; the collector's time
+ * conversion keeps a thread's slices nested or apart), timestamps in microseconds; the loss
+ * scale and the memory by category as counters per thread ("id": threads.id); "cat" on every
+ * event; otherData.format_version versions the layout.  CSV goes through the tools' table writer
  * (amp_table.h), strings of both through amp_text.h (valid UTF-8, no raw control characters).
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_progress.h"
 #include "amp_table.h"
 #include "amp_text.h"
 #include "prof.h"
+#include "profile_db.h"
 
 /* Every string of the trace through amp_json_string: valid UTF-8, controls escaped. */
 static void json_text(FILE *f, const unsigned char *s)
 {
-	amp_json_string(f, (const char *)s);
+	amp_json_string(f, (const char *)(s ? s : (const unsigned char *)""));
 }
 
 /* A real column: %.9g, null when NULL or not finite (the trace's arguments carry no
@@ -30,60 +35,97 @@ static void json_real_col(FILE *f, sqlite3_stmt *st, int i)
 		amp_json_number(f, sqlite3_column_double(st, i));
 }
 
-static int emit_rows(sqlite3 *db, FILE *f, const char *sql, int kind, int *first)
+/* The tracks: every thread of the profile (threads, or only named by its events) with its
+ * real pid and tid; a thread the threads table lacks (a collector that died before writing
+ * it) gets the run's pid and a tid above any Linux tid (pid_max <= 2^22). */
+#define TRACKS_CTE \
+    "WITH ids(id) AS (SELECT id FROM threads UNION SELECT thread FROM steps" \
+    "  UNION SELECT thread FROM op_events UNION SELECT thread FROM copy_events)," \
+    " tr(id, pid, tid) AS (SELECT i.id, coalesce(t.pid, (SELECT CAST(value AS INTEGER) FROM meta" \
+    "  WHERE key = 'pid'), 1), coalesce(t.tid, 1073741824 + i.id) FROM ids i" \
+    "  LEFT JOIN threads t ON t.id = i.id WHERE i.id IS NOT NULL) "
+
+enum trace_kind { TRACE_STEP, TRACE_OP, TRACE_COPY, TRACE_SCALE, TRACE_MEMORY };
+
+/* Writes the events of one query; every query's columns start with ts (ns), dur (ns), pid,
+ * tid, thread (threads.id).  Returns 0 or -1 (SQLite error). */
+static int emit_rows(sqlite3 *db, FILE *f, const char *sql, enum trace_kind kind,
+                     amp_progress *pr, uint64_t *done)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		fputs(*first ? "\n" : ",\n", f);
-		*first = 0;
 		double ts = (double)sqlite3_column_int64(st, 0) / 1e3;
 		double dur = (double)sqlite3_column_int64(st, 1) / 1e3;
-		int64_t tid = sqlite3_column_int64(st, 2);
+		int64_t pid = sqlite3_column_int64(st, 2), tid = sqlite3_column_int64(st, 3);
+		int64_t thread = sqlite3_column_int64(st, 4);
+		if ((++*done & 255) == 0)
+			amp_progress_set(pr, "events", *done);
+		fputs(",\n", f);
 		switch (kind) {
-		case 0: /* op: ts, dur, thread, op, dtype, label, shape, step, seq, phase */
-			fputs("{\"name\":", f);
-			json_text(f, sqlite3_column_text(st, 3));
-			fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,"
-			        "\"tid\":%" PRId64 ",\"args\":{\"dtype\":", ts, dur, tid);
-			json_text(f, sqlite3_column_text(st, 4));
-			fputs(",\"label\":", f);
-			json_text(f, sqlite3_column_text(st, 5));
-			fputs(",\"shape\":", f);
-			json_text(f, sqlite3_column_text(st, 6));
-			fprintf(f, ",\"step\":%" PRId64 ",\"seq\":%" PRId64 ",\"phase\":",
-			        (int64_t)sqlite3_column_int64(st, 7), (int64_t)sqlite3_column_int64(st, 8));
-			json_text(f, sqlite3_column_text(st, 9));
-			fputs("}}", f);
-			break;
-		case 1: /* copy: ts, dur, thread, kind, src, dst, bytes, label */
-			fputs("{\"name\":", f);
-			json_text(f, sqlite3_column_text(st, 3));
-			fprintf(f, ",\"cat\":\"copy\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,"
-			        "\"tid\":%" PRId64 ",\"args\":{\"src\":", ts, dur, tid);
-			json_text(f, sqlite3_column_text(st, 4));
-			fputs(",\"dst\":", f);
-			json_text(f, sqlite3_column_text(st, 5));
-			fprintf(f, ",\"bytes\":%" PRId64 ",\"label\":", (int64_t)sqlite3_column_int64(st, 6));
-			json_text(f, sqlite3_column_text(st, 7));
-			fputs("}}", f);
-			break;
-		case 2: /* step: ts, dur, thread, step, loss, scale */
+		case TRACE_STEP: /* step, loss, scale, overflow, skipped, samples */
 			fprintf(f, "{\"name\":\"step %" PRId64 "\",\"cat\":\"step\",\"ph\":\"X\","
-			        "\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%" PRId64 ",\"args\":{\"loss\":",
-			        (int64_t)sqlite3_column_int64(st, 3), ts, dur, 1000 + tid);
-			json_real_col(f, st, 4);
+			        "\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64 ",\"tid\":%" PRId64
+			        ",\"args\":{\"step\":%" PRId64 ",\"loss\":",
+			        (int64_t)sqlite3_column_int64(st, 5), ts, dur, pid, tid,
+			        (int64_t)sqlite3_column_int64(st, 5));
+			json_real_col(f, st, 6);
 			fputs(",\"scale\":", f);
-			json_real_col(f, st, 5);
+			json_real_col(f, st, 7);
+			fprintf(f, ",\"overflow\":%d,\"skipped\":%d,\"samples\":%" PRId64 "}}",
+			        sqlite3_column_int(st, 8), sqlite3_column_int(st, 9),
+			        (int64_t)sqlite3_column_int64(st, 10));
+			break;
+		case TRACE_OP: /* op, dtype, label, shape, step, seq, phase, engine */
+			fputs("{\"name\":", f);
+			json_text(f, sqlite3_column_text(st, 5));
+			fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64
+			        ",\"tid\":%" PRId64 ",\"args\":{\"dtype\":", ts, dur, pid, tid);
+			json_text(f, sqlite3_column_text(st, 6));
+			fputs(",\"label\":", f);
+			json_text(f, sqlite3_column_text(st, 7));
+			fputs(",\"shape\":", f);
+			json_text(f, sqlite3_column_text(st, 8));
+			fprintf(f, ",\"step\":%" PRId64 ",\"seq\":%" PRId64 ",\"phase\":",
+			        (int64_t)sqlite3_column_int64(st, 9), (int64_t)sqlite3_column_int64(st, 10));
+			json_text(f, sqlite3_column_text(st, 11));
+			fputs(",\"engine\":", f);
+			json_text(f, sqlite3_column_text(st, 12));
 			fputs("}}", f);
 			break;
-		default: /* loss scale counter: ts, 0, 0, new_scale */
-			fprintf(f, "{\"name\":\"loss_scale\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,"
-			        "\"args\":{\"scale\":", ts);
-			json_real_col(f, st, 3);
+		case TRACE_COPY: /* kind, src, dst, bytes, label, step */
+			fputs("{\"name\":", f);
+			json_text(f, sqlite3_column_text(st, 5));
+			fprintf(f, ",\"cat\":\"copy\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64
+			        ",\"tid\":%" PRId64 ",\"args\":{\"src\":", ts, dur, pid, tid);
+			json_text(f, sqlite3_column_text(st, 6));
+			fputs(",\"dst\":", f);
+			json_text(f, sqlite3_column_text(st, 7));
+			fprintf(f, ",\"bytes\":%" PRId64 ",\"label\":", (int64_t)sqlite3_column_int64(st, 8));
+			json_text(f, sqlite3_column_text(st, 9));
+			fprintf(f, ",\"step\":%" PRId64 "}}", (int64_t)sqlite3_column_int64(st, 10));
+			break;
+		case TRACE_SCALE: /* new_scale (finite: counters take numbers only) */
+			fprintf(f, "{\"name\":\"loss_scale\",\"cat\":\"loss_scale\",\"ph\":\"C\","
+			        "\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"id\":\"%" PRId64
+			        "\",\"args\":{\"scale\":", ts, pid, tid, thread);
+			amp_json_number(f, sqlite3_column_double(st, 5));
 			fputs("}}", f);
+			break;
+		case TRACE_MEMORY: /* the categories, then peak */
+			fprintf(f, "{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":%.3f,"
+			        "\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"id\":\"%" PRId64 "\",\"args\":{",
+			        ts, pid, tid, thread);
+			for (int i = 0; i < AMP_MEM_NCAT; i++)
+				fprintf(f, "%s\"%s\":%" PRId64, i ? "," : "",
+				        amp_mem_category_name((amp_mem_category)i),
+				        (int64_t)sqlite3_column_int64(st, 5 + i));
+			fprintf(f, "}},\n{\"name\":\"memory_peak\",\"cat\":\"memory\",\"ph\":\"C\","
+			        "\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"id\":\"%" PRId64
+			        "\",\"args\":{\"peak\":%" PRId64 "}}", ts, pid, tid, thread,
+			        (int64_t)sqlite3_column_int64(st, 5 + AMP_MEM_NCAT));
 			break;
 		}
 	}
@@ -91,28 +133,118 @@ static int emit_rows(sqlite3 *db, FILE *f, const char *sql, int kind, int *first
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* Metadata: process_name per pid (the program's name), thread_name per track ("main" for the
+ * thread whose tid is its pid, else "thread <threads.id>").  Returns 0 or -1. */
+static int emit_names(sqlite3 *db, FILE *f)
+{
+	char command[512] = "", prog[128] = "ampkit";
+	amp_profile_query_text(db, command, sizeof command,
+	                       "SELECT value FROM meta WHERE key = 'command'", NULL);
+	/* the first word of the command, without its directory */
+	size_t len = strcspn(command, " \t");
+	command[len] = '\0';
+	const char *base = strrchr(command, '/');
+	base = base ? base + 1 : command;
+	if (*base)
+		snprintf(prog, sizeof prog, "%s", base);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, TRACKS_CTE "SELECT DISTINCT pid FROM tr ORDER BY pid", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	int rc, first = 1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		fputs(first ? "\n" : ",\n", f);
+		first = 0;
+		fprintf(f, "{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":%" PRId64
+		        ",\"args\":{\"name\":", (int64_t)sqlite3_column_int64(st, 0));
+		amp_json_string(f, prog);
+		fputs("}}", f);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return -1;
+	if (first) /* no thread at all: still one process, so the document is not empty */
+		fputs("\n{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":1,"
+		      "\"args\":{\"name\":\"ampkit\"}}", f);
+	if (sqlite3_prepare_v2(db, TRACKS_CTE "SELECT id, pid, tid FROM tr ORDER BY id", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(st, 0), pid = sqlite3_column_int64(st, 1),
+		        tid = sqlite3_column_int64(st, 2);
+		char name[48];
+		if (tid == pid)
+			snprintf(name, sizeof name, "main");
+		else
+			snprintf(name, sizeof name, "thread %" PRId64, id);
+		fprintf(f, ",\n{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":%" PRId64
+		        ",\"tid\":%" PRId64 ",\"args\":{\"name\":\"%s\"}}", pid, tid, name);
+		fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\","
+		        "\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"args\":{\"sort_index\":%" PRId64 "}}",
+		        pid, tid, id);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 int prof_export_chrome(sqlite3 *db, FILE *f)
 {
-	int first = 1;
+	int mem_thread = amp_profile_has_column(db, "memory", "thread");
+	int scale_thread = amp_profile_has_column(db, "loss_scale", "thread");
+	int64_t rows = 0;
+	amp_profile_query_int64(db, &rows,
+	                        "SELECT (SELECT count(*) FROM steps) + (SELECT count(*) FROM op_events)"
+	                        " + (SELECT count(*) FROM copy_events) + (SELECT count(*) FROM"
+	                        " loss_scale) + (SELECT count(*) FROM memory)", NULL);
+	amp_progress pr;
+	uint64_t done = 0;
+	amp_progress_begin(&pr, "ampprof", "export", rows > 0 ? (uint64_t)rows : 0);
+	amp_progress_watch(&pr, db);
+	amp_progress_set(&pr, "events", 0);
 	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format_version\":%d},"
 	        "\"traceEvents\":[", AMP_JSON_FORMAT_VERSION);
-	fputs("\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"ampkit\"}}",
-	      f);
-	first = 0;
-	if (emit_rows(db, f,
-	              "SELECT start_ns, coalesce(dur_ns, 0), thread, step, loss, scale FROM steps "
-	              "ORDER BY start_ns, step", 2, &first) != 0 ||
+	if (emit_names(db, f) != 0 ||
 	    emit_rows(db, f,
-	              "SELECT e.start_ns, e.dur_ns, e.thread, s.op, s.exec_dtype, coalesce(s.label, ''),"
-	              " s.shape, e.step, e.seq, s.phase FROM op_events e JOIN op_sigs s ON s.id = e.sig"
-	              " ORDER BY e.id", 0, &first) != 0 ||
+	              TRACKS_CTE "SELECT s.start_ns, coalesce(s.dur_ns, 0), tr.pid, tr.tid, s.thread,"
+	              " s.step, s.loss, s.scale, coalesce(s.overflow, 0), coalesce(s.skipped, 0),"
+	              " coalesce(s.samples, 0) FROM steps s JOIN tr ON tr.id = s.thread"
+	              " ORDER BY s.start_ns, s.step", TRACE_STEP, &pr, &done) != 0 ||
 	    emit_rows(db, f,
-	              "SELECT e.start_ns, e.dur_ns, e.thread, s.kind, s.src_dtype, s.dst_dtype, s.bytes,"
-	              " coalesce(s.label, '') FROM copy_events e JOIN copy_sigs s ON s.id = e.sig"
-	              " ORDER BY e.id", 1, &first) != 0 ||
+	              TRACKS_CTE "SELECT e.start_ns, e.dur_ns, tr.pid, tr.tid, e.thread, s.op,"
+	              " s.exec_dtype, coalesce(s.label, ''), s.shape, e.step, e.seq, s.phase,"
+	              " coalesce(s.engine, 'unknown') FROM op_events e JOIN op_sigs s ON s.id = e.sig"
+	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_OP, &pr, &done) != 0 ||
 	    emit_rows(db, f,
-	              "SELECT t_ns, 0, 0, new_scale FROM loss_scale ORDER BY t_ns, step", 3, &first) != 0)
+	              TRACKS_CTE "SELECT e.start_ns, e.dur_ns, tr.pid, tr.tid, e.thread, s.kind,"
+	              " s.src_dtype, s.dst_dtype, s.bytes, coalesce(s.label, ''), e.step"
+	              " FROM copy_events e JOIN copy_sigs s ON s.id = e.sig"
+	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_COPY, &pr, &done) != 0 ||
+	    /* rows of a version-2 profile have no thread: the first track's */
+	    emit_rows(db, f,
+	              scale_thread
+	                  ? TRACKS_CTE "SELECT l.t_ns, 0, tr.pid, tr.tid, tr.id, l.new_scale FROM"
+	                    " loss_scale l JOIN tr ON tr.id = coalesce(l.thread,"
+	                    " (SELECT min(id) FROM tr)) WHERE l.new_scale BETWEEN -1e308 AND 1e308"
+	                    " ORDER BY l.t_ns, l.step"
+	                  : TRACKS_CTE "SELECT l.t_ns, 0, tr.pid, tr.tid, tr.id, l.new_scale FROM"
+	                    " loss_scale l JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
+	                    " WHERE l.new_scale BETWEEN -1e308 AND 1e308 ORDER BY l.t_ns, l.step",
+	              TRACE_SCALE, &pr, &done) != 0 ||
+	    emit_rows(db, f,
+	              mem_thread
+	                  ? TRACKS_CTE "SELECT m.t_ns, 0, tr.pid, tr.tid, tr.id, m.master_weights,"
+	                    " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
+	                    " FROM memory m JOIN tr ON tr.id = coalesce(m.thread,"
+	                    " (SELECT min(id) FROM tr)) ORDER BY m.t_ns, m.step"
+	                  : TRACKS_CTE "SELECT m.t_ns, 0, tr.pid, tr.tid, tr.id, m.master_weights,"
+	                    " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
+	                    " FROM memory m JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
+	                    " ORDER BY m.t_ns, m.step",
+	              TRACE_MEMORY, &pr, &done) != 0) {
+		amp_progress_end(&pr);
 		return -1;
+	}
+	amp_progress_end(&pr);
 	fputs("\n]}\n", f);
 	return ferror(f) ? -1 : 0;
 }
@@ -142,6 +274,7 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 	sqlite3_stmt *st = NULL;
 	amp_column *cols = NULL;
 	amp_table *t = NULL;
+	amp_progress pr = {0};
 	int rc = SQLITE_ERROR, ok = 0;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
@@ -154,7 +287,16 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 		cols[i] = (amp_column){sqlite3_column_name(st, i), AMP_COL_TEXT};
 	if (!(t = amp_table_new(cols, ncol)) || amp_table_stream(t, AMP_FMT_CSV, f) != 0)
 		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	int64_t rows = 0;
+	char count[128];
+	snprintf(count, sizeof count, "SELECT count(*) FROM %s", table);
+	amp_profile_query_int64(db, &rows, count, NULL);
+	amp_progress_begin(&pr, "ampprof", "export", rows > 0 ? (uint64_t)rows : 0);
+	amp_progress_watch(&pr, db);
+	amp_progress_set(&pr, "rows", 0);
+	for (uint64_t done = 1; (rc = sqlite3_step(st)) == SQLITE_ROW; done++) {
+		if ((done & 255) == 0)
+			amp_progress_set(&pr, "rows", done);
 		if (amp_table_add_row(t) != 0)
 			goto out;
 		for (int i = 0; i < ncol; i++) {
@@ -178,6 +320,7 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 	}
 	ok = rc == SQLITE_DONE && amp_table_print(t, AMP_FMT_CSV, f) == 0;
 out:
+	amp_progress_end(&pr);
 	amp_table_free(t);
 	free(cols);
 	sqlite3_finalize(st);

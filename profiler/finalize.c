@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_progress.h"
 #include "amp_text.h"
 #include "prof.h"
 #include "profile_db.h"
@@ -192,27 +193,81 @@ static const char *col_text(sqlite3_stmt *st, int i)
 	return b;
 }
 
+/* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
+static void site_text(char *buf, size_t len, const char *file, int line)
+{
+	if (file && *file && strcmp(file, "??") != 0)
+		snprintf(buf, len, "%s:%d", file, line);
+	else
+		buf[0] = '\0';
+}
+
+/* Nonzero if the list text of a custom list key ("Linear, Softmax") names op. */
+static int list_names(const char *list, const char *op)
+{
+	size_t n = strlen(op);
+	for (const char *p = list; *p;) {
+		while (*p == ',' || *p == ' ' || *p == '\t')
+			p++;
+		const char *start = p;
+		while (*p && *p != ',' && *p != ' ' && *p != '\t')
+			p++;
+		if ((size_t)(p - start) == n && strncmp(start, op, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Where a configuration key was set, from meta '<key>_source' ("amp.cfg:2", "environment
+ * AMP_CUSTOM_BLACK_LIST", "amp_config_set"); "" if the runtime did not say. */
+static void key_source(sqlite3 *db, const char *key, char *buf, size_t len)
+{
+	char k[96];
+	snprintf(k, sizeof k, "%s_source", key);
+	buf[0] = '\0';
+	amp_profile_query_text(db, buf, len,
+	                       "SELECT value FROM meta WHERE key IN (?1, 'app.' || ?1) "
+	                       "ORDER BY key = ?1 DESC LIMIT 1", "t", k);
+}
+
+/* " (set at amp.cfg:2)", " (set by environment AMP_X)", " (set by amp_config_set)" or "". */
+static void key_source_text(sqlite3 *db, const char *key, char *buf, size_t len)
+{
+	char src[160];
+	key_source(db, key, src, sizeof src);
+	if (!src[0])
+		buf[0] = '\0';
+	else
+		snprintf(buf, len, " (set %s %s)", strncmp(src, "environment ", 12) == 0 ||
+		                                          strcmp(src, "amp_config_set") == 0 ? "by" : "at",
+		         src);
+}
+
 /* Low half share (labelled by the half types that ran): list the FP32 ops whose type has a half
- * kernel and is not black-listed; the mode that would run them in half is suggested only when
- * a mixed mode is not already in force. */
+ * kernel and is not black-listed by default.  An op type the run's custom_black_list keeps in
+ * FP32 is named with that key and where it was set (remove it from the list); the others could
+ * join custom_white_list (one already there is not suggested again); the mode that would run
+ * them in half is suggested only when a mixed mode is not already in force, with where the mode
+ * in force was set. */
 static int rule_fp16(sqlite3 *db, double thr)
 {
 	double share = query_double(db, "SELECT fp16_share FROM run_summary", (double)NAN);
 	if (!(share == share) || share * 100.0 >= thr)
 		return 0;
-	char types[32], mode[64];
+	char types[32], mode[64], black[512], white[512];
 	query_text(db, "SELECT half_types FROM run_summary", types, sizeof types);
 	mode_in_force(db, mode, sizeof mode);
+	query_text(db, "SELECT value FROM meta WHERE key IN ('custom_black_list', "
+	               "'app.custom_black_list') ORDER BY key = 'custom_black_list' DESC LIMIT 1",
+	           black, sizeof black);
+	query_text(db, "SELECT value FROM meta WHERE key IN ('custom_white_list', "
+	               "'app.custom_white_list') ORDER BY key = 'custom_white_list' DESC LIMIT 1",
+	           white, sizeof white);
 	const char *label = amp_profile_half_label(types);
 	int bf16 = strcmp(types, "bf16") == 0;
 	const char *half = bf16 ? "BF16" : strcmp(types, "fp16+bf16") == 0 ? "a half type" : "FP16";
 	const char *want = bf16 ? "allow_mix_precision_bf16" : "allow_mix_precision";
-	char use[160];
-	if (strncmp(mode, "allow_mix_precision", 19) == 0)
-		snprintf(use, sizeof use, "add them to custom_white_list");
-	else
-		snprintf(use, sizeof use, "use precision_mode = %s or add them to custom_white_list",
-		         want);
+	int mixed = strncmp(mode, "allow_mix_precision", 19) == 0;
 	advice_buf ev = {.used = 0};
 	sqlite3_stmt *st = NULL;
 	int n = 0;
@@ -223,24 +278,65 @@ static int rule_fp16(sqlite3 *db, double thr)
 	                       "WHERE s.exec_dtype = 'fp32' AND t.list IN ('white', 'gray') "
 	                       "GROUP BY s.op ORDER BY 2 DESC, 1 LIMIT 8", -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	char names[512] = "";
-	size_t nl = 0;
+	char names[512] = "", blocked[512] = "", listed[512] = "";
+	size_t nl = 0, bl = 0, wl = 0;
+	int n_names = 0, n_blocked = 0, n_listed = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *op = col_text(st, 0);
 		double t = sqlite3_column_double(st, 1);
 		buf_add(&ev, "%s%s in fp32: %.3f ms over %" PRId64 " calls (%.1f %% of op time)",
-		        n ? "\n" : "", col_text(st, 0), t / 1e6, (int64_t)sqlite3_column_int64(st, 2),
+		        n ? "\n" : "", op, t / 1e6, (int64_t)sqlite3_column_int64(st, 2),
 		        total > 0 ? 100.0 * t / total : 0.0);
-		if (nl < sizeof names)
-			nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", n ? "," : "",
-			                       col_text(st, 0));
+		if (list_names(black, op)) {
+			if (bl < sizeof blocked)
+				bl += (size_t)snprintf(blocked + bl, sizeof blocked - bl, "%s%s",
+				                       n_blocked ? ", " : "", op);
+			n_blocked++;
+		} else if (list_names(white, op)) {
+			if (wl < sizeof listed)
+				wl += (size_t)snprintf(listed + wl, sizeof listed - wl, "%s%s",
+				                       n_listed ? ", " : "", op);
+			n_listed++;
+		} else {
+			if (nl < sizeof names)
+				nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s",
+				                       n_names ? "," : "", op);
+			n_names++;
+		}
 		n++;
 	}
 	sqlite3_finalize(st);
-	char msg[1024];
+	char msg[2048], what[1536] = "", src[200];
+	size_t wu = 0;
+	if (n_blocked) {
+		key_source_text(db, "custom_black_list", src, sizeof src);
+		wu += (size_t)snprintf(what + wu, sizeof what - wu,
+		                       "; custom_black_list = %s%s keeps %s in FP32: remove %s from that list",
+		                       black, src, blocked, blocked);
+	}
+	if (n_names && wu < sizeof what) {
+		if (mixed)
+			wu += (size_t)snprintf(what + wu, sizeof what - wu,
+			                       "; add them to custom_white_list (%s)", names);
+		else {
+			key_source_text(db, "precision_mode", src, sizeof src);
+			wu += (size_t)snprintf(what + wu, sizeof what - wu,
+			                       "; the mode in force is %s%s: use precision_mode = %s or add "
+			                       "them to custom_white_list (%s)", mode[0] ? mode : "unknown",
+			                       src, want, names);
+		}
+	}
+	if (n_listed && wu < sizeof what) {
+		key_source_text(db, "precision_mode", src, sizeof src);
+		wu += (size_t)snprintf(what + wu, sizeof what - wu,
+		                       "; %s already on custom_white_list but ran in FP32 under %s%s%s",
+		                       listed, mode[0] ? mode : "the mode in force", src,
+		                       mixed ? "" : ": use a mixed precision_mode");
+	}
 	if (n)
 		snprintf(msg, sizeof msg,
 		         "%s is %.1f %% (below %.0f %%): %d op type(s) run in FP32 but could "
-		         "run in %s; %s (%s)", label, share * 100.0, thr, n, half, use, names);
+		         "run in %s%s", label, share * 100.0, thr, n, half, what);
 	else
 		snprintf(msg, sizeof msg,
 		         "%s is %.1f %% (below %.0f %%): the time goes to black-list ops; "
@@ -288,70 +384,137 @@ static int rule_copies(sqlite3 *db, double thr)
 	return add_advice(db, "copy_share", "warning", msg, ev.text, NULL, -1, top_site);
 }
 
-/* Nonzero if a shape text "(a,b,...)" has a dimension that is not a multiple of 8. */
-static int shape_unaligned(const char *shape)
+/* One unaligned GEMM layer (op, label, shape), forward and backward together (rule_gemm). */
+typedef struct gemm_layer {
+	char op[32], label[96], shape[64];
+	double ns, calls, m, n, k, save;
+	int64_t site;
+} gemm_layer;
+
+static double ceil8(double d) { return ceil(d / 8.0) * 8.0; }
+
+/* M, N and K of a GEMM op's signature: the shape is the output's ('(rows,out)', '(batch,M,N)',
+ * Conv2D '(N,O,OH,OW)': M = O, N = OH*OW), K comes from the FLOPs of one forward call
+ * (2 M N K per GEMM).  0 when the shape has no dimensions. */
+static int gemm_dims(const char *op, const char *shape, double flops, double *m, double *n,
+                     double *k)
 {
-	for (const char *p = shape; *p;) {
+	double d[8];
+	int nd = 0;
+	for (const char *p = shape; *p && nd < 8;) {
 		if (*p >= '0' && *p <= '9') {
 			char *end;
-			long long d = strtoll(p, &end, 10);
-			if (d % 8 != 0)
-				return 1;
+			d[nd++] = (double)strtoll(p, &end, 10);
 			p = end;
 		} else {
 			p++;
 		}
 	}
-	return 0;
+	if (nd < 2)
+		return 0;
+	double numel = 1;
+	for (int i = 0; i < nd; i++)
+		numel *= d[i];
+	if (strcmp(op, "Conv2D") == 0 && nd == 4) {
+		*m = d[1];
+		*n = d[2] * d[3];
+	} else {
+		*n = d[nd - 1];
+		*m = numel / *n;
+	}
+	*k = numel > 0 ? round(flops / (2.0 * numel)) : 0;
+	return *m > 0 && *n > 0 && *k > 0;
 }
 
-/* GEMMs whose dims are not multiples of 8 miss the fast path (the runtime's aligned flag,
- * confirmed on the recorded shape). */
+/* GEMMs whose M, N or K is not a multiple of 8 miss the fast path (the runtime's aligned flag,
+ * forward and backward).  They are ranked by the time padding could save, on a model: the fast
+ * path runs at twice the rate, and padding each dimension to a multiple of 8 adds its work.  A
+ * narrow GEMM (a single-column head: N = 1) would do 8 times the work padded, so padding saves
+ * nothing there; those are counted, not recommended. */
 static int rule_gemm(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
 	double total = query_double(db, "SELECT total(total_ns) FROM op_summary", 0);
 	if (sqlite3_prepare_v2(db,
-	                       "SELECT op, shape, coalesce(label, '-'), total(total_ns), total(calls), "
-	                       "min(callsite) FROM op_sigs WHERE aligned = 0 AND op IN "
-	                       "('MatMul', 'BatchMatMul', 'Linear', 'Conv2D') "
-	                       "GROUP BY op, shape, label ORDER BY 4 DESC, 1, 2", -1, &st,
+	                       "SELECT op, coalesce(label, '-'), shape, total(total_ns), total(calls),"
+	                       " min(CASE WHEN phase = 'forward' THEN callsite END), min(callsite),"
+	                       " max(CASE WHEN phase = 'forward' THEN flops END), max(flops)"
+	                       " FROM op_sigs WHERE aligned = 0 AND op IN"
+	                       " ('MatMul', 'BatchMatMul', 'Linear', 'Conv2D') AND calls > 0"
+	                       " GROUP BY op, label, shape ORDER BY 4 DESC, 1, 2, 3", -1, &st,
 	                       NULL) != SQLITE_OK)
 		return -1;
-	advice_buf ev = {.used = 0};
-	int n = 0;
-	double t_all = 0;
-	char first_op[64] = "";
-	int64_t site = -1;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (!shape_unaligned(col_text(st, 1)))
+	enum { MAX_LAYERS = 64 };
+	gemm_layer g[MAX_LAYERS];
+	int n = 0, narrow = 0;
+	double t_save = 0, t_narrow = 0;
+	while (sqlite3_step(st) == SQLITE_ROW && n < MAX_LAYERS) {
+		gemm_layer *l = &g[n];
+		memset(l, 0, sizeof *l);
+		snprintf(l->op, sizeof l->op, "%s", col_text(st, 0));
+		snprintf(l->label, sizeof l->label, "%s", col_text(st, 1));
+		snprintf(l->shape, sizeof l->shape, "%s", col_text(st, 2));
+		l->ns = sqlite3_column_double(st, 3);
+		l->calls = sqlite3_column_double(st, 4);
+		int fwd = sqlite3_column_type(st, 5) != SQLITE_NULL;
+		l->site = sqlite3_column_type(st, fwd ? 5 : 6) == SQLITE_NULL
+		              ? -1
+		              : sqlite3_column_int64(st, fwd ? 5 : 6);
+		double flops = sqlite3_column_double(st, sqlite3_column_type(st, 7) != SQLITE_NULL ? 7 : 8);
+		if (!gemm_dims(l->op, l->shape, flops, &l->m, &l->n, &l->k))
 			continue;
-		double t = sqlite3_column_double(st, 3);
-		t_all += t;
-		if (n >= 6) {
-			n++;
+		double grow = ceil8(l->m) * ceil8(l->n) * ceil8(l->k) / (l->m * l->n * l->k);
+		l->save = l->ns * (1.0 - grow / 2.0);
+		if (l->save <= 0) {
+			narrow++;
+			t_narrow += l->ns;
 			continue;
 		}
-		if (!n) {
-			snprintf(first_op, sizeof first_op, "%s", col_text(st, 0));
-			if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-				site = sqlite3_column_int64(st, 5);
-		}
-		buf_add(&ev, "%s%s %s %s: %.3f ms over %" PRId64 " calls", n ? "\n" : "",
-		        col_text(st, 0), col_text(st, 2), col_text(st, 1), t / 1e6,
-		        (int64_t)sqlite3_column_int64(st, 4));
+		t_save += l->save;
 		n++;
 	}
 	sqlite3_finalize(st);
 	if (!n)
 		return 0;
-	char msg[512];
+	/* rank by the time padding could save */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && g[j].save > g[j - 1].save; j--) {
+			gemm_layer t = g[j];
+			g[j] = g[j - 1];
+			g[j - 1] = t;
+		}
+	advice_buf ev = {.used = 0};
+	for (int i = 0; i < n && i < 6; i++)
+		buf_add(&ev, "%s%s %s %s: M %.0f, N %.0f, K %.0f; %.3f ms over %.0f calls, padding could "
+		        "save about %.3f ms", i ? "\n" : "", g[i].op, g[i].label, g[i].shape, g[i].m,
+		        g[i].n, g[i].k, g[i].ns / 1e6, g[i].calls, g[i].save / 1e6);
+	if (narrow)
+		buf_add(&ev, "\n%d narrow GEMM(s) left out (%.3f ms): padded, they would do more work "
+		        "than the fast path saves", narrow, t_narrow / 1e6);
+	char msg[1024], more[160] = "";
+	if (narrow)
+		snprintf(more, sizeof more, " (%d narrow GEMM(s), such as single-column heads, left "
+		         "out: padding them would not pay)", narrow);
 	snprintf(msg, sizeof msg,
-	         "%d GEMM shape(s) have dimensions that are not multiples of 8 (%.1f %% of op "
-	         "time): pad hidden sizes and batch to multiples of 8 for the fast FP16 path",
-	         n, total > 0 ? 100.0 * t_all / total : 0.0);
-	return add_advice(db, "gemm_unaligned", total > 0 && t_all / total > 0.05 ? "warning" : "info",
-	                  msg, ev.text, first_op, -1, site);
+	         "%d GEMM shape(s) miss the fast path (M, N or K not a multiple of 8); padding could "
+	         "save about %.3f ms (%.1f %% of op time), most in %s '%s' (M %.0f, N %.0f, K %.0f): "
+	         "pad hidden sizes, input widths and batch to multiples of 8%s", n, t_save / 1e6,
+	         total > 0 ? 100.0 * t_save / total : 0.0, g[0].op, g[0].label, g[0].m, g[0].n,
+	         g[0].k, more);
+	return add_advice(db, "gemm_unaligned", total > 0 && t_save / total > 0.05 ? "warning" : "info",
+	                  msg, ev.text, g[0].op, -1, g[0].site);
+}
+
+/* The loss scaling in force: 1 for dynamic, 0 for a static scale (the key, or a run whose
+ * scaler only ever said 'static') or a scaler that never decided (an FP32 mode: no scaling). */
+static int scale_is_dynamic(sqlite3 *db)
+{
+	char scaling[64];
+	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
+	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
+	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	                                    "('hold', 'growth', 'overflow', 'nan')", 0);
+	return !((scaling[0] && strcmp(scaling, "dynamic") != 0) || decisions == 0);
 }
 
 /* Loss scale stuck at its floor or collapsing (dynamic scaling only), or outside [8, 1024]
@@ -381,29 +544,37 @@ static int rule_scale(sqlite3 *db)
 	         "steps %.0f, overflow steps %.0f, first scale %.9g, final %.9g, min %.9g", steps,
 	         overflow, first, last, min_scale);
 	/* a static scale (the BF16 modes' default, static 1) has no floor to get stuck at and
-	 * cannot collapse: those rules are about dynamic scaling; and BF16, with FP32's range,
-	 * needs no loss scale, so a static one outside [8, 1024] is no finding there */
-	char scaling[64], mode[64];
-	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
-	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
+	 * cannot collapse: those rules are about dynamic scaling; nor has a scaler that never
+	 * decided (an FP32 mode); and BF16, with FP32's range, needs no loss scale, so a static one
+	 * outside [8, 1024] is no finding there */
+	char mode[64];
 	mode_in_force(db, mode, sizeof mode);
-	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
-	                                    "('hold', 'growth', 'overflow')", 0);
-	double statics = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'static'",
-	                              0);
-	int is_static = (scaling[0] && strcmp(scaling, "dynamic") != 0) ||
-	                (statics > 0 && decisions == 0);
-	int bf16_mode = strstr(mode, "bf16") != NULL;
+	int is_static = !scale_is_dynamic(db);
+	int wide_range = strstr(mode, "bf16") != NULL || strstr(mode, "fp32") != NULL;
 	if (is_static) {
 		/* no floor or collapse rule */
 	} else if (min_scale <= floor_cfg) {
 		double at_floor = 0;
 		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM steps WHERE scale <= ?",
 		                         "d", floor_cfg);
-		snprintf(msg, sizeof msg,
-		         "loss scale reached its floor %.9g and stayed there for %.0f step(s): gradients "
-		         "overflow even unscaled; look for the op that produces Inf (ampdump) and move "
-		         "it to custom_black_list", floor_cfg, at_floor);
+		/* a forward fault (overflow, cast overflow, underflow, invalid operation) defeats
+		 * every scale: then the floor is its symptom, not a gradient problem */
+		char fwd_class[32] = "";
+		amp_profile_query_text(db, fwd_class, sizeof fwd_class,
+		                       "SELECT class FROM nonfinite WHERE class <> 'scaled_grad_overflow'"
+		                       " AND step IN (SELECT step FROM steps WHERE scale <= ?1)"
+		                       " GROUP BY class ORDER BY count(*) DESC, class LIMIT 1", "d",
+		                       floor_cfg);
+		if (fwd_class[0])
+			snprintf(msg, sizeof msg,
+			         "loss scale reached its floor %.9g and stayed there for %.0f step(s): the "
+			         "forward pass goes non-finite (%s) whatever the scale; fix that first (its "
+			         "advice names the op)", floor_cfg, at_floor, fwd_class);
+		else
+			snprintf(msg, sizeof msg,
+			         "loss scale reached its floor %.9g and stayed there for %.0f step(s): "
+			         "gradients overflow even unscaled; look for the op that produces Inf "
+			         "(ampdump) and move it to custom_black_list", floor_cfg, at_floor);
 		rc |= add_advice(db, "loss_scale_floor", "error", msg, ev, NULL,
 		                 (int64_t)first_overflow, -1);
 	} else if (overflow >= 4 && (overflow / steps > 0.05 || last <= first / 256.0)) {
@@ -413,10 +584,148 @@ static int rule_scale(sqlite3 *db)
 		rc |= add_advice(db, "loss_scale_collapse", "warning", msg, ev, NULL,
 		                 (int64_t)first_overflow, -1);
 	}
-	if (last > 0 && (last < 8 || last > 1024) && !(is_static && bf16_mode)) {
+	if (last > 0 && (last < 8 || last > 1024) && !(is_static && wide_range)) {
 		snprintf(msg, sizeof msg,
 		         "final loss scale %.9g is outside the usual range [8, 1024]", last);
 		rc |= add_advice(db, "loss_scale_unusual", "info", msg, ev, NULL, -1, -1);
+	}
+	return rc;
+}
+
+/* One parameter gradient's rows, summed over the steps checked (rule_grad_underflow). */
+typedef struct grad_tally {
+	char name[128], op[64], dtype[16];
+	double count, zero, tiny, absmax, scale_lo, scale_hi;
+	int64_t step, src_seq, thread, steps;
+} grad_tally;
+
+/* Gradient underflow: a parameter's gradient in a half type whose values are mostly zero or
+ * subnormal (FP16 exponent histogram bins 0 and 1) at the scale in force stops its layer
+ * learning.  Per parameter gradient: its share of such values, its layer (the forward op's
+ * label and call site) and the scale; the advice is to enable dynamic scaling (if it is not on)
+ * or raise the scale, to a value that keeps the run's largest gradient below 32768. */
+static int rule_grad_underflow(sqlite3 *db)
+{
+	char dtypes[128], sql[1024];
+	sql_name_list(dtypes, sizeof dtypes, AMP_DTYPE_COUNT, dtype_half, dtype_name);
+	snprintf(sql, sizeof sql,
+	         "SELECT t.name, t.op, t.dtype, t.count, t.exp_hist, t.absmax, t.step, t.src_seq,"
+	         " t.thread, (SELECT scale FROM steps s WHERE s.step = t.step ORDER BY s.rowid"
+	         " LIMIT 1) FROM tensor_stats t WHERE t.role = 'grad' AND t.param_grad = 1"
+	         " AND t.dtype IN %s AND length(t.exp_hist) >= 8 AND t.count > 0"
+	         " ORDER BY t.name, t.step, t.id", dtypes);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	enum { MAX_GRADS = 32 };
+	grad_tally g[MAX_GRADS];
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = col_text(st, 0);
+		if (n == 0 || strcmp(g[n - 1].name, name) != 0) {
+			if (n == MAX_GRADS)
+				break;
+			grad_tally *t = &g[n++];
+			memset(t, 0, sizeof *t);
+			snprintf(t->name, sizeof t->name, "%s", name);
+			snprintf(t->op, sizeof t->op, "%s", col_text(st, 1));
+			snprintf(t->dtype, sizeof t->dtype, "%s", col_text(st, 2));
+			t->scale_lo = INFINITY;
+			t->scale_hi = 0;
+			t->src_seq = -1;
+		}
+		grad_tally *t = &g[n - 1];
+		const unsigned char *h = sqlite3_column_blob(st, 4);
+		uint32_t bins[2];
+		memcpy(bins, h, sizeof bins); /* little-endian, as the wire and the host */
+		t->count += sqlite3_column_double(st, 3);
+		t->zero += bins[0];
+		t->tiny += (double)bins[0] + bins[1];
+		t->absmax = fmax(t->absmax, sqlite3_column_double(st, 5));
+		t->step = sqlite3_column_int64(st, 6);
+		if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+			t->src_seq = sqlite3_column_int64(st, 7);
+		t->thread = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 8);
+		if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
+			t->scale_lo = fmin(t->scale_lo, sqlite3_column_double(st, 9));
+			t->scale_hi = fmax(t->scale_hi, sqlite3_column_double(st, 9));
+		}
+		t->steps++;
+	}
+	sqlite3_finalize(st);
+	int dynamic = scale_is_dynamic(db);
+	char gmax_sql[256];
+	snprintf(gmax_sql, sizeof gmax_sql,
+	         "SELECT max(absmax) FROM tensor_stats WHERE role = 'grad' AND dtype IN %s", dtypes);
+	double gmax = query_double(db, gmax_sql, 0);
+	int rc = 0;
+	for (int i = 0; i < n && rc == 0; i++) {
+		grad_tally *t = &g[i];
+		double share = t->tiny / t->count;
+		if (share < 0.5)
+			continue;
+		/* the layer: the forward op whose backward wrote the gradient */
+		char label[128] = "", file[512] = "";
+		int line = 0;
+		int64_t site = -1;
+		if (t->src_seq >= 0) {
+			if (sqlite3_prepare_v2(db,
+			                       "SELECT s.label, s.callsite, c.file, c.line FROM op_events e"
+			                       " JOIN op_sigs s ON s.id = e.sig LEFT JOIN callsites c"
+			                       " ON c.id = s.callsite WHERE e.step = ?1 AND e.seq = ?2"
+			                       " AND (?3 < 0 OR e.thread IS NULL OR e.thread = ?3) LIMIT 1",
+			                       -1, &st, NULL) != SQLITE_OK)
+				return -1;
+			sqlite3_bind_int64(st, 1, t->step);
+			sqlite3_bind_int64(st, 2, t->src_seq);
+			sqlite3_bind_int64(st, 3, t->thread);
+			if (sqlite3_step(st) == SQLITE_ROW) {
+				snprintf(label, sizeof label, "%s", col_text(st, 0));
+				if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+					site = sqlite3_column_int64(st, 1);
+				snprintf(file, sizeof file, "%s", col_text(st, 2));
+				line = sqlite3_column_int(st, 3);
+			}
+			sqlite3_finalize(st);
+		}
+		char layer[800], at[640], scale[160], fix[320];
+		site_text(at, sizeof at, file, line);
+		if (label[0])
+			snprintf(layer, sizeof layer, "layer '%s' (%s%s%s)", label, t->op,
+			         at[0] ? ", called at " : "", at);
+		else
+			snprintf(layer, sizeof layer, "%.127s", t->name);
+		if (t->scale_lo > t->scale_hi)
+			snprintf(scale, sizeof scale, "at an unrecorded loss scale");
+		else if (t->scale_lo == t->scale_hi)
+			snprintf(scale, sizeof scale, "at the %s loss scale %.9g",
+			         dynamic ? "dynamic" : "static", t->scale_hi);
+		else
+			snprintf(scale, sizeof scale, "at dynamic loss scales %.9g to %.9g", t->scale_lo,
+			         t->scale_hi);
+		/* a scale that keeps the run's largest gradient below 32768, a power of two */
+		double now = t->scale_hi > 0 ? t->scale_hi : 1, want = 0;
+		if (gmax > 0)
+			want = fmin(now * exp2(floor(log2(32768.0 / gmax))), 16777216.0);
+		char raise[160] = "";
+		if (want > now)
+			snprintf(raise, sizeof raise, " (loss_scale = %.9g keeps the run's largest "
+			         "gradient, %.3g, below 32768)", want, gmax);
+		if (dynamic)
+			snprintf(fix, sizeof fix, "raise the scale: loss_scale_init and loss_scale_min%s",
+			         raise);
+		else
+			snprintf(fix, sizeof fix, "enable dynamic loss scaling (loss_scale = dynamic) or "
+			         "raise the static scale%s", raise);
+		char msg[2048], ev[512];
+		snprintf(msg, sizeof msg,
+		         "gradient underflow: the gradient %.127s of %s is %.1f %% zero or subnormal in %.15s "
+		         "(%.1f %% exact zeros) %s: the layer stops learning; %s", t->name, layer,
+		         100.0 * share, t->dtype, 100.0 * t->zero / t->count, scale, fix);
+		snprintf(ev, sizeof ev, "%.63s %.127s: %.0f values over %" PRId64 " step(s), %.0f zero, %.0f "
+		         "subnormal, absmax %.3g", t->op, t->name, t->count, t->steps, t->zero,
+		         t->tiny - t->zero, t->absmax);
+		rc = add_advice(db, "gradient_underflow", "warning", msg, ev, t->op, t->step, site);
 	}
 	return rc;
 }
@@ -453,27 +762,76 @@ static const char *const nonfinite_sql =
     "  skipped = (SELECT skipped FROM steps s WHERE s.step = nonfinite.step AND"
     "    (nonfinite.thread IS NULL OR s.thread = nonfinite.thread) ORDER BY s.rowid LIMIT 1),"
     "  old_scale = (SELECT old_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
     "  new_scale = (SELECT new_scale FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1),"
     "  reason = (SELECT reason FROM loss_scale l WHERE l.step = nonfinite.step AND"
-    "    l.reason <> 'init' ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
+    "    l.reason <> 'init' AND (nonfinite.thread IS NULL OR l.thread IS NULL OR"
+    "    l.thread = nonfinite.thread) ORDER BY l.reason = 'overflow' DESC, l.rowid LIMIT 1);";
 
-/* "file:line" of a call site, or "" when it was not recorded or not symbolized. */
-static void site_text(char *buf, size_t len, const char *file, int line)
+/* What the writer's origin rows leave implicit, from the rows the runtime sent beside them (see
+ * tensor_stats.src_seq, .cast_source, .tiny_at_nonfinite): an origin fed by an automatic cast
+ * that overflowed is a 'cast_overflow', its FP32 source the cause; an origin whose non-finite
+ * values sit on zeros or subnormals that an op running in a half type produced is an
+ * 'underflow', that op the cause; then the cause's op, label, dtype and call site, and for a
+ * gradient the call site of its forward op.  The %s are the SQL list of the half dtypes. */
+#define THREAD_MATCH(a, b) "(" a ".thread IS NULL OR " b ".thread IS NULL OR " a ".thread = " b ".thread)"
+#define CAUSE_SQL \
+    "UPDATE nonfinite SET class = 'cast_overflow', src_tensor = i.name, src_absmax = i.absmax," \
+    "  src_seq = i.src_seq" \
+    "  FROM (SELECT step, seq, thread, name, absmax, src_seq, min(id) FROM tensor_stats" \
+    "        WHERE role = 'input' AND cast_source = 1 GROUP BY step, seq, thread) i" \
+    "  WHERE nonfinite.stats_id IS NOT NULL AND i.step = nonfinite.step" \
+    "    AND i.seq = nonfinite.seq AND " THREAD_MATCH("i", "nonfinite") ";" \
+    "UPDATE nonfinite SET class = 'underflow', src_tensor = i.name, src_absmax = i.absmax," \
+    "  src_seq = i.src_seq" \
+    "  FROM (SELECT step, seq, thread, name, absmax, src_seq, min(id) FROM tensor_stats t" \
+    "        WHERE role = 'input' AND tiny_at_nonfinite = 1 AND src_seq IS NOT NULL AND (" \
+    "          EXISTS (SELECT 1 FROM op_events e JOIN op_sigs s ON s.id = e.sig" \
+    "            WHERE e.step = t.step AND e.seq = t.src_seq AND s.exec_dtype IN %s" \
+    "            AND " THREAD_MATCH("e", "t") ")" \
+    "          OR EXISTS (SELECT 1 FROM tensor_stats o WHERE o.step = t.step" \
+    "            AND o.seq = t.src_seq AND o.role = 'output' AND o.dtype IN %s" \
+    "            AND " THREAD_MATCH("o", "t") "))" \
+    "        GROUP BY step, seq, thread) i" \
+    "  WHERE nonfinite.stats_id IS NOT NULL AND nonfinite.class <> 'cast_overflow'" \
+    "    AND nonfinite.phase = 'forward' AND i.step = nonfinite.step" \
+    "    AND i.seq = nonfinite.seq AND " THREAD_MATCH("i", "nonfinite") ";" \
+    "UPDATE nonfinite SET src_op = s.op, src_label = s.label, src_dtype = s.exec_dtype," \
+    "  src_callsite = s.callsite FROM op_events e JOIN op_sigs s ON s.id = e.sig" \
+    "  WHERE nonfinite.src_seq IS NOT NULL AND e.step = nonfinite.step" \
+    "    AND e.seq = nonfinite.src_seq AND " THREAD_MATCH("e", "nonfinite") ";" \
+    "UPDATE nonfinite SET src_op = o.op, src_label = o.name, src_dtype = o.dtype," \
+    "  src_callsite = o.callsite FROM tensor_stats o" \
+    "  WHERE nonfinite.src_seq IS NOT NULL AND nonfinite.src_op IS NULL" \
+    "    AND o.step = nonfinite.step AND o.seq = nonfinite.src_seq AND o.role = 'output'" \
+    "    AND " THREAD_MATCH("o", "nonfinite") ";" \
+    "UPDATE nonfinite SET fwd_callsite = (SELECT s.callsite FROM tensor_stats g" \
+    "  JOIN op_events e ON e.step = g.step AND e.seq = g.src_seq AND " THREAD_MATCH("e", "g") \
+    "  JOIN op_sigs s ON s.id = e.sig WHERE g.id = nonfinite.stats_id LIMIT 1)" \
+    "  WHERE phase = 'backward' AND stats_id IS NOT NULL;" \
+    "UPDATE nonfinite SET fwd_callsite = (SELECT o.callsite FROM tensor_stats g" \
+    "  JOIN tensor_stats o ON o.step = g.step AND o.seq = g.src_seq AND o.role = 'output'" \
+    "  AND " THREAD_MATCH("o", "g") " WHERE g.id = nonfinite.stats_id LIMIT 1)" \
+    "  WHERE phase = 'backward' AND stats_id IS NOT NULL AND fwd_callsite IS NULL;"
+
+static int run_cause_sql(sqlite3 *db, char **msg)
 {
-	if (file && *file && strcmp(file, "??") != 0)
-		snprintf(buf, len, "%s:%d", file, line);
-	else
-		buf[0] = '\0';
+	char dtypes[128];
+	sql_name_list(dtypes, sizeof dtypes, AMP_DTYPE_COUNT, dtype_half, dtype_name);
+	char sql[sizeof CAUSE_SQL + 2 * sizeof dtypes];
+	snprintf(sql, sizeof sql, CAUSE_SQL, dtypes, dtypes);
+	return sqlite3_exec(db, sql, NULL, NULL, msg);
 }
 
 /* One advice row per class of the nonfinite table: its first step, how many steps, and the
  * origin of the first step, with what to do about it. */
 static int rule_nonfinite(sqlite3 *db)
 {
-	static const char *const classes[] = {"forward_overflow", "invalid_operation",
-	                                      "scaled_grad_overflow"};
+	static const char *const classes[] = {"forward_overflow", "cast_overflow", "underflow",
+	                                      "invalid_operation", "scaled_grad_overflow"};
 	int rc = 0;
 	for (size_t k = 0; k < sizeof classes / sizeof classes[0] && rc == 0; k++) {
 		const char *cls = classes[k];
@@ -484,8 +842,12 @@ static int rule_nonfinite(sqlite3 *db)
 		                       " n.old_scale, n.new_scale, n.reason, n.callsite, n.stats_id,"
 		                       " (SELECT count(DISTINCT step) FROM nonfinite WHERE class = ?1),"
 		                       " (SELECT count(DISTINCT step) FROM nonfinite WHERE class = ?1"
-		                       "   AND reason = 'overflow')"
+		                       "   AND reason IN ('overflow', 'nan')),"
+		                       " n.src_op, coalesce(n.src_label, '-'), n.src_dtype, sc.file, sc.line,"
+		                       " n.src_tensor, n.src_absmax, fc.file, fc.line, n.src_callsite"
 		                       " FROM nonfinite n LEFT JOIN callsites c ON c.id = n.callsite"
+		                       " LEFT JOIN callsites sc ON sc.id = n.src_callsite"
+		                       " LEFT JOIN callsites fc ON fc.id = n.fwd_callsite"
 		                       " WHERE n.class = ?1 ORDER BY n.step, n.stats_id IS NULL,"
 		                       " n.stats_id LIMIT 1", -1, &st, NULL) != SQLITE_OK)
 			return -1;
@@ -516,13 +878,32 @@ static int rule_nonfinite(sqlite3 *db)
 		double old_scale = sqlite3_column_double(st, 12), new_scale = sqlite3_column_double(st, 13);
 		char reason[16];
 		snprintf(reason, sizeof reason, "%s", col_text(st, 14));
-		int backed_off = strcmp(reason, "overflow") == 0;
+		int backed_off = strcmp(reason, "overflow") == 0 || strcmp(reason, "nan") == 0;
 		int64_t callsite =
 		    sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 15);
 		int64_t nsteps = sqlite3_column_int64(st, 17), handled = sqlite3_column_int64(st, 18);
+		/* the cause upstream (underflow, cast_overflow) and a gradient's forward call site */
+		int have_src = sqlite3_column_type(st, 19) != SQLITE_NULL;
+		char src_op[64], src_label[128], src_dtype[16], src_site[600], src_at[640];
+		char src_tensor[128], fwd_site[600], fwd_at[640];
+		snprintf(src_op, sizeof src_op, "%s", col_text(st, 19));
+		snprintf(src_label, sizeof src_label, "%s", col_text(st, 20));
+		snprintf(src_dtype, sizeof src_dtype, "%s", col_text(st, 21));
+		site_text(src_site, sizeof src_site, (const char *)sqlite3_column_text(st, 22),
+		          sqlite3_column_int(st, 23));
+		snprintf(src_at, sizeof src_at, "%s%s", src_site[0] ? ", called at " : "", src_site);
+		snprintf(src_tensor, sizeof src_tensor, "%s", col_text(st, 24));
+		double src_absmax = sqlite3_column_double(st, 25);
+		site_text(fwd_site, sizeof fwd_site, (const char *)sqlite3_column_text(st, 26),
+		          sqlite3_column_int(st, 27));
+		snprintf(fwd_at, sizeof fwd_at, "%s%s", fwd_site[0] ? "; its forward op was called at "
+		                                                    : "", fwd_site);
+		int64_t src_callsite =
+		    sqlite3_column_type(st, 28) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 28);
 		sqlite3_finalize(st);
+		const char *advice_op = have_origin ? op : NULL;
 
-		char values[128], more[64], msg[1536];
+		char values[128], more[64], msg[4096];
 		if (neg_inf > 0)
 			snprintf(values, sizeof values, "%" PRId64 " NaN, %" PRId64 " Inf of which %" PRId64
 			         " -Inf", nan, inf, neg_inf);
@@ -533,18 +914,62 @@ static int rule_nonfinite(sqlite3 *db)
 		else
 			snprintf(more, sizeof more, " (1 step)");
 		const char *severity = "error";
+		int half = amp_dtype_code_is_half((unsigned)amp_dtype_code_from_name(dtype)) &&
+		           amp_dtype_code_from_name(dtype) >= 0;
 		if (strcmp(cls, "forward_overflow") == 0) {
-			if (have_origin)
+			if (have_origin && half)
 				snprintf(msg, sizeof msg,
 				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
 				         "non-finite in %s (%s)%s; run %s in FP32 (custom_black_list = %s) or "
 				         "keep its input in range", step, more, op, label, dtype, values, at, op,
 				         op);
+			else if (have_origin) /* it ran in FP32 already: no list would change that */
+				snprintf(msg, sizeof msg,
+				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
+				         "non-finite in %s (%s)%s, beyond even FP32's range; keep its input in "
+				         "range", step, more, op, label, dtype, values, at);
 			else
 				snprintf(msg, sizeof msg,
 				         "forward overflow at step %" PRId64 "%s: the loss was not finite and "
 				         "no origin was recorded; profile with --nan-check=op to name the op",
 				         step, more);
+		} else if (strcmp(cls, "underflow") == 0) {
+			/* the op to fix is the one upstream that flushed the values */
+			if (have_src) {
+				snprintf(msg, sizeof msg,
+				         "underflow at step %" PRId64 "%s: %s (%s) ran in %s and flushed values "
+				         "to zero or subnormal%s; %s (%s) then produced %s from them in %s%s; the cause "
+				         "is the %s, not %s: run %s in FP32 (custom_black_list = %s) or scale "
+				         "its inputs up", step, more, src_op, src_label, src_dtype, src_at, op,
+				         label, values, dtype, at, src_op, op, src_op, src_op);
+				advice_op = src_op;
+				if (src_callsite > 0)
+					callsite = src_callsite;
+			} else {
+				snprintf(msg, sizeof msg,
+				         "underflow at step %" PRId64 "%s: %s (%s) made %s in %s%s from zero or "
+				         "subnormal inputs that an op in a half type produced upstream", step,
+				         more, op, label, values, dtype, at);
+			}
+		} else if (strcmp(cls, "cast_overflow") == 0) {
+			char src[1024];
+			if (have_src)
+				snprintf(src, sizeof src, "the FP32 output of %s (%s)%s", src_op, src_label,
+				         src_at);
+			else
+				snprintf(src, sizeof src, "a leaf or parameter (%s)", src_tensor);
+			snprintf(msg, sizeof msg,
+			         "automatic cast overflow at step %" PRId64 "%s: the cast to %s in front of "
+			         "%s (%s)%s overflowed: its source '%s', %s, holds %.9g, above the %s "
+			         "maximum; the cast is the origin, not %s: keep those values in range "
+			         "(normalize or scale them down) or run %s in FP32 (custom_black_list = %s)",
+			         step, more, dtype, op, label, at, src_tensor, src, src_absmax, dtype, op, op,
+			         op);
+			if (have_src) {
+				advice_op = src_op;
+				if (src_callsite > 0)
+					callsite = src_callsite;
+			}
 		} else if (strcmp(cls, "invalid_operation") == 0) {
 			snprintf(msg, sizeof msg,
 			         "NaN from an invalid operation at step %" PRId64 "%s: %s (%s) %s in %s "
@@ -565,8 +990,8 @@ static int rule_nonfinite(sqlite3 *db)
 			if (have_origin)
 				snprintf(msg, sizeof msg,
 				         "overflow only in the scaled gradients at step %" PRId64 "%s: %s (%s) "
-				         "%s in %s (%s)%s; the loss was %s; %s", step, more, op, label, phase,
-				         dtype, values, at, loss_finite ? "finite" : "not finite", how);
+				         "%s in %s (%s)%s%s; the loss was %s; %s", step, more, op, label, phase,
+				         dtype, values, at, fwd_at, loss_finite ? "finite" : "not finite", how);
 			else
 				snprintf(msg, sizeof msg,
 				         "overflow only in the scaled gradients at step %" PRId64 "%s, no origin "
@@ -598,7 +1023,7 @@ static int rule_nonfinite(sqlite3 *db)
 				        sqlite3_column_double(st, 8), col_text(st, 9));
 		}
 		sqlite3_finalize(st);
-		rc = add_advice(db, cls, severity, msg, ev.text, have_origin ? op : NULL, step, callsite);
+		rc = add_advice(db, cls, severity, msg, ev.text, advice_op, step, callsite);
 	}
 	return rc;
 }
@@ -828,6 +1253,11 @@ static int run_scale(sqlite3 *db, double fp16, double copy)
 	(void)fp16, (void)copy;
 	return rule_scale(db);
 }
+static int run_grad_underflow(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_grad_underflow(db);
+}
 static int run_fp16(sqlite3 *db, double fp16, double copy)
 {
 	(void)copy;
@@ -847,6 +1277,514 @@ static int run_gemm(sqlite3 *db, double fp16, double copy)
 {
 	(void)fp16, (void)copy;
 	return rule_gemm(db);
+}
+
+/* ---- why the scale changed ------------------------------------------------------------------ */
+
+/* Each loss-scale decision linked to its cause: a back-off to the step's first non-finite value
+ * (its nonfinite row: class, op, tensor, call sites) and that tensor's largest finite magnitude
+ * in the last step before, when it was checked; a back-off on NaN gradients that no overflow
+ * made (an invalid operation) gets the reason 'nan'.  Growth and hold rows get their count of
+ * clean steps (explain_scale). */
+static const char *const scale_cause_sql =
+    "UPDATE loss_scale SET reason = 'nan' WHERE reason = 'overflow'"
+    "  AND step IN (SELECT step FROM nonfinite WHERE class = 'invalid_operation')"
+    "  AND step NOT IN (SELECT step FROM nonfinite WHERE class <> 'invalid_operation');"
+    "UPDATE nonfinite SET reason = 'nan' WHERE reason = 'overflow'"
+    "  AND step IN (SELECT step FROM loss_scale WHERE reason = 'nan');"
+    "UPDATE loss_scale SET cause_class = n.class, cause_op = n.op, cause_tensor = n.label,"
+    "  cause_callsite = n.callsite, cause_fwd_callsite = n.fwd_callsite"
+    "  FROM (SELECT step, class, op, label, callsite, fwd_callsite, min(rowid) FROM nonfinite"
+    "        GROUP BY step) n"
+    "  WHERE loss_scale.reason IN ('overflow', 'nan') AND n.step = loss_scale.step;"
+    "UPDATE loss_scale SET cause_absmax = (SELECT t.absmax FROM tensor_stats t"
+    "  WHERE t.step BETWEEN loss_scale.step - 64 AND loss_scale.step - 1"
+    "  AND t.name = loss_scale.cause_tensor AND t.nan = 0 AND t.inf = 0"
+    "  ORDER BY t.step DESC, t.id LIMIT 1)"
+    "  WHERE cause_tensor IS NOT NULL;";
+
+/* The scale history of a dynamic scaler (run_summary.scale_history): a back-off on an overflow
+ * is a probe when it comes at the first or second step at a scale that a growth, the initial
+ * scale or another probe set (the scaler looking for its level); any other back-off (a 'nan'
+ * one included: no scale makes an invalid operation) is a spike.  'collapsing': at least 3 back-offs, more than the growths, and the scale ended at
+ * an eighth of where it started or within 16x of its floor; else 'probing' when most back-offs
+ * are probes, 'isolated_spikes' when not; 'steady' without back-offs.  Also sets clean_steps
+ * on hold and growth rows, and run_summary.skipped_share. */
+#define PROBE_STEPS 2 /* the first or second step at the new scale */
+static int explain_scale(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL, *up = NULL;
+	int rc = -1;
+	if (sqlite3_exec(db, scale_cause_sql, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "UPDATE run_summary SET skipped_share = CAST(skipped_steps AS REAL) /"
+	                     " nullif(steps, 0)", NULL, NULL, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_prepare_v2(db, "SELECT rowid, step, reason, old_scale, new_scale FROM loss_scale"
+	                           " ORDER BY step, rowid", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE loss_scale SET clean_steps = ? WHERE rowid = ?", -1, &up,
+	                       NULL) != SQLITE_OK)
+		goto out;
+	int64_t clean = 0, last_change = 0, backoffs = 0, growths = 0, probes = 0;
+	int have_change = 0; /* last_change is the step whose end made the scale in force */
+	int last_up = 0; /* the last change was a growth, the init or a probe */
+	double first = NAN, final = NAN;
+	char probe_steps[256] = "", spike_steps[256] = "", growth_steps[256] = "";
+	size_t pl = 0, sl = 0, gl = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t step = sqlite3_column_int64(st, 1);
+		const char *reason = col_text(st, 2);
+		if (first != first)
+			first = sqlite3_column_double(st, 3);
+		final = sqlite3_column_double(st, 4);
+		if (strcmp(reason, "init") == 0) {
+			last_change = step - 1; /* its scale is in force from this very step */
+			have_change = last_up = 1;
+		} else if (strcmp(reason, "overflow") == 0 || strcmp(reason, "nan") == 0) {
+			int probe = strcmp(reason, "overflow") == 0 && last_up && have_change &&
+			            step - last_change <= PROBE_STEPS;
+			backoffs++;
+			probes += probe;
+			if (probe && pl < sizeof probe_steps)
+				pl += (size_t)snprintf(probe_steps + pl, sizeof probe_steps - pl, "%s%" PRId64,
+				                       pl ? "," : "", step);
+			if (!probe && sl < sizeof spike_steps)
+				sl += (size_t)snprintf(spike_steps + sl, sizeof spike_steps - sl, "%s%" PRId64,
+				                       sl ? "," : "", step);
+			last_change = step;
+			have_change = 1;
+			last_up = probe;
+			clean = 0;
+		} else if (strcmp(reason, "hold") == 0 || strcmp(reason, "growth") == 0) {
+			clean++;
+			sqlite3_bind_int64(up, 1, clean);
+			sqlite3_bind_int64(up, 2, sqlite3_column_int64(st, 0));
+			if (sqlite3_step(up) != SQLITE_DONE)
+				goto out;
+			sqlite3_reset(up);
+			if (strcmp(reason, "growth") == 0) {
+				growths++;
+				if (gl < sizeof growth_steps)
+					gl += (size_t)snprintf(growth_steps + gl, sizeof growth_steps - gl,
+					                       "%s%" PRId64, gl ? "," : "", step);
+				last_change = step;
+				have_change = last_up = 1;
+				clean = 0;
+			}
+		}
+	}
+	if (!scale_is_dynamic(db)) {
+		rc = 0;
+		goto out;
+	}
+	double floor_cfg = query_double(db, "SELECT CAST(value AS REAL) FROM meta WHERE key IN "
+	                                    "('loss_scale_min', 'app.loss_scale_min') LIMIT 1", 1.0);
+	const char *history;
+	char shown[800];
+	if (backoffs == 0) {
+		history = "steady";
+		snprintf(shown, sizeof shown, "%s", growth_steps);
+	} else if (backoffs >= 3 && backoffs > growths &&
+	           (final <= first / 8.0 || final <= 16.0 * floor_cfg)) {
+		history = "collapsing";
+		snprintf(shown, sizeof shown, "%s%s%s", probe_steps, pl && sl ? "," : "", spike_steps);
+	} else if (2 * probes >= backoffs) {
+		history = "probing";
+		snprintf(shown, sizeof shown, "%s", probe_steps);
+	} else {
+		history = "isolated_spikes";
+		snprintf(shown, sizeof shown, "%s", spike_steps);
+	}
+	sqlite3_finalize(up);
+	up = NULL;
+	if (sqlite3_prepare_v2(db, "UPDATE run_summary SET scale_history = ?, scale_history_steps = ?",
+	                       -1, &up, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(up, 1, history, -1, SQLITE_STATIC);
+	if (shown[0])
+		sqlite3_bind_text(up, 2, shown, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(up) == SQLITE_DONE ? 0 : -1;
+out:
+	sqlite3_finalize(st);
+	sqlite3_finalize(up);
+	return rc;
+}
+
+/* The scale history in words, with its steps and the first back-off's cause; and skipped
+ * optimizer steps frequent enough to shift a learning-rate schedule (more than 2 % of the
+ * steps, at least 3): a schedule counted in steps then runs ahead of the updates. */
+static int rule_scale_history(sqlite3 *db)
+{
+	char history[32], steps[800];
+	query_text(db, "SELECT scale_history FROM run_summary", history, sizeof history);
+	query_text(db, "SELECT scale_history_steps FROM run_summary", steps, sizeof steps);
+	double nsteps = query_double(db, "SELECT steps FROM run_summary", 0);
+	double skipped = query_double(db, "SELECT skipped_steps FROM run_summary", 0);
+	double backoffs = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	                                   "('overflow', 'nan')", 0);
+	double growths = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'growth'",
+	                              0);
+	int rc = 0;
+	if (history[0] && strcmp(history, "steady") != 0) {
+		/* the first back-off and its cause */
+		char cause[1400] = "";
+		sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db,
+		                       "SELECT l.step, l.old_scale, l.new_scale, l.reason, l.cause_op,"
+		                       " l.cause_tensor, c.file, c.line, f.file, f.line, l.cause_absmax"
+		                       " FROM loss_scale l LEFT JOIN callsites c ON c.id = l.cause_callsite"
+		                       " LEFT JOIN callsites f ON f.id = l.cause_fwd_callsite"
+		                       " WHERE l.reason IN ('overflow', 'nan') ORDER BY l.step, l.rowid"
+		                       " LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+			return -1;
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			char site[600], fwd[600], absmax[160] = "";
+			site_text(site, sizeof site, (const char *)sqlite3_column_text(st, 6),
+			          sqlite3_column_int(st, 7));
+			site_text(fwd, sizeof fwd, (const char *)sqlite3_column_text(st, 8),
+			          sqlite3_column_int(st, 9));
+			/* the scaled absmax before the overflow, as what the scale made of it */
+			if (sqlite3_column_type(st, 10) != SQLITE_NULL && sqlite3_column_double(st, 1) > 0)
+				snprintf(absmax, sizeof absmax, ", absmax %.9g = %.9g x scale %.9g the step "
+				         "before", sqlite3_column_double(st, 10),
+				         sqlite3_column_double(st, 10) / sqlite3_column_double(st, 1),
+				         sqlite3_column_double(st, 1));
+			size_t cl = (size_t)snprintf(cause, sizeof cause,
+			                             "; first back-off at step %" PRId64 " (%.9g -> %.9g, %s)",
+			                             (int64_t)sqlite3_column_int64(st, 0),
+			                             sqlite3_column_double(st, 1),
+			                             sqlite3_column_double(st, 2), col_text(st, 3));
+			if (sqlite3_column_type(st, 4) != SQLITE_NULL && cl < sizeof cause)
+				snprintf(cause + cl, sizeof cause - cl, ": %s %s%s%s%s%s%s", col_text(st, 4),
+				         col_text(st, 5), site[0] ? " at " : "", site,
+				         fwd[0] ? ", forward at " : "", fwd, absmax);
+		}
+		sqlite3_finalize(st);
+		char msg[2048];
+		const char *what = strcmp(history, "probing") == 0
+		                       ? "probing (normal: the scaler grows, overflows, backs off and "
+		                         "recovers)"
+		                   : strcmp(history, "collapsing") == 0
+		                       ? "collapsing (back-offs outpacing growth, the floor in reach)"
+		                       : "isolated spikes (back-offs with the scale settled, not "
+		                         "right after it grew)";
+		snprintf(msg, sizeof msg,
+		         "loss scale history: %s: %.0f back-off(s), %.0f growth(s), at steps %s%s", what,
+		         backoffs, growths, steps[0] ? steps : "-", cause);
+		rc |= add_advice(db, "loss_scale_history",
+		                 strcmp(history, "collapsing") == 0 ? "warning" : "info", msg, NULL,
+		                 NULL, -1, -1);
+	}
+	if (nsteps > 0 && skipped >= 3 && skipped / nsteps > 0.02) {
+		char msg[512];
+		snprintf(msg, sizeof msg,
+		         "%.0f of %.0f optimizer steps (%.1f %%) were skipped by the loss scaler: a "
+		         "learning-rate schedule counted in steps runs %.1f %% ahead of the updates "
+		         "(warm-up and decay come early); count the schedule in applied updates or fix "
+		         "what overflows", skipped, nsteps, 100.0 * skipped / nsteps,
+		         100.0 * skipped / nsteps);
+		rc |= add_advice(db, "skipped_steps", "warning", msg, NULL, NULL,
+		                 (int64_t)query_double(db, "SELECT min(step) FROM steps WHERE skipped = 1",
+		                                       -1),
+		                 -1);
+	}
+	return rc;
+}
+
+static int run_scale_history(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return rule_scale_history(db);
+}
+
+/* ---- overflow forecast and FP16 readiness ----------------------------------------------------- */
+
+#define FP16_MAX 65504.0
+#define FP16_NORMAL_MIN 0x1p-14
+
+/* One tensor's series of checked steps, as least-squares sums (forecast). */
+typedef struct series {
+	char name[128], op[64], role[16];
+	double n, sx, sy, sxx, sxy, syy, su, sxu;
+	int64_t first, last, callsite;
+	double absmax, share;
+} series;
+
+static int series_flush(sqlite3 *db, sqlite3_stmt *ins, const series *s, double final_scale)
+{
+	if (s->n < 8)
+		return 0;
+	double det = s->n * s->sxx - s->sx * s->sx;
+	if (det <= 0)
+		return 0;
+	double b = (s->n * s->sxy - s->sx * s->sy) / det, a = (s->sy - b * s->sx) / s->n;
+	double vy = s->n * s->syy - s->sy * s->sy;
+	double r2 = vy > 0 ? (s->n * s->sxy - s->sx * s->sy) * (s->n * s->sxy - s->sx * s->sy) /
+	                         (det * vy)
+	                   : 0;
+	double drift = (s->n * s->sxu - s->sx * s->su) / det;
+	int grad = strcmp(s->role, "grad") == 0;
+	double limit = grad ? FP16_MAX / (final_scale > 0 ? final_scale : 1) : FP16_MAX;
+	int grows = b > 0 && r2 >= 0.5;
+	int drifts = drift > 0 && s->share > 0.01;
+	if (!grows && !drifts)
+		return 0;
+	(void)db;
+	sqlite3_bind_text(ins, 1, s->name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(ins, 2, s->op, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(ins, 3, s->role, -1, SQLITE_TRANSIENT);
+	if (s->callsite > 0)
+		sqlite3_bind_int64(ins, 4, s->callsite);
+	sqlite3_bind_int64(ins, 5, (int64_t)s->n);
+	sqlite3_bind_int64(ins, 6, s->first);
+	sqlite3_bind_int64(ins, 7, s->last);
+	sqlite3_bind_double(ins, 8, s->absmax);
+	sqlite3_bind_double(ins, 9, exp(b));
+	sqlite3_bind_double(ins, 10, r2);
+	sqlite3_bind_double(ins, 11, limit);
+	if (grows) {
+		double at = (log(limit) - a) / b;
+		sqlite3_bind_double(ins, 12, at);
+		sqlite3_bind_double(ins, 13, at - (double)s->last);
+	}
+	sqlite3_bind_double(ins, 14, s->share);
+	sqlite3_bind_double(ins, 15, drift);
+	int rc = sqlite3_step(ins) == SQLITE_DONE ? 0 : -1;
+	sqlite3_reset(ins);
+	sqlite3_clear_bindings(ins);
+	return rc;
+}
+
+/* The forecast table (see profile.sql): one pass over the FP16 tensors' finite rows in series
+ * order.  Gradients are divided by their step's scale, so a back-off is not a trend. */
+static int build_forecast(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL, *ins = NULL;
+	int rc = -1;
+	double final_scale = query_double(db, "SELECT new_scale FROM loss_scale WHERE new_scale IS "
+	                                      "NOT NULL ORDER BY step DESC, rowid DESC LIMIT 1", 1);
+	if (sqlite3_exec(db, "DELETE FROM forecast", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db,
+	                       "SELECT t.name, t.op, t.role, t.step, t.absmax, t.count, t.underflow,"
+	                       " t.callsite, (SELECT scale FROM steps s WHERE s.step = t.step"
+	                       " ORDER BY s.rowid LIMIT 1) FROM tensor_stats t WHERE t.dtype = 'fp16'"
+	                       " AND t.role IN ('output', 'grad') AND t.nan = 0 AND t.inf = 0"
+	                       " AND t.count > 0 AND t.name IS NOT NULL"
+	                       " ORDER BY t.name, t.role, t.op, t.step, t.id", -1, &st,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db,
+	                       "INSERT INTO forecast(name, op, role, dtype, callsite, points,"
+	                       " first_step, last_step, absmax, growth, r2, limit_value,"
+	                       " overflow_step, steps_left, underflow_share, underflow_drift)"
+	                       " VALUES (?1, ?2, ?3, 'fp16', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+	                       " ?13, ?14, ?15)", -1, &ins, NULL) != SQLITE_OK)
+		goto out;
+	series cur;
+	memset(&cur, 0, sizeof cur);
+	int have = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = col_text(st, 0), *op = col_text(st, 1), *role = col_text(st, 2);
+		if (!have || strcmp(cur.name, name) != 0 || strcmp(cur.op, op) != 0 ||
+		    strcmp(cur.role, role) != 0) {
+			if (have && series_flush(db, ins, &cur, final_scale) != 0)
+				goto out;
+			memset(&cur, 0, sizeof cur);
+			snprintf(cur.name, sizeof cur.name, "%s", name);
+			snprintf(cur.op, sizeof cur.op, "%s", op);
+			snprintf(cur.role, sizeof cur.role, "%s", role);
+			cur.first = sqlite3_column_int64(st, 3);
+			have = 1;
+		}
+		double x = (double)sqlite3_column_int64(st, 3), absmax = sqlite3_column_double(st, 4);
+		double count = sqlite3_column_double(st, 5), under = sqlite3_column_double(st, 6);
+		double scale = sqlite3_column_type(st, 8) == SQLITE_NULL ? 1 : sqlite3_column_double(st, 8);
+		double u = under / count;
+		cur.last = (int64_t)x;
+		cur.absmax = absmax;
+		cur.share = u;
+		cur.callsite = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 7);
+		cur.su += u;
+		cur.sxu += x * u;
+		if (!(absmax > 0))
+			continue; /* all zeros: no magnitude to fit */
+		double y = log(strcmp(role, "grad") == 0 && scale > 0 ? absmax / scale : absmax);
+		cur.n += 1;
+		cur.sx += x;
+		cur.sy += y;
+		cur.sxx += x * x;
+		cur.sxy += x * y;
+		cur.syy += y * y;
+	}
+	if (have && series_flush(db, ins, &cur, final_scale) != 0)
+		goto out;
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	sqlite3_finalize(ins);
+	return rc;
+}
+
+/* The nearest predicted overflows, as advice (the report and ampview show them): up to 5 series
+ * whose overflow is predicted ahead of the last step fitted.  An Exp's output grows by the
+ * factor its input grows by in the exponent: said that way ("its input grows 0.0198 per
+ * step").  Also the underflow drift of the series furthest under FP16's normal range. */
+static int rule_forecast(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT f.name, f.op, f.role, f.growth, f.overflow_step, f.steps_left,"
+	                       " f.limit_value, f.last_step, c.file, c.line, f.callsite, f.absmax"
+	                       " FROM forecast f LEFT JOIN callsites c ON c.id = f.callsite"
+	                       " WHERE f.steps_left > 0 ORDER BY f.steps_left, f.name LIMIT 5",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	advice_buf ev = {.used = 0};
+	char first[1024] = "", first_op[64] = "";
+	int64_t site = -1;
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = col_text(st, 0), *op = col_text(st, 1), *role = col_text(st, 2);
+		double g = sqlite3_column_double(st, 3), at = sqlite3_column_double(st, 4);
+		char how[160], where[600];
+		if (strcmp(op, "Exp") == 0 && strcmp(role, "output") == 0)
+			snprintf(how, sizeof how, "Exp input grows %.3g per step (its output x%.4g)",
+			         log(g), g);
+		else
+			snprintf(how, sizeof how, "%s %s grows x%.4g per step", op,
+			         strcmp(role, "grad") == 0 ? "gradient (unscaled)" : "output", g);
+		site_text(where, sizeof where, (const char *)sqlite3_column_text(st, 8),
+		          sqlite3_column_int(st, 9));
+		buf_add(&ev, "%s%.127s: %s, overflows FP16 (%.9g) around step %.0f, %.0f step(s) after "
+		        "the last one fitted (absmax %.6g at step %" PRId64 ")%s%s", n ? "\n" : "", name,
+		        how, sqlite3_column_double(st, 6), at, sqlite3_column_double(st, 5),
+		        sqlite3_column_double(st, 11), (int64_t)sqlite3_column_int64(st, 7),
+		        where[0] ? ", called at " : "", where);
+		if (!n) {
+			snprintf(first, sizeof first, "%.127s: %s, overflows FP16 around step %.0f", name,
+			         how, at);
+			snprintf(first_op, sizeof first_op, "%s", op);
+			site = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 10);
+		}
+		n++;
+	}
+	sqlite3_finalize(st);
+	int rc = 0;
+	if (n) {
+		char msg[1400];
+		snprintf(msg, sizeof msg, "overflow forecast: %s%s; keep it in range, run it in FP32 or "
+		         "lower the loss scale before then", first,
+		         n > 1 ? " (and more: see the evidence)" : "");
+		/* no advice step: the predicted one has not run (the message names it) */
+		rc |= add_advice(db, "overflow_forecast", "warning", msg, ev.text, first_op, -1, site);
+	}
+	/* underflow drift: the series with the largest share under FP16's normal range, rising */
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name, op, role, underflow_share, underflow_drift, last_step"
+	                       " FROM forecast WHERE underflow_drift > 0 AND underflow_share > 0.01"
+	                       " ORDER BY underflow_share DESC, name LIMIT 1", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		char msg[600];
+		snprintf(msg, sizeof msg,
+		         "underflow drift: %.1f %% of %.127s (%s %s) sits under FP16's normal range "
+		         "(6.1e-5) at step %" PRId64 ", rising %.3g points per 100 steps",
+		         100.0 * sqlite3_column_double(st, 3), col_text(st, 0), col_text(st, 1),
+		         col_text(st, 2), (int64_t)sqlite3_column_int64(st, 5),
+		         1e4 * sqlite3_column_double(st, 4));
+		rc |= add_advice(db, "underflow_drift", "info", msg, NULL, col_text(st, 1), -1, -1);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* FP16 readiness of an FP32 run (no half type ran): from its checked tensors' absmax and
+ * headroom counts, which would overflow FP16 (absmax above 65504) and which gradients hold
+ * values under its normal range (they would flush without a loss scale); the verdict goes to
+ * run_summary.fp16_ready and an advice row. */
+static int rule_fp16_ready(sqlite3 *db)
+{
+	char types[32];
+	query_text(db, "SELECT coalesce(half_types, '') FROM run_summary", types, sizeof types);
+	double rows = query_double(db, "SELECT count(*) FROM tensor_stats WHERE dtype = 'fp32'", 0);
+	if (types[0] || rows <= 0)
+		return 0;
+	sqlite3_stmt *st = NULL;
+	advice_buf ev = {.used = 0};
+	char over[512] = "", under[512] = "";
+	size_t ol = 0, ul = 0;
+	int n_over = 0, n_under = 0;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name, op, role, max(absmax), min(step) FROM tensor_stats"
+	                       " WHERE dtype = 'fp32' AND absmax > 65504 AND role <> 'input'"
+	                       " GROUP BY name, op, role ORDER BY 4 DESC, 1 LIMIT 8", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		buf_add(&ev, "%s%.127s (%s %s): absmax %.6g above 65504, first at step %" PRId64,
+		        ev.used ? "\n" : "", col_text(st, 0), col_text(st, 1), col_text(st, 2),
+		        sqlite3_column_double(st, 3), (int64_t)sqlite3_column_int64(st, 4));
+		if (n_over < 4 && ol < sizeof over)
+			ol += (size_t)snprintf(over + ol, sizeof over - ol, "%s%.100s (%s, from step %"
+			                       PRId64 ")", n_over ? ", " : "", col_text(st, 0),
+			                       col_text(st, 1), (int64_t)sqlite3_column_int64(st, 4));
+		n_over++;
+	}
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name, op, total(underflow) / total(count), max(absmax)"
+	                       " FROM tensor_stats WHERE dtype = 'fp32' AND role = 'grad'"
+	                       " AND count > 0 GROUP BY name, op HAVING total(underflow) / total(count)"
+	                       " > 0.01 ORDER BY 3 DESC, 1 LIMIT 8", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		buf_add(&ev, "%s%.127s (%s gradient): %.1f %% of its values under 6.1e-5", 
+		        ev.used ? "\n" : "", col_text(st, 0), col_text(st, 1),
+		        100.0 * sqlite3_column_double(st, 2));
+		if (n_under < 4 && ul < sizeof under)
+			ul += (size_t)snprintf(under + ul, sizeof under - ul, "%s%.100s (%.1f %%)",
+			                       n_under ? ", " : "", col_text(st, 0),
+			                       100.0 * sqlite3_column_double(st, 2));
+		n_under++;
+	}
+	sqlite3_finalize(st);
+	double gmax = query_double(db, "SELECT max(absmax) FROM tensor_stats WHERE dtype = 'fp32' "
+	                               "AND role = 'grad'", 0);
+	const char *verdict = n_over ? "overflows" : n_under ? "needs_loss_scale" : "ready";
+	char msg[2048], scale[160] = "";
+	if (n_under && gmax > 0)
+		snprintf(scale, sizeof scale, "; a static scale of %.9g would keep the largest gradient "
+		         "(%.3g) below 32768", fmin(exp2(floor(log2(32768.0 / gmax))), 16777216.0),
+		         gmax);
+	size_t ml = (size_t)snprintf(msg, sizeof msg, "FP16 readiness of this FP32 run: ");
+	if (!n_over && !n_under)
+		snprintf(msg + ml, sizeof msg - ml, "every checked tensor fits FP16's range (no absmax "
+		         "above 65504, gradients above its normal range): it can run in "
+		         "allow_mix_precision as it is");
+	else {
+		if (n_over && ml < sizeof msg)
+			ml += (size_t)snprintf(msg + ml, sizeof msg - ml, "%d tensor(s) would overflow "
+			                       "FP16: %s; keep them in FP32 (custom_black_list) or in range",
+			                       n_over, over);
+		if (n_under && ml < sizeof msg)
+			snprintf(msg + ml, sizeof msg - ml, "%s%d gradient(s) would underflow without a "
+			         "loss scale: %s; the run needs one (dynamic scaling, the FP16 default)%s",
+			         n_over ? "; " : "", n_under, under, scale);
+	}
+	sqlite3_stmt *up = NULL;
+	if (sqlite3_prepare_v2(db, "UPDATE run_summary SET fp16_ready = ?", -1, &up, NULL) !=
+	    SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(up, 1, verdict, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(up) == SQLITE_DONE ? 0 : -1;
+	sqlite3_finalize(up);
+	return rc | add_advice(db, "fp16_readiness", n_over ? "warning" : "info", msg, ev.text, NULL,
+	                       -1, -1);
+}
+
+static int run_forecast(sqlite3 *db, double fp16, double copy)
+{
+	(void)fp16, (void)copy;
+	return build_forecast(db) || rule_forecast(db) || rule_fp16_ready(db) ? -1 : 0;
 }
 
 /* Runs summary_sql with the half dtypes and engines of the schema's tables. */
@@ -876,9 +1814,98 @@ static int run_summary_sql(sqlite3 *db, char **msg)
 	return sqlite3_exec(db, sql, NULL, NULL, msg);
 }
 
+/* The executions of each op_summary row (op, exec_dtype), by op_summary.rowid. */
+#define OP_GROUP_FROM \
+    " FROM op_events e JOIN op_sigs s ON s.id = e.sig JOIN op_summary g" \
+    " ON g.op = s.op AND g.exec_dtype = s.exec_dtype"
+
+typedef struct dur_acc {
+	int64_t rowid, n, i;         /* group, its count, values seen */
+	int64_t min, max, lo, hi;    /* lo, hi: the middle values (equal for an odd count) */
+	double mean, m2;             /* Welford's running mean and sum of squared deviations */
+} dur_acc;
+
+static int dur_flush(sqlite3_stmt *upd, const dur_acc *a)
+{
+	if (a->i == 0)
+		return 0;
+	sqlite3_bind_int64(upd, 1, a->rowid);
+	sqlite3_bind_double(upd, 2, ((double)a->lo + (double)a->hi) / 2);
+	sqlite3_bind_int64(upd, 3, a->min);
+	sqlite3_bind_int64(upd, 4, a->max);
+	sqlite3_bind_double(upd, 5, sqrt(a->m2 / (double)a->i));
+	int rc = sqlite3_step(upd);
+	sqlite3_reset(upd);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* op_summary's duration statistics (median, min, max, standard deviation of dur_ns) from one
+ * scan of the executions sorted by group and duration, after a count per group that places
+ * the middle.  Returns 0 or -1 (SQLite error). */
+static int op_duration_stats(sqlite3 *db)
+{
+	sqlite3_stmt *cnt = NULL, *dur = NULL, *upd = NULL;
+	int rc = -1, step;
+	dur_acc a = {.rowid = -1};
+	if (sqlite3_prepare_v2(db, "SELECT g.rowid, count(*)" OP_GROUP_FROM " WHERE e.dur_ns IS NOT"
+	                       " NULL GROUP BY g.rowid ORDER BY g.rowid", -1, &cnt, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "SELECT g.rowid, e.dur_ns" OP_GROUP_FROM
+	                       " WHERE e.dur_ns IS NOT NULL ORDER BY g.rowid, e.dur_ns", -1, &dur,
+	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE op_summary SET median_ns = ?2, min_ns = ?3, max_ns = ?4,"
+	                       " stddev_ns = ?5 WHERE rowid = ?1", -1, &upd, NULL) != SQLITE_OK)
+		goto out;
+	while ((step = sqlite3_step(dur)) == SQLITE_ROW) {
+		int64_t rowid = sqlite3_column_int64(dur, 0), d = sqlite3_column_int64(dur, 1);
+		if (rowid != a.rowid) {
+			if (dur_flush(upd, &a) != 0)
+				goto out;
+			a = (dur_acc){.rowid = rowid};
+			while (sqlite3_step(cnt) == SQLITE_ROW)
+				if (sqlite3_column_int64(cnt, 0) == rowid) {
+					a.n = sqlite3_column_int64(cnt, 1);
+					break;
+				}
+			a.min = d;
+		}
+		if (a.i == (a.n - 1) / 2)
+			a.lo = d;
+		if (a.i == a.n / 2)
+			a.hi = d;
+		a.max = d;
+		a.i++;
+		double delta = (double)d - a.mean;
+		a.mean += delta / (double)a.i;
+		a.m2 += delta * ((double)d - a.mean);
+	}
+	if (step == SQLITE_DONE && dur_flush(upd, &a) == 0)
+		rc = 0;
+out:
+	sqlite3_finalize(cnt);
+	sqlite3_finalize(dur);
+	sqlite3_finalize(upd);
+	return rc;
+}
+
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
+	/* the advice rules, in order of importance; the thresholds are percentages */
+	static const struct {
+		const char *name;
+		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
+	} rules[] = {
+	    {"incomplete", run_incomplete},
+	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
+	    {"scale_history", run_scale_history}, {"grad_underflow", run_grad_underflow},
+	    {"forecast", run_forecast},
+	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
+	    {"gemm", run_gemm},
+	};
+	enum { N_RULES = sizeof rules / sizeof rules[0] };
+	amp_progress pr;
+	amp_progress_begin(&pr, "ampprof", "finalize", 4 + N_RULES);
+	amp_progress_watch(&pr, db);
 	int listed = amp_profile_has_table(db, "nonfinite");
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
 	    amp_profile_upgrade(db) != AMP_PROFILE_OK ||
@@ -888,32 +1915,34 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " neg_inf, callsite, seq, stats_id, thread) SELECT step, op, name,"
 	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
-	    sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK ||
-	    run_summary_sql(db, &msg) != SQLITE_OK ||
-	    sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	    (amp_progress_set(&pr, "totals and indexes", 0),
+	     sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "summaries", 1), run_summary_sql(db, &msg) != SQLITE_OK) ||
+	    (amp_progress_set(&pr, "op duration statistics", 2), op_duration_stats(db) != 0) ||
+	    (amp_progress_set(&pr, "non-finite values", 3),
+	     sqlite3_exec(db, nonfinite_sql, NULL, NULL, &msg) != SQLITE_OK) ||
+	    run_cause_sql(db, &msg) != SQLITE_OK || explain_scale(db) != 0) {
+		amp_progress_end(&pr);
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 		return -1;
 	}
 	/* the advice rules, in order of importance; the thresholds are percentages */
-	static const struct {
-		const char *name;
-		int (*run)(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
-	} rules[] = {
-	    {"incomplete", run_incomplete},
-	    {"nonfinite", run_nonfinite}, {"sensitive", run_sensitive}, {"scale", run_scale},
-	    {"fp16", run_fp16},           {"emulated", run_emulated},   {"copies", run_copies},
-	    {"gemm", run_gemm},
-	};
-	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+	for (size_t i = 0; i < N_RULES; i++) {
+		amp_progress_set(&pr, "advice", 4 + i);
 		if (rules[i].run(db, fp16_threshold, memcpy_threshold) != 0) {
+			amp_progress_end(&pr);
 			prof_error(NULL, "cannot write advice (rule %s): %s", rules[i].name,
 			           sqlite3_errmsg(db));
 			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 			return -1;
 		}
-	if (sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+	}
+	amp_progress_set(&pr, "commit", 4 + N_RULES);
+	int committed = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
+	amp_progress_end(&pr);
+	if (committed != SQLITE_OK) {
 		prof_error(NULL, "cannot finalize the profile: %s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
 		return -1;

@@ -18,6 +18,10 @@
 #include "prof.h"
 #include "profile_db.h"
 
+/* Exit status of info beside 0 and 2 (usage): no library could be loaded, stdout failed. */
+#define INFO_EXIT_NO_LIBRARY 3
+#define INFO_EXIT_FAILED 1
+
 /* The library's introspection entry points (amp/amp.h, "the library and the CPU"); the dtype
  * codes are the schema's. */
 typedef struct lib_api {
@@ -115,7 +119,7 @@ static int finish_stdout(void)
 	if (fflush(stdout) == 0 && !ferror(stdout))
 		return 0;
 	prof_error(NULL, "cannot write the output: %s", strerror(errno));
-	return PROF_EXIT_INTERNAL;
+	return INFO_EXIT_FAILED;
 }
 
 static const char *const info_usage[] = {"ampprof info [--format=text|json] [--library=<file>]",
@@ -139,6 +143,8 @@ static const amp_opt_spec info_spec = {
              "GEMMs would use.",
     .opts = info_opts,
     .n_opts = sizeof info_opts / sizeof info_opts[0],
+    .footer = "Exit status: 0; 1 the output could not be written; 2 usage error; 3 no libamprt\n"
+              "could be loaded.\n",
 };
 
 int prof_cmd_info(int argc, char **argv)
@@ -167,7 +173,7 @@ int prof_cmd_info(int argc, char **argv)
 	void *h = load_library(library, &api, used, sizeof used, err, sizeof err);
 	if (!h) {
 		prof_error("give the library with --library=<file>", "cannot load the runtime: %s", err);
-		return PROF_EXIT_LAUNCH;
+		return INFO_EXIT_NO_LIBRARY;
 	}
 	int json = strcmp(format, "json") == 0;
 	static const int dtypes[] = {AMP_DTYPE_F32, AMP_DTYPE_F16, AMP_DTYPE_BF16};

@@ -30,24 +30,26 @@ static int shell_word(const char *w)
 	return 0;
 }
 
-/* Checks one program name as execvp would find it.  Returns 0 or -1 (message printed). */
+/* Checks one program name as execvp would find it.  Returns 0, or PROF_EXIT_NOTFOUND or
+ * PROF_EXIT_NOEXEC (message printed). */
 static int check_program(const char *name)
 {
 	struct stat st;
 	if (strchr(name, '/')) {
 		if (stat(name, &st) != 0) {
+			int e = errno;
 			prof_error("check the path, or give it with ./ if it is in this directory",
-			           "cannot run '%s': %s", name, strerror(errno));
-			return -1;
+			           "cannot run '%s': %s", name, strerror(e));
+			return e == ENOENT || e == ENOTDIR ? PROF_EXIT_NOTFOUND : PROF_EXIT_NOEXEC;
 		}
 		if (S_ISDIR(st.st_mode)) {
 			prof_error(NULL, "cannot run '%s': is a directory", name);
-			return -1;
+			return PROF_EXIT_NOEXEC;
 		}
 		if (access(name, X_OK) != 0) {
 			prof_error("chmod +x it, or check that it was built", "cannot run '%s': %s",
 			           name, "permission denied (not executable)");
-			return -1;
+			return PROF_EXIT_NOEXEC;
 		}
 		return 0;
 	}
@@ -66,7 +68,7 @@ static int check_program(const char *name)
 			break;
 	}
 	prof_error("give a path (./prog) or check PATH", "cannot run '%s': command not found", name);
-	return -1;
+	return PROF_EXIT_NOTFOUND;
 }
 
 int prof_launch_check(const prof_options *opts)
@@ -80,7 +82,7 @@ int prof_launch_check(const prof_options *opts)
 	size_t n = strcspn(s, " \t\n");
 	if (n == 0) {
 		prof_error(NULL, "--application is empty");
-		return -1;
+		return PROF_EXIT_USAGE;
 	}
 	char word[1024];
 	if (n >= sizeof word)
@@ -97,7 +99,7 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
 		prof_error(NULL, "cannot launch: %s", strerror(errno));
-		return -1;
+		return PROF_EXIT_FAILED;
 	}
 	fflush(NULL);
 	pid_t child = fork();
@@ -105,7 +107,7 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 		prof_error(NULL, "cannot launch: fork: %s", strerror(errno));
 		close(fds[0]);
 		close(fds[1]);
-		return -1;
+		return PROF_EXIT_FAILED;
 	}
 	if (child == 0) {
 		int err = 0;
@@ -153,7 +155,7 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 			;
 		prof_error(NULL, "cannot run '%s': %s", opts->argv ? opts->argv[0] : "/bin/sh",
 		           strerror(err));
-		return -1;
+		return err == ENOENT || err == ENOTDIR ? PROF_EXIT_NOTFOUND : PROF_EXIT_NOEXEC;
 	}
 	*pid = child;
 	return 0;

@@ -5,6 +5,8 @@
  *   ampprof [options] -- prog args                   profile (exec'd directly)
  *   ampprof report [--format=text|json] [profile.db]
  *   ampprof export --format=chrome|csv [--table=T] [--output=FILE] [profile.db]
+ *   ampprof info [--format=text|json]
+ *   ampprof help [<command>]
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,6 +28,8 @@ static const char *const profile_usage[] = {
     "ampprof report [--format=text|json] [--fail-on=error|warning] [<profile.db>]",
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
     "ampprof info [--format=text|json]",
+    "ampprof help [<command>]",
+    "ampprof diff [--format=text|csv|json] <a.db> <b.db>",
     NULL,
 };
 
@@ -39,7 +43,7 @@ static const amp_opt profile_opts[] = {
     {OPT_NAN_CHECK, 0, "nan-check", "op|step|off", "non-finite checks", "op"},
     {OPT_STATS_EVERY, 0, "stats-every", "<n>", "full tensor statistics every n steps; the\n"
      "other steps count non-finite values only", "1"},
-    {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "off"},
+    {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "nonfinite"},
     {OPT_DUMP_STEPS, 0, "dump-steps", "<list>", "steps whose tensors are all dumped", NULL},
     {OPT_DUMP_LIMIT, 0, "dump-limit", "<size>", "total bytes of dumps, e.g. 1G", "256M"},
     {OPT_FP16, 0, "fp16-threshold", "<pct>", "FP16 share below this is flagged", "70"},
@@ -63,18 +67,23 @@ static const amp_opt_spec profile_spec = {
     .usage = profile_usage,
     .about = "Profiles a mixed-precision training run into one SQLite database.\n"
              "Commands: report (the summary of a profile), export (Chrome trace or CSV),\n"
-             "info (the CPU, the library's kernel paths and engines).",
+             "info (the CPU, the library's kernel paths and engines), diff (two profiles'\n"
+             "timings side by side); `ampprof help <command>` or `ampprof <command> --help`\n"
+             "prints a command's help.",
     .opts = profile_opts,
     .n_opts = sizeof profile_opts / sizeof profile_opts[0],
     .footer = "Long options may be abbreviated to any unambiguous prefix.\n"
               "\n"
-              "Exit status: the application's own (its exit code, or 128 + signal number), except:\n"
-              "    2  usage error (bad option or value)\n"
-              "    3  the application could not be started (missing, not executable)\n"
-              "    4  the output database could not be created or written\n"
-              "    5  internal error\n"
-              "    6  report/export: the profile could not be read\n"
-              "    7  the application sent no events (not linked with libamprt)\n",
+              "Exit status: the application's own (its exit code, or 128 + signal number), except\n"
+              "when ampprof itself fails, with the codes env(1) and timeout(1) use:\n"
+              "  125  ampprof failed: the output database could not be created or written,\n"
+              "       an internal error, or the application sent no events (not linked\n"
+              "       with libamprt); the application's own status is then in the message\n"
+              "       and in the profile's meta exit_status\n"
+              "  126  the application was found but cannot be executed\n"
+              "  127  the application was not found\n"
+              "    2  usage error (nothing was run)\n"
+              "ampprof's own failures always print an 'ampprof: ' line on stderr.\n",
     .in_order = 1,
 };
 
@@ -124,7 +133,8 @@ static int cmd_profile(int argc, char **argv)
 	o.output = "profile.db";
 	o.callstack = 1;
 	o.nan_check = AMP_NAN_CHECK_OP;
-	o.dump = AMP_DUMP_OFF;
+	/* the first NaN of a run has its tensors when the user first looks (bounded by the limits) */
+	o.dump = AMP_DUMP_NONFINITE;
 	o.dump_limit = 256ull << 20;
 	o.fp16_threshold = 70;
 	o.memcpy_threshold = 15;
@@ -293,7 +303,9 @@ static const amp_opt_spec report_spec = {
     .about = "Prints the summary of a profile: the figures, the non-finite values, the dumps,\n"
              "the top ops and the advice.  The profile defaults to profile.db.  JSON keys are\n"
              "stable; a number that is not finite is null with \"<key>_nonfinite\" set to\n"
-             "\"nan\", \"inf\" or \"-inf\" beside it.",
+             "\"nan\", \"inf\" or \"-inf\" beside it; an advice's evidence is an array of\n"
+             "strings, one per item; top_ops carry the count, total, mean, median, min, max\n"
+             "and standard deviation of each op's durations.",
     .opts = report_opts,
     .n_opts = sizeof report_opts / sizeof report_opts[0],
     .footer = "Exit status: 0; 1 with --fail-on, when the advice has a finding at that level or\n"
@@ -462,14 +474,39 @@ out:
 	return code;
 }
 
+static int cmd_help(int argc, char **argv);
+
 static const struct prof_command {
 	const char *name;
 	int (*run)(int argc, char **argv);
+	const amp_opt_spec *spec; /* its --help, or NULL when the command prints its own */
 } commands[] = {
-    {"report", cmd_report},
-    {"export", cmd_export},
-    {"info", prof_cmd_info},
+    {"report", cmd_report, &report_spec},
+    {"export", cmd_export, &export_spec},
+    {"info", prof_cmd_info, NULL},
+    {"diff", prof_cmd_diff, NULL},
+    {"help", cmd_help, NULL},
 };
+
+/* `ampprof help [<command>]`: the help of the command (as `ampprof <command> --help`), or
+ * ampprof's own. */
+static int cmd_help(int argc, char **argv)
+{
+	if (argc < 2)
+		return print_help(&profile_spec);
+	if (argc > 2)
+		return usage_error(&profile_spec, NULL, "too many arguments: '%s'", argv[2]);
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+		if (strcmp(argv[1], commands[i].name) != 0 || commands[i].run == cmd_help)
+			continue;
+		if (commands[i].spec)
+			return print_help(commands[i].spec);
+		char *args[] = {argv[1], (char *)"--help", NULL};
+		return commands[i].run(2, args);
+	}
+	return usage_error(&profile_spec, "commands: report, export, info, diff",
+	                   "no command '%s'", argv[1]);
+}
 
 int main(int argc, char **argv)
 {

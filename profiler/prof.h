@@ -15,15 +15,23 @@
 
 #include "amp_events.h"
 
-/* Exit codes of ampprof's own failures (otherwise it exits with the application's status). */
+/* Exit codes.  The profile command exits with the application's status (its exit code, or
+ * 128 + signal number); its own failures once its command line is accepted use the codes
+ * env(1), timeout(1) and the shell use for theirs, so that they never read as one of the
+ * small statuses programs exit with: */
+enum {
+	PROF_EXIT_FAILED = 125,   /* ampprof failed: the output database could not be created or
+	                             written, an internal error, or the application ran but sent
+	                             no events (not linked with libamprt, another wire format) */
+	PROF_EXIT_NOEXEC = 126,   /* the application was found but cannot be executed */
+	PROF_EXIT_NOTFOUND = 127, /* the application was not found */
+};
+/* Usage errors (every command) and the failures of report and export, which run no
+ * application. */
 enum {
 	PROF_EXIT_USAGE = 2,      /* bad command line or option value */
-	PROF_EXIT_LAUNCH = 3,     /* the application could not be started */
-	PROF_EXIT_DB = 4,         /* the output database could not be created or written */
-	PROF_EXIT_INTERNAL = 5,   /* ampprof failed (out of memory, mmap, ...) */
+	PROF_EXIT_DB = 4,         /* export: the output could not be written */
 	PROF_EXIT_PROFILE = 6,    /* report/export: the profile could not be read */
-	PROF_EXIT_NO_EVENTS = 7,  /* the application ran but sent no events (not linked with
-	                             libamprt, or it never called it) */
 };
 
 typedef struct prof_options {
@@ -86,10 +94,12 @@ void prof_session_ring_reset(const prof_session *s, uint32_t i, uint64_t pos);
 
 /* ---- launch (launch.c) ------------------------------------------------------------------- */
 /* Checks that the application exists and is executable (first word of --application, or
- * argv[0] searched in PATH).  Returns 0, or -1 with a message printed. */
+ * argv[0] searched in PATH).  Returns 0, or PROF_EXIT_NOTFOUND / PROF_EXIT_NOEXEC (or
+ * PROF_EXIT_USAGE for an empty --application) with a message printed. */
 int prof_launch_check(const prof_options *opts);
 /* Forks and execs the application with the session fd in $AMPPROF_SESSION.  Returns 0 and the
- * child's pid, or -1 with a message printed (exec failures are reported through a pipe). */
+ * child's pid; or, with a message printed, PROF_EXIT_NOTFOUND / PROF_EXIT_NOEXEC when the exec
+ * failed (reported through a pipe), PROF_EXIT_FAILED when ampprof could not fork. */
 int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid);
 
 /* ---- decoding (decode.c) ----------------------------------------------------------------- */
@@ -173,6 +183,15 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold);
 /* Prints the summary of an open profile as text (to f) or JSON.  Returns 0 or -1. */
 int prof_report_text(sqlite3 *db, FILE *f, const char *path);
 int prof_report_json(sqlite3 *db, FILE *f, const char *path);
+/* "37.20 MiB", "17.6 KiB", "n/a" for a negative count (report.c). */
+void prof_bytes_text(char *buf, size_t len, int64_t b);
+/* The memory section of the report (report_memory.c): the text lines after "memory peak";
+ * in JSON the members ",\n \"memory\": {...}" (bytes per category at the peak and over the
+ * steps) and ",\n \"history\": {...}" (loss and loss scale step by step).  0, or -1 on an
+ * SQLite error. */
+void prof_report_memory_text(sqlite3 *db, FILE *f);
+int prof_report_memory_json(sqlite3 *db, FILE *f);
+int prof_report_history_json(sqlite3 *db, FILE *f);
 /* Exports the profile as a Chrome trace (JSON) or CSV of table (ops, copies, steps,
  * loss_scale, memory).  Returns 0 or -1. */
 int prof_export_chrome(sqlite3 *db, FILE *f);
@@ -206,6 +225,8 @@ void prof_cpu_half_features(char *buf, size_t len);
 void prof_cpu_model(char *buf, size_t len);
 /* `ampprof info` (info.c): argv[0] is "info".  Returns the exit status. */
 int prof_cmd_info(int argc, char **argv);
+/* `ampprof diff A.db B.db` (diff.c); returns the exit status. */
+int prof_cmd_diff(int argc, char **argv);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 uint64_t prof_now_ns(void);      /* CLOCK_MONOTONIC */

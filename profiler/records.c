@@ -269,15 +269,24 @@ int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t st
 		sqlite3_bind_int(st, 6, s->overflow ? 1 : 0);
 		sqlite3_bind_int(st, 7, s->skipped ? 1 : 0);
 		sqlite3_bind_int64(st, 8, s->samples);
-		if (isfinite(s->grad_norm))
-			sqlite3_bind_double(st, 11, s->grad_norm);
+		const char *state = NULL;
+		if (isfinite(s->loss))
+			state = "finite";
+		else if (s->flags & AMP_STEP_LOSS)
+			state = isnan(s->loss) ? "nan" : s->loss < 0 ? "-inf" : "inf";
+		if (state)
+			sqlite3_bind_text(st, 11, state, -1, SQLITE_STATIC);
 		else
 			sqlite3_bind_null(st, 11);
-		if (isfinite(s->grad_norm) || s->clipped)
-			sqlite3_bind_int(st, 12, s->clipped ? 1 : 0);
+		if (isfinite(s->grad_norm))
+			sqlite3_bind_double(st, 12, s->grad_norm);
 		else
 			sqlite3_bind_null(st, 12);
-		sqlite3_bind_int64(st, 13, s->micro_batches);
+		if (isfinite(s->grad_norm) || s->clipped)
+			sqlite3_bind_int(st, 13, s->clipped ? 1 : 0);
+		else
+			sqlite3_bind_null(st, 13);
+		sqlite3_bind_int64(st, 14, s->micro_batches);
 	}
 	sqlite3_bind_int(st, 9, step_detailed(w->opts, step));
 	sqlite3_bind_int64(st, 10, rm->thread);
@@ -687,7 +696,6 @@ static int write_step_end(prof_writer *w, uint32_t ring, ring_map *rm, const uns
 
 static int write_scale(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
 {
-	(void)ring;
 	amp_rec_scale s;
 	memcpy(&s, p, sizeof s);
 	sqlite3_stmt *st = w->st_scale;
@@ -697,12 +705,12 @@ static int write_scale(prof_writer *w, uint32_t ring, ring_map *rm, const unsign
 	sqlite3_bind_double(st, 4, s.new_scale);
 	sqlite3_bind_text(st, 5, amp_scale_reason_name((amp_scale_reason)s.reason), -1,
 	                  SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, ring);
 	return prof_writer_run(w, st, "loss_scale");
 }
 
 static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsigned char *p)
 {
-	(void)ring;
 	amp_rec_memory m;
 	memcpy(&m, p, sizeof m);
 	sqlite3_stmt *st = w->st_mem;
@@ -715,21 +723,22 @@ static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 	}
 	sqlite3_bind_int64(st, 8, (sqlite3_int64)total);
 	sqlite3_bind_int64(st, 9, (sqlite3_int64)m.peak);
+	sqlite3_bind_int64(st, 10, ring);
 	/* without memory_optimize: NULL when it was off (nothing differs) */
 	total = 0;
 	for (int i = 0; i < AMP_MEM_NCAT; i++) {
 		if (m.flags & AMP_MEMREC_UNOPT)
-			sqlite3_bind_int64(st, 10 + i, (sqlite3_int64)m.bytes_unopt[i]);
+			sqlite3_bind_int64(st, 11 + i, (sqlite3_int64)m.bytes_unopt[i]);
 		else
-			sqlite3_bind_null(st, 10 + i);
+			sqlite3_bind_null(st, 11 + i);
 		total += m.bytes_unopt[i];
 	}
 	if (m.flags & AMP_MEMREC_UNOPT) {
-		sqlite3_bind_int64(st, 15, (sqlite3_int64)total);
-		sqlite3_bind_int64(st, 16, (sqlite3_int64)m.peak_unopt);
+		sqlite3_bind_int64(st, 16, (sqlite3_int64)total);
+		sqlite3_bind_int64(st, 17, (sqlite3_int64)m.peak_unopt);
 	} else {
-		sqlite3_bind_null(st, 15);
 		sqlite3_bind_null(st, 16);
+		sqlite3_bind_null(st, 17);
 	}
 	return prof_writer_run(w, st, "memory");
 }
@@ -822,6 +831,14 @@ static int write_tstats(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 		sqlite3_bind_text(st, 19, amp_phase_name((amp_phase)t.phase), -1, SQLITE_STATIC);
 	}
 	sqlite3_bind_int64(st, 20, rm->thread);
+	if (t.flags & AMP_TSTATS_SRC)
+		sqlite3_bind_int64(st, 21, (sqlite3_int64)(t.seq - t.src_back));
+	if (t.role == AMP_ROLE_INPUT) {
+		sqlite3_bind_int(st, 22, (t.flags & AMP_TSTATS_CAST_SRC) ? 1 : 0);
+		sqlite3_bind_int(st, 23, (t.flags & AMP_TSTATS_TINY_AT_NF) ? 1 : 0);
+	}
+	if (t.role == AMP_ROLE_GRAD && (t.flags & AMP_TSTATS_EXT))
+		sqlite3_bind_int(st, 24, (t.flags & AMP_TSTATS_PARAM) ? 1 : 0);
 	if (prof_writer_run(w, st, "tensor_stats") != 0)
 		return -1;
 	if (!t.origin)

@@ -123,7 +123,7 @@ static void pct(char *buf, size_t len, double share)
 		snprintf(buf, len, "n/a");
 }
 
-static void bytes_text(char *buf, size_t len, int64_t b)
+void prof_bytes_text(char *buf, size_t len, int64_t b)
 {
 	if (b < 0)
 		snprintf(buf, len, "n/a");
@@ -237,8 +237,22 @@ static void put_padded(FILE *f, const char *s, size_t width)
 	fprintf(f, "%*s", w < width ? (int)(width - w) : 0, "");
 }
 
+/* The op types (per exec dtype) the report lists. */
+#define TOP_OPS 10
+
+/* " %9.2f" of ns in microseconds, "      n/a" when unknown (NAN). */
+static void us_col(FILE *f, double ns)
+{
+	if (ns == ns)
+		fprintf(f, " %9.2f", ns / 1e3);
+	else
+		fprintf(f, " %9s", "n/a");
+}
+
 /* The rules of the nonfinite classes, shown under their own heading. */
-#define NONFINITE_RULES "('forward_overflow', 'invalid_operation', 'scaled_grad_overflow')"
+#define NONFINITE_RULES                                                                           \
+	"('forward_overflow', 'cast_overflow', 'underflow', 'invalid_operation', "                    \
+	"'scaled_grad_overflow')"
 
 /* non-finite: one advice row per class; dumps: what was written and skipped; next: ampdump. */
 static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
@@ -262,11 +276,11 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 	dump_counts d;
 	load_dumps(db, &d);
 	if (d.on) {
-		bytes_text(a, sizeof a, d.bytes);
+		prof_bytes_text(a, sizeof a, d.bytes);
 		fprintf(f, "  dumps        %" PRId64 " written (%s), %" PRId64 " skipped", d.written, a,
 		        d.skipped);
 		if (d.skipped > 0) {
-			bytes_text(b, sizeof b, d.skipped_bytes);
+			prof_bytes_text(b, sizeof b, d.skipped_bytes);
 			fprintf(f, " (%s:", b);
 			for (int i = 0, k = 0; i < 5; i++)
 				if (d.by_reason[i] > 0)
@@ -285,6 +299,20 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 		fprintf(f, "  next         %s   (the first origin, step %" PRId64 ")\n", cmd, first);
 	}
 	return 0;
+}
+
+/* The scale history finalize classified (schema version 3): history and its steps, "" when
+ * there is none (a static scale, an older profile); the skipped share, NAN if unknown. */
+static void load_scale_history(sqlite3 *db, char *history, size_t hl, char *steps, size_t sl,
+                               double *skipped_share)
+{
+	history[0] = steps[0] = '\0';
+	*skipped_share = (double)NAN;
+	if (!amp_profile_has_column(db, "run_summary", "scale_history"))
+		return;
+	amp_profile_query_text(db, history, hl, "SELECT scale_history FROM run_summary", NULL);
+	amp_profile_query_text(db, steps, sl, "SELECT scale_history_steps FROM run_summary", NULL);
+	amp_profile_query_double(db, skipped_share, "SELECT skipped_share FROM run_summary", NULL);
 }
 
 int prof_report_text(sqlite3 *db, FILE *f, const char *path)
@@ -338,39 +366,54 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	else
 		fprintf(f, "  loss scale   n/a, %" PRId64 " overflow step(s), %" PRId64 " skipped\n",
 		        s.overflow_steps, s.skipped_steps);
-	bytes_text(a, sizeof a, s.peak_bytes);
+	{
+		char history[32], steps[512];
+		double skipped;
+		load_scale_history(db, history, sizeof history, steps, sizeof steps, &skipped);
+		if (history[0])
+			fprintf(f, "  scaling      %s%s%s; %" PRId64 " skipped (%.1f %% of the steps)\n",
+			        strcmp(history, "probing") == 0 ? "probing (normal)"
+			        : strcmp(history, "isolated_spikes") == 0 ? "isolated spikes" : history,
+			        steps[0] ? " at steps " : "", steps, s.skipped_steps,
+			        skipped == skipped ? 100.0 * skipped : 0.0);
+	}
+	prof_bytes_text(a, sizeof a, s.peak_bytes);
 	fprintf(f, "  memory peak  %s;  %" PRId64 " ops, %" PRId64 " copies recorded", a, s.op_count,
 	        s.copy_count);
 	if (s.dropped[0] && strcmp(s.dropped, "0") != 0)
 		fprintf(f, ", %s events DROPPED", s.dropped);
 	fprintf(f, "\n");
+	prof_report_memory_text(db, f);
 	if (print_nonfinite(db, f, path) != 0)
 		return -1;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, share FROM op_summary "
-	                       "ORDER BY total_ns DESC, op, exec_dtype LIMIT 10", -1, &st,
-	                       NULL) != SQLITE_OK)
+	amp_op_stats ops[TOP_OPS];
+	size_t n_ops = 0;
+	if (amp_profile_op_stats(db, ops, TOP_OPS, &n_ops) != AMP_PROFILE_OK)
 		return -1;
-	int first = 1;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (first) {
-			fprintf(f, "  top ops by time:\n    %-14s %-6s %10s %12s %11s %7s\n", "op", "dtype",
-			        "calls", "total ms", "mean us", "share");
-			first = 0;
-		}
+	if (n_ops)
+		fprintf(f, "  top ops by time (durations in us):\n    %-14s %-6s %9s %11s %6s %9s %9s %9s "
+		        "%9s %9s\n", "op", "dtype", "calls", "total ms", "share", "mean", "median", "min",
+		        "max", "stddev");
+	for (size_t i = 0; i < n_ops; i++) {
+		const amp_op_stats *o = &ops[i];
 		fputs("    ", f);
-		put_padded(f, col_str(st, 0), 14);
+		put_padded(f, o->op, 14);
 		fputc(' ', f);
-		put_padded(f, col_str(st, 1), 6);
-		fprintf(f, " %10" PRId64 " %12.3f %11.3f %6.1f%%\n", col_int(st, 2),
-		        (double)col_int(st, 3) / 1e6, col_real(st, 4) / 1e3, col_real(st, 5) * 100.0);
+		put_padded(f, o->exec_dtype, 6);
+		fprintf(f, " %9" PRId64 " %11.3f %5.1f%%", o->calls, (double)o->total_ns / 1e6,
+		        o->share * 100.0);
+		us_col(f, o->mean_ns);
+		us_col(f, o->median_ns);
+		us_col(f, o->min_ns < 0 ? (double)NAN : (double)o->min_ns);
+		us_col(f, o->max_ns < 0 ? (double)NAN : (double)o->max_ns);
+		us_col(f, o->stddev_ns);
+		fputc('\n', f);
 	}
-	sqlite3_finalize(st);
+	int first = 1;
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT severity, rule, message, evidence FROM advice WHERE rule NOT IN "
 	                       NONFINITE_RULES " ORDER BY id", -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	first = 1;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (first) {
 			if (s.dropped[0] && strtoll(s.dropped, NULL, 10) > 0)
@@ -406,6 +449,24 @@ static void json_real(FILE *f, const char *sep, const char *key, double v)
 	amp_json_member_real(f, sep, key, v);
 }
 
+/* Text of one item per line (advice evidence) as a JSON array of strings: [] for NULL or "". */
+static void json_lines(FILE *f, const unsigned char *text)
+{
+	fputc('[', f);
+	const char *p = (const char *)text;
+	for (int i = 0; p && *p; i++) {
+		size_t n = strcspn(p, "\n");
+		char *line = strndup(p, n);
+		fputs(i ? ", " : "", f);
+		json_str(f, line ? line : "");
+		free(line);
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+	fputc(']', f);
+}
+
 static void json_int(FILE *f, int64_t v, int null_if_negative)
 {
 	if (null_if_negative && v < 0)
@@ -422,22 +483,74 @@ static void json_text_or_null(FILE *f, sqlite3_stmt *st, int i)
 		json_str(f, col_str(st, i));
 }
 
+/* The overflow forecast (schema version 3): the nearest predicted overflows first, up to 10. */
+static int json_forecast(sqlite3 *db, FILE *f)
+{
+	if (!amp_profile_has_table(db, "forecast"))
+		return 0;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT f.name, f.op, f.role, f.growth, f.overflow_step, f.steps_left,"
+	                       " f.limit_value, f.first_step, f.last_step, f.absmax, f.r2,"
+	                       " f.underflow_share, f.underflow_drift, c.file, c.line"
+	                       " FROM forecast f LEFT JOIN callsites c ON c.id = f.callsite"
+	                       " WHERE f.steps_left > 0 ORDER BY f.steps_left, f.name LIMIT 10",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+		fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
+		json_text_or_null(f, st, 0);
+		fputs(", \"op\": ", f);
+		json_text_or_null(f, st, 1);
+		fputs(", \"role\": ", f);
+		json_text_or_null(f, st, 2);
+		json_real(f, ", ", "growth_per_step", col_real(st, 3));
+		json_real(f, ", ", "overflow_step", col_real(st, 4));
+		json_real(f, ", ", "steps_left", col_real(st, 5));
+		json_real(f, ", ", "limit", col_real(st, 6));
+		fprintf(f, ", \"first_step\": %" PRId64 ", \"last_step\": %" PRId64, col_int(st, 7),
+		        col_int(st, 8));
+		json_real(f, ", ", "absmax", col_real(st, 9));
+		json_real(f, ", ", "r2", col_real(st, 10));
+		json_real(f, ", ", "underflow_share", col_real(st, 11));
+		json_real(f, ", ", "underflow_drift", col_real(st, 12));
+		fputs(", \"file\": ", f);
+		json_text_or_null(f, st, 13);
+		fputs(", \"line\": ", f);
+		json_int(f, sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : col_int(st, 14), 1);
+		fputc('}', f);
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
 /* The classes of the nonfinite table: first step, steps, the first step's origin. */
 static int json_nonfinite(sqlite3 *db, FILE *f)
 {
 	if (!amp_profile_has_table(db, "nonfinite"))
 		return 0;
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT n.class, a.severity, n.step, (SELECT count(DISTINCT step) FROM"
-	                       " nonfinite WHERE class = n.class), n.op, n.label, n.phase, n.role,"
-	                       " n.dtype, n.nan, n.inf, n.neg_inf, c.file, c.line, n.loss IS NOT NULL,"
-	                       " n.old_scale, n.new_scale, n.reason, a.message"
-	                       " FROM nonfinite n LEFT JOIN callsites c ON c.id = n.callsite"
-	                       " LEFT JOIN advice a ON a.rule = n.class"
-	                       " WHERE n.rowid = (SELECT rowid FROM nonfinite WHERE class = n.class"
-	                       "   ORDER BY step, stats_id IS NULL, stats_id LIMIT 1)"
-	                       " ORDER BY a.id, n.class", -1, &st, NULL) != SQLITE_OK)
+	/* the version-3 columns: the cause upstream, the forward call site, the loss's state */
+	int v3 = amp_profile_has_column(db, "nonfinite", "src_op") &&
+	         amp_profile_has_column(db, "steps", "loss_state");
+	char sql[2048];
+	snprintf(sql, sizeof sql,
+	         "SELECT n.class, a.severity, n.step, (SELECT count(DISTINCT step) FROM"
+	         " nonfinite WHERE class = n.class), n.op, n.label, n.phase, n.role,"
+	         " n.dtype, n.nan, n.inf, n.neg_inf, c.file, c.line, n.loss IS NOT NULL,"
+	         " n.old_scale, n.new_scale, n.reason, a.message, %s"
+	         " FROM nonfinite n LEFT JOIN callsites c ON c.id = n.callsite"
+	         " LEFT JOIN advice a ON a.rule = n.class%s"
+	         " WHERE n.rowid = (SELECT rowid FROM nonfinite WHERE class = n.class"
+	         "   ORDER BY step, stats_id IS NULL, stats_id LIMIT 1)"
+	         " ORDER BY a.id, n.class",
+	         v3 ? "n.src_op, n.src_label, n.src_dtype, sc.file, sc.line, n.src_tensor,"
+	              " n.src_absmax, fc.file, fc.line, (SELECT loss_state FROM steps s WHERE"
+	              " s.step = n.step AND s.loss_state IS NOT NULL ORDER BY s.rowid LIMIT 1)"
+	            : "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL",
+	         v3 ? " LEFT JOIN callsites sc ON sc.id = n.src_callsite"
+	              " LEFT JOIN callsites fc ON fc.id = n.fwd_callsite" : "");
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
 		fputs(i ? ",\n  {\"class\": " : "\n  {\"class\": ", f);
@@ -472,6 +585,27 @@ static int json_nonfinite(sqlite3 *db, FILE *f)
 		json_text_or_null(f, st, 17);
 		fputs(", \"message\": ", f);
 		json_text_or_null(f, st, 18);
+		/* the cause upstream: an underflow's half op, a cast overflow's FP32 source */
+		fputs(", \"src_op\": ", f);
+		json_text_or_null(f, st, 19);
+		fputs(", \"src_label\": ", f);
+		json_text_or_null(f, st, 20);
+		fputs(", \"src_dtype\": ", f);
+		json_text_or_null(f, st, 21);
+		fputs(", \"src_file\": ", f);
+		json_text_or_null(f, st, 22);
+		fputs(", \"src_line\": ", f);
+		json_int(f, sqlite3_column_type(st, 23) == SQLITE_NULL ? -1 : col_int(st, 23), 1);
+		fputs(", \"src_tensor\": ", f);
+		json_text_or_null(f, st, 24);
+		json_real(f, ", ", "src_absmax",
+		          sqlite3_column_type(st, 25) == SQLITE_NULL ? (double)NAN : col_real(st, 25));
+		fputs(", \"forward_file\": ", f);
+		json_text_or_null(f, st, 26);
+		fputs(", \"forward_line\": ", f);
+		json_int(f, sqlite3_column_type(st, 27) == SQLITE_NULL ? -1 : col_int(st, 27), 1);
+		fputs(", \"loss_state\": ", f);
+		json_text_or_null(f, st, 28);
 		fputc('}', f);
 	}
 	sqlite3_finalize(st);
@@ -533,6 +667,27 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	json_int(f, s.have ? s.overflow_steps : -1, 1);
 	fputs(", \"skipped_steps\": ", f);
 	json_int(f, s.have ? s.skipped_steps : -1, 1);
+	{
+		char history[32], steps[512];
+		double skipped;
+		load_scale_history(db, history, sizeof history, steps, sizeof steps, &skipped);
+		json_real(f, ", ", "skipped_share", skipped);
+		fputs(", \"scale_history\": ", f);
+		if (history[0])
+			json_str(f, history);
+		else
+			fputs("null", f);
+		fputs(", \"scale_history_steps\": [", f);
+		for (const char *p = steps; *p;) {
+			char *end;
+			long long v = strtoll(p, &end, 10);
+			if (end == p)
+				break;
+			fprintf(f, "%s%lld", p == steps ? "" : ", ", v);
+			p = *end == ',' ? end + 1 : end;
+		}
+		fputs("]", f);
+	}
 	fputs(", \"peak_bytes\": ", f);
 	json_int(f, s.have ? s.peak_bytes : -1, 1);
 	fputs(", \"op_count\": ", f);
@@ -552,26 +707,47 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		json_int(f, meta_int(db, key, -1), 1);
 	}
 	fputs("}", f);
-	fputs(",\n \"top_ops\": [", f);
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT op, exec_dtype, calls, total_ns, mean_ns, flops, share "
-	                       "FROM op_summary ORDER BY total_ns DESC, op, exec_dtype LIMIT 10", -1,
-	                       &st, NULL) != SQLITE_OK)
+	if (prof_report_memory_json(db, f) != 0 || prof_report_history_json(db, f) != 0)
 		return -1;
-	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+	fputs(",\n \"top_ops\": [", f);
+	amp_op_stats ops[TOP_OPS];
+	size_t n_ops = 0;
+	if (amp_profile_op_stats(db, ops, TOP_OPS, &n_ops) != AMP_PROFILE_OK)
+		return -1;
+	for (size_t i = 0; i < n_ops; i++) {
+		const amp_op_stats *o = &ops[i];
 		fputs(i ? ",\n  {\"op\": " : "\n  {\"op\": ", f);
-		json_str(f, col_str(st, 0));
+		json_str(f, o->op);
 		fputs(", \"dtype\": ", f);
-		json_str(f, col_str(st, 1));
-		fprintf(f, ", \"calls\": %" PRId64 ", \"total_ns\": %" PRId64, col_int(st, 2),
-		        col_int(st, 3));
-		json_real(f, ", ", "mean_ns", col_real(st, 4));
-		fprintf(f, ", \"flops\": %" PRId64, col_int(st, 5));
-		json_real(f, ", ", "share", col_real(st, 6));
+		json_str(f, o->exec_dtype);
+		fprintf(f, ", \"calls\": %" PRId64 ", \"total_ns\": %" PRId64, o->calls, o->total_ns);
+		json_real(f, ", ", "mean_ns", o->mean_ns);
+		json_real(f, ", ", "median_ns", o->median_ns);
+		fputs(", \"min_ns\": ", f);
+		json_int(f, o->min_ns, 1);
+		fputs(", \"max_ns\": ", f);
+		json_int(f, o->max_ns, 1);
+		json_real(f, ", ", "stddev_ns", o->stddev_ns);
+		fprintf(f, ", \"flops\": %" PRId64, o->flops);
+		json_real(f, ", ", "share", o->share);
 		fputc('}', f);
 	}
 	sqlite3_finalize(st);
-	fputs("],\n \"nonfinite\": [", f);
+	fputs("],\n \"forecast\": [", f);
+	if (json_forecast(db, f) != 0)
+		return -1;
+	fputs("],\n \"fp16_ready\": ", f);
+	{
+		char ready[32] = "";
+		if (amp_profile_has_column(db, "run_summary", "fp16_ready"))
+			amp_profile_query_text(db, ready, sizeof ready,
+			                       "SELECT fp16_ready FROM run_summary", NULL);
+		if (ready[0])
+			json_str(f, ready);
+		else
+			fputs("null", f);
+	}
+	fputs(",\n \"nonfinite\": [", f);
 	if (json_nonfinite(db, f) != 0)
 		return -1;
 	dump_counts d;
@@ -603,7 +779,7 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		fputs(", \"message\": ", f);
 		json_str(f, col_str(st, 2));
 		fputs(", \"evidence\": ", f);
-		json_str(f, col_str(st, 3));
+		json_lines(f, sqlite3_column_text(st, 3));
 		fputs(", \"op\": ", f);
 		if (sqlite3_column_type(st, 4) == SQLITE_NULL)
 			fputs("null", f);

@@ -4,9 +4,11 @@
  *
  * Prepared statements, one open transaction committed by the collector at least every 100 ms.
  * Per-ring ids (strings, call sites) are mapped to database ids.  Ticks are converted to
- * nanoseconds since the run start with the current TSC calibration.
+ * nanoseconds since the run start by one increasing function refined as calibration pairs
+ * arrive (never moving a time already converted).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +43,40 @@ int prof_writer_run_bound(prof_writer *w, sqlite3_stmt *st, const char *what)
 }
 
 /* ---- time ---------------------------------------------------------------------------------- */
+/* Every pair refines the slope; a refined slope is put to use when its baseline has doubled
+ * since the last one (a handful of segments per run), as a new segment that continues the
+ * function where it stands, from a tick past every tick converted so far.  The first slope
+ * replaces the placeholder of the first segment while nothing has been converted. */
 void prof_writer_calibrate(prof_writer *w, uint64_t ticks, uint64_t mono)
 {
 	if (!w->cal_have) {
 		w->cal_have = 1;
 		w->cal_t0 = ticks;
 		w->cal_m0 = mono;
+		w->segs[0] = (struct prof_tick_seg){ticks, (double)(int64_t)(mono - w->run_start),
+		                                    w->ns_per_tick};
+		w->n_segs = 1;
 		return;
 	}
-	if (ticks > w->cal_t0 && mono > w->cal_m0 + 5000000u)
-		w->ns_per_tick = (double)(mono - w->cal_m0) / (double)(ticks - w->cal_t0);
+	if (!(ticks > w->cal_t0 && mono > w->cal_m0 + 5000000u))
+		return;
+	uint64_t span = mono - w->cal_m0;
+	double k = (double)span / (double)(ticks - w->cal_t0);
+	if (!(k > 0) || (w->cal_span && span < 2 * w->cal_span))
+		return;
+	w->ns_per_tick = k;
+	w->cal_span = span;
+	struct prof_tick_seg *last = &w->segs[w->n_segs - 1];
+	if (w->max_tick == 0) {
+		last->k = k;
+		return;
+	}
+	if (w->n_segs == PROF_TICK_SEGS)
+		return;
+	uint64_t at = ticks > w->max_tick ? ticks : w->max_tick + 1;
+	double ns = last->ns + (double)(at - last->t) * last->k;
+	w->segs[w->n_segs++] = (struct prof_tick_seg){at, ns, k};
+	w->max_tick = 0;
 }
 
 static int64_t clamp_i64(double v)
@@ -64,21 +90,27 @@ static int64_t clamp_i64(double v)
 	return (int64_t)v;
 }
 
-int64_t prof_writer_ns(const prof_writer *w, unsigned clock, uint64_t t)
+int64_t prof_writer_ns(prof_writer *w, unsigned clock, uint64_t t)
 {
 	if (clock == AMP_CLOCK_MONO || !w->cal_have)
 		return (int64_t)(t - w->run_start);
-	double d = (double)(int64_t)(t - w->cal_t0) * w->ns_per_tick;
-	return clamp_i64(d + (double)(int64_t)(w->cal_m0 - w->run_start));
+	uint32_t i = w->n_segs - 1;
+	while (i > 0 && t < w->segs[i].t)
+		i--;
+	const struct prof_tick_seg *g = &w->segs[i];
+	if (i == w->n_segs - 1 && t > w->max_tick)
+		w->max_tick = t;
+	/* floor, so that the order of ticks is kept exactly */
+	double d = g->ns + (double)(int64_t)(t - g->t) * g->k;
+	return clamp_i64(floor(d));
 }
 
-int64_t prof_writer_dur(const prof_writer *w, unsigned clock, uint64_t t0, uint64_t t1)
+int64_t prof_writer_dur(prof_writer *w, unsigned clock, uint64_t t0, uint64_t t1)
 {
 	if (t1 <= t0)
 		return 0;
-	if (clock == AMP_CLOCK_MONO || !w->cal_have)
-		return clamp_i64((double)(t1 - t0));
-	return clamp_i64((double)(t1 - t0) * w->ns_per_tick);
+	int64_t d = prof_writer_ns(w, clock, t1) - prof_writer_ns(w, clock, t0);
+	return d > 0 ? d : 0;
 }
 
 /* ---- strings -------------------------------------------------------------------------------- */
@@ -172,20 +204,22 @@ static const struct {
 	 "INSERT INTO copy_events(step, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?)"},
 	{offsetof(prof_writer, st_step),
 	 "INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
-	 "samples, detail, thread, grad_norm, clipped, micro_batches) "
-	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "samples, detail, thread, loss_state, grad_norm, clipped, micro_batches) "
+	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_scale),
-	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason) VALUES (?,?,?,?,?)"},
+	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason, thread) "
+	 "VALUES (?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_mem),
 	 "INSERT INTO memory(step, t_ns, master_weights, working_copies, activations, "
-	 "grads, optimizer_state, total, peak, master_weights_unopt, working_copies_unopt, "
+	 "grads, optimizer_state, total, peak, thread, master_weights_unopt, working_copies_unopt, "
 	 "activations_unopt, grads_unopt, optimizer_state_unopt, total_unopt, peak_unopt) "
-	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_meta), "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"},
 	{offsetof(prof_writer, st_tstats),
 	 "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "
 	 "underflow, near_overflow, min, max, absmax, origin, exp_hist, callsite, "
-	 "neg_inf, phase, thread) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "neg_inf, phase, thread, src_seq, cast_source, tiny_at_nonfinite, param_grad) "
+	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_dump),
 	 "INSERT INTO dumps(step, seq, op, role, name, dtype, shape, reason, bytes, data) "
 	 "VALUES (?,?,?,?,?,?,?,?,?,?)"},

@@ -88,14 +88,27 @@ typedef struct ring_map {
 	uint32_t n_counters, cap_counters;
 } ring_map;
 
+#define PROF_TICK_SEGS 48  /* slopes are refined when their baseline doubles: 10 ms * 2^47 */
+
 struct prof_writer {
 	sqlite3 *db;
 	const prof_options *opts;
 	uint64_t run_start;
-	/* calibration: anchor pair and the latest one far enough from it */
+	/* calibration: the first pair and the slope of the latest one far enough from it */
 	int cal_have;
 	uint64_t cal_t0, cal_m0;
+	uint64_t cal_span;           /* mono ns between the pairs of the slope in use */
 	double ns_per_tick;
+	/* The conversion: one continuous, increasing piecewise-linear function of ticks.  A new
+	 * slope starts a segment at a tick no record has reached yet, so a time once converted
+	 * never moves and events that follow each other in ticks follow each other in ns. */
+	struct prof_tick_seg {
+		uint64_t t;              /* first tick of the segment */
+		double ns;               /* its time, ns since the run start */
+		double k;                /* ns per tick */
+	} segs[PROF_TICK_SEGS];
+	uint32_t n_segs;
+	uint64_t max_tick;           /* largest tick converted in the last segment, 0: none */
 	/* strings: database id -> text, and a content hash */
 	char **texts;
 	uint32_t n_texts, cap_texts;
@@ -132,8 +145,9 @@ int prof_writer_run(prof_writer *w, sqlite3_stmt *st, const char *what);
 /* The same for statements whose every parameter is bound on every row: no clear_bindings. */
 int prof_writer_run_bound(prof_writer *w, sqlite3_stmt *st, const char *what);
 /* Ticks (or CLOCK_MONOTONIC ns) of a ring's clock to ns since the run start, and a duration. */
-int64_t prof_writer_ns(const prof_writer *w, unsigned clock, uint64_t t);
-int64_t prof_writer_dur(const prof_writer *w, unsigned clock, uint64_t t0, uint64_t t1);
+int64_t prof_writer_ns(prof_writer *w, unsigned clock, uint64_t t);
+/* ns(t1) - ns(t0), 0 if t1 <= t0: an event ends where its end tick converts to. */
+int64_t prof_writer_dur(prof_writer *w, unsigned clock, uint64_t t0, uint64_t t1);
 /* Database id of the text (n bytes, cut at a NUL), inserting it into strings.  0 on failure. */
 uint32_t prof_writer_intern(prof_writer *w, const char *s, size_t n);
 /* Text of a database string id, NULL for 0 or an unknown id; valid for the writer's life. */

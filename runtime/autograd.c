@@ -72,6 +72,13 @@ void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype
                       amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
                       uint64_t bytes, amp_shape shape)
 {
+	amp_trace_kernel_gemm(ctx, op, label, exec, engine, phase, t0, flops, bytes, shape, 0);
+}
+
+void amp_trace_kernel_gemm(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
+                           amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
+                           uint64_t bytes, amp_shape shape, int aligned)
+{
 	uint64_t seq = ctx->seq++;
 	ctx->stats.ops_dispatched++;
 	if (!AMP_TRACING())
@@ -89,6 +96,7 @@ void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype
 	    .flops = flops,
 	    .bytes = bytes,
 	    .ndim = shape.ndim,
+	    .aligned = aligned,
 	    .engine = engine,
 	};
 	for (int i = 0; i < shape.ndim && i < 4; i++)
@@ -141,6 +149,7 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 	node->n_in = n;
 	node->out = out;
 	node->exec = call->exec;
+	node->seq = seq;
 	node->prev = ctx->tape;
 	ctx->tape = node;
 	out->node = node;

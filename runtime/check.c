@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,9 +97,10 @@ static int64_t scan(struct amp_check_ctx *st, const amp_tensor *t, amp_stats *s,
 	return bad;
 }
 
+/* flags: AMP_TSTATS_SRC (src_seq is the related op), _CAST_SRC, _TINY_AT_NF. */
 static void emit_stats(const amp_ctx *ctx, uint64_t seq, amp_op_type op, amp_phase phase,
                        int role, const amp_tensor *t, const char *name, const amp_stats *s,
-                       int origin)
+                       int origin, uint32_t flags, uint64_t src_seq)
 {
 	amp_trace_tstats r = {
 	    .step = ctx->step,
@@ -118,6 +120,8 @@ static void emit_stats(const amp_ctx *ctx, uint64_t seq, amp_op_type op, amp_pha
 	    .min = s->min,
 	    .max = s->max,
 	    .absmax = s->absmax,
+	    .flags = flags,
+	    .src_seq = src_seq,
 	};
 	for (int k = 0; k < AMP_STATS_BINS; k++)
 		r.exp_hist[k] = s->exp_hist[k] > UINT32_MAX ? UINT32_MAX : (uint32_t)s->exp_hist[k];
@@ -130,11 +134,61 @@ static void emit_stats(const amp_ctx *ctx, uint64_t seq, amp_op_type op, amp_pha
 
 /* Statistics of t computed now (inputs of an origin). */
 static void emit_stats_now(const amp_ctx *ctx, uint64_t seq, amp_op_type op, amp_phase phase,
-                           int role, const amp_tensor *t, const char *name)
+                           int role, const amp_tensor *t, const char *name, uint32_t flags,
+                           uint64_t src_seq)
 {
 	amp_stats s;
 	tensor_stats(t, &s);
-	emit_stats(ctx, seq, op, phase, role, t, name, &s, 0);
+	emit_stats(ctx, seq, op, phase, role, t, name, &s, 0, flags, src_seq);
+}
+
+/* ---- producers ---------------------------------------------------------------------------- */
+static void note_producer(struct amp_check_ctx *st, const void *data, const void *cast_of,
+                          uint64_t seq)
+{
+	unsigned i = st->n_prod++ % CHECK_PRODUCERS;
+	st->prod[i].data = data;
+	st->prod[i].cast_of = cast_of;
+	st->prod[i].seq = seq;
+}
+
+/* The seq of the op of this step that wrote data, through the automatic casts in between:
+ * AMP_TSTATS_SRC with *seq, or 0 (a leaf, a parameter, or written too long ago). */
+static uint32_t producer_of(const struct amp_check_ctx *st, const void *data, uint64_t *seq)
+{
+	unsigned n = st->n_prod < CHECK_PRODUCERS ? st->n_prod : CHECK_PRODUCERS;
+	for (int hops = 0; hops < 4 && data; hops++) {
+		const void *next = NULL;
+		for (unsigned k = 0; k < n; k++) {
+			unsigned i = (st->n_prod - 1 - k) % CHECK_PRODUCERS;
+			if (st->prod[i].data != data)
+				continue;
+			if (!st->prod[i].cast_of) {
+				*seq = st->prod[i].seq;
+				return AMP_TSTATS_SRC;
+			}
+			next = st->prod[i].cast_of;
+			break;
+		}
+		data = next;
+	}
+	return 0;
+}
+
+/* AMP_TSTATS_TINY_AT_NF if the input x of an elementwise origin is zero or below FP16's normal
+ * range where its output y is not finite (log 0, x / 0, 0 * Inf): the values an underflow
+ * upstream left.  Runs at an origin only (FP32 views in the step arena). */
+static uint32_t tiny_at_nonfinite(amp_ctx *ctx, const amp_tensor *x, const amp_tensor *y)
+{
+	if (x->numel != y->numel)
+		return 0;
+	const float *xv = amp_f32_view(ctx, x), *yv = amp_f32_view(ctx, y);
+	if (!xv || !yv)
+		return 0;
+	for (int64_t j = 0; j < x->numel; j++)
+		if (!isfinite(yv[j]) && isfinite(xv[j]) && fabsf(xv[j]) < 0x1p-14f)
+			return AMP_TSTATS_TINY_AT_NF;
+	return 0;
 }
 
 /* ---- dumps -------------------------------------------------------------------------------- */
@@ -228,29 +282,37 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 	char name[96];
 	/* An alias (reshape) holds the very values of its input: nothing new to check. */
 	int alias = n > 0 && in[0] && in[0]->data == out->data;
+	if (!alias && !backward)
+		note_producer(st, out->data, NULL, seq);
 	if (cfg->nan_check == AMP_NAN_CHECK_OP && is_float(out) && !alias) {
 		amp_stats s;
 		int have, via_cast = 0;
 		int64_t bad = scan(st, out, &s, &have);
 		int origin = bad && st->origin.step < 0 && inputs_finite(st, in, n, &via_cast);
 		if (have)
-			emit_stats(ctx, seq, call->op, phase, role, out, base, &s, origin);
+			emit_stats(ctx, seq, call->op, phase, role, out, base, &s, origin, 0, 0);
 		if (origin) {
 			set_origin(ctx, st, seq, call->op, phase, call->label, &s, via_cast);
 			int dump = cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all;
 			for (int i = 0; i < n; i++) {
 				if (!is_float(in[i]))
 					continue;
+				uint64_t src = 0;
+				uint32_t fl = producer_of(st, in[i]->data, &src);
+				if (in[i] != st->cast_bad)
+					fl |= tiny_at_nonfinite(ctx, in[i], out);
 				snprintf(name, sizeof name, "%s/in%d", base, i);
-				emit_stats_now(ctx, seq, call->op, phase, AMP_ROLE_INPUT, in[i], name);
+				emit_stats_now(ctx, seq, call->op, phase, AMP_ROLE_INPUT, in[i], name, fl, src);
 				dump_what w = {seq, call->op, AMP_ROLE_INPUT, "in", i, name,
 				               AMP_DUMP_REASON_NONFINITE, backward};
 				if (dump)
 					amp_check_dump_tensor(ctx, st, cfg, &w, in[i]);
 				if (in[i] == st->cast_bad && st->cast_src) {
 					snprintf(name, sizeof name, "%s/in%d.precast", base, i);
+					src = 0;
+					fl = AMP_TSTATS_CAST_SRC | producer_of(st, st->cast_src->data, &src);
 					emit_stats_now(ctx, seq, call->op, phase, AMP_ROLE_INPUT, st->cast_src,
-					               name);
+					               name, fl, src);
 					w.tag = "src";
 					if (dump)
 						amp_check_dump_tensor(ctx, st, cfg, &w, st->cast_src);
@@ -301,7 +363,8 @@ static void check_cast_backward(amp_ctx *ctx, const amp_node *node)
 	int origin = bad && st->origin.step < 0 && !tensor_nonfinite(dy);
 	snprintf(name, sizeof name, "%s.cast.grad", base);
 	if (have)
-		emit_stats(ctx, seq, op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, src->grad, name, &s, origin);
+		emit_stats(ctx, seq, op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, src->grad, name, &s, origin,
+		           0, 0);
 	if (origin) {
 		set_origin(ctx, st, seq, op, AMP_PHASE_BACKWARD, node->label, &s, 1);
 		if (cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all) {
@@ -313,6 +376,15 @@ static void check_cast_backward(amp_ctx *ctx, const amp_node *node)
 		}
 	}
 	amp_check_spent_since(t0);
+}
+
+/* AMP_TSTATS_PARAM if x is a parameter's master or its working copy (a cast of the master). */
+static uint32_t param_grad(const amp_tensor *x)
+{
+	const amp_node *n = x->node;
+	int param = x->param != NULL ||
+	            (n && n->op >= AMP_OP_COUNT && n->n_in > 0 && n->in[0] && n->in[0]->param);
+	return param ? AMP_TSTATS_PARAM : 0;
 }
 
 void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
@@ -352,6 +424,8 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 		idx[ng++] = i;
 	}
 
+	/* the forward op of this backward: its call site is the layer's */
+	uint32_t fwd = node->seq <= seq ? AMP_TSTATS_SRC : 0;
 	if (cfg->nan_check == AMP_NAN_CHECK_OP) {
 		amp_stats s[AMP_NODE_MAX_IN];
 		int have[AMP_NODE_MAX_IN], origin_at = -1;
@@ -373,14 +447,15 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 				continue;
 			snprintf(name, sizeof name, "%s/in%d.grad", base, idx[g]);
 			emit_stats(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, grads[g], name, &s[g],
-			           g == origin_at);
+			           g == origin_at, fwd | param_grad(node->in[idx[g]]), node->seq);
 		}
 		if (origin_at >= 0) {
 			set_origin(ctx, st, seq, node->op, AMP_PHASE_BACKWARD, node->label, &s[origin_at], 0);
 			int dump = cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all;
 			if (is_float(dy)) {
 				snprintf(name, sizeof name, "%s.grad", base);
-				emit_stats_now(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, dy, name);
+				emit_stats_now(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, dy, name, fwd,
+				               node->seq);
 				dump_what w = {seq, node->op, AMP_ROLE_GRAD, "dy", 0, name,
 				               AMP_DUMP_REASON_NONFINITE, 1};
 				if (dump)
@@ -391,7 +466,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 					continue;
 				snprintf(name, sizeof name, "%s/in%d", base, i);
 				emit_stats_now(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_INPUT, node->in[i],
-				               name);
+				               name, fwd, node->seq);
 				dump_what w = {seq, node->op, AMP_ROLE_INPUT, "in", i, name,
 				               AMP_DUMP_REASON_NONFINITE, 1};
 				if (dump)
@@ -424,12 +499,14 @@ void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst,
                     int64_t dst_nonfinite)
 {
 	const amp_check_config *cfg = amp_check_config_now();
-	if (cfg->nan_check != AMP_NAN_CHECK_OP || !amp_dt(dst->dtype)->is_half ||
-	    src->dtype != AMP_F32)
+	if (cfg->nan_check != AMP_NAN_CHECK_OP)
 		return;
 	uint64_t t0 = amp_check_now_ns();
 	struct amp_check_ctx *st = state(ctx, cfg);
-	if (st && st->origin.step < 0 && dst_nonfinite &&
+	if (st && !ctx->in_backward)
+		note_producer(st, dst->data, src->data, 0);
+	if (st && st->origin.step < 0 && dst_nonfinite && amp_dt(dst->dtype)->is_half &&
+	    src->dtype == AMP_F32 &&
 	    !amp_count_nonfinite_f32(src->data, src->numel)) {
 		st->cast_bad = dst;
 		st->cast_src = src;
@@ -451,7 +528,7 @@ void amp_check_loss(amp_ctx *ctx, const amp_tensor *loss)
 	__atomic_add_fetch(&amp_check_cnt.checked, 1, __ATOMIC_RELAXED);
 	/* the loss is normally the output of the step's last op */
 	emit_stats(ctx, mine ? st->last_seq : (ctx->seq ? ctx->seq - 1 : 0), st->last_op,
-	           AMP_PHASE_FORWARD, AMP_ROLE_OUTPUT, loss, "loss", &s, 0);
+	           AMP_PHASE_FORWARD, AMP_ROLE_OUTPUT, loss, "loss", &s, 0, 0, 0);
 }
 
 int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p)
@@ -472,7 +549,7 @@ int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p)
 		snprintf(name, sizeof name, "%s.grad", p->label ? p->label : "param");
 		/* the optimizer's own op record takes the next seq */
 		emit_stats(ctx, ctx->seq, AMP_OP_OPTIMIZER, AMP_PHASE_OPTIMIZER, AMP_ROLE_GRAD, g, name,
-		           &s, 0);
+		           &s, 0, 0, 0);
 	}
 	amp_check_spent_since(t0);
 	return bad;

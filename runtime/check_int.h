@@ -12,6 +12,7 @@
 #include "kernels/stats.h"
 
 #define CHECK_HINTS 4 /* an op's outputs, a backward op's gradients */
+#define CHECK_PRODUCERS 32 /* the step's latest forward outputs and casts, for an origin's inputs */
 
 struct amp_check_ctx {
 	int64_t step;                  /* step this state belongs to */
@@ -28,6 +29,15 @@ struct amp_check_ctx {
 	int bw_valid;                  /* a backward op ran in this step: */
 	uint64_t bw_seq;               /* the last one, which a cast's backward is charged to */
 	amp_op_type bw_op;
+	/* Who wrote the step's latest tensors (a ring, newest at n_prod - 1): an op's output
+	 * (cast_of NULL, seq of the op) or an automatic cast (cast_of: its source's data).  Read
+	 * only at an origin, to name the op upstream of each input. */
+	unsigned n_prod;
+	struct {
+		const void *data;
+		const void *cast_of;
+		uint64_t seq;
+	} prod[CHECK_PRODUCERS];
 	int n_hints;                   /* statistics kernels took of tensors they wrote */
 	struct {
 		const void *data;

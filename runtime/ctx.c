@@ -405,6 +405,9 @@ static const config_key config_keys[] = {
     {"memory_limit", set_memlimit, get_memlimit, 0, 0, 0, 0, 0},
 };
 
+_Static_assert(sizeof config_keys / sizeof *config_keys <= AMP_CONFIG_KEYS,
+               "amp_config.source has a row per key");
+
 static const config_key *find_key(const char *name)
 {
 	for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys; i++)
@@ -437,6 +440,9 @@ int amp_config_set(amp_ctx *ctx, const char *key, const char *value)
 		return amp_fail(ctx, AMP_ESTATE, "%s: the loss scaler is configured before the first step",
 		                key);
 	int rc = k->set(ctx, k, value);
+	if (rc == 0)
+		snprintf(ctx->cfg.source[k - config_keys], sizeof ctx->cfg.source[0], "%s",
+		         ctx->config_source ? ctx->config_source : "amp_config_set");
 	/* A scaler key, or a mode (which picks the default scaling), restarts the live scaler:
 	 * possible before the first step only. */
 	if (rc == 0 && ctx->step < 0 && (k->scaler || k->set == set_mode))
@@ -492,8 +498,11 @@ int amp_config_load(amp_ctx *ctx, const char *path)
 		}
 		*eq = 0;
 		char *key = trim(s), *val = trim(eq + 1);
-		char msg[sizeof ctx->err];
+		char msg[sizeof ctx->err], where[160];
+		snprintf(where, sizeof where, "%s:%d", path, lineno);
+		ctx->config_source = where;
 		rc = amp_config_set(ctx, key, val);
+		ctx->config_source = NULL;
 		if (rc) {
 			snprintf(msg, sizeof msg, "%s", ctx->err);
 			amp_fail(ctx, rc, "%s:%d: %s", path, lineno, msg);
@@ -516,8 +525,11 @@ static int apply_env(amp_ctx *ctx)
 		const char *v = getenv(name);
 		if (!v)
 			continue;
-		char msg[sizeof ctx->err];
+		char msg[sizeof ctx->err], where[96];
+		snprintf(where, sizeof where, "environment %s", name);
+		ctx->config_source = where;
 		int rc = amp_config_set(ctx, config_keys[i].name, v);
+		ctx->config_source = NULL;
 		if (rc) {
 			snprintf(msg, sizeof msg, "%s", ctx->err);
 			return amp_fail(ctx, rc, "environment %s: %s", name, msg);
@@ -623,6 +635,17 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 	amp_ctx_live_add(ctx);
 	*out = ctx;
 	return AMP_OK;
+}
+
+void amp_config_trace_sources(amp_ctx *ctx)
+{
+	for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys; i++) {
+		if (!ctx->cfg.source[i][0])
+			continue;
+		char key[96];
+		snprintf(key, sizeof key, "%s_source", config_keys[i].name);
+		amp_trace_meta(key, ctx->cfg.source[i]);
+	}
 }
 
 void amp_set_training(amp_ctx *ctx, int training)

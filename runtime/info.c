@@ -4,7 +4,7 @@
 
 const char *amp_version(void)
 {
-	return AMP_VERSION;
+	return AMP_VERSION_STRING;
 }
 
 unsigned amp_wire_version(void)

@@ -109,6 +109,8 @@ struct amp_node {
 	int64_t i[4];            /* op attributes (stride, pad, dims, flags...) */
 	void *saved;             /* extra saved buffer in the step arena (mask, mean/rstd, ...) */
 	amp_node *prev;          /* tape is a list, newest first */
+	uint64_t seq;            /* seq of the forward op (casts: 0); the checks of its backward
+	                            name it, so a gradient leads back to its layer's call site */
 };
 
 /* Bump allocator for step-scoped memory, reset by amp_step_end(). */
@@ -127,6 +129,7 @@ typedef struct amp_scaler {
 	int64_t clean_steps;     /* consecutive clean steps since the last change */
 } amp_scaler;
 
+#define AMP_CONFIG_KEYS 24 /* room for the keys of ctx.c's table */
 typedef struct amp_config {
 	amp_precision_mode mode;
 	int scaler_set;          /* a loss_scale* key was set: the mode's default scaling is off */
@@ -141,6 +144,9 @@ typedef struct amp_config {
 	int64_t accum_steps;     /* gradient_accumulation_steps, >= 1 */
 	int memory_optimize;     /* memory_optimize = on */
 	uint64_t memory_limit;   /* memory_limit in bytes, 0 = none */
+	/* where each key (config_keys[] order in ctx.c) was last set: "path:line", "environment
+	 * AMP_KEY" or "amp_config_set"; "" if never.  Profiles record it, so advice can name it. */
+	char source[AMP_CONFIG_KEYS][160];
 } amp_config;
 
 struct amp_optim;
@@ -205,6 +211,7 @@ struct amp_ctx {
 	void **persist;                  /* persistent blocks, freed with the context */
 	size_t n_persist, cap_persist;
 	char err[512];
+	const char *config_source; /* while a file line or an AMP_* variable is applied: its name */
 	char getbuf[64];
 };
 
@@ -266,6 +273,9 @@ amp_dtype amp_policy_exec(const amp_ctx *ctx, amp_op_type op, amp_tensor *const 
  * whose backward casts the gradient back.  Records a copy event.  NULL (error set) on failure. */
 amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label);
 
+/* Sends, for every configuration key that was set, where (meta '<key>_source'). */
+void amp_config_trace_sources(amp_ctx *ctx);
+
 /* ---- op dispatch ------------------------------------------------------------------------- */
 typedef struct amp_op_call {
 	amp_op_type op;
@@ -300,6 +310,11 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 void amp_trace_kernel(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
                       amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
                       uint64_t bytes, amp_shape shape);
+/* The same for a kernel made of GEMMs (a backward GEMM op), with its aligned flag: 1 when its
+ * GEMMs' M, N and K are all multiples of 8 (the forward op's rule). */
+void amp_trace_kernel_gemm(amp_ctx *ctx, amp_op_type op, const char *label, amp_dtype exec,
+                           amp_engine engine, amp_phase phase, uint64_t t0, uint64_t flops,
+                           uint64_t bytes, amp_shape shape, int aligned);
 
 /* ---- autograd helpers -------------------------------------------------------------------- */
 /* Adds g (same shape as t; any float dtype, converted to t's dtype) into t->grad, creating it

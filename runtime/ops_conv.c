@@ -173,10 +173,10 @@ static int conv2d_backward(amp_ctx *ctx, amp_node *node)
 	if (rc == AMP_OK && need_b)
 		rc = amp_grad_acc_f32(ctx, bias, db);
 	uint64_t gemm_flops = (uint64_t)(2 * g.N * g.O * g.ohw * g.ckk);
-	amp_trace_kernel(ctx, node->op, node->label, dt, amp_kernels_gemm_engine(dt), AMP_PHASE_BACKWARD, t0,
-	                 gemm_flops * (uint64_t)(need_x + need_w),
-	                 (uint64_t)(2 * (x->numel + w->numel) + node->out->numel) * es,
-	                 node->out->shape);
+	amp_trace_kernel_gemm(ctx, node->op, node->label, dt, amp_kernels_gemm_engine(dt),
+	                      AMP_PHASE_BACKWARD, t0, gemm_flops * (uint64_t)(need_x + need_w),
+	                      (uint64_t)(2 * (x->numel + w->numel) + node->out->numel) * es,
+	                      node->out->shape, g.O % 8 == 0 && g.ohw % 8 == 0 && g.ckk % 8 == 0);
 	return rc;
 }
 

@@ -219,9 +219,10 @@ static int matmul_backward(amp_ctx *ctx, amp_node *node)
 		rc = grad_dst_close(ctx, &d);
 		flops += (uint64_t)(2 * m.batch * m.M * m.N * m.K);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, dt, amp_kernels_gemm_engine(dt), AMP_PHASE_BACKWARD, t0, flops,
-	                 (uint64_t)(2 * (a->numel + b->numel) + node->out->numel) * es,
-	                 node->out->shape);
+	amp_trace_kernel_gemm(ctx, node->op, node->label, dt, amp_kernels_gemm_engine(dt),
+	                      AMP_PHASE_BACKWARD, t0, flops,
+	                      (uint64_t)(2 * (a->numel + b->numel) + node->out->numel) * es,
+	                      node->out->shape, gemm_aligned(m.M, m.N, m.K));
 	return rc;
 }
 
@@ -332,9 +333,10 @@ static int linear_backward(amp_ctx *ctx, amp_node *node)
 			rc = amp_grad_acc_f32(ctx, bias, sum);
 		flops += (uint64_t)(rows * nout);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, dt, amp_kernels_gemm_engine(dt), AMP_PHASE_BACKWARD, t0, flops,
-	                 (uint64_t)(2 * (x->numel + w->numel) + node->out->numel) * es,
-	                 node->out->shape);
+	amp_trace_kernel_gemm(ctx, node->op, node->label, dt, amp_kernels_gemm_engine(dt),
+	                      AMP_PHASE_BACKWARD, t0, flops,
+	                      (uint64_t)(2 * (x->numel + w->numel) + node->out->numel) * es,
+	                      node->out->shape, gemm_aligned(rows, nout, nin));
 	return rc;
 }
 

@@ -661,6 +661,7 @@ int amp_step_begin(amp_ctx *ctx)
 		               amp_config_get(ctx, "gradient_accumulation_steps"));
 		amp_trace_meta("memory_optimize", amp_config_get(ctx, "memory_optimize"));
 		amp_trace_meta("memory_limit", amp_config_get(ctx, "memory_limit"));
+		amp_config_trace_sources(ctx);
 		amp_trace_scale(0, ctx->scaler.scale, ctx->scaler.scale,
 		                ctx->scaler.dynamic ? AMP_SCALE_INIT : AMP_SCALE_STATIC);
 	}
@@ -682,8 +683,9 @@ int amp_step_end(amp_ctx *ctx)
 		    .clipped = ctx->optim_done && ctx->grad_clipped,
 		    .micro_batches = ctx->micro_done,
 		};
-		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->step_scale,
-		                   ctx->step_overflow, ctx->step_skipped, ctx->samples, &info);
+		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->backward_done,
+		                   ctx->step_scale, ctx->step_overflow, ctx->step_skipped, ctx->samples,
+		                   &info);
 		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak,
 		                 ctx->cfg.memory_optimize ? ctx->mem_unopt : NULL, ctx->mem_peak_unopt);
 		/* this process's own: a forked child leaves out what its parent counted */

@@ -97,8 +97,9 @@ void amp_trace_step_begin(int64_t step)
 	ring_commit(r, rec, AMP_REC_STEP_BEGIN, AMP_REC_SLOTS(amp_rec_step), 0);
 }
 
-void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, double scale, int overflow,
-                        int skipped, int64_t samples, const amp_trace_step_info *info)
+void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_loss, double scale,
+                        int overflow, int skipped, int64_t samples,
+                        const amp_trace_step_info *info)
 {
 	uint64_t t = amp_trace_clock();
 	trace_ring *r = ring_get();
@@ -115,6 +116,7 @@ void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, double scal
 	rec->samples = samples;
 	rec->overflow = (uint8_t)(overflow != 0);
 	rec->skipped = (uint8_t)(skipped != 0);
+	rec->flags = has_loss ? AMP_STEP_LOSS : 0;
 	rec->clipped = (uint8_t)(info && info->clipped);
 	memset(rec->pad, 0, sizeof rec->pad);
 	rec->grad_norm = info ? info->grad_norm : (double)NAN;
@@ -259,6 +261,13 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	rec->origin = (uint8_t)(st->origin != 0);
 	rec->phase = (uint8_t)(st->phase <= AMP_PHASE_OPTIMIZER ? st->phase : AMP_PHASE_FORWARD);
 	rec->flags = AMP_TSTATS_EXT;
+	rec->flags |= (uint8_t)(st->flags &
+	                        (AMP_TSTATS_CAST_SRC | AMP_TSTATS_TINY_AT_NF | AMP_TSTATS_PARAM));
+	if ((st->flags & AMP_TSTATS_SRC) && st->src_seq <= st->seq &&
+	    st->seq - st->src_seq <= UINT32_MAX) {
+		rec->flags |= AMP_TSTATS_SRC;
+		rec->src_back = (uint32_t)(st->seq - st->src_seq);
+	}
 	memcpy(rec->exp_hist, st->exp_hist, sizeof rec->exp_hist);
 	ring_commit(r, rec, AMP_REC_TSTATS, slots, 0);
 }

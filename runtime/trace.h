@@ -46,7 +46,8 @@ void amp_trace_op_end(const amp_trace_op *op);
 void amp_trace_copy(amp_copy_kind kind, uint64_t bytes, int src_dtype, int dst_dtype,
                     uint64_t t_begin, int64_t step, const char *label);
 
-/* Step boundaries.  loss is the unscaled loss (NAN if unknown), scale the loss scale used. */
+/* Step boundaries.  loss is the unscaled loss when has_loss (NaN and Inf as computed), scale
+ * the loss scale used. */
 void amp_trace_step_begin(int64_t step);
 /* What a step's optimizer did beyond the loss scale: the gradient norm before clipping (NAN
  * when not taken), whether it clipped, and the micro-batches (backward passes) it held. */
@@ -55,8 +56,9 @@ typedef struct amp_trace_step_info {
 	int clipped;
 	int64_t micro_batches;
 } amp_trace_step_info;
-void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, double scale, int overflow,
-                        int skipped, int64_t samples, const amp_trace_step_info *info);
+void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_loss, double scale,
+                        int overflow, int skipped, int64_t samples,
+                        const amp_trace_step_info *info);
 
 /* A loss-scaler decision at the end of `step`. */
 void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale_reason reason);
@@ -111,6 +113,8 @@ typedef struct amp_trace_tstats {
 	uint64_t ninf;             /* of inf (+Inf and -Inf), the -Inf count */
 	double min, max, absmax;   /* over finite values */
 	uint32_t exp_hist[40];     /* see amp_rec_tstats */
+	uint32_t flags;            /* AMP_TSTATS_SRC, _CAST_SRC, _TINY_AT_NF, _PARAM (amp_rec_tstats) */
+	uint64_t src_seq;          /* with AMP_TSTATS_SRC: seq of the related op (amp_rec_tstats) */
 } amp_trace_tstats;
 void amp_trace_tensor_stats(const amp_trace_tstats *st);
 

@@ -426,12 +426,19 @@ typedef struct amp_rec_step {
 	double loss, scale;
 	int64_t samples;
 	uint8_t overflow, skipped;
+	uint8_t flags;            /* AMP_STEP_* (added in wire version 3 in what was zeroed
+	                             padding: 0 from a producer that predates it) */
 	uint8_t clipped;          /* wire v3: gradient clipping scaled the gradients down */
-	uint8_t pad[5];
+	uint8_t pad[4];
 	double grad_norm;         /* wire v3: global L2 norm of the unscaled gradients before
 	                             clipping; NAN when not taken (clipping off, overflow) */
 	int64_t micro_batches;    /* wire v3: backward passes (micro-batches) in the step */
 } amp_rec_step;
+/* amp_rec_step.flags */
+enum {
+	AMP_STEP_LOSS = 1u << 0, /* the step computed a loss: loss holds it, NaN and Inf included
+	                            (without it, a non-finite loss means no loss) */
+};
 
 typedef struct amp_rec_scale {
 	amp_rec_hdr h;
@@ -485,6 +492,15 @@ typedef struct amp_rec_crash {
 enum {
 	AMP_TSTATS_EXT = 1u << 0, /* phase and ninf are filled (a producer that predates them
 	                             leaves flags zero) */
+	/* Added in wire version 3 (zero from a producer that predates them): */
+	AMP_TSTATS_SRC = 1u << 1,       /* src_back is filled */
+	AMP_TSTATS_CAST_SRC = 1u << 2,  /* an input row: the FP32 source of an automatic cast to a
+	                                   half type that overflowed (the origin's real cause) */
+	AMP_TSTATS_TINY_AT_NF = 1u << 3, /* an input row: zero or subnormal (FP16) at some position
+	                                   where the origin's output is non-finite (an underflow
+	                                   upstream, when its producer ran in a half type) */
+	AMP_TSTATS_PARAM = 1u << 4,     /* a gradient row: the gradient of a parameter (of its
+	                                   working copy, in the dtype its layer ran in) */
 };
 
 /* Statistics of one checked tensor (the `tensor_stats` table). */
@@ -509,7 +525,10 @@ typedef struct amp_rec_tstats {
 	 * slots; phase and flags sit in what was zeroed padding): */
 	uint64_t ninf;            /* of inf, the -Inf count (+Inf = inf - ninf) */
 	uint32_t op_name;         /* wire v2: as amp_rec_op.op_name */
-	uint32_t pad_name;
+	uint32_t src_back;        /* with AMP_TSTATS_SRC (was zeroed padding): seq - src_back is
+	                             the seq of the related op: for an input of an origin, the op
+	                             that produced it (through automatic casts); for a gradient,
+	                             the forward op whose backward wrote it */
 } amp_rec_tstats;
 
 /* A tensor dumped into the spool directory (file name relative to it). */

@@ -10,9 +10,18 @@
 -- run_summary.native_half_share and .half_types; amp_profile_upgrade brings a version-1 file
 -- up to it (the engine of its ops stays NULL: unknown).
 --
--- Version 3 added what the training features record: steps.grad_norm, .clipped and
+-- Version 3 added the producing thread of loss_scale and memory rows (loss_scale.thread,
+-- memory.thread: a run with one context per thread writes one row per thread and step), the
+-- duration statistics of op_summary (median_ns, min_ns, max_ns, stddev_ns), and what explains
+-- a non-finite value and the loss scale: tensor_stats.src_seq, .cast_source,
+-- .tiny_at_nonfinite, .param_grad; nonfinite's classes 'underflow' and 'cast_overflow' and its
+-- src_* and fwd_callsite columns; steps.loss_state; loss_scale's cause columns and
+-- clean_steps; run_summary.scale_history, .scale_history_steps and .skipped_share; the
+-- forecast table; run_summary.fp16_ready (an FP32 run's readiness for FP16).
+-- Also in version 3, what the training features record: steps.grad_norm, .clipped and
 -- .micro_batches (gradient clipping and accumulation), and the memory categories without
--- memory_optimize (memory.*_unopt); amp_profile_upgrade adds them (NULL in old rows).
+-- memory_optimize (memory.*_unopt).
+-- amp_profile_upgrade adds them to an older file as NULL (unknown).
 --
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
@@ -33,7 +42,9 @@ PRAGMA user_version = 3;
 -- dumps, other), rings_missing (threads or processes that found no ring: nothing of theirs is
 -- in the tables), unrecorded.<counter> (of a counter's total, what those threads counted),
 -- wall_ns, finalized_at.  Keys written by
--- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale* and
+-- the runtime: precision_mode, custom_white_list, custom_black_list, loss_scale*,
+-- <key>_source for every configuration key that was set (where: 'amp.cfg:3', 'environment
+-- AMP_CUSTOM_BLACK_LIST' or 'amp_config_set'; version 3) and
 -- counters: ops_dispatched and copies (the runtime's own counts of op executions and of
 -- copies and casts, sent at every step end by each producing thread and summed over threads;
 -- with every step detailed they equal the row counts of ops and copies), dumps_written,
@@ -157,13 +168,16 @@ CREATE TABLE steps (
 	step     INTEGER,  -- step index from 0
 	start_ns INTEGER,  -- start time
 	dur_ns   INTEGER,  -- duration (NULL if the step never ended)
-	loss     REAL,     -- unscaled loss, NULL if unknown or not finite
+	loss     REAL,     -- unscaled loss, NULL if unknown or not finite (see loss_state)
 	scale    REAL,     -- loss scale used in the step
 	overflow INTEGER,  -- 1 if its gradients held Inf/NaN
 	skipped  INTEGER,  -- 1 if the update was skipped
 	samples  INTEGER,  -- samples processed
 	detail   INTEGER,  -- 1 if ops and copies of this step were recorded (--steps)
 	thread   INTEGER,  -- threads.id
+	-- version 3:
+	loss_state TEXT,   -- 'finite', 'nan', 'inf' or '-inf' (the loss the program computed);
+	                   -- NULL if the step reported no loss (or a runtime that predates it)
 	grad_norm REAL,    -- global L2 norm of the unscaled gradients before clipping; NULL when
 	                   -- not taken (gradient_clipping off, or the step overflowed: skipped
 	                   -- before any norm)
@@ -173,16 +187,31 @@ CREATE TABLE steps (
 	                   -- accumulation, gradient_accumulation_steps with it; 0 if none ran
 );
 
--- One row per loss-scaler decision.
+-- One row per loss-scaler decision (of each context: one per producing thread), linked at
+-- finalize to its cause.
 CREATE TABLE loss_scale (
 	step      INTEGER,  -- step whose end triggered the decision
 	t_ns      INTEGER,  -- time of the decision
 	old_scale REAL,     -- scale before
 	new_scale REAL,     -- scale after
-	reason    TEXT      -- 'hold', 'growth', 'overflow', 'init' or 'static'
+	reason    TEXT,     -- 'hold', 'growth', 'overflow', 'init' or 'static'; 'nan' (set at
+	                    -- finalize) for a back-off on NaN gradients that no overflow made
+	                    -- (the step's nonfinite class is 'invalid_operation')
+	-- version 3, set at finalize: the cause of a back-off is the step's first non-finite
+	-- value (its nonfinite row); of a growth, the clean steps that earned it
+	cause_class    TEXT,     -- nonfinite.class of the step ('scaled_grad_overflow', ...)
+	cause_op       TEXT,     -- op type of the origin (the backward op for a gradient)
+	cause_tensor   TEXT,     -- name of the origin tensor ('fc2/in1.grad')
+	cause_callsite INTEGER,  -- callsites.id of the origin op
+	cause_fwd_callsite INTEGER, -- for a gradient: callsites.id of its forward op (the layer)
+	cause_absmax   REAL,     -- the largest finite magnitude of that tensor in the last step
+	                         -- before, when it was checked (scaled, as stored); the report
+	                         -- shows it times the scales: what pushed it past 65504
+	clean_steps    INTEGER,  -- growth and hold: consecutive clean steps at this decision
+	thread    INTEGER   -- threads.id of the context's thread (version 3; NULL before)
 );
 
--- Bytes by category at the end of each step, and the peak so far.
+-- Bytes by category at the end of each step, and the peak so far (of each context's thread).
 CREATE TABLE memory (
 	step            INTEGER,  -- step
 	t_ns            INTEGER,  -- time of the report
@@ -193,6 +222,7 @@ CREATE TABLE memory (
 	optimizer_state INTEGER,  -- optimizer state
 	total           INTEGER,  -- sum of the categories
 	peak            INTEGER,  -- peak of all tensor memory so far
+	thread          INTEGER,  -- threads.id of the context's thread (version 3; NULL before)
 	-- The same without memory_optimize: what its released and recomputed buffers would have
 	-- added.  NULL when memory_optimize was off (the columns above are then that figure).
 	master_weights_unopt  INTEGER,  -- master_weights without memory_optimize
@@ -227,7 +257,17 @@ CREATE TABLE tensor_stats (
 	-- added within schema version 1 (NULL in rows of a runtime that predates them):
 	neg_inf       INTEGER,              -- of inf, the -Inf count (+Inf count = inf - neg_inf)
 	phase         TEXT,                 -- phase of the op: 'forward', 'backward' or 'optimizer'
-	thread        INTEGER               -- threads.id
+	thread        INTEGER,              -- threads.id
+	-- version 3 (NULL from a runtime that predates them):
+	src_seq       INTEGER,              -- the related op's seq: for an input of an origin, the
+	                                    -- op of the step that produced it (through automatic
+	                                    -- casts); for a gradient, its forward op
+	cast_source   INTEGER,              -- 1: an input row holding the FP32 source of an
+	                                    -- automatic cast to a half type that overflowed
+	tiny_at_nonfinite INTEGER,          -- 1: an input row that is zero or subnormal (FP16)
+	                                    -- where the origin's output is not finite
+	param_grad    INTEGER               -- grad rows: 1 if the gradient of a parameter (of its
+	                                    -- working copy, in the dtype its layer ran in)
 );
 
 -- One row per dumped tensor; data holds the raw little-endian elements.
@@ -268,7 +308,13 @@ CREATE TABLE crashes (
 --                           it probes its scale;
 --   'invalid_operation'     NaN with no Inf at the origin, from an op that cannot reach NaN by
 --                           overflowing (not a GEMM or reduction) and whose inputs held no Inf:
---                           log or sqrt of a negative, 0/0, 0*Inf.
+--                           log or sqrt of a negative, 0/0, 0*Inf;
+--   'underflow'             (version 3) -Inf/Inf/NaN made from a zero or subnormal value that
+--                           an op running in a half type produced upstream (log 0, x/0): the
+--                           upstream op (src_*) is the one to fix;
+--   'cast_overflow'         (version 3) an automatic cast of finite FP32 values to a half type
+--                           overflowed: the cast is the origin; src_* name the FP32 source
+--                           tensor and the op that produced it, src_absmax the value.
 -- Added within schema version 1: a profile written before it has no such table.
 CREATE TABLE nonfinite (
 	step      INTEGER,  -- step
@@ -290,7 +336,46 @@ CREATE TABLE nonfinite (
 	skipped   INTEGER,  -- 1 if the step's update was skipped
 	old_scale REAL,     -- the loss scaler's decision at the end of the step: scale before,
 	new_scale REAL,     -- scale after (NULL without a decision)
-	reason    TEXT      -- and its reason ('overflow', 'hold', ...)
+	reason    TEXT,     -- and its reason ('overflow', 'hold', ...)
+	-- version 3 (set at finalize):
+	src_op       TEXT,     -- underflow: the half op whose output flushed to zero; cast_overflow:
+	                       -- the op that produced the cast's FP32 source (NULL: a leaf or
+	                       -- parameter)
+	src_label    TEXT,     -- its layer label
+	src_dtype    TEXT,     -- the dtype it ran in
+	src_seq      INTEGER,  -- its seq
+	src_callsite INTEGER,  -- its callsites.id
+	src_tensor   TEXT,     -- the tensor of the origin that carries the cause ('log/in0',
+	                       -- 'fc/in0.precast')
+	src_absmax   REAL,     -- that tensor's largest finite magnitude
+	fwd_callsite INTEGER   -- a backward origin: callsites.id of its forward op (the layer)
+);
+
+-- Version 3: the overflow forecast, computed at finalize from the absmax of each checked FP16
+-- tensor over the steps (tensor_stats rows of role 'output' and 'grad', finite, one series per
+-- name, role and op): a least-squares line through ln(absmax) against the step (gradients
+-- divided by their step's loss scale first) predicts when the tensor passes its FP16 limit,
+-- 65504 for an activation and 65504 / the final loss scale for a scaled gradient; and the share
+-- of its non-zero values under FP16's normal range (6.1e-5), with its drift.  One row per series
+-- of at least 8 steps whose absmax grows (fit r2 >= 0.5) or whose underflow share drifts up.
+CREATE TABLE forecast (
+	name            TEXT,     -- tensor name (tensor_stats.name: layer label, 'fc/in1.grad')
+	op              TEXT,     -- op type
+	role            TEXT,     -- 'output' or 'grad'
+	dtype           TEXT,     -- 'fp16'
+	callsite        INTEGER,  -- callsites.id of its last row (the op's call site)
+	points          INTEGER,  -- steps fitted
+	first_step      INTEGER,  -- the steps fitted: first
+	last_step       INTEGER,  -- and last
+	absmax          REAL,     -- absmax at the last step (as stored: scaled for a gradient)
+	growth          REAL,     -- factor by which absmax (unscaled) grows per step (> 1: grows)
+	r2              REAL,     -- goodness of the fit of ln(absmax) (0..1)
+	limit_value     REAL,     -- the FP16 limit it is held against (65504, or 65504 / scale)
+	overflow_step   REAL,     -- predicted step where absmax passes limit_value; NULL if not
+	                          -- growing
+	steps_left      REAL,     -- overflow_step - last_step
+	underflow_share REAL,     -- of its values at the last step, those non-zero under 6.1e-5
+	underflow_drift REAL      -- change of that share per step (fit over the steps)
 );
 
 -- Findings of the advice rules (docs/ARCHITECTURE.md §9), computed at finalize.
@@ -304,7 +389,11 @@ CREATE TABLE advice (
 	                               -- 'loss_scale_unusual', 'low_fp16_share' (the half share
 	                               -- below its threshold), 'emulated_half' (half-typed ops
 	                               -- ran on FP32 or scalar arithmetic), 'copy_share',
-	                               -- 'gemm_unaligned'
+	                               -- 'gemm_unaligned'; version 3: 'underflow' and
+	                               -- 'cast_overflow' (classes of nonfinite),
+	                               -- 'gradient_underflow', 'loss_scale_history',
+	                               -- 'skipped_steps', 'overflow_forecast',
+	                               -- 'underflow_drift', 'fp16_readiness'
 	severity TEXT NOT NULL,        -- 'info', 'warning' or 'error'
 	message  TEXT NOT NULL,        -- one-line finding with the suggested change
 	evidence TEXT,                 -- supporting figures, one item per line
@@ -322,8 +411,14 @@ CREATE TABLE op_summary (
 	mean_ns    REAL,     -- mean time
 	flops      INTEGER,  -- total floating-point operations
 	share      REAL,     -- fraction of all op time (0..1)
-	native_ns  INTEGER   -- of total_ns, the time on a half engine (op_sigs.engine); NULL if
+	native_ns  INTEGER,  -- of total_ns, the time on a half engine (op_sigs.engine); NULL if
 	                     -- no execution of it has a known engine
+	-- the distribution of the durations of its executions (op_events.dur_ns; version 3, NULL
+	-- before, and NULL without executions recorded in detail):
+	median_ns  REAL,     -- median (the mean of the two middle values for an even count)
+	min_ns     INTEGER,  -- shortest
+	max_ns     INTEGER,  -- longest
+	stddev_ns  REAL      -- population standard deviation
 );
 
 -- The run in one row, computed at finalize (empty if ampprof did not finish).
@@ -348,9 +443,20 @@ CREATE TABLE run_summary (
 	native_half_share REAL,   -- the native half share: op time on a half engine (amx-bf16,
 	                          -- avx512-bf16, avx512-fp16) / all op time (0..1); NULL if no op
 	                          -- has a known engine (a version-1 profile)
-	half_types      TEXT      -- the half types ops ran in: 'fp16', 'bf16', 'fp16+bf16', or
+	half_types      TEXT,     -- the half types ops ran in: 'fp16', 'bf16', 'fp16+bf16', or
 	                          -- NULL (an FP32 run); labels the half share ('FP16 share',
 	                          -- 'BF16 share', 'half share (fp16+bf16)')
+	-- version 3:
+	scale_history   TEXT,     -- the dynamic loss scale's history: 'steady' (no back-off),
+	                          -- 'probing' (normal: grows, overflows, backs off, recovers),
+	                          -- 'isolated_spikes' (rare back-offs the growth made up for, not
+	                          -- at growth), 'collapsing' (back-offs outpacing growth, the floor
+	                          -- in reach); NULL for a static scale or no scaler
+	scale_history_steps TEXT, -- the steps that show it, comma-separated (back-offs, growths)
+	skipped_share   REAL,     -- skipped optimizer steps / steps (0..1)
+	fp16_ready      TEXT      -- an FP32 run (no half types): 'ready' (its tensors fit FP16's
+	                          -- range), 'needs_loss_scale' (gradients would underflow without
+	                          -- one), 'overflows' (some tensor passes 65504); NULL otherwise
 );
 
 CREATE VIEW overview AS SELECT * FROM run_summary;

@@ -6,6 +6,7 @@
 #include "profile_db.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -499,6 +500,36 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"run_summary", "native_half_share", "REAL"},
 	    {"run_summary", "half_types", "TEXT"},
 	    /* version 3 */
+	    {"loss_scale", "thread", "INTEGER"},
+	    {"memory", "thread", "INTEGER"},
+	    {"op_summary", "median_ns", "REAL"},
+	    {"op_summary", "min_ns", "INTEGER"},
+	    {"op_summary", "max_ns", "INTEGER"},
+	    {"op_summary", "stddev_ns", "REAL"},
+	    {"tensor_stats", "src_seq", "INTEGER"},
+	    {"tensor_stats", "cast_source", "INTEGER"},
+	    {"tensor_stats", "tiny_at_nonfinite", "INTEGER"},
+	    {"tensor_stats", "param_grad", "INTEGER"},
+	    {"steps", "loss_state", "TEXT"},
+	    {"loss_scale", "cause_class", "TEXT"},
+	    {"loss_scale", "cause_op", "TEXT"},
+	    {"loss_scale", "cause_tensor", "TEXT"},
+	    {"loss_scale", "cause_callsite", "INTEGER"},
+	    {"loss_scale", "cause_fwd_callsite", "INTEGER"},
+	    {"loss_scale", "cause_absmax", "REAL"},
+	    {"loss_scale", "clean_steps", "INTEGER"},
+	    {"nonfinite", "src_op", "TEXT"},
+	    {"nonfinite", "src_label", "TEXT"},
+	    {"nonfinite", "src_dtype", "TEXT"},
+	    {"nonfinite", "src_seq", "INTEGER"},
+	    {"nonfinite", "src_callsite", "INTEGER"},
+	    {"nonfinite", "src_tensor", "TEXT"},
+	    {"nonfinite", "src_absmax", "REAL"},
+	    {"nonfinite", "fwd_callsite", "INTEGER"},
+	    {"run_summary", "scale_history", "TEXT"},
+	    {"run_summary", "scale_history_steps", "TEXT"},
+	    {"run_summary", "skipped_share", "REAL"},
+	    {"run_summary", "fp16_ready", "TEXT"},
 	    {"steps", "grad_norm", "REAL"},
 	    {"steps", "clipped", "INTEGER"},
 	    {"steps", "micro_batches", "INTEGER"},
@@ -510,12 +541,14 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"memory", "total_unopt", "INTEGER"},
 	    {"memory", "peak_unopt", "INTEGER"},
 	};
-	static const char *const tables[] = {"nonfinite"};
+	static const char *const tables[] = {"nonfinite", "forecast"};
 	int version = 0;
 	if (pragma_int(db, "PRAGMA user_version", &version) != SQLITE_OK)
 		return AMP_PROFILE_EIO;
 	for (size_t i = 0; i < sizeof columns / sizeof columns[0]; i++) {
-		if (amp_profile_has_column(db, columns[i].table, columns[i].column))
+		/* a table that is missing is created whole below */
+		if (!amp_profile_has_table(db, columns[i].table) ||
+		    amp_profile_has_column(db, columns[i].table, columns[i].column))
 			continue;
 		char sql[160];
 		snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s", columns[i].table,
@@ -539,6 +572,45 @@ int amp_profile_upgrade(sqlite3 *db)
 	    amp_profile_meta_set(db, "schema_version", ver) != AMP_PROFILE_OK)
 		return AMP_PROFILE_EIO;
 	return AMP_PROFILE_OK;
+}
+
+int amp_profile_op_stats(sqlite3 *db, amp_op_stats *out, size_t max, size_t *n)
+{
+	const char *stats = amp_profile_has_column(db, "op_summary", "median_ns")
+	                        ? "median_ns, min_ns, max_ns, stddev_ns"
+	                        : "NULL, NULL, NULL, NULL";
+	char sql[320];
+	snprintf(sql, sizeof sql,
+	         "SELECT op, exec_dtype, calls, total_ns, mean_ns, %s, share, flops FROM op_summary "
+	         "ORDER BY total_ns DESC, op, exec_dtype",
+	         stats);
+	sqlite3_stmt *st = NULL;
+	*n = 0;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return AMP_PROFILE_EIO;
+	int rc = SQLITE_DONE;
+	while (*n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		amp_op_stats *o = &out[(*n)++];
+		const unsigned char *op = sqlite3_column_text(st, 0), *dt = sqlite3_column_text(st, 1);
+		snprintf(o->op, sizeof o->op, "%s", op ? (const char *)op : "");
+		snprintf(o->exec_dtype, sizeof o->exec_dtype, "%s", dt ? (const char *)dt : "");
+		o->calls = sqlite3_column_int64(st, 2);
+		o->total_ns = sqlite3_column_int64(st, 3);
+		o->mean_ns = sqlite3_column_double(st, 4);
+		o->median_ns = sqlite3_column_type(st, 5) == SQLITE_NULL ? (double)NAN
+		                                                          : sqlite3_column_double(st, 5);
+		o->min_ns = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
+		o->max_ns = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 7);
+		o->stddev_ns = sqlite3_column_type(st, 8) == SQLITE_NULL ? (double)NAN
+		                                                          : sqlite3_column_double(st, 8);
+		o->share = sqlite3_column_type(st, 9) == SQLITE_NULL ? (double)NAN
+		                                                      : sqlite3_column_double(st, 9);
+		o->flops = sqlite3_column_int64(st, 10);
+	}
+	if (*n == max)
+		rc = SQLITE_DONE;
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? AMP_PROFILE_OK : AMP_PROFILE_EIO;
 }
 
 void amp_profile_close(sqlite3 *db)

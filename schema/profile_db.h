@@ -13,8 +13,8 @@
 #include <sqlite3.h>
 
 #define AMP_PROFILE_APP_ID 0x414D5046   /* 'AMPF', PRAGMA application_id */
-#define AMP_PROFILE_VERSION 3           /* PRAGMA user_version written by this schema; versions
-                                           1 and 2 are still read (see amp_profile_upgrade) */
+#define AMP_PROFILE_VERSION 3           /* PRAGMA user_version written by this schema; version 1
+                                           and 2 files are still read (see amp_profile_upgrade) */
 
 enum {
 	AMP_PROFILE_OK = 0,
@@ -46,11 +46,11 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
  * amp_profile_create ("cannot open 'path': reason"). */
 int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
 
-/* Brings a profile written by schema version 1 or 2 up to this version, in place:
+/* Brings a profile written by schema version 1 or 2 (any revision) up to this version, in place:
  * adds the tables and columns added since (within version 1: tensor_stats.neg_inf, .phase,
  * .thread, the nonfinite table; version 2: op_sigs.engine, op_summary.native_ns,
  * run_summary.native_half_share and .half_types, the engine column of the ops view; version 3:
- * steps.grad_norm, .clipped, .micro_batches, the memory table's *_unopt columns) and sets
+ * the columns profile.sql lists under it) and sets
  * user_version and meta schema_version to AMP_PROFILE_VERSION.  Old rows keep NULL in the new
  * columns (an unknown engine).  A read-only reader of a version-1 file must test the columns
  * it needs with amp_profile_has_column instead.  Idempotent; needs a writable connection.
@@ -78,6 +78,26 @@ int amp_profile_query_int64(sqlite3 *db, int64_t *out, const char *sql, const ch
 int amp_profile_query_double(sqlite3 *db, double *out, const char *sql, const char *args, ...);
 int amp_profile_query_text(sqlite3 *db, char *buf, size_t len, const char *sql,
                            const char *args, ...);
+
+/* One row of op_summary: an op type in one exec dtype and the distribution of the durations
+ * of its executions (`nsys stats`-style), as the report, its JSON and ampview show it. */
+typedef struct amp_op_stats {
+	char op[64];               /* op type name (truncated) */
+	char exec_dtype[16];       /* dtype the kernel ran in */
+	int64_t calls;             /* executions */
+	int64_t total_ns;          /* their total time */
+	double mean_ns;            /* mean duration */
+	double median_ns;          /* median duration; NAN if unknown (a version-2 profile) */
+	int64_t min_ns, max_ns;    /* shortest and longest; -1 if unknown */
+	double stddev_ns;          /* population standard deviation; NAN if unknown */
+	double share;              /* of all op time (0..1); NAN if unknown */
+	int64_t flops;             /* total floating-point operations */
+} amp_op_stats;
+
+/* Reads up to max rows of op_summary into out (caller's array), the largest total first (ties
+ * by op, then exec dtype); *n is the count read.  Works on every version (the statistics of
+ * an older profile are unknown).  Returns AMP_PROFILE_OK or AMP_PROFILE_EIO. */
+int amp_profile_op_stats(sqlite3 *db, amp_op_stats *out, size_t max, size_t *n);
 
 /* Closes a connection from amp_profile_create/open.  NULL is a no-op. */
 void amp_profile_close(sqlite3 *db);

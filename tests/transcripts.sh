@@ -1,22 +1,133 @@
 #!/usr/bin/env bash
-# transcripts.sh — regenerates the README's transcripts of the BF16 and engine walkthrough:
-# runs each command as the README shows it, from the top of the checkout, and prints it after
-# "$ " with its output, one fenced block per command.  Needs `make all` (and the data
-# packages); writes bf16.db and fp16.db in the top folder (the README's session uses them).
+# transcripts.sh — regenerates every transcript of the README: each fenced block between
+# `<!-- transcript NAME -->` and `<!-- /transcript -->` is rewritten with the commands the
+# table below gives for NAME, run from the top of the checkout, each printed after "$ " with
+# what it prints (stderr included).  The blocks are run in the table's order (later ones read
+# the profiles earlier ones write), whatever their order in the README.
+#
+#   tests/transcripts.sh            build (make all), run every block, rewrite README.md
+#   tests/transcripts.sh --check    only check that the README's marked blocks and the table
+#                                   agree (the same names, the same "$ " command lines); fast,
+#                                   run by tests/e2e/analyses.sh
+#
+# Run it from a clean clone (the paths it prints are the clone's): it needs nothing outside
+# the repository but the packages `make deps` installs, and writes its profiles (profile.db,
+# bf16.db, run.db, ...: ignored by git) in the top folder of the checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${BUILD:-build}
-show() { # show CMD...: one block with the command and what it prints (stderr included)
-	echo '```'
-	echo "\$ $*"
-	"$@" 2>&1 || true
-	echo '```'
-	echo
+B=build
+README=README.md
+
+# NAME|command: a block's commands in order.  "make demo" runs tests/demo.sh after a build,
+# shown as make shows it ("..." for the build lines).
+table='session|make demo
+session-sql|sqlite3 -header -column profile.db '"'"'select round(fp16_share,3) fp16_share, round(native_half_share,3) native_half_share, half_types, round(copy_share,3) copy_share, steps, overflow_steps, skipped_steps, min_scale, max_scale, complete from overview'"'"'
+view-keys|build/bin/ampview --headless --keys='"'"'?'"'"' profile.db
+view-overview|build/bin/ampview --headless --panel=overview profile.db
+view-ops|build/bin/ampview --headless --panel=ops profile.db
+view-steps|build/bin/ampview --headless --panel=steps profile.db
+view-callsites|build/bin/ampview --headless --panel=callsites profile.db
+view-memory|build/bin/ampview --headless --panel=memory profile.db
+report-memory|build/bin/ampprof report profile.db | grep '"'"'^  memory'"'"'
+info|build/bin/ampprof info
+bf16-run|build/bin/ampprof --force --quiet --output=bf16.db -- build/bin/mlp_fashion --precision=bf16 --epochs 1 --log-every 0
+bf16-report|build/bin/ampprof report bf16.db
+bf16-view|build/bin/ampview --headless --panel=overview bf16.db
+bf16-engines|sqlite3 -header -column bf16.db '"'"'select op, phase, exec_dtype, engine, count(*) as calls, round(sum(dur_ns)/1e6, 1) as ms from ops group by 1, 2, 3, 4 order by ms desc limit 8'"'"'
+fp16-run|build/bin/ampprof --force --quiet --output=fp16.db -- build/bin/mlp_fashion --precision=amp --epochs 1 --log-every 0
+fp16-report|build/bin/ampprof report fp16.db
+fp32-run|build/bin/ampprof --force --quiet --output=fp32-epoch.db -- build/bin/mlp_fashion --precision=fp32 --epochs 1 --log-every 0
+diff|build/bin/ampprof diff fp32-epoch.db bf16.db
+diff-view|build/bin/ampview --headless --diff=fp32-epoch.db fp16.db
+nan-run|build/bin/unstable --precision=fp16 --steps 260 --log-every 50
+nan-profile|build/bin/ampprof -o run.db --dump=nonfinite -- build/bin/unstable --precision=fp16 --steps 260 --log-every 0
+nan-list|build/bin/ampdump --list --db run.db
+nan-list|build/bin/ampdump --step 250 --db run.db | head -8
+nan-list|sed -n 176p examples/unstable.c
+nan-npy|build/bin/ampdump --step 250 --db run.db --npy npy
+nan-npy|/usr/bin/python3 -c "import numpy as np; y = np.load('"'"'npy/step250_seq6254_output_rate.npy'"'"'); x = np.load('"'"'npy/step250_seq6254_input_rate_in0.npy'"'"'); print(y.dtype, y.shape, '"'"'inf at'"'"', np.argwhere(np.isinf(y)).tolist(), '"'"'input there'"'"', x[np.isinf(y)], '"'"'exp:'"'"', np.exp(x[np.isinf(y)].astype(np.float64)))"
+nan-amp|build/bin/unstable --precision=amp --steps 320 --log-every 0 | tail -1
+nan-scale|build/bin/ampview --headless --panel=scale run.db
+nan-anomalies|build/bin/ampview --headless --panel=anomalies run.db
+nan-step|build/bin/ampview --headless --panel=scale --keys='"'"'<enter>'"'"' run.db
+hist|build/bin/ampdump --hist run.db | head -8
+hist|build/bin/ampdump --hist --step 250 --tensor rate run.db | sed -n '"'"'1,3p;20,35p'"'"'
+hist-view|build/bin/ampview --headless --panel=hist --keys=/rate run.db
+compare|build/bin/ampprof -q -o fp32.db --dump-steps=0 -- build/bin/mlp_fashion --precision=fp32 --steps 1 --seed 7
+compare|build/bin/ampprof -q -o amp.db --dump-steps=0 -- build/bin/mlp_fashion --precision=amp --steps 1 --seed 7
+compare|build/bin/ampdump --compare fp32.db amp.db --step 0
+compare-unstable|build/bin/ampprof -q -o un_fp32.db --dump-steps=250 -- build/bin/unstable --precision=fp32 --steps 251 | tail -1
+compare-unstable|build/bin/ampprof -q -o un_fp16.db --dump-steps=250 -- build/bin/unstable --precision=fp16 --steps 251 | tail -1
+compare-unstable|build/bin/ampdump --compare un_fp32.db un_fp16.db --step 250 | tail -1'
+
+names() { cut -d'|' -f1 <<< "$table" | uniq; }
+commands_of() { awk -F'|' -v n="$1" '$1 == n { sub(/^[^|]*\|/, ""); print }' <<< "$table"; }
+
+# The "$ " lines of each marked block of the README, as "NAME|command".
+readme_commands() {
+	awk '/^<!-- transcript [a-z0-9-]+ -->$/ { name = $3; inb = 1; next }
+	     /^<!-- \/transcript -->$/ { inb = 0; next }
+	     inb && /^\$ / { print name "|" substr($0, 3) }' "$README"
 }
-show "$B/bin/ampprof" info
-show "$B/bin/ampprof" --force --quiet --output=bf16.db -- "$B/bin/mlp_fashion" --precision=bf16 --epochs 1 --log-every 0
-show "$B/bin/ampprof" report bf16.db
-show "$B/bin/ampview" --headless --panel=overview bf16.db
-show sqlite3 -header -column bf16.db "select op, phase, exec_dtype, engine, count(*) as calls, round(sum(dur_ns)/1e6, 1) as ms from ops group by 1, 2, 3, 4 order by ms desc limit 8"
-show "$B/bin/ampprof" --force --quiet --output=fp16.db -- "$B/bin/mlp_fashion" --precision=amp --epochs 1 --log-every 0
-show "$B/bin/ampprof" report fp16.db
+
+check() {
+	local want got
+	want=$(printf '%s\n' "$table")
+	got=$(readme_commands)
+	# every block once, in a well-formed pair of markers
+	local opens closes
+	opens=$(grep -c '^<!-- transcript [a-z0-9-]* -->$' "$README" || true)
+	closes=$(grep -c '^<!-- /transcript -->$' "$README" || true)
+	if [ "$opens" != "$closes" ]; then
+		echo "transcripts: $opens opening markers, $closes closing ones in $README" >&2
+		return 1
+	fi
+	if [ "$(sort <<< "$want")" != "$(sort <<< "$got")" ]; then
+		echo "transcripts: the README's blocks and the table differ (< table, > README):" >&2
+		diff <(sort <<< "$want") <(sort <<< "$got") >&2 || true
+		return 1
+	fi
+	echo "transcripts: $(names | wc -l) blocks, $(wc -l <<< "$want") commands, README and table agree"
+}
+
+if [ "${1:-}" = --check ]; then
+	check
+	exit
+fi
+[ $# -eq 0 ] || { echo "usage: tests/transcripts.sh [--check]" >&2; exit 2; }
+check > /dev/null || { check; exit 1; }
+
+make -j2 all > /dev/null
+# what the blocks write, so that each command runs as on a clean clone
+rm -rf npy profile.db bf16.db fp16.db fp32-epoch.db run.db fp32.db amp.db un_fp32.db un_fp16.db
+out=$(mktemp -d "${TMPDIR:-/tmp}/ampkit-transcripts.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+while read -r name; do
+	{
+		echo '```'
+		first=1
+		while IFS= read -r cmd; do
+			[ $first -eq 1 ] || echo
+			first=0
+			echo "\$ $cmd"
+			if [ "$cmd" = "make demo" ]; then
+				echo "..."
+				LC_ALL=C.UTF-8 bash tests/demo.sh 2>&1 || true
+			else
+				LC_ALL=C.UTF-8 bash -c "$cmd" 2>&1 || true
+			fi
+		done <<< "$(commands_of "$name")"
+		echo '```'
+	} > "$out/$name"
+	echo "transcripts: $name" >&2
+done <<< "$(names)"
+awk -v dir="$out" '
+	/^<!-- transcript [a-z0-9-]+ -->$/ {
+		print; f = dir "/" $3
+		while ((getline line < f) > 0) print line
+		close(f); skip = 1; next
+	}
+	/^<!-- \/transcript -->$/ { skip = 0 }
+	!skip { print }' "$README" > "$out/README.md"
+cp "$out/README.md" "$README"
+echo "transcripts: $README rewritten ($(names | wc -l) blocks)" >&2

@@ -9,6 +9,7 @@
 static const view_panel_class *const classes[VIEW_P_COUNT] = {
     &view_panel_overview, &view_panel_ops,       &view_panel_steps,
     &view_panel_scale,    &view_panel_anomalies, &view_panel_callsites,
+    &view_panel_memory,   &view_panel_exponents, &view_panel_diff,
 };
 
 #define STACK_MAX 32
@@ -24,7 +25,8 @@ struct view_app {
 
 static const view_keyhelp global_help[] = {
     {"Tab  S-Tab", "next / previous panel"},
-    {"1 .. 6", "panels: Overview Ops Steps Scale Anomalies Sites"},
+    {"1 .. 9", "panels: Overview Ops Steps Scale Anomalies Sites"},
+    {"", "Memory Hist Diff"},
     {"Up Down  k j", "move"},
     {"PgUp PgDn", "move by a page"},
     {"Home End  g G", "first / last"},
@@ -35,7 +37,7 @@ static const view_keyhelp global_help[] = {
     {NULL, NULL},
 };
 
-view_app *view_app_new(view_model *m)
+view_app *view_app_new(view_model *m, const char *baseline)
 {
 	view_app *a = calloc(1, sizeof *a);
 	if (!a)
@@ -43,6 +45,7 @@ view_app *view_app_new(view_model *m)
 	a->ctx.model = m;
 	a->ctx.run = view_model_run(m);
 	a->ctx.goto_step = -1;
+	a->ctx.baseline = baseline;
 	for (int i = 0; i < VIEW_P_COUNT; i++) {
 		a->state[i] = classes[i]->create(&a->ctx);
 		if (!a->state[i]) {
@@ -82,10 +85,17 @@ void view_app_show(view_app *a, int panel)
 static void draw_tabs(view_app *a, view_screen *s)
 {
 	view_screen_fill(s, 0, 0, s->w, 1, ' ', VIEW_S_BAR, 0);
+	/* every title when they fit, else the active one's and the others' numbers */
+	int full = 1;
+	for (int i = 0; i < VIEW_P_COUNT; i++)
+		full += (int)strlen(classes[i]->title) + 3;
 	int x = 1;
 	for (int i = 0; i < VIEW_P_COUNT && x < s->w; i++) {
 		char t[64];
-		snprintf(t, sizeof t, " %d %s ", i + 1, classes[i]->title);
+		if (full <= s->w || i == a->cur)
+			snprintf(t, sizeof t, " %d %s", i + 1, classes[i]->title);
+		else
+			snprintf(t, sizeof t, " %d", i + 1);
 		int active = i == a->cur;
 		x += view_screen_puts(s, x, 0, s->w - x, active ? VIEW_S_TAB : VIEW_S_BAR,
 		                      active ? VIEW_A_BOLD : 0, t);
@@ -102,12 +112,15 @@ static void draw_status(view_app *a, view_screen *s)
 	char right[640];
 	const char *base = strrchr(r->path, '/');
 	base = base ? base + 1 : r->path;
-	snprintf(right, sizeof right, "%s%s ", base, r->complete ? "" : " [INCOMPLETE]");
+	/* a run still being recorded is not an incomplete one: it says so */
+	const char *tag = r->complete                              ? ""
+	                  : view_model_being_written(a->ctx.model) ? "[BEING WRITTEN]"
+	                                                           : "[INCOMPLETE]";
+	snprintf(right, sizeof right, "%s%s%s ", base, *tag ? " " : "", tag);
 	int rw = s->w / 2;
 	int used = view_screen_puts_right(s, s->w - rw, y, rw, VIEW_S_STATUS, 0, right);
-	if (!r->complete) {
+	if (*tag) {
 		/* the marker in the warning style, inside the status bar */
-		const char *tag = "[INCOMPLETE]";
 		int tx = s->w - 1 - (int)strlen(tag);
 		if (tx >= s->w - used)
 			view_screen_puts(s, tx, y, (int)strlen(tag), VIEW_S_WARN, VIEW_A_BOLD, tag);

@@ -11,12 +11,13 @@
 
 typedef struct view_app view_app;
 
-/* Creates the app over model m (not owned; it must outlive the app).  NULL if out of memory. */
-view_app *view_app_new(view_model *m);
+/* Creates the app over model m (not owned; it must outlive the app), with baseline (a path, or
+ * NULL) the profile the diff panel compares m with.  NULL if out of memory. */
+view_app *view_app_new(view_model *m, const char *baseline);
 void view_app_free(view_app *a);
 
 /* The panel id for a --panel name ("overview", "ops", "steps", "scale", "anomalies",
- * "callsites"), or -1. */
+ * "callsites", "memory", "hist", "diff"), or -1. */
 int view_app_panel_by_name(const char *name);
 /* Shows a panel (no back-stack entry). */
 void view_app_show(view_app *a, int panel);

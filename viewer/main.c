@@ -28,6 +28,8 @@ typedef struct options {
 	int headless, ascii, panel;
 	int width, height;
 	const char *keys;
+	const char *baseline; /* --diff */
+	int panel_given;
 	view_model_opts model;
 } options;
 
@@ -41,13 +43,16 @@ enum {
 	OPT_FP16,
 	OPT_COPY,
 	OPT_HELP,
-	OPT_VERSION
+	OPT_VERSION,
+	OPT_DIFF
 };
 
 static const amp_opt option_table[] = {
     {OPT_HEADLESS, 0, "headless", NULL, "render one panel to stdout as text and exit", NULL},
-    {OPT_PANEL, 0, "panel", "<name>", "overview ops steps scale anomalies callsites",
-     "overview"},
+    {OPT_PANEL, 0, "panel", "<name>", "overview ops steps scale anomalies callsites\n"
+     "memory hist diff", "overview"},
+    {OPT_DIFF, 0, "diff", "<a.db>", "diff mode: the profile's timings against baseline\n"
+     "a.db (the diff panel, shown first)", NULL},
     {OPT_WIDTH, 0, "width", "<n>", "headless width in columns", "80"},
     {OPT_HEIGHT, 0, "height", "<n>", "headless height in rows", "24"},
     {OPT_KEYS, 0, "keys", "<keys>", "headless: keys pressed first: text, <enter> <esc> <down> ...",
@@ -60,12 +65,14 @@ static const amp_opt option_table[] = {
     {OPT_VERSION, 0, "version", NULL, "show the version", NULL},
 };
 
-static const char *const usage_lines[] = {"ampview [<options>] [<profile.db>]", NULL};
+static const char *const usage_lines[] = {"ampview [<options>] [<profile.db>]",
+                                          "ampview [<options>] --diff=<a.db> <b.db>", NULL};
 
 static const amp_opt_spec spec = {
     .tool = "ampview",
     .usage = usage_lines,
-    .about = "Shows an ampkit profile: overview, ops, steps, loss scale, anomalies, call sites.",
+    .about = "Shows an ampkit profile: overview, ops, steps, loss scale, anomalies, call sites,\n"
+             "memory, exponent histograms, and with --diff its timings against another run.",
     .opts = option_table,
     .n_opts = sizeof option_table / sizeof option_table[0],
     .footer = "The profile defaults to profile.db.  Keys: ? in the viewer lists them.\n"
@@ -119,12 +126,14 @@ static int parse_args(int argc, char **argv, options *o)
 		case OPT_ASCII: o->ascii = 1; break;
 		case OPT_PANEL:
 			o->panel = view_app_panel_by_name(val);
+			o->panel_given = 1;
 			if (o->panel < 0)
 				return usage_error(
 				    "unknown panel '%s' (overview, ops, steps, scale, anomalies, "
-				    "callsites)",
+				    "callsites, memory, hist, diff)",
 				    val);
 			break;
+		case OPT_DIFF: o->baseline = val; break;
 		case OPT_WIDTH:
 			if (parse_int(val, 40, 1000, &o->width))
 				return usage_error("bad --width '%s' (40..1000)", val);
@@ -216,7 +225,7 @@ static int run_terminal(view_app *app, const options *o)
 
 int main(int argc, char **argv)
 {
-	options o = {NULL, 0, 0, 0, 80, 24, NULL, {-1, -1}};
+	options o = {.width = 80, .height = 24, .model = {-1, -1}};
 	setlocale(LC_ALL, "");
 	int rc = parse_args(argc, argv, &o);
 	if (rc >= 0)
@@ -241,13 +250,13 @@ int main(int argc, char **argv)
 			        o.path);
 		return 1;
 	}
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, o.baseline);
 	if (!app) {
 		view_model_free(m);
 		fprintf(stderr, "ampview: out of memory\n");
 		return 1;
 	}
-	view_app_show(app, o.panel);
+	view_app_show(app, o.baseline && !o.panel_given ? view_app_panel_by_name("diff") : o.panel);
 	rc = o.headless ? run_headless(app, &o) : run_terminal(app, &o);
 	view_app_free(app);
 	view_model_free(m);

@@ -32,6 +32,7 @@ struct view_model {
 	char *source_root;  /* NULL until view_model_source_root */
 	int tstats_scanned; /* scan_tstats ran */
 	int64_t nsteps, max_step_ns, nanomalies;
+	char anomaly_where[160]; /* "" until anomaly_where() */
 	char errmsg[256];
 };
 
@@ -141,6 +142,11 @@ const view_run *view_model_run(const view_model *m)
 	return &m->run;
 }
 
+sqlite3 *view_model_db(view_model *m)
+{
+	return m->db;
+}
+
 /* ---- open ----------------------------------------------------------------------------------- */
 static void read_meta(view_model *m, double *meta_fp16, double *meta_copy)
 {
@@ -242,9 +248,26 @@ static int read_engines(view_model *m)
 	return VIEW_OK;
 }
 
+/* The loss-scale history finalize classified (schema version 3). */
+static void read_scale_history(view_model *m)
+{
+	view_run *r = &m->run;
+	r->scale_history[0] = r->scale_history_steps[0] = '\0';
+	if (!amp_profile_has_column(m->db, "run_summary", "scale_history"))
+		return;
+	sqlite3_stmt *st = prep(m, "SELECT scale_history, scale_history_steps FROM run_summary "
+	                           "LIMIT 1");
+	if (st && step_row(m, st) == SQLITE_ROW) {
+		col_text(st, 0, r->scale_history, sizeof r->scale_history);
+		col_text(st, 1, r->scale_history_steps, sizeof r->scale_history_steps);
+	}
+	sqlite3_finalize(st);
+}
+
 static int read_summary(view_model *m)
 {
 	view_run *r = &m->run;
+	read_scale_history(m);
 	sqlite3_stmt *st = prep(m, "SELECT fp16_share, fp16_flop_share, copy_share, steps, "
 	                           "overflow_steps, skipped_steps, min_scale, max_scale, wall_ns, "
 	                           "step_ns, op_count, copy_count, op_ns, copy_ns, peak_bytes "
@@ -434,9 +457,14 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		sqlite3_finalize(st);
 	}
 	r->crashes = query_i64(m, "SELECT count(*) FROM crashes", 0);
+	/* a NaN or Inf loss (loss_state, schema version 3) is a loss */
 	r->lossless_steps = query_i64(m,
-	                              "SELECT count(*) FROM steps WHERE loss IS NULL AND "
-	                              "overflow = 0 AND dur_ns IS NOT NULL",
+	                              amp_profile_has_column(m->db, "steps", "loss_state")
+	                                  ? "SELECT count(*) FROM steps WHERE loss IS NULL AND "
+	                                    "overflow = 0 AND dur_ns IS NOT NULL AND "
+	                                    "loss_state IS NULL"
+	                                  : "SELECT count(*) FROM steps WHERE loss IS NULL AND "
+	                                    "overflow = 0 AND dur_ns IS NOT NULL",
 	                              0);
 	read_origin(m);
 	if ((rc = read_advice(m)) != VIEW_OK) {
@@ -663,17 +691,27 @@ static void read_step(sqlite3_stmt *st, void *row)
 	s->overflow = (int)col_i64(st, 5, 0);
 	s->skipped = (int)col_i64(st, 6, 0);
 	s->detail = (int)col_i64(st, 7, 0);
+	const unsigned char *state = sqlite3_column_text(st, 8);
+	s->loss_nonfinite = 0;
+	if (state && strcmp((const char *)state, "finite") != 0) {
+		s->loss_nonfinite = 1;
+		s->loss = strcmp((const char *)state, "nan") == 0    ? (double)NAN
+		          : strcmp((const char *)state, "-inf") == 0 ? -(double)INFINITY
+		                                                      : (double)INFINITY;
+	}
 	s->fp16_ns = s->fp32_ns = s->copy_ns = s->other_ns = -1;
 }
 
 long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 {
-	long n = read_rows(m,
-	                   prep_args(m,
-	                             "SELECT step, start_ns, dur_ns, loss, scale, overflow, "
-	                             "skipped, detail FROM steps ORDER BY step LIMIT ? OFFSET ?",
-	                             (const int64_t[]){max, offset}, 2),
-	                   rows, sizeof *rows, max, read_step);
+	/* loss_state since schema version 3 */
+	const char *sql = amp_profile_has_column(m->db, "steps", "loss_state")
+	                      ? "SELECT step, start_ns, dur_ns, loss, scale, overflow, skipped, "
+	                        "detail, loss_state FROM steps ORDER BY step LIMIT ? OFFSET ?"
+	                      : "SELECT step, start_ns, dur_ns, loss, scale, overflow, skipped, "
+	                        "detail, NULL FROM steps ORDER BY step LIMIT ? OFFSET ?";
+	long n = read_rows(m, prep_args(m, sql, (const int64_t[]){max, offset}, 2), rows,
+	                   sizeof *rows, max, read_step);
 	if (n <= 0)
 		return n;
 	/* the split of the page's steps: one range query per event table */
@@ -766,10 +804,28 @@ long view_model_scale_buckets(view_model *m, view_scale_bucket *b, long n)
 }
 
 /* ---- anomalies ------------------------------------------------------------------------------ */
+/* The steps that are anomalies, as ampdump --list and the report count them: an overflow, a
+ * non-finite loss (schema version 3) or a non-finite origin (a NaN from an invalid operation
+ * whose gradients stayed finite, say). */
+static const char *anomaly_where(view_model *m)
+{
+	if (!m->anomaly_where[0])
+		snprintf(m->anomaly_where, sizeof m->anomaly_where, "(overflow = 1%s%s)",
+		         amp_profile_has_column(m->db, "steps", "loss_state")
+		             ? " OR loss_state IN ('nan', 'inf', '-inf')" : "",
+		         amp_profile_has_table(m->db, "nonfinite")
+		             ? " OR step IN (SELECT step FROM nonfinite)" : "");
+	return m->anomaly_where;
+}
+
 int64_t view_model_anomaly_count(view_model *m)
 {
-	if (m->nanomalies < 0)
-		m->nanomalies = query_i64(m, "SELECT count(*) FROM steps WHERE overflow = 1", 0);
+	if (m->nanomalies < 0) {
+		char sql[256];
+		snprintf(sql, sizeof sql, "SELECT count(DISTINCT step) FROM steps WHERE %s",
+		         anomaly_where(m));
+		m->nanomalies = query_i64(m, sql, 0);
+	}
 	return m->nanomalies;
 }
 
@@ -785,12 +841,13 @@ int64_t view_model_next_overflow(view_model *m, int64_t after, int dir)
 
 int64_t view_model_anomaly_index(view_model *m, int64_t step)
 {
-	/* NULL, so -1, unless step itself overflowed */
-	return query_i64_arg(m,
-	                     "SELECT CASE WHEN EXISTS (SELECT 1 FROM steps WHERE overflow = 1 AND "
-	                     "step = ?1) THEN (SELECT count(*) FROM steps WHERE overflow = 1 AND "
-	                     "step < ?1) END",
-	                     step, -1);
+	/* NULL, so -1, unless step itself is an anomaly */
+	char sql[512];
+	const char *w = anomaly_where(m);
+	snprintf(sql, sizeof sql,
+	         "SELECT CASE WHEN EXISTS (SELECT 1 FROM steps WHERE %s AND step = ?1) THEN "
+	         "(SELECT count(DISTINCT step) FROM steps WHERE %s AND step < ?1) END", w, w);
+	return query_i64_arg(m, sql, step, -1);
 }
 
 static void read_anomaly(sqlite3_stmt *st, void *row)
@@ -803,12 +860,11 @@ static void read_anomaly(sqlite3_stmt *st, void *row)
 
 long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, long max)
 {
-	long n = read_rows(m,
-	                   prep_args(m,
-	                             "SELECT step, scale, skipped FROM steps WHERE overflow = 1 "
-	                             "ORDER BY step LIMIT ? OFFSET ?",
-	                             (const int64_t[]){max, offset}, 2),
-	                   rows, sizeof *rows, max, read_anomaly);
+	char sql[320];
+	snprintf(sql, sizeof sql, "SELECT step, min(scale), max(skipped) FROM steps WHERE %s "
+	                          "GROUP BY step ORDER BY step LIMIT ? OFFSET ?", anomaly_where(m));
+	long n = read_rows(m, prep_args(m, sql, (const int64_t[]){max, offset}, 2), rows,
+	                   sizeof *rows, max, read_anomaly);
 	if (n < 0)
 		return n;
 	sqlite3_stmt *org = prep(m, "SELECT t.op, t.name, coalesce(c.file, '?\?'), "

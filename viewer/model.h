@@ -14,6 +14,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sqlite3.h>
+
+#include "profile_diff.h"
+#include "profile_hist.h"
 
 typedef struct view_model view_model;
 
@@ -61,6 +65,9 @@ typedef struct view_run {
 	char half_types[16];    /* half types that ran: "fp16", "bf16", "fp16+bf16", "" (FP32) */
 	const char *half_label; /* "FP16 share", "BF16 share", "half share (fp16+bf16)" */
 	double min_scale, max_scale, last_scale;
+	char scale_history[24];       /* run_summary.scale_history: "probing", "isolated_spikes",
+	                                 "collapsing", "steady"; "" (static scale, older profile) */
+	char scale_history_steps[128]; /* the steps that show it, "1,2,3" (truncated) */
 	double fp16_threshold;     /* percent, in force */
 	double memcpy_threshold;   /* percent, in force */
 	char threshold_source[16]; /* "option", "profile" or "default" */
@@ -112,9 +119,11 @@ typedef struct view_group_step {
  * in detail. */
 typedef struct view_step {
 	int64_t step, start_ns, dur_ns; /* dur_ns -1: the step never ended */
-	double loss;                    /* NAN if unknown */
+	double loss;                    /* NAN if unknown, or see loss_nonfinite */
 	double scale;
 	int overflow, skipped, detail;
+	int loss_nonfinite;             /* the loss was computed and not finite: loss is NAN, INFINITY
+	                                   or -INFINITY (steps.loss_state) */
 	int64_t fp16_ns, fp32_ns, copy_ns, other_ns;
 } view_step;
 
@@ -175,6 +184,8 @@ void view_model_free(view_model *m);
 
 /* The run; valid until view_model_free. */
 const view_run *view_model_run(const view_model *m);
+/* The model's connection, for the readers of model_ext.c (owned by the model). */
+sqlite3 *view_model_db(view_model *m);
 /* The last SQLite error message of the model (for a panel's status line). */
 const char *view_model_error(const view_model *m);
 
@@ -233,5 +244,47 @@ int view_model_callsite_frames(view_model *m, int64_t id, char *buf, size_t len)
 const char *view_model_source_root(view_model *m);
 /* file without the source root if it starts with it, else file itself (a pointer into it). */
 const char *view_model_short_path(view_model *m, const char *file);
+
+/* ---- memory, exponent histograms, the diff (model_ext.c) ------------------------------------ */
+
+/* Bytes by category at the end of a step (the memory table, summed over threads). */
+typedef struct view_mem_row {
+	int64_t step;
+	int64_t cat[5]; /* master weights, working copies, activations, grads, optimizer state */
+	int64_t total, peak;
+} view_mem_row;
+#define VIEW_MEM_CATS 5
+/* "master", "working", "activations", "grads", "optimizer" (i < VIEW_MEM_CATS). */
+const char *view_mem_cat_name(int i);
+/* Memory rows whose step number contains filter ("" or NULL: all): the count, and a page of
+ * them from offset in step order.  VIEW_E* on an SQLite error. */
+int64_t view_model_memory_count(view_model *m, const char *filter);
+long view_model_memory(view_model *m, const char *filter, int64_t offset, view_mem_row *rows,
+                       long max);
+/* The row with the largest peak (the first such step) into *row; 0, 1 when there is no
+ * memory row, or a VIEW_E* code. */
+int view_model_memory_peak(view_model *m, view_mem_row *row);
+
+/* Exponent histograms per tensor name (schema/profile_hist.h), over the run (step < 0) or
+ * at step; *rows is malloc'd (free() it).  Returns the count or a VIEW_E* code. */
+long view_model_hist(view_model *m, int64_t step, amp_hist_tensor **rows);
+
+/* Steps matching a filter as the steps panel shows them: the step number, or the words
+ * "overflow", "skipped", "unended" of its flags.  *steps is malloc'd (free() it), in step
+ * order.  Returns the count or a VIEW_E* code. */
+long view_model_steps_matching(view_model *m, const char *filter, int64_t **steps);
+
+/* Loss per chart column: min and max of the finite losses of steps [first[i], last[i]]
+ * (NAN when none), n columns.  Returns n or a VIEW_E* code. */
+long view_model_loss_buckets(view_model *m, const view_scale_bucket *b, long n, double *lo,
+                             double *hi);
+
+/* A reason to distrust the call sites: "" or a warning with the fix (every call site is
+ * __libc_start_call_main: a static link).  Computed once. */
+const char *view_model_callsite_warning(view_model *m);
+
+/* Whether the collector is still writing the profile: meta end is 'collecting' and the
+ * application's process (meta pid, on this host) is alive. */
+int view_model_being_written(view_model *m);
 
 #endif

@@ -2,6 +2,7 @@
  * formatters (see panel.h). */
 #include "panel.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -149,4 +150,60 @@ int view_prompt_key(char *buf, size_t len, int key, int digits_only)
 		buf[n + 1] = '\0';
 	}
 	return 0;
+}
+
+int view_contains_ci(const char *hay, const char *needle)
+{
+	size_t n = strlen(needle);
+	if (n == 0)
+		return 1;
+	for (; hay && *hay; hay++) {
+		size_t i = 0;
+		while (i < n && hay[i] &&
+		       tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+			i++;
+		if (i == n)
+			return 1;
+	}
+	return 0;
+}
+
+int view_filter_match(const view_filter *f, const char *text)
+{
+	return view_contains_ci(text ? text : "", f->text);
+}
+
+int view_filter_key(view_filter *f, view_ctx *ctx, int key, int *changed)
+{
+	*changed = 0;
+	if (f->editing) {
+		int r = view_prompt_key(f->text, sizeof f->text, key, 0);
+		if (r < 0)
+			f->text[0] = '\0';
+		if (r != 0)
+			f->editing = ctx->input = 0;
+		*changed = 1;
+		return 1;
+	}
+	if (key == '/') {
+		f->editing = ctx->input = 1;
+		f->text[0] = '\0';
+		*changed = 1;
+		return 1;
+	}
+	if (key == VIEW_KEY_ESC && f->text[0]) {
+		f->text[0] = '\0';
+		*changed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+int view_filter_draw(const view_filter *f, view_ctx *ctx, view_screen *scr, int x, int y, int w)
+{
+	if (f->editing)
+		snprintf(ctx->status, sizeof ctx->status, "filter: /%s_", f->text);
+	if (!f->text[0] && !f->editing)
+		return 0;
+	return view_screen_printf(scr, x, y, w, VIEW_S_WARN, 0, " \xc2\xb7 filter: %s", f->text);
 }

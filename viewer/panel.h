@@ -46,6 +46,9 @@ typedef enum view_panel_id {
 	VIEW_P_SCALE,
 	VIEW_P_ANOMALIES,
 	VIEW_P_CALLSITES,
+	VIEW_P_MEMORY,
+	VIEW_P_EXPONENTS,
+	VIEW_P_DIFF,
 	VIEW_P_COUNT
 } view_panel_id;
 
@@ -56,6 +59,7 @@ typedef struct view_ctx {
 	int64_t goto_step; /* and the step it should focus, -1 for none */
 	int input;         /* set by a panel while it reads text (filter, step number) */
 	char status[256];  /* the status line: prompt or message, set by the panel */
+	const char *baseline; /* --diff: the baseline profile's path (the diff panel's A), or NULL */
 } view_ctx;
 
 typedef struct view_keyhelp {
@@ -78,7 +82,8 @@ typedef struct view_panel_class {
 } view_panel_class;
 
 extern const view_panel_class view_panel_overview, view_panel_ops, view_panel_steps,
-    view_panel_scale, view_panel_anomalies, view_panel_callsites;
+    view_panel_scale, view_panel_anomalies, view_panel_callsites, view_panel_memory,
+    view_panel_exponents, view_panel_diff;
 
 /* ---- shared helpers (panel.c) --------------------------------------------------------------- */
 
@@ -110,5 +115,25 @@ void view_fmt_site_fit(view_model *m, const char *file, int line, int w, char *b
 /* Handles a key of a one-line text prompt (printable appends, Backspace deletes).  Returns 1 on
  * Enter, -1 on Esc, 0 otherwise. */
 int view_prompt_key(char *buf, size_t len, int key, int digits_only);
+
+/* The / filter of a list panel: '/' opens a prompt (the text is kept as typed, rows narrow at
+ * each key), Enter keeps the filter, Esc while typing or with a filter set clears it. */
+typedef struct view_filter {
+	char text[64];
+	int editing; /* the prompt is open */
+} view_filter;
+/* Handles key for f.  Returns 1 if it consumed the key (then *changed is set when the rows
+ * must be filtered again), 0 if the panel should handle it. */
+int view_filter_key(view_filter *f, view_ctx *ctx, int key, int *changed);
+/* Nonzero if text (NULL: "") contains the filter, ignoring ASCII case; an empty filter matches. */
+int view_filter_match(const view_filter *f, const char *text);
+/* While typing: the prompt in ctx->status.  Draws " · filter: TEXT" at (x, y) when a filter is
+ * set or being typed; returns the columns drawn. */
+int view_filter_draw(const view_filter *f, view_ctx *ctx, view_screen *scr, int x, int y, int w);
+/* The next overflow step after step (dir > 0) or before it (dir < 0), wrapping round the run
+ * (*wrapped set then); -1 if the run has none (panel_steps.c). */
+int64_t view_next_overflow_wrap(view_model *m, int64_t step, int dir, int *wrapped);
+/* Case-insensitive substring test (ASCII), needle "" matches. */
+int view_contains_ci(const char *hay, const char *needle);
 
 #endif

@@ -30,11 +30,18 @@ typedef struct anomalies {
 	int tpage_rows;
 	view_list hlist; /* headroom rows */
 	char msg[160];
+	view_filter filter; /* over the list's origin op, label and site */
+	view_anomaly *all;  /* with a filter: every anomaly step, read once */
+	int64_t nall;
+	int64_t *fidx; /* anomaly indexes that match, NULL without a filter */
+	int64_t nf;
 } anomalies;
 
 static const view_keyhelp anomalies_help[] = {
     {"Enter", "the step's tensors, origin first"},
     {"Left Right  h l", "in a step: previous / next anomaly step"},
+    {"n  N", "next / previous anomaly step (wraps)"},
+    {"/", "filter by origin op, label or source file"},
     {"Esc", "back to the list of steps"},
     {NULL, NULL},
 };
@@ -50,7 +57,41 @@ static void *anomalies_create(view_ctx *ctx)
 
 static void anomalies_destroy(void *self)
 {
-	free(self);
+	anomalies *p = self;
+	free(p->all);
+	free(p->fidx);
+	free(p);
+}
+
+/* The rows that match the filter (all of them read once, the first time one is set). */
+static void refilter(anomalies *p, view_ctx *ctx)
+{
+	free(p->fidx);
+	p->fidx = NULL;
+	p->nf = 0;
+	p->list.cursor = p->list.top = 0;
+	p->page_top = -1;
+	if (!p->filter.text[0])
+		return;
+	if (!p->all) {
+		int64_t n = view_model_anomaly_count(ctx->model);
+		p->all = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->all);
+		p->nall = p->all ? view_model_anomalies(ctx->model, 0, p->all, (long)n) : 0;
+		if (p->nall < 0)
+			p->nall = 0;
+	}
+	p->fidx = malloc((size_t)(p->nall > 0 ? p->nall : 1) * sizeof *p->fidx);
+	for (int64_t i = 0; p->fidx && i < p->nall; i++) {
+		const view_anomaly *an = &p->all[i];
+		char site[600];
+		view_fmt_site(view_model_short_path(ctx->model, an->origin_file), an->origin_line,
+		              site, sizeof site);
+		if (an->has_origin &&
+		    (view_filter_match(&p->filter, an->origin_op) ||
+		     view_filter_match(&p->filter, an->origin_label) ||
+		     view_filter_match(&p->filter, site)))
+			p->fidx[p->nf++] = i;
+	}
 }
 
 static void pct(int64_t part, int64_t whole, char *buf, size_t len)
@@ -111,11 +152,13 @@ static void draw_list(anomalies *p, view_ctx *ctx, view_screen *s, int top, int 
 {
 	char a[32], site[600];
 	int y = top, end = top + rows;
-	int64_t count = view_model_anomaly_count(ctx->model);
-	view_screen_printf(s, 1, y++, s->w - 2, count ? VIEW_S_BAD : VIEW_S_GOOD, VIEW_A_BOLD,
-	                   "%lld step%s with non-finite values, of %lld", (long long)count,
-	                   count == 1 ? "" : "s", (long long)ctx->run->steps);
-	y++;
+	int64_t count = p->fidx ? p->nf : view_model_anomaly_count(ctx->model);
+	int hx = 1 + view_screen_printf(s, 1, y, s->w - 2, count ? VIEW_S_BAD : VIEW_S_GOOD,
+	                               VIEW_A_BOLD, "%lld step%s with non-finite values, of %lld",
+	                               (long long)count, count == 1 ? "" : "s",
+	                               (long long)ctx->run->steps);
+	view_filter_draw(&p->filter, ctx, s, hx, y, s->w - hx - 1);
+	y += 2;
 	/* columns: mark 2 | step 7 | scale 8 | skip 5 | nonfin 7 | origin */
 	view_screen_puts_right(s, 2, y, 7, VIEW_S_HEADER, VIEW_A_BOLD, "STEP");
 	view_screen_puts_right(s, 10, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, "SCALE");
@@ -130,7 +173,13 @@ static void draw_list(anomalies *p, view_ctx *ctx, view_screen *s, int top, int 
 	if (list_rows > PAGE_MAX)
 		list_rows = PAGE_MAX;
 	view_list_fit(&p->list, count, list_rows);
-	if (p->page_top != p->list.top || p->page_rows != list_rows) {
+	if (p->fidx) {
+		p->npage = 0;
+		for (int64_t i = p->list.top; i < p->nf && p->npage < list_rows; i++)
+			p->page[p->npage++] = p->all[p->fidx[i]];
+		p->page_top = p->list.top;
+		p->page_rows = list_rows;
+	} else if (p->page_top != p->list.top || p->page_rows != list_rows) {
 		p->npage = view_model_anomalies(ctx->model, p->list.top, p->page, list_rows);
 		if (p->npage < 0)
 			p->npage = 0;
@@ -138,7 +187,9 @@ static void draw_list(anomalies *p, view_ctx *ctx, view_screen *s, int top, int 
 		p->page_rows = list_rows;
 	}
 	if (count == 0)
-		view_screen_puts(s, 2, y, s->w - 3, VIEW_S_GOOD, 0, "no overflow in this run");
+		view_screen_puts(s, 2, y, s->w - 3, p->fidx ? VIEW_S_DIM : VIEW_S_GOOD, 0,
+		                 p->fidx ? "no anomaly step matches the filter"
+		                         : "no overflow in this run");
 	for (long i = 0; i < p->npage && y < end; i++, y++) {
 		const view_anomaly *an = &p->page[i];
 		view_screen_printf(s, 2, y, 7, VIEW_S_NORMAL, 0, "%7lld", (long long)an->step);
@@ -169,11 +220,13 @@ static void draw_list(anomalies *p, view_ctx *ctx, view_screen *s, int top, int 
 	}
 	y = top + 3 + list_rows + 1;
 	draw_headroom(p, ctx, s, y, end);
-	if (p->msg[0])
+	if (p->filter.editing)
+		snprintf(ctx->status, sizeof ctx->status, "filter: /%s_", p->filter.text);
+	else if (p->msg[0])
 		snprintf(ctx->status, sizeof ctx->status, "%s", p->msg);
 	else if (count)
 		snprintf(ctx->status, sizeof ctx->status,
-		         "Enter: the step's tensors, origin first");
+		         "Enter: the step's tensors, origin first \xc2\xb7 n/N: next/previous");
 }
 
 static void open_step(anomalies *p, view_ctx *ctx, int64_t index)
@@ -185,6 +238,9 @@ static void open_step(anomalies *p, view_ctx *ctx, int64_t index)
 	p->step = an;
 	p->step_index = index;
 	p->list.cursor = index;
+	for (int64_t i = 0; p->fidx && i < p->nf; i++)
+		if (p->fidx[i] == index)
+			p->list.cursor = i;
 	p->tlist = (view_list){0, 0, 0, 1};
 	p->tpage_top = -1;
 }
@@ -208,6 +264,12 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 	/* the table: mark 2 | seq 6 | op 11 | role 6 | name | dtype 5 | nan 6 | inf 6 | uf 7 | nof
 	 * 8 */
 	int namew = s->w - 2 - 6 - 1 - 11 - 1 - 6 - 1 - 1 - 5 - 6 - 6 - 7 - 1 - 8 - 1;
+	/* narrow: the headroom columns go first, so that the tensor keeps its name */
+	int headroom = namew >= 10;
+	if (!headroom)
+		namew += 16;
+	if (namew < 6)
+		namew = 6;
 	int xs = 2, xo = 9, xr = 21, xn = 28, xd = xn + namew + 1, xnan = xd + 5, xinf = xnan + 6,
 	    xuf = xinf + 6, xnof = xuf + 8;
 	y++;
@@ -262,8 +324,10 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 	view_screen_puts(s, xd, y, 5, VIEW_S_HEADER, VIEW_A_BOLD, "TYPE");
 	view_screen_puts_right(s, xnan, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "NAN");
 	view_screen_puts_right(s, xinf, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "INF");
-	view_screen_puts_right(s, xuf, y, 7, VIEW_S_HEADER, VIEW_A_BOLD, "UNDERF");
-	view_screen_puts_right(s, xnof, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, "NEAR-OVF");
+	if (headroom) {
+		view_screen_puts_right(s, xuf, y, 7, VIEW_S_HEADER, VIEW_A_BOLD, "UNDERF");
+		view_screen_puts_right(s, xnof, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, "NEAR-OVF");
+	}
 	y++;
 	for (long i = 0; i < p->ntpage && y < end - 1; i++, y++) {
 		const view_tstat *t = &p->tpage[i];
@@ -278,10 +342,12 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 		view_screen_puts_right(s, xnan, y, 6, st, 0, a);
 		snprintf(a, sizeof a, "%lld", (long long)t->inf);
 		view_screen_puts_right(s, xinf, y, 6, st, 0, a);
-		pct(t->underflow, t->count, b, sizeof b);
-		view_screen_puts_right(s, xuf, y, 7, st, 0, b);
-		pct(t->near_overflow, t->count, c, sizeof c);
-		view_screen_puts_right(s, xnof, y, 8, st, 0, c);
+		if (headroom) {
+			pct(t->underflow, t->count, b, sizeof b);
+			view_screen_puts_right(s, xuf, y, 7, st, 0, b);
+			pct(t->near_overflow, t->count, c, sizeof c);
+			view_screen_puts_right(s, xnof, y, 8, st, 0, c);
+		}
 		if (p->tlist.top + i == p->tlist.cursor)
 			view_draw_cursor(s, 0, y, s->w);
 	}
@@ -291,13 +357,17 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 		const view_tstat *t = &p->tpage[ci];
 		view_fmt_site(view_model_short_path(ctx->model, t->file), t->line, site,
 		              sizeof site);
-		/* absmax is max(|min|, |max|): left out so that the call site fits */
+		/* the call site first: it names the line, the range comes after (absmax is
+		 * max(|min|, |max|), left out) */
 		view_screen_printf(s, 1, end - 1, s->w - 2, VIEW_S_DIM, 0,
-		                   "%s %s: min %.4g max %.4g \xc2\xb7 %s in %s", t->op, t->role,
-		                   t->min, t->max, site, t->function);
+		                   "%s %s at %s in %s \xc2\xb7 min %.4g max %.4g", t->op, t->role,
+		                   site, t->function, t->min, t->max);
 	}
-	snprintf(ctx->status, sizeof ctx->status,
-	         "Esc: all anomaly steps \xc2\xb7 Left/Right: previous/next anomaly step");
+	if (p->msg[0])
+		snprintf(ctx->status, sizeof ctx->status, "%s", p->msg);
+	else
+		snprintf(ctx->status, sizeof ctx->status,
+		         "Esc: all anomaly steps \xc2\xb7 Left/Right, n/N: previous/next anomaly step");
 }
 
 static void anomalies_draw(void *self, view_ctx *ctx, view_screen *s, int top, int rows)
@@ -334,6 +404,18 @@ static int anomalies_key(void *self, view_ctx *ctx, int key)
 			if (p->step_index + 1 < view_model_anomaly_count(ctx->model))
 				open_step(p, ctx, p->step_index + 1);
 			return VIEW_F_HANDLED;
+		case 'n':
+		case 'N': {
+			int64_t n = view_model_anomaly_count(ctx->model);
+			if (n > 0) {
+				int64_t i = (p->step_index + (key == 'n' ? 1 : n - 1)) % n;
+				if ((key == 'n') != (i > p->step_index))
+					snprintf(p->msg, sizeof p->msg, "wrapped to the %s anomaly step",
+					         key == 'n' ? "first" : "last");
+				open_step(p, ctx, i);
+			}
+			return VIEW_F_HANDLED;
+		}
 		case VIEW_KEY_ENTER:
 			ctx->goto_panel = VIEW_P_STEPS;
 			ctx->goto_step = p->step.step;
@@ -341,11 +423,26 @@ static int anomalies_key(void *self, view_ctx *ctx, int key)
 		default: return view_list_key(&p->tlist, key) ? VIEW_F_HANDLED : VIEW_F_UNHANDLED;
 		}
 	}
+	int changed = 0;
+	if (view_filter_key(&p->filter, ctx, key, &changed)) {
+		if (changed)
+			refilter(p, ctx);
+		return VIEW_F_HANDLED;
+	}
 	if (view_list_key(&p->list, key))
 		return VIEW_F_HANDLED;
+	if ((key == 'n' || key == 'N') && p->list.count > 0) {
+		int64_t n = p->list.count, c = p->list.cursor;
+		p->list.cursor = (c + (key == 'n' ? 1 : n - 1)) % n;
+		if ((key == 'n') != (p->list.cursor > c) && n > 1)
+			snprintf(p->msg, sizeof p->msg, "wrapped to the %s anomaly step",
+			         key == 'n' ? "first" : "last");
+		view_list_fit(&p->list, n, p->list.rows);
+		return VIEW_F_HANDLED;
+	}
 	if (key == VIEW_KEY_ENTER && p->list.count > 0) {
 		p->jumped = 0;
-		open_step(p, ctx, p->list.cursor);
+		open_step(p, ctx, p->fidx ? p->fidx[p->list.cursor] : p->list.cursor);
 		return VIEW_F_HANDLED;
 	}
 	return VIEW_F_UNHANDLED;

@@ -2,7 +2,6 @@
  * kernels ran in.  Sorting, a / filter, FP32 rows of ops whose list allows FP16 highlighted;
  * Enter drills into a row: its call sites and its calls per step.  Rows come from op_sigs
  * (summary-sized); the per-step calls are read a page of steps at a time. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +18,7 @@ static const char *const sort_names[SORT_COUNT] = {"time", "calls", "mean", "FLO
 typedef struct ops {
 	int by_label;
 	int sort;
-	char filter[64];
-	int filtering; /* the / prompt is open */
+	view_filter filter;
 	int *index;    /* filtered and sorted rows of the model's groups */
 	long nindex;
 	int dirty; /* index must be rebuilt */
@@ -77,21 +75,14 @@ static int cmp_group(const void *pa, const void *pb)
 	}
 	if (x != y)
 		return x < y ? 1 : -1;
-	return *(const int *)pa - *(const int *)pb; /* stable: the model's order */
-}
-
-static int contains_ci(const char *hay, const char *needle)
-{
-	size_t n = strlen(needle);
-	for (; *hay; hay++) {
-		size_t i = 0;
-		while (i < n && hay[i] &&
-		       tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-			i++;
-		if (i == n)
-			return 1;
-	}
-	return n == 0;
+	/* ties by name, so that equal counts list the same way in every run (the model's order
+	 * follows the measured times) */
+	int c = strcmp(a->op, b->op);
+	if (c == 0)
+		c = strcmp(a->label, b->label);
+	if (c == 0)
+		c = strcmp(a->dtype, b->dtype);
+	return c ? c : *(const int *)pa - *(const int *)pb;
 }
 
 static long rebuild(ops *o, view_ctx *ctx, const view_op_group **rows)
@@ -108,8 +99,8 @@ static long rebuild(ops *o, view_ctx *ctx, const view_op_group **rows)
 		return -1;
 	for (long i = 0; i < n; i++) {
 		const view_op_group *g = &(*rows)[i];
-		if (contains_ci(g->op, o->filter) || contains_ci(g->label, o->filter) ||
-		    contains_ci(g->dtype, o->filter))
+		if (view_filter_match(&o->filter, g->op) || view_filter_match(&o->filter, g->label) ||
+		    view_filter_match(&o->filter, g->dtype))
 			o->index[o->nindex++] = (int)i;
 	}
 	sort_rows = *rows;
@@ -134,12 +125,14 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	                               "%ld rows by %s \xc2\xb7 sort: %s", o->nindex,
 	                               o->by_label ? "op type and label" : "op type",
 	                               sort_names[o->sort]);
-	if (o->filter[0] || o->filtering)
-		view_screen_printf(s, x, y, s->w - x - 1, VIEW_S_WARN, 0, " \xc2\xb7 filter: %s",
-		                   o->filter);
+	view_filter_draw(&o->filter, ctx, s, x, y, s->w - x - 1);
 	y += 2;
 	/* columns: mark 2 | op | label | dtype 5 | calls 7 | time 9 | mean 9 | flops 7 | share 6 */
 	int fixed = 2 + 1 + 6 + 1 + 7 + 1 + 9 + 1 + 9 + 1 + 7 + 1 + 6;
+	/* narrow: the FLOPs column gives way (unless it is the sort key) before the names */
+	int flopw = 7;
+	if (s->w - fixed - 1 - (o->by_label ? 13 : 0) < 12 && o->sort != SORT_FLOPS)
+		fixed -= 8, flopw = 0;
 	int opw = o->by_label ? 12 : s->w - fixed - 1;
 	int labw = o->by_label ? s->w - fixed - opw - 2 : 0;
 	int xd = 2 + opw + 1 + (o->by_label ? labw + 1 : 0);
@@ -151,11 +144,13 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	int cols[SORT_COUNT] = {xd + 6 + 1 + 7 + 1, xd + 6 + 1, xd + 6 + 1 + 7 + 1 + 9 + 1,
 	                        xd + 6 + 1 + 7 + 1 + 9 + 1 + 9 + 1};
 	int widths[SORT_COUNT] = {9, 7, 9, 7};
+	int xsh = flopw ? cols[3] + 8 : cols[3];
 	for (int i = 0; i < SORT_COUNT; i++)
-		view_screen_puts_right(s, cols[i], y, widths[i], VIEW_S_HEADER,
-		                       VIEW_A_BOLD | (i == o->sort ? VIEW_A_UNDERLINE : 0),
-		                       heads[i]);
-	view_screen_puts_right(s, cols[3] + 8, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
+		if (i != SORT_FLOPS || flopw)
+			view_screen_puts_right(s, cols[i], y, widths[i], VIEW_S_HEADER,
+			                       VIEW_A_BOLD | (i == o->sort ? VIEW_A_UNDERLINE : 0),
+			                       heads[i]);
+	view_screen_puts_right(s, xsh, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "SHARE");
 	y++;
 	int list_rows = end - y - 1;
 	view_list_fit(&o->list, o->nindex, list_rows);
@@ -174,10 +169,11 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		                       view_fmt_ns(r->total_ns, b, sizeof b));
 		view_screen_puts_right(s, cols[2], y, 9, st, 0,
 		                       view_fmt_ns((int64_t)(r->mean_ns + 0.5), c, sizeof c));
-		view_screen_puts_right(s, cols[3], y, 7, st, 0,
-		                       view_fmt_count((double)r->flops, d, sizeof d));
+		if (flopw)
+			view_screen_puts_right(s, cols[3], y, 7, st, 0,
+			                       view_fmt_count((double)r->flops, d, sizeof d));
 		snprintf(a, sizeof a, "%.1f%%", r->share * 100);
-		view_screen_puts_right(s, cols[3] + 8, y, 6, st, 0, a);
+		view_screen_puts_right(s, xsh, y, 6, st, 0, a);
 		if (i == o->list.cursor)
 			view_draw_cursor(s, 0, y, s->w);
 	}
@@ -185,8 +181,6 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		view_screen_puts(s, 2, y, s->w - 3, VIEW_S_DIM, 0, "no rows match the filter");
 	view_screen_puts(s, 1, end - 1, s->w - 2, VIEW_S_DIM, 0,
 	                 "* FP32 where the op's list allows FP16 \xc2\xb7 Enter: calls per step");
-	if (o->filtering)
-		snprintf(ctx->status, sizeof ctx->status, "filter: /%s_", o->filter);
 }
 
 /* ---- drill-down ----------------------------------------------------------------------------- */
@@ -301,14 +295,12 @@ static void ops_draw(void *self, view_ctx *ctx, view_screen *s, int top, int row
 static int ops_key(void *self, view_ctx *ctx, int key)
 {
 	ops *o = self;
-	if (o->filtering) {
-		int r = view_prompt_key(o->filter, sizeof o->filter, key, 0);
-		if (r < 0)
-			o->filter[0] = '\0';
-		if (r != 0)
-			o->filtering = ctx->input = 0;
-		o->dirty = 1;
-		o->list.cursor = o->list.top = 0;
+	int changed = 0;
+	if (!o->drill && view_filter_key(&o->filter, ctx, key, &changed)) {
+		if (changed) {
+			o->dirty = 1;
+			o->list.cursor = o->list.top = 0;
+		}
 		return VIEW_F_HANDLED;
 	}
 	if (o->drill) {
@@ -341,18 +333,6 @@ static int ops_key(void *self, view_ctx *ctx, int key)
 		o->dirty = 1;
 		o->list.cursor = o->list.top = 0;
 		return VIEW_F_HANDLED;
-	case '/':
-		o->filtering = ctx->input = 1;
-		o->filter[0] = '\0';
-		o->dirty = 1;
-		return VIEW_F_HANDLED;
-	case VIEW_KEY_ESC:
-		if (o->filter[0]) {
-			o->filter[0] = '\0';
-			o->dirty = 1;
-			return VIEW_F_HANDLED;
-		}
-		return VIEW_F_UNHANDLED;
 	case VIEW_KEY_ENTER: {
 		const view_op_group *g = NULL;
 		if (rebuild(o, ctx, &g) >= 0 && o->list.cursor < o->nindex && o->nindex > 0)

@@ -134,11 +134,17 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Run");
 	draw_command(s, 13, y++, s->w - 14, r->command[0] ? r->command : "?");
+	int live = !r->complete && view_model_being_written(ctx->model);
 	ended_text(r, line, sizeof line);
+	if (live)
+		snprintf(line, sizeof line, "not yet: the run is still being recorded");
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Ended");
 	int x = 13 + view_screen_puts(s, 13, y, s->w - 14,
 	                              r->complete ? VIEW_S_NORMAL : VIEW_S_WARN, 0, line);
-	if (r->complete)
+	if (live)
+		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
+		                      " \xc2\xb7 BEING WRITTEN: figures so far");
+	else if (r->complete)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_GOOD, 0, " \xc2\xb7 complete");
 	else
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
@@ -167,6 +173,9 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	if (!r->finalized && y < end)
 		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_WARN, 0,
 		                 "summaries computed by ampview: the profile was not finalized");
+	const char *warn = view_model_callsite_warning(ctx->model);
+	if (warn[0] && y < end)
+		y += view_draw_wrapped(s, 13, y, s->w - 14, end, VIEW_S_WARN, 0, warn);
 	if (r->incomplete[0] && y < end)
 		view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_WARN, VIEW_A_BOLD, "not recorded: %s",
 		                   r->incomplete);

@@ -19,11 +19,14 @@ typedef struct scale {
 	long cursor;     /* column, -1: pick the first overflow */
 	int64_t pending; /* step to focus once loaded, -1 none */
 	char msg[128];
+	double loss_lo[COLS_MAX], loss_hi[COLS_MAX]; /* finite losses per column, NAN: none */
+	long loss_for; /* p->n the losses were read for, -1: not read */
 } scale;
 
 static const view_keyhelp scale_help[] = {
     {"Left Right  h l", "move the cursor one column"},
     {"Up Down  k j", "previous / next overflow marker"},
+    {"n  N", "next / previous overflow marker (wraps)"},
     {"PgUp PgDn", "move ten columns"},
     {"Enter", "anomalies of the overflow under the cursor"},
     {NULL, NULL},
@@ -37,6 +40,7 @@ static void *scale_create(view_ctx *ctx)
 		p->n = -1;
 		p->cursor = -1;
 		p->pending = -1;
+		p->loss_for = -1;
 	}
 	return p;
 }
@@ -62,6 +66,7 @@ static void load(scale *p, view_ctx *ctx, int width)
 	p->n = view_model_scale_buckets(ctx->model, p->b, width < COLS_MAX ? width : COLS_MAX);
 	if (p->n < 0)
 		p->n = 0;
+	p->loss_for = -1;
 	p->width = width;
 	if (p->pending >= 0)
 		keep = p->pending, p->pending = -1;
@@ -75,6 +80,84 @@ static void load(scale *p, view_ctx *ctx, int width)
 	}
 }
 
+/* The rows of the y axis: a level per power of two, each on its own row, so that every
+ * power the chart shows is labelled and a backoff (one power down) always changes row.  When
+ * the range has more powers than rows, the powers no column reaches are left out (the axis
+ * marks the gap with '~'); only when even the used ones outnumber the rows do levels share
+ * rows. */
+typedef struct axis {
+	int lev[64]; /* exponents, ascending */
+	int n;
+	int ybot, ch; /* bottom row and rows */
+	int merged;   /* levels share rows */
+} axis;
+
+static void axis_build(axis *ax, const scale *p, int ylo, int yhi, int ybot, int ch)
+{
+	char used[64] = {0};
+	ax->ybot = ybot, ax->ch = ch, ax->n = 0, ax->merged = 0;
+	if (yhi - ylo > 63)
+		ylo = yhi - 63;
+	if (yhi - ylo + 1 <= ch) {
+		for (int e = ylo; e <= yhi; e++)
+			ax->lev[ax->n++] = e;
+		return;
+	}
+	used[0] = used[yhi - ylo] = 1;
+	for (long i = 0; i < p->n; i++) {
+		const view_scale_bucket *k = &p->b[i];
+		if (!k->n || !(k->max_scale > 0))
+			continue;
+		int a = (int)floor(log2(k->min_scale > 0 ? k->min_scale : k->max_scale));
+		int b = (int)ceil(log2(k->max_scale));
+		for (int e = a; e <= b; e++)
+			if (e >= ylo && e <= yhi)
+				used[e - ylo] = 1;
+	}
+	for (int e = 3; e <= 10; e += 7) /* the band's edges, 8 and 1024 */
+		if (e >= ylo && e <= yhi)
+			used[e - ylo] = 1;
+	int n = 0;
+	for (int e = ylo; e <= yhi; e++)
+		n += used[e - ylo];
+	if (n > ch) { /* no way round merging: every power, evenly */
+		ax->merged = 1;
+		for (int e = ylo; e <= yhi; e++)
+			used[e - ylo] = 1;
+	}
+	for (int e = ylo; e <= yhi; e++)
+		if (used[e - ylo])
+			ax->lev[ax->n++] = e;
+}
+
+/* The row of a scale v (> 0): by its level, between two levels in proportion. */
+static int axis_row(const axis *ax, double v)
+{
+	double e = log2(v), pos;
+	if (ax->n < 2)
+		return ax->ybot;
+	if (e <= ax->lev[0])
+		pos = 0;
+	else if (e >= ax->lev[ax->n - 1])
+		pos = ax->n - 1;
+	else {
+		int i = 0;
+		while (i < ax->n - 2 && e > ax->lev[i + 1])
+			i++;
+		pos = i + (e - ax->lev[i]) / (ax->lev[i + 1] - ax->lev[i]);
+	}
+	return ax->ybot - (int)lround(pos * (ax->ch - 1) / (ax->n - 1));
+}
+
+/* A scale as an axis label in w columns: "1024", "65536", else "2^20". */
+static void axis_label(int e, char *buf, size_t len)
+{
+	if (e >= 0 && e <= 16)
+		snprintf(buf, len, "%.0f", exp2(e));
+	else
+		snprintf(buf, len, "2^%d", e);
+}
+
 static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int rows)
 {
 	scale *p = self;
@@ -83,6 +166,12 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	int end = top + rows;
 	int lw = 7, cx = lw + 1, cw = s->w - cx - 1;
 	load(p, ctx, cw);
+	if (p->loss_for != p->n) {
+		p->loss_for = p->n;
+		if (view_model_loss_buckets(ctx->model, p->b, p->n, p->loss_lo, p->loss_hi) < 0)
+			for (long i = 0; i < p->n; i++)
+				p->loss_lo[i] = p->loss_hi[i] = NAN;
+	}
 
 	int x = 1 + view_screen_printf(s, 1, top, s->w - 2, VIEW_S_NORMAL, 0,
 	                               "Loss scale, log2 axis, %lld steps \xc2\xb7 ",
@@ -94,7 +183,19 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	view_screen_putc(s, x++, top, 'x', VIEW_S_WARN, VIEW_A_BOLD);
 	view_screen_puts(s, x, top, s->w - x, VIEW_S_NORMAL, 0, " skipped");
 
-	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5;
+	/* the loss, beside the scale, in its own strip under the chart when there is room */
+	int has_loss = 0;
+	double lmin = INFINITY, lmax = -INFINITY;
+	for (long i = 0; i < p->n; i++)
+		if (!isnan(p->loss_lo[i])) {
+			has_loss = 1;
+			lmin = p->loss_lo[i] < lmin ? p->loss_lo[i] : lmin;
+			lmax = p->loss_hi[i] > lmax ? p->loss_hi[i] : lmax;
+		}
+	int lrows = has_loss && rows >= 18 ? 3 : 0;
+	/* the history finalize classified, on a line of its own below the chart */
+	int history = r->scale_history[0] != '\0';
+	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5 - lrows - history;
 	int ch = ybot - ytop + 1;
 	if (ch < 3)
 		return;
@@ -104,25 +205,29 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			lo = p->b[i].min_scale < lo ? p->b[i].min_scale : lo;
 			hi = p->b[i].max_scale > hi ? p->b[i].max_scale : hi;
 		}
-	double ylo = floor(log2(lo > 0x1p-24 ? lo : 0x1p-24)), yhi = ceil(log2(hi));
+	int ylo = (int)floor(log2(lo > 0x1p-24 ? lo : 0x1p-24)), yhi = (int)ceil(log2(hi));
 	if (yhi <= ylo)
 		yhi = ylo + 1;
-#define ROW_OF(v) (ybot - (int)lround((log2(v) - ylo) / (yhi - ylo) * (ch - 1)))
+	axis ax;
+	axis_build(&ax, p, ylo, yhi, ybot, ch);
 
 	view_screen_puts_right(s, 0, ymark, lw - 1, VIEW_S_DIM, 0, "ovf");
 	view_screen_puts_right(s, 0, yskip, lw - 1, VIEW_S_DIM, 0, "skip");
-	/* axis, band lines and their labels */
+	/* axis, a label on every level's row, the band lines */
 	view_screen_fill(s, lw, ytop, 1, ch, VIEW_G_VLINE, VIEW_S_DIM, 0);
-	const double marks[4] = {exp2(yhi), VIEW_SCALE_HI, VIEW_SCALE_LO, exp2(ylo)};
-	for (int i = 0; i < 4; i++) {
-		int y = ROW_OF(marks[i]);
-		view_screen_puts_right(s, 0, y, lw - 1, i == 1 || i == 2 ? VIEW_S_BAND : VIEW_S_DIM,
-		                       0, view_fmt_scale(marks[i], a, sizeof a));
-		if (i == 1 || i == 2)
+	for (int i = 0; i < ax.n; i++) {
+		int y = axis_row(&ax, exp2(ax.lev[i]));
+		int band = ax.lev[i] == 3 || ax.lev[i] == 10;
+		axis_label(ax.lev[i], a, sizeof a);
+		view_screen_puts_right(s, 0, y, lw - 1, band ? VIEW_S_BAND : VIEW_S_DIM, 0, a);
+		if (band)
 			view_screen_fill(s, cx, y, (int)p->n, 1, VIEW_G_DOTTED, VIEW_S_BAND, 0);
+		if (i > 0 && ax.lev[i] - ax.lev[i - 1] > 1 && !ax.merged) {
+			int yp = axis_row(&ax, exp2(ax.lev[i - 1]));
+			if (yp - y > 1) /* powers left out between these two rows */
+				view_screen_putc(s, lw, (y + yp) / 2, '~', VIEW_S_DIM, 0);
+		}
 	}
-	view_screen_putc(s, lw, ybot + 1, VIEW_G_BL, VIEW_S_DIM, 0);
-	view_screen_fill(s, cx, ybot + 1, (int)p->n, 1, VIEW_G_HLINE, VIEW_S_DIM, 0);
 	/* the points */
 	for (long i = 0; i < p->n; i++) {
 		const view_scale_bucket *k = &p->b[i];
@@ -133,15 +238,38 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			view_screen_putc(s, col, yskip, 'x', VIEW_S_WARN, VIEW_A_BOLD);
 		if (!k->n || !(k->max_scale > 0))
 			continue;
-		int rmax = ROW_OF(k->max_scale),
-		    rmin = ROW_OF(k->min_scale > 0 ? k->min_scale : k->max_scale);
+		int rmax = axis_row(&ax, k->max_scale),
+		    rmin = axis_row(&ax, k->min_scale > 0 ? k->min_scale : k->max_scale);
 		int out = k->min_scale < VIEW_SCALE_LO || k->max_scale > VIEW_SCALE_HI;
 		for (int y = rmax + 1; y <= rmin; y++)
 			view_screen_putc(s, col, y, VIEW_G_VLINE, out ? VIEW_S_WARN : VIEW_S_GOOD,
 			                 0);
 		view_screen_putc(s, col, rmax, VIEW_G_BULLET, out ? VIEW_S_WARN : VIEW_S_GOOD, 0);
 	}
-#undef ROW_OF
+	/* the loss strip: each column's range of finite losses, linear between the run's */
+	if (lrows) {
+		int yl = ybot + 1;
+		snprintf(a, sizeof a, "%.3g", lmax);
+		view_screen_puts_right(s, 0, yl, lw - 1, VIEW_S_DIM, 0, a);
+		snprintf(a, sizeof a, "%.3g", lmin);
+		view_screen_puts_right(s, 0, yl + lrows - 1, lw - 1, VIEW_S_DIM, 0, a);
+		if (lrows > 2)
+			view_screen_puts_right(s, 0, yl + 1, lw - 1, VIEW_S_NORMAL, VIEW_A_BOLD, "loss");
+		view_screen_fill(s, lw, yl, 1, lrows, VIEW_G_VLINE, VIEW_S_DIM, 0);
+		double span = lmax > lmin ? lmax - lmin : 1;
+		for (long i = 0; i < p->n; i++) {
+			if (isnan(p->loss_lo[i]))
+				continue;
+			int rh = yl + (int)lround((lmax - p->loss_hi[i]) / span * (lrows - 1));
+			int rl = yl + (int)lround((lmax - p->loss_lo[i]) / span * (lrows - 1));
+			for (int y = rh + 1; y <= rl; y++)
+				view_screen_putc(s, cx + (int)i, y, VIEW_G_VLINE, VIEW_S_NORMAL, 0);
+			view_screen_putc(s, cx + (int)i, rh, VIEW_G_BULLET, VIEW_S_NORMAL, 0);
+		}
+		ybot += lrows;
+	}
+	view_screen_putc(s, lw, ybot + 1, VIEW_G_BL, VIEW_S_DIM, 0);
+	view_screen_fill(s, cx, ybot + 1, (int)p->n, 1, VIEW_G_HLINE, VIEW_S_DIM, 0);
 	/* x labels: first and last step, the cursor's step under its column */
 	if (p->n > 0) {
 		view_screen_printf(s, cx, ybot + 2, cw, VIEW_S_DIM, 0, "%lld",
@@ -176,13 +304,38 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			         " \xc2\xb7 %lld overflow%s (first %lld), %lld skipped",
 			         (long long)k->overflows, k->overflows > 1 ? "s" : "",
 			         (long long)k->first_overflow, (long long)k->skipped);
-			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_MARK, 0, line);
+			x += view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_MARK, 0, line);
 			view_screen_puts(s, 1, ybot + 4, s->w - 2, VIEW_S_DIM, 0,
-			                 "Enter: the step's anomalies, origin first");
+			                 "Enter: the step's anomalies, origin first \xc2\xb7 n/N: markers");
 		} else {
-			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0,
-			                 " \xc2\xb7 no overflow");
+			x += view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0,
+			                      " \xc2\xb7 no overflow");
 		}
+		long ci = p->cursor;
+		if (!isnan(p->loss_lo[ci])) {
+			if (p->loss_lo[ci] == p->loss_hi[ci])
+				snprintf(line, sizeof line, " \xc2\xb7 loss %.4g", p->loss_lo[ci]);
+			else
+				snprintf(line, sizeof line, " \xc2\xb7 loss %.4g..%.4g", p->loss_lo[ci],
+				         p->loss_hi[ci]);
+			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0, line);
+		}
+	}
+	if (history) {
+		const char *h = r->scale_history;
+		const char *what = strcmp(h, "probing") == 0      ? "probing (normal)"
+		                   : strcmp(h, "isolated_spikes") == 0 ? "isolated spikes"
+		                   : strcmp(h, "collapsing") == 0      ? "COLLAPSING"
+		                                                       : h;
+		char skipped[64] = "";
+		if (r->skipped_steps > 0 && r->steps > 0)
+			snprintf(skipped, sizeof skipped, " \xc2\xb7 %lld skipped (%.1f %%)",
+			         (long long)r->skipped_steps,
+			         100.0 * (double)r->skipped_steps / (double)r->steps);
+		snprintf(line, sizeof line, "history: %s%s%s%s", what,
+		         r->scale_history_steps[0] ? " at steps " : "", r->scale_history_steps, skipped);
+		view_screen_puts(s, 1, end - 1, s->w - 2,
+		                 strcmp(h, "collapsing") == 0 ? VIEW_S_WARN : VIEW_S_NORMAL, 0, line);
 	}
 	if (p->msg[0])
 		snprintf(ctx->status, sizeof ctx->status, "%s", p->msg);
@@ -219,6 +372,25 @@ static int scale_key(void *self, view_ctx *ctx, int key)
 			         dir > 0 ? "after" : "before");
 		break;
 	}
+	case 'n':
+	case 'N': {
+		int dir = key == 'n' ? 1 : -1;
+		long i = c;
+		for (long k = 0; k < p->n; k++) {
+			i = (i + dir + p->n) % p->n;
+			if (p->b[i].overflows)
+				break;
+		}
+		if (p->n == 0 || !p->b[i].overflows) {
+			snprintf(p->msg, sizeof p->msg, "no overflow in this run");
+			break;
+		}
+		if ((dir > 0) != (i > c) || i == c)
+			snprintf(p->msg, sizeof p->msg, "wrapped to the %s overflow marker",
+			         dir > 0 ? "first" : "last");
+		c = i;
+		break;
+	}
 	case VIEW_KEY_ENTER:
 		if (c >= 0 && c < p->n && p->b[c].first_overflow >= 0) {
 			ctx->goto_panel = VIEW_P_ANOMALIES;
@@ -250,6 +422,6 @@ static void scale_focus(void *self, view_ctx *ctx, int64_t step)
 }
 
 const view_panel_class view_panel_scale = {
-    "scale",    "Loss scale", scale_create, scale_destroy,
+    "scale",    "Scale", scale_create, scale_destroy,
     scale_draw, scale_key,    scale_focus,  scale_help,
 };

@@ -21,12 +21,16 @@ typedef struct steps {
 	int jumping; /* the : prompt is open */
 	char jump[24];
 	char msg[128];
+	view_filter filter;
+	int64_t *match; /* with a filter: the matching steps (list index -> step), else NULL */
+	long nmatch;
 } steps;
 
 static const view_keyhelp steps_help[] = {
     {": or s", "jump to a step number"},
     {"Enter", "anomalies of the step (overflow steps)"},
-    {"o", "next overflow step"},
+    {"n  N  o", "next / previous overflow step (wraps)"},
+    {"/", "filter: a step number, overflow, skipped, unended"},
     {NULL, NULL},
 };
 
@@ -41,14 +45,26 @@ static void *steps_create(view_ctx *ctx)
 
 static void steps_destroy(void *self)
 {
-	free(self);
+	steps *p = self;
+	free(p->match);
+	free(p);
 }
 
 static void load_page(steps *p, view_ctx *ctx, int rows)
 {
 	if (p->page_top == p->list.top && p->page_rows == rows)
 		return;
-	p->npage = view_model_steps(ctx->model, p->list.top, p->page, rows);
+	if (p->match) {
+		/* the matching steps one by one: each is one indexed range of events */
+		p->npage = 0;
+		for (int64_t i = p->list.top; i < p->nmatch && p->npage < rows; i++) {
+			int64_t at = view_model_step_index(ctx->model, p->match[i]);
+			if (view_model_steps(ctx->model, at, &p->page[p->npage], 1) == 1)
+				p->npage++;
+		}
+	} else {
+		p->npage = view_model_steps(ctx->model, p->list.top, p->page, rows);
+	}
 	if (p->npage < 0)
 		p->npage = 0;
 	p->page_top = p->list.top;
@@ -87,11 +103,12 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	steps *p = self;
 	char a[32], b[32];
 	int y = top, end = top + rows;
-	int64_t count = view_model_step_count(ctx->model),
+	int64_t count = p->match ? p->nmatch : view_model_step_count(ctx->model),
 	        max_ns = view_model_max_step_ns(ctx->model);
 	int x = 1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_NORMAL, 0,
 	                               "%lld steps \xc2\xb7 longest %s \xc2\xb7 ", (long long)count,
 	                               view_fmt_ns(max_ns, a, sizeof a));
+	int fx = x;
 	static const struct {
 		uint32_t g;
 		int style;
@@ -103,6 +120,10 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	for (int i = 0; i < 4 && x < s->w - 10; i++) {
 		view_screen_putc(s, x++, y, legend[i].g, legend[i].style, 0);
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_NORMAL, 0, legend[i].name);
+	}
+	if (p->filter.text[0] || p->filter.editing) { /* the filter instead of the legend */
+		view_screen_fill(s, fx - 3, y, s->w - fx + 2, 1, ' ', VIEW_S_NORMAL, 0);
+		view_filter_draw(&p->filter, ctx, s, fx - 3, y, s->w - fx + 2);
 	}
 	y += 2;
 	/* columns: mark 2 | step 7 | time 9 | loss 7 | scale 7 | flags 3 | bar */
@@ -126,11 +147,14 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 		view_screen_puts_right(s, 10, y, 9, st->dur_ns < 0 ? VIEW_S_WARN : VIEW_S_NORMAL, 0,
 		                       st->dur_ns < 0 ? "unended"
 		                                      : view_fmt_ns(st->dur_ns, a, sizeof a));
-		if (isnan(st->loss))
+		if (st->loss_nonfinite) /* nan, inf, -inf: computed, not missing */
+			snprintf(b, sizeof b, "%s", isnan(st->loss) ? "nan" : st->loss < 0 ? "-inf" : "inf");
+		else if (isnan(st->loss))
 			snprintf(b, sizeof b, "-");
 		else
 			snprintf(b, sizeof b, "%.4g", st->loss);
-		view_screen_puts_right(s, 20, y, 7, VIEW_S_NORMAL, 0, b);
+		view_screen_puts_right(s, 20, y, 7, st->loss_nonfinite ? VIEW_S_WARN : VIEW_S_NORMAL, 0,
+		                       b);
 		view_screen_puts_right(s, 28, y, 7, VIEW_S_NORMAL, 0,
 		                       view_fmt_scale(st->scale, a, sizeof a));
 		if (st->overflow)
@@ -141,26 +165,78 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 		if (p->list.top + i == p->list.cursor)
 			view_draw_cursor(s, 0, y, s->w);
 	}
-	if (p->jumping)
+	if (count == 0 && p->match)
+		view_screen_puts(s, 2, y, s->w - 3, VIEW_S_DIM, 0, "no step matches the filter");
+	if (p->filter.editing)
+		snprintf(ctx->status, sizeof ctx->status, "filter: /%s_", p->filter.text);
+	else if (p->jumping)
 		snprintf(ctx->status, sizeof ctx->status, "jump to step: %s_", p->jump);
 	else if (p->msg[0])
 		snprintf(ctx->status, sizeof ctx->status, "%s", p->msg);
 	else
 		snprintf(ctx->status, sizeof ctx->status,
-		         ": jump to step \xc2\xb7 o next overflow \xc2\xb7 O overflow, S skipped");
+		         ": jump to step \xc2\xb7 n/N next/prev overflow \xc2\xb7 O overflow, S "
+		         "skipped");
 	p->msg[0] = '\0';
 }
 
 static void jump_to(steps *p, view_ctx *ctx, int64_t step)
 {
-	p->list.cursor = view_model_step_index(ctx->model, step);
+	if (p->match) { /* the first matching step at or after it */
+		int64_t i = 0;
+		while (i < p->nmatch - 1 && p->match[i] < step)
+			i++;
+		p->list.cursor = i;
+	} else {
+		p->list.cursor = view_model_step_index(ctx->model, step);
+	}
 	p->list.top = p->list.cursor - p->list.rows / 2;
-	view_list_fit(&p->list, view_model_step_count(ctx->model), p->list.rows);
+	view_list_fit(&p->list, p->match ? p->nmatch : view_model_step_count(ctx->model),
+	              p->list.rows);
+}
+
+/* Drops the filter's matches, or finds them again. */
+static void refilter(steps *p, view_ctx *ctx)
+{
+	free(p->match);
+	p->match = NULL;
+	p->nmatch = 0;
+	if (p->filter.text[0]) {
+		long n = view_model_steps_matching(ctx->model, p->filter.text, &p->match);
+		if (n < 0) {
+			snprintf(p->msg, sizeof p->msg, "cannot filter: %s", view_model_error(ctx->model));
+			p->match = NULL;
+		} else if (!p->match) {
+			p->match = malloc(sizeof *p->match); /* no match: an empty list, not all */
+		}
+		p->nmatch = n > 0 ? n : 0;
+	}
+	p->list.cursor = p->list.top = 0;
+	p->page_top = -1;
+}
+
+/* The next overflow step after step (dir > 0) or before it, wrapping around the run; -1 if
+ * the run has none.  *wrapped says it came round. */
+int64_t view_next_overflow_wrap(view_model *m, int64_t step, int dir, int *wrapped)
+{
+	int64_t next = view_model_next_overflow(m, step, dir);
+	*wrapped = 0;
+	if (next < 0) {
+		next = view_model_next_overflow(m, dir > 0 ? INT64_MIN : INT64_MAX, dir);
+		*wrapped = next >= 0;
+	}
+	return next;
 }
 
 static int steps_key(void *self, view_ctx *ctx, int key)
 {
 	steps *p = self;
+	int changed = 0;
+	if (!p->jumping && view_filter_key(&p->filter, ctx, key, &changed)) {
+		if (changed)
+			refilter(p, ctx);
+		return VIEW_F_HANDLED;
+	}
 	if (p->jumping) {
 		int r = view_prompt_key(p->jump, sizeof p->jump, key, 1);
 		if (r != 0)
@@ -179,12 +255,24 @@ static int steps_key(void *self, view_ctx *ctx, int key)
 		p->jumping = ctx->input = 1;
 		p->jump[0] = '\0';
 		return VIEW_F_HANDLED;
-	case 'o': {
-		int64_t next = view_model_next_overflow(ctx->model, cur ? cur->step : INT64_MIN, 1);
-		if (next >= 0)
-			jump_to(p, ctx, next);
-		else
-			snprintf(p->msg, sizeof p->msg, "no overflow after this step");
+	case 'o':
+	case 'n':
+	case 'N': {
+		int wrapped, dir = key == 'N' ? -1 : 1;
+		int64_t next = view_next_overflow_wrap(ctx->model, cur ? cur->step : -1, dir,
+		                                       &wrapped);
+		if (next < 0) {
+			snprintf(p->msg, sizeof p->msg, "no overflow in this run");
+			return VIEW_F_HANDLED;
+		}
+		if (p->match && p->filter.text[0]) { /* an overflow step is one to show */
+			p->filter.text[0] = '\0';
+			refilter(p, ctx);
+		}
+		jump_to(p, ctx, next);
+		snprintf(p->msg, sizeof p->msg, "overflow at step %lld%s", (long long)next,
+		         wrapped ? (dir > 0 ? " (wrapped to the first)" : " (wrapped to the last)")
+		                 : "");
 		return VIEW_F_HANDLED;
 	}
 	case VIEW_KEY_ENTER:

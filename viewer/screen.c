@@ -178,6 +178,7 @@ char view_glyph_ascii(uint32_t ch)
 	case VIEW_G_ELLIPSIS: return '~';
 	case VIEW_G_ARROW: return '>';
 	case VIEW_G_POINTER: return '|';
+	case VIEW_G_LOWER: return 'o';
 	default: return '?';
 	}
 }

@@ -57,6 +57,7 @@ enum {
 #define VIEW_G_ARROW    0x25B6u /* cursor */
 #define VIEW_G_DOTTED   0x2504u /* band edge */
 #define VIEW_G_POINTER  0x2191u /* upwards arrow: the loss-scale chart's cursor column */
+#define VIEW_G_LOWER    0x2584u /* lower half block: optimizer state in the memory bars */
 
 typedef struct view_cell {
 	uint32_t ch;   /* code point; 0 = right half of a wide character */

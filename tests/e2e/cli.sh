@@ -36,6 +36,13 @@ done
 "$BIN/ampprof" export --help >"$OUT/exp"
 check_true "ampprof export --help: --table listed, --ring-size not" \
 	test -n "$(grep -e '--table=<t>' "$OUT/exp")" -a -z "$(grep -e '--ring-size' "$OUT/exp")"
+for c in report export info; do
+	"$BIN/ampprof" $c --help >"$OUT/h1" 2>&1
+	"$BIN/ampprof" help $c >"$OUT/h2" 2>&1
+	check_true "ampprof help $c = ampprof $c --help" cmp -s "$OUT/h1" "$OUT/h2"
+done
+run "ampprof help nope: a usage error" 2 "$BIN/ampprof" help nope
+check_true "ampprof help nope: names the commands" grep -q '^hint: commands: report, export, info' "$OUT/err"
 run "--version" 0 "$BIN/ampdump" --version
 check_true "ampdump --version on stdout" grep -q '^ampdump ' "$OUT/out"
 run "ampview --version" 0 "$BIN/ampview" --version
@@ -96,6 +103,12 @@ if "$BIN/ampprof" -q -o "$OUT/h.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 
 	"$BIN/ampprof" report --format=json "$OUT/h.db" >"$OUT/r.json"
 	check_true "report json: format_version 1, the label kept as text with U+FFFD" \
 		/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["format_version"] == 1; assert d["command"] == "a\ufffdb\x1b[2J\nevidence: forged\x1b]0;t\x07", d["command"]' "$OUT/r.json"
+	check_true "report json: advice evidence is an array of its lines" \
+		/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); a=[x for x in d["advice"] if x["severity"] == "warning" and x["evidence"] == ["one item"]]; assert a and all(isinstance(x["evidence"], list) for x in d["advice"]), d["advice"]' "$OUT/r.json"
+	sqlite3 "$OUT/h.db" "UPDATE advice SET evidence = 'first' || char(10) || 'second' WHERE evidence = 'one item'"
+	"$BIN/ampprof" report --format=json "$OUT/h.db" >"$OUT/r2.json"
+	check_true "report json: two evidence lines, two items" \
+		/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert any(x["evidence"] == ["first", "second"] for x in d["advice"]), d["advice"]' "$OUT/r2.json"
 	"$BIN/ampprof" export --format=chrome "$OUT/h.db" >"$OUT/c.json"
 	check_true "chrome: format_version 1; an infinite loss is null, never the string inf" \
 		/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["otherData"]["format_version"] == 1; l=[e["args"]["loss"] for e in d["traceEvents"] if e.get("cat") == "step"]; assert l[1] is None and l[2] is None and l[0] == 1 and l[3] == 0.25, l' "$OUT/c.json"

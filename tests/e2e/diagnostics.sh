@@ -337,6 +337,226 @@ check "bf16 on the avx512 path: native half share 0" "$(q bf16emu.db "SELECT nat
 check "bf16 on the avx512 path: the emulated-half advice fires" \
 	"$(q bf16emu.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 1
 
+# ---- 9. verdicts on programs with one known fault each (tests/progs/faults.c) ----------------
+FAULTS=$BUILD/tests/faults
+FSRC=$ROOT/tests/progs/faults.c
+# the line of faults.c that carries a FAULTS_* marker
+mline() { grep -n "/\* $1 \*/" "$FSRC" | head -1 | cut -d: -f1; }
+# line of a call-site id expression evaluated in a row's context
+sline() { echo "(SELECT line FROM callsites WHERE id = $1)"; }
+fault() { # fault NAME [faults options...]: profiles it into NAME.db
+	local name=$1
+	shift
+	rm -f "f_$name.db"
+	"$AMPPROF" -q -o "f_$name.db" -- "$FAULTS" --fault "$name" "$@" >"f_$name.out" 2>"f_$name.err"
+	check "faults --fault $name under ampprof: exit 0" "$?" 0
+}
+if [ ! -x "$FAULTS" ]; then
+	e2e_abort "$FAULTS is missing (run make all)"
+fi
+
+# 9.1 an FP16 Mul flushes 1e-10 to zero, the FP32 Log after it makes -Inf: an underflow, named
+# at the Mul, not a forward overflow of Log
+fault underflow
+check "underflow: one origin, class underflow, at the Log (step 2, its line), caused by the fp16 Mul (its line)" \
+	"$(q f_underflow.db "SELECT step, class, op, $(sline callsite), src_op, src_label, src_dtype, $(sline src_callsite) FROM nonfinite ORDER BY step")" \
+	"2|underflow|Log|$(mline FAULTS_UNDERFLOW_LOG)|Mul|sq|fp16|$(mline FAULTS_UNDERFLOW_MUL)"
+check "underflow: the advice names the Mul, step 2, the Mul's line" \
+	"$(q f_underflow.db "SELECT rule, severity, op, step, $(sline callsite) FROM advice WHERE rule IN ('underflow', 'forward_overflow', 'sensitive_op_overflow') ORDER BY id")" \
+	"underflow|error|Mul|2|$(mline FAULTS_UNDERFLOW_MUL)"
+check_true "underflow: the advice says to keep the Mul in FP32, and that Log is not the cause" \
+	grep -q "the cause is the Mul, not Log: run Mul in FP32 (custom_black_list = Mul)" \
+	<(q f_underflow.db "SELECT message FROM advice WHERE rule = 'underflow'")
+check "underflow: no advice puts Log (already FP32) on the black list" \
+	"$(q f_underflow.db "SELECT count(*) FROM advice WHERE message LIKE '%custom_black_list = Log%'")" 0
+
+# 9.2 an FP32 Scale makes 95454 and the white-list Linear casts it to FP16: the cast is the origin
+fault cast
+check "cast: class cast_overflow at step 2; source fc/in0.precast, from Scale 'boost' (its line), consumer Linear (its line)" \
+	"$(q f_cast.db "SELECT step, class, op, $(sline callsite), src_tensor, src_op, src_label, src_dtype, $(sline src_callsite), src_absmax > 65504 FROM nonfinite ORDER BY step")" \
+	"2|cast_overflow|Linear|$(mline FAULTS_CAST_USE)|fc/in0.precast|Scale|boost|fp32|$(mline FAULTS_CAST_SRC)|1"
+check "cast: the advice (cast_overflow) names Scale, step 2, the Scale's line" \
+	"$(q f_cast.db "SELECT rule, op, step, $(sline callsite) FROM advice WHERE rule IN ('cast_overflow', 'forward_overflow') ORDER BY id")" \
+	"cast_overflow|Scale|2|$(mline FAULTS_CAST_SRC)"
+check_true "cast: the advice says the cast is the origin and which value" \
+	grep -Eq "the cast to fp16 in front of Linear \(fc\).*its source 'fc/in0.precast', the FP32 output of Scale \(boost\).*holds 95454.5.*the cast is the origin, not Linear" \
+	<(q f_cast.db "SELECT message FROM advice WHERE rule = 'cast_overflow'")
+
+# 9.3 a static scale of 1 with FP16 gradients: the weight gradient of fc is all zeros, nothing
+# overflows; the gradient-underflow rule names the layer and says what to change
+fault gradunder
+check "gradunder: no overflow, no non-finite origin" \
+	"$(q f_gradunder.db "SELECT sum(overflow), (SELECT count(*) FROM nonfinite) FROM steps")" "0|0"
+check "gradunder: gradient_underflow names Linear, the last step, fc's line" \
+	"$(q f_gradunder.db "SELECT rule, severity, op, step, $(sline callsite) FROM advice WHERE rule = 'gradient_underflow'")" \
+	"gradient_underflow|warning|Linear|3|$(mline FAULTS_GRADUNDER_FC)"
+check_true "gradunder: the share of zero values at the static scale 1, and the fix (dynamic scaling or a higher static scale)" \
+	grep -Eq "the gradient fc/in1.grad of layer 'fc' \(Linear, called at [^)]*faults.c:$(mline FAULTS_GRADUNDER_FC)\) is 100.0 % zero or subnormal in fp16 \(100.0 % exact zeros\) at the static loss scale 1: the layer stops learning; enable dynamic loss scaling \(loss_scale = dynamic\) or raise the static scale \(loss_scale = [0-9]+" \
+	<(q f_gradunder.db "SELECT message FROM advice WHERE rule = 'gradient_underflow'")
+check "gradunder: no floor or collapse verdict for the static scale (no 'overflow even unscaled')" \
+	"$(q f_gradunder.db "SELECT count(*) FROM advice WHERE rule IN ('loss_scale_floor', 'loss_scale_collapse') OR message LIKE '%even unscaled%'")" 0
+check "healthy runs (mlp_fashion amp, unstable fp16 and amp): no gradient_underflow" \
+	"$(for d in mlp_amp.db fp16.db amp.db; do q $d "SELECT count(*) FROM advice WHERE rule = 'gradient_underflow'"; done | tr '\n' ' ')" "0 0 0 "
+
+# 9.4 the aligned flag of backward GEMMs, K checked, ranking by the time padding could save
+check_true "mlp_fashion amp: backward GEMMs recorded aligned (flag 1 on some)" \
+	test "$(q mlp_amp.db "SELECT count(*) FROM op_sigs WHERE phase = 'backward' AND op = 'Linear' AND aligned = 1")" -gt 0
+check "mlp_fashion amp: every backward GEMM has its forward op's aligned flag" \
+	"$(q mlp_amp.db "SELECT count(*) FROM op_sigs b JOIN op_sigs f ON f.op = b.op AND f.label = b.label AND f.shape = b.shape AND f.phase = 'forward' WHERE b.phase = 'backward' AND b.op IN ('Linear', 'MatMul', 'Conv2D') AND b.aligned <> f.aligned")" 0
+fault gemm
+check "gemm: 'wide' (K = 514) is unaligned forward and backward, its output shape aligned" \
+	"$(q f_gemm.db "SELECT group_concat(phase || ':' || aligned) FROM (SELECT phase, aligned FROM op_sigs WHERE label = 'wide' ORDER BY phase)")" \
+	"backward:0,forward:0"
+check "gemm: gemm_unaligned names Linear at the 'wide' line, not the single-column head" \
+	"$(q f_gemm.db "SELECT rule, op, $(sline callsite) FROM advice WHERE rule = 'gemm_unaligned'")" \
+	"gemm_unaligned|Linear|$(mline FAULTS_GEMM_WIDE)"
+check_true "gemm: the message ranks 'wide' first with M, N, K and leaves the narrow head out" \
+	grep -Eq "^1 GEMM shape\(s\) miss the fast path \(M, N or K not a multiple of 8\); padding could save about [0-9.]+ ms \([0-9.]+ % of op time\), most in Linear 'wide' \(M 64, N 64, K 514\): .*\(1 narrow GEMM\(s\), such as single-column heads, left out" \
+	<(q f_gemm.db "SELECT message FROM advice WHERE rule = 'gemm_unaligned'")
+
+# 9.5 a white-list op kept in FP32 by custom_black_list: the advice names the key and where it
+# was set (the file's line, or the variable), and never the mode already in force
+printf '# faults --fault blacklist\nprecision_mode = allow_mix_precision\ncustom_black_list = Linear\n' >bl.cfg
+fault blacklist --config bl.cfg
+check "blacklist: meta records where the keys were set" \
+	"$(q f_blacklist.db "SELECT group_concat(key || '=' || value, ' ') FROM (SELECT key, value FROM meta WHERE key IN ('precision_mode_source', 'custom_black_list_source') ORDER BY key)")" \
+	"custom_black_list_source=bl.cfg:3 precision_mode_source=bl.cfg:2"
+check_true "blacklist: low_fp16_share names custom_black_list = Linear and bl.cfg:3" \
+	grep -q "custom_black_list = Linear (set at bl.cfg:3) keeps Linear in FP32: remove Linear from that list" \
+	<(q f_blacklist.db "SELECT message FROM advice WHERE rule = 'low_fp16_share'")
+check "blacklist: no advice recommends allow_mix_precision, which is in force, or Linear for the white list" \
+	"$(q f_blacklist.db "SELECT count(*) FROM advice WHERE message LIKE '%precision_mode = allow_mix_precision %' OR message LIKE '%custom_white_list (Linear%'")" 0
+AMP_CUSTOM_BLACK_LIST=Linear AMP_PRECISION_MODE=force_fp32 "$AMPPROF" -q -o f_blacklist_env.db -- \
+	"$FAULTS" --fault blacklist >/dev/null 2>&1
+check_true "blacklist from the environment: the variable is named, and the mode with its variable" \
+	grep -q "custom_black_list = Linear (set by environment AMP_CUSTOM_BLACK_LIST) keeps Linear in FP32: remove Linear from that list; the mode in force is force_fp32 (set by environment AMP_PRECISION_MODE): use precision_mode = allow_mix_precision" \
+	<(q f_blacklist_env.db "SELECT message FROM advice WHERE rule = 'low_fp16_share'")
+check "force_fp32 run: no loss-scale floor verdict (the scaler never ran)" \
+	"$(q f_blacklist_env.db "SELECT count(*) FROM advice WHERE rule LIKE 'loss_scale%'")" 0
+
+# 9.6 a scaled-gradient overflow in the backward of fc2 also names fc2's forward call site
+fault gradoverflow
+check "gradoverflow: origin at step 0 is fc2's weight gradient; the forward call site is fc2's line" \
+	"$(q f_gradoverflow.db "SELECT step, class, op, label, $(sline fwd_callsite) FROM nonfinite ORDER BY step LIMIT 1")" \
+	"0|scaled_grad_overflow|Linear|fc2/in1.grad|$(mline FAULTS_MLP_FC2)"
+check_true "gradoverflow: the advice gives the forward op's call site" \
+	grep -q "its forward op was called at .*tests/progs/faults.c:$(mline FAULTS_MLP_FC2);" \
+	<(q f_gradoverflow.db "SELECT message FROM advice WHERE rule = 'scaled_grad_overflow'")
+
+# 9.7 one story everywhere: a NaN from an invalid operation (no overflow) in the report, ampdump
+# --list, and ampview's anomalies and steps panels; the loss stored as NaN, shown as nan; the
+# scaler's back-off reason is 'nan', not 'overflow'
+AMPVIEW=$BUILD/bin/ampview
+fault invalid
+check "invalid: origin Sqrt (root) at step 2, its line, class invalid_operation" \
+	"$(q f_invalid.db "SELECT step, class, op, label, $(sline callsite) FROM nonfinite ORDER BY step")" \
+	"2|invalid_operation|Sqrt|root|$(mline FAULTS_INVALID_SQRT)"
+check "invalid: the NaN loss is stored as such (loss_state nan), the other steps finite" \
+	"$(q f_invalid.db "SELECT group_concat(step || ':' || loss_state) FROM (SELECT step, loss_state FROM steps ORDER BY step)")" \
+	"0:finite,1:finite,2:nan,3:finite"
+check "invalid: the back-off's reason is nan (no gradient overflowed), linked to its cause" \
+	"$(q f_invalid.db "SELECT reason, old_scale, new_scale, cause_class, cause_op, cause_tensor, $(sline cause_callsite) FROM loss_scale WHERE step = 2 AND reason <> 'hold'")" \
+	"nan|128.0|64.0|invalid_operation|Sqrt|root|$(mline FAULTS_INVALID_SQRT)"
+"$AMPPROF" report f_invalid.db >f_invalid.report 2>&1
+check_true "invalid: the report says invalid operation at step 2, Sqrt (root)" \
+	grep -q "invalid_operation: NaN from an invalid operation at step 2 (1 step): Sqrt (root) output in fp32" f_invalid.report
+check "invalid: ampdump --list shows step 2 with loss nan and origin Sqrt" \
+	"$("$AMPDUMP" --list --format=csv f_invalid.db | awk -F, '$1 == 2 { print $1, $5, $8 }')" "2 nan Sqrt"
+# runtime_cases: the log of negatives gives a NaN whose gradients stay finite: no overflow at all
+"$AMPPROF" -q -o rc_inv.db -- "$BUILD/tests/runtime_cases" --steps 6 --bad-step 2 >/dev/null 2>&1
+check "runtime_cases: step 2 has a NaN loss, no overflow, a hold decision" \
+	"$(q rc_inv.db "SELECT s.loss_state, s.overflow, l.reason FROM steps s JOIN loss_scale l ON l.step = s.step AND l.reason <> 'init' WHERE s.step = 2")" \
+	"nan|0|hold"
+for db in f_invalid.db rc_inv.db; do
+	"$AMPVIEW" --headless --panel=anomalies --width=100 --height=14 "$db" >"$db.anom" 2>&1
+	check_true "ampview anomalies ($db): step 2 listed with its origin" \
+		grep -Eq "^. +2 +[0-9]+ +(no|yes) +[0-9]+ +(Sqrt root|Log log) " "$db.anom"
+	check_true "ampview anomalies ($db): the heading counts it" grep -q "^ 1 step with non-finite values" "$db.anom"
+	"$AMPVIEW" --headless --panel=steps --width=100 --height=14 "$db" >"$db.steps" 2>&1
+	check_true "ampview steps ($db): step 2's loss shown as nan" grep -Eq "^ +2 +[0-9.]+ [mun]?s +nan " "$db.steps"
+done
+check "ampdump --list (runtime_cases): step 2 with loss nan, origin Log" \
+	"$("$AMPDUMP" --list --format=csv rc_inv.db | awk -F, '$1 == 2 { print $1, $5, $8 }')" "2 nan Log"
+
+# --dump=nonfinite is the default: the invalid run above (no --dump) has the origin's tensors
+check "default --dump=nonfinite: the origin's input and output dumped at step 2, nothing else" \
+	"$(q f_invalid.db "SELECT group_concat(DISTINCT step || ':' || op || ':' || reason), sum(role = 'input') > 0, sum(role = 'output') > 0 FROM dumps")" \
+	"2:Sqrt:nonfinite|1|1"
+check "default --dump: meta options.dump nonfinite" "$(meta f_invalid.db options.dump)" nonfinite
+"$AMPPROF" -q -o f_nodump.db --dump=off -- "$FAULTS" --fault invalid >/dev/null 2>&1
+check "--dump=off: no dumps" "$(q f_nodump.db "SELECT count(*) FROM dumps")" 0
+
+# ---- 10. why the scale changed -----------------------------------------------------------------
+# probing: a scale started far too high backs off at its first steps, then holds
+check "gradoverflow: history probing at steps 0,1; half the steps skipped" \
+	"$(q f_gradoverflow.db "SELECT scale_history, scale_history_steps, skipped_share FROM run_summary")" "probing|0,1|0.5"
+check "gradoverflow: each back-off linked to the gradient, its call site and its forward call site" \
+	"$(q f_gradoverflow.db "SELECT group_concat(step || ':' || cause_class || ':' || cause_tensor || ':' || $(sline cause_fwd_callsite), ' ') FROM (SELECT * FROM loss_scale WHERE reason = 'overflow' ORDER BY step)")" \
+	"0:scaled_grad_overflow:fc2/in1.grad:$(mline FAULTS_MLP_FC2) 1:scaled_grad_overflow:fc2/in1.grad:$(mline FAULTS_MLP_FC2)"
+check "gradoverflow: hold decisions count their clean steps" \
+	"$(q f_gradoverflow.db "SELECT group_concat(clean_steps) FROM (SELECT clean_steps FROM loss_scale WHERE reason = 'hold' ORDER BY step)")" "1,2"
+"$AMPPROF" report f_gradoverflow.db >f_gradoverflow.report 2>&1
+check_true "report: the scale history line" grep -q "^  scaling      probing (normal) at steps 0,1; 2 skipped (50.0 % of the steps)$" f_gradoverflow.report
+check_true "report: the history advice with the first back-off's cause and forward call site" \
+	grep -Eq "loss_scale_history: loss scale history: probing .* first back-off at step 0 \(1048576 -> 524288, overflow\): Linear fc2/in1.grad at [^ ]*faults.c:[0-9]+, forward at [^ ]*faults.c:$(mline FAULTS_MLP_FC2)" f_gradoverflow.report
+"$AMPPROF" report --format=json f_gradoverflow.db >f_gradoverflow.json 2>&1
+check "report json: scale_history, its steps, skipped_share" \
+	"$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["scale_history"], d["scale_history_steps"], d["skipped_share"])' f_gradoverflow.json)" \
+	"probing [0, 1] 0.5"
+"$AMPVIEW" --headless --panel=scale --width=100 --height=18 f_gradoverflow.db >f_gradoverflow.scale 2>&1
+check_true "ampview loss-scale panel: the history line" grep -Eq "history: probing \(normal\) at steps 0,1 (·|\.) 2 skipped \(50.0 %\)" f_gradoverflow.scale
+# isolated spikes: unstable amp's one back-off, 299 steps into a settled scale, with its cause
+check "unstable amp: history isolated_spikes at the back-off step $BACKOFF" \
+	"$(q amp.db "SELECT scale_history, scale_history_steps FROM run_summary")" "isolated_spikes|$BACKOFF"
+check "unstable amp: the back-off linked to its gradient with the absmax of the step before" \
+	"$(q amp.db "SELECT cause_class, cause_op, cause_absmax > 0 FROM loss_scale WHERE reason = 'overflow'")" "scaled_grad_overflow|Linear|1"
+check "unstable amp: 1 skipped step: no skipped-steps rule" "$(q amp.db "SELECT count(*) FROM advice WHERE rule = 'skipped_steps'")" 0
+# collapsing: a forward cast overflow at every step drives the scale to its floor
+fault cast --bad-step -1 --steps 12
+check "cast at every step: history collapsing, 12 back-offs" \
+	"$(q f_cast.db "SELECT scale_history, (SELECT count(*) FROM loss_scale WHERE reason = 'overflow') FROM run_summary")" "collapsing|12"
+check "cast at every step: the skipped-steps rule fires (12 of 12)" \
+	"$(q f_cast.db "SELECT rule, step FROM advice WHERE rule = 'skipped_steps'")" "skipped_steps|0"
+check_true "cast at every step: the floor verdict blames the forward pass, not unscaled gradients" \
+	grep -q "the forward pass goes non-finite (cast_overflow) whatever the scale" \
+	<(q f_cast.db "SELECT message FROM advice WHERE rule = 'loss_scale_floor'")
+
+# ---- 11. overflow forecast ---------------------------------------------------------------------
+# unstable fp16 profiled up to step 200: the trend of the Exp 'rate' predicts the step-S overflow
+"$AMPPROF" -q -o fc200.db -- "$UNSTABLE" --precision=fp16 --steps 201 --log-every 0 >/dev/null 2>&1
+check "forecast (steps 0..200): no overflow yet" "$(q fc200.db "SELECT count(*) FROM steps WHERE overflow = 1")" 0
+pred=$(q fc200.db "SELECT overflow_step FROM forecast WHERE name = 'rate' AND op = 'Exp' AND role = 'output'")
+check_true "forecast: the Exp 'rate' overflow predicted within 15 % of step $S (predicted $pred)" \
+	"$PY" -c "import sys; p = float(sys.argv[1]); sys.exit(0 if abs(p - $S) <= 0.15 * $S else 1)" "${pred:-nan}"
+check "forecast: 'rate' is the nearest predicted overflow" \
+	"$(q fc200.db "SELECT name FROM forecast WHERE steps_left > 0 ORDER BY steps_left LIMIT 1")" rate
+check_true "forecast advice: 'rate: Exp input grows 0.02 per step, ... overflows FP16 around step N'" \
+	grep -Eq "^overflow forecast: rate: Exp input grows 0\.0[12][0-9]* per step \(its output x1\.0[12][0-9]*\), overflows FP16 around step (2[1-8][0-9])" \
+	<(q fc200.db "SELECT message FROM advice WHERE rule = 'overflow_forecast'")
+"$AMPPROF" report --format=json fc200.db >fc200.json 2>&1
+check "forecast in the report's JSON: the nearest first, with its call site" \
+	"$("$PY" -c 'import json,sys; f=json.load(open(sys.argv[1]))["forecast"][0]; print(f["name"], f["op"], f["role"], f["last_step"], f["line"] > 0)' fc200.json)" \
+	"rate Exp output 200 True"
+"$AMPVIEW" --headless --panel=overview --width=120 --height=60 fc200.db >fc200.view 2>&1
+check_true "ampview overview lists the forecast" grep -q "overflow forecast: rate: Exp input grows" fc200.view
+# healthy runs: nothing forecast to overflow within the run's own length
+"$AMPPROF" -q -o mlp60.db -- "$MLP" --precision=amp --steps 60 --log-every 0 >/dev/null 2>&1
+check "mlp_fashion amp, 60 steps: no overflow forecast within 60 steps" \
+	"$(q mlp60.db "SELECT count(*) FROM forecast WHERE steps_left <= 60")" 0
+
+# ---- 12. FP16 readiness of an FP32 run -----------------------------------------------------------
+check "unstable fp32 up to step $S: would overflow in FP16 (fp16_ready overflows)" \
+	"$(q un_fp32.db "SELECT fp16_ready FROM run_summary")" overflows
+check_true "unstable fp32: the readiness advice names the Exp 'rate' from step $S" \
+	grep -q "FP16 readiness of this FP32 run: 1 tensor(s) would overflow FP16: rate (Exp, from step $S)" \
+	<(q un_fp32.db "SELECT message FROM advice WHERE rule = 'fp16_readiness'")
+check "mlp_fashion fp32: needs a loss scale (gradients under FP16's normal range)" \
+	"$(q mlp_fp32.db "SELECT fp16_ready FROM run_summary")" needs_loss_scale
+check_true "mlp_fashion fp32: the advice says the run needs a loss scale" \
+	grep -Eq "gradient\(s\) would underflow without a loss scale: .*; the run needs one \(dynamic scaling, the FP16 default\); a static scale of [0-9]+ would keep" \
+	<(q mlp_fp32.db "SELECT message FROM advice WHERE rule = 'fp16_readiness'")
+check "half runs get no readiness verdict" "$(q mlp_amp.db "SELECT fp16_ready IS NULL FROM run_summary")" 1
+
 # ---- 8. nothing left behind ------------------------------------------------------------------
 check "no spool directory left beside the outputs" "$(find "$T" -name '.ampprof-spool-*' | wc -l)" 0
 check "nothing new in /dev/shm" "$(comm -13 <(echo "$SHM_BEFORE") <(ls_dir /dev/shm))" ""

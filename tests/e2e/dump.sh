@@ -174,7 +174,7 @@ mkdb() { # mkdb KIND: KIND.db from the schema and KIND.sql
 if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp; then
 	e2e_abort "cannot build the synthetic profiles"
 fi
-cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 3;'
+cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 4;'
 sqlite3 "$T/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
 echo "not a database" >"$T/text.db"
 cd "$T" || exit 1
@@ -390,7 +390,7 @@ run "default profile.db missing" 1 --list && expect "default profile.db" "$T/err
 run "text file" 1 --step 3 --db text.db && expect "text file: not a profile" "$T/err" "^ampdump: cannot open 'text.db': .*not an ampkit profile"
 run "other sqlite db" 1 --list --db other.db && expect "other db: not a profile" "$T/err" "^ampdump: cannot open 'other.db': not an ampkit profile"
 run "newer schema" 1 --step 3 --db newer.db &&
-	expect "newer schema: message" "$T/err" "^ampdump: cannot open 'newer.db': profile schema version 3 is newer than this tool's 2" &&
+	expect "newer schema: message" "$T/err" "^ampdump: cannot open 'newer.db': profile schema version 4 is newer than this tool's 3" &&
 	expect "newer schema: hint" "$T/err" '^hint: '
 run "unknown tensor" 1 --step 3 --tensor nosuch --npy "$T/u" --db run.db &&
 	expect "unknown tensor: message" "$T/err" "^ampdump: no tensor 'nosuch' was dumped at step 3$"

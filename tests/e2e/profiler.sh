@@ -29,7 +29,7 @@ out=$("$AMPPROF" --help); rc=$?
 check "help exits 0" "$rc" 0
 check_true "help lists exit codes" grep -q "no events" <<<"$out"
 check_true "help: --dump-limit defaults to 256M" grep -Eq -- "--dump-limit=<size> .*\(256M\)$" <<<"$out"
-check_true "version names the schema" grep -q "profile schema 2" <<<"$("$AMPPROF" --version)"
+check_true "version names the schema" grep -q "profile schema 3" <<<"$("$AMPPROF" --version)"
 err=$("$AMPPROF" --nan-check=sometimes -- true 2>&1); rc=$?
 check "invalid option value exits 2" "$rc" 2
 check_true "invalid value message" grep -q "invalid value 'sometimes' for --nan-check" <<<"$err"
@@ -38,15 +38,15 @@ check_true "invalid value message" grep -q "invalid value 'sometimes' for --nan-
 "$AMPPROF" --stats-every=0 -- true 2>/dev/null; check "invalid --stats-every exits 2" "$?" 2
 "$AMPPROF" 2>/dev/null; check "no application exits 2" "$?" 2
 err=$("$AMPPROF" -o m.db --application="./no-such-program --x" 2>&1); rc=$?
-check "missing application exits 3" "$rc" 3
+check "missing application exits 127 (not found)" "$rc" 127
 check_true "missing application message" grep -q "cannot run './no-such-program'" <<<"$err"
 check_true "missing application: no db" test ! -e m.db
 printf '#!/bin/sh\n' > noexec.sh; chmod 644 noexec.sh
-"$AMPPROF" -o m.db -- ./noexec.sh 2>/dev/null; check "non-executable application exits 3" "$?" 3
+"$AMPPROF" -o m.db -- ./noexec.sh 2>/dev/null; check "non-executable application exits 126" "$?" 126
 err=$("$AMPPROF" -o /nonexistent-dir/p.db -- "$PRODUCER" 2>&1); rc=$?
-check "output directory missing exits 4" "$rc" 4
+check "output directory missing exits 125 (ampprof failed)" "$rc" 125
 check_true "output directory message" grep -q "cannot create '/nonexistent-dir/p.db'" <<<"$err"
-"$AMPPROF" -q -o /proc/p.db -- "$PRODUCER" 2>/dev/null; check "output not writable exits 4" "$?" 4
+"$AMPPROF" -q -o /proc/p.db -- "$PRODUCER" 2>/dev/null; check "output not writable exits 125" "$?" 125
 
 # ---- a normal run ---------------------------------------------------------------------------
 "$AMPPROF" -q -o run.db -- "$PRODUCER" --steps 10 --ops 20; rc=$?
@@ -91,10 +91,10 @@ check "custom op type stored by name" "$(q named.db "SELECT count(*) > 0 FROM op
 check "ops rows = producer's count with a custom op" "$(q named.db 'SELECT count(*) FROM ops')" \
 	"$(q named.db "SELECT value FROM meta WHERE key = 'ops_dispatched'")"
 err=$("$AMPPROF" -q -o wire.db -- "$PRODUCER" --fake-wire 4 2>&1); rc=$?
-check "wire version mismatch exits 7" "$rc" 7
+check "wire version mismatch exits 125" "$rc" 125
 check_true "wire version mismatch names both versions" grep -q "uses libamprt with wire format 4, this ampprof speaks 3" <<<"$err"
 check "wire version mismatch in meta" "$(q wire.db "SELECT value FROM meta WHERE key = 'producer_wire_version'")" 4
-"$AMPPROF" -q -o run.db -- "$PRODUCER" 2>/dev/null; check "existing output refused" "$?" 4
+"$AMPPROF" -q -o run.db -- "$PRODUCER" 2>/dev/null; check "existing output refused: exit 125" "$?" 125
 "$AMPPROF" -q -f -o run.db -- "$PRODUCER" --steps 10 --ops 20; check "--force overwrites" "$?" 0
 check "op row size <= 40 bytes" "$(q run.db "SELECT CASE WHEN sum(pgsize) * 1.0 / (SELECT count(*) FROM op_events) <= 40 OR (SELECT count(*) FROM op_events) < 1000 THEN 1 ELSE 0 END FROM dbstat WHERE name = 'op_events'")" 1
 
@@ -106,7 +106,7 @@ check_true "report shows top ops" grep -q "MatMul" <<<"$out"
 check_true "report --format=json parses" python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["steps"] == 10 and len(d["top_ops"]) == 3' < <("$AMPPROF" report --format=json run.db)
 check_true "export chrome parses" python3 -c 'import json,sys; d=json.load(sys.stdin); assert sum(e.get("cat") == "op" for e in d["traceEvents"]) == 200' < <("$AMPPROF" export --format=chrome run.db)
 check "export csv rows" "$("$AMPPROF" export --format=csv run.db | wc -l)" 201
-check "export csv steps header" "$("$AMPPROF" export --format=csv --table=steps run.db | head -1)" "step,start_ns,dur_ns,loss,scale,overflow,skipped,samples,detail,thread"
+check "export csv steps header" "$("$AMPPROF" export --format=csv --table=steps run.db | head -1)" "step,start_ns,dur_ns,loss,scale,overflow,skipped,samples,detail,thread,loss_state"
 
 # --steps: detail only for the chosen steps, step rows for all
 "$AMPPROF" -q -o steps.db --steps=2-3 -- "$PRODUCER" --steps 10 --ops 20
@@ -177,8 +177,9 @@ check "exit(): meta" "$(q exit.db "SELECT group_concat(value, ',') FROM (SELECT 
 check "exit(): steps before exit" "$(q exit.db 'SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL')" 4
 check "exit(): integrity" "$(integrity exit.db)" ok
 
-# ampprof itself is SIGKILLed: the db is valid with what was committed
-"$AMPPROF" -q -o self.db -- "$PRODUCER" --steps 60 --ops 10 --sleep-ms 25 &
+# ampprof itself is SIGKILLed: the db is valid with what was committed (--dump=off: a killed
+# collector cannot remove its spool directory, which the checks below would then find)
+"$AMPPROF" -q -o self.db --dump=off -- "$PRODUCER" --steps 60 --ops 10 --sleep-ms 25 &
 ap=$!
 sleep 1
 child=$(pgrep -P "$ap")
@@ -199,8 +200,16 @@ check "garbage: real steps kept" "$(q evil.db 'SELECT count(*) >= 5 FROM steps')
 
 # a program not linked with libamprt
 err=$("$AMPPROF" -o none.db -- /bin/true 2>&1); rc=$?
-check "not linked: exit 7" "$rc" 7
+check "not linked: exit 125" "$rc" 125
 check_true "not linked: message" grep -q "no events received" <<<"$err"
+check_true "not linked: the message gives the application's own status" grep -q "no events received from '/bin/true' (its exit status: 0)" <<<"$err"
+# the application's small statuses pass through and never read as ampprof's failures
+for st in 1 2 3 4 5 6 7; do
+	"$AMPPROF" -q -f -o st.db --application="$PRODUCER --steps 2 --ops 2; exit $st" >/dev/null 2>"st.err"
+	rc=$?
+	[ "$rc" = "$st" ] && [ ! -s st.err ] || bad "application status $st passes through, silently" "got $rc: $(cat st.err)"
+done
+ok "application statuses 1-7 pass through"
 check "not linked: db valid, meta filled" "$(integrity none.db)|$(q none.db "SELECT value FROM meta WHERE key = 'end'")" "ok|exited"
 
 # dumps: the spool directory is created and removed

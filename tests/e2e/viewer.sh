@@ -34,6 +34,14 @@ gen evil.db --evil-label='evil\e]2;PWNED\a\e[5mBLINK\e[0m' \
 gen abs.db --growth=4 --source-dir=/home/ada/ampkit  # absolute call-site paths
 gen empty.db --empty
 gen newer.db --newer-schema
+# a run still being recorded (end 'collecting', its program alive: this shell), and a static
+# link's call sites (every one __libc_start_call_main)
+cp "$tmp/unfin.db" "$tmp/live.db"
+sqlite3 "$tmp/live.db" "INSERT OR REPLACE INTO meta VALUES ('end', 'collecting'), ('pid', '$$'),
+	('host', '$(hostname)')"
+cp "$tmp/ex.db" "$tmp/static.db"
+sqlite3 "$tmp/static.db" "UPDATE callsites SET function = '__libc_start_call_main',
+	file = './csu/../sysdeps/x86/libc-start.c', line = 58"
 printf 'just text\n' > "$tmp/text.db"
 sqlite3 "$tmp/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
 
@@ -64,7 +72,24 @@ evil-ops|evil.db|--panel=ops --keys=v/evil<enter>
 evil-drill|evil.db|--panel=ops --keys=v/evil<enter><enter>
 abs-callsites|abs.db|--panel=callsites
 abs-frames|abs.db|--panel=callsites --keys=<enter>
-abs-anomalies|abs.db|--panel=anomalies'
+abs-anomalies|abs.db|--panel=anomalies
+memory|ex.db|--panel=memory
+diff|ex.db|--diff=low.db
+diff-filter|ex.db|--diff=low.db --keys=/phase<enter>
+scale-next-wraps|ex.db|--panel=scale --keys=nnn
+scale-prev-wraps|ex.db|--panel=scale --keys=N
+steps-next|ex.db|--panel=steps --keys=nn
+steps-prev-wraps|ex.db|--panel=steps --keys=N
+steps-filter|ex.db|--panel=steps --keys=/overflow<enter>
+anomalies-next-wraps|ex.db|--panel=anomalies --keys=nnn
+anomalies-filter|ex.db|--panel=anomalies --keys=/nothing<enter>
+anomaly-step-next|ex.db|--panel=anomalies --keys=<enter>NN
+callsites-filter|ex.db|--panel=callsites --keys=/model
+narrow-callsites|abs.db|--panel=callsites --width=60
+narrow-anomaly-step|ex.db|--panel=scale --keys=<enter> --width=60
+live-overview|live.db|--panel=overview
+static-overview|static.db|--panel=overview
+static-callsites|static.db|--panel=callsites'
 # golden NAME EXIT OUTPUT: compare a render with tests/golden/viewer/NAME.txt
 golden() {
 	if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
@@ -112,7 +137,7 @@ if grep -q 'evil?]2;PWNED??\[5mBLINK' <<< "$out" && ! grep -q $'\e' <<< "$out" &
 else
 	bad "headless sanitizing" "$(cat -v <<< "$out")"
 fi
-for p in overview ops steps scale anomalies callsites; do
+for p in overview ops steps scale anomalies callsites memory hist diff; do
 	out=$(hl --panel=$p --width=200 --height=60 ex.db) && [ "$(wc -l <<< "$out")" -eq 60 ] \
 		&& [ "$(awk '{ if (length($0) > 200) n++ } END { print n + 0 }' <<< "$out")" -eq 0 ] \
 		|| { bad "panel $p at 200x60" "$out"; continue; }
@@ -120,6 +145,33 @@ for p in overview ops steps scale anomalies callsites; do
 		|| { bad "panel $p at 40x10" "$out"; continue; }
 	ok "panel $p renders at 200x60 and 40x10"
 done
+
+out=$(hl --panel=overview live.db)
+grep -q 'BEING WRITTEN' <<< "$out" && ! grep -q 'INCOMPLETE' <<< "$out" \
+	&& ok "a profile still being recorded says so, not INCOMPLETE" || bad "live profile" "$out"
+sqlite3 "$tmp/live.db" "UPDATE meta SET value = '999999999' WHERE key = 'pid'"
+out=$(hl --panel=overview live.db)
+grep -q 'INCOMPLETE' <<< "$out" && ! grep -q 'BEING WRITTEN' <<< "$out" \
+	&& ok "its program gone, the same profile is INCOMPLETE" || bad "dead live profile" "$out"
+out=$(hl --panel=overview static.db)
+grep -q 'libamprt statically' <<< "$out" && grep -q 'libamprt.so' <<< "$out" \
+	&& ok "every call site in __libc_start_call_main: the warning says how to link" \
+	|| bad "static-link warning" "$out"
+out=$(hl --panel=overview ex.db)
+! grep -q 'statically' <<< "$out" && ok "no static-link warning on a profile with real call sites" \
+	|| bad "spurious static warning" "$out"
+# every list panel: / opens a filter prompt, the keys typed are the filter, not commands
+for p in ops steps anomalies callsites memory hist diff; do
+	out=$(hl --panel=$p --diff=low.db '--keys=/qv1' ex.db)
+	grep -q 'filter: /qv1_' <<< "$out" || { bad "panel $p: / filter prompt" "$out"; continue; }
+	ok "panel $p: / opens the filter; q, v and 1 are its text"
+done
+# n wraps round the overflows: 3 overflows in ex.db, the fourth n is the first again
+first=$(hl --panel=scale --keys=n ex.db | grep -o 'step [0-9]*: ' | head -1)
+again=$(hl --panel=scale --keys=nnn ex.db | grep -o 'step [0-9]*: ' | head -1)
+msg=$(hl --panel=scale --keys=nnn ex.db | tail -1)
+[ -n "$first" ] && [ "$first" != "$again" ] && grep -q 'wrapped to the first' <<< "$msg" \
+	&& ok "scale: n walks the overflow markers and wraps ($first)" || bad "scale n/N" "$msg"
 
 # ---- bad input --------------------------------------------------------------------------------
 expect_err() { # name, exit code, message pattern, args...
@@ -132,7 +184,7 @@ expect_err() { # name, exit code, message pattern, args...
 expect_err "missing file" 1 "^ampview: cannot open 'nope.db': no such file" --headless nope.db
 expect_err "text file" 1 "^ampview: cannot open 'text.db': not an SQLite database, not an ampkit profile" --headless text.db
 expect_err "other SQLite file" 1 "^ampview: cannot open 'other.db': not an ampkit profile" --headless other.db
-expect_err "newer schema" 1 "^ampview: cannot open 'newer.db': profile schema version 3 is newer" --headless newer.db
+expect_err "newer schema" 1 "^ampview: cannot open 'newer.db': profile schema version 4 is newer" --headless newer.db
 expect_err "empty profile" 1 "^ampview: cannot open 'empty.db': the profile holds no steps" --headless empty.db
 expect_err "unknown panel" 2 "unknown panel 'bogus'" --headless --panel=bogus ex.db
 expect_err "bad width" 2 "bad --width" --headless --width=x ex.db
@@ -166,7 +218,7 @@ else
 	bad "unstable profile: step '$S', origin '$site'" "$(sed -n "${oline:-1}p" "$ofile" 2>&1)"
 fi
 src=examples/unstable.c:$oline
-for p in overview ops steps scale anomalies callsites; do
+for p in overview ops steps scale anomalies callsites memory hist; do
 	for db in u16.db mlp.db; do
 		out=$(hl80 --panel=$p $db) && [ "$(wc -l <<< "$out")" -eq 24 ] \
 			&& [ "$(awk '{ if (length($0) > 80) n++ } END { print n + 0 }' <<< "$out")" -eq 0 ] \
@@ -257,7 +309,10 @@ real='real-unstable-scale|--panel=scale|lines
 real-unstable-anomalies|--panel=anomalies|lines
 real-unstable-anomaly-step|--panel=scale --keys=<enter>|lines
 real-unstable-steps|--panel=steps --keys=:250<enter>|times
-real-unstable-ops|--panel=ops --keys=f|times'
+real-unstable-ops|--panel=ops --keys=f|times
+real-unstable-hist|--panel=hist|lines
+real-unstable-hist-rate|--panel=hist --keys=/rate<enter>|lines
+real-unstable-memory|--panel=memory|lines'
 while IFS='|' read -r name args m; do
 	# shellcheck disable=SC2086
 	out=$(hl80 $args u16.db)
@@ -317,6 +372,42 @@ else
 fi
 keys ex Escape
 plain ex | grep -q 'Loss scale, log2 axis' && ok "Esc goes back to the loss-scale panel" || bad "Esc back" "$(plain ex)"
+# n / N in the terminal: the next overflow marker, and round from the last to the first
+keys ex n
+keys ex n
+keys ex n
+plain ex | grep -q 'wrapped to the first overflow marker' && ok "tmux: n wraps from the last overflow to the first" \
+	|| bad "tmux n wrap" "$(plain ex)"
+keys ex N
+plain ex | grep -q 'wrapped to the last overflow marker' && ok "tmux: N wraps back to the last" \
+	|| bad "tmux N wrap" "$(plain ex)"
+# / in the call sites: the letters are the filter (not 'a': rank by anomalies, not 'q': quit)
+keys ex 6
+keys ex / m o d e l q
+screen=$(plain ex)
+if grep -q 'filter: /modelq_' <<< "$screen" && grep -q 'ranked by time' <<< "$screen"; then
+	ok "tmux: / in Call sites types a filter; a and q are text"
+else
+	bad "tmux / in call sites" "$screen"
+fi
+keys ex BSpace
+keys ex Enter
+screen=$(plain ex)
+rows=$(grep -Ec '^[> ] examples/' <<< "$screen")
+model=$(grep -Ec '^[> ] examples/model\.c:' <<< "$screen")
+grep -q 'filter: model' <<< "$screen" && [ "$rows" -ge 1 ] && [ "$rows" = "$model" ] \
+	&& ok "tmux: Enter keeps the filter ($rows call sites)" || bad "tmux filter kept" "$screen"
+keys ex Escape
+keys ex 3
+keys ex / o v e r
+keys ex Enter
+screen=$(plain ex)
+n=$(grep -Ec '^[> ] +[0-9]+ ' <<< "$screen")
+ovf=$(grep -Ec '^[> ] +[0-9]+ .* O' <<< "$screen")
+[ "$n" -ge 1 ] && [ "$n" = "$ovf" ] && ok "tmux: / in Steps keeps the overflow steps ($n)" \
+	|| bad "tmux steps filter ($n rows, $ovf overflow)" "$screen"
+keys ex Escape
+keys ex 4
 keys ex '?'
 plain ex | grep -q 'Keys (any key closes)' && ok "? shows the help overlay" || bad "help overlay" "$(plain ex)"
 keys ex Space

@@ -109,7 +109,7 @@ static void *run_thread(void *arg)
 			exit(42);
 		int overflow = step % 5 == 4;
 		double next = overflow ? scale / 2 : scale;
-		amp_trace_step_end(step, t0, 1.0 / (double)(step + 1), scale, overflow, overflow,
+		amp_trace_step_end(step, t0, 1.0 / (double)(step + 1), 1, scale, overflow, overflow,
 		                   128, NULL);
 		amp_trace_scale(step, scale, next, overflow ? AMP_SCALE_OVERFLOW : AMP_SCALE_HOLD);
 		scale = next;

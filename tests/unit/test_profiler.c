@@ -933,11 +933,11 @@ Test(writer, op_types_by_name)
 	                                  "coalesce(engine, 'NULL') || ':' || count(*) AS r FROM "
 	                                  "ops GROUP BY op, engine ORDER BY op)"),
 	                 "FlashAttention:avx512-fp16:2,MatMul:fp32-fma:1,ReLU:NULL:1");
-	char custom[128]; /* the op types past the runtime's own */
-	snprintf(custom, sizeof custom,
-	         "SELECT group_concat(name || ':' || list) FROM op_types WHERE id >= %d",
-	         (int)AMP_OP_COUNT);
-	cr_assert_str_eq(query_text(t.db, custom), "FlashAttention:gray");
+	/* the runtime's op types take ids 0 .. AMP_OP_COUNT - 1; a named one comes after them */
+	char by_name[128];
+	snprintf(by_name, sizeof by_name, "SELECT group_concat(name || ':' || list) FROM op_types "
+	                                  "WHERE id >= %d", (int)AMP_OP_COUNT);
+	cr_assert_str_eq(query_text(t.db, by_name), "FlashAttention:gray");
 	cr_assert_str_eq(query_text(t.db, "SELECT count(*) FROM op_types WHERE name = 'MatMul'"),
 	                 "1");
 	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
@@ -995,4 +995,53 @@ Test(finalize, static_scale_is_not_a_floor)
 		                 dynamic ? "loss_scale_floor,loss_scale_unusual" : "-");
 		temp_profile_release(&t);
 	}
+}
+
+/* ---- time conversion ------------------------------------------------------------------- */
+#include "writer_int.h"
+
+/* Ticks to ns is one increasing function while calibration pairs keep refining the slope (with
+ * jitter in the pairs): ticks converted in order come out in order, and a tick converted again
+ * later comes out the same (a time once written never moves).  Without the segments the slope
+ * of the latest pair was applied from the first pair on, and a time converted after a refined
+ * slope could land before one converted just before it. */
+Test(writer, tick_conversion_increasing_and_stable)
+{
+	prof_writer *w = calloc(1, sizeof *w);
+	cr_assert_not_null(w);
+	w->run_start = 1000;
+	w->ns_per_tick = 1.0;
+	const double true_k = 1.0 / 2.9; /* a 2.9 GHz TSC */
+	uint64_t t0 = 5000000;
+	prof_writer_calibrate(w, t0, 1000);
+	prof_writer_calibrate(w, t0 + 29000000, 1000 + 10000000 + 700); /* 10 ms, 700 ns off */
+	uint64_t t = t0 + 29000000, seen_t[64];
+	int64_t prev = prof_writer_ns(w, AMP_CLOCK_TSC, t), seen_ns[64];
+	int n_seen = 0;
+	srand(7);
+	for (int i = 0; i < 200000; i++) {
+		t += 1 + (uint64_t)(rand() % 3000); /* ~0.5 us apart */
+		if (i % 997 == 0) {
+			/* a calibration pair at about the same time, +-1 us of jitter */
+			uint64_t ct = t - (uint64_t)(rand() % 2000);
+			double mono = 1000 + (double)(ct - t0) * true_k + (rand() % 2001 - 1000);
+			prof_writer_calibrate(w, ct, (uint64_t)mono);
+		}
+		int64_t ns = prof_writer_ns(w, AMP_CLOCK_TSC, t);
+		cr_assert_geq(ns, prev, "tick %llu: %lld ns before %lld", (unsigned long long)t,
+		              (long long)ns, (long long)prev);
+		prev = ns;
+		if (i % 4000 == 0 && n_seen < 64) {
+			seen_t[n_seen] = t;
+			seen_ns[n_seen++] = ns;
+		}
+	}
+	for (int i = 0; i < n_seen; i++)
+		cr_assert_eq(prof_writer_ns(w, AMP_CLOCK_TSC, seen_t[i]), seen_ns[i]);
+	/* the slope converged: the last time is within 0.01 % of the true one */
+	double want = (double)(t - t0) * true_k;
+	cr_assert(fabs((double)prev - want) < want * 1e-4, "%lld vs %.0f", (long long)prev, want);
+	/* a duration is the difference of the converted ends */
+	cr_assert_eq(prof_writer_dur(w, AMP_CLOCK_TSC, seen_t[1], seen_t[2]), seen_ns[2] - seen_ns[1]);
+	free(w);
 }

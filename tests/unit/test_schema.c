@@ -232,7 +232,7 @@ Test(schema, upgrade_adds_what_version_1_gained)
 
 /* A version-1 profile (no engines) still opens read-only, without the version-2 columns; the
  * upgrade adds them with NULL (unknown) engines, the ops view gains its column, and the file
- * becomes version 2. */
+ * becomes the current version (with the version-3 columns too). */
 Test(schema, version_1_opens_and_upgrades)
 {
 	sqlite3 *db = NULL;
@@ -268,6 +268,15 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert(amp_profile_has_column(db, "ops", "engine"));
 	cr_assert(amp_profile_has_column(db, "op_summary", "native_ns"));
 	cr_assert(amp_profile_has_column(db, "run_summary", "half_types"));
+	cr_assert(amp_profile_has_column(db, "loss_scale", "thread"));
+	cr_assert(amp_profile_has_column(db, "memory", "thread"));
+	cr_assert(amp_profile_has_column(db, "op_summary", "median_ns"));
+	cr_assert(amp_profile_has_column(db, "op_summary", "stddev_ns"));
+	cr_assert(amp_profile_has_column(db, "run_summary", "scale_history"));
+	cr_assert(amp_profile_has_column(db, "tensor_stats", "src_seq"));
+	cr_assert(amp_profile_has_column(db, "steps", "loss_state"));
+	cr_assert(amp_profile_has_column(db, "loss_scale", "cause_fwd_callsite"));
+	cr_assert(amp_profile_has_column(db, "nonfinite", "src_callsite"));
 	sqlite3_stmt *st = NULL;
 	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT op, engine IS NULL, (SELECT value FROM meta "
 	                                "WHERE key = 'schema_version') FROM ops", -1, &st, NULL),
@@ -281,6 +290,46 @@ Test(schema, version_1_opens_and_upgrades)
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
 	cr_assert_eq(sqlite3_column_int(st, 0), AMP_PROFILE_VERSION);
 	sqlite3_finalize(st);
+	amp_profile_close(db);
+}
+
+/* A version-2 profile (loss_scale and memory without their thread, op_summary without its
+ * duration statistics) opens read-only as it is; the upgrade adds the version-3 columns as
+ * NULL and keeps the rows. */
+Test(schema, version_2_upgrades_to_3)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("v2.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(sqlite3_exec(db,
+	                          "DROP TABLE loss_scale; CREATE TABLE loss_scale (step INTEGER, "
+	                          "t_ns INTEGER, old_scale REAL, new_scale REAL, reason TEXT);"
+	                          "INSERT INTO loss_scale VALUES (3, 10, 128, 64, 'overflow');"
+	                          "DROP TABLE memory; CREATE TABLE memory (step INTEGER, t_ns "
+	                          "INTEGER, master_weights INTEGER, working_copies INTEGER, "
+	                          "activations INTEGER, grads INTEGER, optimizer_state INTEGER, "
+	                          "total INTEGER, peak INTEGER);"
+	                          "DROP TABLE op_summary; CREATE TABLE op_summary (op TEXT, "
+	                          "exec_dtype TEXT, calls INTEGER, total_ns INTEGER, mean_ns REAL, "
+	                          "flops INTEGER, share REAL, native_ns INTEGER);"
+	                          "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
+	                          "PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK, "%s",
+	             sqlite3_errmsg(db));
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_not(amp_profile_has_column(db, "loss_scale", "thread"));
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 1, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_upgrade(db), AMP_PROFILE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert(amp_profile_has_column(db, "memory", "thread"));
+	cr_assert(amp_profile_has_column(db, "op_summary", "min_ns"));
+	int64_t v = 0;
+	cr_assert_eq(amp_profile_query_int64(db, &v, "SELECT count(*) FROM loss_scale WHERE "
+	                                     "step = 3 AND thread IS NULL", NULL), 0);
+	cr_assert_eq(v, 1, "the old row kept, its thread unknown");
+	cr_assert_eq(amp_profile_query_int64(db, &v, "PRAGMA user_version", NULL), 0);
+	cr_assert_eq(v, 3);
 	amp_profile_close(db);
 }
 
@@ -344,18 +393,15 @@ Test(schema, single_value_queries)
 
 /* A version-2 profile (no gradient norm, micro-batch or unoptimized memory columns) opens,
  * and the upgrade adds the version-3 columns with NULL in the old rows. */
-Test(schema, version_2_upgrades_to_3)
+Test(schema, version_2_gains_training_columns)
 {
 	sqlite3 *db;
 	char err[256];
 	const char *p = path_in("v2.db");
 	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
 	cr_assert_eq(sqlite3_exec(db,
-	                          "ALTER TABLE steps DROP COLUMN grad_norm;"
-	                          "ALTER TABLE steps DROP COLUMN clipped;"
-	                          "ALTER TABLE steps DROP COLUMN micro_batches;"
-	                          "ALTER TABLE memory DROP COLUMN peak_unopt;"
-	                          "ALTER TABLE memory DROP COLUMN activations_unopt;"
+	                          "DROP TABLE steps; CREATE TABLE steps (step INTEGER, loss REAL);"
+	                          "DROP TABLE memory; CREATE TABLE memory (step INTEGER, peak INTEGER);"
 	                          "INSERT INTO steps(step, loss) VALUES (0, 1.5);"
 	                          "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
 	                          "PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK, "%s",

@@ -12,6 +12,7 @@
 #include "fmt.h"
 #include "genprof.h"
 #include "model.h"
+#include "profile_db.h"
 #include "panel.h"
 #include "sanitize.h"
 #include "screen.h"
@@ -376,13 +377,16 @@ Test(app, every_panel_draws_80x24, .init = setup, .fini = teardown)
 {
 	view_model *m;
 	char err[512];
-	static const char *const expect[] = {"FP16 share",       "rows by op type",   "steps",
-	                                     "Loss scale, log2", "non-finite values", "call sites"};
+	static const char *const expect[] = {"FP16 share",          "rows by op type",
+	                                     "steps",               "Loss scale, log2",
+	                                     "non-finite values",   "call sites",
+	                                     "Memory by category",  "Exponent histograms",
+	                                     "No baseline"};
 	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	cr_assert_not_null(app);
-	for (int p = 0; p < 6; p++) {
+	for (int p = 0; p < 9; p++) {
 		char key[2] = {(char)('1' + p), 0};
 		char *text = draw_after(app, key);
 		cr_assert(strstr(text, expect[p]), "panel %d:\n%s", p + 1, text);
@@ -402,7 +406,7 @@ Test(app, scale_marker_opens_the_origin_and_esc_comes_back, .init = setup, .fini
 	char err[512];
 	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	char *text = draw_after(app, "4<enter>");
 	cr_assert(strstr(text, "Origin  Exp (seq"), "%s", text);
 	cr_assert(strstr(text, "at examples/model.c:88 in attention_forward"), "%s", text);
@@ -421,7 +425,7 @@ Test(app, filter_input_keeps_q_and_digits, .init = setup, .fini = teardown)
 	char err[512];
 	cr_assert_eq(view_model_open(make_profile("p.db", low), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	char *text = draw_after(app, "2v/q1");
 	cr_assert(strstr(text, "filter: /q1_"), "%s", text);
 	cr_assert(strstr(text, "rows by op type and label"), "%s", text);
@@ -440,12 +444,107 @@ Test(app, crashed_run_is_marked_incomplete, .init = setup, .fini = teardown)
 	char err[512];
 	cr_assert_eq(view_model_open(make_profile("c.db", crashed), NULL, &m, err, sizeof err),
 	             VIEW_OK);
-	view_app *app = view_app_new(m);
+	view_app *app = view_app_new(m, NULL);
 	char *text = draw_after(app, "");
 	cr_assert(strstr(text, "INCOMPLETE"), "%s", text);
 	free(text);
 	text = draw_after(app, "3<end>");
 	cr_assert(strstr(text, "unended"), "%s", text);
+	free(text);
+	view_app_free(app);
+	view_model_free(m);
+}
+
+/* ---- the shared readers: diff and exponent histograms (schema/) ---------------------------- */
+Test(diff, a_profile_against_itself_moves_nothing, .init = setup, .fini = teardown)
+{
+	sqlite3 *a, *b;
+	char err[512];
+	const char *path = make_profile("p.db", NULL);
+	cr_assert_eq(amp_profile_open(path, 0, &a, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_open(path, 0, &b, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	amp_diff d;
+	cr_assert_eq(amp_diff_compute(a, b, &d, err, sizeof err), 0, "%s", err);
+	cr_assert_gt(d.nrows, 3);
+	int kinds[AMP_DIFF_KINDS] = {0};
+	for (size_t i = 0; i < d.nrows; i++) {
+		const amp_diff_row *r = &d.rows[i];
+		kinds[r->kind]++;
+		cr_assert_eq(r->calls[0], r->calls[1], "%s", r->name);
+		cr_assert_eq(r->delta_ns, 0, "%s", r->name);
+		cr_assert_eq(r->ratio, 1, "%s: %g", r->name, r->ratio);
+		cr_assert_str_eq(r->dtype[0], r->dtype[1]);
+		if (i)
+			cr_assert_geq(r->kind, d.rows[i - 1].kind); /* kind by kind */
+	}
+	for (int k = 0; k < AMP_DIFF_KINDS; k++)
+		cr_assert_gt(kinds[k], 0, "kind %s", amp_diff_kind_name((amp_diff_kind)k));
+	cr_assert_eq(d.steps[0], d.steps[1]);
+	amp_diff_release(&d);
+	amp_profile_close(a);
+	amp_profile_close(b);
+}
+
+Test(hist, bins_sum_per_name_and_zones_follow_fp16, .init = setup, .fini = teardown)
+{
+	sqlite3 *db;
+	char err[512];
+	const char *path = make_profile("p.db", NULL);
+	cr_assert_eq(amp_profile_open(path, 1, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	/* two rows of one tensor: bin k holds k + 1 values in each */
+	unsigned char blob[160] = {0};
+	for (int k = 0; k < AMP_HIST_BINS; k++)
+		blob[4 * k] = (unsigned char)(k + 1);
+	sqlite3_stmt *st;
+	cr_assert_eq(sqlite3_prepare_v2(db,
+	                                "INSERT INTO tensor_stats(step, name, dtype, exp_hist) "
+	                                "VALUES (?, 'zz', 'fp16', ?)",
+	                                -1, &st, NULL),
+	             SQLITE_OK);
+	for (int step = 0; step < 2; step++) {
+		sqlite3_bind_int(st, 1, step);
+		sqlite3_bind_blob(st, 2, blob, sizeof blob, SQLITE_STATIC);
+		cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	amp_hist_tensor *h;
+	cr_assert_eq(amp_hist_read(db, -1, "zz", &h, err, sizeof err), 1, "%s", err);
+	cr_assert_eq(h[0].rows, 2);
+	for (int k = 0; k < AMP_HIST_BINS; k++)
+		cr_assert_eq(h[0].bins[k], 2u * (unsigned)(k + 1));
+	cr_assert_eq(h[0].zone[AMP_HIST_ZERO], 2);
+	cr_assert_eq(h[0].zone[AMP_HIST_SUBNORMAL], 4);
+	cr_assert_eq(h[0].zone[AMP_HIST_OVERFLOW], 2 * AMP_HIST_BINS);
+	cr_assert_eq(h[0].count, (uint64_t)(AMP_HIST_BINS * (AMP_HIST_BINS + 1)));
+	free(h);
+	cr_assert_eq(amp_hist_read(db, 1, "zz", &h, err, sizeof err), 1);
+	cr_assert_eq(h[0].rows, 1);
+	free(h);
+	/* the zones of FP16: 2^-14 is the first normal binade, 2^15 the last */
+	char r[32];
+	amp_hist_bin_range(2, r, sizeof r);
+	cr_assert_str_eq(r, "[2^-14, 2^-13)");
+	amp_hist_bin_range(31, r, sizeof r);
+	cr_assert_str_eq(r, "[2^15, 2^16)");
+	cr_assert_eq(amp_hist_zone_of(31), AMP_HIST_NORMAL);
+	cr_assert_eq(amp_hist_zone_of(32), AMP_HIST_OVERFLOW);
+	amp_profile_close(db);
+}
+
+Test(app, steps_filter_and_n_wrap, .init = setup, .fini = teardown)
+{
+	view_model *m;
+	char err[512];
+	cr_assert_eq(view_model_open(make_profile("p.db", NULL), NULL, &m, err, sizeof err),
+	             VIEW_OK);
+	view_app *app = view_app_new(m, NULL);
+	char *text = draw_after(app, "3/overflow<enter>");
+	cr_assert(strstr(text, "filter: overflow"), "%s", text);
+	cr_assert(!strstr(text, "       0 "), "%s", text); /* step 0 did not overflow */
+	free(text);
+	text = draw_after(app, "<esc>N");
+	cr_assert(strstr(text, "wrapped to the last"), "%s", text);
 	free(text);
 	view_app_free(app);
 	view_model_free(m);

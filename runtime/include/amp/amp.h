@@ -16,6 +16,19 @@
 extern "C" {
 #endif
 
+/* ---- version ----------------------------------------------------------------------------- */
+/* The version of this header; amp_version() is the library's at run time.  The shared
+ * library's SONAME is libamprt.so.<AMP_VERSION_MAJOR>. */
+#define AMP_VERSION_MAJOR 0
+#define AMP_VERSION_MINOR 1
+#define AMP_VERSION_PATCH 0
+/* One number for #if tests: major * 10000 + minor * 100 + patch (0.1.0 is 100). */
+#define AMP_VERSION_NUMBER (AMP_VERSION_MAJOR * 10000 + AMP_VERSION_MINOR * 100 + AMP_VERSION_PATCH)
+#define AMP_VERSION_STR_(a, b, c) #a "." #b "." #c
+#define AMP_VERSION_STR(a, b, c) AMP_VERSION_STR_(a, b, c)
+/* "0.1.0" */
+#define AMP_VERSION_STRING AMP_VERSION_STR(AMP_VERSION_MAJOR, AMP_VERSION_MINOR, AMP_VERSION_PATCH)
+
 /* ---- errors ------------------------------------------------------------------------------ */
 enum {
 	AMP_OK = 0,
@@ -370,7 +383,7 @@ typedef struct amp_run_stats {
 void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out);
 
 /* ---- the library and the CPU ------------------------------------------------------------- */
-/* The library's version ("0.1.0"), and the version of the profiling wire format it speaks. */
+/* The library's version (AMP_VERSION_STRING of the amp.h it was built with), and the version of the profiling wire format it speaks. */
 const char *amp_version(void);
 unsigned amp_wire_version(void);
 /* The kernel paths this library was built with, i = 0 .. amp_kernel_path_count() - 1, from

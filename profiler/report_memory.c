@@ -1,0 +1,137 @@
+/* report_memory.c — the report's memory section and step history: tensor memory by category
+ * (master weights, working copies, activations, gradients, optimizer state) at the peak and
+ * over the steps, and the loss beside the loss scale step by step (JSON).  Summed over threads
+ * per step.  Long runs are sampled every `stride` steps; a step that overflowed or skipped its
+ * update is always listed, so a backoff is never sampled away.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "amp_text.h"
+#include "prof.h"
+#include "profile_db.h"
+
+#define SERIES_MAX 1000 /* steps listed before sampling */
+
+static const char *const cats[5] = {"master_weights", "working_copies", "activations", "grads",
+                                    "optimizer_state"};
+
+#define MEM_BY_STEP                                                                                \
+	"SELECT step, sum(master_weights), sum(working_copies), sum(activations), sum(grads), "    \
+	"sum(optimizer_state), sum(total) AS total, sum(peak) AS peak FROM memory GROUP BY step"
+
+/* The stride that keeps a series of n rows within SERIES_MAX. */
+static int64_t stride_of(int64_t n)
+{
+	return n > SERIES_MAX ? (n + SERIES_MAX - 1) / SERIES_MAX : 1;
+}
+
+void prof_report_memory_text(sqlite3 *db, FILE *f)
+{
+	sqlite3_stmt *st = NULL;
+	char b[64];
+	if (sqlite3_prepare_v2(
+	        db,
+	        "WITH m AS (" MEM_BY_STEP ") SELECT *, (SELECT total FROM m "
+	        "ORDER BY step DESC LIMIT 1) FROM m ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
+	        -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	if (sqlite3_step(st) != SQLITE_ROW)
+		goto out;
+	fprintf(f, "  memory       at the peak (step %" PRId64 "):",
+	        (int64_t)sqlite3_column_int64(st, 0));
+	for (int c = 0; c < 5; c++) {
+		prof_bytes_text(b, sizeof b, (int64_t)sqlite3_column_int64(st, 1 + c));
+		fprintf(f, "%s %s %s", c ? "," : "", cats[c], b);
+	}
+	prof_bytes_text(b, sizeof b, (int64_t)sqlite3_column_int64(st, 8));
+	fprintf(f, "; last step %s\n", b);
+out:
+	sqlite3_finalize(st);
+}
+
+int prof_report_memory_json(sqlite3 *db, FILE *f)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t n = 0;
+	amp_profile_query_int64(db, &n, "SELECT count(DISTINCT step) FROM memory", NULL);
+	int64_t stride = stride_of(n);
+	fputs(",\n \"memory\": ", f);
+	if (sqlite3_prepare_v2(db, MEM_BY_STEP " ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		fputs("null", f);
+		return 0;
+	}
+	fprintf(f, "{\"peak_bytes\": %" PRId64 ", \"peak_step\": %" PRId64 ", \"at_peak\": {",
+	        (int64_t)sqlite3_column_int64(st, 7), (int64_t)sqlite3_column_int64(st, 0));
+	for (int c = 0; c < 5; c++)
+		fprintf(f, "%s\"%s\": %" PRId64, c ? ", " : "", cats[c],
+		        (int64_t)sqlite3_column_int64(st, 1 + c));
+	sqlite3_finalize(st);
+	fprintf(f, "}, \"stride\": %" PRId64 ", \"steps\": [", stride);
+	if (sqlite3_prepare_v2(db, MEM_BY_STEP " ORDER BY step", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int64_t i = 0, k = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (i++ % stride != 0)
+			continue;
+		fprintf(f, "%s\n  {\"step\": %" PRId64, k++ ? "," : "",
+		        (int64_t)sqlite3_column_int64(st, 0));
+		for (int c = 0; c < 5; c++)
+			fprintf(f, ", \"%s\": %" PRId64, cats[c],
+			        (int64_t)sqlite3_column_int64(st, 1 + c));
+		fprintf(f, ", \"total\": %" PRId64 ", \"peak\": %" PRId64 "}",
+		        (int64_t)sqlite3_column_int64(st, 6), (int64_t)sqlite3_column_int64(st, 7));
+	}
+	sqlite3_finalize(st);
+	fputs("]}", f);
+	return 0;
+}
+
+int prof_report_history_json(sqlite3 *db, FILE *f)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t n = 0;
+	amp_profile_query_int64(db, &n, "SELECT count(DISTINCT step) FROM steps", NULL);
+	int64_t stride = stride_of(n);
+	fprintf(f, ",\n \"history\": {\"stride\": %" PRId64 ", \"steps\": [", stride);
+	/* the loss beside the scale used in the step, and the scaler's decision at its end */
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT s.step, min(s.loss), min(s.scale), max(s.overflow), "
+	                       "max(s.skipped), (SELECT new_scale FROM loss_scale l WHERE l.step = "
+	                       "s.step ORDER BY t_ns DESC LIMIT 1) FROM steps s GROUP BY s.step "
+	                       "ORDER BY s.step",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int64_t i = 0, k = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int ovf = sqlite3_column_int(st, 3) != 0, skip = sqlite3_column_int(st, 4) != 0;
+		if (i++ % stride != 0 && !ovf && !skip)
+			continue;
+		fprintf(f, "%s\n  {\"step\": %" PRId64, k++ ? "," : "",
+		        (int64_t)sqlite3_column_int64(st, 0));
+		/* a NULL loss is unknown or not finite (steps.loss): null, not a number */
+		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+			fputs(", \"loss\": null", f);
+		else
+			amp_json_member_real(f, ", ", "loss", sqlite3_column_double(st, 1));
+		if (sqlite3_column_type(st, 2) == SQLITE_NULL)
+			fputs(", \"scale\": null", f);
+		else
+			amp_json_member_real(f, ", ", "scale", sqlite3_column_double(st, 2));
+		if (sqlite3_column_type(st, 5) == SQLITE_NULL)
+			fputs(", \"new_scale\": null", f);
+		else
+			amp_json_member_real(f, ", ", "new_scale", sqlite3_column_double(st, 5));
+		fprintf(f, ", \"overflow\": %s, \"skipped\": %s}", ovf ? "true" : "false",
+		        skip ? "true" : "false");
+	}
+	sqlite3_finalize(st);
+	fputs("]}", f);
+	return 0;
+}
