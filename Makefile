@@ -336,6 +336,13 @@ $(BUILD)/tests/dist_cases: $(call obj,tests/progs/dist_cases.c) $(LIBRT_SO) $(LI
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' $(EX_MPI_LIBS) -lamprt -o $@ $(LDLIBS_RT)
 units: $(BUILD)/tests/dist_cases
+# train_cases: a small training with the training features switched on from the command line
+# (clipping, accumulation, checkpoints, memory_optimize, memory_limit) for tests/e2e/train.sh.
+$(BUILD)/tests/train_cases: $(call obj,tests/progs/train_cases.c) $(LIBRT_SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $< -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lamprt -o $@ $(LDLIBS_RT)
+units: $(BUILD)/tests/train_cases
 # faults: small trainings with one known mixed-precision fault each, for the diagnostics tests.
 $(BUILD)/tests/faults: $(call obj,tests/progs/faults.c) $(LIBRT_SO)
 	@mkdir -p $(dir $@)

@@ -278,6 +278,15 @@ int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t st
 			sqlite3_bind_text(st, 11, state, -1, SQLITE_STATIC);
 		else
 			sqlite3_bind_null(st, 11);
+		if (isfinite(s->grad_norm))
+			sqlite3_bind_double(st, 12, s->grad_norm);
+		else
+			sqlite3_bind_null(st, 12);
+		if (isfinite(s->grad_norm) || s->clipped)
+			sqlite3_bind_int(st, 13, s->clipped ? 1 : 0);
+		else
+			sqlite3_bind_null(st, 13);
+		sqlite3_bind_int64(st, 14, s->micro_batches);
 	}
 	sqlite3_bind_int(st, 9, step_detailed(w->opts, step));
 	sqlite3_bind_int64(st, 10, rm->thread);
@@ -715,6 +724,22 @@ static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 	sqlite3_bind_int64(st, 8, (sqlite3_int64)total);
 	sqlite3_bind_int64(st, 9, (sqlite3_int64)m.peak);
 	sqlite3_bind_int64(st, 10, ring);
+	/* without memory_optimize: NULL when it was off (nothing differs) */
+	total = 0;
+	for (int i = 0; i < AMP_MEM_NCAT; i++) {
+		if (m.flags & AMP_MEMREC_UNOPT)
+			sqlite3_bind_int64(st, 11 + i, (sqlite3_int64)m.bytes_unopt[i]);
+		else
+			sqlite3_bind_null(st, 11 + i);
+		total += m.bytes_unopt[i];
+	}
+	if (m.flags & AMP_MEMREC_UNOPT) {
+		sqlite3_bind_int64(st, 16, (sqlite3_int64)total);
+		sqlite3_bind_int64(st, 17, (sqlite3_int64)m.peak_unopt);
+	} else {
+		sqlite3_bind_null(st, 16);
+		sqlite3_bind_null(st, 17);
+	}
 	return prof_writer_run(w, st, "memory");
 }
 

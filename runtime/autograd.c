@@ -23,6 +23,12 @@ int amp_op_begin(amp_ctx *ctx, amp_op_call *call, amp_op_type op, const char *la
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "%s '%s': no step begun (call amp_step_begin first)",
 		                amp_op_name(op), lb);
+	if (ctx->limit_hit)
+		return amp_fail(ctx, AMP_ELIMIT, "%s '%s': step %lld was refused by memory_limit",
+		                amp_op_name(op), lb, (long long)ctx->step);
+	ctx->cur_op = op;
+	ctx->cur_label = label;
+	ctx->cur_what = NULL;
 	for (int i = 0; i < n; i++) {
 		if (!in[i])
 			return amp_fail(ctx, AMP_EINVAL, "%s '%s': input %d is NULL", amp_op_name(op), lb, i);
@@ -46,10 +52,10 @@ int amp_op_setup_f32(amp_ctx *ctx, amp_op_call *call, amp_tensor **in, int n,
 {
 	for (int i = 0; i < n; i++)
 		if (!(in[i] = amp_cast_to(ctx, in[i], call->exec, call->label)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 	amp_op_start_timer(call);
 	if (!(*y = amp_alloc(ctx, call->exec, in[0]->shape, AMP_MEM_ACTIVATIONS)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	int missing = 0;
 	for (int i = 0; i < n; i++)
 		if (!(views[i] = amp_f32_view(ctx, in[i])))
@@ -217,7 +223,7 @@ int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32)
 	int fresh;
 	amp_tensor *g = grad_of(ctx, t, &fresh);
 	if (!g)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	if (g->dtype == AMP_F32) {
 		if (fresh)
 			memcpy(g->data, g32, (size_t)g->numel * sizeof(float));
@@ -247,7 +253,7 @@ int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
 	int fresh;
 	amp_tensor *dst = grad_of(ctx, t, &fresh);
 	if (!dst)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	if (fresh && dst->dtype == g->dtype) {
 		memcpy(dst->data, g->data, (size_t)g->numel * amp_dtype_size(g->dtype));
 		return AMP_OK;
@@ -306,20 +312,35 @@ int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_backward: no step begun");
 	if (ctx->backward_done)
-		return amp_fail(ctx, AMP_ESTATE, "amp_backward: already run in step %lld",
+		return ctx->cfg.accum_steps > 1 && ctx->micro_done < ctx->cfg.accum_steps
+		           ? amp_fail(ctx, AMP_ESTATE,
+		                      "amp_backward: micro-batch %lld of step %lld has run its "
+		                      "backward; call amp_micro_batch_begin for the next",
+		                      (long long)ctx->micro_done, (long long)ctx->step)
+		           : amp_fail(ctx, AMP_ESTATE, "amp_backward: already run in step %lld",
+		                      (long long)ctx->step);
+	if (ctx->optim_done)
+		return amp_fail(ctx, AMP_ESTATE, "amp_backward: the optimizer already ran in step %lld",
 		                (long long)ctx->step);
 	if (loss->numel != 1 || !amp_dt(loss->dtype)->is_float)
 		return amp_fail(ctx, AMP_ESHAPE, "amp_backward: the loss must be a float scalar");
+	if (ctx->limit_hit)
+		return amp_fail(ctx, AMP_ELIMIT, "amp_backward: step %lld was refused by memory_limit",
+		                (long long)ctx->step);
 	ctx->backward_done = 1;
+	ctx->micro_done++;
 	float v;
 	amp_dt(loss->dtype)->to_f32(loss->data, &v, 1);
-	ctx->step_loss = (double)v;
+	/* the step's loss: the mean over its micro-batches */
+	ctx->step_loss_sum += (double)v;
+	ctx->step_loss = ctx->step_loss_sum / (double)ctx->micro_done;
 	if (AMP_TRACING())
 		amp_check_loss(ctx, loss);
 	if (!loss->requires_grad)
 		return AMP_OK;
 
-	double scale = amp_loss_scale(ctx);
+	/* The scale of the whole step (the loss scale is fixed inside an accumulation window). */
+	double scale = ctx->micro_done > 1 ? ctx->step_scale : amp_loss_scale(ctx);
 	ctx->step_scale = scale;
 	float seed = (float)scale;
 	return amp_backward_seeded(ctx, loss, &seed);
@@ -334,10 +355,20 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 	ctx->in_backward = 1;
 	if (ctx->dist)
 		dist_backward_begin(ctx);
+	/* memory_optimize: the tape is a list newest first, and a tensor's consumers come after
+	 * its producer, so once a node's backward has run, nothing left on the tape reads its
+	 * output or that output's gradient: both go back to the arena.  Nodes from before this
+	 * step's micro-batches (the mark) run again in the next micro-batch: they keep theirs. */
+	int release = ctx->cfg.memory_optimize;
 	for (amp_node *node = ctx->tape; node; node = node->prev) {
+		if (node == ctx->mark_tape)
+			release = 0;
 		if (!node->out->grad)
 			continue; /* not on the path from the loss */
 		uint64_t seq_before = ctx->seq;
+		ctx->cur_op = node->op;
+		ctx->cur_label = node->label;
+		ctx->cur_what = NULL;
 		rc = node->backward(ctx, node);
 		if (rc)
 			break;
@@ -345,9 +376,14 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			amp_check_backward(ctx, node, seq_before);
 		if (ctx->dist)
 			dist_node_done(ctx, node);
+		if (release && node->out != out) {
+			amp_tensor_release(ctx, node->out->grad);
+			amp_tensor_release(ctx, node->out);
+		}
 	}
 	if (ctx->dist && rc == AMP_OK)
 		ctx->dist->backward_end(ctx->dist_state, ctx);
 	ctx->in_backward = 0;
+	ctx->cur_op = AMP_OP_COUNT;
 	return rc;
 }

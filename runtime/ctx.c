@@ -28,12 +28,18 @@ const char *amp_strerror(int code)
 	case AMP_ECONFIG: return "configuration error";
 	case AMP_EIO: return "input/output error";
 	case AMP_ESTATE: return "call out of order";
+	case AMP_ELIMIT: return "memory limit exceeded";
+	case AMP_EFORMAT: return "bad checkpoint";
 	}
 	return "unknown error";
 }
 
 int amp_fail(amp_ctx *ctx, int code, const char *fmt, ...)
 {
+	/* An allocation memory_limit refused: its message (op, bytes) is the one to keep, and the
+	 * caller's "out of memory" is that refusal. */
+	if (ctx && ctx->limit_hit && code == AMP_ENOMEM)
+		return AMP_ELIMIT;
 	if (ctx) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -41,6 +47,11 @@ int amp_fail(amp_ctx *ctx, int code, const char *fmt, ...)
 		va_end(ap);
 	}
 	return code;
+}
+
+int amp_oom(const amp_ctx *ctx)
+{
+	return ctx && ctx->limit_hit ? AMP_ELIMIT : AMP_ENOMEM;
 }
 
 const char *amp_ctx_error(const amp_ctx *ctx)
@@ -325,6 +336,89 @@ static const char *get_bucket_kb(amp_ctx *ctx, const config_key *k)
 	return ctx->getbuf;
 }
 
+/* gradient_clipping = <max norm>, 0 = off. */
+static int set_clip(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	double d;
+	if (parse_double(v, &d) || d < 0)
+		return amp_fail(ctx, AMP_ECONFIG, "%s: expected a norm >= 0 (0: off), got '%s'",
+		                k->name, v);
+	ctx->cfg.clip_norm = d;
+	return 0;
+}
+
+static const char *get_clip(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%.9g", ctx->cfg.clip_norm);
+	return ctx->getbuf;
+}
+
+static int set_accum(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	double d;
+	if (parse_double(v, &d) || d < 1 || d > 65536 || d != floor(d))
+		return amp_fail(ctx, AMP_ECONFIG, "%s: expected a whole number 1..65536, got '%s'",
+		                k->name, v);
+	if (ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "%s: cannot change inside a step", k->name);
+	ctx->cfg.accum_steps = (int64_t)d;
+	return 0;
+}
+
+static const char *get_accum(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%lld", (long long)ctx->cfg.accum_steps);
+	return ctx->getbuf;
+}
+
+static int set_memopt(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	int on = strcmp(v, "on") == 0;
+	if (!on && strcmp(v, "off") != 0)
+		return amp_fail(ctx, AMP_ECONFIG, "%s: expected 'on' or 'off', got '%s'", k->name, v);
+	if (ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "%s: cannot change inside a step", k->name);
+	ctx->cfg.memory_optimize = on;
+	return 0;
+}
+
+static const char *get_memopt(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	return ctx->cfg.memory_optimize ? "on" : "off";
+}
+
+/* memory_limit = <bytes>[k|m|g] (KiB, MiB, GiB), 0 = none. */
+static int set_memlimit(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	}
+	while (*end && isspace((unsigned char)*end))
+		end++;
+	if (!isdigit((unsigned char)*v) || errno || *end || n > (UINT64_MAX >> shift))
+		return amp_fail(ctx, AMP_ECONFIG,
+		                "%s: expected bytes with an optional k, m or g suffix (0: none), got '%s'",
+		                k->name, v);
+	ctx->cfg.memory_limit = (uint64_t)n << shift;
+	return 0;
+}
+
+static const char *get_memlimit(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%llu", (unsigned long long)ctx->cfg.memory_limit);
+	return ctx->getbuf;
+}
+
 #define SCALER_NUM(key, member, lo, hi, closed)                                                   \
 	{key, set_scaler_number, get_scaler_number, offsetof(amp_scaler, member), lo, hi, closed, 1}
 
@@ -345,6 +439,10 @@ static const config_key config_keys[] = {
     {"kernels", set_kernels, get_kernels, 0, 0, 0, 0, 0},
     {"allreduce_dtype", set_allreduce_dtype, get_allreduce_dtype, 0, 0, 0, 0, 0},
     {"allreduce_bucket_kb", set_bucket_kb, get_bucket_kb, 0, 0, 0, 0, 0},
+    {"gradient_clipping", set_clip, get_clip, 0, 0, 0, 0, 0},
+    {"gradient_accumulation_steps", set_accum, get_accum, 0, 0, 0, 0, 0},
+    {"memory_optimize", set_memopt, get_memopt, 0, 0, 0, 0, 0},
+    {"memory_limit", set_memlimit, get_memlimit, 0, 0, 0, 0, 0},
 };
 
 _Static_assert(sizeof config_keys / sizeof *config_keys <= AMP_CONFIG_KEYS,
@@ -552,6 +650,9 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 	                                    .growth_interval = 2000};
 	ctx->cfg.seed = 1;
 	ctx->cfg.num_threads = 1;
+	ctx->cfg.accum_steps = 1;
+	ctx->grad_norm = (double)NAN;
+	ctx->cur_op = AMP_OP_COUNT;
 	snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "auto");
 	ctx->cfg.allreduce_dtype = AMP_F32;
 	ctx->cfg.allreduce_bucket_kb = 1024;
@@ -610,6 +711,17 @@ void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out)
 	out->bytes_activations = ctx->mem[AMP_MEM_ACTIVATIONS];
 	out->bytes_grads = ctx->mem[AMP_MEM_GRADS];
 	out->bytes_optimizer = ctx->mem[AMP_MEM_OPTIMIZER];
+	out->peak_bytes_unoptimized = ctx->mem_peak_unopt;
+}
+
+double amp_grad_norm(const amp_ctx *ctx)
+{
+	return ctx ? ctx->grad_norm : (double)NAN;
+}
+
+int amp_grad_clipped(const amp_ctx *ctx)
+{
+	return ctx ? ctx->grad_clipped : 0;
 }
 
 /* ---- RNG: splitmix64, deterministic across machines ---------------------------------------- */

@@ -70,6 +70,11 @@ struct amp_tensor {
 	int requires_grad;       /* a parameter, or computed from one */
 	int persistent;          /* outlives the step (parameters, optimizer state) */
 	uint32_t id;
+	/* Step-scoped storage this tensor owns (from the step arena, not an alias or a working
+	 * copy), which memory_optimize may release: its bytes and their category. */
+	uint8_t owns_data;
+	uint8_t mem_cat;         /* amp_mem_category */
+	uint8_t released;        /* memory_optimize released data (and it must not be read) */
 };
 
 struct amp_param {
@@ -128,7 +133,7 @@ typedef struct amp_scaler {
 	int64_t clean_steps;     /* consecutive clean steps since the last change */
 } amp_scaler;
 
-#define AMP_CONFIG_KEYS 16 /* room for the keys of ctx.c's table */
+#define AMP_CONFIG_KEYS 24 /* room for the keys of ctx.c's table */
 typedef struct amp_config {
 	amp_precision_mode mode;
 	int scaler_set;          /* a loss_scale* key was set: the mode's default scaling is off */
@@ -141,6 +146,10 @@ typedef struct amp_config {
 	char kernels[16];
 	amp_dtype allreduce_dtype;   /* data parallel: payload of the gradient all-reduce */
 	int64_t allreduce_bucket_kb; /* data parallel: gradient bucket size */
+	double clip_norm;        /* gradient_clipping: 0 = off */
+	int64_t accum_steps;     /* gradient_accumulation_steps, >= 1 */
+	int memory_optimize;     /* memory_optimize = on */
+	uint64_t memory_limit;   /* memory_limit in bytes, 0 = none */
 	/* where each key (config_keys[] order in ctx.c) was last set: "path:line", "environment
 	 * AMP_KEY" or "amp_config_set"; "" if never.  Profiles record it, so advice can name it. */
 	char source[AMP_CONFIG_KEYS][160];
@@ -169,6 +178,17 @@ struct amp_ctx {
 	double step_loss;        /* unscaled loss of this step, NAN if unknown */
 	double step_scale;       /* loss scale the step's backward used */
 	int step_overflow, step_skipped;
+	double step_loss_sum;    /* sum of the micro-batches' unscaled losses */
+	int64_t micro_done;      /* backward passes run in this step (micro-batches) */
+	int micro_marked;        /* the micro-batches' arena mark was taken */
+	double grad_norm;        /* last optimizer step's global norm (NAN: not taken) */
+	int grad_clipped;        /* last optimizer step clipped */
+	/* What the op being run is (for memory_limit errors): its type (AMP_OP_COUNT: none) and
+	 * label, or a description of a non-op allocation. */
+	amp_op_type cur_op;
+	const char *cur_label;
+	const char *cur_what;
+	int limit_hit;           /* memory_limit refused an allocation in this step */
 	uint64_t seq;            /* op sequence number */
 	uint32_t next_tensor_id;
 	uint64_t rng_state;      /* dropout stream */
@@ -185,6 +205,17 @@ struct amp_ctx {
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
 	uint64_t mem_peak;
 	uint64_t mem_peak_param_act;     /* peak of master + working + activations */
+	/* memory_optimize: the bytes by category, and their peak, as they would be without it */
+	uint64_t mem_unopt[AMP_MEM_NCAT];
+	uint64_t step_mem_unopt[AMP_MEM_NCAT];
+	uint64_t mem_peak_unopt;
+	/* Arena blocks memory_optimize released in this step, for reuse (tensor.c). */
+	struct amp_free_block *free_blocks;
+	/* The arena position where this step's micro-batches begin (amp_micro_batch_begin). */
+	struct amp_arena_chunk *mark_chunk;
+	size_t mark_used, mark_total;
+	uint64_t mark_step_mem[AMP_MEM_NCAT], mark_step_mem_unopt[AMP_MEM_NCAT];
+	amp_node *mark_tape;
 	void **persist;                  /* persistent blocks, freed with the context */
 	size_t n_persist, cap_persist;
 	char err[512];
@@ -195,6 +226,9 @@ struct amp_ctx {
 /* ---- errors ------------------------------------------------------------------------------ */
 /* Formats the context's error message and returns code. */
 int amp_fail(amp_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The code for an allocation that returned NULL (its message is set): AMP_ELIMIT when it was
+ * refused by memory_limit, else AMP_ENOMEM. */
+int amp_oom(const amp_ctx *ctx);
 /* The process's list of live contexts (a forked child takes their counter bases from it):
  * amp_ctx_new adds a context, amp_ctx_free removes it.  Thread-safe. */
 void amp_ctx_live_add(amp_ctx *ctx);
@@ -222,6 +256,19 @@ amp_tensor *amp_alloc_persistent(amp_ctx *ctx, amp_dtype dt, amp_shape shape,
 /* Step-scoped tensor sharing src's data under a new shape (same numel). */
 amp_tensor *amp_alias(amp_ctx *ctx, amp_tensor *src, amp_shape shape);
 void amp_mem_account(amp_ctx *ctx, amp_mem_category cat, int64_t delta);
+/* memory_limit: AMP_OK if bytes more of tensor memory fit, else AMP_ELIMIT with a message
+ * naming the op being run (ctx->cur_op, cur_label or cur_what) and the bytes. */
+int amp_mem_check(amp_ctx *ctx, uint64_t bytes);
+/* Bytes counted under cat that exist only without memory_optimize (a buffer it recomputes
+ * instead of keeping): added to the unoptimized ledger of this step. */
+void amp_mem_unopt_only(amp_ctx *ctx, amp_mem_category cat, uint64_t bytes);
+/* memory_optimize: gives t's step-scoped storage back to the arena (its bytes leave its
+ * category; the arena reuses them later in the step).  No-op for a tensor that does not own
+ * step storage. */
+void amp_tensor_release(amp_ctx *ctx, amp_tensor *t);
+/* Step-scoped bytes counted under cat that are not a tensor (saved op state: a dropout mask,
+ * max-pool indices), allocated raw; NULL (error set) when out of memory or over the limit. */
+void *amp_arena_alloc_counted(amp_ctx *ctx, size_t bytes, amp_mem_category cat);
 /* Label copied into the step arena (NULL stays NULL). */
 const char *amp_arena_strdup(amp_ctx *ctx, const char *s);
 

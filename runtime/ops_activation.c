@@ -29,7 +29,7 @@ static int bias_add_backward(amp_ctx *ctx, amp_node *node)
 	amp_tensor *x = node->in[0], *b = node->in[1];
 	const float *g = amp_grad_out_f32(ctx, node);
 	if (!g)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	int64_t c = b->numel, rows = x->numel / c;
 	int rc = AMP_OK;
 	if (x->requires_grad)
@@ -71,7 +71,7 @@ int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bia
 	}
 	for (int i = 0; i < 2; i++)
 		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
@@ -256,7 +256,7 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	const amp_dtype_info *di = amp_dt(node->exec);
 	/* ReLU's gradient is a selection: on the bits, when it is written fresh in the dtype of x
 	 * and of its output's gradient (a half chain) */
@@ -299,7 +299,7 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 		return amp_fail(ctx, AMP_EINVAL, "Clamp '%s': bounds [%g, %g] must satisfy lo <= hi",
 		                label ? label : "-", (double)e, (double)e2);
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)

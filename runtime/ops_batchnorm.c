@@ -77,7 +77,7 @@ static int batch_norm2d_backward(amp_ctx *ctx, amp_node *node)
 	int fresh = 0;
 	amp_tensor *gx = NULL;
 	if (x->requires_grad && !(gx = amp_grad_open(ctx, x, &fresh)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	double cnt = (double)(g.N * g.HW);
 	float gbuf[AMP_BLOCK], xbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
 	for (int64_t c = 0; c < g.C; c++) {
@@ -181,7 +181,7 @@ int amp_batch_norm2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor 
 		return rc;
 	for (int i = 0; i < 3; i++)
 		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	bn_geom g = {x->shape.d[0], x->shape.d[1], x->shape.d[2] * x->shape.d[3]};
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */

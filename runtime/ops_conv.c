@@ -227,7 +227,7 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 		return rc;
 	for (int i = 0; i < n_in; i++)
 		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_dtype dt = call.exec;
 	size_t es = amp_dtype_size(dt);
@@ -346,7 +346,7 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 		                "MaxPool2D '%s': x %s: expected (N,C,H,W) with H, W >= window %d",
 		                lb, sx, k);
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	int64_t N = x->shape.d[0], C = x->shape.d[1], H = x->shape.d[2], W = x->shape.d[3];
 	int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;

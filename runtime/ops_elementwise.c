@@ -233,7 +233,7 @@ static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 	}
 	if (!(in[0] = amp_cast_to(ctx, a, call.exec, label)) ||
 	    !(in[1] = amp_cast_to(ctx, b, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, p.out, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
@@ -310,7 +310,7 @@ static int binary_backward(amp_ctx *ctx, amp_node *node)
 		double *acc = NULL;
 		if (p.full[w]) {
 			if (!(gt = amp_grad_open(ctx, t, &fresh)))
-				return AMP_ENOMEM;
+				return amp_oom(ctx);
 		} else if (!(acc = amp_arena_alloc(ctx, (size_t)t->numel * sizeof(double)))) {
 			return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
 			                node->label ? node->label : "-");
@@ -397,7 +397,7 @@ static int scale_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	float gbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
 	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
 		int64_t n = block_len(x->numel, i0);
@@ -420,7 +420,7 @@ int amp_scale(amp_ctx *ctx, const char *label, amp_tensor *x, float s, amp_tenso
 	if (rc)
 		return rc;
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)

@@ -94,7 +94,7 @@ static int grad_dst_open(amp_ctx *ctx, amp_tensor *input, amp_dtype exec, grad_d
 	int fresh;
 	amp_tensor *g = amp_grad_dst(ctx, input, exec, &fresh);
 	if (fresh < 0)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	if (g) {
 		d->to = g;
 		d->beta = fresh ? 0.0f : 1.0f;
@@ -102,7 +102,7 @@ static int grad_dst_open(amp_ctx *ctx, amp_tensor *input, amp_dtype exec, grad_d
 	}
 	d->tmp = amp_alloc_raw(ctx, exec, input->shape, AMP_MEM_GRADS); /* beta 0: written in full */
 	if (!d->tmp)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	d->to = d->tmp;
 	d->beta = 0.0f;
 	return AMP_OK;
@@ -243,7 +243,7 @@ static int matmul_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 		return rc;
 	if (!(in[0] = amp_cast_to(ctx, a, call.exec, label)) ||
 	    !(in[1] = amp_cast_to(ctx, b, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	mm_dims m = mm_dims_of(a, b, ta, tb);
 	amp_shape ys = a->shape;
@@ -380,7 +380,7 @@ int amp_linear(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 		return rc;
 	for (int i = 0; i < n; i++)
 		if (!(in[i] = amp_cast_to(ctx, in[i], call.exec, label)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	int64_t nout = w->shape.d[0], nin = w->shape.d[1], rows = x->numel / nin;
 	amp_shape ys = x->shape;

@@ -109,7 +109,7 @@ int amp_avgpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 		                "AvgPool2D '%s': x %s: expected (N,C,H,W) with H, W >= window %d",
 		                lb, sx, k);
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	int64_t N = x->shape.d[0], C = x->shape.d[1], H = x->shape.d[2], W = x->shape.d[3];
 	int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1, plane_out = OH * OW;
@@ -159,7 +159,7 @@ static int global_avgpool2d_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = g ? amp_grad_open(ctx, x, &fresh) : NULL;
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	float inv = (float)(1.0 / (double)hw), buf[AMP_BLOCK];
 	for (int64_t p = 0; p < planes; p++) {
 		float v = g[p] * inv;
@@ -193,7 +193,7 @@ int amp_global_avgpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_ten
 		                lbl(label), amp_shape_str(x->shape, sx, sizeof sx));
 	}
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	int64_t hw = x->shape.d[2] * x->shape.d[3], planes = x->shape.d[0] * x->shape.d[1];
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, amp_shape2(x->shape.d[0], x->shape.d[1]),

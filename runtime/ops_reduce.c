@@ -39,12 +39,12 @@ static int reduce(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *x
 		return amp_fail(ctx, AMP_EINVAL, "%s '%s': NULL out", amp_op_name(op),
 		                label ? label : "-");
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_shape scalar = {0, {0, 0, 0, 0}};
 	amp_tensor *y = amp_alloc(ctx, call.exec, scalar, AMP_MEM_ACTIVATIONS);
 	if (!y)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	const float *xv = amp_f32_view(ctx, in[0]);
 	if (!xv)
 		return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
@@ -134,7 +134,7 @@ static int axis_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = gv ? amp_grad_open(ctx, x, &fresh) : NULL;
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	float f = node->op == AMP_OP_MEAN ? (float)(1.0 / (double)g.len) : 1.0f;
 	float dbuf[AMP_BLOCK];
 	if (g.inner == 1) /* rows along the last axis */
@@ -188,7 +188,7 @@ static int reduce_axis(amp_ctx *ctx, amp_op_type op, const char *label, amp_tens
 		return amp_fail(ctx, AMP_ESHAPE, "Max '%s': axis of %lld elements is too long",
 		                label ? label : "-", (long long)g.len);
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS); /* in full */
 	axis_saved *sv = y ? amp_arena_alloc(ctx, sizeof *sv) : NULL;

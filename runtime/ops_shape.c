@@ -72,11 +72,11 @@ int amp_reshape(amp_ctx *ctx, const char *label, amp_tensor *x, amp_shape shape,
 		                amp_shape_str(x->shape, sx, sizeof sx),
 		                amp_shape_str(shape, ss, sizeof ss));
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = alias_out(ctx, in[0], shape);
 	if (!y)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	if ((rc = amp_op_end(ctx, &call, y, in, 1, passthrough_backward, NULL)))
 		return rc;
 	*out = y;
@@ -165,14 +165,14 @@ int amp_transpose(amp_ctx *ctx, const char *label, amp_tensor *x, int d0, int d1
 		                lbl(label), d0, d1, amp_shape_str(x->shape, sx, sizeof sx));
 	}
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_shape ys = x->shape;
 	ys.d[d0] = x->shape.d[d1];
 	ys.d[d1] = x->shape.d[d0];
 	amp_tensor *y = amp_alloc(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS);
 	if (!y)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	/* x: (a0,..,ad0,..,ad1,..) -> y: (a0,..,ad1,..,ad0,..) */
 	int64_t dims[4];
 	int off = pad4(x->shape, dims);
@@ -252,7 +252,7 @@ int amp_embedding(amp_ctx *ctx, const char *label, amp_tensor *table, amp_tensor
 			    lbl(label), (int)idv[k], (long long)k, (long long)v,
 			    amp_shape_str(table->shape, st, sizeof st));
 	if (!(in[0] = amp_cast_to(ctx, table, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_shape ys = ids->shape;
 	ys.d[ys.ndim++] = c;
@@ -287,18 +287,22 @@ static int dropout_backward(amp_ctx *ctx, amp_node *node)
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *x = node->in[0];
 	const unsigned char *mask = node->saved;
-	float scale = node->f[0];
+	float scale = node->f[0], p = node->f[1];
+	/* memory_optimize kept no mask: the same stream, from the state the forward started at */
+	uint64_t rng = (uint64_t)node->i[0];
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	float gbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
 	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
 		int64_t n = x->numel - i0 < AMP_BLOCK ? x->numel - i0 : AMP_BLOCK;
 		const float *g = amp_block_read(node->out->grad, i0, n, gbuf);
 		float *dx = amp_grad_block_dst(gx, fresh, i0, dbuf);
-		for (int64_t i = 0; i < n; i++)
-			dx[i] = g[i] * (mask[i0 + i] ? scale : 0.0f);
+		for (int64_t i = 0; i < n; i++) {
+			int keep = mask ? mask[i0 + i] : amp_rng_uniform(&rng) >= p;
+			dx[i] = g[i] * (keep ? scale : 0.0f);
+		}
 		amp_grad_block_end(gx, fresh, i0, n, dx);
 	}
 	int rc = AMP_OK;
@@ -322,21 +326,28 @@ int amp_dropout(amp_ctx *ctx, const char *label, amp_tensor *x, float p, amp_ten
 		return amp_fail(ctx, AMP_EINVAL, "Dropout '%s': p = %g is outside [0,1)",
 		                lbl(label), (double)p);
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y;
 	if (!ctx->training || p == 0.0f) {
 		/* Identity: an alias, still traced as an op. */
 		if (!(y = alias_out(ctx, in[0], in[0]->shape)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 		if ((rc = amp_op_end(ctx, &call, y, in, 1, passthrough_backward, NULL)))
 			return rc;
 		*out = y;
 		return AMP_OK;
 	}
 	y = amp_alloc_raw(ctx, call.exec, x->shape, AMP_MEM_ACTIVATIONS); /* written in full */
-	unsigned char *mask = y ? amp_arena_alloc_raw(ctx, (size_t)y->numel) : NULL;
-	if (!mask)
+	if (!y)
+		return amp_oom(ctx);
+	/* The mask is saved state for the backward (an activation); memory_optimize recomputes
+	 * it there from the RNG state it starts at instead. */
+	uint64_t rng0 = ctx->rng_state;
+	unsigned char *mask = NULL;
+	if (ctx->cfg.memory_optimize)
+		amp_mem_unopt_only(ctx, AMP_MEM_ACTIVATIONS, (uint64_t)y->numel);
+	else if (!(mask = amp_arena_alloc_counted(ctx, (size_t)y->numel, AMP_MEM_ACTIVATIONS)))
 		return oom(ctx, AMP_OP_DROPOUT, label);
 	/* x: (n) -> y: (n) = x * keep / (1 - p), keep ~ Bernoulli(1 - p).  Multiplying (rather
 	 * than writing 0) keeps a NaN in a dropped element visible. */
@@ -346,8 +357,10 @@ int amp_dropout(amp_ctx *ctx, const char *label, amp_tensor *x, float p, amp_ten
 		const float *xv = amp_block_read(in[0], i0, n, xbuf);
 		float *yb = amp_block_dst(y, i0, ybuf);
 		for (int64_t i = 0; i < n; i++) {
-			mask[i0 + i] = amp_rng_uniform(&ctx->rng_state) >= p;
-			yb[i] = xv[i] * (mask[i0 + i] ? scale : 0.0f);
+			unsigned char keep = amp_rng_uniform(&ctx->rng_state) >= p;
+			if (mask)
+				mask[i0 + i] = keep;
+			yb[i] = xv[i] * (keep ? scale : 0.0f);
 		}
 		amp_block_write(y, i0, n, yb);
 	}
@@ -360,6 +373,7 @@ int amp_dropout(amp_ctx *ctx, const char *label, amp_tensor *x, float p, amp_ten
 		node->saved = mask;
 		node->f[0] = scale;
 		node->f[1] = p;
+		node->i[0] = (int64_t)rng0;
 	}
 	*out = y;
 	return AMP_OK;
@@ -427,7 +441,7 @@ static int concat_backward(amp_ctx *ctx, amp_node *node)
 			int fresh;
 			amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 			if (!gx)
-				return AMP_ENOMEM;
+				return amp_oom(ctx);
 			for (int64_t o = 0; o < outer; o++)
 				grad_run(gx, fresh, o * len * inner, len * inner, gy,
 				         (o * total + at) * inner);
@@ -479,11 +493,11 @@ int amp_concat(amp_ctx *ctx, const char *label, amp_tensor *const *x, int n, int
 		return oom(ctx, AMP_OP_CONCAT, label);
 	for (int k = 0; k < n; k++)
 		if (!(in[k] = amp_cast_to(ctx, x[k], call.exec, label)))
-			return AMP_ENOMEM;
+			return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	/* x_k: (outer, len_k, inner) -> y: (outer, sum len_k, inner) */
 	size_t es = amp_dtype_size(call.exec);
 	int64_t outer, inner, at = 0;
@@ -519,7 +533,7 @@ static int slice_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	for (int64_t o = 0; o < outer; o++) {
 		int64_t base = o * ext * inner;
 		grad_run(gx, fresh, base, start * inner, NULL, 0);
@@ -555,13 +569,13 @@ int amp_slice(amp_ctx *ctx, const char *label, amp_tensor *x, int axis, int64_t 
 		                lbl(label), (long long)start, (long long)(start + len),
 		                (long long)x->shape.d[a], a, amp_shape_str(x->shape, sx, sizeof sx));
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	amp_shape ys = x->shape;
 	ys.d[a] = len;
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, ys, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	/* x: (outer, ext, inner) -> y: (outer, len, inner) */
 	size_t es = amp_dtype_size(call.exec);
 	int64_t outer, inner;

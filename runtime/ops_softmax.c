@@ -357,13 +357,13 @@ int amp_cross_entropy(amp_ctx *ctx, const char *label, amp_tensor *logits, amp_t
 	if ((rc = check_targets(ctx, label, logits, targets)))
 		return rc;
 	if (!(in[0] = amp_cast_to(ctx, logits, call.exec, label)))
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	amp_op_start_timer(&call);
 	int64_t n = logits->shape.d[0], c = logits->shape.d[1];
 	amp_shape scalar = {0, {0, 0, 0, 0}};
 	amp_tensor *y = amp_alloc(ctx, call.exec, scalar, AMP_MEM_ACTIVATIONS);
 	if (!y)
-		return AMP_ENOMEM;
+		return amp_oom(ctx);
 	const float *xv = amp_f32_view(ctx, in[0]);
 	ce_saved *sv = amp_arena_alloc(ctx, sizeof *sv);
 	float *probs = amp_arena_alloc(ctx, (size_t)logits->numel * sizeof(float));

@@ -7,19 +7,11 @@
  */
 #include "check.h"
 #include "internal.h"
+#include "optim_int.h"
 
 #include <math.h>
 #include <string.h>
 
-typedef enum { OPTIM_SGD, OPTIM_ADAMW } optim_kind;
-
-struct amp_optim {
-	amp_ctx *ctx;
-	optim_kind kind;
-	amp_sgd_options sgd;
-	amp_adamw_options adamw;
-	int64_t t; /* AdamW update count, for bias correction */
-};
 
 amp_scale_reason amp_scaler_update(amp_scaler *s, int overflow)
 {
@@ -48,6 +40,8 @@ static int optim_new(amp_ctx *ctx, optim_kind kind, amp_optim **out)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
 	o->ctx = ctx;
 	o->kind = kind;
+	o->next = ctx->optims;
+	ctx->optims = o;
 	*out = o;
 	return AMP_OK;
 }
@@ -168,6 +162,12 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	if (ctx->optim_done)
 		return amp_fail(ctx, AMP_ESTATE, "amp_optim_step: already run in step %lld",
 		                (long long)ctx->step);
+	if (ctx->cfg.accum_steps > 1 && ctx->micro_done != ctx->cfg.accum_steps)
+		return amp_fail(ctx, AMP_ESTATE,
+		                "amp_optim_step: step %lld ran %lld of its %lld micro-batches "
+		                "(gradient_accumulation_steps)",
+		                (long long)ctx->step, (long long)ctx->micro_done,
+		                (long long)ctx->cfg.accum_steps);
 	ctx->optim_done = 1;
 	/* Data parallel: the backend completes the step's reductions first, so that every rank
 	 * unscales, checks and decides on the same summed gradients (and skips together).  Its
@@ -178,10 +178,16 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		if (rc != AMP_OK)
 			return rc;
 	}
+	ctx->cur_op = AMP_OP_OPTIMIZER;
+	ctx->cur_label = o->kind == OPTIM_SGD ? "sgd" : "adamw";
+	ctx->cur_what = NULL;
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 
-	/* Unscale and look for Inf/NaN in one pass over each gradient. */
-	const float inv = (float)(1.0 / (ctx->step_scale * divisor));
+	/* Unscale and look for Inf/NaN in one pass over each gradient; the ranks' sum and
+	 * accumulated micro-batches are averaged in the same multiplication (the scale was the
+	 * same for all of them). */
+	const float inv =
+	    (float)(1.0 / (ctx->step_scale * divisor * (double)ctx->cfg.accum_steps));
 	int overflow = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next) {
@@ -194,6 +200,32 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		                  : amp_count_nonfinite_f32(g->data, g->numel))
 			overflow = 1;
 		elems += (uint64_t)g->numel;
+	}
+
+	/* Clipping by the global norm, of the unscaled gradients (clipping scaled ones would clip
+	 * by a norm the loss scale inflated); an overflowed step is skipped before any norm. */
+	ctx->grad_norm = (double)NAN;
+	ctx->grad_clipped = 0;
+	if (!overflow && ctx->cfg.clip_norm > 0) {
+		double sq = 0;
+		for (amp_param *p = ctx->params; p; p = p->next) {
+			amp_tensor *g = p->master->grad;
+			if (!g)
+				continue;
+			const float *gv = g->data;
+			for (int64_t i = 0; i < g->numel; i++)
+				sq += (double)gv[i] * (double)gv[i];
+		}
+		ctx->grad_norm = sqrt(sq);
+		if (ctx->grad_norm > ctx->cfg.clip_norm) {
+			const float coef = (float)(ctx->cfg.clip_norm / (ctx->grad_norm + 1e-6));
+			for (amp_param *p = ctx->params; p; p = p->next)
+				if (p->master->grad)
+					amp_vscale_f32(p->master->grad->data, coef, p->master->grad->data,
+					               p->master->grad->numel);
+			ctx->grad_clipped = 1;
+			ctx->stats.clipped_steps++;
+		}
 	}
 
 	int rc = AMP_OK;
@@ -229,5 +261,6 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	amp_trace_kernel(ctx, AMP_OP_OPTIMIZER, o->kind == OPTIM_SGD ? "sgd" : "adamw", AMP_F32,
 	                 amp_kernels_vec_engine(), AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),
 	                 elems * 4 * (o->kind == OPTIM_SGD ? 4 : 6), amp_shape1((int64_t)elems));
+	ctx->cur_op = AMP_OP_COUNT;
 	return rc;
 }

@@ -72,6 +72,8 @@ static amp_tensor *working_copy(amp_ctx *ctx, amp_param *p, amp_dtype dt, uint64
 {
 	amp_tensor *m = p->master;
 	if (!p->work || p->work_dtype != dt) {
+		if (amp_mem_check(ctx, (uint64_t)m->numel * amp_dt(dt)->size))
+			return NULL;
 		p->work = amp_persist_alloc(ctx, (size_t)m->numel * amp_dt(dt)->size);
 		if (!p->work) {
 			amp_fail(ctx, AMP_ENOMEM, "out of memory for the working copy of '%s'", p->label);

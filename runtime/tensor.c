@@ -39,10 +39,45 @@ static amp_arena_chunk *chunk_new(size_t size)
 	return c;
 }
 
+/* A block memory_optimize gave back within the step (amp_tensor_release), kept in the block
+ * itself until an allocation reuses it (first fit; the rest of a larger block stays free). */
+struct amp_free_block {
+	struct amp_free_block *next;
+	size_t size;
+};
+
+static void *free_block_take(amp_ctx *ctx, size_t bytes)
+{
+	for (struct amp_free_block **pp = &ctx->free_blocks; *pp; pp = &(*pp)->next) {
+		struct amp_free_block *b = *pp;
+		if (b->size < bytes)
+			continue;
+		if (b->size - bytes >= 2 * ALIGN) {
+			struct amp_free_block *rest = (void *)((unsigned char *)b + bytes);
+			rest->next = b->next;
+			rest->size = b->size - bytes;
+			*pp = rest;
+		} else {
+			*pp = b->next;
+		}
+		return b;
+	}
+	return NULL;
+}
+
 void *amp_arena_alloc_raw(amp_ctx *ctx, size_t bytes)
 {
 	amp_arena *a = &ctx->arena;
 	bytes = align_up(bytes ? bytes : 1);
+	if (ctx->free_blocks) {
+		void *p = free_block_take(ctx, bytes);
+		if (p) {
+#ifdef __SANITIZE_ADDRESS__
+			memset(p, 0xff, bytes);
+#endif
+			return p;
+		}
+	}
 	amp_arena_chunk *c = a->head;
 	if (!c || c->size - c->used < bytes) {
 		/* Reuse a spare chunk that fits, else make one. */
@@ -90,6 +125,21 @@ static void arena_reset(amp_arena *a)
 	a->used_total = 0;
 }
 
+/* Back to an earlier position: chunks begun since go to the spare list, the mark's chunk
+ * keeps what it held then (mark NULL: the whole arena). */
+static void arena_rewind(amp_arena *a, amp_arena_chunk *mark, size_t used, size_t total)
+{
+	while (a->head && a->head != mark) {
+		amp_arena_chunk *c = a->head;
+		a->head = c->next;
+		c->next = a->spare;
+		a->spare = c;
+	}
+	if (a->head)
+		a->head->used = used;
+	a->used_total = total;
+}
+
 static void arena_release(amp_arena *a)
 {
 	arena_reset(a);
@@ -129,18 +179,90 @@ void *amp_persist_alloc(amp_ctx *ctx, size_t bytes)
 	return mem;
 }
 
+static uint64_t mem_total(const uint64_t *mem)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < AMP_MEM_NCAT; i++)
+		total += mem[i];
+	return total;
+}
+
+/* Both ledgers: what is, and what would be without memory_optimize. */
 void amp_mem_account(amp_ctx *ctx, amp_mem_category cat, int64_t delta)
 {
 	ctx->mem[cat] = (uint64_t)((int64_t)ctx->mem[cat] + delta);
-	uint64_t total = 0;
-	for (int i = 0; i < AMP_MEM_NCAT; i++)
-		total += ctx->mem[i];
+	ctx->mem_unopt[cat] = (uint64_t)((int64_t)ctx->mem_unopt[cat] + delta);
+	uint64_t total = mem_total(ctx->mem);
 	if (total > ctx->mem_peak)
 		ctx->mem_peak = total;
+	total = mem_total(ctx->mem_unopt);
+	if (total > ctx->mem_peak_unopt)
+		ctx->mem_peak_unopt = total;
 	uint64_t pa = ctx->mem[AMP_MEM_MASTER] + ctx->mem[AMP_MEM_WORKING] +
 	              ctx->mem[AMP_MEM_ACTIVATIONS];
 	if (pa > ctx->mem_peak_param_act)
 		ctx->mem_peak_param_act = pa;
+}
+
+void amp_mem_unopt_only(amp_ctx *ctx, amp_mem_category cat, uint64_t bytes)
+{
+	ctx->mem_unopt[cat] += bytes;
+	ctx->step_mem_unopt[cat] += bytes;
+	uint64_t total = mem_total(ctx->mem_unopt);
+	if (total > ctx->mem_peak_unopt)
+		ctx->mem_peak_unopt = total;
+}
+
+int amp_mem_check(amp_ctx *ctx, uint64_t bytes)
+{
+	uint64_t limit = ctx->cfg.memory_limit, used = mem_total(ctx->mem);
+	if (!limit || (used <= limit && bytes <= limit - used))
+		return AMP_OK;
+	char what[160];
+	const char *lb = ctx->cur_label ? ctx->cur_label : "-";
+	if (ctx->cur_what)
+		snprintf(what, sizeof what, ctx->cur_label ? "%s '%s'" : "%s", ctx->cur_what, lb);
+	else if (ctx->cur_op != AMP_OP_COUNT || ctx->in_backward)
+		snprintf(what, sizeof what, "%s%s '%s'", ctx->in_backward ? "backward of " : "",
+		         ctx->cur_op == AMP_OP_COUNT ? "Cast" : amp_op_name(ctx->cur_op), lb);
+	else
+		snprintf(what, sizeof what, "a tensor outside any op");
+	amp_fail(ctx, AMP_ELIMIT,
+	                "memory_limit: %s needs %llu bytes more in step %lld, with %llu of the "
+	                "limit of %llu bytes in use",
+	                what, (unsigned long long)bytes, (long long)ctx->step,
+	                (unsigned long long)used, (unsigned long long)limit);
+	ctx->limit_hit = 1;
+	return AMP_ELIMIT;
+}
+
+void *amp_arena_alloc_counted(amp_ctx *ctx, size_t bytes, amp_mem_category cat)
+{
+	if (amp_mem_check(ctx, bytes))
+		return NULL;
+	void *p = amp_arena_alloc_raw(ctx, bytes);
+	if (!p) {
+		amp_fail(ctx, AMP_ENOMEM, "out of memory allocating %zu bytes", bytes);
+		return NULL;
+	}
+	amp_mem_account(ctx, cat, (int64_t)bytes);
+	ctx->step_mem[cat] += bytes;
+	ctx->step_mem_unopt[cat] += bytes;
+	return p;
+}
+
+void amp_tensor_release(amp_ctx *ctx, amp_tensor *t)
+{
+	if (!t || !t->owns_data || t->released)
+		return;
+	size_t bytes = (size_t)t->numel * amp_dtype_size(t->dtype);
+	struct amp_free_block *b = t->data;
+	b->size = align_up(bytes ? bytes : 1);
+	b->next = ctx->free_blocks;
+	ctx->free_blocks = b;
+	ctx->mem[t->mem_cat] -= bytes;
+	ctx->step_mem[t->mem_cat] -= bytes;
+	t->released = 1;
 }
 
 /* ---- shapes ------------------------------------------------------------------------------ */
@@ -190,9 +312,9 @@ static int shape_valid(amp_shape s)
 }
 
 /* Code for a tensor allocation that returned NULL (the message is already set). */
-static int alloc_error(amp_shape s)
+static int alloc_error(const amp_ctx *ctx, amp_shape s)
 {
-	return shape_valid(s) ? AMP_ENOMEM : AMP_ESHAPE;
+	return shape_valid(s) ? amp_oom(ctx) : AMP_ESHAPE;
 }
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -208,6 +330,8 @@ static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_
 	}
 	int64_t n = amp_shape_numel(shape);
 	size_t bytes = (size_t)n * amp_dtype_size(dt);
+	if (amp_mem_check(ctx, bytes))
+		return NULL;
 	amp_tensor *t;
 	void *data;
 	if (persistent) {
@@ -229,10 +353,14 @@ static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_
 	t->numel = n;
 	t->data = data;
 	t->persistent = persistent;
+	t->owns_data = !persistent;
+	t->mem_cat = (uint8_t)cat;
 	t->id = ctx->next_tensor_id++;
 	amp_mem_account(ctx, cat, (int64_t)bytes);
-	if (!persistent)
+	if (!persistent) {
 		ctx->step_mem[cat] += bytes;
+		ctx->step_mem_unopt[cat] += bytes;
+	}
 	return t;
 }
 
@@ -266,8 +394,17 @@ amp_tensor *amp_alias(amp_ctx *ctx, amp_tensor *src, amp_shape shape)
 	t->param = NULL;
 	t->requires_grad = 0; /* amp_op_end decides, from the op's inputs */
 	t->persistent = 0;
+	t->owns_data = 0;     /* src's storage: released with src, never through the alias */
 	t->id = ctx->next_tensor_id++;
 	return t;
+}
+
+/* What an allocation outside an op is, for memory_limit's message. */
+static void mem_site(amp_ctx *ctx, const char *what, const char *label)
+{
+	ctx->cur_op = AMP_OP_COUNT;
+	ctx->cur_what = what;
+	ctx->cur_label = label;
 }
 
 static int need_step(amp_ctx *ctx, const char *what)
@@ -276,6 +413,10 @@ static int need_step(amp_ctx *ctx, const char *what)
 		return AMP_EINVAL;
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "%s: no step begun (call amp_step_begin first)", what);
+	if (ctx->limit_hit)
+		return amp_fail(ctx, AMP_ELIMIT, "%s: step %lld was refused by memory_limit", what,
+		                (long long)ctx->step);
+	mem_site(ctx, what, NULL);
 	return AMP_OK;
 }
 
@@ -287,7 +428,7 @@ int amp_tensor_new(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_tensor **out
 	if (!out)
 		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_new: NULL out");
 	*out = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
-	return *out ? AMP_OK : alloc_error(shape);
+	return *out ? AMP_OK : alloc_error(ctx, shape);
 }
 
 int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dtype dt,
@@ -301,7 +442,7 @@ int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dty
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *t = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
 	if (!t)
-		return alloc_error(shape);
+		return alloc_error(ctx, shape);
 	amp_store_f32(t, src);
 	ctx->stats.copies++;
 	if (AMP_TRACING())
@@ -321,7 +462,7 @@ int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_t
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *t = amp_alloc(ctx, AMP_I32, shape, AMP_MEM_ACTIVATIONS);
 	if (!t)
-		return alloc_error(shape);
+		return alloc_error(ctx, shape);
 	memcpy(t->data, src, (size_t)t->numel * sizeof(int32_t));
 	ctx->stats.copies++;
 	if (AMP_TRACING())
@@ -419,9 +560,11 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 	amp_param *p = amp_persist_alloc(ctx, sizeof *p);
 	if (!p)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	mem_site(ctx, "parameter", label);
 	amp_tensor *t = amp_alloc_persistent(ctx, AMP_F32, shape, AMP_MEM_MASTER);
+	ctx->cur_what = NULL;
 	if (!t)
-		return alloc_error(shape);
+		return alloc_error(ctx, shape);
 	const char *name = label ? label : "param";
 	p->label = amp_persist_alloc(ctx, strlen(name) + 1);
 	if (!p->label)
@@ -492,6 +635,16 @@ int amp_step_begin(amp_ctx *ctx)
 	ctx->step_scale = amp_loss_scale(ctx);
 	ctx->step_overflow = 0;
 	ctx->step_skipped = 0;
+	ctx->step_loss_sum = 0;
+	ctx->micro_done = 0;
+	ctx->micro_marked = 0;
+	ctx->limit_hit = 0;
+	ctx->free_blocks = NULL;
+	ctx->mark_chunk = NULL; /* the micro-batches start with the step, unless marked later */
+	ctx->mark_used = ctx->mark_total = 0;
+	memset(ctx->mark_step_mem, 0, sizeof ctx->mark_step_mem);
+	memset(ctx->mark_step_mem_unopt, 0, sizeof ctx->mark_step_mem_unopt);
+	ctx->mark_tape = NULL;
 	if (ctx->step == 0 && AMP_TRACING()) {
 		char buf[64];
 		amp_trace_meta("precision_mode", amp_config_get(ctx, "precision_mode"));
@@ -504,6 +657,11 @@ int amp_step_begin(amp_ctx *ctx)
 		               amp_config_get(ctx, "loss_scale_growth_interval"));
 		amp_trace_meta("kernels", amp_isa_name(amp_kernels_isa()));
 		amp_trace_meta("seed", amp_config_get(ctx, "seed"));
+		amp_trace_meta("gradient_clipping", amp_config_get(ctx, "gradient_clipping"));
+		amp_trace_meta("gradient_accumulation_steps",
+		               amp_config_get(ctx, "gradient_accumulation_steps"));
+		amp_trace_meta("memory_optimize", amp_config_get(ctx, "memory_optimize"));
+		amp_trace_meta("memory_limit", amp_config_get(ctx, "memory_limit"));
 		amp_config_trace_sources(ctx);
 		amp_trace_scale(0, ctx->scaler.scale, ctx->scaler.scale,
 		                ctx->scaler.dynamic ? AMP_SCALE_INIT : AMP_SCALE_STATIC);
@@ -521,9 +679,16 @@ int amp_step_end(amp_ctx *ctx)
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_step_end: no step begun");
 	if (AMP_TRACING()) {
+		amp_trace_step_info info = {
+		    .grad_norm = ctx->optim_done ? ctx->grad_norm : (double)NAN,
+		    .clipped = ctx->optim_done && ctx->grad_clipped,
+		    .micro_batches = ctx->micro_done,
+		};
 		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->backward_done,
-		                   ctx->step_scale, ctx->step_overflow, ctx->step_skipped, ctx->samples);
-		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak);
+		                   ctx->step_scale, ctx->step_overflow, ctx->step_skipped, ctx->samples,
+		                   &info);
+		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak,
+		                 ctx->cfg.memory_optimize ? ctx->mem_unopt : NULL, ctx->mem_peak_unopt);
 		/* this process's own: a forked child leaves out what its parent counted */
 		amp_trace_counter("ops_dispatched", ctx->stats.ops_dispatched - ctx->fork_ops_base);
 		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
@@ -535,10 +700,62 @@ int amp_step_end(amp_ctx *ctx)
 	for (int i = 0; i < AMP_MEM_NCAT; i++) {
 		ctx->mem[i] -= ctx->step_mem[i];
 		ctx->step_mem[i] = 0;
+		ctx->mem_unopt[i] -= ctx->step_mem_unopt[i];
+		ctx->step_mem_unopt[i] = 0;
 	}
 	arena_reset(&ctx->arena);
+	ctx->free_blocks = NULL;
 	ctx->tape = NULL;
 	ctx->in_step = 0;
+	ctx->limit_hit = 0;
+	return AMP_OK;
+}
+
+int amp_micro_batch_begin(amp_ctx *ctx)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	if (!ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "amp_micro_batch_begin: no step begun");
+	if (ctx->optim_done)
+		return amp_fail(ctx, AMP_ESTATE,
+		                "amp_micro_batch_begin: the optimizer already ran in step %lld",
+		                (long long)ctx->step);
+	if (!ctx->backward_done) {
+		/* Before the first backward: the micro-batches' tensors begin here. */
+		if (ctx->micro_done == 0 && !ctx->micro_marked) {
+			ctx->micro_marked = 1;
+			ctx->mark_chunk = ctx->arena.head;
+			ctx->mark_used = ctx->arena.head ? ctx->arena.head->used : 0;
+			ctx->mark_total = ctx->arena.used_total;
+			memcpy(ctx->mark_step_mem, ctx->step_mem, sizeof ctx->step_mem);
+			memcpy(ctx->mark_step_mem_unopt, ctx->step_mem_unopt, sizeof ctx->step_mem_unopt);
+			ctx->mark_tape = ctx->tape;
+		}
+		return AMP_OK;
+	}
+	if (ctx->micro_done >= ctx->cfg.accum_steps)
+		return amp_fail(ctx, AMP_ESTATE,
+		                "amp_micro_batch_begin: step %lld has run its %lld micro-batches "
+		                "(gradient_accumulation_steps); call amp_optim_step",
+		                (long long)ctx->step, (long long)ctx->cfg.accum_steps);
+	/* The previous micro-batch's tensors go; the masters' gradients (persistent) stay. */
+	for (amp_node *n = ctx->mark_tape; n; n = n->prev)
+		n->out->grad = NULL; /* made after the mark, made again by the next backward */
+	for (amp_param *p = ctx->params; p; p = p->next) {
+		p->working = NULL;
+		p->working_step = -1;
+	}
+	for (int i = 0; i < AMP_MEM_NCAT; i++) {
+		ctx->mem[i] -= ctx->step_mem[i] - ctx->mark_step_mem[i];
+		ctx->step_mem[i] = ctx->mark_step_mem[i];
+		ctx->mem_unopt[i] -= ctx->step_mem_unopt[i] - ctx->mark_step_mem_unopt[i];
+		ctx->step_mem_unopt[i] = ctx->mark_step_mem_unopt[i];
+	}
+	arena_rewind(&ctx->arena, ctx->mark_chunk, ctx->mark_used, ctx->mark_total);
+	ctx->free_blocks = NULL; /* blocks past the mark are gone; the rest stay unused */
+	ctx->tape = ctx->mark_tape;
+	ctx->backward_done = 0;
 	return AMP_OK;
 }
 

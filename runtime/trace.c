@@ -11,6 +11,7 @@
  */
 #include "trace_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* ---- events ------------------------------------------------------------------------------ */
@@ -86,23 +87,25 @@ void amp_trace_step_begin(int64_t step)
 	trace_ring *r = ring_get();
 	if (!r)
 		return;
-	amp_rec_step *rec = ring_reserve(r, 1);
+	amp_rec_step *rec = ring_reserve(r, AMP_REC_SLOTS(amp_rec_step));
 	if (!rec)
 		return;
 	memset((char *)rec + sizeof rec->h, 0, sizeof *rec - sizeof rec->h);
 	rec->step = step;
 	rec->t_begin = t;
-	ring_commit(r, rec, AMP_REC_STEP_BEGIN, 1, 0);
+	rec->grad_norm = (double)NAN;
+	ring_commit(r, rec, AMP_REC_STEP_BEGIN, AMP_REC_SLOTS(amp_rec_step), 0);
 }
 
 void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_loss, double scale,
-                        int overflow, int skipped, int64_t samples)
+                        int overflow, int skipped, int64_t samples,
+                        const amp_trace_step_info *info)
 {
 	uint64_t t = amp_trace_clock();
 	trace_ring *r = ring_get();
 	if (!r)
 		return;
-	amp_rec_step *rec = ring_reserve(r, 1);
+	amp_rec_step *rec = ring_reserve(r, AMP_REC_SLOTS(amp_rec_step));
 	if (!rec)
 		return;
 	rec->step = step;
@@ -114,8 +117,11 @@ void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_los
 	rec->overflow = (uint8_t)(overflow != 0);
 	rec->skipped = (uint8_t)(skipped != 0);
 	rec->flags = has_loss ? AMP_STEP_LOSS : 0;
+	rec->clipped = (uint8_t)(info && info->clipped);
 	memset(rec->pad, 0, sizeof rec->pad);
-	ring_commit(r, rec, AMP_REC_STEP_END, 1, 0);
+	rec->grad_norm = info ? info->grad_norm : (double)NAN;
+	rec->micro_batches = info ? info->micro_batches : 0;
+	ring_commit(r, rec, AMP_REC_STEP_END, AMP_REC_SLOTS(amp_rec_step), 0);
 	amp_trace_emit_clock(r);
 	ring_publish(r);
 }
@@ -159,7 +165,8 @@ void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket,
 	ring_commit(r, rec, AMP_REC_COMM, 1, 0);
 }
 
-void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak)
+void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak,
+                      const uint64_t *unopt, uint64_t peak_unopt)
 {
 	trace_ring *r = ring_get();
 	if (!r)
@@ -171,6 +178,13 @@ void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t
 	rec->t = amp_trace_clock();
 	memcpy(rec->bytes, bytes, sizeof rec->bytes);
 	rec->peak = peak;
+	if (unopt)
+		memcpy(rec->bytes_unopt, unopt, sizeof rec->bytes_unopt);
+	else
+		memset(rec->bytes_unopt, 0, sizeof rec->bytes_unopt);
+	rec->peak_unopt = unopt ? peak_unopt : 0;
+	rec->flags = unopt ? AMP_MEMREC_UNOPT : 0;
+	rec->pad = 0;
 	ring_commit(r, rec, AMP_REC_MEMORY, AMP_REC_SLOTS(amp_rec_memory), 0);
 }
 

@@ -49,14 +49,24 @@ void amp_trace_copy(amp_copy_kind kind, uint64_t bytes, int src_dtype, int dst_d
 /* Step boundaries.  loss is the unscaled loss when has_loss (NaN and Inf as computed), scale
  * the loss scale used. */
 void amp_trace_step_begin(int64_t step);
+/* What a step's optimizer did beyond the loss scale: the gradient norm before clipping (NAN
+ * when not taken), whether it clipped, and the micro-batches (backward passes) it held. */
+typedef struct amp_trace_step_info {
+	double grad_norm;
+	int clipped;
+	int64_t micro_batches;
+} amp_trace_step_info;
 void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_loss, double scale,
-                        int overflow, int skipped, int64_t samples);
+                        int overflow, int skipped, int64_t samples,
+                        const amp_trace_step_info *info);
 
 /* A loss-scaler decision at the end of `step`. */
 void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale_reason reason);
 
-/* Bytes by amp_mem_category at the end of `step`, and the peak so far. */
-void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak);
+/* Bytes by amp_mem_category at the end of `step`, and the peak so far; with memory_optimize,
+ * unopt (else NULL) and peak_unopt are the same without it. */
+void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak,
+                      const uint64_t *unopt, uint64_t peak_unopt);
 
 /* A collective of a data-parallel backend (amp_rec_comm). */
 void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket, uint64_t bytes,

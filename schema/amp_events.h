@@ -197,6 +197,12 @@ const char *amp_op_list_name(amp_op_list l);
  * only while more than 1/AMP_DROP_RESERVE_DIV of the ring is free for the rest; each drop is
  * counted by kind (amp_ring_hdr.dropped_kind).  Also in version 3: collectives of
  * data-parallel training (AMP_REC_COMM, the `comm` table).
+ * counted by kind (amp_ring_hdr.dropped_kind).
+ *
+ * Also in version 3: the step record spans two slots and carries the gradient norm, the clipping
+ * flag and the micro-batch count (grad_norm, clipped, micro_batches); the memory record
+ * carries the categories as they would be without memory_optimize (bytes_unopt, peak_unopt,
+ * valid with AMP_MEMREC_UNOPT).
  */
 #define AMP_WIRE_VERSION 3u
 #define AMP_SESSION_MAGIC 0x314e5353504d4161ull /* "aAMPSSN1" */
@@ -425,7 +431,11 @@ typedef struct amp_rec_step {
 	uint8_t overflow, skipped;
 	uint8_t flags;            /* AMP_STEP_* (added in wire version 3 in what was zeroed
 	                             padding: 0 from a producer that predates it) */
-	uint8_t pad[5];
+	uint8_t clipped;          /* wire v3: gradient clipping scaled the gradients down */
+	uint8_t pad[4];
+	double grad_norm;         /* wire v3: global L2 norm of the unscaled gradients before
+	                             clipping; NAN when not taken (clipping off, overflow) */
+	int64_t micro_batches;    /* wire v3: backward passes (micro-batches) in the step */
 } amp_rec_step;
 /* amp_rec_step.flags */
 enum {
@@ -442,12 +452,23 @@ typedef struct amp_rec_scale {
 	uint32_t pad;
 } amp_rec_scale;
 
+/* amp_rec_memory.flags */
+enum {
+	AMP_MEMREC_UNOPT = 1u << 0, /* bytes_unopt and peak_unopt are filled (memory_optimize on) */
+};
+
 typedef struct amp_rec_memory {
 	amp_rec_hdr h;
 	int64_t step;
 	uint64_t t;
 	uint64_t bytes[AMP_MEM_NCAT];
 	uint64_t peak;
+	/* wire v3: the same without memory_optimize (what its released and recomputed buffers
+	 * would have added), valid with AMP_MEMREC_UNOPT */
+	uint64_t bytes_unopt[AMP_MEM_NCAT];
+	uint64_t peak_unopt;
+	uint32_t flags;           /* AMP_MEMREC_* */
+	uint32_t pad;
 } amp_rec_memory;
 
 /* key (h.len bytes... see klen) and value follow the fixed part: text[klen + vlen]. */
@@ -581,7 +602,7 @@ _Static_assert(AMP_REC_SLOTS(amp_rec_callsite) <= 3, "callsite record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_op) == 2, "op record");
 _Static_assert(offsetof(amp_rec_op, engine) == 103, "op: engine in wire v1's pad byte");
 _Static_assert(AMP_REC_SLOTS(amp_rec_copy) == 1, "copy record");
-_Static_assert(AMP_REC_SLOTS(amp_rec_step) == 1, "step record");
+_Static_assert(AMP_REC_SLOTS(amp_rec_step) == 2, "step record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_scale) == 1, "scale record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_memory) == 2, "memory record");
 _Static_assert(AMP_REC_SLOTS(amp_rec_crash) <= AMP_REC_MAX_SLOTS, "crash record");

@@ -23,6 +23,10 @@
 -- event table (0 in a single-rank profile; `ampprof merge` writes one database from the
 -- per-rank profiles of a run with each row's rank), `rank_summary`, and
 -- run_summary.comm_share, .rank_spread and .ranks.  Upgraded files get rank 0 everywhere.
+-- Also in version 3, what the training features record: steps.grad_norm, .clipped and
+-- .micro_batches (gradient clipping and accumulation), and the memory categories without
+-- memory_optimize (memory.*_unopt).
+-- amp_profile_upgrade adds them to an older file as NULL (unknown).
 --
 -- Bulk event tables are split in two to keep rows small (<= 40 bytes per op): op_events holds
 -- what changes per execution, op_sigs what repeats (op, dtypes, shape, label, call site).  The
@@ -192,6 +196,13 @@ CREATE TABLE steps (
 	-- version 3:
 	loss_state TEXT,   -- 'finite', 'nan', 'inf' or '-inf' (the loss the program computed);
 	                   -- NULL if the step reported no loss (or a runtime that predates it)
+	grad_norm REAL,    -- global L2 norm of the unscaled gradients before clipping; NULL when
+	                   -- not taken (gradient_clipping off, or the step overflowed: skipped
+	                   -- before any norm)
+	clipped  INTEGER,  -- 1 if gradient_clipping scaled the gradients down, 0 if not, NULL
+	                   -- when no norm was taken
+	micro_batches INTEGER, -- backward passes (micro-batches) in the step: 1 without gradient
+	                   -- accumulation, gradient_accumulation_steps with it; 0 if none ran
 	rank     INTEGER DEFAULT 0  -- MPI rank
 );
 
@@ -232,6 +243,15 @@ CREATE TABLE memory (
 	total           INTEGER,  -- sum of the categories
 	peak            INTEGER,  -- peak of all tensor memory so far
 	thread          INTEGER,  -- threads.id of the context's thread (version 3; NULL before)
+	-- The same without memory_optimize: what its released and recomputed buffers would have
+	-- added.  NULL when memory_optimize was off (the columns above are then that figure).
+	master_weights_unopt  INTEGER,  -- master_weights without memory_optimize
+	working_copies_unopt  INTEGER,  -- working_copies without memory_optimize
+	activations_unopt     INTEGER,  -- activations without memory_optimize
+	grads_unopt           INTEGER,  -- grads without memory_optimize
+	optimizer_state_unopt INTEGER,  -- optimizer_state without memory_optimize
+	total_unopt           INTEGER,  -- total without memory_optimize
+	peak_unopt            INTEGER,  -- peak without memory_optimize
 	rank            INTEGER DEFAULT 0  -- MPI rank
 );
 

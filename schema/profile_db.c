@@ -748,6 +748,16 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"run_summary", "comm_share", "REAL"},
 	    {"run_summary", "rank_spread", "REAL"},
 	    {"run_summary", "ranks", "INTEGER"},
+	    {"steps", "grad_norm", "REAL"},
+	    {"steps", "clipped", "INTEGER"},
+	    {"steps", "micro_batches", "INTEGER"},
+	    {"memory", "master_weights_unopt", "INTEGER"},
+	    {"memory", "working_copies_unopt", "INTEGER"},
+	    {"memory", "activations_unopt", "INTEGER"},
+	    {"memory", "grads_unopt", "INTEGER"},
+	    {"memory", "optimizer_state_unopt", "INTEGER"},
+	    {"memory", "total_unopt", "INTEGER"},
+	    {"memory", "peak_unopt", "INTEGER"},
 	};
 	static const char *const tables[] = {"nonfinite", "forecast", "comm", "rank_summary"};
 	int version = 0;

@@ -31,6 +31,9 @@ typedef struct run {
 	int32_t *y;     /* (batch) its labels */
 	int32_t *order; /* (train.n) sample order of the current epoch */
 	ex_rng rng;     /* shuffling */
+	const char *checkpoint; /* --checkpoint: saved after every epoch, or NULL */
+	int64_t first_epoch;    /* 1, or the epoch after the one a resumed checkpoint ended */
+	int64_t stop_after;     /* --stop-after: epochs to train in this run (0: all) */
 	/* What training did: steps, epochs begun, samples seen, seconds, the last losses. */
 	int64_t steps, epochs, samples;
 	double train_seconds;
@@ -63,7 +66,9 @@ static int train_epochs(run *r)
 	ex_meter_start(&meter, opt->log_every, "samples/s");
 	int done = 0, rc;
 	int64_t epoch;
-	for (epoch = 1; epoch <= opt->epochs && !done; epoch++) {
+	for (epoch = r->first_epoch; epoch <= opt->epochs && !done; epoch++) {
+		if (r->stop_after && epoch - r->first_epoch >= r->stop_after)
+			break;
 		double t_epoch = ex_now();
 		ex_shuffle(r->order, n_train, &r->rng);
 		for (int64_t start = 0; start < n_train; start += opt->batch) {
@@ -97,7 +102,43 @@ static int train_epochs(run *r)
 		r->epochs = epoch;
 		if (r->dist.rank == 0)
 			printf("epoch %lld: %.1f s\n", (long long)epoch, dt);
+		/* between steps, before evaluation steps move the step counter; with --dist every
+		 * rank holds the same state, and rank 0 writes it */
+		if (r->checkpoint && !done && r->dist.rank == 0) {
+			if ((rc = amp_checkpoint_save(r->ctx, r->checkpoint)))
+				return rc;
+			printf("checkpoint %s: step %lld, epoch %lld\n", r->checkpoint,
+			       (long long)amp_step_index(r->ctx), (long long)epoch);
+		}
 	}
+	return AMP_OK;
+}
+
+/* --resume: loads the checkpoint and replays the epochs' shuffles it covers, so that the run
+ * continues with the data order, the step count and the schedule of one that never stopped.
+ * A checkpoint must end on an epoch (as --checkpoint writes them). */
+static int resume(run *r, const char *path, char *err, size_t errlen)
+{
+	int rc = amp_checkpoint_load(r->ctx, path);
+	if (rc) {
+		snprintf(err, errlen, "%s", amp_ctx_error(r->ctx));
+		return rc;
+	}
+	int64_t per_epoch = (r->train.n + r->opt.batch - 1) / r->opt.batch;
+	int64_t done = amp_step_index(r->ctx) + 1;
+	if (done % per_epoch) {
+		snprintf(err, errlen, "checkpoint '%s' ends at step %lld, inside an epoch of %lld steps "
+		         "(batch %lld): resume with the batch size it was written with", path,
+		         (long long)done, (long long)per_epoch, (long long)r->opt.batch);
+		return AMP_EINVAL;
+	}
+	for (int64_t e = 0; e < done / per_epoch; e++)
+		ex_shuffle(r->order, r->train.n, &r->rng);
+	r->steps = done;
+	r->epochs = done / per_epoch;
+	r->first_epoch = r->epochs + 1;
+	printf("resumed from %s: step %lld, epoch %lld\n", path, (long long)amp_step_index(r->ctx),
+	       (long long)r->epochs);
 	return AMP_OK;
 }
 
@@ -159,7 +200,8 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 {
 	const char *data_dir = EX_FASHION_DIR;
 	double momentum = 0.9, weight_decay = 0;
-	const char *schedule = "cosine";
+	const char *schedule = "cosine", *checkpoint = NULL, *resume_path = NULL;
+	int64_t stop_after = 0;
 	int dist = 0;
 	const ex_option extra[] = {
 	    {"dist", EX_OPT_FLAG, &dist, NULL,
@@ -170,9 +212,15 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	    {"weight-decay", EX_OPT_FLOAT, &weight_decay, "X", "L2 weight decay"},
 	    {"schedule", EX_OPT_STRING, &schedule, "NAME",
 	     "learning rate schedule: cosine (to 0 over the run) | constant"},
+	    {"checkpoint", EX_OPT_STRING, &checkpoint, "FILE",
+	     "save a checkpoint after every epoch (replaced atomically)"},
+	    {"resume", EX_OPT_STRING, &resume_path, "FILE",
+	     "continue a run from its checkpoint (same flags), bit-identically"},
+	    {"stop-after", EX_OPT_INT, &stop_after, "N",
+	     "stop after N epochs of this run, as if interrupted (0: none)"},
 	};
 	const ex_program prog = {c->name, c->summary, extra, (int)(sizeof extra / sizeof extra[0])};
-	run r = {.c = c, .opt = *defaults};
+	run r = {.c = c, .opt = *defaults, .first_epoch = 1};
 	int status = ex_parse_args(&prog, &r.opt, argc, argv);
 	if (status)
 		return status == 1 ? 0 : 2;
@@ -187,6 +235,12 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		return 1;
 	if (r.dist.rank != 0)
 		r.opt.log_every = 0; /* rank 0 speaks for all */
+	if (stop_after < 0) {
+		fprintf(stderr, "%s: --stop-after: expected N >= 0\n", prog.name);
+		return 2;
+	}
+	r.checkpoint = checkpoint;
+	r.stop_after = stop_after;
 
 	char err[1024];
 	status = 1;
@@ -228,6 +282,10 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		printf("%s: %d ranks, %lld samples each per step, all-reduce in %s\n", prog.name,
 		       r.dist.size, (long long)(r.opt.batch / r.dist.size),
 		       amp_config_get(r.ctx, "allreduce_dtype"));
+	if (resume_path && (rc = resume(&r, resume_path, err, sizeof err))) {
+		fprintf(stderr, "%s: --resume: %s\n", prog.name, err);
+		goto out;
+	}
 
 	if ((rc = train_epochs(&r))) {
 		status = ex_fail(&prog, r.ctx, "training step", rc);

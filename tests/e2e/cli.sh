@@ -69,7 +69,7 @@ run "ampview --width without a value" 2 "$BIN/ampview" --headless --width
 check_true "ampview --width: needs a value" grep -q -- "option '--width' needs a value" "$OUT/err"
 run "mlp_fashion --s ambiguous" 2 "$BIN/mlp_fashion" --s 3
 check_true "mlp_fashion --s: names the candidates" \
-	grep -q -- "option '--s' is ambiguous (--steps, --seed, --schedule)" "$OUT/err"
+	grep -q -- "option '--s' is ambiguous (--steps, --seed, --schedule, --stop-after)" "$OUT/err"
 run "mlp_fashion --prec=int8: prefix of --precision, value checked" 2 "$BIN/mlp_fashion" --prec=int8
 check_true "mlp_fashion --prec: the value error" grep -q -- "--precision: expected fp32, amp, fp16 or bf16" "$OUT/err"
 

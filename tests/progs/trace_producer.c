@@ -113,11 +113,11 @@ static void *run_thread(void *arg)
 		int overflow = step % 5 == 4;
 		double next = overflow ? scale / 2 : scale;
 		amp_trace_step_end(step, t0, 1.0 / (double)(step + 1), 1, scale, overflow, overflow,
-		                   128);
+		                   128, NULL);
 		amp_trace_scale(step, scale, next, overflow ? AMP_SCALE_OVERFLOW : AMP_SCALE_HOLD);
 		scale = next;
 		uint64_t mem[AMP_MEM_NCAT] = {1000, 500, 2000 + (uint64_t)step, 1000, 2000};
-		amp_trace_memory(step, mem, 8000);
+		amp_trace_memory(step, mem, 8000, NULL, 0);
 		if (g_opts.sleep_ms)
 			sleep_ms(g_opts.sleep_ms);
 	}

@@ -497,3 +497,41 @@ Test(schema, single_value_queries)
 	cr_assert_eq(i, 7, "left as it was");
 	amp_profile_close(db);
 }
+
+/* A version-2 profile (no gradient norm, micro-batch or unoptimized memory columns) opens,
+ * and the upgrade adds the version-3 columns with NULL in the old rows. */
+Test(schema, version_2_gains_training_columns)
+{
+	sqlite3 *db;
+	char err[256];
+	const char *p = path_in("v2.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(sqlite3_exec(db,
+	                          "DROP TABLE steps; CREATE TABLE steps (step INTEGER, loss REAL);"
+	                          "DROP TABLE memory; CREATE TABLE memory (step INTEGER, peak INTEGER);"
+	                          "INSERT INTO steps(step, loss) VALUES (0, 1.5);"
+	                          "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
+	                          "PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK, "%s",
+	             sqlite3_errmsg(db));
+	amp_profile_close(db);
+	cr_assert_eq(amp_profile_open(p, 1, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_not(amp_profile_has_column(db, "steps", "grad_norm"));
+	cr_assert_eq(amp_profile_upgrade(db), AMP_PROFILE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert(amp_profile_has_column(db, "steps", "grad_norm"));
+	cr_assert(amp_profile_has_column(db, "steps", "clipped"));
+	cr_assert(amp_profile_has_column(db, "steps", "micro_batches"));
+	cr_assert(amp_profile_has_column(db, "memory", "activations_unopt"));
+	cr_assert(amp_profile_has_column(db, "memory", "peak_unopt"));
+	sqlite3_stmt *st = NULL;
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT loss, grad_norm IS NULL, micro_batches IS NULL, "
+	                                "(SELECT value FROM meta WHERE key = 'schema_version') "
+	                                "FROM steps ORDER BY step", -1, &st, NULL),
+	             SQLITE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_float_eq(sqlite3_column_double(st, 0), 1.5, 0);
+	cr_assert_eq(sqlite3_column_int(st, 1), 1);
+	cr_assert_eq(sqlite3_column_int(st, 2), 1);
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 3), "3");
+	sqlite3_finalize(st);
+	amp_profile_close(db);
+}

@@ -39,6 +39,9 @@ enum {
 	AMP_ECONFIG = -5,  /* bad configuration key, value or op name */
 	AMP_EIO = -6,      /* file could not be read */
 	AMP_ESTATE = -7,   /* call out of order (backward twice, no step begun) */
+	AMP_ELIMIT = -8,   /* the step would exceed memory_limit (the message names the op) */
+	AMP_EFORMAT = -9,  /* a checkpoint is damaged, truncated, of a newer format or of
+	                      another model */
 };
 /* Static description of an error code; never NULL. */
 const char *amp_strerror(int code);
@@ -110,6 +113,21 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *   allreduce_bucket_kb data parallel: gradients are reduced in buckets of about this many KiB
  *                       of FP32 values, each started as soon as backward has produced it
  *                       (default 1024)
+ *   gradient_clipping   max global L2 norm of the unscaled gradients (default 0: off); see
+ *                       amp_optim_step
+ *   gradient_accumulation_steps  micro-batches per optimizer step (default 1); see
+ *                       amp_micro_batch_begin
+ *   memory_optimize     on | off (default off).  On, the backward pass releases each
+ *                       activation and activation gradient once the tape no longer needs it
+ *                       (its space is reused by later buffers of the step), and cheap saved
+ *                       state is recomputed instead of kept (dropout masks, from the RNG
+ *                       state their forward started at).  Read what you need from a step's
+ *                       intermediate tensors (logits for accuracy) before amp_backward; the
+ *                       loss itself is kept.  Results are bit-identical with it off
+ *   memory_limit        bytes of tensor memory a step may hold (the sum of the categories
+ *                       of amp_run_stats), with an optional k, m or g suffix (KiB, MiB,
+ *                       GiB); 0 (default) is no limit.  An allocation past it fails with
+ *                       AMP_ELIMIT, naming the op, its layer and the bytes
  * Returns AMP_ECONFIG for an unknown key, bad value or unknown op name. */
 int amp_config_set(amp_ctx *ctx, const char *key, const char *value);
 /* Reads an amp.cfg file of "key = value" lines ('#' starts a comment). */
@@ -129,6 +147,16 @@ int amp_step_end(amp_ctx *ctx);
 int64_t amp_step_index(const amp_ctx *ctx);
 /* Samples processed in this step, for throughput in the profile (optional). */
 void amp_step_set_samples(amp_ctx *ctx, int64_t samples);
+/* Gradient accumulation.  With gradient_accumulation_steps = N a step holds N micro-batches,
+ * each a forward pass and an amp_backward; amp_micro_batch_begin() starts the next one and
+ * releases the previous micro-batch's step-scoped tensors (activations, inputs, their
+ * gradients), while the parameters' master gradients keep accumulating.  Calling it before
+ * the first micro-batch is allowed (it then marks where the micro-batches' tensors start).
+ * The loss scale stays fixed for the whole step; amp_optim_step() runs once, after the N-th
+ * backward, and divides the sum by N (the gradient of the mean loss): one overflow check and
+ * one loss-scaler decision per optimizer step.  The step's loss is the mean of the
+ * micro-batches' losses.  With N = 1 it is a no-op before the backward. */
+int amp_micro_batch_begin(amp_ctx *ctx);
 
 /* ---- tensors ----------------------------------------------------------------------------- */
 /* New zeroed step-scoped tensor. */
@@ -315,9 +343,30 @@ int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out)
 int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **out);
 void amp_optim_set_lr(amp_optim *opt, float lr);
 /* Unscales the master gradients, checks them for Inf/NaN, lets the loss scaler decide, and
- * updates the masters unless the step overflowed (then the step is skipped).  Clears the
- * gradients either way.  *skipped (may be NULL) is set to 1 for a skipped step. */
+ * updates the masters unless the step overflowed (then the step is skipped).  With
+ * gradient_clipping = c > 0, the global L2 norm of the unscaled gradients is taken after the
+ * overflow check and, above c, every gradient is multiplied by c / (norm + 1e-6) before the
+ * update; an overflowed step is skipped before any norm is taken.  Clears the gradients either
+ * way.  *skipped (may be NULL) is set to 1 for a skipped step. */
 int amp_optim_step(amp_optim *opt, int *skipped);
+/* Global L2 norm of the unscaled gradients of the last optimizer step (before clipping), NAN
+ * when gradient_clipping is off or the step overflowed; and whether that step clipped. */
+double amp_grad_norm(const amp_ctx *ctx);
+int amp_grad_clipped(const amp_ctx *ctx);
+
+/* ---- checkpoints --------------------------------------------------------------------------
+ * One file holds what a run needs to continue exactly where it stopped: every parameter's
+ * master values, the optimizers' state (moments, update count, learning rate), the loss
+ * scaler (scale, clean steps), the RNG state and the step counter.  Save between steps; load
+ * into a context that created the same parameters (labels and shapes, in the same order) and
+ * the same optimizers, before its next step: the run then continues bit-identically with one
+ * that never stopped (same binary, configuration and thread count).  The file is versioned and
+ * checksummed; save writes a temporary file in the same directory, fsyncs it and renames it
+ * over path, so a crash leaves the old checkpoint or the new one, never a torn one.  Load
+ * returns AMP_EIO when the file cannot be read and AMP_EFORMAT when it is damaged, truncated,
+ * of a newer format or does not fit the context (the message says which). */
+int amp_checkpoint_save(amp_ctx *ctx, const char *path);
+int amp_checkpoint_load(amp_ctx *ctx, const char *path);
 
 /* ---- loss scaling and statistics --------------------------------------------------------- */
 double amp_loss_scale(const amp_ctx *ctx);
@@ -333,6 +382,10 @@ typedef struct amp_run_stats {
 	                                  stay FP32) */
 	uint64_t bytes_master, bytes_working, bytes_activations, bytes_grads, bytes_optimizer;
 	                         /* current bytes by category */
+	int64_t clipped_steps;   /* optimizer steps whose gradients gradient_clipping scaled down */
+	uint64_t peak_bytes_unoptimized; /* peak_bytes without memory_optimize (what the released
+	                                    and recomputed buffers would have added); equal to
+	                                    peak_bytes when it is off */
 } amp_run_stats;
 void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out);
 

@@ -1,0 +1,433 @@
+/* checkpoint.c — saving and loading a run's state: parameters, optimizer state, the loss
+ * scaler, the RNG and the step counter, in one versioned, checksummed file written
+ * atomically (a temporary file in the same directory, fsync, rename, fsync of the directory).
+ *
+ * Layout (little-endian, the host's; a checkpoint is read on the machine class that wrote it):
+ *   header  "AMPCKPT\0", u32 format version, u32 header bytes (32), u64 payload bytes,
+ *           u32 CRC-32 of the payload, u32 zero
+ *   payload i64 step, u64 rng state, u64 op sequence, i64 steps ended, overflow, skipped and
+ *           clipped step counts; the scaler: u32 dynamic, u32 zero, f64 scale, i64 clean steps;
+ *           u32 parameter count, then per parameter (the context's order): u32 label bytes,
+ *           label, u32 ndim, i64 d[4], f32 master[numel], u8 has first moment [f32 m[numel]],
+ *           u8 has second moment [f32 v[numel]];
+ *           u32 optimizer count, then per optimizer: u32 kind, i64 update count, f32 lr.
+ * Load validates everything (checksum, then every count, label and shape against the context)
+ * before it changes anything, so a refused checkpoint leaves the context as it was.
+ */
+#include "internal.h"
+#include "alloc.h"
+#include "optim_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_MAGIC "AMPCKPT"      /* 8 bytes with its NUL */
+#define CKPT_VERSION 1u
+#define CKPT_HDR 32u
+
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+	uint32_t table[256];
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+		table[i] = c;
+	}
+	uint32_t c = 0xFFFFFFFFu;
+	for (size_t i = 0; i < n; i++)
+		c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+	return c ^ 0xFFFFFFFFu;
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+typedef struct wbuf {
+	unsigned char *p;
+	size_t len, cap;
+	int oom;
+} wbuf;
+
+static void put(wbuf *b, const void *src, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n)
+			cap *= 2;
+		unsigned char *q = amp_mem_realloc(b->p, cap);
+		if (!q) {
+			b->oom = 1;
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, src, n);
+	b->len += n;
+}
+
+static void put_u8(wbuf *b, uint8_t v) { put(b, &v, 1); }
+static void put_u32(wbuf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(wbuf *b, uint64_t v) { put(b, &v, 8); }
+static void put_i64(wbuf *b, int64_t v) { put(b, &v, 8); }
+static void put_f64(wbuf *b, double v) { put(b, &v, 8); }
+
+static void put_state(wbuf *b, const amp_tensor *t, int64_t numel)
+{
+	put_u8(b, t != NULL);
+	if (t)
+		put(b, t->data, (size_t)numel * sizeof(float));
+}
+
+/* Writes all of buf to fd; 0 or -1 (errno set). */
+static int write_all(int fd, const unsigned char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The directory of path, fsynced so that the rename is durable (best effort: a file system
+ * that cannot fsync a directory still renamed atomically). */
+static void sync_dir(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+int amp_checkpoint_save(amp_ctx *ctx, const char *path)
+{
+	if (!ctx || !path || !*path)
+		return amp_fail(ctx, AMP_EINVAL, "amp_checkpoint_save: NULL argument");
+	if (ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE,
+		                "amp_checkpoint_save: step %lld is open (save between steps)",
+		                (long long)ctx->step);
+	wbuf b = {0};
+	put_i64(&b, ctx->step);
+	put_u64(&b, ctx->rng_state);
+	put_u64(&b, ctx->seq);
+	put_i64(&b, ctx->stats.steps);
+	put_i64(&b, ctx->stats.overflow_steps);
+	put_i64(&b, ctx->stats.skipped_steps);
+	put_i64(&b, ctx->stats.clipped_steps);
+	put_u32(&b, (uint32_t)ctx->scaler.dynamic);
+	put_u32(&b, 0);
+	put_f64(&b, ctx->scaler.scale);
+	put_i64(&b, ctx->scaler.clean_steps);
+	put_u32(&b, (uint32_t)ctx->n_params);
+	for (amp_param *p = ctx->params; p; p = p->next) {
+		amp_tensor *m = p->master;
+		put_u32(&b, (uint32_t)strlen(p->label));
+		put(&b, p->label, strlen(p->label));
+		put_u32(&b, (uint32_t)m->shape.ndim);
+		for (int i = 0; i < AMP_MAX_DIMS; i++)
+			put_i64(&b, m->shape.d[i]);
+		put(&b, m->data, (size_t)m->numel * sizeof(float));
+		put_state(&b, p->opt_m, m->numel);
+		put_state(&b, p->opt_v, m->numel);
+	}
+	uint32_t n_opt = 0;
+	for (amp_optim *o = ctx->optims; o; o = o->next)
+		n_opt++;
+	put_u32(&b, n_opt);
+	for (amp_optim *o = ctx->optims; o; o = o->next) {
+		put_u32(&b, (uint32_t)o->kind);
+		put_i64(&b, o->t);
+		float lr = o->kind == OPTIM_SGD ? o->sgd.lr : o->adamw.lr;
+		put(&b, &lr, sizeof lr);
+	}
+	if (b.oom) {
+		amp_mem_free(b.p);
+		return amp_fail(ctx, AMP_ENOMEM, "amp_checkpoint_save: out of memory");
+	}
+
+	unsigned char hdr[CKPT_HDR] = {0};
+	uint32_t version = CKPT_VERSION, hdr_len = CKPT_HDR, crc = crc32_of(b.p, b.len);
+	uint64_t len = b.len;
+	memcpy(hdr, CKPT_MAGIC, 8);
+	memcpy(hdr + 8, &version, 4);
+	memcpy(hdr + 12, &hdr_len, 4);
+	memcpy(hdr + 16, &len, 8);
+	memcpy(hdr + 24, &crc, 4);
+
+	char tmp[4200];
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+		amp_mem_free(b.p);
+		return amp_fail(ctx, AMP_EINVAL, "amp_checkpoint_save: path too long");
+	}
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int rc = AMP_OK;
+	if (fd < 0) {
+		rc = amp_fail(ctx, AMP_EIO, "checkpoint '%s': cannot create '%s': %s", path, tmp,
+		              strerror(errno));
+	} else if (write_all(fd, hdr, sizeof hdr) || write_all(fd, b.p, b.len) || fsync(fd)) {
+		rc = amp_fail(ctx, AMP_EIO, "checkpoint '%s': writing '%s': %s", path, tmp,
+		              strerror(errno));
+		close(fd);
+		unlink(tmp);
+	} else if (close(fd) || rename(tmp, path)) {
+		rc = amp_fail(ctx, AMP_EIO, "checkpoint '%s': %s", path, strerror(errno));
+		unlink(tmp);
+	} else {
+		sync_dir(path);
+	}
+	amp_mem_free(b.p);
+	return rc;
+}
+
+/* ---- reading ----------------------------------------------------------------------------- */
+
+typedef struct rbuf {
+	const unsigned char *p;
+	size_t len, off;
+	int short_read;
+} rbuf;
+
+static const void *take(rbuf *r, size_t n)
+{
+	if (r->short_read || r->len - r->off < n) {
+		r->short_read = 1;
+		return NULL;
+	}
+	const void *q = r->p + r->off;
+	r->off += n;
+	return q;
+}
+
+#define GETTER(name, type)                                                                        \
+	static type name(rbuf *r)                                                                 \
+	{                                                                                         \
+		type v = 0;                                                                       \
+		const void *q = take(r, sizeof v);                                                \
+		if (q)                                                                            \
+			memcpy(&v, q, sizeof v);                                                  \
+		return v;                                                                         \
+	}
+GETTER(get_u8, uint8_t)
+GETTER(get_u32, uint32_t)
+GETTER(get_u64, uint64_t)
+GETTER(get_i64, int64_t)
+GETTER(get_f64, double)
+GETTER(get_f32, float)
+
+static int bad(amp_ctx *ctx, const char *path, const char *why)
+{
+	return amp_fail(ctx, AMP_EFORMAT, "checkpoint '%s': %s", path, why);
+}
+
+/* One pass over the payload: with apply = 0 it only checks that the file fits the context;
+ * with apply = 1 (after a clean check) it loads it. */
+static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
+{
+	char why[400], sa[64], sb[64];
+	int64_t step = get_i64(r);
+	uint64_t rng = get_u64(r), seq = get_u64(r);
+	int64_t st_steps = get_i64(r), st_over = get_i64(r), st_skip = get_i64(r),
+	        st_clip = get_i64(r);
+	uint32_t dynamic = get_u32(r);
+	(void)get_u32(r);
+	double scale = get_f64(r);
+	int64_t clean = get_i64(r);
+	uint32_t n_params = get_u32(r);
+	if (r->short_read)
+		return bad(ctx, path, "truncated (the file ends inside its header fields)");
+	if (step < -1 || !(scale > 0) || clean < 0)
+		return bad(ctx, path, "damaged (step counter or loss scale out of range)");
+	if (n_params != (uint32_t)ctx->n_params) {
+		snprintf(why, sizeof why,
+		         "holds %u parameters, this context has %d (create the same parameters "
+		         "before loading)", n_params, ctx->n_params);
+		return bad(ctx, path, why);
+	}
+	for (amp_param *p = ctx->params; p; p = p->next) {
+		amp_tensor *m = p->master;
+		uint32_t ll = get_u32(r);
+		const char *label = ll <= 4096 ? take(r, ll) : NULL;
+		uint32_t ndim = get_u32(r);
+		amp_shape s = {0};
+		s.ndim = (int)(ndim <= AMP_MAX_DIMS ? ndim : 0);
+		for (int i = 0; i < AMP_MAX_DIMS; i++)
+			s.d[i] = get_i64(r);
+		if (r->short_read || !label || ndim > AMP_MAX_DIMS)
+			return bad(ctx, path, "truncated or damaged (in a parameter's header)");
+		if (ll != strlen(p->label) || memcmp(label, p->label, ll) != 0 ||
+		    !amp_shape_eq(s, m->shape)) {
+			snprintf(why, sizeof why,
+			         "parameter '%.*s' %s in the file, '%s' %s in this context "
+			         "(parameters must be created in the same order with the same shapes)",
+			         (int)(ll < 100 ? ll : 100), label, amp_shape_str(s, sa, sizeof sa), p->label,
+			         amp_shape_str(m->shape, sb, sizeof sb));
+			return bad(ctx, path, why);
+		}
+		size_t bytes = (size_t)m->numel * sizeof(float);
+		const void *w = take(r, bytes);
+		uint8_t has_m = get_u8(r);
+		const void *mv = has_m ? take(r, bytes) : NULL;
+		uint8_t has_v = get_u8(r);
+		const void *vv = has_v ? take(r, bytes) : NULL;
+		if (r->short_read)
+			return bad(ctx, path, "truncated (inside a parameter's values)");
+		if (has_m > 1 || has_v > 1)
+			return bad(ctx, path, "damaged (optimizer state flags)");
+		if (!apply)
+			continue;
+		memcpy(m->data, w, bytes);
+		amp_param_touched(p);
+		amp_tensor **slots[2] = {&p->opt_m, &p->opt_v};
+		const void *src[2] = {mv, vv};
+		for (int k = 0; k < 2; k++) {
+			if (src[k] && !*slots[k] &&
+			    !(*slots[k] = amp_alloc_persistent(ctx, AMP_F32, m->shape, AMP_MEM_OPTIMIZER)))
+				return amp_oom(ctx);
+			if (src[k])
+				memcpy((*slots[k])->data, src[k], bytes);
+			else if (*slots[k]) /* absent is zero: what a fresh state starts from */
+				memset((*slots[k])->data, 0, bytes);
+		}
+	}
+	uint32_t n_opt = get_u32(r), have = 0;
+	for (amp_optim *o = ctx->optims; o; o = o->next)
+		have++;
+	if (r->short_read)
+		return bad(ctx, path, "truncated (before the optimizers)");
+	if (n_opt != have) {
+		snprintf(why, sizeof why, "holds %u optimizers, this context has %u", n_opt, have);
+		return bad(ctx, path, why);
+	}
+	for (amp_optim *o = ctx->optims; o; o = o->next) {
+		uint32_t kind = get_u32(r);
+		int64_t t = get_i64(r);
+		float lr = get_f32(r);
+		if (r->short_read)
+			return bad(ctx, path, "truncated (inside the optimizers)");
+		if (kind != (uint32_t)o->kind || t < 0 || !(lr > 0)) {
+			snprintf(why, sizeof why, "an optimizer is %s in the file, %s in this context",
+			         kind == OPTIM_SGD ? "SGD" : kind == OPTIM_ADAMW ? "AdamW" : "unknown",
+			         o->kind == OPTIM_SGD ? "SGD" : "AdamW");
+			return bad(ctx, path, why);
+		}
+		if (apply) {
+			o->t = t;
+			amp_optim_set_lr(o, lr);
+		}
+	}
+	if (r->off != r->len)
+		return bad(ctx, path, "damaged (bytes after the last section)");
+	if (apply) {
+		ctx->step = step;
+		ctx->rng_state = rng;
+		ctx->seq = seq;
+		ctx->stats.steps = st_steps;
+		ctx->stats.overflow_steps = st_over;
+		ctx->stats.skipped_steps = st_skip;
+		ctx->stats.clipped_steps = st_clip;
+		ctx->scaler.dynamic = dynamic != 0;
+		ctx->scaler.scale = scale;
+		ctx->scaler.clean_steps = clean;
+	}
+	return AMP_OK;
+}
+
+int amp_checkpoint_load(amp_ctx *ctx, const char *path)
+{
+	if (!ctx || !path)
+		return amp_fail(ctx, AMP_EINVAL, "amp_checkpoint_load: NULL argument");
+	if (ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE,
+		                "amp_checkpoint_load: step %lld is open (load between steps)",
+		                (long long)ctx->step);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return amp_fail(ctx, AMP_EIO, "checkpoint '%s': cannot open: %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return amp_fail(ctx, AMP_EIO, "checkpoint '%s': not a regular file", path);
+	}
+	size_t size = (size_t)st.st_size;
+	unsigned char *buf = amp_mem_realloc(NULL, size ? size : 1);
+	if (!buf) {
+		close(fd);
+		return amp_fail(ctx, AMP_ENOMEM, "checkpoint '%s': out of memory", path);
+	}
+	size_t got = 0;
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	int rc;
+	uint32_t version = 0, hdr_len = 0, crc = 0;
+	uint64_t len = 0;
+	if (got != size) {
+		rc = amp_fail(ctx, AMP_EIO, "checkpoint '%s': read error", path);
+	} else if (size < 8 || memcmp(buf, CKPT_MAGIC, 8) != 0) {
+		rc = bad(ctx, path, "not an ampkit checkpoint (bad magic)");
+	} else if (size < CKPT_HDR) {
+		rc = bad(ctx, path, "truncated (shorter than its header)");
+	} else {
+		memcpy(&version, buf + 8, 4);
+		memcpy(&hdr_len, buf + 12, 4);
+		memcpy(&len, buf + 16, 8);
+		memcpy(&crc, buf + 24, 4);
+		char why[160];
+		if (version > CKPT_VERSION) {
+			snprintf(why, sizeof why,
+			         "format version %u is newer than this libamprt reads (%u); use the "
+			         "libamprt that wrote it", version, CKPT_VERSION);
+			rc = bad(ctx, path, why);
+		} else if (version == 0 || hdr_len != CKPT_HDR) {
+			rc = bad(ctx, path, "damaged header");
+		} else if (len != size - CKPT_HDR) {
+			snprintf(why, sizeof why, "truncated or damaged (%llu payload bytes, %llu expected)",
+			         (unsigned long long)(size - CKPT_HDR), (unsigned long long)len);
+			rc = bad(ctx, path, why);
+		} else if (crc32_of(buf + CKPT_HDR, (size_t)len) != crc) {
+			rc = bad(ctx, path, "damaged (checksum mismatch)");
+		} else {
+			rbuf r = {buf + CKPT_HDR, (size_t)len, 0, 0};
+			rc = load_pass(ctx, path, &r, 0);
+			if (rc == AMP_OK) {
+				r.off = 0;
+				rc = load_pass(ctx, path, &r, 1);
+			}
+		}
+	}
+	amp_mem_free(buf);
+	return rc;
+}

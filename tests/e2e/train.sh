@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# train.sh — end-to-end tests of the training features through ampprof: gradient clipping
+# (steps.grad_norm, .clipped), gradient accumulation (steps.micro_batches, one loss-scale
+# decision per optimizer step), checkpoints (a resumed run's profile continues the one that
+# never stopped, loss for loss), memory_optimize (memory.*_unopt) and memory_limit, on
+# tests/progs/train_cases.  Ends with "N passed, N failed".
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+B=$(cd "$BUILD" && pwd)
+AMPPROF=$B/bin/ampprof
+TRAIN=$B/tests/train_cases
+e2e_tmpdir WORK train-e2e
+for f in "$AMPPROF" "$TRAIN"; do
+	[ -x "$f" ] || e2e_abort "missing $f: run 'make all' first"
+done
+cd "$WORK"
+q() { sqlite3 -batch "$1" "$2" 2>&1; }
+
+# ---- gradient clipping ----------------------------------------------------------------------
+"$AMPPROF" -q -o clip.db -- "$TRAIN" --steps 8 --clip 2.2 --overflow-step 5 --print >clip.out
+check "clip: run exits 0" "$?" 0
+check "clip: meta gradient_clipping" "$(q clip.db "SELECT value FROM meta WHERE key = 'gradient_clipping'")" 2.2
+check "clip: a norm on every clean step, none on the overflowed one" \
+	"$(q clip.db "SELECT count(*), sum(grad_norm IS NULL), sum(step = 5 AND grad_norm IS NULL AND clipped IS NULL AND skipped = 1) FROM steps")" "8|1|1"
+check "clip: clipped exactly where the norm passed the threshold" \
+	"$(q clip.db "SELECT count(*) FROM steps WHERE grad_norm IS NOT NULL AND clipped != (grad_norm > 2.2)")" 0
+check "clip: some steps clipped, some not" \
+	"$(q clip.db "SELECT sum(clipped) > 0, sum(clipped = 0) > 0 FROM steps")" "1|1"
+# the norm in the profile is the one the program saw (amp_grad_norm), to the last bit:
+# the printed %.17g values, read back by SQLite as doubles, compared with =
+# vals FILE FIELD: "(step, value), ..." of the program's output, for a VALUES list
+vals() { awk -v f="$2" '$f != "nan" { printf "%s(%s, %s)", sep, $2, $f; sep = ", " }' "$1"; }
+check "clip: profile norms = the program's" \
+	"$(q clip.db "SELECT count(*), sum(s.grad_norm = v.column2) FROM steps s JOIN (VALUES $(vals clip.out 6)) v ON v.column1 = s.step")" "7|7"
+check "clip: norms are of unscaled gradients (well below the scale)" \
+	"$(q clip.db "SELECT max(grad_norm) < 50 FROM steps")" 1
+
+# ---- gradient accumulation ------------------------------------------------------------------
+"$AMPPROF" -q -o accum.db -- "$TRAIN" --steps 6 --accum 4 --print >accum.out
+check "accum: run exits 0" "$?" 0
+check "accum: 4 micro-batches in every step" "$(q accum.db "SELECT count(*), min(micro_batches), max(micro_batches) FROM steps")" "6|4|4"
+check "accum: samples of 4 micro-batches" "$(q accum.db "SELECT min(samples), max(samples) FROM steps")" "128|128"
+check "accum: one scaler decision per optimizer step" \
+	"$(q accum.db "SELECT count(*) FROM loss_scale WHERE reason != 'init'")" 6
+check "accum: the scale grew after 4 optimizer steps (not 4 micro-batches)" \
+	"$(q accum.db "SELECT group_concat(reason, ',') FROM (SELECT reason FROM loss_scale WHERE reason != 'init' ORDER BY step)")" \
+	"hold,hold,hold,growth,hold,hold"
+check "accum: 4 forward passes per step" \
+	"$(q accum.db "SELECT min(n), max(n) FROM (SELECT step, count(*) AS n FROM ops WHERE op = 'CrossEntropy' AND phase = 'forward' GROUP BY step)")" "4|4"
+check "accum: one optimizer update per step" \
+	"$(q accum.db "SELECT count(*) FROM ops WHERE phase = 'optimizer'")" 6
+check "accum: step loss = mean of the micro-batches' losses" \
+	"$(q accum.db "SELECT count(*), sum(s.loss = v.column2) FROM steps s JOIN (VALUES $(vals accum.out 4)) v ON v.column1 = s.step")" "6|6"
+"$AMPPROF" -q -o plain.db -- "$TRAIN" --steps 3
+check "plain: 1 micro-batch per step, no norm without clipping" \
+	"$(q plain.db "SELECT min(micro_batches), max(micro_batches), count(grad_norm), count(clipped) FROM steps")" "1|1|0|0"
+
+# ---- checkpoints ----------------------------------------------------------------------------
+"$AMPPROF" -q -o full.db -- "$TRAIN" --steps 10 --clip 2.5 --print >full.out
+"$TRAIN" --steps 4 --clip 2.5 --save run.ckpt >/dev/null
+check "ckpt: saved" "$?" 0
+check "ckpt: no temporary file left" "$(ls | grep -c 'run.ckpt.tmp')" 0
+"$AMPPROF" -q -o resumed.db -- "$TRAIN" --steps 10 --clip 2.5 --resume run.ckpt --print >resumed.out
+check "ckpt: resumed run exits 0" "$?" 0
+check "ckpt: resumed profile starts at step 4" "$(q resumed.db "SELECT min(step), max(step), count(*) FROM steps")" "4|9|6"
+check "ckpt: resumed losses, norms and scales = the run that never stopped (printed)" \
+	"$(cat resumed.out)" "$(sed -n '5,10p' full.out)"
+check "ckpt: resumed profile = the uninterrupted one, step for step" \
+	"$(q resumed.db "ATTACH 'full.db' AS f; SELECT count(*), sum(r.loss = u.loss AND r.grad_norm = u.grad_norm AND r.scale = u.scale AND r.clipped = u.clipped) FROM steps r JOIN f.steps u ON u.step = r.step")" "6|6"
+cp run.ckpt bad.ckpt
+printf '\xff' | dd of=bad.ckpt bs=1 seek=100 conv=notrunc status=none
+err=$("$TRAIN" --steps 10 --resume bad.ckpt 2>&1); rc=$?
+check "ckpt: damaged file refused" "$rc" 1
+check_true "ckpt: damaged file named with the reason" grep -q "checkpoint 'bad.ckpt': damaged (checksum mismatch)" <<<"$err"
+err=$("$TRAIN" --steps 10 --hidden 32 --resume run.ckpt 2>&1)
+check_true "ckpt: another model refused, naming the parameter" grep -q "parameter 'fc2.w' (6,64) in the file, 'fc2.w' (6,32)" <<<"$err"
+
+# a real program: mlp_fashion interrupted after its first epoch and resumed ends exactly where
+# the uninterrupted run ends (test accuracy and the mean loss of its last steps, all digits)
+MLP=$B/bin/mlp_fashion
+"$MLP" --epochs 2 --batch 1000 --stop-after 1 --checkpoint mlp.ckpt >mlp1.out 2>&1
+check "mlp_fashion: stopped after epoch 1 with a checkpoint" "$(grep -c '^checkpoint mlp.ckpt: step 59, epoch 1$' mlp1.out)" 1
+"$MLP" --epochs 2 --batch 1000 --resume mlp.ckpt --json >mlp2.out 2>&1
+check_true "mlp_fashion: resumed at step 59, epoch 1" grep -q '^resumed from mlp.ckpt: step 59, epoch 1$' mlp2.out
+"$MLP" --epochs 2 --batch 1000 --json >mlp3.out 2>&1
+res() { tail -n 1 "$1" | grep -o '"steps":[0-9]*\|"test_accuracy":[0-9.e-]*\|"final_loss":[0-9.e-]*\|"final_scale":[0-9.e-]*' | tr '\n' ' '; }
+check "mlp_fashion: resumed result = uninterrupted result" "$(res mlp2.out)" "$(res mlp3.out)"
+"$MLP" --epochs 2 --batch 500 --resume mlp.ckpt >mlp4.out 2>&1
+check_true "mlp_fashion: resuming with another batch size (inside an epoch) refused" \
+	grep -q "inside an epoch of 120 steps (batch 500)" mlp4.out
+
+# ---- memory_optimize and memory_limit -------------------------------------------------------
+"$AMPPROF" -q -o mem0.db -- "$TRAIN" --steps 4 --print >mem0.out
+"$AMPPROF" -q -o mem1.db -- "$TRAIN" --steps 4 --memopt --print >mem1.out
+check "memopt: same losses, bit for bit" "$(cat mem1.out)" "$(cat mem0.out)"
+check "memopt: meta memory_optimize" "$(q mem1.db "SELECT value FROM meta WHERE key = 'memory_optimize'")" on
+check "memopt off: no *_unopt figures" "$(q mem0.db "SELECT count(activations_unopt), count(peak_unopt) FROM memory")" "0|0"
+check "memopt: every category with and without it" \
+	"$(q mem1.db "SELECT count(*) = count(master_weights_unopt) AND count(*) = count(working_copies_unopt) AND count(*) = count(activations_unopt) AND count(*) = count(grads_unopt) AND count(*) = count(optimizer_state_unopt) AND count(*) = count(total_unopt) FROM memory")" 1
+check "memopt: weights and optimizer state the same with and without" \
+	"$(q mem1.db "SELECT sum(master_weights != master_weights_unopt) + sum(optimizer_state != optimizer_state_unopt) FROM memory")" 0
+check "memopt: activations and grads lower with it" \
+	"$(q mem1.db "SELECT min(activations < activations_unopt), min(grads < grads_unopt), min(peak < peak_unopt) FROM memory")" "1|1|1"
+check "memopt: the 'without' figures are the run without it" \
+	"$(q mem1.db "SELECT group_concat(activations_unopt || '/' || grads_unopt || '/' || peak_unopt, ' ') FROM (SELECT * FROM memory ORDER BY step)")" \
+	"$(q mem0.db "SELECT group_concat(activations || '/' || grads || '/' || peak, ' ') FROM (SELECT * FROM memory ORDER BY step)")"
+peak_with=$(q mem1.db "SELECT max(peak) FROM memory")
+peak_without=$(q mem0.db "SELECT max(peak) FROM memory")
+"$TRAIN" --steps 2 --limit "$peak_with" --memopt >/dev/null
+check "limit: a step at the optimized peak fits with memory_optimize" "$?" 0
+err=$("$TRAIN" --steps 2 --limit "$peak_with" 2>&1); rc=$?
+check "limit: the same limit refuses the step without it (exit 3)" "$rc" 3
+check_true "limit: the refusal names the op and the bytes" \
+	grep -Eq "memory_limit: (backward of )?[A-Za-z]+ '[a-z0-9.]+' needs [0-9]+ bytes more in step 0, with [0-9]+ of the limit of $peak_with bytes in use" <<<"$err"
+"$AMPPROF" -q -o limit.db -- "$TRAIN" --steps 2 --limit "$peak_without" >/dev/null
+check "limit: at the unoptimized peak the run fits" "$?" 0
+check "limit: meta memory_limit" "$(q limit.db "SELECT value FROM meta WHERE key = 'memory_limit'")" "$peak_without"
+
+# ---- bert_kjv: the masked-character objective learns; memory_optimize changes nothing but memory
+BERT=$B/bin/bert_kjv
+"$BERT" --steps 30 --eval-every 0 --eval-batches 4 --json >bert.out 2>&1
+check "bert_kjv: 30 steps run" "$?" 0
+check "bert_kjv: masked-character validation loss below 3.2 nats after 30 steps (uniform: 4.14)" \
+	"$(tail -n 1 bert.out | sed -n 's/.*"val_loss":\([0-9.]*\).*/\1/p' | awk '{ print ($1 < 3.2) }')" 1
+"$BERT" --steps 3 --eval-every 0 --eval-batches 1 --json >bert0.out 2>&1
+"$BERT" --steps 3 --eval-every 0 --eval-batches 1 --json --memory-optimize >bert1.out 2>&1
+field() { tail -n 1 "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
+check "bert_kjv: memory_optimize keeps every loss" "$(field bert1.out final_loss) $(field bert1.out val_loss)" \
+	"$(field bert0.out final_loss) $(field bert0.out val_loss)"
+check "bert_kjv: memory_optimize lowers the peak below 0.7x" \
+	"$(awk -v a="$(field bert1.out peak_bytes)" -v b="$(field bert0.out peak_bytes)" 'BEGIN { print (a < 0.7 * b) }')" 1
+err=$("$BERT" --steps 1 --batch 32 --memory-limit 8m 2>&1); rc=$?
+check "bert_kjv: a batch past --memory-limit fails" "$rc" 1
+check_true "bert_kjv: ... naming memory_limit" grep -q "memory_limit: .* needs [0-9]* bytes more in step 0" <<<"$err"
+
+e2e_finish

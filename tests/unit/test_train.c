@@ -1,0 +1,834 @@
+/* test_train.c — the training features around the optimizer step: gradient clipping by the
+ * global norm of the unscaled gradients, gradient accumulation over micro-batches (one scale,
+ * one overflow check and one scaler decision per optimizer step), checkpoints (a resumed run
+ * bit-identical with one that never stopped; damaged, truncated, newer and mismatched files
+ * refused), memory_optimize (bit-identical results, lower peak, the unoptimized figure equal
+ * to a run without it) and memory_limit (the refused step names the op and the bytes).
+ *
+ * Gradients with exact values come from loss = sum(w * c) on FP32 tensors: the gradient of w
+ * is c times the loss scale, exactly, so every expected update is computed in the test.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Context with key/value pairs applied in order (NULL-terminated). */
+static amp_ctx *mkctx(const char *key, ...)
+{
+	amp_ctx *ctx = NULL;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	va_list ap;
+	va_start(ap, key);
+	for (const char *k = key; k; k = va_arg(ap, const char *)) {
+		const char *v = va_arg(ap, const char *);
+		cr_assert_eq(amp_config_set(ctx, k, v), AMP_OK, "%s = %s: %s", k, v,
+		             amp_ctx_error(ctx));
+	}
+	va_end(ap);
+	return ctx;
+}
+
+static char tmpdir[64];
+
+static void mktmp(void)
+{
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/test_train.XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void rmtmp(void)
+{
+	DIR *d = opendir(tmpdir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char p[512];
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+			unlink(p);
+		}
+	closedir(d);
+	rmdir(tmpdir);
+}
+
+static const char *in_tmp(const char *name)
+{
+	static char p[512];
+	snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+	return p;
+}
+
+/* loss = sum(w * c) for a parameter w and an fp32 constant c of n values; backward run. */
+static void linear_loss(amp_ctx *ctx, amp_tensor *w, const float *c, int n)
+{
+	amp_tensor *ct, *y, *loss;
+	cr_assert_eq(amp_tensor_from_f32(ctx, c, amp_shape1(n), AMP_F32, &ct), AMP_OK);
+	cr_assert_eq(amp_mul(ctx, "wc", w, ct, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_sum(ctx, "loss", y, &loss), AMP_OK);
+	cr_assert_eq(amp_backward(ctx, loss), AMP_OK, "%s", amp_ctx_error(ctx));
+}
+
+/* ---- configuration keys ------------------------------------------------------------------ */
+
+Test(train_config, keys_parse_and_read_back)
+{
+	amp_ctx *ctx = mkctx("gradient_clipping", "1.5", "gradient_accumulation_steps", "4",
+	                     "memory_optimize", "on", "memory_limit", "64k", NULL);
+	cr_assert_str_eq(amp_config_get(ctx, "gradient_clipping"), "1.5");
+	cr_assert_str_eq(amp_config_get(ctx, "gradient_accumulation_steps"), "4");
+	cr_assert_str_eq(amp_config_get(ctx, "memory_optimize"), "on");
+	cr_assert_str_eq(amp_config_get(ctx, "memory_limit"), "65536");
+	cr_assert_eq(amp_config_set(ctx, "memory_limit", "2M"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "memory_limit"), "2097152");
+	cr_assert_eq(amp_config_set(ctx, "memory_limit", "1g"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "memory_limit"), "1073741824");
+	cr_assert_eq(amp_config_set(ctx, "memory_optimize", "off"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "memory_optimize"), "off");
+	amp_ctx_free(ctx);
+	ctx = mkctx(NULL);
+	cr_assert_str_eq(amp_config_get(ctx, "gradient_clipping"), "0");
+	cr_assert_str_eq(amp_config_get(ctx, "gradient_accumulation_steps"), "1");
+	cr_assert_str_eq(amp_config_get(ctx, "memory_optimize"), "off");
+	cr_assert_str_eq(amp_config_get(ctx, "memory_limit"), "0");
+	amp_ctx_free(ctx);
+}
+
+Test(train_config, bad_values_refused)
+{
+	amp_ctx *ctx = mkctx(NULL);
+	static const char *bad[][2] = {
+	    {"gradient_clipping", "-1"},           {"gradient_clipping", "x"},
+	    {"gradient_accumulation_steps", "0"},  {"gradient_accumulation_steps", "1.5"},
+	    {"gradient_accumulation_steps", "1e9"}, {"memory_optimize", "yes"},
+	    {"memory_limit", "10x"},               {"memory_limit", "-5"},
+	    {"memory_limit", "99999999999999999999"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(amp_config_set(ctx, bad[i][0], bad[i][1]), AMP_ECONFIG, "%s = %s",
+		             bad[i][0], bad[i][1]);
+		cr_assert(strstr(amp_ctx_error(ctx), bad[i][0]), "message names the key: %s",
+		          amp_ctx_error(ctx));
+	}
+	amp_ctx_free(ctx);
+}
+
+Test(train_config, from_environment)
+{
+	setenv("AMP_GRADIENT_ACCUMULATION_STEPS", "3", 1);
+	setenv("AMP_MEMORY_OPTIMIZE", "on", 1);
+	amp_ctx *ctx = mkctx(NULL);
+	unsetenv("AMP_GRADIENT_ACCUMULATION_STEPS");
+	unsetenv("AMP_MEMORY_OPTIMIZE");
+	cr_assert_eq(ctx->cfg.accum_steps, 3);
+	cr_assert_eq(ctx->cfg.memory_optimize, 1);
+	amp_ctx_free(ctx);
+}
+
+/* ---- gradient clipping ------------------------------------------------------------------- */
+
+/* One SGD (lr 1) step on loss = sum(w * c) with w = 1, under a static loss scale of 1024. */
+static void clip_step(const char *clip, float *w_out, double *norm, int *clipped)
+{
+	amp_ctx *ctx = mkctx("loss_scale", "1024", "gradient_clipping", clip, NULL);
+	amp_tensor *w;
+	cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(4), AMP_INIT_ONES, 1, &w), AMP_OK);
+	amp_optim *opt;
+	amp_sgd_options so = {.lr = 1};
+	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &opt), AMP_OK);
+	static const float c[4] = {3, 4, 0, 0};
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	linear_loss(ctx, w, c, 4);
+	cr_assert_float_eq(((float *)w->grad->data)[1], 4096.0f, 0, "scaled gradient");
+	int skipped = -1;
+	cr_assert_eq(amp_optim_step(opt, &skipped), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(skipped, 0);
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	memcpy(w_out, w->data, 4 * sizeof(float));
+	*norm = amp_grad_norm(ctx);
+	*clipped = amp_grad_clipped(ctx);
+	amp_run_stats st;
+	amp_run_stats_get(ctx, &st);
+	cr_assert_eq(st.clipped_steps, *clipped);
+	amp_ctx_free(ctx);
+}
+
+Test(clipping, norm_of_unscaled_gradients)
+{
+	float w[4];
+	double norm;
+	int clipped;
+	/* |c| = 5 > 1: the gradient is scaled to norm 1 — of the unscaled gradient (clipping the
+	 * scaled one, norm 5120, would leave an update 1024 times smaller). */
+	clip_step("1", w, &norm, &clipped);
+	cr_assert_eq(norm, 5.0, "norm %.17g", norm);
+	cr_assert_eq(clipped, 1);
+	float coef = (float)(1.0 / (5.0 + 1e-6));
+	cr_assert_eq(w[0], 1.0f - 3.0f * coef, "w0 %.9g", (double)w[0]);
+	cr_assert_eq(w[1], 1.0f - 4.0f * coef, "w1 %.9g", (double)w[1]);
+	cr_assert_eq(w[2], 1.0f);
+	cr_assert_float_eq(w[0], 0.4f, 1e-6);
+	cr_assert_float_eq(w[1], 0.2f, 1e-6);
+}
+
+Test(clipping, below_threshold_untouched)
+{
+	float w[4];
+	double norm;
+	int clipped;
+	clip_step("10", w, &norm, &clipped);
+	cr_assert_eq(norm, 5.0);
+	cr_assert_eq(clipped, 0);
+	cr_assert_eq(w[0], -2.0f);
+	cr_assert_eq(w[1], -3.0f);
+}
+
+Test(clipping, off_takes_no_norm)
+{
+	float w[4];
+	double norm;
+	int clipped;
+	clip_step("0", w, &norm, &clipped);
+	cr_assert(isnan(norm));
+	cr_assert_eq(clipped, 0);
+	cr_assert_eq(w[1], -3.0f);
+}
+
+/* An overflowed step is skipped before any norm: weights and scale as a skipped step leaves
+ * them, no norm, not clipped. */
+Test(clipping, overflow_skips_cleanly)
+{
+	amp_ctx *ctx = mkctx("gradient_clipping", "1", NULL);
+	amp_tensor *w;
+	cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(2), AMP_INIT_ONES, 1, &w), AMP_OK);
+	amp_optim *opt;
+	amp_sgd_options so = {.lr = 1};
+	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &opt), AMP_OK);
+	static const float c[2] = {1e38f, 1};
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	linear_loss(ctx, w, c, 2); /* 1e38 * 128 = Inf */
+	int skipped = 0;
+	cr_assert_eq(amp_optim_step(opt, &skipped), AMP_OK);
+	cr_assert_eq(skipped, 1);
+	cr_assert(isnan(amp_grad_norm(ctx)));
+	cr_assert_eq(amp_grad_clipped(ctx), 0);
+	cr_assert_eq(((float *)w->data)[0], 1.0f);
+	cr_assert_eq(((float *)w->data)[1], 1.0f);
+	cr_assert_eq(((float *)w->grad->data)[1], 0.0f, "gradients cleared");
+	cr_assert_eq(amp_loss_scale(ctx), 64.0);
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	/* The next, clean step clips again. */
+	static const float c2[2] = {30, 40};
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	linear_loss(ctx, w, c2, 2);
+	cr_assert_eq(amp_optim_step(opt, &skipped), AMP_OK);
+	cr_assert_eq(skipped, 0);
+	cr_assert_eq(amp_grad_norm(ctx), 50.0);
+	cr_assert_eq(amp_grad_clipped(ctx), 1);
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	amp_ctx_free(ctx);
+}
+
+/* ---- gradient accumulation --------------------------------------------------------------- */
+
+/* Two micro-batches with c1 and c2 give the update of one batch with their mean. */
+Test(accumulation, equals_the_mean_batch)
+{
+	static const float c1[4] = {1, 2, 3, 4}, c2[4] = {3, 2, 1, 0}, mean[4] = {2, 2, 2, 2};
+	float wa[4], wb[4];
+	for (int run = 0; run < 2; run++) {
+		amp_ctx *ctx = run ? mkctx("gradient_accumulation_steps", "2", NULL) : mkctx(NULL);
+		amp_tensor *w;
+		cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(4), AMP_INIT_ONES, 1, &w), AMP_OK);
+		amp_optim *opt;
+		amp_sgd_options so = {.lr = 0.5f};
+		cr_assert_eq(amp_optim_sgd_new(ctx, &so, &opt), AMP_OK);
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		if (run) {
+			cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK);
+			linear_loss(ctx, w, c1, 4);
+			cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+			linear_loss(ctx, w, c2, 4);
+			cr_assert_float_eq(((float *)w->grad->data)[0], 4 * 128.0f, 0,
+			                   "summed, scaled gradients");
+			cr_assert_eq(ctx->step_loss, (10.0 + 6.0) / 2, "mean loss %g", ctx->step_loss);
+		} else {
+			linear_loss(ctx, w, mean, 4);
+		}
+		int skipped = -1;
+		cr_assert_eq(amp_optim_step(opt, &skipped), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(skipped, 0);
+		cr_assert_eq(ctx->scaler.clean_steps, 1, "one scaler decision per optimizer step");
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		memcpy(run ? wb : wa, w->data, sizeof wa);
+		amp_ctx_free(ctx);
+	}
+	cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "%g %g", (double)wa[0], (double)wb[0]);
+	cr_assert_eq(wa[0], 0.0f);
+}
+
+/* A micro-batch's activations are released when the next begins: the step never holds more
+ * than one micro-batch of them. */
+Test(accumulation, micro_batches_release_activations)
+{
+	amp_ctx *ctx = mkctx("gradient_accumulation_steps", "3", NULL);
+	amp_tensor *w;
+	cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(1024), AMP_INIT_ONES, 1, &w), AMP_OK);
+	amp_optim *opt;
+	amp_sgd_options so = {.lr = 0.1f};
+	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &opt), AMP_OK);
+	float *c = calloc(1024, sizeof(float));
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	uint64_t act[3];
+	for (int m = 0; m < 3; m++) {
+		cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+		linear_loss(ctx, w, c, 1024);
+		amp_run_stats st;
+		amp_run_stats_get(ctx, &st);
+		act[m] = st.bytes_activations;
+	}
+	cr_assert_gt(act[0], 4096);
+	cr_assert_eq(act[1], act[0]);
+	cr_assert_eq(act[2], act[0]);
+	cr_assert_eq(amp_optim_step(opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	free(c);
+	amp_ctx_free(ctx);
+}
+
+Test(accumulation, out_of_order_calls_refused)
+{
+	amp_ctx *ctx = mkctx("gradient_accumulation_steps", "2", NULL);
+	amp_tensor *w, *ct, *y, *loss;
+	cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(2), AMP_INIT_ONES, 1, &w), AMP_OK);
+	amp_optim *opt;
+	amp_sgd_options so = {.lr = 0.1f};
+	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &opt), AMP_OK);
+	static const float c[2] = {1, 2};
+	cr_assert_eq(amp_micro_batch_begin(ctx), AMP_ESTATE, "no step begun");
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	linear_loss(ctx, w, c, 2);
+	/* a second backward in the same micro-batch */
+	cr_assert_eq(amp_tensor_from_f32(ctx, c, amp_shape1(2), AMP_F32, &ct), AMP_OK);
+	cr_assert_eq(amp_mul(ctx, "wc", w, ct, &y), AMP_OK);
+	cr_assert_eq(amp_sum(ctx, "loss", y, &loss), AMP_OK);
+	cr_assert_eq(amp_backward(ctx, loss), AMP_ESTATE);
+	cr_assert(strstr(amp_ctx_error(ctx), "amp_micro_batch_begin"), "%s", amp_ctx_error(ctx));
+	/* the optimizer before the window is full */
+	cr_assert_eq(amp_optim_step(opt, NULL), AMP_ESTATE);
+	cr_assert(strstr(amp_ctx_error(ctx), "ran 1 of its 2 micro-batches"), "%s",
+	          amp_ctx_error(ctx));
+	cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK);
+	linear_loss(ctx, w, c, 2);
+	cr_assert_eq(amp_micro_batch_begin(ctx), AMP_ESTATE, "a third micro-batch");
+	cr_assert_eq(amp_optim_step(opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_micro_batch_begin(ctx), AMP_ESTATE, "after the optimizer");
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	amp_ctx_free(ctx);
+}
+
+/* An overflow in one micro-batch skips the whole optimizer step, with one backoff; the scale
+ * used by every micro-batch of the step is the same. */
+Test(accumulation, one_overflow_check_per_step)
+{
+	amp_ctx *ctx = mkctx("gradient_accumulation_steps", "2", NULL);
+	amp_tensor *w;
+	cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(2), AMP_INIT_ONES, 1, &w), AMP_OK);
+	amp_optim *opt;
+	amp_sgd_options so = {.lr = 0.1f};
+	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &opt), AMP_OK);
+	static const float big[2] = {1e38f, 0}, c[2] = {1, 1};
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	linear_loss(ctx, w, big, 2);
+	cr_assert_eq(ctx->step_scale, 128.0);
+	cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK);
+	linear_loss(ctx, w, c, 2);
+	cr_assert_eq(ctx->step_scale, 128.0);
+	int skipped = 0;
+	cr_assert_eq(amp_optim_step(opt, &skipped), AMP_OK);
+	cr_assert_eq(skipped, 1);
+	cr_assert_eq(amp_loss_scale(ctx), 64.0, "one backoff, not two");
+	cr_assert_eq(((float *)w->data)[1], 1.0f);
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	amp_run_stats st;
+	amp_run_stats_get(ctx, &st);
+	cr_assert_eq(st.skipped_steps, 1);
+	cr_assert_eq(st.overflow_steps, 1);
+	amp_ctx_free(ctx);
+}
+
+/* ---- a small network for checkpoints and memory_optimize ---------------------------------- */
+
+typedef struct net {
+	amp_ctx *ctx;
+	amp_tensor *w1, *b1, *w2, *b2;
+	amp_optim *opt;
+} net;
+
+#define NB 16 /* batch */
+#define NI 12 /* inputs */
+#define NH 32 /* hidden */
+#define NC 5  /* classes */
+
+static void net_new(net *n, const char *mode, const char *extra_key, const char *extra_val)
+{
+	n->ctx = mkctx("precision_mode", mode, "loss_scale_growth_interval", "3",
+	               "gradient_clipping", "2", NULL);
+	if (extra_key)
+		cr_assert_eq(amp_config_set(n->ctx, extra_key, extra_val), AMP_OK);
+	cr_assert_eq(amp_param_new(n->ctx, "fc1.w", amp_shape2(NH, NI), AMP_INIT_KAIMING, 1, &n->w1),
+	             AMP_OK);
+	cr_assert_eq(amp_param_new(n->ctx, "fc1.b", amp_shape1(NH), AMP_INIT_ZEROS, 1, &n->b1),
+	             AMP_OK);
+	cr_assert_eq(amp_param_new(n->ctx, "fc2.w", amp_shape2(NC, NH), AMP_INIT_KAIMING, 1, &n->w2),
+	             AMP_OK);
+	cr_assert_eq(amp_param_new(n->ctx, "fc2.b", amp_shape1(NC), AMP_INIT_ZEROS, 1, &n->b2),
+	             AMP_OK);
+	amp_adamw_options ao = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+	                        .weight_decay = 0.01f};
+	cr_assert_eq(amp_optim_adamw_new(n->ctx, &ao, &n->opt), AMP_OK);
+}
+
+/* One training step on data that depends only on the step index; returns the loss. */
+static double net_step(net *n)
+{
+	amp_ctx *ctx = n->ctx;
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+	int64_t s = amp_step_index(ctx);
+	float x[NB * NI];
+	int32_t t[NB];
+	for (int i = 0; i < NB * NI; i++)
+		x[i] = (float)sin(0.37 * (double)i + 1.3 * (double)s);
+	for (int i = 0; i < NB; i++)
+		t[i] = (int32_t)((i + s) % NC);
+	amp_tensor *xt, *tt, *h, *a, *d, *lo, *loss;
+	cr_assert_eq(amp_tensor_from_f32(ctx, x, amp_shape2(NB, NI), AMP_F32, &xt), AMP_OK);
+	cr_assert_eq(amp_tensor_from_i32(ctx, t, amp_shape1(NB), &tt), AMP_OK);
+	cr_assert_eq(amp_linear(ctx, "fc1", xt, n->w1, n->b1, &h), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_gelu(ctx, "act", h, &a), AMP_OK);
+	cr_assert_eq(amp_dropout(ctx, "drop", a, 0.2f, &d), AMP_OK);
+	cr_assert_eq(amp_linear(ctx, "fc2", d, n->w2, n->b2, &lo), AMP_OK);
+	cr_assert_eq(amp_cross_entropy(ctx, "ce", lo, tt, &loss), AMP_OK);
+	cr_assert_eq(amp_backward(ctx, loss), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_optim_step(n->opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
+	double l = ctx->step_loss;
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	return l;
+}
+
+/* The masters, concatenated. */
+static void net_weights(net *n, float *out)
+{
+	amp_tensor *ps[4] = {n->w1, n->b1, n->w2, n->b2};
+	for (int i = 0; i < 4; i++) {
+		memcpy(out, ps[i]->data, (size_t)ps[i]->numel * sizeof(float));
+		out += ps[i]->numel;
+	}
+}
+
+#define NW (NH * NI + NH + NC * NH + NC)
+#define STEPS 12
+#define STOP 5
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+static void resume_bit_identical(const char *mode)
+{
+	mktmp();
+	const char *ck = in_tmp("run.ckpt");
+	double la[STEPS], lb[STEPS];
+	float wa[NW], wb[NW];
+	net n;
+	net_new(&n, mode, NULL, NULL);
+	for (int s = 0; s < STEPS; s++)
+		la[s] = net_step(&n);
+	net_weights(&n, wa);
+	double scale_a = amp_loss_scale(n.ctx);
+	amp_ctx_free(n.ctx);
+
+	net_new(&n, mode, NULL, NULL);
+	for (int s = 0; s < STOP; s++)
+		lb[s] = net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, ck), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	amp_ctx_free(n.ctx);
+
+	/* A new process, as it were: same program, same configuration, fresh initialisation
+	 * (which consumes the RNG differently than the run did by step 5) — then the load. */
+	net_new(&n, mode, NULL, NULL);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, ck), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	cr_assert_eq(amp_step_index(n.ctx), STOP - 1);
+	for (int s = STOP; s < STEPS; s++)
+		lb[s] = net_step(&n);
+	net_weights(&n, wb);
+	for (int s = 0; s < STEPS; s++)
+		cr_assert_eq(memcmp(&la[s], &lb[s], sizeof la[s]), 0, "%s step %d: %.17g vs %.17g",
+		             mode, s, la[s], lb[s]);
+	cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "%s: final weights differ", mode);
+	cr_assert_eq(amp_loss_scale(n.ctx), scale_a);
+	amp_run_stats st;
+	amp_run_stats_get(n.ctx, &st);
+	cr_assert_eq(st.steps, STEPS);
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
+Test(checkpoint, resume_bit_identical_fp16) { resume_bit_identical("allow_mix_precision"); }
+Test(checkpoint, resume_bit_identical_bf16) { resume_bit_identical("allow_mix_precision_bf16"); }
+Test(checkpoint, resume_bit_identical_fp32) { resume_bit_identical("force_fp32"); }
+
+/* The scaler's state is in the file: a run whose scale grew resumes at the grown scale with
+ * its clean-step count. */
+Test(checkpoint, scaler_state_restored)
+{
+	mktmp();
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	for (int s = 0; s < 4; s++)
+		net_step(&n);
+	amp_scaler before = n.ctx->scaler;
+	uint64_t rng = n.ctx->rng_state;
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("s.ckpt")), AMP_OK);
+	amp_ctx_free(n.ctx);
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("s.ckpt")), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	cr_assert_eq(n.ctx->scaler.scale, before.scale);
+	cr_assert_gt(before.scale, 128.0, "the scale grew (interval 3)");
+	cr_assert_eq(n.ctx->scaler.clean_steps, before.clean_steps);
+	cr_assert_eq(n.ctx->rng_state, rng);
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
+/* Save writes a temporary file and renames it: afterwards only the checkpoint is there, and
+ * saving again replaces it whole. */
+Test(checkpoint, atomic_replace_leaves_no_temporary)
+{
+	mktmp();
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("a.ckpt")), AMP_OK);
+	net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("a.ckpt")), AMP_OK);
+	DIR *d = opendir(tmpdir);
+	struct dirent *e;
+	int files = 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			files++;
+			cr_assert_str_eq(e->d_name, "a.ckpt");
+		}
+	closedir(d);
+	cr_assert_eq(files, 1);
+	/* the second save is the one in the file */
+	amp_ctx_free(n.ctx);
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("a.ckpt")), AMP_OK);
+	cr_assert_eq(amp_step_index(n.ctx), 1);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, "/nonexistent-dir/x.ckpt"), AMP_EIO);
+	cr_assert(strstr(amp_ctx_error(n.ctx), "/nonexistent-dir/x.ckpt"), "%s",
+	          amp_ctx_error(n.ctx));
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
+static long file_size(const char *p)
+{
+	FILE *f = fopen(p, "rb");
+	cr_assert_not_null(f);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fclose(f);
+	return n;
+}
+
+/* Rewrites byte off of p with v (or truncates it to off when v < 0). */
+static void patch(const char *p, long off, int v)
+{
+	if (v < 0) {
+		cr_assert_eq(truncate(p, off), 0);
+		return;
+	}
+	FILE *f = fopen(p, "r+b");
+	cr_assert_not_null(f);
+	fseek(f, off, SEEK_SET);
+	fputc(v, f);
+	fclose(f);
+}
+
+/* Inverts every bit of byte off of p. */
+static void flip(const char *p, long off)
+{
+	FILE *f = fopen(p, "r+b");
+	cr_assert_not_null(f);
+	fseek(f, off, SEEK_SET);
+	int c = getc(f);
+	fseek(f, off, SEEK_SET);
+	fputc(c ^ 0xff, f);
+	fclose(f);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+	cr_assert(a && b);
+	int c;
+	while ((c = getc(a)) != EOF)
+		putc(c, b);
+	fclose(a);
+	fclose(b);
+}
+
+/* A refused checkpoint says why and leaves the context as it was. */
+static void refused(net *n, const char *p, int code, const char *why)
+{
+	float before[NW], after[NW];
+	net_weights(n, before);
+	int64_t step = amp_step_index(n->ctx);
+	cr_assert_eq(amp_checkpoint_load(n->ctx, p), code, "%s: %s", why, amp_ctx_error(n->ctx));
+	cr_assert(strstr(amp_ctx_error(n->ctx), why), "expected '%s' in: %s", why,
+	          amp_ctx_error(n->ctx));
+	net_weights(n, after);
+	cr_assert_eq(memcmp(before, after, sizeof before), 0, "context changed by a refused load");
+	cr_assert_eq(amp_step_index(n->ctx), step);
+}
+
+Test(checkpoint, damaged_newer_and_mismatched_refused)
+{
+	mktmp();
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	for (int s = 0; s < 3; s++)
+		net_step(&n);
+	char good[512], p[512];
+	snprintf(good, sizeof good, "%s", in_tmp("good.ckpt"));
+	cr_assert_eq(amp_checkpoint_save(n.ctx, good), AMP_OK);
+	amp_ctx_free(n.ctx);
+	long size = file_size(good);
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+
+	snprintf(p, sizeof p, "%s", in_tmp("flip.ckpt"));
+	copy_file(good, p);
+	flip(p, size / 2);
+	refused(&n, p, AMP_EFORMAT, "checksum mismatch");
+
+	snprintf(p, sizeof p, "%s", in_tmp("short.ckpt"));
+	copy_file(good, p);
+	patch(p, size - 7, -1);
+	refused(&n, p, AMP_EFORMAT, "truncated");
+	patch(p, 20, -1);
+	refused(&n, p, AMP_EFORMAT, "truncated");
+
+	snprintf(p, sizeof p, "%s", in_tmp("newer.ckpt"));
+	copy_file(good, p);
+	patch(p, 8, 2); /* format version 2 */
+	refused(&n, p, AMP_EFORMAT, "format version 2 is newer");
+
+	snprintf(p, sizeof p, "%s", in_tmp("magic.ckpt"));
+	copy_file(good, p);
+	patch(p, 0, 'X');
+	refused(&n, p, AMP_EFORMAT, "not an ampkit checkpoint");
+
+	refused(&n, in_tmp("missing.ckpt"), AMP_EIO, "cannot open");
+	amp_ctx_free(n.ctx);
+
+	/* another model: a parameter of another shape */
+	amp_ctx *ctx = mkctx(NULL);
+	amp_tensor *w;
+	cr_assert_eq(amp_param_new(ctx, "fc1.w", amp_shape2(NH, NI + 1), AMP_INIT_ZEROS, 1, &w),
+	             AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(ctx, good), AMP_EFORMAT);
+	cr_assert(strstr(amp_ctx_error(ctx), "holds 4 parameters, this context has 1"), "%s",
+	          amp_ctx_error(ctx));
+	amp_ctx_free(ctx);
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	amp_ctx_free(n.ctx);
+	/* same count, one shape differs */
+	ctx = mkctx(NULL);
+	amp_tensor *t;
+	cr_assert_eq(amp_param_new(ctx, "fc1.w", amp_shape2(NH, NI), AMP_INIT_ZEROS, 1, &t), AMP_OK);
+	cr_assert_eq(amp_param_new(ctx, "fc1.b", amp_shape1(NH), AMP_INIT_ZEROS, 1, &t), AMP_OK);
+	cr_assert_eq(amp_param_new(ctx, "fc2.w", amp_shape2(NC + 1, NH), AMP_INIT_ZEROS, 1, &t),
+	             AMP_OK);
+	cr_assert_eq(amp_param_new(ctx, "fc2.b", amp_shape1(NC), AMP_INIT_ZEROS, 1, &t), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(ctx, good), AMP_EFORMAT);
+	cr_assert(strstr(amp_ctx_error(ctx), "parameter 'fc2.w' (5,32) in the file, 'fc2.w' (6,32)"),
+	          "%s", amp_ctx_error(ctx));
+	amp_ctx_free(ctx);
+	rmtmp();
+}
+
+Test(checkpoint, between_steps_only)
+{
+	mktmp();
+	amp_ctx *ctx = mkctx(NULL);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_checkpoint_save(ctx, in_tmp("x.ckpt")), AMP_ESTATE);
+	cr_assert_eq(amp_checkpoint_load(ctx, in_tmp("x.ckpt")), AMP_ESTATE);
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	amp_ctx_free(ctx);
+	rmtmp();
+}
+
+/* ---- memory_optimize and memory_limit ---------------------------------------------------- */
+
+static void memopt_identical(const char *mode)
+{
+	double la[STEPS], lb[STEPS];
+	float wa[NW], wb[NW];
+	amp_run_stats sa, sb;
+	net n;
+	net_new(&n, mode, NULL, NULL);
+	for (int s = 0; s < STEPS; s++)
+		la[s] = net_step(&n);
+	net_weights(&n, wa);
+	amp_run_stats_get(n.ctx, &sa);
+	amp_ctx_free(n.ctx);
+	net_new(&n, mode, "memory_optimize", "on");
+	for (int s = 0; s < STEPS; s++)
+		lb[s] = net_step(&n);
+	net_weights(&n, wb);
+	amp_run_stats_get(n.ctx, &sb);
+	amp_ctx_free(n.ctx);
+	for (int s = 0; s < STEPS; s++)
+		cr_assert_eq(memcmp(&la[s], &lb[s], sizeof la[s]), 0, "%s step %d: %.17g vs %.17g",
+		             mode, s, la[s], lb[s]);
+	cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "%s: weights differ", mode);
+	/* without it, the unoptimized figure is the peak; with it, that figure is what the run
+	 * without it measured, and the real peak is lower */
+	cr_assert_eq(sa.peak_bytes_unoptimized, sa.peak_bytes);
+	cr_assert_eq(sb.peak_bytes_unoptimized, sa.peak_bytes, "%llu vs %llu",
+	             (unsigned long long)sb.peak_bytes_unoptimized,
+	             (unsigned long long)sa.peak_bytes);
+	cr_assert_lt(sb.peak_bytes, sa.peak_bytes, "peak %llu with, %llu without",
+	             (unsigned long long)sb.peak_bytes, (unsigned long long)sa.peak_bytes);
+	cr_log_info("%s: peak %llu bytes with memory_optimize, %llu without\n", mode,
+	            (unsigned long long)sb.peak_bytes, (unsigned long long)sa.peak_bytes);
+}
+
+Test(memory_optimize, bit_identical_and_lower_peak_fp16) { memopt_identical("allow_mix_precision"); }
+Test(memory_optimize, bit_identical_and_lower_peak_fp32) { memopt_identical("force_fp32"); }
+Test(memory_optimize, bit_identical_and_lower_peak_bf16)
+{
+	memopt_identical("allow_mix_precision_bf16");
+}
+
+/* Activations and their gradients go back to the arena during backward: at the end of the
+ * step the two categories hold less than without it. */
+Test(memory_optimize, releases_during_backward)
+{
+	amp_run_stats st[2];
+	for (int on = 0; on < 2; on++) {
+		net n;
+		net_new(&n, "allow_mix_precision", "memory_optimize", on ? "on" : "off");
+		amp_ctx *ctx = n.ctx;
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		float x[NB * NI] = {0};
+		int32_t t[NB] = {0};
+		amp_tensor *xt, *tt, *h, *a, *lo, *loss;
+		cr_assert_eq(amp_tensor_from_f32(ctx, x, amp_shape2(NB, NI), AMP_F32, &xt), AMP_OK);
+		cr_assert_eq(amp_tensor_from_i32(ctx, t, amp_shape1(NB), &tt), AMP_OK);
+		cr_assert_eq(amp_linear(ctx, "fc1", xt, n.w1, n.b1, &h), AMP_OK);
+		cr_assert_eq(amp_relu(ctx, "act", h, &a), AMP_OK);
+		cr_assert_eq(amp_linear(ctx, "fc2", a, n.w2, n.b2, &lo), AMP_OK);
+		cr_assert_eq(amp_cross_entropy(ctx, "ce", lo, tt, &loss), AMP_OK);
+		cr_assert_eq(amp_backward(ctx, loss), AMP_OK);
+		amp_run_stats_get(ctx, &st[on]);
+		cr_assert_eq(h->released, on, "the hidden activation released with it on");
+		cr_assert_eq(loss->released, 0, "the loss is kept");
+		cr_assert_float_eq(amp_tensor_item(ctx, loss), log((double)NC), 1e-3);
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_ctx_free(ctx);
+	}
+	cr_assert_lt(st[1].bytes_activations, st[0].bytes_activations);
+	cr_assert_lt(st[1].bytes_grads, st[0].bytes_grads);
+	/* the parameters' master gradients stay: grads hold at least those */
+	cr_assert_geq(st[1].bytes_grads, (uint64_t)NW * 4);
+}
+
+/* A step that would pass the limit is refused at the op that would pass it, naming the op,
+ * its layer and the bytes; the rest of the step is refused too; the next step runs. */
+Test(memory_limit, refuses_the_step_naming_the_op)
+{
+	amp_ctx *ctx = mkctx("memory_limit", "39k", NULL);
+	amp_tensor *w, *x, *y, *z;
+	cr_assert_eq(amp_param_new(ctx, "fc.w", amp_shape2(64, 64), AMP_INIT_ONES, 1, &w), AMP_OK);
+	float *xv = calloc(64 * 64, sizeof(float));
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_tensor_from_f32(ctx, xv, amp_shape2(64, 64), AMP_F16, &x), AMP_OK);
+	/* 16 KiB master + 8 KiB input + 8 KiB working copy: the 8 KiB output does not fit */
+	int rc = amp_linear(ctx, "fc", x, w, NULL, &y);
+	cr_assert_eq(rc, AMP_ELIMIT, "rc %d: %s", rc, amp_ctx_error(ctx));
+	const char *e = amp_ctx_error(ctx);
+	cr_assert(strstr(e, "memory_limit: Linear 'fc' needs 8192 bytes more in step 0"), "%s", e);
+	cr_assert(strstr(e, "with 32768 of the limit of 39936 bytes in use"), "%s", e);
+	cr_assert_eq(amp_relu(ctx, "after", x, &z), AMP_ELIMIT);
+	cr_assert(strstr(amp_ctx_error(ctx), "refused by memory_limit"), "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	/* a smaller step fits */
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_tensor_from_f32(ctx, xv, amp_shape2(8, 64), AMP_F16, &x), AMP_OK);
+	cr_assert_eq(amp_linear(ctx, "fc", x, w, NULL, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	/* a parameter past the limit, outside any step */
+	cr_assert_eq(amp_param_new(ctx, "big", amp_shape1(1 << 14), AMP_INIT_ZEROS, 1, &w),
+	             AMP_ELIMIT);
+	cr_assert(strstr(amp_ctx_error(ctx), "parameter 'big' needs 65536 bytes"), "%s",
+	          amp_ctx_error(ctx));
+	free(xv);
+	amp_ctx_free(ctx);
+}
+
+/* With memory_optimize the backward of the same step fits a limit that refuses it without. */
+Test(memory_limit, memory_optimize_fits_more)
+{
+	uint64_t peak_with;
+	{
+		net n;
+		net_new(&n, "allow_mix_precision", "memory_optimize", "on");
+		net_step(&n);
+		amp_run_stats st;
+		amp_run_stats_get(n.ctx, &st);
+		peak_with = st.peak_bytes;
+		cr_assert_lt(st.peak_bytes, st.peak_bytes_unoptimized);
+		amp_ctx_free(n.ctx);
+	}
+	char lim[32];
+	snprintf(lim, sizeof lim, "%llu", (unsigned long long)peak_with);
+	for (int on = 0; on < 2; on++) {
+		net n;
+		net_new(&n, "allow_mix_precision", "memory_optimize", on ? "on" : "off");
+		cr_assert_eq(amp_config_set(n.ctx, "memory_limit", lim), AMP_OK);
+		amp_ctx *ctx = n.ctx;
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		float x[NB * NI] = {0};
+		int32_t t[NB] = {0};
+		amp_tensor *xt, *tt, *h, *a, *d, *lo, *loss;
+		cr_assert_eq(amp_tensor_from_f32(ctx, x, amp_shape2(NB, NI), AMP_F32, &xt), AMP_OK);
+		cr_assert_eq(amp_tensor_from_i32(ctx, t, amp_shape1(NB), &tt), AMP_OK);
+		cr_assert_eq(amp_linear(ctx, "fc1", xt, n.w1, n.b1, &h), AMP_OK);
+		cr_assert_eq(amp_gelu(ctx, "act", h, &a), AMP_OK);
+		cr_assert_eq(amp_dropout(ctx, "drop", a, 0.2f, &d), AMP_OK);
+		cr_assert_eq(amp_linear(ctx, "fc2", d, n.w2, n.b2, &lo), AMP_OK);
+		cr_assert_eq(amp_cross_entropy(ctx, "ce", lo, tt, &loss), AMP_OK);
+		int rc = amp_backward(ctx, loss);
+		if (on) {
+			cr_assert_eq(rc, AMP_OK, "%s", amp_ctx_error(ctx));
+			cr_assert_eq(amp_optim_step(n.opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
+		} else {
+			cr_assert_eq(rc, AMP_ELIMIT, "rc %d", rc);
+			cr_assert(strstr(amp_ctx_error(ctx), "memory_limit: backward of "), "%s",
+			          amp_ctx_error(ctx));
+		}
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_ctx_free(ctx);
+	}
+}
