@@ -146,7 +146,7 @@ static int emit_names(sqlite3 *db, FILE *f)
 	const char *base = strrchr(command, '/');
 	base = base ? base + 1 : command;
 	if (*base)
-		snprintf(prog, sizeof prog, "%s", base);
+		snprintf(prog, sizeof prog, "%.*s", (int)sizeof prog - 1, base); /* cut to fit */
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, TRACKS_CTE "SELECT DISTINCT pid FROM tr ORDER BY pid", -1, &st,
 	                       NULL) != SQLITE_OK)
