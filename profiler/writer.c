@@ -109,7 +109,10 @@ int64_t prof_writer_dur(prof_writer *w, unsigned clock, uint64_t t0, uint64_t t1
 {
 	if (t1 <= t0)
 		return 0;
-	int64_t d = prof_writer_ns(w, clock, t1) - prof_writer_ns(w, clock, t0);
+	int64_t d;
+	/* hostile ticks can map to both ends of int64: saturate rather than overflow */
+	if (__builtin_sub_overflow(prof_writer_ns(w, clock, t1), prof_writer_ns(w, clock, t0), &d))
+		return INT64_MAX;
 	return d > 0 ? d : 0;
 }
 
