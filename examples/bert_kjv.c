@@ -21,130 +21,7 @@
 #include "common/batch.h"
 #include "common/cli.h"
 #include "common/data.h"
-
-#define MAX_LAYERS 8
-
-typedef struct hparams {
-	int64_t ctx_len, d_model, layers, heads, vocab;
-} hparams;
-
-/* Op labels of one block, "attn0.q" and so on, so that profiles tell the layers apart. */
-enum {
-	L_LN1,
-	L_Q,
-	L_K,
-	L_V,
-	L_SPLIT,
-	L_SCORES,
-	L_SCALE,
-	L_SOFTMAX,
-	L_MIX,
-	L_MERGE,
-	L_PROJ,
-	L_RESID1,
-	L_LN2,
-	L_FC,
-	L_GELU,
-	L_FCPROJ,
-	L_RESID2,
-	L_COUNT
-};
-static const char *const op_names[L_COUNT][2] = {
-    {"ln", ".1"},       {"attn", ".q"},      {"attn", ".k"},     {"attn", ".v"},
-    {"attn", ".split"}, {"attn", ".scores"}, {"attn", ".scale"}, {"attn", ".softmax"},
-    {"attn", ".mix"},   {"attn", ".merge"},  {"attn", ".proj"},  {"resid", ".1"},
-    {"ln", ".2"},       {"mlp", ".fc"},      {"mlp", ".gelu"},   {"mlp", ".proj"},
-    {"resid", ".2"}};
-
-typedef struct block {
-	amp_tensor *ln1_g, *ln1_b, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
-	amp_tensor *ln2_g, *ln2_b, *w_fc, *b_fc, *w_proj, *b_proj;
-	char label[L_COUNT][24];
-} block;
-
-typedef struct model {
-	hparams hp;
-	amp_tensor *tok_emb, *pos_emb, *lnf_g, *lnf_b, *w_head, *b_head;
-	block blk[MAX_LAYERS];
-} model;
-
-/* One parameter with a label "prefix.name" (labels are copied by the runtime). */
-static int param(amp_ctx *ctx, const char *prefix, const char *name, amp_shape s, amp_init init,
-                 float scale, amp_tensor **out)
-{
-	char label[64];
-	if (prefix)
-		snprintf(label, sizeof label, "%s.%s", prefix, name);
-	else
-		snprintf(label, sizeof label, "%s", name);
-	return amp_param_new(ctx, label, s, init, scale, out);
-}
-
-static int model_init(amp_ctx *ctx, model *m)
-{
-	const int64_t D = m->hp.d_model, V = m->hp.vocab;
-	/* Kaiming-uniform with scale 1/sqrt(2) gives variance 1/fan_in; residual projections are
-	 * scaled down further by 1/sqrt(2 * layers), as in GPT-2. */
-	const float w = 0.70710678f, wres = w / sqrtf(2.0f * (float)m->hp.layers);
-	const amp_shape vec = amp_shape1(D), sq = amp_shape2(D, D);
-	const amp_shape up = amp_shape2(4 * D, D), down = amp_shape2(D, 4 * D);
-	int rc;
-	if ((rc = param(ctx, NULL, "tok_emb", amp_shape2(V, D), AMP_INIT_NORMAL, 0.1f,
-	                &m->tok_emb)) ||
-	    (rc = param(ctx, NULL, "pos_emb", amp_shape2(m->hp.ctx_len, D), AMP_INIT_NORMAL, 0.02f,
-	                &m->pos_emb)))
-		return rc;
-	for (int64_t l = 0; l < m->hp.layers; l++) {
-		block *b = &m->blk[l];
-		const int li = (int)l; /* < MAX_LAYERS */
-		char ln1[16], attn[16], ln2[16], mlp[16];
-		for (int i = 0; i < L_COUNT; i++)
-			snprintf(b->label[i], sizeof b->label[i], "%s%d%s", op_names[i][0], li,
-			         op_names[i][1]);
-		snprintf(ln1, sizeof ln1, "ln%d.1", li);
-		snprintf(attn, sizeof attn, "attn%d", li);
-		snprintf(ln2, sizeof ln2, "ln%d.2", li);
-		snprintf(mlp, sizeof mlp, "mlp%d", li);
-		if ((rc = param(ctx, ln1, "gamma", vec, AMP_INIT_ONES, 0, &b->ln1_g)) ||
-		    (rc = param(ctx, ln1, "beta", vec, AMP_INIT_ZEROS, 0, &b->ln1_b)) ||
-		    (rc = param(ctx, attn, "q", sq, AMP_INIT_KAIMING, w, &b->wq)) ||
-		    (rc = param(ctx, attn, "q.bias", vec, AMP_INIT_ZEROS, 0, &b->bq)) ||
-		    (rc = param(ctx, attn, "k", sq, AMP_INIT_KAIMING, w, &b->wk)) ||
-		    (rc = param(ctx, attn, "k.bias", vec, AMP_INIT_ZEROS, 0, &b->bk)) ||
-		    (rc = param(ctx, attn, "v", sq, AMP_INIT_KAIMING, w, &b->wv)) ||
-		    (rc = param(ctx, attn, "v.bias", vec, AMP_INIT_ZEROS, 0, &b->bv)) ||
-		    (rc = param(ctx, attn, "proj", sq, AMP_INIT_KAIMING, wres, &b->wo)) ||
-		    (rc = param(ctx, attn, "proj.bias", vec, AMP_INIT_ZEROS, 0, &b->bo)) ||
-		    (rc = param(ctx, ln2, "gamma", vec, AMP_INIT_ONES, 0, &b->ln2_g)) ||
-		    (rc = param(ctx, ln2, "beta", vec, AMP_INIT_ZEROS, 0, &b->ln2_b)) ||
-		    (rc = param(ctx, mlp, "fc", up, AMP_INIT_KAIMING, w, &b->w_fc)) ||
-		    (rc = param(ctx, mlp, "fc.bias", amp_shape1(4 * D), AMP_INIT_ZEROS, 0,
-		                &b->b_fc)) ||
-		    (rc = param(ctx, mlp, "proj", down, AMP_INIT_KAIMING, wres, &b->w_proj)) ||
-		    (rc = param(ctx, mlp, "proj.bias", vec, AMP_INIT_ZEROS, 0, &b->b_proj)))
-			return rc;
-	}
-	if ((rc = param(ctx, "lnf", "gamma", vec, AMP_INIT_ONES, 0, &m->lnf_g)) ||
-	    (rc = param(ctx, "lnf", "beta", vec, AMP_INIT_ZEROS, 0, &m->lnf_b)) ||
-	    (rc = param(ctx, NULL, "head", amp_shape2(V - 1, D), AMP_INIT_KAIMING, w, &m->w_head)) ||
-	    (rc = param(ctx, NULL, "head.bias", amp_shape1(V - 1), AMP_INIT_ZEROS, 0, &m->b_head)))
-		return rc;
-	return AMP_OK;
-}
-
-/* (B,T,D) -> (B*H,T,hd): split the model dimension into heads. */
-static int split_heads(amp_ctx *ctx, const char *label, amp_tensor *x, const hparams *hp, int64_t B,
-                       int64_t T, amp_tensor **out)
-{
-	const int64_t H = hp->heads, hd = hp->d_model / hp->heads;
-	amp_tensor *r, *t;
-	int rc;
-	if ((rc = amp_reshape(ctx, label, x, amp_shape4(B, T, H, hd), &r)) ||
-	    (rc = amp_transpose(ctx, label, r, 1, 2, &t)) || /* (B,H,T,hd) */
-	    (rc = amp_reshape(ctx, label, t, amp_shape3(B * H, T, hd), out)))
-		return rc;
-	return AMP_OK;
-}
+#include "common/transformer.h"
 
 /* ids: (B,T) int32 token ids (the vocabulary and [MASK]), picks: (P) int32 positions b*T+t
  * of the chosen characters -> logits (P, V - 1) at those positions. */
@@ -170,9 +47,9 @@ static int model_forward(amp_ctx *ctx, const model *m, amp_tensor *ids, amp_tens
 		    (rc = amp_linear(ctx, b->label[L_Q], h, b->wq, b->bq, &q)) ||
 		    (rc = amp_linear(ctx, b->label[L_K], h, b->wk, b->bk, &k)) ||
 		    (rc = amp_linear(ctx, b->label[L_V], h, b->wv, b->bv, &v)) ||
-		    (rc = split_heads(ctx, b->label[L_SPLIT], q, hp, B, T, &qh)) ||
-		    (rc = split_heads(ctx, b->label[L_SPLIT], k, hp, B, T, &kh)) ||
-		    (rc = split_heads(ctx, b->label[L_SPLIT], v, hp, B, T, &vh)) ||
+		    (rc = tf_split_heads(ctx, b->label[L_SPLIT], q, hp, B, T, &qh)) ||
+		    (rc = tf_split_heads(ctx, b->label[L_SPLIT], k, hp, B, T, &kh)) ||
+		    (rc = tf_split_heads(ctx, b->label[L_SPLIT], v, hp, B, T, &vh)) ||
 		    (rc = amp_batch_matmul(ctx, b->label[L_SCORES], qh, kh, 0, 1, &att)) ||
 		    (rc = amp_scale(ctx, b->label[L_SCALE], att, att_scale, &att_s)) ||
 		    (rc = amp_softmax(ctx, b->label[L_SOFTMAX], att_s, 0, &p)) ||
@@ -417,7 +294,9 @@ int main(int argc, char **argv)
 	                        .beta2 = 0.99f,
 	                        .eps = 1e-8f,
 	                        .weight_decay = (float)weight_decay};
-	if ((rc = model_init(ctx, &m)) || (rc = amp_optim_adamw_new(ctx, &ao, &adamw))) {
+	/* the head predicts characters, not [MASK] */
+	if ((rc = tf_model_init(ctx, &m, m.hp.vocab - 1)) ||
+	    (rc = amp_optim_adamw_new(ctx, &ao, &adamw))) {
 		status = ex_fail(&prog, ctx, "setup", rc);
 		goto out;
 	}

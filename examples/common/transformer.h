@@ -1,0 +1,61 @@
+/* transformer.h — the pre-LayerNorm transformer both KJV examples train (charlm: causal, a
+ * language model; bert_kjv: bidirectional, masked characters): hyperparameters, the parameters
+ * of each block with their labels, and the model's parameters.  The forward passes stay in the
+ * examples, so that profiled call sites point at their lines.
+ */
+#ifndef AMP_EX_TRANSFORMER_H
+#define AMP_EX_TRANSFORMER_H
+
+#include <stdint.h>
+
+#include "amp/amp.h"
+
+#define MAX_LAYERS 8 /* blocks a model may have */
+
+typedef struct hparams {
+	int64_t ctx_len, d_model, layers, heads, vocab;
+} hparams;
+
+/* Op labels of one block, "attn0.q" and so on, so that profiles tell the layers apart. */
+enum {
+	L_LN1,
+	L_Q,
+	L_K,
+	L_V,
+	L_SPLIT,
+	L_SCORES,
+	L_SCALE,
+	L_SOFTMAX,
+	L_MIX,
+	L_MERGE,
+	L_PROJ,
+	L_RESID1,
+	L_LN2,
+	L_FC,
+	L_GELU,
+	L_FCPROJ,
+	L_RESID2,
+	L_COUNT
+};
+
+typedef struct block {
+	amp_tensor *ln1_g, *ln1_b, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
+	amp_tensor *ln2_g, *ln2_b, *w_fc, *b_fc, *w_proj, *b_proj;
+	char label[L_COUNT][24];
+} block;
+
+typedef struct model {
+	hparams hp;
+	amp_tensor *tok_emb, *pos_emb, *lnf_g, *lnf_b, *w_head, *b_head;
+	block blk[MAX_LAYERS];
+} model;
+
+/* The model's parameters: embeddings of m->hp.vocab tokens and m->hp.ctx_len positions,
+ * m->hp.layers blocks (each op label "attn0.q" and so on in block.label), a final LayerNorm and
+ * a head of head_out outputs.  Returns AMP_OK or the runtime's error. */
+int tf_model_init(amp_ctx *ctx, model *m, int64_t head_out);
+/* (B,T,D) -> (B*H,T,hd): the model dimension split into hp->heads heads. */
+int tf_split_heads(amp_ctx *ctx, const char *label, amp_tensor *x, const hparams *hp, int64_t B,
+                   int64_t T, amp_tensor **out);
+
+#endif
