@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "amp_opt.h"
+#include "amp_progress.h"
 #include "prof.h"
 #include "profile_db.h"
 
@@ -402,24 +403,33 @@ int prof_cmd_merge(int argc, char **argv)
 		goto out_db;
 	int all_complete = 1, all_exited = 1;
 	char *files = sqlite3_mprintf("");
+	amp_progress pr; /* on a terminal; finalize then draws its own line */
+	amp_progress_begin(&pr, "ampprof", "merge", (uint64_t)n);
+	amp_progress_watch(&pr, db);
 	for (int k = 0; k < n; k++) {
 		input *x = &in[k];
-		if (merge_one(db, x) != 0)
+		amp_progress_set(&pr, "rank profiles", (uint64_t)k);
+		if (merge_one(db, x) != 0) {
+			amp_progress_end(&pr);
 			goto out_db;
+		}
 		char v[32];
 		snprintf(v, sizeof v, "%" PRId64, x->shift_ns - (x->start_mono_ns - in[ref].start_mono_ns));
 		if (meta_rank(db, x->rank, "file", x->path) || meta_rank(db, x->rank, "end", x->end) ||
 		    meta_rank(db, x->rank, "exit_status", x->exit_status) ||
 		    meta_rank(db, x->rank, "exit_signal", x->exit_signal) ||
 		    meta_rank(db, x->rank, "complete", x->complete) ||
-		    meta_rank(db, x->rank, "clock_offset_ns", v))
+		    meta_rank(db, x->rank, "clock_offset_ns", v)) {
+			amp_progress_end(&pr);
 			goto out_db;
+		}
 		all_complete &= strcmp(x->complete, "1") == 0;
 		all_exited &= strcmp(x->end, "exited") == 0;
 		char *nf = sqlite3_mprintf("%s%s%s", files, k ? "\n" : "", x->path);
 		sqlite3_free(files);
 		files = nf;
 	}
+	amp_progress_end(&pr);
 	char v[32];
 	snprintf(v, sizeof v, "%d", n);
 	snprintf(err, sizeof err, "%" PRId64, spread_hi - spread_lo);

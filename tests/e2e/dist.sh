@@ -138,6 +138,10 @@ check "profile: the injected overflow is local to rank 1" \
 
 "$B/bin/ampprof" merge -o merged.db pfp32.0.db pfp32.1.db >merge.out 2>merge.err
 check "ampprof merge: exit 0" "$?" 0
+# on a terminal (script(1)), a progress line per rank profile, erased before the summary
+TERM=xterm AMP_PROGRESS_DELAY_MS=0 script -qec "'$B/bin/ampprof' merge -o merged-tty.db pfp32.0.db pfp32.1.db" /dev/null >merge-tty.out 2>&1
+check_true "ampprof merge on a terminal: a progress line (rank profiles i/2), erased" \
+	/usr/bin/python3 -c 'import re,sys; d=open(sys.argv[1],"rb").read(); sys.exit(0 if re.search(rb"\rampprof: merge: rank profiles [0-9]/2 \([0-9]+ %\) \([0-9.]+ s\)\x1b\[K", d) and b"\r\x1b[K" in d else 1)' merge-tty.out
 grep -q "clocks aligned on the start-up barrier (clocks [0-9.]* us apart)" merge.out ||
 	bad "merge says how far apart the clocks were" "$(cat merge.out merge.err)"
 grep -q "rank 1: pfp32.1.db, exited with status 0" merge.out || bad "merge says how rank 1 ended" "$(cat merge.out)"
