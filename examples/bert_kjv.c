@@ -23,6 +23,20 @@
 #include "common/data.h"
 #include "common/transformer.h"
 
+/* (B,T,D) -> (B*H,T,hd): split the model dimension into heads. */
+static int split_heads(amp_ctx *ctx, const char *label, amp_tensor *x, const hparams *hp, int64_t B,
+                           int64_t T, amp_tensor **out)
+{
+	const int64_t H = hp->heads, hd = hp->d_model / hp->heads;
+	amp_tensor *r, *t;
+	int rc;
+	if ((rc = amp_reshape(ctx, label, x, amp_shape4(B, T, H, hd), &r)) ||
+	    (rc = amp_transpose(ctx, label, r, 1, 2, &t)) || /* (B,H,T,hd) */
+	    (rc = amp_reshape(ctx, label, t, amp_shape3(B * H, T, hd), out)))
+		return rc;
+	return AMP_OK;
+}
+
 /* ids: (B,T) int32 token ids (the vocabulary and [MASK]), picks: (P) int32 positions b*T+t
  * of the chosen characters -> logits (P, V - 1) at those positions. */
 static int model_forward(amp_ctx *ctx, const model *m, amp_tensor *ids, amp_tensor *pos_ids,
@@ -47,9 +61,9 @@ static int model_forward(amp_ctx *ctx, const model *m, amp_tensor *ids, amp_tens
 		    (rc = amp_linear(ctx, b->label[L_Q], h, b->wq, b->bq, &q)) ||
 		    (rc = amp_linear(ctx, b->label[L_K], h, b->wk, b->bk, &k)) ||
 		    (rc = amp_linear(ctx, b->label[L_V], h, b->wv, b->bv, &v)) ||
-		    (rc = tf_split_heads(ctx, b->label[L_SPLIT], q, hp, B, T, &qh)) ||
-		    (rc = tf_split_heads(ctx, b->label[L_SPLIT], k, hp, B, T, &kh)) ||
-		    (rc = tf_split_heads(ctx, b->label[L_SPLIT], v, hp, B, T, &vh)) ||
+		    (rc = split_heads(ctx, b->label[L_SPLIT], q, hp, B, T, &qh)) ||
+		    (rc = split_heads(ctx, b->label[L_SPLIT], k, hp, B, T, &kh)) ||
+		    (rc = split_heads(ctx, b->label[L_SPLIT], v, hp, B, T, &vh)) ||
 		    (rc = amp_batch_matmul(ctx, b->label[L_SCORES], qh, kh, 0, 1, &att)) ||
 		    (rc = amp_scale(ctx, b->label[L_SCALE], att, att_scale, &att_s)) ||
 		    (rc = amp_softmax(ctx, b->label[L_SOFTMAX], att_s, 0, &p)) ||

@@ -74,16 +74,3 @@ int tf_model_init(amp_ctx *ctx, model *m, int64_t head_out)
 		return rc;
 	return AMP_OK;
 }
-
-int tf_split_heads(amp_ctx *ctx, const char *label, amp_tensor *x, const hparams *hp, int64_t B,
-                       int64_t T, amp_tensor **out)
-{
-	const int64_t H = hp->heads, hd = hp->d_model / hp->heads;
-	amp_tensor *r, *t;
-	int rc;
-	if ((rc = amp_reshape(ctx, label, x, amp_shape4(B, T, H, hd), &r)) ||
-	    (rc = amp_transpose(ctx, label, r, 1, 2, &t)) || /* (B,H,T,hd) */
-	    (rc = amp_reshape(ctx, label, t, amp_shape3(B * H, T, hd), out)))
-		return rc;
-	return AMP_OK;
-}

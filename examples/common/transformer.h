@@ -1,7 +1,7 @@
 /* transformer.h — the pre-LayerNorm transformer both KJV examples train (charlm: causal, a
  * language model; bert_kjv: bidirectional, masked characters): hyperparameters, the parameters
- * of each block with their labels, and the model's parameters.  The forward passes stay in the
- * examples, so that profiled call sites point at their lines.
+ * of each block with their labels, and the model's parameters.  Every op (the forward passes,
+ * their head splits) stays in the examples, so that profiled call sites point at their lines.
  */
 #ifndef AMP_EX_TRANSFORMER_H
 #define AMP_EX_TRANSFORMER_H
@@ -54,8 +54,5 @@ typedef struct model {
  * m->hp.layers blocks (each op label "attn0.q" and so on in block.label), a final LayerNorm and
  * a head of head_out outputs.  Returns AMP_OK or the runtime's error. */
 int tf_model_init(amp_ctx *ctx, model *m, int64_t head_out);
-/* (B,T,D) -> (B*H,T,hd): the model dimension split into hp->heads heads. */
-int tf_split_heads(amp_ctx *ctx, const char *label, amp_tensor *x, const hparams *hp, int64_t B,
-                   int64_t T, amp_tensor **out);
 
 #endif
