@@ -199,11 +199,6 @@ static void maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int str
 				int32_t t = pool_takes(m1[ow], m0[ow]);
 				ao[ow] = base + 2 * (int32_t)ow + (t ? w + i1[ow] : i0[ow]);
 			}
-			if (dt == AMP_F32) {
-				float *yo = (float *)y + oh * OW;
-				for (int64_t ow = 0; ow < OW; ow++)
-					yo[ow] = pool_takes(m1[ow], m0[ow]) ? m1[ow] : m0[ow];
-			}
 		}
 	} else {
 		float v[64]; /* one window row at a time */
@@ -224,11 +219,12 @@ static void maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int str
 					}
 				arg[oh * OW + ow] = (int32_t)best;
 			}
-		if (dt == AMP_F32)
-			for (int64_t i = 0; i < OH * OW; i++)
-				((float *)y)[i] = ((const float *)x)[arg[i]];
 	}
-	if (dt != AMP_F32) /* the winners' stored bits, exact in either half type */
+	/* the winners' stored bits, exact in every dtype */
+	if (dt == AMP_F32)
+		for (int64_t i = 0; i < OH * OW; i++)
+			((uint32_t *)y)[i] = ((const uint32_t *)x)[arg[i]];
+	else
 		for (int64_t i = 0; i < OH * OW; i++)
 			((uint16_t *)y)[i] = ((const uint16_t *)x)[arg[i]];
 }
