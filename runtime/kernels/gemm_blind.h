@@ -206,12 +206,21 @@ static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t k
 					o[2 * c + 1] = r1[n + c];
 				}
 			} else {
-				for (int64_t c = 0; c < w; c++)
+				for (int64_t c = 0; c < w; c++) {
 					o[2 * c] = r0[(n + c) * b->cs];
+					if (pair)
+						o[2 * c + 1] = r1[(n + c) * b->cs];
+				}
 			}
 		}
 	}
 }
+
+/* The packers' signatures (the _ref ones above; gemm_amx.c has the AVX-512 ones). */
+typedef void (*amx_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+                              int64_t ks, uint16_t *restrict out);
+typedef void (*amx_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks, int64_t n0,
+                              int64_t cols, uint16_t *restrict out);
 
 /* acc (4 tiles, AMX_ACC_ELEMS fp32) = [acc +] the products of ks k steps of packed A (ap) and
  * one 32-column block of packed B (bp); load 0 starts from zero. */
@@ -317,9 +326,10 @@ static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int
 /* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
  * Inlined into the real kernel with its functions, called by the tests with the model's. */
 __attribute__((always_inline)) static inline void
-amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int trans_a, int trans_b,
-               int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
-               int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_store_fn store,
+               blind_stats_fn stats, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+               const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+               uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
@@ -349,10 +359,10 @@ amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int tra
 				int64_t k0 = p * AMX_KC, kc = blind_min(AMX_KC, K - k0);
 				int64_t ks = (kc + AMX_KSTEP - 1) / AMX_KSTEP;
 				int last = p == npanel - 1;
-				amx_pack_b_vnni_ref(&b, k0, kc, ks, n0, ncw, bp);
+				pack_b(&b, k0, kc, ks, n0, ncw, bp);
 				for (int64_t mb = 0; mb < mblk; mb++) {
 					int64_t rows = blind_min(32, mcw - mb * 32);
-					amx_pack_a_ref(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
+					pack_a(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
 					for (int64_t nb = 0; nb < nblk; nb++) {
 						float *blk = acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
 						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
@@ -610,6 +620,16 @@ void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float be
                           int64_t ldc);
 void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
                             int64_t ldc);
+/* The AMX kernel's store: amp_amx_store_avx512's bits with vcvtneps2bf16 (needs AVX512-BF16). */
+void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols, float beta,
+                              uint16_t *C, int64_t ldc);
+
+/* The AMX kernel's packers, AVX-512 F/BW/VL: the same output as amx_pack_a_ref and
+ * amx_pack_b_vnni_ref, bit for bit (tests compare them). */
+void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+                           int64_t ks, uint16_t *restrict out);
+void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks, int64_t n0,
+                           int64_t cols, uint16_t *restrict out);
 
 /* The real kernels' loop nests exactly as compiled for them (packers vectorised for AVX-512, the
  * real stores) but on the models' micro-kernels: what an AVX-512 CPU without the features can

@@ -59,6 +59,19 @@ static int cpu_avx512bw(void)
 	       (xcr0() & 0xe6u) == 0xe6u; /* SSE, AVX, opmask and ZMM state enabled */
 }
 
+/* AVX512-BF16 (cpuid 7.1 EAX bit 5) with AVX512-DQ (fpclass) on top of cpu_avx512bw. */
+static int cpu_avx512bf16(void)
+{
+	unsigned a, b, c, d;
+	if (!cpu_avx512bw())
+		return 0;
+	__cpuid_count(7, 0, a, b, c, d);
+	if (!(b & (1u << 17)))
+		return 0;
+	__cpuid_count(7, 1, a, b, c, d);
+	return (a >> 5) & 1u;
+}
+
 static int cpu_leaf7_edx(int bit)
 {
 	unsigned a, b, c, d;
@@ -73,7 +86,7 @@ static void amx_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uin
                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                       int64_t ldc, amp_stats *st)
 {
-	amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb,
+	amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref, amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb,
 	               beta, C, ldc, st);
 }
 
@@ -427,6 +440,54 @@ Test(gemm_native, amx_pack_layouts)
 	}
 }
 
+/* The AMX kernel's AVX-512 packers give amx_pack_a_ref's and amx_pack_b_vnni_ref's output bit
+ * for bit: both transposes, a general stride (ref fallback), partial rows, columns and k steps
+ * (odd kc included), on a 97 x 97 array of distinct values. */
+Test(gemm_native, amx_packers_vs_ref)
+{
+	if (!cpu_avx512bw()) {
+		printf("SKIPPED: avx512 packers need avx512bw\n");
+		fflush(stdout);
+		cr_skip_test("SKIPPED: avx512 packers need avx512bw");
+	}
+	enum { LD = 97 };
+	static uint16_t src[LD * LD];
+	for (int i = 0; i < LD * LD; i++)
+		src[i] = (uint16_t)(i * 7 + 1);
+	static const int64_t kcs[] = {1, 2, 31, 32, 33, 64, 65};
+	static const int64_t spans[] = {1, 15, 16, 17, 31, 32, 33, 64};
+	static uint16_t want[3 * 2 * 2 * 3 * AMX_TILE_ELEMS], got[sizeof want / sizeof *want];
+	int cases = 0;
+	for (int form = 0; form < 3; form++) /* cs 1, rs 1, neither (strides 2 and LD) */
+		for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+			for (size_t si = 0; si < sizeof spans / sizeof *spans; si++) {
+				int64_t kc = kcs[ki], ks = (kc + 31) / 32, span = spans[si];
+				blind_mat a = form == 2 ? (blind_mat){src, 2, LD}
+				                        : blind_op_a(form, src, LD);
+				int64_t rows = span < 32 ? span : 32;
+				memset(want, 0xa5, sizeof want);
+				memset(got, 0x5a, sizeof got);
+				amx_pack_a_ref(&a, 3, rows, 2, kc, ks, want);
+				amp_amx_pack_a_avx512(&a, 3, rows, 2, kc, ks, got);
+				cr_assert(memcmp(want, got, (size_t)(ks * 2 * AMX_TILE_ELEMS) * 2) == 0,
+				          "A pack form %d rows %lld kc %lld", form, (long long)rows,
+				          (long long)kc);
+				blind_mat b = form == 2 ? (blind_mat){src, LD, 2}
+				                        : blind_op_b(form, src, LD);
+				int64_t nblk = (span + 31) / 32;
+				memset(want, 0xa5, sizeof want);
+				memset(got, 0x5a, sizeof got);
+				amx_pack_b_vnni_ref(&b, 1, kc, ks, 2, span, want);
+				amp_amx_pack_b_avx512(&b, 1, kc, ks, 2, span, got);
+				cr_assert(memcmp(want, got,
+				                 (size_t)(nblk * ks * 2 * AMX_TILE_ELEMS) * 2) == 0,
+				          "B pack form %d cols %lld kc %lld", form, (long long)span,
+				          (long long)kc);
+				cases++;
+			}
+	cr_log_info("amx packers: %d cases bit for bit", cases);
+}
+
 Test(gemm_native, fp16_pack_layouts)
 {
 	uint16_t src[80 * 80];
@@ -572,6 +633,11 @@ Test(gemm_native, stores_vs_model)
 	static const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffa00000u,
 	                                   0x00000001u, 0x80400000u, 0x7f7fffffu, 0x477fe000u,
 	                                   0x47800000u, 0x3f808000u, 0x3f818000u, 0x387fc000u};
+	int has_bf16 = cpu_avx512bf16();
+	if (!has_bf16) {
+		printf("SKIPPED: the vcvtneps2bf16 bf16 store needs avx512_bf16\n");
+		fflush(stdout);
+	}
 	_Alignas(64) float acc[AMX_ACC_ELEMS];
 	rng_state = 11;
 	for (int round = 0; round < 200; round++) {
@@ -580,13 +646,21 @@ Test(gemm_native, stores_vs_model)
 			                            : blind_f32_of_bits((uint32_t)rng_u64());
 		float beta = round % 3 == 0 ? 0.0f : round % 3 == 1 ? 1.0f : 0.37f;
 		int64_t rows = 1 + (int64_t)(rng_u64() % 32), cols = 1 + (int64_t)(rng_u64() % 32);
-		uint16_t c1[32 * 40], c2[32 * 40];
+		uint16_t c1[32 * 40], c2[32 * 40], c3[32 * 40];
 		for (int i = 0; i < 32 * 40; i++)
-			c1[i] = c2[i] = (uint16_t)rng_u64();
+			c1[i] = c2[i] = c3[i] = (uint16_t)rng_u64();
 		amx_store_ref(acc, rows, cols, beta, c1, 40);
 		amp_amx_store_avx512(acc, rows, cols, beta, c2, 40);
 		cr_assert(same_halves(c1, c2, 32 * 40, 1), "bf16 store %lldx%lld beta %g",
 		          (long long)rows, (long long)cols, (double)beta);
+		if (has_bf16) {
+			for (int i = 0; i < 32 * 40; i++)
+				c2[i] = c3[i];
+			amp_amx_store_avx512bf16(acc, rows, cols, beta, c2, 40);
+			cr_assert(same_halves(c1, c2, 32 * 40, 1),
+			          "bf16 store (vcvtneps2bf16) %lldx%lld beta %g", (long long)rows,
+			          (long long)cols, (double)beta);
+		}
 		rows = 1 + (int64_t)(rng_u64() % 8), cols = 1 + (int64_t)(rng_u64() % 64);
 		uint16_t d1[8 * 70], d2[8 * 70];
 		for (int i = 0; i < 8 * 70; i++)
