@@ -256,8 +256,9 @@ AVX512_TARGET static inline __m256i amx_round_bf16(__m512 v)
 }
 
 AVX512_TARGET void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,
-                                        uint16_t *C, int64_t ldc)
+                                        void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	__m512 vb = _mm512_set1_ps(beta);
 	for (int64_t r = 0; r < rows; r++) {
 		for (int64_t j = 0; j * 16 < cols; j++) {
@@ -277,14 +278,32 @@ AVX512_TARGET void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t 
 	}
 }
 
+AVX512_TARGET void amp_amx_store_f32_avx512(const float *acc, int64_t rows, int64_t cols,
+                                            float beta, void *Cv, int64_t ldc)
+{
+	float *C = Cv;
+	__m512 vb = _mm512_set1_ps(beta);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t j = 0; j * 16 < cols; j++) {
+			int64_t w = blind_min(16, cols - j * 16);
+			__mmask16 m = (__mmask16)((1u << w) - 1u);
+			float *dst = C + r * ldc + j * 16;
+			__m512 v = _mm512_load_ps(acc + ((r / 16) * 2 + j) * 256 + (r % 16) * 16);
+			if (beta != 0.0f) /* a product, then a sum: no FMA, as the model */
+				v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
+			_mm512_mask_storeu_ps(dst, m, v);
+		}
+}
+
 #define AVX512BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 /* amp_amx_store_avx512 with vcvtneps2bf16 (every AMX-BF16 CPU has AVX512-BF16): the same bits.
  * The instruction reads fp32 subnormals as zero; those lanes (rare: tile sums are flushed, only
  * a beta C term can make one) are rounded in integer arithmetic as blind_f32_to_bf16 does. */
 AVX512BF16_TARGET void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols,
-                                                float beta, uint16_t *C, int64_t ldc)
+                                                float beta, void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	__m512 vb = _mm512_set1_ps(beta);
 	__mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
 	__mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffffu : cols <= 16 ? 0u : (1u << (cols - 16)) - 1u);
@@ -314,7 +333,7 @@ AVX512BF16_TARGET void amp_amx_store_avx512bf16(const float *acc, int64_t rows, 
 /* The shared loop nest on the tile micro-kernel, inside one tile configuration. */
 AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                       const uint16_t *A, int64_t lda, const uint16_t *B,
-                                      int64_t ldb, float beta, uint16_t *C, int64_t ldc,
+                                      int64_t ldb, float beta, void *C, int64_t ldc, int c_f32,
                                       amp_stats *st)
 {
 	_Alignas(64) amx_tilecfg cfg;
@@ -325,8 +344,14 @@ AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64
 		cfg.rows[t] = 16;
 	}
 	_tile_loadconfig(&cfg);
-	amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_tiles, amp_amx_store_avx512bf16, amp_stats_bf16, trans_a, trans_b, M, N,
-	               K, A, lda, B, ldb, beta, C, ldc, st);
+	if (c_f32)
+		amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_tiles,
+		               amp_amx_store_f32_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
+		               lda, B, ldb, beta, C, ldc, 1, NULL);
+	else
+		amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_tiles,
+		               amp_amx_store_avx512bf16, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
+		               lda, B, ldb, beta, C, ldc, 0, st);
 	_tile_release();
 }
 
@@ -336,7 +361,7 @@ AVX512_TARGET void amp_amx_gemm_model_avx512(int trans_a, int trans_b, int64_t M
                                              uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_ref, amp_amx_store_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K,
-	               A, lda, B, ldb, beta, C, ldc, st);
+	               A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 /* Without permission the model's micro-kernel stands in (the same results up to the order of
@@ -347,8 +372,21 @@ void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
 {
 	if (amp_amx_init() != 0) {
 		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref, amp_stats_bf16, trans_a, trans_b, M, N,
-		               K, A, lda, B, ldb, beta, C, ldc, st);
+		               K, A, lda, B, ldb, beta, C, ldc, 0, st);
 		return;
 	}
-	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
+}
+
+void amp_gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc)
+{
+	if (amp_amx_init() != 0) {
+		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_f32_ref,
+		               amp_stats_bf16, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+		               ldc, 1, NULL);
+		return;
+	}
+	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, NULL);
 }

@@ -38,6 +38,10 @@ int amp_amx_init(void);
 void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                        int64_t ldc, amp_stats *st);
+/* The same GEMM with C fp32: the FP32 sums stored, not rounded (amp_gemm_acc32's contract). */
+void amp_gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc);
 
 /* The same contract with fp16 A, B, C (IEEE binary16 bit patterns) and the statistics of
  * amp_stats_f16.  FP16 products and sums (vfmadd231ph) over blocks of FP16N_KB steps of k, each
@@ -226,8 +230,9 @@ typedef void (*amx_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_
  * one 32-column block of packed B (bp); load 0 starts from zero. */
 typedef void (*amx_ukr_fn)(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
                            int load);
-/* C[0 .. rows) [0 .. cols) (rows, cols <= 32) = bf16(acc + beta C) (C not read if beta 0). */
-typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+/* C[0 .. rows) [0 .. cols) (rows, cols <= 32) = bf16(acc + beta C) (C not read if beta 0); the
+ * acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
+typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                              int64_t ldc);
 
 /* ---- the model of tdpbf16ps ----------------------------------------------------------------
@@ -295,8 +300,9 @@ static inline void amx_ukr_ref(int64_t ks, const uint16_t *ap, const uint16_t *b
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
  * once by blind_f32_to_bf16.  The real store (amp_amx_store_avx512) gives the same bits. */
 static inline void amx_store_ref(const float *acc, int64_t rows, int64_t cols, float beta,
-                                 uint16_t *C, int64_t ldc)
+                                 void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t c = 0; c < cols; c++) {
 			float v = acc[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
@@ -306,17 +312,35 @@ static inline void amx_store_ref(const float *acc, int64_t rows, int64_t cols, f
 		}
 }
 
-/* Unpacked fallback when the workspace cannot be allocated: FP32 sums in k order, the same
- * epilogue semantics.  Slow; needs no memory. */
-static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
-                                     int64_t K, float beta, uint16_t *C, int64_t ldc)
+/* The acc32 store's semantics: C fp32 = acc (+ beta * C: a product, then a sum). */
+static inline void amx_store_f32_ref(const float *acc, int64_t rows, int64_t cols, float beta,
+                                     void *Cv, int64_t ldc)
 {
+	float *C = Cv;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			float v = acc[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
+			C[r * ldc + c] = beta != 0.0f ? v + beta * C[r * ldc + c] : v;
+		}
+}
+
+/* Unpacked fallback when the workspace cannot be allocated: FP32 sums in k order, the same
+ * epilogue semantics (c_f32: C fp32, the sums stored).  Slow; needs no memory. */
+static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                     int64_t K, float beta, void *Cv, int64_t ldc, int c_f32)
+{
+	uint16_t *C = Cv;
+	float *Cf = Cv;
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t j = 0; j < N; j++) {
 			float s = 0.0f;
 			for (int64_t k = 0; k < K; k++)
 				s = fmaf(blind_bf16_to_f32(a->p[i * a->rs + k * a->cs]),
 				         blind_bf16_to_f32(b->p[k * b->rs + j * b->cs]), s);
+			if (c_f32) {
+				Cf[i * ldc + j] = beta != 0.0f ? s + beta * Cf[i * ldc + j] : s;
+				continue;
+			}
 			if (beta != 0.0f)
 				s = s + beta * blind_bf16_to_f32(C[i * ldc + j]);
 			C[i * ldc + j] = blind_f32_to_bf16(s);
@@ -324,13 +348,15 @@ static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int
 }
 
 /* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
- * Inlined into the real kernel with its functions, called by the tests with the model's. */
+ * Inlined into the real kernel with its functions, called by the tests with the model's.
+ * c_f32: C is fp32 and the store an acc32 one (st NULL). */
 __attribute__((always_inline)) static inline void
 amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_store_fn store,
                blind_stats_fn stats, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-               uint16_t *C, int64_t ldc, amp_stats *st)
+               void *C, int64_t ldc, int c_f32, amp_stats *st)
 {
+	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
 		amp_stats_init(st);
@@ -344,7 +370,7 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	if (ap == NULL || bp == NULL || acc == NULL) {
-		amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+		amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, c_f32);
 		if (st)
 			blind_stats_rows(stats, C, ldc, 0, M, 0, N, st);
 		return;
@@ -370,8 +396,10 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 						if (last)
 							store(blk, rows,
 							      blind_min(32, ncw - nb * 32), beta,
-							      C + (m0 + mb * 32) * ldc + n0 +
-							          nb * 32,
+							      (char *)C +
+							          (size_t)((m0 + mb * 32) * ldc +
+							                   n0 + nb * 32) *
+							              csize,
 							      ldc);
 					}
 					if (last && st)
@@ -616,13 +644,16 @@ fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_
 
 /* The real stores, AVX-512 F/BW/VL (they run on any AVX-512 CPU; tests compare them with the
  * models above).  Same contract as amx_store_fn / fp16n_store_fn. */
-void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                           int64_t ldc);
+/* The acc32 store (amx_store_f32_ref's semantics), AVX-512 F. */
+void amp_amx_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                              int64_t ldc);
 void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
                             int64_t ldc);
 /* The AMX kernel's store: amp_amx_store_avx512's bits with vcvtneps2bf16 (needs AVX512-BF16). */
-void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols, float beta,
-                              uint16_t *C, int64_t ldc);
+void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                              int64_t ldc);
 
 /* The AMX kernel's packers, AVX-512 F/BW/VL: the same output as amx_pack_a_ref and
  * amx_pack_b_vnni_ref, bit for bit (tests compare them). */

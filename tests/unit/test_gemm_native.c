@@ -86,8 +86,8 @@ static void amx_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uin
                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                       int64_t ldc, amp_stats *st)
 {
-	amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref, amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb,
-	               beta, C, ldc, st);
+	amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref,
+	               amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
@@ -105,7 +105,7 @@ static void amx_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const 
 {
 	blind_mat a = blind_op_a(ta, A, lda), b = blind_op_b(tb, B, ldb);
 	(void)st;
-	amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+	amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, 0);
 }
 
 static void fp16n_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
@@ -653,6 +653,16 @@ Test(gemm_native, stores_vs_model)
 		amp_amx_store_avx512(acc, rows, cols, beta, c2, 40);
 		cr_assert(same_halves(c1, c2, 32 * 40, 1), "bf16 store %lldx%lld beta %g",
 		          (long long)rows, (long long)cols, (double)beta);
+		float f1[32 * 40], f2[32 * 40];
+		for (int i = 0; i < 32 * 40; i++)
+			f1[i] = f2[i] = blind_f32_of_bits((uint32_t)rng_u64());
+		amx_store_f32_ref(acc, rows, cols, beta, f1, 40);
+		amp_amx_store_f32_avx512(acc, rows, cols, beta, f2, 40);
+		for (int i = 0; i < 32 * 40; i++)
+			cr_assert(blind_bits_of_f32(f1[i]) == blind_bits_of_f32(f2[i]) ||
+			              (isnan(f1[i]) && isnan(f2[i])),
+			          "acc32 store %lldx%lld beta %g: element %d", (long long)rows,
+			          (long long)cols, (double)beta, i);
 		if (has_bf16) {
 			for (int i = 0; i < 32 * 40; i++)
 				c2[i] = c3[i];
