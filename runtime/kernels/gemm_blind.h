@@ -131,8 +131,9 @@ static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_
  * packed B panel (in L2).  FP32 partial sums of a k panel go to the workspace (exact), so the
  * result does not depend on the blocking: only on K. */
 #define AMX_KSTEP 32
-#define AMX_KC    512  /* k per panel: a 32-row A block is 32 KB */
-#define AMX_NC    512  /* columns per B panel: 512 KB of packed B */
+#define AMX_KC    256  /* k per panel: a 32-row A block (16 KB) and a B block (16 KB) share L1 (measured
+                       * on the amx-bf16 class: 256 beat 512 and 1024 on the mlp and square shapes) */
+#define AMX_NC    512  /* columns per B panel: 256 KB of packed B */
 #define AMX_MC    1024 /* rows whose FP32 partial sums are kept across k panels (2 MB) */
 
 /* One tile's memory image: 16 rows of 32 bf16 (A, B) or 16 fp32 (C), 64 bytes per row. */
