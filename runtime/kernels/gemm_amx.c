@@ -138,6 +138,19 @@ AVX512_TARGET static inline void amx_transpose16_epi32(__m512i r[16])
 	}
 }
 
+AVX512_TARGET void amp_amx_acc_transpose_avx512(const float *restrict src, float *restrict dst)
+{
+	for (int t = 0; t < 4; t++) {
+		__m512i r[16];
+		for (int i = 0; i < 16; i++)
+			r[i] = _mm512_load_si512(src + t * 256 + i * 16);
+		amx_transpose16_epi32(r);
+		int tt = (t % 2) * 2 + t / 2; /* tile (i, j) -> (j, i) */
+		for (int i = 0; i < 16; i++)
+			_mm512_store_si512(dst + tt * 256 + i * 16, r[i]);
+	}
+}
+
 /* Mask of the first n (<= 32) 16-bit lanes; n <= 0: none. */
 static inline __mmask32 amx_mask32(int64_t n)
 {
@@ -346,11 +359,11 @@ AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64
 	_tile_loadconfig(&cfg);
 	if (c_f32)
 		amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_tiles,
-		               amp_amx_store_f32_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
+		               amp_amx_store_f32_avx512, amp_amx_acc_transpose_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
 		               lda, B, ldb, beta, C, ldc, 1, NULL);
 	else
 		amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_tiles,
-		               amp_amx_store_avx512bf16, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
+		               amp_amx_store_avx512bf16, amp_amx_acc_transpose_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
 		               lda, B, ldb, beta, C, ldc, 0, st);
 	_tile_release();
 }
@@ -360,7 +373,7 @@ AVX512_TARGET void amp_amx_gemm_model_avx512(int trans_a, int trans_b, int64_t M
                                              const uint16_t *B, int64_t ldb, float beta,
                                              uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_ref, amp_amx_store_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K,
+	amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_ref, amp_amx_store_avx512, amp_amx_acc_transpose_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K,
 	               A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
@@ -371,7 +384,7 @@ void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        int64_t ldc, amp_stats *st)
 {
 	if (amp_amx_init() != 0) {
-		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref, amp_stats_bf16, trans_a, trans_b, M, N,
+		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref, amx_acc_transpose_ref, amp_stats_bf16, trans_a, trans_b, M, N,
 		               K, A, lda, B, ldb, beta, C, ldc, 0, st);
 		return;
 	}
@@ -383,7 +396,7 @@ void amp_gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, float *C, int64_t ldc)
 {
 	if (amp_amx_init() != 0) {
-		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_f32_ref,
+		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_f32_ref, amx_acc_transpose_ref,
 		               amp_stats_bf16, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
 		               ldc, 1, NULL);
 		return;

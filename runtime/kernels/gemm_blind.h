@@ -227,6 +227,18 @@ typedef void (*amx_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, int6
 typedef void (*amx_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks, int64_t n0,
                               int64_t cols, uint16_t *restrict out);
 
+/* dst = the 32 x 32 block in src transposed, in the same four-tile layout: tile (j, i) of dst
+ * is tile (i, j) of src transposed. */
+typedef void (*amx_acc_transpose_fn)(const float *restrict src, float *restrict dst);
+
+static inline void amx_acc_transpose_ref(const float *restrict src, float *restrict dst)
+{
+	for (int r = 0; r < 32; r++)
+		for (int c = 0; c < 32; c++)
+			dst[((c / 16) * 2 + r / 16) * 256 + (c % 16) * 16 + r % 16] =
+			    src[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
+}
+
 /* acc (4 tiles, AMX_ACC_ELEMS fp32) = [acc +] the products of ks k steps of packed A (ap) and
  * one 32-column block of packed B (bp); load 0 starts from zero. */
 typedef void (*amx_ukr_fn)(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
@@ -350,17 +362,30 @@ static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int
 
 /* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
  * Inlined into the real kernel with its functions, called by the tests with the model's.
- * c_f32: C is fp32 and the store an acc32 one (st NULL). */
+ * c_f32: C is fp32 and the store an acc32 one (st NULL).
+ *
+ * A x B^T with fewer rows than columns (Linear's forward: x w^T, w the larger) is computed as
+ * its transpose, C^T = B A^T: then the large operand is packed as A (row copies) instead of
+ * through the 16 x 16 transposes of a B^T panel, the small one as B, and each 32 x 32 block of
+ * sums is transposed back (tr) before its store.  Every element is the same dot product of
+ * the same pairs in the same k order (tdpbf16ps's sums do not depend on which operand is A),
+ * so the bits do not change. */
 __attribute__((always_inline)) static inline void
 amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_store_fn store,
-               blind_stats_fn stats, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-               const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-               void *C, int64_t ldc, int c_f32, amp_stats *st)
+               amx_acc_transpose_fn tr, blind_stats_fn stats, int trans_a, int trans_b, int64_t M,
+               int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+               int64_t ldb, float beta, void *C, int64_t ldc, int c_f32, amp_stats *st)
 {
 	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
 		amp_stats_init(st);
+	int swap = !trans_a && trans_b && M < N;
+	if (swap) {
+		int64_t t = M;
+		M = N;
+		N = t;
+	}
 	int64_t kcmax = blind_min(AMX_KC, (K + AMX_KSTEP - 1) / AMX_KSTEP * AMX_KSTEP);
 	int64_t ncmax = blind_min(AMX_NC, (N + 31) / 32 * 32);
 	int64_t mcmax = blind_min(AMX_MC, (M + 31) / 32 * 32);
@@ -370,11 +395,17 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 	uint16_t *bp =
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
+	_Alignas(64) float acc_t[AMX_ACC_ELEMS];
 	if (ap == NULL || bp == NULL || acc == NULL) {
-		amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, c_f32);
+		int64_t m = swap ? N : M, n = swap ? M : N;
+		amx_gemm_unpacked(&a, &b, m, n, K, beta, C, ldc, c_f32);
 		if (st)
-			blind_stats_rows(stats, C, ldc, 0, M, 0, N, st);
+			blind_stats_rows(stats, C, ldc, 0, m, 0, n, st);
 		return;
+	}
+	if (swap) { /* op(A') = B (N, K) as stored, op(B') = A^T */
+		a = blind_op_a(0, B, ldb);
+		b = blind_op_b(1, A, lda);
 	}
 	/* k panels start at multiples of AMX_KC, so every element sees the same k steps */
 	int64_t npanel = K > 0 ? (K + AMX_KC - 1) / AMX_KC : 1;
@@ -394,18 +425,26 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 						float *blk = acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
 						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
 						    p > 0);
-						if (last)
-							store(blk, rows,
-							      blind_min(32, ncw - nb * 32), beta,
-							      (char *)C +
-							          (size_t)((m0 + mb * 32) * ldc +
-							                   n0 + nb * 32) *
-							              csize,
+						if (!last)
+							continue;
+						int64_t r0 = m0 + mb * 32, c0 = n0 + nb * 32;
+						int64_t cols = blind_min(32, ncw - nb * 32);
+						if (!swap) {
+							store(blk, rows, cols, beta,
+							      (char *)C + (size_t)(r0 * ldc + c0) * csize,
 							      ldc);
+							continue;
+						}
+						tr(blk, acc_t);
+						store(acc_t, cols, rows, beta,
+						      (char *)C + (size_t)(c0 * ldc + r0) * csize, ldc);
 					}
-					if (last && st)
+					if (last && st && !swap)
 						blind_stats_rows(stats, C, ldc, m0 + mb * 32, rows,
 						                 n0, ncw, st);
+					if (last && st && swap)
+						blind_stats_rows(stats, C, ldc, n0, ncw, m0 + mb * 32,
+						                 rows, st);
 				}
 			}
 		}
@@ -662,6 +701,8 @@ void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t
                            int64_t ks, uint16_t *restrict out);
 void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks, int64_t n0,
                            int64_t cols, uint16_t *restrict out);
+/* amx_acc_transpose_ref's result with four 16 x 16 register transposes, AVX-512 F. */
+void amp_amx_acc_transpose_avx512(const float *restrict src, float *restrict dst);
 
 /* The real kernels' loop nests exactly as compiled for them (packers vectorised for AVX-512, the
  * real stores) but on the models' micro-kernels: what an AVX-512 CPU without the features can

@@ -87,7 +87,7 @@ static void amx_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uin
                       int64_t ldc, amp_stats *st)
 {
 	amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref,
-	               amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
+	               amx_acc_transpose_ref, amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
@@ -719,6 +719,51 @@ Test(gemm_native, real_loop_nests_vs_models)
 				free(want);
 				problem_free(&p);
 			}
+}
+
+/* x w^T with fewer rows than columns runs as its transpose (amx_gemm_drive): the same bits as
+ * the problem posed the other way round (more rows than columns: not swapped), transposed, on
+ * random data, with stats of the whole C, for the model and (with AMX) the real kernel. */
+static void swap_same_bits(gemm_fn fn, const char *what)
+{
+	static const int64_t shapes[][3] = {{33, 100, 784}, {1, 40, 7}, {31, 1000, 65}, {128, 300, 256}};
+	rng_state = 17;
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+		uint16_t *x = malloc((size_t)(M * K) * 2), *w = malloc((size_t)(N * K) * 2);
+		uint16_t *c1 = malloc((size_t)(M * N) * 2), *c2 = malloc((size_t)(M * N) * 2);
+		cr_assert(x && w && c1 && c2);
+		for (int64_t i = 0; i < M * K; i++)
+			x[i] = BF16.from_f32(rng_uniform(-1.0f, 1.0f));
+		for (int64_t i = 0; i < N * K; i++)
+			w[i] = BF16.from_f32(rng_uniform(-1.0f, 1.0f));
+		amp_stats s1, s2;
+		fn(0, 1, M, N, K, x, K, w, K, 0.0f, c1, N, &s1); /* M < N: swapped */
+		fn(0, 1, N, M, K, w, K, x, K, 0.0f, c2, M, &s2); /* N > M: as posed */
+		int64_t diff = 0;
+		for (int64_t i = 0; i < M; i++)
+			for (int64_t j = 0; j < N; j++)
+				diff += c1[i * N + j] != c2[j * M + i];
+		cr_assert_eq(diff, 0, "%s %lldx%lldx%lld: %lld elements differ from the transposed "
+		             "problem", what, (long long)M, (long long)N, (long long)K, (long long)diff);
+		cr_assert(s1.count == s2.count && s1.nan == s2.nan && s1.min == s2.min && s1.max == s2.max &&
+		              s1.count == (uint64_t)(M * N),
+		          "%s: the statistics of the swapped C", what);
+		free(x), free(w), free(c1), free(c2);
+	}
+}
+
+Test(gemm_native, amx_swapped_same_bits)
+{
+	swap_same_bits(amx_model, "amx-bf16 model");
+	if (cpu_avx512bw())
+		swap_same_bits(amp_amx_gemm_model_avx512, "amx-bf16 loop nest (avx512)");
+	if (amp_amx_init() == 0)
+		swap_same_bits(amp_gemm_bf16_amx, "amx-bf16 kernel");
+	else {
+		printf("SKIPPED: amx-bf16 kernel (swapped x w^T) needs amx_bf16\n");
+		fflush(stdout);
+	}
 }
 
 /* ---- the real kernels --------------------------------------------------------------------------
