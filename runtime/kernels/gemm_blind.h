@@ -110,10 +110,17 @@ static inline uint16_t blind_f32_to_bf16(float f)
 
 typedef void (*blind_stats_fn)(const uint16_t *x, int64_t n, amp_stats *st);
 
-/* *st (already initialised) += the statistics of rows [r0, r0+rows) x [c0, c0+cols) of C. */
+/* *st (already initialised) += the statistics of rows [r0, r0+rows) x [c0, c0+cols) of C: one
+ * call over a contiguous region (each call ends with a fixed cost), else one per row. */
 static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_t ldc, int64_t r0,
                                     int64_t rows, int64_t c0, int64_t cols, amp_stats *st)
 {
+	if (ldc == cols) {
+		amp_stats s;
+		fn(C + r0 * ldc, rows * cols, &s);
+		amp_stats_merge(st, &s);
+		return;
+	}
 	for (int64_t r = 0; r < rows; r++) {
 		amp_stats s;
 		fn(C + (r0 + r) * ldc + c0, cols, &s);
@@ -439,16 +446,14 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 						store(acc_t, cols, rows, beta,
 						      (char *)C + (size_t)(c0 * ldc + r0) * csize, ldc);
 					}
-					if (last && st && !swap)
-						blind_stats_rows(stats, C, ldc, m0 + mb * 32, rows,
-						                 n0, ncw, st);
-					if (last && st && swap)
-						blind_stats_rows(stats, C, ldc, n0, ncw, m0 + mb * 32,
-						                 rows, st);
 				}
 			}
 		}
 	}
+	/* the statistics of the final C in one pass over it (in L2 or L3 by now), not per block:
+	 * a block of a swapped C is 32 columns, a region of short rows */
+	if (st)
+		blind_stats_rows(stats, C, ldc, 0, swap ? N : M, 0, swap ? M : N, st);
 }
 
 /* ==== native FP16 ==============================================================================
