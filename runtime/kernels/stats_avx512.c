@@ -653,6 +653,19 @@ static EXT_TARGET void block_f32_ext(const float *x, int64_t n, ext_acc *a, int 
 	acc_minmax(s, lo, hi);
 }
 
+/* The zeros (either sign) of x: (n) bf16, counted on the halves themselves. */
+static inline uint64_t zeros_bf16(const uint16_t *x, int64_t n)
+{
+	const __m512i abs = _mm512_set1_epi16(0x7fff);
+	uint64_t nz = 0;
+	for (int64_t i = 0; i < n; i += 32) {
+		__mmask32 k = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+		__m512i h = _mm512_maskz_loadu_epi16(k, x + i);
+		nz += (uint64_t)__builtin_popcount(_mm512_mask_test_epi16_mask(k, h, abs));
+	}
+	return (uint64_t)n - nz;
+}
+
 /* x: (n) bf16, n <= STATS_BLOCK: block_f32_ext of the widened values.  The fix-ups, which
  * read the block again (Inf/NaN/large values, zeros, |x| > 32768), run on a widened copy. */
 static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first,
@@ -673,7 +686,7 @@ static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, 
 	int low = _mm512_test_epi64_mask(e0, e0) != 0;
 	int big = _mm512_test_epi64_mask(e31, e31) != 0, near30 = _mm512_test_epi64_mask(e30, e30) != 0;
 	_Alignas(64) float w[STATS_BLOCK];
-	if (big || near30 || low)
+	if (big || near30)
 		for (int64_t j = 0; j < n; j += 16) {
 			__mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
 			__m256i h = _mm256_maskz_loadu_epi16(k, x + j);
@@ -693,7 +706,7 @@ static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, 
 		if (near30)
 			rescan_f32(w, n, &z, &near);
 		else if (low)
-			rescan_f32(w, n, &z, NULL);
+			z = zeros_bf16(x, n);
 		s->near += near;
 	}
 	*zeros += z;
