@@ -402,7 +402,7 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 	uint16_t *bp =
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
-	_Alignas(64) float acc_t[AMX_ACC_ELEMS];
+	_Alignas(64) float acc_t[AMX_ACC_ELEMS], acc_l1[AMX_ACC_ELEMS];
 	if (ap == NULL || bp == NULL || acc == NULL) {
 		int64_t m = swap ? N : M, n = swap ? M : N;
 		amx_gemm_unpacked(&a, &b, m, n, K, beta, C, ldc, c_f32);
@@ -429,7 +429,11 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 					int64_t rows = blind_min(32, mcw - mb * 32);
 					pack_a(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
 					for (int64_t nb = 0; nb < nblk; nb++) {
-						float *blk = acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
+						/* one k panel: the sums go straight to the store,
+						 * through a block that stays in L1 */
+						float *blk = npanel == 1
+						                 ? acc_l1
+						                 : acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
 						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
 						    p > 0);
 						if (!last)
