@@ -127,14 +127,163 @@ AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_
 	}
 }
 
-/* The shared loop nest on the FP16 micro-kernel (packers compiled for AVX-512 here). */
+/* ---- the real packers ---------------------------------------------------------------------- */
+
+/* x[r] holds 32 consecutive halves of row r (r < 8); returns in c[j] the 8 rows of column
+ * 8L + j in 128-bit lane L: three rounds of in-lane interleaves (16-, 32-, 64-bit), 24 shuffles
+ * for 256 halves.  The scalar packers' element copies cost one load and one store each. */
+AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
+{
+	__m512i a[8], b[8];
+	for (int i = 0; i < 4; i++) {
+		a[2 * i] = _mm512_unpacklo_epi16(x[2 * i], x[2 * i + 1]);
+		a[2 * i + 1] = _mm512_unpackhi_epi16(x[2 * i], x[2 * i + 1]);
+	}
+	/* a[2i] lane L: columns 8L + 0..3 of rows 2i, 2i+1; a[2i+1]: columns 8L + 4..7 */
+	for (int h = 0; h < 2; h++)
+		for (int i = 0; i < 2; i++) {
+			b[4 * h + 2 * i] = _mm512_unpacklo_epi32(a[4 * h + i], a[4 * h + 2 + i]);
+			b[4 * h + 2 * i + 1] = _mm512_unpackhi_epi32(a[4 * h + i], a[4 * h + 2 + i]);
+		}
+	/* b[4h + q] lane L: columns 8L + 2q, 8L + 2q + 1 of rows 4h .. 4h+3 */
+	for (int q = 0; q < 4; q++) {
+		c[2 * q] = _mm512_unpacklo_epi64(b[q], b[4 + q]);
+		c[2 * q + 1] = _mm512_unpackhi_epi64(b[q], b[4 + q]);
+	}
+}
+
+/* o[L] = lane L of c[0], c[1], c[2], c[3] (a 4 x 4 transpose of 128-bit lanes). */
+AVX512_TARGET static inline void fp16n_lanes4(const __m512i c[4], __m512i o[4])
+{
+	__m512i d0 = _mm512_shuffle_i64x2(c[0], c[1], 0x44), d1 = _mm512_shuffle_i64x2(c[0], c[1], 0xee);
+	__m512i d2 = _mm512_shuffle_i64x2(c[2], c[3], 0x44), d3 = _mm512_shuffle_i64x2(c[2], c[3], 0xee);
+	o[0] = _mm512_shuffle_i64x2(d0, d2, 0x88);
+	o[1] = _mm512_shuffle_i64x2(d0, d2, 0xdd);
+	o[2] = _mm512_shuffle_i64x2(d1, d3, 0x88);
+	o[3] = _mm512_shuffle_i64x2(d1, d3, 0xdd);
+}
+
+static inline __mmask32 fp16n_mask32(int64_t n)
+{
+	return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1u);
+}
+
+AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                           int64_t kc, uint16_t *restrict out)
+{
+	if (a->rs == 1) {
+		/* op(A) = A^T: the rows of one k are contiguous, one masked 16-byte copy per k (the
+		 * mask zero-fills past rows) */
+		__mmask8 m = (__mmask8)((1u << rows) - 1u);
+		const uint16_t *src = a->p + k0 * a->cs + m0;
+		for (int64_t k = 0; k < kc; k++)
+			_mm_storeu_si128((__m128i *)(out + k * FP16N_MR),
+			                 _mm_maskz_loadu_epi16(m, src + k * a->cs));
+		return;
+	}
+	if (a->cs != 1) {
+		fp16n_pack_a_ref(a, m0, rows, k0, kc, out);
+		return;
+	}
+	/* rows of op(A) contiguous in k: transpose 8 rows x 32 k at a time */
+	for (int64_t k = 0; k < kc; k += 32) {
+		int64_t n = blind_min(32, kc - k);
+		__mmask32 km = fp16n_mask32(n);
+		__m512i x[8], c[8], o[8];
+		for (int r = 0; r < FP16N_MR; r++)
+			x[r] = r < rows ? _mm512_maskz_loadu_epi16(km, a->p + (m0 + r) * a->rs + k0 + k)
+			                : _mm512_setzero_si512();
+		fp16n_tr8(x, c);
+		/* c[j] lane L holds k + 8L + j; output zmm o holds k + 4o .. 4o+3 */
+		fp16n_lanes4(c, o);     /* o[L] = k + 8L + 0..3 */
+		fp16n_lanes4(c + 4, o + 4); /* o[4 + L] = k + 8L + 4..7 */
+		uint16_t *dst = out + k * FP16N_MR;
+		if (n == 32) {
+			for (int L = 0; L < 4; L++) {
+				_mm512_storeu_si512(dst + 64 * L, o[L]);
+				_mm512_storeu_si512(dst + 64 * L + 32, o[4 + L]);
+			}
+		} else {
+			_Alignas(64) uint16_t tmp[32 * FP16N_MR];
+			for (int L = 0; L < 4; L++) {
+				_mm512_store_si512(tmp + 64 * L, o[L]);
+				_mm512_store_si512(tmp + 64 * L + 32, o[4 + L]);
+			}
+			memcpy(dst, tmp, (size_t)(n * FP16N_MR) * sizeof *dst);
+		}
+	}
+}
+
+AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
+                                           int64_t cols, uint16_t *restrict out)
+{
+	int64_t nq = (cols + FP16N_NR - 1) / FP16N_NR;
+	if (b->cs == 1) {
+		/* rows of op(B) contiguous in n: two masked 32-half copies per k (zero past cols) */
+		for (int64_t q = 0; q < nq; q++) {
+			int64_t w = blind_min(FP16N_NR, cols - q * FP16N_NR);
+			__mmask32 m0 = fp16n_mask32(w), m1 = fp16n_mask32(w > 32 ? w - 32 : 0);
+			const uint16_t *src = b->p + k0 * b->rs + n0 + q * FP16N_NR;
+			uint16_t *o = out + q * kc * FP16N_NR;
+			for (int64_t k = 0; k < kc; k++) {
+				_mm512_storeu_si512(o + k * FP16N_NR,
+				                    _mm512_maskz_loadu_epi16(m0, src + k * b->rs));
+				_mm512_storeu_si512(o + k * FP16N_NR + 32,
+				                    _mm512_maskz_loadu_epi16(m1, src + k * b->rs + 32));
+			}
+		}
+		return;
+	}
+	if (b->rs != 1) {
+		fp16n_pack_b_ref(b, k0, kc, n0, cols, out);
+		return;
+	}
+	/* op(B) = B^T: columns of op(B) contiguous in k; transpose 32 x 32 blocks (four 8-column
+	 * groups, then the 128-bit lanes across the groups: 160 shuffles for 1024 halves) */
+	for (int64_t q = 0; q < nq; q++)
+		for (int h = 0; h < 2; h++) {
+			int64_t c0 = q * FP16N_NR + 32 * h;
+			int64_t w = cols > c0 ? blind_min(32, cols - c0) : 0;
+			uint16_t *o = out + q * kc * FP16N_NR + 32 * h;
+			if (w == 0) {
+				for (int64_t k = 0; k < kc; k++)
+					_mm512_storeu_si512(o + k * FP16N_NR, _mm512_setzero_si512());
+				continue;
+			}
+			for (int64_t k = 0; k < kc; k += 32) {
+				int64_t n = blind_min(32, kc - k);
+				__mmask32 km = fp16n_mask32(n);
+				__m512i c[4][8];
+				for (int g = 0; g < 4; g++) {
+					__m512i x[8];
+					for (int i = 0; i < 8; i++) {
+						int64_t cc = 8 * g + i;
+						x[i] = cc < w ? _mm512_maskz_loadu_epi16(
+						                    km, b->p + (n0 + c0 + cc) * b->cs + k0 + k)
+						              : _mm512_setzero_si512();
+					}
+					fp16n_tr8(x, c[g]); /* c[g][j] lane L: k + 8L + j, columns 8g .. 8g+7 */
+				}
+				for (int j = 0; j < 8; j++) {
+					__m512i t[4] = {c[0][j], c[1][j], c[2][j], c[3][j]}, y[4];
+					fp16n_lanes4(t, y); /* y[L]: k + 8L + j, columns 0 .. 31 */
+					for (int L = 0; L < 4; L++)
+						if (8 * L + j < n)
+							_mm512_storeu_si512(o + (k + 8 * L + j) * FP16N_NR, y[L]);
+				}
+			}
+		}
+}
+
+/* The shared loop nest on the FP16 micro-kernel and the AVX-512 packers. */
 FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                        const uint16_t *A, int64_t lda, const uint16_t *B,
                                        int64_t ldb, float beta, uint16_t *C, int64_t ldc,
                                        amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_ukr_zmm, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
-	                 B, ldb, beta, C, ldc, st);
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+	                 ldc, st);
 }
 
 AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
@@ -142,8 +291,9 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
                                                const uint16_t *B, int64_t ldb, float beta,
                                                uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_ukr_ref, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
-	                 B, ldb, beta, C, ldc, st);
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref,
+	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+	                 ldc, st);
 }
 
 /* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
@@ -154,8 +304,8 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_ukr_ref, fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda,
-		                 B, ldb, beta, C, ldc, st);
+		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, fp16n_store_ref,
+		                 trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
 		return;
 	}
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);

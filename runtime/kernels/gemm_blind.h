@@ -443,6 +443,13 @@ static inline void fp16n_pack_b_ref(const blind_mat *b, int64_t k0, int64_t kc, 
 	}
 }
 
+/* The packers' contract (fp16n_pack_a_ref / fp16n_pack_b_ref above): the real kernel passes the
+ * AVX-512 ones below, the model the plain-C ones; both write the same bits. */
+typedef void (*fp16n_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                int64_t kc, uint16_t *restrict out);
+typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
+                                int64_t cols, uint16_t *restrict out);
+
 /* acc (8 x 64 fp32) = [acc +] ap (kc, 8) . bp (kc, 64), blocked as described above. */
 typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
                              int load);
@@ -546,9 +553,10 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
 
 /* The loop nest of amp_gemm_f16_avx512fp16, on the given micro-kernel and store. */
 __attribute__((always_inline)) static inline void
-fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
-                 int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
-                 int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
+                 fp16n_store_fn store, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+                 uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
@@ -578,10 +586,10 @@ fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_
 			for (int64_t p = 0; p < npanel; p++) {
 				int64_t k0 = p * FP16N_KC, kc = blind_min(FP16N_KC, K - k0);
 				int last = p == npanel - 1;
-				fp16n_pack_b_ref(&b, k0, kc, n0, ncw, bp);
+				pack_b(&b, k0, kc, n0, ncw, bp);
 				for (int64_t mi = 0; mi < mq; mi++) {
 					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
-					fp16n_pack_a_ref(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
+					pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
 					for (int64_t q = 0; q < nq; q++) {
 						float *blk = acc + (mi * nq + q) * FP16N_ACC_ELEMS;
 						ukr(kc, ap, bp + q * kc * FP16N_NR, blk, p > 0);
@@ -610,6 +618,13 @@ void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float be
                           int64_t ldc);
 void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
                             int64_t ldc);
+/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_ref / fp16n_pack_b_ref for
+ * every operand (transposed or not, partial rows, columns and k; any other strides fall back to
+ * the plain-C ones). */
+void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+                             uint16_t *restrict out);
+void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0, int64_t cols,
+                             uint16_t *restrict out);
 
 /* The real kernels' loop nests exactly as compiled for them (packers vectorised for AVX-512, the
  * real stores) but on the models' micro-kernels: what an AVX-512 CPU without the features can
