@@ -50,60 +50,142 @@ int amp_fp16n_cpu_ok(void)
 #define FP16N_FMA_BCAST(acc, b, p)                                                                 \
 	__asm__("vfmadd231ph %2%{1to32%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*(p)))
 
-/* acc row r, columns 32j .. 32j+31 (+)= the 32 fp16 sums in s. */
-FP16_TARGET static inline void fp16n_promote(float *acc, __m512h s)
-{
-	__m512i si = _mm512_castph_si512(s);
-	__m512 lo = _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_castsi512_si256(si)));
-	__m512 hi = _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_extracti64x4_epi64(si, 1)));
-	_mm512_store_ps(acc, _mm512_add_ps(_mm512_load_ps(acc), lo));
-	_mm512_store_ps(acc + 16, _mm512_add_ps(_mm512_load_ps(acc + 16), hi));
-}
+#define FP16N_Z _mm512_setzero_ph()
 
-#define FP16N_ROW(r)                                                                               \
+/* One k step of NJ (1 or 2) zmm columns for row r. */
+#define FP16N_ROW1(r) FP16N_FMA_BCAST(c##r##0, b0, ak + (r))
+#define FP16N_ROW2(r)                                                                              \
 	do {                                                                                       \
 		FP16N_FMA_BCAST(c##r##0, b0, ak + (r));                                            \
 		FP16N_FMA_BCAST(c##r##1, b1, ak + (r));                                            \
 	} while (0)
-#define FP16N_PROMOTE(r)                                                                           \
+#define FP16N_ROWS(NJ)                                                                             \
 	do {                                                                                       \
-		fp16n_promote(acc + (r)*FP16N_NR, c##r##0);                                        \
-		fp16n_promote(acc + (r)*FP16N_NR + 32, c##r##1);                                   \
+		FP16N_ROW##NJ(0);                                                                  \
+		FP16N_ROW##NJ(1);                                                                  \
+		FP16N_ROW##NJ(2);                                                                  \
+		FP16N_ROW##NJ(3);                                                                  \
+		FP16N_ROW##NJ(4);                                                                  \
+		FP16N_ROW##NJ(5);                                                                  \
+		FP16N_ROW##NJ(6);                                                                  \
+		FP16N_ROW##NJ(7);                                                                  \
+	} while (0)
+#define FP16N_SAVE1(r) _mm512_store_ph(s + (r)*FP16N_NR, c##r##0)
+#define FP16N_SAVE2(r)                                                                             \
+	do {                                                                                       \
+		_mm512_store_ph(s + (r)*FP16N_NR, c##r##0);                                        \
+		_mm512_store_ph(s + (r)*FP16N_NR + 32, c##r##1);                                   \
+	} while (0)
+#define FP16N_SAVES(NJ)                                                                            \
+	do {                                                                                       \
+		FP16N_SAVE##NJ(0);                                                                 \
+		FP16N_SAVE##NJ(1);                                                                 \
+		FP16N_SAVE##NJ(2);                                                                 \
+		FP16N_SAVE##NJ(3);                                                                 \
+		FP16N_SAVE##NJ(4);                                                                 \
+		FP16N_SAVE##NJ(5);                                                                 \
+		FP16N_SAVE##NJ(6);                                                                 \
+		FP16N_SAVE##NJ(7);                                                                 \
 	} while (0)
 
-/* Mirrors fp16n_ukr_ref: zmm c<r><j> holds row r, columns 32j .. 32j+31 of the block sums. */
-FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *bp,
-                                      float *acc, int load)
+/* fp32 of the 16 halves at p, vcvtph2psx from memory: written as asm because GCC otherwise
+ * forwards the stored sums back from their registers (a vextracti64x4 each, the port-5 uop this
+ * path avoids) and then spills the converted halves it computed early. */
+FP16_TARGET static inline __m512 fp16n_cvt_mem(const uint16_t *p)
 {
-	if (!load)
-		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
-	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
-		__m512h z = _mm512_setzero_ph();
-		__m512h c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
-		__m512h c40 = z, c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z;
-		int64_t k1 = blind_min(kc, k0 + FP16N_KB);
-		for (int64_t k = k0; k < k1; k++) {
-			const uint16_t *ak = ap + k * FP16N_MR;
-			__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);
-			__m512h b1 = _mm512_load_ph(bp + k * FP16N_NR + 32);
-			FP16N_ROW(0);
-			FP16N_ROW(1);
-			FP16N_ROW(2);
-			FP16N_ROW(3);
-			FP16N_ROW(4);
-			FP16N_ROW(5);
-			FP16N_ROW(6);
-			FP16N_ROW(7);
+	__m512 v;
+	__asm__("vcvtph2psx %1, %0" : "=v"(v) : "m"(*(const __m256i *)p));
+	return v;
+}
+
+/* acc[r * 64 + j] = fp32(s[r * 64 + j]) for the 8 rows, j < w (a multiple of 32): the first
+ * block of a tile. */
+FP16_TARGET static inline void fp16n_promote_first(const uint16_t *s, float *acc, int w)
+{
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < w; j += 16)
+			_mm512_store_ps(acc + r * FP16N_NR + j,
+			                fp16n_cvt_mem(s + r * FP16N_NR + j));
+}
+
+/* acc[r * 64 + j] += fp32(s[r * 64 + j]) (acc first, as the model adds). */
+FP16_TARGET static inline void fp16n_promote_add(const uint16_t *s, float *acc, int w)
+{
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < w; j += 16) {
+			float *d = acc + r * FP16N_NR + j;
+			_mm512_store_ps(d, _mm512_add_ps(_mm512_load_ps(d),
+			                                 fp16n_cvt_mem(s + r * FP16N_NR + j)));
 		}
-		FP16N_PROMOTE(0);
-		FP16N_PROMOTE(1);
-		FP16N_PROMOTE(2);
-		FP16N_PROMOTE(3);
-		FP16N_PROMOTE(4);
-		FP16N_PROMOTE(5);
-		FP16N_PROMOTE(6);
-		FP16N_PROMOTE(7);
+}
+
+/* The tile's FP32 sums of earlier k panels sit in L2 (the accumulators of a whole row block
+ * of C, 1 MB at most); asking for them at the start hides the misses of the first promotion
+ * behind the block's FMAs. */
+AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
+{
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < w; j += 16)
+			_mm_prefetch((const char *)(acc + r * FP16N_NR + j), _MM_HINT_T0);
+}
+
+/* The first 32 NJ columns of fp16n_ukr_ref's tile (the others are not computed: the caller
+ * stores only those).  zmm c<r><j> holds row r, columns 32j .. 32j+31 of a block's sums.
+ * The promotion goes through memory: the sums are stored (store ports, idle here) and
+ * converted by vcvtph2psx from memory, which saves the vextracti64x4 (port 5, shared with the
+ * FMAs) that the upper 16 halves of a zmm would need; the 16 sums die at the stores, so the
+ * compiler has no reason to spill them.  The first block of a tile (load 0) stores its FP32
+ * sums instead of adding them to a zeroed accumulator: no memset, no adds, the model's order
+ * (fp16n_ukr_ref does the same). */
+#define FP16N_UKR(NJ)                                                                              \
+	FP16_TARGET static void fp16n_ukr_zmm##NJ(int64_t kc, const uint16_t *ap,                \
+	                                          const uint16_t *bp, float *acc, int load)      \
+	{                                                                                          \
+		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];                                          \
+		if (kc == 0 && !load)                                                              \
+			memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);                             \
+		if (load)                                                                          \
+			fp16n_prefetch_acc(acc, 32 * NJ);                                          \
+		for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {                                    \
+			__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;        \
+			__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;        \
+			__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;        \
+			__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;        \
+			int64_t k1 = blind_min(kc, k0 + FP16N_KB);                                 \
+			for (int64_t k = k0; k < k1; k++) {                                        \
+				const uint16_t *ak = ap + k * FP16N_MR;                            \
+				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
+				__m512h b1 = NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32)      \
+				                     : FP16N_Z;                                    \
+				(void)b1;                                                          \
+				FP16N_ROWS(NJ);                                                    \
+			}                                                                          \
+			FP16N_SAVES(NJ);                                                           \
+			(void)c01, (void)c11, (void)c21, (void)c31, (void)c41, (void)c51,          \
+			    (void)c61, (void)c71;                                                  \
+			if (!load && k0 == 0)                                                      \
+				fp16n_promote_first(s, acc, 32 * NJ);                              \
+			else                                                                       \
+				fp16n_promote_add(s, acc, 32 * NJ);                                \
+		}                                                                                  \
 	}
+FP16N_UKR(1)
+FP16N_UKR(2)
+
+/* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32. */
+FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *bp,
+                                      float *acc, int load, int64_t cols)
+{
+	if (cols <= 32)
+		fp16n_ukr_zmm1(kc, ap, bp, acc, load);
+	else
+		fp16n_ukr_zmm2(kc, ap, bp, acc, load);
 }
 
 AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,

@@ -450,9 +450,11 @@ typedef void (*fp16n_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, in
 typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
                                 int64_t cols, uint16_t *restrict out);
 
-/* acc (8 x 64 fp32) = [acc +] ap (kc, 8) . bp (kc, 64), blocked as described above. */
+/* acc (8 x 64 fp32) = [acc +] ap (kc, 8) . bp (kc, 64), blocked as described above; load 0:
+ * the first block's FP32 sums are stored, not added (so -0 stays -0).  Only columns < cols
+ * (<= 64) need be computed: the store reads no others. */
 typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
-                             int load);
+                             int load, int64_t cols);
 /* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0). */
 typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta,
                                uint16_t *C, int64_t ldc);
@@ -501,11 +503,13 @@ static inline uint16_t fp16n_fma_ref(uint16_t a, uint16_t b, uint16_t c)
 	return fp16n_from_double(s);
 }
 
-/* The model of the real FP16 micro-kernel: the same blocks and order of operations. */
+/* The model of the real FP16 micro-kernel: the same blocks and order of operations (all 64
+ * columns, whatever cols). */
 static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
-                                 int load)
+                                 int load, int64_t cols)
 {
-	if (!load)
+	(void)cols;
+	if (!load && kc == 0)
 		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
 	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
 		uint16_t s[FP16N_ACC_ELEMS] = {0};
@@ -516,8 +520,9 @@ static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t 
 					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[k * FP16N_MR + r],
 					                                    bp[k * FP16N_NR + c],
 					                                    s[r * FP16N_NR + c]);
+		int first = !load && k0 == 0;
 		for (int i = 0; i < FP16N_ACC_ELEMS; i++)
-			acc[i] = acc[i] + amp_f16_to_f32(s[i]);
+			acc[i] = first ? amp_f16_to_f32(s[i]) : acc[i] + amp_f16_to_f32(s[i]);
 	}
 }
 
@@ -592,12 +597,11 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 					pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
 					for (int64_t q = 0; q < nq; q++) {
 						float *blk = acc + (mi * nq + q) * FP16N_ACC_ELEMS;
-						ukr(kc, ap, bp + q * kc * FP16N_NR, blk, p > 0);
+						int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
+						ukr(kc, ap, bp + q * kc * FP16N_NR, blk, p > 0, cols);
 						if (last)
 							store(
-							    blk, rows,
-							    blind_min(FP16N_NR, ncw - q * FP16N_NR),
-							    beta,
+							    blk, rows, cols, beta,
 							    C + (m0 + mi * FP16N_MR) * ldc + n0 +
 							        q * FP16N_NR,
 							    ldc);
