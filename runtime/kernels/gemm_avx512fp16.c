@@ -53,11 +53,11 @@ int amp_fp16n_cpu_ok(void)
 #define FP16N_Z _mm512_setzero_ph()
 
 /* One k step of NJ (1 or 2) zmm columns for row r. */
-#define FP16N_ROW1(r) FP16N_FMA_BCAST(c##r##0, b0, ak + (r))
+#define FP16N_ROW1(r) FP16N_FMA_BCAST(c##r##0, b0, ak + (r)*ars)
 #define FP16N_ROW2(r)                                                                              \
 	do {                                                                                       \
-		FP16N_FMA_BCAST(c##r##0, b0, ak + (r));                                            \
-		FP16N_FMA_BCAST(c##r##1, b1, ak + (r));                                            \
+		FP16N_FMA_BCAST(c##r##0, b0, ak + (r)*ars);                                        \
+		FP16N_FMA_BCAST(c##r##1, b1, ak + (r)*ars);                                        \
 	} while (0)
 #define FP16N_ROWS(NJ)                                                                             \
 	do {                                                                                       \
@@ -143,10 +143,12 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
  * compiler has no reason to spill them.  The first block of a tile (load 0) stores its FP32
  * sums instead of adding them to a zeroed accumulator: no memset, no adds, the model's order
  * (fp16n_ukr_ref does the same). */
-#define FP16N_UKR(NJ)                                                                              \
-	FP16_TARGET static void fp16n_ukr_zmm##NJ(int64_t kc, const uint16_t *ap,                \
-	                                          const uint16_t *bp, float *acc, int load)      \
+#define FP16N_UKR(NJ, NAME, ARS, AKS)                                                              \
+	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,            \
+	                             const uint16_t *bp, float *acc, int load)                   \
 	{                                                                                          \
+		const int64_t ars = (ARS);                                                         \
+		(void)ars_arg;                                                                     \
 		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];                                          \
 		if (kc == 0 && !load)                                                              \
 			memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);                             \
@@ -159,7 +161,7 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 			__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;        \
 			int64_t k1 = blind_min(kc, k0 + FP16N_KB);                                 \
 			for (int64_t k = k0; k < k1; k++) {                                        \
-				const uint16_t *ak = ap + k * FP16N_MR;                            \
+				const uint16_t *ak = ap + k * (AKS);                               \
 				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
 				__m512h b1 = NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32)      \
 				                     : FP16N_Z;                                    \
@@ -175,17 +177,26 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 				fp16n_promote_add(s, acc, 32 * NJ);                                \
 		}                                                                                  \
 	}
-FP16N_UKR(1)
-FP16N_UKR(2)
+FP16N_UKR(1, fp16n_ukr_zmm1, 1, FP16N_MR)
+FP16N_UKR(2, fp16n_ukr_zmm2, 1, FP16N_MR)
+FP16N_UKR(1, fp16n_ukr_zmm1_direct, ars_arg, 1)
+FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 
-/* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32. */
-FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *bp,
-                                      float *acc, int load, int64_t cols)
+/* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32;
+ * A packed (aks 8, ars 1) or read in place from rows of op(A) contiguous in k (aks 1). */
+FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                      const uint16_t *bp, float *acc, int load, int64_t cols)
 {
-	if (cols <= 32)
-		fp16n_ukr_zmm1(kc, ap, bp, acc, load);
-	else
-		fp16n_ukr_zmm2(kc, ap, bp, acc, load);
+	if (aks == 1) {
+		if (cols <= 32)
+			fp16n_ukr_zmm1_direct(kc, ap, ars, bp, acc, load);
+		else
+			fp16n_ukr_zmm2_direct(kc, ap, ars, bp, acc, load);
+	} else if (cols <= 32) {
+		fp16n_ukr_zmm1(kc, ap, ars, bp, acc, load);
+	} else {
+		fp16n_ukr_zmm2(kc, ap, ars, bp, acc, load);
+	}
 }
 
 AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,

@@ -450,11 +450,15 @@ typedef void (*fp16n_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, in
 typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
                                 int64_t cols, uint16_t *restrict out);
 
-/* acc (8 x 64 fp32) = [acc +] ap (kc, 8) . bp (kc, 64), blocked as described above; load 0:
- * the first block's FP32 sums are stored, not added (so -0 stays -0).  Only columns < cols
- * (<= 64) need be computed: the store reads no others. */
-typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
-                             int load, int64_t cols);
+/* acc (8 x 64 fp32) = [acc +] A (8, kc) . bp (kc, 64), blocked as described above, A (r, k) at
+ * ap[r * ars + k * aks]: the packed A (ars 1, aks 8) or, for full 8-row tiles of an op(A) whose
+ * rows are contiguous in k, op(A) itself (ars its row stride, aks 1), which saves the transposing
+ * pack (most of the time of thin GEMMs, N <= 64, where each A panel meets one or two tiles);
+ * the values, hence the bits, are the same.  load 0: the first block's FP32 sums are stored, not
+ * added (so -0 stays -0).  Only columns < cols (<= 64) need be computed: the store reads no
+ * others. */
+typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                             const uint16_t *bp, float *acc, int load, int64_t cols);
 /* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0). */
 typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta,
                                uint16_t *C, int64_t ldc);
@@ -505,8 +509,8 @@ static inline uint16_t fp16n_fma_ref(uint16_t a, uint16_t b, uint16_t c)
 
 /* The model of the real FP16 micro-kernel: the same blocks and order of operations (all 64
  * columns, whatever cols). */
-static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
-                                 int load, int64_t cols)
+static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                 const uint16_t *bp, float *acc, int load, int64_t cols)
 {
 	(void)cols;
 	if (!load && kc == 0)
@@ -517,7 +521,7 @@ static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t 
 		for (int64_t k = k0; k < k1; k++)
 			for (int r = 0; r < FP16N_MR; r++)
 				for (int c = 0; c < FP16N_NR; c++)
-					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[k * FP16N_MR + r],
+					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[r * ars + k * aks],
 					                                    bp[k * FP16N_NR + c],
 					                                    s[r * FP16N_NR + c]);
 		int first = !load && k0 == 0;
@@ -594,11 +598,19 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				pack_b(&b, k0, kc, n0, ncw, bp);
 				for (int64_t mi = 0; mi < mq; mi++) {
 					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
-					pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
+					const uint16_t *at = ap;
+					int64_t ars = 1, aks = FP16N_MR;
+					if (rows == FP16N_MR && a.cs == 1) {
+						at = a.p + (m0 + mi * FP16N_MR) * a.rs + k0;
+						ars = a.rs, aks = 1;
+					} else {
+						pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
+					}
 					for (int64_t q = 0; q < nq; q++) {
 						float *blk = acc + (mi * nq + q) * FP16N_ACC_ELEMS;
 						int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
-						ukr(kc, ap, bp + q * kc * FP16N_NR, blk, p > 0, cols);
+						ukr(kc, at, ars, aks, bp + q * kc * FP16N_NR, blk, p > 0,
+						    cols);
 						if (last)
 							store(
 							    blk, rows, cols, beta,
