@@ -43,33 +43,47 @@ int amp_fp16n_cpu_ok(void)
 #define FP16_TARGET   __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl")))
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-/* acc += b * broadcast(*p), one vfmadd231ph with a {1to32} memory operand.  Written as asm
- * because GCC turns _mm512_fmadd_ph(_mm512_set1_ph(x), ...) with two uses of the broadcast
- * into one vpbroadcastw (a load plus a port-5 shuffle, which competes with the FMAs on
- * port 5) instead of two embedded broadcasts (pure loads).  Same arithmetic either way. */
-#define FP16N_FMA_BCAST(acc, b, p)                                                                 \
-	__asm__("vfmadd231ph %2%{1to32%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*(p)))
+/* One k step: c<r><j> += b<j> * broadcast(A(r, k)) for the 8 rows, each a vfmadd231ph with a
+ * {1to32} memory operand (a pure load: SPR's three load ports keep up with 16 of them and the
+ * 2 B loads per 8 cycles).  Written as asm because GCC turns _mm512_fmadd_ph(_mm512_set1_ph(x),
+ * ...) into vpbroadcastw, and because with per-row operands it walks the rows with a chain of
+ * 7 adds per k step and shuffles an accumulator between two registers; here the rows are
+ * addressed from two bases, a0 (row 0) and a4 (row 4), and the byte strides s1 (one row) and s3
+ * (three rows): rows 0..3 at a0, a0 + s1, a0 + 2 s1, a0 + s3, rows 4..7 likewise from a4.  A is
+ * only read, and never written while a GEMM runs, so no memory operand need tell the compiler
+ * about those reads.  Same arithmetic as the intrinsics. */
+#define FP16N_F(a, c, b) "vfmadd231ph " a "%{1to32%}, %[" b "], %[" c "]\n\t"
+#define FP16N_R0 "(%[a])"
+#define FP16N_R1 "(%[a],%[s1],1)"
+#define FP16N_R2 "(%[a],%[s1],2)"
+#define FP16N_R3 "(%[a],%[s3],1)"
+/* Four rows from base a (two asm statements per step: GCC allows 30 operands). */
+#define FP16N_QUAD2(a_, w, x, y, z)                                                                \
+	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R0, "q0", "b1")                        \
+	        FP16N_F(FP16N_R1, "p1", "b0") FP16N_F(FP16N_R1, "q1", "b1")                        \
+	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R2, "q2", "b1")                        \
+	        FP16N_F(FP16N_R3, "p3", "b0") FP16N_F(FP16N_R3, "q3", "b1")                        \
+	        : [p0] "+v"(c##w##0), [q0] "+v"(c##w##1), [p1] "+v"(c##x##0), [q1] "+v"(c##x##1),  \
+	          [p2] "+v"(c##y##0), [q2] "+v"(c##y##1), [p3] "+v"(c##z##0), [q3] "+v"(c##z##1)   \
+	        : [b0] "v"(b0), [b1] "v"(b1), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+#define FP16N_QUAD1(a_, w, x, y, z)                                                                \
+	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R1, "p1", "b0")                        \
+	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R3, "p3", "b0")                        \
+	        : [p0] "+v"(c##w##0), [p1] "+v"(c##x##0), [p2] "+v"(c##y##0), [p3] "+v"(c##z##0)   \
+	        : [b0] "v"(b0), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+#define FP16N_STEP2()                                                                              \
+	do {                                                                                       \
+		FP16N_QUAD2(a0, 0, 1, 2, 3);                                                       \
+		FP16N_QUAD2(a4, 4, 5, 6, 7);                                                       \
+	} while (0)
+#define FP16N_STEP1()                                                                              \
+	do {                                                                                       \
+		FP16N_QUAD1(a0, 0, 1, 2, 3);                                                       \
+		FP16N_QUAD1(a4, 4, 5, 6, 7);                                                       \
+	} while (0)
 
 #define FP16N_Z _mm512_setzero_ph()
 
-/* One k step of NJ (1 or 2) zmm columns for row r. */
-#define FP16N_ROW1(r) FP16N_FMA_BCAST(c##r##0, b0, ak + (r)*ars)
-#define FP16N_ROW2(r)                                                                              \
-	do {                                                                                       \
-		FP16N_FMA_BCAST(c##r##0, b0, ak + (r)*ars);                                        \
-		FP16N_FMA_BCAST(c##r##1, b1, ak + (r)*ars);                                        \
-	} while (0)
-#define FP16N_ROWS(NJ)                                                                             \
-	do {                                                                                       \
-		FP16N_ROW##NJ(0);                                                                  \
-		FP16N_ROW##NJ(1);                                                                  \
-		FP16N_ROW##NJ(2);                                                                  \
-		FP16N_ROW##NJ(3);                                                                  \
-		FP16N_ROW##NJ(4);                                                                  \
-		FP16N_ROW##NJ(5);                                                                  \
-		FP16N_ROW##NJ(6);                                                                  \
-		FP16N_ROW##NJ(7);                                                                  \
-	} while (0)
 #define FP16N_SAVE1(r) _mm512_store_ph(s + (r)*FP16N_NR, c##r##0)
 #define FP16N_SAVE2(r)                                                                             \
 	do {                                                                                       \
@@ -147,7 +161,7 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,            \
 	                             const uint16_t *bp, float *acc, int load)                   \
 	{                                                                                          \
-		const int64_t ars = (ARS);                                                         \
+		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                \
 		(void)ars_arg;                                                                     \
 		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];                                          \
 		if (kc == 0 && !load)                                                              \
@@ -161,12 +175,12 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 			__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;        \
 			int64_t k1 = blind_min(kc, k0 + FP16N_KB);                                 \
 			for (int64_t k = k0; k < k1; k++) {                                        \
-				const uint16_t *ak = ap + k * (AKS);                               \
+				const uint16_t *a0 = ap + k * (AKS), *a4 = a0 + 4 * ars;           \
 				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
 				__m512h b1 = NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32)      \
 				                     : FP16N_Z;                                    \
 				(void)b1;                                                          \
-				FP16N_ROWS(NJ);                                                    \
+				FP16N_STEP##NJ();                                                  \
 			}                                                                          \
 			FP16N_SAVES(NJ);                                                           \
 			(void)c01, (void)c11, (void)c21, (void)c31, (void)c41, (void)c51,          \
