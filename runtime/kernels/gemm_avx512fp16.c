@@ -214,8 +214,9 @@ FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, int64_t ar
 }
 
 AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,
-                                          uint16_t *C, int64_t ldc)
+                                          void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	__m512 vb = _mm512_set1_ps(beta);
 	for (int64_t r = 0; r < rows; r++) {
 		for (int64_t j = 0; j * 16 < cols; j++) {
@@ -230,6 +231,25 @@ AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_
 			_mm256_mask_storeu_epi16(
 			    dst, m,
 			    _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		}
+	}
+}
+
+/* The acc32 store: C fp32 = acc (+ beta * C, a product then a sum, as the fp16 store adds). */
+AVX512_TARGET void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols,
+                                              float beta, void *Cv, int64_t ldc)
+{
+	float *C = Cv;
+	__m512 vb = _mm512_set1_ps(beta);
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t j = 0; j * 16 < cols; j++) {
+			int64_t w = blind_min(16, cols - j * 16);
+			__mmask16 m = (__mmask16)((1u << w) - 1u);
+			float *dst = C + r * ldc + j * 16;
+			__m512 v = _mm512_load_ps(acc + r * FP16N_NR + j * 16);
+			if (beta != 0.0f)
+				v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
+			_mm512_mask_storeu_ps(dst, m, v);
 		}
 	}
 }
@@ -390,7 +410,7 @@ FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int6
 {
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
 	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	                 ldc, st);
+	                 ldc, 0, st);
 }
 
 AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
@@ -400,7 +420,7 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
 {
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref,
 	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	                 ldc, st);
+	                 ldc, 0, st);
 }
 
 /* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
@@ -412,8 +432,33 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
 {
 	if (!amp_fp16n_cpu_ok()) {
 		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, fp16n_store_ref,
-		                 trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+		                 trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 		return;
 	}
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+}
+
+/* The acc32 entry: the same loop nest with the FP32 store (the model's pieces without
+ * AVX512-FP16). */
+FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M, int64_t N,
+                                             int64_t K, const uint16_t *A, int64_t lda,
+                                             const uint16_t *B, int64_t ldb, float beta, float *C,
+                                             int64_t ldc)
+{
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
+	                 C, ldc, 1, NULL);
+}
+
+void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                   const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                                   float beta, float *C, int64_t ldc)
+{
+	if (!amp_fp16n_cpu_ok()) {
+		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref,
+		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
+		                 C, ldc, 1, NULL);
+		return;
+	}
+	fp16n_gemm_zmm_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

@@ -459,9 +459,10 @@ typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int6
  * others. */
 typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
                              const uint16_t *bp, float *acc, int load, int64_t cols);
-/* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0). */
-typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta,
-                               uint16_t *C, int64_t ldc);
+/* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0);
+ * the acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
+typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                               int64_t ldc);
 
 /* double -> fp16, round to nearest even (exact argument, one rounding). */
 static inline uint16_t fp16n_from_double(double x)
@@ -533,8 +534,9 @@ static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, int64_t ars, in
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
  * once to fp16 (amp_f32_to_f16).  The real store (amp_fp16n_store_avx512) gives the same bits. */
 static inline void fp16n_store_ref(const float *acc, int64_t rows, int64_t cols, float beta,
-                                   uint16_t *C, int64_t ldc)
+                                   void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t c = 0; c < cols; c++) {
 			float v = acc[r * FP16N_NR + c];
@@ -544,29 +546,59 @@ static inline void fp16n_store_ref(const float *acc, int64_t rows, int64_t cols,
 		}
 }
 
-/* Unpacked fallback without workspace: FP32 sums of exact products, the same epilogue. */
-static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
-                                       int64_t K, float beta, uint16_t *C, int64_t ldc)
+/* The acc32 store's semantics: C fp32 = acc (+ beta * C: a product, then a sum), the value the
+ * fp16 store rounds when C holds the same start. */
+static inline void fp16n_store_f32_ref(const float *acc, int64_t rows, int64_t cols, float beta,
+                                       void *Cv, int64_t ldc)
 {
+	float *C = Cv;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			float v = acc[r * FP16N_NR + c];
+			if (beta != 0.0f) {
+				float p = beta * C[r * ldc + c];
+				v = v + p;
+			}
+			C[r * ldc + c] = v;
+		}
+}
+
+/* Unpacked fallback without workspace: FP32 sums of exact products, the same epilogue (c_f32:
+ * C fp32, the sums stored). */
+static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                       int64_t K, float beta, void *Cv, int64_t ldc, int c_f32)
+{
+	uint16_t *C = Cv;
+	float *Cf = Cv;
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t j = 0; j < N; j++) {
 			float s = 0.0f;
 			for (int64_t k = 0; k < K; k++)
 				s = fmaf(amp_f16_to_f32(a->p[i * a->rs + k * a->cs]),
 				         amp_f16_to_f32(b->p[k * b->rs + j * b->cs]), s);
+			if (c_f32) {
+				if (beta != 0.0f) {
+					float p = beta * Cf[i * ldc + j];
+					s = s + p;
+				}
+				Cf[i * ldc + j] = s;
+				continue;
+			}
 			if (beta != 0.0f)
 				s = s + beta * amp_f16_to_f32(C[i * ldc + j]);
 			C[i * ldc + j] = amp_f32_to_f16(s);
 		}
 }
 
-/* The loop nest of amp_gemm_f16_avx512fp16, on the given micro-kernel and store. */
+/* The loop nest of amp_gemm_f16_avx512fp16, on the given packers, micro-kernel and store.
+ * c_f32: C is fp32 and the store an acc32 one (st NULL). */
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
                  fp16n_store_fn store, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                  const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                 uint16_t *C, int64_t ldc, amp_stats *st)
+                 void *C, int64_t ldc, int c_f32, amp_stats *st)
 {
+	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
 		amp_stats_init(st);
@@ -579,7 +611,7 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	if (ap == NULL || bp == NULL || acc == NULL) {
-		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, c_f32);
 		if (st)
 			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
 		return;
@@ -614,8 +646,10 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 						if (last)
 							store(
 							    blk, rows, cols, beta,
-							    C + (m0 + mi * FP16N_MR) * ldc + n0 +
-							        q * FP16N_NR,
+							    (char *)C +
+							        (size_t)((m0 + mi * FP16N_MR) * ldc +
+							                 n0 + q * FP16N_NR) *
+							            csize,
 							    ldc);
 					}
 					if (last && st)
@@ -632,8 +666,15 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
  * models above).  Same contract as amx_store_fn / fp16n_store_fn. */
 void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
                           int64_t ldc);
-void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                             int64_t ldc);
+void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                                int64_t ldc);
+/* amp_gemm_f16_avx512fp16 with C fp32: the FP32 sums stored, not rounded (amp_gemm_acc32's
+ * contract; the same bits as the fp16 GEMM's sums). */
+void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                   const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                                   float beta, float *C, int64_t ldc);
 /* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_ref / fp16n_pack_b_ref for
  * every operand (transposed or not, partial rows, columns and k; any other strides fall back to
  * the plain-C ones). */

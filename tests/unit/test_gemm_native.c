@@ -82,7 +82,7 @@ static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const u
                         int64_t ldc, amp_stats *st)
 {
 	fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, fp16n_store_ref, ta, tb,
-	                 M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+	                 M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 /* The unpacked fallbacks (used when the workspace cannot be allocated). */
@@ -101,7 +101,7 @@ static void fp16n_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, cons
 {
 	blind_mat a = blind_op_a(ta, A, lda), b = blind_op_b(tb, B, ldb);
 	(void)st;
-	fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+	fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, 0);
 }
 
 typedef struct dtype_ops {
