@@ -606,7 +606,7 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	int64_t ncmax = blind_min(FP16N_NC, (N + FP16N_NR - 1) / FP16N_NR * FP16N_NR);
 	int64_t mcmax = blind_min(FP16N_MC, (M + FP16N_MR - 1) / FP16N_MR * FP16N_MR);
 	uint16_t *ap =
-	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(FP16N_MR * kcmax / 2 + 16));
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(mcmax * kcmax / 2 + 16));
 	uint16_t *bp =
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
@@ -628,35 +628,43 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				int64_t k0 = p * FP16N_KC, kc = blind_min(FP16N_KC, K - k0);
 				int last = p == npanel - 1;
 				pack_b(&b, k0, kc, n0, ncw, bp);
+				/* every A micro-panel of the row block first (in place where the rows
+				 * are contiguous in k), then each B micro-panel stays in L1 while all
+				 * of them stream past it: 16 bytes of A per k step come from L2
+				 * instead of 128 bytes of B */
 				for (int64_t mi = 0; mi < mq; mi++) {
 					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
-					const uint16_t *at = ap;
-					int64_t ars = 1, aks = FP16N_MR;
-					if (rows == FP16N_MR && a.cs == 1) {
-						at = a.p + (m0 + mi * FP16N_MR) * a.rs + k0;
-						ars = a.rs, aks = 1;
-					} else {
-						pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
-					}
-					for (int64_t q = 0; q < nq; q++) {
-						float *blk = acc + (mi * nq + q) * FP16N_ACC_ELEMS;
-						int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
+					if (!(rows == FP16N_MR && a.cs == 1))
+						pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc,
+						       ap + mi * FP16N_MR * kc);
+				}
+				for (int64_t q = 0; q < nq; q++) {
+					int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
+					for (int64_t mi = 0; mi < mq; mi++) {
+						int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
+						const uint16_t *at = ap + mi * FP16N_MR * kc;
+						int64_t ars = 1, aks = FP16N_MR;
+						if (rows == FP16N_MR && a.cs == 1) {
+							at = a.p + (m0 + mi * FP16N_MR) * a.rs + k0;
+							ars = a.rs, aks = 1;
+						}
+						float *blk = acc + (q * mq + mi) * FP16N_ACC_ELEMS;
 						ukr(kc, at, ars, aks, bp + q * kc * FP16N_NR, blk, p > 0,
 						    cols);
 						if (last)
-							store(
-							    blk, rows, cols, beta,
-							    (char *)C +
-							        (size_t)((m0 + mi * FP16N_MR) * ldc +
-							                 n0 + q * FP16N_NR) *
-							            csize,
-							    ldc);
+							store(blk, rows, cols, beta,
+							      (char *)C +
+							          (size_t)((m0 + mi * FP16N_MR) * ldc +
+							                   n0 + q * FP16N_NR) *
+							              csize,
+							      ldc);
 					}
-					if (last && st)
-						blind_stats_rows(amp_stats_f16, C, ldc,
-						                 m0 + mi * FP16N_MR, rows, n0, ncw,
-						                 st);
 				}
+				if (last && st)
+					for (int64_t mi = 0; mi < mq; mi++)
+						blind_stats_rows(
+						    amp_stats_f16, C, ldc, m0 + mi * FP16N_MR,
+						    blind_min(FP16N_MR, mcw - mi * FP16N_MR), n0, ncw, st);
 			}
 		}
 	}
