@@ -43,73 +43,193 @@ int amp_fp16n_cpu_ok(void)
 #define FP16_TARGET   __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl")))
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-/* acc += b * broadcast(*p), one vfmadd231ph with a {1to32} memory operand.  Written as asm
- * because GCC turns _mm512_fmadd_ph(_mm512_set1_ph(x), ...) with two uses of the broadcast
- * into one vpbroadcastw (a load plus a port-5 shuffle, which competes with the FMAs on
- * port 5) instead of two embedded broadcasts (pure loads).  Same arithmetic either way. */
-#define FP16N_FMA_BCAST(acc, b, p)                                                                 \
-	__asm__("vfmadd231ph %2%{1to32%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*(p)))
+/* One k step: c<r><j> += b<j> * broadcast(A(r, k)) for the 8 rows, each a vfmadd231ph with a
+ * {1to32} memory operand (a pure load: SPR's three load ports keep up with 16 of them and the
+ * 2 B loads per 8 cycles).  Written as asm because GCC turns _mm512_fmadd_ph(_mm512_set1_ph(x),
+ * ...) into vpbroadcastw, and because with per-row operands it walks the rows with a chain of
+ * 7 adds per k step and shuffles an accumulator between two registers; here the rows are
+ * addressed from two bases, a0 (row 0) and a4 (row 4), and the byte strides s1 (one row) and s3
+ * (three rows): rows 0..3 at a0, a0 + s1, a0 + 2 s1, a0 + s3, rows 4..7 likewise from a4.  A is
+ * only read, and never written while a GEMM runs, so no memory operand need tell the compiler
+ * about those reads.  Same arithmetic as the intrinsics. */
+#define FP16N_F(a, c, b) "vfmadd231ph " a "%{1to32%}, %[" b "], %[" c "]\n\t"
+#define FP16N_R0 "(%[a])"
+#define FP16N_R1 "(%[a],%[s1],1)"
+#define FP16N_R2 "(%[a],%[s1],2)"
+#define FP16N_R3 "(%[a],%[s3],1)"
+/* Four rows from base a (two asm statements per step: GCC allows 30 operands). */
+#define FP16N_QUAD2(a_, w, x, y, z)                                                                \
+	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R0, "q0", "b1")                        \
+	        FP16N_F(FP16N_R1, "p1", "b0") FP16N_F(FP16N_R1, "q1", "b1")                        \
+	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R2, "q2", "b1")                        \
+	        FP16N_F(FP16N_R3, "p3", "b0") FP16N_F(FP16N_R3, "q3", "b1")                        \
+	        : [p0] "+v"(c##w##0), [q0] "+v"(c##w##1), [p1] "+v"(c##x##0), [q1] "+v"(c##x##1),  \
+	          [p2] "+v"(c##y##0), [q2] "+v"(c##y##1), [p3] "+v"(c##z##0), [q3] "+v"(c##z##1)   \
+	        : [b0] "v"(b0), [b1] "v"(b1), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+#define FP16N_QUAD1(a_, w, x, y, z)                                                                \
+	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R1, "p1", "b0")                        \
+	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R3, "p3", "b0")                        \
+	        : [p0] "+v"(c##w##0), [p1] "+v"(c##x##0), [p2] "+v"(c##y##0), [p3] "+v"(c##z##0)   \
+	        : [b0] "v"(b0), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+#define FP16N_STEP2()                                                                              \
+	do {                                                                                       \
+		FP16N_QUAD2(a0, 0, 1, 2, 3);                                                       \
+		FP16N_QUAD2(a4, 4, 5, 6, 7);                                                       \
+	} while (0)
+#define FP16N_STEP1()                                                                              \
+	do {                                                                                       \
+		FP16N_QUAD1(a0, 0, 1, 2, 3);                                                       \
+		FP16N_QUAD1(a4, 4, 5, 6, 7);                                                       \
+	} while (0)
 
-/* acc row r, columns 32j .. 32j+31 (+)= the 32 fp16 sums in s. */
-FP16_TARGET static inline void fp16n_promote(float *acc, __m512h s)
+#define FP16N_Z _mm512_setzero_ph()
+
+#define FP16N_SAVE1(r) _mm512_store_ph(s + (r)*FP16N_NR, c##r##0)
+#define FP16N_SAVE2(r)                                                                             \
+	do {                                                                                       \
+		_mm512_store_ph(s + (r)*FP16N_NR, c##r##0);                                        \
+		_mm512_store_ph(s + (r)*FP16N_NR + 32, c##r##1);                                   \
+	} while (0)
+#define FP16N_SAVES(NJ)                                                                            \
+	do {                                                                                       \
+		FP16N_SAVE##NJ(0);                                                                 \
+		FP16N_SAVE##NJ(1);                                                                 \
+		FP16N_SAVE##NJ(2);                                                                 \
+		FP16N_SAVE##NJ(3);                                                                 \
+		FP16N_SAVE##NJ(4);                                                                 \
+		FP16N_SAVE##NJ(5);                                                                 \
+		FP16N_SAVE##NJ(6);                                                                 \
+		FP16N_SAVE##NJ(7);                                                                 \
+	} while (0)
+
+/* fp32 of the 16 halves at p, vcvtph2psx from memory: written as asm because GCC otherwise
+ * forwards the stored sums back from their registers (a vextracti64x4 each, the port-5 uop this
+ * path avoids) and then spills the converted halves it computed early. */
+FP16_TARGET static inline __m512 fp16n_cvt_mem(const uint16_t *p)
 {
-	__m512i si = _mm512_castph_si512(s);
-	__m512 lo = _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_castsi512_si256(si)));
-	__m512 hi = _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_extracti64x4_epi64(si, 1)));
-	_mm512_store_ps(acc, _mm512_add_ps(_mm512_load_ps(acc), lo));
-	_mm512_store_ps(acc + 16, _mm512_add_ps(_mm512_load_ps(acc + 16), hi));
+	__m512 v;
+	__asm__("vcvtph2psx %1, %0" : "=v"(v) : "m"(*(const __m256i *)p));
+	return v;
 }
 
-#define FP16N_ROW(r)                                                                               \
-	do {                                                                                       \
-		FP16N_FMA_BCAST(c##r##0, b0, ak + (r));                                            \
-		FP16N_FMA_BCAST(c##r##1, b1, ak + (r));                                            \
-	} while (0)
-#define FP16N_PROMOTE(r)                                                                           \
-	do {                                                                                       \
-		fp16n_promote(acc + (r)*FP16N_NR, c##r##0);                                        \
-		fp16n_promote(acc + (r)*FP16N_NR + 32, c##r##1);                                   \
-	} while (0)
-
-/* Mirrors fp16n_ukr_ref: zmm c<r><j> holds row r, columns 32j .. 32j+31 of the block sums. */
-FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *bp,
-                                      float *acc, int load)
+/* acc[r * 64 + j] = fp32(s[r * 64 + j]) for the 8 rows, j < w (a multiple of 32): the first
+ * block of a tile. */
+FP16_TARGET static inline void fp16n_promote_first(const uint16_t *s, float *acc, int w)
 {
-	if (!load)
-		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
-	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
-		__m512h z = _mm512_setzero_ph();
-		__m512h c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
-		__m512h c40 = z, c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z;
-		int64_t k1 = blind_min(kc, k0 + FP16N_KB);
-		for (int64_t k = k0; k < k1; k++) {
-			const uint16_t *ak = ap + k * FP16N_MR;
-			__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);
-			__m512h b1 = _mm512_load_ph(bp + k * FP16N_NR + 32);
-			FP16N_ROW(0);
-			FP16N_ROW(1);
-			FP16N_ROW(2);
-			FP16N_ROW(3);
-			FP16N_ROW(4);
-			FP16N_ROW(5);
-			FP16N_ROW(6);
-			FP16N_ROW(7);
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < w; j += 16)
+			_mm512_store_ps(acc + r * FP16N_NR + j,
+			                fp16n_cvt_mem(s + r * FP16N_NR + j));
+}
+
+/* acc[r * 64 + j] += fp32(s[r * 64 + j]) (acc first, as the model adds). */
+FP16_TARGET static inline void fp16n_promote_add(const uint16_t *s, float *acc, int w)
+{
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < w; j += 16) {
+			float *d = acc + r * FP16N_NR + j;
+			_mm512_store_ps(d, _mm512_add_ps(_mm512_load_ps(d),
+			                                 fp16n_cvt_mem(s + r * FP16N_NR + j)));
 		}
-		FP16N_PROMOTE(0);
-		FP16N_PROMOTE(1);
-		FP16N_PROMOTE(2);
-		FP16N_PROMOTE(3);
-		FP16N_PROMOTE(4);
-		FP16N_PROMOTE(5);
-		FP16N_PROMOTE(6);
-		FP16N_PROMOTE(7);
+}
+
+/* The tile's FP32 sums of earlier k panels sit in L2 (the accumulators of a whole row block
+ * of C, 1 MB at most); asking for them at the start hides the misses of the first promotion
+ * behind the block's FMAs. */
+AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
+{
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < w; j += 16)
+			_mm_prefetch((const char *)(acc + r * FP16N_NR + j), _MM_HINT_T0);
+}
+
+/* The first 32 NJ columns of fp16n_ukr_ref's tile (the others are not computed: the caller
+ * stores only those).  zmm c<r><j> holds row r, columns 32j .. 32j+31 of a block's sums.
+ * The promotion goes through memory: the sums are stored (store ports, idle here) and
+ * converted by vcvtph2psx from memory, which saves the vextracti64x4 (port 5, shared with the
+ * FMAs) that the upper 16 halves of a zmm would need; the 16 sums die at the stores, so the
+ * compiler has no reason to spill them.  The first block of a tile (load 0) stores its FP32
+ * sums instead of adding them to a zeroed accumulator: no memset, no adds, the model's order
+ * (fp16n_ukr_ref does the same). */
+#define FP16N_UKR(NJ, NAME, ARS, AKS)                                                              \
+	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,            \
+	                             const uint16_t *bp, float *acc, int load)                   \
+	{                                                                                          \
+		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                \
+		(void)ars_arg;                                                                     \
+		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];                                          \
+		if (kc == 0 && !load)                                                              \
+			memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);                             \
+		if (load)                                                                          \
+			fp16n_prefetch_acc(acc, 32 * NJ);                                          \
+		for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {                                    \
+			__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;        \
+			__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;        \
+			__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;        \
+			__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;        \
+			int64_t k1 = blind_min(kc, k0 + FP16N_KB);                                 \
+			for (int64_t k = k0; k < k1; k++) {                                        \
+				const uint16_t *a0 = ap + k * (AKS), *a4 = a0 + 4 * ars;           \
+				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
+				__m512h b1 = NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32)      \
+				                     : FP16N_Z;                                    \
+				(void)b1;                                                          \
+				FP16N_STEP##NJ();                                                  \
+			}                                                                          \
+			FP16N_SAVES(NJ);                                                           \
+			(void)c01, (void)c11, (void)c21, (void)c31, (void)c41, (void)c51,          \
+			    (void)c61, (void)c71;                                                  \
+			if (!load && k0 == 0)                                                      \
+				fp16n_promote_first(s, acc, 32 * NJ);                              \
+			else                                                                       \
+				fp16n_promote_add(s, acc, 32 * NJ);                                \
+		}                                                                                  \
+	}
+FP16N_UKR(1, fp16n_ukr_zmm1, 1, FP16N_MR)
+FP16N_UKR(2, fp16n_ukr_zmm2, 1, FP16N_MR)
+FP16N_UKR(1, fp16n_ukr_zmm1_direct, ars_arg, 1)
+FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
+
+/* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32;
+ * A packed (aks 8, ars 1) or read in place from rows of op(A) contiguous in k (aks 1). */
+FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                      const uint16_t *bp, float *acc, int load, int64_t cols)
+{
+	if (aks == 1) {
+		if (cols <= 32)
+			fp16n_ukr_zmm1_direct(kc, ap, ars, bp, acc, load);
+		else
+			fp16n_ukr_zmm2_direct(kc, ap, ars, bp, acc, load);
+	} else if (cols <= 32) {
+		fp16n_ukr_zmm1(kc, ap, ars, bp, acc, load);
+	} else {
+		fp16n_ukr_zmm2(kc, ap, ars, bp, acc, load);
 	}
 }
 
 AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,
-                                          uint16_t *C, int64_t ldc)
+                                          void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	__m512 vb = _mm512_set1_ps(beta);
+	if (cols == FP16N_NR && beta == 0.0f) {
+		/* full-width tiles under beta 0, the common case: no masks, no C loads; for small K
+		 * (the dW GEMMs, K = batch) the generic loop's bookkeeping cost a tenth of the time */
+		for (int64_t r = 0; r < rows; r++)
+#pragma GCC unroll 4
+			for (int j = 0; j < FP16N_NR; j += 16)
+				_mm256_storeu_si256(
+				    (__m256i *)(C + r * ldc + j),
+				    _mm512_cvtps_ph(_mm512_load_ps(acc + r * FP16N_NR + j),
+				                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		return;
+	}
 	for (int64_t r = 0; r < rows; r++) {
 		for (int64_t j = 0; j * 16 < cols; j++) {
 			int64_t w = blind_min(16, cols - j * 16);
@@ -127,14 +247,182 @@ AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_
 	}
 }
 
-/* The shared loop nest on the FP16 micro-kernel (packers compiled for AVX-512 here). */
+/* The acc32 store: C fp32 = acc (+ beta * C, a product then a sum, as the fp16 store adds). */
+AVX512_TARGET void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols,
+                                              float beta, void *Cv, int64_t ldc)
+{
+	float *C = Cv;
+	__m512 vb = _mm512_set1_ps(beta);
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t j = 0; j * 16 < cols; j++) {
+			int64_t w = blind_min(16, cols - j * 16);
+			__mmask16 m = (__mmask16)((1u << w) - 1u);
+			float *dst = C + r * ldc + j * 16;
+			__m512 v = _mm512_load_ps(acc + r * FP16N_NR + j * 16);
+			if (beta != 0.0f)
+				v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
+			_mm512_mask_storeu_ps(dst, m, v);
+		}
+	}
+}
+
+/* ---- the real packers ---------------------------------------------------------------------- */
+
+/* x[r] holds 32 consecutive halves of row r (r < 8); returns in c[j] the 8 rows of column
+ * 8L + j in 128-bit lane L: three rounds of in-lane interleaves (16-, 32-, 64-bit), 24 shuffles
+ * for 256 halves.  The scalar packers' element copies cost one load and one store each. */
+AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
+{
+	__m512i a[8], b[8];
+	for (int i = 0; i < 4; i++) {
+		a[2 * i] = _mm512_unpacklo_epi16(x[2 * i], x[2 * i + 1]);
+		a[2 * i + 1] = _mm512_unpackhi_epi16(x[2 * i], x[2 * i + 1]);
+	}
+	/* a[2i] lane L: columns 8L + 0..3 of rows 2i, 2i+1; a[2i+1]: columns 8L + 4..7 */
+	for (int h = 0; h < 2; h++)
+		for (int i = 0; i < 2; i++) {
+			b[4 * h + 2 * i] = _mm512_unpacklo_epi32(a[4 * h + i], a[4 * h + 2 + i]);
+			b[4 * h + 2 * i + 1] = _mm512_unpackhi_epi32(a[4 * h + i], a[4 * h + 2 + i]);
+		}
+	/* b[4h + q] lane L: columns 8L + 2q, 8L + 2q + 1 of rows 4h .. 4h+3 */
+	for (int q = 0; q < 4; q++) {
+		c[2 * q] = _mm512_unpacklo_epi64(b[q], b[4 + q]);
+		c[2 * q + 1] = _mm512_unpackhi_epi64(b[q], b[4 + q]);
+	}
+}
+
+/* o[L] = lane L of c[0], c[1], c[2], c[3] (a 4 x 4 transpose of 128-bit lanes). */
+AVX512_TARGET static inline void fp16n_lanes4(const __m512i c[4], __m512i o[4])
+{
+	__m512i d0 = _mm512_shuffle_i64x2(c[0], c[1], 0x44), d1 = _mm512_shuffle_i64x2(c[0], c[1], 0xee);
+	__m512i d2 = _mm512_shuffle_i64x2(c[2], c[3], 0x44), d3 = _mm512_shuffle_i64x2(c[2], c[3], 0xee);
+	o[0] = _mm512_shuffle_i64x2(d0, d2, 0x88);
+	o[1] = _mm512_shuffle_i64x2(d0, d2, 0xdd);
+	o[2] = _mm512_shuffle_i64x2(d1, d3, 0x88);
+	o[3] = _mm512_shuffle_i64x2(d1, d3, 0xdd);
+}
+
+static inline __mmask32 fp16n_mask32(int64_t n)
+{
+	return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1u);
+}
+
+AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                           int64_t kc, uint16_t *restrict out)
+{
+	if (a->rs == 1) {
+		/* op(A) = A^T: the rows of one k are contiguous, one masked 16-byte copy per k (the
+		 * mask zero-fills past rows) */
+		__mmask8 m = (__mmask8)((1u << rows) - 1u);
+		const uint16_t *src = a->p + k0 * a->cs + m0;
+		for (int64_t k = 0; k < kc; k++)
+			_mm_storeu_si128((__m128i *)(out + k * FP16N_MR),
+			                 _mm_maskz_loadu_epi16(m, src + k * a->cs));
+		return;
+	}
+	if (a->cs != 1) {
+		fp16n_pack_a_ref(a, m0, rows, k0, kc, out);
+		return;
+	}
+	/* rows of op(A) contiguous in k: transpose 8 rows x 32 k at a time */
+	for (int64_t k = 0; k < kc; k += 32) {
+		int64_t n = blind_min(32, kc - k);
+		__mmask32 km = fp16n_mask32(n);
+		__m512i x[8], c[8], o[8];
+		for (int r = 0; r < FP16N_MR; r++)
+			x[r] = r < rows ? _mm512_maskz_loadu_epi16(km, a->p + (m0 + r) * a->rs + k0 + k)
+			                : _mm512_setzero_si512();
+		fp16n_tr8(x, c);
+		/* c[j] lane L holds k + 8L + j; output zmm o holds k + 4o .. 4o+3 */
+		fp16n_lanes4(c, o);     /* o[L] = k + 8L + 0..3 */
+		fp16n_lanes4(c + 4, o + 4); /* o[4 + L] = k + 8L + 4..7 */
+		uint16_t *dst = out + k * FP16N_MR;
+		if (n == 32) {
+			for (int L = 0; L < 4; L++) {
+				_mm512_storeu_si512(dst + 64 * L, o[L]);
+				_mm512_storeu_si512(dst + 64 * L + 32, o[4 + L]);
+			}
+		} else {
+			_Alignas(64) uint16_t tmp[32 * FP16N_MR];
+			for (int L = 0; L < 4; L++) {
+				_mm512_store_si512(tmp + 64 * L, o[L]);
+				_mm512_store_si512(tmp + 64 * L + 32, o[4 + L]);
+			}
+			memcpy(dst, tmp, (size_t)(n * FP16N_MR) * sizeof *dst);
+		}
+	}
+}
+
+AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
+                                           int64_t cols, uint16_t *restrict out)
+{
+	int64_t nq = (cols + FP16N_NR - 1) / FP16N_NR;
+	if (b->cs == 1) {
+		/* rows of op(B) contiguous in n: two masked 32-half copies per k (zero past cols) */
+		for (int64_t q = 0; q < nq; q++) {
+			int64_t w = blind_min(FP16N_NR, cols - q * FP16N_NR);
+			__mmask32 m0 = fp16n_mask32(w), m1 = fp16n_mask32(w > 32 ? w - 32 : 0);
+			const uint16_t *src = b->p + k0 * b->rs + n0 + q * FP16N_NR;
+			uint16_t *o = out + q * kc * FP16N_NR;
+			for (int64_t k = 0; k < kc; k++) {
+				_mm512_storeu_si512(o + k * FP16N_NR,
+				                    _mm512_maskz_loadu_epi16(m0, src + k * b->rs));
+				_mm512_storeu_si512(o + k * FP16N_NR + 32,
+				                    _mm512_maskz_loadu_epi16(m1, src + k * b->rs + 32));
+			}
+		}
+		return;
+	}
+	if (b->rs != 1) {
+		fp16n_pack_b_ref(b, k0, kc, n0, cols, out);
+		return;
+	}
+	/* op(B) = B^T: columns of op(B) contiguous in k; transpose 32 x 32 blocks (four 8-column
+	 * groups, then the 128-bit lanes across the groups: 160 shuffles for 1024 halves) */
+	for (int64_t q = 0; q < nq; q++)
+		for (int h = 0; h < 2; h++) {
+			int64_t c0 = q * FP16N_NR + 32 * h;
+			int64_t w = cols > c0 ? blind_min(32, cols - c0) : 0;
+			uint16_t *o = out + q * kc * FP16N_NR + 32 * h;
+			if (w == 0) {
+				for (int64_t k = 0; k < kc; k++)
+					_mm512_storeu_si512(o + k * FP16N_NR, _mm512_setzero_si512());
+				continue;
+			}
+			for (int64_t k = 0; k < kc; k += 32) {
+				int64_t n = blind_min(32, kc - k);
+				__mmask32 km = fp16n_mask32(n);
+				__m512i c[4][8];
+				for (int g = 0; g < 4; g++) {
+					__m512i x[8];
+					for (int i = 0; i < 8; i++) {
+						int64_t cc = 8 * g + i;
+						x[i] = cc < w ? _mm512_maskz_loadu_epi16(
+						                    km, b->p + (n0 + c0 + cc) * b->cs + k0 + k)
+						              : _mm512_setzero_si512();
+					}
+					fp16n_tr8(x, c[g]); /* c[g][j] lane L: k + 8L + j, columns 8g .. 8g+7 */
+				}
+				for (int j = 0; j < 8; j++) {
+					__m512i t[4] = {c[0][j], c[1][j], c[2][j], c[3][j]}, y[4];
+					fp16n_lanes4(t, y); /* y[L]: k + 8L + j, columns 0 .. 31 */
+					for (int L = 0; L < 4; L++)
+						if (8 * L + j < n)
+							_mm512_storeu_si512(o + (k + 8 * L + j) * FP16N_NR, y[L]);
+				}
+			}
+		}
+}
+
+/* The shared loop nest on the FP16 micro-kernel and the AVX-512 packers. */
 FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                        const uint16_t *A, int64_t lda, const uint16_t *B,
                                        int64_t ldb, float beta, uint16_t *C, int64_t ldc,
                                        amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_ukr_zmm, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
-	                 B, ldb, beta, C, ldc, st);
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+	                 ldc, 0, st);
 }
 
 AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
@@ -142,8 +430,9 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
                                                const uint16_t *B, int64_t ldb, float beta,
                                                uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_ukr_ref, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
-	                 B, ldb, beta, C, ldc, st);
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref,
+	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+	                 ldc, 0, st);
 }
 
 /* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
@@ -154,9 +443,34 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_ukr_ref, fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda,
-		                 B, ldb, beta, C, ldc, st);
+		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, fp16n_store_ref,
+		                 trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 		return;
 	}
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+}
+
+/* The acc32 entry: the same loop nest with the FP32 store (the model's pieces without
+ * AVX512-FP16). */
+FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M, int64_t N,
+                                             int64_t K, const uint16_t *A, int64_t lda,
+                                             const uint16_t *B, int64_t ldb, float beta, float *C,
+                                             int64_t ldc)
+{
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
+	                 C, ldc, 1, NULL);
+}
+
+void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                   const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                                   float beta, float *C, int64_t ldc)
+{
+	if (!amp_fp16n_cpu_ok()) {
+		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref,
+		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
+		                 C, ldc, 1, NULL);
+		return;
+	}
+	fp16n_gemm_zmm_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

@@ -530,12 +530,26 @@ static inline void fp16n_pack_b_ref(const blind_mat *b, int64_t k0, int64_t kc, 
 	}
 }
 
-/* acc (8 x 64 fp32) = [acc +] ap (kc, 8) . bp (kc, 64), blocked as described above. */
-typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
-                             int load);
-/* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0). */
-typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta,
-                               uint16_t *C, int64_t ldc);
+/* The packers' contract (fp16n_pack_a_ref / fp16n_pack_b_ref above): the real kernel passes the
+ * AVX-512 ones below, the model the plain-C ones; both write the same bits. */
+typedef void (*fp16n_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                int64_t kc, uint16_t *restrict out);
+typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
+                                int64_t cols, uint16_t *restrict out);
+
+/* acc (8 x 64 fp32) = [acc +] A (8, kc) . bp (kc, 64), blocked as described above, A (r, k) at
+ * ap[r * ars + k * aks]: the packed A (ars 1, aks 8) or, for full 8-row tiles of an op(A) whose
+ * rows are contiguous in k, op(A) itself (ars its row stride, aks 1), which saves the transposing
+ * pack (most of the time of thin GEMMs, N <= 64, where each A panel meets one or two tiles);
+ * the values, hence the bits, are the same.  load 0: the first block's FP32 sums are stored, not
+ * added (so -0 stays -0).  Only columns < cols (<= 64) need be computed: the store reads no
+ * others. */
+typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                             const uint16_t *bp, float *acc, int load, int64_t cols);
+/* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0);
+ * the acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
+typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                               int64_t ldc);
 
 /* double -> fp16, round to nearest even (exact argument, one rounding). */
 static inline uint16_t fp16n_from_double(double x)
@@ -581,11 +595,13 @@ static inline uint16_t fp16n_fma_ref(uint16_t a, uint16_t b, uint16_t c)
 	return fp16n_from_double(s);
 }
 
-/* The model of the real FP16 micro-kernel: the same blocks and order of operations. */
-static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *bp, float *acc,
-                                 int load)
+/* The model of the real FP16 micro-kernel: the same blocks and order of operations (all 64
+ * columns, whatever cols). */
+static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                 const uint16_t *bp, float *acc, int load, int64_t cols)
 {
-	if (!load)
+	(void)cols;
+	if (!load && kc == 0)
 		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
 	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
 		uint16_t s[FP16N_ACC_ELEMS] = {0};
@@ -593,19 +609,21 @@ static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t 
 		for (int64_t k = k0; k < k1; k++)
 			for (int r = 0; r < FP16N_MR; r++)
 				for (int c = 0; c < FP16N_NR; c++)
-					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[k * FP16N_MR + r],
+					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[r * ars + k * aks],
 					                                    bp[k * FP16N_NR + c],
 					                                    s[r * FP16N_NR + c]);
+		int first = !load && k0 == 0;
 		for (int i = 0; i < FP16N_ACC_ELEMS; i++)
-			acc[i] = acc[i] + amp_f16_to_f32(s[i]);
+			acc[i] = first ? amp_f16_to_f32(s[i]) : acc[i] + amp_f16_to_f32(s[i]);
 	}
 }
 
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
  * once to fp16 (amp_f32_to_f16).  The real store (amp_fp16n_store_avx512) gives the same bits. */
 static inline void fp16n_store_ref(const float *acc, int64_t rows, int64_t cols, float beta,
-                                   uint16_t *C, int64_t ldc)
+                                   void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t c = 0; c < cols; c++) {
 			float v = acc[r * FP16N_NR + c];
@@ -615,28 +633,59 @@ static inline void fp16n_store_ref(const float *acc, int64_t rows, int64_t cols,
 		}
 }
 
-/* Unpacked fallback without workspace: FP32 sums of exact products, the same epilogue. */
-static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
-                                       int64_t K, float beta, uint16_t *C, int64_t ldc)
+/* The acc32 store's semantics: C fp32 = acc (+ beta * C: a product, then a sum), the value the
+ * fp16 store rounds when C holds the same start. */
+static inline void fp16n_store_f32_ref(const float *acc, int64_t rows, int64_t cols, float beta,
+                                       void *Cv, int64_t ldc)
 {
+	float *C = Cv;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			float v = acc[r * FP16N_NR + c];
+			if (beta != 0.0f) {
+				float p = beta * C[r * ldc + c];
+				v = v + p;
+			}
+			C[r * ldc + c] = v;
+		}
+}
+
+/* Unpacked fallback without workspace: FP32 sums of exact products, the same epilogue (c_f32:
+ * C fp32, the sums stored). */
+static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                       int64_t K, float beta, void *Cv, int64_t ldc, int c_f32)
+{
+	uint16_t *C = Cv;
+	float *Cf = Cv;
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t j = 0; j < N; j++) {
 			float s = 0.0f;
 			for (int64_t k = 0; k < K; k++)
 				s = fmaf(amp_f16_to_f32(a->p[i * a->rs + k * a->cs]),
 				         amp_f16_to_f32(b->p[k * b->rs + j * b->cs]), s);
+			if (c_f32) {
+				if (beta != 0.0f) {
+					float p = beta * Cf[i * ldc + j];
+					s = s + p;
+				}
+				Cf[i * ldc + j] = s;
+				continue;
+			}
 			if (beta != 0.0f)
 				s = s + beta * amp_f16_to_f32(C[i * ldc + j]);
 			C[i * ldc + j] = amp_f32_to_f16(s);
 		}
 }
 
-/* The loop nest of amp_gemm_f16_avx512fp16, on the given micro-kernel and store. */
+/* The loop nest of amp_gemm_f16_avx512fp16, on the given packers, micro-kernel and store.
+ * c_f32: C is fp32 and the store an acc32 one (st NULL). */
 __attribute__((always_inline)) static inline void
-fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
-                 int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
-                 int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
+                 fp16n_store_fn store, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+                 void *C, int64_t ldc, int c_f32, amp_stats *st)
 {
+	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
 		amp_stats_init(st);
@@ -644,12 +693,12 @@ fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_
 	int64_t ncmax = blind_min(FP16N_NC, (N + FP16N_NR - 1) / FP16N_NR * FP16N_NR);
 	int64_t mcmax = blind_min(FP16N_MC, (M + FP16N_MR - 1) / FP16N_MR * FP16N_MR);
 	uint16_t *ap =
-	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(FP16N_MR * kcmax / 2 + 16));
+	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(mcmax * kcmax / 2 + 16));
 	uint16_t *bp =
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	if (ap == NULL || bp == NULL || acc == NULL) {
-		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, c_f32);
 		if (st)
 			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
 		return;
@@ -665,27 +714,44 @@ fp16n_gemm_drive(fp16n_ukr_fn ukr, fp16n_store_fn store, int trans_a, int trans_
 			for (int64_t p = 0; p < npanel; p++) {
 				int64_t k0 = p * FP16N_KC, kc = blind_min(FP16N_KC, K - k0);
 				int last = p == npanel - 1;
-				fp16n_pack_b_ref(&b, k0, kc, n0, ncw, bp);
+				pack_b(&b, k0, kc, n0, ncw, bp);
+				/* every A micro-panel of the row block first (in place where the rows
+				 * are contiguous in k), then each B micro-panel stays in L1 while all
+				 * of them stream past it: 16 bytes of A per k step come from L2
+				 * instead of 128 bytes of B */
 				for (int64_t mi = 0; mi < mq; mi++) {
 					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
-					fp16n_pack_a_ref(&a, m0 + mi * FP16N_MR, rows, k0, kc, ap);
-					for (int64_t q = 0; q < nq; q++) {
-						float *blk = acc + (mi * nq + q) * FP16N_ACC_ELEMS;
-						ukr(kc, ap, bp + q * kc * FP16N_NR, blk, p > 0);
-						if (last)
-							store(
-							    blk, rows,
-							    blind_min(FP16N_NR, ncw - q * FP16N_NR),
-							    beta,
-							    C + (m0 + mi * FP16N_MR) * ldc + n0 +
-							        q * FP16N_NR,
-							    ldc);
-					}
-					if (last && st)
-						blind_stats_rows(amp_stats_f16, C, ldc,
-						                 m0 + mi * FP16N_MR, rows, n0, ncw,
-						                 st);
+					if (!(rows == FP16N_MR && a.cs == 1))
+						pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc,
+						       ap + mi * FP16N_MR * kc);
 				}
+				for (int64_t q = 0; q < nq; q++) {
+					int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
+					for (int64_t mi = 0; mi < mq; mi++) {
+						int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
+						const uint16_t *at = ap + mi * FP16N_MR * kc;
+						int64_t ars = 1, aks = FP16N_MR;
+						if (rows == FP16N_MR && a.cs == 1) {
+							at = a.p + (m0 + mi * FP16N_MR) * a.rs + k0;
+							ars = a.rs, aks = 1;
+						}
+						float *blk = acc + (q * mq + mi) * FP16N_ACC_ELEMS;
+						ukr(kc, at, ars, aks, bp + q * kc * FP16N_NR, blk, p > 0,
+						    cols);
+						if (last)
+							store(blk, rows, cols, beta,
+							      (char *)C +
+							          (size_t)((m0 + mi * FP16N_MR) * ldc +
+							                   n0 + q * FP16N_NR) *
+							              csize,
+							      ldc);
+					}
+				}
+				if (last && st)
+					for (int64_t mi = 0; mi < mq; mi++)
+						blind_stats_rows(
+						    amp_stats_f16, C, ldc, m0 + mi * FP16N_MR,
+						    blind_min(FP16N_MR, mcw - mi * FP16N_MR), n0, ncw, st);
 			}
 		}
 	}
@@ -698,8 +764,6 @@ void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float be
 /* The acc32 store (amx_store_f32_ref's semantics), AVX-512 F. */
 void amp_amx_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                               int64_t ldc);
-void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
-                            int64_t ldc);
 /* The AMX kernel's store: amp_amx_store_avx512's bits with vcvtneps2bf16 (needs AVX512-BF16). */
 void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                               int64_t ldc);
@@ -712,6 +776,22 @@ void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t k
                            int64_t cols, uint16_t *restrict out);
 /* amx_acc_transpose_ref's result with four 16 x 16 register transposes, AVX-512 F. */
 void amp_amx_acc_transpose_avx512(const float *restrict src, float *restrict dst);
+void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                            int64_t ldc);
+void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                                int64_t ldc);
+/* amp_gemm_f16_avx512fp16 with C fp32: the FP32 sums stored, not rounded (amp_gemm_acc32's
+ * contract; the same bits as the fp16 GEMM's sums). */
+void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                   const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                                   float beta, float *C, int64_t ldc);
+/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_ref / fp16n_pack_b_ref for
+ * every operand (transposed or not, partial rows, columns and k; any other strides fall back to
+ * the plain-C ones). */
+void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+                             uint16_t *restrict out);
+void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0, int64_t cols,
+                             uint16_t *restrict out);
 
 /* The real kernels' loop nests exactly as compiled for them (packers vectorised for AVX-512, the
  * real stores) but on the models' micro-kernels: what an AVX-512 CPU without the features can

@@ -19,8 +19,19 @@ static void gemm_f16_native(int trans_a, int trans_b, int64_t M, int64_t N, int6
 		amp_stats_merge(st, &s);
 }
 
+/* The acc32 slot: the same GEMM's FP32 sums stored in an fp32 C (st unused), so that its
+ * engine is the fp16 GEMM's and its sums are the ones that GEMM rounds. */
+static void gemm_f16_native_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                  const void *A, int64_t lda, const void *B, int64_t ldb,
+                                  float beta, void *C, int64_t ldc, amp_stats *st)
+{
+	(void)st;
+	amp_gemm_f16_avx512fp16_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 const amp_kernel_table amp_kernels_avx512fp16_table = {
 	.isa = AMP_ISA_AVX512_FP16,
 	.gemm = {[AMP_F16] = gemm_f16_native},
+	.gemm_acc32 = {[AMP_F16] = gemm_f16_native_acc32},
 	.gemm_engine = {[AMP_F16] = AMP_ENGINE_AVX512_FP16},
 };

@@ -94,8 +94,8 @@ static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const u
                         int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                         int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_ukr_ref, fp16n_store_ref, ta, tb, M, N, K, A, lda, B, ldb, beta, C,
-	                 ldc, st);
+	fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, fp16n_store_ref, ta, tb,
+	                 M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 /* The unpacked fallbacks (used when the workspace cannot be allocated). */
@@ -114,7 +114,7 @@ static void fp16n_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, cons
 {
 	blind_mat a = blind_op_a(ta, A, lda), b = blind_op_b(tb, B, ldb);
 	(void)st;
-	fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+	fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, 0);
 }
 
 typedef struct dtype_ops {
@@ -516,6 +516,66 @@ Test(gemm_native, fp16_pack_layouts)
 					                    : 0);
 				}
 	}
+}
+
+/* The real (AVX-512) fp16 packers against the plain-C ones, bit for bit over the whole output
+ * buffer (pre-filled with the same junk: both must write exactly the same elements): both
+ * transposes, odd leading dimensions, partial rows / columns / k, and a layout with neither
+ * stride 1 (the fallback). */
+Test(gemm_native, fp16_pack_vector_vs_ref)
+{
+	if (!cpu_avx512bw()) {
+		printf("SKIPPED: avx512 packers need avx512bw\n");
+		fflush(stdout);
+		cr_skip_test("SKIPPED: avx512 packers need avx512bw");
+	}
+	enum { R = 300, LD = 337 };
+	uint16_t *src = malloc((size_t)R * LD * 2);
+	cr_assert(src);
+	rng_state = 17;
+	for (int i = 0; i < R * LD; i++)
+		src[i] = (uint16_t)rng_u64();
+	static const int64_t kcs[] = {1, 2, 7, 8, 31, 32, 33, 63, 64, 65, 100, 255, 256};
+	static const int64_t colss[] = {1, 10, 31, 32, 33, 63, 64, 65, 96, 100, 127, 128, 129, 200};
+	size_t cap = 4 * 256 * FP16N_NR + 64;
+	uint16_t *o1 = malloc(cap * 2), *o2 = malloc(cap * 2);
+	cr_assert(o1 && o2);
+	int runs = 0;
+	for (int layout = 0; layout < 3; layout++) {
+		/* 0: op = the array, 1: op = its transpose, 2: strides 2 and 2 * LD (neither 1) */
+		blind_mat m = {src, layout == 0 ? LD : layout == 1 ? 1 : 2 * LD,
+		               layout == 0 ? 1 : layout == 1 ? LD : 2};
+		for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+			for (int64_t rows = 1; rows <= FP16N_MR; rows++) {
+				int64_t kc = kcs[ki], m0 = (rows * 7 + (int64_t)ki) % 20,
+				        k0 = (int64_t)ki * 3 % 17;
+				for (size_t i = 0; i < cap; i++)
+					o1[i] = o2[i] = (uint16_t)(0xa5a5u ^ i);
+				fp16n_pack_a_ref(&m, m0, rows, k0, kc, o1);
+				amp_fp16n_pack_a_avx512(&m, m0, rows, k0, kc, o2);
+				cr_assert_eq(memcmp(o1, o2, cap * 2), 0,
+				             "A pack layout %d m0=%lld rows=%lld k0=%lld kc=%lld",
+				             layout, (long long)m0, (long long)rows, (long long)k0,
+				             (long long)kc);
+				runs++;
+			}
+		for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+			for (size_t ci = 0; ci < sizeof colss / sizeof colss[0]; ci++) {
+				int64_t kc = kcs[ki], cols = colss[ci], k0 = (int64_t)ci * 5 % 23,
+				        n0 = (int64_t)ki * 11 % 29;
+				for (size_t i = 0; i < cap; i++)
+					o1[i] = o2[i] = (uint16_t)(0x5a5au ^ i);
+				fp16n_pack_b_ref(&m, k0, kc, n0, cols, o1);
+				amp_fp16n_pack_b_avx512(&m, k0, kc, n0, cols, o2);
+				cr_assert_eq(memcmp(o1, o2, cap * 2), 0,
+				             "B pack layout %d k0=%lld kc=%lld n0=%lld cols=%lld",
+				             layout, (long long)k0, (long long)kc, (long long)n0,
+				             (long long)cols);
+				runs++;
+			}
+	}
+	printf("fp16 packers: %d AVX-512 packs bit-identical to the plain-C ones\n", runs);
+	free(o1), free(o2), free(src);
 }
 
 /* The tdpbf16ps model against direct FP64 dot products of pairs (small integers: exact), and

@@ -5,7 +5,13 @@
  * Tolerances, with err(i,j) = |C - R| / (sum_k |a_ik b_kj| + |beta C0|) and R in FP64:
  *   fp32 GEMM: max err <= 1e-5 sqrt(K)   (sum of K fp32 roundings, random-walk growth)
  *   fp16 GEMM: fp16 inputs exact, R from those inputs; data in [0.5,1): max |C-R|/|R| <= 2e-3;
- *              data in [-1,1): ||C-R||_F / ||R||_F <= 2e-3 (final fp16 rounding dominates)
+ *              data in [-1,1): ||C-R||_F / ||R||_F <= 2e-3 (final fp16 rounding dominates);
+ *              the avx512-fp16 engine rounds the products and block sums to fp16 as well
+ *              (gemm_blind.h), an error of up to 2^-11 S per element that cancellation in R
+ *              does not shrink (1x1x1 with beta 1 shows it), so there the norm-wise bound is
+ *              ||C-R||_F <= 2e-3 ||R||_F + 2^-11 ||S||_F, S = sum_k |a_ik b_kj| + |beta C0|,
+ *              and on [0.5,1) data max |C-R|/|R| <= 4e-3 (test_gemm_native's bound: an fp16
+ *              sum of 32 positive terms alone reaches 2.3e-3 element-wise)
  *   bf16 GEMM: bf16 inputs exact, R from those inputs, S = sum_k |a_ik b_kj| + |beta C0|:
  *              |C - R| <= 2^-8 |R| + 1.01 (K + 2) 2^-24 S   (one bf16 rounding of the result,
  *              u = 2^-8, after K + 1 fp32 roundings of the sums, u = 2^-24 each)
@@ -348,7 +354,8 @@ static double run_gemm_f16(const char *path, const gemm_case *g, size_t c, int t
 		C[i] = beta1 ? C0[i] : 0x7e00;  /* NaN: must be overwritten under beta 0 */
 	amp_gemm_f16(ta, tb, g->M, g->N, g->K, A, lda, B, ldb, beta1 ? 1.0f : 0.0f, C, ldc);
 
-	double maxrel = 0.0, diff2 = 0.0, ref2 = 0.0;
+	double maxrel = 0.0, diff2 = 0.0, ref2 = 0.0, s2 = 0.0;
+	int native = amp_kernels_gemm_engine(AMP_F16) == AMP_ENGINE_AVX512_FP16;
 	for (int64_t i = 0; i < g->M; i++)
 		for (int64_t j = 0; j < ldc; j++) {
 			uint16_t got = C[i * ldc + j];
@@ -370,11 +377,16 @@ static double run_gemm_f16(const char *path, const gemm_case *g, size_t c, int t
 				maxrel = d;
 			diff2 += d * d;
 			ref2 += want * want;
+			double sabs = Rabs[i * g->N + j] +
+			              (beta1 ? fabs((double)amp_f16_to_f32(C0[i * ldc + j])) : 0.0);
+			s2 += sabs * sabs;
 		}
 	free(A); free(B); free(C); free(C0); free(Ad); free(Bd); free(R); free(Rabs);
 	if (lo >= 0.0f)
 		return maxrel;
-	return ref2 > 0.0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+	/* as a ratio to 2e-3 ||R||_F + 2^-11 ||S||_F, scaled so that 2e-3 is the bound */
+	double scale = sqrt(ref2) + (native ? 0x1p-11 / 2e-3 * sqrt(s2) : 0.0);
+	return scale > 0.0 ? sqrt(diff2) / scale : sqrt(diff2);
 }
 
 static void check_gemm_f16(const char *path)
@@ -382,6 +394,7 @@ static void check_gemm_f16(const char *path)
 	FORCE_PATH(path);
 	rng_seed(7);
 	const double tol = 2e-3;
+	const double tol_pos = amp_kernels_gemm_engine(AMP_F16) == AMP_ENGINE_AVX512_FP16 ? 4e-3 : tol;
 	double worst_pos = 0.0, worst_mixed = 0.0, worst_k4096 = 0.0;
 	int runs = 0;
 	for (size_t c = 0; c < sizeof gemm16_shapes / sizeof *gemm16_shapes; c++) {
@@ -390,11 +403,11 @@ static void check_gemm_f16(const char *path)
 			for (int beta1 = 0; beta1 <= 1; beta1++) {
 				int ta = t & 1, tb = t >> 1;
 				double e = run_gemm_f16(path, g, c, ta, tb, beta1, 0.5f);
-				cr_assert_leq(e, tol,
+				cr_assert_leq(e, tol_pos,
 				              "%s f16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d, data in [0.5,1): "
 				              "max rel err %.3g > %.3g",
 				              path, (long long)g->M, (long long)g->N, (long long)g->K, ta, tb,
-				              beta1, e, tol);
+				              beta1, e, tol_pos);
 				if (e > worst_pos)
 					worst_pos = e;
 				if (g->K == 4096 && e > worst_k4096)
@@ -410,9 +423,9 @@ static void check_gemm_f16(const char *path)
 				runs += 2;
 			}
 	}
-	cr_log_info("%s f16 GEMM: %d runs; max rel err %.3g on [0.5,1) data (K=4096: %.3g), "
-	            "norm-wise %.3g on [-1,1) data; tolerance %.3g",
-	            path, runs, worst_pos, worst_k4096, worst_mixed, tol);
+	cr_log_info("%s f16 GEMM: %d runs; max rel err %.3g on [0.5,1) data (K=4096: %.3g; "
+	            "tolerance %.3g), norm-wise %.3g on [-1,1) data (tolerance %.3g)",
+	            path, runs, worst_pos, worst_k4096, tol_pos, worst_mixed, tol);
 }
 
 PATH_TESTS(gemm, f16, check_gemm_f16)
