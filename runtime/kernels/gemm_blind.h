@@ -367,6 +367,22 @@ static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int
 		}
 }
 
+/* Rows of the next A block, spread over the nblk micro-kernel calls of this one (call nb of
+ * nblk fetches its share), into L1 before they are packed: the packer's loads otherwise wait on
+ * memory (op(A) with rows contiguous in k only; the transposing packer reads whole lines). */
+static inline void amx_prefetch_next_a(const blind_mat *a, int64_t m_next, int64_t rows,
+                                       int64_t k0, int64_t kc, int64_t nb, int64_t nblk)
+{
+	if (a->cs != 1 || rows == 0)
+		return;
+	int64_t per = (rows + nblk - 1) / nblk;
+	for (int64_t r = nb * per; r < (nb + 1) * per && r < rows; r++) {
+		const char *src = (const char *)(a->p + (m_next + r) * a->rs + k0);
+		for (int64_t off = 0; off < kc * (int64_t)sizeof(uint16_t); off += 64)
+			__builtin_prefetch(src + off, 0, 3);
+	}
+}
+
 /* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
  * Inlined into the real kernel with its functions, called by the tests with the model's.
  * c_f32: C is fp32 and the store an acc32 one (st NULL).
@@ -434,6 +450,9 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 						float *blk = npanel == 1
 						                 ? acc_l1
 						                 : acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
+						amx_prefetch_next_a(&a, m0 + (mb + 1) * 32,
+						                    mb + 1 < mblk ? 32 : 0, k0, kc, nb,
+						                    nblk);
 						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
 						    p > 0);
 						if (!last)
