@@ -208,6 +208,10 @@ static const char *const classes[] = {"square", "mlp", "im2col/conv", "ragged"};
 static double class_min[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 static double class_min16[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 static double big_bf16, big_f16;
+/* The figure profiler/finalize.c's half_engines[] keeps for the emulated-half advice: the
+ * smallest ratio over the square shapes and the mlp shapes with every dimension >= 128 (the
+ * 10-wide classifier head is bound by its output, not by the engine). */
+static double advice_bf16 = 1e9, advice_f16 = 1e9;
 static double max_err_bf16;
 
 static int class_of(const char *what)
@@ -247,6 +251,8 @@ static void goals_summary(void)
 		printf("  goal (avx512-bf16 without AMX): every class >= 1.70: %.2f, %s\n", lo,
 		       met(lo >= 1.7));
 	}
+	printf("  the advice's figure (smallest on square and mlp shapes >= 128, finalize.c "
+	       "half_engines[]): %.2f\n", advice_bf16);
 	printf("fp16 GEMM / fp32 GEMM, smallest ratio per shape class (fp16 engine %s):\n",
 	       amp_engine_name(e16));
 	for (int c = 0; c < N_CLASSES; c++)
@@ -256,6 +262,7 @@ static void goals_summary(void)
 		printf("  goal (avx512-fp16): square and mlp >= 1.80: %.2f, %s; ragged >= 1.50: %.2f, "
 		       "%s (1024^3: %.2f)\n",
 		       sq, met(sq >= 1.8), class_min16[3], met(class_min16[3] >= 1.5), big_f16);
+		printf("  the advice's figure (as for bf16): %.2f\n", advice_f16);
 	} else {
 		printf("  no goal: fp16 here is storage with %s arithmetic\n", amp_engine_name(e16));
 	}
@@ -336,6 +343,10 @@ static void bench_gemm(const shape *s, double budget_s)
 	int cl = class_of(s->what);
 	class_min[cl] = fmin(class_min[cl], gb / g32);
 	class_min16[cl] = fmin(class_min16[cl], g16 / g32);
+	if (cl <= 1 && M >= 128 && N >= 128 && K >= 128) {
+		advice_bf16 = fmin(advice_bf16, gb / g32);
+		advice_f16 = fmin(advice_f16, g16 / g32);
+	}
 	if (M == 1024 && N == 1024 && K == 1024)
 		big_bf16 = gb / g32, big_f16 = g16 / g32;
 	printf("%-12s %-20s %7.1f %7.1f %6.2f %7.1f %6.2f", s->what, dims, g32, g16, g16 / g32, gb,
