@@ -1,19 +1,38 @@
 /* kernels_amxbf16.c — the amx-bf16 path's table: the CPU-feature set of AMX-TILE + AMX-BF16
  * (tdpbf16ps), available once Linux grants the tile state (dispatch.c's amx_init).  It
  * supplies the bf16 GEMM (gemm_amx.c: tiles, B packed in the pair-interleaved VNNI layout,
- * FP32 accumulation); every other kernel falls back to the avx512-bf16 path.
+ * FP32 accumulation) and its acc32 form, split over the kernel threads (gemm_split.h); every
+ * other kernel falls back to the avx512-bf16 path.
  */
 #include "kernels/gemm_blind.h"
+#include "kernels/gemm_split.h"
 #include "kernels/kernels_impl.h"
 
+/* The tile GEMM on one thread's range of C (gemm_split_fn). */
+static void amx_part(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                     int64_t lda, const uint16_t *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                     amp_stats *st)
+{
+	amp_gemm_bf16_amx(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+}
+
+static void amx_part_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                           float beta, void *C, int64_t ldc, amp_stats *st)
+{
+	(void)st;
+	amp_gemm_bf16_amx_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* The bf16 slot (amp_gemm_fn): st arrives initialised and receives the statistics of C too.
- * The tile GEMM runs on the calling thread, so its results do not depend on the thread count. */
+ * Split over the kernel threads in 32-row (or column) ranges: the same bits for any count. */
 static void gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                           const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
                           void *C, int64_t ldc, amp_stats *st)
 {
 	amp_stats s;
-	amp_gemm_bf16_amx(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st ? &s : NULL);
+	gemm_split_run(amx_part, 32, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
+	               sizeof(uint16_t), st ? &s : NULL);
 	if (st)
 		amp_stats_merge(st, &s);
 }
@@ -24,7 +43,8 @@ static void gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, 
                                 float beta, void *C, int64_t ldc, amp_stats *st)
 {
 	(void)st;
-	amp_gemm_bf16_amx_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	gemm_split_run(amx_part_acc32, 32, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
+	               sizeof(float), NULL);
 }
 
 const amp_kernel_table amp_kernels_amxbf16_table = {

@@ -746,6 +746,9 @@ static void check_thread_count(const char *path)
 		uint16_t *Ab = malloc((size_t)na * sizeof *Ab), *Bb = malloc((size_t)nb * sizeof *Bb);
 		uint16_t *G0 = malloc((size_t)nc * sizeof *G0), *G1 = malloc((size_t)nc * sizeof *G1);
 		uint16_t *Gn = malloc((size_t)nc * sizeof *Gn);
+		float *S1 = malloc((size_t)nc * sizeof *S1), *Sn = malloc((size_t)nc * sizeof *Sn);
+		float *T1 = malloc((size_t)nc * sizeof *T1), *Tn = malloc((size_t)nc * sizeof *Tn);
+		cr_assert(S1 && Sn && T1 && Tn);
 		cr_assert(A && B && C0 && C1 && Cn && Ah && Bh && H0 && H1 && Hn);
 		cr_assert(Ab && Bb && G0 && G1 && Gn);
 		for (int64_t i = 0; i < na; i++)
@@ -769,6 +772,14 @@ static void check_thread_count(const char *path)
 				amp_gemm_f16(ta, tb, g->M, g->N, g->K, Ah, lda, Bh, ldb, beta, H1, ldc);
 				memcpy(G1, G0, (size_t)nc * sizeof *G1);
 				amp_gemm_bf16(ta, tb, g->M, g->N, g->K, Ab, lda, Bb, ldb, beta, G1, ldc);
+				/* the acc32 forms (fp32 C from bf16 and fp16 operands), into C1's
+				 * neighbours: S1 from 1 thread */
+				memcpy(S1, C0, (size_t)nc * sizeof *S1);
+				amp_gemm_acc32(AMP_BF16, ta, tb, g->M, g->N, g->K, Ab, lda, Bb, ldb, beta,
+				               S1, ldc);
+				memcpy(T1, C0, (size_t)nc * sizeof *T1);
+				amp_gemm_acc32(AMP_F16, ta, tb, g->M, g->N, g->K, Ah, lda, Bh, ldb, beta,
+				               T1, ldc);
 				for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
 					amp_kernels_set_threads(counts[k]);
 					memcpy(Cn, C0, (size_t)nc * sizeof *Cn);
@@ -777,6 +788,17 @@ static void check_thread_count(const char *path)
 					amp_gemm_f16(ta, tb, g->M, g->N, g->K, Ah, lda, Bh, ldb, beta, Hn, ldc);
 					memcpy(Gn, G0, (size_t)nc * sizeof *Gn);
 					amp_gemm_bf16(ta, tb, g->M, g->N, g->K, Ab, lda, Bb, ldb, beta, Gn, ldc);
+					memcpy(Sn, C0, (size_t)nc * sizeof *Sn);
+					amp_gemm_acc32(AMP_BF16, ta, tb, g->M, g->N, g->K, Ab, lda, Bb,
+					               ldb, beta, Sn, ldc);
+					memcpy(Tn, C0, (size_t)nc * sizeof *Tn);
+					amp_gemm_acc32(AMP_F16, ta, tb, g->M, g->N, g->K, Ah, lda, Bh,
+					               ldb, beta, Tn, ldc);
+					cr_assert(memcmp(S1, Sn, (size_t)nc * sizeof *Sn) == 0 &&
+					              memcmp(T1, Tn, (size_t)nc * sizeof *Tn) == 0,
+					          "%s acc32 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: %d threads "
+					          "differ from 1", path, (long long)g->M, (long long)g->N,
+					          (long long)g->K, ta, tb, beta1, counts[k]);
 					cr_assert(memcmp(G1, Gn, (size_t)nc * sizeof *Gn) == 0,
 					          "%s bf16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d: %d threads "
 					          "differ from 1", path, (long long)g->M, (long long)g->N,
@@ -794,6 +816,7 @@ static void check_thread_count(const char *path)
 			}
 		free(A); free(B); free(C0); free(C1); free(Cn); free(Ah); free(Bh); free(H0); free(H1);
 		free(Hn); free(Ab); free(Bb); free(G0); free(G1); free(Gn);
+		free(S1); free(Sn); free(T1); free(Tn);
 	}
 	cr_log_info("%s GEMM (fp32, fp16, bf16): %d runs on 2, 3 and 5 threads, all bit-identical "
 	            "to 1 thread", path,
