@@ -71,6 +71,12 @@ int amp_fp16n_cpu_ok(void)
 	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R3, "p3", "b0")                        \
 	        : [p0] "+v"(c##w##0), [p1] "+v"(c##x##0), [p2] "+v"(c##y##0), [p3] "+v"(c##z##0)   \
 	        : [b0] "v"(b0), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+/* The same on the second accumulator set (c<r>1) and B zmm b0: the second tile of a pair. */
+#define FP16N_QUAD1B(a_, w, x, y, z)                                                               \
+	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R1, "p1", "b0")                        \
+	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R3, "p3", "b0")                        \
+	        : [p0] "+v"(c##w##1), [p1] "+v"(c##x##1), [p2] "+v"(c##y##1), [p3] "+v"(c##z##1)   \
+	        : [b0] "v"(b0), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
 #define FP16N_STEP2()                                                                              \
 	do {                                                                                       \
 		FP16N_QUAD2(a0, 0, 1, 2, 3);                                                       \
@@ -196,11 +202,73 @@ FP16N_UKR(2, fp16n_ukr_zmm2, 1, FP16N_MR)
 FP16N_UKR(1, fp16n_ukr_zmm1_direct, ars_arg, 1)
 FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 
+/* Two tiles of <= 32 columns on one B micro-panel: 16 rows, 16 accumulators (c<r>0 for the
+ * tile at ap, c<r>1 for the one at ap2), one B load and 16 FMAs a k step. */
+#define FP16N_UKR_PAIR(NAME, ARS, AKS)                                                             \
+	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, const uint16_t *ap2,        \
+	                             int64_t ars_arg, const uint16_t *bp, float *acc,            \
+	                             float *acc2, int load)                                      \
+	{                                                                                          \
+		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                \
+		(void)ars_arg;                                                                     \
+		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS], s2[FP16N_ACC_ELEMS];                     \
+		if (kc == 0 && !load) {                                                            \
+			memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);                             \
+			memset(acc2, 0, FP16N_ACC_ELEMS * sizeof *acc2);                           \
+		}                                                                                  \
+		if (load) {                                                                        \
+			fp16n_prefetch_acc(acc, 32);                                               \
+			fp16n_prefetch_acc(acc2, 32);                                              \
+		}                                                                                  \
+		for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {                                    \
+			__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;        \
+			__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;        \
+			__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;        \
+			__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;        \
+			int64_t k1 = blind_min(kc, k0 + FP16N_KB);                                 \
+			for (int64_t k = k0; k < k1; k++) {                                        \
+				const uint16_t *a0 = ap + k * (AKS), *a4 = a0 + 4 * ars;           \
+				const uint16_t *a8 = ap2 + k * (AKS), *a12 = a8 + 4 * ars;         \
+				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
+				FP16N_QUAD1(a0, 0, 1, 2, 3);                                       \
+				FP16N_QUAD1(a4, 4, 5, 6, 7);                                       \
+				FP16N_QUAD1B(a8, 0, 1, 2, 3);                                      \
+				FP16N_QUAD1B(a12, 4, 5, 6, 7);                                     \
+			}                                                                          \
+			FP16N_SAVES(1);                                                            \
+			_mm512_store_ph(s2 + 0 * FP16N_NR, c01);                                   \
+			_mm512_store_ph(s2 + 1 * FP16N_NR, c11);                                   \
+			_mm512_store_ph(s2 + 2 * FP16N_NR, c21);                                   \
+			_mm512_store_ph(s2 + 3 * FP16N_NR, c31);                                   \
+			_mm512_store_ph(s2 + 4 * FP16N_NR, c41);                                   \
+			_mm512_store_ph(s2 + 5 * FP16N_NR, c51);                                   \
+			_mm512_store_ph(s2 + 6 * FP16N_NR, c61);                                   \
+			_mm512_store_ph(s2 + 7 * FP16N_NR, c71);                                   \
+			if (!load && k0 == 0) {                                                    \
+				fp16n_promote_first(s, acc, 32);                                   \
+				fp16n_promote_first(s2, acc2, 32);                                 \
+			} else {                                                                   \
+				fp16n_promote_add(s, acc, 32);                                     \
+				fp16n_promote_add(s2, acc2, 32);                                   \
+			}                                                                          \
+		}                                                                                  \
+	}
+FP16N_UKR_PAIR(fp16n_ukr_pair, 1, FP16N_MR)
+FP16N_UKR_PAIR(fp16n_ukr_pair_direct, ars_arg, 1)
+
 /* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32;
  * A packed (aks 8, ars 1) or read in place from rows of op(A) contiguous in k (aks 1). */
-FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                                      const uint16_t *bp, float *acc, int load, int64_t cols)
+FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *ap2,
+                                      int64_t ars, int64_t aks, const uint16_t *bp, float *acc,
+                                      float *acc2, int load, int64_t cols)
 {
+	if (ap2) {
+		if (aks == 1)
+			fp16n_ukr_pair_direct(kc, ap, ap2, ars, bp, acc, acc2, load);
+		else
+			fp16n_ukr_pair(kc, ap, ap2, ars, bp, acc, acc2, load);
+		return;
+	}
 	if (aks == 1) {
 		if (cols <= 32)
 			fp16n_ukr_zmm1_direct(kc, ap, ars, bp, acc, load);

@@ -456,9 +456,12 @@ typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int6
  * pack (most of the time of thin GEMMs, N <= 64, where each A panel meets one or two tiles);
  * the values, hence the bits, are the same.  load 0: the first block's FP32 sums are stored, not
  * added (so -0 stays -0).  Only columns < cols (<= 64) need be computed: the store reads no
- * others. */
-typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                             const uint16_t *bp, float *acc, int load, int64_t cols);
+ * others.  ap2, acc2: NULL, or a second tile on the same B with its A at ap2 (same strides),
+ * computed as by a second call: the drive pairs tiles of <= 32 columns, whose 8 accumulators
+ * alone cannot cover the FMA latency (4 cycles at 2 a cycle). */
+typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
+                             int64_t aks, const uint16_t *bp, float *acc, float *acc2, int load,
+                             int64_t cols);
 /* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0);
  * the acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
 typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
@@ -510,10 +513,9 @@ static inline uint16_t fp16n_fma_ref(uint16_t a, uint16_t b, uint16_t c)
 
 /* The model of the real FP16 micro-kernel: the same blocks and order of operations (all 64
  * columns, whatever cols). */
-static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                                 const uint16_t *bp, float *acc, int load, int64_t cols)
+static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                  const uint16_t *bp, float *acc, int load)
 {
-	(void)cols;
 	if (!load && kc == 0)
 		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
 	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
@@ -529,6 +531,16 @@ static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, int64_t ars, in
 		for (int i = 0; i < FP16N_ACC_ELEMS; i++)
 			acc[i] = first ? amp_f16_to_f32(s[i]) : acc[i] + amp_f16_to_f32(s[i]);
 	}
+}
+
+static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
+                                 int64_t aks, const uint16_t *bp, float *acc, float *acc2,
+                                 int load, int64_t cols)
+{
+	(void)cols;
+	fp16n_ukr_ref1(kc, ap, ars, aks, bp, acc, load);
+	if (ap2)
+		fp16n_ukr_ref1(kc, ap2, ars, aks, bp, acc2, load);
 }
 
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
@@ -640,24 +652,37 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				}
 				for (int64_t q = 0; q < nq; q++) {
 					int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
-					for (int64_t mi = 0; mi < mq; mi++) {
+					for (int64_t mi = 0; mi < mq;) {
+						/* tile mi, and mi + 1 with it when narrow and read alike */
 						int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
+						int64_t rows2 = mi + 1 < mq ? blind_min(FP16N_MR,
+						                                        mcw - (mi + 1) * FP16N_MR)
+						                            : 0;
+						int direct = rows == FP16N_MR && a.cs == 1;
+						int pair = cols <= 32 && rows2 > 0 &&
+						           direct == (rows2 == FP16N_MR && a.cs == 1);
 						const uint16_t *at = ap + mi * FP16N_MR * kc;
 						int64_t ars = 1, aks = FP16N_MR;
-						if (rows == FP16N_MR && a.cs == 1) {
+						if (direct) {
 							at = a.p + (m0 + mi * FP16N_MR) * a.rs + k0;
 							ars = a.rs, aks = 1;
 						}
+						const uint16_t *at2 = !pair  ? NULL
+						                      : direct ? at + FP16N_MR * a.rs
+						                               : at + FP16N_MR * kc;
 						float *blk = acc + (q * mq + mi) * FP16N_ACC_ELEMS;
-						ukr(kc, at, ars, aks, bp + q * kc * FP16N_NR, blk, p > 0,
-						    cols);
-						if (last)
-							store(blk, rows, cols, beta,
+						float *blk2 = pair ? blk + FP16N_ACC_ELEMS : NULL;
+						ukr(kc, at, at2, ars, aks, bp + q * kc * FP16N_NR, blk,
+						    blk2, p > 0, cols);
+						for (int t = 0; last && t <= pair; t++)
+							store(blk + t * FP16N_ACC_ELEMS, t ? rows2 : rows,
+							      cols, beta,
 							      (char *)C +
-							          (size_t)((m0 + mi * FP16N_MR) * ldc +
+							          (size_t)((m0 + (mi + t) * FP16N_MR) * ldc +
 							                   n0 + q * FP16N_NR) *
 							              csize,
 							      ldc);
+						mi += 1 + pair;
 					}
 				}
 				if (last && st)
