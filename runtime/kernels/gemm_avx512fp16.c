@@ -90,6 +90,11 @@ int amp_fp16n_cpu_ok(void)
 
 #define FP16N_Z _mm512_setzero_ph()
 
+static inline __mmask32 fp16n_mask32(int64_t n)
+{
+	return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1u);
+}
+
 #define FP16N_SAVE1(r) _mm512_store_ph(s + (r)*FP16N_NR, c##r##0)
 #define FP16N_SAVE2(r)                                                                             \
 	do {                                                                                       \
@@ -256,6 +261,33 @@ FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 FP16N_UKR_PAIR(fp16n_ukr_pair, 1, FP16N_MR)
 FP16N_UKR_PAIR(fp16n_ukr_pair_direct, ars_arg, 1)
 
+/* fp16n_ukr_c_fn: one block (kc <= FP16N_KB) of 8 x 64 sums, A at any strides, stored as they
+ * are to the rows < rows and columns < cols of C. */
+FP16_TARGET static void fp16n_ukr_c_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                        const uint16_t *bp, int64_t rows, int64_t cols,
+                                        uint16_t *C, int64_t ldc)
+{
+	const int64_t s1 = ars * 2, s3 = ars * 6; /* bytes */
+	_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];
+	__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;
+	__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;
+	__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;
+	__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;
+	for (int64_t k = 0; k < kc; k++) {
+		const uint16_t *a0 = ap + k * aks, *a4 = a0 + 4 * ars;
+		__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);
+		__m512h b1 = _mm512_load_ph(bp + k * FP16N_NR + 32);
+		FP16N_STEP2();
+	}
+	FP16N_SAVES(2);
+	__mmask32 m0 = fp16n_mask32(cols), m1 = fp16n_mask32(cols > 32 ? cols - 32 : 0);
+	for (int64_t r = 0; r < rows; r++) {
+		_mm512_mask_storeu_epi16(C + r * ldc, m0, _mm512_load_si512(s + r * FP16N_NR));
+		_mm512_mask_storeu_epi16(C + r * ldc + 32, m1,
+		                         _mm512_load_si512(s + r * FP16N_NR + 32));
+	}
+}
+
 /* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32;
  * A packed (aks 8, ars 1) or read in place from rows of op(A) contiguous in k (aks 1). */
 FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *ap2,
@@ -368,11 +400,6 @@ AVX512_TARGET static inline void fp16n_lanes4(const __m512i c[4], __m512i o[4])
 	o[1] = _mm512_shuffle_i64x2(d0, d2, 0xdd);
 	o[2] = _mm512_shuffle_i64x2(d1, d3, 0x88);
 	o[3] = _mm512_shuffle_i64x2(d1, d3, 0xdd);
-}
-
-static inline __mmask32 fp16n_mask32(int64_t n)
-{
-	return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1u);
 }
 
 AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
@@ -489,8 +516,8 @@ FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int6
                                        amp_stats *st)
 {
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
-	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	                 ldc, 0, st);
+	                 fp16n_ukr_c_zmm, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
+	                 B, ldb, beta, C, ldc, 0, st);
 }
 
 AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
@@ -498,7 +525,7 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
                                                const uint16_t *B, int64_t ldb, float beta,
                                                uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref,
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref, NULL,
 	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
 	                 ldc, 0, st);
 }
@@ -511,7 +538,7 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, fp16n_store_ref,
+		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL, fp16n_store_ref,
 		                 trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 		return;
 	}
@@ -525,7 +552,7 @@ FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M
                                              const uint16_t *B, int64_t ldb, float beta, float *C,
                                              int64_t ldc)
 {
-	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm, NULL,
 	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
 	                 C, ldc, 1, NULL);
 }
@@ -535,7 +562,7 @@ void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t 
                                    float beta, float *C, int64_t ldc)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref,
+		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
 		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
 		                 C, ldc, 1, NULL);
 		return;

@@ -462,6 +462,13 @@ typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int6
 typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
                              int64_t aks, const uint16_t *bp, float *acc, float *acc2, int load,
                              int64_t cols);
+/* Optional (the real kernel's; NULL in the model): for K <= FP16N_KB under beta 0 the one
+ * block's fp16 sums are C itself, fp16(fp32(s)) being s for every s (NaNs from an FMA are
+ * quiet, so their payloads survive too): the tile's sums stored straight to C[0 .. rows)
+ * [0 .. cols), without the promotion and the store's conversions (most of the time at K = 10). */
+typedef void (*fp16n_ukr_c_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                               const uint16_t *bp, int64_t rows, int64_t cols, uint16_t *C,
+                               int64_t ldc);
 /* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0);
  * the acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
 typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
@@ -606,7 +613,8 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
  * c_f32: C is fp32 and the store an acc32 one (st NULL). */
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
-                 fp16n_store_fn store, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                 fp16n_ukr_c_fn ukr_c, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
+                 int64_t N, int64_t K,
                  const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
                  void *C, int64_t ldc, int c_f32, amp_stats *st)
 {
@@ -631,6 +639,7 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	/* k panels start at multiples of FP16N_KC, itself a multiple of FP16N_KB: the promotion
 	 * points are the multiples of FP16N_KB whatever the panel */
 	int64_t npanel = K > 0 ? (K + FP16N_KC - 1) / FP16N_KC : 1;
+	int sums_are_c = ukr_c != NULL && K > 0 && K <= FP16N_KB && beta == 0.0f && !c_f32;
 	for (int64_t n0 = 0; n0 < N; n0 += FP16N_NC) {
 		int64_t ncw = blind_min(FP16N_NC, N - n0), nq = (ncw + FP16N_NR - 1) / FP16N_NR;
 		for (int64_t m0 = 0; m0 < M; m0 += FP16N_MC) {
@@ -666,6 +675,15 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 						if (direct) {
 							at = a.p + (m0 + mi * FP16N_MR) * a.rs + k0;
 							ars = a.rs, aks = 1;
+						}
+						if (sums_are_c) {
+							ukr_c(kc, at, ars, aks, bp + q * kc * FP16N_NR,
+							      rows, cols,
+							      (uint16_t *)C + (m0 + mi * FP16N_MR) * ldc +
+							          n0 + q * FP16N_NR,
+							      ldc);
+							mi++;
+							continue;
 						}
 						const uint16_t *at2 = !pair  ? NULL
 						                      : direct ? at + FP16N_MR * a.rs
