@@ -52,11 +52,12 @@ int amp_fp16n_cpu_ok(void)
  * (three rows): rows 0..3 at a0, a0 + s1, a0 + 2 s1, a0 + s3, rows 4..7 likewise from a4.  A is
  * only read, and never written while a GEMM runs, so no memory operand need tell the compiler
  * about those reads.  Same arithmetic as the intrinsics. */
+/* clang-format off */
 #define FP16N_F(a, c, b) "vfmadd231ph " a "%{1to32%}, %[" b "], %[" c "]\n\t"
-#define FP16N_R0 "(%[a])"
-#define FP16N_R1 "(%[a],%[s1],1)"
-#define FP16N_R2 "(%[a],%[s1],2)"
-#define FP16N_R3 "(%[a],%[s3],1)"
+#define FP16N_R0         "(%[a])"
+#define FP16N_R1         "(%[a],%[s1],1)"
+#define FP16N_R2         "(%[a],%[s1],2)"
+#define FP16N_R3         "(%[a],%[s3],1)"
 /* Four rows from base a (two asm statements per step: GCC allows 30 operands). */
 #define FP16N_QUAD2(a_, w, x, y, z)                                                                \
 	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R0, "q0", "b1")                        \
@@ -77,6 +78,7 @@ int amp_fp16n_cpu_ok(void)
 	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R3, "p3", "b0")                        \
 	        : [p0] "+v"(c##w##1), [p1] "+v"(c##x##1), [p2] "+v"(c##y##1), [p3] "+v"(c##z##1)   \
 	        : [b0] "v"(b0), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+/* clang-format on */
 #define FP16N_STEP2()                                                                              \
 	do {                                                                                       \
 		FP16N_QUAD2(a0, 0, 1, 2, 3);                                                       \
@@ -169,10 +171,10 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
  * sums instead of adding them to a zeroed accumulator: no memset, no adds, the model's order
  * (fp16n_ukr_ref does the same). */
 #define FP16N_UKR(NJ, NAME, ARS, AKS)                                                              \
-	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,            \
-	                             const uint16_t *bp, float *acc, int load)                   \
+	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,              \
+	                             const uint16_t *bp, float *acc, int load)                     \
 	{                                                                                          \
-		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                \
+		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                 \
 		(void)ars_arg;                                                                     \
 		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];                                          \
 		if (kc == 0 && !load)                                                              \
@@ -188,8 +190,8 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 			for (int64_t k = k0; k < k1; k++) {                                        \
 				const uint16_t *a0 = ap + k * (AKS), *a4 = a0 + 4 * ars;           \
 				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
-				__m512h b1 = NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32)      \
-				                     : FP16N_Z;                                    \
+				__m512h b1 =                                                       \
+				    NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32) : FP16N_Z;    \
 				(void)b1;                                                          \
 				FP16N_STEP##NJ();                                                  \
 			}                                                                          \
@@ -210,11 +212,11 @@ FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 /* Two tiles of <= 32 columns on one B micro-panel: 16 rows, 16 accumulators (c<r>0 for the
  * tile at ap, c<r>1 for the one at ap2), one B load and 16 FMAs a k step. */
 #define FP16N_UKR_PAIR(NAME, ARS, AKS)                                                             \
-	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, const uint16_t *ap2,        \
-	                             int64_t ars_arg, const uint16_t *bp, float *acc,            \
-	                             float *acc2, int load)                                      \
+	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, const uint16_t *ap2,          \
+	                             int64_t ars_arg, const uint16_t *bp, float *acc, float *acc2, \
+	                             int load)                                                     \
 	{                                                                                          \
-		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                \
+		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                 \
 		(void)ars_arg;                                                                     \
 		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS], s2[FP16N_ACC_ELEMS];                     \
 		if (kc == 0 && !load) {                                                            \
@@ -264,8 +266,8 @@ FP16N_UKR_PAIR(fp16n_ukr_pair_direct, ars_arg, 1)
 /* fp16n_ukr_c_fn: one block (kc <= FP16N_KB) of 8 x 64 sums, A at any strides, stored as they
  * are to the rows < rows and columns < cols of C. */
 FP16_TARGET static void fp16n_ukr_c_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                                        const uint16_t *bp, int64_t rows, int64_t cols,
-                                        uint16_t *C, int64_t ldc)
+                                        const uint16_t *bp, int64_t rows, int64_t cols, uint16_t *C,
+                                        int64_t ldc)
 {
 	const int64_t s1 = ars * 2, s3 = ars * 6; /* bytes */
 	_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];
@@ -320,7 +322,7 @@ AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_
 	__m512 vb = _mm512_set1_ps(beta);
 	if (cols == FP16N_NR && beta == 0.0f) {
 		/* full-width tiles under beta 0, the common case: no masks, no C loads; for small K
-		 * (the dW GEMMs, K = batch) the generic loop's bookkeeping cost a tenth of the time */
+		 * (the dW GEMMs, K = batch) the generic loop's bookkeeping took a tenth */
 		for (int64_t r = 0; r < rows; r++)
 #pragma GCC unroll 4
 			for (int j = 0; j < FP16N_NR; j += 16)
@@ -360,7 +362,8 @@ AVX512_TARGET void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, in
 			float *dst = C + r * ldc + j * 16;
 			__m512 v = _mm512_load_ps(acc + r * FP16N_NR + j * 16);
 			if (beta != 0.0f)
-				v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
+				v = _mm512_add_ps(v,
+				                  _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
 			_mm512_mask_storeu_ps(dst, m, v);
 		}
 	}
@@ -382,7 +385,8 @@ AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
 	for (int h = 0; h < 2; h++)
 		for (int i = 0; i < 2; i++) {
 			b[4 * h + 2 * i] = _mm512_unpacklo_epi32(a[4 * h + i], a[4 * h + 2 + i]);
-			b[4 * h + 2 * i + 1] = _mm512_unpackhi_epi32(a[4 * h + i], a[4 * h + 2 + i]);
+			b[4 * h + 2 * i + 1] =
+			    _mm512_unpackhi_epi32(a[4 * h + i], a[4 * h + 2 + i]);
 		}
 	/* b[4h + q] lane L: columns 8L + 2q, 8L + 2q + 1 of rows 4h .. 4h+3 */
 	for (int q = 0; q < 4; q++) {
@@ -394,8 +398,10 @@ AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
 /* o[L] = lane L of c[0], c[1], c[2], c[3] (a 4 x 4 transpose of 128-bit lanes). */
 AVX512_TARGET static inline void fp16n_lanes4(const __m512i c[4], __m512i o[4])
 {
-	__m512i d0 = _mm512_shuffle_i64x2(c[0], c[1], 0x44), d1 = _mm512_shuffle_i64x2(c[0], c[1], 0xee);
-	__m512i d2 = _mm512_shuffle_i64x2(c[2], c[3], 0x44), d3 = _mm512_shuffle_i64x2(c[2], c[3], 0xee);
+	__m512i d0 = _mm512_shuffle_i64x2(c[0], c[1], 0x44),
+	        d1 = _mm512_shuffle_i64x2(c[0], c[1], 0xee);
+	__m512i d2 = _mm512_shuffle_i64x2(c[2], c[3], 0x44),
+	        d3 = _mm512_shuffle_i64x2(c[2], c[3], 0xee);
 	o[0] = _mm512_shuffle_i64x2(d0, d2, 0x88);
 	o[1] = _mm512_shuffle_i64x2(d0, d2, 0xdd);
 	o[2] = _mm512_shuffle_i64x2(d1, d3, 0x88);
@@ -425,11 +431,12 @@ AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64
 		__mmask32 km = fp16n_mask32(n);
 		__m512i x[8], c[8], o[8];
 		for (int r = 0; r < FP16N_MR; r++)
-			x[r] = r < rows ? _mm512_maskz_loadu_epi16(km, a->p + (m0 + r) * a->rs + k0 + k)
-			                : _mm512_setzero_si512();
+			x[r] = r < rows
+			           ? _mm512_maskz_loadu_epi16(km, a->p + (m0 + r) * a->rs + k0 + k)
+			           : _mm512_setzero_si512();
 		fp16n_tr8(x, c);
 		/* c[j] lane L holds k + 8L + j; output zmm o holds k + 4o .. 4o+3 */
-		fp16n_lanes4(c, o);     /* o[L] = k + 8L + 0..3 */
+		fp16n_lanes4(c, o);         /* o[L] = k + 8L + 0..3 */
 		fp16n_lanes4(c + 4, o + 4); /* o[4 + L] = k + 8L + 4..7 */
 		uint16_t *dst = out + k * FP16N_MR;
 		if (n == 32) {
@@ -453,7 +460,7 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 {
 	int64_t nq = (cols + FP16N_NR - 1) / FP16N_NR;
 	if (b->cs == 1) {
-		/* rows of op(B) contiguous in n: two masked 32-half copies per k (zero past cols) */
+		/* rows of op(B) contiguous in n: two masked 32-half copies a k (zero past cols) */
 		for (int64_t q = 0; q < nq; q++) {
 			int64_t w = blind_min(FP16N_NR, cols - q * FP16N_NR);
 			__mmask32 m0 = fp16n_mask32(w), m1 = fp16n_mask32(w > 32 ? w - 32 : 0);
@@ -462,8 +469,9 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 			for (int64_t k = 0; k < kc; k++) {
 				_mm512_storeu_si512(o + k * FP16N_NR,
 				                    _mm512_maskz_loadu_epi16(m0, src + k * b->rs));
-				_mm512_storeu_si512(o + k * FP16N_NR + 32,
-				                    _mm512_maskz_loadu_epi16(m1, src + k * b->rs + 32));
+				_mm512_storeu_si512(
+				    o + k * FP16N_NR + 32,
+				    _mm512_maskz_loadu_epi16(m1, src + k * b->rs + 32));
 			}
 		}
 		return;
@@ -481,7 +489,8 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 			uint16_t *o = out + q * kc * FP16N_NR + 32 * h;
 			if (w == 0) {
 				for (int64_t k = 0; k < kc; k++)
-					_mm512_storeu_si512(o + k * FP16N_NR, _mm512_setzero_si512());
+					_mm512_storeu_si512(o + k * FP16N_NR,
+					                    _mm512_setzero_si512());
 				continue;
 			}
 			for (int64_t k = 0; k < kc; k += 32) {
@@ -492,18 +501,22 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 					__m512i x[8];
 					for (int i = 0; i < 8; i++) {
 						int64_t cc = 8 * g + i;
-						x[i] = cc < w ? _mm512_maskz_loadu_epi16(
-						                    km, b->p + (n0 + c0 + cc) * b->cs + k0 + k)
-						              : _mm512_setzero_si512();
+						x[i] = cc < w
+						           ? _mm512_maskz_loadu_epi16(
+						                 km, b->p + (n0 + c0 + cc) * b->cs +
+						                         k0 + k)
+						           : _mm512_setzero_si512();
 					}
-					fp16n_tr8(x, c[g]); /* c[g][j] lane L: k + 8L + j, columns 8g .. 8g+7 */
+					fp16n_tr8(x, c[g]); /* c[g][j] lane L: k + 8L + j, columns
+					                       8g .. 8g+7 */
 				}
 				for (int j = 0; j < 8; j++) {
 					__m512i t[4] = {c[0][j], c[1][j], c[2][j], c[3][j]}, y[4];
 					fp16n_lanes4(t, y); /* y[L]: k + 8L + j, columns 0 .. 31 */
 					for (int L = 0; L < 4; L++)
 						if (8 * L + j < n)
-							_mm512_storeu_si512(o + (k + 8 * L + j) * FP16N_NR, y[L]);
+							_mm512_storeu_si512(
+							    o + (k + 8 * L + j) * FP16N_NR, y[L]);
 				}
 			}
 		}
@@ -538,8 +551,9 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL, fp16n_store_ref,
-		                 trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
+		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+		                 fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
+		                 C, ldc, 0, st);
 		return;
 	}
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
@@ -553,8 +567,8 @@ FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M
                                              int64_t ldc)
 {
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm, NULL,
-	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
-	                 C, ldc, 1, NULL);
+	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+	                 beta, C, ldc, 1, NULL);
 }
 
 void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
@@ -563,8 +577,8 @@ void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t 
 {
 	if (!amp_fp16n_cpu_ok()) {
 		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
-		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
-		                 C, ldc, 1, NULL);
+		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+		                 beta, C, ldc, 1, NULL);
 		return;
 	}
 	fp16n_gemm_zmm_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);

@@ -541,8 +541,8 @@ static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, i
 }
 
 static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
-                                 int64_t aks, const uint16_t *bp, float *acc, float *acc2,
-                                 int load, int64_t cols)
+                                 int64_t aks, const uint16_t *bp, float *acc, float *acc2, int load,
+                                 int64_t cols)
 {
 	(void)cols;
 	fp16n_ukr_ref1(kc, ap, ars, aks, bp, acc, load);
@@ -614,9 +614,8 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
                  fp16n_ukr_c_fn ukr_c, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
-                 int64_t N, int64_t K,
-                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                 void *C, int64_t ldc, int c_f32, amp_stats *st)
+                 int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                 int64_t ldb, float beta, void *C, int64_t ldc, int c_f32, amp_stats *st)
 {
 	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
@@ -649,10 +648,10 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				int64_t k0 = p * FP16N_KC, kc = blind_min(FP16N_KC, K - k0);
 				int last = p == npanel - 1;
 				pack_b(&b, k0, kc, n0, ncw, bp);
-				/* every A micro-panel of the row block first (in place where the rows
-				 * are contiguous in k), then each B micro-panel stays in L1 while all
-				 * of them stream past it: 16 bytes of A per k step come from L2
-				 * instead of 128 bytes of B */
+				/* every A micro-panel of the row block first (in place where the
+				 * rows are contiguous in k), then each B micro-panel stays in L1
+				 * while all of them stream past it: 16 bytes of A per k step come
+				 * from L2 instead of 128 bytes of B */
 				for (int64_t mi = 0; mi < mq; mi++) {
 					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
 					if (!(rows == FP16N_MR && a.cs == 1))
@@ -662,14 +661,19 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				for (int64_t q = 0; q < nq; q++) {
 					int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
 					for (int64_t mi = 0; mi < mq;) {
-						/* tile mi, and mi + 1 with it when narrow and read alike */
-						int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
-						int64_t rows2 = mi + 1 < mq ? blind_min(FP16N_MR,
-						                                        mcw - (mi + 1) * FP16N_MR)
-						                            : 0;
+						/* tile mi, and mi + 1 with it when narrow and read
+						 * alike */
+						int64_t rows =
+						    blind_min(FP16N_MR, mcw - mi * FP16N_MR);
+						int64_t rows2 =
+						    mi + 1 < mq
+						        ? blind_min(FP16N_MR,
+						                    mcw - (mi + 1) * FP16N_MR)
+						        : 0;
 						int direct = rows == FP16N_MR && a.cs == 1;
-						int pair = cols <= 32 && rows2 > 0 &&
-						           direct == (rows2 == FP16N_MR && a.cs == 1);
+						int pair =
+						    cols <= 32 && rows2 > 0 &&
+						    direct == (rows2 == FP16N_MR && a.cs == 1);
 						const uint16_t *at = ap + mi * FP16N_MR * kc;
 						int64_t ars = 1, aks = FP16N_MR;
 						if (direct) {
@@ -677,26 +681,30 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 							ars = a.rs, aks = 1;
 						}
 						if (sums_are_c) {
-							ukr_c(kc, at, ars, aks, bp + q * kc * FP16N_NR,
-							      rows, cols,
-							      (uint16_t *)C + (m0 + mi * FP16N_MR) * ldc +
-							          n0 + q * FP16N_NR,
+							ukr_c(kc, at, ars, aks,
+							      bp + q * kc * FP16N_NR, rows, cols,
+							      (uint16_t *)C +
+							          (m0 + mi * FP16N_MR) * ldc + n0 +
+							          q * FP16N_NR,
 							      ldc);
 							mi++;
 							continue;
 						}
-						const uint16_t *at2 = !pair  ? NULL
-						                      : direct ? at + FP16N_MR * a.rs
-						                               : at + FP16N_MR * kc;
+						const uint16_t *at2 = !pair ? NULL
+						                      : direct
+						                          ? at + FP16N_MR * a.rs
+						                          : at + FP16N_MR * kc;
 						float *blk = acc + (q * mq + mi) * FP16N_ACC_ELEMS;
 						float *blk2 = pair ? blk + FP16N_ACC_ELEMS : NULL;
-						ukr(kc, at, at2, ars, aks, bp + q * kc * FP16N_NR, blk,
-						    blk2, p > 0, cols);
+						ukr(kc, at, at2, ars, aks, bp + q * kc * FP16N_NR,
+						    blk, blk2, p > 0, cols);
 						for (int t = 0; last && t <= pair; t++)
-							store(blk + t * FP16N_ACC_ELEMS, t ? rows2 : rows,
-							      cols, beta,
+							store(blk + t * FP16N_ACC_ELEMS,
+							      t ? rows2 : rows, cols, beta,
 							      (char *)C +
-							          (size_t)((m0 + (mi + t) * FP16N_MR) * ldc +
+							          (size_t)((m0 +
+							                    (mi + t) * FP16N_MR) *
+							                       ldc +
 							                   n0 + q * FP16N_NR) *
 							              csize,
 							      ldc);
@@ -707,7 +715,8 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 					for (int64_t mi = 0; mi < mq; mi++)
 						blind_stats_rows(
 						    amp_stats_f16, C, ldc, m0 + mi * FP16N_MR,
-						    blind_min(FP16N_MR, mcw - mi * FP16N_MR), n0, ncw, st);
+						    blind_min(FP16N_MR, mcw - mi * FP16N_MR), n0,
+						    ncw, st);
 			}
 		}
 	}

@@ -81,8 +81,8 @@ static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const u
                         int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                         int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL, fp16n_store_ref, ta,
-	                 tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
+	fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL, fp16n_store_ref,
+	                 ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 /* The unpacked fallbacks (used when the workspace cannot be allocated). */
@@ -323,7 +323,7 @@ static void same_bits(gemm_fn real, gemm_fn model, const dtype_ops *dt, const ch
 	/* K <= 32 under beta 0 (s % 3 == 0: {45, 100, 10}, {33, 65, 17}) takes the fp16 kernel's
 	 * store of the block sums straight to C */
 	static const int64_t shapes[][3] = {
-	    {1, 1, 0},    {17, 33, 15},  {33, 100, 784}, {100, 17, 600}, {128, 128, 1100},
+	    {1, 1, 0},     {17, 33, 15},  {33, 100, 784}, {100, 17, 600}, {128, 128, 1100},
 	    {40, 520, 64}, {600, 40, 40}, {20, 33, 32},   {9, 70, 31},    {45, 100, 10},
 	    {64, 64, 1},   {3, 200, 32},  {33, 65, 17}};
 	rng_state = 9;
@@ -485,8 +485,13 @@ Test(gemm_native, fp16_pack_vector_vs_ref)
 	int runs = 0;
 	for (int layout = 0; layout < 3; layout++) {
 		/* 0: op = the array, 1: op = its transpose, 2: strides 2 and 2 * LD (neither 1) */
-		blind_mat m = {src, layout == 0 ? LD : layout == 1 ? 1 : 2 * LD,
-		               layout == 0 ? 1 : layout == 1 ? LD : 2};
+		blind_mat m = {src,
+		               layout == 0   ? LD
+		               : layout == 1 ? 1
+		                             : 2 * LD,
+		               layout == 0   ? 1
+		               : layout == 1 ? LD
+		                             : 2};
 		for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
 			for (int64_t rows = 1; rows <= FP16N_MR; rows++) {
 				int64_t kc = kcs[ki], m0 = (rows * 7 + (int64_t)ki) % 20,
