@@ -375,9 +375,16 @@ amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int tra
 
 /* ==== native FP16 ==============================================================================
  * Register tile: 8 rows x 64 columns of C as 16 zmm of 32 fp16 partial sums; per k step two
- * 32-half loads of packed B and 8 broadcasts of packed A ({1to32} memory operands of
- * vfmadd231ph).  Every FP16N_KB steps the partial sums are converted to FP32 and added to an
- * FP32 accumulator (8 x 64 floats per tile, kept in the workspace across k panels).
+ * 32-half loads of packed B and 8 broadcasts of A ({1to32} memory operands of vfmadd231ph),
+ * from the packed A or, for full tiles of an op(A) whose rows are contiguous in k, from op(A)
+ * in place.  Tiles of <= 32 columns use one zmm of B and go in pairs (16 rows), so that 16
+ * accumulators cover the FMA latency.  Every FP16N_KB steps the partial sums are converted to
+ * FP32 and added to an FP32 accumulator (8 x 64 floats per tile, kept in the workspace across k
+ * panels); the first block of a tile stores its sums instead.  Loops: N by FP16N_NC, M by
+ * FP16N_MC, K by FP16N_KC (B packed once per panel and row block), all A micro-panels of the
+ * row block, then per B micro-panel (in L1) every A micro-panel (from L2).  On Sapphire Rapids
+ * the promotion's 2 conversions (2 port-0/5 uops each) and 2 adds per 32 FMAs of a zmm cap the
+ * micro-kernel at about 84 % of the FMA peak; it measures 80 % on L1-resident panels.
  *
  * Why FP16N_KB = 32 (u = 2^-11, the fp16 unit roundoff): the worst case of an FP16 sum of b
  * products is b u sum |a b| (1.6 % at b = 32), so the bound that matters is statistical.  Each
