@@ -263,6 +263,18 @@ int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
 		amp_cvt(dst->dtype, dst->data, g->dtype, g->data, g->numel);
 		return AMP_OK;
 	}
+	if (dst->dtype == AMP_F32 && g->dtype != AMP_F32) {
+		/* a half gradient into an FP32 one (a master's): widened block by block, added while
+		 * the block is in L1 (one pass over each; the same sums as a whole-tensor view) */
+		float buf[AMP_BLOCK];
+		float *d = dst->data;
+		for (int64_t i0 = 0; i0 < g->numel; i0 += AMP_BLOCK) {
+			int64_t n = g->numel - i0 < AMP_BLOCK ? g->numel - i0 : AMP_BLOCK;
+			const float *gb = amp_block_read(g, i0, n, buf);
+			amp_vadd_f32(d + i0, gb, d + i0, n);
+		}
+		return AMP_OK;
+	}
 	const float *g32 = amp_f32_view(ctx, g);
 	if (!g32)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");

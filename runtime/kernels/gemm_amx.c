@@ -114,6 +114,148 @@ AMX_TARGET static void amx_ukr_tiles(int64_t ks, const uint16_t *ap, const uint1
 	_tile_stored(3, acc + 3 * 256, 64);
 }
 
+/* ---- the packers, AVX-512 ------------------------------------------------------------------ */
+
+/* r[0..15] (16 x 16 dwords) transposed in place.  Stage d swaps bit d of the row index with bit
+ * d of the column index: row i (bit d clear) takes its columns with bit d set from row i + d,
+ * and row i + d its columns with bit d clear from row i.  The four stages make the transpose. */
+AVX512_TARGET static inline void amx_transpose16_epi32(__m512i r[16])
+{
+	for (int d = 8; d > 0; d /= 2) {
+		int32_t ia[16], ib[16];
+		for (int c = 0; c < 16; c++) {
+			ia[c] = c & d ? 16 + c - d : c;
+			ib[c] = c & d ? 16 + c : c + d;
+		}
+		__m512i va = _mm512_loadu_si512(ia), vb = _mm512_loadu_si512(ib);
+		for (int i = 0; i < 16; i++) {
+			if (i & d)
+				continue;
+			__m512i x = r[i], y = r[i + d];
+			r[i] = _mm512_permutex2var_epi32(x, va, y);
+			r[i + d] = _mm512_permutex2var_epi32(x, vb, y);
+		}
+	}
+}
+
+AVX512_TARGET void amp_amx_acc_transpose_avx512(const float *restrict src, float *restrict dst)
+{
+	for (int t = 0; t < 4; t++) {
+		__m512i r[16];
+		for (int i = 0; i < 16; i++)
+			r[i] = _mm512_load_si512(src + t * 256 + i * 16);
+		amx_transpose16_epi32(r);
+		int tt = (t % 2) * 2 + t / 2; /* tile (i, j) -> (j, i) */
+		for (int i = 0; i < 16; i++)
+			_mm512_store_si512(dst + tt * 256 + i * 16, r[i]);
+	}
+}
+
+/* Mask of the first n (<= 32) 16-bit lanes; n <= 0: none. */
+static inline __mmask32 amx_mask32(int64_t n)
+{
+	return n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (__mmask32)((1u << n) - 1u);
+}
+
+/* The layout of amx_pack_a_ref.  Rows of op(A) contiguous (cs 1): each tile row is one masked
+ * 64-byte copy.  op(A) = A^T (rs 1): per pair of k, the two 16-row runs interleaved into 16
+ * dwords (row m's pair), 16 pairs transposed into the 16 tile rows. */
+AVX512_TARGET void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                         int64_t kc, int64_t ks, uint16_t *restrict out)
+{
+	if (a->cs == 1) {
+		for (int64_t r = 0; r < 32; r++) {
+			const uint16_t *src = a->p + (m0 + r) * a->rs + k0;
+			for (int64_t s = 0; s < ks; s++) {
+				__mmask32 m = r < rows ? amx_mask32(kc - s * AMX_KSTEP) : 0;
+				uint16_t *o = out + ((s * 2 + r / 16) * 16 + r % 16) * 32;
+				_mm512_storeu_si512(o, _mm512_maskz_loadu_epi16(m, src + s * AMX_KSTEP));
+			}
+		}
+		return;
+	}
+	if (a->rs != 1) {
+		amx_pack_a_ref(a, m0, rows, k0, kc, ks, out);
+		return;
+	}
+	static const uint16_t ilv[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+	                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+	const __m512i vi = _mm512_loadu_si512(ilv);
+	for (int64_t s = 0; s < ks; s++)
+		for (int64_t h = 0; h < 2; h++) {
+			int64_t live = rows - 16 * h;
+			__mmask16 mm = live >= 16 ? 0xffff : live <= 0 ? 0 : (__mmask16)((1u << live) - 1u);
+			__m512i t[16];
+			for (int64_t p = 0; p < 16; p++) {
+				int64_t k = s * AMX_KSTEP + 2 * p;
+				const uint16_t *src = a->p + (k0 + k) * a->cs + m0 + 16 * h;
+				__m256i lo = k < kc ? _mm256_maskz_loadu_epi16(mm, src) : _mm256_setzero_si256();
+				__m256i hi = k + 1 < kc ? _mm256_maskz_loadu_epi16(mm, src + a->cs)
+				                        : _mm256_setzero_si256();
+				__m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+				t[p] = _mm512_permutexvar_epi16(vi, both);
+			}
+			amx_transpose16_epi32(t);
+			uint16_t *o = out + (s * 2 + h) * AMX_TILE_ELEMS;
+			for (int i = 0; i < 16; i++)
+				_mm512_storeu_si512(o + i * 32, t[i]);
+		}
+}
+
+/* The layout of amx_pack_b_vnni_ref.  Rows of op(B) contiguous (cs 1): rows k and k + 1
+ * interleaved, 32 columns at a time, into the rows of two tiles.  op(B) = B^T (rs 1): a tile is
+ * 16 columns' runs of 16 k pairs (dwords), transposed. */
+AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks,
+                                         int64_t n0, int64_t cols, uint16_t *restrict out)
+{
+	int64_t nblk = (cols + 31) / 32;
+	if (b->cs == 1) {
+		static const uint16_t i0[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+		                                37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+		                                11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+		const __m512i v0 = _mm512_loadu_si512(i0);
+		const __m512i v1 = _mm512_add_epi16(v0, _mm512_set1_epi16(16));
+		for (int64_t s = 0; s < ks; s++)
+			for (int64_t p = 0; p < 16; p++) {
+				int64_t k = s * AMX_KSTEP + 2 * p;
+				const uint16_t *r0 = b->p + (k0 + k) * b->rs + n0, *r1 = r0 + b->rs;
+				for (int64_t nb = 0; nb < nblk; nb++) {
+					__mmask32 m = amx_mask32(cols - nb * 32);
+					__m512i x = k < kc ? _mm512_maskz_loadu_epi16(m, r0 + nb * 32)
+					                   : _mm512_setzero_si512();
+					__m512i y = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, r1 + nb * 32)
+					                       : _mm512_setzero_si512();
+					uint16_t *o = out + (((nb * ks + s) * 2) * 16 + p) * 32;
+					_mm512_storeu_si512(o, _mm512_permutex2var_epi16(x, v0, y));
+					_mm512_storeu_si512(o + AMX_TILE_ELEMS,
+					                    _mm512_permutex2var_epi16(x, v1, y));
+				}
+			}
+		return;
+	}
+	if (b->rs != 1) {
+		amx_pack_b_vnni_ref(b, k0, kc, ks, n0, cols, out);
+		return;
+	}
+	for (int64_t nb = 0; nb < nblk; nb++)
+		for (int64_t s = 0; s < ks; s++) {
+			__mmask32 mk = amx_mask32(kc - s * AMX_KSTEP);
+			for (int64_t j = 0; j < 2; j++) {
+				__m512i t[16];
+				for (int64_t c = 0; c < 16; c++) {
+					int64_t n = nb * 32 + j * 16 + c;
+					const uint16_t *src = b->p + (n0 + n) * b->cs + k0 + s * AMX_KSTEP;
+					t[c] = n < cols ? _mm512_maskz_loadu_epi16(mk, src)
+					                : _mm512_setzero_si512();
+				}
+				amx_transpose16_epi32(t);
+				uint16_t *o = out + ((nb * ks + s) * 2 + j) * AMX_TILE_ELEMS;
+				for (int p = 0; p < 16; p++)
+					_mm512_storeu_si512(o + p * 32, t[p]);
+			}
+		}
+}
+
 /* 16 fp32 -> 16 bf16 exactly as blind_f32_to_bf16. */
 AVX512_TARGET static inline __m256i amx_round_bf16(__m512 v)
 {
@@ -127,8 +269,9 @@ AVX512_TARGET static inline __m256i amx_round_bf16(__m512 v)
 }
 
 AVX512_TARGET void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta,
-                                        uint16_t *C, int64_t ldc)
+                                        void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	__m512 vb = _mm512_set1_ps(beta);
 	for (int64_t r = 0; r < rows; r++) {
 		for (int64_t j = 0; j * 16 < cols; j++) {
@@ -148,10 +291,79 @@ AVX512_TARGET void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t 
 	}
 }
 
+AVX512_TARGET void amp_amx_store_f32_avx512(const float *acc, int64_t rows, int64_t cols,
+                                            float beta, void *Cv, int64_t ldc)
+{
+	float *C = Cv;
+	__m512 vb = _mm512_set1_ps(beta);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t j = 0; j * 16 < cols; j++) {
+			int64_t w = blind_min(16, cols - j * 16);
+			__mmask16 m = (__mmask16)((1u << w) - 1u);
+			float *dst = C + r * ldc + j * 16;
+			__m512 v = _mm512_load_ps(acc + ((r / 16) * 2 + j) * 256 + (r % 16) * 16);
+			if (beta != 0.0f) /* a product, then a sum: no FMA, as the model */
+				v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
+			_mm512_mask_storeu_ps(dst, m, v);
+		}
+}
+
+#define AVX512BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+/* amp_amx_store_avx512 with vcvtneps2bf16 (every AMX-BF16 CPU has AVX512-BF16): the same bits.
+ * The instruction reads fp32 subnormals as zero; those lanes (rare: tile sums are flushed, only
+ * a beta C term can make one) are rounded in integer arithmetic as blind_f32_to_bf16 does. */
+AVX512BF16_TARGET void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols,
+                                                float beta, void *Cv, int64_t ldc)
+{
+	uint16_t *C = Cv;
+	if (beta == 0.0f && cols == 32) {
+		/* the common block: a row is 32 sums from two tiles, one 64-byte store */
+		for (int64_t r = 0; r < rows; r++) {
+			const float *src = acc + (r / 16) * 2 * 256 + (r % 16) * 16;
+			__m512 lo = _mm512_load_ps(src), hi = _mm512_load_ps(src + 256);
+			__m512i b = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+			__mmask32 sub = (__mmask32)_mm512_fpclass_ps_mask(lo, 0x20) |
+			                (__mmask32)_mm512_fpclass_ps_mask(hi, 0x20) << 16;
+			if (__builtin_expect(sub != 0, 0)) {
+				__m512i e = _mm512_inserti64x4(_mm512_castsi256_si512(amx_round_bf16(lo)),
+				                               amx_round_bf16(hi), 1);
+				b = _mm512_mask_mov_epi16(b, sub, e);
+			}
+			_mm512_storeu_si512(C + r * ldc, b);
+		}
+		return;
+	}
+	__m512 vb = _mm512_set1_ps(beta);
+	__mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
+	__mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffffu : cols <= 16 ? 0u : (1u << (cols - 16)) - 1u);
+	for (int64_t r = 0; r < rows; r++) {
+		const float *src = acc + (r / 16) * 2 * 256 + (r % 16) * 16;
+		uint16_t *dst = C + r * ldc;
+		for (int j = 0; j < 2; j++) {
+			__mmask16 m = j ? m1 : m0;
+			if (!m)
+				break;
+			__m512 v = _mm512_load_ps(src + j * 256);
+			if (beta != 0.0f) {
+				__m256i h = _mm256_maskz_loadu_epi16(m, dst + j * 16);
+				__m512 c = _mm512_castsi512_ps(
+				    _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+				v = _mm512_add_ps(v, _mm512_mul_ps(vb, c));
+			}
+			__m256i b = (__m256i)_mm512_cvtneps_pbh(v);
+			__mmask16 sub = _mm512_fpclass_ps_mask(v, 0x20); /* denormal lanes */
+			if (__builtin_expect(sub != 0, 0))
+				b = _mm256_mask_mov_epi16(b, sub, amx_round_bf16(v));
+			_mm256_mask_storeu_epi16(dst + j * 16, m, b);
+		}
+	}
+}
+
 /* The shared loop nest on the tile micro-kernel, inside one tile configuration. */
 AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                       const uint16_t *A, int64_t lda, const uint16_t *B,
-                                      int64_t ldb, float beta, uint16_t *C, int64_t ldc,
+                                      int64_t ldb, float beta, void *C, int64_t ldc, int c_f32,
                                       amp_stats *st)
 {
 	_Alignas(64) amx_tilecfg cfg;
@@ -162,8 +374,14 @@ AMX_TARGET static void amx_gemm_tiles(int trans_a, int trans_b, int64_t M, int64
 		cfg.rows[t] = 16;
 	}
 	_tile_loadconfig(&cfg);
-	amx_gemm_drive(amx_ukr_tiles, amp_amx_store_avx512, amp_stats_bf16, trans_a, trans_b, M, N,
-	               K, A, lda, B, ldb, beta, C, ldc, st);
+	if (c_f32)
+		amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_tiles,
+		               amp_amx_store_f32_avx512, amp_amx_acc_transpose_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
+		               lda, B, ldb, beta, C, ldc, 1, NULL);
+	else
+		amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_tiles,
+		               amp_amx_store_avx512bf16, amp_amx_acc_transpose_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K, A,
+		               lda, B, ldb, beta, C, ldc, 0, st);
 	_tile_release();
 }
 
@@ -172,8 +390,8 @@ AVX512_TARGET void amp_amx_gemm_model_avx512(int trans_a, int trans_b, int64_t M
                                              const uint16_t *B, int64_t ldb, float beta,
                                              uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	amx_gemm_drive(amx_ukr_ref, amp_amx_store_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K,
-	               A, lda, B, ldb, beta, C, ldc, st);
+	amx_gemm_drive(amp_amx_pack_a_avx512, amp_amx_pack_b_avx512, amx_ukr_ref, amp_amx_store_avx512, amp_amx_acc_transpose_avx512, amp_stats_bf16, trans_a, trans_b, M, N, K,
+	               A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 /* Without permission the model's micro-kernel stands in (the same results up to the order of
@@ -183,9 +401,22 @@ void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        int64_t ldc, amp_stats *st)
 {
 	if (amp_amx_init() != 0) {
-		amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_stats_bf16, trans_a, trans_b, M, N,
-		               K, A, lda, B, ldb, beta, C, ldc, st);
+		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref, amx_acc_transpose_ref, amp_stats_bf16, trans_a, trans_b, M, N,
+		               K, A, lda, B, ldb, beta, C, ldc, 0, st);
 		return;
 	}
-	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
+}
+
+void amp_gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc)
+{
+	if (amp_amx_init() != 0) {
+		amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_f32_ref, amx_acc_transpose_ref,
+		               amp_stats_bf16, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+		               ldc, 1, NULL);
+		return;
+	}
+	amx_gemm_tiles(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, NULL);
 }

@@ -38,6 +38,10 @@ int amp_amx_init(void);
 void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                        int64_t ldc, amp_stats *st);
+/* The same GEMM with C fp32: the FP32 sums stored, not rounded (amp_gemm_acc32's contract). */
+void amp_gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc);
 
 /* The same contract with fp16 A, B, C (IEEE binary16 bit patterns) and the statistics of
  * amp_stats_f16.  FP16 products and sums (vfmadd231ph) over blocks of FP16N_KB steps of k, each
@@ -106,10 +110,17 @@ static inline uint16_t blind_f32_to_bf16(float f)
 
 typedef void (*blind_stats_fn)(const uint16_t *x, int64_t n, amp_stats *st);
 
-/* *st (already initialised) += the statistics of rows [r0, r0+rows) x [c0, c0+cols) of C. */
+/* *st (already initialised) += the statistics of rows [r0, r0+rows) x [c0, c0+cols) of C: one
+ * call over a contiguous region (each call ends with a fixed cost), else one per row. */
 static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_t ldc, int64_t r0,
                                     int64_t rows, int64_t c0, int64_t cols, amp_stats *st)
 {
+	if (ldc == cols) {
+		amp_stats s;
+		fn(C + r0 * ldc, rows * cols, &s);
+		amp_stats_merge(st, &s);
+		return;
+	}
 	for (int64_t r = 0; r < rows; r++) {
 		amp_stats s;
 		fn(C + (r0 + r) * ldc + c0, cols, &s);
@@ -127,8 +138,9 @@ static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_
  * packed B panel (in L2).  FP32 partial sums of a k panel go to the workspace (exact), so the
  * result does not depend on the blocking: only on K. */
 #define AMX_KSTEP 32
-#define AMX_KC    512  /* k per panel: a 32-row A block is 32 KB */
-#define AMX_NC    512  /* columns per B panel: 512 KB of packed B */
+#define AMX_KC    256  /* k per panel: a 32-row A block (16 KB) and a B block (16 KB) share L1 (measured
+                       * on the amx-bf16 class: 256 beat 512 and 1024 on the mlp and square shapes) */
+#define AMX_NC    512  /* columns per B panel: 256 KB of packed B */
 #define AMX_MC    1024 /* rows whose FP32 partial sums are kept across k panels (2 MB) */
 
 /* One tile's memory image: 16 rows of 32 bf16 (A, B) or 16 fp32 (C), 64 bytes per row. */
@@ -206,19 +218,41 @@ static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t k
 					o[2 * c + 1] = r1[n + c];
 				}
 			} else {
-				for (int64_t c = 0; c < w; c++)
+				for (int64_t c = 0; c < w; c++) {
 					o[2 * c] = r0[(n + c) * b->cs];
+					if (pair)
+						o[2 * c + 1] = r1[(n + c) * b->cs];
+				}
 			}
 		}
 	}
+}
+
+/* The packers' signatures (the _ref ones above; gemm_amx.c has the AVX-512 ones). */
+typedef void (*amx_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+                              int64_t ks, uint16_t *restrict out);
+typedef void (*amx_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks, int64_t n0,
+                              int64_t cols, uint16_t *restrict out);
+
+/* dst = the 32 x 32 block in src transposed, in the same four-tile layout: tile (j, i) of dst
+ * is tile (i, j) of src transposed. */
+typedef void (*amx_acc_transpose_fn)(const float *restrict src, float *restrict dst);
+
+static inline void amx_acc_transpose_ref(const float *restrict src, float *restrict dst)
+{
+	for (int r = 0; r < 32; r++)
+		for (int c = 0; c < 32; c++)
+			dst[((c / 16) * 2 + r / 16) * 256 + (c % 16) * 16 + r % 16] =
+			    src[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
 }
 
 /* acc (4 tiles, AMX_ACC_ELEMS fp32) = [acc +] the products of ks k steps of packed A (ap) and
  * one 32-column block of packed B (bp); load 0 starts from zero. */
 typedef void (*amx_ukr_fn)(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
                            int load);
-/* C[0 .. rows) [0 .. cols) (rows, cols <= 32) = bf16(acc + beta C) (C not read if beta 0). */
-typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+/* C[0 .. rows) [0 .. cols) (rows, cols <= 32) = bf16(acc + beta C) (C not read if beta 0); the
+ * acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
+typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                              int64_t ldc);
 
 /* ---- the model of tdpbf16ps ----------------------------------------------------------------
@@ -286,8 +320,9 @@ static inline void amx_ukr_ref(int64_t ks, const uint16_t *ap, const uint16_t *b
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
  * once by blind_f32_to_bf16.  The real store (amp_amx_store_avx512) gives the same bits. */
 static inline void amx_store_ref(const float *acc, int64_t rows, int64_t cols, float beta,
-                                 uint16_t *C, int64_t ldc)
+                                 void *Cv, int64_t ldc)
 {
+	uint16_t *C = Cv;
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t c = 0; c < cols; c++) {
 			float v = acc[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
@@ -297,33 +332,83 @@ static inline void amx_store_ref(const float *acc, int64_t rows, int64_t cols, f
 		}
 }
 
-/* Unpacked fallback when the workspace cannot be allocated: FP32 sums in k order, the same
- * epilogue semantics.  Slow; needs no memory. */
-static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
-                                     int64_t K, float beta, uint16_t *C, int64_t ldc)
+/* The acc32 store's semantics: C fp32 = acc (+ beta * C: a product, then a sum). */
+static inline void amx_store_f32_ref(const float *acc, int64_t rows, int64_t cols, float beta,
+                                     void *Cv, int64_t ldc)
 {
+	float *C = Cv;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			float v = acc[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
+			C[r * ldc + c] = beta != 0.0f ? v + beta * C[r * ldc + c] : v;
+		}
+}
+
+/* Unpacked fallback when the workspace cannot be allocated: FP32 sums in k order, the same
+ * epilogue semantics (c_f32: C fp32, the sums stored).  Slow; needs no memory. */
+static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int64_t M, int64_t N,
+                                     int64_t K, float beta, void *Cv, int64_t ldc, int c_f32)
+{
+	uint16_t *C = Cv;
+	float *Cf = Cv;
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t j = 0; j < N; j++) {
 			float s = 0.0f;
 			for (int64_t k = 0; k < K; k++)
 				s = fmaf(blind_bf16_to_f32(a->p[i * a->rs + k * a->cs]),
 				         blind_bf16_to_f32(b->p[k * b->rs + j * b->cs]), s);
+			if (c_f32) {
+				Cf[i * ldc + j] = beta != 0.0f ? s + beta * Cf[i * ldc + j] : s;
+				continue;
+			}
 			if (beta != 0.0f)
 				s = s + beta * blind_bf16_to_f32(C[i * ldc + j]);
 			C[i * ldc + j] = blind_f32_to_bf16(s);
 		}
 }
 
-/* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
- * Inlined into the real kernel with its functions, called by the tests with the model's. */
-__attribute__((always_inline)) static inline void
-amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int trans_a, int trans_b,
-               int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
-               int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+/* Rows of the next A block, spread over the nblk micro-kernel calls of this one (call nb of
+ * nblk fetches its share), into L1 before they are packed: the packer's loads otherwise wait on
+ * memory (op(A) with rows contiguous in k only; the transposing packer reads whole lines). */
+static inline void amx_prefetch_next_a(const blind_mat *a, int64_t m_next, int64_t rows,
+                                       int64_t k0, int64_t kc, int64_t nb, int64_t nblk)
 {
+	if (a->cs != 1 || rows == 0)
+		return;
+	int64_t per = (rows + nblk - 1) / nblk;
+	for (int64_t r = nb * per; r < (nb + 1) * per && r < rows; r++) {
+		const char *src = (const char *)(a->p + (m_next + r) * a->rs + k0);
+		for (int64_t off = 0; off < kc * (int64_t)sizeof(uint16_t); off += 64)
+			__builtin_prefetch(src + off, 0, 3);
+	}
+}
+
+/* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
+ * Inlined into the real kernel with its functions, called by the tests with the model's.
+ * c_f32: C is fp32 and the store an acc32 one (st NULL).
+ *
+ * A x B^T with fewer rows than columns (Linear's forward: x w^T, w the larger) is computed as
+ * its transpose, C^T = B A^T: then the large operand is packed as A (row copies) instead of
+ * through the 16 x 16 transposes of a B^T panel, the small one as B, and each 32 x 32 block of
+ * sums is transposed back (tr) before its store.  Every element is the same dot product of
+ * the same pairs in the same k order (tdpbf16ps's sums do not depend on which operand is A),
+ * so the bits do not change. */
+__attribute__((always_inline)) static inline void
+amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_store_fn store,
+               amx_acc_transpose_fn tr, blind_stats_fn stats, int trans_a, int trans_b, int64_t M,
+               int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+               int64_t ldb, float beta, void *C, int64_t ldc, int c_f32, amp_stats *st)
+{
+	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
 		amp_stats_init(st);
+	int swap = !trans_a && trans_b && M < N;
+	if (swap) {
+		int64_t t = M;
+		M = N;
+		N = t;
+	}
 	int64_t kcmax = blind_min(AMX_KC, (K + AMX_KSTEP - 1) / AMX_KSTEP * AMX_KSTEP);
 	int64_t ncmax = blind_min(AMX_NC, (N + 31) / 32 * 32);
 	int64_t mcmax = blind_min(AMX_MC, (M + 31) / 32 * 32);
@@ -333,11 +418,17 @@ amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int tra
 	uint16_t *bp =
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
+	_Alignas(64) float acc_t[AMX_ACC_ELEMS], acc_l1[AMX_ACC_ELEMS];
 	if (ap == NULL || bp == NULL || acc == NULL) {
-		amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+		int64_t m = swap ? N : M, n = swap ? M : N;
+		amx_gemm_unpacked(&a, &b, m, n, K, beta, C, ldc, c_f32);
 		if (st)
-			blind_stats_rows(stats, C, ldc, 0, M, 0, N, st);
+			blind_stats_rows(stats, C, ldc, 0, m, 0, n, st);
 		return;
+	}
+	if (swap) { /* op(A') = B (N, K) as stored, op(B') = A^T */
+		a = blind_op_a(0, B, ldb);
+		b = blind_op_b(1, A, lda);
 	}
 	/* k panels start at multiples of AMX_KC, so every element sees the same k steps */
 	int64_t npanel = K > 0 ? (K + AMX_KC - 1) / AMX_KC : 1;
@@ -349,28 +440,43 @@ amx_gemm_drive(amx_ukr_fn ukr, amx_store_fn store, blind_stats_fn stats, int tra
 				int64_t k0 = p * AMX_KC, kc = blind_min(AMX_KC, K - k0);
 				int64_t ks = (kc + AMX_KSTEP - 1) / AMX_KSTEP;
 				int last = p == npanel - 1;
-				amx_pack_b_vnni_ref(&b, k0, kc, ks, n0, ncw, bp);
+				pack_b(&b, k0, kc, ks, n0, ncw, bp);
 				for (int64_t mb = 0; mb < mblk; mb++) {
 					int64_t rows = blind_min(32, mcw - mb * 32);
-					amx_pack_a_ref(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
+					pack_a(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
 					for (int64_t nb = 0; nb < nblk; nb++) {
-						float *blk = acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
+						/* one k panel: the sums go straight to the store,
+						 * through a block that stays in L1 */
+						float *blk = npanel == 1
+						                 ? acc_l1
+						                 : acc + (mb * nblk + nb) * AMX_ACC_ELEMS;
+						amx_prefetch_next_a(&a, m0 + (mb + 1) * 32,
+						                    mb + 1 < mblk ? 32 : 0, k0, kc, nb,
+						                    nblk);
 						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
 						    p > 0);
-						if (last)
-							store(blk, rows,
-							      blind_min(32, ncw - nb * 32), beta,
-							      C + (m0 + mb * 32) * ldc + n0 +
-							          nb * 32,
+						if (!last)
+							continue;
+						int64_t r0 = m0 + mb * 32, c0 = n0 + nb * 32;
+						int64_t cols = blind_min(32, ncw - nb * 32);
+						if (!swap) {
+							store(blk, rows, cols, beta,
+							      (char *)C + (size_t)(r0 * ldc + c0) * csize,
 							      ldc);
+							continue;
+						}
+						tr(blk, acc_t);
+						store(acc_t, cols, rows, beta,
+						      (char *)C + (size_t)(c0 * ldc + r0) * csize, ldc);
 					}
-					if (last && st)
-						blind_stats_rows(stats, C, ldc, m0 + mb * 32, rows,
-						                 n0, ncw, st);
 				}
 			}
 		}
 	}
+	/* the statistics of the final C in one pass over it (in L2 or L3 by now), not per block:
+	 * a block of a swapped C is 32 columns, a region of short rows */
+	if (st)
+		blind_stats_rows(stats, C, ldc, 0, swap ? N : M, 0, swap ? M : N, st);
 }
 
 /* ==== native FP16 ==============================================================================
@@ -731,8 +837,23 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 
 /* The real stores, AVX-512 F/BW/VL (they run on any AVX-512 CPU; tests compare them with the
  * models above).  Same contract as amx_store_fn / fp16n_store_fn. */
-void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, uint16_t *C,
+void amp_amx_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                           int64_t ldc);
+/* The acc32 store (amx_store_f32_ref's semantics), AVX-512 F. */
+void amp_amx_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                              int64_t ldc);
+/* The AMX kernel's store: amp_amx_store_avx512's bits with vcvtneps2bf16 (needs AVX512-BF16). */
+void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
+                              int64_t ldc);
+
+/* The AMX kernel's packers, AVX-512 F/BW/VL: the same output as amx_pack_a_ref and
+ * amx_pack_b_vnni_ref, bit for bit (tests compare them). */
+void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
+                           int64_t ks, uint16_t *restrict out);
+void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks, int64_t n0,
+                           int64_t cols, uint16_t *restrict out);
+/* amx_acc_transpose_ref's result with four 16 x 16 register transposes, AVX-512 F. */
+void amp_amx_acc_transpose_avx512(const float *restrict src, float *restrict dst);
 void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
                             int64_t ldc);
 void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, float beta, void *C,

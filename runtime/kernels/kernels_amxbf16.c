@@ -18,8 +18,18 @@ static void gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_
 		amp_stats_merge(st, &s);
 }
 
+/* The acc32 slot: the tile GEMM's FP32 sums stored in an fp32 C (st unused). */
+static void gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                                const void *A, int64_t lda, const void *B, int64_t ldb,
+                                float beta, void *C, int64_t ldc, amp_stats *st)
+{
+	(void)st;
+	amp_gemm_bf16_amx_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 const amp_kernel_table amp_kernels_amxbf16_table = {
 	.isa = AMP_ISA_AMX_BF16,
 	.gemm = {[AMP_BF16] = gemm_bf16_amx},
+	.gemm_acc32 = {[AMP_BF16] = gemm_bf16_amx_acc32},
 	.gemm_engine = {[AMP_BF16] = AMP_ENGINE_AMX_BF16},
 };

@@ -73,6 +73,8 @@ void amp_stats_bf16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
 typedef struct amp_stats_table {
 	void (*f32)(const float *x, int64_t n, amp_stats *st);
 	void (*f16)(const uint16_t *x, int64_t n, amp_stats *st);
+	/* NULL: bf16 blocks widened, then f32 */
+	void (*bf16)(const uint16_t *x, int64_t n, amp_stats *st);
 } amp_stats_table;
 
 extern const amp_stats_table amp_stats_scalar_table;

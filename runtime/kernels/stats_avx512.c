@@ -447,6 +447,62 @@ EXT_INLINE void group_f32(const float *x, int64_t len, __m512i p[NPL], __m512 *m
 	transpose_planes(t, p, e0);
 }
 
+/* x: (len) bf16, 0 < len <= GROUP (the lanes past len read as +0) -> group_f32's plane set and
+ * min/max of the widened values.  A bf16 value is the high half of its fp32: the exponent
+ * planes come from the loaded halves as they are; only min/max widen (in registers). */
+EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m512 *mn,
+                           __m512 *mx, __m512i *e0)
+{
+	const __m512i hi = _mm512_load_si512(ix_tab[T_HI]);
+	const __m512i sel = _mm512_set1_epi64(0x0000001008040201);
+	const __m512i b112 = _mm512_set1_epi8(112), b31 = _mm512_set1_epi8(31);
+	__m512i t[8];
+#define WIDEN(h) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+#define CHUNK(c)                                                                                   \
+	do {                                                                                       \
+		__m512i w0, w1;                                                                    \
+		if (len == GROUP) {                                                                \
+			_mm_prefetch((const char *)(x + 64 * (c) + PREFETCH), _MM_HINT_T0);        \
+			w0 = _mm512_loadu_si512(x + 64 * (c));                                     \
+			w1 = _mm512_loadu_si512(x + 64 * (c) + 32);                                \
+		} else {                                                                           \
+			__mmask32 ka = tail_mask32(len, c, 0), kb = tail_mask32(len, c, 1);        \
+			w0 = ka ? _mm512_maskz_loadu_epi16(ka, x + 64 * (c))                       \
+			        : _mm512_setzero_si512();                                          \
+			w1 = kb ? _mm512_maskz_loadu_epi16(kb, x + 64 * (c) + 32)                  \
+			        : _mm512_setzero_si512();                                          \
+		}                                                                                  \
+		__m256i q4[4] = {_mm512_castsi512_si256(w0), _mm512_extracti64x4_epi64(w0, 1),     \
+		                 _mm512_castsi512_si256(w1), _mm512_extracti64x4_epi64(w1, 1)};    \
+		for (int q = 0; q < 4; q++) {                                                      \
+			__m512 v = WIDEN(q4[q]);                                                   \
+			if (len == GROUP) {                                                        \
+				*mn = _mm512_min_ps(*mn, v);                                       \
+				*mx = _mm512_max_ps(*mx, v);                                       \
+			} else {                                                                   \
+				__mmask16 k = tail_mask16(len, c, q);                              \
+				*mn = _mm512_mask_min_ps(*mn, k, *mn, v);                          \
+				*mx = _mm512_mask_max_ps(*mx, k, *mx, v);                          \
+			}                                                                          \
+		}                                                                                  \
+		__m512i e = _mm512_permutex2var_epi8(_mm512_slli_epi16(w0, 1), hi,                 \
+		                                     _mm512_slli_epi16(w1, 1));                    \
+		e = _mm512_min_epu8(_mm512_subs_epu8(e, b112), b31);                               \
+		t[c] = _mm512_gf2p8affine_epi64_epi8(sel, e, 0);                                   \
+	} while (0)
+	CHUNK(0);
+	CHUNK(1);
+	CHUNK(2);
+	CHUNK(3);
+	CHUNK(4);
+	CHUNK(5);
+	CHUNK(6);
+	CHUNK(7);
+#undef CHUNK
+#undef WIDEN
+	transpose_planes(t, p, e0);
+}
+
 /* Largest signed / unsigned 16-bit lane of v; sum of the 16-bit lanes. */
 static inline int16_t hmax_epi16(__m512i v)
 {
@@ -597,6 +653,66 @@ static EXT_TARGET void block_f32_ext(const float *x, int64_t n, ext_acc *a, int 
 	acc_minmax(s, lo, hi);
 }
 
+/* The zeros (either sign) of x: (n) bf16, counted on the halves themselves. */
+static inline uint64_t zeros_bf16(const uint16_t *x, int64_t n)
+{
+	const __m512i abs = _mm512_set1_epi16(0x7fff);
+	uint64_t nz = 0;
+	for (int64_t i = 0; i < n; i += 32) {
+		__mmask32 k = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+		__m512i h = _mm512_maskz_loadu_epi16(k, x + i);
+		nz += (uint64_t)__builtin_popcount(_mm512_mask_test_epi16_mask(k, h, abs));
+	}
+	return (uint64_t)n - nz;
+}
+
+/* x: (n) bf16, n <= STATS_BLOCK: block_f32_ext of the widened values.  The fix-ups, which
+ * read the block again (Inf/NaN/large values, zeros, |x| > 32768), run on a widened copy. */
+static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first,
+                                      stats_acc *s, uint64_t *zeros, uint64_t *pad)
+{
+	__m512 mn = _mm512_set1_ps(INFINITY), mx = _mm512_set1_ps(-INFINITY);
+	__m512i e0 = _mm512_setzero_si512(), e30 = e0, e31 = e0;
+	__m512i planes[STATS_BLOCK / GROUP * NPL];
+	int ng = 0;
+	int64_t i = 0;
+	for (; i + GROUP <= n; i += GROUP, ng++)
+		group_bf16(x + i, GROUP, planes + NPL * ng, &mn, &mx, &e0);
+	if (i < n) {
+		group_bf16(x + i, n - i, planes + NPL * ng++, &mn, &mx, &e0);
+		*pad += (uint64_t)(GROUP - (n - i));
+	}
+	count_planes(planes, ng, a, first, &e30, &e31);
+	int low = _mm512_test_epi64_mask(e0, e0) != 0;
+	int big = _mm512_test_epi64_mask(e31, e31) != 0, near30 = _mm512_test_epi64_mask(e30, e30) != 0;
+	_Alignas(64) float w[STATS_BLOCK];
+	if (big || near30)
+		for (int64_t j = 0; j < n; j += 16) {
+			__mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+			__m256i h = _mm256_maskz_loadu_epi16(k, x + j);
+			_mm512_mask_storeu_ps(w + j, k,
+			                      _mm512_castsi512_ps(
+			                          _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+		}
+	uint64_t z = 0, near = 0;
+	float lo, hi;
+	if (big) {
+		fix_f32(w, n, s, &lo, &hi);
+		if (low)
+			rescan_f32(w, n, &z, NULL);
+	} else {
+		lo = _mm512_reduce_min_ps(mn);
+		hi = _mm512_reduce_max_ps(mx);
+		if (near30)
+			rescan_f32(w, n, &z, &near);
+		else if (low)
+			z = zeros_bf16(x, n);
+		s->near += near;
+	}
+	*zeros += z;
+	acc_minmax(s, lo, hi);
+}
+
 /* Sums of the qword lanes of v[0..7], in that order. */
 static inline EXT_TARGET __m512i hsum8_epi64(const __m512i v[8])
 {
@@ -669,6 +785,14 @@ static EXT_TARGET void finish_ext(const ext_acc *a, int64_t n, uint64_t zeros, u
 EXT_DRIVER(stats_f16_ext, uint16_t, block_f16_ext, elem_f16)
 EXT_DRIVER(stats_f32_ext, float, block_f32_ext, elem_f32)
 
+/* One bf16 element as the fp32 it widens to. */
+static inline void elem_bf16(stats_acc *s, uint16_t h)
+{
+	elem_f32(s, f32_of((uint32_t)h << 16));
+}
+
+EXT_DRIVER(stats_bf16_ext, uint16_t, block_bf16_ext, elem_bf16)
+
 /* VBMI, GFNI and VPOPCNTDQ (cpuid 7.0 ECX bits 1, 8, 14); dispatch.c checked the rest. */
 int amp_stats_avx512_ext(void)
 {
@@ -692,4 +816,5 @@ const amp_stats_table amp_stats_avx512bw_table = {
 const amp_stats_table amp_stats_avx512ext_table = {
     .f32 = stats_f32_ext,
     .f16 = stats_f16_ext,
+    .bf16 = stats_bf16_ext,
 };

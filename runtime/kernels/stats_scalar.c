@@ -78,10 +78,19 @@ void amp_stats_f16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
 	stats_table(amp_kernels_usable(isa))->f16(x, n, st);
 }
 
+/* x: (n) bf16 -> st on table t: its own bf16 kernel, else its f32 one on widened blocks. */
+static void stats_bf16_on_table(const amp_stats_table *t, const uint16_t *x, int64_t n,
+                                amp_stats *st)
+{
+	if (t->bf16)
+		t->bf16(x, n, st);
+	else
+		stats_bf16_with(t->f32, x, n, st);
+}
+
 void amp_stats_bf16_on(amp_isa isa, const uint16_t *x, int64_t n, amp_stats *st)
 {
-	stats_bf16_with(stats_table(amp_kernels_usable(isa))->f32, x, n,
-	                st);
+	stats_bf16_on_table(stats_table(amp_kernels_usable(isa)), x, n, st);
 }
 
 void amp_stats_init(amp_stats *st)
@@ -122,5 +131,5 @@ void amp_stats_f16(const uint16_t *x, int64_t n, amp_stats *st)
 
 void amp_stats_bf16(const uint16_t *x, int64_t n, amp_stats *st)
 {
-	stats_bf16_with(stats_table(amp_kernels_isa())->f32, x, n, st);
+	stats_bf16_on_table(stats_table(amp_kernels_isa()), x, n, st);
 }

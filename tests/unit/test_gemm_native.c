@@ -59,6 +59,19 @@ static int cpu_avx512bw(void)
 	       (xcr0() & 0xe6u) == 0xe6u; /* SSE, AVX, opmask and ZMM state enabled */
 }
 
+/* AVX512-BF16 (cpuid 7.1 EAX bit 5) with AVX512-DQ (fpclass) on top of cpu_avx512bw. */
+static int cpu_avx512bf16(void)
+{
+	unsigned a, b, c, d;
+	if (!cpu_avx512bw())
+		return 0;
+	__cpuid_count(7, 0, a, b, c, d);
+	if (!(b & (1u << 17)))
+		return 0;
+	__cpuid_count(7, 1, a, b, c, d);
+	return (a >> 5) & 1u;
+}
+
 static int cpu_leaf7_edx(int bit)
 {
 	unsigned a, b, c, d;
@@ -73,8 +86,8 @@ static void amx_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uin
                       int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                       int64_t ldc, amp_stats *st)
 {
-	amx_gemm_drive(amx_ukr_ref, amx_store_ref, amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb,
-	               beta, C, ldc, st);
+	amx_gemm_drive(amx_pack_a_ref, amx_pack_b_vnni_ref, amx_ukr_ref, amx_store_ref,
+	               amx_acc_transpose_ref, amp_stats_bf16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
 static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
@@ -92,7 +105,7 @@ static void amx_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const 
 {
 	blind_mat a = blind_op_a(ta, A, lda), b = blind_op_b(tb, B, ldb);
 	(void)st;
-	amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc);
+	amx_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, 0);
 }
 
 static void fp16n_unpacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,
@@ -430,6 +443,54 @@ Test(gemm_native, amx_pack_layouts)
 	}
 }
 
+/* The AMX kernel's AVX-512 packers give amx_pack_a_ref's and amx_pack_b_vnni_ref's output bit
+ * for bit: both transposes, a general stride (ref fallback), partial rows, columns and k steps
+ * (odd kc included), on a 97 x 97 array of distinct values. */
+Test(gemm_native, amx_packers_vs_ref)
+{
+	if (!cpu_avx512bw()) {
+		printf("SKIPPED: avx512 packers need avx512bw\n");
+		fflush(stdout);
+		cr_skip_test("SKIPPED: avx512 packers need avx512bw");
+	}
+	enum { LD = 97 };
+	static uint16_t src[LD * LD];
+	for (int i = 0; i < LD * LD; i++)
+		src[i] = (uint16_t)(i * 7 + 1);
+	static const int64_t kcs[] = {1, 2, 31, 32, 33, 64, 65};
+	static const int64_t spans[] = {1, 15, 16, 17, 31, 32, 33, 64};
+	static uint16_t want[3 * 2 * 2 * 3 * AMX_TILE_ELEMS], got[sizeof want / sizeof *want];
+	int cases = 0;
+	for (int form = 0; form < 3; form++) /* cs 1, rs 1, neither (strides 2 and LD) */
+		for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+			for (size_t si = 0; si < sizeof spans / sizeof *spans; si++) {
+				int64_t kc = kcs[ki], ks = (kc + 31) / 32, span = spans[si];
+				blind_mat a = form == 2 ? (blind_mat){src, 2, LD}
+				                        : blind_op_a(form, src, LD);
+				int64_t rows = span < 32 ? span : 32;
+				memset(want, 0xa5, sizeof want);
+				memset(got, 0x5a, sizeof got);
+				amx_pack_a_ref(&a, 3, rows, 2, kc, ks, want);
+				amp_amx_pack_a_avx512(&a, 3, rows, 2, kc, ks, got);
+				cr_assert(memcmp(want, got, (size_t)(ks * 2 * AMX_TILE_ELEMS) * 2) == 0,
+				          "A pack form %d rows %lld kc %lld", form, (long long)rows,
+				          (long long)kc);
+				blind_mat b = form == 2 ? (blind_mat){src, LD, 2}
+				                        : blind_op_b(form, src, LD);
+				int64_t nblk = (span + 31) / 32;
+				memset(want, 0xa5, sizeof want);
+				memset(got, 0x5a, sizeof got);
+				amx_pack_b_vnni_ref(&b, 1, kc, ks, 2, span, want);
+				amp_amx_pack_b_avx512(&b, 1, kc, ks, 2, span, got);
+				cr_assert(memcmp(want, got,
+				                 (size_t)(nblk * ks * 2 * AMX_TILE_ELEMS) * 2) == 0,
+				          "B pack form %d cols %lld kc %lld", form, (long long)span,
+				          (long long)kc);
+				cases++;
+			}
+	cr_log_info("amx packers: %d cases bit for bit", cases);
+}
+
 Test(gemm_native, fp16_pack_layouts)
 {
 	uint16_t src[80 * 80];
@@ -640,6 +701,11 @@ Test(gemm_native, stores_vs_model)
 	static const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffa00000u,
 	                                   0x00000001u, 0x80400000u, 0x7f7fffffu, 0x477fe000u,
 	                                   0x47800000u, 0x3f808000u, 0x3f818000u, 0x387fc000u};
+	int has_bf16 = cpu_avx512bf16();
+	if (!has_bf16) {
+		printf("SKIPPED: the vcvtneps2bf16 bf16 store needs avx512_bf16\n");
+		fflush(stdout);
+	}
 	_Alignas(64) float acc[AMX_ACC_ELEMS];
 	rng_state = 11;
 	for (int round = 0; round < 200; round++) {
@@ -648,13 +714,31 @@ Test(gemm_native, stores_vs_model)
 			                            : blind_f32_of_bits((uint32_t)rng_u64());
 		float beta = round % 3 == 0 ? 0.0f : round % 3 == 1 ? 1.0f : 0.37f;
 		int64_t rows = 1 + (int64_t)(rng_u64() % 32), cols = 1 + (int64_t)(rng_u64() % 32);
-		uint16_t c1[32 * 40], c2[32 * 40];
+		uint16_t c1[32 * 40], c2[32 * 40], c3[32 * 40];
 		for (int i = 0; i < 32 * 40; i++)
-			c1[i] = c2[i] = (uint16_t)rng_u64();
+			c1[i] = c2[i] = c3[i] = (uint16_t)rng_u64();
 		amx_store_ref(acc, rows, cols, beta, c1, 40);
 		amp_amx_store_avx512(acc, rows, cols, beta, c2, 40);
 		cr_assert(same_halves(c1, c2, 32 * 40, 1), "bf16 store %lldx%lld beta %g",
 		          (long long)rows, (long long)cols, (double)beta);
+		float f1[32 * 40], f2[32 * 40];
+		for (int i = 0; i < 32 * 40; i++)
+			f1[i] = f2[i] = blind_f32_of_bits((uint32_t)rng_u64());
+		amx_store_f32_ref(acc, rows, cols, beta, f1, 40);
+		amp_amx_store_f32_avx512(acc, rows, cols, beta, f2, 40);
+		for (int i = 0; i < 32 * 40; i++)
+			cr_assert(blind_bits_of_f32(f1[i]) == blind_bits_of_f32(f2[i]) ||
+			              (isnan(f1[i]) && isnan(f2[i])),
+			          "acc32 store %lldx%lld beta %g: element %d", (long long)rows,
+			          (long long)cols, (double)beta, i);
+		if (has_bf16) {
+			for (int i = 0; i < 32 * 40; i++)
+				c2[i] = c3[i];
+			amp_amx_store_avx512bf16(acc, rows, cols, beta, c2, 40);
+			cr_assert(same_halves(c1, c2, 32 * 40, 1),
+			          "bf16 store (vcvtneps2bf16) %lldx%lld beta %g", (long long)rows,
+			          (long long)cols, (double)beta);
+		}
 		rows = 1 + (int64_t)(rng_u64() % 8), cols = 1 + (int64_t)(rng_u64() % 64);
 		uint16_t d1[8 * 70], d2[8 * 70];
 		for (int i = 0; i < 8 * 70; i++)
@@ -703,6 +787,51 @@ Test(gemm_native, real_loop_nests_vs_models)
 				free(want);
 				problem_free(&p);
 			}
+}
+
+/* x w^T with fewer rows than columns runs as its transpose (amx_gemm_drive): the same bits as
+ * the problem posed the other way round (more rows than columns: not swapped), transposed, on
+ * random data, with stats of the whole C, for the model and (with AMX) the real kernel. */
+static void swap_same_bits(gemm_fn fn, const char *what)
+{
+	static const int64_t shapes[][3] = {{33, 100, 784}, {1, 40, 7}, {31, 1000, 65}, {128, 300, 256}};
+	rng_state = 17;
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+		uint16_t *x = malloc((size_t)(M * K) * 2), *w = malloc((size_t)(N * K) * 2);
+		uint16_t *c1 = malloc((size_t)(M * N) * 2), *c2 = malloc((size_t)(M * N) * 2);
+		cr_assert(x && w && c1 && c2);
+		for (int64_t i = 0; i < M * K; i++)
+			x[i] = BF16.from_f32(rng_uniform(-1.0f, 1.0f));
+		for (int64_t i = 0; i < N * K; i++)
+			w[i] = BF16.from_f32(rng_uniform(-1.0f, 1.0f));
+		amp_stats s1, s2;
+		fn(0, 1, M, N, K, x, K, w, K, 0.0f, c1, N, &s1); /* M < N: swapped */
+		fn(0, 1, N, M, K, w, K, x, K, 0.0f, c2, M, &s2); /* N > M: as posed */
+		int64_t diff = 0;
+		for (int64_t i = 0; i < M; i++)
+			for (int64_t j = 0; j < N; j++)
+				diff += c1[i * N + j] != c2[j * M + i];
+		cr_assert_eq(diff, 0, "%s %lldx%lldx%lld: %lld elements differ from the transposed "
+		             "problem", what, (long long)M, (long long)N, (long long)K, (long long)diff);
+		cr_assert(s1.count == s2.count && s1.nan == s2.nan && s1.min == s2.min && s1.max == s2.max &&
+		              s1.count == (uint64_t)(M * N),
+		          "%s: the statistics of the swapped C", what);
+		free(x), free(w), free(c1), free(c2);
+	}
+}
+
+Test(gemm_native, amx_swapped_same_bits)
+{
+	swap_same_bits(amx_model, "amx-bf16 model");
+	if (cpu_avx512bw())
+		swap_same_bits(amp_amx_gemm_model_avx512, "amx-bf16 loop nest (avx512)");
+	if (amp_amx_init() == 0)
+		swap_same_bits(amp_gemm_bf16_amx, "amx-bf16 kernel");
+	else {
+		printf("SKIPPED: amx-bf16 kernel (swapped x w^T) needs amx_bf16\n");
+		fflush(stdout);
+	}
 }
 
 /* ---- the real kernels --------------------------------------------------------------------------

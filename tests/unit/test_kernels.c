@@ -1119,36 +1119,57 @@ static void check_gemm_stats(const char *path)
 PATH_TESTS(gemm, f16_statistics, check_gemm_stats)
 
 /* amp_stats_bf16 (dispatched and on each statistics path) equals amp_stats_f32 of the widened
- * values, on lengths around the widening block and with every exponent, NaN and Inf. */
+ * values, on lengths around the widening block and the groups of 512, on three kinds of data:
+ * every pattern (subnormals, NaN, Inf, |x| >= 65536 in every block), finite values under 32768
+ * with zeros (blocks without the fix-up but for the zero count), and finite values with some
+ * above 32768 (the near-overflow count). */
+static void make_bf16_kind(uint16_t *x, int64_t n, int kind)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint16_t r = (uint16_t)rng_u64();
+		if (kind == 0)
+			x[i] = r;
+		else if (kind == 1)
+			x[i] = r % 7 == 0 ? (uint16_t)(r & 0x8000u) /* +-0 */
+			                  : (uint16_t)((r & 0x807fu) | ((0x30u + r % 0x16u) << 7));
+		else
+			x[i] = (uint16_t)((r & 0x807fu) | ((0x70u + r % 0x0fu) << 7)); /* to 2^15.x */
+	}
+}
+
 static void check_stats_bf16(const char *path)
 {
 	FORCE_PATH(path);
-	static const int64_t lens[] = {0, 1, 15, 16, 17, 4095, 4096, 4097, 10000, 3 * 4096 + 5};
+	static const int64_t lens[] = {0,   1,    15,   16,   17,    31,          32, 511,
+	                               512, 513,  4095, 4096, 4097,  10000, 3 * 4096 + 5};
 	enum { NMAX = 3 * 4096 + 5 };
 	static uint16_t x[NMAX];
 	static float w[NMAX];
-	rng_seed(23);
-	for (int64_t i = 0; i < NMAX; i++)
-		x[i] = (uint16_t)rng_u64();  /* every pattern: subnormals, NaN, Inf, |x| >= 65536 */
-	amp_cvt_bf16_f32(x, w, NMAX);
 	static const amp_isa isas[] = {AMP_ISA_SCALAR, AMP_ISA_AVX2, AMP_ISA_AVX512};
-	for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
-		int64_t n = lens[l];
-		amp_stats want, got;
-		amp_stats_f32_on(AMP_ISA_SCALAR, w, n, &want);
-		amp_stats_bf16(x, n, &got);
-		char what[80];
-		snprintf(what, sizeof what, "%s amp_stats_bf16 n=%lld", path, (long long)n);
-		assert_same_stats(&got, &want, what);
-		for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
-			amp_stats_bf16_on(isas[i], x, n, &got);
-			snprintf(what, sizeof what, "%s amp_stats_bf16_on(%s) n=%lld", path,
-			         amp_isa_name(isas[i]), (long long)n);
+	rng_seed(23);
+	for (int kind = 0; kind < 3; kind++) {
+		make_bf16_kind(x, NMAX, kind);
+		amp_cvt_bf16_f32(x, w, NMAX);
+		for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+			int64_t n = lens[l];
+			amp_stats want, got;
+			amp_stats_f32_on(AMP_ISA_SCALAR, w, n, &want);
+			amp_stats_bf16(x, n, &got);
+			char what[96];
+			snprintf(what, sizeof what, "%s amp_stats_bf16 kind %d n=%lld", path, kind,
+			         (long long)n);
 			assert_same_stats(&got, &want, what);
+			for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
+				amp_stats_bf16_on(isas[i], x, n, &got);
+				snprintf(what, sizeof what, "%s amp_stats_bf16_on(%s) kind %d n=%lld",
+				         path, amp_isa_name(isas[i]), kind, (long long)n);
+				assert_same_stats(&got, &want, what);
+			}
 		}
 	}
-	cr_log_info("%s amp_stats_bf16: %zu lengths up to %d, equal to amp_stats_f32 of the widened "
-	            "values", path, sizeof lens / sizeof *lens, NMAX);
+	cr_log_info("%s amp_stats_bf16: %zu lengths up to %d, 3 kinds of data, equal to "
+	            "amp_stats_f32 of the widened values",
+	            path, sizeof lens / sizeof *lens, NMAX);
 }
 
 PATH_TESTS(stats, bf16_equals_widened_f32, check_stats_bf16)
