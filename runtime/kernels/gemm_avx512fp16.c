@@ -408,23 +408,10 @@ AVX512_TARGET static inline void fp16n_lanes4(const __m512i c[4], __m512i o[4])
 	o[3] = _mm512_shuffle_i64x2(d1, d3, 0xdd);
 }
 
-AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
-                                           int64_t kc, uint16_t *restrict out)
+/* One micro-panel (rows <= 8) of an op(A) whose rows are contiguous in k. */
+AVX512_TARGET static void fp16n_pack_a_rows(const blind_mat *a, int64_t m0, int64_t rows,
+                                            int64_t k0, int64_t kc, uint16_t *restrict out)
 {
-	if (a->rs == 1) {
-		/* op(A) = A^T: the rows of one k are contiguous, one masked 16-byte copy per k (the
-		 * mask zero-fills past rows) */
-		__mmask8 m = (__mmask8)((1u << rows) - 1u);
-		const uint16_t *src = a->p + k0 * a->cs + m0;
-		for (int64_t k = 0; k < kc; k++)
-			_mm_storeu_si128((__m128i *)(out + k * FP16N_MR),
-			                 _mm_maskz_loadu_epi16(m, src + k * a->cs));
-		return;
-	}
-	if (a->cs != 1) {
-		fp16n_pack_a_ref(a, m0, rows, k0, kc, out);
-		return;
-	}
 	/* rows of op(A) contiguous in k: transpose 8 rows x 32 k at a time */
 	for (int64_t k = 0; k < kc; k += 32) {
 		int64_t n = blind_min(32, kc - k);
@@ -452,6 +439,48 @@ AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64
 			}
 			memcpy(dst, tmp, (size_t)(n * FP16N_MR) * sizeof *dst);
 		}
+	}
+}
+
+AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                           int64_t kc, uint16_t *restrict out)
+{
+	int64_t np = (rows + FP16N_MR - 1) / FP16N_MR;
+	if (a->rs == 1) {
+		/* op(A) = A^T: the rows of one k are contiguous; a masked 64-byte load (32 rows, zero
+		 * past rows) feeds four micro-panels, 16 bytes each, so that each line of A is read
+		 * once: with one 16-byte copy per micro-panel and k, a leading dimension of 1024
+		 * put all the lines of a k panel in two L1 sets, and every read missed */
+		for (int64_t i = 0; i < np; i += 4) {
+			int64_t r0 = i * FP16N_MR;
+			__mmask32 m = fp16n_mask32(rows - r0);
+			const uint16_t *src = a->p + k0 * a->cs + m0 + r0;
+			uint16_t *o = out + i * FP16N_MR * kc;
+			int64_t nw = blind_min(4, np - i);
+			for (int64_t k = 0; k < kc; k++) {
+				__m512i v = _mm512_maskz_loadu_epi16(m, src + k * a->cs);
+				_mm_storeu_si128((__m128i *)(o + k * FP16N_MR), _mm512_castsi512_si128(v));
+				if (nw > 1)
+					_mm_storeu_si128((__m128i *)(o + FP16N_MR * kc + k * FP16N_MR),
+					                 _mm512_extracti32x4_epi32(v, 1));
+				if (nw > 2)
+					_mm_storeu_si128(
+					    (__m128i *)(o + 2 * FP16N_MR * kc + k * FP16N_MR),
+					    _mm512_extracti32x4_epi32(v, 2));
+				if (nw > 3)
+					_mm_storeu_si128(
+					    (__m128i *)(o + 3 * FP16N_MR * kc + k * FP16N_MR),
+					    _mm512_extracti32x4_epi32(v, 3));
+			}
+		}
+		return;
+	}
+	for (int64_t i = 0; i < np; i++) {
+		int64_t r = blind_min(FP16N_MR, rows - i * FP16N_MR);
+		if (a->cs == 1)
+			fp16n_pack_a_rows(a, m0 + i * FP16N_MR, r, k0, kc, out + i * FP16N_MR * kc);
+		else
+			fp16n_pack_a_ref(a, m0 + i * FP16N_MR, r, k0, kc, out + i * FP16N_MR * kc);
 	}
 }
 
@@ -551,7 +580,7 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
 		                 fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
 		                 C, ldc, 0, st);
 		return;
@@ -576,7 +605,7 @@ void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t 
                                    float beta, float *C, int64_t ldc)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
 		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb,
 		                 beta, C, ldc, 1, NULL);
 		return;

@@ -556,8 +556,19 @@ static inline void fp16n_pack_b_ref(const blind_mat *b, int64_t k0, int64_t kc, 
 	}
 }
 
-/* The packers' contract (fp16n_pack_a_ref / fp16n_pack_b_ref above): the real kernel passes the
- * AVX-512 ones below, the model the plain-C ones; both write the same bits. */
+/* rows <= FP16N_MC: ceil(rows / 8) micro-panels one after another, micro-panel i (rows
+ * m0 + 8i ..) at out + i * 8 * kc as fp16n_pack_a_ref packs it.  One call for the row block
+ * lets the AVX-512 packer read each 64-byte line of an A^T once for four micro-panels. */
+static inline void fp16n_pack_a_panels_ref(const blind_mat *a, int64_t m0, int64_t rows,
+                                           int64_t k0, int64_t kc, uint16_t *restrict out)
+{
+	for (int64_t i = 0; i * FP16N_MR < rows; i++)
+		fp16n_pack_a_ref(a, m0 + i * FP16N_MR, blind_min(FP16N_MR, rows - i * FP16N_MR), k0,
+		                 kc, out + i * FP16N_MR * kc);
+}
+
+/* The packers' contracts (fp16n_pack_a_panels_ref / fp16n_pack_b_ref above): the real kernel
+ * passes the AVX-512 ones below, the model the plain-C ones; both write the same bits. */
 typedef void (*fp16n_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
                                 int64_t kc, uint16_t *restrict out);
 typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
@@ -765,12 +776,11 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				 * rows are contiguous in k), then each B micro-panel stays in L1
 				 * while all of them stream past it: 16 bytes of A per k step come
 				 * from L2 instead of 128 bytes of B */
-				for (int64_t mi = 0; mi < mq; mi++) {
-					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
-					if (!(rows == FP16N_MR && a.cs == 1))
-						pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc,
-						       ap + mi * FP16N_MR * kc);
-				}
+				if (a.cs != 1)
+					pack_a(&a, m0, mcw, k0, kc, ap);
+				else if (mcw % FP16N_MR)
+					pack_a(&a, m0 + (mq - 1) * FP16N_MR, mcw % FP16N_MR, k0, kc,
+					       ap + (mq - 1) * FP16N_MR * kc);
 				for (int64_t q = 0; q < nq; q++) {
 					int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
 					for (int64_t mi = 0; mi < mq;) {
@@ -863,7 +873,7 @@ void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, fl
 void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                    const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                                    float beta, float *C, int64_t ldc);
-/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_ref / fp16n_pack_b_ref for
+/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_panels_ref / fp16n_pack_b_ref for
  * every operand (transposed or not, partial rows, columns and k; any other strides fall back to
  * the plain-C ones). */
 void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,

@@ -94,7 +94,7 @@ static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const u
                         int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                         int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL, fp16n_store_ref,
+	fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL, fp16n_store_ref,
 	                 ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
 }
 
@@ -540,7 +540,7 @@ Test(gemm_native, fp16_pack_vector_vs_ref)
 		src[i] = (uint16_t)rng_u64();
 	static const int64_t kcs[] = {1, 2, 7, 8, 31, 32, 33, 63, 64, 65, 100, 255, 256};
 	static const int64_t colss[] = {1, 10, 31, 32, 33, 63, 64, 65, 96, 100, 127, 128, 129, 200};
-	size_t cap = 4 * 256 * FP16N_NR + 64;
+	size_t cap = 5 * 256 * FP16N_NR + 64; /* B: 4 micro-panels; A: 5 of 8 rows */
 	uint16_t *o1 = malloc(cap * 2), *o2 = malloc(cap * 2);
 	cr_assert(o1 && o2);
 	int runs = 0;
@@ -554,12 +554,12 @@ Test(gemm_native, fp16_pack_vector_vs_ref)
 		               : layout == 1 ? LD
 		                             : 2};
 		for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
-			for (int64_t rows = 1; rows <= FP16N_MR; rows++) {
+			for (int64_t rows = 1; rows <= 5 * FP16N_MR; rows += rows < 12 ? 1 : 5) {
 				int64_t kc = kcs[ki], m0 = (rows * 7 + (int64_t)ki) % 20,
 				        k0 = (int64_t)ki * 3 % 17;
 				for (size_t i = 0; i < cap; i++)
 					o1[i] = o2[i] = (uint16_t)(0xa5a5u ^ i);
-				fp16n_pack_a_ref(&m, m0, rows, k0, kc, o1);
+				fp16n_pack_a_panels_ref(&m, m0, rows, k0, kc, o1);
 				amp_fp16n_pack_a_avx512(&m, m0, rows, k0, kc, o2);
 				cr_assert_eq(memcmp(o1, o2, cap * 2), 0,
 				             "A pack layout %d m0=%lld rows=%lld k0=%lld kc=%lld",
