@@ -551,15 +551,66 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 		}
 }
 
-/* The shared loop nest on the FP16 micro-kernel and the AVX-512 packers. */
+/* fp16n_store_fn for a transposed C: element (r, c) of the tile goes to C[c * ldc + r] (r <
+ * rows <= 8, c < cols <= 64).  The tile goes through the plain store into a local block, the
+ * same arithmetic hence the same bits (C gathered into it first when beta != 0, a rare case
+ * here), and then out 16 bytes (8 rows) per column of it, transposed with the packers'
+ * shuffles. */
+AVX512_TARGET static void fp16n_store_t_avx512(const float *acc, int64_t rows, int64_t cols,
+                                               float beta, void *Cv, int64_t ldc)
+{
+	uint16_t *C = Cv;
+	_Alignas(64) uint16_t t[FP16N_ACC_ELEMS];
+	if (rows < FP16N_MR)
+		memset(t, 0, sizeof t);
+	if (beta != 0.0f)
+		for (int64_t c = 0; c < cols; c++)
+			for (int64_t r = 0; r < rows; r++)
+				t[r * FP16N_NR + c] = C[c * ldc + r];
+	amp_fp16n_store_avx512(acc, rows, cols, beta, t, FP16N_NR);
+	__mmask8 rm = (__mmask8)((1u << rows) - 1u);
+	for (int64_t h = 0; h * 32 < cols; h++) {
+		__m512i x[8], c[8];
+		for (int r = 0; r < FP16N_MR; r++)
+			x[r] = _mm512_load_si512(t + r * FP16N_NR + 32 * h);
+		fp16n_tr8(x, c); /* c[j] lane L: the 8 rows of column 32h + 8L + j */
+		for (int j = 0; j < 8; j++) {
+			__m128i l[4] = {_mm512_castsi512_si128(c[j]), _mm512_extracti32x4_epi32(c[j], 1),
+			                _mm512_extracti32x4_epi32(c[j], 2),
+			                _mm512_extracti32x4_epi32(c[j], 3)};
+			for (int L = 0; L < 4; L++) {
+				int64_t col = 32 * h + 8 * L + j;
+				if (col < cols)
+					_mm_mask_storeu_epi16(C + col * ldc, rm, l[L]);
+			}
+		}
+	}
+}
+
+/* The shared loop nest on the FP16 micro-kernel and the AVX-512 packers.  When op(B) is B^T
+ * it computes C^T = op(B)^T op(A)^T instead if that packs less (and the bits are the same: each
+ * element sees the same products, fp16 multiplication commuting, in the same order): op(B)^T is
+ * then B itself, rows contiguous in k, read in place, and the packed side is op(A)^T — a copy
+ * for A^T (the tt GEMMs), or a transpose of the smaller operand when M < N (the forward nt
+ * GEMMs of a layer, M = batch: the transposing pack of the weights took a sixth of their time). */
 FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                        const uint16_t *A, int64_t lda, const uint16_t *B,
                                        int64_t ldb, float beta, uint16_t *C, int64_t ldc,
                                        amp_stats *st)
 {
+	if (trans_b && (trans_a || M < N)) {
+		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+		                 NULL, fp16n_store_t_avx512, 0, !trans_a, N, M, K, B, ldb, A, lda,
+		                 beta, C, ldc, 0, 1, NULL);
+		if (st) {
+			amp_stats_init(st);
+			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
+		}
+		return;
+	}
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
 	                 fp16n_ukr_c_zmm, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
-	                 B, ldb, beta, C, ldc, 0, st);
+	                 B, ldb, beta, C, ldc, 0, 0, st);
 }
 
 AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
@@ -569,7 +620,7 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
 {
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref, NULL,
 	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	                 ldc, 0, st);
+	                 ldc, 0, 0, st);
 }
 
 /* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
@@ -582,7 +633,7 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
 	if (!amp_fp16n_cpu_ok()) {
 		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
 		                 fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
-		                 C, ldc, 0, st);
+		                 C, ldc, 0, 0, st);
 		return;
 	}
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
@@ -597,7 +648,7 @@ FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M
 {
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm, NULL,
 	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb,
-	                 beta, C, ldc, 1, NULL);
+	                 beta, C, ldc, 1, 0, NULL);
 }
 
 void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
@@ -607,7 +658,7 @@ void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t 
 	if (!amp_fp16n_cpu_ok()) {
 		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
 		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb,
-		                 beta, C, ldc, 1, NULL);
+		                 beta, C, ldc, 1, 0, NULL);
 		return;
 	}
 	fp16n_gemm_zmm_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);

@@ -734,12 +734,14 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
 }
 
 /* The loop nest of amp_gemm_f16_avx512fp16, on the given packers, micro-kernel and store.
- * c_f32: C is fp32 and the store an acc32 one (st NULL). */
+ * c_f32: C is fp32 and the store an acc32 one (st NULL).  ct: the problem is the transpose of
+ * the caller's, C^T = op(B)^T op(A)^T: element (i, j) of this C goes to C[j * ldc + i], through
+ * a store that writes its tile so (st NULL, ukr_c NULL, c_f32 0). */
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
                  fp16n_ukr_c_fn ukr_c, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
                  int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
-                 int64_t ldb, float beta, void *C, int64_t ldc, int c_f32, amp_stats *st)
+                 int64_t ldb, float beta, void *C, int64_t ldc, int c_f32, int ct, amp_stats *st)
 {
 	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
@@ -754,6 +756,12 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	if (ap == NULL || bp == NULL || acc == NULL) {
+		if (ct) {
+			/* the caller's problem: op(A)(m, k) = b(k, m), op(B)(k, n) = a(n, k) */
+			blind_mat at = {b.p, b.cs, b.rs}, bt = {a.p, a.cs, a.rs};
+			fp16n_gemm_unpacked(&at, &bt, N, M, K, beta, C, ldc, c_f32);
+			return;
+		}
 		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, c_f32);
 		if (st)
 			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
@@ -822,15 +830,16 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 						ukr(kc, at, at2, ars, aks, bp + q * kc * FP16N_NR,
 						    blk, blk2, p > 0, cols);
 						for (int t = 0; last && t <= pair; t++)
+						{
+							int64_t i0 = m0 + (mi + t) * FP16N_MR,
+							        j0 = n0 + q * FP16N_NR;
 							store(blk + t * FP16N_ACC_ELEMS,
 							      t ? rows2 : rows, cols, beta,
-							      (char *)C +
-							          (size_t)((m0 +
-							                    (mi + t) * FP16N_MR) *
-							                       ldc +
-							                   n0 + q * FP16N_NR) *
-							              csize,
+							      (char *)C + (size_t)(ct ? j0 * ldc + i0
+							                              : i0 * ldc + j0) *
+							                      csize,
 							      ldc);
+						}
 						mi += 1 + pair;
 					}
 				}
