@@ -447,10 +447,10 @@ AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64
 {
 	int64_t np = (rows + FP16N_MR - 1) / FP16N_MR;
 	if (a->rs == 1) {
-		/* op(A) = A^T: the rows of one k are contiguous; a masked 64-byte load (32 rows, zero
-		 * past rows) feeds four micro-panels, 16 bytes each, so that each line of A is read
-		 * once: with one 16-byte copy per micro-panel and k, a leading dimension of 1024
-		 * put all the lines of a k panel in two L1 sets, and every read missed */
+		/* op(A) = A^T: the rows of one k are contiguous; a masked 64-byte load (32 rows,
+		 * zero past rows) feeds four micro-panels, 16 bytes each, so that each line of A is
+		 * read once: with one 16-byte copy per micro-panel and k, a leading dimension of
+		 * 1024 put all the lines of a k panel in two L1 sets, and every read missed */
 		for (int64_t i = 0; i < np; i += 4) {
 			int64_t r0 = i * FP16N_MR;
 			__mmask32 m = fp16n_mask32(rows - r0);
@@ -459,10 +459,12 @@ AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64
 			int64_t nw = blind_min(4, np - i);
 			for (int64_t k = 0; k < kc; k++) {
 				__m512i v = _mm512_maskz_loadu_epi16(m, src + k * a->cs);
-				_mm_storeu_si128((__m128i *)(o + k * FP16N_MR), _mm512_castsi512_si128(v));
+				_mm_storeu_si128((__m128i *)(o + k * FP16N_MR),
+				                 _mm512_castsi512_si128(v));
 				if (nw > 1)
-					_mm_storeu_si128((__m128i *)(o + FP16N_MR * kc + k * FP16N_MR),
-					                 _mm512_extracti32x4_epi32(v, 1));
+					_mm_storeu_si128(
+					    (__m128i *)(o + FP16N_MR * kc + k * FP16N_MR),
+					    _mm512_extracti32x4_epi32(v, 1));
 				if (nw > 2)
 					_mm_storeu_si128(
 					    (__m128i *)(o + 2 * FP16N_MR * kc + k * FP16N_MR),
@@ -575,9 +577,9 @@ AVX512_TARGET static void fp16n_store_t_avx512(const float *acc, int64_t rows, i
 			x[r] = _mm512_load_si512(t + r * FP16N_NR + 32 * h);
 		fp16n_tr8(x, c); /* c[j] lane L: the 8 rows of column 32h + 8L + j */
 		for (int j = 0; j < 8; j++) {
-			__m128i l[4] = {_mm512_castsi512_si128(c[j]), _mm512_extracti32x4_epi32(c[j], 1),
-			                _mm512_extracti32x4_epi32(c[j], 2),
-			                _mm512_extracti32x4_epi32(c[j], 3)};
+			__m128i l[4] = {
+			    _mm512_castsi512_si128(c[j]), _mm512_extracti32x4_epi32(c[j], 1),
+			    _mm512_extracti32x4_epi32(c[j], 2), _mm512_extracti32x4_epi32(c[j], 3)};
 			for (int L = 0; L < 4; L++) {
 				int64_t col = 32 * h + 8 * L + j;
 				if (col < cols)

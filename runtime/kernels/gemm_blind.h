@@ -559,8 +559,8 @@ static inline void fp16n_pack_b_ref(const blind_mat *b, int64_t k0, int64_t kc, 
 /* rows <= FP16N_MC: ceil(rows / 8) micro-panels one after another, micro-panel i (rows
  * m0 + 8i ..) at out + i * 8 * kc as fp16n_pack_a_ref packs it.  One call for the row block
  * lets the AVX-512 packer read each 64-byte line of an A^T once for four micro-panels. */
-static inline void fp16n_pack_a_panels_ref(const blind_mat *a, int64_t m0, int64_t rows,
-                                           int64_t k0, int64_t kc, uint16_t *restrict out)
+static inline void fp16n_pack_a_panels_ref(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                           int64_t kc, uint16_t *restrict out)
 {
 	for (int64_t i = 0; i * FP16N_MR < rows; i++)
 		fp16n_pack_a_ref(a, m0 + i * FP16N_MR, blind_min(FP16N_MR, rows - i * FP16N_MR), k0,
@@ -829,15 +829,15 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 						float *blk2 = pair ? blk + FP16N_ACC_ELEMS : NULL;
 						ukr(kc, at, at2, ars, aks, bp + q * kc * FP16N_NR,
 						    blk, blk2, p > 0, cols);
-						for (int t = 0; last && t <= pair; t++)
-						{
+						for (int t = 0; last && t <= pair; t++) {
 							int64_t i0 = m0 + (mi + t) * FP16N_MR,
 							        j0 = n0 + q * FP16N_NR;
 							store(blk + t * FP16N_ACC_ELEMS,
 							      t ? rows2 : rows, cols, beta,
-							      (char *)C + (size_t)(ct ? j0 * ldc + i0
-							                              : i0 * ldc + j0) *
-							                      csize,
+							      (char *)C +
+							          (size_t)(ct ? j0 * ldc + i0
+							                      : i0 * ldc + j0) *
+							              csize,
 							      ldc);
 						}
 						mi += 1 + pair;
@@ -882,9 +882,9 @@ void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, fl
 void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                    const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                                    float beta, float *C, int64_t ldc);
-/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_panels_ref / fp16n_pack_b_ref for
- * every operand (transposed or not, partial rows, columns and k; any other strides fall back to
- * the plain-C ones). */
+/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_panels_ref / fp16n_pack_b_ref
+ * for every operand (transposed or not, partial rows, columns and k; any other strides fall
+ * back to the plain-C ones). */
 void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
                              uint16_t *restrict out);
 void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0, int64_t cols,

@@ -94,8 +94,8 @@ static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const u
                         int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                         int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL, fp16n_store_ref,
-	                 ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, 0, st);
+	fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+	                 fp16n_store_ref, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, 0, st);
 }
 
 /* The unpacked fallbacks (used when the workspace cannot be allocated). */
