@@ -162,6 +162,21 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 			_mm_prefetch((const char *)(acc + r * FP16N_NR + j), _MM_HINT_T0);
 }
 
+/* A read in place: its 8 rows cross into new cache lines at the same k (every 32 steps when
+ * the rows are aligned), 8 or 16 misses at once that the hardware prefetchers, each tracking
+ * one load, did not hide; so each block asks for the lines of the next block's 32 halves of
+ * every row (left > 32: a next block exists). */
+AVX512_TARGET static inline void fp16n_prefetch_rows(const uint16_t *a, int64_t ars, int64_t left)
+{
+	if (left <= FP16N_KB)
+		return;
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++) {
+		_mm_prefetch((const char *)(a + r * ars), _MM_HINT_T0);
+		_mm_prefetch((const char *)(a + r * ars + FP16N_KB - 1), _MM_HINT_T0);
+	}
+}
+
 /* The first 32 NJ columns of fp16n_ukr_ref's tile (the others are not computed: the caller
  * stores only those).  zmm c<r><j> holds row r, columns 32j .. 32j+31 of a block's sums.
  * The promotion goes through memory: the sums are stored (store ports, idle here) and
@@ -182,6 +197,8 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 		if (load)                                                                          \
 			fp16n_prefetch_acc(acc, 32 * NJ);                                          \
 		for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {                                    \
+			if ((AKS) == 1)                                                            \
+				fp16n_prefetch_rows(ap + k0 + FP16N_KB, ars, kc - k0);             \
 			__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;        \
 			__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;        \
 			__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;        \
@@ -228,6 +245,10 @@ FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 			fp16n_prefetch_acc(acc2, 32);                                              \
 		}                                                                                  \
 		for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {                                    \
+			if ((AKS) == 1) {                                                          \
+				fp16n_prefetch_rows(ap + k0 + FP16N_KB, ars, kc - k0);             \
+				fp16n_prefetch_rows(ap2 + k0 + FP16N_KB, ars, kc - k0);            \
+			}                                                                          \
 			__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;        \
 			__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;        \
 			__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;        \
