@@ -641,6 +641,17 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
                                                const uint16_t *B, int64_t ldb, float beta,
                                                uint16_t *C, int64_t ldc, amp_stats *st)
 {
+	/* the same choice of the transposed problem as fp16n_gemm_zmm */
+	if (trans_b && (trans_a || M < N)) {
+		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref,
+		                 NULL, fp16n_store_t_avx512, 0, !trans_a, N, M, K, B, ldb, A, lda,
+		                 beta, C, ldc, 0, 1, NULL);
+		if (st) {
+			amp_stats_init(st);
+			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
+		}
+		return;
+	}
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref, NULL,
 	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
 	                 ldc, 0, 0, st);
