@@ -182,8 +182,10 @@ int prof_cmd_info(int argc, char **argv)
 		json_str(stdout, model);
 		printf(",\"cpu_half_features\":[");
 		int first = 1;
-		for (char *p = features, *e; *p; p = *e ? e + 1 : e) {
-			e = p + strcspn(p, ",");
+		/* the words of the list ("none": no half arithmetic, an empty array) */
+		for (char *p = strcmp(features, "none") ? features : "", *e; *p;
+		     p = *e ? e + 1 : e) {
+			e = p + strcspn(p, " ");
 			printf("%s\"%.*s\"", first ? "" : ",", (int)(e - p), p);
 			first = 0;
 		}

@@ -44,7 +44,7 @@ check "bf16 GEMM engine" "$bf16" "$want_bf16"
 if has_flag avx512_fp16; then want_fp16=avx512-fp16; else want_fp16=fp32-fma; fi
 check "fp16 GEMM engine" "$fp16" "$want_fp16"
 check_true "text marks an fp32-fma half GEMM as emulated" \
-	sh -c "! grep -q 'GEMM on fp32-fma' '$OUT/text' || grep -q 'fp32-fma (emulated)' '$OUT/text'"
+	sh -c "! grep -Eq '(fp16|bf16) GEMM on fp32-fma' '$OUT/text' || grep -q 'fp32-fma (emulated)' '$OUT/text'"
 
 # a forced path
 AMP_KERNELS=scalar "$BIN/ampprof" info --format=json >"$OUT/json" 2>"$OUT/err"
