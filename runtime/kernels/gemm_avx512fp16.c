@@ -52,11 +52,12 @@ int amp_fp16n_cpu_ok(void)
  * (three rows): rows 0..3 at a0, a0 + s1, a0 + 2 s1, a0 + s3, rows 4..7 likewise from a4.  A is
  * only read, and never written while a GEMM runs, so no memory operand need tell the compiler
  * about those reads.  Same arithmetic as the intrinsics. */
+/* clang-format off */
 #define FP16N_F(a, c, b) "vfmadd231ph " a "%{1to32%}, %[" b "], %[" c "]\n\t"
-#define FP16N_R0 "(%[a])"
-#define FP16N_R1 "(%[a],%[s1],1)"
-#define FP16N_R2 "(%[a],%[s1],2)"
-#define FP16N_R3 "(%[a],%[s3],1)"
+#define FP16N_R0         "(%[a])"
+#define FP16N_R1         "(%[a],%[s1],1)"
+#define FP16N_R2         "(%[a],%[s1],2)"
+#define FP16N_R3         "(%[a],%[s3],1)"
 /* Four rows from base a (two asm statements per step: GCC allows 30 operands). */
 #define FP16N_QUAD2(a_, w, x, y, z)                                                                \
 	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R0, "q0", "b1")                        \
@@ -71,6 +72,13 @@ int amp_fp16n_cpu_ok(void)
 	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R3, "p3", "b0")                        \
 	        : [p0] "+v"(c##w##0), [p1] "+v"(c##x##0), [p2] "+v"(c##y##0), [p3] "+v"(c##z##0)   \
 	        : [b0] "v"(b0), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+/* The same on the second accumulator set (c<r>1) and B zmm b0: the second tile of a pair. */
+#define FP16N_QUAD1B(a_, w, x, y, z)                                                               \
+	__asm__(FP16N_F(FP16N_R0, "p0", "b0") FP16N_F(FP16N_R1, "p1", "b0")                        \
+	        FP16N_F(FP16N_R2, "p2", "b0") FP16N_F(FP16N_R3, "p3", "b0")                        \
+	        : [p0] "+v"(c##w##1), [p1] "+v"(c##x##1), [p2] "+v"(c##y##1), [p3] "+v"(c##z##1)   \
+	        : [b0] "v"(b0), [a] "r"(a_), [s1] "r"(s1), [s3] "r"(s3))
+/* clang-format on */
 #define FP16N_STEP2()                                                                              \
 	do {                                                                                       \
 		FP16N_QUAD2(a0, 0, 1, 2, 3);                                                       \
@@ -83,6 +91,11 @@ int amp_fp16n_cpu_ok(void)
 	} while (0)
 
 #define FP16N_Z _mm512_setzero_ph()
+
+static inline __mmask32 fp16n_mask32(int64_t n)
+{
+	return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1u);
+}
 
 #define FP16N_SAVE1(r) _mm512_store_ph(s + (r)*FP16N_NR, c##r##0)
 #define FP16N_SAVE2(r)                                                                             \
@@ -149,6 +162,21 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 			_mm_prefetch((const char *)(acc + r * FP16N_NR + j), _MM_HINT_T0);
 }
 
+/* A read in place: its 8 rows cross into new cache lines at the same k (every 32 steps when
+ * the rows are aligned), 8 or 16 misses at once that the hardware prefetchers, each tracking
+ * one load, did not hide; so each block asks for the lines of the next block's 32 halves of
+ * every row (left > 32: a next block exists). */
+AVX512_TARGET static inline void fp16n_prefetch_rows(const uint16_t *a, int64_t ars, int64_t left)
+{
+	if (left <= FP16N_KB)
+		return;
+#pragma GCC unroll 8
+	for (int r = 0; r < FP16N_MR; r++) {
+		_mm_prefetch((const char *)(a + r * ars), _MM_HINT_T0);
+		_mm_prefetch((const char *)(a + r * ars + FP16N_KB - 1), _MM_HINT_T0);
+	}
+}
+
 /* The first 32 NJ columns of fp16n_ukr_ref's tile (the others are not computed: the caller
  * stores only those).  zmm c<r><j> holds row r, columns 32j .. 32j+31 of a block's sums.
  * The promotion goes through memory: the sums are stored (store ports, idle here) and
@@ -158,10 +186,10 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
  * sums instead of adding them to a zeroed accumulator: no memset, no adds, the model's order
  * (fp16n_ukr_ref does the same). */
 #define FP16N_UKR(NJ, NAME, ARS, AKS)                                                              \
-	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,            \
-	                             const uint16_t *bp, float *acc, int load)                   \
+	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,              \
+	                             const uint16_t *bp, float *acc, int load)                     \
 	{                                                                                          \
-		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                \
+		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                 \
 		(void)ars_arg;                                                                     \
 		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];                                          \
 		if (kc == 0 && !load)                                                              \
@@ -169,6 +197,8 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 		if (load)                                                                          \
 			fp16n_prefetch_acc(acc, 32 * NJ);                                          \
 		for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {                                    \
+			if ((AKS) == 1)                                                            \
+				fp16n_prefetch_rows(ap + k0 + FP16N_KB, ars, kc - k0);             \
 			__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;        \
 			__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;        \
 			__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;        \
@@ -177,8 +207,8 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 			for (int64_t k = k0; k < k1; k++) {                                        \
 				const uint16_t *a0 = ap + k * (AKS), *a4 = a0 + 4 * ars;           \
 				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
-				__m512h b1 = NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32)      \
-				                     : FP16N_Z;                                    \
+				__m512h b1 =                                                       \
+				    NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32) : FP16N_Z;    \
 				(void)b1;                                                          \
 				FP16N_STEP##NJ();                                                  \
 			}                                                                          \
@@ -196,11 +226,104 @@ FP16N_UKR(2, fp16n_ukr_zmm2, 1, FP16N_MR)
 FP16N_UKR(1, fp16n_ukr_zmm1_direct, ars_arg, 1)
 FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 
+/* Two tiles of <= 32 columns on one B micro-panel: 16 rows, 16 accumulators (c<r>0 for the
+ * tile at ap, c<r>1 for the one at ap2), one B load and 16 FMAs a k step. */
+#define FP16N_UKR_PAIR(NAME, ARS, AKS)                                                             \
+	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, const uint16_t *ap2,          \
+	                             int64_t ars_arg, const uint16_t *bp, float *acc, float *acc2, \
+	                             int load)                                                     \
+	{                                                                                          \
+		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                 \
+		(void)ars_arg;                                                                     \
+		_Alignas(64) uint16_t s[FP16N_ACC_ELEMS], s2[FP16N_ACC_ELEMS];                     \
+		if (kc == 0 && !load) {                                                            \
+			memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);                             \
+			memset(acc2, 0, FP16N_ACC_ELEMS * sizeof *acc2);                           \
+		}                                                                                  \
+		if (load) {                                                                        \
+			fp16n_prefetch_acc(acc, 32);                                               \
+			fp16n_prefetch_acc(acc2, 32);                                              \
+		}                                                                                  \
+		for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {                                    \
+			if ((AKS) == 1) {                                                          \
+				fp16n_prefetch_rows(ap + k0 + FP16N_KB, ars, kc - k0);             \
+				fp16n_prefetch_rows(ap2 + k0 + FP16N_KB, ars, kc - k0);            \
+			}                                                                          \
+			__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;        \
+			__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;        \
+			__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;        \
+			__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;        \
+			int64_t k1 = blind_min(kc, k0 + FP16N_KB);                                 \
+			for (int64_t k = k0; k < k1; k++) {                                        \
+				const uint16_t *a0 = ap + k * (AKS), *a4 = a0 + 4 * ars;           \
+				const uint16_t *a8 = ap2 + k * (AKS), *a12 = a8 + 4 * ars;         \
+				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
+				FP16N_QUAD1(a0, 0, 1, 2, 3);                                       \
+				FP16N_QUAD1(a4, 4, 5, 6, 7);                                       \
+				FP16N_QUAD1B(a8, 0, 1, 2, 3);                                      \
+				FP16N_QUAD1B(a12, 4, 5, 6, 7);                                     \
+			}                                                                          \
+			FP16N_SAVES(1);                                                            \
+			_mm512_store_ph(s2 + 0 * FP16N_NR, c01);                                   \
+			_mm512_store_ph(s2 + 1 * FP16N_NR, c11);                                   \
+			_mm512_store_ph(s2 + 2 * FP16N_NR, c21);                                   \
+			_mm512_store_ph(s2 + 3 * FP16N_NR, c31);                                   \
+			_mm512_store_ph(s2 + 4 * FP16N_NR, c41);                                   \
+			_mm512_store_ph(s2 + 5 * FP16N_NR, c51);                                   \
+			_mm512_store_ph(s2 + 6 * FP16N_NR, c61);                                   \
+			_mm512_store_ph(s2 + 7 * FP16N_NR, c71);                                   \
+			if (!load && k0 == 0) {                                                    \
+				fp16n_promote_first(s, acc, 32);                                   \
+				fp16n_promote_first(s2, acc2, 32);                                 \
+			} else {                                                                   \
+				fp16n_promote_add(s, acc, 32);                                     \
+				fp16n_promote_add(s2, acc2, 32);                                   \
+			}                                                                          \
+		}                                                                                  \
+	}
+FP16N_UKR_PAIR(fp16n_ukr_pair, 1, FP16N_MR)
+FP16N_UKR_PAIR(fp16n_ukr_pair_direct, ars_arg, 1)
+
+/* fp16n_ukr_c_fn: one block (kc <= FP16N_KB) of 8 x 64 sums, A at any strides, stored as they
+ * are to the rows < rows and columns < cols of C. */
+FP16_TARGET static void fp16n_ukr_c_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                        const uint16_t *bp, int64_t rows, int64_t cols, uint16_t *C,
+                                        int64_t ldc)
+{
+	const int64_t s1 = ars * 2, s3 = ars * 6; /* bytes */
+	_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];
+	__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;
+	__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;
+	__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;
+	__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;
+	for (int64_t k = 0; k < kc; k++) {
+		const uint16_t *a0 = ap + k * aks, *a4 = a0 + 4 * ars;
+		__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);
+		__m512h b1 = _mm512_load_ph(bp + k * FP16N_NR + 32);
+		FP16N_STEP2();
+	}
+	FP16N_SAVES(2);
+	__mmask32 m0 = fp16n_mask32(cols), m1 = fp16n_mask32(cols > 32 ? cols - 32 : 0);
+	for (int64_t r = 0; r < rows; r++) {
+		_mm512_mask_storeu_epi16(C + r * ldc, m0, _mm512_load_si512(s + r * FP16N_NR));
+		_mm512_mask_storeu_epi16(C + r * ldc + 32, m1,
+		                         _mm512_load_si512(s + r * FP16N_NR + 32));
+	}
+}
+
 /* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32;
  * A packed (aks 8, ars 1) or read in place from rows of op(A) contiguous in k (aks 1). */
-FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                                      const uint16_t *bp, float *acc, int load, int64_t cols)
+FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *ap2,
+                                      int64_t ars, int64_t aks, const uint16_t *bp, float *acc,
+                                      float *acc2, int load, int64_t cols)
 {
+	if (ap2) {
+		if (aks == 1)
+			fp16n_ukr_pair_direct(kc, ap, ap2, ars, bp, acc, acc2, load);
+		else
+			fp16n_ukr_pair(kc, ap, ap2, ars, bp, acc, acc2, load);
+		return;
+	}
 	if (aks == 1) {
 		if (cols <= 32)
 			fp16n_ukr_zmm1_direct(kc, ap, ars, bp, acc, load);
@@ -220,7 +343,7 @@ AVX512_TARGET void amp_fp16n_store_avx512(const float *acc, int64_t rows, int64_
 	__m512 vb = _mm512_set1_ps(beta);
 	if (cols == FP16N_NR && beta == 0.0f) {
 		/* full-width tiles under beta 0, the common case: no masks, no C loads; for small K
-		 * (the dW GEMMs, K = batch) the generic loop's bookkeeping cost a tenth of the time */
+		 * (the dW GEMMs, K = batch) the generic loop's bookkeeping took a tenth */
 		for (int64_t r = 0; r < rows; r++)
 #pragma GCC unroll 4
 			for (int j = 0; j < FP16N_NR; j += 16)
@@ -260,7 +383,8 @@ AVX512_TARGET void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, in
 			float *dst = C + r * ldc + j * 16;
 			__m512 v = _mm512_load_ps(acc + r * FP16N_NR + j * 16);
 			if (beta != 0.0f)
-				v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
+				v = _mm512_add_ps(v,
+				                  _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, dst)));
 			_mm512_mask_storeu_ps(dst, m, v);
 		}
 	}
@@ -282,7 +406,8 @@ AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
 	for (int h = 0; h < 2; h++)
 		for (int i = 0; i < 2; i++) {
 			b[4 * h + 2 * i] = _mm512_unpacklo_epi32(a[4 * h + i], a[4 * h + 2 + i]);
-			b[4 * h + 2 * i + 1] = _mm512_unpackhi_epi32(a[4 * h + i], a[4 * h + 2 + i]);
+			b[4 * h + 2 * i + 1] =
+			    _mm512_unpackhi_epi32(a[4 * h + i], a[4 * h + 2 + i]);
 		}
 	/* b[4h + q] lane L: columns 8L + 2q, 8L + 2q + 1 of rows 4h .. 4h+3 */
 	for (int q = 0; q < 4; q++) {
@@ -294,47 +419,32 @@ AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
 /* o[L] = lane L of c[0], c[1], c[2], c[3] (a 4 x 4 transpose of 128-bit lanes). */
 AVX512_TARGET static inline void fp16n_lanes4(const __m512i c[4], __m512i o[4])
 {
-	__m512i d0 = _mm512_shuffle_i64x2(c[0], c[1], 0x44), d1 = _mm512_shuffle_i64x2(c[0], c[1], 0xee);
-	__m512i d2 = _mm512_shuffle_i64x2(c[2], c[3], 0x44), d3 = _mm512_shuffle_i64x2(c[2], c[3], 0xee);
+	__m512i d0 = _mm512_shuffle_i64x2(c[0], c[1], 0x44),
+	        d1 = _mm512_shuffle_i64x2(c[0], c[1], 0xee);
+	__m512i d2 = _mm512_shuffle_i64x2(c[2], c[3], 0x44),
+	        d3 = _mm512_shuffle_i64x2(c[2], c[3], 0xee);
 	o[0] = _mm512_shuffle_i64x2(d0, d2, 0x88);
 	o[1] = _mm512_shuffle_i64x2(d0, d2, 0xdd);
 	o[2] = _mm512_shuffle_i64x2(d1, d3, 0x88);
 	o[3] = _mm512_shuffle_i64x2(d1, d3, 0xdd);
 }
 
-static inline __mmask32 fp16n_mask32(int64_t n)
+/* One micro-panel (rows <= 8) of an op(A) whose rows are contiguous in k. */
+AVX512_TARGET static void fp16n_pack_a_rows(const blind_mat *a, int64_t m0, int64_t rows,
+                                            int64_t k0, int64_t kc, uint16_t *restrict out)
 {
-	return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1u);
-}
-
-AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
-                                           int64_t kc, uint16_t *restrict out)
-{
-	if (a->rs == 1) {
-		/* op(A) = A^T: the rows of one k are contiguous, one masked 16-byte copy per k (the
-		 * mask zero-fills past rows) */
-		__mmask8 m = (__mmask8)((1u << rows) - 1u);
-		const uint16_t *src = a->p + k0 * a->cs + m0;
-		for (int64_t k = 0; k < kc; k++)
-			_mm_storeu_si128((__m128i *)(out + k * FP16N_MR),
-			                 _mm_maskz_loadu_epi16(m, src + k * a->cs));
-		return;
-	}
-	if (a->cs != 1) {
-		fp16n_pack_a_ref(a, m0, rows, k0, kc, out);
-		return;
-	}
 	/* rows of op(A) contiguous in k: transpose 8 rows x 32 k at a time */
 	for (int64_t k = 0; k < kc; k += 32) {
 		int64_t n = blind_min(32, kc - k);
 		__mmask32 km = fp16n_mask32(n);
 		__m512i x[8], c[8], o[8];
 		for (int r = 0; r < FP16N_MR; r++)
-			x[r] = r < rows ? _mm512_maskz_loadu_epi16(km, a->p + (m0 + r) * a->rs + k0 + k)
-			                : _mm512_setzero_si512();
+			x[r] = r < rows
+			           ? _mm512_maskz_loadu_epi16(km, a->p + (m0 + r) * a->rs + k0 + k)
+			           : _mm512_setzero_si512();
 		fp16n_tr8(x, c);
 		/* c[j] lane L holds k + 8L + j; output zmm o holds k + 4o .. 4o+3 */
-		fp16n_lanes4(c, o);     /* o[L] = k + 8L + 0..3 */
+		fp16n_lanes4(c, o);         /* o[L] = k + 8L + 0..3 */
 		fp16n_lanes4(c + 4, o + 4); /* o[4 + L] = k + 8L + 4..7 */
 		uint16_t *dst = out + k * FP16N_MR;
 		if (n == 32) {
@@ -353,12 +463,56 @@ AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64
 	}
 }
 
+AVX512_TARGET void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                           int64_t kc, uint16_t *restrict out)
+{
+	int64_t np = (rows + FP16N_MR - 1) / FP16N_MR;
+	if (a->rs == 1) {
+		/* op(A) = A^T: the rows of one k are contiguous; a masked 64-byte load (32 rows,
+		 * zero past rows) feeds four micro-panels, 16 bytes each, so that each line of A is
+		 * read once: with one 16-byte copy per micro-panel and k, a leading dimension of
+		 * 1024 put all the lines of a k panel in two L1 sets, and every read missed */
+		for (int64_t i = 0; i < np; i += 4) {
+			int64_t r0 = i * FP16N_MR;
+			__mmask32 m = fp16n_mask32(rows - r0);
+			const uint16_t *src = a->p + k0 * a->cs + m0 + r0;
+			uint16_t *o = out + i * FP16N_MR * kc;
+			int64_t nw = blind_min(4, np - i);
+			for (int64_t k = 0; k < kc; k++) {
+				__m512i v = _mm512_maskz_loadu_epi16(m, src + k * a->cs);
+				_mm_storeu_si128((__m128i *)(o + k * FP16N_MR),
+				                 _mm512_castsi512_si128(v));
+				if (nw > 1)
+					_mm_storeu_si128(
+					    (__m128i *)(o + FP16N_MR * kc + k * FP16N_MR),
+					    _mm512_extracti32x4_epi32(v, 1));
+				if (nw > 2)
+					_mm_storeu_si128(
+					    (__m128i *)(o + 2 * FP16N_MR * kc + k * FP16N_MR),
+					    _mm512_extracti32x4_epi32(v, 2));
+				if (nw > 3)
+					_mm_storeu_si128(
+					    (__m128i *)(o + 3 * FP16N_MR * kc + k * FP16N_MR),
+					    _mm512_extracti32x4_epi32(v, 3));
+			}
+		}
+		return;
+	}
+	for (int64_t i = 0; i < np; i++) {
+		int64_t r = blind_min(FP16N_MR, rows - i * FP16N_MR);
+		if (a->cs == 1)
+			fp16n_pack_a_rows(a, m0 + i * FP16N_MR, r, k0, kc, out + i * FP16N_MR * kc);
+		else
+			fp16n_pack_a_ref(a, m0 + i * FP16N_MR, r, k0, kc, out + i * FP16N_MR * kc);
+	}
+}
+
 AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
                                            int64_t cols, uint16_t *restrict out)
 {
 	int64_t nq = (cols + FP16N_NR - 1) / FP16N_NR;
 	if (b->cs == 1) {
-		/* rows of op(B) contiguous in n: two masked 32-half copies per k (zero past cols) */
+		/* rows of op(B) contiguous in n: two masked 32-half copies a k (zero past cols) */
 		for (int64_t q = 0; q < nq; q++) {
 			int64_t w = blind_min(FP16N_NR, cols - q * FP16N_NR);
 			__mmask32 m0 = fp16n_mask32(w), m1 = fp16n_mask32(w > 32 ? w - 32 : 0);
@@ -367,8 +521,9 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 			for (int64_t k = 0; k < kc; k++) {
 				_mm512_storeu_si512(o + k * FP16N_NR,
 				                    _mm512_maskz_loadu_epi16(m0, src + k * b->rs));
-				_mm512_storeu_si512(o + k * FP16N_NR + 32,
-				                    _mm512_maskz_loadu_epi16(m1, src + k * b->rs + 32));
+				_mm512_storeu_si512(
+				    o + k * FP16N_NR + 32,
+				    _mm512_maskz_loadu_epi16(m1, src + k * b->rs + 32));
 			}
 		}
 		return;
@@ -386,7 +541,8 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 			uint16_t *o = out + q * kc * FP16N_NR + 32 * h;
 			if (w == 0) {
 				for (int64_t k = 0; k < kc; k++)
-					_mm512_storeu_si512(o + k * FP16N_NR, _mm512_setzero_si512());
+					_mm512_storeu_si512(o + k * FP16N_NR,
+					                    _mm512_setzero_si512());
 				continue;
 			}
 			for (int64_t k = 0; k < kc; k += 32) {
@@ -397,32 +553,87 @@ AVX512_TARGET void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64
 					__m512i x[8];
 					for (int i = 0; i < 8; i++) {
 						int64_t cc = 8 * g + i;
-						x[i] = cc < w ? _mm512_maskz_loadu_epi16(
-						                    km, b->p + (n0 + c0 + cc) * b->cs + k0 + k)
-						              : _mm512_setzero_si512();
+						x[i] = cc < w
+						           ? _mm512_maskz_loadu_epi16(
+						                 km, b->p + (n0 + c0 + cc) * b->cs +
+						                         k0 + k)
+						           : _mm512_setzero_si512();
 					}
-					fp16n_tr8(x, c[g]); /* c[g][j] lane L: k + 8L + j, columns 8g .. 8g+7 */
+					fp16n_tr8(x, c[g]); /* c[g][j] lane L: k + 8L + j, columns
+					                       8g .. 8g+7 */
 				}
 				for (int j = 0; j < 8; j++) {
 					__m512i t[4] = {c[0][j], c[1][j], c[2][j], c[3][j]}, y[4];
 					fp16n_lanes4(t, y); /* y[L]: k + 8L + j, columns 0 .. 31 */
 					for (int L = 0; L < 4; L++)
 						if (8 * L + j < n)
-							_mm512_storeu_si512(o + (k + 8 * L + j) * FP16N_NR, y[L]);
+							_mm512_storeu_si512(
+							    o + (k + 8 * L + j) * FP16N_NR, y[L]);
 				}
 			}
 		}
 }
 
-/* The shared loop nest on the FP16 micro-kernel and the AVX-512 packers. */
+/* fp16n_store_fn for a transposed C: element (r, c) of the tile goes to C[c * ldc + r] (r <
+ * rows <= 8, c < cols <= 64).  The tile goes through the plain store into a local block, the
+ * same arithmetic hence the same bits (C gathered into it first when beta != 0, a rare case
+ * here), and then out 16 bytes (8 rows) per column of it, transposed with the packers'
+ * shuffles. */
+AVX512_TARGET static void fp16n_store_t_avx512(const float *acc, int64_t rows, int64_t cols,
+                                               float beta, void *Cv, int64_t ldc)
+{
+	uint16_t *C = Cv;
+	_Alignas(64) uint16_t t[FP16N_ACC_ELEMS];
+	if (rows < FP16N_MR)
+		memset(t, 0, sizeof t);
+	if (beta != 0.0f)
+		for (int64_t c = 0; c < cols; c++)
+			for (int64_t r = 0; r < rows; r++)
+				t[r * FP16N_NR + c] = C[c * ldc + r];
+	amp_fp16n_store_avx512(acc, rows, cols, beta, t, FP16N_NR);
+	__mmask8 rm = (__mmask8)((1u << rows) - 1u);
+	for (int64_t h = 0; h * 32 < cols; h++) {
+		__m512i x[8], c[8];
+		for (int r = 0; r < FP16N_MR; r++)
+			x[r] = _mm512_load_si512(t + r * FP16N_NR + 32 * h);
+		fp16n_tr8(x, c); /* c[j] lane L: the 8 rows of column 32h + 8L + j */
+		for (int j = 0; j < 8; j++) {
+			__m128i l[4] = {
+			    _mm512_castsi512_si128(c[j]), _mm512_extracti32x4_epi32(c[j], 1),
+			    _mm512_extracti32x4_epi32(c[j], 2), _mm512_extracti32x4_epi32(c[j], 3)};
+			for (int L = 0; L < 4; L++) {
+				int64_t col = 32 * h + 8 * L + j;
+				if (col < cols)
+					_mm_mask_storeu_epi16(C + col * ldc, rm, l[L]);
+			}
+		}
+	}
+}
+
+/* The shared loop nest on the FP16 micro-kernel and the AVX-512 packers.  When op(B) is B^T
+ * it computes C^T = op(B)^T op(A)^T instead if that packs less (and the bits are the same: each
+ * element sees the same products, fp16 multiplication commuting, in the same order): op(B)^T is
+ * then B itself, rows contiguous in k, read in place, and the packed side is op(A)^T — a copy
+ * for A^T (the tt GEMMs), or a transpose of the smaller operand when M < N (the forward nt
+ * GEMMs of a layer, M = batch: the transposing pack of the weights took a sixth of their time). */
 FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                        const uint16_t *A, int64_t lda, const uint16_t *B,
                                        int64_t ldb, float beta, uint16_t *C, int64_t ldc,
                                        amp_stats *st)
 {
+	if (trans_b && (trans_a || M < N)) {
+		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+		                 NULL, fp16n_store_t_avx512, 0, !trans_a, N, M, K, B, ldb, A, lda,
+		                 beta, C, ldc, 0, 1, NULL);
+		if (st) {
+			amp_stats_init(st);
+			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
+		}
+		return;
+	}
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
-	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	                 ldc, 0, st);
+	                 fp16n_ukr_c_zmm, amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda,
+	                 B, ldb, beta, C, ldc, 0, 0, st);
 }
 
 AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t M, int64_t N,
@@ -430,9 +641,20 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
                                                const uint16_t *B, int64_t ldb, float beta,
                                                uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref,
+	/* the same choice of the transposed problem as fp16n_gemm_zmm */
+	if (trans_b && (trans_a || M < N)) {
+		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref,
+		                 NULL, fp16n_store_t_avx512, 0, !trans_a, N, M, K, B, ldb, A, lda,
+		                 beta, C, ldc, 0, 1, NULL);
+		if (st) {
+			amp_stats_init(st);
+			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
+		}
+		return;
+	}
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_ref, NULL,
 	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	                 ldc, 0, st);
+	                 ldc, 0, 0, st);
 }
 
 /* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
@@ -443,8 +665,9 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref, fp16n_store_ref,
-		                 trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, st);
+		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+		                 fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
+		                 C, ldc, 0, 0, st);
 		return;
 	}
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
@@ -457,9 +680,9 @@ FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M
                                              const uint16_t *B, int64_t ldb, float beta, float *C,
                                              int64_t ldc)
 {
-	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
-	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
-	                 C, ldc, 1, NULL);
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm, NULL,
+	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+	                 beta, C, ldc, 1, 0, NULL);
 }
 
 void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
@@ -467,9 +690,9 @@ void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t 
                                    float beta, float *C, int64_t ldc)
 {
 	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_ref, fp16n_pack_b_ref, fp16n_ukr_ref,
-		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
-		                 C, ldc, 1, NULL);
+		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+		                 beta, C, ldc, 1, 0, NULL);
 		return;
 	}
 	fp16n_gemm_zmm_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);

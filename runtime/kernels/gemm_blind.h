@@ -481,9 +481,16 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 
 /* ==== native FP16 ==============================================================================
  * Register tile: 8 rows x 64 columns of C as 16 zmm of 32 fp16 partial sums; per k step two
- * 32-half loads of packed B and 8 broadcasts of packed A ({1to32} memory operands of
- * vfmadd231ph).  Every FP16N_KB steps the partial sums are converted to FP32 and added to an
- * FP32 accumulator (8 x 64 floats per tile, kept in the workspace across k panels).
+ * 32-half loads of packed B and 8 broadcasts of A ({1to32} memory operands of vfmadd231ph),
+ * from the packed A or, for full tiles of an op(A) whose rows are contiguous in k, from op(A)
+ * in place.  Tiles of <= 32 columns use one zmm of B and go in pairs (16 rows), so that 16
+ * accumulators cover the FMA latency.  Every FP16N_KB steps the partial sums are converted to
+ * FP32 and added to an FP32 accumulator (8 x 64 floats per tile, kept in the workspace across k
+ * panels); the first block of a tile stores its sums instead.  Loops: N by FP16N_NC, M by
+ * FP16N_MC, K by FP16N_KC (B packed once per panel and row block), all A micro-panels of the
+ * row block, then per B micro-panel (in L1) every A micro-panel (from L2).  On Sapphire Rapids
+ * the promotion's 2 conversions (2 port-0/5 uops each) and 2 adds per 32 FMAs of a zmm cap the
+ * micro-kernel at about 84 % of the FMA peak; it measures 80 % on L1-resident panels.
  *
  * Why FP16N_KB = 32 (u = 2^-11, the fp16 unit roundoff): the worst case of an FP16 sum of b
  * products is b u sum |a b| (1.6 % at b = 32), so the bound that matters is statistical.  Each
@@ -549,8 +556,19 @@ static inline void fp16n_pack_b_ref(const blind_mat *b, int64_t k0, int64_t kc, 
 	}
 }
 
-/* The packers' contract (fp16n_pack_a_ref / fp16n_pack_b_ref above): the real kernel passes the
- * AVX-512 ones below, the model the plain-C ones; both write the same bits. */
+/* rows <= FP16N_MC: ceil(rows / 8) micro-panels one after another, micro-panel i (rows
+ * m0 + 8i ..) at out + i * 8 * kc as fp16n_pack_a_ref packs it.  One call for the row block
+ * lets the AVX-512 packer read each 64-byte line of an A^T once for four micro-panels. */
+static inline void fp16n_pack_a_panels_ref(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
+                                           int64_t kc, uint16_t *restrict out)
+{
+	for (int64_t i = 0; i * FP16N_MR < rows; i++)
+		fp16n_pack_a_ref(a, m0 + i * FP16N_MR, blind_min(FP16N_MR, rows - i * FP16N_MR), k0,
+		                 kc, out + i * FP16N_MR * kc);
+}
+
+/* The packers' contracts (fp16n_pack_a_panels_ref / fp16n_pack_b_ref above): the real kernel
+ * passes the AVX-512 ones below, the model the plain-C ones; both write the same bits. */
 typedef void (*fp16n_pack_a_fn)(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0,
                                 int64_t kc, uint16_t *restrict out);
 typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
@@ -562,9 +580,19 @@ typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int6
  * pack (most of the time of thin GEMMs, N <= 64, where each A panel meets one or two tiles);
  * the values, hence the bits, are the same.  load 0: the first block's FP32 sums are stored, not
  * added (so -0 stays -0).  Only columns < cols (<= 64) need be computed: the store reads no
- * others. */
-typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                             const uint16_t *bp, float *acc, int load, int64_t cols);
+ * others.  ap2, acc2: NULL, or a second tile on the same B with its A at ap2 (same strides),
+ * computed as by a second call: the drive pairs tiles of <= 32 columns, whose 8 accumulators
+ * alone cannot cover the FMA latency (4 cycles at 2 a cycle). */
+typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
+                             int64_t aks, const uint16_t *bp, float *acc, float *acc2, int load,
+                             int64_t cols);
+/* Optional (the real kernel's; NULL in the model): for K <= FP16N_KB under beta 0 the one
+ * block's fp16 sums are C itself, fp16(fp32(s)) being s for every s (NaNs from an FMA are
+ * quiet, so their payloads survive too): the tile's sums stored straight to C[0 .. rows)
+ * [0 .. cols), without the promotion and the store's conversions (most of the time at K = 10). */
+typedef void (*fp16n_ukr_c_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                               const uint16_t *bp, int64_t rows, int64_t cols, uint16_t *C,
+                               int64_t ldc);
 /* C[0 .. rows) [0 .. cols) (rows <= 8, cols <= 64) = fp16(acc + beta C) (C unread if beta 0);
  * the acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
 typedef void (*fp16n_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
@@ -616,10 +644,9 @@ static inline uint16_t fp16n_fma_ref(uint16_t a, uint16_t b, uint16_t c)
 
 /* The model of the real FP16 micro-kernel: the same blocks and order of operations (all 64
  * columns, whatever cols). */
-static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                                 const uint16_t *bp, float *acc, int load, int64_t cols)
+static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
+                                  const uint16_t *bp, float *acc, int load)
 {
-	(void)cols;
 	if (!load && kc == 0)
 		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
 	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
@@ -635,6 +662,16 @@ static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, int64_t ars, in
 		for (int i = 0; i < FP16N_ACC_ELEMS; i++)
 			acc[i] = first ? amp_f16_to_f32(s[i]) : acc[i] + amp_f16_to_f32(s[i]);
 	}
+}
+
+static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
+                                 int64_t aks, const uint16_t *bp, float *acc, float *acc2, int load,
+                                 int64_t cols)
+{
+	(void)cols;
+	fp16n_ukr_ref1(kc, ap, ars, aks, bp, acc, load);
+	if (ap2)
+		fp16n_ukr_ref1(kc, ap2, ars, aks, bp, acc2, load);
 }
 
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
@@ -697,12 +734,14 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
 }
 
 /* The loop nest of amp_gemm_f16_avx512fp16, on the given packers, micro-kernel and store.
- * c_f32: C is fp32 and the store an acc32 one (st NULL). */
+ * c_f32: C is fp32 and the store an acc32 one (st NULL).  ct: the problem is the transpose of
+ * the caller's, C^T = op(B)^T op(A)^T: element (i, j) of this C goes to C[j * ldc + i], through
+ * a store that writes its tile so (st NULL, ukr_c NULL, c_f32 0). */
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
-                 fp16n_store_fn store, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                 void *C, int64_t ldc, int c_f32, amp_stats *st)
+                 fp16n_ukr_c_fn ukr_c, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
+                 int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                 int64_t ldb, float beta, void *C, int64_t ldc, int c_f32, int ct, amp_stats *st)
 {
 	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
@@ -717,6 +756,12 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	if (ap == NULL || bp == NULL || acc == NULL) {
+		if (ct) {
+			/* the caller's problem: op(A)(m, k) = b(k, m), op(B)(k, n) = a(n, k) */
+			blind_mat at = {b.p, b.cs, b.rs}, bt = {a.p, a.cs, a.rs};
+			fp16n_gemm_unpacked(&at, &bt, N, M, K, beta, C, ldc, c_f32);
+			return;
+		}
 		fp16n_gemm_unpacked(&a, &b, M, N, K, beta, C, ldc, c_f32);
 		if (st)
 			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
@@ -725,6 +770,7 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	/* k panels start at multiples of FP16N_KC, itself a multiple of FP16N_KB: the promotion
 	 * points are the multiples of FP16N_KB whatever the panel */
 	int64_t npanel = K > 0 ? (K + FP16N_KC - 1) / FP16N_KC : 1;
+	int sums_are_c = ukr_c != NULL && K > 0 && K <= FP16N_KB && beta == 0.0f && !c_f32;
 	for (int64_t n0 = 0; n0 < N; n0 += FP16N_NC) {
 		int64_t ncw = blind_min(FP16N_NC, N - n0), nq = (ncw + FP16N_NR - 1) / FP16N_NR;
 		for (int64_t m0 = 0; m0 < M; m0 += FP16N_MC) {
@@ -734,43 +780,75 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				int64_t k0 = p * FP16N_KC, kc = blind_min(FP16N_KC, K - k0);
 				int last = p == npanel - 1;
 				pack_b(&b, k0, kc, n0, ncw, bp);
-				/* every A micro-panel of the row block first (in place where the rows
-				 * are contiguous in k), then each B micro-panel stays in L1 while all
-				 * of them stream past it: 16 bytes of A per k step come from L2
-				 * instead of 128 bytes of B */
-				for (int64_t mi = 0; mi < mq; mi++) {
-					int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
-					if (!(rows == FP16N_MR && a.cs == 1))
-						pack_a(&a, m0 + mi * FP16N_MR, rows, k0, kc,
-						       ap + mi * FP16N_MR * kc);
-				}
+				/* every A micro-panel of the row block first (in place where the
+				 * rows are contiguous in k), then each B micro-panel stays in L1
+				 * while all of them stream past it: 16 bytes of A per k step come
+				 * from L2 instead of 128 bytes of B */
+				if (a.cs != 1)
+					pack_a(&a, m0, mcw, k0, kc, ap);
+				else if (mcw % FP16N_MR)
+					pack_a(&a, m0 + (mq - 1) * FP16N_MR, mcw % FP16N_MR, k0, kc,
+					       ap + (mq - 1) * FP16N_MR * kc);
 				for (int64_t q = 0; q < nq; q++) {
 					int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
-					for (int64_t mi = 0; mi < mq; mi++) {
-						int64_t rows = blind_min(FP16N_MR, mcw - mi * FP16N_MR);
+					for (int64_t mi = 0; mi < mq;) {
+						/* tile mi, and mi + 1 with it when narrow and read
+						 * alike */
+						int64_t rows =
+						    blind_min(FP16N_MR, mcw - mi * FP16N_MR);
+						int64_t rows2 =
+						    mi + 1 < mq
+						        ? blind_min(FP16N_MR,
+						                    mcw - (mi + 1) * FP16N_MR)
+						        : 0;
+						int direct = rows == FP16N_MR && a.cs == 1;
+						int pair =
+						    cols <= 32 && rows2 > 0 &&
+						    direct == (rows2 == FP16N_MR && a.cs == 1);
 						const uint16_t *at = ap + mi * FP16N_MR * kc;
 						int64_t ars = 1, aks = FP16N_MR;
-						if (rows == FP16N_MR && a.cs == 1) {
+						if (direct) {
 							at = a.p + (m0 + mi * FP16N_MR) * a.rs + k0;
 							ars = a.rs, aks = 1;
 						}
+						if (sums_are_c) {
+							ukr_c(kc, at, ars, aks,
+							      bp + q * kc * FP16N_NR, rows, cols,
+							      (uint16_t *)C +
+							          (m0 + mi * FP16N_MR) * ldc + n0 +
+							          q * FP16N_NR,
+							      ldc);
+							mi++;
+							continue;
+						}
+						const uint16_t *at2 = !pair ? NULL
+						                      : direct
+						                          ? at + FP16N_MR * a.rs
+						                          : at + FP16N_MR * kc;
 						float *blk = acc + (q * mq + mi) * FP16N_ACC_ELEMS;
-						ukr(kc, at, ars, aks, bp + q * kc * FP16N_NR, blk, p > 0,
-						    cols);
-						if (last)
-							store(blk, rows, cols, beta,
+						float *blk2 = pair ? blk + FP16N_ACC_ELEMS : NULL;
+						ukr(kc, at, at2, ars, aks, bp + q * kc * FP16N_NR,
+						    blk, blk2, p > 0, cols);
+						for (int t = 0; last && t <= pair; t++) {
+							int64_t i0 = m0 + (mi + t) * FP16N_MR,
+							        j0 = n0 + q * FP16N_NR;
+							store(blk + t * FP16N_ACC_ELEMS,
+							      t ? rows2 : rows, cols, beta,
 							      (char *)C +
-							          (size_t)((m0 + mi * FP16N_MR) * ldc +
-							                   n0 + q * FP16N_NR) *
+							          (size_t)(ct ? j0 * ldc + i0
+							                      : i0 * ldc + j0) *
 							              csize,
 							      ldc);
+						}
+						mi += 1 + pair;
 					}
 				}
 				if (last && st)
 					for (int64_t mi = 0; mi < mq; mi++)
 						blind_stats_rows(
 						    amp_stats_f16, C, ldc, m0 + mi * FP16N_MR,
-						    blind_min(FP16N_MR, mcw - mi * FP16N_MR), n0, ncw, st);
+						    blind_min(FP16N_MR, mcw - mi * FP16N_MR), n0,
+						    ncw, st);
 			}
 		}
 	}
@@ -804,9 +882,9 @@ void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, int64_t cols, fl
 void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                    const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                                    float beta, float *C, int64_t ldc);
-/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_ref / fp16n_pack_b_ref for
- * every operand (transposed or not, partial rows, columns and k; any other strides fall back to
- * the plain-C ones). */
+/* The real packers, AVX-512 F/BW/VL: the same bits as fp16n_pack_a_panels_ref / fp16n_pack_b_ref
+ * for every operand (transposed or not, partial rows, columns and k; any other strides fall
+ * back to the plain-C ones). */
 void amp_fp16n_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t rows, int64_t k0, int64_t kc,
                              uint16_t *restrict out);
 void amp_fp16n_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0, int64_t cols,

@@ -394,7 +394,8 @@ static void check_gemm_f16(const char *path)
 	FORCE_PATH(path);
 	rng_seed(7);
 	const double tol = 2e-3;
-	const double tol_pos = amp_kernels_gemm_engine(AMP_F16) == AMP_ENGINE_AVX512_FP16 ? 4e-3 : tol;
+	const double tol_pos =
+	    amp_kernels_gemm_engine(AMP_F16) == AMP_ENGINE_AVX512_FP16 ? 4e-3 : tol;
 	double worst_pos = 0.0, worst_mixed = 0.0, worst_k4096 = 0.0;
 	int runs = 0;
 	for (size_t c = 0; c < sizeof gemm16_shapes / sizeof *gemm16_shapes; c++) {
@@ -404,10 +405,11 @@ static void check_gemm_f16(const char *path)
 				int ta = t & 1, tb = t >> 1;
 				double e = run_gemm_f16(path, g, c, ta, tb, beta1, 0.5f);
 				cr_assert_leq(e, tol_pos,
-				              "%s f16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d, data in [0.5,1): "
+				              "%s f16 GEMM %lldx%lldx%lld ta=%d tb=%d beta=%d, "
+				              "data in [0.5,1): "
 				              "max rel err %.3g > %.3g",
-				              path, (long long)g->M, (long long)g->N, (long long)g->K, ta, tb,
-				              beta1, e, tol_pos);
+				              path, (long long)g->M, (long long)g->N,
+				              (long long)g->K, ta, tb, beta1, e, tol_pos);
 				if (e > worst_pos)
 					worst_pos = e;
 				if (g->K == 4096 && e > worst_k4096)
