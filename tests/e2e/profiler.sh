@@ -310,6 +310,20 @@ if [ -x "$MLP" ]; then
 	h2d_line=$(q amp.db "SELECT c.line FROM copies p JOIN callsites c ON c.id = p.callsite WHERE p.kind = 'h2d' AND p.src_dtype = 'fp32' ORDER BY p.id LIMIT 1")
 	check_true "mlp_fashion amp: the h2d call site is an amp_tensor_from_f32 line ($h2d_line)" \
 		grep -q 'amp_tensor_from_f32(' <<<"$(sed -n "${h2d_line:-0}p" "$ROOT/examples/mlp_fashion.c")"
+	# ReLU on fp16 bits: vmaxph / vcmpph on the avx512-fp16 path, integer selects counted as
+	# the path's FP32 engine elsewhere
+	AMP_KERNELS=avx512 "$AMPPROF" -q -o relu_emu.db -- "$MLP" --precision amp --steps 3 --log-every 0 > /dev/null
+	check "mlp_fashion amp on avx512: fp16 ReLU on fp32-fma" \
+		"$(q relu_emu.db "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'ReLU' AND exec_dtype = 'fp16' ORDER BY r)")" \
+		"backward:fp32-fma,forward:fp32-fma"
+	if grep -qw avx512_fp16 /proc/cpuinfo; then
+		AMP_KERNELS=avx512-fp16 "$AMPPROF" -q -o relu_nat.db -- "$MLP" --precision amp --steps 3 --log-every 0 > /dev/null
+		check "mlp_fashion amp on avx512-fp16: fp16 ReLU on avx512-fp16" \
+			"$(q relu_nat.db "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'ReLU' AND exec_dtype = 'fp16' ORDER BY r)")" \
+			"backward:avx512-fp16,forward:avx512-fp16"
+	else
+		echo "SKIPPED: the avx512-fp16 ReLU engine check needs avx512_fp16"
+	fi
 	"$AMPPROF" -q -o fp32.db -- "$MLP" --precision fp32 --steps 10 --log-every 0 > /dev/null
 	check "mlp_fashion fp32: fp16_share = 0" "$(q fp32.db 'SELECT fp16_share FROM overview')" "0.0"
 	check "mlp_fashion fp32: no casts" "$(q fp32.db "SELECT count(*) FROM copies WHERE kind IN ('cast', 'master')")" 0
