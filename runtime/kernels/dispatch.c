@@ -659,8 +659,10 @@ void amp_col2im_add_f32(const amp_conv_shape *s, const float *col, float *dx)
 	kt()->col2im_add_f32(s, col, dx);
 }
 
-void amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride, int64_t OH,
-                       int64_t OW, void *y, int32_t *arg)
+amp_engine amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride,
+                             int64_t OH, int64_t OW, void *y, int32_t *arg)
 {
-	kt()->maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+	const amp_kernel_table *t = kt();
+	t->maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+	return dt == AMP_F16 && k == 2 && stride == 2 ? t->vec_engine_h16 : t->vec_engine;
 }

@@ -203,8 +203,10 @@ void amp_col2im_add_f32(const amp_conv_shape *s, const float *col, float *dx);
 /* x: (H,W) one plane of dtype dt (fp32, fp16 or bf16) -> arg: (OH,OW) the offset in the plane
  * of each k x k window's maximum at stride (the first of equal values, or the first NaN), and
  * y: (OH,OW) of dt, the value stored there (bit-exact).  k <= 64 per window row is not
- * required; OH, OW are (H - k) / stride + 1 and (W - k) / stride + 1. */
-void amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride, int64_t OH,
-                       int64_t OW, void *y, int32_t *arg);
+ * required; OH, OW are (H - k) / stride + 1 and (W - k) / stride + 1.  Returns the engine of
+ * the comparisons: amp_kernels_h16_engine() for fp16 2x2 windows at stride 2 (avx512-fp16
+ * compares them in fp16), else amp_kernels_vec_engine(). */
+amp_engine amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride,
+                             int64_t OH, int64_t OW, void *y, int32_t *arg);
 
 #endif

@@ -1,9 +1,9 @@
 /* kernels_avx512fp16.c — the avx512-fp16 path's table: the CPU-feature set of AVX512_FP16
  * (cpuid 7.0 EDX bit 23, vfmadd231ph).  It supplies the native fp16 GEMM (gemm_avx512fp16.c:
  * FP16 products and sums over blocks of k, each block promoted to an FP32 accumulator) and the
- * fp16 elementwise arithmetic in fp16 itself (vaddph, vsubph, vmulph; ReLU as vmaxph), whose
- * results are the bits of the FP32 computation rounded once (kernels.h); every other kernel
- * falls back to the avx512 path.  The functions carry their target attribute (FP16_TARGET)
+ * fp16 elementwise arithmetic in fp16 itself (vaddph, vsubph, vmulph; ReLU as vmaxph; 2x2 max
+ * pooling on vcmpph), whose results are the bits of the FP32 computation rounded once
+ * (kernels.h); every other kernel falls back to the avx512 path.  The functions carry their target attribute (FP16_TARGET)
  * instead of a file-wide pragma, so the shared headers compile as for any path.
  */
 #include <immintrin.h>
@@ -175,6 +175,74 @@ static FP16_TARGET void relu_grad_h16_native(const uint16_t *restrict x, const u
 	}
 }
 
+/* ---- max pooling -----------------------------------------------------------------------------
+ * 2x2 windows at stride 2 on fp16, 32 outputs at a time, compared in fp16 (vcmpph) without
+ * widening: widening is exact and keeps the order, the ties and the NaNs, so the winners are
+ * the ones maxpool_plane (nn_impl.h) picks.  Each output row's two input rows are loaded
+ * (masked at the edge) and split into even and odd columns (vpermt2w); the right one wins when
+ * larger or the first NaN, then row 1 when larger or the first NaN; y takes the winner's bits.
+ * Other dtypes and windows: the avx512 path's kernel. */
+
+static FP16_TARGET void maxpool_plane_native(amp_dtype dt, const void *x, int64_t W, int k,
+                                             int stride, int64_t OH, int64_t OW, void *y,
+                                             int32_t *arg)
+{
+	if (dt != AMP_F16 || k != 2 || stride != 2) {
+		amp_kernels_avx512_table.maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+		return;
+	}
+	static const uint16_t even_idx[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
+	                                      22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
+	                                      44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+	const __m512i even = _mm512_loadu_si512(even_idx);
+	const __m512i odd = _mm512_add_epi16(even, _mm512_set1_epi16(1));
+	const __m512i even32 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+	                                         28, 30);
+	const __m512i w32 = _mm512_set1_epi32((int32_t)W), one32 = _mm512_set1_epi32(1);
+	const uint16_t *xs = x;
+	uint16_t *ys = y;
+	for (int64_t oh = 0; oh < OH; oh++)
+		for (int64_t ow0 = 0; ow0 < OW; ow0 += 32) {
+			int64_t nn = OW - ow0 < 32 ? OW - ow0 : 32;
+			__mmask64 in_m = nn == 32 ? ~0ull : (1ull << (2 * nn)) - 1;
+			__mmask32 out_m = lanes32(nn);
+			__m512i m[2];
+			__mmask32 mi[2];
+			for (int r = 0; r < 2; r++) {
+				const uint16_t *p = xs + (2 * oh + r) * W + 2 * ow0;
+				__m512i lo = _mm512_maskz_loadu_epi16((__mmask32)in_m, p);
+				__m512i hi = _mm512_maskz_loadu_epi16((__mmask32)(in_m >> 32), p + 32);
+				__m512i a = _mm512_permutex2var_epi16(lo, even, hi);
+				__m512i b = _mm512_permutex2var_epi16(lo, odd, hi);
+				__m512h ah = _mm512_castsi512_ph(a), bh = _mm512_castsi512_ph(b);
+				__mmask32 t = _mm512_cmp_ph_mask(bh, ah, _CMP_GT_OQ) |
+				              (_mm512_cmp_ph_mask(bh, bh, _CMP_UNORD_Q) &
+				               _mm512_cmp_ph_mask(ah, ah, _CMP_ORD_Q));
+				m[r] = _mm512_mask_blend_epi16(t, a, b);
+				mi[r] = t;
+			}
+			__m512h m0 = _mm512_castsi512_ph(m[0]), m1 = _mm512_castsi512_ph(m[1]);
+			__mmask32 t = _mm512_cmp_ph_mask(m1, m0, _CMP_GT_OQ) |
+			              (_mm512_cmp_ph_mask(m1, m1, _CMP_UNORD_Q) &
+			               _mm512_cmp_ph_mask(m0, m0, _CMP_ORD_Q));
+			_mm512_mask_storeu_epi16(ys + oh * OW + ow0, out_m,
+			                         _mm512_mask_blend_epi16(t, m[0], m[1]));
+			/* the column in the pair of the row that won */
+			__mmask32 sel = (t & mi[1]) | (~t & mi[0]);
+			for (int h = 0; h < 2; h++) {
+				__mmask16 om = (__mmask16)(out_m >> (16 * h));
+				if (!om)
+					break;
+				/* offset: 2 * oh * W + 2 * ow + (row 1 ? W : 0) + the column in the pair */
+				__m512i off = _mm512_add_epi32(
+				    _mm512_set1_epi32((int32_t)(2 * oh * W + 2 * (ow0 + 16 * h))), even32);
+				off = _mm512_mask_add_epi32(off, (__mmask16)(t >> (16 * h)), off, w32);
+				off = _mm512_mask_add_epi32(off, (__mmask16)(sel >> (16 * h)), off, one32);
+				_mm512_mask_storeu_epi32(arg + oh * OW + ow0 + 16 * h, om, off);
+			}
+		}
+}
+
 /* ---- GEMM ----------------------------------------------------------------------------------- */
 
 /* The fp16 slot (amp_gemm_fn): st arrives initialised and receives the statistics of C too.
@@ -211,6 +279,7 @@ const amp_kernel_table amp_kernels_avx512fp16_table = {
 	.vscale_h16 = vscale_h16_native,
 	.relu_h16 = relu_h16_native,
 	.relu_grad_h16 = relu_grad_h16_native,
+	.maxpool_plane = maxpool_plane_native,
 	.gemm = {[AMP_F16] = gemm_f16_native},
 	.gemm_acc32 = {[AMP_F16] = gemm_f16_native_acc32},
 	.gemm_engine = {[AMP_F16] = AMP_ENGINE_AVX512_FP16},

@@ -65,6 +65,7 @@ typedef struct amp_kernel_table {
 	                      uint16_t inf);
 	void (*im2col)(const amp_conv_shape *s, size_t es, const void *x, void *col);
 	void (*col2im_add_f32)(const amp_conv_shape *s, const float *col, float *dx);
+	/* fp16 2x2 windows at stride 2 run on vec_engine_h16, the rest on vec_engine */
 	void (*maxpool_plane)(amp_dtype dt, const void *x, int64_t W, int k, int stride,
 	                      int64_t OH, int64_t OW, void *y, int32_t *arg);
 } amp_kernel_table;
