@@ -31,11 +31,26 @@ static inline void h16_binary(h16_fp32_op op, const uint16_t *a, const uint16_t 
 }
 
 /* x, y: (rows, cols) fp16, row: (cols) fp16 -> y = x op row on each row; the row is widened
- * once per chunk of columns, not once per row. */
+ * once per chunk of columns, not once per row.  Short rows (a classifier's bias of 10) go as
+ * whole chunks of rows against the row widened and repeated to a chunk's length, so the
+ * conversions and the fp32 kernel run on a chunk at a time, not on ten elements. */
 static inline void h16_rows(h16_fp32_op op, const uint16_t *x, const uint16_t *row, uint16_t *y,
                             int64_t rows, int64_t cols)
 {
 	float fr[H16_CHUNK], fx[H16_CHUNK];
+	if (cols > 0 && cols <= H16_CHUNK / 2) {
+		int64_t per = H16_CHUNK / cols * cols, n = rows * cols; /* whole rows per chunk */
+		cvt_h2f(row, fr, cols);
+		for (int64_t i = cols; i < per; i++)
+			fr[i] = fr[i - cols];
+		for (int64_t i = 0; i < n; i += per) {
+			int64_t m = n - i < per ? n - i : per;
+			cvt_h2f(x + i, fx, m);
+			op(fx, fr, fx, m);
+			cvt_f2h(fx, y + i, m);
+		}
+		return;
+	}
 	for (int64_t c = 0; c < cols; c += H16_CHUNK) {
 		int64_t m = cols - c < H16_CHUNK ? cols - c : H16_CHUNK;
 		cvt_h2f(row + c, fr, m);

@@ -1130,9 +1130,10 @@ static void check_elementwise_h16(const char *path)
 	}
 	/* a row repeated over rows (a bias): y = x op row */
 	static const int64_t cols_list[] = {1, 7, 31, 32, 33, 64, 100, 300};
+	static const int64_t rows_list[] = {0, 1, 2, 3, 5, 37, 300}; /* many rows: many chunks */
 	for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
-		for (int64_t rows = 0; rows <= 5; rows++) {
-			int64_t cols = cols_list[ci], n = rows * cols;
+		for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++) {
+			int64_t cols = cols_list[ci], rows = rows_list[ri], n = rows * cols;
 			if (n + cols > (int64_t)cap - H16_GUARD)
 				continue;
 			const uint16_t *row = b + n; /* after x's elements, so it never overlaps y */
