@@ -23,9 +23,10 @@ typedef void (*amp_gemm_fn)(int trans_a, int trans_b, int64_t M, int64_t N, int6
 /* Signatures and semantics are those of the public amp_* function of the same name.  gemm is
  * indexed by dtype (AMP_I32 stays NULL); gemm_engine[dt] is what gemm[dt] runs on, vec_engine
  * what the elementwise kernels and conversions run on (meaningful where vadd_f32 is set),
- * vec_engine_h16 what the fp16 arithmetic slots (vadd_h16 .. vscale_h16, and relu_h16 and
- * relu_grad_h16 on fp16) run on (meaningful where vadd_h16 is set: a table that fills one of
- * those slots fills them all, so that the engine resolved with vadd_h16 is theirs).
+ * vec_engine_h16 what the fp16 arithmetic slots (vadd_h16 .. vscale_h16, and relu_h16,
+ * relu_grad_h16 and maxpool_plane's 2x2 windows on fp16) run on (meaningful where vadd_h16 is
+ * set: a table that fills one of those slots natively fills them all, so that the engine
+ * resolved with vadd_h16 is theirs).
  * isa is the path's own value in every table. */
 typedef struct amp_kernel_table {
 	amp_isa isa;

@@ -175,6 +175,23 @@ Test(dispatch, fallback_and_auto, .fini = kpath_restore)
 	            amp_engine_name(auto_f16), amp_engine_name(auto_bf16));
 }
 
+/* auto takes the fp16 arithmetic from the best path that has it, and reports its engine. */
+Test(dispatch, auto_h16_engine, .fini = kpath_restore)
+{
+	cr_assert_geq(amp_kernels_select("auto"), 0);
+	amp_engine want = amp_kernels_has(AMP_ISA_AVX512_FP16) ? AMP_ENGINE_AVX512_FP16
+	                  : amp_kernels_has(AMP_ISA_AVX2)      ? AMP_ENGINE_FP32_FMA
+	                                                       : AMP_ENGINE_SCALAR;
+	cr_assert_eq(amp_kernels_h16_engine(), want, "auto: fp16 engine %s, want %s",
+	             amp_engine_name(amp_kernels_h16_engine()), amp_engine_name(want));
+	uint16_t a[40] = {0x3c00}, b[40] = {0x4000}, d[40];
+	cr_assert_eq(amp_vadd_h16(a, b, d, 40), want);
+	cr_assert_eq(d[0], 0x4200, "1 + 2 = 3");
+	cr_assert_eq(amp_relu_h16(a, d, 40, 0x7c00), want, "fp16 ReLU on the fp16 engine");
+	cr_assert_eq(amp_relu_h16(a, d, 40, 0x7f80), amp_kernels_vec_engine(),
+	             "bf16 ReLU on the fp32 kernels' engine");
+}
+
 Test(dispatch, env_override, .fini = kpath_restore)
 {
 	setenv("AMP_KERNELS", "scalar", 1);
