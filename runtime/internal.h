@@ -369,10 +369,11 @@ float *amp_block_dst(amp_tensor *t, int64_t i0, float *buf);
 void amp_block_write(amp_tensor *t, int64_t i0, int64_t n, const float *dst);
 /* y = a op b for op AMP_OP_ADD, _SUB, _MUL, _DIV, _MAXIMUM or _MINIMUM with NumPy
  * broadcasting (y has the broadcast shape of a and b), all three of one float dtype, block by
- * block.  AMP_OK, AMP_ESHAPE when the shapes do not broadcast to y's, or AMP_ENOMEM (message
- * set). */
+ * block (fp16 Add, Sub and Mul on the fp16 kernels).  *engine (engine may be NULL) = what the
+ * arithmetic ran on.  AMP_OK, AMP_ESHAPE when the shapes do not broadcast to y's, or
+ * AMP_ENOMEM (message set). */
 int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const amp_tensor *b,
-                      amp_tensor *y);
+                      amp_tensor *y, amp_engine *engine);
 /* Stores t->numel fp32 values into the float tensor t (rounded to its dtype). */
 void amp_store_f32(amp_tensor *t, const float *src);
 

@@ -4,7 +4,9 @@
  * Every kernel computes in FP32.  The pointwise functions read and write half tensors block by
  * block (amp_block_read / amp_block_write: converted in L1, no FP32 copy of the tensor), so a
  * half result that does not fit becomes Inf, as it would on the device.  ReLU, a selection,
- * works on a half tensor's bits instead (amp_relu_h16: nothing to convert or round).
+ * works on a half tensor's bits instead (amp_relu_h16: nothing to convert or round), and an
+ * fp16 BiasAdd is the fp16 row kernel (amp_binary_blocks); both record the engine those ran
+ * on (avx512-fp16 where the path has fp16 arithmetic).
  */
 #include "internal.h"
 
@@ -77,7 +79,7 @@ int amp_bias_add(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *bia
 	if (!y)
 		return oom(ctx, AMP_OP_BIAS_ADD, label);
 	/* x: (R,C), bias: (C) -> y: (R,C) */
-	if ((rc = amp_binary_blocks(ctx, AMP_OP_ADD, in[0], in[1], y)))
+	if ((rc = amp_binary_blocks(ctx, AMP_OP_ADD, in[0], in[1], y, &call.engine)))
 		return rc;
 	int64_t c = bias->numel;
 	call.flops = (uint64_t)y->numel;
@@ -262,8 +264,10 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 	 * and of its output's gradient (a half chain) */
 	int on_bits = node->op == AMP_OP_RELU && di->is_half && fresh && gx->dtype == node->exec &&
 	              gy->dtype == node->exec && x->dtype == node->exec;
+	amp_engine engine = amp_kernels_vec_engine();
 	if (on_bits)
-		amp_relu_grad_h16(x->data, gy->data, gx->data, x->numel, (uint16_t)di->inf_bits);
+		engine = amp_relu_grad_h16(x->data, gy->data, gx->data, x->numel,
+		                           (uint16_t)di->inf_bits);
 	float gbuf[AMP_BLOCK], sbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
 	/* g, x or y: (n) in the exec dtype -> dx: (n), block by block */
 	for (int64_t i0 = 0; !on_bits && i0 < x->numel; i0 += AMP_BLOCK) {
@@ -274,8 +278,7 @@ static int pointwise_backward(amp_ctx *ctx, amp_node *node)
 		                          node->f[0], node->f[1]);
 		amp_grad_block_end(gx, fresh, i0, n, dx);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
-	                 AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, engine, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel * (pointwise_flops(node->op) + 1),
 	                 (uint64_t)x->numel * 3 * amp_dtype_size(node->exec), x->shape);
 	return AMP_OK;
@@ -308,7 +311,7 @@ static int pointwise(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor
 	/* ReLU is a selection: a half x is done on its bits, in one pass */
 	int on_bits = op == AMP_OP_RELU && di->is_half;
 	if (on_bits)
-		amp_relu_h16(in[0]->data, y->data, y->numel, (uint16_t)di->inf_bits);
+		call.engine = amp_relu_h16(in[0]->data, y->data, y->numel, (uint16_t)di->inf_bits);
 	float xbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
 	/* x: (n) -> y: (n) in the exec dtype, block by block */
 	for (int64_t i0 = 0; !on_bits && i0 < y->numel; i0 += AMP_BLOCK) {

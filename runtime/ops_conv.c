@@ -360,9 +360,11 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 	size_t es = amp_dtype_size(call.exec);
 	int64_t plane_out = OH * OW;
 	for (int64_t p = 0; p < N * C; p++)
-		amp_maxpool_plane(call.exec, (const char *)in[0]->data + (size_t)(p * H * W) * es, W, k,
-		                  stride, OH, OW, (char *)y->data + (size_t)(p * plane_out) * es,
-		                  arg + p * plane_out);
+		call.engine = amp_maxpool_plane(call.exec,
+		                                (const char *)in[0]->data + (size_t)(p * H * W) * es, W,
+		                                k, stride, OH, OW,
+		                                (char *)y->data + (size_t)(p * plane_out) * es,
+		                                arg + p * plane_out);
 	call.flops = (uint64_t)(y->numel * k * k);
 	call.bytes = (uint64_t)(x->numel + y->numel) * es;
 	amp_node *node;

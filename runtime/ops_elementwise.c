@@ -2,8 +2,11 @@
  * Maximum, Minimum) and Scale.
  *
  * Half tensors are computed in FP32 block by block (amp_block_read / amp_block_write: blocks
- * converted in L1, never an FP32 copy of a whole tensor); FP32 ones in place.  This file is the
- * model for every op: begin, cast, allocate, compute, end with a backward function.
+ * converted in L1, never an FP32 copy of a whole tensor); FP32 ones in place.  fp16 Add, Sub,
+ * Mul and Scale forward go to the fp16 kernels instead (amp_vadd_h16 ...: native fp16
+ * arithmetic where the path has it, the same bits as the FP32 blocks), and record the engine
+ * those ran on.  This file is the model for every op: begin, cast, allocate, compute, end with
+ * a backward function.
  */
 #include "internal.h"
 
@@ -176,10 +179,77 @@ static void binary_kernel(amp_op_type op, const float *restrict xa, const float 
 	}
 }
 
-/* y = a op b over the plan p, block by block; y has p's output shape. */
-static int binary_run(amp_ctx *ctx, amp_op_type op, const bcast *p, const amp_tensor *a,
-                      const amp_tensor *b, amp_tensor *y)
+/* The fp16 kernel of op (Add, Sub and Mul: amp_vadd_h16's contract makes them the FP32
+ * results rounded once), or NULL: the others stay on the FP32 blocks. */
+typedef amp_engine (*h16_binary_fn)(const uint16_t *a, const uint16_t *b, uint16_t *dst,
+                                    int64_t n);
+
+static h16_binary_fn h16_kernel(amp_op_type op)
 {
+	switch (op) {
+	case AMP_OP_ADD: return amp_vadd_h16;
+	case AMP_OP_SUB: return amp_vsub_h16;
+	case AMP_OP_MUL: return amp_vmul_h16;
+	default: return NULL;
+	}
+}
+
+/* n fp16 values of input t (the plan's input w) from element j0 of the current run: t's own
+ * storage (contiguous along the run, whether t has the output's order or is broadcast along
+ * outer dimensions), or its one value repeated into buf. */
+static const uint16_t *bcast_read_h16(const bcast_iter *it, int w, const amp_tensor *t,
+                                      int64_t j0, int64_t n, uint16_t *buf)
+{
+	const bcast *p = it->p;
+	const uint16_t *x = (const uint16_t *)t->data + it->off[w];
+	if (p->full[w] || p->s[w][p->nd - 1])
+		return x + j0;
+	for (int64_t i = 0; i < n; i++)
+		buf[i] = x[0];
+	return buf;
+}
+
+/* y = a op b over the plan p on fp16 a, b and y, read and written as fp16 (no FP32 blocks):
+ * one kernel call per run, or one for all rows when an operand is a row repeated over the
+ * other's rows (a bias).  Returns the engine that ran. */
+static amp_engine binary_run_h16(amp_op_type op, h16_binary_fn fn, const bcast *p,
+                                 const amp_tensor *a, const amp_tensor *b, amp_tensor *y)
+{
+	amp_engine engine = amp_kernels_h16_engine();
+	uint16_t *yd = y->data;
+	int rows_b = p->nd == 2 && p->full[0] && p->s[1][0] == 0 && p->s[1][1] == 1;
+	int rows_a = p->nd == 2 && p->full[1] && p->s[0][0] == 0 && p->s[0][1] == 1;
+	if ((op == AMP_OP_ADD || op == AMP_OP_MUL) && (rows_a || rows_b)) {
+		/* x: (rows, cols), row: (cols); commutative, so the row may be either operand */
+		const amp_tensor *x = rows_b ? a : b, *row = rows_b ? b : a;
+		if (op == AMP_OP_ADD)
+			return amp_vadd_rows_h16(x->data, row->data, yd, p->d[0], p->d[1]);
+		return amp_vmul_rows_h16(x->data, row->data, yd, p->d[0], p->d[1]);
+	}
+	uint16_t abuf[AMP_BLOCK], bbuf[AMP_BLOCK];
+	bcast_iter it;
+	bcast_begin(&it, p);
+	for (int64_t r = 0; r < it.runs; r++, bcast_next(&it))
+		for (int64_t j0 = 0; j0 < it.len; j0 += AMP_BLOCK) {
+			int64_t n = block_len(it.len, j0);
+			const uint16_t *xa = bcast_read_h16(&it, 0, a, j0, n, abuf);
+			const uint16_t *xb = bcast_read_h16(&it, 1, b, j0, n, bbuf);
+			engine = fn(xa, xb, yd + r * it.len + j0, n);
+		}
+	return engine;
+}
+
+/* y = a op b over the plan p, block by block; y has p's output shape.  *engine = what the
+ * arithmetic ran on. */
+static int binary_run(amp_ctx *ctx, amp_op_type op, const bcast *p, const amp_tensor *a,
+                      const amp_tensor *b, amp_tensor *y, amp_engine *engine)
+{
+	h16_binary_fn fn = h16_kernel(op);
+	if (fn && y->dtype == AMP_F16 && a->dtype == AMP_F16 && b->dtype == AMP_F16) {
+		*engine = binary_run_h16(op, fn, p, a, b, y);
+		return AMP_OK;
+	}
+	*engine = amp_kernels_vec_engine();
 	const float *va, *vb;
 	int rc = bcast_views(ctx, p, a, b, &va, &vb);
 	if (rc)
@@ -200,8 +270,9 @@ static int binary_run(amp_ctx *ctx, amp_op_type op, const bcast *p, const amp_te
 }
 
 int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const amp_tensor *b,
-                      amp_tensor *y)
+                      amp_tensor *y, amp_engine *engine)
 {
+	amp_engine ran;
 	bcast p;
 	if (bcast_plan(a->shape, b->shape, &p) || !amp_shape_eq(p.out, y->shape)) {
 		char sa[64], sb[64];
@@ -209,7 +280,10 @@ int amp_binary_blocks(amp_ctx *ctx, amp_op_type op, const amp_tensor *a, const a
 		                amp_op_name(op), amp_shape_str(a->shape, sa, sizeof sa),
 		                amp_shape_str(b->shape, sb, sizeof sb));
 	}
-	return binary_run(ctx, op, &p, a, b, y);
+	int rc = binary_run(ctx, op, &p, a, b, y, &ran);
+	if (engine)
+		*engine = ran;
+	return rc;
 }
 
 static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_tensor *a,
@@ -238,7 +312,7 @@ static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, p.out, AMP_MEM_ACTIVATIONS); /* in full */
 	if (!y)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
-	if ((rc = binary_run(ctx, op, &p, in[0], in[1], y)))
+	if ((rc = binary_run(ctx, op, &p, in[0], in[1], y, &call.engine)))
 		return rc;
 	call.flops = (uint64_t)y->numel;
 	call.bytes = (uint64_t)(y->numel + a->numel + b->numel) * amp_dtype_size(call.exec);
@@ -426,7 +500,10 @@ int amp_scale(amp_ctx *ctx, const char *label, amp_tensor *x, float s, amp_tenso
 	if (!y)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
 	float xbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
-	for (int64_t i0 = 0; i0 < y->numel; i0 += AMP_BLOCK) {
+	/* fp16 in one pass on its storage (natively where s is an fp16 value: amp_vscale_h16) */
+	if (call.exec == AMP_F16)
+		call.engine = amp_vscale_h16(in[0]->data, s, y->data, y->numel);
+	for (int64_t i0 = 0; call.exec != AMP_F16 && i0 < y->numel; i0 += AMP_BLOCK) {
 		int64_t n = block_len(y->numel, i0);
 		float *yb = amp_block_dst(y, i0, ybuf);
 		amp_vscale_f32(amp_block_read(in[0], i0, n, xbuf), s, yb, n);

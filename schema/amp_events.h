@@ -126,7 +126,8 @@ typedef enum {
 	AMP_ENGINE_SCALAR = 1,       /* "scalar": portable C */
 	AMP_ENGINE_FP32_FMA = 2,     /* "fp32-fma": FP32 AVX2 or AVX-512 arithmetic */
 	AMP_ENGINE_AVX512_BF16 = 3,  /* "avx512-bf16": vdpbf16ps, FP32 sums */
-	AMP_ENGINE_AVX512_FP16 = 4,  /* "avx512-fp16": vfmadd231ph, promoted to FP32 in blocks */
+	AMP_ENGINE_AVX512_FP16 = 4,  /* "avx512-fp16": vfmadd231ph, promoted to FP32 in blocks;
+	                                elementwise vaddph, vmulph, vmaxph on fp16 */
 	AMP_ENGINE_AMX_BF16 = 5,     /* "amx-bf16": tdpbf16ps tiles, FP32 sums */
 	AMP_ENGINE_COUNT
 } amp_engine;

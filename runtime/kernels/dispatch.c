@@ -144,6 +144,8 @@ static void fill_from(amp_kernel_table *t, const amp_kernel_table *f)
 	/* The engine of the elementwise kernels is the one of the path that supplies them. */
 	if (t->vadd_f32 == NULL && f->vadd_f32 != NULL)
 		t->vec_engine = f->vec_engine;
+	if (t->vadd_h16 == NULL && f->vadd_h16 != NULL)
+		t->vec_engine_h16 = f->vec_engine_h16;
 #define FILL(slot)                         \
 	do {                               \
 		if (t->slot == NULL)       \
@@ -157,6 +159,12 @@ static void fill_from(amp_kernel_table *t, const amp_kernel_table *f)
 	FILL(vmul_f32);
 	FILL(vscale_f32);
 	FILL(vaxpy_f32);
+	FILL(vadd_h16);
+	FILL(vsub_h16);
+	FILL(vmul_h16);
+	FILL(vadd_rows_h16);
+	FILL(vmul_rows_h16);
+	FILL(vscale_h16);
 	FILL(count_nonfinite_f32);
 	FILL(count_nonfinite_f16);
 	FILL(count_nonfinite_bf16);
@@ -548,6 +556,53 @@ void amp_vaxpy_f32(float s, const float *a, float *dst, int64_t n)
 	kt()->vaxpy_f32(s, a, dst, n);
 }
 
+amp_engine amp_vadd_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n)
+{
+	const amp_kernel_table *t = kt();
+	t->vadd_h16(a, b, dst, n);
+	return t->vec_engine_h16;
+}
+
+amp_engine amp_vsub_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n)
+{
+	const amp_kernel_table *t = kt();
+	t->vsub_h16(a, b, dst, n);
+	return t->vec_engine_h16;
+}
+
+amp_engine amp_vmul_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n)
+{
+	const amp_kernel_table *t = kt();
+	t->vmul_h16(a, b, dst, n);
+	return t->vec_engine_h16;
+}
+
+amp_engine amp_vadd_rows_h16(const uint16_t *x, const uint16_t *row, uint16_t *y, int64_t rows,
+                             int64_t cols)
+{
+	const amp_kernel_table *t = kt();
+	t->vadd_rows_h16(x, row, y, rows, cols);
+	return t->vec_engine_h16;
+}
+
+amp_engine amp_vmul_rows_h16(const uint16_t *x, const uint16_t *row, uint16_t *y, int64_t rows,
+                             int64_t cols)
+{
+	const amp_kernel_table *t = kt();
+	t->vmul_rows_h16(x, row, y, rows, cols);
+	return t->vec_engine_h16;
+}
+
+amp_engine amp_vscale_h16(const uint16_t *a, float s, uint16_t *dst, int64_t n)
+{
+	return kt()->vscale_h16(a, s, dst, n);
+}
+
+amp_engine amp_kernels_h16_engine(void)
+{
+	return kt()->vec_engine_h16;
+}
+
 int64_t amp_count_nonfinite_f32(const float *a, int64_t n)
 {
 	return kt()->count_nonfinite_f32(a, n);
@@ -568,9 +623,17 @@ void amp_relu_f32(const float *x, float *y, int64_t n)
 	kt()->relu_f32(x, y, n);
 }
 
-void amp_relu_h16(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf)
+/* The engine of a half ReLU: the fp16 kernels' for fp16 bits, else (bf16) the fp32 ones'. */
+static amp_engine relu_engine(const amp_kernel_table *t, uint16_t inf)
 {
-	kt()->relu_h16(x, y, n, inf);
+	return inf == 0x7c00u ? t->vec_engine_h16 : t->vec_engine;
+}
+
+amp_engine amp_relu_h16(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf)
+{
+	const amp_kernel_table *t = kt();
+	t->relu_h16(x, y, n, inf);
+	return relu_engine(t, inf);
 }
 
 void amp_relu_grad_f32(const float *x, const float *g, float *dx, int64_t n)
@@ -578,10 +641,12 @@ void amp_relu_grad_f32(const float *x, const float *g, float *dx, int64_t n)
 	kt()->relu_grad_f32(x, g, dx, n);
 }
 
-void amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
-                       uint16_t inf)
+amp_engine amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
+                             uint16_t inf)
 {
-	kt()->relu_grad_h16(x, g, dx, n, inf);
+	const amp_kernel_table *t = kt();
+	t->relu_grad_h16(x, g, dx, n, inf);
+	return relu_engine(t, inf);
 }
 
 void amp_im2col(const amp_conv_shape *s, size_t es, const void *x, void *col)
@@ -594,8 +659,10 @@ void amp_col2im_add_f32(const amp_conv_shape *s, const float *col, float *dx)
 	kt()->col2im_add_f32(s, col, dx);
 }
 
-void amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride, int64_t OH,
-                       int64_t OW, void *y, int32_t *arg)
+amp_engine amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride,
+                             int64_t OH, int64_t OW, void *y, int32_t *arg)
 {
-	kt()->maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+	const amp_kernel_table *t = kt();
+	t->maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+	return dt == AMP_F16 && k == 2 && stride == 2 ? t->vec_engine_h16 : t->vec_engine;
 }

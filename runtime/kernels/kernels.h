@@ -125,14 +125,15 @@ void amp_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, co
 amp_engine amp_gemm(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                     const void *A, int64_t lda, const void *B, int64_t ldb, float beta, void *C,
                     int64_t ldc, amp_stats *st);
-/* The engine amp_gemm(dt, ...) would run on now (AMP_ENGINE_NONE for a non-float dt), and the
- * engine of the elementwise kernels and conversions on the active path (scalar or fp32-fma). */
 /* C (M,N) fp32 = op(A) op(B) + beta C with A, B of dtype dt (fp32, fp16 or bf16): the GEMM of
  * amp_gemm(dt) whose FP32 sums are stored in C instead of being rounded to dt, for gradients
  * summed in FP32 over the parts of a batch.  Returns the engine that ran it.  Thread-safe. */
 amp_engine amp_gemm_acc32(amp_dtype dt, int trans_a, int trans_b, int64_t M, int64_t N,
                           int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb,
                           float beta, float *C, int64_t ldc);
+/* The engine amp_gemm(dt, ...) would run on now (AMP_ENGINE_NONE for a non-float dt), and the
+ * engine of the fp32 elementwise kernels and conversions on the active path (scalar or
+ * fp32-fma; amp_kernels_h16_engine is the fp16 kernels'). */
 amp_engine amp_kernels_gemm_engine(amp_dtype dt);
 amp_engine amp_kernels_vec_engine(void);
 
@@ -142,6 +143,32 @@ void amp_vmul_f32(const float *a, const float *b, float *dst, int64_t n);
 void amp_vscale_f32(const float *a, float s, float *dst, int64_t n);
 /* dst += s * a */
 void amp_vaxpy_f32(float s, const float *a, float *dst, int64_t n);
+
+/* ---- elementwise on fp16 (n elements; dst may alias an input) ----------------------------
+ * Each result is the one of computing in FP32 and rounding once to fp16 (what widening the
+ * operands, amp_vadd_f32 and amp_cvt_f32_f16 give): IEEE add, subtract and multiply of fp16
+ * operands done in fp16 directly round to those same bits (FP32 holds 24 >= 2 * 11 + 2
+ * significant bits, so rounding twice is innocuous), which lets a path with fp16 arithmetic
+ * (avx512-fp16: vaddph, vmulph) compute them natively.  NaN results are NaN (their payloads
+ * may differ between paths), Inf and subnormals as IEEE says.  Each returns the engine that
+ * ran it: AMP_ENGINE_AVX512_FP16 for native fp16 arithmetic, else the path's FP32 one
+ * (fp32-fma, with F16C conversions in registers) or AMP_ENGINE_SCALAR.  Thread-safe. */
+amp_engine amp_vadd_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
+amp_engine amp_vsub_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
+amp_engine amp_vmul_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
+/* x, y: (rows, cols) fp16, row: (cols) fp16 -> y = x + row (a bias) or x * row on each row;
+ * y may be x, row must not overlap y. */
+amp_engine amp_vadd_rows_h16(const uint16_t *x, const uint16_t *row, uint16_t *y, int64_t rows,
+                             int64_t cols);
+amp_engine amp_vmul_rows_h16(const uint16_t *x, const uint16_t *row, uint16_t *y, int64_t rows,
+                             int64_t cols);
+/* dst = a * s rounded once to fp16, for any float s: native fp16 arithmetic only where s is
+ * an fp16 value (or NaN), since rounding s to fp16 first would change the results; other
+ * factors are applied in FP32 (the engine returned says which). */
+amp_engine amp_vscale_h16(const uint16_t *a, float s, uint16_t *dst, int64_t n);
+/* The engine the fp16 slots above (and ReLU on fp16) run on on the active path. */
+amp_engine amp_kernels_h16_engine(void);
+
 /* Returns the number of non-finite values (NaN or +-Inf). */
 int64_t amp_count_nonfinite_f32(const float *a, int64_t n);
 int64_t amp_count_nonfinite_f16(const uint16_t *a, int64_t n);
@@ -151,13 +178,16 @@ int64_t amp_count_nonfinite_bf16(const uint16_t *a, int64_t n);
 /* ---- layer kernels: ReLU, im2col, max pooling (nn_impl.h) ------------------------------
  * Selects, copies and adds only, so every path gives the same bits.  Half tensors are handled
  * on their bits: inf is the dtype's +Inf pattern (0x7c00 fp16, 0x7f80 bf16). */
-/* y = x < 0 ? 0 : x (NaN and -0 pass through); y must not overlap x. */
+/* y = x < 0 ? 0 : x (NaN and -0 pass through); y must not overlap x.  The half forms return
+ * the engine they ran on: amp_kernels_h16_engine() for fp16 (inf 0x7c00; avx512-fp16 does it
+ * as vmaxph(0, x), whose operand order gives exactly this rule), amp_kernels_vec_engine() for
+ * bf16. */
 void amp_relu_f32(const float *x, float *y, int64_t n);
-void amp_relu_h16(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf);
+amp_engine amp_relu_h16(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf);
 /* dx = x > 0 ? g : 0 (0 for NaN x); dx must not overlap x or g. */
 void amp_relu_grad_f32(const float *x, const float *g, float *dx, int64_t n);
-void amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
-                       uint16_t inf);
+amp_engine amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
+                             uint16_t inf);
 
 /* The geometry of one image's convolution: input (C,H,W), filters KH x KW at stride with pad
  * zeros on every side, output (OH,OW). */
@@ -173,8 +203,10 @@ void amp_col2im_add_f32(const amp_conv_shape *s, const float *col, float *dx);
 /* x: (H,W) one plane of dtype dt (fp32, fp16 or bf16) -> arg: (OH,OW) the offset in the plane
  * of each k x k window's maximum at stride (the first of equal values, or the first NaN), and
  * y: (OH,OW) of dt, the value stored there (bit-exact).  k <= 64 per window row is not
- * required; OH, OW are (H - k) / stride + 1 and (W - k) / stride + 1. */
-void amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride, int64_t OH,
-                       int64_t OW, void *y, int32_t *arg);
+ * required; OH, OW are (H - k) / stride + 1 and (W - k) / stride + 1.  Returns the engine of
+ * the comparisons: amp_kernels_h16_engine() for fp16 2x2 windows at stride 2 (avx512-fp16
+ * compares them in fp16), else amp_kernels_vec_engine(). */
+amp_engine amp_maxpool_plane(amp_dtype dt, const void *x, int64_t W, int k, int stride,
+                             int64_t OH, int64_t OW, void *y, int32_t *arg);
 
 #endif

@@ -294,6 +294,8 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 
 #include "gemm_impl.h"
 #include "nn_impl.h"
+#define VECH16_ENGINE AMP_ENGINE_FP32_FMA
+#include "vech16_impl.h"
 
 /* Lanes [lo, hi) of a chunk of `lanes` starting at column c0 (bit j = column c0 + j). */
 static inline uint64_t col_mask(int64_t c0, int64_t lanes, int64_t lo, int64_t hi)
@@ -475,6 +477,7 @@ static void maxpool_plane_avx512(amp_dtype dt, const void *x, int64_t W, int k, 
 const amp_kernel_table amp_kernels_avx512_table = {
 	.isa = AMP_ISA_AVX512,
 	.vec_engine = AMP_ENGINE_FP32_FMA,
+	.vec_engine_h16 = AMP_ENGINE_FP32_FMA,
 	.cvt_f32_f16 = cvt_f2h,
 	.cvt_f16_f32 = cvt_h2f,
 	.cvt_f32_bf16 = cvt_f2b,
@@ -487,6 +490,12 @@ const amp_kernel_table amp_kernels_avx512_table = {
 	.vmul_f32 = vmul_f32,
 	.vscale_f32 = vscale_f32,
 	.vaxpy_f32 = vaxpy_f32,
+	.vadd_h16 = vadd_h16,
+	.vsub_h16 = vsub_h16,
+	.vmul_h16 = vmul_h16,
+	.vadd_rows_h16 = vadd_rows_h16,
+	.vmul_rows_h16 = vmul_rows_h16,
+	.vscale_h16 = vscale_h16,
 	.count_nonfinite_f32 = count_nonfinite_f32,
 	.count_nonfinite_f16 = count_nonfinite_f16,
 	.count_nonfinite_bf16 = count_nonfinite_bf16,

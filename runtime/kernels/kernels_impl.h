@@ -22,11 +22,16 @@ typedef void (*amp_gemm_fn)(int trans_a, int trans_b, int64_t M, int64_t N, int6
 
 /* Signatures and semantics are those of the public amp_* function of the same name.  gemm is
  * indexed by dtype (AMP_I32 stays NULL); gemm_engine[dt] is what gemm[dt] runs on, vec_engine
- * what the elementwise kernels and conversions run on (meaningful where vadd_f32 is set).
+ * what the elementwise kernels and conversions run on (meaningful where vadd_f32 is set),
+ * vec_engine_h16 what the fp16 arithmetic slots (vadd_h16 .. vscale_h16, and relu_h16,
+ * relu_grad_h16 and maxpool_plane's 2x2 windows on fp16) run on (meaningful where vadd_h16 is
+ * set: a table that fills one of those slots natively fills them all, so that the engine
+ * resolved with vadd_h16 is theirs).
  * isa is the path's own value in every table. */
 typedef struct amp_kernel_table {
 	amp_isa isa;
 	amp_engine vec_engine;
+	amp_engine vec_engine_h16;
 	int64_t (*cvt_f32_f16)(const float *src, uint16_t *dst, int64_t n);
 	void (*cvt_f16_f32)(const uint16_t *src, float *dst, int64_t n);
 	int64_t (*cvt_f32_bf16)(const float *src, uint16_t *dst, int64_t n);
@@ -41,6 +46,16 @@ typedef struct amp_kernel_table {
 	void (*vmul_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vscale_f32)(const float *a, float s, float *dst, int64_t n);
 	void (*vaxpy_f32)(float s, const float *a, float *dst, int64_t n);
+	void (*vadd_h16)(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
+	void (*vsub_h16)(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
+	void (*vmul_h16)(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
+	void (*vadd_rows_h16)(const uint16_t *x, const uint16_t *row, uint16_t *y, int64_t rows,
+	                      int64_t cols);
+	void (*vmul_rows_h16)(const uint16_t *x, const uint16_t *row, uint16_t *y, int64_t rows,
+	                      int64_t cols);
+	/* returns the engine it ran on: a path with fp16 arithmetic uses it only for an s that
+	 * fp16 holds exactly (amp_vscale_h16) */
+	amp_engine (*vscale_h16)(const uint16_t *a, float s, uint16_t *dst, int64_t n);
 	int64_t (*count_nonfinite_f32)(const float *a, int64_t n);
 	int64_t (*count_nonfinite_f16)(const uint16_t *a, int64_t n);
 	int64_t (*count_nonfinite_bf16)(const uint16_t *a, int64_t n);
@@ -51,6 +66,7 @@ typedef struct amp_kernel_table {
 	                      uint16_t inf);
 	void (*im2col)(const amp_conv_shape *s, size_t es, const void *x, void *col);
 	void (*col2im_add_f32)(const amp_conv_shape *s, const float *col, float *dx);
+	/* fp16 2x2 windows at stride 2 run on vec_engine_h16, the rest on vec_engine */
 	void (*maxpool_plane)(amp_dtype dt, const void *x, int64_t W, int k, int stride,
 	                      int64_t OH, int64_t OW, void *y, int32_t *arg);
 } amp_kernel_table;

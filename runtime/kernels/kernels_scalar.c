@@ -53,10 +53,13 @@ static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict
 
 #include "gemm_impl.h"
 #include "nn_impl.h"
+#define VECH16_ENGINE AMP_ENGINE_SCALAR
+#include "vech16_impl.h"
 
 const amp_kernel_table amp_kernels_scalar_table = {
 	.isa = AMP_ISA_SCALAR,
 	.vec_engine = AMP_ENGINE_SCALAR,
+	.vec_engine_h16 = AMP_ENGINE_SCALAR,
 	.cvt_f32_f16 = cvt_f2h,
 	.cvt_f16_f32 = cvt_h2f,
 	.cvt_f32_bf16 = cvt_f2b,
@@ -69,6 +72,12 @@ const amp_kernel_table amp_kernels_scalar_table = {
 	.vmul_f32 = vmul_f32,
 	.vscale_f32 = vscale_f32,
 	.vaxpy_f32 = vaxpy_f32,
+	.vadd_h16 = vadd_h16,
+	.vsub_h16 = vsub_h16,
+	.vmul_h16 = vmul_h16,
+	.vadd_rows_h16 = vadd_rows_h16,
+	.vmul_rows_h16 = vmul_rows_h16,
+	.vscale_h16 = vscale_h16,
 	.count_nonfinite_f32 = count_nonfinite_f32,
 	.count_nonfinite_f16 = count_nonfinite_f16,
 	.count_nonfinite_bf16 = count_nonfinite_bf16,

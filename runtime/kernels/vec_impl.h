@@ -41,6 +41,18 @@ static void vadd_f32(const float *a, const float *b, float *dst, int64_t n)
 		dst[i] = a[i] + b[i];
 }
 
+/* a, b, dst: (n) fp32, dst = a - b; dst may be a or b. */
+static void vsub_f32(const float *a, const float *b, float *dst, int64_t n)
+{
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	for (; i + VEC_F32 <= n; i += VEC_F32)
+		vstore_f32(dst + i, vload_f32(a + i) - vload_f32(b + i));
+#endif
+	for (; i < n; i++)
+		dst[i] = a[i] - b[i];
+}
+
 /* a, b, dst: (n) fp32; dst may be a or b. */
 static void vmul_f32(const float *a, const float *b, float *dst, int64_t n)
 {

@@ -310,6 +310,20 @@ if [ -x "$MLP" ]; then
 	h2d_line=$(q amp.db "SELECT c.line FROM copies p JOIN callsites c ON c.id = p.callsite WHERE p.kind = 'h2d' AND p.src_dtype = 'fp32' ORDER BY p.id LIMIT 1")
 	check_true "mlp_fashion amp: the h2d call site is an amp_tensor_from_f32 line ($h2d_line)" \
 		grep -q 'amp_tensor_from_f32(' <<<"$(sed -n "${h2d_line:-0}p" "$ROOT/examples/mlp_fashion.c")"
+	# ReLU on fp16 bits: vmaxph / vcmpph on the avx512-fp16 path, integer selects counted as
+	# the path's FP32 engine elsewhere
+	AMP_KERNELS=avx512 "$AMPPROF" -q -o relu_emu.db -- "$MLP" --precision amp --steps 3 --log-every 0 > /dev/null
+	check "mlp_fashion amp on avx512: fp16 ReLU on fp32-fma" \
+		"$(q relu_emu.db "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'ReLU' AND exec_dtype = 'fp16' ORDER BY r)")" \
+		"backward:fp32-fma,forward:fp32-fma"
+	if grep -qw avx512_fp16 /proc/cpuinfo; then
+		AMP_KERNELS=avx512-fp16 "$AMPPROF" -q -o relu_nat.db -- "$MLP" --precision amp --steps 3 --log-every 0 > /dev/null
+		check "mlp_fashion amp on avx512-fp16: fp16 ReLU on avx512-fp16" \
+			"$(q relu_nat.db "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'ReLU' AND exec_dtype = 'fp16' ORDER BY r)")" \
+			"backward:avx512-fp16,forward:avx512-fp16"
+	else
+		echo "SKIPPED: the avx512-fp16 ReLU engine check needs avx512_fp16"
+	fi
 	"$AMPPROF" -q -o fp32.db -- "$MLP" --precision fp32 --steps 10 --log-every 0 > /dev/null
 	check "mlp_fashion fp32: fp16_share = 0" "$(q fp32.db 'SELECT fp16_share FROM overview')" "0.0"
 	check "mlp_fashion fp32: no casts" "$(q fp32.db "SELECT count(*) FROM copies WHERE kind IN ('cast', 'master')")" 0
@@ -406,6 +420,21 @@ if [ -x "$CNN" ]; then
 	check "cnn_fashion amp: exit 0" "$rc" 0
 	example_checks cnn_fashion cnn.db
 	check "cnn_fashion amp: Conv2D ran in fp16" "$(q cnn.db "SELECT count(*) > 0 FROM ops WHERE op = 'Conv2D' AND exec_dtype = 'fp16'")" 1
+	# fp16 2x2 max pooling compares in fp16 on the avx512-fp16 path, widened to FP32 elsewhere;
+	# its backward (a scatter-add in FP32) stays fp32-fma
+	pool_engines() {
+		q "$1" "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'MaxPool2D' AND exec_dtype = 'fp16' ORDER BY r)"
+	}
+	AMP_KERNELS=avx512 "$AMPPROF" -q -o cnn_emu.db -- "$CNN" --precision amp --steps 2 --log-every 0 > /dev/null
+	check "cnn_fashion amp on avx512: MaxPool2D on fp32-fma" "$(pool_engines cnn_emu.db)" \
+		"backward:fp32-fma,forward:fp32-fma"
+	if grep -qw avx512_fp16 /proc/cpuinfo; then
+		AMP_KERNELS=avx512-fp16 "$AMPPROF" -q -o cnn_nat.db -- "$CNN" --precision amp --steps 2 --log-every 0 > /dev/null
+		check "cnn_fashion amp on avx512-fp16: MaxPool2D forward on avx512-fp16" \
+			"$(pool_engines cnn_nat.db)" "backward:fp32-fma,forward:avx512-fp16"
+	else
+		echo "SKIPPED: the avx512-fp16 MaxPool2D engine check needs avx512_fp16"
+	fi
 else
 	echo "skip cnn_fashion: $CNN not built"
 fi

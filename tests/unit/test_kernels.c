@@ -16,6 +16,8 @@
  *              |C - R| <= 2^-8 |R| + 1.01 (K + 2) 2^-24 S   (one bf16 rounding of the result,
  *              u = 2^-8, after K + 1 fp32 roundings of the sums, u = 2^-24 each)
  * K goes up to 4096 for all.  Any thread count must give the same bits as one thread.
+ * fp16 elementwise (add, sub, mul, row broadcast, scale): on every path the bits of the FP32
+ * result rounded once, NaN as any NaN; zero difference allowed.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -171,6 +173,23 @@ Test(dispatch, fallback_and_auto, .fini = kpath_restore)
 			cr_assert_eq(amp_kernels_gemm_engine((amp_dtype)dt), AMP_ENGINE_SCALAR);
 	cr_log_info("auto: f32 GEMM %s, f16 GEMM %s, bf16 GEMM %s", amp_engine_name(auto_f32),
 	            amp_engine_name(auto_f16), amp_engine_name(auto_bf16));
+}
+
+/* auto takes the fp16 arithmetic from the best path that has it, and reports its engine. */
+Test(dispatch, auto_h16_engine, .fini = kpath_restore)
+{
+	cr_assert_geq(amp_kernels_select("auto"), 0);
+	amp_engine want = amp_kernels_has(AMP_ISA_AVX512_FP16) ? AMP_ENGINE_AVX512_FP16
+	                  : amp_kernels_has(AMP_ISA_AVX2)      ? AMP_ENGINE_FP32_FMA
+	                                                       : AMP_ENGINE_SCALAR;
+	cr_assert_eq(amp_kernels_h16_engine(), want, "auto: fp16 engine %s, want %s",
+	             amp_engine_name(amp_kernels_h16_engine()), amp_engine_name(want));
+	uint16_t a[40] = {0x3c00}, b[40] = {0x4000}, d[40];
+	cr_assert_eq(amp_vadd_h16(a, b, d, 40), want);
+	cr_assert_eq(d[0], 0x4200, "1 + 2 = 3");
+	cr_assert_eq(amp_relu_h16(a, d, 40, 0x7c00), want, "fp16 ReLU on the fp16 engine");
+	cr_assert_eq(amp_relu_h16(a, d, 40, 0x7f80), amp_kernels_vec_engine(),
+	             "bf16 ReLU on the fp32 kernels' engine");
 }
 
 Test(dispatch, env_override, .fini = kpath_restore)
@@ -1042,6 +1061,201 @@ static void check_nonfinite(const char *path)
 }
 
 PATH_TESTS(nonfinite, count, check_nonfinite)
+
+/* ---- elementwise on fp16 ---------------------------------------------------------------------
+ * Reference: each result is the FP32 one rounded once (amp_half.h's scalar conversions, not
+ * the path's), so every path giving it bit for bit is every path giving the same bits; NaN
+ * results need only be NaN (payloads may differ).  The data mixes ordinary values, subnormals,
+ * values near 65504 (sums and products that overflow), signed zeros, Inf and NaNs. */
+
+static uint16_t h16_value(void)
+{
+	uint16_t r = (uint16_t)rng_u64();
+	switch (rng_u64() % 12) {
+	case 0: return r & 0x83ffu;                        /* subnormal or zero */
+	case 1: return (uint16_t)((r & 0x80ffu) | 0x7b00u); /* near 65504 */
+	case 2: return r & 1 ? 0x7c00u : 0xfc00u;          /* +-Inf */
+	case 3: return (uint16_t)(0x7c01u | (r & 0x83ffu)); /* NaN, any payload and sign */
+	case 4: return r & 0x8000u;                        /* +-0 */
+	case 5: return r;                                  /* any bits */
+	default: return amp_f32_to_f16(rng_uniform(-4.0f, 4.0f));
+	}
+}
+
+static int h16_isnan(uint16_t h)
+{
+	return (h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) != 0;
+}
+
+/* got is want, or both are NaN. */
+static int h16_same(uint16_t got, uint16_t want)
+{
+	return got == want || (h16_isnan(got) && h16_isnan(want));
+}
+
+/* op 0 add, 1 sub, 2 mul: a op b in FP32, rounded once. */
+static uint16_t h16_ref(int op, uint16_t a, uint16_t b)
+{
+	float x = amp_half_f16_to_f32(a), y = amp_half_f16_to_f32(b);
+	return amp_half_f32_to_f16(op == 0 ? x + y : op == 1 ? x - y : x * y);
+}
+
+static amp_engine h16_call(int op, const uint16_t *a, const uint16_t *b, uint16_t *d, int64_t n)
+{
+	switch (op) {
+	case 0: return amp_vadd_h16(a, b, d, n);
+	case 1: return amp_vsub_h16(a, b, d, n);
+	default: return amp_vmul_h16(a, b, d, n);
+	}
+}
+
+/* The engine the fp16 kernels must report on a path: native fp16 arithmetic only on
+ * avx512-fp16, FP32 arithmetic on the other vector paths, scalar C on scalar. */
+static amp_engine h16_engine_of(const char *path)
+{
+	if (strcmp(path, "avx512-fp16") == 0)
+		return AMP_ENGINE_AVX512_FP16;
+	return strcmp(path, "scalar") == 0 ? AMP_ENGINE_SCALAR : AMP_ENGINE_FP32_FMA;
+}
+
+#define H16_MAX 4099
+#define H16_GUARD 40
+
+static void check_elementwise_h16(const char *path)
+{
+	FORCE_PATH(path);
+	rng_seed(4321);
+	const amp_engine want_engine = h16_engine_of(path);
+	cr_assert_eq(amp_kernels_h16_engine(), want_engine, "%s: fp16 engine %s", path,
+	             amp_engine_name(amp_kernels_h16_engine()));
+	size_t cap = H16_MAX + 1 + H16_GUARD;
+	uint16_t *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b);
+	uint16_t *dst = malloc(cap * sizeof *dst);
+	cr_assert(a && b && dst);
+	for (size_t i = 0; i < cap; i++) {
+		a[i] = h16_value();
+		b[i] = h16_value();
+	}
+	const uint16_t canary = 0x7e5a;
+	int64_t checked = 0;
+	/* equal lengths, at two alignments */
+	for (int64_t n = 0; n <= H16_MAX; n = n < 100 ? n + 1 : n < 1000 ? n + 97 : n + 1033) {
+		for (int off = 0; off <= 1; off++)
+			for (int op = 0; op < 3; op++) {
+				for (size_t i = 0; i < cap; i++)
+					dst[i] = canary;
+				amp_engine e = h16_call(op, a + off, b + off, dst + off, n);
+				cr_assert_eq(e, want_engine, "%s op %d: engine %s", path, op,
+				             amp_engine_name(e));
+				for (int64_t i = 0; i < n; i++) {
+					uint16_t want = h16_ref(op, a[off + i], b[off + i]);
+					cr_assert(h16_same(dst[off + i], want),
+					          "%s op %d n=%lld off=%d i=%lld: %04x op %04x = %04x, FP32 "
+					          "rounded once %04x", path, op, (long long)n, off, (long long)i,
+					          a[off + i], b[off + i], dst[off + i], want);
+				}
+				if (off)
+					cr_assert_eq(dst[0], canary, "%s op %d wrote before", path, op);
+				for (int64_t i = n + off; i < n + off + H16_GUARD; i++)
+					cr_assert_eq(dst[i], canary, "%s op %d n=%lld wrote past the end", path, op,
+					             (long long)n);
+				checked += n;
+			}
+	}
+	/* in place: dst is the first input */
+	for (int op = 0; op < 3; op++) {
+		memcpy(dst, a, cap * sizeof *dst);
+		h16_call(op, dst, b, dst, H16_MAX);
+		for (int64_t i = 0; i < H16_MAX; i++)
+			cr_assert(h16_same(dst[i], h16_ref(op, a[i], b[i])), "%s op %d in place i=%lld",
+			          path, op, (long long)i);
+	}
+	/* a row repeated over rows (a bias): y = x op row */
+	static const int64_t cols_list[] = {1, 7, 31, 32, 33, 64, 100, 300};
+	static const int64_t rows_list[] = {0, 1, 2, 3, 5, 37, 300}; /* many rows: many chunks */
+	for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
+		for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++) {
+			int64_t cols = cols_list[ci], rows = rows_list[ri], n = rows * cols;
+			if (n + cols > (int64_t)cap - H16_GUARD)
+				continue;
+			const uint16_t *row = b + n; /* after x's elements, so it never overlaps y */
+			for (int op = 0; op < 3; op += 2) {
+				for (size_t i = 0; i < cap; i++)
+					dst[i] = canary;
+				amp_engine e = op == 0 ? amp_vadd_rows_h16(a, row, dst, rows, cols)
+				                       : amp_vmul_rows_h16(a, row, dst, rows, cols);
+				cr_assert_eq(e, want_engine, "%s rows op %d: engine", path, op);
+				for (int64_t i = 0; i < n; i++)
+					cr_assert(h16_same(dst[i], h16_ref(op, a[i], row[i % cols])),
+					          "%s rows op %d %lldx%lld i=%lld: %04x, want %04x", path, op,
+					          (long long)rows, (long long)cols, (long long)i, dst[i],
+					          h16_ref(op, a[i], row[i % cols]));
+				for (int64_t i = n; i < n + H16_GUARD; i++)
+					cr_assert_eq(dst[i], canary, "%s rows op %d wrote past the end", path, op);
+				checked += n;
+			}
+		}
+	/* scale by a float: native only where fp16 holds the factor (or it is NaN); a factor
+	 * fp16 does not hold is never rounded to fp16 first (0.1 and 1/0.9 would change results) */
+	static const float factors[] = {0.5f, -3.0f, 65504.0f, 0x1p-24f, 1.0f, -0.0f, INFINITY,
+	                                0.1f, 1.0f / 0.9f, 1e-8f, 1e6f, 3.0e-5f, -1.7f};
+	for (size_t k = 0; k < sizeof factors / sizeof *factors; k++) {
+		float s = factors[k];
+		int exact = amp_half_f16_to_f32(amp_half_f32_to_f16(s)) == s;
+		amp_engine want_e = want_engine == AMP_ENGINE_AVX512_FP16 && !exact
+		                        ? AMP_ENGINE_FP32_FMA
+		                        : want_engine;
+		for (int64_t n = 0; n <= 300; n += n < 70 ? 1 : 23) {
+			for (size_t i = 0; i < cap; i++)
+				dst[i] = canary;
+			amp_engine e = amp_vscale_h16(a + 1, s, dst + 1, n);
+			cr_assert_eq(e, want_e, "%s scale %.9g: engine %s", path, (double)s,
+			             amp_engine_name(e));
+			for (int64_t i = 0; i < n; i++) {
+				uint16_t want = amp_half_f32_to_f16(amp_half_f16_to_f32(a[1 + i]) * s);
+				cr_assert(h16_same(dst[1 + i], want), "%s scale %.9g n=%lld i=%lld: %04x * s = "
+				          "%04x, want %04x", path, (double)s, (long long)n, (long long)i,
+				          a[1 + i], dst[1 + i], want);
+			}
+			cr_assert_eq(dst[0], canary, "%s scale wrote before", path);
+			for (int64_t i = n + 1; i < n + 1 + H16_GUARD; i++)
+				cr_assert_eq(dst[i], canary, "%s scale n=%lld wrote past the end", path,
+				             (long long)n);
+			checked += n;
+		}
+	}
+	cr_assert_eq(amp_vscale_h16(a, NAN, dst, 64), want_engine, "%s scale by NaN", path);
+	for (int64_t i = 0; i < 64; i++)
+		cr_assert(h16_isnan(dst[i]), "%s scale by NaN i=%lld: %04x", path, (long long)i, dst[i]);
+	/* every fp16 a against 16 b (specials included), each op: exhaustive in one operand */
+	static const uint16_t bs[16] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x3c00, 0xbc00, 0x7bff,
+	                                0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3555, 0x0400, 0x1000,
+	                                0xd1f3, 0x5a5a};
+	uint16_t *all = malloc(65536 * sizeof *all), *rep = malloc(65536 * sizeof *rep);
+	uint16_t *out = malloc(65536 * sizeof *out);
+	cr_assert(all && rep && out);
+	for (uint32_t i = 0; i < 65536; i++)
+		all[i] = (uint16_t)i;
+	for (int k = 0; k < 16; k++) {
+		for (uint32_t i = 0; i < 65536; i++)
+			rep[i] = bs[k];
+		for (int op = 0; op < 3; op++) {
+			h16_call(op, all, rep, out, 65536);
+			for (uint32_t i = 0; i < 65536; i++)
+				cr_assert(h16_same(out[i], h16_ref(op, all[i], bs[k])),
+				          "%s op %d: %04x op %04x = %04x, want %04x", path, op, i, bs[k],
+				          out[i], h16_ref(op, all[i], bs[k]));
+			checked += 65536;
+		}
+	}
+	cr_log_info("%s fp16 elementwise (%s): %lld results, max difference from FP32 rounded "
+	            "once 0 (bit-exact, NaN as NaN)", path, amp_engine_name(want_engine),
+	            (long long)checked);
+	free(all), free(rep), free(out);
+	free(a), free(b), free(dst);
+}
+
+PATH_TESTS(elementwise_h16, fp32_rounded_once, check_elementwise_h16)
 
 /* ---- statistics taken in the fp16 GEMM epilogue -------------------------------------------- */
 

@@ -85,6 +85,16 @@ static const char *const dtype_names[] = {"fp32", "bf16", "fp16"};
 
 #define GUARD 64 /* elements past each output that must stay untouched */
 
+/* The engine a path's half kernels must report for dtype dt: native fp16 arithmetic only for
+ * fp16 on avx512-fp16, else the path's FP32 engine (scalar C on scalar). */
+static amp_engine engine_of(const char *path, amp_dtype dt)
+{
+	if (strcmp(path, "scalar") == 0)
+		return AMP_ENGINE_SCALAR;
+	return dt == AMP_F16 && strcmp(path, "avx512-fp16") == 0 ? AMP_ENGINE_AVX512_FP16
+	                                                         : AMP_ENGINE_FP32_FMA;
+}
+
 /* ---- ReLU --------------------------------------------------------------------------------- */
 
 static void check_relu(const char *path)
@@ -108,9 +118,13 @@ static void check_relu(const char *path)
 				amp_relu_f32((float *)x, (float *)y, n);
 				amp_relu_grad_f32((float *)x, (float *)g, (float *)dx, n);
 			} else {
-				amp_relu_h16((uint16_t *)x, (uint16_t *)y, n, (uint16_t)inf);
-				amp_relu_grad_h16((uint16_t *)x, (uint16_t *)g, (uint16_t *)dx, n,
-				                  (uint16_t)inf);
+				amp_engine e = amp_relu_h16((uint16_t *)x, (uint16_t *)y, n, (uint16_t)inf);
+				cr_assert_eq(e, engine_of(path, dt), "%s %s relu engine %s", path,
+				             dtype_names[d], amp_engine_name(e));
+				e = amp_relu_grad_h16((uint16_t *)x, (uint16_t *)g, (uint16_t *)dx, n,
+				                      (uint16_t)inf);
+				cr_assert_eq(e, engine_of(path, dt), "%s %s relu grad engine %s", path,
+				             dtype_names[d], amp_engine_name(e));
 			}
 			for (int64_t i = 0; i < n; i++) {
 				float v = value_at(dt, x, i);
@@ -243,6 +257,7 @@ static void check_maxpool(const char *path)
 	    /* H, W, k, stride */
 	    {28, 28, 2, 2}, {14, 14, 2, 2}, {7, 7, 2, 2}, {5, 67, 2, 2},
 	    {4, 40, 2, 2},  {9, 9, 3, 2},   {6, 8, 3, 3}, {5, 5, 1, 1},
+	    {3, 200, 2, 2}, {2, 129, 2, 2}, /* several chunks of 32 outputs, odd widths */
 	};
 	for (size_t pi = 0; pi < sizeof planes / sizeof *planes; pi++) {
 		int64_t H = planes[pi][0], W = planes[pi][1];
@@ -257,7 +272,11 @@ static void check_maxpool(const char *path)
 			fill(dt, x, H * W);
 			memset(y, 0xa5, (size_t)(OH * OW + GUARD) * es);
 			memset(arg, 0xa5, (size_t)(OH * OW + GUARD) * sizeof(int32_t));
-			amp_maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+			amp_engine e = amp_maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+			/* fp16 2x2 windows at stride 2 are compared in fp16 where the path can */
+			amp_engine want_e = engine_of(path, k == 2 && stride == 2 ? dt : AMP_F32);
+			cr_assert_eq(e, want_e, "%s %s plane %zu: engine %s", path, dtype_names[d], pi,
+			             amp_engine_name(e));
 			for (int64_t oh = 0; oh < OH; oh++)
 				for (int64_t ow = 0; ow < OW; ow++) {
 					/* row-major scan: a larger value, or the window's first NaN, wins */

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
+#include "kpath.h"
 #include "opcheck_cr.h"
 
 #define TOL_GRAD     2e-3
@@ -356,4 +357,105 @@ Test(ops_elementwise, pointwise_extremes)
 	cr_expect_eq(amp_clamp(f.ctx, "clip", f.in[0], NAN, 1.0f, &f.out), AMP_EINVAL);
 	cr_expect_eq(amp_clamp(f.ctx, "clip", f.in[0], -INFINITY, INFINITY, &f.out), AMP_OK);
 	amp_ctx_free(f.ctx);
+}
+
+/* ---- fp16 on native fp16 arithmetic -------------------------------------------------------
+ * The avx512-fp16 path runs fp16 Add, Sub, Mul (equal shapes, a row, a column, a scalar, both
+ * operands broadcast), BiasAdd, Scale and ReLU in fp16 itself; the outputs must be the avx512
+ * path's (FP32 blocks, rounded once) bit for bit, NaN as NaN, on data with subnormals, values
+ * near 65504 (results that overflow), signed zeros, Inf and NaN.  Zero difference allowed. */
+
+#define H16_CASES 13
+
+static uint16_t h16_bits(uint64_t *s)
+{
+	uint16_t r = (uint16_t)(amp_rng_next(s) >> 17);
+	switch (amp_rng_next(s) % 10) {
+	case 0: return r & 0x83ffu;                         /* subnormal or zero */
+	case 1: return (uint16_t)((r & 0x80ffu) | 0x7b00u); /* near 65504 */
+	case 2: return r & 1 ? 0x7c00u : 0xfc00u;           /* +-Inf */
+	case 3: return (uint16_t)(0x7c01u | (r & 0x81ffu)); /* NaN */
+	case 4: return r & 0x8000u;                         /* +-0 */
+	default: return (uint16_t)((r & 0xbfffu) | 0x3000u); /* ordinary: 2^-3 .. 2^16 */
+	}
+}
+
+/* A new fp16 tensor of shape sh holding h16_bits from seed. */
+static amp_tensor *h16_tensor(amp_ctx *ctx, amp_shape sh, uint64_t seed)
+{
+	amp_tensor *t;
+	cr_assert_eq(amp_tensor_new(ctx, AMP_F16, sh, &t), AMP_OK);
+	uint16_t *d = amp_tensor_data(t);
+	for (int64_t i = 0; i < amp_tensor_numel(t); i++)
+		d[i] = h16_bits(&seed);
+	return t;
+}
+
+/* Runs the cases on the active path: out[c] (malloc'ed, n[c] halves) = case c's output. */
+static void h16_run_cases(uint16_t *out[H16_CASES], int64_t n[H16_CASES])
+{
+	amp_ctx *ctx = opcheck_ctx("allow_mix_precision");
+	cr_assert_not_null(ctx);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	amp_tensor *x = h16_tensor(ctx, amp_shape2(37, 129), 1);
+	amp_tensor *z = h16_tensor(ctx, amp_shape2(37, 129), 2);
+	amp_tensor *row = h16_tensor(ctx, amp_shape1(129), 3);
+	amp_tensor *col = h16_tensor(ctx, amp_shape2(37, 1), 4);
+	amp_tensor *one = h16_tensor(ctx, amp_shape1(1), 5);
+	amp_tensor *u = h16_tensor(ctx, amp_shape3(4, 1, 5), 6);
+	amp_tensor *v = h16_tensor(ctx, amp_shape2(3, 5), 7);
+	amp_tensor *y[H16_CASES] = {0};
+	cr_assert_eq(amp_add(ctx, "same", x, z, &y[0]), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_sub(ctx, "same", x, z, &y[1]), AMP_OK);
+	cr_assert_eq(amp_mul(ctx, "same", x, z, &y[2]), AMP_OK);
+	cr_assert_eq(amp_add(ctx, "row", x, row, &y[3]), AMP_OK);
+	cr_assert_eq(amp_mul(ctx, "row_first", row, x, &y[4]), AMP_OK);
+	cr_assert_eq(amp_sub(ctx, "row", row, x, &y[5]), AMP_OK);
+	cr_assert_eq(amp_add(ctx, "col", x, col, &y[6]), AMP_OK);
+	cr_assert_eq(amp_mul(ctx, "scalar", one, z, &y[7]), AMP_OK);
+	cr_assert_eq(amp_add(ctx, "both", u, v, &y[8]), AMP_OK);
+	cr_assert_eq(amp_bias_add(ctx, "bias", x, row, &y[9]), AMP_OK);
+	cr_assert_eq(amp_scale(ctx, "half", x, 0.5f, &y[10]), AMP_OK);
+	cr_assert_eq(amp_scale(ctx, "tenth", x, 0.1f, &y[11]), AMP_OK);
+	cr_assert_eq(amp_relu(ctx, "relu", x, &y[12]), AMP_OK);
+	for (int c = 0; c < H16_CASES; c++) {
+		cr_assert_eq(amp_tensor_dtype(y[c]), AMP_F16, "case %d runs in fp16", c);
+		n[c] = amp_tensor_numel(y[c]);
+		out[c] = malloc((size_t)n[c] * sizeof(uint16_t));
+		cr_assert_not_null(out[c]);
+		memcpy(out[c], amp_tensor_data(y[c]), (size_t)n[c] * sizeof(uint16_t));
+	}
+	amp_ctx_free(ctx);
+}
+
+static int h16_nan(uint16_t h)
+{
+	return (h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) != 0;
+}
+
+Test(ops_elementwise, fp16_native_is_the_fp32_blocks_bits, .fini = kpath_restore)
+{
+	if (!kpath_force("avx512"))
+		return;
+	uint16_t *ref[H16_CASES], *got[H16_CASES];
+	int64_t nref[H16_CASES], ngot[H16_CASES];
+	h16_run_cases(ref, nref);
+	if (!kpath_force("avx512-fp16"))
+		return;
+	h16_run_cases(got, ngot);
+	int64_t compared = 0, nans = 0;
+	for (int c = 0; c < H16_CASES; c++) {
+		cr_assert_eq(ngot[c], nref[c]);
+		for (int64_t i = 0; i < nref[c]; i++) {
+			uint16_t g = got[c][i], r = ref[c][i];
+			cr_assert(g == r || (h16_nan(g) && h16_nan(r)),
+			          "case %d i=%lld: avx512-fp16 %04x, avx512 %04x", c, (long long)i, g, r);
+			nans += h16_nan(r);
+		}
+		compared += nref[c];
+		free(ref[c]), free(got[c]);
+	}
+	cr_assert_gt(nans, 0, "the data must reach NaN results");
+	cr_log_info("fp16 ops on avx512-fp16 vs avx512: %lld outputs (%lld NaN), max difference 0",
+	            (long long)compared, (long long)nans);
 }
