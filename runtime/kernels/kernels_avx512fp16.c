@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_blind.h"
+#include "kernels/gemm_split.h"
 #include "kernels/kernels_impl.h"
 
 #define FP16_TARGET __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl,avx512dq,f16c")))
@@ -245,15 +246,32 @@ static FP16_TARGET void maxpool_plane_native(amp_dtype dt, const void *x, int64_
 
 /* ---- GEMM ----------------------------------------------------------------------------------- */
 
+/* The native GEMM on one thread's range of C (gemm_split_fn). */
+static void fp16n_part(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                       const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+                       void *C, int64_t ldc, amp_stats *st)
+{
+	amp_gemm_f16_avx512fp16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+}
+
+static void fp16n_part_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                             float beta, void *C, int64_t ldc, amp_stats *st)
+{
+	(void)st;
+	amp_gemm_f16_avx512fp16_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* The fp16 slot (amp_gemm_fn): st arrives initialised and receives the statistics of C too.
- * The GEMM runs on the calling thread, so its results do not depend on the thread count. */
+ * Split over the kernel threads in ranges of 64 rows or columns (whole register tiles): every
+ * element's blocks of k are the same, so are its bits, for any thread count. */
 static void gemm_f16_native(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                             const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
                             void *C, int64_t ldc, amp_stats *st)
 {
 	amp_stats s;
-	amp_gemm_f16_avx512fp16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
-	                        st ? &s : NULL);
+	gemm_split_run(fp16n_part, 64, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
+	               sizeof(uint16_t), st ? &s : NULL);
 	if (st)
 		amp_stats_merge(st, &s);
 }
@@ -265,7 +283,8 @@ static void gemm_f16_native_acc32(int trans_a, int trans_b, int64_t M, int64_t N
                                   float beta, void *C, int64_t ldc, amp_stats *st)
 {
 	(void)st;
-	amp_gemm_f16_avx512fp16_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	gemm_split_run(fp16n_part_acc32, 64, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+	               ldc, sizeof(float), NULL);
 }
 
 const amp_kernel_table amp_kernels_avx512fp16_table = {
