@@ -843,15 +843,13 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 						mi += 1 + pair;
 					}
 				}
-				if (last && st)
-					for (int64_t mi = 0; mi < mq; mi++)
-						blind_stats_rows(
-						    amp_stats_f16, C, ldc, m0 + mi * FP16N_MR,
-						    blind_min(FP16N_MR, mcw - mi * FP16N_MR), n0,
-						    ncw, st);
 			}
 		}
 	}
+	/* the statistics of the final C in one pass over it, one call when it is contiguous:
+	 * per row block they were one call per row of each panel, each with its fixed cost */
+	if (st)
+		blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
 }
 
 /* The real stores, AVX-512 F/BW/VL (they run on any AVX-512 CPU; tests compare them with the
