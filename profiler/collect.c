@@ -572,11 +572,19 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 
 /* Folds the WAL back into the file (journal mode DELETE), so the profile is one file.  0, or
  * -1 with the reason in why: another process has it open, or the disk is full; the profile is
- * then the file and its -wal, which every reader opens. */
+ * then the file and its -wal, which every reader opens.  Through journal mode OFF: leaving WAL
+ * ends with a write of page 1 (the file format bytes) in a transaction of its own, which in
+ * mode DELETE takes a rollback journal, and a SIGKILL at that write would leave it hot, which
+ * a read-only reader cannot roll back; without one, the one page is written or it is not (the
+ * file then still says WAL, with every page checkpointed: read as it is).  DELETE then
+ * journals whatever is written after. */
 static int fold_wal(sqlite3 *db, char *why, size_t len)
 {
 	char mode[16] = "";
-	int rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = DELETE", NULL);
+	int rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = OFF", NULL);
+	if (rc == AMP_PROFILE_OK && strcmp(mode, "off") == 0)
+		rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = DELETE",
+		                            NULL);
 	if (rc == AMP_PROFILE_OK && strcmp(mode, "delete") == 0)
 		return 0;
 	snprintf(why, len, "%s", rc == AMP_PROFILE_EIO ? sqlite3_errmsg(db)

@@ -533,7 +533,7 @@ int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, s
 {
 	sqlite3 *db = NULL;
 	int rc, app_id = 0, version = 0, tables = 0;
-	char detail[160];
+	char detail[256];
 
 	*out = NULL;
 	rc = check_header(path, err, errlen);
@@ -569,8 +569,30 @@ int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, s
 			goto out;
 		}
 	}
-	if ((rc = pragma_int(db, "PRAGMA application_id", &app_id)) != SQLITE_OK ||
-	    (rc = pragma_int(db, "PRAGMA user_version", &version)) != SQLITE_OK) {
+	rc = pragma_int(db, "PRAGMA application_id", &app_id);
+	if (rc != SQLITE_OK && !writable && sqlite3_extended_errcode(db) == SQLITE_READONLY_ROLLBACK) {
+		/* a hot journal: a write in rollback mode was cut short (ampprof SIGKILLed as it
+		 * switched the journal mode back at finalize, right after its last checkpoint), and
+		 * until the journal is played back the file is not the committed profile, which a
+		 * read-only connection cannot do.  A writable one does it on its first read, as any
+		 * SQLite opener would; it restores what was committed and writes nothing new */
+		sqlite3_close(db);
+		db = NULL;
+		sqlite3 *rw = NULL;
+		char why[512];
+		rc = amp_profile_open(path, 1, &rw, why, sizeof why);
+		amp_profile_close(rw);
+		if (rc != AMP_PROFILE_OK) {
+			snprintf(detail, sizeof detail, "its -journal must be rolled back first (a write "
+			         "to it was cut short), which needs write access: %s",
+			         rc == AMP_PROFILE_EBUSY ? "another process writes it"
+			                                 : amp_profile_strerror(rc));
+			rc = fail(rc, err, errlen, "open", path, detail);
+			goto out;
+		}
+		return amp_profile_open(path, 0, out, err, errlen);
+	}
+	if (rc != SQLITE_OK || (rc = pragma_int(db, "PRAGMA user_version", &version)) != SQLITE_OK) {
 		int code = sqlite_to_code(rc);
 		rc = fail(code, err, errlen, "open", path,
 		          code == AMP_PROFILE_ENOTPROFILE ? "not an SQLite database, not an ampkit profile"

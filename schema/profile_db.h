@@ -50,7 +50,9 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
 
 /* Opens and validates an existing profile, read-only unless writable is set.  Checks the file
  * header (SQLite magic, not truncated; a file whose -wal holds pages is left to SQLite, which
- * reads those pages from it: a read-only connection never writes them back),
+ * reads those pages from it: a read-only connection never writes them back; a hot -journal,
+ * left by a write cut short, is rolled back first through a short writable connection, as any
+ * SQLite opener would: a read-only open fails only if the file cannot be written),
  * application_id, user_version (newer is refused, older than 1 too) and the presence of the
  * core tables.  A writable connection takes the output lock (AMP_PROFILE_EBUSY while a
  * collector records the file) and holds it until amp_profile_close.  Same *out and err

@@ -2,8 +2,8 @@
 # faults.sh — end-to-end tests of what the tools promise under faults and hostile paths: an
 # output that is a device, a FIFO or a link, two --force runs on one output, a profile read
 # while it is still being recorded or while another process locks it, the journal switch at
-# finalize refused, a full disk (a tiny tmpfs: needs root, SKIPPED otherwise) and a damaged
-# profile in ampview.  Needs $BUILD (default build) built with `make all`.  Ends with
+# finalize refused, ampprof SIGKILLed inside a WAL checkpoint (strace: SKIPPED without it), a
+# full disk (a tiny tmpfs: needs root, SKIPPED otherwise) and a damaged profile in ampview.  Needs $BUILD (default build) built with `make all`.  Ends with
 # "N passed, N failed" and exits non-zero if anything failed.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
@@ -131,6 +131,134 @@ check_true "a reader at finalize: ampprof says the -wal holds part of the profil
 wait "$reader"
 "$AMPPROF" report held.db >/dev/null 2>&1; rc=$?
 check "the profile and its -wal: report reads it" "$rc:$(q held.db 'SELECT count(*) FROM steps')" "0:30"
+
+# ---- SIGKILL inside a WAL checkpoint ---------------------------------------------------------
+# strace delivers a real SIGKILL to ampprof as it enters a chosen pwrite64 on the profile's main
+# file.  During a run in WAL mode the main file is written only by checkpoints (after the one
+# write of page 1 that creates it), so the Nth such write lies inside a checkpoint: the one
+# SQLite runs on its own every 4096 frames, or the last one, as finalize folds the -wal in
+# (journal_mode DELETE), which ends with one more write of page 1 as the mode switches back.
+# Where the checkpoints lie is read from a dry run of the same training (-y names each fd's
+# file), not assumed: [first last] of each run of main-file writes that a checkpoint's
+# ftruncate ends.  The application never opens the profile, so -P spares it.
+# ckpt_spans TRACE DB: "first last" per checkpoint, in order, counting only DB's pwrite64s.
+ckpt_spans() {
+	awk -v main="<$2>" '
+		index($0, "pwrite64(") && index($0, main) { n++; if (n > 1 && !first) first = n }
+		index($0, "ftruncate(") && index($0, main) && first { print first, n; first = 0 }
+		END { if (n) print "total", n }' "$1"
+}
+# ckpt_kill NAME N ARGS...: runs ampprof -o NAME.db -- PRODUCER ARGS under strace, SIGKILLed at
+# the Nth pwrite64 to NAME.db; the strace log in NAME.trace, its status in ckpt_rc.
+ckpt_kill() {
+	local name=$1 n=$2
+	shift 2
+	rm -f "$name".db "$name".db-*
+	# in braces with stderr closed: bash's own "Killed" line is noise here
+	{
+		strace -qq -f -y -P "$WORK/$name.db" -e trace=pwrite64 \
+			-e "inject=pwrite64:signal=KILL:when=$n" -o "$name.trace" \
+			"$AMPPROF" -q -o "$name.db" -- "$PRODUCER" "$@"
+		ckpt_rc=$?
+	} 2>/dev/null
+}
+# short_by DB: the size DB's header says (page count, bytes 28-31, times 4096) minus the file's:
+# > 0 when a cut checkpoint wrote page 1 (the new count) but not yet the pages that extend it
+short_by() {
+	local pages
+	pages=$(od -An -tu1 -j28 -N4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+	echo $((pages * 4096 - $(stat -c %s "$1")))
+}
+# ckpt_readers NAME WHAT STEPS: the checks every killed profile must pass; the read-only readers
+# first (they must leave the file and its -wal as they are), then report (which completes an
+# unfinalized profile), then a writable sqlite3.
+ckpt_readers() {
+	local db=$1.db what=$2 steps=$3 before after out rc
+	before=""
+	[ -e "$db-wal" ] && before=$(stat -c %s "$db" "$db-wal" | tr '\n' ' ')
+	"$AMPDUMP" --list --db "$db" >/dev/null 2>"$1.err"; rc=$?
+	check "$what: ampdump opens it" "$rc" 0
+	out=$("$AMPVIEW" --headless "$db" 2>&1); rc=$?
+	check "$what: ampview --headless opens it" "$rc" 0
+	check "$what: sqlite3 -readonly reads every step" "$(q "$db" 'SELECT count(*) FROM steps')" "$steps"
+	if [ -n "$before" ]; then
+		after=$(stat -c %s "$db" "$db-wal" 2>/dev/null | tr '\n' ' ')
+		check "$what: the read-only readers leave the file and its -wal as they are" "$after" "$before"
+	fi
+	out=$("$AMPPROF" report "$db" 2>&1); rc=$?
+	check "$what: ampprof report opens it" "$rc" 0
+	[ "$rc" = 0 ] || printf '%s\n' "$out" | head -3
+	check "$what: sqlite3 integrity_check" "$(sqlite3 -batch "$db" 'PRAGMA integrity_check' 2>&1)" ok
+}
+# killed_at NAME: "ampprof at write K" if the process strace killed is the one that wrote
+# NAME.db (not the application) and its Kth write to NAME.db was the last thing it did; an
+# exit status of 137 alone could be the application's, which ampprof passes through
+killed_at() {
+	awk -v main="<$WORK/$1.db>" '
+		index($0, "pwrite64(") && index($0, main) { last = $1; n++ }
+		/\+\+\+ killed by SIGKILL/ { killed[$1] = 1 }
+		END { print (last != "" && killed[last]) ? "ampprof at write " n : "not ampprof" }' "$1.trace"
+}
+if ! strace -qq -o /dev/null true 2>/dev/null; then
+	echo "SKIPPED: the checkpoint kills need strace (installed, and ptrace allowed)"
+else
+	# a small run: one checkpoint, at finalize
+	small=(--steps 3 --ops 4)
+	strace -qq -f -y -P "$WORK/dry.db" -P "$WORK/dry.db-wal" -e trace=pwrite64,ftruncate \
+		-o dry.trace "$AMPPROF" -q -o dry.db -- "$PRODUCER" "${small[@]}"
+	spans=$(ckpt_spans dry.trace "$WORK/dry.db")
+	read -r first last <<<"$(head -1 <<<"$spans")"
+	total=$(awk '/total/ { print $2 }' <<<"$spans")
+	check "dry run: one checkpoint (at finalize) from the 2nd write, then the journal switch's" \
+		"$(grep -c -v total <<<"$spans"):$first:$((total - last))" "1:2:1"
+	# its first write (page 1, nothing written yet), one in its middle (page 1 written: the
+	# file is shorter than its header says), and the journal switch just after it
+	for at in "first:$first" "middle:$(((first + last) / 2))" "switch:$total"; do
+		where=${at%%:*} n=${at#*:}
+		what="SIGKILL at finalize's checkpoint ($where, write $n of $total)"
+		[ "$where" = switch ] && what="SIGKILL as finalize switches the journal mode (write $n)"
+		ckpt_kill "k_$where" "$n" "${small[@]}"
+		check "$what: ampprof killed (status 137)" "$ckpt_rc" 137
+		check "$what: the process killed is ampprof, at that write" "$(killed_at "k_$where")" "ampprof at write $n"
+		if [ "$where" = switch ]; then
+			# the checkpoint is whole and the -wal gone; the switch takes no rollback journal
+			# (a hot one would need a writer to roll it back): the file still says WAL
+			check "$what: no -wal, no -journal, the file format bytes still WAL's" \
+				"$(ls k_switch.db-wal k_switch.db-journal 2>/dev/null | wc -l):$(od -An -tu1 -j18 -N2 k_switch.db | xargs)" "0:2 2"
+		else
+			walsize=$(stat -c %s "k_$where.db-wal" 2>/dev/null || echo 0)
+			check_true "$what: the -wal holds pages ($walsize bytes)" test "$walsize" -gt 32
+		fi
+		if [ "$where" = middle ]; then
+			check_true "$what: the file is shorter than its header says" test "$(short_by "k_$where.db")" -gt 0
+		fi
+		ckpt_readers "k_$where" "$what" 3
+		check "$what: the application had exited (ampprof was at its end)" "$(meta "k_$where.db" end)" exited
+	done
+
+	# a run whose -wal passes 4096 frames before it ends (the collector commits every 100 ms,
+	# a millisecond a step makes it commit as it goes): SQLite's own checkpoint, mid-run
+	big=(--steps 1000 --ops 500 --sleep-ms 1)
+	strace -qq -f -y -P "$WORK/dry2.db" -P "$WORK/dry2.db-wal" -e trace=pwrite64,ftruncate \
+		-o dry2.trace "$AMPPROF" -q -o dry2.db -- "$PRODUCER" "${big[@]}"
+	spans=$(ckpt_spans dry2.trace "$WORK/dry2.db")
+	nckpt=$(grep -c -v total <<<"$spans")
+	check_true "dry run of the longer training: a checkpoint before finalize's ($nckpt in all)" test "$nckpt" -ge 2
+	read -r first last <<<"$(head -1 <<<"$spans")"
+	if [ "$nckpt" -ge 2 ]; then
+		n=$(((first + last) / 2))
+		what="SIGKILL in a checkpoint during the run (write $n of $first..$last)"
+		ckpt_kill k_run "$n" "${big[@]}"
+		check "$what: ampprof killed (status 137)" "$ckpt_rc" 137
+		check "$what: the process killed is ampprof, at that write" "$(killed_at k_run)" "ampprof at write $n"
+		check "$what: it was still recording" "$(meta k_run.db end)" collecting
+		walsize=$(stat -c %s k_run.db-wal 2>/dev/null || echo 0)
+		check_true "$what: the -wal holds pages ($walsize bytes)" test "$walsize" -gt 32
+		steps=$(q k_run.db 'SELECT count(*) FROM steps')
+		check_true "$what: it holds steps ($steps)" test "$steps" -gt 0
+		ckpt_readers k_run "$what" "$steps"
+	fi
+fi
 
 # ---- a damaged profile in ampview ---------------------------------------------------------------
 "$GENPROF" --output=damaged.db --ops=20000 --steps=40 2>/dev/null

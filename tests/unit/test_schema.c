@@ -200,6 +200,51 @@ Test(schema, wal_of_an_interrupted_checkpoint_is_read)
 	cr_assert_eq(after_wal.st_size, st_wal.st_size);
 }
 
+/* A hot journal (a rollback-mode write cut short by SIGKILL, as when ampprof is killed while
+ * finalize switches the journal mode back) is rolled back by a read-only open, which SQLite
+ * alone refuses ("attempt to write a readonly database"): the committed rows are read. */
+Test(schema, hot_journal_is_rolled_back_by_a_reader)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("hot.db"), *journal = path_in("hot.db-journal");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(sqlite3_exec(db, "BEGIN; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT "
+	                              "i + 1 FROM n WHERE i < 3000) INSERT INTO steps(step, start_ns)"
+	                              " SELECT i, i FROM n; COMMIT; PRAGMA journal_mode = DELETE",
+	                          NULL, NULL, NULL),
+	             SQLITE_OK, "%s", sqlite3_errmsg(db));
+	amp_profile_close(db);
+	pid_t pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		/* a cache of a few pages spills the changed ones into the file before the commit */
+		sqlite3 *w = NULL;
+		if (sqlite3_open(p, &w) != SQLITE_OK ||
+		    sqlite3_exec(w, "PRAGMA cache_size = 2; BEGIN; UPDATE steps SET start_ns = -1",
+		                 NULL, NULL, NULL) != SQLITE_OK)
+			_exit(1);
+		kill(getpid(), SIGKILL);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status), "the writer was not killed mid-transaction");
+	struct stat st;
+	cr_assert(stat(journal, &st) == 0 && st.st_size > 512, "no hot journal left");
+	cr_assert_neq(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	                  sqlite3_exec(db, "SELECT count(*) FROM steps", NULL, NULL, NULL) ==
+	                      SQLITE_OK,
+	              1, "SQLite reads it read-only after all: the test shows nothing");
+	sqlite3_close(db);
+	cr_assert_eq(amp_profile_open(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	int64_t n = 0;
+	cr_assert_eq(amp_profile_query_int64(db, &n, "SELECT count(*) FROM steps WHERE start_ns = "
+	                                         "step", NULL),
+	             AMP_PROFILE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(n, 3000, "the committed rows");
+	amp_profile_close(db);
+}
+
 /* The output lock: held from create to close, so a second creator with force is refused
  * (the first one's file untouched) and readers can tell a profile being recorded. */
 Test(schema, output_lock_refuses_a_second_writer)
