@@ -194,11 +194,22 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		amp_tensor *g = p->master->grad;
 		if (!g)
 			continue;
-		if (inv != 1.0f)
-			amp_vscale_f32(g->data, inv, g->data, g->numel);
-		if (AMP_TRACING() ? amp_check_master_grad(ctx, p)
-		                  : amp_count_nonfinite_f32(g->data, g->numel))
-			overflow = 1;
+		if (AMP_TRACING()) {
+			if (inv != 1.0f)
+				amp_vscale_f32(g->data, inv, g->data, g->numel);
+			overflow |= amp_check_master_grad(ctx, p) != 0;
+		} else {
+			/* unscaled and counted block by block: one pass over memory, not two */
+			float *gv = g->data;
+			int64_t bad = 0;
+			for (int64_t i0 = 0; i0 < g->numel; i0 += UPDATE_BLOCK) {
+				int64_t n = g->numel - i0 < UPDATE_BLOCK ? g->numel - i0 : UPDATE_BLOCK;
+				if (inv != 1.0f)
+					amp_vscale_f32(gv + i0, inv, gv + i0, n);
+				bad += amp_count_nonfinite_f32(gv + i0, n);
+			}
+			overflow |= bad != 0;
+		}
 		elems += (uint64_t)g->numel;
 	}
 
