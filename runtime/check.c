@@ -534,6 +534,11 @@ void amp_check_loss(amp_ctx *ctx, const amp_tensor *loss)
 	           AMP_PHASE_FORWARD, AMP_ROLE_OUTPUT, loss, "loss", &s, 0, 0, 0);
 }
 
+int amp_check_master_grad_stats(void)
+{
+	return amp_check_config_now()->nan_check == AMP_NAN_CHECK_STEP;
+}
+
 int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p)
 {
 	const amp_tensor *g = p->master->grad;

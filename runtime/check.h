@@ -72,6 +72,9 @@ void amp_check_loss(amp_ctx *ctx, const amp_tensor *loss);
 /* Master gradient of p at optimizer time, already unscaled.  Returns its count of NaN and Inf
  * values (what amp_count_nonfinite_f32 would), computing statistics too under nan_check=step. */
 int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p);
+/* 1 when amp_check_master_grad computes statistics (nan_check=step), 0 when it only counts
+ * NaN and Inf (the optimizer may then count them itself, fused with its unscaling). */
+int amp_check_master_grad_stats(void);
 
 /* ---- results, for tests and the at-exit report -------------------------------------------- */
 typedef struct amp_check_origin {

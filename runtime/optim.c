@@ -194,12 +194,13 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		amp_tensor *g = p->master->grad;
 		if (!g)
 			continue;
-		if (AMP_TRACING()) {
+		if (AMP_TRACING() && amp_check_master_grad_stats()) {
 			if (inv != 1.0f)
 				amp_vscale_f32(g->data, inv, g->data, g->numel);
 			overflow |= amp_check_master_grad(ctx, p) != 0;
 		} else {
-			/* unscaled and counted block by block: one pass over memory, not two */
+			/* unscaled and counted block by block: one pass over memory, not two (the
+			 * checks would only count them too) */
 			float *gv = g->data;
 			int64_t bad = 0;
 			for (int64_t i0 = 0; i0 < g->numel; i0 += UPDATE_BLOCK) {
