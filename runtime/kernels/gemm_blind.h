@@ -383,24 +383,6 @@ static inline void amx_prefetch_next_a(const blind_mat *a, int64_t m_next, int64
 	}
 }
 
-/* Share c of t of the next B panel's source rows (op(B) rows k0 .. k0+kc, columns n0 ..
- * n0+cols, as runs of contiguous elements: rows of op(B), or of B for B^T), into L2 while this
- * panel is computed: its packer otherwise waits on memory. */
-static inline void amx_prefetch_next_b(const blind_mat *b, int64_t k0, int64_t kc, int64_t n0,
-                                       int64_t cols, int64_t c, int64_t t)
-{
-	if (kc <= 0 || cols <= 0)
-		return;
-	int by_k = b->cs == 1; /* runs along n, one per k; else along k, one per n */
-	int64_t runs = by_k ? kc : cols, len = (by_k ? cols : kc) * (int64_t)sizeof(uint16_t);
-	for (int64_t r = runs * c / t; r < runs * (c + 1) / t; r++) {
-		const char *src = (const char *)(by_k ? b->p + (k0 + r) * b->rs + n0 * b->cs
-		                                      : b->p + (n0 + r) * b->cs + k0 * b->rs);
-		for (int64_t off = 0; off < len; off += 64)
-			__builtin_prefetch(src + off, 0, 2);
-	}
-}
-
 /* The loop nest of amp_gemm_bf16_amx (see its contract), on the given micro-kernel and store.
  * Inlined into the real kernel with its functions, called by the tests with the model's.
  * c_f32: C is fp32 and the store an acc32 one (st NULL).
@@ -459,13 +441,6 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 				int64_t ks = (kc + AMX_KSTEP - 1) / AMX_KSTEP;
 				int last = p == npanel - 1;
 				pack_b(&b, k0, kc, ks, n0, ncw, bp);
-				/* the panel packed next: the next k panel, else the first of the
-				 * next row block or column panel */
-				int64_t k0n = last ? 0 : k0 + kc, n0n = n0;
-				if (last && m0 + AMX_MC >= M)
-					n0n = n0 + AMX_NC;
-				int64_t kcn = n0n < N ? blind_min(AMX_KC, K - k0n) : 0;
-				int64_t ncn = n0n < N ? blind_min(AMX_NC, N - n0n) : 0;
 				for (int64_t mb = 0; mb < mblk; mb++) {
 					int64_t rows = blind_min(32, mcw - mb * 32);
 					pack_a(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
@@ -478,8 +453,6 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 						amx_prefetch_next_a(&a, m0 + (mb + 1) * 32,
 						                    mb + 1 < mblk ? 32 : 0, k0, kc, nb,
 						                    nblk);
-						amx_prefetch_next_b(&b, k0n, kcn, n0n, ncn,
-						                    mb * nblk + nb, mblk * nblk);
 						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
 						    p > 0);
 						if (!last)
