@@ -324,9 +324,11 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 /* Every rank has the same parameters: count and sizes compared with rank 0's. */
 static int check_same(dist *d, amp_ctx *ctx)
 {
-	int64_t mine[2] = {d->n_params, 0};
+	/* the sizes hashed in unsigned arithmetic (it wraps; a signed product would overflow) */
+	uint64_t h = 0;
 	for (int i = 0; i < d->n_params; i++)
-		mine[1] = mine[1] * 1000003 + numel_of(ctx, i);
+		h = h * 1000003u + (uint64_t)numel_of(ctx, i);
+	int64_t mine[2] = {d->n_params, (int64_t)(h >> 1)};
 	int64_t root[2] = {mine[0], mine[1]};
 	int err = MPI_Bcast(root, 2, MPI_INT64_T, 0, d->comm);
 	if (err != MPI_SUCCESS)

@@ -322,8 +322,13 @@ if grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo; then
 	want=$(grep -qw amx_bf16 /proc/cpuinfo && echo amx-bf16 || echo avx512-bf16)
 	check "bf16 Linear runs on $want" \
 		"$(q bf16.db "SELECT group_concat(DISTINCT engine) FROM ops WHERE op = 'Linear'")" "$want"
-	check_true "bf16 run: native half share above 50 %" \
-		test "$(q bf16.db "SELECT native_half_share > 0.5 FROM overview")" = 1
+	# a time share: only in an optimized build (under a sanitizer the FP32 C loops slow, the
+	# half GEMMs' assembly does not); the engines above hold in both
+	case $(basename "$BUILD") in
+	*asan*) ;;
+	*) check_true "bf16 run: native half share above 50 %" \
+		test "$(q bf16.db "SELECT native_half_share > 0.5 FROM overview")" = 1 ;;
+	esac
 	check "bf16 run: no emulated-half advice" \
 		"$(q bf16.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 0
 else
