@@ -1,5 +1,6 @@
 /* gemm_blind.h — private to gemm_amx.c and gemm_avx512fp16.c: the AMX-BF16 GEMM and the native
- * AVX512-FP16 GEMM, written for CPUs the development machine lacks, and a plain-C model of each.
+ * AVX512-FP16 GEMM of the Intel class, and a plain-C model of each (they were first written on
+ * an AMD-class machine that lacks both, against the models; since tested on the hardware too).
  *
  * The packers, the loop nests (drivers) and the store epilogues' semantics live here and are
  * shared by the real kernels and by the models; only the micro-kernels (tile / FP16 FMA loops)
@@ -32,8 +33,8 @@ int amp_amx_init(void);
  * C is overwritten and never read (it may hold garbage); otherwise beta C is added in FP32.
  * Products accumulate in FP32 tiles (tdpbf16ps); C is rounded once to bf16 (nearest even, NaN
  * quieted).  st: NULL, or receives (overwritten) the statistics of the final C (amp_stats_bf16).
- * Runs on the calling thread only (the caller splits the work); uses this thread's GEMM
- * workspace.  The sum over k runs in an order fixed by K alone.  Without AMX (amp_amx_init()
+ * Runs on the calling thread only (the kernel tables split the work over the threads:
+ * gemm_split.h); uses this thread's GEMM workspace.  The sum over k runs in an order fixed by K alone.  Without AMX (amp_amx_init()
  * != 0) it computes the same result with the model's micro-kernel, slowly, instead of faulting. */
 void amp_gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
