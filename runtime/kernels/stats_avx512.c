@@ -396,6 +396,16 @@ EXT_INLINE void group_f16(const uint16_t *x, int64_t len, __m512i p[NPL], __m512
 	transpose_planes(t, p, NULL);
 }
 
+/* The exponent-plane bytes of 64 fp32 high halves (or bf16 values) in w0, w1: each exponent,
+ * from the high byte once shifted left, clamped to e = clamp(exponent - 112, 0, 31), its bits
+ * gathered by plane (sel).  Shared by group_f32 and group_bf16. */
+EXT_INLINE __m512i exp_planes(__m512i w0, __m512i w1, __m512i hi, __m512i sel)
+{
+	__m512i e = _mm512_permutex2var_epi8(_mm512_slli_epi16(w0, 1), hi, _mm512_slli_epi16(w1, 1));
+	e = _mm512_min_epu8(_mm512_subs_epu8(e, _mm512_set1_epi8(112)), _mm512_set1_epi8(31));
+	return _mm512_gf2p8affine_epi64_epi8(sel, e, 0);
+}
+
 /* x: (len) fp32, 0 < len <= GROUP (the lanes past len read as +0) -> p: the plane set of
  * e = clamp(exponent - 112, 0, 31); running min/max. */
 EXT_INLINE void group_f32(const float *x, int64_t len, __m512i p[NPL], __m512 *mn, __m512 *mx,
@@ -404,7 +414,6 @@ EXT_INLINE void group_f32(const float *x, int64_t len, __m512i p[NPL], __m512 *m
 	const __m512i hi = _mm512_load_si512(ix_tab[T_HI]), hiw = _mm512_load_si512(ix_hiw);
 	/* byte k of a qword <- bit k of each exponent byte; bytes 5-7 <- 0 */
 	const __m512i sel = _mm512_set1_epi64(0x0000001008040201);
-	const __m512i b112 = _mm512_set1_epi8(112), b31 = _mm512_set1_epi8(31);
 	__m512i t[8];
 #define CHUNK(c)                                                                                   \
 	do {                                                                                       \
@@ -430,10 +439,7 @@ EXT_INLINE void group_f32(const float *x, int64_t len, __m512i p[NPL], __m512 *m
 		                                       _mm512_castps_si512(v[1]));                 \
 		__m512i w1 = _mm512_permutex2var_epi16(_mm512_castps_si512(v[2]), hiw,             \
 		                                       _mm512_castps_si512(v[3]));                 \
-		__m512i e = _mm512_permutex2var_epi8(_mm512_slli_epi16(w0, 1), hi,                 \
-		                                     _mm512_slli_epi16(w1, 1));                    \
-		e = _mm512_min_epu8(_mm512_subs_epu8(e, b112), b31);                               \
-		t[c] = _mm512_gf2p8affine_epi64_epi8(sel, e, 0);                                   \
+		t[c] = exp_planes(w0, w1, hi, sel);                                                \
 	} while (0)
 	CHUNK(0);
 	CHUNK(1);
@@ -455,7 +461,6 @@ EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m51
 {
 	const __m512i hi = _mm512_load_si512(ix_tab[T_HI]);
 	const __m512i sel = _mm512_set1_epi64(0x0000001008040201);
-	const __m512i b112 = _mm512_set1_epi8(112), b31 = _mm512_set1_epi8(31);
 	__m512i t[8];
 #define WIDEN(h) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
 #define CHUNK(c)                                                                                   \
@@ -485,10 +490,7 @@ EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m51
 				*mx = _mm512_mask_max_ps(*mx, k, *mx, v);                          \
 			}                                                                          \
 		}                                                                                  \
-		__m512i e = _mm512_permutex2var_epi8(_mm512_slli_epi16(w0, 1), hi,                 \
-		                                     _mm512_slli_epi16(w1, 1));                    \
-		e = _mm512_min_epu8(_mm512_subs_epu8(e, b112), b31);                               \
-		t[c] = _mm512_gf2p8affine_epi64_epi8(sel, e, 0);                                   \
+		t[c] = exp_planes(w0, w1, hi, sel);                                                \
 	} while (0)
 	CHUNK(0);
 	CHUNK(1);
