@@ -27,6 +27,14 @@ check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got '$2', want '$3'";
 # check_true NAME COMMAND...: passes when the command succeeds.
 check_true() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
 
+# EMU_KERNELS: the best kernel path this CPU runs without half arithmetic (avx512 where it has
+# AVX-512, else avx2), the one a half run is forced onto to check what an emulated run records.
+EMU_KERNELS=avx2
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
+	grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
+	EMU_KERNELS=avx512
+fi
+
 # e2e_on_exit COMMAND: runs COMMAND (with eval) when the script exits, in the order given.
 E2E_EXIT_HOOKS=()
 e2e_on_exit() { E2E_EXIT_HOOKS+=("$1"); }

@@ -3,7 +3,8 @@
 # reductions, broadcasting binary ops, Concat, Slice, ...): tests/progs/ops_tour trains through
 # them under ampprof, and the profile must hold each op type by name, forward and backward,
 # with the default list of schema/ in op_types, and with the exec dtypes the modes imply;
-# the engines of the fp16 elementwise ops on the avx512 and avx512-fp16 paths.
+# the engines of the fp16 elementwise ops on the best path without half arithmetic
+# (EMU_KERNELS) and on avx512-fp16.
 # Needs $BUILD (default build) built with `make all`.  Ends with "N passed, N failed".
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
@@ -54,15 +55,15 @@ check "force_bf16: the profile's steps carry the losses" \
 
 # force_fp16: the fp16 Add and Sub forwards read and write fp16 on the fp16 kernels, and the
 # engine column says which arithmetic ran: native fp16 (avx512-fp16) where the path has it,
-# FP32 on fp16 storage (fp32-fma) on the avx512 path; the ops that still convert to FP32
-# (Div, Sigmoid, the backwards) keep fp32-fma on both.  Same losses on both paths: the fp16
+# FP32 on fp16 storage (fp32-fma) on a path without (EMU_KERNELS, lib.sh); the ops that still
+# convert to FP32 (Div, Sigmoid, the backwards) keep fp32-fma on both.  Same losses on both paths: the fp16
 # kernels give the FP32 blocks' bits.
 fp16_engines() {
 	q "$1" "SELECT group_concat(r, ' ') FROM (SELECT DISTINCT op || '.' || phase || ':' || engine AS r FROM ops WHERE exec_dtype = 'fp16' AND op IN ('Add', 'Sub', 'Div', 'Sigmoid') ORDER BY r)"
 }
-AMP_KERNELS=avx512 "$AMPPROF" -q -o f16emu.db -- "$TOUR" --precision force_fp16 --steps 3 >f16emu.out 2>f16emu.err
-check "force_fp16 on avx512 exits 0" "$?" 0
-check "force_fp16 on avx512: fp16 elementwise on fp32-fma" "$(fp16_engines f16emu.db)" \
+AMP_KERNELS=$EMU_KERNELS "$AMPPROF" -q -o f16emu.db -- "$TOUR" --precision force_fp16 --steps 3 >f16emu.out 2>f16emu.err
+check "force_fp16 on $EMU_KERNELS exits 0" "$?" 0
+check "force_fp16 on $EMU_KERNELS: fp16 elementwise on fp32-fma" "$(fp16_engines f16emu.db)" \
 	"Add.backward:fp32-fma Add.forward:fp32-fma Div.backward:fp32-fma Div.forward:fp32-fma Sigmoid.backward:fp32-fma Sigmoid.forward:fp32-fma Sub.backward:fp32-fma Sub.forward:fp32-fma"
 if grep -qw avx512_fp16 /proc/cpuinfo; then
 	AMP_KERNELS=avx512-fp16 "$AMPPROF" -q -o f16nat.db -- "$TOUR" --precision force_fp16 --steps 3 >f16nat.out 2>f16nat.err
@@ -71,7 +72,7 @@ if grep -qw avx512_fp16 /proc/cpuinfo; then
 		"$(fp16_engines f16nat.db)" \
 		"Add.backward:fp32-fma Add.forward:avx512-fp16 Div.backward:fp32-fma Div.forward:fp32-fma Sigmoid.backward:fp32-fma Sigmoid.forward:fp32-fma Sub.backward:fp32-fma Sub.forward:avx512-fp16"
 	check "force_fp16 on avx512-fp16: three finite losses" "$(grep -c 'loss -\?[0-9]' f16nat.out)" 3
-	check "force_fp16: the same losses on avx512-fp16 and avx512" \
+	check "force_fp16: the same losses on avx512-fp16 and $EMU_KERNELS" \
 		"$(grep 'loss' f16nat.out)" "$(grep 'loss' f16emu.out)"
 else
 	echo "SKIPPED: avx512-fp16 engine checks need avx512_fp16"

@@ -202,7 +202,7 @@ out=$("$AMPVIEW" --version) && grep -q '^ampview ' <<< "$out" && ok "--version" 
 # avx512-fp16 GEMM sums in fp16 blocks, another trajectory, so where the CPU has AVX-512 the
 # unstable runs take the avx512 set (the same on both CPU classes), else the default.
 u16_kernels=
-grep -qw avx512bw /proc/cpuinfo && u16_kernels=avx512
+[ "$EMU_KERNELS" = avx512 ] && u16_kernels=avx512
 (cd "$tmp" && AMP_KERNELS=$u16_kernels "$AMPPROF" -q -o u16.db -- "$top/$BUILD/bin/unstable" \
 	--precision=fp16 --steps 260 > u16.out 2>&1) || bad "ampprof unstable: exit $?" "$(tail -n 5 "$tmp/u16.out")"
 (cd "$tmp" && "$AMPPROF" -q -o mlp.db -- "$top/$BUILD/bin/mlp_fashion" --precision=amp --steps 30 \
