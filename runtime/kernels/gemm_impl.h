@@ -26,9 +26,9 @@
  * A half path may define GEMM_UKR_NARROW (with GEMM_UKR_EDGES) and
  *   static void gemm_ukr_narrow(int64_t kc, const gemm_pt *ap, const gemm_pt *bp,
  *                               const float *c, int64_t ldc, int accumulate, uint16_t *out,
- *                               int64_t ldo, int mr, int nr);
- *        out (mr,nr) = half([c +] ap . bp), the sums and the add as gemm_ukr's, rounded as
- *        cvt_f2b: the last k block writes C itself instead of the accumulator block;
+ *                               int64_t ldo, int mr, int nr, amp_dtype dt);
+ *        out (mr,nr) = dt([c +] ap . bp), the sums and the add as gemm_ukr's, rounded as
+ *        cvt_f2h / cvt_f2b: the last k block writes C itself instead of the accumulator block;
  * and GEMM_UKR_DIRECT_PAIRS (with GEMM_UKR_NARROW, GEMM_KP 2) with gemm_ukr_direct_pairs: as
  *        gemm_ukr_narrow (out may be NULL: then c [+]= as gemm_ukr) for a full MR-row tile of
  *        bf16 A read in place, rows a + r * lda holding their k pairs (k contiguous, kc even).
@@ -231,15 +231,15 @@ static inline void gemm_tile(int64_t kc, const gemm_pt *ap, const gemm_pt *bp, f
 /* One tile of gemm_macro: c [+]= ap . bp, or with out its rounding into out. */
 static inline void gemm_tile_out(int64_t kc, const gemm_pt *ap, const gemm_pt *bp, float *c,
                                  int64_t ldc, int accumulate, uint16_t *out, int64_t ldo,
-                                 int64_t mr, int64_t nr)
+                                 amp_dtype dt, int64_t mr, int64_t nr)
 {
 #ifdef GEMM_UKR_NARROW
 	if (out) {
-		gemm_ukr_narrow(kc, ap, bp, c, ldc, accumulate, out, ldo, (int)mr, (int)nr);
+		gemm_ukr_narrow(kc, ap, bp, c, ldc, accumulate, out, ldo, (int)mr, (int)nr, dt);
 		return;
 	}
 #else
-	(void)out, (void)ldo;
+	(void)out, (void)ldo, (void)dt;
 #endif
 	gemm_tile(kc, ap, bp, c, ldc, accumulate, mr, nr);
 }
@@ -267,7 +267,7 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 		gemm_pack_a(a, mfull, M - mfull, p0, kc, ap);
 		for (int64_t jr = 0; jr < nc; jr += GEMM_NR)
 			gemm_tile_out(kc, ap, bp + jr * kp, c + mfull * ldc + jr, ldc, accumulate,
-			              out ? out + mfull * ldo + jr : NULL, ldo, M - mfull,
+			              out ? out + mfull * ldo + jr : NULL, ldo, a->dt, M - mfull,
 			              gemm_min(GEMM_NR, nc - jr));
 		return;
 	}
@@ -311,7 +311,7 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 			const gemm_pt *bpanel = bp + jr * kp;
 			for (int64_t ir = 0; ir < mc; ir += GEMM_MR)
 				gemm_tile_out(kc, ap + ir * kp, bpanel, c + (ic + ir) * ldc + jr, ldc,
-				              accumulate, out ? out + (ic + ir) * ldo + jr : NULL, ldo,
+				              accumulate, out ? out + (ic + ir) * ldo + jr : NULL, ldo, a->dt,
 				              gemm_min(GEMM_MR, mc - ir), nr);
 		}
 	}

@@ -81,36 +81,288 @@ static int64_t cvt_f2b(const float *src, uint16_t *dst, int64_t n)
 #define GEMM_MC 96
 #define GEMM_KC 256
 #define GEMM_NC 1024
+#define GEMM_PACK_FAST
+#define GEMM_PACK_BLOCK_FAST
 
-/* ap: (kc, 6) fp32, bp: (kc, 16) fp32 -> c: (6, 16) fp32 at row stride ldc, [+]=. */
-static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
-                     float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
+#define GEMM_UKR_EDGES
+#define GEMM_UKR_NARROW
+
+/* acc: the 6 x 16 fp32 sums ap (kc, 6) . bp (kc, 16), fp32 panels; one FMA chain per element,
+ * over k in order. */
+static inline __attribute__((always_inline)) void
+gemm_sums(int64_t kc, const float *restrict ap, const float *restrict bp, __m256 acc[2 * GEMM_MR])
 {
-	(void)mr, (void)nr;  /* always a full tile: no GEMM_UKR_EDGES here */
-	__m256 c0[GEMM_MR], c1[GEMM_MR];
-#pragma GCC unroll 8
-	for (int r = 0; r < GEMM_MR; r++)
-		c0[r] = c1[r] = _mm256_setzero_ps();
+#pragma GCC unroll 12
+	for (int r = 0; r < 2 * GEMM_MR; r++)
+		acc[r] = _mm256_setzero_ps();
 	for (int64_t k = 0; k < kc; k++) {
 		__m256 b0 = _mm256_load_ps(bp + k * GEMM_NR);
 		__m256 b1 = _mm256_load_ps(bp + k * GEMM_NR + 8);
 #pragma GCC unroll 8
 		for (int r = 0; r < GEMM_MR; r++) {
 			__m256 av = _mm256_broadcast_ss(ap + k * GEMM_MR + r);
-			c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
-			c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+			acc[2 * r] = _mm256_fmadd_ps(av, b0, acc[2 * r]);
+			acc[2 * r + 1] = _mm256_fmadd_ps(av, b1, acc[2 * r + 1]);
 		}
 	}
+}
+
+/* The tile of a partial (mr, nr) result: every accumulator stored (constant indices, so
+ * that the accumulators stay in registers through the k loop), c's rows < mr and columns < nr
+ * added when accumulating, in gemm_ukr's order (sum + c). */
+static inline __attribute__((always_inline)) void
+gemm_edge_tile(const __m256 acc[2 * GEMM_MR], const float *c, int64_t ldc, int accumulate,
+               int mr, int nr, float tile[GEMM_MR * GEMM_NR])
+{
+#pragma GCC unroll 12
+	for (int r = 0; r < 2 * GEMM_MR; r++)
+		_mm256_store_ps(tile + 8 * r, acc[r]);
+	if (accumulate)
+		for (int r = 0; r < mr; r++)
+			for (int j = 0; j < nr; j++)
+				tile[r * GEMM_NR + j] += c[r * ldc + j];
+}
+
+/* acc[2r + h] += c's row r, columns 8h .. 8h+7, for a full tile. */
+static inline __attribute__((always_inline)) void
+gemm_add_c(__m256 acc[2 * GEMM_MR], const float *restrict c, int64_t ldc)
+{
 #pragma GCC unroll 8
 	for (int r = 0; r < GEMM_MR; r++) {
-		float *cr = c + r * ldc;
-		if (accumulate) {
-			c0[r] = _mm256_add_ps(c0[r], _mm256_loadu_ps(cr));
-			c1[r] = _mm256_add_ps(c1[r], _mm256_loadu_ps(cr + 8));
-		}
-		_mm256_storeu_ps(cr, c0[r]);
-		_mm256_storeu_ps(cr + 8, c1[r]);
+		acc[2 * r] = _mm256_add_ps(acc[2 * r], _mm256_loadu_ps(c + r * ldc));
+		acc[2 * r + 1] = _mm256_add_ps(acc[2 * r + 1], _mm256_loadu_ps(c + r * ldc + 8));
 	}
+}
+
+/* ap: (kc, 6) fp32, bp: (kc, 16) fp32 -> c: (mr, nr) fp32 at row stride ldc, [+]=; only rows
+ * < mr and columns < nr of c are touched. */
+static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict bp,
+                     float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
+{
+	__m256 acc[2 * GEMM_MR];
+	gemm_sums(kc, ap, bp, acc);
+	if (mr == GEMM_MR && nr == GEMM_NR) {
+		if (accumulate)
+			gemm_add_c(acc, c, ldc);
+#pragma GCC unroll 8
+		for (int r = 0; r < GEMM_MR; r++) {
+			_mm256_storeu_ps(c + r * ldc, acc[2 * r]);
+			_mm256_storeu_ps(c + r * ldc + 8, acc[2 * r + 1]);
+		}
+		return;
+	}
+	float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(32)));
+	gemm_edge_tile(acc, c, ldc, accumulate, mr, nr, tile);
+	for (int r = 0; r < mr; r++)
+		memcpy(c + r * ldc, tile + r * GEMM_NR, (size_t)nr * sizeof *tile);
+}
+
+/* v: 8 fp32 -> 8 bf16, rounded as cvt_f2b_int (vec_impl.h): to nearest even on the dropped
+ * 16 bits, NaN quieted with its sign and top payload bits. */
+static inline __m128i narrow_bf16(__m256 v)
+{
+	__m256i x = _mm256_castps_si256(v);
+	__m256i r = _mm256_srli_epi32(
+	    _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)),
+	                     _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1))),
+	    16);
+	__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+	                                 _mm256_set1_epi32(0x7f800000));
+	__m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+	r = _mm256_blendv_epi8(r, q, nan);
+	return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+/* As gemm_ukr, the result rounded once into out (mr, nr) of the GEMM's half dtype dt at row
+ * stride ldo (F16C for fp16, narrow_bf16 for bf16: the bits of cvt_f2h / cvt_f2b) instead of
+ * being stored in c: the last k block of a half GEMM writes C itself. */
+static void gemm_ukr_narrow(int64_t kc, const float *restrict ap, const float *restrict bp,
+                            const float *c, int64_t ldc, int accumulate, uint16_t *out,
+                            int64_t ldo, int mr, int nr, amp_dtype dt)
+{
+	__m256 acc[2 * GEMM_MR];
+	gemm_sums(kc, ap, bp, acc);
+	int full = mr == GEMM_MR && nr == GEMM_NR;
+	if (full && accumulate)
+		gemm_add_c(acc, c, ldc);
+	if (!full) {
+		float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(32)));
+		gemm_edge_tile(acc, c, ldc, accumulate, mr, nr, tile);
+#pragma GCC unroll 12
+		for (int r = 0; r < 2 * GEMM_MR; r++)
+			acc[r] = _mm256_load_ps(tile + 8 * r);
+	}
+	__m128i h[2 * GEMM_MR];
+	if (dt == AMP_BF16) {
+#pragma GCC unroll 12
+		for (int r = 0; r < 2 * GEMM_MR; r++)
+			h[r] = narrow_bf16(acc[r]);
+	} else {
+#pragma GCC unroll 12
+		for (int r = 0; r < 2 * GEMM_MR; r++)
+			h[r] = _mm256_cvtps_ph(acc[r], _MM_FROUND_TO_NEAREST_INT);
+	}
+	if (full) {
+#pragma GCC unroll 8
+		for (int r = 0; r < GEMM_MR; r++) {
+			_mm_storeu_si128((__m128i *)(out + r * ldo), h[2 * r]);
+			_mm_storeu_si128((__m128i *)(out + r * ldo + 8), h[2 * r + 1]);
+		}
+		return;
+	}
+	uint16_t t[GEMM_MR * GEMM_NR] __attribute__((aligned(16)));
+#pragma GCC unroll 12
+	for (int r = 0; r < 2 * GEMM_MR; r++)
+		_mm_store_si128((__m128i *)(t + 8 * r), h[r]);
+	for (int r = 0; r < mr; r++)
+		memcpy(out + r * ldo, t + r * GEMM_NR, (size_t)nr * sizeof *t);
+}
+
+/* The first n (0..8) elements of X at element offset off, fp32, fp16 or bf16 -> the low n
+ * fp32 lanes (exact), the others zero; reads no element past the n-th.  Whole vectors and the
+ * six of a 6-row panel are loaded directly, other short runs through a zeroed buffer (AVX2 has
+ * no masked 16-bit loads). */
+static inline __m256 load_run8(const gemm_operand *x, int64_t off, int64_t n)
+{
+	if (x->dt == AMP_F32) {
+		const float *p = (const float *)x->p + off;
+		if (n >= 8)
+			return _mm256_loadu_ps(p);
+		if (n == 6)
+			return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)),
+			                            _mm_castpd_ps(_mm_load_sd((const double *)(p + 4))), 1);
+		float f[8] = {0};
+		if (n > 0)
+			memcpy(f, p, (size_t)n * sizeof *f);
+		return _mm256_loadu_ps(f);
+	}
+	const uint16_t *p = (const uint16_t *)x->p + off;
+	__m128i h;
+	if (n >= 8) {
+		h = _mm_loadu_si128((const __m128i *)p);
+	} else if (n == 6) {
+		int32_t last;
+		memcpy(&last, p + 4, sizeof last);
+		h = _mm_insert_epi32(_mm_loadl_epi64((const __m128i *)p), last, 2);
+	} else {
+		uint16_t b[8] = {0};
+		if (n > 0)
+			memcpy(b, p, (size_t)n * sizeof *b);
+		h = _mm_loadu_si128((const __m128i *)b);
+	}
+	if (x->dt == AMP_F16)
+		return _mm256_cvtph_ps(h);
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline int64_t clamp8(int64_t n, int w)
+{
+	return n < w ? n : w;
+}
+
+/* r: 8 rows of 8 fp32 -> their transpose, in registers. */
+static inline void transpose8(__m256 r[8])
+{
+	__m256 t[8], u[8];
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+	}
+	/* u[4i + j], 128-bit lane L: rows 4i .. 4i+3 of column 4L + j */
+#pragma GCC unroll 2
+	for (int i = 0; i < 2; i++) {
+		u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < 4; j++) {
+		r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+		r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+	}
+}
+
+/* Stores the low w (1..8) lanes of v at o. */
+static inline void store_lanes(float *o, __m256 v, int w)
+{
+	if (w == 8) {
+		_mm256_storeu_ps(o, v);
+		return;
+	}
+	if (w == 6) {
+		_mm_storeu_ps(o, _mm256_castps256_ps128(v));
+		_mm_storel_pi((__m64 *)(o + 4), _mm256_extractf128_ps(v, 1));
+		return;
+	}
+	float f[8];
+	_mm256_storeu_ps(f, v);
+	memcpy(o, f, (size_t)w * sizeof *f);
+}
+
+/* gemm_pack_block for contiguous panel rows (rs == 1): op(X) rows [r0, r0+n), k [c0, c0+kc)
+ * -> ceil(n/pr) panels of (kc, pr), widened from a half type if need be.  Walks X along its
+ * rows (k outer), eight k at a time per panel (the panels lie kc * pr floats apart, often a
+ * multiple of 4 KiB: writing all of them for each k would thrash one L1 set). */
+static int gemm_pack_block_fast(const gemm_operand *x, int64_t r0, int64_t n, int64_t c0,
+                                int64_t kc, int pr, float *restrict out)
+{
+	if (x->rs != 1)
+		return 0;
+	int64_t np = (n + pr - 1) / pr;
+	for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+		int64_t k1 = k0 + 8 < kc ? k0 + 8 : kc;
+		for (int64_t p = 0; p < np; p++) {
+			float *o = out + p * kc * pr;
+			for (int64_t k = k0; k < k1; k++) {
+				int64_t off = r0 + (c0 + k) * x->cs + p * pr;
+				for (int g = 0; g < pr; g += 8)
+				{
+					int w = pr - g < 8 ? pr - g : 8;
+					store_lanes(o + k * pr + g, load_run8(x, off + g, clamp8(n - p * pr - g, w)),
+					            w);
+				}
+			}
+		}
+	}
+	return 1;
+}
+
+/* gemm_pack_panel for both layouts, halves widened on the way: op(X)[r0 .. r0+nr)
+ * [c0 .. c0+kc) -> out: (kc, pr) fp32, rows past nr zero.  Contiguous panel rows (rs == 1) are
+ * copied as runs; strided ones (cs == 1) go through 8 x 8 register transposes. */
+static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t c0, int64_t kc,
+                          int pr, float *restrict out)
+{
+	if (x->rs == 1) {
+		for (int64_t k = 0; k < kc; k++) {
+			int64_t off = r0 + (c0 + k) * x->cs;
+			for (int g = 0; g < pr; g += 8)
+			{
+				int w = pr - g < 8 ? pr - g : 8;
+				store_lanes(out + k * pr + g, load_run8(x, off + g, clamp8(nr - g, w)), w);
+			}
+		}
+		return 1;
+	}
+	if (x->cs != 1)
+		return 0;
+	for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+		int kn = kc - k0 < 8 ? (int)(kc - k0) : 8;
+		for (int g = 0; g < pr; g += 8) {
+			int w = pr - g < 8 ? pr - g : 8;
+			__m256 v[8];
+#pragma GCC unroll 8
+			for (int r = 0; r < 8; r++)
+				v[r] = g + r < nr ? load_run8(x, (r0 + g + r) * x->rs + c0 + k0, kn)
+				                  : _mm256_setzero_ps();
+			transpose8(v);
+			for (int k = 0; k < kn; k++)
+				store_lanes(out + (k0 + k) * pr + g, v[k], w);
+		}
+	}
+	return 1;
 }
 
 #include "gemm_impl.h"

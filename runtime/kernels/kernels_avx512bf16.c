@@ -296,8 +296,9 @@ static void gemm_ukr(int64_t kc, const uint16_t *restrict ap, const uint16_t *re
 
 static void gemm_ukr_narrow(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
                             const float *c, int64_t ldc, int accumulate, uint16_t *restrict out,
-                            int64_t ldo, int mr, int nr)
+                            int64_t ldo, int mr, int nr, amp_dtype dt)
 {
+	(void)dt;  /* this path's GEMMs are bf16 only */
 	float *cw = (float *)(uintptr_t)c;  /* only read under out */
 	if (nr > 16)
 		gemm_ukr_nv(kc, ap, 0, bp, cw, ldc, accumulate, out, ldo, mr, nr, 2);

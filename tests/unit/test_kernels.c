@@ -1437,10 +1437,11 @@ Test(stats, merge_is_exact)
 /* amp_gemm_acc32 stores the sums amp_gemm rounds: on every path, its FP32 C rounded to the
  * half type is amp_gemm's C bit for bit, with beta 0 and with beta 1 onto the same start (a
  * start in the half type, so both add the same values), for the four transposes and shapes
- * with edges.  The engine it reports is amp_gemm's. */
+ * with edges, one k block or several (K = 700), and sums that are Inf or NaN (the last shape:
+ * +Inf and -Inf in A's first row).  The engine it reports is amp_gemm's. */
 Test(gemm, acc32_stores_the_sums_that_gemm_rounds, .fini = kpath_restore)
 {
-	static const int64_t dims[][3] = {{7, 5, 13}, {33, 47, 100}, {128, 64, 288}};
+	static const int64_t dims[][3] = {{7, 5, 13}, {33, 47, 100}, {128, 64, 288}, {9, 21, 700}};
 	static const amp_dtype halves[] = {AMP_F16, AMP_BF16};
 	for (size_t pi = 0; pi < sizeof all_paths / sizeof *all_paths; pi++) {
 		if (!kpath_force(all_paths[pi]))
@@ -1462,6 +1463,12 @@ Test(gemm, acc32_stores_the_sums_that_gemm_rounds, .fini = kpath_restore)
 						bf[i] = rng_uniform(-0.5f, 0.5f);
 					for (int64_t i = 0; i < M * N; i++)
 						c0[i] = rng_uniform(-0.5f, 0.5f);
+					if (d == sizeof dims / sizeof *dims - 1) {
+						/* op(A)[0][0] = +Inf, op(A)[0][1] = -Inf: row 0 of C is NaN where
+						 * B's rows 0 and 1 agree in sign, else Inf */
+						af[0] = INFINITY;
+						af[ta ? M : 1] = -INFINITY;
+					}
 					amp_cvt(dt, a, AMP_F32, af, M * K);
 					amp_cvt(dt, b, AMP_F32, bf, K * N);
 					for (float beta = 0.0f; beta <= 1.0f; beta += 1.0f) {
