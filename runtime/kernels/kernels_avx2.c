@@ -370,6 +370,128 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 #define VECH16_ENGINE AMP_ENGINE_FP32_FMA
 #include "vech16_impl.h"
 
+/* The 16 values of X (dtype dt) from element at as two fp32 vectors, and their stored bits
+ * zero-extended to 32.  Only the first n (<= 16) are read when avail, the elements that may be
+ * read from at on, is less than 16 (the rest are then zero); otherwise all 16 are loaded and
+ * the lanes past n hold whatever follows (the comparisons are lane by lane). */
+static inline void pool_row16(amp_dtype dt, const void *x, int64_t at, int64_t n, int64_t avail,
+                              __m256 v[2], __m256i bits[2])
+{
+	if (dt == AMP_F32) {
+		const float *p = (const float *)x + at;
+		float buf[16] = {0};
+		if (avail < 16) {
+			memcpy(buf, p, (size_t)n * sizeof *buf);
+			p = buf;
+		}
+		v[0] = _mm256_loadu_ps(p);
+		v[1] = _mm256_loadu_ps(p + 8);
+		bits[0] = _mm256_castps_si256(v[0]);
+		bits[1] = _mm256_castps_si256(v[1]);
+		return;
+	}
+	const uint16_t *p = (const uint16_t *)x + at;
+	uint16_t buf[16] = {0};
+	if (avail < 16) {
+		memcpy(buf, p, (size_t)n * sizeof *buf);
+		p = buf;
+	}
+	__m128i h0 = _mm_loadu_si128((const __m128i *)p), h1 = _mm_loadu_si128((const __m128i *)(p + 8));
+	bits[0] = _mm256_cvtepu16_epi32(h0);
+	bits[1] = _mm256_cvtepu16_epi32(h1);
+	if (dt == AMP_BF16) {
+		v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(bits[0], 16));
+		v[1] = _mm256_castsi256_ps(_mm256_slli_epi32(bits[1], 16));
+	} else {
+		v[0] = _mm256_cvtph_ps(h0);
+		v[1] = _mm256_cvtph_ps(h1);
+	}
+}
+
+/* All-ones lanes where v takes over from bv: v larger, or v the first NaN (pool_takes). */
+static inline __m256 pool_takes8(__m256 v, __m256 bv)
+{
+	return _mm256_or_ps(_mm256_cmp_ps(v, bv, _CMP_GT_OQ),
+	                    _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q),
+	                                  _mm256_cmp_ps(bv, bv, _CMP_ORD_Q)));
+}
+
+/* 2x2 windows at stride 2 in registers, 8 outputs at a time: each output row's two input rows
+ * widened to fp32, split into even and odd columns and compared as maxpool_plane does (the
+ * right one only when larger or the first NaN, then row 1 only when larger or the first NaN);
+ * the output takes the winner's stored bits.  Rows are short (7, 14 outputs): whole vectors are
+ * loaded and stored past a row's end wherever the plane goes on (a later row's store puts its
+ * own values there), so only the plane's last elements take the byte-exact way.  Other windows
+ * go to maxpool_plane. */
+static void maxpool_plane_avx2(amp_dtype dt, const void *x, int64_t W, int k, int stride,
+                               int64_t OH, int64_t OW, void *y, int32_t *arg)
+{
+	if (k != 2 || stride != 2) {
+		maxpool_plane(dt, x, W, k, stride, OH, OW, y, arg);
+		return;
+	}
+	const __m256i one = _mm256_set1_epi32(1), wv = _mm256_set1_epi32((int32_t)W);
+	const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+	const int64_t in_end = 2 * OH * W, out_end = OH * OW; /* what may be read, written */
+	for (int64_t oh = 0; oh < OH; oh++)
+		for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
+			int64_t nn = OW - ow0 < 8 ? OW - ow0 : 8;
+			__m256 m[2];
+			__m256i mb[2], mi[2];
+			for (int r = 0; r < 2; r++) {
+				__m256 v[2];
+				__m256i b[2];
+				int64_t at = (2 * oh + r) * W + 2 * ow0;
+				pool_row16(dt, x, at, 2 * nn, in_end - at, v, b);
+				/* columns 0, 2, .. 14 and 1, 3, .. 15: in-lane shuffles, then the qwords
+				 * put in order */
+				__m256 ev = _mm256_castpd_ps(_mm256_permute4x64_pd(
+				    _mm256_castps_pd(_mm256_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0))),
+				    0xd8));
+				__m256 od = _mm256_castpd_ps(_mm256_permute4x64_pd(
+				    _mm256_castps_pd(_mm256_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1))),
+				    0xd8));
+				__m256 bl = _mm256_castsi256_ps(b[0]), bh = _mm256_castsi256_ps(b[1]);
+				__m256i eb = _mm256_castpd_si256(_mm256_permute4x64_pd(
+				    _mm256_castps_pd(_mm256_shuffle_ps(bl, bh, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
+				__m256i ob = _mm256_castpd_si256(_mm256_permute4x64_pd(
+				    _mm256_castps_pd(_mm256_shuffle_ps(bl, bh, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
+				__m256 t = pool_takes8(od, ev);
+				m[r] = _mm256_blendv_ps(ev, od, t);
+				mb[r] = _mm256_blendv_epi8(eb, ob, _mm256_castps_si256(t));
+				mi[r] = _mm256_and_si256(_mm256_castps_si256(t), one);
+			}
+			__m256i t = _mm256_castps_si256(pool_takes8(m[1], m[0]));
+			/* offset: 2 * oh * W + 2 * ow + (row 1 ? W : 0) + the column in the pair */
+			__m256i col = _mm256_add_epi32(_mm256_set1_epi32((int32_t)(2 * oh * W + 2 * ow0)),
+			                               even);
+			__m256i off = _mm256_add_epi32(
+			    col, _mm256_blendv_epi8(mi[0], _mm256_add_epi32(mi[1], wv), t));
+			__m256i yb = _mm256_blendv_epi8(mb[0], mb[1], t);
+			int64_t o = oh * OW + ow0;
+			__m128i yh = _mm_packus_epi32(_mm256_castsi256_si128(yb),
+			                              _mm256_extracti128_si256(yb, 1));
+			if (o + 8 <= out_end) {
+				_mm256_storeu_si256((__m256i *)(arg + o), off);
+				if (dt == AMP_F32)
+					_mm256_storeu_si256((__m256i *)((float *)y + o), yb);
+				else
+					_mm_storeu_si128((__m128i *)((uint16_t *)y + o), yh);
+				continue;
+			}
+			int32_t ao[8], yo[8];
+			uint16_t y16[8];
+			_mm256_storeu_si256((__m256i *)ao, off);
+			_mm256_storeu_si256((__m256i *)yo, yb);
+			_mm_storeu_si128((__m128i *)y16, yh);
+			memcpy(arg + o, ao, (size_t)nn * sizeof *ao);
+			if (dt == AMP_F32)
+				memcpy((float *)y + o, yo, (size_t)nn * sizeof *yo);
+			else
+				memcpy((uint16_t *)y + o, y16, (size_t)nn * sizeof *y16);
+		}
+}
+
 const amp_kernel_table amp_kernels_avx2_table = {
 	.isa = AMP_ISA_AVX2,
 	.vec_engine = AMP_ENGINE_FP32_FMA,
@@ -401,5 +523,5 @@ const amp_kernel_table amp_kernels_avx2_table = {
 	.relu_grad_h16 = relu_grad_h16,
 	.im2col = im2col,
 	.col2im_add_f32 = col2im_add_f32,
-	.maxpool_plane = maxpool_plane,
+	.maxpool_plane = maxpool_plane_avx2,
 };
