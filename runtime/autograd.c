@@ -386,8 +386,8 @@ static int storage_shared(const amp_ctx *ctx, const amp_tensor *y)
 /* memory_optimize: the outputs of this micro-batch's nodes that can recompute them
  * (node->recompute: their own backward does not read them) go back to the arena before the
  * backward starts; each node whose backward reads one gets it back for that backward only
- * (inputs_back).  Kept: the seeded output, an output whose storage is shared, and one whose
- * node reads a tensor that is itself recomputable (it could not be rebuilt from it). */
+ * (amp_node_inputs_back).  Kept: the seeded output, an output whose storage is shared, and one
+ * whose node reads a tensor that is itself recomputable (it could not be rebuilt from it). */
 static void drop_recomputable(amp_ctx *ctx, const amp_tensor *seeded)
 {
 	for (amp_node *node = ctx->tape; node && node != ctx->mark_tape; node = node->prev) {
@@ -402,26 +402,33 @@ static void drop_recomputable(amp_ctx *ctx, const amp_tensor *seeded)
 	}
 }
 
-/* Recomputes the dropped inputs of node (drop_recomputable) before its backward reads them;
- * got[] receives them, to be dropped again after it. */
-static int inputs_back(amp_ctx *ctx, const amp_node *node, amp_tensor **got, int *n_got)
+int amp_node_inputs_back(amp_ctx *ctx, const amp_node *node, int all, amp_tensor **got, int *n_got)
 {
 	*n_got = 0;
-	for (int k = 0; k < node_inputs(node); k++) {
+	amp_op_type cur_op = ctx->cur_op;
+	const char *cur_label = ctx->cur_label;
+	int rc = AMP_OK;
+	for (int k = 0; (all || !node->in_unread) && k < node_inputs(node) && !rc; k++) {
 		amp_tensor *t = node->in[k];
 		/* released before its producer's backward ran: dropped, not done with */
 		if (!t || !t->released || !t->node || !t->node->recompute)
 			continue;
 		ctx->cur_op = t->node->op; /* what memory_limit names if it refuses the space */
 		ctx->cur_label = t->node->label;
-		int rc = amp_tensor_reacquire(ctx, t);
-		if (rc)
-			return rc;
+		if ((rc = amp_tensor_reacquire(ctx, t)))
+			break;
 		got[(*n_got)++] = t;
-		if ((rc = t->node->recompute(ctx, t->node)))
-			return rc;
+		rc = t->node->recompute(ctx, t->node);
 	}
-	return AMP_OK;
+	ctx->cur_op = cur_op;
+	ctx->cur_label = cur_label;
+	return rc;
+}
+
+void amp_node_inputs_release(amp_ctx *ctx, amp_tensor **got, int n_got)
+{
+	for (int k = 0; k < n_got; k++)
+		amp_tensor_release(ctx, got[k]);
 }
 
 int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
@@ -448,7 +455,7 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 		amp_tensor *got[AMP_NODE_MAX_IN];
 		int n_got = 0;
 		ctx->cur_what = NULL;
-		if ((rc = inputs_back(ctx, node, got, &n_got)))
+		if ((rc = amp_node_inputs_back(ctx, node, 0, got, &n_got)))
 			break;
 		uint64_t seq_before = ctx->seq;
 		ctx->cur_op = node->op;
@@ -460,8 +467,7 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			amp_check_backward(ctx, node, seq_before);
 		if (ctx->dist)
 			dist_node_done(ctx, node);
-		for (int k = 0; k < n_got; k++)
-			amp_tensor_release(ctx, got[k]);
+		amp_node_inputs_release(ctx, got, n_got);
 		if (release && node->out != out) {
 			amp_tensor_release(ctx, node->out->grad);
 			amp_tensor_release(ctx, node->out);

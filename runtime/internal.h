@@ -119,6 +119,8 @@ struct amp_node {
 	 * from its inputs and saved state: memory_optimize then drops the output when backward
 	 * begins and recomputes it for each later node whose backward reads it. */
 	amp_recompute_fn recompute;
+	uint8_t in_unread;       /* its backward reads no input's values (only their shapes): a
+	                            dropped input is not recomputed for it */
 	amp_node *prev;          /* tape is a list, newest first */
 	uint64_t seq;            /* seq of the forward op (casts: 0); the checks of its backward
 	                            name it, so a gradient leads back to its layer's call site */
@@ -359,6 +361,13 @@ const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node);
 /* Reverse pass from any tensor `out` whose gradient is seeded with out->numel floats (fp32).
  * amp_backward() is this with the loss scale as the seed; tests use it for gradient checks. */
 int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed);
+/* memory_optimize: recomputes, into new step storage, node's inputs that were dropped when
+ * backward began (node->recompute of their producer) — those its backward reads, or all of
+ * them when all is set (the checks at a non-finite origin read them).  got (AMP_NODE_MAX_IN)
+ * receives them, *n_got their number, for amp_node_inputs_release after the reading.  AMP_OK
+ * or the error of the allocation (memory_limit) or of the recompute. */
+int amp_node_inputs_back(amp_ctx *ctx, const amp_node *node, int all, amp_tensor **got, int *n_got);
+void amp_node_inputs_release(amp_ctx *ctx, amp_tensor **got, int n_got);
 
 /* ---- float access -------------------------------------------------------------------------
  * Ops that compute elementwise in fp32 read half tensors through these (vectorized converts). */
