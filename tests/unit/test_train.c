@@ -835,12 +835,12 @@ Test(memory_limit, memory_optimize_fits_more)
 }
 
 /* ---- memory_optimize on a small BatchNorm and max-pooling network --------------------------
- * x (CB,1,8,8) -> conv1 (C1) -> bn1 -> gelu -> maxpool 2 -> conv2 (C2) -> bn2 -> maxpool 2
- * -> relu -> (CB, C2*2*2) -> linear -> cross-entropy.  With memory_optimize the max pools keep
- * no argmax (found again from their inputs in backward) and the BatchNorm outputs are dropped
- * when backward begins and recomputed for the nodes that read them: bn1's for GELU (whose
- * gradient reads the values, not only their signs), bn2's for the pool, whose argmax then
- * comes from the recomputed values.  With alias set, bn1's output
+ * x (CB,1,8,8) -> conv1 (C1) -> bn1 -> gelu, + bn1 -> maxpool 2 -> conv2 (C2) -> bn2
+ * -> maxpool 2 -> relu -> (CB, C2*2*2) -> linear -> cross-entropy.  With memory_optimize the
+ * max pools keep no argmax (found again from their inputs in backward) and the BatchNorm
+ * outputs are dropped when backward begins and recomputed for the nodes that read them: bn1's
+ * for GELU (whose gradient reads the values, not only their signs) but not for the Add (which
+ * reads none), bn2's for the pool, whose argmax then comes from the recomputed values.  With alias set, bn1's output
  * is also read through a reshape (the mean of its squares joins the loss): a tensor sharing
  * its storage, which the drop would not reach, so it is kept. */
 
@@ -933,14 +933,15 @@ static amp_tensor *cnet_forward(cnet *n)
 		x[i] = (float)sin(0.53 * (double)i + 1.7 * (double)s);
 	for (int i = 0; i < CB; i++)
 		t[i] = (int32_t)((3 * i + s) % NC);
-	amp_tensor *xt, *tt, *c1, *r1, *c2, *r2, *flat, *lo, *loss, **p = n->p;
+	amp_tensor *xt, *tt, *c1, *r1, *a1, *c2, *r2, *flat, *lo, *loss, **p = n->p;
 	cr_assert_eq(amp_tensor_from_f32(ctx, x, amp_shape4(CB, 1, CS, CS), AMP_F32, &xt), AMP_OK);
 	cr_assert_eq(amp_tensor_from_i32(ctx, t, amp_shape1(CB), &tt), AMP_OK);
 #define OK(call) cr_assert_eq((call), AMP_OK, "%s", amp_ctx_error(ctx))
 	OK(amp_conv2d(ctx, "conv1", xt, p[0], NULL, 1, 1, &c1));
 	OK(amp_batch_norm2d(ctx, "bn1", c1, p[1], p[2], p[3], p[4], 0.1f, 1e-5f, &n->bn1));
 	OK(amp_gelu(ctx, "gelu1", n->bn1, &r1));
-	OK(amp_maxpool2d(ctx, "pool1", r1, 2, 2, &n->pool1)); /* (CB,C1,4,4) */
+	OK(amp_add(ctx, "res1", r1, n->bn1, &a1));
+	OK(amp_maxpool2d(ctx, "pool1", a1, 2, 2, &n->pool1)); /* (CB,C1,4,4) */
 	OK(amp_conv2d(ctx, "conv2", n->pool1, p[5], NULL, 1, 1, &c2));
 	OK(amp_batch_norm2d(ctx, "bn2", c2, p[6], p[7], p[8], p[9], 0.1f, 1e-5f, &n->bn2));
 	OK(amp_maxpool2d(ctx, "pool2", n->bn2, 2, 2, &n->pool2)); /* (CB,C2,2,2) */
@@ -1043,10 +1044,11 @@ Test(memory_optimize, bn_output_read_through_an_alias)
 
 /* The activation bytes drop by what is not kept: after the forward, the two pools' argmax
  * (int32 per output); when backward begins, the two BatchNorm outputs as well.  The
- * unoptimized ledger still counts them all. */
+ * unoptimized ledger still counts them all.  The backward runs two ops more: the two
+ * recomputes (none for the Add). */
 static void cnet_saving(const char *mode)
 {
-	amp_run_stats fwd[2];
+	amp_run_stats fwd[2], end[2];
 	uint64_t at_backward[2], argmax = 0, bn_out = 0;
 	for (int on = 0; on < 2; on++) {
 		cnet n;
@@ -1065,8 +1067,11 @@ static void cnet_saving(const char *mode)
 		    ctx->mem_unopt[AMP_MEM_ACTIVATIONS] - ctx->mem[AMP_MEM_ACTIVATIONS] > 0, on);
 		cr_assert_eq(amp_optim_step(n.opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
 		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_run_stats_get(ctx, &end[on]);
 		amp_ctx_free(ctx);
 	}
+	cr_assert_eq(end[1].ops_dispatched - end[0].ops_dispatched, 2, "%s: %lld ops on, %lld off",
+	             mode, (long long)end[1].ops_dispatched, (long long)end[0].ops_dispatched);
 	cr_assert_eq(fwd[0].bytes_activations - fwd[1].bytes_activations, argmax,
 	             "%s after the forward: %llu off, %llu on, argmax %llu bytes", mode,
 	             (unsigned long long)fwd[0].bytes_activations,
