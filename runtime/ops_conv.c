@@ -3,8 +3,9 @@
  * Conv2D lowers each image to a column matrix in the exec dtype (part of the op, not a copy
  * event) and multiplies it on amp_gemm in that dtype; backward recomputes the columns
  * rather than keeping them, and sums weight, bias and input gradients in FP32.  MaxPool2D
- * saves its argmax indices in node->saved, or under memory_optimize recomputes them in
- * backward from its input, plane by plane.  Layout is NCHW throughout.
+ * saves its argmax indices for backward in node->saved (none without a tape node), or under
+ * memory_optimize finds them again in backward from its input, plane by plane.  Layout is
+ * NCHW throughout.
  */
 #include "internal.h"
 
@@ -368,15 +369,18 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 	if (!y)
 		return amp_oom(ctx);
 	int64_t plane_out = OH * OW;
-	/* The argmax is saved state for the backward (an activation); memory_optimize finds it
-	 * again there from x instead, so the forward keeps one plane's at a time. */
-	int keep = !ctx->cfg.memory_optimize;
+	/* The argmax is saved state for the backward (an activation), when there is one (the
+	 * tape records a node: amp_op_end); memory_optimize finds it again there from x instead.
+	 * Not kept, the forward holds one plane's at a time. */
+	int taped = ctx->training && !ctx->in_backward && in[0]->requires_grad;
+	int keep = taped && !ctx->cfg.memory_optimize;
 	size_t arg_bytes = (size_t)y->numel * sizeof(int32_t);
 	int32_t *arg;
 	if (keep) {
 		arg = amp_arena_alloc_counted(ctx, arg_bytes, AMP_MEM_ACTIVATIONS);
 	} else {
-		amp_mem_unopt_only(ctx, AMP_MEM_ACTIVATIONS, arg_bytes);
+		if (taped)
+			amp_mem_unopt_only(ctx, AMP_MEM_ACTIVATIONS, arg_bytes);
 		arg = amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(int32_t));
 	}
 	if (!arg)
