@@ -1101,3 +1101,27 @@ Test(memory_optimize, bn_pool_activation_bytes_bf16)
 {
 	cnet_saving("allow_mix_precision_bf16");
 }
+
+/* Without a tape node (not training) a max pool keeps no argmax, in either ledger. */
+Test(memory_optimize, pool_keeps_no_argmax_when_not_training)
+{
+	for (int on = 0; on < 2; on++) {
+		amp_ctx *ctx = mkctx("memory_optimize", on ? "on" : "off", NULL);
+		amp_set_training(ctx, 0);
+		static float x[2 * 3 * 8 * 8];
+		amp_tensor *xt, *y;
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		cr_assert_eq(amp_tensor_from_f32(ctx, x, amp_shape4(2, 3, 8, 8), AMP_F32, &xt),
+		             AMP_OK);
+		amp_run_stats before, after;
+		amp_run_stats_get(ctx, &before);
+		cr_assert_eq(amp_maxpool2d(ctx, "pool", xt, 2, 2, &y), AMP_OK, "%s",
+		             amp_ctx_error(ctx));
+		amp_run_stats_get(ctx, &after);
+		uint64_t out = (uint64_t)y->numel * sizeof(float);
+		cr_assert_eq(after.bytes_activations - before.bytes_activations, out);
+		cr_assert_eq(ctx->mem_unopt[AMP_MEM_ACTIVATIONS], ctx->mem[AMP_MEM_ACTIVATIONS]);
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_ctx_free(ctx);
+	}
+}
