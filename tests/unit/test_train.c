@@ -849,6 +849,7 @@ typedef struct cnet {
 	amp_tensor *p[12]; /* conv1, bn1 (gamma, beta, mean, var), conv2, bn2 (...), fc.w, fc.b */
 	amp_optim *opt;
 	int alias;
+	int micro; /* micro-batches per step (gradient_accumulation_steps) */
 	/* the last step's tensors the tests measure */
 	amp_tensor *bn1, *bn2, *pool1, *pool2;
 	uint64_t act_at_backward; /* activation bytes when the backward began */
@@ -860,11 +861,14 @@ typedef struct cnet {
 #define C2  5
 #define CNW (C1 * 9 + 4 * C1 + C2 * C1 * 9 + 4 * C2 + NC * C2 * 4 + NC)
 
-static void cnet_new(cnet *n, const char *mode, int memopt, int alias)
+static void cnet_new(cnet *n, const char *mode, int memopt, int alias, int micro)
 {
+	char mb[16];
+	snprintf(mb, sizeof mb, "%d", micro);
 	n->ctx = mkctx("precision_mode", mode, "loss_scale_growth_interval", "3", "memory_optimize",
-	               memopt ? "on" : "off", NULL);
+	               memopt ? "on" : "off", "gradient_accumulation_steps", mb, NULL);
 	n->alias = alias;
+	n->micro = micro;
 	static const struct {
 		const char *label;
 		int64_t d0, d1, d2, d3;
@@ -967,8 +971,12 @@ static double cnet_step(cnet *n, float *grads)
 {
 	amp_ctx *ctx = n->ctx;
 	cr_assert_eq(amp_step_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
-	amp_tensor *loss = cnet_forward(n);
-	cr_assert_eq(amp_backward(ctx, loss), AMP_OK, "%s", amp_ctx_error(ctx));
+	for (int m = 0; m < n->micro; m++) {
+		if (n->micro > 1)
+			cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+		amp_tensor *loss = cnet_forward(n);
+		cr_assert_eq(amp_backward(ctx, loss), AMP_OK, "%s", amp_ctx_error(ctx));
+	}
 	for (int i = 0; i < 12; i++) {
 		const amp_tensor *g = amp_tensor_grad(n->p[i]);
 		int64_t len = n->p[i]->numel;
@@ -986,14 +994,14 @@ static double cnet_step(cnet *n, float *grads)
 
 /* The same losses, master gradients and weights (running statistics included) bit for bit
  * with memory_optimize on as off; with it on, the unoptimized peak is the peak without it. */
-static void cnet_identical(const char *mode, int alias)
+static void cnet_identical(const char *mode, int alias, int micro)
 {
 	double loss[2][STEPS];
 	static float grads[2][STEPS][CNW], weights[2][CNW];
 	amp_run_stats st[2];
 	for (int on = 0; on < 2; on++) {
 		cnet n;
-		cnet_new(&n, mode, on, alias);
+		cnet_new(&n, mode, on, alias, micro);
 		for (int s = 0; s < STEPS; s++)
 			loss[on][s] = cnet_step(&n, grads[on][s]);
 		float *w = weights[on];
@@ -1022,24 +1030,29 @@ static void cnet_identical(const char *mode, int alias)
 
 Test(memory_optimize, bn_pool_bit_identical_fp32)
 {
-	cnet_identical("force_fp32", 0);
+	cnet_identical("force_fp32", 0, 1);
 }
 Test(memory_optimize, bn_pool_bit_identical_fp16)
 {
-	cnet_identical("allow_mix_precision", 0);
+	cnet_identical("allow_mix_precision", 0, 1);
 }
 Test(memory_optimize, bn_pool_bit_identical_bf16)
 {
-	cnet_identical("allow_mix_precision_bf16", 0);
+	cnet_identical("allow_mix_precision_bf16", 0, 1);
 }
 /* BatchNorm and pooling in the half type itself: the recompute reads and writes fp16 blocks */
 Test(memory_optimize, bn_pool_bit_identical_force_fp16)
 {
-	cnet_identical("force_fp16", 0);
+	cnet_identical("force_fp16", 0, 1);
+}
+/* with micro-batches: each backward drops and recomputes its own micro-batch's outputs */
+Test(memory_optimize, bn_pool_bit_identical_micro_batches)
+{
+	cnet_identical("allow_mix_precision", 0, 2);
 }
 Test(memory_optimize, bn_output_read_through_an_alias)
 {
-	cnet_identical("allow_mix_precision", 1);
+	cnet_identical("allow_mix_precision", 1, 1);
 }
 
 /* The activation bytes drop by what is not kept: after the forward, the two pools' argmax
@@ -1052,7 +1065,7 @@ static void cnet_saving(const char *mode)
 	uint64_t at_backward[2], argmax = 0, bn_out = 0;
 	for (int on = 0; on < 2; on++) {
 		cnet n;
-		cnet_new(&n, mode, on, 0);
+		cnet_new(&n, mode, on, 0, 1);
 		cr_assert_eq(amp_dist_attach(n.ctx, &probe_ops, &n), AMP_OK);
 		amp_ctx *ctx = n.ctx;
 		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
