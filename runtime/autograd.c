@@ -358,6 +358,79 @@ int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 	return amp_backward_seeded(ctx, loss, &seed);
 }
 
+/* The inputs a node lists in in[] (Concat keeps more in its saved state; its backward reads
+ * none of their values). */
+static int node_inputs(const amp_node *node)
+{
+	return node->n_in < AMP_NODE_MAX_IN ? node->n_in : AMP_NODE_MAX_IN;
+}
+
+/* Whether a tensor on the tape other than y shares y's storage (an alias of it, which is read
+ * through its own header and would not see y dropped). */
+static int storage_shared(const amp_ctx *ctx, const amp_tensor *y)
+{
+	const char *lo = y->data, *hi = lo + (size_t)y->numel * amp_dtype_size(y->dtype);
+	for (const amp_node *node = ctx->tape; node; node = node->prev)
+		for (int k = -1; k < node_inputs(node); k++) {
+			const amp_tensor *t = k < 0 ? node->out : node->in[k];
+			if (!t || t == y || t->released)
+				continue;
+			const char *a = t->data,
+			           *b = a + (size_t)t->numel * amp_dtype_size(t->dtype);
+			if (a < hi && lo < b)
+				return 1;
+		}
+	return 0;
+}
+
+/* memory_optimize: the outputs of this micro-batch's nodes that can recompute them
+ * (node->recompute: their own backward does not read them) go back to the arena before the
+ * backward starts; each node whose backward reads one gets it back for that backward only
+ * (amp_node_inputs_back).  Kept: the seeded output, an output whose storage is shared, and one
+ * whose node reads a tensor that is itself recomputable (it could not be rebuilt from it). */
+static void drop_recomputable(amp_ctx *ctx, const amp_tensor *seeded)
+{
+	for (amp_node *node = ctx->tape; node && node != ctx->mark_tape; node = node->prev) {
+		amp_tensor *y = node->out;
+		if (!node->recompute || y == seeded || !y->owns_data || y->released)
+			continue;
+		int chained = 0;
+		for (int k = 0; k < node_inputs(node); k++)
+			chained |= node->in[k] && node->in[k]->node && node->in[k]->node->recompute;
+		if (!chained && !storage_shared(ctx, y))
+			amp_tensor_release(ctx, y);
+	}
+}
+
+int amp_node_inputs_back(amp_ctx *ctx, const amp_node *node, int all, amp_tensor **got, int *n_got)
+{
+	*n_got = 0;
+	amp_op_type cur_op = ctx->cur_op;
+	const char *cur_label = ctx->cur_label;
+	int rc = AMP_OK;
+	for (int k = 0; (all || !node->in_unread) && k < node_inputs(node) && !rc; k++) {
+		amp_tensor *t = node->in[k];
+		/* released before its producer's backward ran: dropped, not done with */
+		if (!t || !t->released || !t->node || !t->node->recompute)
+			continue;
+		ctx->cur_op = t->node->op; /* what memory_limit names if it refuses the space */
+		ctx->cur_label = t->node->label;
+		if ((rc = amp_tensor_reacquire(ctx, t)))
+			break;
+		got[(*n_got)++] = t;
+		rc = t->node->recompute(ctx, t->node);
+	}
+	ctx->cur_op = cur_op;
+	ctx->cur_label = cur_label;
+	return rc;
+}
+
+void amp_node_inputs_release(amp_ctx *ctx, amp_tensor **got, int n_got)
+{
+	for (int k = 0; k < n_got; k++)
+		amp_tensor_release(ctx, got[k]);
+}
+
 int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 {
 	int rc = amp_grad_acc_f32(ctx, out, seed);
@@ -365,6 +438,8 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 		return rc;
 	ctx->backward_done = 1;
 	ctx->in_backward = 1;
+	if (ctx->cfg.memory_optimize)
+		drop_recomputable(ctx, out);
 	if (ctx->dist)
 		dist_backward_begin(ctx);
 	/* memory_optimize: the tape is a list newest first, and a tensor's consumers come after
@@ -377,10 +452,14 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			release = 0;
 		if (!node->out->grad)
 			continue; /* not on the path from the loss */
+		amp_tensor *got[AMP_NODE_MAX_IN];
+		int n_got = 0;
+		ctx->cur_what = NULL;
+		if ((rc = amp_node_inputs_back(ctx, node, 0, got, &n_got)))
+			break;
 		uint64_t seq_before = ctx->seq;
 		ctx->cur_op = node->op;
 		ctx->cur_label = node->label;
-		ctx->cur_what = NULL;
 		rc = node->backward(ctx, node);
 		if (rc)
 			break;
@@ -388,6 +467,7 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			amp_check_backward(ctx, node, seq_before);
 		if (ctx->dist)
 			dist_node_done(ctx, node);
+		amp_node_inputs_release(ctx, got, n_got);
 		if (release && node->out != out) {
 			amp_tensor_release(ctx, node->out->grad);
 			amp_tensor_release(ctx, node->out);

@@ -434,6 +434,12 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 			if (bad && origin_at < 0 && st->origin.step < 0)
 				origin_at = g;
 		}
+		/* inputs memory_optimize dropped come back for the checks that read them */
+		amp_tensor *back[AMP_NODE_MAX_IN];
+		int n_back = 0;
+		if (origin_at >= 0 && amp_node_inputs_back(ctx, node, 1, back, &n_back) != AMP_OK)
+			origin_at =
+			    -1; /* memory_limit refused the space: so is the rest of the step */
 		if (origin_at >= 0) {
 			/* inputs of a backward op: the incoming gradient and the forward inputs */
 			int finite = !tensor_nonfinite(dy);
@@ -479,6 +485,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 				amp_check_dump_tensor(ctx, st, cfg, &w, grads[g]);
 			}
 		}
+		amp_node_inputs_release(ctx, back, n_back);
 	}
 	if (st->dump_all) {
 		snprintf(name, sizeof name, "%s.grad", base);

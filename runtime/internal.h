@@ -99,6 +99,9 @@ struct amp_param {
 };
 
 typedef int (*amp_backward_fn)(amp_ctx *ctx, amp_node *node);
+/* memory_optimize: writes node->out's data again (storage reserved by the caller) from what
+ * the node keeps for its own backward, bit for bit what its forward wrote. */
+typedef int (*amp_recompute_fn)(amp_ctx *ctx, amp_node *node);
 
 #define AMP_NODE_MAX_IN 4
 struct amp_node {
@@ -112,6 +115,12 @@ struct amp_node {
 	float f[4];              /* op attributes (eps, p, scale...) */
 	int64_t i[4];            /* op attributes (stride, pad, dims, flags...) */
 	void *saved;             /* extra saved buffer in the step arena (mask, mean/rstd, ...) */
+	/* Set by an op whose backward does not read its output and that can write it again
+	 * from its inputs and saved state: memory_optimize then drops the output when backward
+	 * begins and recomputes it for each later node whose backward reads it. */
+	amp_recompute_fn recompute;
+	uint8_t in_unread;       /* its backward reads no input's values (only their shapes): a
+	                            dropped input is not recomputed for it */
 	amp_node *prev;          /* tape is a list, newest first */
 	uint64_t seq;            /* seq of the forward op (casts: 0); the checks of its backward
 	                            name it, so a gradient leads back to its layer's call site */
@@ -266,6 +275,10 @@ void amp_mem_unopt_only(amp_ctx *ctx, amp_mem_category cat, uint64_t bytes);
  * category; the arena reuses them later in the step).  No-op for a tensor that does not own
  * step storage. */
 void amp_tensor_release(amp_ctx *ctx, amp_tensor *t);
+/* memory_optimize: new step storage for a tensor amp_tensor_release released, counted in its
+ * category again (in the optimized ledger only: without memory_optimize it never left), for
+ * its producer's recompute to fill.  AMP_OK, or AMP_ELIMIT / AMP_ENOMEM with the message set. */
+int amp_tensor_reacquire(amp_ctx *ctx, amp_tensor *t);
 /* Step-scoped bytes counted under cat that are not a tensor (saved op state: a dropout mask,
  * max-pool indices), allocated raw; NULL (error set) when out of memory or over the limit. */
 void *amp_arena_alloc_counted(amp_ctx *ctx, size_t bytes, amp_mem_category cat);
@@ -348,6 +361,13 @@ const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node);
 /* Reverse pass from any tensor `out` whose gradient is seeded with out->numel floats (fp32).
  * amp_backward() is this with the loss scale as the seed; tests use it for gradient checks. */
 int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed);
+/* memory_optimize: recomputes, into new step storage, node's inputs that were dropped when
+ * backward began (node->recompute of their producer) — those its backward reads, or all of
+ * them when all is set (the checks at a non-finite origin read them).  got (AMP_NODE_MAX_IN)
+ * receives them, *n_got their number, for amp_node_inputs_release after the reading.  AMP_OK
+ * or the error of the allocation (memory_limit) or of the recompute. */
+int amp_node_inputs_back(amp_ctx *ctx, const amp_node *node, int all, amp_tensor **got, int *n_got);
+void amp_node_inputs_release(amp_ctx *ctx, amp_tensor **got, int n_got);
 
 /* ---- float access -------------------------------------------------------------------------
  * Ops that compute elementwise in fp32 read half tensors through these (vectorized converts). */

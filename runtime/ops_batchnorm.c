@@ -4,7 +4,9 @@
  * The statistics are summed in double, two passes (no cancellation when |mean| >> std), and the
  * running mean and variance are FP32 parameters updated in place, whatever the exec dtype: the
  * op is on the black list, but under force_fp16 / force_bf16 it reads and writes half tensors
- * plane block by plane block, computing in FP32.
+ * plane block by plane block, computing in FP32.  Backward reads the input and recomputes
+ * the normalised values from it and the saved per-channel mean and 1/std; it never reads the
+ * output, which memory_optimize therefore drops and recomputes for the consumers that read it.
  */
 #include "internal.h"
 
@@ -59,6 +61,41 @@ static void bn_moments(const amp_tensor *x, bn_geom g, int64_t c, double *mean, 
 	})
 	*mean = m;
 	*var = v / cnt;
+}
+
+/* y = (x - m) scale + shift over channel c: the one formula of the forward and of the
+ * recompute, so both write the same bits. */
+static void bn_write_channel(const amp_tensor *x, amp_tensor *y, bn_geom g, int64_t c, float m,
+                             float scale, float shift)
+{
+	float xbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
+	BN_CHANNEL_BLOCKS(g, c, i0, n, {
+		const float *xv = amp_block_read(x, i0, n, xbuf);
+		float *yb = amp_block_dst(y, i0, ybuf);
+		for (int64_t i = 0; i < n; i++)
+			yb[i] = (xv[i] - m) * scale + shift;
+		amp_block_write(y, i0, n, yb);
+	})
+}
+
+/* memory_optimize: the output again, from the input the backward keeps, the saved mean and
+ * 1/std and gamma and beta (unchanged until the optimizer runs); traced as a backward op. */
+static int batch_norm2d_recompute(amp_ctx *ctx, amp_node *node)
+{
+	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
+	amp_tensor *x = node->in[0], *y = node->out;
+	const bn_saved *sv = node->saved;
+	bn_geom g = {x->shape.d[0], x->shape.d[1], x->shape.d[2] * x->shape.d[3]};
+	const float *gv = amp_f32_view(ctx, node->in[1]);
+	const float *bv = gv ? amp_f32_view(ctx, node->in[2]) : NULL;
+	if (!bv)
+		return oom(ctx, node->label);
+	for (int64_t c = 0; c < g.C; c++)
+		bn_write_channel(x, y, g, c, sv->mean[c], sv->rstd[c] * gv[c], bv[c]);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0, (uint64_t)y->numel * 3,
+	                 (uint64_t)(y->numel * 2 + g.C * 4) * amp_dtype_size(node->exec), y->shape);
+	return AMP_OK;
 }
 
 /* dxhat = g gamma;  dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), the means over
@@ -196,7 +233,6 @@ int amp_batch_norm2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor 
 	float *rm = running_mean ? running_mean->data : NULL;
 	float *rv = running_var ? running_var->data : NULL;
 	double cnt = (double)(g.N * g.HW);
-	float xbuf[AMP_BLOCK], ybuf[AMP_BLOCK];
 	/* x: (N,C,H,W) -> y: (N,C,H,W), channel by channel */
 	for (int64_t c = 0; c < g.C; c++) {
 		double mean, var;
@@ -215,13 +251,7 @@ int amp_batch_norm2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor 
 		float scale = rstd * gv[c], shift = bv[c];
 		sv->mean[c] = m;
 		sv->rstd[c] = rstd;
-		BN_CHANNEL_BLOCKS(g, c, i0, n, {
-			const float *xv = amp_block_read(in[0], i0, n, xbuf);
-			float *yb = amp_block_dst(y, i0, ybuf);
-			for (int64_t i = 0; i < n; i++)
-				yb[i] = (xv[i] - m) * scale + shift;
-			amp_block_write(y, i0, n, yb);
-		})
+		bn_write_channel(in[0], y, g, c, m, scale, shift);
 	}
 	if (ctx->training && rm) {
 		amp_param_touched(running_mean->param);
@@ -235,6 +265,7 @@ int amp_batch_norm2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor 
 		return rc;
 	if (node) {
 		node->saved = sv;
+		node->recompute = batch_norm2d_recompute;
 		node->f[0] = eps;
 		node->f[1] = momentum;
 	}

@@ -3,7 +3,9 @@
  * Conv2D lowers each image to a column matrix in the exec dtype (part of the op, not a copy
  * event) and multiplies it on amp_gemm in that dtype; backward recomputes the columns
  * rather than keeping them, and sums weight, bias and input gradients in FP32.  MaxPool2D
- * saves its argmax indices in node->saved.  Layout is NCHW throughout.
+ * saves its argmax indices for backward in node->saved (none without a tape node), or under
+ * memory_optimize finds them again in backward from its input, plane by plane.  Layout is
+ * NCHW throughout.
  */
 #include "internal.h"
 
@@ -280,8 +282,10 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
 
 /* ---- MaxPool2D ---------------------------------------------------------------------------- */
 
-/* g = dy (N,C,OH,OW); saved argmax (N,C,OH,OW) int32 offsets within each (H,W) plane. */
-/* dx of each input plane: zero but at the argmax of each window, where the window's output
+/* g = dy (N,C,OH,OW); saved argmax (N,C,OH,OW) int32 offsets within each (H,W) plane, or
+ * none (memory_optimize): then each plane's are found again from x by the forward's kernel,
+ * the same comparisons in the same order, so the same offsets (node->i: window, stride).
+ * dx of each input plane: zero but at the argmax of each window, where the window's output
  * gradient is added; written plane by plane, through an fp32 plane buffer for half
  * gradients or one that is added to. */
 static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
@@ -289,15 +293,21 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *x = node->in[0], *y = node->out;
 	const int32_t *arg = node->saved;
-	int64_t plane_in = x->shape.d[2] * x->shape.d[3];
-	int64_t plane_out = y->shape.d[2] * y->shape.d[3];
+	int k = (int)node->i[0], stride = (int)node->i[1];
+	int64_t H = x->shape.d[2], W = x->shape.d[3], plane_in = H * W;
+	int64_t OH = y->shape.d[2], OW = y->shape.d[3], plane_out = OH * OW;
 	int64_t planes = x->shape.d[0] * x->shape.d[1];
+	size_t es = amp_dtype_size(node->exec);
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	int direct = gx && fresh && gx->dtype == AMP_F32; /* scatter into the gradient itself */
 	float *pbuf = gx && !direct ? amp_arena_alloc_raw(ctx, (size_t)plane_in * sizeof(float)) : NULL;
 	float *gbuf = gx ? amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(float)) : NULL;
-	if (!gx || (!direct && !pbuf) || !gbuf)
+	/* recomputed: one plane's argmax, and the maxima the kernel writes beside them */
+	int32_t *abuf =
+	    gx && !arg ? amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(int32_t)) : NULL;
+	void *mbuf = abuf ? amp_arena_alloc_raw(ctx, (size_t)plane_out * es) : NULL;
+	if (!gx || (!direct && !pbuf) || !gbuf || (!arg && !mbuf))
 		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory in backward",
 		                lbl(node->label));
 	const amp_dtype_info *gi = amp_dt(y->grad->dtype);
@@ -310,16 +320,20 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 			           plane_out);
 		float *d = direct ? (float *)gx->data + p * plane_in : pbuf;
 		memset(d, 0, (size_t)plane_in * sizeof(float));
-		const int32_t *ap = arg + p * plane_out;
+		const int32_t *ap = arg ? arg + p * plane_out : abuf;
+		if (!arg)
+			amp_maxpool_plane(node->exec,
+			                  (const char *)x->data + (size_t)(p * plane_in) * es, W, k,
+			                  stride, OH, OW, mbuf, abuf);
 		for (int64_t i = 0; i < plane_out; i++)
 			d[ap[i]] += g[i];
 		for (int64_t j = 0; !direct && j < plane_in; j += AMP_BLOCK)
 			amp_grad_block_end(gx, fresh, p * plane_in + j,
 			                   plane_in - j < AMP_BLOCK ? plane_in - j : AMP_BLOCK, d + j);
 	}
-	size_t es = amp_dtype_size(node->exec);
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(), AMP_PHASE_BACKWARD, t0,
-	                 (uint64_t)y->numel, (uint64_t)(x->numel + y->numel) * es, y->shape);
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
+	                 AMP_PHASE_BACKWARD, t0, (uint64_t)y->numel * (arg ? 1 : (uint64_t)(k * k)),
+	                 (uint64_t)(x->numel + y->numel) * es, y->shape);
 	return AMP_OK;
 }
 
@@ -352,26 +366,44 @@ int amp_maxpool2d(amp_ctx *ctx, const char *label, amp_tensor *x, int k, int str
 	int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;
 	/* y and arg are written in full */
 	amp_tensor *y = amp_alloc_raw(ctx, call.exec, amp_shape4(N, C, OH, OW), AMP_MEM_ACTIVATIONS);
-	int32_t *arg = y ? amp_arena_alloc_raw(ctx, (size_t)y->numel * sizeof(int32_t)) : NULL;
+	if (!y)
+		return amp_oom(ctx);
+	int64_t plane_out = OH * OW;
+	/* The argmax is saved state for the backward (an activation), when there is one (the
+	 * tape records a node: amp_op_end); memory_optimize finds it again there from x instead.
+	 * Not kept, the forward holds one plane's at a time. */
+	int taped = ctx->training && !ctx->in_backward && in[0]->requires_grad;
+	int keep = taped && !ctx->cfg.memory_optimize;
+	size_t arg_bytes = (size_t)y->numel * sizeof(int32_t);
+	int32_t *arg;
+	if (keep) {
+		arg = amp_arena_alloc_counted(ctx, arg_bytes, AMP_MEM_ACTIVATIONS);
+	} else {
+		if (taped)
+			amp_mem_unopt_only(ctx, AMP_MEM_ACTIVATIONS, arg_bytes);
+		arg = amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(int32_t));
+	}
 	if (!arg)
-		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory", lb);
+		return keep ? amp_oom(ctx)
+		            : amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory", lb);
 
 	/* x: (N,C,H,W) -> y: (N,C,OH,OW), one (H,W) plane at a time, in the exec dtype. */
 	size_t es = amp_dtype_size(call.exec);
-	int64_t plane_out = OH * OW;
 	for (int64_t p = 0; p < N * C; p++)
-		call.engine = amp_maxpool_plane(call.exec,
-		                                (const char *)in[0]->data + (size_t)(p * H * W) * es, W,
-		                                k, stride, OH, OW,
-		                                (char *)y->data + (size_t)(p * plane_out) * es,
-		                                arg + p * plane_out);
+		call.engine = amp_maxpool_plane(
+		    call.exec, (const char *)in[0]->data + (size_t)(p * H * W) * es, W, k, stride,
+		    OH, OW, (char *)y->data + (size_t)(p * plane_out) * es,
+		    keep ? arg + p * plane_out : arg);
 	call.flops = (uint64_t)(y->numel * k * k);
 	call.bytes = (uint64_t)(x->numel + y->numel) * es;
 	amp_node *node;
 	if ((rc = amp_op_end(ctx, &call, y, in, 1, maxpool2d_backward, &node)))
 		return rc;
-	if (node)
-		node->saved = arg;
+	if (node) {
+		node->saved = keep ? arg : NULL;
+		node->i[0] = k;
+		node->i[1] = stride;
+	}
 	*out = y;
 	return AMP_OK;
 }

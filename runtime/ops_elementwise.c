@@ -316,8 +316,11 @@ static int binary_forward(amp_ctx *ctx, amp_op_type op, const char *label, amp_t
 		return rc;
 	call.flops = (uint64_t)y->numel;
 	call.bytes = (uint64_t)(y->numel + a->numel + b->numel) * amp_dtype_size(call.exec);
-	if ((rc = amp_op_end(ctx, &call, y, in, 2, backward, NULL)))
+	amp_node *node;
+	if ((rc = amp_op_end(ctx, &call, y, in, 2, backward, &node)))
 		return rc;
+	if (node)
+		node->in_unread = op == AMP_OP_ADD || op == AMP_OP_SUB; /* the gradient, as it is */
 	*out = y;
 	return AMP_OK;
 }

@@ -143,6 +143,7 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 		node->op = AMP_OP_COUNT; /* a cast, not an op */
 		node->label = amp_arena_strdup(ctx, name);
 		node->backward = cast_backward;
+		node->in_unread = 1; /* it converts the gradient back */
 		node->in[0] = t;
 		node->n_in = 1;
 		node->out = c;

@@ -187,21 +187,27 @@ static uint64_t mem_total(const uint64_t *mem)
 	return total;
 }
 
+/* The peaks of the first ledger, after it grew. */
+static void mem_peaks(amp_ctx *ctx)
+{
+	uint64_t total = mem_total(ctx->mem);
+	if (total > ctx->mem_peak)
+		ctx->mem_peak = total;
+	uint64_t pa = ctx->mem[AMP_MEM_MASTER] + ctx->mem[AMP_MEM_WORKING] +
+	              ctx->mem[AMP_MEM_ACTIVATIONS];
+	if (pa > ctx->mem_peak_param_act)
+		ctx->mem_peak_param_act = pa;
+}
+
 /* Both ledgers: what is, and what would be without memory_optimize. */
 void amp_mem_account(amp_ctx *ctx, amp_mem_category cat, int64_t delta)
 {
 	ctx->mem[cat] = (uint64_t)((int64_t)ctx->mem[cat] + delta);
 	ctx->mem_unopt[cat] = (uint64_t)((int64_t)ctx->mem_unopt[cat] + delta);
-	uint64_t total = mem_total(ctx->mem);
-	if (total > ctx->mem_peak)
-		ctx->mem_peak = total;
-	total = mem_total(ctx->mem_unopt);
+	mem_peaks(ctx);
+	uint64_t total = mem_total(ctx->mem_unopt);
 	if (total > ctx->mem_peak_unopt)
 		ctx->mem_peak_unopt = total;
-	uint64_t pa = ctx->mem[AMP_MEM_MASTER] + ctx->mem[AMP_MEM_WORKING] +
-	              ctx->mem[AMP_MEM_ACTIVATIONS];
-	if (pa > ctx->mem_peak_param_act)
-		ctx->mem_peak_param_act = pa;
 }
 
 void amp_mem_unopt_only(amp_ctx *ctx, amp_mem_category cat, uint64_t bytes)
@@ -263,6 +269,23 @@ void amp_tensor_release(amp_ctx *ctx, amp_tensor *t)
 	ctx->mem[t->mem_cat] -= bytes;
 	ctx->step_mem[t->mem_cat] -= bytes;
 	t->released = 1;
+}
+
+int amp_tensor_reacquire(amp_ctx *ctx, amp_tensor *t)
+{
+	size_t bytes = (size_t)t->numel * amp_dtype_size(t->dtype);
+	int rc = amp_mem_check(ctx, bytes);
+	if (rc)
+		return rc;
+	void *p = amp_arena_alloc_raw(ctx, bytes);
+	if (!p)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory allocating %zu bytes", bytes);
+	t->data = p;
+	t->released = 0;
+	ctx->mem[t->mem_cat] += bytes;
+	ctx->step_mem[t->mem_cat] += bytes;
+	mem_peaks(ctx);
+	return AMP_OK;
 }
 
 /* ---- shapes ------------------------------------------------------------------------------ */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "amp/amp_dist.h"
 #include "internal.h"
 
 /* Context with key/value pairs applied in order (NULL-terminated). */
@@ -828,6 +829,311 @@ Test(memory_limit, memory_optimize_fits_more)
 			cr_assert(strstr(amp_ctx_error(ctx), "memory_limit: backward of "), "%s",
 			          amp_ctx_error(ctx));
 		}
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_ctx_free(ctx);
+	}
+}
+
+/* ---- memory_optimize on a small BatchNorm and max-pooling network --------------------------
+ * x (CB,1,8,8) -> conv1 (C1) -> bn1 -> gelu, + bn1 -> maxpool 2 -> conv2 (C2) -> bn2
+ * -> maxpool 2 -> relu -> (CB, C2*2*2) -> linear -> cross-entropy.  With memory_optimize the
+ * max pools keep no argmax (found again from their inputs in backward) and the BatchNorm
+ * outputs are dropped when backward begins and recomputed for the nodes that read them: bn1's
+ * for GELU (whose gradient reads the values, not only their signs) but not for the Add (which
+ * reads none), bn2's for the pool, whose argmax then comes from the recomputed values.  With alias set, bn1's output
+ * is also read through a reshape (the mean of its squares joins the loss): a tensor sharing
+ * its storage, which the drop would not reach, so it is kept. */
+
+typedef struct cnet {
+	amp_ctx *ctx;
+	amp_tensor *p[12]; /* conv1, bn1 (gamma, beta, mean, var), conv2, bn2 (...), fc.w, fc.b */
+	amp_optim *opt;
+	int alias;
+	int micro; /* micro-batches per step (gradient_accumulation_steps) */
+	/* the last step's tensors the tests measure */
+	amp_tensor *bn1, *bn2, *pool1, *pool2;
+	uint64_t act_at_backward; /* activation bytes when the backward began */
+} cnet;
+
+#define CB  4 /* batch */
+#define CS  8 /* image side */
+#define C1  3
+#define C2  5
+#define CNW (C1 * 9 + 4 * C1 + C2 * C1 * 9 + 4 * C2 + NC * C2 * 4 + NC)
+
+static void cnet_new(cnet *n, const char *mode, int memopt, int alias, int micro)
+{
+	char mb[16];
+	snprintf(mb, sizeof mb, "%d", micro);
+	n->ctx = mkctx("precision_mode", mode, "loss_scale_growth_interval", "3", "memory_optimize",
+	               memopt ? "on" : "off", "gradient_accumulation_steps", mb, NULL);
+	n->alias = alias;
+	n->micro = micro;
+	static const struct {
+		const char *label;
+		int64_t d0, d1, d2, d3;
+		int ndim;
+		amp_init init;
+	} spec[12] = {
+	    {"conv1", C1, 1, 3, 3, 4, AMP_INIT_KAIMING},
+	    {"bn1.gamma", C1, 0, 0, 0, 1, AMP_INIT_ONES},
+	    {"bn1.beta", C1, 0, 0, 0, 1, AMP_INIT_ZEROS},
+	    {"bn1.mean", C1, 0, 0, 0, 1, AMP_INIT_ZEROS},
+	    {"bn1.var", C1, 0, 0, 0, 1, AMP_INIT_ONES},
+	    {"conv2", C2, C1, 3, 3, 4, AMP_INIT_KAIMING},
+	    {"bn2.gamma", C2, 0, 0, 0, 1, AMP_INIT_ONES},
+	    {"bn2.beta", C2, 0, 0, 0, 1, AMP_INIT_ZEROS},
+	    {"bn2.mean", C2, 0, 0, 0, 1, AMP_INIT_ZEROS},
+	    {"bn2.var", C2, 0, 0, 0, 1, AMP_INIT_ONES},
+	    {"fc.w", NC, C2 * 4, 0, 0, 2, AMP_INIT_KAIMING},
+	    {"fc.b", NC, 0, 0, 0, 1, AMP_INIT_ZEROS},
+	};
+	for (int i = 0; i < 12; i++) {
+		amp_shape s = spec[i].ndim == 4
+		                  ? amp_shape4(spec[i].d0, spec[i].d1, spec[i].d2, spec[i].d3)
+		              : spec[i].ndim == 2 ? amp_shape2(spec[i].d0, spec[i].d1)
+		                                  : amp_shape1(spec[i].d0);
+		cr_assert_eq(amp_param_new(n->ctx, spec[i].label, s, spec[i].init, 1, &n->p[i]),
+		             AMP_OK, "%s", amp_ctx_error(n->ctx));
+	}
+	amp_adamw_options ao = {
+	    .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+	cr_assert_eq(amp_optim_adamw_new(n->ctx, &ao, &n->opt), AMP_OK);
+}
+
+/* A data-parallel backend that only records the activation bytes when backward begins (after
+ * memory_optimize dropped what it recomputes). */
+static void probe_begin(void *state, amp_ctx *ctx)
+{
+	amp_run_stats st;
+	amp_run_stats_get(ctx, &st);
+	((cnet *)state)->act_at_backward = st.bytes_activations;
+}
+static void probe_ready(void *state, amp_ctx *ctx, int i)
+{
+	(void)state, (void)ctx, (void)i;
+}
+static void probe_ctx(void *state, amp_ctx *ctx)
+{
+	(void)state, (void)ctx;
+}
+static int probe_reduce(void *state, amp_ctx *ctx, double *divisor)
+{
+	(void)state, (void)ctx;
+	*divisor = 1;
+	return AMP_OK;
+}
+static const amp_dist_ops probe_ops = {probe_begin, probe_ready,  probe_ctx,
+                                       probe_ctx,   probe_reduce, probe_ctx};
+
+/* The forward of one step on data that depends only on the step index; the loss. */
+static amp_tensor *cnet_forward(cnet *n)
+{
+	amp_ctx *ctx = n->ctx;
+	int64_t s = amp_step_index(ctx);
+	float x[CB * CS * CS];
+	int32_t t[CB];
+	for (int i = 0; i < CB * CS * CS; i++)
+		x[i] = (float)sin(0.53 * (double)i + 1.7 * (double)s);
+	for (int i = 0; i < CB; i++)
+		t[i] = (int32_t)((3 * i + s) % NC);
+	amp_tensor *xt, *tt, *c1, *r1, *a1, *c2, *r2, *flat, *lo, *loss, **p = n->p;
+	cr_assert_eq(amp_tensor_from_f32(ctx, x, amp_shape4(CB, 1, CS, CS), AMP_F32, &xt), AMP_OK);
+	cr_assert_eq(amp_tensor_from_i32(ctx, t, amp_shape1(CB), &tt), AMP_OK);
+#define OK(call) cr_assert_eq((call), AMP_OK, "%s", amp_ctx_error(ctx))
+	OK(amp_conv2d(ctx, "conv1", xt, p[0], NULL, 1, 1, &c1));
+	OK(amp_batch_norm2d(ctx, "bn1", c1, p[1], p[2], p[3], p[4], 0.1f, 1e-5f, &n->bn1));
+	OK(amp_gelu(ctx, "gelu1", n->bn1, &r1));
+	OK(amp_add(ctx, "res1", r1, n->bn1, &a1));
+	OK(amp_maxpool2d(ctx, "pool1", a1, 2, 2, &n->pool1)); /* (CB,C1,4,4) */
+	OK(amp_conv2d(ctx, "conv2", n->pool1, p[5], NULL, 1, 1, &c2));
+	OK(amp_batch_norm2d(ctx, "bn2", c2, p[6], p[7], p[8], p[9], 0.1f, 1e-5f, &n->bn2));
+	OK(amp_maxpool2d(ctx, "pool2", n->bn2, 2, 2, &n->pool2)); /* (CB,C2,2,2) */
+	OK(amp_relu(ctx, "relu2", n->pool2, &r2));
+	OK(amp_reshape(ctx, "flat", r2, amp_shape2(CB, C2 * 4), &flat));
+	OK(amp_linear(ctx, "fc", flat, p[10], p[11], &lo));
+	OK(amp_cross_entropy(ctx, "ce", lo, tt, &loss));
+	if (n->alias) {
+		amp_tensor *v, *sq, *m, *sm, *sum;
+		OK(amp_reshape(ctx, "bn1.flat", n->bn1, amp_shape2(CB, C1 * CS * CS), &v));
+		OK(amp_mul(ctx, "bn1.sq", v, v, &sq)); /* its backward reads v */
+		OK(amp_mean(ctx, "bn1.mean", sq, &m));
+		OK(amp_scale(ctx, "bn1.scale", m, 0.25f, &sm));
+		OK(amp_add(ctx, "loss", loss, sm, &sum));
+		loss = sum;
+	}
+#undef OK
+	return loss;
+}
+
+/* One step: the loss, and the masters' gradients after backward into grads (CNW floats). */
+static double cnet_step(cnet *n, float *grads)
+{
+	amp_ctx *ctx = n->ctx;
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+	for (int m = 0; m < n->micro; m++) {
+		if (n->micro > 1)
+			cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+		amp_tensor *loss = cnet_forward(n);
+		cr_assert_eq(amp_backward(ctx, loss), AMP_OK, "%s", amp_ctx_error(ctx));
+	}
+	for (int i = 0; i < 12; i++) {
+		const amp_tensor *g = amp_tensor_grad(n->p[i]);
+		int64_t len = n->p[i]->numel;
+		if (g)
+			memcpy(grads, g->data, (size_t)len * sizeof(float));
+		else
+			memset(grads, 0, (size_t)len * sizeof(float));
+		grads += len;
+	}
+	cr_assert_eq(amp_optim_step(n->opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
+	double l = ctx->step_loss;
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	return l;
+}
+
+/* The same losses, master gradients and weights (running statistics included) bit for bit
+ * with memory_optimize on as off; with it on, the unoptimized peak is the peak without it. */
+static void cnet_identical(const char *mode, int alias, int micro)
+{
+	double loss[2][STEPS];
+	static float grads[2][STEPS][CNW], weights[2][CNW];
+	amp_run_stats st[2];
+	for (int on = 0; on < 2; on++) {
+		cnet n;
+		cnet_new(&n, mode, on, alias, micro);
+		for (int s = 0; s < STEPS; s++)
+			loss[on][s] = cnet_step(&n, grads[on][s]);
+		float *w = weights[on];
+		for (int i = 0; i < 12; i++) {
+			memcpy(w, n.p[i]->data, (size_t)n.p[i]->numel * sizeof(float));
+			w += n.p[i]->numel;
+		}
+		amp_run_stats_get(n.ctx, &st[on]);
+		amp_ctx_free(n.ctx);
+	}
+	for (int s = 0; s < STEPS; s++) {
+		cr_assert_eq(memcmp(&loss[0][s], &loss[1][s], sizeof loss[0][s]), 0,
+		             "%s step %d: loss %.17g off, %.17g on", mode, s, loss[0][s],
+		             loss[1][s]);
+		cr_assert_eq(memcmp(grads[0][s], grads[1][s], sizeof grads[0][s]), 0,
+		             "%s step %d: gradients differ", mode, s);
+	}
+	cr_assert_eq(memcmp(weights[0], weights[1], sizeof weights[0]), 0, "%s: weights differ",
+	             mode);
+	cr_assert(isfinite(loss[0][STEPS - 1]), "%s: loss %.9g", mode, loss[0][STEPS - 1]);
+	cr_assert_eq(st[1].peak_bytes_unoptimized, st[0].peak_bytes, "%s: %llu vs %llu", mode,
+	             (unsigned long long)st[1].peak_bytes_unoptimized,
+	             (unsigned long long)st[0].peak_bytes);
+	cr_assert_lt(st[1].peak_bytes, st[0].peak_bytes);
+}
+
+Test(memory_optimize, bn_pool_bit_identical_fp32)
+{
+	cnet_identical("force_fp32", 0, 1);
+}
+Test(memory_optimize, bn_pool_bit_identical_fp16)
+{
+	cnet_identical("allow_mix_precision", 0, 1);
+}
+Test(memory_optimize, bn_pool_bit_identical_bf16)
+{
+	cnet_identical("allow_mix_precision_bf16", 0, 1);
+}
+/* BatchNorm and pooling in the half type itself: the recompute reads and writes fp16 blocks */
+Test(memory_optimize, bn_pool_bit_identical_force_fp16)
+{
+	cnet_identical("force_fp16", 0, 1);
+}
+/* with micro-batches: each backward drops and recomputes its own micro-batch's outputs */
+Test(memory_optimize, bn_pool_bit_identical_micro_batches)
+{
+	cnet_identical("allow_mix_precision", 0, 2);
+}
+Test(memory_optimize, bn_output_read_through_an_alias)
+{
+	cnet_identical("allow_mix_precision", 1, 1);
+}
+
+/* The activation bytes drop by what is not kept: after the forward, the two pools' argmax
+ * (int32 per output); when backward begins, the two BatchNorm outputs as well.  The
+ * unoptimized ledger still counts them all.  The backward runs two ops more: the two
+ * recomputes (none for the Add). */
+static void cnet_saving(const char *mode)
+{
+	amp_run_stats fwd[2], end[2];
+	uint64_t at_backward[2], argmax = 0, bn_out = 0;
+	for (int on = 0; on < 2; on++) {
+		cnet n;
+		cnet_new(&n, mode, on, 0, 1);
+		cr_assert_eq(amp_dist_attach(n.ctx, &probe_ops, &n), AMP_OK);
+		amp_ctx *ctx = n.ctx;
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		amp_tensor *loss = cnet_forward(&n);
+		amp_run_stats_get(ctx, &fwd[on]);
+		argmax = (uint64_t)(n.pool1->numel + n.pool2->numel) * sizeof(int32_t);
+		bn_out = (uint64_t)n.bn1->numel * amp_dtype_size(n.bn1->dtype) +
+		         (uint64_t)n.bn2->numel * amp_dtype_size(n.bn2->dtype);
+		cr_assert_eq(amp_backward(ctx, loss), AMP_OK, "%s", amp_ctx_error(ctx));
+		at_backward[on] = n.act_at_backward;
+		cr_assert_eq(
+		    ctx->mem_unopt[AMP_MEM_ACTIVATIONS] - ctx->mem[AMP_MEM_ACTIVATIONS] > 0, on);
+		cr_assert_eq(amp_optim_step(n.opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_run_stats_get(ctx, &end[on]);
+		amp_ctx_free(ctx);
+	}
+	cr_assert_eq(end[1].ops_dispatched - end[0].ops_dispatched, 2, "%s: %lld ops on, %lld off",
+	             mode, (long long)end[1].ops_dispatched, (long long)end[0].ops_dispatched);
+	cr_assert_eq(fwd[0].bytes_activations - fwd[1].bytes_activations, argmax,
+	             "%s after the forward: %llu off, %llu on, argmax %llu bytes", mode,
+	             (unsigned long long)fwd[0].bytes_activations,
+	             (unsigned long long)fwd[1].bytes_activations, (unsigned long long)argmax);
+	cr_assert_eq(
+	    at_backward[0] - at_backward[1], argmax + bn_out,
+	    "%s when backward begins: %llu off, %llu on, argmax %llu + BatchNorm %llu bytes", mode,
+	    (unsigned long long)at_backward[0], (unsigned long long)at_backward[1],
+	    (unsigned long long)argmax, (unsigned long long)bn_out);
+	cr_assert_eq(at_backward[0], fwd[0].bytes_activations, "nothing dropped without it");
+	cr_log_info("%s: %llu activation bytes off, %llu on after the forward; %llu on when "
+	            "backward begins\n",
+	            mode, (unsigned long long)fwd[0].bytes_activations,
+	            (unsigned long long)fwd[1].bytes_activations,
+	            (unsigned long long)at_backward[1]);
+}
+
+Test(memory_optimize, bn_pool_activation_bytes_fp32)
+{
+	cnet_saving("force_fp32");
+}
+Test(memory_optimize, bn_pool_activation_bytes_fp16)
+{
+	cnet_saving("allow_mix_precision");
+}
+Test(memory_optimize, bn_pool_activation_bytes_bf16)
+{
+	cnet_saving("allow_mix_precision_bf16");
+}
+
+/* Without a tape node (not training) a max pool keeps no argmax, in either ledger. */
+Test(memory_optimize, pool_keeps_no_argmax_when_not_training)
+{
+	for (int on = 0; on < 2; on++) {
+		amp_ctx *ctx = mkctx("memory_optimize", on ? "on" : "off", NULL);
+		amp_set_training(ctx, 0);
+		static float x[2 * 3 * 8 * 8];
+		amp_tensor *xt, *y;
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		cr_assert_eq(amp_tensor_from_f32(ctx, x, amp_shape4(2, 3, 8, 8), AMP_F32, &xt),
+		             AMP_OK);
+		amp_run_stats before, after;
+		amp_run_stats_get(ctx, &before);
+		cr_assert_eq(amp_maxpool2d(ctx, "pool", xt, 2, 2, &y), AMP_OK, "%s",
+		             amp_ctx_error(ctx));
+		amp_run_stats_get(ctx, &after);
+		uint64_t out = (uint64_t)y->numel * sizeof(float);
+		cr_assert_eq(after.bytes_activations - before.bytes_activations, out);
+		cr_assert_eq(ctx->mem_unopt[AMP_MEM_ACTIVATIONS], ctx->mem[AMP_MEM_ACTIVATIONS]);
 		cr_assert_eq(amp_step_end(ctx), AMP_OK);
 		amp_ctx_free(ctx);
 	}

@@ -120,10 +120,13 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *   memory_optimize     on | off (default off).  On, the backward pass releases each
  *                       activation and activation gradient once the tape no longer needs it
  *                       (its space is reused by later buffers of the step), and cheap saved
- *                       state is recomputed instead of kept (dropout masks, from the RNG
- *                       state their forward started at).  Read what you need from a step's
- *                       intermediate tensors (logits for accuracy) before amp_backward; the
- *                       loss itself is kept.  Results are bit-identical with it off
+ *                       state is recomputed instead of kept: dropout masks (from the RNG
+ *                       state their forward started at), max-pooling argmax (from the
+ *                       pool's input) and BatchNorm2D outputs (dropped when backward begins,
+ *                       recomputed from their input for each backward that reads them).
+ *                       Read what you need from a step's intermediate tensors (logits for
+ *                       accuracy) before amp_backward; the loss itself is kept.  Results are
+ *                       bit-identical with it off
  *   memory_limit        bytes of tensor memory a step may hold (the sum of the categories
  *                       of amp_run_stats), with an optional k, m or g suffix (KiB, MiB,
  *                       GiB); 0 (default) is no limit.  An allocation past it fails with
