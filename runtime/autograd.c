@@ -291,29 +291,41 @@ const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node)
 
 /* ---- the reverse pass -------------------------------------------------------------------- */
 
+/* The inputs a node lists in in[] (Concat keeps more in its saved state; its backward reads
+ * none of their values). */
+static int node_inputs(const amp_node *node)
+{
+	return node->n_in < AMP_NODE_MAX_IN ? node->n_in : AMP_NODE_MAX_IN;
+}
+
 /* Data parallel (amp/amp_dist.h): each master's last use on the tape is the oldest node that
  * reads it; once that node's backward has run, the master's gradient is final and its bucket
- * may start reducing while the rest of the tape runs. */
+ * may start reducing while the rest of the tape runs.  A node with more inputs than in[] holds
+ * (a Concat of many) counts as a use of every master: its other inputs are not listed. */
 static void dist_backward_begin(amp_ctx *ctx)
 {
 	for (amp_param *p = ctx->params; p; p = p->next)
 		p->last_use = NULL;
-	for (amp_node *node = ctx->tape; node; node = node->prev)
+	for (amp_node *node = ctx->tape; node; node = node->prev) {
+		if (node->n_in > AMP_NODE_MAX_IN) {
+			for (amp_param *p = ctx->params; p; p = p->next)
+				p->last_use = node;
+			continue;
+		}
 		for (int i = 0; i < node->n_in; i++)
 			if (node->in[i] && node->in[i]->param)
 				node->in[i]->param->last_use = node;
+	}
 	ctx->dist->backward_begin(ctx->dist_state, ctx);
 }
 
 static void dist_node_done(amp_ctx *ctx, amp_node *node)
 {
-	for (int i = 0; i < node->n_in; i++) {
-		amp_tensor *t = node->in[i];
-		if (t && t->param && t->param->last_use == node) {
-			t->param->last_use = NULL; /* an input listed twice is reported once */
-			ctx->dist->grad_ready(ctx->dist_state, ctx, t->param->index);
+	for (amp_param *p = ctx->params; p; p = p->next)
+		if (p->last_use == node) {
+			p->last_use = NULL;
+			ctx->dist->grad_ready(ctx->dist_state, ctx, p->index);
 		}
-	}
 	ctx->dist->progress(ctx->dist_state, ctx);
 }
 
@@ -356,13 +368,6 @@ int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 	ctx->step_scale = scale;
 	float seed = (float)scale;
 	return amp_backward_seeded(ctx, loss, &seed);
-}
-
-/* The inputs a node lists in in[] (Concat keeps more in its saved state; its backward reads
- * none of their values). */
-static int node_inputs(const amp_node *node)
-{
-	return node->n_in < AMP_NODE_MAX_IN ? node->n_in : AMP_NODE_MAX_IN;
 }
 
 /* Whether a tensor on the tape other than y shares y's storage (an alias of it, which is read

@@ -59,6 +59,16 @@ check_true "3 ranks (oversubscribed): identical weights" \
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --weights "$OUT/w1.fp32" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w.force_fp32.fp32.0")
 check_true "fp32: 2 ranks x half batch = 1 process x whole batch within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
+# fc3's bias a Concat of five parameters: a tape node with more inputs than it lists (their
+# gradients are reduced with the step's last buckets, nothing is read past the list)
+AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --split-bias --weights "$OUT/w1.split" \
+	>/dev/null
+AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 20 --split-bias \
+	--weights "$OUT/w2.split.%r" >/dev/null 2>"$OUT/split.err"
+check "split bias: 2 ranks exit 0" "$?" 0
+check_true "split bias: identical weights on both ranks" cmp -s "$OUT/w2.split.0" "$OUT/w2.split.1"
+e=$(relerr "$OUT/w1.split" "$OUT/w2.split.0")
+check_true "split bias: 2 ranks x half batch = 1 process within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
 # and without the all-reduce the ranks would not agree (the test can fail)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")

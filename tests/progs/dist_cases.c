@@ -5,11 +5,13 @@
  * its contiguous share of it, otherwise the one process trains on the whole batch, so that the
  * two can be compared weight for weight.
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
- *              [--die-rank R --die-step S] [--weights FILE]
+ *              [--die-rank R --die-step S] [--split-bias] [--weights FILE]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
  * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
  * other ranks then wait at the next all-reduce until the launcher ends them).
+ * --split-bias makes fc3's bias a Concat of five parameters of two elements each: a tape node
+ * with more inputs than it lists, whose parameters are reduced all the same.
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -31,7 +33,8 @@
 #define DATA 512
 
 typedef struct opts {
-	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step;
+	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
+	    split_bias;
 	const char *weights;
 } opts;
 
@@ -51,13 +54,15 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, NULL};
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, NULL};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
 			o->dist = 1;
 		else if (strcmp(a, "--all-ranks") == 0)
 			o->all_ranks = 1;
+		else if (strcmp(a, "--split-bias") == 0)
+			o->split_bias = 1;
 		else if (v && strcmp(a, "--steps") == 0)
 			o->steps = atoi(argv[++i]);
 		else if (v && strcmp(a, "--batch") == 0)
@@ -143,7 +148,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dist_cases: %s\n", err);
 		goto out;
 	}
-	amp_tensor *p[6];
+	amp_tensor *p[10]; /* fc3.bias is p[5], or p[5..9] with --split-bias */
+	int np = o.split_bias ? 10 : 6;
 	amp_optim *opt;
 	/* Rank 0's seed makes the weights; the others start elsewhere until the broadcast. */
 	char seed[16];
@@ -154,7 +160,13 @@ int main(int argc, char **argv)
 	CHECK(amp_param_new(ctx, "fc2", amp_shape2(HID, HID), AMP_INIT_KAIMING, 1, &p[2]));
 	CHECK(amp_param_new(ctx, "fc2.bias", amp_shape1(HID), AMP_INIT_UNIFORM, 0.1f, &p[3]));
 	CHECK(amp_param_new(ctx, "fc3", amp_shape2(OUT, HID), AMP_INIT_KAIMING, 1, &p[4]));
-	CHECK(amp_param_new(ctx, "fc3.bias", amp_shape1(OUT), AMP_INIT_ZEROS, 0, &p[5]));
+	if (!o.split_bias)
+		CHECK(amp_param_new(ctx, "fc3.bias", amp_shape1(OUT), AMP_INIT_ZEROS, 0, &p[5]));
+	for (int i = 0; i < np - 5 && o.split_bias; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "fc3.bias.%d", i);
+		CHECK(amp_param_new(ctx, name, amp_shape1(OUT / 5), AMP_INIT_ZEROS, 0, &p[5 + i]));
+	}
 	CHECK(amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 0.05f, .momentum = 0.9f}, &opt));
 #ifdef AMP_HAVE_MPI
 	if (o.dist)
@@ -173,7 +185,7 @@ int main(int argc, char **argv)
 		}
 		if (rank == o.overflow_rank && step == o.overflow_step)
 			x[3] = 3e38f;
-		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *lg, *l;
+		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *b3 = p[5], *lg, *l;
 		int skipped = 0;
 		CHECK(amp_step_begin(ctx));
 		CHECK(amp_tensor_from_f32(ctx, x, amp_shape2(n, IN), AMP_F32, &xt));
@@ -182,7 +194,9 @@ int main(int argc, char **argv)
 		CHECK(amp_relu(ctx, "relu1", h1, &a1));
 		CHECK(amp_linear(ctx, "fc2", a1, p[2], p[3], &h2));
 		CHECK(amp_relu(ctx, "relu2", h2, &a2));
-		CHECK(amp_linear(ctx, "fc3", a2, p[4], p[5], &lg));
+		if (o.split_bias)
+			CHECK(amp_concat(ctx, "fc3.bias", p + 5, 5, 0, &b3));
+		CHECK(amp_linear(ctx, "fc3", a2, p[4], b3, &lg));
 		CHECK(amp_cross_entropy(ctx, "loss", lg, yt, &l));
 		CHECK(amp_backward(ctx, l));
 		double scale = amp_loss_scale(ctx);
@@ -195,7 +209,7 @@ int main(int argc, char **argv)
 			       skipped);
 	}
 	free(x);
-	if (o.weights && write_weights(ctx, p, 6, o.weights, rank)) {
+	if (o.weights && write_weights(ctx, p, np, o.weights, rank)) {
 		fprintf(stderr, "dist_cases: cannot write %s\n", o.weights);
 		goto out;
 	}
