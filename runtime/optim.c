@@ -100,9 +100,10 @@ static void refresh_working(amp_param *p, int64_t i0, int64_t n)
 	                                  (char *)p->work + (size_t)i0 * di->size, n);
 }
 
-/* w: (n) fp32 master, g: (n) fp32 unscaled gradient, cleared as it is used; the working copy
- * rewritten on the way. */
-static int update_param(amp_optim *o, amp_param *p)
+/* w: (n) fp32 master, g: (n) fp32 gradient, times inv its unscaled value (the unscale folded
+ * into this pass: the same products, so the same bits as a pass of its own), cleared as it is
+ * used; the working copy rewritten on the way. */
+static int update_param(amp_optim *o, amp_param *p, float inv)
 {
 	amp_ctx *ctx = o->ctx;
 	amp_tensor *w = p->master;
@@ -128,6 +129,8 @@ static int update_param(amp_optim *o, amp_param *p)
 	p->work_nonfinite = 0;
 	for (int64_t i0 = 0; i0 < n; i0 += UPDATE_BLOCK) {
 		int64_t i1 = n - i0 < UPDATE_BLOCK ? n : i0 + UPDATE_BLOCK;
+		if (inv != 1.0f)
+			amp_vscale_f32(g + i0, inv, g + i0, i1 - i0); /* still in L1 for the update */
 		if (o->kind == OPTIM_SGD && mu == 0) {
 			for (int64_t i = i0; i < i1; i++)
 				wv[i] -= lr * (g[i] + wd * wv[i]);
@@ -188,25 +191,30 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	 * same for all of them). */
 	const float inv =
 	    (float)(1.0 / (ctx->step_scale * divisor * (double)ctx->cfg.accum_steps));
+	/* Where nothing reads the unscaled gradients before the update (no statistics of them, no
+	 * clipping norm), the unscale moves into the update's own pass, and this one only counts:
+	 * a finite gradient times inv <= 1 stays finite, so the scaled ones count the same. */
+	const int stats = AMP_TRACING() && amp_check_master_grad_stats();
+	const float fold = !stats && !(ctx->cfg.clip_norm > 0) && inv <= 1.0f ? inv : 1.0f;
 	int overflow = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next) {
 		amp_tensor *g = p->master->grad;
 		if (!g)
 			continue;
-		if (AMP_TRACING() && amp_check_master_grad_stats()) {
+		if (stats) {
 			if (inv != 1.0f)
 				amp_vscale_f32(g->data, inv, g->data, g->numel);
 			overflow |= amp_check_master_grad(ctx, p) != 0;
+		} else if (fold != 1.0f || inv == 1.0f) {
+			overflow |= amp_count_nonfinite_f32(g->data, g->numel) != 0;
 		} else {
-			/* unscaled and counted block by block: one pass over memory, not two (the
-			 * checks would only count them too) */
+			/* unscaled and counted block by block: one pass over memory, not two */
 			float *gv = g->data;
 			int64_t bad = 0;
 			for (int64_t i0 = 0; i0 < g->numel; i0 += UPDATE_BLOCK) {
 				int64_t n = g->numel - i0 < UPDATE_BLOCK ? g->numel - i0 : UPDATE_BLOCK;
-				if (inv != 1.0f)
-					amp_vscale_f32(gv + i0, inv, gv + i0, n);
+				amp_vscale_f32(gv + i0, inv, gv + i0, n);
 				bad += amp_count_nonfinite_f32(gv + i0, n);
 			}
 			overflow |= bad != 0;
@@ -258,7 +266,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		o->t++;
 		for (amp_param *p = ctx->params; p && rc == AMP_OK; p = p->next)
 			if (p->master->grad)
-				rc = update_param(o, p);
+				rc = update_param(o, p, fold);
 		/* Masters changed (their working copies with them): the next use in this step gets a
 		 * new tensor over the working copy, with its own tape node. */
 		for (amp_param *p = ctx->params; p; p = p->next)
