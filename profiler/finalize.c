@@ -1235,13 +1235,22 @@ static int rule_emulated(sqlite3 *db)
 			         ratio, e->mode, e->dtype);
 		}
 	}
+	/* A CPU with no half engine at all: no mode helps, so the finding is information (what the
+	 * half types buy here), not a warning to act on. */
+	int none = known;
+	for (size_t i = 0; i < N_HALF_ENGINES && none; i++)
+		none = !engine_available(&half_engines[i], features);
 	char msg[1536];
 	double share = total > 0 ? t_all / total : 0;
 	snprintf(msg, sizeof msg,
-	         "half-typed ops ran emulated on %s arithmetic for %.1f %% of op time (%s)%s%s",
-	         engines, 100.0 * share, names, lacks, alt);
-	return add_advice(db, "emulated_half", share > 0.1 ? "warning" : "info", msg, ev.text,
-	                  first_op, -1, site);
+	         "half-typed ops ran emulated on %s arithmetic for %.1f %% of op time (%s)%s%s%s",
+	         engines, 100.0 * share, names, lacks, alt,
+	         none ? "; this CPU has no half arithmetic of any type (AMX-BF16, AVX512_BF16, "
+	                "AVX512-FP16): the half types save memory here (activations, working "
+	                "copies), not time"
+	              : "");
+	return add_advice(db, "emulated_half", share > 0.1 && !none ? "warning" : "info", msg,
+	                  ev.text, first_op, -1, site);
 }
 
 /* The rules behind one signature for the rule table of prof_summarize. */

@@ -812,6 +812,8 @@ Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
 	    {"avx512_bf16 avx512_fp16", "allow_mix_precision", "has AVX512-FP16 but these ops",
 	     "precision_mode ="},
 	    {"none", "allow_mix_precision", "lacks AVX512-FP16", "precision_mode ="},
+	    /* no half engine at all (the AVX2 class): what the half types buy, as information */
+	    {"none", "allow_mix_precision", "no half arithmetic of any type", "precision_mode ="},
 	    /* AMX measured on the Intel class: its own ratio, not avx512-bf16's */
 	    {"amx_bf16 amx_tile", "force_fp16", "(amx-bf16, whose GEMM runs", "AMD class"},
 	};
@@ -828,6 +830,11 @@ Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
 		          msg);
 		cr_assert_null(strstr(msg, cases[i].hasnt), "case %zu: '%s' in: %s", i,
 		               cases[i].hasnt, msg);
+		/* a warning only where another mode or path would help */
+		cr_assert_str_eq(query_text(t.db, "SELECT severity FROM advice WHERE rule = "
+		                                  "'emulated_half'"),
+		                 strcmp(cases[i].features, "none") == 0 ? "info" : "warning",
+		                 "case %zu", i);
 		temp_profile_release(&t);
 	}
 }
