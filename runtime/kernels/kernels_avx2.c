@@ -230,7 +230,7 @@ static inline __m256 load_run8(const gemm_operand *x, int64_t off, int64_t n)
 			return _mm256_loadu_ps(p);
 		if (n == 6)
 			return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)),
-			                            _mm_castpd_ps(_mm_load_sd((const double *)(p + 4))), 1);
+			                            _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(p + 4))), 1);
 		float f[8] = {0};
 		if (n > 0)
 			memcpy(f, p, (size_t)n * sizeof *f);
@@ -293,7 +293,7 @@ static inline void store_lanes(float *o, __m256 v, int w)
 	}
 	if (w == 6) {
 		_mm_storeu_ps(o, _mm256_castps256_ps128(v));
-		_mm_storel_pi((__m64 *)(o + 4), _mm256_extractf128_ps(v, 1));
+		_mm_storel_epi64((__m128i *)(o + 4), _mm_castps_si128(_mm256_extractf128_ps(v, 1)));
 		return;
 	}
 	float f[8];
