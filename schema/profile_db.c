@@ -99,10 +99,15 @@ static void remove_sidecars(const char *path)
 	}
 }
 
-static void remove_with_sidecars(const char *path)
+/* Removes the profile at path, whose output lock the caller holds: its sidecars first, then the
+ * file.  In that order because the moment the file is gone another run may create its own
+ * profile at path, and SQLite its -journal and -wal beside it: after the unlink of the file
+ * nothing more may be removed by name.  (The other order let a --force run that lost the race
+ * delete the winner's -journal as the winner created its schema: both were refused.) */
+static void remove_profile_files(const char *path)
 {
-	unlink(path);
 	remove_sidecars(path);
+	unlink(path);
 }
 
 /* Reason a file cannot be created in its directory, from errno-like checks. */
@@ -246,8 +251,8 @@ static int remove_old_output(const char *path, const struct stat *sb, char *err,
 	else if (lk < 0)
 		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, strerror(errno));
 	else
-		remove_with_sidecars(path);
-	close(fd);
+		remove_profile_files(path);
+	close(fd); /* only now: the lock is held until the file and its sidecars are gone */
 	return rc;
 }
 
@@ -308,10 +313,12 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
 		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
 		goto out;
 	}
-	rc = lock_attach(db, fd);
-	fd = -1;
-	if (rc != 0) {
-		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, "out of memory");
+	/* the connection holds the lock through a second descriptor; fd keeps it too until the
+	 * end, so that a creation that fails removes its file while the file is still its own */
+	int held = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (held < 0 || lock_attach(db, held) != 0) {
+		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path,
+		          held < 0 ? strerror(errno) : "out of memory");
 		goto out;
 	}
 	if (sqlite3_exec(db,
@@ -359,10 +366,10 @@ out:
 	sqlite3_finalize(st);
 	if (db)
 		sqlite3_close(db);
+	if (owned && rc != AMP_PROFILE_OK)
+		remove_profile_files(path); /* under the lock, which fd still holds */
 	if (fd >= 0)
 		close(fd);
-	if (owned && rc != AMP_PROFILE_OK)
-		remove_with_sidecars(path);
 	return rc;
 }
 
