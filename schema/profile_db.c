@@ -156,11 +156,13 @@ static void lock_release(void *box)
 	free(box);
 }
 
+/* amp_output_lock(): the descriptor that holds the lock (amp_profile_discard keeps it open
+ * past the close of the connection). */
 static void lock_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	(void)argc;
 	(void)argv;
-	sqlite3_result_int(ctx, 1);
+	sqlite3_result_int(ctx, *(int *)sqlite3_user_data(ctx));
 }
 
 /* Hands fd (holding the output lock) to db, closed when db is.  0, or -1 (fd then closed). */
@@ -871,4 +873,26 @@ void amp_profile_close(sqlite3 *db)
 {
 	if (db)
 		sqlite3_close(db);
+}
+
+void amp_profile_discard(sqlite3 *db)
+{
+	if (!db)
+		return;
+	char path[4096];
+	const char *name = sqlite3_db_filename(db, "main");
+	snprintf(path, sizeof path, "%s", name ? name : "");
+	/* a descriptor of the lock that outlives the connection's own */
+	int held = -1;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT amp_output_lock()", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		held = fcntl(sqlite3_column_int(st, 0), F_DUPFD_CLOEXEC, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	if (held < 0)
+		return; /* without the lock the file at path may be another run's: left alone */
+	if (path[0] && same_file(path, held))
+		remove_profile_files(path);
+	close(held);
 }
