@@ -3,8 +3,9 @@
 # output that is a device, a FIFO or a link, two --force runs on one output, a profile read
 # while it is still being recorded or while another process locks it, the journal switch at
 # finalize refused, ampprof SIGKILLed inside a WAL checkpoint (strace: SKIPPED without it), a
-# full disk (a tiny tmpfs: needs root, SKIPPED otherwise) and a damaged profile in ampview.  Needs $BUILD (default build) built with `make all`.  Ends with
-# "N passed, N failed" and exits non-zero if anything failed.
+# start that fails before the application runs, a full disk (a tiny tmpfs: needs root, SKIPPED
+# otherwise) and a damaged profile in ampview.  Needs $BUILD (default build) built with `make
+# all`.  Ends with "N passed, N failed" and exits non-zero if anything failed.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -129,6 +130,21 @@ else
 	check "--force race, the creator stalled before its lock: A refused, B records" "$got" "125,0,"
 	check "... A says it was replaced" "$(cat fresh.a.err)" "ampprof: cannot create '$WORK/fresh.db': another ampprof replaced it at the same time"
 	check "... B's profile is whole" "$(q fresh.db 'PRAGMA integrity_check'):$(q fresh.db 'SELECT count(*) FROM steps'):$(ls fresh.db-* 2>/dev/null)" "ok:3:"
+fi
+
+# A start that fails before the application is launched (here the shared-memory session cannot
+# be mapped in a small address space) says that the application was not started and leaves no
+# profile behind: not one whose meta says "collecting" for ever.  (A sanitizer's shadow memory
+# does not start under ulimit -v: SKIPPED there.)
+big_rings=(--rings=4096 --ring-size=16777216)
+if (ulimit -v 4000000; "$AMPPROF" --version) >/dev/null 2>&1; then
+	err=$( (ulimit -v 4000000; "$AMPPROF" -q "${big_rings[@]}" -o unstarted.db -- sh -c 'echo started >started.txt') 2>&1); rc=$?
+	check "a start that fails: exit 125, the application not run" "$rc:$(cat started.txt 2>/dev/null)" "125:"
+	check_true "a start that fails: says what failed" grep -q "cannot map the shared-memory session" <<<"$err"
+	check_true "a start that fails: says the application was not started" grep -q "the application was not started; 'unstarted.db' is removed" <<<"$err"
+	check "a start that fails: no profile left" "$(ls unstarted.db* 2>/dev/null)" ""
+else
+	echo "SKIPPED: a start that fails needs a tool that runs under ulimit -v (not a sanitizer build)"
 fi
 
 # ---- a profile still being recorded ------------------------------------------------------------
