@@ -52,6 +52,11 @@ e2e_finish() {
 	exit 1
 }
 
+# e2e_path_runs AMPPROF PATH: true if the kernel path PATH (an AMP_KERNELS value) runs on this
+# CPU, as `ampprof info` lists it; a test that forces a path checks this first and prints
+# "SKIPPED: ..." otherwise.
+e2e_path_runs() { "$1" info 2>/dev/null | grep -Eq "^  $2 +runs\$"; }
+
 # e2e_abort MESSAGE: the script cannot go on (a missing tool, no test data): MESSAGE counts as
 # one failure, then e2e_finish.
 e2e_abort() {

@@ -318,10 +318,14 @@ if [ -x "$MLP" ]; then
 		grep -q 'amp_tensor_from_f32(' <<<"$(sed -n "${h2d_line:-0}p" "$ROOT/examples/mlp_fashion.c")"
 	# ReLU on fp16 bits: vmaxph / vcmpph on the avx512-fp16 path, integer selects counted as
 	# the path's FP32 engine elsewhere
-	AMP_KERNELS=avx512 "$AMPPROF" -q -o relu_emu.db -- "$MLP" --precision amp --steps 3 --log-every 0 > /dev/null
-	check "mlp_fashion amp on avx512: fp16 ReLU on fp32-fma" \
-		"$(q relu_emu.db "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'ReLU' AND exec_dtype = 'fp16' ORDER BY r)")" \
-		"backward:fp32-fma,forward:fp32-fma"
+	if e2e_path_runs "$AMPPROF" avx512; then
+		AMP_KERNELS=avx512 "$AMPPROF" -q -o relu_emu.db -- "$MLP" --precision amp --steps 3 --log-every 0 > /dev/null
+		check "mlp_fashion amp on avx512: fp16 ReLU on fp32-fma" \
+			"$(q relu_emu.db "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'ReLU' AND exec_dtype = 'fp16' ORDER BY r)")" \
+			"backward:fp32-fma,forward:fp32-fma"
+	else
+		echo "SKIPPED: the avx512 path's ReLU engine check: the path needs avx512f+avx512bw+avx512vl+avx512dq"
+	fi
 	if grep -qw avx512_fp16 /proc/cpuinfo; then
 		AMP_KERNELS=avx512-fp16 "$AMPPROF" -q -o relu_nat.db -- "$MLP" --precision amp --steps 3 --log-every 0 > /dev/null
 		check "mlp_fashion amp on avx512-fp16: fp16 ReLU on avx512-fp16" \
@@ -431,9 +435,13 @@ if [ -x "$CNN" ]; then
 	pool_engines() {
 		q "$1" "SELECT group_concat(r) FROM (SELECT DISTINCT phase || ':' || engine AS r FROM ops WHERE op = 'MaxPool2D' AND exec_dtype = 'fp16' ORDER BY r)"
 	}
-	AMP_KERNELS=avx512 "$AMPPROF" -q -o cnn_emu.db -- "$CNN" --precision amp --steps 2 --log-every 0 > /dev/null
-	check "cnn_fashion amp on avx512: MaxPool2D on fp32-fma" "$(pool_engines cnn_emu.db)" \
-		"backward:fp32-fma,forward:fp32-fma"
+	if e2e_path_runs "$AMPPROF" avx512; then
+		AMP_KERNELS=avx512 "$AMPPROF" -q -o cnn_emu.db -- "$CNN" --precision amp --steps 2 --log-every 0 > /dev/null
+		check "cnn_fashion amp on avx512: MaxPool2D on fp32-fma" "$(pool_engines cnn_emu.db)" \
+			"backward:fp32-fma,forward:fp32-fma"
+	else
+		echo "SKIPPED: the avx512 path's MaxPool2D engine check: the path needs avx512f+avx512bw+avx512vl+avx512dq"
+	fi
 	if grep -qw avx512_fp16 /proc/cpuinfo; then
 		AMP_KERNELS=avx512-fp16 "$AMPPROF" -q -o cnn_nat.db -- "$CNN" --precision amp --steps 2 --log-every 0 > /dev/null
 		check "cnn_fashion amp on avx512-fp16: MaxPool2D forward on avx512-fp16" \
