@@ -620,7 +620,7 @@ int prof_run(const prof_options *opts)
 	char err[1024];
 	int code = PROF_EXIT_FAILED;
 	pid_t child = -1;
-	int status = 0, child_done = 0;
+	int status = 0, child_done = 0, launched = 0;
 	memset(&c, 0, sizeof c);
 	c.opts = opts;
 	c.sess.fd = -1;
@@ -654,8 +654,11 @@ int prof_run(const prof_options *opts)
 	c.tails = calloc(opts->ring_count, sizeof *c.tails);
 	c.idle_heads = calloc(opts->ring_count, sizeof *c.idle_heads);
 	c.w = prof_writer_new(c.db, opts, start_mono);
-	if (!c.tails || !c.idle_heads || !c.w)
+	if (!c.tails || !c.idle_heads || !c.w) {
+		if (c.w)
+			prof_error(NULL, "out of memory");
 		goto out;
+	}
 	prof_writer_set_spool(c.w, c.sess.spool_dir);
 	calibrate_start(c.w);
 	if (prof_writer_commit(c.w) != 0) {
@@ -679,6 +682,7 @@ int prof_run(const prof_options *opts)
 	sa_child.sa_flags = SA_NOCLDSTOP;
 	sigaction(SIGCHLD, &sa_child, NULL);
 
+	launched = 1; /* or tried: a launch that fails is recorded (end 'launch-failed') */
 	if ((launch = prof_launch(opts, &c.sess, &child)) != 0) {
 		amp_profile_meta_set(c.db, "end", "launch-failed");
 		prof_writer_commit(c.w);
@@ -842,10 +846,17 @@ out:
 	signal(SIGCHLD, SIG_DFL);
 	prof_status_end(&c.status);
 	if (c.w) {
-		sqlite3_exec(c.db, "COMMIT", NULL, NULL, NULL);
+		if (launched)
+			sqlite3_exec(c.db, "COMMIT", NULL, NULL, NULL);
 		prof_writer_free(c.w);
 	}
-	amp_profile_close(c.db);
+	if (launched) {
+		amp_profile_close(c.db);
+	} else {
+		/* nothing ran: no profile of a run that never was (its meta would say 'collecting') */
+		amp_profile_discard(c.db);
+		prof_error(NULL, "the application was not started; '%s' is removed", opts->output);
+	}
 	reserve_release(&c);
 	prof_session_release(&c.sess);
 	free(c.tails);

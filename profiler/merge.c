@@ -318,10 +318,11 @@ static const amp_opt_spec merge_spec = {
     .in_order = 0,
 };
 
-static int merge_fail(sqlite3 *db, const char *path)
+/* Gives up on the merged output: removed under its lock (a profile another --force run put at
+ * the path meanwhile is never touched). */
+static int merge_fail(sqlite3 *db)
 {
-	amp_profile_close(db);
-	unlink(path);
+	amp_profile_discard(db);
 	return PROF_EXIT_DB;
 }
 
@@ -473,7 +474,7 @@ int prof_cmd_merge(int argc, char **argv)
 	return 0;
 out_db:
 	free(in);
-	return merge_fail(db, output);
+	return merge_fail(db);
 out_free:
 	free(in);
 	return code;

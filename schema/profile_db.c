@@ -99,10 +99,15 @@ static void remove_sidecars(const char *path)
 	}
 }
 
-static void remove_with_sidecars(const char *path)
+/* Removes the profile at path, whose output lock the caller holds: its sidecars first, then the
+ * file.  In that order because the moment the file is gone another run may create its own
+ * profile at path, and SQLite its -journal and -wal beside it: after the unlink of the file
+ * nothing more may be removed by name.  (The other order let a --force run that lost the race
+ * delete the winner's -journal as the winner created its schema: both were refused.) */
+static void remove_profile_files(const char *path)
 {
-	unlink(path);
 	remove_sidecars(path);
+	unlink(path);
 }
 
 /* Reason a file cannot be created in its directory, from errno-like checks. */
@@ -151,11 +156,13 @@ static void lock_release(void *box)
 	free(box);
 }
 
+/* amp_output_lock(): the descriptor that holds the lock (amp_profile_discard keeps it open
+ * past the close of the connection). */
 static void lock_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	(void)argc;
 	(void)argv;
-	sqlite3_result_int(ctx, 1);
+	sqlite3_result_int(ctx, *(int *)sqlite3_user_data(ctx));
 }
 
 /* Hands fd (holding the output lock) to db, closed when db is.  0, or -1 (fd then closed). */
@@ -246,8 +253,8 @@ static int remove_old_output(const char *path, const struct stat *sb, char *err,
 	else if (lk < 0)
 		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, strerror(errno));
 	else
-		remove_with_sidecars(path);
-	close(fd);
+		remove_profile_files(path);
+	close(fd); /* only now: the lock is held until the file and its sidecars are gone */
 	return rc;
 }
 
@@ -308,10 +315,12 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
 		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, sqlite3_errmsg(db));
 		goto out;
 	}
-	rc = lock_attach(db, fd);
-	fd = -1;
-	if (rc != 0) {
-		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, "out of memory");
+	/* the connection holds the lock through a second descriptor; fd keeps it too until the
+	 * end, so that a creation that fails removes its file while the file is still its own */
+	int held = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (held < 0 || lock_attach(db, held) != 0) {
+		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path,
+		          held < 0 ? strerror(errno) : "out of memory");
 		goto out;
 	}
 	if (sqlite3_exec(db,
@@ -359,10 +368,10 @@ out:
 	sqlite3_finalize(st);
 	if (db)
 		sqlite3_close(db);
+	if (owned && rc != AMP_PROFILE_OK)
+		remove_profile_files(path); /* under the lock, which fd still holds */
 	if (fd >= 0)
 		close(fd);
-	if (owned && rc != AMP_PROFILE_OK)
-		remove_with_sidecars(path);
 	return rc;
 }
 
@@ -864,4 +873,26 @@ void amp_profile_close(sqlite3 *db)
 {
 	if (db)
 		sqlite3_close(db);
+}
+
+void amp_profile_discard(sqlite3 *db)
+{
+	if (!db)
+		return;
+	char path[4096];
+	const char *name = sqlite3_db_filename(db, "main");
+	snprintf(path, sizeof path, "%s", name ? name : "");
+	/* a descriptor of the lock that outlives the connection's own */
+	int held = -1;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT amp_output_lock()", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		held = fcntl(sqlite3_column_int(st, 0), F_DUPFD_CLOEXEC, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	if (held < 0)
+		return; /* without the lock the file at path may be another run's: left alone */
+	if (path[0] && same_file(path, held))
+		remove_profile_files(path);
+	close(held);
 }

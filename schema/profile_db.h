@@ -121,6 +121,13 @@ int amp_profile_op_stats(sqlite3 *db, amp_op_stats *out, size_t max, size_t *n);
 /* Closes a connection from amp_profile_create/open.  NULL is a no-op. */
 void amp_profile_close(sqlite3 *db);
 
+/* Closes a connection from amp_profile_create (or a writable amp_profile_open) and removes its
+ * profile with the -wal/-shm/-journal files, all while still holding the output lock, so that a
+ * profile another run put at the path meanwhile is never removed; nothing is removed if the
+ * lock cannot be kept past the close (no descriptor left).  For a writer that gives up on the
+ * output it created.  NULL is a no-op. */
+void amp_profile_discard(sqlite3 *db);
+
 /* Sets meta key to value (replacing it).  Returns AMP_PROFILE_OK or AMP_PROFILE_EIO. */
 int amp_profile_meta_set(sqlite3 *db, const char *key, const char *value);
 /* Copies meta key's value into buf (NUL-terminated, truncated to len).  Returns

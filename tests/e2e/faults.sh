@@ -3,8 +3,9 @@
 # output that is a device, a FIFO or a link, two --force runs on one output, a profile read
 # while it is still being recorded or while another process locks it, the journal switch at
 # finalize refused, ampprof SIGKILLed inside a WAL checkpoint (strace: SKIPPED without it), a
-# full disk (a tiny tmpfs: needs root, SKIPPED otherwise) and a damaged profile in ampview.  Needs $BUILD (default build) built with `make all`.  Ends with
-# "N passed, N failed" and exits non-zero if anything failed.
+# start that fails before the application runs, a full disk (a tiny tmpfs: needs root, SKIPPED
+# otherwise) and a damaged profile in ampview.  Needs $BUILD (default build) built with `make
+# all`.  Ends with "N passed, N failed" and exits non-zero if anything failed.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${BUILD:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -70,18 +71,82 @@ check "--force on an output another ampprof writes: refused (exit 125)" "$rc" 12
 check_true "--force on a live output: says who holds it" grep -q "another ampprof is writing it" <<<"$err"
 wait "$first"; rc=$?
 check "the first run is untouched: exit 0, every step" "$rc:$(q shared.db 'SELECT count(*) FROM steps')" "0:60"
-codes=""
-for i in 1 2 3 4 5 6; do
-	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>>race.err & a=$!
-	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 20 --ops 5 --sleep-ms 5 2>>race.err & b=$!
+# Two --force runs started together on one output: exactly one records, in every pair; the other
+# is refused (exit 125) and leaves the winner's profile whole.  Natural pairs first (the old
+# mechanism lost both runs in about one pair of 25 to 200: too rare to catch here), then the
+# windows of that race held open with strace's delays, which make each interleaving certain.
+# race_pair: one pair; pair_codes: their exit statuses, sorted, as "0,125,"
+race_pair() {
+	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 3 --ops 4 2>>race.err & a=$!
+	"$AMPPROF" -q -f -o race.db -- "$PRODUCER" --steps 3 --ops 4 2>>race.err & b=$!
 	wait "$a"; ra=$?
 	wait "$b"; rb=$?
-	codes="$codes $(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ,)"
+	pair_codes="$(printf '%s\n' "$ra" "$rb" | sort -n | tr '\n' ,)"
+}
+codes="" pairs=0
+for i in $(seq 16); do
+	race_pair
+	codes="$codes $pair_codes"
+	[ "$pair_codes" = "0,125," ] && pairs=$((pairs + 1))
 done
-check_true "6 pairs of concurrent --force runs: never both succeed ($codes)" eval '! grep -q " 0,0," <<<"$codes"'
-check_true "6 pairs of concurrent --force runs: the loser is refused with exit 125 ($codes)" eval '! grep -qv "^\( 0,125,\| 125,125,\)*$" <<<"$codes"'
-if [ "${codes##* }" = "0,125," ]; then
-	check "the profile the winner wrote is whole" "$(q race.db 'PRAGMA integrity_check'):$(q race.db 'SELECT count(*) FROM steps')" "ok:20"
+check "16 pairs of concurrent --force runs: exactly one succeeds in each, the other exits 125 ($codes)" "$pairs" 16
+check "the profile the last winner wrote is whole" "$(q race.db 'PRAGMA integrity_check'):$(q race.db 'SELECT count(*) FROM steps')" "ok:3"
+# timed_pair NAME: two --force runs on $WORK/NAME.db (absolute: strace's -P matches a path as
+# the syscall spells it), A under strace "${A_STRACE[@]}", B once $B_WHEN holds, under
+# "${B_STRACE[@]}"; prints their exit statuses "a,b,", their messages in NAME.[ab].err.
+# (LeakSanitizer cannot run under ptrace: off for these two in a sanitizer build.)
+timed_pair() {
+	local name=$1 ra rb asan=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+	{ ASAN_OPTIONS=$asan strace -qq -f -o /dev/null "${A_STRACE[@]}" \
+		"$AMPPROF" -q -f -o "$WORK/$name.db" -- "$PRODUCER" --steps 3 --ops 4 2>"$name.a.err"; echo $? >"$name.a.rc"; } &
+	local a=$!
+	for _ in $(seq 300); do eval "$B_WHEN" && break; sleep 0.01; done
+	ASAN_OPTIONS=$asan strace -qq -f -o /dev/null "${B_STRACE[@]}" \
+		"$AMPPROF" -q -f -o "$WORK/$name.db" -- "$PRODUCER" --steps 3 --ops 4 2>"$name.b.err"; rb=$?
+	wait "$a"; ra=$(cat "$name.a.rc")
+	echo "$ra,$rb,"
+}
+if ! strace -qq -o /dev/null true 2>/dev/null; then
+	echo "SKIPPED: the timed --force races need strace (installed, and ptrace allowed)"
+else
+	# A removes the old profile and stalls just after the unlink of the file; B finds the path
+	# free, creates its profile and holds its first -journal open.  A must have removed the old
+	# -journal and -wal before its unlink, not B's after it (that refused both: B's SQLite
+	# found its journal gone, "disk I/O error", and A found B's file).
+	run_short -o timed.db
+	A_STRACE=(-P "$WORK/timed.db" -e trace=unlink -e inject=unlink:delay_exit=500000:when=1)
+	B_WHEN='[ ! -e timed.db ]'
+	B_STRACE=(-P "$WORK/timed.db-journal" -e trace=openat -e inject=openat:delay_exit=1000000:when=1)
+	got=$(timed_pair timed)
+	check "--force race, the remover stalled after its unlink: A refused, B records" "$got" "125,0,"
+	check "... A says B created it" "$(cat timed.a.err)" "ampprof: cannot create '$WORK/timed.db': another run created it at the same time"
+	check "... B's profile is whole" "$(q timed.db 'PRAGMA integrity_check'):$(q timed.db 'SELECT count(*) FROM steps'):$(ls timed.db-* 2>/dev/null)" "ok:3:"
+	# A creates the file and stalls before it locks it; B finds a file nobody holds, removes
+	# it and records; A, once it holds the lock of a file no longer at the path, gives up
+	rm -f fresh.db
+	A_STRACE=(-P "$WORK/fresh.db" -e trace=openat -e inject=openat:delay_exit=500000:when=1)
+	B_WHEN='[ -e fresh.db ]'
+	B_STRACE=(-e trace=none)
+	got=$(timed_pair fresh)
+	check "--force race, the creator stalled before its lock: A refused, B records" "$got" "125,0,"
+	check "... A says it was replaced" "$(cat fresh.a.err)" "ampprof: cannot create '$WORK/fresh.db': another ampprof replaced it at the same time"
+	check "... B's profile is whole" "$(q fresh.db 'PRAGMA integrity_check'):$(q fresh.db 'SELECT count(*) FROM steps'):$(ls fresh.db-* 2>/dev/null)" "ok:3:"
+fi
+
+# A start that fails before the application is launched (here the shared-memory session cannot
+# be mapped in a small address space) says that the application was not started and leaves no
+# profile behind: not one whose meta says "collecting" for ever.  (A sanitizer's shadow memory
+# does not start under ulimit -v: SKIPPED there.)
+big_rings=(--rings=4096 --ring-size=16777216)
+# (in braces with stderr closed: bash's own "Aborted" line for a sanitizer build is noise)
+if { (ulimit -v 4000000; "$AMPPROF" --version) >/dev/null 2>&1; } 2>/dev/null; then
+	err=$( (ulimit -v 4000000; "$AMPPROF" -q "${big_rings[@]}" -o unstarted.db -- sh -c 'echo started >started.txt') 2>&1); rc=$?
+	check "a start that fails: exit 125, the application not run" "$rc:$(cat started.txt 2>/dev/null)" "125:"
+	check_true "a start that fails: says what failed" grep -q "cannot map the shared-memory session" <<<"$err"
+	check_true "a start that fails: says the application was not started" grep -q "the application was not started; 'unstarted.db' is removed" <<<"$err"
+	check "a start that fails: no profile left" "$(ls unstarted.db* 2>/dev/null)" ""
+else
+	echo "SKIPPED: a start that fails needs a tool that runs under ulimit -v (not a sanitizer build)"
 fi
 
 # ---- a profile still being recorded ------------------------------------------------------------

@@ -272,6 +272,28 @@ Test(schema, output_lock_refuses_a_second_writer)
 	cr_assert_eq(amp_profile_live(path_in("absent.db")), AMP_PROFILE_ENOENT);
 }
 
+/* A writer that gives up removes its profile under its lock: all of it, and only its own. */
+Test(schema, discard_removes_only_its_own_profile)
+{
+	sqlite3 *db = NULL;
+	char err[256];
+	const char *p = path_in("given-up.db");
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(amp_profile_meta_set(db, "who", "first"), AMP_PROFILE_OK);
+	amp_profile_discard(db);
+	cr_assert_neq(access(p, F_OK), 0, "the profile is removed");
+	cr_assert_neq(access(path_in("given-up.db-wal"), F_OK), 0, "its -wal too");
+	cr_assert_neq(access(path_in("given-up.db-shm"), F_OK), 0, "its -shm too");
+	/* the file at the path is no longer the one it created: kept */
+	cr_assert_eq(amp_profile_create(p, 0, &db, err, sizeof err), AMP_PROFILE_OK, "%s", err);
+	cr_assert_eq(rename(p, path_in("moved.db")), 0);
+	write_file(p, "another's", 9);
+	amp_profile_discard(db);
+	struct stat st;
+	cr_assert(stat(p, &st) == 0 && st.st_size == 9, "another's file is kept");
+	amp_profile_discard(NULL);
+}
+
 /* Only new or regular files are written: a FIFO and a dangling link are refused and kept. */
 Test(schema, create_refuses_what_is_not_a_regular_file)
 {
