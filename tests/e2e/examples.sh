@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # examples.sh — end-to-end checks of the example programs on the real data: flags and errors,
 # the JSON result line, fp32-vs-amp parity of mlp_fashion, smoke runs of cnn_fashion and charlm,
-# and unstable's documented overflow steps.  Reads $BUILD (default build); about a minute.
+# bert_kjv learning from context in amp and fp32 alike, and unstable's documented overflow
+# steps.  Reads $BUILD (default build); about two minutes.
 #
 # Parity runs 300 steps (about 0.6 epoch, cosine schedule over those steps), not the issue's
 # 2 epochs: both modes must reach 82 % test accuracy and agree within 1.5 points (the 2-epoch
@@ -15,7 +16,7 @@ field() { tail -n 1 "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 # cmp_num A OP B: awk float comparison (OP one of < <= > >= ==)
 cmp_num() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; }
 
-for ex in mlp_fashion cnn_fashion charlm unstable; do
+for ex in mlp_fashion cnn_fashion charlm bert_kjv unstable; do
 	if [ ! -x "$BIN/$ex" ]; then
 		bad "$ex is built" "missing $BIN/$ex (run make examples)"
 		e2e_finish
@@ -23,7 +24,7 @@ for ex in mlp_fashion cnn_fashion charlm unstable; do
 done
 
 # ---- flags ------------------------------------------------------------------------------------
-for ex in mlp_fashion cnn_fashion charlm unstable; do
+for ex in mlp_fashion cnn_fashion charlm bert_kjv unstable; do
 	"$BIN/$ex" --help >"$OUT/help" 2>"$OUT/help.err"
 	rc=$?
 	check_true "$ex --help: exit 0, usage on stdout" \
@@ -121,6 +122,31 @@ vl32=$(field "$OUT/lm_fp32" val_loss) vlb=$(field "$OUT/lm_bf16" val_loss)
 check_true "charlm bf16 val_loss within 0.05 nats of fp32's after 30 steps ($vlb vs $vl32)" \
 	cmp_num "$(awk -v a="${vlb:-9}" -v b="${vl32:-0}" 'BEGIN { d = a - b; print d < 0 ? -d : d }')" "<=" 0.05
 check_true "charlm prints a sample" grep -q -- '--- sample' "$OUT/lm"
+
+# ---- bert_kjv: the masked-character objective learns from context, amp beside fp32 -----------
+# The validation text's unigram entropy is 3.00 nats; an encoder that does not use the context
+# stays near 2.75 (where bert_kjv once sat for its whole 10 minutes, and where this model still
+# is after 350 steps with the position table started as noise).  350 steps of the default model
+# made narrower for time (d_model 64; about 20 s of one core each) must take both modes well
+# below that (measured 2.28 in both), and close to each other.  The issue's figures (below 1.6
+# nats within 10 minutes, amp within 0.05 nats of fp32 at the same step) are measured by running
+# the example itself (README).
+BERT_STEPS=350
+for p in amp fp32; do
+	"$BIN/bert_kjv" --precision=$p --steps $BERT_STEPS --d-model 64 --eval-every 0 \
+		--eval-batches 8 --log-every 0 --json >"$OUT/bert_$p" 2>&1
+	check_true "bert_kjv $p $BERT_STEPS steps: exit 0" test $? = 0
+	check_true "bert_kjv $p: precision=$p, $BERT_STEPS steps in the JSON line" \
+		test "$(field "$OUT/bert_$p" precision)" = $p -a "$(field "$OUT/bert_$p" steps)" = $BERT_STEPS
+done
+vba=$(field "$OUT/bert_amp" val_loss) vb32=$(field "$OUT/bert_fp32" val_loss)
+echo "     bert_kjv $BERT_STEPS steps: validation loss amp $vba, fp32 $vb32 nats"
+check_true "bert_kjv amp learns from context: val_loss $vba < 2.5 after $BERT_STEPS steps" \
+	cmp_num "${vba:-9}" "<" 2.5
+check_true "bert_kjv fp32 learns from context: val_loss $vb32 < 2.5 after $BERT_STEPS steps" \
+	cmp_num "${vb32:-9}" "<" 2.5
+check_true "bert_kjv amp within 0.05 nats of fp32 after $BERT_STEPS steps ($vba vs $vb32)" \
+	cmp_num "$(awk -v a="${vba:-9}" -v b="${vb32:-0}" 'BEGIN { d = a - b; print d < 0 ? -d : d }')" "<=" 0.05
 
 # ---- unstable: documented behaviour -----------------------------------------------------------
 for p in fp32 amp fp16; do

@@ -215,6 +215,52 @@ Test(ops_nn, gelu_derivative_exact)
 	amp_ctx_free(f.ctx);
 }
 
+/* GELU is computed without libm (an exp polynomial, branch-free): over a dense grid it stays
+ * within FP32 rounding of the FP64 tanh approximation, forward and backward, and its special
+ * values are those of the formula's limits: saturated ends, NaN propagated. */
+Test(ops_nn, gelu_dense_and_special)
+{
+	enum { N = 24001, S = 8 };
+	static float x[N + S], ones[N + S];
+	for (int i = 0; i < N; i++)
+		x[i] = -12.0f + 0.001f * (float)i;
+	const float special[S] = {NAN, INFINITY, 1e30f, -1e30f, 0.0f, -0.0f, 1e-30f, -50.0f};
+	for (int i = 0; i < S; i++)
+		x[N + i] = special[i];
+	for (int i = 0; i < N + S; i++)
+		ones[i] = 1.0f;
+	amp_shape sh[1] = {amp_shape1(N + S)};
+	float *vals[1] = {x};
+	fixture f;
+	fx_open(&f, "force_fp32", 1, sh, vals);
+	cr_assert_eq(amp_gelu(f.ctx, "g", f.in[0], &f.out), AMP_OK);
+	cr_assert_eq(amp_backward_seeded(f.ctx, f.out, ones), AMP_OK);
+	const float *y = f.out->data, *g = f.in[0]->grad->data;
+	double worst_y = 0, worst_g = 0;
+	for (int i = 0; i < N; i++) {
+		double xd = x[i], k = 0.7978845608028654, a = 0.044715;
+		double t = tanh(k * (xd + a * xd * xd * xd));
+		double yr = 0.5 * xd * (1 + t);
+		double d = 0.5 * (1 + t) + 0.5 * xd * (1 - t * t) * k * (1 + 3 * a * xd * xd);
+		worst_y = fmax(worst_y, fabs((double)y[i] - yr) / fmax(1.0, fabs(yr)));
+		worst_g = fmax(worst_g, fabs((double)g[i] - d) / fmax(1.0, fabs(d)));
+	}
+	cr_log_info("GELU on [-12,12] step 1e-3: forward max err %.3g, derivative %.3g (tol 1e-6)",
+	            worst_y, worst_g);
+	cr_expect(worst_y <= 1e-6);
+	cr_expect(worst_g <= 1e-6);
+	const float *ys = y + N, *gs = g + N;
+	cr_expect(isnan(ys[0]) && isnan(gs[0]), "NaN: %g, %g", (double)ys[0], (double)gs[0]);
+	cr_expect(ys[1] == INFINITY && gs[1] == 1.0f, "+Inf: %g, %g", (double)ys[1], (double)gs[1]);
+	cr_expect(ys[2] == 1e30f && gs[2] == 1.0f, "1e30: %g, %g", (double)ys[2], (double)gs[2]);
+	cr_expect(ys[3] == 0.0f && gs[3] == 0.0f, "-1e30: %g, %g", (double)ys[3], (double)gs[3]);
+	cr_expect(ys[4] == 0.0f && gs[4] == 0.5f, "0: %g, %g", (double)ys[4], (double)gs[4]);
+	cr_expect(ys[5] == 0.0f && gs[5] == 0.5f, "-0: %g, %g", (double)ys[5], (double)gs[5]);
+	cr_expect(ys[6] == 0.5e-30f && gs[6] == 0.5f, "1e-30: %g, %g", (double)ys[6], (double)gs[6]);
+	cr_expect(ys[7] == 0.0f && gs[7] == 0.0f, "-50: %g, %g", (double)ys[7], (double)gs[7]);
+	amp_ctx_free(f.ctx);
+}
+
 /* exp(12) = 162755 > 65504: stored as +Inf in force_fp16; Exp is black-listed in
  * allow_mix_precision, so it runs in FP32 and stays finite. */
 Test(ops_nn, exp_overflow_fp16)
