@@ -7,6 +7,10 @@
  * (parameters that take no gradient, saved in checkpoints) used at test time.  The ops are
  * called right here so that profiled call sites point at these lines; the flags, the training
  * loop and the result line are common/classify.c's.
+ *
+ * `resnet_fashion --epochs 1` (batch 64, one thread, about 10 minutes on a shared 2-core AVX2
+ * EPYC) reaches 89.1 % test accuracy in fp32 and in amp alike, 88.7 % in bf16; the issue's
+ * 91 % needs more.
  */
 #include <stdio.h>
 #include <stdlib.h>

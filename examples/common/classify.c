@@ -25,6 +25,7 @@ typedef struct run {
 	ex_common opt;
 	int cosine;            /* learning rate: cosine to 0 over the run, else constant */
 	ex_images train, test; /* standardized */
+	int64_t test_n;        /* the first test_n test images are evaluated (--test-limit) */
 	amp_ctx *ctx;          /* owns the model's parameters and sgd */
 	amp_optim *sgd;
 	float *x;       /* (batch, 784) the batch's pixels */
@@ -142,13 +143,13 @@ static int resume(run *r, const char *path, char *err, size_t errlen)
 	return AMP_OK;
 }
 
-/* Accuracy on the test set in inference mode, EVAL_BATCH images a step; with --dist each rank
- * takes its share and the counts are summed over the ranks. */
+/* Accuracy on the first r->test_n test images in inference mode, EVAL_BATCH images a step; with
+ * --dist each rank takes its share and the counts are summed over the ranks. */
 static int evaluate(run *r, double *accuracy)
 {
 	const ex_images *test = &r->test;
 	int64_t lo, count;
-	ex_dist_shard(&r->dist, test->n, &lo, &count);
+	ex_dist_shard(&r->dist, r->test_n, &lo, &count);
 	const int64_t px = (int64_t)test->rows * test->cols;
 	float *x = malloc((size_t)(EVAL_BATCH * px) * sizeof(float));
 	float *logits = malloc((size_t)EVAL_BATCH * EX_FASHION_CLASSES * sizeof(float));
@@ -171,7 +172,7 @@ static int evaluate(run *r, double *accuracy)
 	correct = ex_dist_sum_i64(&r->dist, rc == AMP_OK ? correct : -1);
 	if (correct < 0 && rc == AMP_OK)
 		rc = AMP_EINVAL; /* another rank failed */
-	*accuracy = test->n ? (double)correct / (double)test->n : 0;
+	*accuracy = r->test_n ? (double)correct / (double)r->test_n : 0;
 	free(x);
 	free(logits);
 	free(y);
@@ -182,8 +183,12 @@ static int evaluate(run *r, double *accuracy)
 static void report(const run *r, double accuracy)
 {
 	const char *precision = ex_precision_name(r->ctx);
-	printf("test accuracy %.2f %% after %lld steps (%s)\n", 100 * accuracy, (long long)r->steps,
-	       precision);
+	if (r->test_n < r->test.n)
+		printf("test accuracy %.2f %% (first %lld test images) after %lld steps (%s)\n",
+		       100 * accuracy, (long long)r->test_n, (long long)r->steps, precision);
+	else
+		printf("test accuracy %.2f %% after %lld steps (%s)\n", 100 * accuracy,
+		       (long long)r->steps, precision);
 	if (!r->opt.json)
 		return;
 	ex_json j;
@@ -191,6 +196,7 @@ static void report(const run *r, double accuracy)
 	ex_json_int(&j, "epochs", r->epochs);
 	ex_json_int(&j, "batch", r->opt.batch);
 	ex_json_num(&j, "test_accuracy", accuracy);
+	ex_json_int(&j, "test_samples", r->test_n); /* the first test_samples test images */
 	ex_json_num(&j, "final_loss", ex_loss_window_mean(&r->losses));
 	ex_json_throughput(&j, r->train_seconds, r->samples);
 	ex_json_run_print(&j, r->ctx);
@@ -201,7 +207,7 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	const char *data_dir = EX_FASHION_DIR;
 	double momentum = 0.9, weight_decay = 0;
 	const char *schedule = "cosine", *checkpoint = NULL, *resume_path = NULL;
-	int64_t stop_after = 0;
+	int64_t stop_after = 0, test_limit = 0;
 	int dist = 0;
 	const ex_option extra[] = {
 	    {"dist", EX_OPT_FLAG, &dist, NULL,
@@ -218,6 +224,9 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	     "continue a run from its checkpoint (same flags), bit-identically"},
 	    {"stop-after", EX_OPT_INT, &stop_after, "N",
 	     "stop after N epochs of this run, as if interrupted (0: none)"},
+	    {"test-limit", EX_OPT_INT, &test_limit, "N",
+	     "evaluate on the first N test images only (0: all 10000);\n"
+	     "the summary and test_samples in --json say how many"},
 	};
 	const ex_program prog = {c->name, c->summary, extra, (int)(sizeof extra / sizeof extra[0])};
 	run r = {.c = c, .opt = *defaults, .first_epoch = 1};
@@ -231,6 +240,12 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		return 2;
 	}
 	r.cosine = schedule[0] == 'c';
+	if (test_limit < 0) {
+		fprintf(stderr, "%s: --test-limit: expected N >= 0, got %lld\n", prog.name,
+		        (long long)test_limit);
+		ex_usage(&prog, &r.opt, stderr);
+		return 2;
+	}
 	if (ex_dist_init(&r.dist, dist, prog.name, &argc, &argv))
 		return 1;
 	if (r.dist.rank != 0)
@@ -251,6 +266,7 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	}
 	ex_images_standardize(&r.train, FASHION_MEAN, FASHION_STD);
 	ex_images_standardize(&r.test, FASHION_MEAN, FASHION_STD);
+	r.test_n = test_limit > 0 && test_limit < r.test.n ? test_limit : r.test.n;
 	if (ex_ctx_open(&prog, &r.opt, &r.ctx))
 		goto out;
 
@@ -275,7 +291,7 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	ex_iota(r.order, r.train.n);
 	if (r.dist.rank == 0)
 		printf("%s: %s, %lld train / %lld test images, batch %lld, lr %g, %lld epoch(s)%s\n",
-		       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test.n,
+		       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test_n,
 		       (long long)r.opt.batch, r.opt.lr, (long long)r.opt.epochs,
 		       r.dist.on ? ", data parallel" : "");
 	if (r.dist.on && r.dist.rank == 0)

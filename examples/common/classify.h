@@ -1,5 +1,6 @@
-/* classify.h — the training driver of the Fashion-MNIST classifiers (mlp_fashion, cnn_fashion):
- * flags, data, SGD + momentum with its schedule, the epoch loop, test accuracy and the result line.
+/* classify.h — the training driver of the Fashion-MNIST classifiers (mlp_fashion, cnn_fashion,
+ * resnet_fashion): flags, data, SGD + momentum with its schedule, the epoch loop, test accuracy
+ * and the result line.
  *
  * The example supplies its model as callbacks, and every amp_* call that runs an op or copies a
  * tensor (staging, the forward pass, cross-entropy, backward, the optimizer step, reading results
@@ -35,10 +36,11 @@ typedef struct ex_classifier {
 } ex_classifier;
 
 /* Runs a classifier program: parses argv (the common flags with defaults as their defaults,
- * plus --data, --momentum, --weight-decay and --schedule), loads and standardizes the data,
- * trains, measures test accuracy and prints progress, a summary and (--json) the result line
- * on stdout; errors go to stderr as "name: message".  Everything it allocates, the context
- * included, is released before it returns.  Not thread-safe (it prints).
+ * plus --dist, --data, --momentum, --weight-decay, --schedule, --checkpoint, --resume,
+ * --stop-after and --test-limit), loads and standardizes the data, trains, measures test
+ * accuracy (on the first --test-limit test images, or all) and prints progress, a summary and
+ * (--json) the result line on stdout; errors go to stderr as "name: message".  Everything it
+ * allocates, the context included, is released before it returns.  Not thread-safe (it prints).
  * Returns the process's exit status: 0 (done, or --help), 1 (failure), 2 (usage error). */
 int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc, char **argv);
 
