@@ -8,6 +8,7 @@
  * fp16 BiasAdd is the fp16 row kernel (amp_binary_blocks); both record the engine those ran
  * on (avx512-fp16 where the path has fp16 arithmetic).
  */
+#include "amp_half.h"
 #include "internal.h"
 
 #include <math.h>
@@ -113,20 +114,6 @@ static uint64_t pointwise_flops(amp_op_type op)
  * both free of the cancellation 1 + tanh u suffers for negative x.  Everything below is
  * branch-free (selections on integer masks, which cannot trap), so the loops vectorize at the
  * baseline ISA, and has no FMA to contract there: the same bits on every CPU. */
-static inline uint32_t f32_bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof u);
-	return u;
-}
-
-static inline float bits_f32(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
 /* exp(v) for v in [-80, 0] within 2^-23: n = round(v log2 e) (read from the low mantissa bits
  * of v log2 e + 1.5 * 2^23), r = v - n ln 2 in two parts, exp(r) by its Taylor polynomial of
  * degree 7 on |r| <= ln2 / 2, and 2^n written into the exponent bits. */
@@ -145,7 +132,7 @@ static inline float exp_nonpos(float v)
 	p = p * r + 0.5f;
 	p = p * r + 1.0f;
 	p = p * r + 1.0f;
-	return p * bits_f32((f32_bits(t) - 0x4B400000u + 127u) << 23);
+	return p * amp_half_f32_of_bits((amp_half_bits_of_f32(t) - 0x4B400000u + 127u) << 23);
 }
 
 /* E = exp(-2|u|) (0 past |u| = 40, where tanh u is +-1 in FP32, and for a NaN x), sel = 1 for
@@ -160,12 +147,13 @@ static inline gelu_parts gelu_split(float x)
 	gelu_parts g;
 	const uint32_t forty = 0x42200000u; /* 40.0f */
 	float u = GELU_K * (x + GELU_A * x * x * x);
-	uint32_t ub = f32_bits(u) & 0x7fffffffu;
+	uint32_t ub = amp_half_bits_of_f32(u) & 0x7fffffffu;
 	g.sat = 0u - (uint32_t)(ub > forty);
-	float e = exp_nonpos(-2.0f * bits_f32((ub & ~g.sat) | (forty & g.sat)));
-	g.e = bits_f32(f32_bits(e) & ~g.sat);
-	uint32_t neg = 0u - (f32_bits(x) >> 31);
-	g.sel = bits_f32((f32_bits(g.e) & neg) | (f32_bits(1.0f) & ~neg));
+	float e = exp_nonpos(-2.0f * amp_half_f32_of_bits((ub & ~g.sat) | (forty & g.sat)));
+	g.e = amp_half_f32_of_bits(amp_half_bits_of_f32(e) & ~g.sat);
+	uint32_t neg = 0u - (amp_half_bits_of_f32(x) >> 31);
+	g.sel = amp_half_f32_of_bits((amp_half_bits_of_f32(g.e) & neg) |
+	                             (amp_half_bits_of_f32(1.0f) & ~neg));
 	return g;
 }
 
@@ -184,8 +172,9 @@ static inline float gelu_grad_f32(float x)
 	float d = 1.0f + g.e;
 	float sech2 = 4.0f * g.e / (d * d);
 	float inner = 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-	uint32_t nan = 0u - (uint32_t)((f32_bits(x) & 0x7fffffffu) > 0x7f800000u);
-	return g.sel / d + bits_f32((f32_bits(inner) & ~g.sat) | (f32_bits(x) & nan));
+	uint32_t nan = 0u - (uint32_t)((amp_half_bits_of_f32(x) & 0x7fffffffu) > 0x7f800000u);
+	return g.sel / d + amp_half_f32_of_bits((amp_half_bits_of_f32(inner) & ~g.sat) |
+	                                        (amp_half_bits_of_f32(x) & nan));
 }
 
 /* 1 / (1 + exp(-x)), never exp of a large positive argument. */
