@@ -469,8 +469,10 @@ static void maxpool_plane_avx2(amp_dtype dt, const void *x, int64_t W, int k, in
 			    col, _mm256_blendv_epi8(mi[0], _mm256_add_epi32(mi[1], wv), t));
 			__m256i yb = _mm256_blendv_epi8(mb[0], mb[1], t);
 			int64_t o = oh * OW + ow0;
-			__m128i yh = _mm_packus_epi32(_mm256_castsi256_si128(yb),
-			                              _mm256_extracti128_si256(yb, 1));
+			/* a half's bits, zero-extended: packed back to 16 (fp32 stores yb itself) */
+			__m128i yh = dt == AMP_F32 ? _mm_setzero_si128()
+			                           : _mm_packus_epi32(_mm256_castsi256_si128(yb),
+			                                              _mm256_extracti128_si256(yb, 1));
 			if (o + 8 <= out_end) {
 				_mm256_storeu_si256((__m256i *)(arg + o), off);
 				if (dt == AMP_F32)
