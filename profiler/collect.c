@@ -320,6 +320,8 @@ static int write_start_meta(collector *c, uint64_t start_mono)
 		bad |= meta_set(db, "os", "%s %s %s", un.sysname, un.release, un.machine);
 	prof_cpu_model(cpu, sizeof cpu);
 	bad |= meta_set(db, "cpu", "%s", cpu);
+	prof_cpu_vendor(cpu, sizeof cpu);
+	bad |= meta_set(db, "cpu_vendor", "%s", cpu);
 	prof_cpu_half_features(buf, sizeof buf);
 	bad |= meta_set(db, "cpu_half_features", "%s", buf);
 	time_t now = time(NULL);

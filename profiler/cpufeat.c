@@ -67,6 +67,23 @@ void prof_cpu_half_features(char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
+void prof_cpu_vendor(char *buf, size_t len)
+{
+	if (len)
+		buf[0] = '\0';
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, v[3];
+	if (__get_cpuid(0, &a, &v[0], &v[2], &v[1])) { /* EBX, EDX, ECX spell it */
+		char s[13];
+		memcpy(s, v, 12);
+		s[12] = '\0';
+		snprintf(buf, len, "%s", s);
+		return;
+	}
+#endif
+	snprintf(buf, len, "unknown");
+}
+
 void prof_cpu_model(char *buf, size_t len)
 {
 	snprintf(buf, len, "unknown");

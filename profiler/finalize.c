@@ -1080,19 +1080,22 @@ static const struct half_engine {
 	int elementwise;             /* also has elementwise half arithmetic (not only products) */
 	double gemm_ratio;           /* see above */
 	const char *measured_on;     /* the CPU class of gemm_ratio, NULL when it is 0 */
+	const char *unused_on;       /* meta cpu_vendor whose cores run it slower than FP32 FMA,
+	                              * so that the library does not use it there, or NULL */
 } half_engines[] = {
     /* bench_kernels on the Intel class (Sapphire Rapids, 1 thread, medians of interleaved
      * repeats, 2026-12-02): smallest 3.97 (mlp fc2 dW 1024x1024x128); 1024^3 4.93 */
     {AMP_ENGINE_AMX_BF16, "bf16", {"amx_bf16", "amx_tile"}, "AMX-BF16",
-     "allow_mix_precision_bf16", 0, 3.97, "the Intel class"},
+     "allow_mix_precision_bf16", 0, 3.97, "the Intel class", NULL},
     /* bench_kernels on the AMD class (Zen 5, 1 thread): smallest 1.76 (mlp fc1 dX), the table
      * of the README's Performance section.  Not measured on the Intel class (AMX serves bf16
-     * there). */
+     * there).  Intel cores issue vdpbf16ps at half the product rate of FP32 FMA (runtime/
+     * kernels/dispatch.c, CPU_DPBF16_HALF_RATE): without AMX their bf16 runs on FP32 FMA. */
     {AMP_ENGINE_AVX512_BF16, "bf16", {"avx512_bf16", NULL}, "AVX512_BF16",
-     "allow_mix_precision_bf16", 0, 1.76, "the AMD class"},
+     "allow_mix_precision_bf16", 0, 1.76, "the AMD class", "GenuineIntel"},
     /* bench_kernels on the Intel class, as for AMX: smallest 1.55 (mlp fc1 dW) */
     {AMP_ENGINE_AVX512_FP16, "fp16", {"avx512_fp16", NULL}, "AVX512-FP16",
-     "allow_mix_precision_fp16", 1, 1.55, "the Intel class"},
+     "allow_mix_precision_fp16", 1, 1.55, "the Intel class", NULL},
 };
 #define N_HALF_ENGINES (sizeof half_engines / sizeof half_engines[0])
 
@@ -1112,6 +1115,12 @@ static int engine_available(const struct half_engine *e, const char *features)
 		if (e->features[i] && !has_word(features, e->features[i]))
 			return 0;
 	return 1;
+}
+
+/* The CPU has the engine and the library uses it on this vendor's cores. */
+static int engine_used(const struct half_engine *e, const char *features, const char *vendor)
+{
+	return engine_available(e, features) && !(e->unused_on && strcmp(vendor, e->unused_on) == 0);
 }
 
 /* Half types with an engine that has elementwise arithmetic: "('fp16')". */
@@ -1186,26 +1195,31 @@ static int rule_emulated(sqlite3 *db)
 		if (engines[i] == ' ')
 			engines[i] = '/';
 
-	char features[256], mode[64];
+	char features[256], vendor[64], mode[64];
 	query_text(db, "SELECT value FROM meta WHERE key = 'cpu_half_features'", features,
 	           sizeof features);
+	query_text(db, "SELECT value FROM meta WHERE key = 'cpu_vendor'", vendor, sizeof vendor);
 	int known = features[0] != '\0';
 	mode_in_force(db, mode, sizeof mode);
 	/* what each emulated half type lacks here, and an engine of the other type it has */
-	char lacks[256] = "", alt[512] = "";
+	char lacks[512] = "", alt[512] = "";
 	size_t ll = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		const char *dt = pass ? "bf16" : "fp16";
 		if (!(pass ? bf16 : fp16))
 			continue;
-		char need[96] = "";
+		char need[96] = "", slow[96] = "";
 		int has_one = 0;
 		for (size_t i = 0; i < N_HALF_ENGINES; i++)
 			if (strcmp(half_engines[i].dtype, dt) == 0) {
-				if (known && engine_available(&half_engines[i], features))
+				const struct half_engine *e = &half_engines[i];
+				if (known && engine_used(e, features, vendor))
 					has_one = 1;
+				else if (known && engine_available(e, features))
+					snprintf(slow + strlen(slow), sizeof slow - strlen(slow), "%s%s",
+					         slow[0] ? " and " : "", e->feature_label);
 				snprintf(need + strlen(need), sizeof need - strlen(need), "%s%s",
-				         need[0] ? " or " : "", half_engines[i].feature_label);
+				         need[0] ? " or " : "", e->feature_label);
 			}
 		if (!known)
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; %s arithmetic needs %s "
@@ -1214,6 +1228,11 @@ static int rule_emulated(sqlite3 *db)
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s but these "
 			                       "ops did not use it (a library built without the path, or "
 			                       "a path forced)", need);
+		else if (slow[0])
+			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s, but on "
+			                       "%s cores it computes fewer products per cycle than FP32 "
+			                       "FMA, so the library runs %s products on FP32 FMA",
+			                       slow, vendor, dt);
 		else
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU lacks %s, so "
 			                       "%s is storage only here", need, dt);
@@ -1223,7 +1242,7 @@ static int rule_emulated(sqlite3 *db)
 			continue;
 		for (size_t i = 0; i < N_HALF_ENGINES && !alt[0]; i++) {
 			const struct half_engine *e = &half_engines[i];
-			if (strcmp(e->dtype, dt) == 0 || !engine_available(e, features) ||
+			if (strcmp(e->dtype, dt) == 0 || !engine_used(e, features, vendor) ||
 			    same_mode(mode, e->mode))
 				continue;
 			char ratio[96] = "";
@@ -1235,20 +1254,24 @@ static int rule_emulated(sqlite3 *db)
 			         ratio, e->mode, e->dtype);
 		}
 	}
-	/* A CPU with no half engine at all: no mode helps, so the finding is information (what the
-	 * half types buy here), not a warning to act on. */
-	int none = known;
-	for (size_t i = 0; i < N_HALF_ENGINES && none; i++)
-		none = !engine_available(&half_engines[i], features);
+	/* A CPU with no half engine that the library uses: no mode helps, so the finding is
+	 * information (what the half types buy here), not a warning to act on. */
+	int none = known, any = 0;
+	for (size_t i = 0; i < N_HALF_ENGINES; i++) {
+		none = none && !engine_used(&half_engines[i], features, vendor);
+		any = any || engine_available(&half_engines[i], features);
+	}
 	char msg[1536];
 	double share = total > 0 ? t_all / total : 0;
 	snprintf(msg, sizeof msg,
 	         "half-typed ops ran emulated on %s arithmetic for %.1f %% of op time (%s)%s%s%s",
 	         engines, 100.0 * share, names, lacks, alt,
-	         none ? "; this CPU has no half arithmetic of any type (AMX-BF16, AVX512_BF16, "
-	                "AVX512-FP16): the half types save memory here (activations, working "
-	                "copies), not time"
-	              : "");
+	         !none ? ""
+	         : any ? "; no half arithmetic of this CPU beats its FP32 FMA: the half types save "
+	                 "memory here (activations, working copies), not time"
+	               : "; this CPU has no half arithmetic of any type (AMX-BF16, AVX512_BF16, "
+	                 "AVX512-FP16): the half types save memory here (activations, working "
+	                 "copies), not time");
 	return add_advice(db, "emulated_half", share > 0.1 && !none ? "warning" : "info", msg,
 	                  ev.text, first_op, -1, site);
 }

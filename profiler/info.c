@@ -33,6 +33,7 @@ typedef struct lib_api {
 	const char *(*gemm_engine)(int);
 	const char *(*elementwise_engine)(void);
 	const char *(*path_active)(void);
+	const char *(*gemm_engine_note)(int); /* NULL in libraries older than it */
 } lib_api;
 
 /* dlopens the library at path (or, NULL, beside this program, then the system's) and fills
@@ -95,6 +96,7 @@ static void *load_library(const char *path, lib_api *api, char *used, size_t use
 			return NULL;
 		}
 	}
+	*(void **)&api->gemm_engine_note = dlsym(h, "amp_gemm_engine_note");
 	return h;
 }
 
@@ -210,7 +212,15 @@ int prof_cmd_info(int argc, char **argv)
 		for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
 			printf("%s\"%s\":\"%s\"", i ? "," : "", amp_dtype_code_name((unsigned)dtypes[i]),
 			       api.gemm_engine(dtypes[i]));
-		printf(",\"elementwise\":\"%s\"}}\n", api.elementwise_engine());
+		printf(",\"elementwise\":\"%s\"},\"engine_notes\":{", api.elementwise_engine());
+		for (size_t i = 0, n = 0; i < sizeof dtypes / sizeof *dtypes; i++) {
+			const char *note = api.gemm_engine_note ? api.gemm_engine_note(dtypes[i]) : NULL;
+			if (!note)
+				continue;
+			printf("%s\"%s\":", n++ ? "," : "", amp_dtype_code_name((unsigned)dtypes[i]));
+			json_str(stdout, note);
+		}
+		printf("}}\n");
 	} else {
 		printf("cpu              %s\n", model);
 		printf("half arithmetic  %s\n", *features ? features : "none");
@@ -233,6 +243,11 @@ int prof_cmd_info(int argc, char **argv)
 			printf("%s%s GEMM on %s%s", i ? "; " : "", dt, e, emulated ? " (emulated)" : "");
 		}
 		printf("; elementwise on %s\n", api.elementwise_engine());
+		for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) {
+			const char *note = api.gemm_engine_note ? api.gemm_engine_note(dtypes[i]) : NULL;
+			if (note)
+				printf("  %-13s  %s\n", amp_dtype_code_name((unsigned)dtypes[i]), note);
+		}
 	}
 	dlclose(h);
 	return finish_stdout();

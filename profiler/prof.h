@@ -240,6 +240,9 @@ void prof_status_end(prof_status *s);
 void prof_cpu_half_features(char *buf, size_t len);
 /* The CPU's model name from /proc/cpuinfo ("unknown" if there is none), truncated to len. */
 void prof_cpu_model(char *buf, size_t len);
+/* cpuid's vendor string ("GenuineIntel", "AuthenticAMD"; "unknown" off x86), the value of meta
+ * 'cpu_vendor': the half engines' rates differ by vendor (finalize.c, half_engines[]). */
+void prof_cpu_vendor(char *buf, size_t len);
 /* `ampprof info` (info.c): argv[0] is "info".  Returns the exit status. */
 int prof_cmd_info(int argc, char **argv);
 /* `ampprof diff A.db B.db` (diff.c); returns the exit status. */

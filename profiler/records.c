@@ -297,8 +297,8 @@ int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t st
 
 static const char *meta_reserved[] = {
 	"schema_version", "ampprof_version", "wire_version", "command", "argv", "cwd", "pid",
-	"host", "cpu", "cpu_half_features", "start_time", "start_mono_ns", "clock", "ticks_per_ns",
-	"end", "exit_status", "exit_signal", "complete", "events", "dropped_events",
+	"host", "cpu", "cpu_vendor", "cpu_half_features", "start_time", "start_mono_ns", "clock",
+	"ticks_per_ns", "end", "exit_status", "exit_signal", "complete", "events", "dropped_events",
 	"rings_missing", "wall_ns", "finalized_at", "output", "rejected_events",
 	"producer_wire_version",
 };

@@ -35,6 +35,16 @@ const char *amp_gemm_engine(amp_dtype dt)
 	           : amp_engine_name(AMP_ENGINE_NONE);
 }
 
+const char *amp_gemm_engine_note(amp_dtype dt)
+{
+	if (dt == AMP_BF16 && amp_kernels_dpbf16_half_rate() &&
+	    amp_kernels_gemm_engine(AMP_BF16) == AMP_ENGINE_FP32_FMA)
+		return "vdpbf16ps computes half the products per cycle of FP32 FMA on Intel cores, so "
+		       "bf16 products run on FP32 FMA (bf16 widened while packing); "
+		       "AMP_KERNELS=avx512-bf16 forces vdpbf16ps";
+	return NULL;
+}
+
 const char *amp_elementwise_engine(void)
 {
 	return amp_engine_name(amp_kernels_vec_engine());

@@ -36,7 +36,10 @@ PRAGMA application_id = 1095585862;  -- 0x414D5046 'AMPF'
 PRAGMA user_version = 3;
 
 -- Facts about the run, one per key.  Keys written by ampprof: schema_version, ampprof_version,
--- wire_version, command (the application as given), argv, cwd, pid, host, cpu, start_time
+-- wire_version, command (the application as given), argv, cwd, pid, host, cpu (the model name),
+-- cpu_vendor (cpuid's vendor string: 'GenuineIntel', 'AuthenticAMD'), cpu_half_features (the
+-- half arithmetic the CPU has and the OS enabled: avx512_bf16, avx512_fp16, amx_bf16, amx_tile,
+-- space-separated, or 'none'), start_time
 -- (UTC ISO 8601), start_mono_ns, clock ('tsc' or 'monotonic'), ticks_per_ns, options
 -- (steps, callstack, nan_check, stats_every, dump, dump_steps, dump_limit, fp16_threshold,
 -- memcpy_threshold, drop), end ('exited', 'signal', 'crash', 'killed', 'collecting' while running,

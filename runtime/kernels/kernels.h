@@ -70,6 +70,9 @@ amp_isa amp_kernels_best(void);
  * to that the CPU runs (scalar at worst). */
 int amp_kernels_has(amp_isa isa);
 amp_isa amp_kernels_usable(amp_isa isa);
+/* Nonzero if this CPU runs the avx512-bf16 path but its vdpbf16ps is slower than FP32 FMA
+ * (Intel cores), so that "auto" takes the bf16 GEMM from the avx512 path. */
+int amp_kernels_dpbf16_half_rate(void);
 
 /* Threads the GEMMs may use (the caller's included), process-wide: n in 1..64 (larger is
  * clamped); returns 0, or -1 if n < 1 (nothing changed).  Until it is called the count comes

@@ -318,19 +318,39 @@ check "bf16 run: no loss-scale advice for the static scale of 1" \
 	"$(q bf16.db "SELECT count(*) FROM advice WHERE rule LIKE 'loss_scale%'")" 0
 check_true "bf16 report: the BF16 share and the native half share" \
 	sh -c "grep -q '^  BF16 share ' bf16.report && grep -q '^  native half ' bf16.report"
-if grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo; then
-	want=$(grep -qw amx_bf16 /proc/cpuinfo && echo amx-bf16 || echo avx512-bf16)
-	check "bf16 Linear runs on $want" \
-		"$(q bf16.db "SELECT group_concat(DISTINCT engine) FROM ops WHERE op = 'Linear'")" "$want"
+# native_bf16_checks DB ENGINE: the bf16 Linear of DB ran on ENGINE, mostly native, no advice.
+native_bf16_checks() {
+	check "bf16 Linear runs on $2" \
+		"$(q "$1" "SELECT group_concat(DISTINCT engine) FROM ops WHERE op = 'Linear'")" "$2"
 	# a time share: only in an optimized build (under a sanitizer the FP32 C loops slow, the
 	# half GEMMs' assembly does not); the engines above hold in both
 	case $(basename "$BUILD") in
 	*asan*) ;;
-	*) check_true "bf16 run: native half share above 50 %" \
-		test "$(q bf16.db "SELECT native_half_share > 0.5 FROM overview")" = 1 ;;
+	*) check_true "bf16 run on $2: native half share above 50 %" \
+		test "$(q "$1" "SELECT native_half_share > 0.5 FROM overview")" = 1 ;;
 	esac
-	check "bf16 run: no emulated-half advice" \
-		"$(q bf16.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 0
+	check "bf16 run on $2: no emulated-half advice" \
+		"$(q "$1" "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 0
+}
+intel=$(grep -m1 '^vendor_id' /proc/cpuinfo | grep -c GenuineIntel)
+if grep -qw amx_bf16 /proc/cpuinfo; then
+	native_bf16_checks bf16.db amx-bf16
+elif grep -qw avx512_bf16 /proc/cpuinfo && [ "$intel" = 0 ]; then
+	native_bf16_checks bf16.db avx512-bf16
+elif grep -qw avx512_bf16 /proc/cpuinfo; then
+	# Intel cores without AMX: vdpbf16ps is slower than FP32 FMA there, so auto runs bf16
+	# products on FP32 FMA, and the advice says why (and names fp16 where the CPU has it).
+	check "Intel, no AMX: bf16 Linear on fp32-fma" \
+		"$(q bf16.db "SELECT group_concat(DISTINCT engine) FROM ops WHERE op = 'Linear'")" fp32-fma
+	adv=$(q bf16.db "SELECT message FROM advice WHERE rule = 'emulated_half'")
+	check_true "Intel, no AMX: the advice says why bf16 is not on vdpbf16ps" \
+		test -n "$(echo "$adv" | grep 'on GenuineIntel cores it computes fewer products per cycle than FP32 FMA')"
+	if grep -qw avx512_fp16 /proc/cpuinfo; then
+		check_true "Intel, no AMX: the advice names the fp16 mode" \
+			test -n "$(echo "$adv" | grep 'precision_mode = allow_mix_precision_fp16')"
+	fi
+	AMP_KERNELS=avx512-bf16 "$AMPPROF" -q -o bf16dp.db -- "$MLP" --precision=bf16 --steps 30 --log-every 0 >/dev/null 2>&1
+	native_bf16_checks bf16dp.db avx512-bf16
 else
 	echo "SKIPPED: bf16 engine checks need avx512_bf16 or amx_bf16"
 fi

@@ -39,8 +39,21 @@ for pair in "avx512-bf16:avx512_bf16" "avx512-fp16:avx512_fp16" "amx-bf16:amx_bf
 done
 # the engine a half type's GEMM runs on is a half engine where the CPU has that arithmetic
 bf16=$(field 'd["engines"]["bf16"]') fp16=$(field 'd["engines"]["fp16"]')
-if has_flag amx_bf16; then want_bf16=amx-bf16; elif has_flag avx512_bf16; then want_bf16=avx512-bf16; else want_bf16=fp32-fma; fi
+# (but not vdpbf16ps on Intel cores, where it is slower than FP32 FMA: the JSON says why)
+intel=$(grep -m1 '^vendor_id' /proc/cpuinfo | grep -c GenuineIntel)
+if has_flag amx_bf16; then want_bf16=amx-bf16
+elif has_flag avx512_bf16 && [ "$intel" = 0 ]; then want_bf16=avx512-bf16
+else want_bf16=fp32-fma; fi
 check "bf16 GEMM engine" "$bf16" "$want_bf16"
+note=$(field 'd["engine_notes"].get("bf16", "")')
+if [ "$want_bf16" = fp32-fma ] && has_flag avx512_bf16; then
+	check_true "the bf16 note says why vdpbf16ps is left out" \
+		test -n "$(echo "$note" | grep 'vdpbf16ps computes half the products per cycle')"
+	check_true "the text says it too" \
+		test -n "$(grep '^  bf16 .*AMP_KERNELS=avx512-bf16 forces vdpbf16ps' "$OUT/text")"
+else
+	check "no bf16 note where bf16 runs on its best engine" "$note" ""
+fi
 if has_flag avx512_fp16; then want_fp16=avx512-fp16; else want_fp16=fp32-fma; fi
 check "fp16 GEMM engine" "$fp16" "$want_fp16"
 check_true "text marks an fp32-fma half GEMM as emulated" \

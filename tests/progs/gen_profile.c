@@ -23,6 +23,7 @@ static void usage(FILE *f)
 	    "    --half=<dtype>         half type of the half ops: fp16|bf16 (fp16)\n"
 	    "    --gemm-engine=<name>   engine of the half GEMMs            (fp32-fma)\n"
 	    "    --cpu-features=<list>  meta cpu_half_features               (avx512_bf16)\n"
+	    "    --cpu-vendor=<name>    meta cpu_vendor                      (AuthenticAMD)\n"
 	    "    --mode=<mode>          meta precision_mode (force_fp16 with overflows,\n"
 	    "                           else allow_mix_precision)\n"
 	    "    --copy=<share>         copy share of step time, 0..1       (0.08)\n"
@@ -108,6 +109,8 @@ int main(int argc, char **argv)
 			o.gemm_engine = v;
 		} else if (OPT("cpu-features") && v) {
 			o.cpu_features = v;
+		} else if (OPT("cpu-vendor") && v) {
+			o.cpu_vendor = v;
 		} else if (OPT("mode") && v) {
 			o.precision_mode = v;
 		} else if (OPT("copy") && NUM("copy")) {

@@ -38,6 +38,7 @@ void genprof_defaults(genprof_opts *o)
 	o->half_dtype = "fp16";
 	o->gemm_engine = "fp32-fma";
 	o->cpu_features = "avx512_bf16";
+	o->cpu_vendor = "AuthenticAMD";
 	o->fp16_threshold = 70;
 	o->memcpy_threshold = 15;
 	o->seed = 1;
@@ -603,6 +604,7 @@ int genprof_write(const genprof_opts *o, uint64_t *ops_written, char *err, size_
 	         o->precision_mode ? o->precision_mode
 	         : o->overflow_steps ? "force_fp16" : "allow_mix_precision") ||
 	    meta(&g, "cpu_half_features", "%s", o->cpu_features) ||
+	    meta(&g, "cpu_vendor", "%s", o->cpu_vendor) ||
 	    meta(&g, "loss_scale", "dynamic") || meta(&g, "loss_scale_init", "128"))
 		goto out;
 	if (o->empty) {

@@ -39,6 +39,7 @@ typedef struct genprof_opts {
 	                            reshapes on "none" */
 	int no_engine;           /* leave op_sigs.engine NULL (a version-1 profile's ops) */
 	const char *cpu_features;/* meta cpu_half_features, default "avx512_bf16" */
+	const char *cpu_vendor;  /* meta cpu_vendor, default "AuthenticAMD" */
 	const char *precision_mode; /* meta precision_mode, default force_fp16 with overflow steps,
 	                            else allow_mix_precision */
 	double fp16_threshold;   /* meta options.fp16_threshold (percent), default 70 */

@@ -19,6 +19,7 @@
  * fp16 elementwise (add, sub, mul, row broadcast, scale): on every path the bits of the FP32
  * result rounded once, NaN as any NaN; zero difference allowed.
  */
+#include <cpuid.h>
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
@@ -28,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "amp/amp.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/stats.h"
@@ -153,9 +155,22 @@ Test(dispatch, fallback_and_auto, .fini = kpath_restore)
 	cr_assert_eq(auto_f32, amp_kernels_has(AMP_ISA_AVX2) ? AMP_ENGINE_FP32_FMA : AMP_ENGINE_SCALAR);
 	cr_assert_eq(amp_kernels_vec_engine(), auto_f32);
 	if (amp_kernels_has(AMP_ISA_AVX512_BF16)) {
-		cr_assert(auto_bf16 == AMP_ENGINE_AVX512_BF16 || auto_bf16 == AMP_ENGINE_AMX_BF16,
-		          "auto bf16 GEMM on %s", amp_engine_name(auto_bf16));
+		/* Intel cores issue vdpbf16ps at half FP32 FMA's product rate: there auto takes the
+		 * bf16 GEMM from AMX or else from avx512 (FP32 FMA), and says why. */
+		unsigned a, v[3] = {0, 0, 0};
+		int intel = __get_cpuid(0, &a, &v[0], &v[2], &v[1]) &&
+		            memcmp(v, "GenuineIntel", 12) == 0;
+		cr_assert_eq(amp_kernels_dpbf16_half_rate(), intel);
+		amp_engine want = amp_kernels_has(AMP_ISA_AMX_BF16) ? AMP_ENGINE_AMX_BF16
+		                  : intel                           ? AMP_ENGINE_FP32_FMA
+		                                                    : AMP_ENGINE_AVX512_BF16;
+		cr_assert_eq(auto_bf16, want, "auto bf16 GEMM on %s, want %s",
+		             amp_engine_name(auto_bf16), amp_engine_name(want));
+		const char *note = amp_gemm_engine_note(AMP_BF16);
+		cr_assert_eq(note != NULL, want == AMP_ENGINE_FP32_FMA, "note: %s", note ? note : "-");
+		cr_assert_null(amp_gemm_engine_note(AMP_F16));
 		kpath_force("avx512-bf16");
+		cr_assert_null(amp_gemm_engine_note(AMP_BF16), "forced: it runs vdpbf16ps");
 		cr_assert_eq(amp_kernels_gemm_engine(AMP_BF16), AMP_ENGINE_AVX512_BF16);
 		cr_assert_eq(amp_kernels_gemm_engine(AMP_F32), AMP_ENGINE_FP32_FMA, "from avx512");
 		cr_assert_eq(amp_kernels_gemm_engine(AMP_F16), AMP_ENGINE_FP32_FMA, "from avx512");

@@ -408,6 +408,10 @@ const char *amp_kernel_path_missing(int i);
 const char *amp_gemm_engine(amp_dtype dt);
 const char *amp_elementwise_engine(void);
 const char *amp_kernel_path_active(void);
+/* Why the GEMMs of dt do not run on a half engine that this CPU has (a static sentence), or
+ * NULL when they do or the CPU has none for dt: "auto" leaves out an engine that is slower than
+ * FP32 FMA on this CPU (vdpbf16ps on Intel cores). */
+const char *amp_gemm_engine_note(amp_dtype dt);
 
 #ifdef __cplusplus
 }
