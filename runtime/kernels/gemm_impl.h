@@ -17,7 +17,9 @@
  *   GEMM_PACK_BLOCK_FAST: static int gemm_pack_block_fast(same, n rows);  as gemm_pack_a /
  *                             gemm_pack_b, or 0;
  *   GEMM_UKR_DIRECT_A: gemm_ukr_direct_a (a full MR-row tile of row-major fp32 A, at any row
- *                             stride, read in place; same arithmetic as gemm_ukr).
+ *                             stride, read in place; same arithmetic as gemm_ukr; with
+ *                             GEMM_UKR_NARROW it takes out, ldo and dt as gemm_ukr_narrow,
+ *                             out NULL for c [+]=).
  * A path with other panels (bf16 pairs for vdpbf16ps) defines GEMM_PACK_PATH and packs them:
  *   static void gemm_pack_path(const gemm_operand *x, int64_t r0, int64_t n, int64_t c0,
  *                              int64_t kc, int pr, gemm_pt *out);
@@ -292,14 +294,19 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 			}
 			for (int64_t jr = 0; jr < nc; jr += GEMM_NR)
 				gemm_ukr_direct_a(kc, at, ld, bp + jr * kc, c + ir * ldc + jr, ldc,
-				                  accumulate, (int)gemm_min(GEMM_NR, nc - jr));
+				                  accumulate, (int)gemm_min(GEMM_NR, nc - jr)
+#ifdef GEMM_UKR_NARROW
+				                  , out ? out + ir * ldo + jr : NULL, ldo, a->dt
+#endif
+				);
 		}
 		if (mfull == M)
 			return;
 		gemm_pack_a(a, mfull, M - mfull, p0, kc, ap);
 		for (int64_t jr = 0; jr < nc; jr += GEMM_NR)
-			gemm_tile(kc, ap, bp + jr * kc, c + mfull * ldc + jr, ldc, accumulate,
-			          M - mfull, gemm_min(GEMM_NR, nc - jr));
+			gemm_tile_out(kc, ap, bp + jr * kc, c + mfull * ldc + jr, ldc, accumulate,
+			              out ? out + mfull * ldo + jr : NULL, ldo, a->dt, M - mfull,
+			              gemm_min(GEMM_NR, nc - jr));
 		return;
 	}
 #endif

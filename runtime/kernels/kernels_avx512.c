@@ -66,6 +66,7 @@ static int64_t cvt_f2b(const float *src, uint16_t *dst, int64_t n)
 #define GEMM_KC 256
 #define GEMM_NC 1024
 #define GEMM_UKR_EDGES
+#define GEMM_UKR_NARROW
 #define GEMM_PACK_FAST
 #define GEMM_PACK_BLOCK_FAST
 #define GEMM_UKR_DIRECT_A
@@ -76,13 +77,58 @@ static inline __mmask16 mask_n(int64_t n)
 	return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
+/* 16 fp32 sums -> bf16, the bits of cvt_f2b (vec_impl.h's cvt_f2b_int): round to nearest even
+ * on the dropped 16 bits, NaN quieted with its sign and top payload bits. */
+static inline __m256i narrow_bf16(__m512 v)
+{
+	__m512i x = _mm512_castps_si512(v);
+	__m512i r = _mm512_srli_epi32(
+	    _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
+	                     _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1))),
+	    16);
+	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+	                                        _mm512_set1_epi32(0x7f800000));
+	r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+	return _mm512_cvtepi32_epi16(r);
+}
+
+/* The lanes m of v rounded to the half dtype dt (the bits of cvt_f2h / cvt_f2b) at p. */
+static inline void store_half(uint16_t *p, __mmask16 m, __m512 v, amp_dtype dt)
+{
+	__m256i h = dt == AMP_BF16 ? narrow_bf16(v) : _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+	_mm256_mask_storeu_epi16(p, m, h);
+}
+
+/* Row r of a tile's sums out: [+ c], then stored to c, or with out rounded into out's row. */
+static inline __attribute__((always_inline)) void
+tile_row_out(__m512 s0, __m512 s1, float *cr, int accumulate, __mmask16 m0, __mmask16 m1,
+             int nv, uint16_t *outr, amp_dtype dt)
+{
+	if (accumulate)
+		s0 = _mm512_add_ps(s0, _mm512_maskz_loadu_ps(m0, cr));
+	if (outr)
+		store_half(outr, m0, s0, dt);
+	else
+		_mm512_mask_storeu_ps(cr, m0, s0);
+	if (nv > 1) {
+		if (accumulate)
+			s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(m1, cr + 16));
+		if (outr)
+			store_half(outr + 16, m1, s1, dt);
+		else
+			_mm512_mask_storeu_ps(cr + 16, m1, s1);
+	}
+}
+
 /* ap: (kc, 12) fp32, bp: (kc, 32) fp32 -> c: (mr, nr) fp32 at row stride ldc, [+]=, with nv
  * 16-wide column vectors (2, or 1 when nr <= 16).  The accumulators hold full 12-row tiles
  * (the packed panels are zero-padded); only rows < mr and columns < nr of c are touched.
- * Each c element is one FMA chain over k in order, whatever nv, mr and nr. */
+ * Each c element is one FMA chain over k in order, whatever nv, mr and nr.  With out, the
+ * sums [+ c] are rounded into out (row stride ldo) as the half dtype dt instead. */
 static inline __attribute__((always_inline)) void
 gemm_ukr_nv(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c,
-            int64_t ldc, int accumulate, int mr, int nr, const int nv)
+            int64_t ldc, int accumulate, int mr, int nr, const int nv, uint16_t *out,
+            int64_t ldo, amp_dtype dt)
 {
 	__m512 c0[GEMM_MR], c1[GEMM_MR];
 #pragma GCC unroll 16
@@ -107,15 +153,8 @@ gemm_ukr_nv(int64_t kc, const float *restrict ap, const float *restrict bp, floa
 	for (int r = 0; r < GEMM_MR; r++) {
 		if (r >= mr)
 			break;
-		float *cr = c + r * ldc;
-		if (accumulate)
-			c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, cr));
-		_mm512_mask_storeu_ps(cr, m0, c0[r]);
-		if (nv > 1) {
-			if (accumulate)
-				c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
-			_mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
-		}
+		tile_row_out(c0[r], c1[r], c + r * ldc, accumulate, m0, m1, nv,
+		             out ? out + r * ldo : NULL, dt);
 	}
 }
 
@@ -123,16 +162,30 @@ static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict
                      float *restrict c, int64_t ldc, int accumulate, int mr, int nr)
 {
 	if (nr > 16)
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 2);
+		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 2, NULL, 0, AMP_F32);
 	else
-		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 1);
+		gemm_ukr_nv(kc, ap, bp, c, ldc, accumulate, mr, nr, 1, NULL, 0, AMP_F32);
+}
+
+/* As gemm_ukr, the result rounded once into out (mr, nr) of the half dtype dt at row stride
+ * ldo instead of being stored in c: the last k block of a half GEMM writes C itself. */
+static void gemm_ukr_narrow(int64_t kc, const float *restrict ap, const float *restrict bp,
+                            const float *c, int64_t ldc, int accumulate, uint16_t *out,
+                            int64_t ldo, int mr, int nr, amp_dtype dt)
+{
+	float *cw = (float *)c; /* only read: out is given */
+	if (nr > 16)
+		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, mr, nr, 2, out, ldo, dt);
+	else
+		gemm_ukr_nv(kc, ap, bp, cw, ldc, accumulate, mr, nr, 1, out, ldo, dt);
 }
 
 /* As gemm_ukr with a full 12-row tile read straight from fp32 A: rows a + r * lda, k at stride
- * 1 (no packing; the broadcasts come from 12 row streams).  Same FMA chains as gemm_ukr. */
+ * 1 (no packing; the broadcasts come from 12 row streams).  Same FMA chains as gemm_ukr; out
+ * (or NULL) as gemm_ukr_narrow's. */
 static void gemm_ukr_direct_a(int64_t kc, const float *restrict a, int64_t lda,
                               const float *restrict bp, float *restrict c, int64_t ldc,
-                              int accumulate, int nr)
+                              int accumulate, int nr, uint16_t *out, int64_t ldo, amp_dtype dt)
 {
 	__m512 c0[GEMM_MR], c1[GEMM_MR];
 #pragma GCC unroll 16
@@ -157,15 +210,9 @@ static void gemm_ukr_direct_a(int64_t kc, const float *restrict a, int64_t lda,
 	}
 	__mmask16 m0 = mask_n(nr), m1 = mask_n(nr - 16);
 #pragma GCC unroll 16
-	for (int r = 0; r < GEMM_MR; r++) {
-		float *cr = c + r * ldc;
-		if (accumulate) {
-			c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, cr));
-			c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
-		}
-		_mm512_mask_storeu_ps(cr, m0, c0[r]);
-		_mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
-	}
+	for (int r = 0; r < GEMM_MR; r++)
+		tile_row_out(c0[r], c1[r], c + r * ldc, accumulate, m0, m1, 2,
+		             out ? out + r * ldo : NULL, dt);
 }
 
 /* r: 16 rows of 16 fp32 -> their transpose, in registers (unpack, shuffle, two lane swaps). */
