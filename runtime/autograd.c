@@ -164,8 +164,13 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 {
 	*fresh = 0;
-	if (t->grad)
+	if (t->grad) {
+		if (t->param && t->param->grad_stale) { /* zero in meaning: written over */
+			t->param->grad_stale = 0;
+			*fresh = 1;
+		}
 		return t->grad;
+	}
 	/* a fresh step-scoped gradient is written in full by every caller: not zeroed */
 	if (t->param)
 		t->grad = amp_alloc_persistent(ctx, AMP_F32, t->shape, AMP_MEM_GRADS);
@@ -173,6 +178,14 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 		t->grad = amp_alloc_raw(ctx, t->dtype, t->shape, AMP_MEM_GRADS);
 	*fresh = 1;
 	return t->grad;
+}
+
+void amp_param_grad_settle(amp_param *p)
+{
+	amp_tensor *g = p->master->grad;
+	if (g && p->grad_stale)
+		memset(g->data, 0, (size_t)g->numel * sizeof(float));
+	p->grad_stale = 0;
 }
 
 amp_tensor *amp_grad_open(amp_ctx *ctx, amp_tensor *t, int *fresh)
@@ -208,9 +221,7 @@ void amp_grad_block_end(amp_tensor *g, int fresh, int64_t i0, int64_t n, const f
 amp_tensor *amp_grad_dst(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, int *fresh)
 {
 	*fresh = 0;
-	if (t->grad)
-		return t->grad->dtype == dt ? t->grad : NULL;
-	if ((t->param ? AMP_F32 : t->dtype) != dt)
+	if (t->grad ? t->grad->dtype != dt : (t->param ? AMP_F32 : t->dtype) != dt)
 		return NULL;
 	amp_tensor *g = grad_of(ctx, t, fresh);
 	if (!g)

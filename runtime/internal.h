@@ -95,6 +95,10 @@ struct amp_param {
 	int index;               /* registration order, from 0 (amp_param_at) */
 	amp_node *last_use;      /* data parallel: the oldest tape node reading the master this
 	                            step, after whose backward its gradient is final */
+	int grad_stale;          /* master->grad was used and cleared by the optimizer and is
+	                            zero in meaning, not in memory: the step's first gradient is
+	                            written over it (no zeroing pass, no read of zeros to add to);
+	                            a reader that comes first zeroes it (amp_param_grad_settle) */
 	amp_param *next;
 };
 
@@ -355,6 +359,9 @@ float *amp_grad_block_dst(amp_tensor *g, int fresh, int64_t i0, float *buf);
 void amp_grad_block_end(amp_tensor *g, int fresh, int64_t i0, int64_t n, const float *dx);
 /* Adds n floats from g32 (fp32 buffer) into t->grad in t's dtype. */
 int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32);
+/* The master gradient of p zeroed in memory if it is stale (amp_param.grad_stale), for a reader
+ * that may come before this step's first gradient (the optimizer, the public accessor). */
+void amp_param_grad_settle(amp_param *p);
 /* Gradient of the node's output as an fp32 buffer in the step arena (converted if fp16). */
 const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node);
 

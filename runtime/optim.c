@@ -147,8 +147,8 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 			}
 		}
 		refresh_working(p, i0, i1 - i0);
-		memset(g + i0, 0, (size_t)(i1 - i0) * sizeof(float)); /* still in L1 */
 	}
+	p->grad_stale = 1; /* used: zero in meaning, the next step's first gradient written over */
 	return AMP_OK;
 }
 
@@ -198,6 +198,8 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	const float fold = !stats && !(ctx->cfg.clip_norm > 0) && inv <= 1.0f ? inv : 1.0f;
 	int overflow = 0;
 	uint64_t elems = 0;
+	for (amp_param *p = ctx->params; p; p = p->next)
+		amp_param_grad_settle(p); /* a master this step's tape did not reach: zeros */
 	for (amp_param *p = ctx->params; p; p = p->next) {
 		amp_tensor *g = p->master->grad;
 		if (!g)
@@ -272,11 +274,9 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		for (amp_param *p = ctx->params; p; p = p->next)
 			p->working_step = -1;
 	}
-	if (overflow || rc != AMP_OK) /* an update clears the gradients it used */
+	if (overflow || rc != AMP_OK) /* as an update leaves the gradients it used */
 		for (amp_param *p = ctx->params; p; p = p->next)
-			if (p->master->grad)
-				memset(p->master->grad->data, 0,
-				       (size_t)p->master->grad->numel * sizeof(float));
+			p->grad_stale = p->master->grad != NULL;
 
 	amp_trace_kernel(ctx, AMP_OP_OPTIMIZER, o->kind == OPTIM_SGD ? "sgd" : "adamw", AMP_F32,
 	                 amp_kernels_vec_engine(), AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),

@@ -504,7 +504,12 @@ void *amp_tensor_data(amp_tensor *t)
 		amp_param_touched(t->param);
 	return t->data;
 }
-amp_tensor *amp_tensor_grad(const amp_tensor *t) { return t ? t->grad : NULL; }
+amp_tensor *amp_tensor_grad(const amp_tensor *t)
+{
+	if (t && t->param)
+		amp_param_grad_settle(t->param);
+	return t ? t->grad : NULL;
+}
 
 int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
 {

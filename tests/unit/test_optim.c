@@ -235,8 +235,9 @@ Test(scaler, dynamic_through_steps)
 			cr_assert_float_eq(wnow, expect, 1e-6f, "w %.9g expected %.9g",
 			                   (double)wnow, (double)expect);
 		}
-		/* Gradients are cleared either way. */
-		cr_assert_eq(((float *)w->grad->data)[0], 0.0f);
+		/* Gradients are cleared either way (as the accessor shows them: zero in meaning,
+		 * zeroed in memory when read before the next step's first gradient). */
+		cr_assert_eq(((float *)amp_tensor_grad(w)->data)[0], 0.0f);
 		wprev = wnow;
 	}
 	amp_run_stats st;
@@ -521,7 +522,7 @@ static void skip_then_clean(const char *kind, int with_skip, float out[6])
 				cr_assert_eq(((float *)w->param->opt_m->data)[i], 0.0f);
 		}
 		for (int i = 0; i < 6; i++)
-			cr_assert_eq(((float *)w->grad->data)[i], 0.0f, "grad not cleared");
+			cr_assert_eq(((float *)amp_tensor_grad(w)->data)[i], 0.0f, "grad not cleared");
 		cr_assert_eq(amp_loss_scale(ctx), 64.0);
 	}
 	lin_step(ctx, o, w, AMP_F16, 1.0f, &skipped);
@@ -607,5 +608,47 @@ Test(optim, set_lr)
 	lin_step(ctx, o, w, AMP_F32, 1.0f, &skipped);
 	for (int i = 0; i < 6; i++)
 		cr_assert_float_eq(((float *)w->data)[i], W0[i] - 0.5f * C0[i], 1e-6f);
+	amp_ctx_free(ctx);
+}
+
+/* After an update a master gradient is zero in meaning, and the next step's first gradient is
+ * written over it: a parameter the next step's tape does not reach is updated with zeros (its
+ * weight unchanged under plain SGD), one it reaches gets exactly that step's gradient (not the
+ * sum with the last one), and the accessor shows both. */
+Test(optim, gradients_start_from_zero_each_step)
+{
+	amp_ctx *ctx = mkctx(NULL);
+	amp_tensor *w = mkparam(ctx), *v;
+	cr_assert_eq(amp_param_new(ctx, "v", amp_shape1(6), AMP_INIT_ZEROS, 0, &v), AMP_OK);
+	cr_assert_eq(amp_param_load(ctx, v, W0), AMP_OK);
+	amp_sgd_options so = {.lr = 0.5f};
+	amp_optim *o;
+	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &o), AMP_OK);
+	int skipped;
+	for (int step = 0; step < 2; step++) { /* both reached: gradients C0 each */
+		amp_tensor *c, *y, *z, *s;
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		cr_assert_eq(amp_tensor_from_f32(ctx, C0, amp_shape1(6), AMP_F32, &c), AMP_OK);
+		cr_assert_eq(amp_mul(ctx, "mw", c, w, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_mul(ctx, "mv", c, v, &z), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_add(ctx, "add", y, z, &s), AMP_OK, "%s", amp_ctx_error(ctx));
+		float seed[6];
+		for (int i = 0; i < 6; i++)
+			seed[i] = (float)ctx->step_scale;
+		cr_assert_eq(amp_backward_seeded(ctx, s, seed), AMP_OK, "%s", amp_ctx_error(ctx));
+		for (int i = 0; i < 6; i++)
+			cr_assert_eq(((float *)amp_tensor_grad(v)->data)[i], C0[i] * seed[i],
+			             "step %d: dv[%d] is this step's alone", step, i);
+		cr_assert_eq(amp_optim_step(o, &skipped), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	}
+	float vbefore[6];
+	memcpy(vbefore, amp_tensor_data(v), sizeof vbefore);
+	lin_step(ctx, o, w, AMP_F32, 1.0f, &skipped); /* v not reached */
+	cr_assert_eq(skipped, 0);
+	cr_assert_eq(memcmp(amp_tensor_data(v), vbefore, sizeof vbefore), 0,
+	             "an unreached parameter moved: its last gradient was used again");
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(((float *)amp_tensor_grad(v)->data)[i], 0.0f);
 	amp_ctx_free(ctx);
 }
