@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "amp_half.h"
+#include "amp/amp.h"
 #include "kernels/kernels.h"
 
 /* ---- timing and data ------------------------------------------------------------------------ */
@@ -250,6 +251,10 @@ static void goals_summary(void)
 			lo = fmin(lo, class_min[c]);
 		printf("  goal (avx512-bf16 without AMX): every class >= 1.70: %.2f, %s\n", lo,
 		       met(lo >= 1.7));
+	} else if (amp_gemm_engine_note(AMP_BF16)) {
+		/* the CPU has AVX512-BF16 but auto leaves it out: the goal is out of reach here */
+		printf("  goal (avx512-bf16 without AMX): every class >= 1.70: NOT met: %s\n",
+		       amp_gemm_engine_note(AMP_BF16));
 	}
 	printf("  the advice's figure (smallest on square and mlp shapes >= 128, finalize.c "
 	       "half_engines[]): %.2f\n", advice_bf16);
