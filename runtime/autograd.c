@@ -164,6 +164,8 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 {
 	*fresh = 0;
+	if (t->param)
+		t->param->grad_counted = 0; /* a writer: the count, if any, no longer holds */
 	if (t->grad) {
 		if (t->param && t->param->grad_stale) { /* zero in meaning: written over */
 			t->param->grad_stale = 0;
@@ -267,6 +269,13 @@ int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
 		return amp_oom(ctx);
 	if (fresh && dst->dtype == g->dtype) {
 		memcpy(dst->data, g->data, (size_t)g->numel * amp_dtype_size(g->dtype));
+		return AMP_OK;
+	}
+	if (fresh && t->param && g->dtype != AMP_F32) {
+		/* a master's first gradient of the step, widened from a half one: its NaN/Inf count
+		 * comes with the widening, so the optimizer need not read it again to check it */
+		t->param->grad_nonfinite = amp_cvt_widen_count(g->dtype, g->data, dst->data, g->numel);
+		t->param->grad_counted = 1;
 		return AMP_OK;
 	}
 	if (fresh) {

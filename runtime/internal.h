@@ -99,6 +99,11 @@ struct amp_param {
 	                            zero in meaning, not in memory: the step's first gradient is
 	                            written over it (no zeroing pass, no read of zeros to add to);
 	                            a reader that comes first zeroes it (amp_param_grad_settle) */
+	int grad_counted;        /* master->grad was written once this step, widened from a half
+	                            gradient whose NaN/Inf count is grad_nonfinite; any other write
+	                            (every writer opens it with grad_of or reads amp_tensor_grad)
+	                            clears this, and the optimizer then counts for itself */
+	int64_t grad_nonfinite;
 	amp_param *next;
 };
 

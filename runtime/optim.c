@@ -209,7 +209,9 @@ int amp_optim_step(amp_optim *o, int *skipped)
 				amp_vscale_f32(g->data, inv, g->data, g->numel);
 			overflow |= amp_check_master_grad(ctx, p) != 0;
 		} else if (fold != 1.0f || inv == 1.0f) {
-			overflow |= amp_count_nonfinite_f32(g->data, g->numel) != 0;
+			/* counted as it was widened from its half gradient, or counted here */
+			overflow |= (p->grad_counted ? p->grad_nonfinite
+			                             : amp_count_nonfinite_f32(g->data, g->numel)) != 0;
 		} else {
 			/* unscaled and counted block by block: one pass over memory, not two */
 			float *gv = g->data;
@@ -221,6 +223,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			}
 			overflow |= bad != 0;
 		}
+		p->grad_counted = 0; /* used: a step that does not reach p counts again */
 		elems += (uint64_t)g->numel;
 	}
 

@@ -506,8 +506,10 @@ void *amp_tensor_data(amp_tensor *t)
 }
 amp_tensor *amp_tensor_grad(const amp_tensor *t)
 {
-	if (t && t->param)
+	if (t && t->param) {
 		amp_param_grad_settle(t->param);
+		t->param->grad_counted = 0; /* the caller may write it (data parallel sums, users) */
+	}
 	return t ? t->grad : NULL;
 }
 

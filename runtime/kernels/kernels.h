@@ -102,6 +102,9 @@ void amp_cvt_bf16_f32(const uint16_t *src, float *dst, int64_t n);
  * exactly (one rounding).  Returns the NaN/Inf count of what it wrote when dst_dt is a half
  * type, else 0; -1 (nothing written) if either dtype is not a float dtype. */
 int64_t amp_cvt(amp_dtype dst_dt, void *dst, amp_dtype src_dt, const void *src, int64_t n);
+/* src: (n) of the half dtype src_dt -> dst: (n) fp32, exact; returns the NaN/Inf count of src
+ * (so of dst), taken block by block while each block is in L1: one pass over memory. */
+int64_t amp_cvt_widen_count(amp_dtype src_dt, const uint16_t *src, float *dst, int64_t n);
 
 /* ---- GEMM ---------------------------------------------------------------------------------
  * C (M,N) = op(A) op(B) + beta * C, row-major, leading dimensions in elements.

@@ -652,3 +652,36 @@ Test(optim, gradients_start_from_zero_each_step)
 		cr_assert_eq(((float *)amp_tensor_grad(v)->data)[i], 0.0f);
 	amp_ctx_free(ctx);
 }
+
+/* A master's first gradient of a step brings its NaN/Inf count along (widened from fp16); a
+ * second contribution (here the second micro-batch's) voids that count, so an overflow in
+ * either one skips the step, whichever reaches the master first. */
+Test(scaler, overflow_in_a_second_contribution_skips)
+{
+	static const float xs[2][2] = {{1.0f, 1e6f}, {1e6f, 1.0f}};
+	for (int order = 0; order < 2; order++) {
+		amp_ctx *ctx = mkctx("gradient_accumulation_steps", "2", NULL);
+		amp_tensor *w;
+		const float w0 = 0.5f;
+		cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(1), AMP_INIT_ZEROS, 0, &w), AMP_OK);
+		cr_assert_eq(amp_param_load(ctx, w, &w0), AMP_OK);
+		amp_sgd_options so = {.lr = 0.001f};
+		amp_optim *o;
+		cr_assert_eq(amp_optim_sgd_new(ctx, &so, &o), AMP_OK);
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		for (int mb = 0; mb < 2; mb++) {
+			amp_tensor *x, *y;
+			cr_assert_eq(amp_micro_batch_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+			cr_assert_eq(amp_tensor_from_f32(ctx, &xs[order][mb], amp_shape1(1), AMP_F16, &x),
+			             AMP_OK);
+			cr_assert_eq(amp_mul(ctx, "mul", x, w, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+			cr_assert_eq(amp_backward(ctx, y), AMP_OK, "%s", amp_ctx_error(ctx));
+		}
+		int skipped = -1;
+		cr_assert_eq(amp_optim_step(o, &skipped), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(skipped, 1, "order %d: 1e6 * scale overflows fp16", order);
+		cr_assert_eq(((float *)amp_tensor_data(w))[0], w0);
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_ctx_free(ctx);
+	}
+}
