@@ -205,7 +205,7 @@ static void report(const run *r, double accuracy)
 int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc, char **argv)
 {
 	const char *data_dir = EX_FASHION_DIR;
-	double momentum = 0.9, weight_decay = 0;
+	double momentum = 0.9, weight_decay = c->weight_decay;
 	const char *schedule = "cosine", *checkpoint = NULL, *resume_path = NULL;
 	int64_t stop_after = 0, test_limit = 0;
 	int dist = 0;

@@ -33,6 +33,7 @@ typedef struct ex_classifier {
 	/* Inference inside an open step, in inference mode: stages x, runs the model and copies
 	 * its logits, (n, EX_FASHION_CLASSES) fp32, into the driver's host buffer logits. */
 	int (*predict)(amp_ctx *ctx, const void *model, const float *x, int64_t n, float *logits);
+	double weight_decay; /* the default of --weight-decay (0: none) */
 } ex_classifier;
 
 /* Runs a classifier program: parses argv (the common flags with defaults as their defaults,
