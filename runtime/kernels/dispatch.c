@@ -420,12 +420,16 @@ void amp_cvt_bf16_f32(const uint16_t *src, float *dst, int64_t n)
 	kt()->cvt_bf16_f32(src, dst, n);
 }
 
+/* Elements converted per block of a half-to-half conversion (16 KiB of fp32 on the stack) and
+ * of a widening that counts (in L1 while it is counted). */
+#define CVT_BLOCK 4096
+
 int64_t amp_cvt_widen_count(amp_dtype src_dt, const uint16_t *src, float *dst, int64_t n)
 {
 	const amp_kernel_table *t = kt();
 	int64_t bad = 0;
-	for (int64_t i = 0; i < n; i += 4096) {
-		int64_t m = n - i < 4096 ? n - i : 4096;
+	for (int64_t i = 0; i < n; i += CVT_BLOCK) {
+		int64_t m = n - i < CVT_BLOCK ? n - i : CVT_BLOCK;
 		if (src_dt == AMP_F16) {
 			t->cvt_f16_f32(src + i, dst + i, m);
 			bad += t->count_nonfinite_f16(src + i, m);
@@ -436,9 +440,6 @@ int64_t amp_cvt_widen_count(amp_dtype src_dt, const uint16_t *src, float *dst, i
 	}
 	return bad;
 }
-
-/* Elements converted per block of a half-to-half conversion (16 KiB of fp32 on the stack). */
-#define CVT_BLOCK 4096
 
 int64_t amp_cvt(amp_dtype dst_dt, void *dst, amp_dtype src_dt, const void *src, int64_t n)
 {
