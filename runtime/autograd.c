@@ -164,8 +164,11 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 {
 	*fresh = 0;
-	if (t->param)
-		t->param->grad_counted = 0; /* a writer: the count, if any, no longer holds */
+	if (t->param) {
+		if (t->param->grad_half)
+			amp_param_grad_settle(t->param); /* a second gradient: added to the first */
+		t->param->grad_counted = 0;          /* a writer: the count, if any, no longer holds */
+	}
 	if (t->grad) {
 		if (t->param && t->param->grad_stale) { /* zero in meaning: written over */
 			t->param->grad_stale = 0;
@@ -185,8 +188,13 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 void amp_param_grad_settle(amp_param *p)
 {
 	amp_tensor *g = p->master->grad;
-	if (g && p->grad_stale)
+	if (g && p->grad_half) {
+		const amp_tensor *h = p->grad_half;
+		amp_dt(h->dtype)->to_f32(h->data, g->data, h->numel);
+	} else if (g && p->grad_stale) {
 		memset(g->data, 0, (size_t)g->numel * sizeof(float));
+	}
+	p->grad_half = NULL;
 	p->grad_stale = 0;
 }
 
@@ -258,7 +266,8 @@ int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32)
 	return AMP_OK;
 }
 
-int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
+/* amp_grad_acc; keep: g may become the master's grad_half (amp_grad_acc_kept), 1 returned. */
+static int grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g, int keep)
 {
 	if (g->numel != t->numel)
 		return amp_fail(ctx, AMP_ESHAPE, "gradient of %lld elements for a tensor of %lld",
@@ -270,6 +279,14 @@ int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
 	if (fresh && dst->dtype == g->dtype) {
 		memcpy(dst->data, g->data, (size_t)g->numel * amp_dtype_size(g->dtype));
 		return AMP_OK;
+	}
+	if (keep && fresh && t->param && dst->dtype == AMP_F32 && amp_dt(g->dtype)->is_half) {
+		/* counted now, while the kernel that wrote it has it in cache; widened by the
+		 * optimizer's update block by block (no pass of its own, no FP32 copy written) */
+		t->param->grad_half = g;
+		t->param->grad_nonfinite = amp_dt(g->dtype)->nonfinite(g->data, g->numel);
+		t->param->grad_counted = 1;
+		return 1;
 	}
 	if (fresh && t->param && g->dtype != AMP_F32) {
 		/* a master's first gradient of the step, widened from a half one: its NaN/Inf count
@@ -299,6 +316,17 @@ int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
 	if (!g32)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
 	return amp_grad_acc_f32(ctx, t, g32);
+}
+
+int amp_grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
+{
+	int rc = grad_acc(ctx, t, g, 0);
+	return rc > 0 ? AMP_OK : rc;
+}
+
+int amp_grad_acc_kept(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g)
+{
+	return grad_acc(ctx, t, g, 1);
 }
 
 const float *amp_grad_out_f32(amp_ctx *ctx, amp_node *node)

@@ -102,13 +102,16 @@ static void refresh_working(amp_param *p, int64_t i0, int64_t n)
 
 /* w: (n) fp32 master, g: (n) fp32 gradient, times inv its unscaled value (the unscale folded
  * into this pass: the same products, so the same bits as a pass of its own), cleared as it is
- * used; the working copy rewritten on the way. */
+ * used; the working copy rewritten on the way.  A gradient kept in half (grad_half) is
+ * widened block by block into L1, the same values as widening it whole first. */
 static int update_param(amp_optim *o, amp_param *p, float inv)
 {
 	amp_ctx *ctx = o->ctx;
 	amp_tensor *w = p->master;
 	float *wv = w->data;
+	const amp_tensor *half = p->grad_half;
 	float *g = w->grad->data;
+	float gbuf[UPDATE_BLOCK];
 	int64_t n = w->numel;
 	float *m = NULL, *v = NULL;
 	if (o->kind == OPTIM_ADAMW || o->sgd.momentum != 0) {
@@ -128,26 +131,34 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 	const float lr = o->sgd.lr, mu = o->sgd.momentum, wd = o->sgd.weight_decay;
 	p->work_nonfinite = 0;
 	for (int64_t i0 = 0; i0 < n; i0 += UPDATE_BLOCK) {
-		int64_t i1 = n - i0 < UPDATE_BLOCK ? n : i0 + UPDATE_BLOCK;
+		const int64_t len = n - i0 < UPDATE_BLOCK ? n - i0 : UPDATE_BLOCK;
+		float *gb = g + i0, *wb = wv + i0, *mb = m ? m + i0 : NULL, *vb = v ? v + i0 : NULL;
+		if (half) {
+			gb = gbuf;
+			amp_dt(half->dtype)->to_f32((const char *)half->data +
+			                                (size_t)i0 * amp_dtype_size(half->dtype),
+			                            gbuf, len);
+		}
 		if (inv != 1.0f)
-			amp_vscale_f32(g + i0, inv, g + i0, i1 - i0); /* still in L1 for the update */
+			amp_vscale_f32(gb, inv, gb, len); /* still in L1 for the update */
 		if (o->kind == OPTIM_SGD && mu == 0) {
-			for (int64_t i = i0; i < i1; i++)
-				wv[i] -= lr * (g[i] + wd * wv[i]);
+			for (int64_t i = 0; i < len; i++)
+				wb[i] -= lr * (gb[i] + wd * wb[i]);
 		} else if (o->kind == OPTIM_SGD) {
-			for (int64_t i = i0; i < i1; i++) {
-				m[i] = mu * m[i] + g[i] + wd * wv[i];
-				wv[i] -= lr * m[i];
+			for (int64_t i = 0; i < len; i++) {
+				mb[i] = mu * mb[i] + gb[i] + wd * wb[i];
+				wb[i] -= lr * mb[i];
 			}
 		} else {
-			for (int64_t i = i0; i < i1; i++) {
-				m[i] = a->beta1 * m[i] + (1 - a->beta1) * g[i];
-				v[i] = a->beta2 * v[i] + (1 - a->beta2) * g[i] * g[i];
-				wv[i] = wv[i] * decay - a->lr * (m[i] / c1) / (sqrtf(v[i] / c2) + a->eps);
+			for (int64_t i = 0; i < len; i++) {
+				mb[i] = a->beta1 * mb[i] + (1 - a->beta1) * gb[i];
+				vb[i] = a->beta2 * vb[i] + (1 - a->beta2) * gb[i] * gb[i];
+				wb[i] = wb[i] * decay - a->lr * (mb[i] / c1) / (sqrtf(vb[i] / c2) + a->eps);
 			}
 		}
-		refresh_working(p, i0, i1 - i0);
+		refresh_working(p, i0, len);
 	}
+	p->grad_half = NULL;
 	p->grad_stale = 1; /* used: zero in meaning, the next step's first gradient written over */
 	return AMP_OK;
 }
@@ -196,10 +207,14 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	 * a finite gradient times inv <= 1 stays finite, so the scaled ones count the same. */
 	const int stats = AMP_TRACING() && amp_check_master_grad_stats();
 	const float fold = !stats && !(ctx->cfg.clip_norm > 0) && inv <= 1.0f ? inv : 1.0f;
+	/* Gradients kept in half stay so for the update to widen, unless something reads them
+	 * in FP32 before it: statistics, the clipping norm, an unscale in place (inv > 1). */
+	const int in_f32 = stats || ctx->cfg.clip_norm > 0 || (fold == 1.0f && inv != 1.0f);
 	int overflow = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next)
-		amp_param_grad_settle(p); /* a master this step's tape did not reach: zeros */
+		if (in_f32 || !p->grad_half)
+			amp_param_grad_settle(p); /* and a master this step's tape did not reach: zeros */
 	for (amp_param *p = ctx->params; p; p = p->next) {
 		amp_tensor *g = p->master->grad;
 		if (!g)
@@ -278,8 +293,10 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			p->working_step = -1;
 	}
 	if (overflow || rc != AMP_OK) /* as an update leaves the gradients it used */
-		for (amp_param *p = ctx->params; p; p = p->next)
+		for (amp_param *p = ctx->params; p; p = p->next) {
+			p->grad_half = NULL;
 			p->grad_stale = p->master->grad != NULL;
+		}
 
 	amp_trace_kernel(ctx, AMP_OP_OPTIMIZER, o->kind == OPTIM_SGD ? "sgd" : "adamw", AMP_F32,
 	                 amp_kernels_vec_engine(), AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),

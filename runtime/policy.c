@@ -56,7 +56,14 @@ static int cast_backward(amp_ctx *ctx, amp_node *node)
 		return AMP_OK;
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	const amp_tensor *g = node->out->grad;
-	int rc = amp_grad_acc(ctx, src, g);
+	/* A working copy's gradient stays in the arena to the step's end unless memory_optimize
+	 * releases it after this node, and data parallel reads the master's at once: otherwise the
+	 * master may keep it as it is, for the optimizer to widen in its update pass (no copy). */
+	int rc = src->param && !ctx->cfg.memory_optimize && !ctx->dist
+	             ? amp_grad_acc_kept(ctx, src, g)
+	             : amp_grad_acc(ctx, src, g);
+	if (rc != AMP_OK)
+		return rc > 0 ? AMP_OK : rc;
 	ctx->stats.copies++;
 	if (AMP_TRACING())
 		amp_trace_copy(AMP_COPY_CAST, (uint64_t)g->numel * (amp_dtype_size(g->dtype) +

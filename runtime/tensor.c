@@ -724,9 +724,13 @@ int amp_step_end(amp_ctx *ctx)
 		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
 	}
 	ctx->stats.steps++;
-	/* Step-scoped tensors (and working copies, grads of activations) go with the arena. */
-	for (amp_param *p = ctx->params; p; p = p->next)
+	/* Step-scoped tensors (and working copies, grads of activations) go with the arena; a
+	 * master gradient no optimizer took is widened out of it first. */
+	for (amp_param *p = ctx->params; p; p = p->next) {
+		if (p->grad_half)
+			amp_param_grad_settle(p);
 		p->working = NULL;
+	}
 	for (int i = 0; i < AMP_MEM_NCAT; i++) {
 		ctx->mem[i] -= ctx->step_mem[i];
 		ctx->step_mem[i] = 0;
@@ -769,10 +773,13 @@ int amp_micro_batch_begin(amp_ctx *ctx)
 		                "amp_micro_batch_begin: step %lld has run its %lld micro-batches "
 		                "(gradient_accumulation_steps); call amp_optim_step",
 		                (long long)ctx->step, (long long)ctx->cfg.accum_steps);
-	/* The previous micro-batch's tensors go; the masters' gradients (persistent) stay. */
+	/* The previous micro-batch's tensors go; the masters' gradients (persistent) stay, taken
+	 * out of the half gradients they kept first. */
 	for (amp_node *n = ctx->mark_tape; n; n = n->prev)
 		n->out->grad = NULL; /* made after the mark, made again by the next backward */
 	for (amp_param *p = ctx->params; p; p = p->next) {
+		if (p->grad_half)
+			amp_param_grad_settle(p);
 		p->working = NULL;
 		p->working_step = -1;
 	}

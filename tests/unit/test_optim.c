@@ -685,3 +685,89 @@ Test(scaler, overflow_in_a_second_contribution_skips)
 		amp_ctx_free(ctx);
 	}
 }
+
+/* ---- master gradients kept in half ------------------------------------------------------- */
+
+#define KEPT_N 5000 /* more than one of the update's blocks, and a partial one */
+
+/* One step of y = c * w with c in half dtype dt (w through its working copy in dt), seeded with
+ * scale * gfac[i]; read: the gradient is read through the accessor before the update (so the
+ * master takes it in FP32 at once), else the master keeps the half one for the update to widen
+ * if it is the first (fresh: the last step updated); no_optim: the step ends without an
+ * update. */
+static void kept_step(amp_ctx *ctx, amp_optim *o, amp_tensor *w, amp_dtype dt, const float *c0,
+                      float gfac, int read, int fresh, int no_optim, int *skipped)
+{
+	amp_tensor *c, *y;
+	static float seed[KEPT_N];
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_tensor_from_f32(ctx, c0, amp_shape1(KEPT_N), dt, &c), AMP_OK);
+	cr_assert_eq(amp_mul(ctx, "mul", c, w, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+	for (int i = 0; i < KEPT_N; i++)
+		seed[i] = (float)ctx->step_scale * gfac * (float)(1 + i % 7);
+	cr_assert_eq(amp_backward_seeded(ctx, y, seed), AMP_OK, "%s", amp_ctx_error(ctx));
+	if (read)
+		cr_assert_not_null(amp_tensor_grad(w));
+	else if (fresh)
+		cr_assert_not_null(w->param->grad_half, "the step's first half gradient is kept");
+	else
+		cr_assert_null(w->param->grad_half, "a gradient added to the last step's is not");
+	*skipped = 0;
+	if (!no_optim)
+		cr_assert_eq(amp_optim_step(o, skipped), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	cr_assert_null(w->param->grad_half, "nothing kept past the step");
+}
+
+/* The update that widens a kept half gradient block by block gives the bits of the one that
+ * reads it widened first, in every case the optimizer has: SGD with momentum and AdamW, fp16
+ * and bf16, a scale to unscale (dynamic fp16) and none (bf16), an overflowed step skipped, and
+ * a step with no update whose gradient the next step's is added to. */
+Test(optim, kept_half_gradients_update_as_widened_ones)
+{
+	static float c0[KEPT_N], w0[KEPT_N], got[2][KEPT_N];
+	uint64_t s = 7;
+	for (int i = 0; i < KEPT_N; i++) {
+		c0[i] = amp_rng_uniform(&s) - 0.5f;
+		w0[i] = amp_rng_uniform(&s) - 0.5f;
+	}
+	const char *modes[] = {"allow_mix_precision_fp16", "allow_mix_precision_bf16"};
+	for (int m = 0; m < 2; m++)
+		for (int adam = 0; adam < 2; adam++) {
+			int skips = 0;
+			for (int read = 0; read < 2; read++) {
+				amp_ctx *ctx = mkctx("precision_mode", modes[m], NULL);
+				amp_tensor *w;
+				cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(KEPT_N), AMP_INIT_ZEROS, 0,
+				                           &w),
+				             AMP_OK);
+				cr_assert_eq(amp_param_load(ctx, w, w0), AMP_OK);
+				amp_optim *o;
+				amp_sgd_options so = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f};
+				amp_adamw_options ao = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+				                        .eps = 1e-8f, .weight_decay = 1e-2f};
+				cr_assert_eq(adam ? amp_optim_adamw_new(ctx, &ao, &o)
+				                  : amp_optim_sgd_new(ctx, &so, &o),
+				             AMP_OK);
+				/* step 2: 1e4 * scale overflows fp16 (bf16 takes it); step 3 has no
+				 * update, its gradient adds to step 4's */
+				const float gfac[6] = {1.0f, 0.5f, 1e4f, 2.0f, 1.0f, 0.25f};
+				skips = 0;
+				for (int step = 0; step < 6; step++) {
+					int skipped;
+					kept_step(ctx, o, w, m ? AMP_BF16 : AMP_F16, c0, gfac[step], read,
+					          step != 4, step == 3, &skipped);
+					skips += skipped;
+				}
+				memcpy(got[read], amp_tensor_data(w), sizeof got[read]);
+				amp_ctx_free(ctx);
+			}
+			cr_log_info("%s %s: %d skipped", modes[m], adam ? "adamw" : "sgd", skips);
+			cr_assert_eq(skips, m == 0 ? 1 : 0, "%s: the overflow skips fp16 only", modes[m]);
+			for (int i = 0; i < KEPT_N; i++)
+				cr_assert_eq(got[0][i], got[1][i], "%s %s: w[%d] %a vs %a", modes[m],
+				             adam ? "adamw" : "sgd", i, (double)got[0][i],
+				             (double)got[1][i]);
+			cr_assert_neq(memcmp(got[0], w0, sizeof w0), 0, "trained");
+		}
+}
