@@ -187,7 +187,7 @@ AVX512_TARGET static inline void fp16n_prefetch_rows(const uint16_t *a, int64_t 
  * (fp16n_ukr_ref does the same). */
 #define FP16N_UKR(NJ, NAME, ARS, AKS)                                                              \
 	FP16_TARGET static void NAME(int64_t kc, const uint16_t *ap, int64_t ars_arg,              \
-	                             const uint16_t *bp, float *acc, int load)                     \
+	                             const uint16_t *bp, int64_t bks, float *acc, int load)        \
 	{                                                                                          \
 		const int64_t ars = (ARS), s1 = ars * 2, s3 = ars * 6; /* bytes */                 \
 		(void)ars_arg;                                                                     \
@@ -206,9 +206,9 @@ AVX512_TARGET static inline void fp16n_prefetch_rows(const uint16_t *a, int64_t 
 			int64_t k1 = blind_min(kc, k0 + FP16N_KB);                                 \
 			for (int64_t k = k0; k < k1; k++) {                                        \
 				const uint16_t *a0 = ap + k * (AKS), *a4 = a0 + 4 * ars;           \
-				__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);                    \
+				__m512h b0 = _mm512_loadu_ph(bp + k * bks);                        \
 				__m512h b1 =                                                       \
-				    NJ == 2 ? _mm512_load_ph(bp + k * FP16N_NR + 32) : FP16N_Z;    \
+				    NJ == 2 ? _mm512_loadu_ph(bp + k * bks + 32) : FP16N_Z;        \
 				(void)b1;                                                          \
 				FP16N_STEP##NJ();                                                  \
 			}                                                                          \
@@ -314,8 +314,8 @@ FP16_TARGET static void fp16n_ukr_c_zmm(int64_t kc, const uint16_t *ap, int64_t 
 /* The micro-kernel for a tile of cols columns: one zmm of B per k step when they fit in 32;
  * A packed (aks 8, ars 1) or read in place from rows of op(A) contiguous in k (aks 1). */
 FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint16_t *ap2,
-                                      int64_t ars, int64_t aks, const uint16_t *bp, float *acc,
-                                      float *acc2, int load, int64_t cols)
+                                      int64_t ars, int64_t aks, const uint16_t *bp, int64_t bks,
+                                      float *acc, float *acc2, int load, int64_t cols)
 {
 	if (ap2) {
 		if (aks == 1)
@@ -326,13 +326,13 @@ FP16_TARGET static void fp16n_ukr_zmm(int64_t kc, const uint16_t *ap, const uint
 	}
 	if (aks == 1) {
 		if (cols <= 32)
-			fp16n_ukr_zmm1_direct(kc, ap, ars, bp, acc, load);
+			fp16n_ukr_zmm1_direct(kc, ap, ars, bp, bks, acc, load);
 		else
-			fp16n_ukr_zmm2_direct(kc, ap, ars, bp, acc, load);
+			fp16n_ukr_zmm2_direct(kc, ap, ars, bp, bks, acc, load);
 	} else if (cols <= 32) {
-		fp16n_ukr_zmm1(kc, ap, ars, bp, acc, load);
+		fp16n_ukr_zmm1(kc, ap, ars, bp, bks, acc, load);
 	} else {
-		fp16n_ukr_zmm2(kc, ap, ars, bp, acc, load);
+		fp16n_ukr_zmm2(kc, ap, ars, bp, bks, acc, load);
 	}
 }
 
@@ -671,13 +671,61 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
 	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
 }
 
+/* The acc32 store for a transposed C (fp16n_store_t_avx512's for FP32): each 8 x 8 block of
+ * the tile transposed in registers, so that column c of it is 8 contiguous floats of C at
+ * C[c * ldc] (masked to the rows), then the plain acc32 store's arithmetic on it: acc + (beta *
+ * C), a product then a sum, the same bits. */
+AVX512_TARGET static void fp16n_store_t_f32_avx512(const float *acc, int64_t rows, int64_t cols,
+                                                   float beta, void *Cv, int64_t ldc)
+{
+	float *C = Cv;
+	const __mmask8 rm = (__mmask8)((1u << rows) - 1u);
+	const __m256 vb = _mm256_set1_ps(beta);
+	for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+		__m256 r[8], t[8], u[8], c[8];
+		for (int i = 0; i < 8; i++) /* rows past `rows` hold sums no store reads */
+			r[i] = _mm256_load_ps(acc + i * FP16N_NR + j0);
+		for (int i = 0; i < 8; i += 2) {
+			t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+			t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+		}
+		for (int h = 0; h < 8; h += 4) {
+			u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+			u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xee);
+			u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+			u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xee);
+		}
+		for (int i = 0; i < 4; i++) {
+			c[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+			c[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+		}
+		/* c[i]: column j0 + i of the tile, rows 0 .. 7 */
+		int64_t w = cols - j0 < 8 ? cols - j0 : 8;
+		for (int64_t i = 0; i < w; i++) {
+			float *dst = C + (j0 + i) * ldc;
+			__m256 v = c[i];
+			if (beta != 0.0f)
+				v = _mm256_add_ps(v, _mm256_mul_ps(vb, _mm256_maskz_loadu_ps(rm, dst)));
+			_mm256_mask_storeu_ps(dst, rm, v);
+		}
+	}
+}
+
 /* The acc32 entry: the same loop nest with the FP32 store (the model's pieces without
- * AVX512-FP16). */
+ * AVX512-FP16), on the transposed problem when op(B) is B^T, as fp16n_gemm_avx512 chooses
+ * (the weight gradient of a convolution, G (O, OHW) . col^T: col is then read in place and
+ * only the thin G is transposed while packing, not the columns of every image). */
 FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M, int64_t N,
                                              int64_t K, const uint16_t *A, int64_t lda,
                                              const uint16_t *B, int64_t ldb, float beta, float *C,
                                              int64_t ldc)
 {
+	if (trans_b && (trans_a || M < N)) {
+		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
+		                 NULL, fp16n_store_t_f32_avx512, 0, !trans_a, N, M, K, B, ldb, A,
+		                 lda, beta, C, ldc, 1, 1, NULL);
+		return;
+	}
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm, NULL,
 	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb,
 	                 beta, C, ldc, 1, 0, NULL);

@@ -510,6 +510,7 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 #define FP16N_NR        64
 #define FP16N_KC        256 /* k per panel, a multiple of FP16N_KB: a B micro-panel is 32 KB */
 #define FP16N_NC        512 /* columns per B panel: 256 KB */
+#define FP16N_DIRECT_B_ROWS 32 /* M up to which B is read in place (fp16n_gemm_drive) */
 #define FP16N_MC        512 /* rows whose FP32 sums are kept across k panels (1 MB) */
 #define FP16N_ACC_ELEMS (FP16N_MR * FP16N_NR)
 
@@ -585,8 +586,8 @@ typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int6
  * computed as by a second call: the drive pairs tiles of <= 32 columns, whose 8 accumulators
  * alone cannot cover the FMA latency (4 cycles at 2 a cycle). */
 typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
-                             int64_t aks, const uint16_t *bp, float *acc, float *acc2, int load,
-                             int64_t cols);
+                             int64_t aks, const uint16_t *bp, int64_t bks, float *acc, float *acc2,
+                             int load, int64_t cols);
 /* Optional (the real kernel's; NULL in the model): for K <= FP16N_KB under beta 0 the one
  * block's fp16 sums are C itself, fp16(fp32(s)) being s for every s (NaNs from an FMA are
  * quiet, so their payloads survive too): the tile's sums stored straight to C[0 .. rows)
@@ -646,7 +647,7 @@ static inline uint16_t fp16n_fma_ref(uint16_t a, uint16_t b, uint16_t c)
 /* The model of the real FP16 micro-kernel: the same blocks and order of operations (all 64
  * columns, whatever cols). */
 static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
-                                  const uint16_t *bp, float *acc, int load)
+                                  const uint16_t *bp, int64_t bks, float *acc, int load)
 {
 	if (!load && kc == 0)
 		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
@@ -657,7 +658,7 @@ static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, i
 			for (int r = 0; r < FP16N_MR; r++)
 				for (int c = 0; c < FP16N_NR; c++)
 					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[r * ars + k * aks],
-					                                    bp[k * FP16N_NR + c],
+					                                    bp[k * bks + c],
 					                                    s[r * FP16N_NR + c]);
 		int first = !load && k0 == 0;
 		for (int i = 0; i < FP16N_ACC_ELEMS; i++)
@@ -666,13 +667,13 @@ static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, i
 }
 
 static inline void fp16n_ukr_ref(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
-                                 int64_t aks, const uint16_t *bp, float *acc, float *acc2, int load,
-                                 int64_t cols)
+                                 int64_t aks, const uint16_t *bp, int64_t bks, float *acc,
+                                 float *acc2, int load, int64_t cols)
 {
 	(void)cols;
-	fp16n_ukr_ref1(kc, ap, ars, aks, bp, acc, load);
+	fp16n_ukr_ref1(kc, ap, ars, aks, bp, bks, acc, load);
 	if (ap2)
-		fp16n_ukr_ref1(kc, ap2, ars, aks, bp, acc2, load);
+		fp16n_ukr_ref1(kc, ap2, ars, aks, bp, bks, acc2, load);
 }
 
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
@@ -737,7 +738,7 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
 /* The loop nest of amp_gemm_f16_avx512fp16, on the given packers, micro-kernel and store.
  * c_f32: C is fp32 and the store an acc32 one (st NULL).  ct: the problem is the transpose of
  * the caller's, C^T = op(B)^T op(A)^T: element (i, j) of this C goes to C[j * ldc + i], through
- * a store that writes its tile so (st NULL, ukr_c NULL, c_f32 0). */
+ * a store that writes its tile so (st NULL, ukr_c NULL; with c_f32 an acc32 one). */
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
                  fp16n_ukr_c_fn ukr_c, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
@@ -772,6 +773,13 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	 * points are the multiples of FP16N_KB whatever the panel */
 	int64_t npanel = K > 0 ? (K + FP16N_KC - 1) / FP16N_KC : 1;
 	int sums_are_c = ukr_c != NULL && K > 0 && K <= FP16N_KB && beta == 0.0f && !c_f32;
+	/* Thin M (a conv layer's 32 filters) with rows of op(B) contiguous in n: the full
+	 * 64-column tiles read B in place (its k stride b.rs), the same values as the packed copy,
+	 * so the same bits; only a narrower last tile is packed (a copy that pads with zeros).
+	 * Each B element meets M / 8 tiles: at M <= 32 the copy cost a quarter of the products'
+	 * time.  Not for larger M: a B panel read in place at a power-of-two stride falls into a
+	 * few L1 sets, and the many tiles that stream past it would find it evicted. */
+	int direct_b = b.cs == 1 && !sums_are_c && M <= FP16N_DIRECT_B_ROWS;
 	for (int64_t n0 = 0; n0 < N; n0 += FP16N_NC) {
 		int64_t ncw = blind_min(FP16N_NC, N - n0), nq = (ncw + FP16N_NR - 1) / FP16N_NR;
 		for (int64_t m0 = 0; m0 < M; m0 += FP16N_MC) {
@@ -780,7 +788,11 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 			for (int64_t p = 0; p < npanel; p++) {
 				int64_t k0 = p * FP16N_KC, kc = blind_min(FP16N_KC, K - k0);
 				int last = p == npanel - 1;
-				pack_b(&b, k0, kc, n0, ncw, bp);
+				if (!direct_b)
+					pack_b(&b, k0, kc, n0, ncw, bp);
+				else if (ncw % FP16N_NR)
+					pack_b(&b, k0, kc, n0 + (nq - 1) * FP16N_NR, ncw % FP16N_NR,
+					       bp + (nq - 1) * kc * FP16N_NR);
 				/* every A micro-panel of the row block first (in place where the
 				 * rows are contiguous in k), then each B micro-panel stays in L1
 				 * while all of them stream past it: 16 bytes of A per k step come
@@ -828,8 +840,12 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 						                          : at + FP16N_MR * kc;
 						float *blk = acc + (q * mq + mi) * FP16N_ACC_ELEMS;
 						float *blk2 = pair ? blk + FP16N_ACC_ELEMS : NULL;
-						ukr(kc, at, at2, ars, aks, bp + q * kc * FP16N_NR,
-						    blk, blk2, p > 0, cols);
+						int in_place = direct_b && cols == FP16N_NR;
+						const uint16_t *bq =
+						    in_place ? b.p + k0 * b.rs + n0 + q * FP16N_NR
+						             : bp + q * kc * FP16N_NR;
+						ukr(kc, at, at2, ars, aks, bq,
+						    in_place ? b.rs : FP16N_NR, blk, blk2, p > 0, cols);
 						for (int t = 0; last && t <= pair; t++) {
 							int64_t i0 = m0 + (mi + t) * FP16N_MR,
 							        j0 = n0 + q * FP16N_NR;
