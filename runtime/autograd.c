@@ -170,6 +170,7 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 		t->param->grad_counted = 0;          /* a writer: the count, if any, no longer holds */
 	}
 	if (t->grad) {
+		t->grad->nonfinite_known = 0; /* a writer: the checks' count no longer holds */
 		if (t->param && t->param->grad_stale) { /* zero in meaning: written over */
 			t->param->grad_stale = 0;
 			*fresh = 1;
@@ -281,10 +282,13 @@ static int grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g, int keep)
 		return AMP_OK;
 	}
 	if (keep && fresh && t->param && dst->dtype == AMP_F32 && amp_dt(g->dtype)->is_half) {
-		/* counted now, while the kernel that wrote it has it in cache; widened by the
-		 * optimizer's update block by block (no pass of its own, no FP32 copy written) */
+		/* counted now, while the kernel that wrote it has it in cache (or by the checks,
+		 * under a profiler); widened by the optimizer's update block by block (no pass of
+		 * its own, no FP32 copy written) */
 		t->param->grad_half = g;
-		t->param->grad_nonfinite = amp_dt(g->dtype)->nonfinite(g->data, g->numel);
+		t->param->grad_nonfinite = g->nonfinite_known
+		                               ? g->nonfinite /* the checks' scan of it */
+		                               : amp_dt(g->dtype)->nonfinite(g->data, g->numel);
 		t->param->grad_counted = 1;
 		return 1;
 	}

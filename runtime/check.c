@@ -411,7 +411,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 	const amp_tensor *dy = node->out ? node->out->grad : NULL;
 
 	/* the gradients this node produced, one per distinct input */
-	const amp_tensor *grads[AMP_NODE_MAX_IN] = {0};
+	amp_tensor *grads[AMP_NODE_MAX_IN] = {0};
 	int idx[AMP_NODE_MAX_IN], ng = 0;
 	for (int i = 0; i < node->n_in && i < AMP_NODE_MAX_IN; i++) {
 		const amp_tensor *x = node->in[i];
@@ -431,6 +431,8 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 		int have[AMP_NODE_MAX_IN], origin_at = -1;
 		for (int g = 0; g < ng; g++) {
 			int64_t bad = scan(st, grads[g], &s[g], &have[g]);
+			grads[g]->nonfinite = bad; /* until its next writer (amp_grad_acc_kept) */
+			grads[g]->nonfinite_known = 1;
 			if (bad && origin_at < 0 && st->origin.step < 0)
 				origin_at = g;
 		}

@@ -75,6 +75,11 @@ struct amp_tensor {
 	uint8_t owns_data;
 	uint8_t mem_cat;         /* amp_mem_category */
 	uint8_t released;        /* memory_optimize released data (and it must not be read) */
+	/* A gradient's NaN/Inf count as the checks last scanned it, void from its next write on
+	 * (grad_of clears nonfinite_known): a master keeping it (amp_grad_acc_kept) need not
+	 * count it again. */
+	uint8_t nonfinite_known;
+	int64_t nonfinite;
 };
 
 struct amp_param {

@@ -1167,3 +1167,40 @@ Test(cost, mlp_step_overhead, .fini = checks_off, .timeout = 60)
 	free(x);
 	amp_ctx_free(ctx);
 }
+
+/* A master that keeps its working copy's half gradient (amp_grad_acc_kept) takes that
+ * gradient's NaN/Inf count from the checks' scan of it instead of counting again: the count
+ * must be right, so an overflow there still skips the step and a clean one does not. */
+Test(modes, kept_gradient_counted_by_the_checks, .fini = checks_off)
+{
+	amp_check_config cfg = base_config();
+	checks_on(&cfg);
+	for (int overflow = 0; overflow < 2; overflow++) {
+		amp_ctx *ctx = new_ctx("allow_mix_precision_fp16");
+		amp_tensor *w, *c, *y;
+		static const float w0[6] = {0.5f, -1, 2, 0.25f, -0.125f, 3};
+		float cv[6] = {1, -2, 0.5f, 3, 0.75f, -0.25f};
+		if (overflow)
+			cv[3] = 1e4f; /* times the loss scale (128 or more): Inf in fp16 */
+		cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(6), AMP_INIT_ZEROS, 0, &w), AMP_OK);
+		cr_assert_eq(amp_param_load(ctx, w, w0), AMP_OK);
+		amp_sgd_options so = {.lr = 0.1f};
+		amp_optim *o;
+		cr_assert_eq(amp_optim_sgd_new(ctx, &so, &o), AMP_OK);
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		cr_assert_eq(amp_tensor_from_f32(ctx, cv, amp_shape1(6), AMP_F16, &c), AMP_OK);
+		cr_assert_eq(amp_mul(ctx, "mul", c, w, &y), AMP_OK, "%s", amp_ctx_error(ctx));
+		float seed[6];
+		for (int i = 0; i < 6; i++)
+			seed[i] = (float)ctx->step_scale;
+		cr_assert_eq(amp_backward_seeded(ctx, y, seed), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_not_null(w->param->grad_half, "the half gradient is kept");
+		cr_assert(w->param->working->grad->nonfinite_known, "the checks counted it");
+		cr_assert_eq(w->param->grad_nonfinite, overflow ? 1 : 0);
+		int skipped = -1;
+		cr_assert_eq(amp_optim_step(o, &skipped), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(skipped, overflow, "overflow %d: skipped %d", overflow, skipped);
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_ctx_free(ctx);
+	}
+}
