@@ -82,36 +82,72 @@ _Static_assert(sizeof(amx_tilecfg) == 64, "the tile configuration is 64 bytes");
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 /* Mirrors amx_ukr_ref: tile t of acc is tmm t (t = 2i + j: rows 16i.., columns 16j..), A
- * tiles tmm4, tmm5, B tiles tmm6, tmm7; every tile row is 64 bytes apart. */
-AMX_TARGET static void amx_ukr_tiles(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
-                                     int load)
+ * tiles tmm4, tmm5, B tiles tmm6, tmm7; B and acc tile rows are 64 bytes apart, A's a->ld
+ * elements.  i1 / j1: the second row / column of tiles is live (constants after inlining). */
+AMX_TARGET static inline __attribute__((always_inline)) void
+amx_ukr_body(int64_t ks, const amx_a_tiles *a, const uint16_t *bp, float *acc, int load,
+             const int i1, const int j1)
 {
+	const size_t lda = (size_t)a->ld * sizeof(uint16_t);
 	if (load) {
 		_tile_loadd(0, acc + 0 * 256, 64);
-		_tile_loadd(1, acc + 1 * 256, 64);
-		_tile_loadd(2, acc + 2 * 256, 64);
-		_tile_loadd(3, acc + 3 * 256, 64);
+		if (j1)
+			_tile_loadd(1, acc + 1 * 256, 64);
+		if (i1)
+			_tile_loadd(2, acc + 2 * 256, 64);
+		if (i1 && j1)
+			_tile_loadd(3, acc + 3 * 256, 64);
 	} else {
 		_tile_zero(0);
-		_tile_zero(1);
-		_tile_zero(2);
-		_tile_zero(3);
+		if (j1)
+			_tile_zero(1);
+		if (i1)
+			_tile_zero(2);
+		if (i1 && j1)
+			_tile_zero(3);
 	}
 	for (int64_t s = 0; s < ks; s++) {
-		const uint16_t *a0 = ap + s * 2 * AMX_TILE_ELEMS, *b0 = bp + s * 2 * AMX_TILE_ELEMS;
-		_tile_loadd(4, a0, 64);
-		_tile_loadd(5, a0 + AMX_TILE_ELEMS, 64);
+		const uint16_t *a0 = a->p + s * a->step, *b0 = bp + s * 2 * AMX_TILE_ELEMS;
+		_tile_loadd(4, a0, lda);
+		if (i1)
+			_tile_loadd(5, a0 + a->half, lda);
 		_tile_loadd(6, b0, 64);
-		_tile_loadd(7, b0 + AMX_TILE_ELEMS, 64);
+		if (j1)
+			_tile_loadd(7, b0 + AMX_TILE_ELEMS, 64);
 		_tile_dpbf16ps(0, 4, 6);
-		_tile_dpbf16ps(1, 4, 7);
-		_tile_dpbf16ps(2, 5, 6);
-		_tile_dpbf16ps(3, 5, 7);
+		if (j1)
+			_tile_dpbf16ps(1, 4, 7);
+		if (i1)
+			_tile_dpbf16ps(2, 5, 6);
+		if (i1 && j1)
+			_tile_dpbf16ps(3, 5, 7);
 	}
 	_tile_stored(0, acc + 0 * 256, 64);
-	_tile_stored(1, acc + 1 * 256, 64);
-	_tile_stored(2, acc + 2 * 256, 64);
-	_tile_stored(3, acc + 3 * 256, 64);
+	if (j1)
+		_tile_stored(1, acc + 1 * 256, 64);
+	if (i1)
+		_tile_stored(2, acc + 2 * 256, 64);
+	if (i1 && j1)
+		_tile_stored(3, acc + 3 * 256, 64);
+}
+
+AMX_TARGET static void amx_ukr_tiles(int64_t ks, const amx_a_tiles *a, const uint16_t *bp,
+                                     float *acc, int load, unsigned live)
+{
+	switch (live) {
+	case AMX_LIVE_ALL:
+		amx_ukr_body(ks, a, bp, acc, load, 1, 1);
+		break;
+	case 0x3u:
+		amx_ukr_body(ks, a, bp, acc, load, 0, 1);
+		break;
+	case 0x5u:
+		amx_ukr_body(ks, a, bp, acc, load, 1, 0);
+		break;
+	default:
+		amx_ukr_body(ks, a, bp, acc, load, 0, 0);
+		break;
+	}
 }
 
 /* ---- the packers, AVX-512 ------------------------------------------------------------------ */

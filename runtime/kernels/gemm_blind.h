@@ -137,12 +137,18 @@ static inline void blind_stats_rows(blind_stats_fn fn, const uint16_t *C, int64_
  * Loops: N by AMX_NC, M by AMX_MC, K by AMX_KC (B packed once per k panel for all AMX_MC rows,
  * i.e. once for M <= 1024), 32-row A blocks (packed, stay in L1), 32-column blocks of the
  * packed B panel (in L2).  FP32 partial sums of a k panel go to the workspace (exact), so the
- * result does not depend on the blocking: only on K. */
+ * result does not depend on the blocking: only on K.  When N fits one 32-column block, the k
+ * panel is AMX_KC_ONE long and full A blocks are loaded in place (amx_a_tiles); blocks of <= 16
+ * rows or columns compute two of the four tiles (amx_live). */
 #define AMX_KSTEP 32
 #define AMX_KC    256  /* k per panel: a 32-row A block (16 KB) and a B block (16 KB) share L1 (measured
                        * on the amx-bf16 class: 256 beat 512 and 1024 on the mlp and square shapes) */
-#define AMX_NC    512  /* columns per B panel: 256 KB of packed B */
-#define AMX_MC    1024 /* rows whose FP32 partial sums are kept across k panels (2 MB) */
+#define AMX_NC    1024 /* columns per B panel: 512 KB of packed B (measured on the amx-bf16 class:
+                       * 1024 beat 512 by 5-15 % on 1024^3 and the mlp dW shapes, A is read
+                       * half as often) */
+#define AMX_KC_ONE 2048 /* k per panel when N fits one 32-column block: the sums stay in the
+                       * tiles, A is read in place (below) and B's block is at most 128 KB */
+#define AMX_MC    1024 /* rows whose FP32 partial sums are kept across k panels (4 MB) */
 
 /* One tile's memory image: 16 rows of 32 bf16 (A, B) or 16 fp32 (C), 64 bytes per row. */
 #define AMX_TILE_ELEMS 512  /* bf16 elements of an A or B tile */
@@ -247,10 +253,33 @@ static inline void amx_acc_transpose_ref(const float *restrict src, float *restr
 			    src[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16];
 }
 
-/* acc (4 tiles, AMX_ACC_ELEMS fp32) = [acc +] the products of ks k steps of packed A (ap) and
- * one 32-column block of packed B (bp); load 0 starts from zero. */
-typedef void (*amx_ukr_fn)(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
-                           int load);
+/* Where the A tiles of a 32-row block are: tile h (rows 16h .. 16h + 15) of k step s starts at
+ * p + s * step + h * half, its 16 rows ld elements apart.  The packed block is (ld 32, step
+ * 1024, half 512); a full block of an op(A) whose rows are contiguous in k is op(A) in place
+ * (ld = its row stride, step 32, half 16 ld). */
+typedef struct amx_a_tiles {
+	const uint16_t *p;
+	int64_t ld, step, half;
+} amx_a_tiles;
+
+/* The C tiles a block needs: tile t = 2i + j (rows 16i.., columns 16j..) when bit t is set.  A
+ * block of <= 16 rows needs tiles 0 and 1, one of <= 16 columns tiles 0 and 2. */
+#define AMX_LIVE_ALL 0xfu
+static inline unsigned amx_live(int64_t rows, int64_t cols)
+{
+	unsigned live = AMX_LIVE_ALL;
+	if (rows <= 16)
+		live &= 0x3u;
+	if (cols <= 16)
+		live &= 0x5u;
+	return live;
+}
+
+/* The live tiles of acc (AMX_ACC_ELEMS fp32) = [acc +] the products of ks k steps of A (a) and
+ * one 32-column block of packed B (bp); load 0 starts from zero.  Tiles not live are neither
+ * read nor written: their A or B tiles are not loaded, their products not computed. */
+typedef void (*amx_ukr_fn)(int64_t ks, const amx_a_tiles *a, const uint16_t *bp, float *acc,
+                           int load, unsigned live);
 /* C[0 .. rows) [0 .. cols) (rows, cols <= 32) = bf16(acc + beta C) (C not read if beta 0); the
  * acc32 stores keep the FP32 sums: C fp32 = acc + beta C. */
 typedef void (*amx_store_fn)(const float *acc, int64_t rows, int64_t cols, float beta, void *C,
@@ -297,8 +326,8 @@ static inline void amx_tile_dp_bf16_ref(float *restrict c, const uint16_t *restr
 }
 
 /* The model of the real micro-kernel: the same tiles, addresses and order of tile operations. */
-static inline void amx_ukr_ref(int64_t ks, const uint16_t *ap, const uint16_t *bp, float *acc,
-                               int load)
+static inline void amx_ukr_ref(int64_t ks, const amx_a_tiles *a, const uint16_t *bp, float *acc,
+                               int load, unsigned live)
 {
 	float t[4][256];
 	for (int i = 0; i < 4; i++)
@@ -307,15 +336,20 @@ static inline void amx_ukr_ref(int64_t ks, const uint16_t *ap, const uint16_t *b
 		else
 			memset(t[i], 0, sizeof t[i]);
 	for (int64_t s = 0; s < ks; s++) {
-		const uint16_t *a0 = ap + s * 2 * AMX_TILE_ELEMS, *a1 = a0 + AMX_TILE_ELEMS;
+		uint16_t at[2][AMX_TILE_ELEMS]; /* the tile loads of A: 16 rows of 64 bytes */
+		for (int h = 0; h < 2; h++)
+			if (live & (3u << 2 * h))
+				for (int r = 0; r < 16; r++)
+					memcpy(at[h] + r * 32, a->p + s * a->step + h * a->half + r * a->ld,
+					       64);
 		const uint16_t *b0 = bp + s * 2 * AMX_TILE_ELEMS, *b1 = b0 + AMX_TILE_ELEMS;
-		amx_tile_dp_bf16_ref(t[0], a0, b0);
-		amx_tile_dp_bf16_ref(t[1], a0, b1);
-		amx_tile_dp_bf16_ref(t[2], a1, b0);
-		amx_tile_dp_bf16_ref(t[3], a1, b1);
+		for (int i = 0; i < 4; i++)
+			if (live & (1u << i))
+				amx_tile_dp_bf16_ref(t[i], at[i / 2], i % 2 ? b1 : b0);
 	}
 	for (int i = 0; i < 4; i++)
-		memcpy(acc + i * 256, t[i], sizeof t[i]);
+		if (live & (1u << i))
+			memcpy(acc + i * 256, t[i], sizeof t[i]);
 }
 
 /* The store epilogue's semantics: v = acc (+ beta * C in FP32: a product, then a sum), rounded
@@ -380,7 +414,7 @@ static inline void amx_prefetch_next_a(const blind_mat *a, int64_t m_next, int64
 	for (int64_t r = nb * per; r < (nb + 1) * per && r < rows; r++) {
 		const char *src = (const char *)(a->p + (m_next + r) * a->rs + k0);
 		for (int64_t off = 0; off < kc * (int64_t)sizeof(uint16_t); off += 64)
-			__builtin_prefetch(src + off, 0, 3);
+			__builtin_prefetch(src + off, 0, 2); /* to L2: into L1 they held up B's loads */
 	}
 }
 
@@ -410,7 +444,10 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 		M = N;
 		N = t;
 	}
-	int64_t kcmax = blind_min(AMX_KC, (K + AMX_KSTEP - 1) / AMX_KSTEP * AMX_KSTEP);
+	/* Where the k panels start does not change the bits: a panel's FP32 sums leave the tiles
+	 * and come back exactly, and only the last k step of all is ever zero-padded. */
+	int64_t kpanel = N <= 32 ? AMX_KC_ONE : AMX_KC;
+	int64_t kcmax = blind_min(kpanel, (K + AMX_KSTEP - 1) / AMX_KSTEP * AMX_KSTEP);
 	int64_t ncmax = blind_min(AMX_NC, (N + 31) / 32 * 32);
 	int64_t mcmax = blind_min(AMX_MC, (M + 31) / 32 * 32);
 	/* workspace sizes in floats: bf16 panels take half a float per element */
@@ -420,6 +457,7 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
 	float *acc = amp_kernels_workspace(AMP_WS_ACC, (size_t)(mcmax * ncmax));
 	_Alignas(64) float acc_t[AMX_ACC_ELEMS], acc_l1[AMX_ACC_ELEMS];
+	memset(acc_l1, 0, sizeof acc_l1); /* tiles a narrow block leaves out are read, not used, by tr */
 	if (ap == NULL || bp == NULL || acc == NULL) {
 		int64_t m = swap ? N : M, n = swap ? M : N;
 		amx_gemm_unpacked(&a, &b, m, n, K, beta, C, ldc, c_f32);
@@ -431,21 +469,28 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 		a = blind_op_a(0, B, ldb);
 		b = blind_op_b(1, A, lda);
 	}
-	/* k panels start at multiples of AMX_KC, so every element sees the same k steps */
-	int64_t npanel = K > 0 ? (K + AMX_KC - 1) / AMX_KC : 1;
+	int64_t npanel = K > 0 ? (K + kpanel - 1) / kpanel : 1;
 	for (int64_t n0 = 0; n0 < N; n0 += AMX_NC) {
 		int64_t ncw = blind_min(AMX_NC, N - n0), nblk = (ncw + 31) / 32;
 		for (int64_t m0 = 0; m0 < M; m0 += AMX_MC) {
 			int64_t mcw = blind_min(AMX_MC, M - m0), mblk = (mcw + 31) / 32;
 			for (int64_t p = 0; p < npanel; p++) {
-				int64_t k0 = p * AMX_KC, kc = blind_min(AMX_KC, K - k0);
+				int64_t k0 = p * kpanel, kc = blind_min(kpanel, K - k0);
 				int64_t ks = (kc + AMX_KSTEP - 1) / AMX_KSTEP;
 				int last = p == npanel - 1;
 				pack_b(&b, k0, kc, ks, n0, ncw, bp);
 				for (int64_t mb = 0; mb < mblk; mb++) {
 					int64_t rows = blind_min(32, mcw - mb * 32);
-					pack_a(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
+					/* a block that meets one B block is read in place, not
+					 * copied first: nothing would reuse the copy */
+					amx_a_tiles at = {ap, 32, 2 * AMX_TILE_ELEMS, AMX_TILE_ELEMS};
+					if (nblk == 1 && a.cs == 1 && rows == 32 && kc % AMX_KSTEP == 0)
+						at = (amx_a_tiles){a.p + (m0 + mb * 32) * a.rs + k0,
+						                   a.rs, AMX_KSTEP, 16 * a.rs};
+					else
+						pack_a(&a, m0 + mb * 32, rows, k0, kc, ks, ap);
 					for (int64_t nb = 0; nb < nblk; nb++) {
+						int64_t cols = blind_min(32, ncw - nb * 32);
 						/* one k panel: the sums go straight to the store,
 						 * through a block that stays in L1 */
 						float *blk = npanel == 1
@@ -454,12 +499,11 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 						amx_prefetch_next_a(&a, m0 + (mb + 1) * 32,
 						                    mb + 1 < mblk ? 32 : 0, k0, kc, nb,
 						                    nblk);
-						ukr(ks, ap, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
-						    p > 0);
+						ukr(ks, &at, bp + nb * ks * 2 * AMX_TILE_ELEMS, blk,
+						    p > 0, amx_live(rows, cols));
 						if (!last)
 							continue;
 						int64_t r0 = m0 + mb * 32, c0 = n0 + nb * 32;
-						int64_t cols = blind_min(32, ncw - nb * 32);
 						if (!swap) {
 							store(blk, rows, cols, beta,
 							      (char *)C + (size_t)(r0 * ldc + c0) * csize,

@@ -338,7 +338,7 @@ static void same_bits(gemm_fn real, gemm_fn model, const dtype_ops *dt, const ch
 	static const int64_t shapes[][3] = {
 	    {1, 1, 0},     {17, 33, 15},  {33, 100, 784}, {100, 17, 600}, {128, 128, 1100},
 	    {40, 520, 64}, {600, 40, 40}, {20, 33, 32},   {9, 70, 31},    {45, 100, 10},
-	    {64, 64, 1},   {3, 200, 32},  {33, 65, 17}};
+	    {64, 64, 1},   {3, 200, 32},  {33, 65, 17},  {64, 10, 2112}, {10, 40, 96}};
 	rng_state = 9;
 	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
 		for (int combo = 0; combo < 4; combo++) {
@@ -832,6 +832,62 @@ Test(gemm_native, amx_swapped_same_bits)
 		swap_same_bits(amp_gemm_bf16_amx, "amx-bf16 kernel");
 	else {
 		printf("SKIPPED: amx-bf16 kernel (swapped x w^T) needs amx_bf16\n");
+		fflush(stdout);
+	}
+}
+
+/* The first Ms x Ns block of an Mb x Nb product (same operands, same k) has the bits of the
+ * Ms x Ns product, on random data: the AMX loop nest picks its k panels (long ones when N fits
+ * one 32-column block), reads A in place or copies it, and computes two of a block's four tiles
+ * or all of them, by the shape; none of that may change a sum. */
+static void blocking_same_bits(gemm_fn fn, const char *what)
+{
+	/* Ms, Ns, Mb, Nb, K, ta, tb */
+	static const int64_t cases[][7] = {
+	    {64, 20, 64, 40, 2600, 0, 0}, /* long panels (2048 + 552), A in place then copied */
+	    {64, 20, 64, 40, 2600, 0, 1}, /* the same, B^T */
+	    {10, 70, 40, 70, 300, 1, 0},  /* a block of 10 rows: two tiles */
+	    {20, 64, 40, 64, 320, 0, 1},  /* x w^T swapped: N' = 20 takes the long panel */
+	    {96, 7, 96, 33, 64, 0, 0},    /* 7 columns, the last block of 33 one column */
+	};
+	rng_state = 23;
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		int64_t Ms = cases[c][0], Ns = cases[c][1], Mb = cases[c][2], Nb = cases[c][3];
+		int64_t K = cases[c][4];
+		int ta = (int)cases[c][5], tb = (int)cases[c][6];
+		int64_t lda = (ta ? Mb : K) + LD_PAD, ldb = (tb ? K : Nb) + LD_PAD;
+		int64_t na = (ta ? K : Mb) * lda, nb = (tb ? Nb : K) * ldb;
+		uint16_t *A = malloc((size_t)na * 2), *B = malloc((size_t)nb * 2);
+		uint16_t *Cb = malloc((size_t)(Mb * Nb) * 2), *Cs = malloc((size_t)(Ms * Ns) * 2);
+		cr_assert(A && B && Cb && Cs);
+		for (int64_t i = 0; i < na; i++)
+			A[i] = blind_f32_to_bf16(rng_uniform(-1.0f, 1.0f));
+		for (int64_t i = 0; i < nb; i++)
+			B[i] = blind_f32_to_bf16(rng_uniform(-1.0f, 1.0f));
+		fn(ta, tb, Mb, Nb, K, A, lda, B, ldb, 0.0f, Cb, Nb, NULL);
+		fn(ta, tb, Ms, Ns, K, A, lda, B, ldb, 0.0f, Cs, Ns, NULL);
+		for (int64_t i = 0; i < Ms; i++)
+			for (int64_t j = 0; j < Ns; j++)
+				cr_assert_eq(Cs[i * Ns + j], Cb[i * Nb + j],
+				             "%s: C[%lld][%lld] of %lldx%lldx%lld ta=%d tb=%d is %#x, "
+				             "of %lldx%lldx%lld %#x",
+				             what, (long long)i, (long long)j, (long long)Ms,
+				             (long long)Ns, (long long)K, ta, tb, Cs[i * Ns + j],
+				             (long long)Mb, (long long)Nb, (long long)K,
+				             Cb[i * Nb + j]);
+		free(A), free(B), free(Cb), free(Cs);
+	}
+}
+
+Test(gemm_native, amx_blocking_same_bits)
+{
+	blocking_same_bits(amx_model, "amx-bf16 model");
+	if (cpu_avx512bw())
+		blocking_same_bits(amp_amx_gemm_model_avx512, "amx-bf16 loop nest (avx512)");
+	if (amp_amx_init() == 0)
+		blocking_same_bits(amp_gemm_bf16_amx, "amx-bf16 kernel");
+	else {
+		printf("SKIPPED: amx-bf16 kernel (blocking) needs amx_bf16\n");
 		fflush(stdout);
 	}
 }
