@@ -453,16 +453,17 @@ EXT_INLINE void group_f32(const float *x, int64_t len, __m512i p[NPL], __m512 *m
 	transpose_planes(t, p, e0);
 }
 
-/* x: (len) bf16, 0 < len <= GROUP (the lanes past len read as +0) -> group_f32's plane set and
- * min/max of the widened values.  A bf16 value is the high half of its fp32: the exponent
- * planes come from the loaded halves as they are; only min/max widen (in registers). */
-EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m512 *mn,
-                           __m512 *mx, __m512i *e0)
+/* x: (len) bf16, 0 < len <= GROUP (the lanes past len read as +0) -> group_f32's plane set of
+ * the widened values (a bf16 value is the high half of its fp32: the exponent planes come from
+ * the loaded halves as they are), and as group_f16 the running signed and unsigned maxima of the
+ * bits and the non-zeros added to *nz: min and max need no widening, bf16 bits order as fp16's
+ * do. */
+EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m512i *smax,
+                           __m512i *umax, uint64_t *nz)
 {
-	const __m512i hi = _mm512_load_si512(ix_tab[T_HI]);
+	const __m512i hi = _mm512_load_si512(ix_tab[T_HI]), abs = _mm512_set1_epi16(0x7fff);
 	const __m512i sel = _mm512_set1_epi64(0x0000001008040201);
 	__m512i t[8];
-#define WIDEN(h) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
 #define CHUNK(c)                                                                                   \
 	do {                                                                                       \
 		__m512i w0, w1;                                                                    \
@@ -470,26 +471,22 @@ EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m51
 			_mm_prefetch((const char *)(x + 64 * (c) + PREFETCH), _MM_HINT_T0);        \
 			w0 = _mm512_loadu_si512(x + 64 * (c));                                     \
 			w1 = _mm512_loadu_si512(x + 64 * (c) + 32);                                \
+			*smax = _mm512_max_epi16(*smax, _mm512_max_epi16(w0, w1));                 \
+			*umax = _mm512_max_epu16(*umax, _mm512_max_epu16(w0, w1));                 \
 		} else {                                                                           \
 			__mmask32 ka = tail_mask32(len, c, 0), kb = tail_mask32(len, c, 1);        \
 			w0 = ka ? _mm512_maskz_loadu_epi16(ka, x + 64 * (c))                       \
 			        : _mm512_setzero_si512();                                          \
 			w1 = kb ? _mm512_maskz_loadu_epi16(kb, x + 64 * (c) + 32)                  \
 			        : _mm512_setzero_si512();                                          \
+			*smax = _mm512_mask_max_epi16(*smax, ka, *smax, w0);                       \
+			*smax = _mm512_mask_max_epi16(*smax, kb, *smax, w1);                       \
+			*umax = _mm512_mask_max_epu16(*umax, ka, *umax, w0);                       \
+			*umax = _mm512_mask_max_epu16(*umax, kb, *umax, w1);                       \
 		}                                                                                  \
-		__m256i q4[4] = {_mm512_castsi512_si256(w0), _mm512_extracti64x4_epi64(w0, 1),     \
-		                 _mm512_castsi512_si256(w1), _mm512_extracti64x4_epi64(w1, 1)};    \
-		for (int q = 0; q < 4; q++) {                                                      \
-			__m512 v = WIDEN(q4[q]);                                                   \
-			if (len == GROUP) {                                                        \
-				*mn = _mm512_min_ps(*mn, v);                                       \
-				*mx = _mm512_max_ps(*mx, v);                                       \
-			} else {                                                                   \
-				__mmask16 k = tail_mask16(len, c, q);                              \
-				*mn = _mm512_mask_min_ps(*mn, k, *mn, v);                          \
-				*mx = _mm512_mask_max_ps(*mx, k, *mx, v);                          \
-			}                                                                          \
-		}                                                                                  \
+		*nz += (uint64_t)__builtin_popcountll(                                             \
+		    _cvtmask64_u64(_mm512_kunpackd((__mmask64)_mm512_test_epi16_mask(w1, abs),     \
+		                                   (__mmask64)_mm512_test_epi16_mask(w0, abs))));  \
 		t[c] = exp_planes(w0, w1, hi, sel);                                                \
 	} while (0)
 	CHUNK(0);
@@ -501,8 +498,7 @@ EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m51
 	CHUNK(6);
 	CHUNK(7);
 #undef CHUNK
-#undef WIDEN
-	transpose_planes(t, p, e0);
+	transpose_planes(t, p, NULL);
 }
 
 /* Largest signed / unsigned 16-bit lane of v; sum of the 16-bit lanes. */
@@ -537,6 +533,24 @@ static void rescan_f16(const uint16_t *x, int64_t n, uint16_t *umin, uint64_t *n
 {
 	const __m512i abs = _mm512_set1_epi16((short)F16_ABS), one = _mm512_set1_epi16(1);
 	const __m512i fnear = _mm512_set1_epi16((short)F16_NEAR);
+	__m512i mn = _mm512_set1_epi16(-1), cn = _mm512_setzero_si512();
+	for (int64_t i = 0; i < n; i += 32) {
+		__mmask32 k = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+		__m512i h = _mm512_maskz_loadu_epi16(k, x + i);
+		mn = _mm512_mask_min_epu16(mn, k, mn, h);
+		__mmask32 kn = _mm512_cmpgt_epu16_mask(_mm512_and_si512(h, abs), fnear);
+		cn = _mm512_mask_add_epi16(cn, kn, cn, one);
+	}
+	*umin = (uint16_t)~hmax_epu16(_mm512_xor_si512(mn, _mm512_set1_epi16(-1)));
+	*near = hsum_epu16(cn);
+}
+
+/* x: (n) bf16, n <= STATS_BLOCK, holding no Inf or NaN -> as rescan_f16: its smallest bits as
+ * unsigned and its count of |x| > 32768 (the fp32 threshold: a bf16 is exactly its fp32). */
+static void rescan_bf16(const uint16_t *x, int64_t n, uint16_t *umin, uint64_t *near)
+{
+	const __m512i abs = _mm512_set1_epi16(0x7fff), one = _mm512_set1_epi16(1);
+	const __m512i fnear = _mm512_set1_epi16((short)(F32_NEAR >> 16));
 	__m512i mn = _mm512_set1_epi16(-1), cn = _mm512_setzero_si512();
 	for (int64_t i = 0; i < n; i += 32) {
 		__mmask32 k = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
@@ -655,40 +669,29 @@ static EXT_TARGET void block_f32_ext(const float *x, int64_t n, ext_acc *a, int 
 	acc_minmax(s, lo, hi);
 }
 
-/* The zeros (either sign) of x: (n) bf16, counted on the halves themselves. */
-static inline uint64_t zeros_bf16(const uint16_t *x, int64_t n)
-{
-	const __m512i abs = _mm512_set1_epi16(0x7fff);
-	uint64_t nz = 0;
-	for (int64_t i = 0; i < n; i += 32) {
-		__mmask32 k = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
-		__m512i h = _mm512_maskz_loadu_epi16(k, x + i);
-		nz += (uint64_t)__builtin_popcount(_mm512_mask_test_epi16_mask(k, h, abs));
-	}
-	return (uint64_t)n - nz;
-}
-
-/* x: (n) bf16, n <= STATS_BLOCK: block_f32_ext of the widened values.  The fix-ups, which
- * read the block again (Inf/NaN/large values, zeros, |x| > 32768), run on a widened copy. */
+/* x: (n) bf16, n <= STATS_BLOCK: block_f32_ext's record of the widened values, with
+ * block_f16_ext's integer min/max and inline zero count.  The fix-up for Inf/NaN/|x| >= 65536
+ * runs on a widened copy. */
 static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first,
                                       stats_acc *s, uint64_t *zeros, uint64_t *pad)
 {
-	__m512 mn = _mm512_set1_ps(INFINITY), mx = _mm512_set1_ps(-INFINITY);
-	__m512i e0 = _mm512_setzero_si512(), e30 = e0, e31 = e0;
+	__m512i smax = _mm512_set1_epi16(INT16_MIN), umax = _mm512_setzero_si512();
+	__m512i e30 = _mm512_setzero_si512(), e31 = e30;
+	uint64_t nz = 0;
 	__m512i planes[STATS_BLOCK / GROUP * NPL];
 	int ng = 0;
 	int64_t i = 0;
 	for (; i + GROUP <= n; i += GROUP, ng++)
-		group_bf16(x + i, GROUP, planes + NPL * ng, &mn, &mx, &e0);
+		group_bf16(x + i, GROUP, planes + NPL * ng, &smax, &umax, &nz);
 	if (i < n) {
-		group_bf16(x + i, n - i, planes + NPL * ng++, &mn, &mx, &e0);
+		group_bf16(x + i, n - i, planes + NPL * ng++, &smax, &umax, &nz);
 		*pad += (uint64_t)(GROUP - (n - i));
 	}
 	count_planes(planes, ng, a, first, &e30, &e31);
-	int low = _mm512_test_epi64_mask(e0, e0) != 0;
-	int big = _mm512_test_epi64_mask(e31, e31) != 0, near30 = _mm512_test_epi64_mask(e30, e30) != 0;
-	_Alignas(64) float w[STATS_BLOCK];
-	if (big || near30)
+	uint64_t z = (uint64_t)n - nz, near = 0;
+	float lo, hi;
+	if (_mm512_test_epi64_mask(e31, e31)) {
+		_Alignas(64) float w[STATS_BLOCK];
 		for (int64_t j = 0; j < n; j += 16) {
 			__mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
 			__m256i h = _mm256_maskz_loadu_epi16(k, x + j);
@@ -696,19 +699,16 @@ static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, 
 			                      _mm512_castsi512_ps(
 			                          _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
 		}
-	uint64_t z = 0, near = 0;
-	float lo, hi;
-	if (big) {
 		fix_f32(w, n, s, &lo, &hi);
-		if (low)
-			rescan_f32(w, n, &z, NULL);
 	} else {
-		lo = _mm512_reduce_min_ps(mn);
-		hi = _mm512_reduce_max_ps(mx);
-		if (near30)
-			rescan_f32(w, n, &z, &near);
-		else if (low)
-			z = zeros_bf16(x, n);
+		int16_t smx = hmax_epi16(smax);
+		uint16_t umx = hmax_epu16(umax), umin = 0;
+		int pos = smx >= 0, neg = umx >= 0x8000u;
+		/* as block_f16_ext: all of one sign and no zero needs the extreme nearest zero */
+		if (_mm512_test_epi64_mask(e30, e30) || ((!pos || !neg) && z == 0))
+			rescan_bf16(x, n, &umin, &near);
+		hi = f32_of((uint32_t)(pos ? (uint16_t)smx : umin) << 16);
+		lo = f32_of((uint32_t)(neg ? umx : umin) << 16);
 		s->near += near;
 	}
 	*zeros += z;

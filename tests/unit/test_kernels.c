@@ -1371,10 +1371,11 @@ static void check_gemm_stats(const char *path)
 PATH_TESTS(gemm, f16_statistics, check_gemm_stats)
 
 /* amp_stats_bf16 (dispatched and on each statistics path) equals amp_stats_f32 of the widened
- * values, on lengths around the widening block and the groups of 512, on three kinds of data:
+ * values, on lengths around the widening block and the groups of 512, on five kinds of data:
  * every pattern (subnormals, NaN, Inf, |x| >= 65536 in every block), finite values under 32768
- * with zeros (blocks without the fix-up but for the zero count), and finite values with some
- * above 32768 (the near-overflow count). */
+ * with zeros (blocks without the fix-up but for the zero count), finite values with some
+ * above 32768 (the near-overflow count), and values all of one sign without zeros (the
+ * extreme nearest zero: negative only, positive only with some above 32768). */
 static void make_bf16_kind(uint16_t *x, int64_t n, int kind)
 {
 	for (int64_t i = 0; i < n; i++) {
@@ -1384,8 +1385,12 @@ static void make_bf16_kind(uint16_t *x, int64_t n, int kind)
 		else if (kind == 1)
 			x[i] = r % 7 == 0 ? (uint16_t)(r & 0x8000u) /* +-0 */
 			                  : (uint16_t)((r & 0x807fu) | ((0x30u + r % 0x16u) << 7));
+		else if (kind == 2)
+			x[i] = (uint16_t)((r & 0x807fu) | ((0x80u + r % 0x0fu) << 7)); /* 2 to 2^15.x */
+		else if (kind == 3)
+			x[i] = (uint16_t)(0x8000u | (r & 0x7fu) | ((0x30u + r % 0x16u) << 7));
 		else
-			x[i] = (uint16_t)((r & 0x807fu) | ((0x70u + r % 0x0fu) << 7)); /* to 2^15.x */
+			x[i] = (uint16_t)((r & 0x7fu) | ((0x80u + r % 0x0fu) << 7));
 	}
 }
 
@@ -1399,7 +1404,7 @@ static void check_stats_bf16(const char *path)
 	static float w[NMAX];
 	static const amp_isa isas[] = {AMP_ISA_SCALAR, AMP_ISA_AVX2, AMP_ISA_AVX512};
 	rng_seed(23);
-	for (int kind = 0; kind < 3; kind++) {
+	for (int kind = 0; kind < 5; kind++) {
 		make_bf16_kind(x, NMAX, kind);
 		amp_cvt_bf16_f32(x, w, NMAX);
 		for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
@@ -1419,7 +1424,7 @@ static void check_stats_bf16(const char *path)
 			}
 		}
 	}
-	cr_log_info("%s amp_stats_bf16: %zu lengths up to %d, 3 kinds of data, equal to "
+	cr_log_info("%s amp_stats_bf16: %zu lengths up to %d, 5 kinds of data, equal to "
 	            "amp_stats_f32 of the widened values",
 	            path, sizeof lens / sizeof *lens, NMAX);
 }
