@@ -1083,10 +1083,11 @@ static const struct half_engine {
 	const char *unused_on;       /* meta cpu_vendor whose cores run it slower than FP32 FMA,
 	                              * so that the library does not use it there, or NULL */
 } half_engines[] = {
-    /* bench_kernels on the Intel class (Sapphire Rapids, 1 thread, medians of interleaved
-     * repeats, 2026-12-02): smallest 3.97 (mlp fc2 dW 1024x1024x128); 1024^3 4.93 */
+    /* bench_kernels on the Intel class with AMX (1 thread, medians of interleaved repeats,
+     * 2026-12-02, after the thin-N and 1024-column panel work): smallest 5.02 (1024^3; the
+     * mlp shapes >= 128 5.11-5.79) */
     {AMP_ENGINE_AMX_BF16, "bf16", {"amx_bf16", "amx_tile"}, "AMX-BF16",
-     "allow_mix_precision_bf16", 0, 3.97, "the Intel class", NULL},
+     "allow_mix_precision_bf16", 0, 5.02, "the Intel class", NULL},
     /* bench_kernels on the AMD class (Zen 5, 1 thread): smallest 1.76 (mlp fc1 dX), the table
      * of the README's Performance section.  Not measured on the Intel class (AMX serves bf16
      * there).  Intel cores issue vdpbf16ps at half the product rate of FP32 FMA (runtime/

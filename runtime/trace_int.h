@@ -31,7 +31,8 @@
 
 #define TRACE_PUBLISH_EVERY 16u  /* records between head publications */
 #define TRACE_WARM 24u           /* slots ahead of the head prefetched for writing */
-#define TRACE_PCACHE 256u        /* direct-mapped label pointer cache */
+#define TRACE_PCACHE 256u        /* direct-mapped label pointer cache (the slot: the top 8 bits of a
+                                  * multiplicative hash) */
 #define TRACE_MAX_FRAMES 64      /* frame-pointer walk depth limit */
 #define TRACE_ALTSTACK (64u * 1024u)
 
@@ -196,13 +197,17 @@ static inline void ring_commit(trace_ring *r, void *rec, unsigned type, unsigned
 		__builtin_prefetch(r->slots + (r->warm & r->mask) * AMP_SLOT_SIZE, 1, 3);
 }
 
+_Static_assert(TRACE_PCACHE == 256u, "intern's slot is 8 bits of the hash");
+
 /* Labels live in the step arena, so a pointer may come back with other content: the cache
  * hit is confirmed by comparing the text. */
 static inline uint32_t intern(trace_ring *r, const char *s)
 {
 	if (!s)
 		return 0;
-	unsigned slot = (unsigned)(((uintptr_t)s >> 3) ^ ((uintptr_t)s >> 11)) & (TRACE_PCACHE - 1);
+	/* every bit of the pointer counts: string literals sit a few bytes apart ("fc1", "fc2") */
+	unsigned slot = (unsigned)(((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull) >> 56) &
+	                (TRACE_PCACHE - 1);
 	uint32_t id = r->pcache[slot].id;
 	if (r->pcache[slot].ptr == s && strcmp(s, r->texts[id]) == 0)
 		return id;
