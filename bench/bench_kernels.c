@@ -449,9 +449,20 @@ int main(int argc, char **argv)
 		setenv("AMP_BENCH_REEXEC", "1", 1);
 		execv("/proc/self/exe", argv);  /* on failure, go on with the core it has */
 	}
-	int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+	int quick = argc == 2 && strcmp(argv[1], "--quick") == 0;
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		printf("usage: bench_kernels [--quick]\n\n"
+		       "The runtime's FP32, FP16 and BF16 GEMMs on the kernel bench's shapes, in\n"
+		       "interleaved repeats (GFLOP/s, ratios to FP32, error against FP64, OpenBLAS's\n"
+		       "sgemm as the yardstick when installed), the goals of this CPU class, and the\n"
+		       "memory-bound kernels against memcpy.  Says which kernel paths ran and which this\n"
+		       "CPU lacks.  AMP_KERNELS forces a path; AMP_BENCH_YARD_CORE OpenBLAS's core.\n\n"
+		       "    --quick   a tenth of the repeats and smaller arrays (a smoke run)\n");
+		return 0;
+	}
 	if (argc > 1 && !quick) {
-		fprintf(stderr, "usage: bench_kernels [--quick]\n");
+		fprintf(stderr, "bench_kernels: unknown option '%s'\nusage: bench_kernels [--quick] (--help)\n",
+		        argv[argc > 2 && quick ? 2 : 1]);
 		return 2;
 	}
 	if (amp_kernels_init() < 0)

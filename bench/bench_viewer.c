@@ -5,6 +5,8 @@
  * overview into an 80x24 screen, and the first draw of every other panel; then the whole
  * `ampview --headless` process.  AMPVIEW_BENCH_OPS changes the size; AMPVIEW_BENCH_DB the file.
  */
+#include "bench_args.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +106,12 @@ static double process_ms(const char *ampview, const char *path)
 
 int main(int argc, char **argv)
 {
-	(void)argc;
+	bench_no_options(argc, argv, "bench_viewer",
+	                 "ampview's first frame on a ten-million-op profile (goal < 300 ms): opening it\n"
+	                 "and drawing the overview into an 80x24 screen, the first draw of every other\n"
+	                 "panel, and the whole `ampview --headless` process.  The profile is generated\n"
+	                 "once into $TMPDIR and reused.  Environment: AMPVIEW_BENCH_OPS (ops, 10000000),\n"
+	                 "AMPVIEW_BENCH_DB (the file).\n");
 	const char *env_ops = getenv("AMPVIEW_BENCH_OPS");
 	uint64_t ops = env_ops ? strtoull(env_ops, NULL, 10) : 10000000ULL;
 	char path[512];

@@ -146,4 +146,20 @@ else
 	bad "--fail-on: recording a profile with $PRODUCER"
 fi
 
+# The benches: --help on stdout with exit 0 (without running anything), an unknown option
+# refused on stderr with exit 2.  Only the normal build has them.
+if [ -x "$BUILD/bench/bench_kernels" ]; then
+	for b in bench_amp bench_overhead bench_dist bench_kernels bench_emitter bench_ingest bench_viewer; do
+		run "$b --help" 0 "$BUILD/bench/$b" --help
+		check_true "$b --help: its usage line on stdout, nothing on stderr" \
+			test -n "$(grep "^usage: $b" "$OUT/out")" -a ! -s "$OUT/err"
+		run "$b --no-such-option" 2 "$BUILD/bench/$b" --no-such-option
+		check_true "$b unknown option: named on stderr with the usage, nothing on stdout" \
+			test -n "$(grep -- "^$b: .*'--no-such-option'" "$OUT/err")" \
+			-a -n "$(grep "^usage: $b" "$OUT/err")" -a ! -s "$OUT/out"
+	done
+else
+	echo "SKIPPED: the benches' command lines need $BUILD/bench (the sanitizer build has none)"
+fi
+
 e2e_finish
