@@ -838,8 +838,9 @@ Test(gemm_native, amx_swapped_same_bits)
 
 /* The first Ms x Ns block of an Mb x Nb product (same operands, same k) has the bits of the
  * Ms x Ns product, on random data: the AMX loop nest picks its k panels (long ones when N fits
- * one 32-column block), reads A in place or copies it, and computes two of a block's four tiles
- * or all of them, by the shape; none of that may change a sum. */
+ * one 32-column block), its loop order (k panels inside row blocks when the sums outgrow L2),
+ * reads A in place or copies it, and computes two of a block's four tiles or all of them, by
+ * the shape; none of that may change a sum. */
 static void blocking_same_bits(gemm_fn fn, const char *what)
 {
 	/* Ms, Ns, Mb, Nb, K, ta, tb */
@@ -849,6 +850,11 @@ static void blocking_same_bits(gemm_fn fn, const char *what)
 	    {10, 70, 40, 70, 300, 1, 0},  /* a block of 10 rows: two tiles */
 	    {20, 64, 40, 64, 320, 0, 1},  /* x w^T swapped: N' = 20 takes the long panel */
 	    {96, 7, 96, 33, 64, 0, 0},    /* 7 columns, the last block of 33 one column */
+	    /* 192 x 720 sums do not fit AMX_ACC_FIT: row blocks run all k panels in turn, B is
+	     * packed for all k in two column panels (672 + 48) */
+	    {64, 48, 192, 720, 600, 0, 0},
+	    {48, 64, 192, 720, 600, 0, 1}, /* swapped: 720 x 192 */
+	    {40, 33, 192, 720, 600, 1, 0},
 	};
 	rng_state = 23;
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
