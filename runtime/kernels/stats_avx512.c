@@ -527,30 +527,14 @@ static inline uint64_t hsum_epu16(__m512i v)
 	return (uint64_t)_mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
 }
 
-/* x: (n) fp16, n <= STATS_BLOCK, holding no Inf or NaN -> its smallest bits as unsigned
- * (0xffff if n == 0) and its count of |x| > 32768. */
-static void rescan_f16(const uint16_t *x, int64_t n, uint16_t *umin, uint64_t *near)
-{
-	const __m512i abs = _mm512_set1_epi16((short)F16_ABS), one = _mm512_set1_epi16(1);
-	const __m512i fnear = _mm512_set1_epi16((short)F16_NEAR);
-	__m512i mn = _mm512_set1_epi16(-1), cn = _mm512_setzero_si512();
-	for (int64_t i = 0; i < n; i += 32) {
-		__mmask32 k = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
-		__m512i h = _mm512_maskz_loadu_epi16(k, x + i);
-		mn = _mm512_mask_min_epu16(mn, k, mn, h);
-		__mmask32 kn = _mm512_cmpgt_epu16_mask(_mm512_and_si512(h, abs), fnear);
-		cn = _mm512_mask_add_epi16(cn, kn, cn, one);
-	}
-	*umin = (uint16_t)~hmax_epu16(_mm512_xor_si512(mn, _mm512_set1_epi16(-1)));
-	*near = hsum_epu16(cn);
-}
-
-/* x: (n) bf16, n <= STATS_BLOCK, holding no Inf or NaN -> as rescan_f16: its smallest bits as
- * unsigned and its count of |x| > 32768 (the fp32 threshold: a bf16 is exactly its fp32). */
-static void rescan_bf16(const uint16_t *x, int64_t n, uint16_t *umin, uint64_t *near)
+/* x: (n) fp16 or bf16, n <= STATS_BLOCK, holding no Inf or NaN -> its smallest bits as unsigned
+ * (0xffff if n == 0) and its count of |x| > 32768, whose bits are near_bits (F16_NEAR; for
+ * bf16 the fp32 threshold's high half: a bf16 is exactly its fp32). */
+static void rescan_h16(const uint16_t *x, int64_t n, uint16_t near_bits, uint16_t *umin,
+                       uint64_t *near)
 {
 	const __m512i abs = _mm512_set1_epi16(0x7fff), one = _mm512_set1_epi16(1);
-	const __m512i fnear = _mm512_set1_epi16((short)(F32_NEAR >> 16));
+	const __m512i fnear = _mm512_set1_epi16((short)near_bits);
 	__m512i mn = _mm512_set1_epi16(-1), cn = _mm512_setzero_si512();
 	for (int64_t i = 0; i < n; i += 32) {
 		__mmask32 k = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
@@ -623,7 +607,7 @@ static EXT_TARGET void block_f16_ext(const uint16_t *x, int64_t n, ext_acc *a, i
 		/* all of one sign: the extreme nearest zero is needed too, a zero (+0 or -0, both
 		 * reported as +0) if there is one */
 		if (_mm512_test_epi64_mask(e30, e30) || ((!pos || !neg) && z == 0))
-			rescan_f16(x, n, &umin, &near);
+			rescan_h16(x, n, F16_NEAR, &umin, &near);
 		hi = f16_value(pos ? (uint16_t)smx : umin);
 		lo = f16_value(neg ? umx : umin);
 		s->near += near;
@@ -706,7 +690,7 @@ static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, 
 		int pos = smx >= 0, neg = umx >= 0x8000u;
 		/* as block_f16_ext: all of one sign and no zero needs the extreme nearest zero */
 		if (_mm512_test_epi64_mask(e30, e30) || ((!pos || !neg) && z == 0))
-			rescan_bf16(x, n, &umin, &near);
+			rescan_h16(x, n, (uint16_t)(F32_NEAR >> 16), &umin, &near);
 		hi = f32_of((uint32_t)(pos ? (uint16_t)smx : umin) << 16);
 		lo = f32_of((uint32_t)(neg ? umx : umin) << 16);
 		s->near += near;
