@@ -89,23 +89,23 @@ amx_ukr_body(int64_t ks, const amx_a_tiles *a, const uint16_t *bp, float *acc, i
              const int i1, const int j1)
 {
 	const size_t lda = (size_t)a->ld * sizeof(uint16_t);
-	if (load) {
-		_tile_loadd(0, acc + 0 * 256, 64);
-		if (j1)
-			_tile_loadd(1, acc + 1 * 256, 64);
-		if (i1)
-			_tile_loadd(2, acc + 2 * 256, 64);
-		if (i1 && j1)
-			_tile_loadd(3, acc + 3 * 256, 64);
-	} else {
-		_tile_zero(0);
-		if (j1)
-			_tile_zero(1);
-		if (i1)
-			_tile_zero(2);
-		if (i1 && j1)
-			_tile_zero(3);
-	}
+	/* X(t) for each live accumulator tile t (tile numbers must be constants) */
+#define AMX_EACH_ACC(X)                                                                            \
+	do {                                                                                       \
+		X(0);                                                                              \
+		if (j1)                                                                            \
+			X(1);                                                                      \
+		if (i1)                                                                            \
+			X(2);                                                                      \
+		if (i1 && j1)                                                                      \
+			X(3);                                                                      \
+	} while (0)
+#define AMX_LOAD_ACC(t)  _tile_loadd(t, acc + (t)*256, 64)
+#define AMX_STORE_ACC(t) _tile_stored(t, acc + (t)*256, 64)
+	if (load)
+		AMX_EACH_ACC(AMX_LOAD_ACC);
+	else
+		AMX_EACH_ACC(_tile_zero);
 	for (int64_t s = 0; s < ks; s++) {
 		const uint16_t *a0 = a->p + s * a->step, *b0 = bp + s * 2 * AMX_TILE_ELEMS;
 		_tile_loadd(4, a0, lda);
@@ -122,13 +122,10 @@ amx_ukr_body(int64_t ks, const amx_a_tiles *a, const uint16_t *bp, float *acc, i
 		if (i1 && j1)
 			_tile_dpbf16ps(3, 5, 7);
 	}
-	_tile_stored(0, acc + 0 * 256, 64);
-	if (j1)
-		_tile_stored(1, acc + 1 * 256, 64);
-	if (i1)
-		_tile_stored(2, acc + 2 * 256, 64);
-	if (i1 && j1)
-		_tile_stored(3, acc + 3 * 256, 64);
+	AMX_EACH_ACC(AMX_STORE_ACC);
+#undef AMX_STORE_ACC
+#undef AMX_LOAD_ACC
+#undef AMX_EACH_ACC
 }
 
 AMX_TARGET static void amx_ukr_tiles(int64_t ks, const amx_a_tiles *a, const uint16_t *bp,
