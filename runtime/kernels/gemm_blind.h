@@ -520,7 +520,9 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 	ncr = blind_min(ncmax, ncr < 32 ? 32 : ncr);
 	/* workspace sizes in floats: bf16 panels take half a float per element */
 	size_t bsize = rowwise ? (size_t)(npanel * kpanel * ncr) : (size_t)(kcmax * ncmax);
-	size_t accsize = rowwise ? (size_t)(ncr * 32) : (size_t)(mcmax * ncmax);
+	size_t accsize = rowwise       ? (size_t)(ncr * 32)
+	                 : npanel == 1 ? (size_t)AMX_ACC_ELEMS /* the sums go through acc_l1 */
+	                               : (size_t)(mcmax * ncmax);
 	uint16_t *ap =
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(32 * kcmax / 2 + 16));
 	uint16_t *bp = (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, bsize / 2 + 16);
