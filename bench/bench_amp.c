@@ -13,12 +13,15 @@
 
 #include <cpuid.h>
 
+#include "kernels/kernels.h"
+
 static const char usage[] =
     "usage: bench_amp [--examples=<a,b>] [--modes=<m,n>] [--pairs=<n>] [--steps=<n>]\n"
     "                 [--profiled]\n"
     "\n"
     "Training-step speed of an example in each mixed-precision mode against FP32 (one thread,\n"
-    "pairs of runs taking turns on one CPU in 0.25 s slices), with the goal of this CPU class.\n"
+    "pairs of runs taking turns on one CPU in 0.25 s slices), with the goal of the engines the\n"
+    "examples run on (AMP_KERNELS, inherited by the examples, forces a path and so its goal).\n"
     "\n"
     "    --examples=<a,b>   examples in ../bin beside this program   (mlp_fashion,cnn_fashion)\n"
     "    --modes=<m,n>      their --precision values to hold against fp32   (bf16,amp)\n"
@@ -26,15 +29,21 @@ static const char usage[] =
     "    --steps=<n>        training steps per run                   (120)\n"
     "    --profiled         both runs of each pair under ampprof\n";
 
-/* The CPU's half arithmetic, as the runtime's dispatcher sees it (cpuid leaf 7). */
+/* The CPU's half arithmetic (cpuid leaf 7), and the GEMM engines the runtime picks for the
+ * half types on the path it will run (AMP_KERNELS, which the examples inherit, can force one
+ * without the half engine): the goals follow the engines. */
 typedef struct cpu_class {
 	int amx_bf16, avx512_bf16, avx512_fp16;
 	int intel; /* vdpbf16ps at half FP32 FMA's product rate: bf16 runs on FP32 FMA without AMX */
+	amp_engine e_bf16, e_fp16;
 } cpu_class;
 
 static cpu_class detect_class(void)
 {
-	cpu_class c = {0, 0, 0, 0};
+	cpu_class c = {0, 0, 0, 0, AMP_ENGINE_NONE, AMP_ENGINE_NONE};
+	amp_kernels_init();
+	c.e_bf16 = amp_kernels_gemm_engine(AMP_BF16);
+	c.e_fp16 = amp_kernels_gemm_engine(AMP_F16);
 	unsigned a, b, cx, d, v[3];
 	if (__get_cpuid(0, &a, &v[0], &v[2], &v[1]))
 		c.intel = memcmp(v, "GenuineIntel", 12) == 0;
@@ -53,22 +62,24 @@ static double goal_of(const cpu_class *c, const char *example, const char *mode,
 {
 	int mlp = strcmp(example, "mlp_fashion") == 0, cnn = strcmp(example, "cnn_fashion") == 0;
 	if (strcmp(mode, "bf16") == 0) {
-		if (c->amx_bf16 && mlp)
+		if (c->e_bf16 == AMP_ENGINE_AMX_BF16 && mlp)
 			return *why = "amx-bf16 class", 2.5;
-		if ((c->amx_bf16 || c->avx512_bf16) && (mlp || cnn))
-			return *why = c->amx_bf16 ? "amx-bf16 class"
-			              : c->intel  ? "avx512-bf16 class; out of reach on Intel cores, whose "
-			                            "vdpbf16ps is slower than FP32 FMA: bf16 runs on FP32 FMA"
-			                          : "avx512-bf16 class",
+		if (c->e_bf16 == AMP_ENGINE_AMX_BF16 && cnn)
+			return *why = "amx-bf16 class", 1.5;
+		if (c->e_bf16 == AMP_ENGINE_AVX512_BF16 && (mlp || cnn))
+			return *why = "avx512-bf16 class", 1.5;
+		if (c->avx512_bf16 && !c->amx_bf16 && c->intel && (mlp || cnn))
+			return *why = "avx512-bf16 class; out of reach on Intel cores, whose vdpbf16ps "
+			              "is slower than FP32 FMA: bf16 runs on FP32 FMA",
 			       1.5;
-		return *why = "no bf16 arithmetic: never slower", 1.0;
+		return *why = "no bf16 arithmetic on this path: never slower", 1.0;
 	}
 	if (strcmp(mode, "amp") == 0 || strcmp(mode, "fp16") == 0) {
-		if (c->avx512_fp16 && mlp)
+		if (c->e_fp16 == AMP_ENGINE_AVX512_FP16 && mlp)
 			return *why = "avx512-fp16 class", 1.6;
-		if (c->avx512_fp16 && cnn)
+		if (c->e_fp16 == AMP_ENGINE_AVX512_FP16 && cnn)
 			return *why = "avx512-fp16 class", 1.4;
-		return *why = "no fp16 arithmetic: never slower", 1.0;
+		return *why = "no fp16 arithmetic on this path: never slower", 1.0;
 	}
 	return *why = "no goal for this mode", 1.0;
 }
@@ -187,9 +198,12 @@ int main(int argc, char **argv)
 	pick_cpus();
 	pairs_signals();
 	cpu_class c = detect_class();
-	printf("amp: CPU half arithmetic: amx-bf16 %s, avx512-bf16 %s, avx512-fp16 %s; one thread; "
-	       "%ld pairs of %ld steps%s\n", c.amx_bf16 ? "yes" : "no", c.avx512_bf16 ? "yes" : "no",
-	       c.avx512_fp16 ? "yes" : "no", pairs, steps, profiled ? ", both runs under ampprof" : "");
+	printf("amp: CPU half arithmetic: amx-bf16 %s, avx512-bf16 %s, avx512-fp16 %s; GEMM engines "
+	       "bf16 %s, fp16 %s%s; one thread; %ld pairs of %ld steps%s\n",
+	       c.amx_bf16 ? "yes" : "no", c.avx512_bf16 ? "yes" : "no", c.avx512_fp16 ? "yes" : "no",
+	       amp_engine_name(c.e_bf16), amp_engine_name(c.e_fp16),
+	       getenv("AMP_KERNELS") ? " (AMP_KERNELS forces the path)" : "", pairs, steps,
+	       profiled ? ", both runs under ampprof" : "");
 	fflush(stdout);
 	int rc = 0;
 	for (int e = 0; e < nex && rc == 0; e++)
