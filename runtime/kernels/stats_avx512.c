@@ -344,61 +344,9 @@ static inline __mmask16 tail_mask16(int64_t len, int c, int q)
 	return k >= 16 ? 0xffff : k <= 0 ? 0 : (__mmask16)((1u << k) - 1);
 }
 
-/* x: (len) fp16, 0 < len <= GROUP (the lanes past len read as +0) -> p: the plane set;
- * running signed and unsigned maxima of the bits, and the non-zeros added to *nz (by mask
- * and popcnt: the integer units are idle).  Spelled out by chunk, not a loop, so that the 8
- * chunks stay in registers. */
-EXT_INLINE void group_f16(const uint16_t *x, int64_t len, __m512i p[NPL], __m512i *smax,
-                          __m512i *umax, uint64_t *nz)
-{
-	const __m512i hi = _mm512_load_si512(ix_tab[T_HI]), abs = _mm512_set1_epi16(0x7fff);
-	/* byte k of a qword <- bit 2 + k of each high byte: exponent bit k; bytes 5-7 <- 0 */
-	const __m512i sel = _mm512_set1_epi64(0x0000004020100804);
-	__m512i t[8];
-#define CHUNK(c)                                                                                   \
-	do {                                                                                       \
-		__m512i va, vb;                                                                    \
-		if (len == GROUP) {                                                                \
-			_mm_prefetch((const char *)(x + 64 * (c) + PREFETCH), _MM_HINT_T0);        \
-			_mm_prefetch((const char *)(x + 64 * (c) + PREFETCH + 32), _MM_HINT_T0);   \
-			va = _mm512_loadu_si512(x + 64 * (c));                                     \
-			vb = _mm512_loadu_si512(x + 64 * (c) + 32);                                \
-			*smax = _mm512_max_epi16(*smax, _mm512_max_epi16(va, vb));                 \
-			*umax = _mm512_max_epu16(*umax, _mm512_max_epu16(va, vb));                 \
-		} else {                                                                           \
-			/* no load past the end at all: a masked load whose dropped lanes          \
-			 * fall on the next page can take a slow fault-suppression path */         \
-			__mmask32 ka = tail_mask32(len, c, 0), kb = tail_mask32(len, c, 1);        \
-			va = ka ? _mm512_maskz_loadu_epi16(ka, x + 64 * (c))                       \
-			        : _mm512_setzero_si512();                                          \
-			vb = kb ? _mm512_maskz_loadu_epi16(kb, x + 64 * (c) + 32)                  \
-			        : _mm512_setzero_si512();                                          \
-			*smax = _mm512_mask_max_epi16(*smax, ka, *smax, va);                       \
-			*smax = _mm512_mask_max_epi16(*smax, kb, *smax, vb);                       \
-			*umax = _mm512_mask_max_epu16(*umax, ka, *umax, va);                       \
-			*umax = _mm512_mask_max_epu16(*umax, kb, *umax, vb);                       \
-		}                                                                                  \
-		*nz += (uint64_t)__builtin_popcountll(                                             \
-		    _cvtmask64_u64(_mm512_kunpackd((__mmask64)_mm512_test_epi16_mask(vb, abs),     \
-		                                   (__mmask64)_mm512_test_epi16_mask(va, abs))));  \
-		t[c] =                                                                             \
-		    _mm512_gf2p8affine_epi64_epi8(sel, _mm512_permutex2var_epi8(va, hi, vb), 0);   \
-	} while (0)
-	CHUNK(0);
-	CHUNK(1);
-	CHUNK(2);
-	CHUNK(3);
-	CHUNK(4);
-	CHUNK(5);
-	CHUNK(6);
-	CHUNK(7);
-#undef CHUNK
-	transpose_planes(t, p, NULL);
-}
-
 /* The exponent-plane bytes of 64 fp32 high halves (or bf16 values) in w0, w1: each exponent,
  * from the high byte once shifted left, clamped to e = clamp(exponent - 112, 0, 31), its bits
- * gathered by plane (sel).  Shared by group_f32 and group_bf16. */
+ * gathered by plane (sel).  Shared by group_f32 and group_h16. */
 EXT_INLINE __m512i exp_planes(__m512i w0, __m512i w1, __m512i hi, __m512i sel)
 {
 	__m512i e = _mm512_permutex2var_epi8(_mm512_slli_epi16(w0, 1), hi, _mm512_slli_epi16(w1, 1));
@@ -453,41 +401,49 @@ EXT_INLINE void group_f32(const float *x, int64_t len, __m512i p[NPL], __m512 *m
 	transpose_planes(t, p, e0);
 }
 
-/* x: (len) bf16, 0 < len <= GROUP (the lanes past len read as +0) -> group_f32's plane set of
- * the widened values (a bf16 value is the high half of its fp32: the exponent planes come from
- * the loaded halves as they are), and as group_f16 the running signed and unsigned maxima of the
- * bits and the non-zeros added to *nz: min and max need no widening, bf16 bits order as fp16's
- * do. */
-EXT_INLINE void group_bf16(const uint16_t *x, int64_t len, __m512i p[NPL], __m512i *smax,
-                           __m512i *umax, uint64_t *nz)
+/* x: (len) fp16 or bf16 (bf16 constant after inlining), 0 < len <= GROUP (the lanes past len
+ * read as +0) -> p: the plane set (fp16: of its biased exponents; bf16: group_f32's, of the
+ * widened values, from the loaded halves as they are); running signed and unsigned maxima of
+ * the bits (both types order as sign and magnitude), and the non-zeros added to *nz (by mask
+ * and popcnt: the integer units are idle).  Spelled out by chunk, not a loop, so that the 8
+ * chunks stay in registers. */
+EXT_INLINE void group_h16(const uint16_t *x, int64_t len, __m512i p[NPL], __m512i *smax,
+                          __m512i *umax, uint64_t *nz, const int bf16)
 {
 	const __m512i hi = _mm512_load_si512(ix_tab[T_HI]), abs = _mm512_set1_epi16(0x7fff);
-	const __m512i sel = _mm512_set1_epi64(0x0000001008040201);
+	/* byte k of a qword <- bit k of each exponent byte (bf16, via exp_planes) or bit 2 + k of
+	 * each high byte (fp16); bytes 5-7 <- 0 */
+	const __m512i sel = _mm512_set1_epi64(bf16 ? 0x0000001008040201 : 0x0000004020100804);
 	__m512i t[8];
 #define CHUNK(c)                                                                                   \
 	do {                                                                                       \
-		__m512i w0, w1;                                                                    \
+		__m512i va, vb;                                                                    \
 		if (len == GROUP) {                                                                \
 			_mm_prefetch((const char *)(x + 64 * (c) + PREFETCH), _MM_HINT_T0);        \
-			w0 = _mm512_loadu_si512(x + 64 * (c));                                     \
-			w1 = _mm512_loadu_si512(x + 64 * (c) + 32);                                \
-			*smax = _mm512_max_epi16(*smax, _mm512_max_epi16(w0, w1));                 \
-			*umax = _mm512_max_epu16(*umax, _mm512_max_epu16(w0, w1));                 \
+			_mm_prefetch((const char *)(x + 64 * (c) + PREFETCH + 32), _MM_HINT_T0);   \
+			va = _mm512_loadu_si512(x + 64 * (c));                                     \
+			vb = _mm512_loadu_si512(x + 64 * (c) + 32);                                \
+			*smax = _mm512_max_epi16(*smax, _mm512_max_epi16(va, vb));                 \
+			*umax = _mm512_max_epu16(*umax, _mm512_max_epu16(va, vb));                 \
 		} else {                                                                           \
+			/* no load past the end at all: a masked load whose dropped lanes          \
+			 * fall on the next page can take a slow fault-suppression path */         \
 			__mmask32 ka = tail_mask32(len, c, 0), kb = tail_mask32(len, c, 1);        \
-			w0 = ka ? _mm512_maskz_loadu_epi16(ka, x + 64 * (c))                       \
+			va = ka ? _mm512_maskz_loadu_epi16(ka, x + 64 * (c))                       \
 			        : _mm512_setzero_si512();                                          \
-			w1 = kb ? _mm512_maskz_loadu_epi16(kb, x + 64 * (c) + 32)                  \
+			vb = kb ? _mm512_maskz_loadu_epi16(kb, x + 64 * (c) + 32)                  \
 			        : _mm512_setzero_si512();                                          \
-			*smax = _mm512_mask_max_epi16(*smax, ka, *smax, w0);                       \
-			*smax = _mm512_mask_max_epi16(*smax, kb, *smax, w1);                       \
-			*umax = _mm512_mask_max_epu16(*umax, ka, *umax, w0);                       \
-			*umax = _mm512_mask_max_epu16(*umax, kb, *umax, w1);                       \
+			*smax = _mm512_mask_max_epi16(*smax, ka, *smax, va);                       \
+			*smax = _mm512_mask_max_epi16(*smax, kb, *smax, vb);                       \
+			*umax = _mm512_mask_max_epu16(*umax, ka, *umax, va);                       \
+			*umax = _mm512_mask_max_epu16(*umax, kb, *umax, vb);                       \
 		}                                                                                  \
 		*nz += (uint64_t)__builtin_popcountll(                                             \
-		    _cvtmask64_u64(_mm512_kunpackd((__mmask64)_mm512_test_epi16_mask(w1, abs),     \
-		                                   (__mmask64)_mm512_test_epi16_mask(w0, abs))));  \
-		t[c] = exp_planes(w0, w1, hi, sel);                                                \
+		    _cvtmask64_u64(_mm512_kunpackd((__mmask64)_mm512_test_epi16_mask(vb, abs),     \
+		                                   (__mmask64)_mm512_test_epi16_mask(va, abs))));  \
+		t[c] = bf16 ? exp_planes(va, vb, hi, sel)                                          \
+		            : _mm512_gf2p8affine_epi64_epi8(                                       \
+		                  sel, _mm512_permutex2var_epi8(va, hi, vb), 0);                   \
 	} while (0)
 	CHUNK(0);
 	CHUNK(1);
@@ -577,10 +533,11 @@ static void rescan_f32(const float *x, int64_t n, uint64_t *zeros, uint64_t *nne
 		*nnear = (uint64_t)_mm512_reduce_add_epi32(cn);
 }
 
-/* x: (n) fp16, n <= STATS_BLOCK -> a (set if first, else added to), s (nan/inf/near, min/max),
- * *zeros, *pad (lanes read past the end, as +0). */
-static EXT_TARGET void block_f16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first,
-                                     stats_acc *s, uint64_t *zeros, uint64_t *pad)
+/* x: (n) fp16 or bf16, n <= STATS_BLOCK -> a (set if first, else added to), s (nan/inf/near,
+ * min/max), *zeros, *pad (lanes read past the end, as +0).  bf16 gives block_f32_ext's record
+ * of the widened values; its fix-up for Inf/NaN/|x| >= 65536 runs on a widened copy. */
+EXT_INLINE void block_h16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first, stats_acc *s,
+                              uint64_t *zeros, uint64_t *pad, const int bf16)
 {
 	__m512i smax = _mm512_set1_epi16(INT16_MIN), umax = _mm512_setzero_si512();
 	__m512i e30 = _mm512_setzero_si512(), e31 = e30;
@@ -589,17 +546,28 @@ static EXT_TARGET void block_f16_ext(const uint16_t *x, int64_t n, ext_acc *a, i
 	int ng = 0;
 	int64_t i = 0;
 	for (; i + GROUP <= n; i += GROUP, ng++)
-		group_f16(x + i, GROUP, planes + NPL * ng, &smax, &umax, &nz);
+		group_h16(x + i, GROUP, planes + NPL * ng, &smax, &umax, &nz, bf16);
 	if (i < n) {
-		group_f16(x + i, n - i, planes + NPL * ng++, &smax, &umax, &nz);
+		group_h16(x + i, n - i, planes + NPL * ng++, &smax, &umax, &nz, bf16);
 		*pad += (uint64_t)(GROUP - (n - i));
 	}
 	count_planes(planes, ng, a, first, &e30, &e31);
 	uint64_t z = (uint64_t)n - nz, near = 0;
 	float lo, hi;
-	if (_mm512_test_epi64_mask(e31, e31)) {
+	if (_mm512_test_epi64_mask(e31, e31) && !bf16) {
 		/* Inf or NaN: the maxima are not the finite extremes */
 		fix_f16(x, n, s, &lo, &hi);
+	} else if (_mm512_test_epi64_mask(e31, e31)) {
+		/* Inf, NaN or |x| >= 65536 */
+		_Alignas(64) float w[STATS_BLOCK];
+		for (int64_t j = 0; j < n; j += 16) {
+			__mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+			__m256i h = _mm256_maskz_loadu_epi16(k, x + j);
+			_mm512_mask_storeu_ps(w + j, k,
+			                      _mm512_castsi512_ps(
+			                          _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+		}
+		fix_f32(w, n, s, &lo, &hi);
 	} else {
 		int16_t smx = hmax_epi16(smax);
 		uint16_t umx = hmax_epu16(umax), umin = 0;
@@ -607,13 +575,26 @@ static EXT_TARGET void block_f16_ext(const uint16_t *x, int64_t n, ext_acc *a, i
 		/* all of one sign: the extreme nearest zero is needed too, a zero (+0 or -0, both
 		 * reported as +0) if there is one */
 		if (_mm512_test_epi64_mask(e30, e30) || ((!pos || !neg) && z == 0))
-			rescan_h16(x, n, F16_NEAR, &umin, &near);
-		hi = f16_value(pos ? (uint16_t)smx : umin);
-		lo = f16_value(neg ? umx : umin);
+			rescan_h16(x, n, bf16 ? (uint16_t)(F32_NEAR >> 16) : F16_NEAR, &umin, &near);
+		uint16_t h = pos ? (uint16_t)smx : umin, l = neg ? umx : umin;
+		hi = bf16 ? f32_of((uint32_t)h << 16) : f16_value(h);
+		lo = bf16 ? f32_of((uint32_t)l << 16) : f16_value(l);
 		s->near += near;
 	}
 	*zeros += z;
 	acc_minmax(s, lo, hi);
+}
+
+static EXT_TARGET void block_f16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first,
+                                     stats_acc *s, uint64_t *zeros, uint64_t *pad)
+{
+	block_h16_ext(x, n, a, first, s, zeros, pad, 0);
+}
+
+static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first,
+                                      stats_acc *s, uint64_t *zeros, uint64_t *pad)
+{
+	block_h16_ext(x, n, a, first, s, zeros, pad, 1);
 }
 
 /* x: (n) fp32, n <= STATS_BLOCK -> a, s (nan/inf/near, min/max), *zeros, *pad. */
@@ -647,52 +628,6 @@ static EXT_TARGET void block_f32_ext(const float *x, int64_t n, ext_acc *a, int 
 			rescan_f32(x, n, &z, &near);
 		else if (low)
 			rescan_f32(x, n, &z, NULL);
-		s->near += near;
-	}
-	*zeros += z;
-	acc_minmax(s, lo, hi);
-}
-
-/* x: (n) bf16, n <= STATS_BLOCK: block_f32_ext's record of the widened values, with
- * block_f16_ext's integer min/max and inline zero count.  The fix-up for Inf/NaN/|x| >= 65536
- * runs on a widened copy. */
-static EXT_TARGET void block_bf16_ext(const uint16_t *x, int64_t n, ext_acc *a, int first,
-                                      stats_acc *s, uint64_t *zeros, uint64_t *pad)
-{
-	__m512i smax = _mm512_set1_epi16(INT16_MIN), umax = _mm512_setzero_si512();
-	__m512i e30 = _mm512_setzero_si512(), e31 = e30;
-	uint64_t nz = 0;
-	__m512i planes[STATS_BLOCK / GROUP * NPL];
-	int ng = 0;
-	int64_t i = 0;
-	for (; i + GROUP <= n; i += GROUP, ng++)
-		group_bf16(x + i, GROUP, planes + NPL * ng, &smax, &umax, &nz);
-	if (i < n) {
-		group_bf16(x + i, n - i, planes + NPL * ng++, &smax, &umax, &nz);
-		*pad += (uint64_t)(GROUP - (n - i));
-	}
-	count_planes(planes, ng, a, first, &e30, &e31);
-	uint64_t z = (uint64_t)n - nz, near = 0;
-	float lo, hi;
-	if (_mm512_test_epi64_mask(e31, e31)) {
-		_Alignas(64) float w[STATS_BLOCK];
-		for (int64_t j = 0; j < n; j += 16) {
-			__mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
-			__m256i h = _mm256_maskz_loadu_epi16(k, x + j);
-			_mm512_mask_storeu_ps(w + j, k,
-			                      _mm512_castsi512_ps(
-			                          _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-		}
-		fix_f32(w, n, s, &lo, &hi);
-	} else {
-		int16_t smx = hmax_epi16(smax);
-		uint16_t umx = hmax_epu16(umax), umin = 0;
-		int pos = smx >= 0, neg = umx >= 0x8000u;
-		/* as block_f16_ext: all of one sign and no zero needs the extreme nearest zero */
-		if (_mm512_test_epi64_mask(e30, e30) || ((!pos || !neg) && z == 0))
-			rescan_h16(x, n, (uint16_t)(F32_NEAR >> 16), &umin, &near);
-		hi = f32_of((uint32_t)(pos ? (uint16_t)smx : umin) << 16);
-		lo = f32_of((uint32_t)(neg ? umx : umin) << 16);
 		s->near += near;
 	}
 	*zeros += z;
