@@ -461,8 +461,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc > 1 && !quick) {
+		/* the first argument that is not --quick, which may come once */
+		const char *what = argc > 2 && strcmp(argv[1], "--quick") == 0 ? argv[2] : argv[1];
 		fprintf(stderr, "bench_kernels: unknown option '%s'\nusage: bench_kernels [--quick] (--help)\n",
-		        argv[argc > 2 && quick ? 2 : 1]);
+		        what);
 		return 2;
 	}
 	if (amp_kernels_init() < 0)
