@@ -823,17 +823,24 @@ static void swap_same_bits(gemm_fn fn, const char *what)
 	}
 }
 
-Test(gemm_native, amx_swapped_same_bits)
+/* check on each form of the AMX GEMM: the model, the real loop nest on the model's
+ * micro-kernel (AVX-512 BW), the tiles (AMX-BF16, else SKIPPED with what). */
+static void on_amx_forms(void (*check)(gemm_fn fn, const char *what), const char *what)
 {
-	swap_same_bits(amx_model, "amx-bf16 model");
+	check(amx_model, "amx-bf16 model");
 	if (cpu_avx512bw())
-		swap_same_bits(amp_amx_gemm_model_avx512, "amx-bf16 loop nest (avx512)");
+		check(amp_amx_gemm_model_avx512, "amx-bf16 loop nest (avx512)");
 	if (amp_amx_init() == 0)
-		swap_same_bits(amp_gemm_bf16_amx, "amx-bf16 kernel");
+		check(amp_gemm_bf16_amx, "amx-bf16 kernel");
 	else {
-		printf("SKIPPED: amx-bf16 kernel (swapped x w^T) needs amx_bf16\n");
+		printf("SKIPPED: amx-bf16 kernel (%s) needs amx_bf16\n", what);
 		fflush(stdout);
 	}
+}
+
+Test(gemm_native, amx_swapped_same_bits)
+{
+	on_amx_forms(swap_same_bits, "swapped x w^T");
 }
 
 /* The first Ms x Ns block of an Mb x Nb product (same operands, same k) has the bits of the
@@ -887,15 +894,7 @@ static void blocking_same_bits(gemm_fn fn, const char *what)
 
 Test(gemm_native, amx_blocking_same_bits)
 {
-	blocking_same_bits(amx_model, "amx-bf16 model");
-	if (cpu_avx512bw())
-		blocking_same_bits(amp_amx_gemm_model_avx512, "amx-bf16 loop nest (avx512)");
-	if (amp_amx_init() == 0)
-		blocking_same_bits(amp_gemm_bf16_amx, "amx-bf16 kernel");
-	else {
-		printf("SKIPPED: amx-bf16 kernel (blocking) needs amx_bf16\n");
-		fflush(stdout);
-	}
+	on_amx_forms(blocking_same_bits, "blocking");
 }
 
 /* ---- the real kernels --------------------------------------------------------------------------
