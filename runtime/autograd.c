@@ -165,7 +165,7 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 {
 	*fresh = 0;
 	if (t->param) {
-		if (t->param->grad_half)
+		if (t->param->grad_kept)
 			amp_param_grad_settle(t->param); /* a second gradient: added to the first */
 		t->param->grad_counted = 0;          /* a writer: the count, if any, no longer holds */
 	}
@@ -189,13 +189,13 @@ static amp_tensor *grad_of(amp_ctx *ctx, amp_tensor *t, int *fresh)
 void amp_param_grad_settle(amp_param *p)
 {
 	amp_tensor *g = p->master->grad;
-	if (g && p->grad_half) {
-		const amp_tensor *h = p->grad_half;
+	if (g && p->grad_kept) {
+		const amp_tensor *h = p->grad_kept;
 		amp_dt(h->dtype)->to_f32(h->data, g->data, h->numel);
 	} else if (g && p->grad_stale) {
 		memset(g->data, 0, (size_t)g->numel * sizeof(float));
 	}
-	p->grad_half = NULL;
+	p->grad_kept = NULL;
 	p->grad_stale = 0;
 }
 
@@ -267,7 +267,7 @@ int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32)
 	return AMP_OK;
 }
 
-/* amp_grad_acc; keep: g may become the master's grad_half (amp_grad_acc_kept), 1 returned. */
+/* amp_grad_acc; keep: g may become the master's grad_kept (amp_grad_acc_kept), 1 returned. */
 static int grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g, int keep)
 {
 	if (g->numel != t->numel)
@@ -285,7 +285,7 @@ static int grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g, int keep)
 		/* counted now, while the kernel that wrote it has it in cache (or by the checks,
 		 * under a profiler); widened by the optimizer's update block by block (no pass of
 		 * its own, no FP32 copy written) */
-		t->param->grad_half = g;
+		t->param->grad_kept = g;
 		t->param->grad_nonfinite = g->nonfinite_known
 		                               ? g->nonfinite /* the checks' scan of it */
 		                               : amp_dt(g->dtype)->nonfinite(g->data, g->numel);
@@ -497,7 +497,10 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 	ctx->in_backward = 1;
 	if (ctx->cfg.memory_optimize)
 		drop_recomputable(ctx, out);
-	if (ctx->dist)
+	/* Data parallel: the ranks reduce the step's gradients once they are whole, in the last
+	 * micro-batch's backward (the earlier ones only add to them). */
+	const int reduce = ctx->dist && ctx->micro_done >= ctx->cfg.accum_steps;
+	if (reduce)
 		dist_backward_begin(ctx);
 	/* memory_optimize: the tape is a list newest first, and a tensor's consumers come after
 	 * its producer, so once a node's backward has run, nothing left on the tape reads its
@@ -522,7 +525,7 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			break;
 		if (AMP_TRACING())
 			amp_check_backward(ctx, node, seq_before);
-		if (ctx->dist)
+		if (reduce)
 			dist_node_done(ctx, node);
 		amp_node_inputs_release(ctx, got, n_got);
 		if (release && node->out != out) {
@@ -530,7 +533,7 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			amp_tensor_release(ctx, node->out);
 		}
 	}
-	if (ctx->dist && rc == AMP_OK)
+	if (reduce && rc == AMP_OK)
 		ctx->dist->backward_end(ctx->dist_state, ctx);
 	ctx->in_backward = 0;
 	ctx->cur_op = AMP_OP_COUNT;

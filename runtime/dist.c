@@ -93,7 +93,49 @@ void amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const
 	amp_cvt(dst_dtype, dst, src_dtype, src, n);
 }
 
-int64_t amp_dist_count_nonfinite(const float *x, int64_t n)
+int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n)
 {
-	return (int64_t)amp_count_nonfinite_f32(x, n);
+	return amp_dtype_valid((int)dtype) && amp_dt(dtype)->is_float ? amp_dt(dtype)->nonfinite(x, n)
+	                                                              : 0;
+}
+
+const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *nonfinite)
+{
+	amp_param *p = param_at(ctx, i);
+	*dtype = AMP_F32;
+	*nonfinite = -1;
+	if (!p)
+		return NULL;
+	if (p->grad_kept) {
+		*dtype = p->grad_kept->dtype;
+		*nonfinite = p->grad_counted ? p->grad_nonfinite : -1;
+		return p->grad_kept->data;
+	}
+	if (!p->master->grad || p->grad_stale)
+		return NULL;
+	*nonfinite = p->grad_counted ? p->grad_nonfinite : -1;
+	return p->master->grad->data;
+}
+
+int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data)
+{
+	amp_param *p = param_at(ctx, i);
+	if (!p || !data || !amp_dtype_valid((int)dtype) || !amp_dt(dtype)->is_float)
+		return amp_fail(ctx, AMP_EINVAL, "amp_param_grad_set: no parameter %d, no data, or "
+		                                 "not a float dtype", i);
+	if (!ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE, "amp_param_grad_set: no step begun");
+	amp_tensor *g = p->master->grad;
+	if (!g) /* a parameter this rank's tapes never reached: the others' sum is its gradient */
+		g = p->master->grad = amp_alloc_persistent(ctx, AMP_F32, p->master->shape,
+		                                           AMP_MEM_GRADS);
+	amp_tensor *t = g ? amp_arena_alloc(ctx, sizeof *t) : NULL;
+	if (!t)
+		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+	*t = (amp_tensor){.dtype = dtype, .shape = g->shape, .numel = g->numel, .data = (void *)data,
+	                  .id = ctx->next_tensor_id++};
+	p->grad_kept = t;
+	p->grad_stale = 0;
+	p->grad_counted = 0; /* the optimizer counts it */
+	return AMP_OK;
 }

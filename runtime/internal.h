@@ -104,14 +104,15 @@ struct amp_param {
 	                            zero in meaning, not in memory: the step's first gradient is
 	                            written over it (no zeroing pass, no read of zeros to add to);
 	                            a reader that comes first zeroes it (amp_param_grad_settle) */
-	const amp_tensor *grad_half; /* this step's only gradient so far, a half tensor of the
-	                            step arena that master->grad has not taken in yet: the
-	                            master's gradient is its widened value (master->grad's memory
-	                            is not); the optimizer's update widens it block by block in its
-	                            own pass, any other reader or writer first has it widened into
-	                            master->grad (amp_param_grad_settle) */
+	const amp_tensor *grad_kept; /* this step's gradient, not yet taken into master->grad
+	                            (whose memory is then not the gradient): a half tensor of the
+	                            step arena that was the only gradient (amp_grad_acc_kept), or
+	                            the sum over ranks a data-parallel backend set in its payload
+	                            dtype (amp_param_grad_set).  The optimizer's update widens it
+	                            block by block in its own pass; any other reader or writer
+	                            first has it widened into master->grad (amp_param_grad_settle) */
 	int grad_counted;        /* this step's gradient came from one half gradient (widened or
-	                            in grad_half) whose NaN/Inf count is grad_nonfinite; any other
+	                            in grad_kept) whose NaN/Inf count is grad_nonfinite; any other
 	                            write (every writer opens it with grad_of or reads
 	                            amp_tensor_grad) clears this, and the optimizer then counts for
 	                            itself */
@@ -379,11 +380,11 @@ int amp_grad_acc_f32(amp_ctx *ctx, amp_tensor *t, const float *g32);
 /* amp_grad_acc for the gradient g of a master parameter t where g is a half tensor of this
  * step that nothing writes or releases before the step ends (a working copy's gradient, no
  * memory_optimize): as the step's first gradient it is not widened now but kept as
- * amp_param.grad_half, for the optimizer to widen in its update pass.  Returns 1 when kept,
+ * amp_param.grad_kept, for the optimizer to widen in its update pass.  Returns 1 when kept,
  * 0 when added as amp_grad_acc does, < 0 on error. */
 int amp_grad_acc_kept(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
 /* master->grad made to hold p's gradient in memory: zeroed if it is stale (amp_param.
- * grad_stale), widened from grad_half if it is kept there; for a reader or writer that is not
+ * grad_stale), widened from grad_kept if it is kept there; for a reader or writer that is not
  * the optimizer's update (the public accessor, a second gradient, clipping, statistics, the
  * end of the step's arena). */
 void amp_param_grad_settle(amp_param *p);

@@ -102,14 +102,15 @@ static void refresh_working(amp_param *p, int64_t i0, int64_t n)
 
 /* w: (n) fp32 master, g: (n) fp32 gradient, times inv its unscaled value (the unscale folded
  * into this pass: the same products, so the same bits as a pass of its own), cleared as it is
- * used; the working copy rewritten on the way.  A gradient kept in half (grad_half) is
- * widened block by block into L1, the same values as widening it whole first. */
+ * used; the working copy rewritten on the way.  A gradient kept in its own dtype (grad_kept:
+ * a half one, or the ranks' sum) is widened block by block into L1, the same values as
+ * widening it whole first. */
 static int update_param(amp_optim *o, amp_param *p, float inv)
 {
 	amp_ctx *ctx = o->ctx;
 	amp_tensor *w = p->master;
 	float *wv = w->data;
-	const amp_tensor *half = p->grad_half;
+	const amp_tensor *half = p->grad_kept;
 	float *g = w->grad->data;
 	float gbuf[UPDATE_BLOCK];
 	int64_t n = w->numel;
@@ -158,9 +159,17 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 		}
 		refresh_working(p, i0, len);
 	}
-	p->grad_half = NULL;
+	p->grad_kept = NULL;
 	p->grad_stale = 1; /* used: zero in meaning, the next step's first gradient written over */
 	return AMP_OK;
+}
+
+/* NaN/Inf values of p's gradient, where it is: kept in its own dtype, or master->grad. */
+static int64_t count_grad(const amp_param *p)
+{
+	const amp_tensor *k = p->grad_kept, *g = p->master->grad;
+	return k ? amp_dt(k->dtype)->nonfinite(k->data, k->numel)
+	         : amp_count_nonfinite_f32(g->data, g->numel);
 }
 
 int amp_optim_step(amp_optim *o, int *skipped)
@@ -213,7 +222,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	int overflow = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next)
-		if (in_f32 || !p->grad_half)
+		if (in_f32 || !p->grad_kept)
 			amp_param_grad_settle(p); /* and a master this step's tape did not reach: zeros */
 	for (amp_param *p = ctx->params; p; p = p->next) {
 		amp_tensor *g = p->master->grad;
@@ -225,8 +234,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			overflow |= amp_check_master_grad(ctx, p) != 0;
 		} else if (fold != 1.0f || inv == 1.0f) {
 			/* counted as it was widened from its half gradient, or counted here */
-			overflow |= (p->grad_counted ? p->grad_nonfinite
-			                             : amp_count_nonfinite_f32(g->data, g->numel)) != 0;
+			overflow |= (p->grad_counted ? p->grad_nonfinite : count_grad(p)) != 0;
 		} else {
 			/* unscaled and counted block by block: one pass over memory, not two */
 			float *gv = g->data;
@@ -294,7 +302,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	}
 	if (overflow || rc != AMP_OK) /* as an update leaves the gradients it used */
 		for (amp_param *p = ctx->params; p; p = p->next) {
-			p->grad_half = NULL;
+			p->grad_kept = NULL;
 			p->grad_stale = p->master->grad != NULL;
 		}
 

@@ -57,9 +57,9 @@ static int cast_backward(amp_ctx *ctx, amp_node *node)
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	const amp_tensor *g = node->out->grad;
 	/* A working copy's gradient stays in the arena to the step's end unless memory_optimize
-	 * releases it after this node, and data parallel reads the master's at once: otherwise the
-	 * master may keep it as it is, for the optimizer to widen in its update pass (no copy). */
-	int rc = src->param && !ctx->cfg.memory_optimize && !ctx->dist
+	 * releases it after this node: otherwise the master may keep it as it is, for the
+	 * optimizer to widen in its update pass and data parallel to send (no copy). */
+	int rc = src->param && !ctx->cfg.memory_optimize
 	             ? amp_grad_acc_kept(ctx, src, g)
 	             : amp_grad_acc(ctx, src, g);
 	if (rc != AMP_OK)

@@ -727,7 +727,7 @@ int amp_step_end(amp_ctx *ctx)
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena; a
 	 * master gradient no optimizer took is widened out of it first. */
 	for (amp_param *p = ctx->params; p; p = p->next) {
-		if (p->grad_half)
+		if (p->grad_kept)
 			amp_param_grad_settle(p);
 		p->working = NULL;
 	}
@@ -778,7 +778,7 @@ int amp_micro_batch_begin(amp_ctx *ctx)
 	for (amp_node *n = ctx->mark_tape; n; n = n->prev)
 		n->out->grad = NULL; /* made after the mark, made again by the next backward */
 	for (amp_param *p = ctx->params; p; p = p->next) {
-		if (p->grad_half)
+		if (p->grad_kept)
 			amp_param_grad_settle(p);
 		p->working = NULL;
 		p->working_step = -1;

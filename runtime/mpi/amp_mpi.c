@@ -2,15 +2,17 @@
  *
  * The parameters are split once, at attach, into buckets of about allreduce_bucket_kb KiB of
  * FP32 values, newest parameter first (the order backward finishes them).  During backward the
- * runtime reports each master gradient as final (amp/amp_dist.h); when every gradient of the
- * next bucket is final, the bucket is packed in the all-reduce dtype and posted with
- * MPI_Iallreduce.  Buckets are posted strictly in index order, so every rank issues the same
- * collectives in the same order and the result does not depend on timing.  Between tape nodes
- * the outstanding requests are tested, which is what moves them on while backward computes.
- * amp_optim_step then waits for what is left and unpacks the sums into the master gradients.
+ * runtime reports each parameter's gradient as final (amp/amp_dist.h); when every gradient of
+ * the next bucket is final, the bucket is packed in the all-reduce dtype (from the gradients
+ * where backward left them, a half one copied or converted as it is) and its ring starts (see
+ * "the ring" below).  Buckets start strictly in index order and each ring's sums are taken in
+ * a fixed order, so the result does not depend on timing.  Between tape nodes the rings in
+ * flight are tested and moved on, which is what overlaps them with the rest of backward.
+ * amp_optim_step then completes what is left and hands each parameter its sum where it lies
+ * in the payload (amp_param_grad_set): the optimizer's update widens it from there.
  *
  * Half payloads carry the scaled gradients (the loss scale was applied by backward's seed) and
- * are summed by a user-defined MPI_Op that adds in FP32 and rounds once per hop.
+ * are added in FP32, rounded once per hop.
  */
 #include "amp/amp_mpi.h"
 #include "amp/amp_dist.h"
@@ -25,12 +27,16 @@ typedef enum { B_IDLE = 0, B_POSTED = 1, B_DONE = 2 } bucket_state;
 typedef struct bucket {
 	int first, count;      /* parameters order[first .. first+count) */
 	int64_t elems;         /* their elements */
-	void *buf;             /* elems values of the payload dtype */
+	int64_t chunk;         /* elements of each rank's share in the ring: elems / size, up */
+	void *buf;             /* chunk * size values of the payload dtype (the tail zeros) */
+	void *in;              /* chunk values: a share received to be added */
 	int ready;             /* parameters of it whose gradient is final this step */
 	bucket_state state;
-	MPI_Request req;
+	int hop;               /* ring steps done: 0 .. 2 (size - 1) */
+	MPI_Request req[2];    /* the current hop's send and receive */
 	uint64_t t_post, t_wait, t_end; /* trace clock */
 	int waited;            /* the training thread blocked on it */
+	int err;               /* MPI error code of its last flight */
 	unsigned flags;        /* AMP_COMM_LOCAL_OVERFLOW */
 } bucket;
 
@@ -38,8 +44,7 @@ typedef struct dist {
 	MPI_Comm comm;
 	int rank, size;
 	amp_dtype dtype;       /* payload */
-	MPI_Datatype mpi_type;
-	MPI_Op op;             /* MPI_SUM for fp32, a user op for the half types */
+	MPI_Datatype mpi_type; /* a payload value as MPI moves it (bytes only: the ring adds) */
 	int n_params;
 	int *order;            /* parameter indexes, newest first */
 	int *bucket_of;        /* per parameter index: its bucket */
@@ -48,37 +53,33 @@ typedef struct dist {
 	bucket *b;
 	int next_post;         /* first bucket not yet posted */
 	int in_flight;         /* posted, not yet seen complete */
-	float *scratch;        /* largest parameter, fp32 (packing zeros, unpacking) */
+	float *scratch;        /* largest parameter, fp32 (the broadcast) */
 } dist;
 
-/* ---- the half-type sums -------------------------------------------------------------------- */
-#define OP_BLOCK 1024
+/* ---- the sums ----------------------------------------------------------------------------- */
+#define SUM_BLOCK 1024
 
-static void sum_half(amp_dtype dt, const void *in, void *inout, int n)
+/* y += x over n values of dt, in FP32, each sum rounded once to dt. */
+static void sum_into(amp_dtype dt, void *y, const void *x, int64_t n)
 {
-	float a[OP_BLOCK], b[OP_BLOCK];
-	const uint16_t *x = in;
-	uint16_t *y = inout;
-	for (int i0 = 0; i0 < n; i0 += OP_BLOCK) {
-		int m = n - i0 < OP_BLOCK ? n - i0 : OP_BLOCK;
-		amp_dist_convert(AMP_F32, a, dt, x + i0, m);
-		amp_dist_convert(AMP_F32, b, dt, y + i0, m);
-		for (int i = 0; i < m; i++)
-			b[i] += a[i];
-		amp_dist_convert(dt, y + i0, AMP_F32, b, m);
+	if (dt == AMP_F32) {
+		float *restrict yf = y;
+		const float *restrict xf = x;
+		for (int64_t i = 0; i < n; i++)
+			yf[i] += xf[i];
+		return;
 	}
-}
-
-static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *type)
-{
-	(void)type;
-	sum_half(AMP_F16, in, inout, *len);
-}
-
-static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *type)
-{
-	(void)type;
-	sum_half(AMP_BF16, in, inout, *len);
+	float a[SUM_BLOCK], b[SUM_BLOCK];
+	const uint16_t *xh = x;
+	uint16_t *yh = y;
+	for (int64_t i0 = 0; i0 < n; i0 += SUM_BLOCK) {
+		int64_t m = n - i0 < SUM_BLOCK ? n - i0 : SUM_BLOCK;
+		amp_dist_convert(AMP_F32, a, dt, xh + i0, m);
+		amp_dist_convert(AMP_F32, b, dt, yh + i0, m);
+		for (int64_t i = 0; i < m; i++)
+			b[i] += a[i];
+		amp_dist_convert(dt, yh + i0, AMP_F32, b, m);
+	}
 }
 
 /* ---- buckets ------------------------------------------------------------------------------- */
@@ -87,6 +88,9 @@ static int64_t numel_of(amp_ctx *ctx, int i)
 	return amp_tensor_numel(amp_param_at(ctx, i));
 }
 
+/* The bucket's gradients into its payload, converted where backward left them in another
+ * dtype; a gradient the step did not reach contributes zeros.  Flags a local NaN/Inf (counted
+ * by the runtime already where it could). */
 static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 {
 	size_t esz = amp_dtype_size(d->dtype);
@@ -94,32 +98,34 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 	bk->flags = 0;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
-		int64_t n = numel_of(ctx, i);
-		amp_tensor *g = amp_tensor_grad(amp_param_at(ctx, i));
-		const float *src = g ? amp_tensor_data(g) : NULL;
-		if (!src) { /* not reached by this step's tape: contributes zeros */
-			memset(d->scratch, 0, (size_t)n * sizeof(float));
-			src = d->scratch;
+		int64_t n = numel_of(ctx, i), bad;
+		amp_dtype dt;
+		const void *src = amp_param_grad_data(ctx, i, &dt, &bad);
+		if (!src) {
+			memset(dst, 0, (size_t)n * esz);
+		} else {
+			if (bad < 0)
+				bad = amp_dist_count_nonfinite(dt, src, n);
+			if (bad)
+				bk->flags |= AMP_COMM_LOCAL_OVERFLOW;
+			amp_dist_convert(d->dtype, dst, dt, src, n);
 		}
-		if (amp_dist_count_nonfinite(src, n))
-			bk->flags |= AMP_COMM_LOCAL_OVERFLOW;
-		amp_dist_convert(d->dtype, dst, AMP_F32, src, n);
 		dst += (size_t)n * esz;
 	}
 }
 
-static void unpack(dist *d, amp_ctx *ctx, bucket *bk)
+/* The sums become the gradients where they are: the optimizer reads the payload in place. */
+static int unpack(dist *d, amp_ctx *ctx, bucket *bk)
 {
 	size_t esz = amp_dtype_size(d->dtype);
 	const char *src = bk->buf;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
-		int i = d->order[k];
-		int64_t n = numel_of(ctx, i);
-		amp_tensor *g = amp_tensor_grad(amp_param_at(ctx, i));
-		if (g)
-			amp_dist_convert(AMP_F32, amp_tensor_data(g), d->dtype, src, n);
-		src += (size_t)n * esz;
+		int i = d->order[k], rc = amp_param_grad_set(ctx, i, d->dtype, src);
+		if (rc != AMP_OK)
+			return rc;
+		src += (size_t)numel_of(ctx, i) * esz;
 	}
+	return AMP_OK;
 }
 
 static int mpi_fail(amp_ctx *ctx, int err, const char *what)
@@ -132,22 +138,88 @@ static int mpi_fail(amp_ctx *ctx, int err, const char *what)
 	return amp_dist_fail(ctx, AMP_EIO, msg);
 }
 
+/* ---- the ring ------------------------------------------------------------------------------
+ * A bucket is summed by a ring over the ranks, on MPI's point-to-point messages: the payload is
+ * cut into one share per rank, and in each of size - 1 hops every rank sends a share to the
+ * next rank and adds the one it receives from the previous rank into its own (after them,
+ * rank r holds the whole sum of share r + 1); in size - 1 more hops the finished shares go
+ * round and are copied in.  Each rank sends and receives 2 (size - 1) / size of the payload and
+ * adds (size - 1) / size of it, with no copy of its own: what the bandwidth-bound all-reduce of
+ * large buffers needs (MPI_Iallreduce's choice for few ranks reduces everything on one rank
+ * and sends it back).  A share's sum is taken in the same order on every run, and every rank
+ * ends with the same bits (the finished shares are copied, not summed again).  The hops of a
+ * bucket travel under its index as the tag; MPI keeps messages of one tag in order. */
+static void *share(const dist *d, const bucket *bk, int s)
+{
+	return (char *)bk->buf + (size_t)(((s % d->size) + d->size) % d->size) *
+	                             (size_t)bk->chunk * amp_dtype_size(d->dtype);
+}
+
+/* Posts hop bk->hop: its send to the next rank and its receive from the previous one. */
+static int ring_post(dist *d, bucket *bk, int tag)
+{
+	int r = d->rank, p = d->size, h = bk->hop, gather = h >= p - 1;
+	int next = (r + 1) % p, prev = (r + p - 1) % p;
+	void *out = gather ? share(d, bk, r + 1 - (h - (p - 1))) : share(d, bk, r - h);
+	void *in = gather ? share(d, bk, r - (h - (p - 1))) : bk->in;
+	int err = MPI_Irecv(in, (int)bk->chunk, d->mpi_type, prev, tag, d->comm, &bk->req[1]);
+	if (err == MPI_SUCCESS)
+		err = MPI_Isend(out, (int)bk->chunk, d->mpi_type, next, tag, d->comm, &bk->req[0]);
+	return err;
+}
+
+/* Moves bucket k's ring on: the hops that completed (all of them when wait) are finished and
+ * the next ones posted.  Returns an MPI error code, MPI_SUCCESS while all is well. */
+static int ring_advance(dist *d, int k, int wait)
+{
+	bucket *bk = &d->b[k];
+	int p = d->size, hops = 2 * (p - 1);
+	while (bk->hop < hops) {
+		int done = 1, err;
+		err = wait ? MPI_Waitall(2, bk->req, MPI_STATUSES_IGNORE)
+		           : MPI_Testall(2, bk->req, &done, MPI_STATUSES_IGNORE);
+		if (err != MPI_SUCCESS)
+			return err;
+		if (!done)
+			return MPI_SUCCESS;
+		if (bk->hop < p - 1) /* the share received joins this rank's own */
+			sum_into(d->dtype, share(d, bk, d->rank - bk->hop - 1), bk->in, bk->chunk);
+		if (++bk->hop < hops && (err = ring_post(d, bk, k)) != MPI_SUCCESS)
+			return err;
+	}
+	return MPI_SUCCESS;
+}
+
+/* Bucket k leaves the flight: complete, or failed with err. */
+static void land(dist *d, int k, int err)
+{
+	bucket *bk = &d->b[k];
+	bk->t_end = amp_dist_clock();
+	if (!bk->waited)
+		bk->t_wait = bk->t_end;
+	bk->err = err;
+	bk->state = B_DONE;
+	d->in_flight--;
+}
+
 /* Posts the buckets whose gradients are all final, in index order. */
 static void post_ready(dist *d, amp_ctx *ctx)
 {
 	while (d->next_post < d->n_buckets) {
-		bucket *bk = &d->b[d->next_post];
+		int k = d->next_post;
+		bucket *bk = &d->b[k];
 		if (bk->ready < bk->count)
 			return;
 		pack(d, ctx, bk);
 		bk->t_post = amp_dist_clock();
 		bk->waited = 0;
-		/* An error here comes back from MPI_Wait in reduce (the communicator returns them). */
-		MPI_Iallreduce(MPI_IN_PLACE, bk->buf, (int)bk->elems, d->mpi_type, d->op, d->comm,
-		               &bk->req);
+		bk->hop = 0;
 		bk->state = B_POSTED;
 		d->in_flight++;
 		d->next_post++;
+		int err = d->size > 1 ? ring_post(d, bk, k) : MPI_SUCCESS;
+		if (d->size == 1 || err != MPI_SUCCESS)
+			land(d, k, err); /* an error comes back from reduce */
 	}
 }
 
@@ -157,14 +229,9 @@ static void test_posted(dist *d)
 		bucket *bk = &d->b[k];
 		if (bk->state != B_POSTED)
 			continue;
-		int flag = 0;
-		MPI_Test(&bk->req, &flag, MPI_STATUS_IGNORE);
-		if (flag) {
-			bk->t_end = amp_dist_clock();
-			bk->t_wait = bk->t_end;
-			bk->state = B_DONE;
-			d->in_flight--;
-		}
+		int err = ring_advance(d, k, 0);
+		if (err != MPI_SUCCESS || bk->hop == 2 * (d->size - 1))
+			land(d, k, err);
 	}
 }
 
@@ -229,16 +296,13 @@ static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
 		bucket *bk = &d->b[k];
 		if (bk->state == B_POSTED) {
 			bk->t_wait = amp_dist_clock();
-			int err = MPI_Wait(&bk->req, MPI_STATUS_IGNORE);
-			bk->t_end = amp_dist_clock();
 			bk->waited = 1;
-			bk->state = B_DONE;
-			d->in_flight--;
-			if (err != MPI_SUCCESS && rc == AMP_OK)
-				rc = mpi_fail(ctx, err, "gradient all-reduce");
+			land(d, k, ring_advance(d, k, 1));
 		}
+		if (bk->err != MPI_SUCCESS && rc == AMP_OK)
+			rc = mpi_fail(ctx, bk->err, "gradient all-reduce");
 		if (rc == AMP_OK)
-			unpack(d, ctx, bk);
+			rc = unpack(d, ctx, bk);
 		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k,
 		               (uint64_t)bk->elems * amp_dtype_size(d->dtype), bk->t_post,
 		               bk->waited ? bk->t_wait : bk->t_end, bk->t_end, bk->flags);
@@ -257,13 +321,13 @@ static void hook_detach(void *state, amp_ctx *ctx)
 	if (!finalized) {
 		for (int k = 0; k < d->n_buckets; k++)
 			if (d->b[k].state == B_POSTED)
-				MPI_Wait(&d->b[k].req, MPI_STATUS_IGNORE);
-		if (d->op != MPI_SUM)
-			MPI_Op_free(&d->op);
+				ring_advance(d, k, 1);
 		MPI_Comm_free(&d->comm);
 	}
-	for (int k = 0; k < d->n_buckets; k++)
+	for (int k = 0; k < d->n_buckets; k++) {
 		free(d->b[k].buf);
+		free(d->b[k].in);
+	}
 	free(d->b);
 	free(d->order);
 	free(d->bucket_of);
@@ -310,11 +374,16 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 		if (bk->elems * 4 >= cap_bytes || k == n - 1)
 			d->n_buckets++;
 	}
+	size_t esz = amp_dtype_size(d->dtype);
 	for (int k = 0; k < d->n_buckets; k++) {
-		if (d->b[k].elems > INT32_MAX)
+		bucket *bk = &d->b[k];
+		if (bk->elems > INT32_MAX)
 			return AMP_EINVAL;
-		d->b[k].buf = malloc((size_t)d->b[k].elems * amp_dtype_size(d->dtype) + 1);
-		if (!d->b[k].buf)
+		bk->chunk = (bk->elems + d->size - 1) / d->size;
+		/* the tail past elems is zeros, added and sent like the rest */
+		bk->buf = calloc((size_t)(bk->chunk * d->size), esz);
+		bk->in = malloc((size_t)bk->chunk * esz);
+		if (!bk->buf || !bk->in)
 			return AMP_ENOMEM;
 	}
 	d->scratch = malloc((size_t)largest * sizeof(float));
@@ -400,16 +469,10 @@ int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
 	MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
 	MPI_Comm_rank(d->comm, &d->rank);
 	MPI_Comm_size(d->comm, &d->size);
-	d->op = MPI_SUM;
 	d->n_params = amp_param_count(ctx);
 	const char *dt = amp_config_get(ctx, "allreduce_dtype");
 	d->dtype = strcmp(dt, "fp16") == 0 ? AMP_F16 : strcmp(dt, "bf16") == 0 ? AMP_BF16 : AMP_F32;
-	if (d->dtype == AMP_F32) {
-		d->mpi_type = MPI_FLOAT;
-	} else {
-		d->mpi_type = MPI_UINT16_T;
-		MPI_Op_create(d->dtype == AMP_F16 ? sum_f16 : sum_bf16, 1, &d->op);
-	}
+	d->mpi_type = d->dtype == AMP_F32 ? MPI_FLOAT : MPI_UINT16_T;
 	int64_t kb = strtoll(amp_config_get(ctx, "allreduce_bucket_kb"), NULL, 10);
 	int rc = make_buckets(d, ctx, kb * 1024);
 	if (rc != AMP_OK) {

@@ -69,6 +69,13 @@ check "split bias: 2 ranks exit 0" "$?" 0
 check_true "split bias: identical weights on both ranks" cmp -s "$OUT/w2.split.0" "$OUT/w2.split.1"
 e=$(relerr "$OUT/w1.split" "$OUT/w2.split.0")
 check_true "split bias: 2 ranks x half batch = 1 process within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
+# gradient accumulation: each rank's share in 2 micro-batches, reduced once after the last
+AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 20 --micro 2 \
+	--weights "$OUT/w2.micro.%r" >/dev/null 2>"$OUT/micro.err"
+check "2 micro-batches: 2 ranks exit 0" "$?" 0
+check_true "2 micro-batches: identical weights on both ranks" cmp -s "$OUT/w2.micro.0" "$OUT/w2.micro.1"
+e=$(relerr "$OUT/w1.fp32" "$OUT/w2.micro.0")
+check_true "2 micro-batches: 2 ranks = 1 process x whole batch within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
 # and without the all-reduce the ranks would not agree (the test can fail)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")

@@ -5,13 +5,15 @@
  * its contiguous share of it, otherwise the one process trains on the whole batch, so that the
  * two can be compared weight for weight.
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
- *              [--die-rank R --die-step S] [--split-bias] [--weights FILE]
+ *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--weights FILE]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
  * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
  * other ranks then wait at the next all-reduce until the launcher ends them).
  * --split-bias makes fc3's bias a Concat of five parameters of two elements each: a tape node
  * with more inputs than it lists, whose parameters are reduced all the same.
+ * --micro M trains each step's share in M micro-batches (gradient_accumulation_steps M): the
+ * ranks reduce once, after the last.
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -34,7 +36,7 @@
 
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
-	    split_bias;
+	    split_bias, micro;
 	const char *weights;
 } opts;
 
@@ -54,7 +56,7 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, NULL};
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, NULL};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
@@ -75,6 +77,8 @@ static int parse(int argc, char **argv, opts *o)
 			o->die_rank = atoi(argv[++i]);
 		else if (v && strcmp(a, "--die-step") == 0)
 			o->die_step = atoi(argv[++i]);
+		else if (v && strcmp(a, "--micro") == 0)
+			o->micro = atoi(argv[++i]);
 		else if (v && strcmp(a, "--weights") == 0)
 			o->weights = argv[++i];
 		else {
@@ -82,8 +86,8 @@ static int parse(int argc, char **argv, opts *o)
 			return 2;
 		}
 	}
-	if (o->batch < 1 || o->batch > DATA || o->steps < 1) {
-		fprintf(stderr, "dist_cases: --batch 1..%d, --steps >= 1\n", DATA);
+	if (o->batch < 1 || o->batch > DATA || o->steps < 1 || o->micro < 1) {
+		fprintf(stderr, "dist_cases: --batch 1..%d, --steps >= 1, --micro >= 1\n", DATA);
 		return 2;
 	}
 	return 0;
@@ -155,6 +159,9 @@ int main(int argc, char **argv)
 	char seed[16];
 	snprintf(seed, sizeof seed, "%d", 7 + rank);
 	CHECK(amp_config_set(ctx, "seed", seed));
+	char micro[16];
+	snprintf(micro, sizeof micro, "%d", o.micro);
+	CHECK(amp_config_set(ctx, "gradient_accumulation_steps", micro));
 	CHECK(amp_param_new(ctx, "fc1", amp_shape2(HID, IN), AMP_INIT_KAIMING, 1, &p[0]));
 	CHECK(amp_param_new(ctx, "fc1.bias", amp_shape1(HID), AMP_INIT_UNIFORM, 0.1f, &p[1]));
 	CHECK(amp_param_new(ctx, "fc2", amp_shape2(HID, HID), AMP_INIT_KAIMING, 1, &p[2]));
@@ -185,20 +192,26 @@ int main(int argc, char **argv)
 		}
 		if (rank == o.overflow_rank && step == o.overflow_step)
 			x[3] = 3e38f;
-		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *b3 = p[5], *lg, *l;
+		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *b3 = p[5], *lg, *l = NULL;
 		int skipped = 0;
 		CHECK(amp_step_begin(ctx));
-		CHECK(amp_tensor_from_f32(ctx, x, amp_shape2(n, IN), AMP_F32, &xt));
-		CHECK(amp_tensor_from_i32(ctx, g_y + start + lo, amp_shape1(n), &yt));
-		CHECK(amp_linear(ctx, "fc1", xt, p[0], p[1], &h1));
-		CHECK(amp_relu(ctx, "relu1", h1, &a1));
-		CHECK(amp_linear(ctx, "fc2", a1, p[2], p[3], &h2));
-		CHECK(amp_relu(ctx, "relu2", h2, &a2));
-		if (o.split_bias)
-			CHECK(amp_concat(ctx, "fc3.bias", p + 5, 5, 0, &b3));
-		CHECK(amp_linear(ctx, "fc3", a2, p[4], b3, &lg));
-		CHECK(amp_cross_entropy(ctx, "loss", lg, yt, &l));
-		CHECK(amp_backward(ctx, l));
+		for (int mb = 0; mb < o.micro; mb++) { /* the rank's share in o.micro micro-batches */
+			int m0 = n * mb / o.micro, m = n * (mb + 1) / o.micro - m0;
+			if (o.micro > 1)
+				CHECK(amp_micro_batch_begin(ctx));
+			CHECK(amp_tensor_from_f32(ctx, x + (size_t)m0 * IN, amp_shape2(m, IN), AMP_F32,
+			                          &xt));
+			CHECK(amp_tensor_from_i32(ctx, g_y + start + lo + m0, amp_shape1(m), &yt));
+			CHECK(amp_linear(ctx, "fc1", xt, p[0], p[1], &h1));
+			CHECK(amp_relu(ctx, "relu1", h1, &a1));
+			CHECK(amp_linear(ctx, "fc2", a1, p[2], p[3], &h2));
+			CHECK(amp_relu(ctx, "relu2", h2, &a2));
+			if (o.split_bias)
+				CHECK(amp_concat(ctx, "fc3.bias", p + 5, 5, 0, &b3));
+			CHECK(amp_linear(ctx, "fc3", a2, p[4], b3, &lg));
+			CHECK(amp_cross_entropy(ctx, "loss", lg, yt, &l));
+			CHECK(amp_backward(ctx, l));
+		}
 		double scale = amp_loss_scale(ctx);
 		CHECK(amp_optim_step(opt, &skipped));
 		double loss = amp_tensor_item(ctx, l);

@@ -1194,7 +1194,7 @@ Test(modes, kept_gradient_counted_by_the_checks, .fini = checks_off)
 		for (int i = 0; i < 6; i++)
 			seed[i] = (float)ctx->step_scale;
 		cr_assert_eq(amp_backward_seeded(ctx, y, seed), AMP_OK, "%s", amp_ctx_error(ctx));
-		cr_assert_not_null(w->param->grad_half, "the half gradient is kept");
+		cr_assert_not_null(w->param->grad_kept, "the half gradient is kept");
 		cr_assert(w->param->working->grad->nonfinite_known, "the checks counted it");
 		cr_assert_eq(w->param->grad_nonfinite, overflow ? 1 : 0);
 		int skipped = -1;

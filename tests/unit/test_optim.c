@@ -709,14 +709,14 @@ static void kept_step(amp_ctx *ctx, amp_optim *o, amp_tensor *w, amp_dtype dt, c
 	if (read)
 		cr_assert_not_null(amp_tensor_grad(w));
 	else if (fresh)
-		cr_assert_not_null(w->param->grad_half, "the step's first half gradient is kept");
+		cr_assert_not_null(w->param->grad_kept, "the step's first half gradient is kept");
 	else
-		cr_assert_null(w->param->grad_half, "a gradient added to the last step's is not");
+		cr_assert_null(w->param->grad_kept, "a gradient added to the last step's is not");
 	*skipped = 0;
 	if (!no_optim)
 		cr_assert_eq(amp_optim_step(o, skipped), AMP_OK, "%s", amp_ctx_error(ctx));
 	cr_assert_eq(amp_step_end(ctx), AMP_OK);
-	cr_assert_null(w->param->grad_half, "nothing kept past the step");
+	cr_assert_null(w->param->grad_kept, "nothing kept past the step");
 }
 
 /* The update that widens a kept half gradient block by block gives the bits of the one that
@@ -770,4 +770,79 @@ Test(optim, kept_half_gradients_update_as_widened_ones)
 				             (double)got[1][i]);
 			cr_assert_neq(memcmp(got[0], w0, sizeof w0), 0, "trained");
 		}
+}
+
+/* A data-parallel backend hands the optimizer each parameter's sum where it lies, in its
+ * payload dtype (amp_param_grad_set): the update reads it there and gives the bits of the one
+ * that reads the same values written into the FP32 master gradient; a NaN among them skips
+ * the step; the backend reads a kept half gradient as it is (amp_param_grad_data). */
+Test(optim, gradient_set_in_place_updates_as_a_written_one)
+{
+	static float w0[KEPT_N], vals[KEPT_N], got[2][KEPT_N];
+	static uint16_t half[KEPT_N];
+	uint64_t s = 11;
+	for (int i = 0; i < KEPT_N; i++)
+		w0[i] = amp_rng_uniform(&s) - 0.5f;
+	const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+	for (int d = 0; d < 3; d++) {
+		int skips[2] = {0, 0};
+		for (int set = 0; set < 2; set++) {
+			uint64_t r = 99; /* the same sums on both paths */
+			amp_ctx *ctx = mkctx("precision_mode", "allow_mix_precision_fp16", NULL);
+			amp_tensor *w;
+			cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(KEPT_N), AMP_INIT_ZEROS, 0, &w),
+			             AMP_OK);
+			cr_assert_eq(amp_param_load(ctx, w, w0), AMP_OK);
+			amp_optim *o;
+			amp_sgd_options so = {.lr = 0.05f, .momentum = 0.9f};
+			cr_assert_eq(amp_optim_sgd_new(ctx, &so, &o), AMP_OK);
+			for (int step = 0; step < 4; step++) {
+				/* the sums: scaled gradients, rounded to the payload dtype */
+				for (int i = 0; i < KEPT_N; i++)
+					vals[i] = (float)amp_loss_scale(ctx) * (amp_rng_uniform(&r) - 0.5f);
+				if (step == 2)
+					vals[KEPT_N - 1] = NAN;
+				const void *payload = vals;
+				if (dts[d] != AMP_F32) {
+					amp_cvt(dts[d], half, AMP_F32, vals, KEPT_N);
+					amp_cvt(AMP_F32, vals, dts[d], half, KEPT_N);
+					payload = half;
+				}
+				int skipped = 0;
+				cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+				if (set) {
+					cr_assert_eq(amp_param_grad_set(ctx, 0, dts[d], payload), AMP_OK, "%s",
+					             amp_ctx_error(ctx));
+					amp_dtype got_dt;
+					int64_t bad;
+					cr_assert_eq(amp_param_grad_data(ctx, 0, &got_dt, &bad), payload,
+					             "read where it was set");
+					cr_assert_eq(got_dt, dts[d]);
+				} else {
+					amp_tensor *g = amp_tensor_grad(w);
+					if (!g) { /* the first step: a gradient made by backward */
+						amp_tensor *c, *y;
+						cr_assert_eq(amp_tensor_from_f32(ctx, w0, amp_shape1(KEPT_N), AMP_F32,
+						                                 &c),
+						             AMP_OK);
+						cr_assert_eq(amp_mul(ctx, "mul", c, w, &y), AMP_OK);
+						cr_assert_eq(amp_backward_seeded(ctx, y, vals), AMP_OK);
+						g = amp_tensor_grad(w);
+					}
+					memcpy(amp_tensor_data(g), vals, sizeof vals);
+				}
+				cr_assert_eq(amp_optim_step(o, &skipped), AMP_OK, "%s", amp_ctx_error(ctx));
+				cr_assert_eq(amp_step_end(ctx), AMP_OK);
+				skips[set] += skipped;
+			}
+			memcpy(got[set], amp_tensor_data(w), sizeof got[set]);
+			amp_ctx_free(ctx);
+		}
+		cr_assert_eq(skips[1], 1, "%s: the NaN skips its step", amp_dtype_name(dts[d]));
+		cr_assert_eq(skips[0], skips[1]);
+		for (int i = 0; i < KEPT_N; i++)
+			cr_assert_eq(got[0][i], got[1][i], "%s: w[%d] %a vs %a", amp_dtype_name(dts[d]), i,
+			             (double)got[0][i], (double)got[1][i]);
+		cr_assert_neq(memcmp(got[1], w0, sizeof w0), 0, "trained");
+	}
 }

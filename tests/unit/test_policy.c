@@ -417,7 +417,7 @@ Test(policy, gradients_reach_masters_through_casts)
 	cr_assert_eq(amp_backward_seeded(ctx, y, s), AMP_OK, "%s", amp_ctx_error(ctx));
 	/* kept by the master in fp16 (no copy), widened when read */
 	cr_assert_eq(ctx->stats.copies, c0, "the gradient kept in fp16, not copied");
-	cr_assert_eq(w->param->grad_half, w->param->working->grad);
+	cr_assert_eq(w->param->grad_kept, w->param->working->grad);
 	cr_assert_not_null(w->param->working->grad);
 	cr_assert_eq(w->param->working->grad->dtype, AMP_F16);
 	amp_tensor *g = amp_tensor_grad(w);

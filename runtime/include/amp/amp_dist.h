@@ -4,7 +4,7 @@
  * a table of hooks to a context; from then on amp_backward tells it when each parameter's
  * master gradient is final (so it can start reducing a bucket while backward goes on), and
  * amp_optim_step lets it finish the reduction before the gradients are unscaled and checked.
- * The gradients a backend sees are the scaled FP32 master gradients, so a half-precision
+ * The gradients a backend sees are scaled (the loss scale is in them), so a half-precision
  * reduction casts values the loss scale has already lifted.
  *
  * The functions below are for backends; a training program uses the backend's own header.
@@ -31,7 +31,8 @@ typedef struct amp_dist_ops {
 	/* The tape is done; parameters it never reached are final too. */
 	void (*backward_end)(void *state, amp_ctx *ctx);
 	/* Called by amp_optim_step before it unscales: completes every reduction of the step and
-	 * leaves the sum over ranks in the master gradients; *divisor is what the sum is divided
+	 * leaves the sum over ranks as the gradients (in the master gradients, or set with
+	 * amp_param_grad_set); *divisor is what the sum is divided
 	 * by (the number of ranks, so the update sees the mean).  AMP_OK or an error code (the
 	 * backend has set the context's message through amp_dist_fail). */
 	int (*reduce)(void *state, amp_ctx *ctx, double *divisor);
@@ -57,8 +58,21 @@ const char *amp_param_label(amp_ctx *ctx, int i);
  * vectorized kernels (round to nearest even; values beyond a half type's range become Inf). */
 void amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
                       int64_t n);
-/* Number of NaN and Inf values among n floats. */
-int64_t amp_dist_count_nonfinite(const float *x, int64_t n);
+/* Number of NaN and Inf values among n values of a float dtype. */
+int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n);
+
+/* ---- the gradients, where backward left them ----------------------------------------------- */
+/* Parameter i's gradient of this step as it is stored, read without widening it: a half
+ * gradient backward kept in its own dtype, or the FP32 master gradient (*dtype says which; the
+ * values are amp_tensor_numel of the master).  NULL when the step has none (zeros).
+ * *nonfinite is its NaN/Inf count when the runtime already knows it, else -1.  Valid until
+ * the next write to the gradient; a final gradient (grad_ready) is not written again. */
+const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *nonfinite);
+/* Makes data (the master's numel values of dtype, a float dtype) parameter i's gradient for
+ * this step: the optimizer reads it in place, widening it block by block in its update, and
+ * counts its NaN/Inf values.  data must stay unchanged until the step ends.  What a backend
+ * does with the reduced sums instead of writing them back into the master gradients. */
+int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data);
 
 /* ---- profiling a collective --------------------------------------------------------------- */
 /* Kinds of a collective (the `comm` table's kind). */

@@ -12,13 +12,13 @@
  *     MPI_Finalize();
  *
  * From then on amp_backward all-reduces the master gradients in buckets (allreduce_bucket_kb)
- * as it produces them, with non-blocking collectives posted in one fixed order, so that the
- * reduction overlaps the rest of backward and gives bit-identical results from run to run for
- * a given number of ranks.  amp_optim_step waits for the last bucket, divides by the number of
+ * as it produces them, each summed by a ring of non-blocking point-to-point messages started in
+ * one fixed order, so that the reduction overlaps the rest of backward and gives bit-identical
+ * results from run to run for a given number of ranks.  amp_optim_step waits for the last bucket, divides by the number of
  * ranks, then unscales and checks: every rank sees the same sum, so an Inf or NaN on any rank
  * (or one the sum produced) makes every rank skip the step and back the loss scale off
  * together.  allreduce_dtype = fp16 | bf16 sends the scaled gradients in the half type (half
- * the bytes of fp32) and sums them in FP32 on every hop (a user-defined MPI_Op).
+ * the bytes of fp32) and adds them in FP32 on every hop.
  *
  * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
  * and the start-up barrier is what `ampprof merge` aligns the ranks' clocks on.
