@@ -73,7 +73,6 @@ typedef struct trace_ring {
 /* ---- the session's globals (trace_session.c) and this thread's ring (trace_ring.c) -------- */
 extern TRACE_HIDDEN amp_session_hdr *amp_trace_sess;
 extern TRACE_HIDDEN size_t amp_trace_sess_size;
-extern TRACE_HIDDEN int amp_trace_use_tsc;
 extern TRACE_HIDDEN uintptr_t amp_trace_rt_lo, amp_trace_rt_hi;
 extern TRACE_HIDDEN amp_trace_config amp_trace_cfg;
 extern TRACE_HIDDEN int amp_trace_callstack_on, amp_trace_drop_mode;
@@ -209,8 +208,14 @@ static inline uint32_t intern(trace_ring *r, const char *s)
 	unsigned slot = (unsigned)(((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull) >> 56) &
 	                (TRACE_PCACHE - 1);
 	uint32_t id = r->pcache[slot].id;
-	if (r->pcache[slot].ptr == s && strcmp(s, r->texts[id]) == 0)
-		return id;
+	if (r->pcache[slot].ptr == s) {
+		/* inline: a label is a few bytes, and a call to strcmp cost more than comparing */
+		const char *a = s, *b = r->texts[id];
+		while (*a && *a == *b)
+			a++, b++;
+		if (*a == *b)
+			return id;
+	}
 	id = amp_trace_intern_content(r, s);
 	if (id) {
 		r->pcache[slot].ptr = s;

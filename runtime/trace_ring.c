@@ -26,12 +26,8 @@ static uint64_t mono_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t amp_trace_clock(void)
+uint64_t amp_trace_clock_mono(void)
 {
-#if TRACE_HAVE_TSC
-	if (__builtin_expect(amp_trace_use_tsc, 1))
-		return __rdtsc();
-#endif
 	return mono_ns(CLOCK_MONOTONIC);
 }
 

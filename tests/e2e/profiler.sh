@@ -56,6 +56,10 @@ check "ops rows = producer's own count" "$(q run.db 'SELECT count(*) FROM ops')"
 	"$(q run.db "SELECT value FROM meta WHERE key = 'ops_dispatched'")"
 check "steps rows" "$(q run.db 'SELECT count(*), min(step), max(step) FROM steps')" "10|0|9"
 check "copies rows (cast and h2d)" "$(q run.db "SELECT group_concat(kind) FROM (SELECT DISTINCT kind FROM copies ORDER BY kind)")" "cast,h2d"
+# the producer writes each label into one stack buffer: a pointer the emitter saw comes back
+# with other text, and the labels still follow the ops (layer0..3 by seq % 4)
+check "labels of a reused buffer follow their ops" \
+	"$(q run.db "SELECT count(*) FROM ops WHERE label != 'layer' || (seq % 20 % 4)")" 0
 check "call sites name the source file" \
 	"$(q run.db "SELECT count(*) > 0 FROM callsites WHERE file LIKE '%trace_producer.c' AND line > 0")" 1
 check "overview complete" "$(q run.db 'SELECT complete, steps, overflow_steps, skipped_steps, min_scale, max_scale FROM overview')" "1|10|2|2|64.0|128.0"
