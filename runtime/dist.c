@@ -117,7 +117,7 @@ const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *
 	return p->master->grad->data;
 }
 
-int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data)
+int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data, int64_t nonfinite)
 {
 	amp_param *p = param_at(ctx, i);
 	if (!p || !data || !amp_dtype_valid((int)dtype) || !amp_dt(dtype)->is_float)
@@ -136,6 +136,7 @@ int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data)
 	                  .id = ctx->next_tensor_id++};
 	p->grad_kept = t;
 	p->grad_stale = 0;
-	p->grad_counted = 0; /* the optimizer counts it */
+	p->grad_counted = nonfinite >= 0; /* else the optimizer counts it */
+	p->grad_nonfinite = nonfinite >= 0 ? nonfinite : 0;
 	return AMP_OK;
 }

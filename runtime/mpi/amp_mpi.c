@@ -48,6 +48,9 @@ typedef struct dist {
 	int n_params;
 	int *order;            /* parameter indexes, newest first */
 	int *bucket_of;        /* per parameter index: its bucket */
+	int64_t *numel;        /* per parameter index: its elements */
+	int64_t *bad;          /* per parameter index: NaN/Inf in its sum this step (the ring
+	                          counts the shares each rank finishes; reduce adds them up) */
 	char *ready;           /* per parameter index: its gradient is final this step */
 	int n_buckets;
 	bucket *b;
@@ -88,6 +91,22 @@ static int64_t numel_of(amp_ctx *ctx, int i)
 	return amp_tensor_numel(amp_param_at(ctx, i));
 }
 
+/* NaN/Inf values in share s of bucket bk (after its last addition), added to the counts of
+ * the parameters whose values it holds. */
+static void count_share(dist *d, const bucket *bk, int s)
+{
+	size_t esz = amp_dtype_size(d->dtype);
+	int64_t lo = (int64_t)s * bk->chunk, hi = lo + bk->chunk, at = 0;
+	for (int k = bk->first; k < bk->first + bk->count && at < hi; k++) {
+		int i = d->order[k];
+		int64_t a = at > lo ? at : lo, b = at + d->numel[i] < hi ? at + d->numel[i] : hi;
+		if (a < b)
+			d->bad[i] += amp_dist_count_nonfinite(d->dtype, (char *)bk->buf + (size_t)a * esz,
+			                                      b - a);
+		at += d->numel[i];
+	}
+}
+
 /* The bucket's gradients into its payload, converted where backward left them in another
  * dtype; a gradient the step did not reach contributes zeros.  Flags a local NaN/Inf (counted
  * by the runtime already where it could). */
@@ -98,7 +117,7 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 	bk->flags = 0;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
-		int64_t n = numel_of(ctx, i), bad;
+		int64_t n = d->numel[i], bad;
 		amp_dtype dt;
 		const void *src = amp_param_grad_data(ctx, i, &dt, &bad);
 		if (!src) {
@@ -114,16 +133,18 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 	}
 }
 
-/* The sums become the gradients where they are: the optimizer reads the payload in place. */
+/* The sums become the gradients where they are: the optimizer reads the payload in place,
+ * with the NaN/Inf counts of the ring (with one rank, it counts them itself). */
 static int unpack(dist *d, amp_ctx *ctx, bucket *bk)
 {
 	size_t esz = amp_dtype_size(d->dtype);
 	const char *src = bk->buf;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
-		int i = d->order[k], rc = amp_param_grad_set(ctx, i, d->dtype, src);
+		int i = d->order[k];
+		int rc = amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
 		if (rc != AMP_OK)
 			return rc;
-		src += (size_t)numel_of(ctx, i) * esz;
+		src += (size_t)d->numel[i] * esz;
 	}
 	return AMP_OK;
 }
@@ -182,8 +203,12 @@ static int ring_advance(dist *d, int k, int wait)
 			return err;
 		if (!done)
 			return MPI_SUCCESS;
-		if (bk->hop < p - 1) /* the share received joins this rank's own */
-			sum_into(d->dtype, share(d, bk, d->rank - bk->hop - 1), bk->in, bk->chunk);
+		if (bk->hop < p - 1) { /* the share received joins this rank's own */
+			int s = d->rank - bk->hop - 1;
+			sum_into(d->dtype, share(d, bk, s), bk->in, bk->chunk);
+			if (bk->hop == p - 2) /* the share's whole sum: this rank counts it */
+				count_share(d, bk, ((s % p) + p) % p);
+		}
 		if (++bk->hop < hops && (err = ring_post(d, bk, k)) != MPI_SUCCESS)
 			return err;
 	}
@@ -247,7 +272,13 @@ static void hook_backward_begin(void *state, amp_ctx *ctx)
 {
 	(void)ctx;
 	dist *d = state;
+	/* a step that never reached amp_optim_step left its rings in flight: they end before
+	 * their buffers are packed again */
+	for (int k = 0; k < d->n_buckets; k++)
+		if (d->b[k].state == B_POSTED)
+			land(d, k, ring_advance(d, k, 1));
 	memset(d->ready, 0, (size_t)d->n_params);
+	memset(d->bad, 0, (size_t)d->n_params * sizeof *d->bad);
 	for (int k = 0; k < d->n_buckets; k++) {
 		d->b[k].ready = 0;
 		d->b[k].state = B_IDLE;
@@ -301,6 +332,15 @@ static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
 		}
 		if (bk->err != MPI_SUCCESS && rc == AMP_OK)
 			rc = mpi_fail(ctx, bk->err, "gradient all-reduce");
+	}
+	/* every rank counted the shares it finished: the sums' counts are the totals */
+	int err = MPI_SUCCESS;
+	if (rc == AMP_OK && d->size > 1 &&
+	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, d->n_params, MPI_INT64_T, MPI_SUM,
+	                         d->comm)) != MPI_SUCCESS)
+		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
+	for (int k = 0; k < d->n_buckets; k++) {
+		bucket *bk = &d->b[k];
 		if (rc == AMP_OK)
 			rc = unpack(d, ctx, bk);
 		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k,
@@ -331,6 +371,8 @@ static void hook_detach(void *state, amp_ctx *ctx)
 	free(d->b);
 	free(d->order);
 	free(d->bucket_of);
+	free(d->numel);
+	free(d->bad);
 	free(d->ready);
 	free(d->scratch);
 	free(d);
@@ -354,15 +396,17 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	int n = d->n_params;
 	d->order = calloc((size_t)n + 1, sizeof *d->order);
 	d->bucket_of = calloc((size_t)n + 1, sizeof *d->bucket_of);
+	d->numel = calloc((size_t)n + 1, sizeof *d->numel);
+	d->bad = calloc((size_t)n + 1, sizeof *d->bad);
 	d->ready = calloc((size_t)n + 1, 1);
 	d->b = calloc((size_t)n + 1, sizeof *d->b);
-	if (!d->order || !d->bucket_of || !d->ready || !d->b)
+	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b)
 		return AMP_ENOMEM;
 	int64_t largest = 1;
 	for (int k = 0; k < n; k++) {
 		int i = n - 1 - k; /* newest first: the order backward finishes them */
 		d->order[k] = i;
-		int64_t e = numel_of(ctx, i);
+		int64_t e = d->numel[i] = numel_of(ctx, i);
 		if (e > largest)
 			largest = e;
 		bucket *bk = &d->b[d->n_buckets];

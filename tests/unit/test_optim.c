@@ -774,8 +774,9 @@ Test(optim, kept_half_gradients_update_as_widened_ones)
 
 /* A data-parallel backend hands the optimizer each parameter's sum where it lies, in its
  * payload dtype (amp_param_grad_set): the update reads it there and gives the bits of the one
- * that reads the same values written into the FP32 master gradient; a NaN among them skips
- * the step; the backend reads a kept half gradient as it is (amp_param_grad_data). */
+ * that reads the same values written into the FP32 master gradient; a NaN count the backend
+ * gives is taken as it is, and one it does not give is counted; the backend reads the
+ * gradient where it was set (amp_param_grad_data). */
 Test(optim, gradient_set_in_place_updates_as_a_written_one)
 {
 	static float w0[KEPT_N], vals[KEPT_N], got[2][KEPT_N];
@@ -796,11 +797,13 @@ Test(optim, gradient_set_in_place_updates_as_a_written_one)
 			amp_optim *o;
 			amp_sgd_options so = {.lr = 0.05f, .momentum = 0.9f};
 			cr_assert_eq(amp_optim_sgd_new(ctx, &so, &o), AMP_OK);
-			for (int step = 0; step < 4; step++) {
+			for (int step = 0; step < 6; step++) {
 				/* the sums: scaled gradients, rounded to the payload dtype */
 				for (int i = 0; i < KEPT_N; i++)
 					vals[i] = (float)amp_loss_scale(ctx) * (amp_rng_uniform(&r) - 0.5f);
-				if (step == 2)
+				/* NaN at steps 1 and 2; step 3's only on the written path, where the
+				 * set path says 1 NaN of finite values (the optimizer takes the count) */
+				if (step == 1 || step == 2 || (step == 3 && !set))
 					vals[KEPT_N - 1] = NAN;
 				const void *payload = vals;
 				if (dts[d] != AMP_F32) {
@@ -811,8 +814,11 @@ Test(optim, gradient_set_in_place_updates_as_a_written_one)
 				int skipped = 0;
 				cr_assert_eq(amp_step_begin(ctx), AMP_OK);
 				if (set) {
-					cr_assert_eq(amp_param_grad_set(ctx, 0, dts[d], payload), AMP_OK, "%s",
-					             amp_ctx_error(ctx));
+					/* counted by the optimizer (-1) or given */
+					static const int64_t counts[6] = {0, -1, 1, 1, 0, -1};
+					int64_t count = counts[step];
+					cr_assert_eq(amp_param_grad_set(ctx, 0, dts[d], payload, count), AMP_OK,
+					             "%s", amp_ctx_error(ctx));
 					amp_dtype got_dt;
 					int64_t bad;
 					cr_assert_eq(amp_param_grad_data(ctx, 0, &got_dt, &bad), payload,
@@ -838,8 +844,8 @@ Test(optim, gradient_set_in_place_updates_as_a_written_one)
 			memcpy(got[set], amp_tensor_data(w), sizeof got[set]);
 			amp_ctx_free(ctx);
 		}
-		cr_assert_eq(skips[1], 1, "%s: the NaN skips its step", amp_dtype_name(dts[d]));
-		cr_assert_eq(skips[0], skips[1]);
+		cr_assert_eq(skips[0], 3, "%s: the NaNs skip their steps", amp_dtype_name(dts[d]));
+		cr_assert_eq(skips[1], 3, "%s: the counts given and counted skip", amp_dtype_name(dts[d]));
 		for (int i = 0; i < KEPT_N; i++)
 			cr_assert_eq(got[0][i], got[1][i], "%s: w[%d] %a vs %a", amp_dtype_name(dts[d]), i,
 			             (double)got[0][i], (double)got[1][i]);

@@ -69,10 +69,12 @@ int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n);
  * the next write to the gradient; a final gradient (grad_ready) is not written again. */
 const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *nonfinite);
 /* Makes data (the master's numel values of dtype, a float dtype) parameter i's gradient for
- * this step: the optimizer reads it in place, widening it block by block in its update, and
- * counts its NaN/Inf values.  data must stay unchanged until the step ends.  What a backend
- * does with the reduced sums instead of writing them back into the master gradients. */
-int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data);
+ * this step: the optimizer reads it in place, widening it block by block in its update.
+ * nonfinite is its NaN/Inf count, or -1 for the optimizer to count.  data must stay unchanged
+ * until the step ends.  What a backend does with the reduced sums instead of writing them back
+ * into the master gradients. */
+int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data,
+                       int64_t nonfinite);
 
 /* ---- profiling a collective --------------------------------------------------------------- */
 /* Kinds of a collective (the `comm` table's kind). */
