@@ -129,11 +129,16 @@ int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data, i
 	if (!g) /* a parameter this rank's tapes never reached: the others' sum is its gradient */
 		g = p->master->grad = amp_alloc_persistent(ctx, AMP_F32, p->master->shape,
 		                                           AMP_MEM_GRADS);
-	amp_tensor *t = g ? amp_arena_alloc(ctx, sizeof *t) : NULL;
-	if (!t)
+	if (!g)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
-	*t = (amp_tensor){.dtype = dtype, .shape = g->shape, .numel = g->numel, .data = (void *)data,
-	                  .id = ctx->next_tensor_id++};
+	amp_tensor *t = NULL;
+	if (data != g->data || dtype != AMP_F32) { /* else summed in the master gradient itself */
+		t = amp_arena_alloc(ctx, sizeof *t);
+		if (!t)
+			return amp_fail(ctx, AMP_ENOMEM, "out of memory");
+		*t = (amp_tensor){.dtype = dtype, .shape = g->shape, .numel = g->numel,
+		                  .data = (void *)data, .id = ctx->next_tensor_id++};
+	}
 	p->grad_kept = t;
 	p->grad_stale = 0;
 	p->grad_counted = nonfinite >= 0; /* else the optimizer counts it */

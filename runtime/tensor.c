@@ -724,6 +724,8 @@ int amp_step_end(amp_ctx *ctx)
 		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
 	}
 	ctx->stats.steps++;
+	if (ctx->dist && ctx->dist->step_end)
+		ctx->dist->step_end(ctx->dist_state, ctx);
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena; a
 	 * master gradient no optimizer took is widened out of it first. */
 	for (amp_param *p = ctx->params; p; p = p->next) {

@@ -1,7 +1,8 @@
 /* amp_mpi.c — libamprt_mpi: data-parallel training over an MPI communicator (amp/amp_mpi.h).
  *
  * The parameters are split once, at attach, into buckets of about allreduce_bucket_kb KiB of
- * FP32 values, newest parameter first (the order backward finishes them).  During backward the
+ * FP32 values, newest parameter first (the order backward finishes them), a parameter of that
+ * size or more in a bucket of its own.  During backward the
  * runtime reports each parameter's gradient as final (amp/amp_dist.h); when every gradient of
  * the next bucket is final, the bucket is packed in the all-reduce dtype (from the gradients
  * where backward left them, a half one copied or converted as it is) and its ring starts (see
@@ -27,8 +28,11 @@ typedef enum { B_IDLE = 0, B_POSTED = 1, B_DONE = 2 } bucket_state;
 typedef struct bucket {
 	int first, count;      /* parameters order[first .. first+count) */
 	int64_t elems;         /* their elements */
-	int64_t chunk;         /* elements of each rank's share in the ring: elems / size, up */
-	void *buf;             /* chunk * size values of the payload dtype (the tail zeros) */
+	int64_t chunk;         /* elements of each rank's share in the ring: elems / size, up (the
+	                          last share may be shorter, or empty) */
+	void *buf;             /* elems values of the payload dtype */
+	void *data;            /* the payload this step: buf, or the one parameter's gradient
+	                          itself when it is already in the payload dtype (no copy) */
 	void *in;              /* chunk values: a share received to be added */
 	int ready;             /* parameters of it whose gradient is final this step */
 	bucket_state state;
@@ -91,44 +95,55 @@ static int64_t numel_of(amp_ctx *ctx, int i)
 	return amp_tensor_numel(amp_param_at(ctx, i));
 }
 
+/* Elements of share s (0 <= s < size) of bucket bk. */
+static int64_t share_len(const bucket *bk, int s)
+{
+	int64_t left = bk->elems - (int64_t)s * bk->chunk;
+	return left <= 0 ? 0 : left < bk->chunk ? left : bk->chunk;
+}
+
 /* NaN/Inf values in share s of bucket bk (after its last addition), added to the counts of
  * the parameters whose values it holds. */
 static void count_share(dist *d, const bucket *bk, int s)
 {
 	size_t esz = amp_dtype_size(d->dtype);
-	int64_t lo = (int64_t)s * bk->chunk, hi = lo + bk->chunk, at = 0;
+	int64_t lo = (int64_t)s * bk->chunk, hi = lo + share_len(bk, s), at = 0;
 	for (int k = bk->first; k < bk->first + bk->count && at < hi; k++) {
 		int i = d->order[k];
 		int64_t a = at > lo ? at : lo, b = at + d->numel[i] < hi ? at + d->numel[i] : hi;
 		if (a < b)
-			d->bad[i] += amp_dist_count_nonfinite(d->dtype, (char *)bk->buf + (size_t)a * esz,
+			d->bad[i] += amp_dist_count_nonfinite(d->dtype, (char *)bk->data + (size_t)a * esz,
 			                                      b - a);
 		at += d->numel[i];
 	}
 }
 
 /* The bucket's gradients into its payload, converted where backward left them in another
- * dtype; a gradient the step did not reach contributes zeros.  Flags a local NaN/Inf (counted
- * by the runtime already where it could). */
+ * dtype; a gradient the step did not reach contributes zeros.  A bucket of one parameter whose
+ * gradient is already in the payload dtype is summed where it lies (the step's own copy,
+ * which nothing reads before the optimizer).  Flags a local NaN/Inf (counted by the runtime
+ * already where it could). */
 static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 {
 	size_t esz = amp_dtype_size(d->dtype);
 	char *dst = bk->buf;
 	bk->flags = 0;
+	bk->data = bk->buf;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
 		int64_t n = d->numel[i], bad;
 		amp_dtype dt;
 		const void *src = amp_param_grad_data(ctx, i, &dt, &bad);
-		if (!src) {
+		if (src && bad < 0)
+			bad = amp_dist_count_nonfinite(dt, src, n);
+		if (src && bad)
+			bk->flags |= AMP_COMM_LOCAL_OVERFLOW;
+		if (!src)
 			memset(dst, 0, (size_t)n * esz);
-		} else {
-			if (bad < 0)
-				bad = amp_dist_count_nonfinite(dt, src, n);
-			if (bad)
-				bk->flags |= AMP_COMM_LOCAL_OVERFLOW;
+		else if (bk->count == 1 && dt == d->dtype)
+			bk->data = (void *)src;
+		else
 			amp_dist_convert(d->dtype, dst, dt, src, n);
-		}
 		dst += (size_t)n * esz;
 	}
 }
@@ -138,7 +153,7 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 static int unpack(dist *d, amp_ctx *ctx, bucket *bk)
 {
 	size_t esz = amp_dtype_size(d->dtype);
-	const char *src = bk->buf;
+	const char *src = bk->data;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
 		int rc = amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
@@ -170,10 +185,14 @@ static int mpi_fail(amp_ctx *ctx, int err, const char *what)
  * and sends it back).  A share's sum is taken in the same order on every run, and every rank
  * ends with the same bits (the finished shares are copied, not summed again).  The hops of a
  * bucket travel under its index as the tag; MPI keeps messages of one tag in order. */
+static int wrap(const dist *d, int s)
+{
+	return ((s % d->size) + d->size) % d->size;
+}
+
 static void *share(const dist *d, const bucket *bk, int s)
 {
-	return (char *)bk->buf + (size_t)(((s % d->size) + d->size) % d->size) *
-	                             (size_t)bk->chunk * amp_dtype_size(d->dtype);
+	return (char *)bk->data + (size_t)s * (size_t)bk->chunk * amp_dtype_size(d->dtype);
 }
 
 /* Posts hop bk->hop: its send to the next rank and its receive from the previous one. */
@@ -181,11 +200,14 @@ static int ring_post(dist *d, bucket *bk, int tag)
 {
 	int r = d->rank, p = d->size, h = bk->hop, gather = h >= p - 1;
 	int next = (r + 1) % p, prev = (r + p - 1) % p;
-	void *out = gather ? share(d, bk, r + 1 - (h - (p - 1))) : share(d, bk, r - h);
-	void *in = gather ? share(d, bk, r - (h - (p - 1))) : bk->in;
-	int err = MPI_Irecv(in, (int)bk->chunk, d->mpi_type, prev, tag, d->comm, &bk->req[1]);
+	int so = wrap(d, gather ? r + 1 - (h - (p - 1)) : r - h);
+	int si = wrap(d, gather ? r - (h - (p - 1)) : r - h - 1);
+	void *in = gather ? share(d, bk, si) : bk->in;
+	int err = MPI_Irecv(in, (int)share_len(bk, si), d->mpi_type, prev, tag, d->comm,
+	                    &bk->req[1]);
 	if (err == MPI_SUCCESS)
-		err = MPI_Isend(out, (int)bk->chunk, d->mpi_type, next, tag, d->comm, &bk->req[0]);
+		err = MPI_Isend(share(d, bk, so), (int)share_len(bk, so), d->mpi_type, next, tag,
+		                d->comm, &bk->req[0]);
 	return err;
 }
 
@@ -204,10 +226,10 @@ static int ring_advance(dist *d, int k, int wait)
 		if (!done)
 			return MPI_SUCCESS;
 		if (bk->hop < p - 1) { /* the share received joins this rank's own */
-			int s = d->rank - bk->hop - 1;
-			sum_into(d->dtype, share(d, bk, s), bk->in, bk->chunk);
+			int s = wrap(d, d->rank - bk->hop - 1);
+			sum_into(d->dtype, share(d, bk, s), bk->in, share_len(bk, s));
 			if (bk->hop == p - 2) /* the share's whole sum: this rank counts it */
-				count_share(d, bk, ((s % p) + p) % p);
+				count_share(d, bk, s);
 		}
 		if (++bk->hop < hops && (err = ring_post(d, bk, k)) != MPI_SUCCESS)
 			return err;
@@ -268,15 +290,27 @@ static void mark_ready(dist *d, int i)
 	d->b[d->bucket_of[i]].ready++;
 }
 
+/* Rings still in flight (a step that did not reach amp_optim_step) are completed: before
+ * their buffers are packed again, and before a gradient summed in place leaves with the
+ * step's memory. */
+static void land_all(dist *d)
+{
+	for (int k = 0; k < d->n_buckets; k++)
+		if (d->b[k].state == B_POSTED)
+			land(d, k, ring_advance(d, k, 1));
+}
+
+static void hook_step_end(void *state, amp_ctx *ctx)
+{
+	(void)ctx;
+	land_all(state);
+}
+
 static void hook_backward_begin(void *state, amp_ctx *ctx)
 {
 	(void)ctx;
 	dist *d = state;
-	/* a step that never reached amp_optim_step left its rings in flight: they end before
-	 * their buffers are packed again */
-	for (int k = 0; k < d->n_buckets; k++)
-		if (d->b[k].state == B_POSTED)
-			land(d, k, ring_advance(d, k, 1));
+	land_all(d);
 	memset(d->ready, 0, (size_t)d->n_params);
 	memset(d->bad, 0, (size_t)d->n_params * sizeof *d->bad);
 	for (int k = 0; k < d->n_buckets; k++) {
@@ -359,9 +393,7 @@ static void hook_detach(void *state, amp_ctx *ctx)
 	int finalized = 0;
 	MPI_Finalized(&finalized);
 	if (!finalized) {
-		for (int k = 0; k < d->n_buckets; k++)
-			if (d->b[k].state == B_POSTED)
-				ring_advance(d, k, 1);
+		land_all(d);
 		MPI_Comm_free(&d->comm);
 	}
 	for (int k = 0; k < d->n_buckets; k++) {
@@ -384,6 +416,7 @@ static const amp_dist_ops mpi_ops = {
     .progress = hook_progress,
     .backward_end = hook_backward_end,
     .reduce = hook_reduce,
+    .step_end = hook_step_end,
     .detach = hook_detach,
 };
 
@@ -410,6 +443,10 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 		if (e > largest)
 			largest = e;
 		bucket *bk = &d->b[d->n_buckets];
+		/* a parameter of a bucket's size or more has one of its own: its gradient, when
+		 * backward leaves it in the payload dtype, is then summed where it lies */
+		if (bk->count > 0 && e * 4 >= cap_bytes)
+			bk = &d->b[++d->n_buckets];
 		if (bk->count == 0)
 			bk->first = k;
 		bk->count++;
@@ -424,8 +461,7 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 		if (bk->elems > INT32_MAX)
 			return AMP_EINVAL;
 		bk->chunk = (bk->elems + d->size - 1) / d->size;
-		/* the tail past elems is zeros, added and sent like the rest */
-		bk->buf = calloc((size_t)(bk->chunk * d->size), esz);
+		bk->buf = bk->data = malloc((size_t)bk->elems * esz + 1);
 		bk->in = malloc((size_t)bk->chunk * esz);
 		if (!bk->buf || !bk->in)
 			return AMP_ENOMEM;

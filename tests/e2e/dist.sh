@@ -76,6 +76,13 @@ check "2 micro-batches: 2 ranks exit 0" "$?" 0
 check_true "2 micro-batches: identical weights on both ranks" cmp -s "$OUT/w2.micro.0" "$OUT/w2.micro.1"
 e=$(relerr "$OUT/w1.fp32" "$OUT/w2.micro.0")
 check_true "2 micro-batches: 2 ranks = 1 process x whole batch within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
+# a step that ends without amp_optim_step: its all-reduce (summed in place in the step's own
+# gradients) completes at the step's end, and the next steps go on alike on both ranks
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$T/dist_cases" \
+	--dist --steps 8 --skip-update 3 --weights "$OUT/w2.skipupd.%r" >/dev/null 2>"$OUT/skipupd.err"
+check "a step without the update: 2 ranks exit 0" "$?" 0
+check_true "a step without the update: identical weights on both ranks" \
+	cmp -s "$OUT/w2.skipupd.0" "$OUT/w2.skipupd.1"
 # and without the all-reduce the ranks would not agree (the test can fail)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")

@@ -5,7 +5,8 @@
  * its contiguous share of it, otherwise the one process trains on the whole batch, so that the
  * two can be compared weight for weight.
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
- *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--weights FILE]
+ *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--skip-update S]
+ *              [--weights FILE]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
  * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
@@ -13,7 +14,8 @@
  * --split-bias makes fc3's bias a Concat of five parameters of two elements each: a tape node
  * with more inputs than it lists, whose parameters are reduced all the same.
  * --micro M trains each step's share in M micro-batches (gradient_accumulation_steps M): the
- * ranks reduce once, after the last.
+ * ranks reduce once, after the last.  --skip-update S ends step S without amp_optim_step (its
+ * all-reduce is left in flight for the step's end to complete).
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -36,7 +38,7 @@
 
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
-	    split_bias, micro;
+	    split_bias, micro, skip_update;
 	const char *weights;
 } opts;
 
@@ -56,7 +58,7 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, NULL};
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, NULL};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
@@ -77,6 +79,8 @@ static int parse(int argc, char **argv, opts *o)
 			o->die_rank = atoi(argv[++i]);
 		else if (v && strcmp(a, "--die-step") == 0)
 			o->die_step = atoi(argv[++i]);
+		else if (v && strcmp(a, "--skip-update") == 0)
+			o->skip_update = atoi(argv[++i]);
 		else if (v && strcmp(a, "--micro") == 0)
 			o->micro = atoi(argv[++i]);
 		else if (v && strcmp(a, "--weights") == 0)
@@ -213,7 +217,8 @@ int main(int argc, char **argv)
 			CHECK(amp_backward(ctx, l));
 		}
 		double scale = amp_loss_scale(ctx);
-		CHECK(amp_optim_step(opt, &skipped));
+		if (step != o.skip_update)
+			CHECK(amp_optim_step(opt, &skipped));
 		double loss = amp_tensor_item(ctx, l);
 		amp_step_set_samples(ctx, n);
 		CHECK(amp_step_end(ctx));

@@ -923,8 +923,12 @@ static int probe_reduce(void *state, amp_ctx *ctx, double *divisor)
 	*divisor = 1;
 	return AMP_OK;
 }
-static const amp_dist_ops probe_ops = {probe_begin, probe_ready,  probe_ctx,
-                                       probe_ctx,   probe_reduce, probe_ctx};
+static const amp_dist_ops probe_ops = {.backward_begin = probe_begin,
+                                       .grad_ready = probe_ready,
+                                       .progress = probe_ctx,
+                                       .backward_end = probe_ctx,
+                                       .reduce = probe_reduce,
+                                       .detach = probe_ctx};
 
 /* The forward of one step on data that depends only on the step index; the loss. */
 static amp_tensor *cnet_forward(cnet *n)

@@ -36,6 +36,9 @@ typedef struct amp_dist_ops {
 	 * by (the number of ranks, so the update sees the mean).  AMP_OK or an error code (the
 	 * backend has set the context's message through amp_dist_fail). */
 	int (*reduce)(void *state, amp_ctx *ctx, double *divisor);
+	/* The step is ending (amp_step_end), and its step-scoped memory with it: a gradient the
+	 * backend still sums in place must be done with.  May be NULL. */
+	void (*step_end)(void *state, amp_ctx *ctx);
 	/* The context is being freed. */
 	void (*detach)(void *state, amp_ctx *ctx);
 } amp_dist_ops;
@@ -66,7 +69,9 @@ int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n);
  * gradient backward kept in its own dtype, or the FP32 master gradient (*dtype says which; the
  * values are amp_tensor_numel of the master).  NULL when the step has none (zeros).
  * *nonfinite is its NaN/Inf count when the runtime already knows it, else -1.  Valid until
- * the next write to the gradient; a final gradient (grad_ready) is not written again. */
+ * the next write to the gradient; a final gradient (grad_ready) is not written again, and is
+ * the step's own copy, which a backend may overwrite with the sum (and hand back with
+ * amp_param_grad_set) if it is done with it by the step's end (step_end). */
 const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *nonfinite);
 /* Makes data (the master's numel values of dtype, a float dtype) parameter i's gradient for
  * this step: the optimizer reads it in place, widening it block by block in its update.
