@@ -121,8 +121,8 @@ static void count_share(dist *d, const bucket *bk, int s)
 /* The bucket's gradients into its payload, converted where backward left them in another
  * dtype; a gradient the step did not reach contributes zeros.  A bucket of one parameter whose
  * gradient is already in the payload dtype is summed where it lies (the step's own copy,
- * which nothing reads before the optimizer).  Flags a local NaN/Inf (counted by the runtime
- * already where it could). */
+ * which nothing reads before the optimizer).  Under a profiler, flags a local NaN/Inf
+ * (counted by the runtime already where it could). */
 static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 {
 	size_t esz = amp_dtype_size(d->dtype);
@@ -134,9 +134,9 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 		int64_t n = d->numel[i], bad;
 		amp_dtype dt;
 		const void *src = amp_param_grad_data(ctx, i, &dt, &bad);
-		if (src && bad < 0)
+		if (src && bad < 0 && amp_dist_tracing()) /* the flag is the profile's alone */
 			bad = amp_dist_count_nonfinite(dt, src, n);
-		if (src && bad)
+		if (src && bad > 0)
 			bk->flags |= AMP_COMM_LOCAL_OVERFLOW;
 		if (!src)
 			memset(dst, 0, (size_t)n * esz);
