@@ -117,6 +117,12 @@ const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *
 	return p->master->grad->data;
 }
 
+int amp_param_has_grad(amp_ctx *ctx, int i)
+{
+	amp_param *p = param_at(ctx, i);
+	return p && (p->grad_kept || p->master->grad);
+}
+
 int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data, int64_t nonfinite)
 {
 	amp_param *p = param_at(ctx, i);

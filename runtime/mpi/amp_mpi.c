@@ -54,7 +54,8 @@ typedef struct dist {
 	int *bucket_of;        /* per parameter index: its bucket */
 	int64_t *numel;        /* per parameter index: its elements */
 	int64_t *bad;          /* per parameter index: NaN/Inf in its sum this step (the ring
-	                          counts the shares each rank finishes; reduce adds them up) */
+	                          counts the shares each rank finishes; reduce adds them up),
+	                          then at n_params + index: the ranks where it has a gradient */
 	char *ready;           /* per parameter index: its gradient is final this step */
 	int n_buckets;
 	bucket *b;
@@ -134,6 +135,7 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 		int64_t n = d->numel[i], bad;
 		amp_dtype dt;
 		const void *src = amp_param_grad_data(ctx, i, &dt, &bad);
+		d->bad[d->n_params + i] = amp_param_has_grad(ctx, i);
 		if (src && bad < 0 && amp_dist_tracing()) /* the flag is the profile's alone */
 			bad = amp_dist_count_nonfinite(dt, src, n);
 		if (src && bad > 0)
@@ -156,7 +158,11 @@ static int unpack(dist *d, amp_ctx *ctx, bucket *bk)
 	const char *src = bk->data;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
-		int rc = amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
+		/* a parameter no rank's tapes ever reached has no gradient, as in one process: the
+		 * optimizer leaves it alone */
+		int rc = d->bad[d->n_params + i] == 0
+		             ? AMP_OK
+		             : amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
 		if (rc != AMP_OK)
 			return rc;
 		src += (size_t)d->numel[i] * esz;
@@ -312,7 +318,7 @@ static void hook_backward_begin(void *state, amp_ctx *ctx)
 	dist *d = state;
 	land_all(d);
 	memset(d->ready, 0, (size_t)d->n_params);
-	memset(d->bad, 0, (size_t)d->n_params * sizeof *d->bad);
+	memset(d->bad, 0, 2 * (size_t)d->n_params * sizeof *d->bad);
 	for (int k = 0; k < d->n_buckets; k++) {
 		d->b[k].ready = 0;
 		d->b[k].state = B_IDLE;
@@ -367,10 +373,11 @@ static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
 		if (bk->err != MPI_SUCCESS && rc == AMP_OK)
 			rc = mpi_fail(ctx, bk->err, "gradient all-reduce");
 	}
-	/* every rank counted the shares it finished: the sums' counts are the totals */
+	/* every rank counted the shares it finished: the sums' counts are the totals (and the
+	 * ranks where each parameter has a gradient) */
 	int err = MPI_SUCCESS;
 	if (rc == AMP_OK && d->size > 1 &&
-	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, d->n_params, MPI_INT64_T, MPI_SUM,
+	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 2 * d->n_params, MPI_INT64_T, MPI_SUM,
 	                         d->comm)) != MPI_SUCCESS)
 		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
 	for (int k = 0; k < d->n_buckets; k++) {
@@ -430,7 +437,7 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	d->order = calloc((size_t)n + 1, sizeof *d->order);
 	d->bucket_of = calloc((size_t)n + 1, sizeof *d->bucket_of);
 	d->numel = calloc((size_t)n + 1, sizeof *d->numel);
-	d->bad = calloc((size_t)n + 1, sizeof *d->bad);
+	d->bad = calloc(2 * (size_t)n + 1, sizeof *d->bad);
 	d->ready = calloc((size_t)n + 1, 1);
 	d->b = calloc((size_t)n + 1, sizeof *d->b);
 	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b)

@@ -83,6 +83,15 @@ AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 
 check "a step without the update: 2 ranks exit 0" "$?" 0
 check_true "a step without the update: identical weights on both ranks" \
 	cmp -s "$OUT/w2.skipupd.0" "$OUT/w2.skipupd.1"
+# a parameter no op reads keeps its initial values on every rank, as in one process (weight
+# decay on: an update with a zero gradient would move it)
+AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 5 --unused --weights "$OUT/w1.unused" >/dev/null
+AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 5 --unused \
+	--weights "$OUT/w2.unused.%r" >/dev/null 2>"$OUT/unused.err"
+check "unused parameter: 2 ranks exit 0" "$?" 0
+check "unused parameter: its values as in one process" \
+	"$(tail -c 32 "$OUT/w2.unused.0" | od -An -tx4 | tr -d ' \n')" \
+	"$(tail -c 32 "$OUT/w1.unused" | od -An -tx4 | tr -d ' \n')"
 # and without the all-reduce the ranks would not agree (the test can fail)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")

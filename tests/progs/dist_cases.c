@@ -6,7 +6,7 @@
  * two can be compared weight for weight.
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
  *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--skip-update S]
- *              [--weights FILE]
+ *              [--unused] [--weights FILE]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
  * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
@@ -15,7 +15,9 @@
  * with more inputs than it lists, whose parameters are reduced all the same.
  * --micro M trains each step's share in M micro-batches (gradient_accumulation_steps M): the
  * ranks reduce once, after the last.  --skip-update S ends step S without amp_optim_step (its
- * all-reduce is left in flight for the step's end to complete).
+ * all-reduce is left in flight for the step's end to complete).  --unused adds a parameter
+ * of 8 values that no op reads (written last with --weights) and a weight decay of 0.01: the
+ * optimizer must leave it alone, as it does in one process.
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -38,7 +40,7 @@
 
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
-	    split_bias, micro, skip_update;
+	    split_bias, micro, skip_update, unused;
 	const char *weights;
 } opts;
 
@@ -58,7 +60,7 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, NULL};
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, 0, NULL};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
@@ -67,6 +69,8 @@ static int parse(int argc, char **argv, opts *o)
 			o->all_ranks = 1;
 		else if (strcmp(a, "--split-bias") == 0)
 			o->split_bias = 1;
+		else if (strcmp(a, "--unused") == 0)
+			o->unused = 1;
 		else if (v && strcmp(a, "--steps") == 0)
 			o->steps = atoi(argv[++i]);
 		else if (v && strcmp(a, "--batch") == 0)
@@ -156,7 +160,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dist_cases: %s\n", err);
 		goto out;
 	}
-	amp_tensor *p[10]; /* fc3.bias is p[5], or p[5..9] with --split-bias */
+	amp_tensor *p[11]; /* fc3.bias is p[5], or p[5..9] with --split-bias; then "unused" */
 	int np = o.split_bias ? 10 : 6;
 	amp_optim *opt;
 	/* Rank 0's seed makes the weights; the others start elsewhere until the broadcast. */
@@ -178,7 +182,12 @@ int main(int argc, char **argv)
 		snprintf(name, sizeof name, "fc3.bias.%d", i);
 		CHECK(amp_param_new(ctx, name, amp_shape1(OUT / 5), AMP_INIT_ZEROS, 0, &p[5 + i]));
 	}
-	CHECK(amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 0.05f, .momentum = 0.9f}, &opt));
+	if (o.unused)
+		CHECK(amp_param_new(ctx, "unused", amp_shape1(8), AMP_INIT_UNIFORM, 0.5f, &p[np++]));
+	CHECK(amp_optim_sgd_new(ctx,
+	                        &(amp_sgd_options){.lr = 0.05f, .momentum = 0.9f,
+	                                           .weight_decay = o.unused ? 0.01f : 0.0f},
+	                        &opt));
 #ifdef AMP_HAVE_MPI
 	if (o.dist)
 		CHECK(amp_mpi_attach(ctx, MPI_COMM_WORLD));
