@@ -151,3 +151,11 @@ int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data, i
 	p->grad_nonfinite = nonfinite >= 0 ? nonfinite : 0;
 	return AMP_OK;
 }
+
+int amp_param_grad_store(amp_ctx *ctx, int i, amp_dtype dtype, const void *data)
+{
+	int rc = amp_param_grad_set(ctx, i, dtype, data, -1);
+	if (rc == AMP_OK)
+		amp_param_grad_settle(param_at(ctx, i));
+	return rc;
+}

@@ -724,8 +724,9 @@ int amp_step_end(amp_ctx *ctx)
 		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
 	}
 	ctx->stats.steps++;
+	int rc = AMP_OK;
 	if (ctx->dist && ctx->dist->step_end)
-		ctx->dist->step_end(ctx->dist_state, ctx);
+		rc = ctx->dist->step_end(ctx->dist_state, ctx);
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena; a
 	 * master gradient no optimizer took is widened out of it first. */
 	for (amp_param *p = ctx->params; p; p = p->next) {
@@ -744,7 +745,7 @@ int amp_step_end(amp_ctx *ctx)
 	ctx->tape = NULL;
 	ctx->in_step = 0;
 	ctx->limit_hit = 0;
-	return AMP_OK;
+	return rc;
 }
 
 int amp_micro_batch_begin(amp_ctx *ctx)

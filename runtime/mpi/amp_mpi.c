@@ -10,7 +10,8 @@
  * a fixed order, so the result does not depend on timing.  Between tape nodes the rings in
  * flight are tested and moved on, which is what overlaps them with the rest of backward.
  * amp_optim_step then completes what is left and hands each parameter its sum where it lies
- * in the payload (amp_param_grad_set): the optimizer's update widens it from there.
+ * in the payload (amp_param_grad_set): the optimizer's update widens it from there.  A step
+ * that ends without amp_optim_step completes them at its end, and keeps the mean (step_end).
  *
  * Half payloads carry the scaled gradients (the loss scale was applied by backward's seed) and
  * are added in FP32, rounded once per hop.
@@ -61,6 +62,7 @@ typedef struct dist {
 	bucket *b;
 	int next_post;         /* first bucket not yet posted */
 	int in_flight;         /* posted, not yet seen complete */
+	int began;             /* a backward began the buckets, and no reduce has taken them */
 	float *scratch;        /* largest parameter, fp32 (the broadcast) */
 } dist;
 
@@ -86,6 +88,26 @@ static void sum_into(amp_dtype dt, void *y, const void *x, int64_t n)
 		amp_dist_convert(AMP_F32, b, dt, yh + i0, m);
 		for (int64_t i = 0; i < m; i++)
 			b[i] += a[i];
+		amp_dist_convert(dt, yh + i0, AMP_F32, b, m);
+	}
+}
+
+/* y *= f over n values of dt, in FP32, each product rounded once to dt. */
+static void scale(amp_dtype dt, void *y, float f, int64_t n)
+{
+	if (dt == AMP_F32) {
+		float *yf = y;
+		for (int64_t i = 0; i < n; i++)
+			yf[i] *= f;
+		return;
+	}
+	float b[SUM_BLOCK];
+	uint16_t *yh = y;
+	for (int64_t i0 = 0; i0 < n; i0 += SUM_BLOCK) {
+		int64_t m = n - i0 < SUM_BLOCK ? n - i0 : SUM_BLOCK;
+		amp_dist_convert(AMP_F32, b, dt, yh + i0, m);
+		for (int64_t i = 0; i < m; i++)
+			b[i] *= f;
 		amp_dist_convert(dt, yh + i0, AMP_F32, b, m);
 	}
 }
@@ -150,19 +172,29 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 	}
 }
 
-/* The sums become the gradients where they are: the optimizer reads the payload in place,
- * with the NaN/Inf counts of the ring (with one rank, it counts them itself). */
-static int unpack(dist *d, amp_ctx *ctx, bucket *bk)
+/* The sums become the gradients.  For amp_optim_step (mean = 0) they stay where they are: the
+ * optimizer reads the payload in place, with the NaN/Inf counts of the ring (with one rank, it
+ * counts them itself), and divides by the number of ranks.  For a step that ends without it
+ * (mean = 1) every rank keeps the mean, widened into its master gradient now (the payload may
+ * be packed again before anything reads it): the next steps add to it, and their sum over the
+ * ranks is then what one process would have accumulated. */
+static int unpack(dist *d, amp_ctx *ctx, bucket *bk, int mean)
 {
 	size_t esz = amp_dtype_size(d->dtype);
+	if (mean)
+		scale(d->dtype, bk->data, 1.0f / (float)d->size, bk->elems);
 	const char *src = bk->data;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
+		int rc = AMP_OK;
 		/* a parameter no rank's tapes ever reached has no gradient, as in one process: the
 		 * optimizer leaves it alone */
-		int rc = d->bad[d->n_params + i] == 0
-		             ? AMP_OK
-		             : amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
+		if (d->bad[d->n_params + i] == 0)
+			rc = AMP_OK;
+		else if (mean)
+			rc = amp_param_grad_store(ctx, i, d->dtype, src);
+		else
+			rc = amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
 		if (rc != AMP_OK)
 			return rc;
 		src += (size_t)d->numel[i] * esz;
@@ -296,9 +328,8 @@ static void mark_ready(dist *d, int i)
 	d->b[d->bucket_of[i]].ready++;
 }
 
-/* Rings still in flight (a step that did not reach amp_optim_step) are completed: before
- * their buffers are packed again, and before a gradient summed in place leaves with the
- * step's memory. */
+/* Rings still in flight are completed: before their buffers are packed again, or the
+ * communicator is freed. */
 static void land_all(dist *d)
 {
 	for (int k = 0; k < d->n_buckets; k++)
@@ -306,40 +337,19 @@ static void land_all(dist *d)
 			land(d, k, ring_advance(d, k, 1));
 }
 
-static void hook_step_end(void *state, amp_ctx *ctx)
+/* The step's buckets start again from nothing. */
+static void reset(dist *d)
 {
-	(void)ctx;
-	land_all(state);
-}
-
-static void hook_backward_begin(void *state, amp_ctx *ctx)
-{
-	(void)ctx;
-	dist *d = state;
-	land_all(d);
 	memset(d->ready, 0, (size_t)d->n_params);
 	memset(d->bad, 0, 2 * (size_t)d->n_params * sizeof *d->bad);
 	for (int k = 0; k < d->n_buckets; k++) {
 		d->b[k].ready = 0;
 		d->b[k].state = B_IDLE;
+		d->b[k].data = d->b[k].buf;
 	}
 	d->next_post = 0;
 	d->in_flight = 0;
-}
-
-static void hook_grad_ready(void *state, amp_ctx *ctx, int i)
-{
-	dist *d = state;
-	mark_ready(d, i);
-	post_ready(d, ctx);
-}
-
-static void hook_progress(void *state, amp_ctx *ctx)
-{
-	(void)ctx;
-	dist *d = state;
-	if (d->in_flight)
-		test_posted(d);
+	d->began = 0;
 }
 
 static void hook_backward_end(void *state, amp_ctx *ctx)
@@ -350,18 +360,13 @@ static void hook_backward_end(void *state, amp_ctx *ctx)
 	post_ready(d, ctx);
 }
 
-static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
+/* Completes the reductions that the current backward began (every bucket, the ones it has not
+ * posted yet too: the other ranks are waiting on them), adds up the ranks' NaN/Inf counts and
+ * hands the sums to the parameters (unpack; mean as there).  Every rank calls it at the same
+ * point of the same step: amp_optim_step, or the end of a backward's step without it. */
+static int finish(dist *d, amp_ctx *ctx, int mean)
 {
-	dist *d = state;
-	if (amp_param_count(ctx) != d->n_params)
-		return amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi: parameters were added after "
-		                                      "amp_mpi_attach");
-	/* A step without backward (or one that ended early) still takes part in every collective:
-	 * the other ranks are waiting on it. */
-	if (d->next_post == 0 && d->in_flight == 0)
-		hook_backward_begin(d, ctx);
 	hook_backward_end(d, ctx);
-	int64_t step = amp_step_index(ctx);
 	int rc = AMP_OK;
 	for (int k = 0; k < d->n_buckets; k++) {
 		bucket *bk = &d->b[k];
@@ -380,16 +385,70 @@ static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
 	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 2 * d->n_params, MPI_INT64_T, MPI_SUM,
 	                         d->comm)) != MPI_SUCCESS)
 		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
+	int64_t step = amp_step_index(ctx);
 	for (int k = 0; k < d->n_buckets; k++) {
 		bucket *bk = &d->b[k];
 		if (rc == AMP_OK)
-			rc = unpack(d, ctx, bk);
+			rc = unpack(d, ctx, bk, mean);
 		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k,
 		               (uint64_t)bk->elems * amp_dtype_size(d->dtype), bk->t_post,
 		               bk->waited ? bk->t_wait : bk->t_end, bk->t_end, bk->flags);
 	}
-	d->next_post = 0;
+	d->began = 0; /* taken */
+	return rc;
+}
+
+static void hook_backward_begin(void *state, amp_ctx *ctx)
+{
+	(void)ctx;
+	dist *d = state;
+	land_all(d);
+	reset(d);
+	d->began = 1;
+}
+
+static void hook_grad_ready(void *state, amp_ctx *ctx, int i)
+{
+	dist *d = state;
+	mark_ready(d, i);
+	post_ready(d, ctx);
+}
+
+static void hook_progress(void *state, amp_ctx *ctx)
+{
+	(void)ctx;
+	dist *d = state;
+	if (d->in_flight)
+		test_posted(d);
+}
+
+static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
+{
+	dist *d = state;
+	if (amp_param_count(ctx) != d->n_params)
+		return amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi: parameters were added after "
+		                                      "amp_mpi_attach");
+	/* A step without backward (or one that ended early) still takes part in every collective:
+	 * the other ranks are waiting on it.  Its gradients are what it has: zeros, or what
+	 * earlier steps without an update left. */
+	if (!d->began)
+		hook_backward_begin(d, ctx);
 	*divisor = d->size;
+	return finish(d, ctx, 0);
+}
+
+/* A step that began reductions and ends without amp_optim_step: with more than one rank they
+ * complete now, and every rank keeps the mean gradient, so that the next steps add to what the
+ * ranks have in common and their sum is what one process would have accumulated.  (Every rank
+ * must do the same: a backward in the same steps, as any collective asks; the rings of one
+ * rank alone would wait for the others.)  One rank keeps its own gradient: its payload, copy
+ * or not, holds nothing else. */
+static int hook_step_end(void *state, amp_ctx *ctx)
+{
+	dist *d = state;
+	int rc = d->began && d->size > 1 ? finish(d, ctx, 1) : AMP_OK;
+	land_all(d); /* after an error: nothing of the step may still be written to */
+	reset(d);
 	return rc;
 }
 

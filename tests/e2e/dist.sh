@@ -76,13 +76,41 @@ check "2 micro-batches: 2 ranks exit 0" "$?" 0
 check_true "2 micro-batches: identical weights on both ranks" cmp -s "$OUT/w2.micro.0" "$OUT/w2.micro.1"
 e=$(relerr "$OUT/w1.fp32" "$OUT/w2.micro.0")
 check_true "2 micro-batches: 2 ranks = 1 process x whole batch within 1e-5 ($e)" cmp_num "$e" "<=" 1e-5
-# a step that ends without amp_optim_step: its all-reduce (summed in place in the step's own
-# gradients) completes at the step's end, and the next steps go on alike on both ranks
-AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$T/dist_cases" \
-	--dist --steps 8 --skip-update 3 --weights "$OUT/w2.skipupd.%r" >/dev/null 2>"$OUT/skipupd.err"
-check "a step without the update: 2 ranks exit 0" "$?" 0
-check_true "a step without the update: identical weights on both ranks" \
-	cmp -s "$OUT/w2.skipupd.0" "$OUT/w2.skipupd.1"
+# a step that ends without amp_optim_step completes its all-reduce at the step's end, and every
+# rank keeps the mean: the next step adds to it, as one process keeps its gradient (1 KiB
+# buckets: every parameter's sum taken in place, in its own gradient)
+AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 8 --skip-update 3 --weights "$OUT/w1.skipupd" \
+	>/dev/null
+for kb in 1024 1; do
+	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb "${MPI[@]}" -np 2 "$T/dist_cases" \
+		--dist --steps 8 --skip-update 3 --weights "$OUT/w2.skipupd.$kb.%r" >/dev/null \
+		2>"$OUT/skipupd.err"
+	check "a step without the update ($kb KiB buckets): 2 ranks exit 0" "$?" 0
+	check_true "a step without the update ($kb KiB buckets): identical weights on both ranks" \
+		cmp -s "$OUT/w2.skipupd.$kb.0" "$OUT/w2.skipupd.$kb.1"
+	e=$(relerr "$OUT/w1.skipupd" "$OUT/w2.skipupd.$kb.0")
+	check_true "a step without the update ($kb KiB buckets): = 1 process within 1e-5 ($e)" \
+		cmp_num "$e" "<=" 1e-5
+done
+# then a step with the update and no backward: it reduces what the ranks kept (fp16 payload,
+# kept half gradients summed in place)
+AMP_PRECISION_MODE=allow_mix_precision "$T/dist_cases" --steps 8 --skip-update 2 --no-backward 3 \
+	--weights "$OUT/w1.nobwd" >/dev/null
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 AMP_ALLREDUCE_BUCKET_KB=1 \
+	"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 8 --skip-update 2 --no-backward 3 \
+	--weights "$OUT/w2.nobwd.%r" >/dev/null 2>"$OUT/nobwd.err"
+check "an update without backward after a step without update: 2 ranks exit 0" "$?" 0
+check_true "an update without backward after a step without update: identical weights" \
+	cmp -s "$OUT/w2.nobwd.0" "$OUT/w2.nobwd.1"
+e=$(relerr "$OUT/w1.nobwd" "$OUT/w2.nobwd.0")
+check_true "an update without backward after a step without update: tracks 1 process ($e <= 5e-3)" \
+	cmp_num "$e" "<=" 5e-3
+# more ranks than samples: a rank with an empty share takes part in every all-reduce
+"${MPI[@]}" -np 3 env AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --dist --steps 4 --batch 2 \
+	--weights "$OUT/w3.empty.%r" >/dev/null 2>"$OUT/empty.err"
+check "a rank with no samples: 3 ranks exit 0" "$?" 0
+check_true "a rank with no samples: identical weights" \
+	sh -c "cmp -s '$OUT/w3.empty.0' '$OUT/w3.empty.1' && cmp -s '$OUT/w3.empty.0' '$OUT/w3.empty.2'"
 # a parameter no op reads keeps its initial values on every rank, as in one process (weight
 # decay on: an update with a zero gradient would move it)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 5 --unused --weights "$OUT/w1.unused" >/dev/null
@@ -154,7 +182,7 @@ B=$(cd "$OLDPWD" && cd "$BUILD" && pwd)
 for dt in fp32 fp16; do
 	AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=$dt "${MPI[@]}" -np 2 \
 		"$B/bin/ampprof" -q -o "p$dt.%r.db" -- "$B/tests/dist_cases" --dist --steps 12 \
-		--overflow-rank 1 --overflow-step 4 >/dev/null 2>"p$dt.err"
+		--overflow-rank 1 --overflow-step 4 --skip-update 7 >/dev/null 2>"p$dt.err"
 	check "ampprof -o p$dt.%r.db under mpirun: exit 0" "$?" 0
 	check_true "one profile per rank (p$dt.0.db, p$dt.1.db)" test -s "p$dt.0.db" -a -s "p$dt.1.db"
 done
@@ -162,6 +190,8 @@ check "profile: rank in meta" "$(sqlite3 pfp32.1.db "SELECT value FROM meta WHER
 check "profile: kinds of collectives" \
 	"$(sqlite3 pfp32.0.db "SELECT group_concat(kind || ':' || n) FROM (SELECT kind, count(*) n FROM comm GROUP BY kind ORDER BY kind)")" \
 	"allreduce:12,barrier:5,broadcast:1"
+check "profile: the step without the update has its all-reduce too (completed at its end)" \
+	"$(sqlite3 pfp32.0.db "SELECT count(*) FROM comm WHERE kind = 'allreduce' AND step = 7")" 1
 check "profile: all-reduce rows carry dtype and bucket" \
 	"$(sqlite3 pfp16.0.db "SELECT count(*) FROM comm WHERE kind = 'allreduce' AND dtype = 'fp16' AND bucket = 0 AND wait_ns <= dur_ns AND dur_ns > 0")" 12
 b32=$(sqlite3 pfp32.0.db "SELECT sum(bytes) FROM comm WHERE kind = 'allreduce'")

@@ -6,7 +6,8 @@
  * two can be compared weight for weight.
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
  *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--skip-update S]
- *              [--unused] [--weights FILE]
+ *              [--unused] [--no-backward S [--no-backward-rank R]]
+ *              [--weights FILE]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
  * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
@@ -18,6 +19,9 @@
  * all-reduce is left in flight for the step's end to complete).  --unused adds a parameter
  * of 8 values that no op reads (written last with --weights) and a weight decay of 0.01: the
  * optimizer must leave it alone, as it does in one process.
+ * --no-backward S: step S runs forward only (on rank R alone with --no-backward-rank R), its
+ * update as usual.  A rank whose share of
+ * the batch is empty (more ranks than samples) runs no forward and takes part in the update.
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -40,7 +44,7 @@
 
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
-	    split_bias, micro, skip_update, unused;
+	    split_bias, micro, skip_update, unused, no_backward, no_backward_rank;
 	const char *weights;
 } opts;
 
@@ -60,7 +64,7 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, 0, NULL};
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, 0, -1, -1, NULL};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
@@ -85,6 +89,10 @@ static int parse(int argc, char **argv, opts *o)
 			o->die_step = atoi(argv[++i]);
 		else if (v && strcmp(a, "--skip-update") == 0)
 			o->skip_update = atoi(argv[++i]);
+		else if (v && strcmp(a, "--no-backward") == 0)
+			o->no_backward = atoi(argv[++i]);
+		else if (v && strcmp(a, "--no-backward-rank") == 0)
+			o->no_backward_rank = atoi(argv[++i]);
 		else if (v && strcmp(a, "--micro") == 0)
 			o->micro = atoi(argv[++i]);
 		else if (v && strcmp(a, "--weights") == 0)
@@ -208,7 +216,9 @@ int main(int argc, char **argv)
 		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *b3 = p[5], *lg, *l = NULL;
 		int skipped = 0;
 		CHECK(amp_step_begin(ctx));
-		for (int mb = 0; mb < o.micro; mb++) { /* the rank's share in o.micro micro-batches */
+		int backward =
+		    step != o.no_backward || (o.no_backward_rank >= 0 && rank != o.no_backward_rank);
+		for (int mb = 0; n > 0 && mb < o.micro; mb++) { /* the rank's share in o.micro micro-batches */
 			int m0 = n * mb / o.micro, m = n * (mb + 1) / o.micro - m0;
 			if (o.micro > 1)
 				CHECK(amp_micro_batch_begin(ctx));
@@ -223,12 +233,13 @@ int main(int argc, char **argv)
 				CHECK(amp_concat(ctx, "fc3.bias", p + 5, 5, 0, &b3));
 			CHECK(amp_linear(ctx, "fc3", a2, p[4], b3, &lg));
 			CHECK(amp_cross_entropy(ctx, "loss", lg, yt, &l));
-			CHECK(amp_backward(ctx, l));
+			if (backward)
+				CHECK(amp_backward(ctx, l));
 		}
 		double scale = amp_loss_scale(ctx);
 		if (step != o.skip_update)
 			CHECK(amp_optim_step(opt, &skipped));
-		double loss = amp_tensor_item(ctx, l);
+		double loss = l ? amp_tensor_item(ctx, l) : 0.0;
 		amp_step_set_samples(ctx, n);
 		CHECK(amp_step_end(ctx));
 		if (rank == 0 || o.all_ranks)
@@ -244,6 +255,8 @@ int main(int argc, char **argv)
 out:
 	amp_ctx_free(ctx);
 #ifdef AMP_HAVE_MPI
+	if (o.dist && status != 0) /* the other ranks may be waiting on this one: end them too */
+		MPI_Abort(MPI_COMM_WORLD, 1);
 	if (o.dist)
 		MPI_Finalize();
 #endif

@@ -852,3 +852,53 @@ Test(optim, gradient_set_in_place_updates_as_a_written_one)
 		cr_assert_neq(memcmp(got[1], w0, sizeof w0), 0, "trained");
 	}
 }
+
+/* What a data-parallel backend hands back when a step ends without the update: the values are
+ * copied into the FP32 master gradient at once (widened exactly), so that the payload may be
+ * written again, the step may end, and the next backward adds to them. */
+Test(optim, gradient_store_copies_into_the_master_gradient)
+{
+	static float vals[KEPT_N], p32[KEPT_N], got[KEPT_N];
+	static uint16_t half[KEPT_N];
+	uint64_t s = 5;
+	const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+	for (int d = 0; d < 3; d++) {
+		amp_ctx *ctx = mkctx("precision_mode", "allow_mix_precision_fp16", NULL);
+		amp_tensor *w;
+		cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(KEPT_N), AMP_INIT_ZEROS, 0, &w), AMP_OK);
+		for (int i = 0; i < KEPT_N; i++)
+			vals[i] = amp_rng_uniform(&s) - 0.5f;
+		void *payload = p32;
+		memcpy(p32, vals, sizeof vals);
+		if (dts[d] != AMP_F32) {
+			amp_cvt(dts[d], half, AMP_F32, vals, KEPT_N);
+			amp_cvt(AMP_F32, vals, dts[d], half, KEPT_N); /* what the master must hold */
+			payload = half;
+		}
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		cr_assert_eq(amp_param_grad_store(ctx, 0, dts[d], payload), AMP_OK, "%s",
+		             amp_ctx_error(ctx));
+		amp_dtype got_dt;
+		int64_t bad;
+		const void *at = amp_param_grad_data(ctx, 0, &got_dt, &bad);
+		cr_assert_eq(got_dt, AMP_F32, "%s: held in FP32", amp_dtype_name(dts[d]));
+		cr_assert(at && at != payload, "%s: in the master gradient", amp_dtype_name(dts[d]));
+		memset(payload, 0x7f, dts[d] == AMP_F32 ? sizeof p32 : sizeof half); /* reused */
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		/* the next step's backward adds 1 to every value */
+		static float ones[KEPT_N];
+		for (int i = 0; i < KEPT_N; i++)
+			ones[i] = 1;
+		amp_tensor *c, *y;
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		cr_assert_eq(amp_tensor_from_f32(ctx, ones, amp_shape1(KEPT_N), AMP_F32, &c), AMP_OK);
+		cr_assert_eq(amp_mul(ctx, "mul", c, w, &y), AMP_OK);
+		cr_assert_eq(amp_backward_seeded(ctx, y, ones), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_tensor_read_f32(ctx, amp_tensor_grad(w), got), AMP_OK);
+		for (int i = 0; i < KEPT_N; i++)
+			cr_assert_eq(got[i], vals[i] + 1.0f, "%s: g[%d] %a, stored %a + 1",
+			             amp_dtype_name(dts[d]), i, (double)got[i], (double)vals[i]);
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+		amp_ctx_free(ctx);
+	}
+}

@@ -853,6 +853,7 @@ typedef struct cnet {
 	/* the last step's tensors the tests measure */
 	amp_tensor *bn1, *bn2, *pool1, *pool2;
 	uint64_t act_at_backward; /* activation bytes when the backward began */
+	int fail_step_end;        /* the probe backend's step_end fails */
 } cnet;
 
 #define CB  4 /* batch */
@@ -869,6 +870,8 @@ static void cnet_new(cnet *n, const char *mode, int memopt, int alias, int micro
 	               memopt ? "on" : "off", "gradient_accumulation_steps", mb, NULL);
 	n->alias = alias;
 	n->micro = micro;
+	n->fail_step_end = 0;
+	n->act_at_backward = 0;
 	static const struct {
 		const char *label;
 		int64_t d0, d1, d2, d3;
@@ -923,11 +926,18 @@ static int probe_reduce(void *state, amp_ctx *ctx, double *divisor)
 	*divisor = 1;
 	return AMP_OK;
 }
+static int probe_step_end(void *state, amp_ctx *ctx)
+{
+	cnet *n = state;
+	return n->fail_step_end ? amp_dist_fail(ctx, AMP_EIO, "probe: the step's reduction failed")
+	                        : AMP_OK;
+}
 static const amp_dist_ops probe_ops = {.backward_begin = probe_begin,
                                        .grad_ready = probe_ready,
                                        .progress = probe_ctx,
                                        .backward_end = probe_ctx,
                                        .reduce = probe_reduce,
+                                       .step_end = probe_step_end,
                                        .detach = probe_ctx};
 
 /* The forward of one step on data that depends only on the step index; the loss. */
@@ -1141,4 +1151,23 @@ Test(memory_optimize, pool_keeps_no_argmax_when_not_training)
 		cr_assert_eq(amp_step_end(ctx), AMP_OK);
 		amp_ctx_free(ctx);
 	}
+}
+
+/* A backend's failure at the step's end (a reduction it had to complete there) reaches the
+ * caller of amp_step_end, with its message, and the step has ended all the same. */
+Test(dist, step_end_error_returned_after_the_step_ended)
+{
+	cnet n;
+	cnet_new(&n, "allow_mix_precision_fp16", 0, 0, 1);
+	amp_ctx *ctx = n.ctx;
+	cr_assert_eq(amp_dist_attach(ctx, &probe_ops, &n), AMP_OK);
+	n.fail_step_end = 1;
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_backward(ctx, cnet_forward(&n)), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_step_end(ctx), AMP_EIO);
+	cr_assert(strstr(amp_ctx_error(ctx), "the step's reduction failed"), "%s", amp_ctx_error(ctx));
+	n.fail_step_end = 0;
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK, "the step ended: %s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	amp_ctx_free(ctx);
 }

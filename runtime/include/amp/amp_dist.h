@@ -37,8 +37,9 @@ typedef struct amp_dist_ops {
 	 * backend has set the context's message through amp_dist_fail). */
 	int (*reduce)(void *state, amp_ctx *ctx, double *divisor);
 	/* The step is ending (amp_step_end), and its step-scoped memory with it: a gradient the
-	 * backend still sums in place must be done with.  May be NULL. */
-	void (*step_end)(void *state, amp_ctx *ctx);
+	 * backend still sums in place must be done with.  AMP_OK or an error code, which
+	 * amp_step_end returns once it has ended the step all the same.  May be NULL. */
+	int (*step_end)(void *state, amp_ctx *ctx);
 	/* The context is being freed. */
 	void (*detach)(void *state, amp_ctx *ctx);
 } amp_dist_ops;
@@ -71,7 +72,8 @@ int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n);
  * *nonfinite is its NaN/Inf count when the runtime already knows it, else -1.  Valid until
  * the next write to the gradient; a final gradient (grad_ready) is not written again, and is
  * the step's own copy, which a backend may overwrite with the sum (and hand back with
- * amp_param_grad_set) if it is done with it by the step's end (step_end). */
+ * amp_param_grad_set, or amp_param_grad_store) if it is done with it by the step's end
+ * (step_end). */
 const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *nonfinite);
 /* Nonzero when parameter i has a gradient at all: this step's, or zeros after an earlier
  * step's.  One that no tape has reached yet has none, and the optimizer leaves it alone. */
@@ -83,6 +85,10 @@ int amp_param_has_grad(amp_ctx *ctx, int i);
  * into the master gradients. */
 int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data,
                        int64_t nonfinite);
+/* Makes data parameter i's gradient as amp_param_grad_set does, but copied (widened) into its
+ * FP32 master gradient at once, and its NaN/Inf count left to the optimizer: what a backend
+ * hands back when data will be written again before the optimizer runs. */
+int amp_param_grad_store(amp_ctx *ctx, int i, amp_dtype dtype, const void *data);
 
 /* ---- profiling a collective --------------------------------------------------------------- */
 /* Kinds of a collective (the `comm` table's kind). */

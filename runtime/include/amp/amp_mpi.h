@@ -14,11 +14,18 @@
  * From then on amp_backward all-reduces the master gradients in buckets (allreduce_bucket_kb)
  * as it produces them, each summed by a ring of non-blocking point-to-point messages started in
  * one fixed order, so that the reduction overlaps the rest of backward and gives bit-identical
- * results from run to run for a given number of ranks.  amp_optim_step waits for the last bucket, divides by the number of
- * ranks, then unscales and checks: every rank sees the same sum, so an Inf or NaN on any rank
- * (or one the sum produced) makes every rank skip the step and back the loss scale off
- * together.  allreduce_dtype = fp16 | bf16 sends the scaled gradients in the half type (half
- * the bytes of fp32) and adds them in FP32 on every hop.
+ * results from run to run for a given number of ranks and bucket size.  amp_optim_step waits
+ * for the last bucket, divides by the number of ranks, then unscales and checks: every rank
+ * sees the same sum, so an Inf or NaN on any rank (or one the sum produced) makes every rank
+ * skip the step and back the loss scale off together.  allreduce_dtype = fp16 | bf16 sends the
+ * scaled gradients in the half type (half the bytes of fp32) and adds them in FP32 on every
+ * hop.
+ *
+ * The all-reduce is collective: every rank calls amp_optim_step in the same steps (a rank with
+ * no data in a step calls it all the same; its gradient is then zero).  A step that runs
+ * backward and ends without amp_optim_step completes the all-reduce in amp_step_end, and every
+ * rank keeps the mean gradient, to which the next steps add, as one process keeps its
+ * gradient; in such a step every rank runs backward, or none.
  *
  * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
  * and the start-up barrier is what `ampprof merge` aligns the ranks' clocks on.
