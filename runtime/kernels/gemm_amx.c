@@ -238,6 +238,12 @@ AVX512_TARGET void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t
 /* The layout of amx_pack_b_vnni_ref.  Rows of op(B) contiguous (cs 1): rows k and k + 1
  * interleaved, 32 columns at a time, into the rows of two tiles.  op(B) = B^T (rs 1): a tile is
  * 16 columns' runs of 16 k pairs (dwords), transposed. */
+/* Column blocks packed together, each k pair's rows read for that many blocks at a time: one
+ * at a time, the reads of a block's k rows are 64 bytes per row, 2 KB apart on the MLP's
+ * 1024-wide rows; all of them at a time, each pair of rows is read whole but the writes go to
+ * nblk streams 2 ks KB apart, which share a few L1 sets.  Two: the head's weight gradient
+ * (10 x 1024 x 128, B packed for ten rows) 2.1x -> 2.7x FP32, the others the same or better. */
+#define AMX_PACK_B_GROUP 2
 AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks,
                                          int64_t n0, int64_t cols, uint16_t *restrict out)
 {
@@ -248,22 +254,25 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 		                                11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
 		const __m512i v0 = _mm512_loadu_si512(i0);
 		const __m512i v1 = _mm512_add_epi16(v0, _mm512_set1_epi16(16));
-		for (int64_t s = 0; s < ks; s++)
-			for (int64_t p = 0; p < 16; p++) {
-				int64_t k = s * AMX_KSTEP + 2 * p;
-				const uint16_t *r0 = b->p + (k0 + k) * b->rs + n0, *r1 = r0 + b->rs;
-				for (int64_t nb = 0; nb < nblk; nb++) {
-					__mmask32 m = amx_mask32(cols - nb * 32);
-					__m512i x = k < kc ? _mm512_maskz_loadu_epi16(m, r0 + nb * 32)
-					                   : _mm512_setzero_si512();
-					__m512i y = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, r1 + nb * 32)
-					                       : _mm512_setzero_si512();
-					uint16_t *o = out + (((nb * ks + s) * 2) * 16 + p) * 32;
-					_mm512_storeu_si512(o, _mm512_permutex2var_epi16(x, v0, y));
-					_mm512_storeu_si512(o + AMX_TILE_ELEMS,
-					                    _mm512_permutex2var_epi16(x, v1, y));
+		for (int64_t g = 0; g < nblk; g += AMX_PACK_B_GROUP) {
+			int64_t gend = blind_min(nblk, g + AMX_PACK_B_GROUP);
+			for (int64_t s = 0; s < ks; s++)
+				for (int64_t p = 0; p < 16; p++) {
+					int64_t k = s * AMX_KSTEP + 2 * p;
+					const uint16_t *r0 = b->p + (k0 + k) * b->rs + n0, *r1 = r0 + b->rs;
+					for (int64_t nb = g; nb < gend; nb++) {
+						__mmask32 m = amx_mask32(cols - nb * 32);
+						__m512i x = k < kc ? _mm512_maskz_loadu_epi16(m, r0 + nb * 32)
+						                   : _mm512_setzero_si512();
+						__m512i y = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, r1 + nb * 32)
+						                       : _mm512_setzero_si512();
+						uint16_t *o = out + (((nb * ks + s) * 2) * 16 + p) * 32;
+						_mm512_storeu_si512(o, _mm512_permutex2var_epi16(x, v0, y));
+						_mm512_storeu_si512(o + AMX_TILE_ELEMS,
+						                    _mm512_permutex2var_epi16(x, v1, y));
+					}
 				}
-			}
+		}
 		return;
 	}
 	if (b->rs != 1) {
