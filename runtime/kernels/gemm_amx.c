@@ -353,8 +353,9 @@ AVX512_TARGET void amp_amx_store_f32_avx512(const float *acc, int64_t rows, int6
 #define AVX512BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 /* amp_amx_store_avx512 with vcvtneps2bf16 (every AMX-BF16 CPU has AVX512-BF16): the same bits.
- * The instruction reads fp32 subnormals as zero; those lanes (rare: tile sums are flushed, only
- * a beta C term can make one) are rounded in integer arithmetic as blind_f32_to_bf16 does. */
+ * The instruction reads fp32 subnormals as zero; tdpbf16ps flushes its sums to zero, so only a
+ * beta C term can make one, and those lanes are rounded in integer arithmetic as
+ * blind_f32_to_bf16 does. */
 AVX512BF16_TARGET void amp_amx_store_avx512bf16(const float *acc, int64_t rows, int64_t cols,
                                                 float beta, void *Cv, int64_t ldc)
 {
@@ -364,15 +365,8 @@ AVX512BF16_TARGET void amp_amx_store_avx512bf16(const float *acc, int64_t rows, 
 		for (int64_t r = 0; r < rows; r++) {
 			const float *src = acc + (r / 16) * 2 * 256 + (r % 16) * 16;
 			__m512 lo = _mm512_load_ps(src), hi = _mm512_load_ps(src + 256);
-			__m512i b = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-			__mmask32 sub = (__mmask32)_mm512_fpclass_ps_mask(lo, 0x20) |
-			                (__mmask32)_mm512_fpclass_ps_mask(hi, 0x20) << 16;
-			if (__builtin_expect(sub != 0, 0)) {
-				__m512i e = _mm512_inserti64x4(_mm512_castsi256_si512(amx_round_bf16(lo)),
-				                               amx_round_bf16(hi), 1);
-				b = _mm512_mask_mov_epi16(b, sub, e);
-			}
-			_mm512_storeu_si512(C + r * ldc, b);
+			/* no subnormal lanes: the tiles' sums are flushed to zero */
+			_mm512_storeu_si512(C + r * ldc, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 		}
 		return;
 	}
