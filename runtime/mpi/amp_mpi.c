@@ -66,52 +66,6 @@ typedef struct dist {
 	float *scratch;        /* largest parameter, fp32 (the broadcast) */
 } dist;
 
-/* ---- the sums ----------------------------------------------------------------------------- */
-#define SUM_BLOCK 1024
-
-/* y += x over n values of dt, in FP32, each sum rounded once to dt. */
-static void sum_into(amp_dtype dt, void *y, const void *x, int64_t n)
-{
-	if (dt == AMP_F32) {
-		float *restrict yf = y;
-		const float *restrict xf = x;
-		for (int64_t i = 0; i < n; i++)
-			yf[i] += xf[i];
-		return;
-	}
-	float a[SUM_BLOCK], b[SUM_BLOCK];
-	const uint16_t *xh = x;
-	uint16_t *yh = y;
-	for (int64_t i0 = 0; i0 < n; i0 += SUM_BLOCK) {
-		int64_t m = n - i0 < SUM_BLOCK ? n - i0 : SUM_BLOCK;
-		amp_dist_convert(AMP_F32, a, dt, xh + i0, m);
-		amp_dist_convert(AMP_F32, b, dt, yh + i0, m);
-		for (int64_t i = 0; i < m; i++)
-			b[i] += a[i];
-		amp_dist_convert(dt, yh + i0, AMP_F32, b, m);
-	}
-}
-
-/* y *= f over n values of dt, in FP32, each product rounded once to dt. */
-static void scale(amp_dtype dt, void *y, float f, int64_t n)
-{
-	if (dt == AMP_F32) {
-		float *yf = y;
-		for (int64_t i = 0; i < n; i++)
-			yf[i] *= f;
-		return;
-	}
-	float b[SUM_BLOCK];
-	uint16_t *yh = y;
-	for (int64_t i0 = 0; i0 < n; i0 += SUM_BLOCK) {
-		int64_t m = n - i0 < SUM_BLOCK ? n - i0 : SUM_BLOCK;
-		amp_dist_convert(AMP_F32, b, dt, yh + i0, m);
-		for (int64_t i = 0; i < m; i++)
-			b[i] *= f;
-		amp_dist_convert(dt, yh + i0, AMP_F32, b, m);
-	}
-}
-
 /* ---- buckets ------------------------------------------------------------------------------- */
 static int64_t numel_of(amp_ctx *ctx, int i)
 {
@@ -182,7 +136,7 @@ static int unpack(dist *d, amp_ctx *ctx, bucket *bk, int mean)
 {
 	size_t esz = amp_dtype_size(d->dtype);
 	if (mean)
-		scale(d->dtype, bk->data, 1.0f / (float)d->size, bk->elems);
+		amp_dist_scale(d->dtype, bk->data, 1.0f / (float)d->size, bk->elems);
 	const char *src = bk->data;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
@@ -265,7 +219,7 @@ static int ring_advance(dist *d, int k, int wait)
 			return MPI_SUCCESS;
 		if (bk->hop < p - 1) { /* the share received joins this rank's own */
 			int s = wrap(d, d->rank - bk->hop - 1);
-			sum_into(d->dtype, share(d, bk, s), bk->in, share_len(bk, s));
+			amp_dist_add(d->dtype, share(d, bk, s), bk->in, share_len(bk, s));
 			if (bk->hop == p - 2) /* the share's whole sum: this rank counts it */
 				count_share(d, bk, s);
 		}

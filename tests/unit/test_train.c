@@ -1171,3 +1171,56 @@ Test(dist, step_end_error_returned_after_the_step_ended)
 	cr_assert_eq(amp_step_end(ctx), AMP_OK);
 	amp_ctx_free(ctx);
 }
+
+/* The data-parallel backend's arithmetic: y += x and y *= f, each result the FP32 one rounded
+ * once to the dtype, on every float dtype, specials and subnormals among the values. */
+Test(dist, add_and_scale_round_once)
+{
+	enum { N = 3000 };
+	static const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x00000001u, 0x80000000u,
+	                                   0x477fe000u, 0x33800000u, 0x7f7fffffu, 0x3f800000u};
+	const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+	uint64_t s = 77;
+	for (int d = 0; d < 3; d++) {
+		size_t esz = amp_dtype_size(dts[d]);
+		static float xf[N], yf[N], want[N], got[N];
+		static char x[N * 4], y[N * 4], y2[N * 4];
+		for (int i = 0; i < N; i++) {
+			s = s * 6364136223846793005ull + 1442695040888963407ull;
+			uint32_t bits = (uint32_t)(s >> 32);
+			float v = i % 17 == 0 ? 0 : (float)((int32_t)bits) / 2147483648.0f *
+			                               ldexpf(1.0f, (int)(bits % 40) - 24);
+			if (i % 97 == 0)
+				memcpy(&v, &special[(i / 97) % 8], sizeof v);
+			(i % 2 ? xf : yf)[i / 2] = v;
+			(i % 2 ? yf : xf)[N - 1 - i / 2] = -v * 0.75f;
+		}
+		/* the operands as the dtype holds them */
+		amp_cvt(dts[d], x, AMP_F32, xf, N);
+		amp_cvt(dts[d], y, AMP_F32, yf, N);
+		amp_cvt(AMP_F32, xf, dts[d], x, N);
+		amp_cvt(AMP_F32, yf, dts[d], y, N);
+		memcpy(y2, y, (size_t)N * esz);
+		amp_dist_add(dts[d], y, x, N);
+		for (int i = 0; i < N; i++)
+			want[i] = yf[i] + xf[i];
+		char w[N * 4];
+		amp_cvt(dts[d], w, AMP_F32, want, N);
+		amp_cvt(AMP_F32, want, dts[d], w, N);
+		amp_cvt(AMP_F32, got, dts[d], y, N);
+		for (int i = 0; i < N; i++)
+			cr_assert(memcmp(&want[i], &got[i], 4) == 0 || (isnan(want[i]) && isnan(got[i])),
+			          "%s add [%d]: %a + %a = %a, want %a", amp_dtype_name(dts[d]), i,
+			          (double)yf[i], (double)xf[i], (double)got[i], (double)want[i]);
+		amp_dist_scale(dts[d], y2, 0.5f, N);
+		for (int i = 0; i < N; i++)
+			want[i] = yf[i] * 0.5f;
+		amp_cvt(dts[d], w, AMP_F32, want, N);
+		amp_cvt(AMP_F32, want, dts[d], w, N);
+		amp_cvt(AMP_F32, got, dts[d], y2, N);
+		for (int i = 0; i < N; i++)
+			cr_assert(memcmp(&want[i], &got[i], 4) == 0 || (isnan(want[i]) && isnan(got[i])),
+			          "%s scale [%d]: %a / 2 = %a, want %a", amp_dtype_name(dts[d]), i,
+			          (double)yf[i], (double)got[i], (double)want[i]);
+	}
+}

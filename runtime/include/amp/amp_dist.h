@@ -62,6 +62,11 @@ const char *amp_param_label(amp_ctx *ctx, int i);
  * vectorized kernels (round to nearest even; values beyond a half type's range become Inf). */
 void amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
                       int64_t n);
+/* y += x over n values of a float dtype: each sum the FP32 sum rounded once to dtype, on the
+ * runtime's vector kernels (fp16: natively where the CPU adds fp16, the same bits). */
+void amp_dist_add(amp_dtype dtype, void *y, const void *x, int64_t n);
+/* y *= f over n values of a float dtype, each product computed in FP32 and rounded once. */
+void amp_dist_scale(amp_dtype dtype, void *y, float f, int64_t n);
 /* Number of NaN and Inf values among n values of a float dtype. */
 int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n);
 
