@@ -58,10 +58,10 @@ static const char *const finalize_sql =
     "   / nullif(total(flops), 0) FROM op_summary)," \
     " (SELECT total(total_ns) FROM copy_sigs) /" \
     "   nullif((SELECT total(dur_ns) FROM steps WHERE detail = 1), 0)," \
-    " (SELECT count(*) FROM steps)," \
-    " (SELECT count(*) FROM steps WHERE overflow = 1)," \
-    " (SELECT count(*) FROM steps WHERE skipped = 1)," \
-    " (SELECT min(scale) FROM steps), (SELECT max(scale) FROM steps)," \
+    " (SELECT count(*) FROM run_steps)," \
+    " (SELECT count(*) FROM run_steps WHERE overflow = 1)," \
+    " (SELECT count(*) FROM run_steps WHERE skipped = 1)," \
+    " (SELECT min(scale) FROM run_steps), (SELECT max(scale) FROM run_steps)," \
     " coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'complete'), 0)," \
     " (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'wall_ns')," \
     " (SELECT CAST(total(dur_ns) AS INTEGER) FROM steps)," \
@@ -518,7 +518,7 @@ static int scale_is_dynamic(sqlite3 *db)
 	char scaling[64];
 	query_text(db, "SELECT value FROM meta WHERE key IN ('loss_scale', 'app.loss_scale') "
 	               "ORDER BY key = 'loss_scale' DESC LIMIT 1", scaling, sizeof scaling);
-	double decisions = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	double decisions = query_double(db, "SELECT count(*) FROM run_loss_scale WHERE reason IN "
 	                                    "('hold', 'growth', 'overflow', 'nan')", 0);
 	return !((scaling[0] && strcmp(scaling, "dynamic") != 0) || decisions == 0);
 }
@@ -527,23 +527,23 @@ static int scale_is_dynamic(sqlite3 *db)
  * (not for a static scale in a BF16 mode, which needs none). */
 static int rule_scale(sqlite3 *db)
 {
-	double steps = query_double(db, "SELECT count(*) FROM steps WHERE scale IS NOT NULL", 0);
+	double steps = query_double(db, "SELECT count(*) FROM run_steps WHERE scale IS NOT NULL", 0);
 	if (steps <= 0)
 		return 0;
 	double floor_cfg = query_double(db,
 	                                "SELECT CAST(value AS REAL) FROM meta WHERE key IN "
 	                                "('loss_scale_min', 'app.loss_scale_min') LIMIT 1", 1.0);
-	double min_scale = query_double(db, "SELECT min(scale) FROM steps", 0);
+	double min_scale = query_double(db, "SELECT min(scale) FROM run_steps", 0);
 	/* the scale the run ended with: after the scaler's last decision, not the one the last
 	 * step used (they differ when the last step overflowed) */
-	double last = query_double(db, "SELECT scale FROM steps WHERE scale IS NOT NULL "
+	double last = query_double(db, "SELECT scale FROM run_steps WHERE scale IS NOT NULL "
 	                                "ORDER BY step DESC LIMIT 1", 0);
-	last = query_double(db, "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL "
+	last = query_double(db, "SELECT new_scale FROM run_loss_scale WHERE new_scale IS NOT NULL "
 	                        "ORDER BY step DESC, rowid DESC LIMIT 1", last);
-	double first = query_double(db, "SELECT scale FROM steps WHERE scale IS NOT NULL "
+	double first = query_double(db, "SELECT scale FROM run_steps WHERE scale IS NOT NULL "
 	                                 "ORDER BY step LIMIT 1", 0);
-	double overflow = query_double(db, "SELECT count(*) FROM steps WHERE overflow = 1", 0);
-	double first_overflow = query_double(db, "SELECT min(step) FROM steps WHERE overflow = 1", -1);
+	double overflow = query_double(db, "SELECT count(*) FROM run_steps WHERE overflow = 1", 0);
+	double first_overflow = query_double(db, "SELECT min(step) FROM run_steps WHERE overflow = 1", -1);
 	char msg[512], ev[1024];
 	int rc = 0;
 	snprintf(ev, sizeof ev,
@@ -561,14 +561,14 @@ static int rule_scale(sqlite3 *db)
 		/* no floor or collapse rule */
 	} else if (min_scale <= floor_cfg) {
 		double at_floor = 0;
-		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM steps WHERE scale <= ?",
+		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM run_steps WHERE scale <= ?",
 		                         "d", floor_cfg);
 		/* a forward fault (overflow, cast overflow, underflow, invalid operation) defeats
 		 * every scale: then the floor is its symptom, not a gradient problem */
 		char fwd_class[32] = "";
 		amp_profile_query_text(db, fwd_class, sizeof fwd_class,
 		                       "SELECT class FROM nonfinite WHERE class <> 'scaled_grad_overflow'"
-		                       " AND step IN (SELECT step FROM steps WHERE scale <= ?1)"
+		                       " AND step IN (SELECT step FROM run_steps WHERE scale <= ?1)"
 		                       " GROUP BY class ORDER BY count(*) DESC, class LIMIT 1", "d",
 		                       floor_cfg);
 		if (fwd_class[0])
@@ -1331,7 +1331,7 @@ static const char *const scale_cause_sql =
     "  AND step IN (SELECT step FROM nonfinite WHERE class = 'invalid_operation')"
     "  AND step NOT IN (SELECT step FROM nonfinite WHERE class <> 'invalid_operation');"
     "UPDATE nonfinite SET reason = 'nan' WHERE reason = 'overflow'"
-    "  AND step IN (SELECT step FROM loss_scale WHERE reason = 'nan');"
+    "  AND step IN (SELECT step FROM run_loss_scale WHERE reason = 'nan');"
     "UPDATE loss_scale SET cause_class = n.class, cause_op = n.op, cause_tensor = n.label,"
     "  cause_callsite = n.callsite, cause_fwd_callsite = n.fwd_callsite"
     "  FROM (SELECT step, class, op, label, callsite, fwd_callsite, min(rowid) FROM nonfinite"
@@ -1359,8 +1359,11 @@ static int explain_scale(sqlite3 *db)
 	    sqlite3_exec(db, "UPDATE run_summary SET skipped_share = CAST(skipped_steps AS REAL) /"
 	                     " nullif(steps, 0)", NULL, NULL, NULL) != SQLITE_OK)
 		return -1;
-	if (sqlite3_prepare_v2(db, "SELECT rowid, step, reason, old_scale, new_scale FROM loss_scale"
-	                           " ORDER BY step, rowid", -1, &st, NULL) != SQLITE_OK ||
+	/* each rank's decisions in turn (a merged profile: identical histories), the lowest
+	 * rank's telling the story */
+	if (sqlite3_prepare_v2(db, "SELECT rowid, step, reason, old_scale, new_scale, rank"
+	                           " FROM loss_scale ORDER BY rank, step, rowid", -1, &st,
+	                           NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "UPDATE loss_scale SET clean_steps = ? WHERE rowid = ?", -1, &up,
 	                       NULL) != SQLITE_OK)
 		goto out;
@@ -1370,26 +1373,39 @@ static int explain_scale(sqlite3 *db)
 	double first = NAN, final = NAN;
 	char probe_steps[256] = "", spike_steps[256] = "", growth_steps[256] = "";
 	size_t pl = 0, sl = 0, gl = 0;
+	int64_t rank = 0;
+	int ranks = 0; /* ranks seen: the first one's rows tell the story, every row gets its
+	                  clean steps */
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		int64_t step = sqlite3_column_int64(st, 1);
 		const char *reason = col_text(st, 2);
-		if (first != first)
+		if (ranks == 0 || sqlite3_column_int64(st, 5) != rank) {
+			rank = sqlite3_column_int64(st, 5);
+			ranks++;
+			clean = last_change = 0;
+			have_change = last_up = 0;
+		}
+		const int story = ranks == 1;
+		if (story && first != first)
 			first = sqlite3_column_double(st, 3);
-		final = sqlite3_column_double(st, 4);
+		if (story)
+			final = sqlite3_column_double(st, 4);
 		if (strcmp(reason, "init") == 0) {
 			last_change = step - 1; /* its scale is in force from this very step */
 			have_change = last_up = 1;
 		} else if (strcmp(reason, "overflow") == 0 || strcmp(reason, "nan") == 0) {
 			int probe = strcmp(reason, "overflow") == 0 && last_up && have_change &&
 			            step - last_change <= PROBE_STEPS;
-			backoffs++;
-			probes += probe;
-			if (probe && pl < sizeof probe_steps)
-				pl += (size_t)snprintf(probe_steps + pl, sizeof probe_steps - pl, "%s%" PRId64,
-				                       pl ? "," : "", step);
-			if (!probe && sl < sizeof spike_steps)
-				sl += (size_t)snprintf(spike_steps + sl, sizeof spike_steps - sl, "%s%" PRId64,
-				                       sl ? "," : "", step);
+			if (story) {
+				backoffs++;
+				probes += probe;
+				if (probe && pl < sizeof probe_steps)
+					pl += (size_t)snprintf(probe_steps + pl, sizeof probe_steps - pl,
+					                       "%s%" PRId64, pl ? "," : "", step);
+				if (!probe && sl < sizeof spike_steps)
+					sl += (size_t)snprintf(spike_steps + sl, sizeof spike_steps - sl,
+					                       "%s%" PRId64, sl ? "," : "", step);
+			}
 			last_change = step;
 			have_change = 1;
 			last_up = probe;
@@ -1402,10 +1418,12 @@ static int explain_scale(sqlite3 *db)
 				goto out;
 			sqlite3_reset(up);
 			if (strcmp(reason, "growth") == 0) {
-				growths++;
-				if (gl < sizeof growth_steps)
-					gl += (size_t)snprintf(growth_steps + gl, sizeof growth_steps - gl,
-					                       "%s%" PRId64, gl ? "," : "", step);
+				if (story) {
+					growths++;
+					if (gl < sizeof growth_steps)
+						gl += (size_t)snprintf(growth_steps + gl, sizeof growth_steps - gl,
+						                       "%s%" PRId64, gl ? "," : "", step);
+				}
 				last_change = step;
 				have_change = last_up = 1;
 				clean = 0;
@@ -1459,9 +1477,9 @@ static int rule_scale_history(sqlite3 *db)
 	query_text(db, "SELECT scale_history_steps FROM run_summary", steps, sizeof steps);
 	double nsteps = query_double(db, "SELECT steps FROM run_summary", 0);
 	double skipped = query_double(db, "SELECT skipped_steps FROM run_summary", 0);
-	double backoffs = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason IN "
+	double backoffs = query_double(db, "SELECT count(*) FROM run_loss_scale WHERE reason IN "
 	                                   "('overflow', 'nan')", 0);
-	double growths = query_double(db, "SELECT count(*) FROM loss_scale WHERE reason = 'growth'",
+	double growths = query_double(db, "SELECT count(*) FROM run_loss_scale WHERE reason = 'growth'",
 	                              0);
 	int rc = 0;
 	if (history[0] && strcmp(history, "steady") != 0) {
@@ -1471,7 +1489,7 @@ static int rule_scale_history(sqlite3 *db)
 		if (sqlite3_prepare_v2(db,
 		                       "SELECT l.step, l.old_scale, l.new_scale, l.reason, l.cause_op,"
 		                       " l.cause_tensor, c.file, c.line, f.file, f.line, l.cause_absmax"
-		                       " FROM loss_scale l LEFT JOIN callsites c ON c.id = l.cause_callsite"
+		                       " FROM run_loss_scale l LEFT JOIN callsites c ON c.id = l.cause_callsite"
 		                       " LEFT JOIN callsites f ON f.id = l.cause_fwd_callsite"
 		                       " WHERE l.reason IN ('overflow', 'nan') ORDER BY l.step, l.rowid"
 		                       " LIMIT 1", -1, &st, NULL) != SQLITE_OK)
@@ -1523,7 +1541,7 @@ static int rule_scale_history(sqlite3 *db)
 		         "what overflows", skipped, nsteps, 100.0 * skipped / nsteps,
 		         100.0 * skipped / nsteps);
 		rc |= add_advice(db, "skipped_steps", "warning", msg, NULL, NULL,
-		                 (int64_t)query_double(db, "SELECT min(step) FROM steps WHERE skipped = 1",
+		                 (int64_t)query_double(db, "SELECT min(step) FROM run_steps WHERE skipped = 1",
 		                                       -1),
 		                 -1);
 	}
@@ -1600,7 +1618,7 @@ static int build_forecast(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL, *ins = NULL;
 	int rc = -1;
-	double final_scale = query_double(db, "SELECT new_scale FROM loss_scale WHERE new_scale IS "
+	double final_scale = query_double(db, "SELECT new_scale FROM run_loss_scale WHERE new_scale IS "
 	                                      "NOT NULL ORDER BY step DESC, rowid DESC LIMIT 1", 1);
 	if (sqlite3_exec(db, "DELETE FROM forecast", NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db,
@@ -1933,6 +1951,17 @@ out:
 	return rc;
 }
 
+/* The run's steps and loss-scale decisions, once each: a merged data-parallel profile has a
+ * row per rank for each, and the ranks take every step and every scaler decision together
+ * (their scale histories are identical), so the step counts, the scale's story and the rules
+ * about it read the lowest rank's rows.  Times (step_ns, the shares) add up every rank's. */
+static const char run_views_sql[] =
+    "DROP VIEW IF EXISTS temp.run_steps; DROP VIEW IF EXISTS temp.run_loss_scale;"
+    "CREATE TEMP VIEW run_steps AS SELECT * FROM main.steps"
+    "  WHERE rank IS (SELECT min(rank) FROM main.steps);"
+    "CREATE TEMP VIEW run_loss_scale AS SELECT * FROM main.loss_scale"
+    "  WHERE rank IS (SELECT min(rank) FROM main.loss_scale);";
+
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
@@ -1955,6 +1984,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	int listed = amp_profile_has_table(db, "nonfinite");
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
 	    amp_profile_upgrade(db) != AMP_PROFILE_OK ||
+	    sqlite3_exec(db, run_views_sql, NULL, NULL, &msg) != SQLITE_OK ||
 	    /* a profile written before the writer listed the origins: find them once */
 	    (!listed &&
 	     sqlite3_exec(db, "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf,"

@@ -30,6 +30,8 @@ typedef struct summary {
 	char incomplete[1024];       /* meta incomplete: what the run did not record, "" if all */
 	double native_share;         /* NAN if unknown */
 	char half_types[16];         /* "" for an FP32 run */
+	int64_t ranks;               /* of a merged profile (steps counts each step once, step_ns
+	                                adds every rank's); 1 otherwise */
 } summary;
 
 static double col_real(sqlite3_stmt *st, int i)
@@ -95,6 +97,11 @@ static int load_summary(sqlite3 *db, summary *s)
 	/* version 2 columns: a version-1 profile has neither (unknown) */
 	s->native_share = (double)NAN;
 	s->half_types[0] = '\0';
+	s->ranks = 1;
+	if (sqlite3_prepare_v2(db, "SELECT ranks FROM run_summary", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 1)
+		s->ranks = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
 	if (sqlite3_prepare_v2(db, "SELECT native_half_share, half_types FROM run_summary", -1, &st,
 	                       NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
 		s->native_share = col_real(st, 0);
@@ -365,9 +372,12 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		return 0;
 	}
 	fprintf(f, "  steps        %" PRId64, s.steps);
+	if (s.ranks > 1)
+		fprintf(f, " on each of %" PRId64 " ranks", s.ranks);
 	if (s.step_ns > 0 && s.steps > 0)
-		fprintf(f, " in %.3f s (%.3f ms/step)", (double)s.step_ns / 1e9,
-		        (double)s.step_ns / 1e6 / (double)s.steps);
+		fprintf(f, " in %.3f s%s (%.3f ms/step)", (double)s.step_ns / 1e9,
+		        s.ranks > 1 ? " of rank time" : "",
+		        (double)s.step_ns / 1e6 / (double)(s.steps * s.ranks));
 	if (s.wall_ns > 0)
 		fprintf(f, ", wall %.3f s", (double)s.wall_ns / 1e9);
 	fprintf(f, "\n");

@@ -534,7 +534,7 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 		}
 	}
 	if (reduce && rc == AMP_OK)
-		ctx->dist->backward_end(ctx->dist_state, ctx);
+		rc = ctx->dist->backward_end(ctx->dist_state, ctx);
 	ctx->in_backward = 0;
 	ctx->cur_op = AMP_OP_COUNT;
 	return rc;

@@ -87,10 +87,10 @@ void amp_dist_meta(const char *key, const char *value)
 		amp_trace_meta(key, value);
 }
 
-void amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
-                      int64_t n)
+int64_t amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
+                         int64_t n)
 {
-	amp_cvt(dst_dtype, dst, src_dtype, src, n);
+	return amp_cvt(dst_dtype, dst, src_dtype, src, n);
 }
 
 /* Elements of a bf16 block widened on the stack (8 KiB of fp32 for each operand). */
@@ -190,12 +190,4 @@ int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data, i
 	p->grad_counted = nonfinite >= 0; /* else the optimizer counts it */
 	p->grad_nonfinite = nonfinite >= 0 ? nonfinite : 0;
 	return AMP_OK;
-}
-
-int amp_param_grad_store(amp_ctx *ctx, int i, amp_dtype dtype, const void *data)
-{
-	int rc = amp_param_grad_set(ctx, i, dtype, data, -1);
-	if (rc == AMP_OK)
-		amp_param_grad_settle(param_at(ctx, i));
-	return rc;
 }

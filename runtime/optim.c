@@ -185,16 +185,19 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	if (ctx->optim_done)
 		return amp_fail(ctx, AMP_ESTATE, "amp_optim_step: already run in step %lld",
 		                (long long)ctx->step);
-	if (ctx->cfg.accum_steps > 1 && ctx->micro_done != ctx->cfg.accum_steps)
+	/* (data parallel: a rank with no data in a step ran none, and takes part all the same) */
+	if (ctx->cfg.accum_steps > 1 && ctx->micro_done != ctx->cfg.accum_steps &&
+	    !(ctx->dist && ctx->micro_done == 0))
 		return amp_fail(ctx, AMP_ESTATE,
 		                "amp_optim_step: step %lld ran %lld of its %lld micro-batches "
 		                "(gradient_accumulation_steps)",
 		                (long long)ctx->step, (long long)ctx->micro_done,
 		                (long long)ctx->cfg.accum_steps);
 	ctx->optim_done = 1;
-	/* Data parallel: the backend completes the step's reductions first, so that every rank
-	 * unscales, checks and decides on the same summed gradients (and skips together).  Its
-	 * wait is a comm row of its own, not optimizer time. */
+	/* Data parallel: the backend has completed the step's reductions (at the end of backward,
+	 * or does now in a step without one), so that every rank unscales, checks and decides on
+	 * the same summed gradients (and skips together).  Its wait is a comm row of its own, not
+	 * optimizer time. */
 	double divisor = 1;
 	if (ctx->dist) {
 		int rc = ctx->dist->reduce(ctx->dist_state, ctx, &divisor);

@@ -708,6 +708,10 @@ int amp_step_end(amp_ctx *ctx)
 		return AMP_EINVAL;
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_step_end: no step begun");
+	/* Data parallel: collectives the step still owes run inside it (its time, its rows) */
+	int rc = AMP_OK;
+	if (ctx->dist && ctx->dist->step_end)
+		rc = ctx->dist->step_end(ctx->dist_state, ctx);
 	if (AMP_TRACING()) {
 		amp_trace_step_info info = {
 		    .grad_norm = ctx->optim_done ? ctx->grad_norm : (double)NAN,
@@ -724,9 +728,6 @@ int amp_step_end(amp_ctx *ctx)
 		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
 	}
 	ctx->stats.steps++;
-	int rc = AMP_OK;
-	if (ctx->dist && ctx->dist->step_end)
-		rc = ctx->dist->step_end(ctx->dist_state, ctx);
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena; a
 	 * master gradient no optimizer took is widened out of it first. */
 	for (amp_param *p = ctx->params; p; p = p->next) {

@@ -478,14 +478,15 @@ CREATE TABLE run_summary (
 	                          -- op time (0..1); the name predates bf16
 	fp16_flop_share REAL,     -- same, weighted by FLOPs
 	copy_share      REAL,     -- copy time / wall time of the steps traced in detail (0..1)
-	steps           INTEGER,  -- steps recorded
-	overflow_steps  INTEGER,  -- steps whose gradients overflowed
-	skipped_steps   INTEGER,  -- steps whose update was skipped
+	steps           INTEGER,  -- steps recorded (a merged profile: of the lowest rank, the
+	                          -- ranks taking every step together)
+	overflow_steps  INTEGER,  -- steps whose gradients overflowed (same)
+	skipped_steps   INTEGER,  -- steps whose update was skipped (same)
 	min_scale       REAL,     -- smallest loss scale used
 	max_scale       REAL,     -- largest loss scale used
 	complete        INTEGER,  -- 1 if the run ended normally
 	wall_ns         INTEGER,  -- wall time of the run
-	step_ns         INTEGER,  -- total time of the steps
+	step_ns         INTEGER,  -- total time of the steps (a merged profile: every rank's)
 	op_count        INTEGER,  -- op rows
 	copy_count      INTEGER,  -- copy rows
 	op_ns           INTEGER,  -- total op time

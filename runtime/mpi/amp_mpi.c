@@ -9,9 +9,9 @@
  * "the ring" below).  Buckets start strictly in index order and each ring's sums are taken in
  * a fixed order, so the result does not depend on timing.  Between tape nodes the rings in
  * flight are tested and moved on, which is what overlaps them with the rest of backward.
- * amp_optim_step then completes what is left and hands each parameter its sum where it lies
+ * The end of backward completes what is left and hands each parameter its sum where it lies
  * in the payload (amp_param_grad_set): the optimizer's update widens it from there.  A step
- * that ends without amp_optim_step completes them at its end, and keeps the mean (step_end).
+ * that ends without amp_optim_step keeps the mean (step_end).
  *
  * Half payloads carry the scaled gradients (the loss scale was applied by backward's seed) and
  * are added in FP32, rounded once per hop.
@@ -62,7 +62,12 @@ typedef struct dist {
 	bucket *b;
 	int next_post;         /* first bucket not yet posted */
 	int in_flight;         /* posted, not yet seen complete */
-	int began;             /* a backward began the buckets, and no reduce has taken them */
+	int began;             /* a backward began the buckets, not all of them complete */
+	int handed;            /* the sums are the parameters' gradients, and no amp_optim_step
+	                          has taken them yet */
+	double *buffers;       /* parameters without a gradient on any rank (BatchNorm's running
+	                          statistics), averaged over the ranks: their values (n_buffer) */
+	int64_t n_buffer;
 	float *scratch;        /* largest parameter, fp32 (the broadcast) */
 } dist;
 
@@ -120,35 +125,26 @@ static void pack(dist *d, amp_ctx *ctx, bucket *bk)
 			memset(dst, 0, (size_t)n * esz);
 		else if (bk->count == 1 && dt == d->dtype)
 			bk->data = (void *)src;
-		else
-			amp_dist_convert(d->dtype, dst, dt, src, n);
+		else if (amp_dist_convert(d->dtype, dst, dt, src, n) > 0 && amp_dist_tracing())
+			bk->flags |= AMP_COMM_LOCAL_OVERFLOW; /* values the payload dtype cannot hold */
 		dst += (size_t)n * esz;
 	}
 }
 
-/* The sums become the gradients.  For amp_optim_step (mean = 0) they stay where they are: the
- * optimizer reads the payload in place, with the NaN/Inf counts of the ring (with one rank, it
- * counts them itself), and divides by the number of ranks.  For a step that ends without it
- * (mean = 1) every rank keeps the mean, widened into its master gradient now (the payload may
- * be packed again before anything reads it): the next steps add to it, and their sum over the
- * ranks is then what one process would have accumulated. */
-static int unpack(dist *d, amp_ctx *ctx, bucket *bk, int mean)
+/* The sums become the gradients where they are: the optimizer reads the payload in place,
+ * with the NaN/Inf counts of the ring (with one rank, it counts them itself), and divides by
+ * the number of ranks. */
+static int unpack(dist *d, amp_ctx *ctx, bucket *bk)
 {
 	size_t esz = amp_dtype_size(d->dtype);
-	if (mean)
-		amp_dist_scale(d->dtype, bk->data, 1.0f / (float)d->size, bk->elems);
 	const char *src = bk->data;
 	for (int k = bk->first; k < bk->first + bk->count; k++) {
 		int i = d->order[k];
-		int rc = AMP_OK;
 		/* a parameter no rank's tapes ever reached has no gradient, as in one process: the
 		 * optimizer leaves it alone */
-		if (d->bad[d->n_params + i] == 0)
-			rc = AMP_OK;
-		else if (mean)
-			rc = amp_param_grad_store(ctx, i, d->dtype, src);
-		else
-			rc = amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
+		int rc = d->bad[d->n_params + i] == 0
+		             ? AMP_OK
+		             : amp_param_grad_set(ctx, i, d->dtype, src, d->size > 1 ? d->bad[i] : -1);
 		if (rc != AMP_OK)
 			return rc;
 		src += (size_t)d->numel[i] * esz;
@@ -306,21 +302,78 @@ static void reset(dist *d)
 	d->began = 0;
 }
 
-static void hook_backward_end(void *state, amp_ctx *ctx)
+/* Every parameter's gradient is final (the tape is done, or there was none): the buckets not
+ * posted yet are. */
+static void post_all(dist *d, amp_ctx *ctx)
 {
-	dist *d = state;
 	for (int i = 0; i < d->n_params; i++)
 		mark_ready(d, i);
 	post_ready(d, ctx);
 }
 
-/* Completes the reductions that the current backward began (every bucket, the ones it has not
- * posted yet too: the other ranks are waiting on them), adds up the ranks' NaN/Inf counts and
- * hands the sums to the parameters (unpack; mean as there).  Every rank calls it at the same
- * point of the same step: amp_optim_step, or the end of a backward's step without it. */
-static int finish(dist *d, amp_ctx *ctx, int mean)
+/* Parameters that no rank has a gradient for, whose values the forward pass may still change
+ * (BatchNorm's running statistics): each rank's share of the data moved them differently, so
+ * they are averaged — summed on rank 0 in double (exact for values that agree: those stay
+ * bit for bit), divided there, rounded once to float and sent to every rank, so that every
+ * rank holds the same bits.  Parameters no op touches come out as they were. */
+static int average_buffers(dist *d, amp_ctx *ctx)
 {
-	hook_backward_end(d, ctx);
+	int64_t n = 0;
+	for (int i = 0; i < d->n_params; i++)
+		if (d->bad[d->n_params + i] == 0)
+			n += d->numel[i];
+	if (n == 0 || d->size == 1)
+		return AMP_OK;
+	if (n > d->n_buffer) {
+		double *p = realloc(d->buffers, (size_t)n * 2 * sizeof *p);
+		if (!p)
+			return amp_dist_fail(ctx, AMP_ENOMEM, "out of memory");
+		d->buffers = p;
+		d->n_buffer = n;
+	}
+	double *mine = d->buffers, *sum = d->buffers + n;
+	int64_t at = 0;
+	for (int i = 0; i < d->n_params; i++) {
+		if (d->bad[d->n_params + i] != 0)
+			continue;
+		const float *v = amp_tensor_data(amp_param_at(ctx, i));
+		for (int64_t j = 0; j < d->numel[i]; j++)
+			mine[at + j] = v[j];
+		at += d->numel[i];
+	}
+	uint64_t t0 = amp_dist_clock();
+	int err = MPI_Reduce(mine, sum, (int)n, MPI_DOUBLE, MPI_SUM, 0, d->comm);
+	if (err == MPI_SUCCESS && d->rank == 0)
+		for (int64_t j = 0; j < n; j++)
+			sum[j] = (double)(float)(sum[j] / d->size);
+	if (err == MPI_SUCCESS)
+		err = MPI_Bcast(sum, (int)n, MPI_DOUBLE, 0, d->comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "averaging the parameters without gradients");
+	uint64_t t1 = amp_dist_clock();
+	amp_dist_trace(amp_step_index(ctx), AMP_COMM_ALLREDUCE, AMP_F32, -1,
+	               (uint64_t)n * sizeof(float), t0, t0, t1, 0);
+	at = 0;
+	for (int i = 0; i < d->n_params; i++) {
+		if (d->bad[d->n_params + i] != 0)
+			continue;
+		float *v = amp_tensor_data(amp_param_at(ctx, i));
+		for (int64_t j = 0; j < d->numel[i]; j++)
+			v[j] = (float)sum[at + j];
+		at += d->numel[i];
+	}
+	return AMP_OK;
+}
+
+/* Completes the reductions of the step's backward (every bucket, the ones not posted yet too:
+ * the other ranks are waiting on them), adds up the ranks' NaN/Inf counts, averages the
+ * parameters without gradients and hands each parameter the sum over the ranks as its
+ * gradient (amp_param_grad_set: where it lies in the payload).  Every rank calls it at the
+ * same point of the same step: the end of its backward, or amp_optim_step in a step without
+ * one. */
+static int finish(dist *d, amp_ctx *ctx)
+{
+	post_all(d, ctx);
 	int rc = AMP_OK;
 	for (int k = 0; k < d->n_buckets; k++) {
 		bucket *bk = &d->b[k];
@@ -343,13 +396,39 @@ static int finish(dist *d, amp_ctx *ctx, int mean)
 	for (int k = 0; k < d->n_buckets; k++) {
 		bucket *bk = &d->b[k];
 		if (rc == AMP_OK)
-			rc = unpack(d, ctx, bk, mean);
+			rc = unpack(d, ctx, bk);
 		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k,
 		               (uint64_t)bk->elems * amp_dtype_size(d->dtype), bk->t_post,
 		               bk->waited ? bk->t_wait : bk->t_end, bk->t_end, bk->flags);
 	}
-	d->began = 0; /* taken */
+	if (rc == AMP_OK)
+		rc = average_buffers(d, ctx);
+	d->began = 0;
+	d->handed = rc == AMP_OK;
 	return rc;
+}
+
+/* A step whose gradients were summed and that ends without amp_optim_step: every rank keeps
+ * the mean, widened into its master gradient, so that the next steps add to what the ranks
+ * have in common and their sum is what one process would have accumulated. */
+static int keep_mean(dist *d, amp_ctx *ctx)
+{
+	for (int i = 0; i < d->n_params; i++) {
+		if (d->bad[d->n_params + i] == 0)
+			continue;
+		amp_tensor *g = amp_tensor_grad(amp_param_at(ctx, i)); /* the sum, widened */
+		if (g)
+			amp_dist_scale(AMP_F32, amp_tensor_data(g), 1.0f / (float)d->size, d->numel[i]);
+	}
+	return AMP_OK;
+}
+
+static int check_params(dist *d, amp_ctx *ctx)
+{
+	return amp_param_count(ctx) == d->n_params
+	           ? AMP_OK
+	           : amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi: parameters were added after "
+	                                            "amp_mpi_attach");
 }
 
 static void hook_backward_begin(void *state, amp_ctx *ctx)
@@ -376,33 +455,50 @@ static void hook_progress(void *state, amp_ctx *ctx)
 		test_posted(d);
 }
 
+/* The rings still in flight complete when backward ends, not in amp_optim_step: nothing else
+ * runs in between to overlap them with (MPI progresses them only inside its calls), and so
+ * the gradients amp_backward leaves are the sums over the ranks, which the caller may read
+ * and change (amp_tensor_grad) before amp_optim_step, as in one process. */
+static int hook_backward_end(void *state, amp_ctx *ctx)
+{
+	dist *d = state;
+	int rc = check_params(d, ctx);
+	return rc != AMP_OK ? rc : finish(d, ctx);
+}
+
 static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
 {
 	dist *d = state;
-	if (amp_param_count(ctx) != d->n_params)
-		return amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi: parameters were added after "
-		                                      "amp_mpi_attach");
+	int rc = check_params(d, ctx);
+	if (rc != AMP_OK)
+		return rc;
 	/* A step without backward (or one that ended early) still takes part in every collective:
 	 * the other ranks are waiting on it.  Its gradients are what it has: zeros, or what
 	 * earlier steps without an update left. */
-	if (!d->began)
+	if (!d->began && !d->handed)
 		hook_backward_begin(d, ctx);
+	if (d->began)
+		rc = finish(d, ctx);
+	d->handed = 0; /* the optimizer takes them */
 	*divisor = d->size;
-	return finish(d, ctx, 0);
+	return rc;
 }
 
-/* A step that began reductions and ends without amp_optim_step: with more than one rank they
- * complete now, and every rank keeps the mean gradient, so that the next steps add to what the
- * ranks have in common and their sum is what one process would have accumulated.  (Every rank
- * must do the same: a backward in the same steps, as any collective asks; the rings of one
- * rank alone would wait for the others.)  One rank keeps its own gradient: its payload, copy
- * or not, holds nothing else. */
+/* A step that ends without amp_optim_step: reductions its backward left unfinished (it
+ * failed) complete, and every rank keeps the mean gradient (keep_mean).  (Every rank must do
+ * the same: a backward in the same steps, as any collective asks.)  One rank keeps its own
+ * gradient: its payload, copy or not, holds nothing else. */
 static int hook_step_end(void *state, amp_ctx *ctx)
 {
 	dist *d = state;
-	int rc = d->began && d->size > 1 ? finish(d, ctx, 1) : AMP_OK;
+	int rc = AMP_OK;
+	if (d->began && d->size > 1)
+		rc = check_params(d, ctx) == AMP_OK ? finish(d, ctx) : AMP_ESTATE;
+	if (rc == AMP_OK && d->handed && d->size > 1)
+		rc = keep_mean(d, ctx);
 	land_all(d); /* after an error: nothing of the step may still be written to */
 	reset(d);
+	d->handed = 0;
 	return rc;
 }
 
@@ -427,6 +523,7 @@ static void hook_detach(void *state, amp_ctx *ctx)
 	free(d->bad);
 	free(d->ready);
 	free(d->scratch);
+	free(d->buffers);
 	free(d);
 }
 
@@ -490,26 +587,44 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	return d->scratch ? AMP_OK : AMP_ENOMEM;
 }
 
-/* Every rank has the same parameters: count and sizes compared with rank 0's. */
-static int check_same(dist *d, amp_ctx *ctx)
+/* Every rank has the same parameters (count and sizes) and the same all-reduce settings (dtype
+ * and buckets) as rank 0: the rings exchange buffers laid out by them. */
+static int check_same(dist *d, amp_ctx *ctx, int64_t kb)
 {
 	/* the sizes hashed in unsigned arithmetic (it wraps; a signed product would overflow) */
 	uint64_t h = 0;
 	for (int i = 0; i < d->n_params; i++)
 		h = h * 1000003u + (uint64_t)numel_of(ctx, i);
-	int64_t mine[2] = {d->n_params, (int64_t)(h >> 1)};
-	int64_t root[2] = {mine[0], mine[1]};
-	int err = MPI_Bcast(root, 2, MPI_INT64_T, 0, d->comm);
+	int64_t mine[4] = {d->n_params, (int64_t)(h >> 1), (int64_t)d->dtype, kb};
+	int64_t root[4];
+	memcpy(root, mine, sizeof root);
+	int err = MPI_Bcast(root, 4, MPI_INT64_T, 0, d->comm);
 	if (err != MPI_SUCCESS)
 		return mpi_fail(ctx, err, "parameter check");
-	int differ = root[0] != mine[0] || root[1] != mine[1], any = 0;
-	err = MPI_Allreduce(&differ, &any, 1, MPI_INT, MPI_MAX, d->comm);
+	int params = root[0] != mine[0] || root[1] != mine[1];
+	int settings = root[2] != mine[2] || root[3] != mine[3];
+	/* the first rank that differs, and how, for every rank's message */
+	int first[2] = {params ? d->rank : d->size, settings ? d->rank : d->size}, any[2];
+	err = MPI_Allreduce(first, any, 2, MPI_INT, MPI_MIN, d->comm);
 	if (err != MPI_SUCCESS)
 		return mpi_fail(ctx, err, "parameter check");
-	if (any) {
-		char msg[160];
-		snprintf(msg, sizeof msg, "amp_mpi_attach: the ranks' parameters differ (rank %d has "
-		         "%d parameters, rank 0 %lld)", d->rank, d->n_params, (long long)root[0]);
+	char msg[256];
+	if (any[0] < d->size) {
+		if (params)
+			snprintf(msg, sizeof msg, "amp_mpi_attach: this rank (%d) has %d parameters of "
+			         "other sizes than rank 0's %lld: every rank creates the same parameters "
+			         "in the same order", d->rank, d->n_params, (long long)root[0]);
+		else
+			snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d's parameters differ from rank "
+			         "0's in number or size: every rank creates the same parameters in the "
+			         "same order", any[0]);
+		return amp_dist_fail(ctx, AMP_EINVAL, msg);
+	}
+	if (any[1] < d->size) {
+		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d has other all-reduce settings than "
+		         "rank 0 (allreduce_dtype %s, allreduce_bucket_kb %lld there): every rank "
+		         "needs the same", any[1], amp_dtype_name((amp_dtype)root[2]),
+		         (long long)root[3]);
 		return amp_dist_fail(ctx, AMP_EINVAL, msg);
 	}
 	return AMP_OK;
@@ -580,7 +695,7 @@ int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
 		return amp_dist_fail(ctx, rc, rc == AMP_ENOMEM ? "out of memory"
 		                                               : "amp_mpi_attach: a bucket over 2^31 values");
 	}
-	rc = check_same(d, ctx);
+	rc = check_same(d, ctx, kb);
 	if (rc == AMP_OK)
 		note_meta(d, ctx);
 	/* The start-up barriers: every rank leaves each at about the same instant, which is what

@@ -120,6 +120,45 @@ check "unused parameter: 2 ranks exit 0" "$?" 0
 check "unused parameter: its values as in one process" \
 	"$(tail -c 32 "$OUT/w2.unused.0" | od -An -tx4 | tr -d ' \n')" \
 	"$(tail -c 32 "$OUT/w1.unused" | od -An -tx4 | tr -d ' \n')"
+# a gradient changed between amp_backward and amp_optim_step (fc2's zeroed through
+# amp_tensor_grad on every rank): amp_backward leaves the sums, and the change counts, as in
+# one process (1 KiB buckets: sums in place; 1024: in the bucket buffers)
+AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 6 --freeze 2 --weights "$OUT/w1.freeze" \
+	>/dev/null
+for kb in 1 1024; do
+	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb "${MPI[@]}" -np 2 "$T/dist_cases" \
+		--dist --steps 6 --freeze 2 --weights "$OUT/w2.freeze.$kb.%r" >/dev/null 2>"$OUT/freeze.err"
+	check_true "a gradient changed after backward ($kb KiB buckets): identical weights" \
+		cmp -s "$OUT/w2.freeze.$kb.0" "$OUT/w2.freeze.$kb.1"
+	e=$(relerr "$OUT/w1.freeze" "$OUT/w2.freeze.$kb.0")
+	check_true "a gradient changed after backward ($kb KiB buckets): = 1 process within 1e-5 ($e)" \
+		cmp_num "$e" "<=" 1e-5
+done
+# gradient accumulation, and a rank without data in a step: it runs no micro-batch and still
+# calls amp_optim_step, which takes part in the all-reduce
+AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 4 --micro 2 \
+	--no-backward 1 --no-backward-rank 1 --weights "$OUT/w2.idle.%r" >/dev/null 2>"$OUT/idle.err"
+check "2 micro-batches, one rank idle for a step: exit 0" "$?" 0
+check_true "2 micro-batches, one rank idle for a step: identical weights" \
+	cmp -s "$OUT/w2.idle.0" "$OUT/w2.idle.1"
+# BatchNorm's running statistics (parameters without gradients, moved by each rank's share of
+# the batch) are averaged over the ranks: every rank keeps the same values
+for n in 2 3; do
+	AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np $n "$T/dist_cases" --dist --steps 5 --bn \
+		--weights "$OUT/w.bn.$n.%r" >/dev/null 2>"$OUT/bn.err"
+	check "BatchNorm, $n ranks: exit 0" "$?" 0
+	same=yes
+	for r in $(seq 1 $(( n - 1 ))); do
+		cmp -s "$OUT/w.bn.$n.0" "$OUT/w.bn.$n.$r" || same=no
+	done
+	check "BatchNorm, $n ranks: identical weights and running statistics" "$same" yes
+done
+# ranks with other all-reduce settings are refused at attach, by name
+"${MPI[@]}" -np 1 env AMP_ALLREDUCE_DTYPE=fp16 "$T/dist_cases" --dist --steps 2 : \
+	-np 1 "$T/dist_cases" --dist --steps 2 >/dev/null 2>"$OUT/mismatch.err"
+check_true "other all-reduce settings on rank 1: refused (exit non-zero)" test "$?" -ne 0
+grep -q "rank 1 has other all-reduce settings than rank 0 (allreduce_dtype fp16" "$OUT/mismatch.err" ||
+	bad "other all-reduce settings: the message names the rank and the setting" "$(head -3 "$OUT/mismatch.err")"
 # and without the all-reduce the ranks would not agree (the test can fail)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")
@@ -222,6 +261,13 @@ check_true "merged: aligned on the median barrier round (both ranks leave it at 
 check "merged: identical scale histories in the database" \
 	"$(sqlite3 merged.db "SELECT group_concat(new_scale) FROM loss_scale WHERE rank = 0 ORDER BY step")" \
 	"$(sqlite3 merged.db "SELECT group_concat(new_scale) FROM loss_scale WHERE rank = 1 ORDER BY step")"
+check "merged: the one overflow both ranks skipped together counts once" \
+	"$(sqlite3 merged.db "SELECT overflow_steps || ':' || skipped_steps || ':' || steps FROM overview")" "1:1:12"
+"$B/bin/ampprof" report merged.db >merged-report.out 2>&1
+grep -q "^  steps        12 on each of 2 ranks in" merged-report.out ||
+	bad "merged report: the steps line counts each step once" "$(grep '^  steps' merged-report.out)"
+check "profile: every all-reduce row ends within its step" \
+	"$(sqlite3 pfp16.0.db "SELECT count(*) FROM comm c JOIN steps s ON s.step = c.step WHERE c.kind = 'allreduce' AND c.start_ns + c.dur_ns > s.start_ns + s.dur_ns")" 0
 check "merged: rank_summary has both ranks" "$(sqlite3 merged.db "SELECT group_concat(rank || ':' || steps) FROM rank_summary ORDER BY rank")" "0:12,1:12"
 check_true "merged: comm share in the overview" \
 	test -n "$(sqlite3 merged.db "SELECT comm_share FROM overview WHERE comm_share BETWEEN 0 AND 1 AND ranks = 2 AND rank_spread >= 0")"

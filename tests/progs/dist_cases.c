@@ -6,7 +6,7 @@
  * two can be compared weight for weight.
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
  *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--skip-update S]
- *              [--unused] [--no-backward S [--no-backward-rank R]]
+ *              [--unused] [--no-backward S [--no-backward-rank R]] [--freeze P] [--bn]
  *              [--weights FILE]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
@@ -22,6 +22,10 @@
  * --no-backward S: step S runs forward only (on rank R alone with --no-backward-rank R), its
  * update as usual.  A rank whose share of
  * the batch is empty (more ranks than samples) runs no forward and takes part in the update.
+ * --freeze P zeroes parameter P's gradient (registration order) between amp_backward and
+ * amp_optim_step, through amp_tensor_grad, on every rank: the parameter keeps its values, as
+ * in one process.  --bn puts a BatchNorm over fc1's outputs (its running mean and variance,
+ * parameters without gradients, written last with --weights).
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -44,7 +48,7 @@
 
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
-	    split_bias, micro, skip_update, unused, no_backward, no_backward_rank;
+	    split_bias, micro, skip_update, unused, no_backward, no_backward_rank, freeze, bn;
 	const char *weights;
 } opts;
 
@@ -64,7 +68,7 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, 0, -1, -1, NULL};
+	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, 0, -1, -1, -1, 0, NULL};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
@@ -75,6 +79,10 @@ static int parse(int argc, char **argv, opts *o)
 			o->split_bias = 1;
 		else if (strcmp(a, "--unused") == 0)
 			o->unused = 1;
+		else if (strcmp(a, "--bn") == 0)
+			o->bn = 1;
+		else if (v && strcmp(a, "--freeze") == 0)
+			o->freeze = atoi(argv[++i]);
 		else if (v && strcmp(a, "--steps") == 0)
 			o->steps = atoi(argv[++i]);
 		else if (v && strcmp(a, "--batch") == 0)
@@ -168,7 +176,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dist_cases: %s\n", err);
 		goto out;
 	}
-	amp_tensor *p[11]; /* fc3.bias is p[5], or p[5..9] with --split-bias; then "unused" */
+	amp_tensor *p[15]; /* fc3.bias is p[5], or p[5..9] with --split-bias; then "unused", then
+	                      BatchNorm's gamma, beta, running mean and variance */
 	int np = o.split_bias ? 10 : 6;
 	amp_optim *opt;
 	/* Rank 0's seed makes the weights; the others start elsewhere until the broadcast. */
@@ -192,6 +201,13 @@ int main(int argc, char **argv)
 	}
 	if (o.unused)
 		CHECK(amp_param_new(ctx, "unused", amp_shape1(8), AMP_INIT_UNIFORM, 0.5f, &p[np++]));
+	int bn = np;
+	if (o.bn) {
+		CHECK(amp_param_new(ctx, "bn.gamma", amp_shape1(HID), AMP_INIT_ONES, 0, &p[np++]));
+		CHECK(amp_param_new(ctx, "bn.beta", amp_shape1(HID), AMP_INIT_ZEROS, 0, &p[np++]));
+		CHECK(amp_param_new(ctx, "bn.mean", amp_shape1(HID), AMP_INIT_ZEROS, 0, &p[np++]));
+		CHECK(amp_param_new(ctx, "bn.var", amp_shape1(HID), AMP_INIT_ONES, 0, &p[np++]));
+	}
 	CHECK(amp_optim_sgd_new(ctx,
 	                        &(amp_sgd_options){.lr = 0.05f, .momentum = 0.9f,
 	                                           .weight_decay = o.unused ? 0.01f : 0.0f},
@@ -226,6 +242,13 @@ int main(int argc, char **argv)
 			                          &xt));
 			CHECK(amp_tensor_from_i32(ctx, g_y + start + lo + m0, amp_shape1(m), &yt));
 			CHECK(amp_linear(ctx, "fc1", xt, p[0], p[1], &h1));
+			if (o.bn) {
+				amp_tensor *h4, *n4;
+				CHECK(amp_reshape(ctx, "bn.in", h1, amp_shape4(m, HID, 1, 1), &h4));
+				CHECK(amp_batch_norm2d(ctx, "bn", h4, p[bn], p[bn + 1], p[bn + 2], p[bn + 3],
+				                       0.1f, 1e-5f, &n4));
+				CHECK(amp_reshape(ctx, "bn.out", n4, amp_shape2(m, HID), &h1));
+			}
 			CHECK(amp_relu(ctx, "relu1", h1, &a1));
 			CHECK(amp_linear(ctx, "fc2", a1, p[2], p[3], &h2));
 			CHECK(amp_relu(ctx, "relu2", h2, &a2));
@@ -235,6 +258,11 @@ int main(int argc, char **argv)
 			CHECK(amp_cross_entropy(ctx, "loss", lg, yt, &l));
 			if (backward)
 				CHECK(amp_backward(ctx, l));
+		}
+		if (o.freeze >= 0 && o.freeze < np && backward && n > 0) {
+			amp_tensor *g = amp_tensor_grad(p[o.freeze]);
+			if (g)
+				memset(amp_tensor_data(g), 0, (size_t)amp_tensor_numel(g) * sizeof(float));
 		}
 		double scale = amp_loss_scale(ctx);
 		if (step != o.skip_update)

@@ -920,6 +920,11 @@ static void probe_ctx(void *state, amp_ctx *ctx)
 {
 	(void)state, (void)ctx;
 }
+static int probe_end(void *state, amp_ctx *ctx)
+{
+	(void)state, (void)ctx;
+	return AMP_OK;
+}
 static int probe_reduce(void *state, amp_ctx *ctx, double *divisor)
 {
 	(void)state, (void)ctx;
@@ -935,7 +940,7 @@ static int probe_step_end(void *state, amp_ctx *ctx)
 static const amp_dist_ops probe_ops = {.backward_begin = probe_begin,
                                        .grad_ready = probe_ready,
                                        .progress = probe_ctx,
-                                       .backward_end = probe_ctx,
+                                       .backward_end = probe_end,
                                        .reduce = probe_reduce,
                                        .step_end = probe_step_end,
                                        .detach = probe_ctx};

@@ -182,7 +182,9 @@ int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst);
 double amp_tensor_item(amp_ctx *ctx, const amp_tensor *t);
 /* Gradient of a parameter or tensor after amp_backward, or NULL.  For parameters this is the
  * FP32 master gradient, still multiplied by the loss scale; amp_optim_step() unscales, uses and
- * clears it. */
+ * clears it.  Data parallel (amp/amp_mpi.h): after the step's last backward, the sum over the
+ * ranks (amp_optim_step divides by their number).  The caller may change it before
+ * amp_optim_step. */
 amp_tensor *amp_tensor_grad(const amp_tensor *t);
 
 /* ---- parameters -------------------------------------------------------------------------- */

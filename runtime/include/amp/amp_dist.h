@@ -28,8 +28,9 @@ typedef struct amp_dist_ops {
 	void (*grad_ready)(void *state, amp_ctx *ctx, int i);
 	/* Between two tape nodes while reductions are outstanding: let them progress. */
 	void (*progress)(void *state, amp_ctx *ctx);
-	/* The tape is done; parameters it never reached are final too. */
-	void (*backward_end)(void *state, amp_ctx *ctx);
+	/* The tape is done; parameters it never reached are final too.  AMP_OK or an error code,
+	 * which amp_backward returns. */
+	int (*backward_end)(void *state, amp_ctx *ctx);
 	/* Called by amp_optim_step before it unscales: completes every reduction of the step and
 	 * leaves the sum over ranks as the gradients (in the master gradients, or set with
 	 * amp_param_grad_set); *divisor is what the sum is divided
@@ -59,9 +60,11 @@ amp_tensor *amp_param_at(amp_ctx *ctx, int i);
 const char *amp_param_label(amp_ctx *ctx, int i);
 
 /* Converts n values between float dtypes (AMP_F32, AMP_F16, AMP_BF16) with the runtime's
- * vectorized kernels (round to nearest even; values beyond a half type's range become Inf). */
-void amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
-                      int64_t n);
+ * vectorized kernels (round to nearest even; values beyond a half type's range become Inf).
+ * Returns the number of NaN and Inf values written to a half dst (an overflowing cast shows),
+ * 0 for an fp32 one. */
+int64_t amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, const void *src,
+                         int64_t n);
 /* y += x over n values of a float dtype: each sum the FP32 sum rounded once to dtype, on the
  * runtime's vector kernels (fp16: natively where the CPU adds fp16, the same bits). */
 void amp_dist_add(amp_dtype dtype, void *y, const void *x, int64_t n);
@@ -77,8 +80,7 @@ int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n);
  * *nonfinite is its NaN/Inf count when the runtime already knows it, else -1.  Valid until
  * the next write to the gradient; a final gradient (grad_ready) is not written again, and is
  * the step's own copy, which a backend may overwrite with the sum (and hand back with
- * amp_param_grad_set, or amp_param_grad_store) if it is done with it by the step's end
- * (step_end). */
+ * amp_param_grad_set) if it is done with it by the step's end (step_end). */
 const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *nonfinite);
 /* Nonzero when parameter i has a gradient at all: this step's, or zeros after an earlier
  * step's.  One that no tape has reached yet has none, and the optimizer leaves it alone. */
@@ -90,10 +92,6 @@ int amp_param_has_grad(amp_ctx *ctx, int i);
  * into the master gradients. */
 int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data,
                        int64_t nonfinite);
-/* Makes data parameter i's gradient as amp_param_grad_set does, but copied (widened) into its
- * FP32 master gradient at once, and its NaN/Inf count left to the optimizer: what a backend
- * hands back when data will be written again before the optimizer runs. */
-int amp_param_grad_store(amp_ctx *ctx, int i, amp_dtype dtype, const void *data);
 
 /* ---- profiling a collective --------------------------------------------------------------- */
 /* Kinds of a collective (the `comm` table's kind). */

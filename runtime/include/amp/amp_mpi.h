@@ -14,10 +14,14 @@
  * From then on amp_backward all-reduces the master gradients in buckets (allreduce_bucket_kb)
  * as it produces them, each summed by a ring of non-blocking point-to-point messages started in
  * one fixed order, so that the reduction overlaps the rest of backward and gives bit-identical
- * results from run to run for a given number of ranks and bucket size.  amp_optim_step waits
- * for the last bucket, divides by the number of ranks, then unscales and checks: every rank
- * sees the same sum, so an Inf or NaN on any rank (or one the sum produced) makes every rank
- * skip the step and back the loss scale off together.  allreduce_dtype = fp16 | bf16 sends the
+ * results from run to run for a given number of ranks and bucket size.  amp_backward returns
+ * when the last bucket is summed: the gradients it leaves (amp_tensor_grad) are the sums over
+ * the ranks, which the caller may read or change.  amp_optim_step divides by the number of
+ * ranks, then unscales and checks: every rank sees the same sum, so an Inf or NaN on any rank
+ * (or one the sum produced) makes every rank skip the step and back the loss scale off
+ * together.  Parameters without a gradient on any rank whose values the forward pass moves
+ * (BatchNorm's running statistics) are averaged over the ranks at the same point, so that every
+ * rank keeps the same values.  allreduce_dtype = fp16 | bf16 sends the
  * scaled gradients in the half type (half the bytes of fp32) and adds them in FP32 on every
  * hop.
  *
@@ -44,8 +48,8 @@ extern "C" {
 /* Makes ctx data-parallel over comm (duplicated; every rank of comm calls it, collectively,
  * after creating the same parameters in the same order and before the first step):
  * a barrier, then every parameter broadcast from rank 0.  AMP_OK, or an error code with the
- * message in amp_ctx_error (parameters that differ in number or size across ranks, an MPI
- * failure).  The context keeps the communicator until amp_ctx_free, which must come before
+ * message in amp_ctx_error (parameters that differ in number or size across ranks, other
+ * allreduce_dtype or allreduce_bucket_kb than rank 0's, an MPI failure).  The context keeps the communicator until amp_ctx_free, which must come before
  * MPI_Finalize. */
 int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm);
 /* This process's rank and the number of ranks of the attached communicator (0 and 1 for a
