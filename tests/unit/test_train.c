@@ -1177,6 +1177,22 @@ Test(dist, step_end_error_returned_after_the_step_ended)
 	amp_ctx_free(ctx);
 }
 
+/* y (n values of dt) holds want (FP32 results) rounded once to dt: the same bits, NaN for NaN. */
+static void expect_rounded(amp_dtype dt, const void *y, float *want, int64_t n, const char *what,
+                           const float *operand)
+{
+	static char w[4 * 4096];
+	static float got[4096];
+	cr_assert(n <= 4096);
+	amp_cvt(dt, w, AMP_F32, want, n);
+	amp_cvt(AMP_F32, want, dt, w, n);
+	amp_cvt(AMP_F32, got, dt, y, n);
+	for (int64_t i = 0; i < n; i++)
+		cr_assert(memcmp(&want[i], &got[i], 4) == 0 || (isnan(want[i]) && isnan(got[i])),
+		          "%s %s [%lld] of %a: %a, want %a", amp_dtype_name(dt), what, (long long)i,
+		          (double)operand[i], (double)got[i], (double)want[i]);
+}
+
 /* The data-parallel backend's arithmetic: y += x and y *= f, each result the FP32 one rounded
  * once to the dtype, on every float dtype, specials and subnormals among the values. */
 Test(dist, add_and_scale_round_once)
@@ -1188,7 +1204,7 @@ Test(dist, add_and_scale_round_once)
 	uint64_t s = 77;
 	for (int d = 0; d < 3; d++) {
 		size_t esz = amp_dtype_size(dts[d]);
-		static float xf[N], yf[N], want[N], got[N];
+		static float xf[N], yf[N], want[N];
 		static char x[N * 4], y[N * 4], y2[N * 4];
 		for (int i = 0; i < N; i++) {
 			s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -1209,23 +1225,10 @@ Test(dist, add_and_scale_round_once)
 		amp_dist_add(dts[d], y, x, N);
 		for (int i = 0; i < N; i++)
 			want[i] = yf[i] + xf[i];
-		char w[N * 4];
-		amp_cvt(dts[d], w, AMP_F32, want, N);
-		amp_cvt(AMP_F32, want, dts[d], w, N);
-		amp_cvt(AMP_F32, got, dts[d], y, N);
-		for (int i = 0; i < N; i++)
-			cr_assert(memcmp(&want[i], &got[i], 4) == 0 || (isnan(want[i]) && isnan(got[i])),
-			          "%s add [%d]: %a + %a = %a, want %a", amp_dtype_name(dts[d]), i,
-			          (double)yf[i], (double)xf[i], (double)got[i], (double)want[i]);
+		expect_rounded(dts[d], y, want, N, "y + x", yf);
 		amp_dist_scale(dts[d], y2, 0.5f, N);
 		for (int i = 0; i < N; i++)
 			want[i] = yf[i] * 0.5f;
-		amp_cvt(dts[d], w, AMP_F32, want, N);
-		amp_cvt(AMP_F32, want, dts[d], w, N);
-		amp_cvt(AMP_F32, got, dts[d], y2, N);
-		for (int i = 0; i < N; i++)
-			cr_assert(memcmp(&want[i], &got[i], 4) == 0 || (isnan(want[i]) && isnan(got[i])),
-			          "%s scale [%d]: %a / 2 = %a, want %a", amp_dtype_name(dts[d]), i,
-			          (double)yf[i], (double)got[i], (double)want[i]);
+		expect_rounded(dts[d], y2, want, N, "y / 2", yf);
 	}
 }
