@@ -9,7 +9,10 @@
  *                                                                               goal >= 0.5
  *
  * The throughput runs alternate ROUNDS times and each side keeps its best run: on a shared
- * machine the best run is the one least disturbed.  Needs mpirun and two CPUs.
+ * machine the best run is the one least disturbed.  The profiled runs alternate ROUNDS times
+ * too, and the bytes, time and overlap are their medians (the time of a bucket from post to
+ * completion moves with when the other rank posts it: single runs ranged 0.54-0.76x).  Needs
+ * mpirun and two CPUs.
  *   bench_dist [--steps N] [--batch B] [--rounds R]
  */
 #include <limits.h>
@@ -57,7 +60,33 @@ typedef struct comm_fig {
 	double bytes_per_step, ns_per_step, hidden;
 } comm_fig;
 
-/* Profiles 2 ranks with the all-reduce in dtype and reads rank 0's comm rows. */
+#define MAX_ROUNDS 9
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Each field's median over n runs. */
+static void median_fig(const comm_fig *runs, int n, comm_fig *m)
+{
+	double v[3][MAX_ROUNDS];
+	for (int r = 0; r < n; r++) {
+		v[0][r] = runs[r].bytes_per_step;
+		v[1][r] = runs[r].ns_per_step;
+		v[2][r] = runs[r].hidden;
+	}
+	double med[3];
+	for (int k = 0; k < 3; k++) {
+		qsort(v[k], (size_t)n, sizeof v[k][0], cmp_double);
+		med[k] = n % 2 ? v[k][n / 2] : (v[k][n / 2 - 1] + v[k][n / 2]) / 2;
+	}
+	*m = (comm_fig){med[0], med[1], med[2]};
+}
+
+/* Profiles 2 ranks with the all-reduce in dtype and reads both ranks' comm rows (means of the
+ * two: a bucket's time from post to completion depends on when the other rank posts it). */
 static int profile(const char *dtype, int steps, int batch, comm_fig *f)
 {
 	char cmd[5 * PATH_MAX], db[PATH_MAX + 32];
@@ -67,18 +96,29 @@ static int profile(const char *dtype, int steps, int batch, comm_fig *f)
 	         dtype, g_bin, g_tmp, dtype, g_bin, 2 * batch, steps);
 	if (system(cmd) != 0)
 		return -1;
-	snprintf(db, sizeof db, "%s/%s.0.db", g_tmp, dtype);
-	sqlite3 *h = NULL;
-	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-		return -1;
-	/* the training steps only (the evaluation at the end has no all-reduce) */
-	double n = query(h, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'");
-	f->bytes_per_step = query(h, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'") / n;
-	f->ns_per_step = query(h, "SELECT total(dur_ns) FROM comm WHERE kind = 'allreduce'") / n;
-	f->hidden = 1 - query(h, "SELECT total(wait_ns) / total(dur_ns) FROM comm"
-	                         " WHERE kind = 'allreduce'");
-	sqlite3_close(h);
-	return n > 0 ? 0 : -1;
+	*f = (comm_fig){0, 0, 0};
+	for (int rank = 0; rank < 2; rank++) {
+		snprintf(db, sizeof db, "%s/%s.%d.db", g_tmp, dtype, rank);
+		sqlite3 *h = NULL;
+		if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+			sqlite3_close(h);
+			return -1;
+		}
+		/* the training steps only (the evaluation at the end has no all-reduce) */
+		double n = query(h, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'");
+		if (n <= 0) {
+			sqlite3_close(h);
+			return -1;
+		}
+		f->bytes_per_step +=
+		    query(h, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'") / n / 2;
+		f->ns_per_step +=
+		    query(h, "SELECT total(dur_ns) FROM comm WHERE kind = 'allreduce'") / n / 2;
+		f->hidden += (1 - query(h, "SELECT total(wait_ns) / total(dur_ns) FROM comm"
+		                           " WHERE kind = 'allreduce'")) / 2;
+		sqlite3_close(h);
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -93,8 +133,9 @@ int main(int argc, char **argv)
 			       "and the share of the\nall-reduce hidden behind backward.\n\n"
 			       "    --steps N    training steps per run, >= 10      (200)\n"
 			       "    --batch B    samples per rank per step          (64)\n"
-			       "    --rounds R   alternating throughput runs; each side keeps its best  "
-			       "(3)\n");
+			       "    --rounds R   alternating runs (1..9): the throughput keeps each     "
+			       "(3)\n"
+			       "                 side's best, the profiled figures their medians\n");
 			return 0;
 		}
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -109,7 +150,7 @@ int main(int argc, char **argv)
 			bad = 1;
 		}
 	}
-	if (bad || steps < 10 || batch < 1 || rounds < 1) {
+	if (bad || steps < 10 || batch < 1 || rounds < 1 || rounds > MAX_ROUNDS) {
 		fprintf(stderr, "usage: bench_dist [--steps N>=10] [--batch B] [--rounds R] (--help)\n");
 		return 2;
 	}
@@ -127,8 +168,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	printf("bench_dist: mlp_fashion amp, %d steps, batch %d per rank, %ld CPU(s), best of %d\n",
-	       steps, batch, cpus, rounds);
+	printf("bench_dist: mlp_fashion amp, %d steps, batch %d per rank, %ld CPU(s), best (throughput) "
+	       "and medians (profiles) of %d\n", steps, batch, cpus, rounds);
 	/* the one process, then 2 ranks with the default (fp32) and the fp16 all-reduce */
 	static const char *const dtypes[2] = {"fp32", "fp16"};
 	char cmd[3][2 * PATH_MAX];
@@ -155,12 +196,26 @@ int main(int argc, char **argv)
 			       best[0], dtypes[k], best[1 + k], best[1 + k] / best[0]);
 		else
 			printf("  throughput  a run failed\n"), status = 1;
-	comm_fig f32, f16;
-	if (profile("fp32", steps, batch, &f32) == 0 && profile("fp16", steps, batch, &f16) == 0) {
+	/* the profiled runs alternate too; each figure is the median of its runs */
+	comm_fig runs[2][MAX_ROUNDS], f32, f16;
+	int ok = 1;
+	for (int r = 0; r < rounds && ok; r++)
+		for (int k = 0; k < 2 && ok; k++)
+			ok = profile(dtypes[k], steps, batch, &runs[k][r]) == 0;
+	if (ok) {
+		median_fig(runs[0], rounds, &f32);
+		median_fig(runs[1], rounds, &f16);
 		printf("  bytes       fp32 %.0f, fp16 %.0f per step per rank: %.3fx  (goal 0.5)\n",
 		       f32.bytes_per_step, f16.bytes_per_step, f16.bytes_per_step / f32.bytes_per_step);
-		printf("  time        fp32 %.3f ms, fp16 %.3f ms all-reduce per step: %.2fx  (goal <= 0.6x)\n",
-		       f32.ns_per_step / 1e6, f16.ns_per_step / 1e6, f16.ns_per_step / f32.ns_per_step);
+		double lo = 1e300, hi = 0; /* the ratio in each round, for its spread */
+		for (int r = 0; r < rounds; r++) {
+			double q = runs[1][r].ns_per_step / runs[0][r].ns_per_step;
+			lo = q < lo ? q : lo;
+			hi = q > hi ? q : hi;
+		}
+		printf("  time        fp32 %.3f ms, fp16 %.3f ms all-reduce per step: %.2fx, rounds "
+		       "%.2f-%.2fx  (goal <= 0.6x)\n", f32.ns_per_step / 1e6, f16.ns_per_step / 1e6,
+		       f16.ns_per_step / f32.ns_per_step, lo, hi);
 		printf("  overlap     %.0f %% (fp32), %.0f %% (fp16) of the all-reduce time hidden behind "
 		       "backward  (goal >= 50 %%)\n", f32.hidden * 100, f16.hidden * 100);
 	} else {
