@@ -77,15 +77,19 @@ static int rule_comm_share(sqlite3 *db)
 	                       " ORDER BY total(wait_ns) DESC, bucket LIMIT 3", -1, &st,
 	                       NULL) != SQLITE_OK)
 		return -1;
-	while (sqlite3_step(st) == SQLITE_ROW && used < sizeof ev)
+	while (sqlite3_step(st) == SQLITE_ROW && used < sizeof ev) {
+		char what[64] = "parameters without gradients (averaged)";
+		if (sqlite3_column_type(st, 0) != SQLITE_NULL)
+			snprintf(what, sizeof what, "bucket %" PRId64, (int64_t)sqlite3_column_int64(st, 0));
 		used += (size_t)snprintf(ev + used, sizeof ev - used,
-		                         "%sbucket %" PRId64 ": %.2f MB, waited %.3f ms of %.3f ms"
-		                         " over %" PRId64 " all-reduces",
-		                         used ? "\n" : "", (int64_t)sqlite3_column_int64(st, 0),
+		                         "%s%s: %.2f MB, waited %.3f ms of %.3f ms over %" PRId64
+		                         " all-reduces",
+		                         used ? "\n" : "", what,
 		                         (double)sqlite3_column_int64(st, 1) / 1e6,
 		                         sqlite3_column_double(st, 2) / 1e6,
 		                         sqlite3_column_double(st, 3) / 1e6,
 		                         (int64_t)sqlite3_column_int64(st, 4));
+	}
 	sqlite3_finalize(st);
 	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);
 	char msg[512];

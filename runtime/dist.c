@@ -157,6 +157,15 @@ const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *
 	return p->master->grad->data;
 }
 
+int amp_param_moved(amp_ctx *ctx, int i)
+{
+	amp_param *p = param_at(ctx, i);
+	int moved = p && p->moved;
+	if (p)
+		p->moved = 0;
+	return moved;
+}
+
 int amp_param_has_grad(amp_ctx *ctx, int i)
 {
 	amp_param *p = param_at(ctx, i);

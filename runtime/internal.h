@@ -91,6 +91,7 @@ struct amp_param {
 	void *work;              /* persistent, work_dtype, master->numel elements; or NULL */
 	amp_dtype work_dtype;
 	int work_valid;          /* work holds the master's current values, rounded */
+	int moved;               /* the master's values were written since amp_param_moved */
 	int64_t work_nonfinite;  /* NaN/Inf its last refresh wrote (a cast overflow) */
 	amp_tensor *working;     /* this step's working copy, or NULL (step-scoped) */
 	int64_t working_step;    /* step the working copy belongs to */

@@ -644,6 +644,7 @@ void amp_param_touched(amp_param *p)
 {
 	p->work_valid = 0;
 	p->working_step = -1;
+	p->moved = 1;
 }
 
 /* ---- steps ------------------------------------------------------------------------------- */

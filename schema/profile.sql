@@ -386,7 +386,9 @@ CREATE TABLE nonfinite (
 CREATE TABLE comm (
 	id             INTEGER PRIMARY KEY,  -- row id, in arrival order
 	step           INTEGER,              -- step (-1: at start-up, before the first step)
-	kind           TEXT NOT NULL,        -- 'allreduce' (a gradient bucket), 'broadcast' (the
+	kind           TEXT NOT NULL,        -- 'allreduce' (a gradient bucket; with bucket NULL the
+	                                     -- parameters without gradients that the forward pass
+	                                     -- moves, averaged), 'broadcast' (the
 	                                     -- parameters from rank 0 at start), 'barrier' (the
 	                                     -- start-up barriers, 5 rounds, that the merge aligns
 	                                     -- clocks on: the median over the rounds)

@@ -56,7 +56,8 @@ typedef struct dist {
 	int64_t *numel;        /* per parameter index: its elements */
 	int64_t *bad;          /* per parameter index: NaN/Inf in its sum this step (the ring
 	                          counts the shares each rank finishes; reduce adds them up),
-	                          then at n_params + index: the ranks where it has a gradient */
+	                          then at n_params + index: the ranks where it has a gradient,
+	                          at 2 n_params + index: the ranks where its values moved */
 	char *ready;           /* per parameter index: its gradient is final this step */
 	int n_buckets;
 	bucket *b;
@@ -291,7 +292,7 @@ static void land_all(dist *d)
 static void reset(dist *d)
 {
 	memset(d->ready, 0, (size_t)d->n_params);
-	memset(d->bad, 0, 2 * (size_t)d->n_params * sizeof *d->bad);
+	memset(d->bad, 0, 3 * (size_t)d->n_params * sizeof *d->bad);
 	for (int k = 0; k < d->n_buckets; k++) {
 		d->b[k].ready = 0;
 		d->b[k].state = B_IDLE;
@@ -311,16 +312,22 @@ static void post_all(dist *d, amp_ctx *ctx)
 	post_ready(d, ctx);
 }
 
-/* Parameters that no rank has a gradient for, whose values the forward pass may still change
- * (BatchNorm's running statistics): each rank's share of the data moved them differently, so
- * they are averaged — summed on rank 0 in double (exact for values that agree: those stay
- * bit for bit), divided there, rounded once to float and sent to every rank, so that every
- * rank holds the same bits.  Parameters no op touches come out as they were. */
+/* Parameter i has no gradient on any rank and its values moved on one at least: the forward
+ * pass updates it in place (BatchNorm's running statistics). */
+static int is_buffer(const dist *d, int i)
+{
+	return d->bad[d->n_params + i] == 0 && d->bad[2 * d->n_params + i] > 0;
+}
+
+/* The buffers: each rank's share of the data moved them differently, so they are averaged —
+ * summed on rank 0 in double (exact for values that agree: those stay bit for bit), divided
+ * there, rounded once to float and sent to every rank, so that every rank holds the same
+ * bits.  Parameters without gradients that nothing writes (frozen ones) are left alone. */
 static int average_buffers(dist *d, amp_ctx *ctx)
 {
 	int64_t n = 0;
 	for (int i = 0; i < d->n_params; i++)
-		if (d->bad[d->n_params + i] == 0)
+		if (is_buffer(d, i))
 			n += d->numel[i];
 	if (n == 0 || d->size == 1)
 		return AMP_OK;
@@ -334,7 +341,7 @@ static int average_buffers(dist *d, amp_ctx *ctx)
 	double *mine = d->buffers, *sum = d->buffers + n;
 	int64_t at = 0;
 	for (int i = 0; i < d->n_params; i++) {
-		if (d->bad[d->n_params + i] != 0)
+		if (!is_buffer(d, i))
 			continue;
 		const float *v = amp_tensor_data(amp_param_at(ctx, i));
 		for (int64_t j = 0; j < d->numel[i]; j++)
@@ -355,12 +362,13 @@ static int average_buffers(dist *d, amp_ctx *ctx)
 	               (uint64_t)n * sizeof(float), t0, t0, t1, 0);
 	at = 0;
 	for (int i = 0; i < d->n_params; i++) {
-		if (d->bad[d->n_params + i] != 0)
+		if (!is_buffer(d, i))
 			continue;
 		float *v = amp_tensor_data(amp_param_at(ctx, i));
 		for (int64_t j = 0; j < d->numel[i]; j++)
 			v[j] = (float)sum[at + j];
 		at += d->numel[i];
+		amp_param_moved(ctx, i); /* by the average, not by a step: it moves them no further */
 	}
 	return AMP_OK;
 }
@@ -386,10 +394,12 @@ static int finish(dist *d, amp_ctx *ctx)
 			rc = mpi_fail(ctx, bk->err, "gradient all-reduce");
 	}
 	/* every rank counted the shares it finished: the sums' counts are the totals (and the
-	 * ranks where each parameter has a gradient) */
+	 * ranks where each parameter has a gradient, where its values moved) */
+	for (int i = 0; i < d->n_params; i++)
+		d->bad[2 * d->n_params + i] = amp_param_moved(ctx, i);
 	int err = MPI_SUCCESS;
 	if (rc == AMP_OK && d->size > 1 &&
-	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 2 * d->n_params, MPI_INT64_T, MPI_SUM,
+	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 3 * d->n_params, MPI_INT64_T, MPI_SUM,
 	                         d->comm)) != MPI_SUCCESS)
 		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
 	int64_t step = amp_step_index(ctx);
@@ -547,7 +557,7 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	d->order = calloc((size_t)n + 1, sizeof *d->order);
 	d->bucket_of = calloc((size_t)n + 1, sizeof *d->bucket_of);
 	d->numel = calloc((size_t)n + 1, sizeof *d->numel);
-	d->bad = calloc(2 * (size_t)n + 1, sizeof *d->bad);
+	d->bad = calloc(3 * (size_t)n + 1, sizeof *d->bad);
 	d->ready = calloc((size_t)n + 1, 1);
 	d->b = calloc((size_t)n + 1, sizeof *d->b);
 	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b)
@@ -644,6 +654,7 @@ static int broadcast(dist *d, amp_ctx *ctx)
 		if (rc != AMP_OK)
 			return rc;
 		bytes += (uint64_t)n * sizeof(float);
+		amp_param_moved(ctx, i); /* the same values on every rank now */
 	}
 	uint64_t t1 = amp_dist_clock();
 	amp_dist_trace(-1, AMP_COMM_BROADCAST, AMP_F32, -1, bytes, t0, t0, t1, 0);

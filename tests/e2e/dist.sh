@@ -268,6 +268,16 @@ grep -q "^  steps        12 on each of 2 ranks in" merged-report.out ||
 	bad "merged report: the steps line counts each step once" "$(grep '^  steps' merged-report.out)"
 check "profile: every all-reduce row ends within its step" \
 	"$(sqlite3 pfp16.0.db "SELECT count(*) FROM comm c JOIN steps s ON s.step = c.step WHERE c.kind = 'allreduce' AND c.start_ns + c.dur_ns > s.start_ns + s.dur_ns")" 0
+# parameters without gradients: the running statistics a BatchNorm moves are averaged every
+# step (a comm row of their own, without a bucket); one nothing writes is left alone
+for c in bn unused; do
+	AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np 2 "$B/bin/ampprof" -q -o "b$c.%r.db" -- \
+		"$B/tests/dist_cases" --dist --steps 4 --$c >/dev/null 2>&1
+done
+check "profile: BatchNorm's running statistics averaged in each of the 4 steps" \
+	"$(sqlite3 bbn.0.db "SELECT count(*) || ':' || max(bytes) FROM comm WHERE kind = 'allreduce' AND bucket IS NULL")" "4:1024"
+check "profile: a parameter nothing writes is not averaged" \
+	"$(sqlite3 bunused.0.db "SELECT count(*) FROM comm WHERE kind = 'allreduce' AND bucket IS NULL")" 0
 check "merged: rank_summary has both ranks" "$(sqlite3 merged.db "SELECT group_concat(rank || ':' || steps) FROM rank_summary ORDER BY rank")" "0:12,1:12"
 check_true "merged: comm share in the overview" \
 	test -n "$(sqlite3 merged.db "SELECT comm_share FROM overview WHERE comm_share BETWEEN 0 AND 1 AND ranks = 2 AND rank_spread >= 0")"

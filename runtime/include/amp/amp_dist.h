@@ -82,6 +82,10 @@ int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n);
  * the step's own copy, which a backend may overwrite with the sum (and hand back with
  * amp_param_grad_set) if it is done with it by the step's end (step_end). */
 const void *amp_param_grad_data(amp_ctx *ctx, int i, amp_dtype *dtype, int64_t *nonfinite);
+/* Nonzero when parameter i's values were written since the last call for it (an op that
+ * updates it in place, as BatchNorm does its running statistics; amp_param_load; a caller
+ * with amp_tensor_data), which clears it. */
+int amp_param_moved(amp_ctx *ctx, int i);
 /* Nonzero when parameter i has a gradient at all: this step's, or zeros after an earlier
  * step's.  One that no tape has reached yet has none, and the optimizer leaves it alone. */
 int amp_param_has_grad(amp_ctx *ctx, int i);
