@@ -22,7 +22,7 @@ static const char *const rank_summary_sql =
     "DELETE FROM rank_summary;"
     "WITH r AS (SELECT rank FROM steps UNION SELECT rank FROM comm UNION SELECT rank FROM threads"
     "  UNION SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM threads)),"
-    " s AS (SELECT rank, count(*) AS n, total(dur_ns) AS ns, avg(dur_ns) AS mean,"
+    " s AS (SELECT rank, count(dur_ns) AS n, total(dur_ns) AS ns, avg(dur_ns) AS mean,"
     "  total(overflow = 1) AS ov FROM steps GROUP BY rank),"
     " o AS (SELECT rank, total(dur_ns) AS ns FROM op_events GROUP BY rank),"
     " c AS (SELECT rank, total(dur_ns) AS ns, total(wait_ns) AS w, total(bytes) AS b,"
@@ -142,10 +142,12 @@ static int rule_straggler(sqlite3 *db)
 /* FP32 all-reduce in a run whose loss scaling would let FP16 carry the gradients. */
 static int rule_fp32_allreduce(sqlite3 *db)
 {
+	/* the gradient buckets (the averaged parameters without gradients, bucket NULL, are fp32
+	 * whatever the setting) */
 	double bytes = q_double(db, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'"
-	                            " AND dtype = 'fp32'", 0);
+	                            " AND dtype = 'fp32' AND bucket IS NOT NULL", 0);
 	double steps = q_double(db, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'"
-	                            " AND dtype = 'fp32'", 0);
+	                            " AND dtype = 'fp32' AND bucket IS NOT NULL", 0);
 	double ranks = q_double(db, "SELECT count(DISTINCT rank) FROM comm WHERE kind = 'allreduce'", 1);
 	char mode[64];
 	q_text(db, "SELECT value FROM meta WHERE key IN ('precision_mode', 'app.precision_mode')"

@@ -69,7 +69,7 @@ static const char *const finalize_sql =
     " (SELECT CAST(total(calls) AS INTEGER) FROM copy_sigs)," \
     " (SELECT CAST(total(total_ns) AS INTEGER) FROM op_sigs)," \
     " (SELECT CAST(total(total_ns) AS INTEGER) FROM copy_sigs)," \
-    " (SELECT max(peak) FROM memory)," \
+    " (SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak) AS p FROM memory GROUP BY step))," \
     " (SELECT CASE WHEN count(native_ns) = 0 THEN NULL" \
     "   ELSE total(native_ns) / nullif(total(total_ns), 0) END FROM op_summary)," \
     " (SELECT group_concat(exec_dtype, '+') FROM (SELECT DISTINCT exec_dtype FROM op_summary" \
@@ -1334,12 +1334,25 @@ static const char *const scale_cause_sql =
     "  AND step IN (SELECT step FROM run_loss_scale WHERE reason = 'nan');"
     "UPDATE loss_scale SET cause_class = n.class, cause_op = n.op, cause_tensor = n.label,"
     "  cause_callsite = n.callsite, cause_fwd_callsite = n.fwd_callsite"
-    "  FROM (SELECT step, class, op, label, callsite, fwd_callsite, min(rowid) FROM nonfinite"
-    "        GROUP BY step) n"
-    "  WHERE loss_scale.reason IN ('overflow', 'nan') AND n.step = loss_scale.step;"
+    "  FROM (SELECT step, rank, class, op, label, callsite, fwd_callsite, min(rowid) FROM nonfinite"
+    "        GROUP BY step, rank) n"
+    "  WHERE loss_scale.reason IN ('overflow', 'nan') AND n.step = loss_scale.step"
+    "  AND n.rank IS loss_scale.rank;"
+    /* a merged profile: a rank that backed off for another rank's overflow takes its cause */
+    "UPDATE loss_scale SET cause_class = n.class, cause_op = n.op, cause_tensor = n.label,"
+    "  cause_callsite = n.callsite, cause_fwd_callsite = n.fwd_callsite"
+    "  FROM (SELECT step, class, op, label, callsite, fwd_callsite, min(rank * 4294967296 + rowid)"
+    "        FROM nonfinite GROUP BY step) n"
+    "  WHERE loss_scale.reason IN ('overflow', 'nan') AND n.step = loss_scale.step"
+    "  AND loss_scale.cause_class IS NULL;"
+    /* the cause's magnitude the steps before, on the rank it was seen on */
     "UPDATE loss_scale SET cause_absmax = (SELECT t.absmax FROM tensor_stats t"
     "  WHERE t.step BETWEEN loss_scale.step - 64 AND loss_scale.step - 1"
     "  AND t.name = loss_scale.cause_tensor AND t.nan = 0 AND t.inf = 0"
+    "  AND t.rank IS coalesce((SELECT n.rank FROM nonfinite n WHERE n.step = loss_scale.step"
+    "    AND n.label = loss_scale.cause_tensor AND n.rank IS loss_scale.rank LIMIT 1),"
+    "    (SELECT min(n.rank) FROM nonfinite n WHERE n.step = loss_scale.step"
+    "    AND n.label = loss_scale.cause_tensor), loss_scale.rank)"
     "  ORDER BY t.step DESC, t.id LIMIT 1)"
     "  WHERE cause_tensor IS NOT NULL;";
 

@@ -73,6 +73,9 @@ typedef struct input {
 	int64_t start_mono_ns;  /* meta start_mono_ns */
 	int64_t shift_ns;       /* added to its times */
 	char end[32], exit_status[16], exit_signal[16], complete[8];
+	int64_t world_size;     /* meta world_size, 0 if none */
+	char command[1024];     /* meta command */
+	int merged;             /* already a merged profile (meta merged_from) */
 } input;
 
 /* Columns of a table that hold an id of another table (or of itself): they move by that
@@ -92,7 +95,8 @@ static const struct {
     {"crashes", "id", "crashes"},         {"crashes", "thread", "threads"},
     {"nonfinite", "callsite", "callsites"}, {"nonfinite", "stats_id", "tensor_stats"},
     {"nonfinite", "thread", "threads"},   {"comm", "id", "comm"},
-    {"comm", "thread", "threads"},
+    {"comm", "thread", "threads"},        {"loss_scale", "thread", "threads"},
+    {"memory", "thread", "threads"},
 };
 static const struct {
 	const char *table, *column;
@@ -214,11 +218,19 @@ static int read_input(input *in, int index)
 	amp_profile_meta_get(db, "exit_signal", in->exit_signal, sizeof in->exit_signal);
 	snprintf(in->complete, sizeof in->complete, "0");
 	amp_profile_meta_get(db, "complete", in->complete, sizeof in->complete);
+	in->world_size = 0;
+	amp_profile_query_int64(db, &in->world_size, "SELECT CAST(value AS INTEGER) FROM meta"
+	                                             " WHERE key = 'world_size'", NULL);
+	in->command[0] = 0;
+	amp_profile_meta_get(db, "command", in->command, sizeof in->command);
+	char from[8] = "";
+	in->merged = amp_profile_meta_get(db, "merged_from", from, sizeof from) == AMP_PROFILE_OK;
 	amp_profile_close(db);
 	return 0;
 }
 
-static int merge_one(sqlite3 *db, const input *in)
+/* run_facts: this input's meta is the run's (the lowest rank given, rank 0 normally). */
+static int merge_one(sqlite3 *db, const input *in, int run_facts)
 {
 	/* read-only: a profile another ampprof may still hold is not written to */
 	char *sql = sqlite3_mprintf("ATTACH DATABASE %Q AS src", in->path);
@@ -253,7 +265,7 @@ static int merge_one(sqlite3 *db, const input *in)
 		rc = exec(db, "INSERT INTO main.op_types(name, list) SELECT name, list FROM src.op_types s"
 		              " WHERE NOT EXISTS (SELECT 1 FROM main.op_types m WHERE m.name = s.name)"
 		              " ORDER BY id");
-	if (rc == 0 && in->rank == 0) /* rank 0's facts are the run's */
+	if (rc == 0 && run_facts)
 		rc = exec(db, "INSERT OR REPLACE INTO main.meta(key, value) SELECT key, value FROM src.meta");
 	if (exec(db, rc == 0 ? "COMMIT" : "ROLLBACK") != 0)
 		rc = -1;
@@ -367,6 +379,11 @@ int prof_cmd_merge(int argc, char **argv)
 		}
 		if (read_input(&in[i], i) != 0)
 			goto out_free;
+		if (in[i].merged) {
+			prof_error("merge the ranks' own profiles (run.%r.db)",
+			           "'%s' is a merged profile already", in[i].path);
+			goto out_free;
+		}
 		for (int j = 0; j < i; j++)
 			if (in[j].rank == in[i].rank) {
 				prof_error("each rank's profile once: ampprof -o run.%r.db",
@@ -377,6 +394,21 @@ int prof_cmd_merge(int argc, char **argv)
 	}
 	/* by rank, so that ids follow the ranks; rank 0 (the lowest given) is the reference clock */
 	qsort(in, (size_t)n, sizeof *in, by_rank);
+	/* what the profiles say of their run: the ranks it had, one command */
+	int64_t world = 0;
+	for (int i = 0; i < n; i++)
+		world = in[i].world_size > world ? in[i].world_size : world;
+	if (world > n || in[0].rank != 0)
+		fprintf(stderr, "ampprof merge: warning: %d of the run's %" PRId64 " rank profile(s) "
+		        "given%s: the merged profile covers those ranks only\n", n, world > n ? world : n,
+		        in[0].rank != 0 ? ", not rank 0's" : "");
+	for (int i = 1; i < n; i++)
+		if (strcmp(in[i].command, in[0].command) != 0) {
+			fprintf(stderr, "ampprof merge: warning: '%s' and '%s' profiled different commands "
+			        "('%s', '%s'): not the ranks of one run?\n", in[0].path, in[i].path,
+			        in[0].command, in[i].command);
+			break;
+		}
 	const int ref = 0;
 	int barriers = 1;
 	for (int i = 0; i < n; i++)
@@ -410,7 +442,7 @@ int prof_cmd_merge(int argc, char **argv)
 	for (int k = 0; k < n; k++) {
 		input *x = &in[k];
 		amp_progress_set(&pr, "rank profiles", (uint64_t)k);
-		if (merge_one(db, x) != 0) {
+		if (merge_one(db, x, k == 0) != 0) {
 			amp_progress_end(&pr);
 			goto out_db;
 		}

@@ -32,6 +32,7 @@ typedef struct summary {
 	char half_types[16];         /* "" for an FP32 run */
 	int64_t ranks;               /* of a merged profile (steps counts each step once, step_ns
 	                                adds every rank's); 1 otherwise */
+	int64_t timed_steps;         /* step rows with a time, every rank's: step_ns's count */
 } summary;
 
 static double col_real(sqlite3_stmt *st, int i)
@@ -101,6 +102,11 @@ static int load_summary(sqlite3 *db, summary *s)
 	if (sqlite3_prepare_v2(db, "SELECT ranks FROM run_summary", -1, &st, NULL) == SQLITE_OK &&
 	    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 1)
 		s->ranks = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	s->timed_steps = 0;
+	if (sqlite3_prepare_v2(db, "SELECT count(dur_ns) FROM steps", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		s->timed_steps = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	if (sqlite3_prepare_v2(db, "SELECT native_half_share, half_types FROM run_summary", -1, &st,
 	                       NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
@@ -373,11 +379,11 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	}
 	fprintf(f, "  steps        %" PRId64, s.steps);
 	if (s.ranks > 1)
-		fprintf(f, " on each of %" PRId64 " ranks", s.ranks);
-	if (s.step_ns > 0 && s.steps > 0)
+		fprintf(f, " on %" PRId64 " ranks (%" PRId64 " rank-steps)", s.ranks, s.timed_steps);
+	if (s.step_ns > 0 && s.timed_steps > 0)
 		fprintf(f, " in %.3f s%s (%.3f ms/step)", (double)s.step_ns / 1e9,
 		        s.ranks > 1 ? " of rank time" : "",
-		        (double)s.step_ns / 1e6 / (double)(s.steps * s.ranks));
+		        (double)s.step_ns / 1e6 / (double)s.timed_steps);
 	if (s.wall_ns > 0)
 		fprintf(f, ", wall %.3f s", (double)s.wall_ns / 1e9);
 	fprintf(f, "\n");
@@ -675,6 +681,12 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	json_int(f, s.wall_ns, 1);
 	fputs(", \"step_ns\": ", f);
 	json_int(f, s.step_ns, 1);
+	/* a merged profile: step_ns adds the ranks' timed steps (rank_steps), steps counts each
+	 * step once */
+	fputs(", \"ranks\": ", f);
+	json_int(f, s.ranks, 1);
+	fputs(", \"rank_steps\": ", f);
+	json_int(f, s.timed_steps, 1);
 	json_real(f, ", ", "fp16_share", s.have ? s.fp16_share : (double)NAN);
 	json_real(f, ", ", "half_share", s.have ? s.fp16_share : (double)NAN);
 	fputs(", \"half_types\": ", f);

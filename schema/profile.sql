@@ -493,7 +493,8 @@ CREATE TABLE run_summary (
 	copy_count      INTEGER,  -- copy rows
 	op_ns           INTEGER,  -- total op time
 	copy_ns         INTEGER,  -- total copy time
-	peak_bytes      INTEGER,  -- peak tensor memory
+	peak_bytes      INTEGER,  -- peak tensor memory (the largest sum over a step's memory rows:
+	                          -- every context's and rank's)
 	native_half_share REAL,   -- the native half share: op time on a half engine (amx-bf16,
 	                          -- avx512-bf16, avx512-fp16) / all op time (0..1); NULL if no op
 	                          -- has a known engine (a version-1 profile)
@@ -522,7 +523,8 @@ CREATE TABLE run_summary (
 -- One row per rank, computed at finalize (one row, rank 0, for a single-rank profile).
 CREATE TABLE rank_summary (
 	rank         INTEGER,  -- MPI rank
-	steps        INTEGER,  -- steps it recorded
+	steps        INTEGER,  -- steps it completed (an unfinished last step, a killed rank's, has no
+	                       -- time and is left out)
 	step_ns      INTEGER,  -- their total time
 	mean_step_ns REAL,     -- mean step time
 	compute_ns   INTEGER,  -- op time (forward, backward, optimizer)

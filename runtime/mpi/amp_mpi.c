@@ -597,47 +597,76 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	return d->scratch ? AMP_OK : AMP_ENOMEM;
 }
 
-/* Every rank has the same parameters (count and sizes) and the same all-reduce settings (dtype
- * and buckets) as rank 0: the rings exchange buffers laid out by them. */
-static int check_same(dist *d, amp_ctx *ctx, int64_t kb)
+/* Settings every rank must share with rank 0: the all-reduce's (the rings exchange buffers laid
+ * out by them) and the training's (the payload is the gradient scaled by each rank's own loss
+ * scale and divided by its accumulation; a rank in another precision mode trains another
+ * model).  "loss scale in force" is the scaler's current value (a checkpoint may have set it). */
+static const char *const same_keys[] = {
+    "allreduce_dtype",          "allreduce_bucket_kb",       "precision_mode",
+    "loss_scale",               "loss scale in force",       "loss_scale_growth_interval",
+    "loss_scale_growth_factor", "loss_scale_backoff_factor", "loss_scale_min",
+    "loss_scale_max",           "gradient_clipping",         "gradient_accumulation_steps",
+};
+enum { N_SAME = sizeof same_keys / sizeof same_keys[0] };
+
+static uint64_t hash_text(const char *s)
+{
+	uint64_t h = 1469598103934665603u; /* FNV-1a */
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211u;
+	return h;
+}
+
+/* Every rank has the same parameters (count and sizes) and settings (same_keys) as rank 0. */
+static int check_same(dist *d, amp_ctx *ctx)
 {
 	/* the sizes hashed in unsigned arithmetic (it wraps; a signed product would overflow) */
 	uint64_t h = 0;
 	for (int i = 0; i < d->n_params; i++)
 		h = h * 1000003u + (uint64_t)numel_of(ctx, i);
-	int64_t mine[4] = {d->n_params, (int64_t)(h >> 1), (int64_t)d->dtype, kb};
-	int64_t root[4];
-	memcpy(root, mine, sizeof root);
-	int err = MPI_Bcast(root, 4, MPI_INT64_T, 0, d->comm);
-	if (err != MPI_SUCCESS)
-		return mpi_fail(ctx, err, "parameter check");
-	int params = root[0] != mine[0] || root[1] != mine[1];
-	int settings = root[2] != mine[2] || root[3] != mine[3];
-	/* the first rank that differs, and how, for every rank's message */
-	int first[2] = {params ? d->rank : d->size, settings ? d->rank : d->size}, any[2];
-	err = MPI_Allreduce(first, any, 2, MPI_INT, MPI_MIN, d->comm);
-	if (err != MPI_SUCCESS)
-		return mpi_fail(ctx, err, "parameter check");
-	char msg[256];
-	if (any[0] < d->size) {
-		if (params)
-			snprintf(msg, sizeof msg, "amp_mpi_attach: this rank (%d) has %d parameters of "
-			         "other sizes than rank 0's %lld: every rank creates the same parameters "
-			         "in the same order", d->rank, d->n_params, (long long)root[0]);
+	int64_t mine[2 + N_SAME], root[2 + N_SAME];
+	mine[0] = d->n_params;
+	mine[1] = (int64_t)(h >> 1);
+	for (int k = 0; k < N_SAME; k++) {
+		char v[64];
+		const char *val = v;
+		if (strcmp(same_keys[k], "loss scale in force") == 0)
+			snprintf(v, sizeof v, "%.17g", amp_loss_scale(ctx));
 		else
-			snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d's parameters differ from rank "
-			         "0's in number or size: every rank creates the same parameters in the "
-			         "same order", any[0]);
-		return amp_dist_fail(ctx, AMP_EINVAL, msg);
+			val = amp_config_get(ctx, same_keys[k]);
+		mine[2 + k] = (int64_t)(hash_text(val) >> 1);
 	}
-	if (any[1] < d->size) {
-		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d has other all-reduce settings than "
-		         "rank 0 (allreduce_dtype %s, allreduce_bucket_kb %lld there): every rank "
-		         "needs the same", any[1], amp_dtype_name((amp_dtype)root[2]),
-		         (long long)root[3]);
-		return amp_dist_fail(ctx, AMP_EINVAL, msg);
+	memcpy(root, mine, sizeof root);
+	int err = MPI_Bcast(root, 2 + N_SAME, MPI_INT64_T, 0, d->comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "parameter check");
+	/* the first rank that differs, and where, for every rank's message */
+	int what = -1;
+	for (int k = 0; k < 2 + N_SAME && what < 0; k++)
+		if (mine[k] != root[k])
+			what = k < 2 ? 0 : k;
+	int first[2] = {what >= 0 ? d->rank : d->size, 0}, any[2];
+	err = MPI_Allreduce(first, any, 1, MPI_INT, MPI_MIN, d->comm);
+	if (err == MPI_SUCCESS && any[0] < d->size) { /* what differs there */
+		first[1] = d->rank == any[0] ? what : 0;
+		err = MPI_Allreduce(&first[1], &any[1], 1, MPI_INT, MPI_MAX, d->comm);
 	}
-	return AMP_OK;
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "parameter check");
+	if (any[0] >= d->size)
+		return AMP_OK;
+	char msg[320];
+	if (any[1] == 0)
+		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d's parameters differ from rank 0's in "
+		         "number or size (this rank, %d, has %d): every rank creates the same parameters "
+		         "in the same order", any[0], d->rank, d->n_params);
+	else
+		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d has another %s than rank 0 (%s "
+		         "there): every rank needs the same settings", any[0], same_keys[any[1] - 2],
+		         d->rank == 0 && strcmp(same_keys[any[1] - 2], "loss scale in force") != 0
+		             ? amp_config_get(ctx, same_keys[any[1] - 2])
+		             : "see rank 0");
+	return amp_dist_fail(ctx, AMP_EINVAL, msg);
 }
 
 static int broadcast(dist *d, amp_ctx *ctx)
@@ -706,7 +735,7 @@ int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
 		return amp_dist_fail(ctx, rc, rc == AMP_ENOMEM ? "out of memory"
 		                                               : "amp_mpi_attach: a bucket over 2^31 values");
 	}
-	rc = check_same(d, ctx, kb);
+	rc = check_same(d, ctx);
 	if (rc == AMP_OK)
 		note_meta(d, ctx);
 	/* The start-up barriers: every rank leaves each at about the same instant, which is what

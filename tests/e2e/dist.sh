@@ -157,8 +157,15 @@ done
 "${MPI[@]}" -np 1 env AMP_ALLREDUCE_DTYPE=fp16 "$T/dist_cases" --dist --steps 2 : \
 	-np 1 "$T/dist_cases" --dist --steps 2 >/dev/null 2>"$OUT/mismatch.err"
 check_true "other all-reduce settings on rank 1: refused (exit non-zero)" test "$?" -ne 0
-grep -q "rank 1 has other all-reduce settings than rank 0 (allreduce_dtype fp16" "$OUT/mismatch.err" ||
+grep -q "rank 1 has another allreduce_dtype than rank 0 (fp16 there)" "$OUT/mismatch.err" ||
 	bad "other all-reduce settings: the message names the rank and the setting" "$(head -3 "$OUT/mismatch.err")"
+# and other training settings: the payload is each rank's scaled gradient
+"${MPI[@]}" -np 1 env AMP_PRECISION_MODE=allow_mix_precision AMP_LOSS_SCALE_INIT=1024 \
+	"$T/dist_cases" --dist --steps 2 : -np 1 env AMP_PRECISION_MODE=allow_mix_precision \
+	"$T/dist_cases" --dist --steps 2 >/dev/null 2>"$OUT/mismatch2.err"
+check_true "another loss scale on rank 1: refused (exit non-zero)" test "$?" -ne 0
+grep -q "rank 1 has another loss scale in force than rank 0" "$OUT/mismatch2.err" ||
+	bad "another loss scale: the message names it" "$(head -3 "$OUT/mismatch2.err")"
 # and without the all-reduce the ranks would not agree (the test can fail)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")
@@ -264,7 +271,7 @@ check "merged: identical scale histories in the database" \
 check "merged: the one overflow both ranks skipped together counts once" \
 	"$(sqlite3 merged.db "SELECT overflow_steps || ':' || skipped_steps || ':' || steps FROM overview")" "1:1:12"
 "$B/bin/ampprof" report merged.db >merged-report.out 2>&1
-grep -q "^  steps        12 on each of 2 ranks in" merged-report.out ||
+grep -q "^  steps        12 on 2 ranks (24 rank-steps) in" merged-report.out ||
 	bad "merged report: the steps line counts each step once" "$(grep '^  steps' merged-report.out)"
 check "profile: every all-reduce row ends within its step" \
 	"$(sqlite3 pfp16.0.db "SELECT count(*) FROM comm c JOIN steps s ON s.step = c.step WHERE c.kind = 'allreduce' AND c.start_ns + c.dur_ns > s.start_ns + s.dur_ns")" 0
@@ -312,6 +319,17 @@ check "ampview: no rank block for one rank" "$(grep -c '^ Ranks ' view1.out)" 0
 "$B/bin/ampprof" merge -o dup.db pfp32.0.db pfp16.0.db >/dev/null 2>dup.err
 check "merge refuses two profiles of one rank" "$?" 6
 grep -q "both rank 0" dup.err || bad "merge: duplicate rank message" "$(cat dup.err)"
+"$B/bin/ampprof" merge -o twice.db merged.db >/dev/null 2>twice.err
+check "merge refuses a merged profile" "$?" 6
+grep -q "'merged.db' is a merged profile already" twice.err || bad "merge: merged input message" "$(cat twice.err)"
+"$B/bin/ampprof" merge -o one.db pfp32.1.db >/dev/null 2>one.err
+check "merge of rank 1 alone: exit 0" "$?" 0
+grep -q "warning: 1 of the run's 2 rank profile(s) given, not rank 0's" one.err ||
+	bad "merge: a missing rank is said" "$(cat one.err)"
+check "merge of rank 1 alone: the run's facts are kept" \
+	"$(sqlite3 one.db "SELECT count(*) FROM meta WHERE key = 'command' AND value LIKE '%dist_cases%'")" 1
+"$B/bin/ampprof" merge -o mixed.db pfp32.0.db bbn.1.db >/dev/null 2>mixed.err
+grep -q "profiled different commands" mixed.err || bad "merge: profiles of two runs are said" "$(cat mixed.err)"
 "$B/bin/ampprof" merge -o merged.db pfp32.0.db pfp32.1.db >/dev/null 2>exists.err
 check "merge keeps an existing output without --force" "$?" 4
 "$B/bin/ampprof" merge pfp32.0.db >/dev/null 2>noout.err
