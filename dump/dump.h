@@ -191,6 +191,8 @@ int dump_npy_write(int dirfd, const char *file, int force, const char *descr, co
 /* ---- profile access shared by the subcommands (profile.c) ------------------------------- */
 /* Opens a profile read-only; on failure prints the reason with a hint and returns NULL. */
 sqlite3 *dump_open_profile(const char *path);
+/* --rank: the rank of a merged profile that dump_open_profile reads (-1: the lowest). */
+void dump_select_rank(int64_t rank);
 
 /* Checks that step was reached in db (path for messages).  Returns 0, or 1 with a message
  * "step N was never reached (the run has M steps)". */

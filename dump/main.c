@@ -62,12 +62,13 @@ static const char about[] =
 enum {
 	OPT_DB = 256, OPT_STEP, OPT_LIST, OPT_FORMAT, OPT_TENSOR, OPT_NPY, OPT_FORCE, OPT_COMPARE,
 	OPT_COSINE, OPT_MAX_ABS, OPT_NORM_DIFF, OPT_COSINE_FLOOR, OPT_MAX_ABS_CEILING, OPT_RTOL,
-	OPT_APPLICATION, OPT_OUTPUT, OPT_VERBOSE, OPT_VERSION, OPT_HIST,
+	OPT_APPLICATION, OPT_OUTPUT, OPT_VERBOSE, OPT_VERSION, OPT_HIST, OPT_RANK,
 };
 
 static const amp_opt options[] = {
     {OPT_DB, 0, "db", "<file>", "profile to read (also as the argument)", "profile.db"},
     {OPT_STEP, 0, "step", "<n>", "step to show, export, compare or dump (from 0)", NULL},
+    {OPT_RANK, 0, "rank", "<r>", "a merged profile (ampprof merge): the rank to read", "the lowest"},
     {OPT_LIST, 0, "list", NULL, "list the steps with anomalies or dumps", NULL},
     {OPT_HIST, 0, "hist", NULL, "exponent histograms on FP16's range, per tensor", NULL},
     {OPT_FORMAT, 0, "format", "<fmt>", "text, csv or json", "text"},
@@ -110,7 +111,7 @@ static const amp_opt_spec spec = {
 typedef struct cli {
 	const char *db, *format, *tensor, *npy, *application, *output;
 	const char *step_text, *cosine_text, *max_abs_text, *rtol_text;
-	const char *norm_text, *floor_text, *ceiling_text;
+	const char *norm_text, *floor_text, *ceiling_text, *rank_text;
 	int list, hist, force, compare, verbose, help, version;
 	const char *pos[3];
 	int npos;
@@ -140,6 +141,7 @@ static int parse_args(int argc, char **argv, cli *c)
 		case AMP_OPT_ERROR: return DUMP_EXIT_USAGE;
 		case OPT_DB: c->db = v; break;
 		case OPT_STEP: c->step_text = v; break;
+		case OPT_RANK: c->rank_text = v; break;
 		case OPT_LIST: c->list = 1; break;
 		case OPT_HIST: c->hist = 1; break;
 		case OPT_FORMAT: c->format = v; break;
@@ -264,6 +266,12 @@ int main(int argc, char **argv)
 	if (c.version) {
 		printf("ampdump %s\n", AMP_VERSION);
 		return DUMP_EXIT_OK;
+	}
+	if (c.rank_text) {
+		int64_t r;
+		if (parse_step(c.rank_text, &r) != 0)
+			return usage_error("--rank wants a rank, 0 or more (got '%s')", c.rank_text);
+		dump_select_rank(r);
 	}
 
 	amp_format fmt = AMP_FMT_TEXT;

@@ -30,6 +30,57 @@ void dump_error(const char *hint, const char *fmt, ...)
 	}
 }
 
+static int64_t g_rank = -1; /* --rank: the rank to read, -1 for the lowest */
+
+void dump_select_rank(int64_t rank)
+{
+	g_rank = rank;
+}
+
+/* A merged data-parallel profile holds every rank's steps, statistics and dumps under the same
+ * step numbers: ampdump reads one rank's (--rank, the lowest by default), through temporary
+ * views that shadow the tables.  Returns 0, or -1 with the message printed. */
+static int select_rank(sqlite3 *db, const char *path)
+{
+	int64_t ranks = 1, lowest = 0, have = 0;
+	if (!amp_profile_has_column(db, "steps", "rank")) {
+		if (g_rank <= 0)
+			return 0;
+	} else {
+		amp_profile_query_int64(db, &ranks, "SELECT count(DISTINCT rank) FROM steps", NULL);
+		amp_profile_query_int64(db, &lowest, "SELECT coalesce(min(rank), 0) FROM steps", NULL);
+	}
+	int64_t r = g_rank >= 0 ? g_rank : lowest;
+	if (ranks < 2 && r == lowest)
+		return 0;
+	if (amp_profile_has_column(db, "steps", "rank"))
+		amp_profile_query_int64(db, &have, "SELECT count(*) FROM steps WHERE rank = ?1", "i",
+		                        r);
+	if (!have) {
+		dump_error("ampprof report lists its ranks", "'%s' has no rank %lld", path,
+		           (long long)r);
+		return -1;
+	}
+	if (g_rank < 0)
+		fprintf(stderr, "ampdump: '%s' holds %lld ranks: reading rank %lld (--rank to choose)\n",
+		        path, (long long)ranks, (long long)r);
+	static const char *const tables[] = {"steps", "tensor_stats", "dumps", "ops", "loss_scale",
+	                                     "nonfinite"};
+	char sql[1024];
+	size_t used = 0;
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0] && used < sizeof sql; i++)
+		used += (size_t)snprintf(sql + used, sizeof sql - used,
+		                         "CREATE TEMP VIEW %s AS SELECT * FROM main.%s WHERE rank = %lld;",
+		                         tables[i], tables[i], (long long)r);
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		dump_error(NULL, "cannot read '%s': %s", path, msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
 sqlite3 *dump_open_profile(const char *path)
 {
 	sqlite3 *db = NULL;
@@ -40,6 +91,10 @@ sqlite3 *dump_open_profile(const char *path)
 		char why[1024];
 		if (amp_profile_meta_get(db, "incomplete", why, sizeof why) == AMP_PROFILE_OK && why[0])
 			dump_error(NULL, "'%s' is INCOMPLETE: %s", path, why);
+		if (select_rank(db, path) != 0) {
+			amp_profile_close(db);
+			return NULL;
+		}
 		return db;
 	}
 

@@ -35,6 +35,8 @@ struct view_model {
 	char anomaly_where[160]; /* "" until anomaly_where() */
 	char errmsg[256];
 	int damaged;        /* a query met SQLITE_CORRUPT or SQLITE_NOTADB */
+	int64_t step_rank;  /* a merged profile: the rank whose steps the step panels show
+	                       (make_rank_views); -1 otherwise */
 };
 
 /* ---- small SQLite helpers ------------------------------------------------------------------- */
@@ -229,6 +231,25 @@ static int make_sig_views(view_model *m, int *finalized)
 	               "sum(dur_ns) AS total_ns FROM op_events GROUP BY sig;"
 	               "CREATE TEMP TABLE vcsig AS SELECT sig AS id, count(*) AS calls, "
 	               "sum(dur_ns) AS total_ns FROM copy_events GROUP BY sig;");
+}
+
+/* A merged data-parallel profile has each step and each scaler decision once per rank, taken
+ * together: the panels about steps (Steps, Scale, the step counts) read the lowest rank's rows,
+ * as the report does, through temporary views that shadow the tables; the ops panels keep every
+ * rank's work, and the Ranks block compares the ranks. */
+static int make_rank_views(view_model *m)
+{
+	m->step_rank = -1;
+	if (!amp_profile_has_column(m->db, "steps", "rank") ||
+	    query_i64(m, "SELECT count(DISTINCT rank) FROM steps", 0) < 2)
+		return 0;
+	m->step_rank = query_i64(m, "SELECT min(rank) FROM steps", 0);
+	char sql[512];
+	snprintf(sql, sizeof sql,
+	         "CREATE TEMP VIEW steps AS SELECT * FROM main.steps WHERE rank = %lld;"
+	         "CREATE TEMP VIEW loss_scale AS SELECT * FROM main.loss_scale WHERE rank = %lld;",
+	         (long long)m->step_rank, (long long)m->step_rank);
+	return exec(m, sql);
 }
 
 /* The native half share and the half types: from run_summary when it has them, else from the
@@ -463,7 +484,8 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 	view_run *r = &m->run;
 	snprintf(r->path, sizeof r->path, "%s", path);
 	read_meta(m, &meta_fp16, &meta_copy);
-	if (make_sig_views(m, &r->finalized) != 0 || (rc = read_summary(m)) != VIEW_OK) {
+	if (make_sig_views(m, &r->finalized) != 0 || make_rank_views(m) != 0 ||
+	    (rc = read_summary(m)) != VIEW_OK) {
 		rc = VIEW_EDB;
 		snprintf(err, errlen, "cannot open '%s': %s", path, m->errmsg);
 		goto fail;
@@ -755,13 +777,21 @@ long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 		return n;
 	/* the split of the page's steps: one range query per event table */
 	const int64_t range[2] = {rows[0].step, rows[n - 1].step};
-	sqlite3_stmt *st = prep_args(
-	    m,
-	    "SELECT e.step, sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN e.dur_ns "
-	    "ELSE 0 END), sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN 0 ELSE e.dur_ns "
-	    "END) FROM op_events e JOIN op_sigs s ON s.id = e.sig "
-	    "WHERE e.step BETWEEN ? AND ? GROUP BY e.step",
-	    range, 2);
+	/* a merged profile: the events of the rank whose steps these are */
+	char rank_e[48] = "", rank_c[48] = "", sql_ops[512], sql_copies[256];
+	if (m->step_rank >= 0) {
+		snprintf(rank_e, sizeof rank_e, " AND e.rank = %lld", (long long)m->step_rank);
+		snprintf(rank_c, sizeof rank_c, " AND rank = %lld", (long long)m->step_rank);
+	}
+	snprintf(sql_ops, sizeof sql_ops,
+	         "SELECT e.step, sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN e.dur_ns "
+	         "ELSE 0 END), sum(CASE WHEN s.exec_dtype IN " HALF_SQL " THEN 0 ELSE e.dur_ns "
+	         "END) FROM op_events e JOIN op_sigs s ON s.id = e.sig "
+	         "WHERE e.step BETWEEN ? AND ?%s GROUP BY e.step", rank_e);
+	snprintf(sql_copies, sizeof sql_copies,
+	         "SELECT step, sum(dur_ns) FROM copy_events WHERE step BETWEEN ? AND ?%s "
+	         "GROUP BY step", rank_c);
+	sqlite3_stmt *st = prep_args(m, sql_ops, range, 2);
 	if (!st)
 		return VIEW_EDB;
 	int rc;
@@ -775,10 +805,7 @@ long view_model_steps(view_model *m, int64_t offset, view_step *rows, long max)
 	}
 	if (loop_end(st, rc) != VIEW_OK)
 		return VIEW_EDB;
-	st = prep_args(m,
-	               "SELECT step, sum(dur_ns) FROM copy_events WHERE step BETWEEN ? AND ? "
-	               "GROUP BY step",
-	               range, 2);
+	st = prep_args(m, sql_copies, range, 2);
 	if (!st)
 		return VIEW_EDB;
 	while ((rc = step_row(m, st)) == SQLITE_ROW) {

@@ -301,6 +301,22 @@ grep -q "^  comm share   [0-9.]* % of step time .*all-reduce in fp32, 2 rank(s),
 grep -qE "^ +1 +12 " report.out || bad "report: per-rank table" "$(cat report.out)"
 "$B/bin/ampdump" --step 4 --db merged.db >dump.out 2>&1
 check "ampdump reads the merged profile" "$?" 0
+grep -q "'merged.db' holds 2 ranks: reading rank 0 (--rank to choose)" dump.out ||
+	bad "ampdump: says which rank of a merged profile it reads" "$(head -3 dump.out)"
+# the overflow at step 4 was rank 1's: its origin is there, with that rank's own dumps
+"$B/bin/ampdump" --rank 1 --step 4 --db merged.db >dump1.out 2>&1
+check "ampdump --rank 1: exit 0" "$?" 0
+check "ampdump --rank 1: rank 1's origin at step 4 (its fc1 input overflowed)" \
+	"$(grep -c '^\* .* fc1/in0 .* fp16' dump1.out)" 1
+check "ampdump --rank 0 at step 4: no origin (rank 0's values were finite)" \
+	"$(grep -c '^\* ' dump.out)" 0
+"$B/bin/ampdump" --rank 5 --list --db merged.db >/dev/null 2>rank5.err
+check "ampdump --rank 5: no such rank, exit 1" "$?" 1
+grep -q "'merged.db' has no rank 5" rank5.err || bad "ampdump --rank 5: message" "$(cat rank5.err)"
+"$B/bin/ampdump" --list --db merged.db 2>/dev/null | grep -q "merged.db: 1 of 12 steps" ||
+	bad "ampdump --list counts each step once" "$("$B/bin/ampdump" --list --db merged.db 2>&1 | head -3)"
+"$B/bin/ampview" --headless --panel=steps merged.db 2>/dev/null | grep -q "^ 12 steps" ||
+	bad "ampview Steps: the run's 12 steps, once" "$("$B/bin/ampview" --headless --panel=steps merged.db | head -3)"
 "$B/bin/ampprof" report pfp32.0.db >single.out 2>&1
 check "a single-rank profile reports rank 0" "$(sqlite3 pfp32.0.db "SELECT group_concat(rank) FROM rank_summary")" 0
 check "export --table=comm: CSV with the wait column" \
