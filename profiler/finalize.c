@@ -1640,6 +1640,9 @@ static int build_forecast(sqlite3 *db)
 	                       " ORDER BY s.rowid LIMIT 1) FROM tensor_stats t WHERE t.dtype = 'fp16'"
 	                       " AND t.role IN ('output', 'grad') AND t.nan = 0 AND t.inf = 0"
 	                       " AND t.count > 0 AND t.name IS NOT NULL"
+	                       /* a merged profile: one rank's series (the ranks' interleaved
+	                        * would be no series; their tensors grow alike) */
+	                       " AND t.rank = (SELECT min(rank) FROM tensor_stats)"
 	                       " ORDER BY t.name, t.role, t.op, t.step, t.id", -1, &st,
 	                       NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db,

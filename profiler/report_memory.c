@@ -100,12 +100,19 @@ int prof_report_history_json(sqlite3 *db, FILE *f)
 	amp_profile_query_int64(db, &n, "SELECT count(DISTINCT step) FROM steps", NULL);
 	int64_t stride = stride_of(n);
 	fprintf(f, ",\n \"history\": {\"stride\": %" PRId64 ", \"steps\": [", stride);
-	/* the loss beside the scale used in the step, and the scaler's decision at its end */
+	/* the loss beside the scale used in the step, and the scaler's decision at its end; a
+	 * merged profile: the lowest rank's (the ranks' losses are of their own shares) */
+	int ranked = amp_profile_has_column(db, "steps", "rank");
 	if (sqlite3_prepare_v2(db,
-	                       "SELECT s.step, min(s.loss), min(s.scale), max(s.overflow), "
-	                       "max(s.skipped), (SELECT new_scale FROM loss_scale l WHERE l.step = "
-	                       "s.step ORDER BY t_ns DESC LIMIT 1) FROM steps s GROUP BY s.step "
-	                       "ORDER BY s.step",
+	                       ranked ? "SELECT s.step, min(s.loss), min(s.scale), max(s.overflow), "
+	                                "max(s.skipped), (SELECT new_scale FROM loss_scale l WHERE "
+	                                "l.step = s.step AND l.rank IS s.rank ORDER BY t_ns DESC "
+	                                "LIMIT 1) FROM steps s WHERE s.rank = (SELECT min(rank) FROM "
+	                                "steps) GROUP BY s.step ORDER BY s.step"
+	                              : "SELECT s.step, min(s.loss), min(s.scale), max(s.overflow), "
+	                                "max(s.skipped), (SELECT new_scale FROM loss_scale l WHERE "
+	                                "l.step = s.step ORDER BY t_ns DESC LIMIT 1) FROM steps s "
+	                                "GROUP BY s.step ORDER BY s.step",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int64_t i = 0, k = 0;

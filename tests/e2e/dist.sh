@@ -271,6 +271,15 @@ check "merged: identical scale histories in the database" \
 check "merged: the one overflow both ranks skipped together counts once" \
 	"$(sqlite3 merged.db "SELECT overflow_steps || ':' || skipped_steps || ':' || steps FROM overview")" "1:1:12"
 "$B/bin/ampprof" report merged.db >merged-report.out 2>&1
+# the JSON history is the lowest rank's (each rank's loss is of its own share of the batch)
+"$B/bin/ampprof" report --format=json merged.db >merged.json 2>/dev/null
+"$B/bin/ampprof" report --format=json pfp32.0.db >rank0.json 2>/dev/null
+check_true "merged JSON: the loss history is rank 0's" /usr/bin/python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["history"]["steps"]; b = json.load(open(sys.argv[2]))["history"]["steps"]
+sys.exit(0 if len(a) == len(b) and a == b else 1)' merged.json rank0.json
+check "merged JSON: ranks and rank-steps" \
+	"$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["ranks"], d["rank_steps"], d["steps"])' merged.json)" "2 24 12"
 grep -q "^  steps        12 on 2 ranks (24 rank-steps) in" merged-report.out ||
 	bad "merged report: the steps line counts each step once" "$(grep '^  steps' merged-report.out)"
 check "profile: every all-reduce row ends within its step" \
