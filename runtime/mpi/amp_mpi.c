@@ -660,12 +660,13 @@ static int check_same(dist *d, amp_ctx *ctx)
 		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d's parameters differ from rank 0's in "
 		         "number or size (this rank, %d, has %d): every rank creates the same parameters "
 		         "in the same order", any[0], d->rank, d->n_params);
-	else
+	else if (d->rank == 0 && strcmp(same_keys[any[1] - 2], "loss scale in force") != 0)
 		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d has another %s than rank 0 (%s "
 		         "there): every rank needs the same settings", any[0], same_keys[any[1] - 2],
-		         d->rank == 0 && strcmp(same_keys[any[1] - 2], "loss scale in force") != 0
-		             ? amp_config_get(ctx, same_keys[any[1] - 2])
-		             : "see rank 0");
+		         amp_config_get(ctx, same_keys[any[1] - 2]));
+	else
+		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d has another %s than rank 0: every "
+		         "rank needs the same settings", any[0], same_keys[any[1] - 2]);
 	return amp_dist_fail(ctx, AMP_EINVAL, msg);
 }
 
