@@ -805,8 +805,8 @@ int prof_run(const prof_options *opts)
 		collector_fail(&c);
 	/* a stopped recording is summarized too if space allows (readers do it otherwise) */
 	int summarized = prof_summarize(c.db, opts->fp16_threshold, opts->memcpy_threshold) == 0;
-	if (!summarized)
-		collector_fail(&c);
+	/* its own transaction, rolled back: the events recorded before stay whole (not a stop) */
+	int summary_failed = !summarized && !c.failed;
 	uint64_t events = prof_writer_events(c.w);
 	prof_writer_free(c.w);
 	c.w = NULL;
@@ -839,6 +839,10 @@ int prof_run(const prof_options *opts)
 		prof_report_text(c.db, stderr, opts->output);
 	if (c.failed)
 		report_failure(&c, app_code);
+	if (summary_failed)
+		prof_error("its tables are whole; ampprof report and ampview read it without the summary",
+		           "'%s' holds the whole run but no summary: finalizing it failed (above)",
+		           opts->output);
 	if (!folded)
 		prof_error(c.failed ? NULL : "keep the two files together (a copy needs both)",
 		           "the write-ahead log could not be folded into '%s' (%s): '%s-wal' holds "
