@@ -1978,6 +1978,32 @@ static const char run_views_sql[] =
     "CREATE TEMP VIEW run_loss_scale AS SELECT * FROM main.loss_scale"
     "  WHERE rank IS (SELECT min(rank) FROM main.loss_scale);";
 
+/* One rank's own profile of a data-parallel run (meta rank, written by libamprt_mpi; not a
+ * merged one) says that rank in its rows, as the merge of it will. */
+static int own_rank(sqlite3 *db, char **msg)
+{
+	int64_t rank = 0;
+	char from[8];
+	if (amp_profile_query_int64(db, &rank, "SELECT CAST(value AS INTEGER) FROM meta"
+	                                       " WHERE key = 'rank'", NULL) != AMP_PROFILE_OK ||
+	    rank == 0 || amp_profile_meta_get(db, "merged_from", from, sizeof from) == AMP_PROFILE_OK)
+		return SQLITE_OK;
+	static const char *const tables[] = {"threads", "op_events", "copy_events", "steps",
+	                                     "loss_scale", "memory", "tensor_stats", "dumps",
+	                                     "crashes", "nonfinite", "comm"};
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+		if (!amp_profile_has_column(db, tables[i], "rank"))
+			continue;
+		char sql[160];
+		snprintf(sql, sizeof sql, "UPDATE %s SET rank = %lld WHERE rank IS NOT %lld", tables[i],
+		         (long long)rank, (long long)rank);
+		int rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+	return SQLITE_OK;
+}
+
 int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 {
 	char *msg = NULL;
@@ -1999,7 +2025,7 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	amp_progress_watch(&pr, db);
 	int listed = amp_profile_has_table(db, "nonfinite");
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
-	    amp_profile_upgrade(db) != AMP_PROFILE_OK ||
+	    amp_profile_upgrade(db) != AMP_PROFILE_OK || own_rank(db, &msg) != SQLITE_OK ||
 	    sqlite3_exec(db, run_views_sql, NULL, NULL, &msg) != SQLITE_OK ||
 	    /* a profile written before the writer listed the origins: find them once */
 	    (!listed &&

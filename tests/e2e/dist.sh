@@ -233,6 +233,8 @@ for dt in fp32 fp16; do
 	check_true "one profile per rank (p$dt.0.db, p$dt.1.db)" test -s "p$dt.0.db" -a -s "p$dt.1.db"
 done
 check "profile: rank in meta" "$(sqlite3 pfp32.1.db "SELECT value FROM meta WHERE key = 'rank'")" 1
+check "profile: rank 1's own profile says rank 1 in its rows and its rank table" \
+	"$(sqlite3 pfp32.1.db "SELECT group_concat(DISTINCT rank) FROM steps"):$(sqlite3 pfp32.1.db "SELECT group_concat(rank) FROM rank_summary")" "1:1"
 check "profile: kinds of collectives" \
 	"$(sqlite3 pfp32.0.db "SELECT group_concat(kind || ':' || n) FROM (SELECT kind, count(*) n FROM comm GROUP BY kind ORDER BY kind)")" \
 	"allreduce:12,barrier:5,broadcast:1"
