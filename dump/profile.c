@@ -66,16 +66,9 @@ static int select_rank(sqlite3 *db, const char *path)
 		        path, (long long)ranks, (long long)r);
 	static const char *const tables[] = {"steps", "tensor_stats", "dumps", "ops", "loss_scale",
 	                                     "nonfinite"};
-	char sql[1024];
-	size_t used = 0;
-	for (size_t i = 0; i < sizeof tables / sizeof tables[0] && used < sizeof sql; i++)
-		used += (size_t)snprintf(sql + used, sizeof sql - used,
-		                         "CREATE TEMP VIEW %s AS SELECT * FROM main.%s WHERE rank = %lld;",
-		                         tables[i], tables[i], (long long)r);
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		dump_error(NULL, "cannot read '%s': %s", path, msg ? msg : sqlite3_errmsg(db));
-		sqlite3_free(msg);
+	if (amp_profile_shadow_rank(db, r, tables, sizeof tables / sizeof tables[0]) !=
+	    AMP_PROFILE_OK) {
+		dump_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(db));
 		return -1;
 	}
 	return 0;

@@ -96,41 +96,42 @@ int64_t amp_dist_convert(amp_dtype dst_dtype, void *dst, amp_dtype src_dtype, co
 /* Elements of a bf16 block widened on the stack (8 KiB of fp32 for each operand). */
 #define BF16_BLOCK 1024
 
+/* bf16 y = y + x (x not NULL) or y * f, block by block: widened exactly, computed in FP32,
+ * rounded once. */
+static void bf16_blocks(uint16_t *y, const uint16_t *x, float f, int64_t n)
+{
+	float a[BF16_BLOCK], b[BF16_BLOCK];
+	for (int64_t i0 = 0; i0 < n; i0 += BF16_BLOCK) {
+		int64_t m = n - i0 < BF16_BLOCK ? n - i0 : BF16_BLOCK;
+		amp_cvt(AMP_F32, b, AMP_BF16, y + i0, m);
+		if (x) {
+			amp_cvt(AMP_F32, a, AMP_BF16, x + i0, m);
+			amp_vadd_f32(b, a, b, m);
+		} else {
+			amp_vscale_f32(b, f, b, m);
+		}
+		amp_cvt(AMP_BF16, y + i0, AMP_F32, b, m);
+	}
+}
+
 void amp_dist_add(amp_dtype dtype, void *y, const void *x, int64_t n)
 {
-	if (dtype == AMP_F32) {
+	if (dtype == AMP_F32)
 		amp_vadd_f32(y, x, y, n);
-	} else if (dtype == AMP_F16) {
+	else if (dtype == AMP_F16)
 		amp_vadd_h16(y, x, y, n);
-	} else if (dtype == AMP_BF16) { /* widened exactly, added, rounded once */
-		float a[BF16_BLOCK], b[BF16_BLOCK];
-		for (int64_t i0 = 0; i0 < n; i0 += BF16_BLOCK) {
-			int64_t m = n - i0 < BF16_BLOCK ? n - i0 : BF16_BLOCK;
-			uint16_t *yh = (uint16_t *)y + i0;
-			amp_cvt(AMP_F32, a, AMP_BF16, (const uint16_t *)x + i0, m);
-			amp_cvt(AMP_F32, b, AMP_BF16, yh, m);
-			amp_vadd_f32(b, a, b, m);
-			amp_cvt(AMP_BF16, yh, AMP_F32, b, m);
-		}
-	}
+	else if (dtype == AMP_BF16)
+		bf16_blocks(y, x, 1.0f, n);
 }
 
 void amp_dist_scale(amp_dtype dtype, void *y, float f, int64_t n)
 {
-	if (dtype == AMP_F32) {
+	if (dtype == AMP_F32)
 		amp_vscale_f32(y, f, y, n);
-	} else if (dtype == AMP_F16) {
+	else if (dtype == AMP_F16)
 		amp_vscale_h16(y, f, y, n);
-	} else if (dtype == AMP_BF16) {
-		float b[BF16_BLOCK];
-		for (int64_t i0 = 0; i0 < n; i0 += BF16_BLOCK) {
-			int64_t m = n - i0 < BF16_BLOCK ? n - i0 : BF16_BLOCK;
-			uint16_t *yh = (uint16_t *)y + i0;
-			amp_cvt(AMP_F32, b, AMP_BF16, yh, m);
-			amp_vscale_f32(b, f, b, m);
-			amp_cvt(AMP_BF16, yh, AMP_F32, b, m);
-		}
-	}
+	else if (dtype == AMP_BF16)
+		bf16_blocks(y, NULL, f, n);
 }
 
 int64_t amp_dist_count_nonfinite(amp_dtype dtype, const void *x, int64_t n)

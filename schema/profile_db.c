@@ -654,6 +654,19 @@ int amp_profile_has_table(sqlite3 *db, const char *name)
 	return found > 0;
 }
 
+int amp_profile_shadow_rank(sqlite3 *db, int64_t rank, const char *const *tables, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char *sql = sqlite3_mprintf("CREATE TEMP VIEW %s AS SELECT * FROM main.%s"
+		                            " WHERE rank = %lld", tables[i], tables[i], (long long)rank);
+		int rc = sql ? sqlite3_exec(db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+		sqlite3_free(sql);
+		if (rc != SQLITE_OK)
+			return AMP_PROFILE_EIO;
+	}
+	return AMP_PROFILE_OK;
+}
+
 int amp_profile_has_column(sqlite3 *db, const char *table, const char *column)
 {
 	char sql[128];

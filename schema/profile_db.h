@@ -80,6 +80,11 @@ int amp_profile_upgrade(sqlite3 *db);
 int amp_profile_has_table(sqlite3 *db, const char *name);
 /* Nonzero if table (or view) has column (a version-1 profile lacks the version-2 columns). */
 int amp_profile_has_column(sqlite3 *db, const char *table, const char *column);
+/* A merged data-parallel profile (ampprof merge) holds every rank's rows under the same step
+ * numbers: temporary views named like the n tables, holding rank's rows only, shadow them for
+ * the connection's unqualified queries (a reader that shows one rank).  AMP_PROFILE_OK, or
+ * AMP_PROFILE_EIO (SQLite's message in the connection). */
+int amp_profile_shadow_rank(sqlite3 *db, int64_t rank, const char *const *tables, size_t n);
 
 /* The label of the half share for run_summary.half_types: "FP16 share" for 'fp16' and for
  * NULL or "" (an FP32 run, read as its FP16 readiness), "BF16 share" for 'bf16', "half share

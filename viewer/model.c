@@ -244,12 +244,11 @@ static int make_rank_views(view_model *m)
 	    query_i64(m, "SELECT count(DISTINCT rank) FROM steps", 0) < 2)
 		return 0;
 	m->step_rank = query_i64(m, "SELECT min(rank) FROM steps", 0);
-	char sql[512];
-	snprintf(sql, sizeof sql,
-	         "CREATE TEMP VIEW steps AS SELECT * FROM main.steps WHERE rank = %lld;"
-	         "CREATE TEMP VIEW loss_scale AS SELECT * FROM main.loss_scale WHERE rank = %lld;",
-	         (long long)m->step_rank, (long long)m->step_rank);
-	return exec(m, sql);
+	static const char *const tables[] = {"steps", "loss_scale"};
+	if (amp_profile_shadow_rank(m->db, m->step_rank, tables, 2) == AMP_PROFILE_OK)
+		return 0;
+	note_error(m);
+	return -1;
 }
 
 /* The native half share and the half types: from run_summary when it has them, else from the

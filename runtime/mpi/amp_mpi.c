@@ -301,6 +301,7 @@ static void reset(dist *d)
 	d->next_post = 0;
 	d->in_flight = 0;
 	d->began = 0;
+	d->handed = 0;
 }
 
 /* Every parameter's gradient is final (the tape is done, or there was none): the buckets not
@@ -421,7 +422,7 @@ static int finish(dist *d, amp_ctx *ctx)
 /* A step whose gradients were summed and that ends without amp_optim_step: every rank keeps
  * the mean, widened into its master gradient, so that the next steps add to what the ranks
  * have in common and their sum is what one process would have accumulated. */
-static int keep_mean(dist *d, amp_ctx *ctx)
+static void keep_mean(dist *d, amp_ctx *ctx)
 {
 	for (int i = 0; i < d->n_params; i++) {
 		if (d->bad[d->n_params + i] == 0)
@@ -430,7 +431,6 @@ static int keep_mean(dist *d, amp_ctx *ctx)
 		if (g)
 			amp_dist_scale(AMP_F32, amp_tensor_data(g), 1.0f / (float)d->size, d->numel[i]);
 	}
-	return AMP_OK;
 }
 
 static int check_params(dist *d, amp_ctx *ctx)
@@ -505,10 +505,9 @@ static int hook_step_end(void *state, amp_ctx *ctx)
 	if (d->began && d->size > 1)
 		rc = check_params(d, ctx) == AMP_OK ? finish(d, ctx) : AMP_ESTATE;
 	if (rc == AMP_OK && d->handed && d->size > 1)
-		rc = keep_mean(d, ctx);
+		keep_mean(d, ctx);
 	land_all(d); /* after an error: nothing of the step may still be written to */
 	reset(d);
-	d->handed = 0;
 	return rc;
 }
 
