@@ -238,12 +238,7 @@ AVX512_TARGET void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t
 /* The layout of amx_pack_b_vnni_ref.  Rows of op(B) contiguous (cs 1): rows k and k + 1
  * interleaved, 32 columns at a time, into the rows of two tiles.  op(B) = B^T (rs 1): a tile is
  * 16 columns' runs of 16 k pairs (dwords), transposed. */
-/* Column blocks packed together, each k pair's rows read for that many blocks at a time: one
- * at a time, the reads of a block's k rows are 64 bytes per row, 2 KB apart on the MLP's
- * 1024-wide rows; all of them at a time, each pair of rows is read whole but the writes go to
- * nblk streams 2 ks KB apart, which share a few L1 sets.  Two: the head's weight gradient
- * (10 x 1024 x 128, B packed for ten rows) 2.1x -> 2.7x FP32, the others the same or better. */
-#define AMX_PACK_B_GROUP 2
+/* Column blocks packed together: AMX_PACK_B_GROUP (gemm_blind.h). */
 AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks,
                                          int64_t n0, int64_t cols, uint16_t *restrict out)
 {
