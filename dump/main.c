@@ -15,6 +15,7 @@
 
 #include "amp_opt.h"
 #include "dump.h"
+#include "profile_db.h"
 
 #ifndef AMP_VERSION
 #define AMP_VERSION "0.0.0"
@@ -252,13 +253,14 @@ static const char *stray_option(const cli *c, int takes)
 	return NULL;
 }
 
-int main(int argc, char **argv)
+static int dump_main(int argc, char **argv, int *comparing)
 {
 	cli c;
 	memset(&c, 0, sizeof c);
 	int rc = parse_args(argc, argv, &c);
 	if (rc)
 		return rc;
+	*comparing = c.compare != 0;
 	if (c.help) {
 		amp_opt_help(&spec, stdout);
 		return fflush(stdout) == 0 ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
@@ -390,4 +392,20 @@ int main(int argc, char **argv)
 		                   stray);
 	return usage_error("%s", "nothing to do: give --step=<n>, --list, --compare or "
 	                         "--application");
+}
+
+int main(int argc, char **argv)
+{
+	int comparing = 0;
+	int rc = dump_main(argc, argv, &comparing);
+	/* a damaged page ends a query as if it had no more rows: what was shown as a result
+	 * (a failure has said why already) is not all */
+	char why[256];
+	int shown = comparing ? rc != DUMP_EXIT_CMP_TROUBLE : rc == DUMP_EXIT_OK;
+	if (shown && amp_profile_damaged(why, sizeof why)) {
+		fprintf(stderr, "ampdump: cannot read all of the profile: %s; what was shown is "
+		        "incomplete\n", why);
+		return comparing ? DUMP_EXIT_CMP_TROUBLE : DUMP_EXIT_FAIL;
+	}
+	return rc;
 }

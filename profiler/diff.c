@@ -42,9 +42,11 @@ static const amp_opt_spec diff_spec = {
     .footer = "Columns: kind, name, a_dtype, b_dtype (exec dtypes; copy kinds for 'copies'),\n"
               "a_calls, b_calls (in the traced steps), a_ms, b_ms (milliseconds per traced\n"
               "step), delta_ms (b_ms - a_ms), ratio (b_ms / a_ms; inf when only B has it).\n"
-              "JSON: {\"format_version\", \"a_steps\", \"b_steps\", \"rows\": [...]}.\n"
+              "JSON: {\"format_version\", \"a_steps\", \"b_steps\", \"rows\": [...]}.  A profile\n"
+              "without traced steps (a_steps or b_steps 0) shows its totals instead.\n"
               "\n"
-              "Exit status: 0; 2 usage error; 6 a profile could not be read.\n",
+              "Exit status: 0; 2 usage error; 4 the output could not be written; 6 a profile\n"
+              "could not be read, or not all of it (damaged, or still being recorded).\n",
     .in_order = 0,
 };
 
@@ -74,10 +76,28 @@ static int open_one(const char *path, sqlite3 **db)
 {
 	char err[1024];
 	int rc = amp_profile_open(path, 0, db, err, sizeof err);
-	if (rc == AMP_PROFILE_OK)
-		return 0;
-	prof_error(rc == AMP_PROFILE_ENEWER ? "upgrade ampkit to read it" : NULL, "%s", err);
-	return -1;
+	if (rc != AMP_PROFILE_OK) {
+		prof_error(rc == AMP_PROFILE_ENEWER ? "upgrade ampkit to read it" : NULL, "%s", err);
+		return -1;
+	}
+	if (amp_profile_live(path) == 1) {
+		prof_error("compare it when the run has ended",
+		           "'%s' is live: ampprof is still recording it", path);
+		amp_profile_close(*db);
+		*db = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* "A path: 12 traced steps, 3.456 ms/step" (or the totals of a profile without steps). */
+static void print_side(char name, const char *path, int64_t steps, double step_ns)
+{
+	if (steps > 0)
+		printf("%c %s: %lld traced steps, %.3f ms/step\n", name, path, (long long)steps,
+		       step_ns / 1e6);
+	else
+		printf("%c %s: no traced steps, its figures are totals\n", name, path);
 }
 
 int prof_cmd_diff(int argc, char **argv)
@@ -167,14 +187,21 @@ int prof_cmd_diff(int argc, char **argv)
 		if (e)
 			goto out;
 	}
-	if (fmt == AMP_FMT_TEXT)
-		printf(
-		    "A %s: %lld traced steps, %.3f ms/step\nB %s: %lld traced steps, %.3f ms/step"
-		    "\nper traced step, biggest movers first; ratio = B / A\n\n",
-		    path[0], (long long)d.steps[0], d.step_ns[0] / 1e6, path[1],
-		    (long long)d.steps[1], d.step_ns[1] / 1e6);
-	if (amp_table_print(t, fmt, stdout) < 0) {
-		prof_error(NULL, "cannot write the output: %s", strerror(errno));
+	char why[256];
+	if (amp_profile_damaged(why, sizeof why)) {
+		prof_error(NULL, "cannot read all of '%s' and '%s': %s", path[0], path[1], why);
+		code = PROF_EXIT_PROFILE;
+		goto out;
+	}
+	if (fmt == AMP_FMT_TEXT) {
+		print_side('A', path[0], d.steps[0], d.step_ns[0]);
+		print_side('B', path[1], d.steps[1], d.step_ns[1]);
+		printf("per traced step, biggest movers first; ratio = B / A\n\n");
+	}
+	errno = 0;
+	if (amp_table_print(t, fmt, stdout) < 0 || fflush(stdout) != 0 || ferror(stdout)) {
+		prof_error(NULL, "cannot write the output: %s", strerror(errno ? errno : EIO));
+		code = PROF_EXIT_DB;
 		goto out;
 	}
 	code = 0;

@@ -368,8 +368,9 @@ static const amp_opt_spec report_spec = {
     .opts = report_opts,
     .n_opts = sizeof report_opts / sizeof report_opts[0],
     .footer = "Exit status: 0; 1 with --fail-on, when the advice has a finding at that level or\n"
-              "worse (the report is printed all the same); 2 usage error; 6 the profile could\n"
-              "not be read (damaged, locked by another process, or still being recorded).\n",
+              "worse (the report is printed all the same); 2 usage error; 4 the report could\n"
+              "not be written; 6 the profile could not be read, or not all of it (damaged,\n"
+              "locked by another process, or still being recorded).\n",
     .in_order = 1,
 };
 
@@ -433,15 +434,19 @@ static int cmd_report(int argc, char **argv)
 	int64_t findings = 0;
 	if (rc == 0 && fail_on)
 		rc = count_findings(db, fail_on, &findings);
-	if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
-		prof_error(NULL, "cannot write the report: %s", strerror(errno));
+	errno = 0;
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		prof_error(NULL, "cannot write the report: %s", strerror(errno ? errno : EIO));
 		amp_profile_close(db);
-		return PROF_EXIT_PROFILE;
+		return PROF_EXIT_DB;
 	}
-	if (rc != 0)
+	char why[256];
+	if (amp_profile_damaged(why, sizeof why))
+		prof_error("the report above is incomplete", "cannot read all of '%s': %s", path, why);
+	else if (rc != 0)
 		prof_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(db));
 	amp_profile_close(db);
-	if (rc != 0)
+	if (rc != 0 || amp_profile_damaged(NULL, 0))
 		return PROF_EXIT_PROFILE;
 	if (findings > 0) {
 		prof_error(NULL, "%lld finding(s) of severity %s%s in the advice (--fail-on=%s)",
@@ -505,30 +510,43 @@ static int cmd_export(int argc, char **argv)
 	if (argc - ps.optind > 1)
 		return usage_error(sp, NULL, "too many arguments: '%s'", argv[ps.optind + 1]);
 	const char *path = ps.optind < argc ? argv[ps.optind] : "profile.db";
+	if (output && prof_same_file(output, path))
+		return usage_error(sp, "name another file with --output",
+		                   "the output '%s' is the profile being exported", output);
 	sqlite3 *db = NULL;
-	FILE *f = stdout;
+	prof_out out = {0};
 	int code = PROF_EXIT_PROFILE;
 	if (open_profile(path, &db) != 0)
 		goto out;
-	if (output && !(f = fopen(output, "w"))) {
+	if (prof_out_open(&out, output) != 0) {
 		prof_error(NULL, "cannot write '%s': %s", output, strerror(errno));
-		f = stdout;
 		code = PROF_EXIT_DB;
 		goto out;
 	}
-	int rc = strcmp(format, "chrome") == 0 ? prof_export_chrome(db, f)
-	                                       : prof_export_csv(db, f, table);
-	if (rc == -2)
+	int rc = strcmp(format, "chrome") == 0 ? prof_export_chrome(db, out.f)
+	                                       : prof_export_csv(db, out.f, table);
+	char why[256];
+	int replaced = out.tmp[0] != '\0'; /* a regular file: the old one stays on failure */
+	if (rc == -2) {
 		code = PROF_EXIT_USAGE;
-	else if (rc != 0)
+	} else if (ferror(out.f)) {
+		code = PROF_EXIT_DB; /* said when it is closed */
+	} else if (amp_profile_damaged(why, sizeof why)) {
+		prof_error(NULL, "cannot export '%s': part of it is damaged: %s", path, why);
+	} else if (rc != 0) {
 		prof_error(NULL, "cannot export '%s': %s", path, sqlite3_errmsg(db));
-	else
+	} else {
 		code = 0;
-out:
-	if (f != stdout && fclose(f) != 0 && code == 0) {
-		prof_error(NULL, "cannot write '%s': %s", output, strerror(errno));
+	}
+	if (prof_out_close(&out, code == 0) != 0 && (code == 0 || code == PROF_EXIT_DB)) {
+		if (output)
+			prof_error(replaced ? "nothing was put in its place" : NULL,
+			           "cannot write '%s': %s", output, strerror(errno));
+		else
+			prof_error(NULL, "cannot write the standard output: %s", strerror(errno));
 		code = PROF_EXIT_DB;
 	}
+out:
 	amp_profile_close(db);
 	return code;
 }

@@ -198,6 +198,12 @@ static int read_input(input *in, int index)
 		prof_error(NULL, "%s", err);
 		return -1;
 	}
+	if (amp_profile_live(in->path) == 1) {
+		prof_error("merge the ranks' profiles when the run has ended",
+		           "'%s' is live: ampprof is still recording it", in->path);
+		amp_profile_close(db);
+		return -1;
+	}
 	in->rank = index;
 	amp_profile_query_int64(db, &in->rank, "SELECT CAST(value AS INTEGER) FROM meta"
 	                                       " WHERE key = 'rank'", NULL);
@@ -332,12 +338,6 @@ static const amp_opt_spec merge_spec = {
 
 /* Gives up on the merged output: removed under its lock (a profile another --force run put at
  * the path meanwhile is never touched). */
-static int merge_fail(sqlite3 *db)
-{
-	amp_profile_discard(db);
-	return PROF_EXIT_DB;
-}
-
 int prof_cmd_merge(int argc, char **argv)
 {
 	const amp_opt_spec *sp = &merge_spec;
@@ -372,7 +372,7 @@ int prof_cmd_merge(int argc, char **argv)
 	int code = PROF_EXIT_PROFILE;
 	for (int i = 0; i < n; i++) {
 		in[i].path = argv[ps.optind + i];
-		if (strcmp(in[i].path, output) == 0) {
+		if (strcmp(in[i].path, output) == 0 || prof_same_file(in[i].path, output)) {
 			amp_opt_error(sp, NULL, "the output '%s' is also an input", output);
 			free(in);
 			return PROF_EXIT_USAGE;
@@ -475,6 +475,12 @@ int prof_cmd_merge(int argc, char **argv)
 		goto out_db;
 	}
 	sqlite3_free(files);
+	char why[256];
+	if (amp_profile_damaged(why, sizeof why)) {
+		prof_error(NULL, "cannot read all of the rank profiles: %s", why);
+		code = PROF_EXIT_PROFILE;
+		goto out_db;
+	}
 	char buf[64];
 	double fp16 = 70, copy = 15;
 	if (amp_profile_meta_get(db, "options.fp16_threshold", buf, sizeof buf) == 0)
@@ -506,7 +512,8 @@ int prof_cmd_merge(int argc, char **argv)
 	return 0;
 out_db:
 	free(in);
-	return merge_fail(db);
+	amp_profile_discard(db);
+	return code == PROF_EXIT_PROFILE ? code : PROF_EXIT_DB;
 out_free:
 	free(in);
 	return code;

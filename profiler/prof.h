@@ -61,6 +61,24 @@ typedef struct prof_options {
 /* Prints "ampprof: <message>" (and "hint: <hint>" if not NULL) on stderr. */
 void prof_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Whether paths a and b name one existing file (the same device and inode). */
+int prof_same_file(const char *a, const char *b);
+
+/* An output file of a command that is either written whole or not at all: a regular file (or
+ * a new one) is written to a temporary file beside it and renamed over it at the end, so that
+ * a failure (a full disk, damage found in the profile) leaves what was there before; a device
+ * or FIFO is written in place; NULL is stdout. */
+typedef struct prof_out {
+	FILE *f;
+	const char *path;
+	char tmp[4096];
+} prof_out;
+/* Opens o for path (NULL: stdout).  0, or -1 with errno set. */
+int prof_out_open(prof_out *o, const char *path);
+/* Flushes and closes o; keep: put the file in place (else it is discarded).  0, or -1 with
+ * errno set when anything written was lost (nothing is then left in place of the file). */
+int prof_out_close(prof_out *o, int keep);
+
 /* Parses "A", "A-B", "A-" lists separated by commas into ranges.  Returns the count or -1. */
 int prof_parse_ranges(const char *text, amp_step_range *out, int max);
 /* Parses "64M", "1G", "1000" (bytes) into *out.  Returns 0 or -1. */

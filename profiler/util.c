@@ -5,7 +5,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -34,6 +36,71 @@ void prof_error(const char *hint, const char *fmt, ...)
 		amp_text_put(stderr, hint);
 		fputc('\n', stderr);
 	}
+}
+
+int prof_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+int prof_out_open(prof_out *o, const char *path)
+{
+	memset(o, 0, sizeof *o);
+	o->path = path;
+	if (!path) {
+		o->f = stdout;
+		return 0;
+	}
+	struct stat sb;
+	int exists = stat(path, &sb) == 0;
+	if (exists && !S_ISREG(sb.st_mode)) { /* a device, a FIFO: written in place */
+		o->f = fopen(path, "w");
+		return o->f ? 0 : -1;
+	}
+	if (snprintf(o->tmp, sizeof o->tmp, "%s.XXXXXX", path) >= (int)sizeof o->tmp) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = mkstemp(o->tmp);
+	if (fd < 0)
+		return -1;
+	mode_t mask = umask(0);
+	umask(mask);
+	/* the mode an ordinary create would give, or the replaced file's */
+	if (fchmod(fd, exists ? sb.st_mode & 07777 : 0666 & ~mask) != 0 ||
+	    !(o->f = fdopen(fd, "w"))) {
+		int e = errno;
+		close(fd);
+		unlink(o->tmp);
+		o->tmp[0] = '\0';
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+int prof_out_close(prof_out *o, int keep)
+{
+	int err = 0;
+	if (!o->f)
+		return 0;
+	errno = 0;
+	if (fflush(o->f) != 0 || ferror(o->f))
+		err = errno ? errno : EIO;
+	if (o->f != stdout && fclose(o->f) != 0 && !err)
+		err = errno;
+	o->f = NULL;
+	if (o->tmp[0]) {
+		if (keep && !err && rename(o->tmp, o->path) != 0)
+			err = errno;
+		if (!keep || err)
+			unlink(o->tmp);
+		o->tmp[0] = '\0';
+	}
+	errno = err;
+	return err ? -1 : 0;
 }
 
 static int parse_i64(const char **p, int64_t *out)

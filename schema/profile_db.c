@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,44 @@
 
 #include "amp_events.h"
 #include "profile_sql.h" /* generated: amp_profile_sql_bytes[] */
+
+/* ---- damage seen while reading ------------------------------------------------------------
+ * A page found damaged in the middle of a query ends that query as if it had no more rows:
+ * every loop over sqlite3_step would take a damaged table for a short one.  SQLite logs each
+ * corruption where it detects it, so one log callback sees them all, whichever query met it. */
+
+static pthread_once_t damage_once = PTHREAD_ONCE_INIT;
+static int damage_claimed, damage_code; /* the first damage's writer claims damage_msg */
+static char damage_msg[256];
+
+static void damage_log(void *arg, int code, const char *msg)
+{
+	(void)arg;
+	int primary = code & 0xff, unclaimed = 0;
+	if ((primary != SQLITE_CORRUPT && primary != SQLITE_NOTADB) ||
+	    !__atomic_compare_exchange_n(&damage_claimed, &unclaimed, 1, 0, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_ACQUIRE))
+		return;
+	snprintf(damage_msg, sizeof damage_msg, "%s (%s)", sqlite3_errstr(code), msg ? msg : "");
+	__atomic_store_n(&damage_code, code, __ATOMIC_RELEASE);
+}
+
+/* Before SQLite's first use in the process (the tools' first call is an open or a create);
+ * later, SQLite refuses the setting and damage goes unseen as before. */
+static void damage_watch(void)
+{
+	sqlite3_config(SQLITE_CONFIG_LOG, damage_log, NULL);
+}
+
+int amp_profile_damaged(char *msg, size_t len)
+{
+	pthread_once(&damage_once, damage_watch);
+	if (!__atomic_load_n(&damage_code, __ATOMIC_ACQUIRE))
+		return 0;
+	if (msg && len)
+		snprintf(msg, len, "%s", damage_msg);
+	return 1;
+}
 
 const char *amp_profile_strerror(int code)
 {
@@ -260,6 +299,7 @@ static int remove_old_output(const char *path, const struct stat *sb, char *err,
 
 int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen)
 {
+	pthread_once(&damage_once, damage_watch);
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	char *msg = NULL;
@@ -545,6 +585,7 @@ int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, s
 	char detail[256];
 
 	*out = NULL;
+	pthread_once(&damage_once, damage_watch);
 	rc = check_header(path, err, errlen);
 	if (rc != AMP_PROFILE_OK)
 		goto out;

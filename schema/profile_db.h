@@ -59,6 +59,12 @@ int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, si
  * conventions as amp_profile_create ("cannot open 'path': reason"). */
 int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, size_t errlen);
 
+/* Whether any query of this process has met a damaged page of a profile (SQLite's
+ * "database disk image is malformed") since it first opened or created one: such a query
+ * ends as if it had no more rows, so a reader that saw damage must not present what it read
+ * as whole.  1 with the first damage's description in msg (if not NULL), else 0. */
+int amp_profile_damaged(char *msg, size_t len);
+
 /* Whether a process holds the output lock of the profile at path, i.e. it is being recorded
  * (or completed by a writable amp_profile_open): 1 if so, 0 if not, a negative AMP_PROFILE_*
  * if path cannot be opened.  A collector that was killed holds nothing. */

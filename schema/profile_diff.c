@@ -123,8 +123,8 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, double *step_ns, char
 	                        "SELECT coalesce(sum(dur_ns), 0) FROM steps WHERE detail = 1 "
 	                        "AND dur_ns IS NOT NULL",
 	                        NULL);
-	*steps = n > 0 ? n : 1;
-	*step_ns = (double)t / (double)*steps;
+	*steps = n;
+	*step_ns = n > 0 ? (double)t / (double)n : 0.0;
 	for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
 		snprintf(sql, sizeof sql,
 		         "WITH src AS (%s) SELECT %s, (SELECT group_concat(d, ',') FROM (SELECT "
@@ -210,7 +210,9 @@ int amp_diff_compute(sqlite3 *a, sqlite3 *b, amp_diff *out, char *err, size_t er
 					continue;
 				snprintf(r->dtype[k], sizeof r->dtype[k], "%s", e[k]->dtype);
 				r->calls[k] = e[k]->calls;
-				r->ns_per_step[k] = (double)e[k]->ns / (double)out->steps[k];
+				/* no traced step: the figures are totals */
+				r->ns_per_step[k] = (double)e[k]->ns /
+				                    (double)(out->steps[k] > 0 ? out->steps[k] : 1);
 			}
 			r->delta_ns = r->ns_per_step[1] - r->ns_per_step[0];
 			r->ratio = r->ns_per_step[0] > 0   ? r->ns_per_step[1] / r->ns_per_step[0]

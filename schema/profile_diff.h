@@ -41,7 +41,8 @@ typedef struct amp_diff_row {
 
 /* The comparison of A (baseline, side 0) with B (side 1). */
 typedef struct amp_diff {
-	int64_t steps[2];   /* traced steps of each side (the divisor) */
+	int64_t steps[2];   /* traced steps of each side (the divisor; 0: none, the rows of that
+	                       side are totals) */
 	double step_ns[2];  /* mean traced step time */
 	amp_diff_row *rows; /* kind by kind, within a kind by |delta_ns| descending */
 	size_t nrows;

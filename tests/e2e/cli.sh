@@ -146,6 +146,39 @@ else
 	bad "--fail-on: recording a profile with $PRODUCER"
 fi
 
+# ---- outputs that must be whole, profiles that are damaged -----------------------------------
+if "$BIN/ampprof" -q -o "$OUT/w.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 2>&1; then
+	cp "$OUT/w.db" "$OUT/w2.db"
+	size=$(stat -c %s "$OUT/w2.db")
+	run "export --output onto the profile itself: refused" 2 \
+		"$BIN/ampprof" export --format=csv --output="$OUT/./w2.db" "$OUT/w2.db"
+	check_true "export onto itself: the profile untouched, the reason said" \
+		test "$(stat -c %s "$OUT/w2.db")" = "$size" -a -n "$(grep "is the profile being exported" "$OUT/err")"
+	echo "previous" >"$OUT/prev.json"
+	run "export to a full device: exit 4" 4 "$BIN/ampprof" export --format=chrome --output=/dev/full "$OUT/w.db"
+	check_true "export to a full device: the reason, not 'not an error'" \
+		grep -q "cannot write '/dev/full': No space left on device" "$OUT/err"
+	run "report to a full stdout: exit 4" 4 sh -c '"$0" report "$1" >/dev/full' "$BIN/ampprof" "$OUT/w.db"
+	run "diff to a full stdout: exit 4" 4 sh -c '"$0" diff "$1" "$1" >/dev/full' "$BIN/ampprof" "$OUT/w.db"
+	# one table's first page overwritten: every query that meets it stops short
+	cp "$OUT/w.db" "$OUT/bad.db"
+	pg=$(sqlite3 "$OUT/w.db" "SELECT min(pageno) FROM dbstat WHERE name = 'advice'")
+	head -c 4096 /dev/zero | tr '\0' '\377' | dd of="$OUT/bad.db" bs=4096 seek=$((pg - 1)) conv=notrunc 2>/dev/null
+	run "report of a damaged profile: exit 6, never 'advice: none' and 0" 6 "$BIN/ampprof" report "$OUT/bad.db"
+	check_true "report of a damaged profile: says so" grep -q "cannot read all of .*malformed" "$OUT/err"
+	run "report --format=json of a damaged profile: exit 6" 6 "$BIN/ampprof" report --format=json "$OUT/bad.db"
+	run "export of a damaged profile: exit 6" 6 "$BIN/ampprof" export --format=csv --table=advice \
+		--output="$OUT/prev.json" "$OUT/bad.db"
+	check_true "export of a damaged profile: the file it would replace kept as it was" \
+		test "$(cat "$OUT/prev.json")" = previous -a -z "$(ls "$OUT"/prev.json.* 2>/dev/null)"
+	"$BIN/ampprof" -q -o "$OUT/none.db" -- /bin/true >/dev/null 2>&1
+	run "diff with a profile without steps" 0 "$BIN/ampprof" diff "$OUT/none.db" "$OUT/w.db"
+	check_true "diff: no traced steps said as such, never '1 traced steps'" \
+		grep -q "^A .*none.db: no traced steps, its figures are totals" "$OUT/out"
+else
+	bad "whole outputs: recording a profile with $PRODUCER"
+fi
+
 # The benches: --help on stdout with exit 0 (without running anything), an unknown option
 # refused on stderr with exit 2.  Only the normal build has them.
 if [ -x "$BUILD/bench/bench_kernels" ]; then
