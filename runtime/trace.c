@@ -256,8 +256,12 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	trace_ring *r = ring_get();
 	if (!r || !st)
 		return;
+	/* everything that may write records of its own (strings, a call site's definition)
+	 * before this record's slots are reserved: a record written between a reservation and
+	 * its commit would land in the reserved slots */
 	uint32_t name = intern(r, st->name);
 	uint32_t op_name = op_name_id(r, st->op, NULL);
+	uint32_t cs = callsite_capture(r, (uintptr_t)__builtin_frame_address(0));
 	unsigned slots = AMP_REC_SLOTS(amp_rec_tstats);
 	amp_rec_tstats *rec = ring_reserve_kind(r, slots, AMP_DROP_TSTATS);
 	if (!rec)
@@ -275,7 +279,7 @@ void amp_trace_tensor_stats(const amp_trace_tstats *st)
 	rec->max = st->max;
 	rec->absmax = st->absmax;
 	rec->name = name;
-	rec->callsite = callsite_capture(r, (uintptr_t)__builtin_frame_address(0));
+	rec->callsite = cs;
 	rec->op = (uint8_t)st->op;
 	rec->op_name = op_name;
 	rec->role = (uint8_t)st->role;

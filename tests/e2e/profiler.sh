@@ -313,6 +313,12 @@ if [ -x "$MLP" ]; then
 	*asan*) ;;
 	*) check "mlp_fashion amp: fp16_share > 0.7" "$(q amp.db 'SELECT fp16_share > 0.7 FROM overview')" 1 ;;
 	esac
+	# --steps past step 0: the checks of the untraced steps see the call sites first, and a
+	# site defined inside a statistics record's reservation overwrote it (records rejected,
+	# call sites lost for the traced steps)
+	"$AMPPROF" -q -o later.db --steps=3 -- "$MLP" --precision amp --steps 5 --log-every 0 --test-limit 100 > /dev/null
+	check "mlp_fashion --steps=3: every op and statistics row has its call site, no record rejected" \
+		"$(q later.db "SELECT ((SELECT count(*) FROM ops WHERE callsite IS NULL) + (SELECT count(*) FROM tensor_stats WHERE callsite IS NULL)) || '|' || (SELECT count(*) > 0 FROM ops) || '|' || (SELECT value FROM meta WHERE key = 'rejected_events')")" "0|1|0"
 	# the runtime records an engine for every op ('none' where its kernels do not say yet)
 	check "mlp_fashion amp: every op has an engine" "$(q amp.db 'SELECT count(*) FROM ops WHERE engine IS NULL')" 0
 	check "mlp_fashion amp: casts (and master refreshes) and input staging" \
