@@ -91,9 +91,12 @@ int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out)
 
 	if (fmt == AMP_FMT_TEXT) {
 		if (!amp_table_rows(t)) {
-			fprintf(stderr,
-			        "ampdump: no step of the %lld in '%s' has an anomaly or a dump\n",
-			        (long long)steps, db_path);
+			if (steps == 0)
+				fprintf(stderr, "ampdump: '%s' recorded no steps\n", db_path);
+			else
+				fprintf(stderr,
+				        "ampdump: none of the %lld step(s) in '%s' has an anomaly or a "
+				        "dump\n", (long long)steps, db_path);
 			code = DUMP_EXIT_OK;
 			goto out;
 		}

@@ -113,9 +113,10 @@ static void draw_status(view_app *a, view_screen *s)
 	const char *base = strrchr(r->path, '/');
 	base = base ? base + 1 : r->path;
 	/* a run still being recorded is not an incomplete one: it says so */
-	const char *tag = r->complete                              ? ""
-	                  : view_model_being_written(a->ctx.model) ? "[BEING WRITTEN]"
-	                                                           : "[INCOMPLETE]";
+	const char *tag = r->complete                                  ? ""
+	                  : view_model_being_written(a->ctx.model)     ? "[BEING WRITTEN]"
+	                  : view_model_ended_since_open(a->ctx.model, r) ? "[SNAPSHOT]"
+	                                                               : "[INCOMPLETE]";
 	snprintf(right, sizeof right, "%s%s%s ", base, *tag ? " " : "", tag);
 	int rw = s->w / 2;
 	int used = view_screen_puts_right(s, s->w - rw, y, rw, VIEW_S_STATUS, 0, right);

@@ -58,8 +58,8 @@ char *view_fmt_bytes(int64_t n, char *buf, size_t len)
 
 char *view_fmt_scale(double s, char *buf, size_t len)
 {
-	if (isnan(s))
-		snprintf(buf, len, "nan");
+	if (isnan(s)) /* unknown (a step that never ended): no scaler makes a NaN scale */
+		snprintf(buf, len, "-");
 	else if (s >= 1 && s < 1e7 && s == floor(s))
 		snprintf(buf, len, "%.0f", s);
 	else

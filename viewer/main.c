@@ -15,6 +15,7 @@
 #include "amp_opt.h"
 #include "app.h"
 #include "model.h"
+#include "profile_db.h"
 #include "screen.h"
 #include "term.h"
 
@@ -252,6 +253,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "hint: 'ampprof report %s' shows how the run ended\n",
 			        o.path);
 		return 1;
+	}
+	if (o.baseline) { /* a baseline that cannot be read is said before the screen opens */
+		sqlite3 *base = NULL;
+		if (amp_profile_open(o.baseline, 0, &base, err, sizeof err) != AMP_PROFILE_OK) {
+			fprintf(stderr, "ampview: --diff: %s\n", err);
+			view_model_free(m);
+			return 1;
+		}
+		amp_profile_close(base);
 	}
 	view_app *app = view_app_new(m, o.baseline);
 	if (!app) {

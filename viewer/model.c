@@ -195,6 +195,8 @@ static void read_meta(view_model *m, double *meta_fp16, double *meta_copy)
 			snprintf(r->host, sizeof r->host, "%s", v);
 		else if (!strcmp(k, "precision_mode"))
 			snprintf(r->precision_mode, sizeof r->precision_mode, "%s", v);
+		else if (!strcmp(k, "loss_scale") || (!strcmp(k, "app.loss_scale") && !r->scaling[0]))
+			snprintf(r->scaling, sizeof r->scaling, "%s", v);
 		else if (!strcmp(k, "end"))
 			snprintf(r->end, sizeof r->end, "%s", v);
 		else if (!strcmp(k, "exit_signal"))

@@ -67,6 +67,7 @@ typedef struct view_run {
 	char half_types[16];    /* half types that ran: "fp16", "bf16", "fp16+bf16", "" (FP32) */
 	const char *half_label; /* "FP16 share", "BF16 share", "half share (fp16+bf16)" */
 	double min_scale, max_scale, last_scale;
+	char scaling[16];             /* meta loss_scale: "dynamic", "static", "" (not said) */
 	char scale_history[24];       /* run_summary.scale_history: "probing", "isolated_spikes",
 	                                 "collapsing", "steady"; "" (static scale, older profile) */
 	char scale_history_steps[128]; /* the steps that show it, "1,2,3" (truncated) */
@@ -293,6 +294,9 @@ const char *view_model_callsite_warning(view_model *m);
 /* Whether the collector is still writing the profile: meta end is 'collecting' and the
  * application's process (meta pid, on this host) is alive. */
 int view_model_being_written(view_model *m);
+/* Whether the run r (read when the view opened) was being recorded then and has been
+ * finalized since: its figures on screen are a snapshot, and reopening shows the final ones. */
+int view_model_ended_since_open(view_model *m, const view_run *r);
 
 /* One rank of a data-parallel profile (rank_summary), per-step figures in ns. */
 typedef struct view_rank {

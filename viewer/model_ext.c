@@ -198,6 +198,15 @@ const char *view_model_callsite_warning(view_model *m)
 	return all > 0 && start == all ? warning : "";
 }
 
+int view_model_ended_since_open(view_model *m, const view_run *r)
+{
+	char end[32] = "";
+	if (strcmp(r->end, "collecting") != 0 || r->complete)
+		return 0;
+	return amp_profile_meta_get(view_model_db(m), "end", end, sizeof end) == AMP_PROFILE_OK &&
+	       strcmp(end, "collecting") != 0;
+}
+
 int view_model_being_written(view_model *m)
 {
 	char end[32] = "", pid[32] = "", host[256] = "", me[256] = "";

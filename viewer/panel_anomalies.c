@@ -245,6 +245,15 @@ static void open_step(anomalies *p, view_ctx *ctx, int64_t index)
 	p->tpage_top = -1;
 }
 
+/* n in at most 5 characters: exact below 100000, else view_fmt_count's "131k", "1.03M". */
+static void count5(int64_t n, char *buf, size_t len)
+{
+	if (n < 100000)
+		snprintf(buf, len, "%lld", (long long)n);
+	else
+		view_fmt_count((double)n, buf, len);
+}
+
 static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, int rows)
 {
 	const view_anomaly *an = &p->step;
@@ -322,8 +331,8 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 	view_screen_puts(s, xr, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "ROLE");
 	view_screen_puts(s, xn, y, namew, VIEW_S_HEADER, VIEW_A_BOLD, "TENSOR");
 	view_screen_puts(s, xd, y, 5, VIEW_S_HEADER, VIEW_A_BOLD, "TYPE");
-	view_screen_puts_right(s, xnan, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "NAN");
-	view_screen_puts_right(s, xinf, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "INF");
+	view_screen_puts_right(s, xnan + 1, y, 5, VIEW_S_HEADER, VIEW_A_BOLD, "NAN");
+	view_screen_puts_right(s, xinf + 1, y, 5, VIEW_S_HEADER, VIEW_A_BOLD, "INF");
 	if (headroom) {
 		view_screen_puts_right(s, xuf, y, 7, VIEW_S_HEADER, VIEW_A_BOLD, "UNDERF");
 		view_screen_puts_right(s, xnof, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, "NEAR-OVF");
@@ -338,10 +347,12 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 		view_screen_puts(s, xr, y, 6, st, 0, t->role);
 		view_screen_puts(s, xn, y, namew, st, 0, t->name);
 		view_screen_puts(s, xd, y, 5, st, 0, t->dtype);
-		snprintf(a, sizeof a, "%lld", (long long)t->nan);
-		view_screen_puts_right(s, xnan, y, 6, st, 0, a);
-		snprintf(a, sizeof a, "%lld", (long long)t->inf);
-		view_screen_puts_right(s, xinf, y, 6, st, 0, a);
+		/* counts in at most 5 characters (exact below 100000, then "131k", "1.03M"),
+		 * right-aligned in 6 columns: a column apart, never cut */
+		count5(t->nan, a, sizeof a);
+		view_screen_puts_right(s, xnan + 1, y, 5, st, 0, a);
+		count5(t->inf, a, sizeof a);
+		view_screen_puts_right(s, xinf + 1, y, 5, st, 0, a);
 		if (headroom) {
 			pct(t->underflow, t->count, b, sizeof b);
 			view_screen_puts_right(s, xuf, y, 7, st, 0, b);

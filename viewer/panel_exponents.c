@@ -166,14 +166,30 @@ static void exponents_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		                 "no exponent histogram recorded (statistics were off)");
 		return;
 	}
-	/* columns: mark 2 | tensor | dtype 6 | values 8 | zero 8 | sub 8 | normal 8 | ovf 8 */
+	/* columns: mark 2 | tensor | dtype 6 | values 8 | zero 8 | sub 8 | normal 8 | ovf 8;
+	 * narrow: the zero, normal and subnormal shares give way, in that order, before the
+	 * tensor's name goes under 8 columns (the values and the overflow share stay) */
+	int show[5] = {1, 1, 1, 1, 1}, xc[5];
+	static const int drop_order[3] = {1, 3, 2};
 	int namew = s->w - 2 - 7 - 9 * 5 - 1;
+	for (int k = 0; k < 3 && namew < 8; k++) {
+		show[drop_order[k]] = 0;
+		namew += 9;
+	}
+	if (namew < 8)
+		namew = 8;
 	int xd = 2 + namew + 1, xv = xd + 7;
+	for (int i = 0, xi = xv; i < 5; i++)
+		if (show[i]) {
+			xc[i] = xi;
+			xi += 9;
+		}
 	view_screen_puts(s, 2, y, namew, VIEW_S_HEADER, VIEW_A_BOLD, "TENSOR");
 	view_screen_puts(s, xd, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "DTYPE");
 	static const char *const heads[5] = {"VALUES", "ZERO", "SUBNORM", "NORMAL", "OVERFLOW"};
 	for (int i = 0; i < 5; i++)
-		view_screen_puts_right(s, xv + 9 * i, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, heads[i]);
+		if (show[i])
+			view_screen_puts_right(s, xc[i], y, 8, VIEW_S_HEADER, VIEW_A_BOLD, heads[i]);
 	y++;
 	int chart = end - y > 16 ? 9 : 7; /* rows kept for the histogram */
 	int list_rows = end - y - chart - 1;
@@ -186,18 +202,26 @@ static void exponents_draw(void *self, view_ctx *ctx, view_screen *s, int top, i
 		int st = t->zone[AMP_HIST_OVERFLOW] ? VIEW_S_BAD : VIEW_S_NORMAL;
 		view_draw_tail(s, 2, y, namew, st, 0, t->name);
 		view_screen_puts(s, xd, y, 6, st, 0, t->dtype);
-		view_screen_puts_right(s, xv, y, 8, st, 0,
+		view_screen_puts_right(s, xc[0], y, 8, st, 0,
 		                       view_fmt_count((double)t->count, a, sizeof a));
-		share(t->zone[AMP_HIST_ZERO], t->count, b, sizeof b);
-		view_screen_puts_right(s, xv + 9, y, 8, st, 0, b);
-		share(t->zone[AMP_HIST_SUBNORMAL], t->count, c, sizeof c);
-		view_screen_puts_right(
-		    s, xv + 18, y, 8,
-		    t->zone[AMP_HIST_SUBNORMAL] * 10 > (int64_t)t->count ? VIEW_S_WARN : st, 0, c);
-		share(t->zone[AMP_HIST_NORMAL], t->count, d, sizeof d);
-		view_screen_puts_right(s, xv + 27, y, 8, st, 0, d);
+		if (show[1]) {
+			share(t->zone[AMP_HIST_ZERO], t->count, b, sizeof b);
+			view_screen_puts_right(s, xc[1], y, 8, st, 0, b);
+		}
+		if (show[2]) {
+			share(t->zone[AMP_HIST_SUBNORMAL], t->count, c, sizeof c);
+			view_screen_puts_right(s, xc[2], y, 8,
+			                       t->zone[AMP_HIST_SUBNORMAL] * 10 > (int64_t)t->count
+			                           ? VIEW_S_WARN
+			                           : st,
+			                       0, c);
+		}
+		if (show[3]) {
+			share(t->zone[AMP_HIST_NORMAL], t->count, d, sizeof d);
+			view_screen_puts_right(s, xc[3], y, 8, st, 0, d);
+		}
 		share(t->zone[AMP_HIST_OVERFLOW], t->count, a, sizeof a);
-		view_screen_puts_right(s, xv + 36, y, 8, st, 0, a);
+		view_screen_puts_right(s, xc[4], y, 8, st, 0, a);
 		if (i == p->list.cursor)
 			view_draw_cursor(s, 0, y, s->w);
 	}

@@ -133,24 +133,34 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 	y += 2;
 	/* columns: mark 2 | op | label | dtype 5 | calls 7 | time 9 | mean 9 | flops 7 | share 6 */
 	int fixed = 2 + 1 + 6 + 1 + 7 + 1 + 9 + 1 + 9 + 1 + 7 + 1 + 6;
-	/* narrow: the FLOPs column gives way (unless it is the sort key) before the names */
-	int flopw = 7;
+	/* narrow: the FLOPs column gives way (unless it is the sort key) before the names, then
+	 * the mean (unless it is the sort key); the names keep 6 columns at least */
+	int flopw = 7, meanw = 9;
 	if (s->w - fixed - 1 - (o->by_label ? 13 : 0) < 12 && o->sort != SORT_FLOPS)
 		fixed -= 8, flopw = 0;
+	if (s->w - fixed - 1 - (o->by_label ? 13 : 0) < 6 && o->sort != SORT_MEAN)
+		fixed -= 10, meanw = 0;
 	int opw = o->by_label ? 12 : s->w - fixed - 1;
 	int labw = o->by_label ? s->w - fixed - opw - 2 : 0;
+	if (opw < 6)
+		opw = 6;
+	if (o->by_label && labw < 6)
+		labw = 6;
 	int xd = 2 + opw + 1 + (o->by_label ? labw + 1 : 0);
 	static const char *const heads[SORT_COUNT] = {"TIME", "CALLS", "MEAN", "FLOPS"};
 	view_screen_puts(s, 2, y, opw, VIEW_S_HEADER, VIEW_A_BOLD, "OP");
 	if (o->by_label)
 		view_screen_puts(s, 2 + opw + 1, y, labw, VIEW_S_HEADER, VIEW_A_BOLD, "LABEL");
 	view_screen_puts(s, xd, y, 6, VIEW_S_HEADER, VIEW_A_BOLD, "DTYPE");
-	int cols[SORT_COUNT] = {xd + 6 + 1 + 7 + 1, xd + 6 + 1, xd + 6 + 1 + 7 + 1 + 9 + 1,
-	                        xd + 6 + 1 + 7 + 1 + 9 + 1 + 9 + 1};
+	int cols[SORT_COUNT];
+	cols[1] = xd + 6 + 1;                          /* calls */
+	cols[0] = cols[1] + 7 + 1;                     /* time */
+	cols[2] = cols[0] + 9 + 1;                     /* mean */
+	cols[3] = cols[2] + (meanw ? meanw + 1 : 0);   /* flops */
 	int widths[SORT_COUNT] = {9, 7, 9, 7};
 	int xsh = flopw ? cols[3] + 8 : cols[3];
 	for (int i = 0; i < SORT_COUNT; i++)
-		if (i != SORT_FLOPS || flopw)
+		if ((i != SORT_FLOPS || flopw) && (i != SORT_MEAN || meanw))
 			view_screen_puts_right(s, cols[i], y, widths[i], VIEW_S_HEADER,
 			                       VIEW_A_BOLD | (i == o->sort ? VIEW_A_UNDERLINE : 0),
 			                       heads[i]);
@@ -171,8 +181,9 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		                       view_fmt_count((double)r->calls, a, sizeof a));
 		view_screen_puts_right(s, cols[0], y, 9, st, 0,
 		                       view_fmt_ns(r->total_ns, b, sizeof b));
-		view_screen_puts_right(s, cols[2], y, 9, st, 0,
-		                       view_fmt_ns((int64_t)(r->mean_ns + 0.5), c, sizeof c));
+		if (meanw)
+			view_screen_puts_right(s, cols[2], y, 9, st, 0,
+			                       view_fmt_ns((int64_t)(r->mean_ns + 0.5), c, sizeof c));
 		if (flopw)
 			view_screen_puts_right(s, cols[3], y, 7, st, 0,
 			                       view_fmt_count((double)r->flops, d, sizeof d));

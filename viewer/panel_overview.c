@@ -186,15 +186,21 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Run");
 	draw_command(s, 13, y++, s->w - 14, r->command[0] ? r->command : "?");
 	int live = !r->complete && view_model_being_written(ctx->model);
+	int since = !live && view_model_ended_since_open(ctx->model, r);
 	ended_text(r, line, sizeof line);
 	if (live)
 		snprintf(line, sizeof line, "not yet: the run is still being recorded");
+	else if (since)
+		snprintf(line, sizeof line, "after this view opened: reopen for the final figures");
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Ended");
 	int x = 13 + view_screen_puts(s, 13, y, s->w - 14,
 	                              r->complete ? VIEW_S_NORMAL : VIEW_S_WARN, 0, line);
 	if (live)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
 		                      " \xc2\xb7 BEING WRITTEN: figures so far");
+	else if (since)
+		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
+		                      " \xc2\xb7 SNAPSHOT: figures as they were");
 	else if (r->complete)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_GOOD, 0, " \xc2\xb7 complete");
 	else
@@ -274,7 +280,13 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 
 	/* loss scale */
 	if (y < end) {
-		int unusual = r->min_scale < VIEW_SCALE_LO || r->max_scale > VIEW_SCALE_HI;
+		/* as the report's rule: a scale that never moves (static, or a dynamic scaler
+		 * that made no decision: FP32) in a mode with FP32's range (bf16, fp32) is no
+		 * warning, 1 least of all */
+		int is_static = strcmp(r->scaling, "dynamic") != 0 || r->min_scale == r->max_scale;
+		int wide = strstr(r->precision_mode, "bf16") || strstr(r->precision_mode, "fp32");
+		int unusual = (r->min_scale < VIEW_SCALE_LO || r->max_scale > VIEW_SCALE_HI) &&
+		              !(is_static && wide);
 		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Loss scale");
 		x = 13 + view_screen_printf(s, 13, y, s->w - 14, VIEW_S_NORMAL, 0,
 		                            "%s .. %s, last %s \xc2\xb7 %lld overflows \xc2\xb7 ",
@@ -283,7 +295,9 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 		                            view_fmt_scale(r->last_scale, c, sizeof c),
 		                            (long long)r->overflow_steps);
 		view_screen_puts(s, x, y++, s->w - x - 1, unusual ? VIEW_S_WARN : VIEW_S_GOOD, 0,
-		                 unusual ? "outside [8, 1024]" : "within [8, 1024]");
+		                 unusual                 ? "outside [8, 1024]"
+		                 : is_static && wide     ? "static (none needed)"
+		                                         : "within [8, 1024]");
 	}
 	if (y < end) {
 		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Non-finite");

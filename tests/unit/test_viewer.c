@@ -177,6 +177,7 @@ Test(fmt, durations_counts_scales)
 	cr_assert_str_eq(view_fmt_count(10000000, b, sizeof b), "10.0M");
 	cr_assert_str_eq(view_fmt_scale(65536, b, sizeof b), "65536");
 	cr_assert_str_eq(view_fmt_scale(0.5, b, sizeof b), "0.5");
+	cr_assert_str_eq(view_fmt_scale(NAN, b, sizeof b), "-", "an unknown scale is '-', never nan");
 	cr_assert_str_eq(view_fmt_bytes(1536, b, sizeof b), "1.50 KiB");
 }
 
