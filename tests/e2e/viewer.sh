@@ -145,6 +145,11 @@ for p in overview ops steps scale anomalies callsites memory hist diff; do
 		|| { bad "panel $p at 40x10" "$out"; continue; }
 	ok "panel $p renders at 200x60 and 40x10"
 done
+# at 40 columns the tables drop columns, never write one over the other
+out=$(hl --panel=ops --width=40 --height=10 ex.db)
+grep -q '^  OP  *DTYPE  *CALLS  *TIME  *SHARE$' <<< "$out" \
+	&& ok "ops at 40 columns: OP, DTYPE, CALLS, TIME, SHARE apart (FLOPS, MEAN dropped)" \
+	|| bad "ops at 40 columns" "$out"
 
 out=$(hl --panel=overview live.db)
 grep -q 'BEING WRITTEN' <<< "$out" && ! grep -q 'INCOMPLETE' <<< "$out" \
@@ -186,6 +191,7 @@ expect_err "text file" 1 "^ampview: cannot open 'text.db': not an SQLite databas
 expect_err "other SQLite file" 1 "^ampview: cannot open 'other.db': not an ampkit profile" --headless other.db
 expect_err "newer schema" 1 "^ampview: cannot open 'newer.db': profile schema version [0-9][0-9]* is newer" --headless newer.db
 expect_err "empty profile" 1 "^ampview: cannot open 'empty.db': the profile holds no steps" --headless empty.db
+expect_err "--diff with a missing baseline" 1 "^ampview: --diff: cannot open 'nope.db': no such file" --headless --diff=nope.db ex.db
 expect_err "unknown panel" 2 "unknown panel 'bogus'" --headless --panel=bogus ex.db
 expect_err "bad width" 2 "bad --width" --headless --width=x ex.db
 expect_err "unknown option" 2 "unknown option '--frobnicate'" --frobnicate
@@ -230,6 +236,9 @@ for p in overview ops steps scale anomalies callsites memory hist; do
 	done
 done
 ok "real profiles: every panel renders at 80x24"
+out=$(hl --panel=hist --width=40 --height=10 mlp.db)
+grep -q '^  TENSOR  *DTYPE  *VALUES OVERFLOW$' <<< "$out" \
+	&& ok "hist at 40 columns: TENSOR, DTYPE, VALUES, OVERFLOW apart" || bad "hist at 40 columns" "$out"
 # advice_detail: the rows under the advice list that spell out the selected advice, joined
 advice_detail() {
 	awk '/^ Advice \(/ { a = 1; next } a && /^$/ { d = 1; next }
