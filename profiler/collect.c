@@ -14,6 +14,7 @@
  * says why and from when data is missing (end 'collector-failed'), written from a reserve of
  * space held for that, and ampprof exits with the application's status.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -40,6 +41,8 @@
 #define POLL_MAX_NS 50000000ull       /* longest sleep between rounds */
 #define POLL_FILL_DIV 8u              /* aim to find a ring at most 1/8 full at a round */
 #define OWNER_CHECK_NS 100000000ull   /* how often idle open rings' owners are checked */
+#define ATTACH_GRACE_NS 2000000000ull /* how long a process holding the session's fd after
+                                         the launched one ended may take to attach */
 #define RESERVE_BYTES (1u << 20)      /* space held for the meta that says recording stopped */
 
 typedef struct collector {
@@ -64,6 +67,8 @@ typedef struct collector {
 	uint64_t failed_ns;               /* when, since the start */
 	int64_t failed_step;              /* committed_step then */
 	char failed_why[256];             /* SQLite's message */
+	uint32_t abandoned;               /* a producer still recording when ampprof was stopped
+	                                     while it waited for it (the launched process gone) */
 	int failed_meta;                  /* meta could not say so either */
 	uint64_t discarded;               /* records drained and not recorded since */
 	unsigned char buf[PROF_DECODE_BUF];
@@ -113,6 +118,68 @@ static int owner_gone(uint32_t pid, uint32_t tid)
 	buf[n] = '\0';
 	const char *paren = strrchr(buf, ')');
 	return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* Whether process pid maps this run's session (its memfd, by inode): one of the run's
+ * producers, not a pid that a ring header names (the application writes those). */
+static int maps_session(uint32_t pid, ino_t ino)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%u/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f)) {
+		unsigned long long inode = 0;
+		if (strstr(line, "memfd:ampprof-session") &&
+		    sscanf(line, "%*s %*s %*s %*s %llu", &inode) == 1 && inode == (unsigned long long)ino)
+			found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
+/* A process of the run still going after the launched one ended (a trainer the command put
+ * in the background, or a process it forked): the pid of one that records into an open ring
+ * of this session, or that holds the session's fd (inherited, the same number as the
+ * launched process's) and maps it, or that holds it while in_grace (it may not have
+ * attached yet); 0 if none.  Ring headers name pids as the application wrote them, so a
+ * pid counts only if that process maps this session. */
+static uint32_t run_process_alive(collector *c, int in_grace)
+{
+	struct stat sb;
+	if (fstat(c->sess.fd, &sb) != 0)
+		return 0;
+	uint32_t self = (uint32_t)getpid();
+	uint32_t claimed = __atomic_load_n(&c->sess.hdr->rings_claimed, __ATOMIC_ACQUIRE);
+	uint32_t n = claimed < c->sess.ring_count ? claimed : c->sess.ring_count;
+	for (uint32_t i = 0; i < n; i++) {
+		amp_ring_hdr *rh = prof_session_ring(&c->sess, i);
+		uint32_t pid = __atomic_load_n(&rh->pid, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&rh->state, __ATOMIC_ACQUIRE) == AMP_RING_OPEN && pid != self &&
+		    !owner_gone(pid, rh->tid) && maps_session(pid, sb.st_ino))
+			return pid;
+	}
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	uint32_t found = 0;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		char *end;
+		unsigned long pid = strtoul(e->d_name, &end, 10);
+		if (*end || pid == 0 || pid == self || pid > INT32_MAX)
+			continue;
+		char path[64];
+		struct stat fb;
+		snprintf(path, sizeof path, "/proc/%lu/fd/%d", pid, c->sess.fd);
+		if (stat(path, &fb) == 0 && fb.st_dev == sb.st_dev && fb.st_ino == sb.st_ino &&
+		    !owner_gone((uint32_t)pid, (uint32_t)pid) &&
+		    (in_grace || maps_session((uint32_t)pid, sb.st_ino)))
+			found = (uint32_t)pid;
+	}
+	closedir(d);
+	return found;
 }
 
 /* Drains one ring.  final: the writer is gone (the application ended, or the ring's owner), so
@@ -538,6 +605,12 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 	uint64_t missing = __atomic_load_n(&c->sess.hdr->rings_missing, __ATOMIC_RELAXED);
 	char why[768];
 	incomplete_reason(why, sizeof why, missing, dropped, by_kind, c->opts->ring_count);
+	if (c->abandoned) {
+		size_t used = strlen(why);
+		snprintf(why + used, sizeof why - used, "%sprocess %u of the run was still recording "
+		         "when ampprof was stopped: the rest of its run is not in the profile",
+		         used ? "; " : "", c->abandoned);
+	}
 	if (c->failed) {
 		size_t used = strlen(why);
 		snprintf(why + used, sizeof why - used, "%srecording stopped at %.3f s: the profile "
@@ -622,7 +695,9 @@ int prof_run(const prof_options *opts)
 	char err[1024];
 	int code = PROF_EXIT_FAILED;
 	pid_t child = -1;
-	int status = 0, child_done = 0, launched = 0;
+	int status = 0, child_done = 0, launched = 0, waiting = 0, stop_waiting = 0;
+	int said_waiting = 0;
+	uint64_t last_waited = 0, child_done_ns = 0;
 	memset(&c, 0, sizeof c);
 	c.opts = opts;
 	c.sess.fd = -1;
@@ -731,8 +806,14 @@ int prof_run(const prof_options *opts)
 			/* relayed, except a SIGINT the terminal already sent to the whole group */
 			int sig = g_forward_sig;
 			g_forward_sig = 0;
-			if (sig != SIGINT || g_sigint_sent)
+			if (child_done) { /* reaped: its pid may be another process's by now */
+				if (waiting)
+					c.abandoned = run_process_alive(&c, 0);
+				waiting = 0;
+				stop_waiting = 1;
+			} else if (sig != SIGINT || g_sigint_sent) {
 				kill(child, sig);
+			}
 			g_sigint_sent = 0;
 		}
 		if (!child_done) {
@@ -740,7 +821,22 @@ int prof_run(const prof_options *opts)
 			if (r == child)
 				child_done = 1;
 		}
-		if (child_done) {
+		if (child_done && !c.failed && !stop_waiting && now - last_waited >= OWNER_CHECK_NS) {
+			/* the launched process is gone, not necessarily the run */
+			if (!child_done_ns)
+				child_done_ns = now;
+			last_waited = now;
+			uint32_t other = run_process_alive(&c, now - child_done_ns < ATTACH_GRACE_NS);
+			uint32_t recording = other && !said_waiting ? run_process_alive(&c, 0) : 0;
+			if (recording && !opts->quiet) {
+				fprintf(stderr, "ampprof: the application's process has ended; process %u "
+				        "of the run is still recording: waiting for it (Ctrl-C stops "
+				        "ampprof)\n", recording);
+				said_waiting = 1;
+			}
+			waiting = other != 0;
+		}
+		if (child_done && !waiting) {
 			/* drain what is still published, then recover unpublished records (discarded
 			 * once the database failed) */
 			while ((got = drain_all(&c, 0)) != 0)

@@ -319,6 +319,17 @@ if [ -x "$MLP" ]; then
 	"$AMPPROF" -q -o later.db --steps=3 -- "$MLP" --precision amp --steps 5 --log-every 0 --test-limit 100 > /dev/null
 	check "mlp_fashion --steps=3: every op and statistics row has its call site, no record rejected" \
 		"$(q later.db "SELECT ((SELECT count(*) FROM ops WHERE callsite IS NULL) + (SELECT count(*) FROM tensor_stats WHERE callsite IS NULL)) || '|' || (SELECT count(*) > 0 FROM ops) || '|' || (SELECT value FROM meta WHERE key = 'rejected_events')")" "0|1|0"
+	# a trainer the command puts in the background: ampprof waits for it, it is profiled
+	"$AMPPROF" -q -o bg.db --application="$MLP --precision amp --steps 20 --log-every 0 --test-limit 100 >/dev/null 2>&1 &"
+	check "a backgrounded trainer: exit 0, all its steps recorded, complete" \
+		"$?|$(q bg.db "SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL")|$(q bg.db "SELECT value FROM meta WHERE key = 'complete'")" "0|21|1"
+	# a background process that never attaches holds ampprof 2 s at most, not its 37
+	t0=$(date +%s)
+	"$AMPPROF" -q -o bgsleep.db --application="sleep 37 & true" 2>/dev/null
+	rc=$?
+	check_true "a background process without libamprt: exit 125 within 10 s (exit $rc)" \
+		test "$rc" = 125 -a $(($(date +%s) - t0)) -lt 10
+	pkill -f "^sleep 37$" 2>/dev/null
 	# the runtime records an engine for every op ('none' where its kernels do not say yet)
 	check "mlp_fashion amp: every op has an engine" "$(q amp.db 'SELECT count(*) FROM ops WHERE engine IS NULL')" 0
 	check "mlp_fashion amp: casts (and master refreshes) and input staging" \
