@@ -452,7 +452,8 @@ static void incomplete_reason(char *buf, size_t len, uint64_t missing, uint64_t 
 				used += (size_t)snprintf(buf + used, len - used, "%s%" PRIu64 " %s",
 				                         n++ ? ", " : "", by_kind[k], amp_drop_kind_name(k));
 		if (used < len)
-			snprintf(buf + used, len - used, "): the figures cover a sample of the run");
+			snprintf(buf + used, len - used, "): the figures cover a sample of the run (run "
+			         "without --drop, or with a larger --ring-size, to record all of it)");
 	}
 }
 
@@ -614,8 +615,8 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 	if (c->failed) {
 		size_t used = strlen(why);
 		snprintf(why + used, sizeof why - used, "%srecording stopped at %.3f s: the profile "
-		         "could not be written (%s)", used ? "; " : "", (double)c->failed_ns / 1e9,
-		         c->failed_why);
+		         "could not be written (%s; give it room, or write it elsewhere with -o)",
+		         used ? "; " : "", (double)c->failed_ns / 1e9, c->failed_why);
 	}
 	time_t now = time(NULL);
 	struct tm tm;

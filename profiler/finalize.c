@@ -1878,9 +1878,9 @@ static int run_incomplete(sqlite3 *db, double fp16, double copy)
 	char why[1024], msg[1400];
 	if (amp_profile_meta_get(db, "incomplete", why, sizeof why) != AMP_PROFILE_OK || !why[0])
 		return 0;
+	/* each cause in why carries its own remedy */
 	snprintf(msg, sizeof msg, "the profile does not hold the whole run: %s; the figures and "
-	         "the advice here cover what was recorded (run without --drop, or with a larger "
-	         "--ring-size or --rings, to record all of it)", why);
+	         "the advice here cover what was recorded", why);
 	return add_advice(db, "incomplete", "warning", msg, NULL, NULL, -1, -1);
 }
 
