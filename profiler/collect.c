@@ -606,6 +606,13 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 	uint64_t missing = __atomic_load_n(&c->sess.hdr->rings_missing, __ATOMIC_RELAXED);
 	char why[768];
 	incomplete_reason(why, sizeof why, missing, dropped, by_kind, c->opts->ring_count);
+	uint64_t rejected = prof_writer_rejected(c->w) + c->bad_slots;
+	if (rejected) { /* the runtime writes none: a damaged or foreign producer */
+		size_t used = strlen(why);
+		snprintf(why + used, sizeof why - used, "%s%" PRIu64 " malformed record(s) rejected "
+		         "(meta rejected_events): written by something other than libamprt, or "
+		         "damaged in shared memory", used ? "; " : "", rejected);
+	}
 	if (c->abandoned) {
 		size_t used = strlen(why);
 		snprintf(why + used, sizeof why - used, "%sprocess %u of the run was still recording "
@@ -629,8 +636,7 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 	bad |= meta_set(c->db, "dropped_events", "%" PRIu64, dropped);
 	for (unsigned k = 0; k < AMP_DROP_KINDS; k++)
 		bad |= meta_set_dropped(c->db, k, by_kind[k]);
-	bad |= meta_set(c->db, "rejected_events", "%" PRIu64,
-	                prof_writer_rejected(c->w) + c->bad_slots);
+	bad |= meta_set(c->db, "rejected_events", "%" PRIu64, rejected);
 	bad |= meta_set(c->db, "rings_missing", "%" PRIu64, missing);
 	bad |= meta_set(c->db, "wall_ns", "%" PRIu64, wall_ns);
 	if (why[0])

@@ -524,13 +524,24 @@ static int valid_crash(const unsigned char *buf, unsigned n)
 	return c.nframes <= AMP_CRASH_FRAMES;
 }
 
+/* Step numbers count from 0; -1 is before the first step (a model's set-up). */
+#define STEP_OK(s) ((s) >= -1)
+
 static int valid_op(const unsigned char *buf, unsigned n)
 {
 	(void)n;
 	amp_rec_op o;
 	memcpy(&o, buf, sizeof o);
 	return (o.op < AMP_OP_COUNT || o.op_name != 0) && o.phase <= AMP_PHASE_OPTIMIZER &&
-	       o.ndim <= 4;
+	       o.ndim <= 4 && STEP_OK(o.step);
+}
+
+static int valid_step(const unsigned char *buf, unsigned n)
+{
+	(void)n;
+	amp_rec_step st;
+	memcpy(&st, buf, sizeof st);
+	return st.step >= 0;
 }
 
 static int valid_copy(const unsigned char *buf, unsigned n)
@@ -538,7 +549,7 @@ static int valid_copy(const unsigned char *buf, unsigned n)
 	(void)n;
 	amp_rec_copy c;
 	memcpy(&c, buf, sizeof c);
-	return c.kind <= AMP_COPY_MASTER;
+	return c.kind <= AMP_COPY_MASTER && STEP_OK(c.step);
 }
 
 static int valid_scale(const unsigned char *buf, unsigned n)
@@ -555,7 +566,7 @@ static int valid_tstats(const unsigned char *buf, unsigned n)
 	amp_rec_tstats t;
 	memcpy(&t, buf, sizeof t);
 	return (t.op < AMP_OP_COUNT || t.op_name != 0) && t.role <= 2 &&
-	       (!(t.flags & AMP_TSTATS_EXT) || t.phase <= AMP_PHASE_OPTIMIZER);
+	       (!(t.flags & AMP_TSTATS_EXT) || t.phase <= AMP_PHASE_OPTIMIZER) && STEP_OK(t.step);
 }
 
 static int valid_dump(const unsigned char *buf, unsigned n)
@@ -564,8 +575,7 @@ static int valid_dump(const unsigned char *buf, unsigned n)
 	amp_rec_dump d;
 	memcpy(&d, buf, sizeof d);
 	return (d.op < AMP_OP_COUNT || d.op_name != 0) && d.role <= 2 && d.ndim <= 4 &&
-	       d.reason <= 2 &&
-	       d.file != 0;
+	       d.reason <= 2 && d.file != 0 && STEP_OK(d.step);
 }
 
 /* ---- rows (the writer) ------------------------------------------------------------------- */
@@ -916,8 +926,9 @@ const prof_rec_type prof_rec_types[AMP_REC_TYPE_COUNT] = {
 	                      write_callsite},
 	[AMP_REC_OP] = {"op", AMP_REC_SLOTS(amp_rec_op), valid_op, write_op},
 	[AMP_REC_COPY] = {"copy", AMP_REC_SLOTS(amp_rec_copy), valid_copy, write_copy},
-	[AMP_REC_STEP_BEGIN] = {"step_begin", AMP_REC_SLOTS(amp_rec_step), NULL, write_step_begin},
-	[AMP_REC_STEP_END] = {"step_end", AMP_REC_SLOTS(amp_rec_step), NULL, write_step_end},
+	[AMP_REC_STEP_BEGIN] = {"step_begin", AMP_REC_SLOTS(amp_rec_step), valid_step,
+	                        write_step_begin},
+	[AMP_REC_STEP_END] = {"step_end", AMP_REC_SLOTS(amp_rec_step), valid_step, write_step_end},
 	[AMP_REC_SCALE] = {"scale", AMP_REC_SLOTS(amp_rec_scale), valid_scale, write_scale},
 	[AMP_REC_MEMORY] = {"memory", AMP_REC_SLOTS(amp_rec_memory), NULL, write_memory},
 	[AMP_REC_META] = {"meta", 0, valid_meta, write_meta},

@@ -201,6 +201,10 @@ check "garbage: collector survives, app status" "$rc" 0
 check "garbage: integrity" "$(integrity evil.db)" ok
 check_true "garbage: rejected records counted" test "$(q evil.db "SELECT value FROM meta WHERE key = 'rejected_events'")" -gt 0
 check "garbage: real steps kept" "$(q evil.db 'SELECT count(*) >= 5 FROM steps')" 1
+check "garbage: no step number below -1 (ops) or 0 (steps) gets in" \
+	"$(q evil.db 'SELECT (SELECT count(*) FROM steps WHERE step < 0) + (SELECT count(*) FROM ops WHERE step < -1) + (SELECT count(*) FROM tensor_stats WHERE step < -1)')" 0
+check "garbage: the profile is not called complete, and says why" \
+	"$(q evil.db "SELECT (SELECT value FROM meta WHERE key = 'complete') || '|' || (SELECT value LIKE '%malformed record(s) rejected%' FROM meta WHERE key = 'incomplete')")" "0|1"
 
 # a program not linked with libamprt
 err=$("$AMPPROF" -o none.db -- /bin/true 2>&1); rc=$?
