@@ -267,7 +267,7 @@ static int dump_main(int argc, char **argv, int *comparing)
 	}
 	if (c.version) {
 		printf("ampdump %s\n", AMP_VERSION);
-		return DUMP_EXIT_OK;
+		return fflush(stdout) == 0 ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
 	}
 	if (c.rank_text) {
 		int64_t r;

@@ -94,10 +94,12 @@ static const amp_opt_spec profile_spec = {
     .in_order = 1,
 };
 
-static void print_version(void)
+/* 0, or 1 when stdout cannot take it (as --help) */
+static int print_version(void)
 {
 	printf("ampprof %s (profile schema %d, wire format %u)\n", AMP_VERSION, AMP_PROFILE_VERSION,
 	       AMP_WIRE_VERSION);
+	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 }
 
 /* A usage error of spec: the message, the usage lines and the hint (or where the help is). */
@@ -160,7 +162,7 @@ static int cmd_profile(int argc, char **argv)
 		case 'f': o.force = 1; break;
 		case 'q': o.quiet = 1; break;
 		case 'h': return print_help(sp);
-		case OPT_VERSION: print_version(); return 0;
+		case OPT_VERSION: return print_version();
 		case OPT_DROP: o.drop = 1; break;
 		case OPT_STEPS:
 			o.n_steps = prof_parse_ranges(val, o.steps, AMP_MAX_RANGES);

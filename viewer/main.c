@@ -158,7 +158,9 @@ static int parse_args(int argc, char **argv, options *o)
 				    "bad --memcpy-threshold '%s' (a percentage, 0..100)", val);
 			break;
 		case OPT_HELP: amp_opt_help(&spec, stdout); return fflush(stdout) == 0 ? 0 : 1;
-		case OPT_VERSION: printf("ampview %s\n", AMP_VERSION); return 0;
+		case OPT_VERSION:
+			printf("ampview %s\n", AMP_VERSION);
+			return fflush(stdout) == 0 ? 0 : 1;
 		default: return usage_error("unhandled option");
 		}
 	}
