@@ -1701,6 +1701,12 @@ out:
  * whose overflow is predicted ahead of the last step fitted.  An Exp's output grows by the
  * factor its input grows by in the exponent: said that way ("its input grows 0.0198 per
  * step").  Also the underflow drift of the series furthest under FP16's normal range. */
+/* How far ahead a trend is trusted: as many steps as it was fitted over, 100 at least.  A
+ * slow drift far from the limit (logits growing as training converges: x1.003 a step at 10,
+ * "overflowing" 2600 steps on) is extrapolated from a curve that is not exponential; the
+ * forecast table keeps it, the advice does not warn of it. */
+#define FORECAST_HORIZON_MIN 100
+
 static int rule_forecast(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
@@ -1708,9 +1714,12 @@ static int rule_forecast(sqlite3 *db)
 	                       "SELECT f.name, f.op, f.role, f.growth, f.overflow_step, f.steps_left,"
 	                       " f.limit_value, f.last_step, c.file, c.line, f.callsite, f.absmax"
 	                       " FROM forecast f LEFT JOIN callsites c ON c.id = f.callsite"
-	                       " WHERE f.steps_left > 0 ORDER BY f.steps_left, f.name LIMIT 5",
+	                       " WHERE f.steps_left > 0 AND f.steps_left <="
+	                       " max(f.last_step - f.first_step, ?1)"
+	                       " ORDER BY f.steps_left, f.name LIMIT 5",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return -1;
+	sqlite3_bind_int(st, 1, FORECAST_HORIZON_MIN);
 	advice_buf ev = {.used = 0};
 	char first[1024] = "", first_op[64] = "";
 	int64_t site = -1;
