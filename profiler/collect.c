@@ -930,8 +930,15 @@ int prof_run(const prof_options *opts)
 		goto out;
 	}
 	if (!c.failed && events == 0 && c.sess.hdr->attached == 0) {
-		prof_error("link the program with libamprt (-lamprt) and run its training through it "
-		           "(a libamprt older than wire format 2 does not attach to this ampprof)",
+		/* 127 from a program that did start: the shell's "not found", or the loader's
+		 * "cannot open shared object file" (a libamprt.so outside the loader's path) */
+		prof_error(app_code == 127
+		               ? "exit status 127: a command or a shared library it needs was not found "
+		                 "(its message is above); for a libamprt.so installed outside the "
+		                 "loader's path, set LD_LIBRARY_PATH or link with -Wl,-rpath,<libdir>"
+		               : "link the program with libamprt (-lamprt) and run its training through "
+		                 "it (a libamprt older than wire format 2 does not attach to this "
+		                 "ampprof)",
 		           "no events received from '%s' (its exit status: %d); the profile '%s' holds "
 		           "only the run's meta",
 		           opts->argv ? opts->argv[0] : opts->application, app_code, opts->output);

@@ -534,7 +534,17 @@ int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
 double amp_tensor_item(amp_ctx *ctx, const amp_tensor *t)
 {
 	float v;
-	if (!t || t->numel != 1 || amp_tensor_read_f32(ctx, t, &v) != AMP_OK)
+	if (!t) {
+		amp_fail(ctx, AMP_EINVAL, "amp_tensor_item: no tensor");
+		return NAN;
+	}
+	if (t->numel != 1) {
+		char sb[64];
+		amp_fail(ctx, AMP_ESHAPE, "amp_tensor_item: tensor of shape %s has %lld elements, not 1",
+		         amp_shape_str(t->shape, sb, sizeof sb), (long long)t->numel);
+		return NAN;
+	}
+	if (amp_tensor_read_f32(ctx, t, &v) != AMP_OK)
 		return NAN;
 	return (double)v;
 }

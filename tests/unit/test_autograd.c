@@ -156,6 +156,8 @@ Test(autograd, tensors_and_shapes)
 		cr_assert_eq(back[k], amp_f16_to_f32(amp_f32_to_f16(v[k])));
 	cr_assert_eq(amp_tensor_read_f32(ctx, t, NULL), AMP_EINVAL);
 	cr_assert(isnan(amp_tensor_item(ctx, t)), "item of a 6-element tensor");
+	cr_assert(strstr(amp_ctx_error(ctx), "amp_tensor_item: tensor of shape") != NULL,
+	          "the error says why, not the previous one: '%s'", amp_ctx_error(ctx));
 	amp_tensor *s;
 	cr_assert_eq(amp_tensor_from_f32(ctx, v + 2, (amp_shape){0, {0}}, AMP_F32, &s), AMP_OK);
 	cr_assert_eq(amp_tensor_numel(s), 1);

@@ -92,7 +92,12 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *                       must_keep_origin_dtype.  The mixed modes run the white list in the
  *                       half type (FP16 or BF16), the black list in FP32, gray ops as their
  *                       inputs; the force modes run every op in the half type but a custom
- *                       black list.  Default allow_mix_precision.
+ *                       black list.  force_fp32 runs every op in FP32 with no loss scaling
+ *                       (amp_loss_scale() is 1 whatever loss_scale says; amp_config_get
+ *                       still returns the setting); must_keep_origin_dtype runs each op in
+ *                       the dtype of its first input (a half type, else FP32), with the loss
+ *                       scaling of loss_scale (dynamic unless set).  Default
+ *                       allow_mix_precision.
  *   custom_white_list   comma-separated op names forced to the half type (e.g. "Softmax,Exp")
  *   custom_black_list   comma-separated op names forced to FP32
  *   loss_scale          dynamic | <number> (static scale).  Unset, the mode decides: dynamic
@@ -178,7 +183,8 @@ int64_t amp_tensor_numel(const amp_tensor *t);
 void *amp_tensor_data(amp_tensor *t);
 /* Copies the tensor into dst (numel floats), converting halves (recorded as a d2h copy). */
 int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst);
-/* Value of a one-element tensor as a double, NAN on error. */
+/* Value of a one-element tensor as a double; NAN on error (no tensor, not one element), with
+ * amp_ctx_error() saying which. */
 double amp_tensor_item(amp_ctx *ctx, const amp_tensor *t);
 /* Gradient of a parameter or tensor after amp_backward, or NULL.  For parameters this is the
  * FP32 master gradient, still multiplied by the loss scale; amp_optim_step() unscales, uses and
