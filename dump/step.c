@@ -438,8 +438,17 @@ int dump_cmd_step(const char *db_path, int64_t step, amp_format fmt, FILE *out)
 		        rows.n, n_dumped);
 		if (n_origin) {
 			const op_info *o = find_op(ops, nops, origin_seq);
+			/* the report's verdict: an automatic cast that overflowed is the origin, not
+			 * the op it feeds (whose half input already holds the Inf) */
+			char cls[32] = "";
+			if (amp_profile_has_table(db, "nonfinite"))
+				amp_profile_query_text(db, cls, sizeof cls,
+				                       "SELECT class FROM nonfinite WHERE step = ?1 AND "
+				                       "seq = ?2 LIMIT 1", "ii", (int64_t)step, origin_seq);
 			/* op and label come from the application: sanitized */
 			fputs("; origin (*): ", out);
+			if (strcmp(cls, "cast_overflow") == 0)
+				fputs("the automatic cast in front of ", out);
 			amp_text_put(out, rows.v[0].meta.op ? rows.v[0].meta.op : "?");
 			fprintf(out, " at seq %lld", (long long)origin_seq);
 			if (o && o->label) {
@@ -447,6 +456,8 @@ int dump_cmd_step(const char *db_path, int64_t step, amp_format fmt, FILE *out)
 				amp_text_put(out, o->label);
 				fputc(')', out);
 			}
+			if (strcmp(cls, "cast_overflow") == 0)
+				fputs(": its FP32 input overflows the half type", out);
 		}
 		fputc('\n', out);
 	}

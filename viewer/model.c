@@ -944,10 +944,16 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 	                   sizeof *rows, max, read_anomaly);
 	if (n < 0)
 		return n;
-	sqlite3_stmt *org = prep(m, "SELECT t.op, t.name, coalesce(c.file, '?\?'), "
-	                            "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
-	                            "ON c.id = t.callsite WHERE t.step = ? AND t.origin = 1 "
-	                            "ORDER BY t.seq LIMIT 1");
+	/* the class finalize gave the origin (no nonfinite table: an older or unfinalized profile) */
+	int classes = amp_profile_has_table(m->db, "nonfinite");
+	snprintf(sql, sizeof sql,
+	         "SELECT t.op, t.name, coalesce(c.file, '?\?'), coalesce(c.line, 0), %s FROM "
+	         "tensor_stats t LEFT JOIN callsites c ON c.id = t.callsite WHERE t.step = ? AND "
+	         "t.origin = 1 ORDER BY t.seq LIMIT 1",
+	         classes ? "(SELECT class FROM nonfinite n WHERE n.step = t.step AND n.seq = t.seq "
+	                   "LIMIT 1)"
+	                 : "NULL");
+	sqlite3_stmt *org = prep(m, sql);
 	sqlite3_stmt *cnt = prep(m, "SELECT count(*) FROM tensor_stats WHERE step = ? AND "
 	                            "(nan > 0 OR inf > 0)");
 	for (long i = 0; org && cnt && i < n; i++) {
@@ -959,6 +965,9 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 			col_text(org, 1, a->origin_label, sizeof a->origin_label);
 			col_text(org, 2, a->origin_file, sizeof a->origin_file);
 			a->origin_line = (int)col_i64(org, 3, 0);
+			char cls[32] = "";
+			col_text(org, 4, cls, sizeof cls);
+			a->origin_cast = strcmp(cls, "cast_overflow") == 0;
 		}
 		sqlite3_reset(org);
 		sqlite3_bind_int64(cnt, 1, a->step);

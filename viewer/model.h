@@ -146,6 +146,8 @@ typedef struct view_anomaly {
 	int skipped;
 	int64_t nonfinite; /* checked tensors with NaN or Inf */
 	int has_origin;
+	int origin_cast; /* the origin is the automatic cast in front of origin_op (the report's
+	                    class cast_overflow): its FP32 input overflowed the half type */
 	char origin_op[64], origin_label[256];
 	char origin_file[512];
 	int origin_line;

@@ -201,7 +201,9 @@ static void draw_list(anomalies *p, view_ctx *ctx, view_screen *s, int top, int 
 		view_screen_puts_right(s, 25, y, 7, VIEW_S_BAD, 0, a);
 		if (an->has_origin) {
 			int x = 34 + view_screen_printf(s, 34, y, s->w - 35, VIEW_S_BAD,
-			                                VIEW_A_BOLD, "%s ", an->origin_op);
+			                                VIEW_A_BOLD, "%s%s ",
+			                                an->origin_cast ? "cast before " : "",
+			                                an->origin_op);
 			view_fmt_site(view_model_short_path(ctx->model, an->origin_file),
 			              an->origin_line, site, sizeof site);
 			int sw = s->w - x - 1;
@@ -301,14 +303,15 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 	    p->tlist.top == 0 && p->ntpage > 0 && p->tpage[0].origin ? &p->tpage[0] : NULL;
 	view_screen_puts(s, 1, y, 8, VIEW_S_HEADER, VIEW_A_BOLD, "Origin");
 	if (org || an->has_origin) {
+		const char *cast = an->origin_cast ? "the automatic cast before " : "";
 		if (org)
 			x = 9 + view_screen_printf(s, 9, y, s->w - 10, VIEW_S_BAD, VIEW_A_BOLD,
-			                           "%s (seq %lld) %s %s: %lld Inf, %lld NaN",
+			                           "%s%s (seq %lld) %s %s: %lld Inf, %lld NaN", cast,
 			                           org->op, (long long)org->seq, org->role,
 			                           org->name, (long long)org->inf,
 			                           (long long)org->nan);
 		else
-			view_screen_printf(s, 9, y, s->w - 10, VIEW_S_BAD, VIEW_A_BOLD, "%s %s",
+			view_screen_printf(s, 9, y, s->w - 10, VIEW_S_BAD, VIEW_A_BOLD, "%s%s %s", cast,
 			                   an->origin_op, an->origin_label);
 		y++;
 		/* room for "at ", the site and " in function" */

@@ -406,6 +406,9 @@ check "cast: the advice (cast_overflow) names Scale, step 2, the Scale's line" \
 check_true "cast: the advice says the cast is the origin and which value" \
 	grep -Eq "the cast to fp16 in front of Linear \(fc\).*its source 'fc/in0.precast', the FP32 output of Scale \(boost\).*holds 95454.5.*the cast is the origin, not Linear" \
 	<(q f_cast.db "SELECT message FROM advice WHERE rule = 'cast_overflow'")
+check_true "cast: ampdump --step names the cast as the origin, as the report does" \
+	grep -q "origin (\*): the automatic cast in front of Linear at seq [0-9]* (fc): its FP32 input overflows the half type" \
+	<("$AMPDUMP" --step 2 f_cast.db 2>&1 | head -1)
 
 # 9.3 a static scale of 1 with FP16 gradients: the weight gradient of fc is all zeros, nothing
 # overflows; the gradient-underflow rule names the layer and says what to change
