@@ -553,15 +553,84 @@ int amp_config_load(amp_ctx *ctx, const char *path)
 	return rc;
 }
 
+/* AMP_<KEY> of config key i, upper case. */
+static void env_name(size_t i, char *name, size_t len)
+{
+	size_t j = 4;
+	memcpy(name, "AMP_", 5);
+	for (const char *k = config_keys[i].name; *k && j < len - 1; k++)
+		name[j++] = (char)toupper((unsigned char)*k);
+	name[j] = 0;
+}
+
+/* Edit distance of a and b (substitutions, insertions, deletions), capped at 3. */
+static int near_miss(const char *a, const char *b)
+{
+	size_t n = strlen(b), prev[64], cur[64];
+	if (n >= 64 || strlen(a) >= 64)
+		return 3;
+	for (size_t j = 0; j <= n; j++)
+		prev[j] = j;
+	for (size_t i = 1; a[i - 1]; i++) {
+		cur[0] = i;
+		for (size_t j = 1; j <= n; j++) {
+			size_t sub = prev[j - 1] + (toupper((unsigned char)a[i - 1]) != b[j - 1]);
+			size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+		}
+		memcpy(prev, cur, (n + 1) * sizeof *prev);
+	}
+	return prev[n] < 3 ? (int)prev[n] : 3;
+}
+
+/* An AMP_* variable that is no setting (AMP_PRECISON_MODE) would be ignored in silence: said
+ * once per process on stderr, with the setting it was probably meant to be.  The project's
+ * own tools' variables are left alone. */
+static void warn_unknown_env(void)
+{
+	static int said;
+	static const char *const tools[] = {"AMP_CONFIG", "AMP_BENCH_REEXEC", "AMP_BENCH_YARD_CORE",
+	                                    "AMP_TEST_QUICK", "AMP_PROGRESS_DELAY_MS"};
+	extern char **environ;
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+		return;
+	for (char **e = environ; e && *e; e++) {
+		if (strncmp(*e, "AMP_", 4) != 0)
+			continue;
+		char var[64];
+		size_t len = strcspn(*e, "=");
+		if (len >= sizeof var)
+			continue;
+		memcpy(var, *e, len);
+		var[len] = 0;
+		int known = 0, best = 3;
+		char guess[64] = "";
+		for (size_t t = 0; t < sizeof tools / sizeof *tools && !known; t++)
+			known = strcmp(var, tools[t]) == 0;
+		for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys && !known; i++) {
+			char name[64];
+			env_name(i, name, sizeof name);
+			known = strcmp(var, name) == 0;
+			int d = near_miss(var, name);
+			if (d < best) {
+				best = d;
+				snprintf(guess, sizeof guess, "%s", name);
+			}
+		}
+		if (!known)
+			fprintf(stderr, "libamprt: warning: environment %s is not one of its settings and is "
+			        "ignored%s%s%s\n", var, guess[0] ? " (did you mean " : "", guess,
+			        guess[0] ? "?)" : "");
+	}
+}
+
 /* AMP_PRECISION_MODE=force_fp16 sets precision_mode, and so on for every key. */
 static int apply_env(amp_ctx *ctx)
 {
+	warn_unknown_env();
 	for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys; i++) {
-		char name[64] = "AMP_";
-		size_t j = 4;
-		for (const char *k = config_keys[i].name; *k && j < sizeof name - 1; k++)
-			name[j++] = (char)toupper((unsigned char)*k);
-		name[j] = 0;
+		char name[64];
+		env_name(i, name, sizeof name);
 		const char *v = getenv(name);
 		if (!v)
 			continue;

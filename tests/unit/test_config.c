@@ -5,6 +5,7 @@
  * another; the fixture clears every AMP_* variable the runtime reads before each test.
  */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <criterion/logging.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +274,33 @@ Test(config, errbuf_truncated_safely)
 	expect_fail(AMP_ECONFIG, err, sizeof err);
 	cr_assert_eq(strlen(err), sizeof err - 1);
 	expect_fail(AMP_ECONFIG, NULL, 0); /* no buffer: still fails cleanly */
+}
+
+/* A misspelt AMP_* variable is not silently ignored: one warning naming it and the setting it
+ * was probably meant to be; the project's own tools' variables and real settings say nothing. */
+static void setup_stderr(void)
+{
+	setup();
+	cr_redirect_stderr();
+}
+
+Test(config, env_unknown_variable_warns, .init = setup_stderr)
+{
+	setenv("AMP_PRECISON_MODE", "force_fp16", 1);
+	setenv("AMP_LOSS_SCALE", "dynamic", 1);
+	setenv("AMP_TEST_QUICK", "1", 1);
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(ctx->cfg.mode, AMP_MODE_MIX, "the misspelt variable set nothing");
+	amp_ctx_free(ctx);
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK); /* said once per process */
+	amp_ctx_free(ctx);
+	fflush(stderr);
+	char buf[1024];
+	size_t n = fread(buf, 1, sizeof buf - 1, cr_get_redirected_stderr());
+	buf[n] = 0;
+	cr_assert_str_eq(buf, "libamprt: warning: environment AMP_PRECISON_MODE is not one of its "
+	                      "settings and is ignored (did you mean AMP_PRECISION_MODE?)\n");
 }
 
 Test(config, amp_config_env_path)
