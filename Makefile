@@ -73,6 +73,8 @@ LIBRT_A   := $(BUILD)/lib/libamprt.a
 LIBRT_SONAME := libamprt.so.$(VERSION_MAJOR)
 LIBRT_REAL   := libamprt.so.$(VERSION)
 LIBRT_SO  := $(BUILD)/lib/libamprt.so
+LIBRTMPI_SONAME := libamprt_mpi.so.$(VERSION_MAJOR)
+LIBRTMPI_REAL   := libamprt_mpi.so.$(VERSION)
 LIBRT_MAP := $(BUILD)/gen/libamprt.map
 # Test programs that drive the runtime's internals (runtime/trace.h) link a copy of the
 # shared library that exports everything; the installed one exports only amp.h's API.
@@ -151,7 +153,9 @@ $(BUILD)/obj/runtime/mpi/%.o $(BUILD)/obj/examples/common/dist.o $(BUILD)/obj/te
 $(BUILD)/lib/libamprt_mpi.so: $(call obj,$(wildcard runtime/mpi/*.c)) $(LIBRT_SO)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -Wl,-soname,libamprt_mpi.so $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) -o $@ -L$(BUILD)/lib -lamprt $(MPI_LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,$(LIBRTMPI_SONAME) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) \
+	  -o $(dir $@)$(LIBRTMPI_REAL) -L$(BUILD)/lib -lamprt $(MPI_LIBS)
+	$(Q)ln -sf $(LIBRTMPI_REAL) $(dir $@)$(LIBRTMPI_SONAME) && ln -sf $(LIBRTMPI_SONAME) $@
 
 # schema/profile.sql is embedded into the schema module as a byte array (NUL-terminated).
 $(BUILD)/gen/profile_sql.h: schema/profile.sql
@@ -286,7 +290,9 @@ install: lib tools
 	ln -sf $(LIBRT_SONAME) $(DESTDIR)$(LIBDIR)/libamprt.so
 	install -m 644 runtime/include/amp/*.h $(DESTDIR)$(INCLUDEDIR)/amp/
 	$(gen_pc) > $(DESTDIR)$(PKGCONFIGDIR)/amprt.pc
-	$(if $(LIBRTMPI_SO),install -m 755 $(LIBRTMPI_SO) $(DESTDIR)$(LIBDIR)/)
+	$(if $(LIBRTMPI_SO),install -m 755 $(BUILD)/lib/$(LIBRTMPI_REAL) $(DESTDIR)$(LIBDIR)/)
+	$(if $(LIBRTMPI_SO),ln -sf $(LIBRTMPI_REAL) $(DESTDIR)$(LIBDIR)/$(LIBRTMPI_SONAME))
+	$(if $(LIBRTMPI_SO),ln -sf $(LIBRTMPI_SONAME) $(DESTDIR)$(LIBDIR)/libamprt_mpi.so)
 	$(if $(LIBRTMPI_SO),$(gen_pc_mpi) > $(DESTDIR)$(PKGCONFIGDIR)/amprt_mpi.pc)
 
 uninstall:
@@ -294,7 +300,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libamprt.a libamprt.so $(LIBRT_SONAME) $(LIBRT_REAL))
 	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/amp/,$(notdir $(wildcard runtime/include/amp/*.h)))
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/amprt.pc $(DESTDIR)$(PKGCONFIGDIR)/amprt_mpi.pc
-	rm -f $(DESTDIR)$(LIBDIR)/libamprt_mpi.so
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libamprt_mpi.so $(LIBRTMPI_SONAME) $(LIBRTMPI_REAL))
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/amp 2>/dev/null
 
 format:

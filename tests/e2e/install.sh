@@ -26,6 +26,11 @@ check "libamprt.so links to libamprt.so.0" "$(readlink "$P/lib/libamprt.so")" "l
 check "SONAME is libamprt.so.0" \
 	"$(readelf -d "$P/lib/libamprt.so.$V" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')" \
 	"libamprt.so.0"
+if [ -f "$P/lib/libamprt_mpi.so.$V" ]; then
+	check "libamprt_mpi: versioned as libamprt (SONAME libamprt_mpi.so.0, the links)" \
+		"$(readelf -d "$P/lib/libamprt_mpi.so.$V" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p') $(readlink "$P/lib/libamprt_mpi.so.0") $(readlink "$P/lib/libamprt_mpi.so")" \
+		"libamprt_mpi.so.0 libamprt_mpi.so.$V libamprt_mpi.so.0"
+fi
 
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
 check "amprt.pc: prefix is the install prefix" "$(pkg-config --variable=prefix amprt)" "$P"
