@@ -1513,12 +1513,21 @@ static int rule_scale_history(sqlite3 *db)
 			          sqlite3_column_int(st, 7));
 			site_text(fwd, sizeof fwd, (const char *)sqlite3_column_text(st, 8),
 			          sqlite3_column_int(st, 9));
-			/* the scaled absmax before the overflow, as what the scale made of it */
-			if (sqlite3_column_type(st, 10) != SQLITE_NULL && sqlite3_column_double(st, 1) > 0)
+			/* the absmax before the overflow; a gradient's as what the scale made of it (a
+			 * forward tensor is not scaled: its absmax is its own) */
+			const char *ct = col_text(st, 5);
+			size_t ctl = strlen(ct);
+			int grad = sqlite3_column_type(st, 8) != SQLITE_NULL ||
+			           (ctl >= 5 && strcmp(ct + ctl - 5, ".grad") == 0);
+			if (sqlite3_column_type(st, 10) != SQLITE_NULL && sqlite3_column_double(st, 1) > 0 &&
+			    grad)
 				snprintf(absmax, sizeof absmax, ", absmax %.9g = %.9g x scale %.9g the step "
 				         "before", sqlite3_column_double(st, 10),
 				         sqlite3_column_double(st, 10) / sqlite3_column_double(st, 1),
 				         sqlite3_column_double(st, 1));
+			else if (sqlite3_column_type(st, 10) != SQLITE_NULL)
+				snprintf(absmax, sizeof absmax, ", absmax %.9g the step before",
+				         sqlite3_column_double(st, 10));
 			size_t cl = (size_t)snprintf(cause, sizeof cause,
 			                             "; first back-off at step %" PRId64 " (%.9g -> %.9g, %s)",
 			                             (int64_t)sqlite3_column_int64(st, 0),
