@@ -343,10 +343,33 @@ static int rule_fp16(sqlite3 *db, double thr)
 		snprintf(msg, sizeof msg,
 		         "%s is %.1f %% (below %.0f %%): %d op type(s) run in FP32 but could "
 		         "run in %s%s", label, share * 100.0, thr, n, half, what);
-	else
+	else {
+		/* every FP32 op is on the black list: say which take the time, and that the
+		 * optimizer's FP32 master update is there by design */
+		char top[512] = "";
+		size_t tu = 0;
+		int has_optim = 0;
+		if (sqlite3_prepare_v2(db,
+		                       "SELECT op, total(total_ns) FROM op_summary WHERE exec_dtype = "
+		                       "'fp32' GROUP BY op ORDER BY 2 DESC, 1 LIMIT 3",
+		                       -1, &st, NULL) != SQLITE_OK)
+			return -1;
+		while (sqlite3_step(st) == SQLITE_ROW && tu < sizeof top) {
+			const char *op = col_text(st, 0);
+			has_optim |= strcmp(op, "Optimizer") == 0;
+			tu += (size_t)snprintf(top + tu, sizeof top - tu, "%s%s %.1f %%", tu ? ", " : "",
+			                       op, total > 0 ? 100.0 * sqlite3_column_double(st, 1) /
+			                                           total
+			                                     : 0.0);
+		}
+		sqlite3_finalize(st);
 		snprintf(msg, sizeof msg,
-		         "%s is %.1f %% (below %.0f %%): the time goes to black-list ops; "
-		         "check whether they need FP32", label, share * 100.0, thr);
+		         "%s is %.1f %% (below %.0f %%): the FP32 time is in black-list ops (%s)%s",
+		         label, share * 100.0, thr, top[0] ? top : "none recorded",
+		         has_optim ? "; the optimizer updates the FP32 master weights by design: more "
+		                     "compute per update (a larger batch) raises the share"
+		                   : "; check whether they need FP32");
+	}
 	/* "FP16 share" at the start of a sentence */
 	msg[0] = (char)(msg[0] == 'h' ? 'H' : msg[0]);
 	return add_advice(db, "low_fp16_share", "warning", msg, ev.text, NULL, -1, -1);

@@ -801,6 +801,28 @@ Test(engines, bf16_native_gemms)
 	temp_profile_release(&t);
 }
 
+/* A low half share whose FP32 time is all on the black list (the optimizer's master update):
+ * the advice names where that time goes, and says the optimizer's FP32 is by design, instead
+ * of "check whether they need FP32". */
+Test(engines, low_share_in_black_list_ops)
+{
+	temp_profile t;
+	genprof_opts o;
+	genprof_defaults(&o);
+	o.fp16_share = 0.55;
+	o.overflow_steps = 0;
+	gen_summarized(&t, &o);
+	cr_assert_eq(sqlite3_exec(t.db, "UPDATE op_sigs SET op = 'Optimizer', label = NULL WHERE "
+	                                "exec_dtype = 'fp32'", NULL, NULL, NULL),
+	             SQLITE_OK, "%s", sqlite3_errmsg(t.db));
+	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+	const char *low = advice_of(t.db, "low_fp16_share");
+	cr_assert(strstr(low, "the FP32 time is in black-list ops (Optimizer "), "%s", low);
+	cr_assert(strstr(low, "the optimizer updates the FP32 master weights by design"), "%s", low);
+	cr_assert_null(strstr(low, "custom_white_list"), "%s", low);
+	temp_profile_release(&t);
+}
+
 /* The advice never recommends the mode in force, says when the CPU has the engine the ops did
  * not use, and says when the profile does not tell what the CPU has. */
 Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
