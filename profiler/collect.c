@@ -457,6 +457,22 @@ static void incomplete_reason(char *buf, size_t len, uint64_t missing, uint64_t 
 	}
 }
 
+/* Appends one more cause to why ("; " between causes). */
+static void add_cause(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_cause(char *why, size_t len, const char *fmt, ...)
+{
+	size_t used = strlen(why);
+	if (used && used + 2 < len) {
+		memcpy(why + used, "; ", 3);
+		used += 2;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
 /* The counters of threads that found no ring (the session's lost counters) join the run's
  * totals, so ops_dispatched counts every thread's ops.  0 or -1 (reported). */
 static int record_unrecorded(collector *c)
@@ -607,24 +623,17 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 	char why[768];
 	incomplete_reason(why, sizeof why, missing, dropped, by_kind, c->opts->ring_count);
 	uint64_t rejected = prof_writer_rejected(c->w) + c->bad_slots;
-	if (rejected) { /* the runtime writes none: a damaged or foreign producer */
-		size_t used = strlen(why);
-		snprintf(why + used, sizeof why - used, "%s%" PRIu64 " malformed record(s) rejected "
-		         "(meta rejected_events): written by something other than libamprt, or "
-		         "damaged in shared memory", used ? "; " : "", rejected);
-	}
-	if (c->abandoned) {
-		size_t used = strlen(why);
-		snprintf(why + used, sizeof why - used, "%sprocess %u of the run was still recording "
-		         "when ampprof was stopped: the rest of its run is not in the profile",
-		         used ? "; " : "", c->abandoned);
-	}
-	if (c->failed) {
-		size_t used = strlen(why);
-		snprintf(why + used, sizeof why - used, "%srecording stopped at %.3f s: the profile "
-		         "could not be written (%s; give it room, or write it elsewhere with -o)",
-		         used ? "; " : "", (double)c->failed_ns / 1e9, c->failed_why);
-	}
+	if (rejected) /* the runtime writes none: a damaged or foreign producer */
+		add_cause(why, sizeof why, "%" PRIu64 " malformed record(s) rejected (meta "
+		          "rejected_events): written by something other than libamprt, or damaged in "
+		          "shared memory", rejected);
+	if (c->abandoned)
+		add_cause(why, sizeof why, "process %u of the run was still recording when ampprof "
+		          "was stopped: the rest of its run is not in the profile", c->abandoned);
+	if (c->failed)
+		add_cause(why, sizeof why, "recording stopped at %.3f s: the profile could not be "
+		          "written (%s; give it room, or write it elsewhere with -o)",
+		          (double)c->failed_ns / 1e9, c->failed_why);
 	time_t now = time(NULL);
 	struct tm tm;
 	char when[64];
