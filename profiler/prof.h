@@ -66,8 +66,8 @@ int prof_same_file(const char *a, const char *b);
 
 /* An output file of a command that is either written whole or not at all: a regular file (or
  * a new one) is written to a temporary file beside it and renamed over it at the end, so that
- * a failure (a full disk, damage found in the profile) leaves what was there before; a device
- * or FIFO is written in place; NULL is stdout. */
+ * a failure (a full disk, damage found in the profile) leaves what was there before; a device,
+ * a FIFO or a symbolic link is written in place (through the link); NULL is stdout. */
 typedef struct prof_out {
 	FILE *f;
 	const char *path;

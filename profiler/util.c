@@ -54,8 +54,8 @@ int prof_out_open(prof_out *o, const char *path)
 		return 0;
 	}
 	struct stat sb;
-	int exists = stat(path, &sb) == 0;
-	if (exists && !S_ISREG(sb.st_mode)) { /* a device, a FIFO: written in place */
+	int exists = lstat(path, &sb) == 0;
+	if (exists && !S_ISREG(sb.st_mode)) { /* a device, a FIFO, a symbolic link: in place */
 		o->f = fopen(path, "w");
 		return o->f ? 0 : -1;
 	}
