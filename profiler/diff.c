@@ -80,9 +80,7 @@ static int open_one(const char *path, sqlite3 **db)
 		prof_error(rc == AMP_PROFILE_ENEWER ? "upgrade ampkit to read it" : NULL, "%s", err);
 		return -1;
 	}
-	if (amp_profile_live(path) == 1) {
-		prof_error("compare it when the run has ended",
-		           "'%s' is live: ampprof is still recording it", path);
+	if (prof_refuse_live(*db, path, "compare it when the run has ended")) {
 		amp_profile_close(*db);
 		*db = NULL;
 		return -1;

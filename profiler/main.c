@@ -282,17 +282,9 @@ static int open_profile(const char *path, sqlite3 **db)
 		           "%s", err);
 		return -1;
 	}
-	if (amp_profile_live(path) == 1) {
-		char pid[32] = "?";
-		int64_t steps = 0;
-		amp_profile_meta_get(*db, "pid", pid, sizeof pid);
-		amp_profile_query_int64(*db, &steps, "SELECT count(*) FROM steps", NULL);
-		prof_error("ampprof prints the summary when the run ends; run this again then",
-		           "'%s' is live: ampprof is still recording it (application pid %s, %lld "
-		           "steps so far), so it has no final summary yet",
-		           path, pid, (long long)steps);
+	if (prof_refuse_live(*db, path,
+	                     "ampprof prints the summary when the run ends; run this again then"))
 		goto fail;
-	}
 	int64_t have = 0;
 	if (amp_profile_query_int64(*db, &have, "SELECT count(*) FROM run_summary", NULL) ==
 	    AMP_PROFILE_EIO) {

@@ -198,9 +198,7 @@ static int read_input(input *in, int index)
 		prof_error(NULL, "%s", err);
 		return -1;
 	}
-	if (amp_profile_live(in->path) == 1) {
-		prof_error("merge the ranks' profiles when the run has ended",
-		           "'%s' is live: ampprof is still recording it", in->path);
+	if (prof_refuse_live(db, in->path, "merge the ranks' profiles when the run has ended")) {
 		amp_profile_close(db);
 		return -1;
 	}

@@ -61,6 +61,10 @@ typedef struct prof_options {
 /* Prints "ampprof: <message>" (and "hint: <hint>" if not NULL) on stderr. */
 void prof_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Whether the profile at path (open as db) is still being recorded by an ampprof: then says so,
+ * with the application's pid and the steps so far (and hint), and returns 1; else 0. */
+int prof_refuse_live(sqlite3 *db, const char *path, const char *hint);
+
 /* Whether paths a and b name one existing file (the same device and inode). */
 int prof_same_file(const char *a, const char *b);
 

@@ -1,4 +1,5 @@
-/* util.c — small helpers of ampprof: messages, option value parsers, clocks, names. */
+/* util.c — small helpers of ampprof: messages, option value parsers, clocks, names, output files
+ * and the checks of a profile before a command reads it. */
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #endif
 
 #include "amp_text.h"
+#include "profile_db.h"
 #include "prof.h"
 
 void prof_error(const char *hint, const char *fmt, ...)
@@ -36,6 +38,20 @@ void prof_error(const char *hint, const char *fmt, ...)
 		amp_text_put(stderr, hint);
 		fputc('\n', stderr);
 	}
+}
+
+int prof_refuse_live(sqlite3 *db, const char *path, const char *hint)
+{
+	if (amp_profile_live(path) != 1)
+		return 0;
+	char pid[32] = "?";
+	int64_t steps = 0;
+	amp_profile_meta_get(db, "pid", pid, sizeof pid);
+	amp_profile_query_int64(db, &steps, "SELECT count(*) FROM steps", NULL);
+	prof_error(hint, "'%s' is live: ampprof is still recording it (application pid %s, %lld "
+	           "steps so far), so it has no final summary yet",
+	           path, pid, (long long)steps);
+	return 1;
 }
 
 int prof_same_file(const char *a, const char *b)
