@@ -583,14 +583,13 @@ static int near_miss(const char *a, const char *b)
 	return prev[n] < 3 ? (int)prev[n] : 3;
 }
 
-/* An AMP_* variable that is no setting (AMP_PRECISON_MODE) would be ignored in silence: said
- * once per process on stderr, with the setting it was probably meant to be.  The project's
- * own tools' variables are left alone. */
+/* An AMP_* variable within two edits of a setting's (AMP_PRECISON_MODE, AMP_precision_mode)
+ * would be ignored in silence: said once per process on stderr, with the setting it was
+ * probably meant to be.  Others (AMP_CONFIG, other programs' AMP_ names) are not libamprt's to
+ * judge. */
 static void warn_unknown_env(void)
 {
 	static int said;
-	static const char *const tools[] = {"AMP_CONFIG", "AMP_BENCH_REEXEC", "AMP_BENCH_YARD_CORE",
-	                                    "AMP_TEST_QUICK", "AMP_PROGRESS_DELAY_MS"};
 	extern char **environ;
 	if (__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
 		return;
@@ -605,8 +604,6 @@ static void warn_unknown_env(void)
 		var[len] = 0;
 		int known = 0, best = 3;
 		char guess[64] = "";
-		for (size_t t = 0; t < sizeof tools / sizeof *tools && !known; t++)
-			known = strcmp(var, tools[t]) == 0;
 		for (size_t i = 0; i < sizeof config_keys / sizeof *config_keys && !known; i++) {
 			char name[64];
 			env_name(i, name, sizeof name);
@@ -617,10 +614,9 @@ static void warn_unknown_env(void)
 				snprintf(guess, sizeof guess, "%s", name);
 			}
 		}
-		if (!known)
+		if (!known && guess[0])
 			fprintf(stderr, "libamprt: warning: environment %s is not one of its settings and is "
-			        "ignored%s%s%s\n", var, guess[0] ? " (did you mean " : "", guess,
-			        guess[0] ? "?)" : "");
+			        "ignored (did you mean %s?)\n", var, guess);
 	}
 }
 

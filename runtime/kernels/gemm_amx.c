@@ -237,8 +237,8 @@ AVX512_TARGET void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t
 
 /* The layout of amx_pack_b_vnni_ref.  Rows of op(B) contiguous (cs 1): rows k and k + 1
  * interleaved, 32 columns at a time, into the rows of two tiles.  op(B) = B^T (rs 1): a tile is
- * 16 columns' runs of 16 k pairs (dwords), transposed. */
-/* Column blocks packed together: AMX_PACK_B_GROUP (gemm_blind.h). */
+ * 16 columns' runs of 16 k pairs (dwords), transposed.  Column blocks go AMX_PACK_B_GROUP at a
+ * time (gemm_blind.h says why). */
 AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks,
                                          int64_t n0, int64_t cols, uint16_t *restrict out)
 {

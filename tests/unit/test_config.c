@@ -277,7 +277,7 @@ Test(config, errbuf_truncated_safely)
 }
 
 /* A misspelt AMP_* variable is not silently ignored: one warning naming it and the setting it
- * was probably meant to be; the project's own tools' variables and real settings say nothing. */
+ * was probably meant to be; real settings and AMP_ names far from any say nothing. */
 static void setup_stderr(void)
 {
 	setup();
