@@ -32,6 +32,9 @@ int amp_op_begin(amp_ctx *ctx, amp_op_call *call, amp_op_type op, const char *la
 	for (int i = 0; i < n; i++) {
 		if (!in[i])
 			return amp_fail(ctx, AMP_EINVAL, "%s '%s': input %d is NULL", amp_op_name(op), lb, i);
+		if (in[i]->released)
+			return amp_fail(ctx, AMP_ESTATE, "%s '%s': input %d: %s", amp_op_name(op), lb, i,
+			                amp_released_why);
 		if (!amp_dt(in[i]->dtype)->is_float)
 			return amp_fail(ctx, AMP_EDTYPE, "%s '%s': input %d is int32, expected a float tensor",
 			                amp_op_name(op), lb, i);
@@ -419,7 +422,10 @@ int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 	double scale = ctx->micro_done > 1 ? ctx->step_scale : amp_loss_scale(ctx);
 	ctx->step_scale = scale;
 	float seed = (float)scale;
-	return amp_backward_seeded(ctx, loss, &seed);
+	int rc = amp_backward_seeded(ctx, loss, &seed);
+	if (rc)
+		ctx->backward_failed = 1;
+	return rc;
 }
 
 /* Whether a tensor on the tape other than y shares y's storage (an alias of it, which is read

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +178,26 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 	memcpy(hdr + 16, &len, 8);
 	memcpy(hdr + 24, &crc, 4);
 
-	char tmp[4200];
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+	/* The file replaced is the one path names: a symbolic link is written through (its
+	 * target replaced, the link kept); anything but a regular file is refused, never
+	 * renamed over (a device, a FIFO, a directory). */
+	char real[PATH_MAX], tmp[PATH_MAX + 32];
+	const char *dest = path;
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		if (!realpath(path, real)) {
+			amp_mem_free(b.p);
+			return amp_fail(ctx, AMP_EIO, "checkpoint '%s': a symbolic link to nowhere: %s",
+			                path, strerror(errno));
+		}
+		dest = real;
+	}
+	if (stat(dest, &st) == 0 && !S_ISREG(st.st_mode)) {
+		amp_mem_free(b.p);
+		return amp_fail(ctx, AMP_EIO, "checkpoint '%s': exists and is not a regular file",
+		                path);
+	}
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dest, (long)getpid()) >= (int)sizeof tmp) {
 		amp_mem_free(b.p);
 		return amp_fail(ctx, AMP_EINVAL, "amp_checkpoint_save: path too long");
 	}
@@ -192,11 +211,11 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 		              strerror(errno));
 		close(fd);
 		unlink(tmp);
-	} else if (close(fd) || rename(tmp, path)) {
+	} else if (close(fd) || rename(tmp, dest)) {
 		rc = amp_fail(ctx, AMP_EIO, "checkpoint '%s': %s", path, strerror(errno));
 		unlink(tmp);
 	} else {
-		sync_dir(path);
+		sync_dir(dest);
 	}
 	amp_mem_free(b.p);
 	return rc;
@@ -260,6 +279,21 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 		return bad(ctx, path, "truncated (the file ends inside its header fields)");
 	if (step < -1 || !(scale > 0) || clean < 0)
 		return bad(ctx, path, "damaged (step counter or loss scale out of range)");
+	/* The kind of scaling is the configuration's (precision_mode, loss_scale): a file that
+	 * disagrees was saved under another one, and its scale would run under the wrong rules. */
+	if ((dynamic != 0) != ctx->scaler.dynamic ||
+	    (!dynamic && scale != ctx->scaler.scale)) {
+		char fs[48], cs[48];
+		snprintf(fs, sizeof fs, dynamic ? "dynamic loss scaling" : "a static loss scale of %g",
+		         scale);
+		snprintf(cs, sizeof cs,
+		         ctx->scaler.dynamic ? "dynamic loss scaling" : "a static loss scale of %g",
+		         ctx->scaler.scale);
+		snprintf(why, sizeof why,
+		         "saved with %s, this context has %s (load it under the precision_mode and "
+		         "loss_scale it was saved with)", fs, cs);
+		return amp_fail(ctx, AMP_ECONFIG, "checkpoint '%s': %s", path, why);
+	}
 	if (n_params != (uint32_t)ctx->n_params) {
 		snprintf(why, sizeof why,
 		         "holds %u parameters, this context has %d (create the same parameters "
@@ -348,7 +382,6 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 		ctx->stats.overflow_steps = st_over;
 		ctx->stats.skipped_steps = st_skip;
 		ctx->stats.clipped_steps = st_clip;
-		ctx->scaler.dynamic = dynamic != 0;
 		ctx->scaler.scale = scale;
 		ctx->scaler.clean_steps = clean;
 	}
@@ -363,7 +396,8 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 		return amp_fail(ctx, AMP_ESTATE,
 		                "amp_checkpoint_load: step %lld is open (load between steps)",
 		                (long long)ctx->step);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* non-blocking: a FIFO is refused below instead of waiting for a writer */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		int e = errno;

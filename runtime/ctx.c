@@ -180,9 +180,11 @@ static int set_loss_scale(amp_ctx *ctx, const config_key *k, const char *v)
 		ctx->cfg.scaler_init.dynamic = 1;
 		return 0;
 	}
-	if (parse_double(v, &d) || d <= 0)
+	/* the seed gradient is a float: a larger scale would be Inf, every step skipped */
+	if (parse_double(v, &d) || d <= 0 || d > (double)FLT_MAX)
 		return amp_fail(ctx, AMP_ECONFIG,
-		                "loss_scale: expected 'dynamic' or a positive number, got '%s'", v);
+		                "loss_scale: expected 'dynamic' or a positive number up to %g, got '%s'",
+		                (double)FLT_MAX, v);
 	ctx->cfg.scaler_set = 1;
 	ctx->cfg.scaler_init.dynamic = 0;
 	ctx->cfg.static_scale = d;
@@ -268,15 +270,15 @@ static int set_threads(amp_ctx *ctx, const config_key *k, const char *v)
 	double d;
 	if (parse_double(v, &d) || d < 1 || d > 256 || d != floor(d))
 		return amp_fail(ctx, AMP_ECONFIG, "num_threads: expected 1..256, got '%s'", v);
-	ctx->cfg.num_threads = (int)d;
-	amp_kernels_set_threads(ctx->cfg.num_threads); /* process-wide: the GEMM pool */
+	amp_kernels_set_threads((int)d); /* process-wide: the GEMM pool */
 	return 0;
 }
 
 static const char *get_threads(amp_ctx *ctx, const config_key *k)
 {
 	(void)k;
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%d", ctx->cfg.num_threads);
+	/* the process's, which the last context to set it chose */
+	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%d", amp_kernels_threads());
 	return ctx->getbuf;
 }
 
@@ -288,14 +290,13 @@ static int set_kernels(amp_ctx *ctx, const config_key *k, const char *v)
 		amp_kernels_select_error(v, why, sizeof why);
 		return amp_fail(ctx, AMP_ECONFIG, "kernels: %s", why);
 	}
-	snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "%s", v);
 	return 0;
 }
 
 static const char *get_kernels(amp_ctx *ctx, const config_key *k)
 {
-	(void)k;
-	return ctx->cfg.kernels;
+	(void)k, (void)ctx;
+	return amp_kernels_selection(); /* the process's, as num_threads */
 }
 
 static int set_allreduce_dtype(amp_ctx *ctx, const config_key *k, const char *v)
@@ -428,12 +429,12 @@ static const config_key config_keys[] = {
     {"custom_white_list", set_list, get_list, 0, 0, 0, 0, 0},
     {"custom_black_list", set_list, get_list, 0, 0, 0, 0, 0},
     {"loss_scale", set_loss_scale, get_loss_scale, 0, 0, 0, 0, 1},
-    SCALER_NUM("loss_scale_init", scale, 0, DBL_MAX, 0),
+    SCALER_NUM("loss_scale_init", scale, 0, FLT_MAX, 0),
     SCALER_NUM("loss_scale_growth_interval", growth_interval, 1, 1e15, 1),
     SCALER_NUM("loss_scale_growth_factor", growth_factor, 1, DBL_MAX, 0),
     SCALER_NUM("loss_scale_backoff_factor", backoff_factor, 0, 0x1.fffffffffffffp-1, 0),
-    SCALER_NUM("loss_scale_min", min_scale, 0, DBL_MAX, 0),
-    SCALER_NUM("loss_scale_max", max_scale, 0, DBL_MAX, 0),
+    SCALER_NUM("loss_scale_min", min_scale, 0, FLT_MAX, 0),
+    SCALER_NUM("loss_scale_max", max_scale, 0, FLT_MAX, 0),
     {"seed", set_seed, get_seed, 0, 0, 0, 0, 0},
     {"num_threads", set_threads, get_threads, 0, 0, 0, 0, 0},
     {"kernels", set_kernels, get_kernels, 0, 0, 0, 0, 0},
@@ -469,6 +470,19 @@ static void scaler_reset(amp_ctx *ctx)
 		s->scale = ctx->cfg.scaler_set ? ctx->cfg.static_scale : 1.0;
 }
 
+int amp_config_check(amp_ctx *ctx)
+{
+	/* pairs of keys, checked once both may have been set (in either order) */
+	const amp_scaler *s = &ctx->cfg.scaler_init;
+	const char *lo = ctx->cfg.source[find_key("loss_scale_min") - config_keys];
+	const char *hi = ctx->cfg.source[find_key("loss_scale_max") - config_keys];
+	if (s->min_scale > s->max_scale)
+		return amp_fail(ctx, AMP_ECONFIG, "loss_scale_min (%g, from %s) is above loss_scale_max "
+		                "(%g, from %s)", s->min_scale, *lo ? lo : "the default", s->max_scale,
+		                *hi ? hi : "the default");
+	return AMP_OK;
+}
+
 int amp_config_set(amp_ctx *ctx, const char *key, const char *value)
 {
 	if (!ctx || !key || !value)
@@ -479,7 +493,19 @@ int amp_config_set(amp_ctx *ctx, const char *key, const char *value)
 	if (ctx->step >= 0 && k->scaler)
 		return amp_fail(ctx, AMP_ESTATE, "%s: the loss scaler is configured before the first step",
 		                key);
+	amp_precision_mode old_mode = ctx->cfg.mode;
 	int rc = k->set(ctx, k, value);
+	/* The mode picks the kind of loss scaling (dynamic in fp16, static 1 in bf16), which is
+	 * fixed from the first step on: a later mode must keep it. */
+	if (rc == 0 && ctx->step >= 0 && k->set == set_mode &&
+	    scaler_dynamic(ctx) != ctx->scaler.dynamic) {
+		const char *want = scaler_dynamic(ctx) ? "dynamic" : "static";
+		ctx->cfg.mode = old_mode;
+		ctx->half = modes[old_mode].half;
+		return amp_fail(ctx, AMP_ESTATE,
+		                "%s: %s needs %s loss scaling, and the scaler is fixed from the first "
+		                "step (set the mode before it, or loss_scale)", key, value, want);
+	}
 	if (rc == 0)
 		snprintf(ctx->cfg.source[k - config_keys], sizeof ctx->cfg.source[0], "%s",
 		         ctx->config_source ? ctx->config_source : "amp_config_set");
@@ -515,14 +541,16 @@ int amp_config_load(amp_ctx *ctx, const char *path)
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return amp_fail(ctx, AMP_EIO, "cannot open config '%s': %s", path, strerror(errno));
-	char line[1024];
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
 	int lineno = 0, rc = AMP_OK;
-	while (fgets(line, sizeof line, f)) {
+	errno = 0;
+	while ((len = getline(&line, &cap, f)) >= 0) {
 		lineno++;
-		/* A line fgets split would be misread as two, with wrong line numbers. */
-		if (!strchr(line, '\n') && getc(f) != EOF) {
-			rc = amp_fail(ctx, AMP_ECONFIG, "%s:%d: line longer than %zu characters", path,
-			              lineno, sizeof line - 2);
+		if (memchr(line, 0, (size_t)len)) {
+			rc = amp_fail(ctx, AMP_ECONFIG, "%s:%d: a NUL byte (not a text file?)", path,
+			              lineno);
 			break;
 		}
 		char *hash = strchr(line, '#');
@@ -549,6 +577,11 @@ int amp_config_load(amp_ctx *ctx, const char *path)
 			break;
 		}
 	}
+	/* a read error (a directory: EISDIR) is not the end of the file */
+	if (rc == AMP_OK && ferror(f))
+		rc = amp_fail(ctx, AMP_EIO, "cannot read config '%s': %s", path,
+		              strerror(errno ? errno : EIO));
+	free(line);
 	fclose(f);
 	return rc;
 }
@@ -714,11 +747,9 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 	                                    .max_scale = 16777216.0,
 	                                    .growth_interval = 2000};
 	ctx->cfg.seed = 1;
-	ctx->cfg.num_threads = 1;
 	ctx->cfg.accum_steps = 1;
 	ctx->grad_norm = (double)NAN;
 	ctx->cur_op = AMP_OP_COUNT;
-	snprintf(ctx->cfg.kernels, sizeof ctx->cfg.kernels, "auto");
 	ctx->cfg.allreduce_dtype = AMP_F32;
 	ctx->cfg.allreduce_bucket_kb = 1024;
 	ctx->rng_state = ctx->cfg.seed * 0x9E3779B97F4A7C15ull + 1;
@@ -732,6 +763,8 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 		rc = amp_config_load(ctx, path);
 	if (rc == AMP_OK)
 		rc = apply_env(ctx);
+	if (rc == AMP_OK)
+		rc = amp_config_check(ctx);
 	if (rc) {
 		if (errbuf && errlen)
 			snprintf(errbuf, errlen, "%s", ctx->err);

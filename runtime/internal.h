@@ -174,8 +174,6 @@ typedef struct amp_config {
 	amp_scaler scaler_init;  /* configured values; the live scaler is ctx->scaler */
 	double static_scale;     /* loss_scale = <number> */
 	uint64_t seed;
-	int num_threads;
-	char kernels[16];
 	amp_dtype allreduce_dtype;   /* data parallel: payload of the gradient all-reduce */
 	int64_t allreduce_bucket_kb; /* data parallel: gradient bucket size */
 	double clip_norm;        /* gradient_clipping: 0 = off */
@@ -204,6 +202,8 @@ struct amp_ctx {
 	int in_backward;         /* ops run during backward are traced with phase backward */
 	int backward_done;
 	int optim_done;          /* amp_optim_step ran in this step */
+	int backward_failed;     /* an amp_backward of this step stopped part way: its gradients
+	                            are incomplete, discarded at amp_step_end */
 	int64_t step;            /* current step index; -1 before the first */
 	int64_t samples;
 	uint64_t step_t0;
@@ -268,6 +268,14 @@ void amp_ctx_live_remove(amp_ctx *ctx);
 /* "(2,784)" into buf. */
 const char *amp_shape_str(amp_shape s, char *buf, size_t len);
 int64_t amp_shape_numel(amp_shape s);
+/* Checks the keys that must agree (loss_scale_min <= loss_scale_max): AMP_OK or
+ * AMP_ECONFIG naming where each was set.  At amp_ctx_new and every amp_step_begin. */
+int amp_config_check(amp_ctx *ctx);
+/* What an API call on a tensor memory_optimize released says. */
+extern const char amp_released_why[];
+/* 1 if s can be a tensor's shape: 0..AMP_MAX_DIMS dims, each extent >= 1, at most 2^40
+ * elements (so that no byte count overflows). */
+int amp_shape_valid(amp_shape s);
 int amp_shape_eq(amp_shape a, amp_shape b);
 
 /* ---- memory ------------------------------------------------------------------------------ */

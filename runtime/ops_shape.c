@@ -67,7 +67,7 @@ int amp_reshape(amp_ctx *ctx, const char *label, amp_tensor *x, amp_shape shape,
 		else if (shape.d[i] <= 0)
 			ok = 0;
 	}
-	if (!ok || amp_shape_numel(shape) != x->numel)
+	if (!ok || !amp_shape_valid(shape) || amp_shape_numel(shape) != x->numel)
 		return amp_fail(ctx, AMP_ESHAPE, "Reshape '%s': cannot view x %s as %s", lbl(label),
 		                amp_shape_str(x->shape, sx, sizeof sx),
 		                amp_shape_str(shape, ss, sizeof ss));
@@ -565,8 +565,9 @@ int amp_slice(amp_ctx *ctx, const char *label, amp_tensor *x, int axis, int64_t 
 		                lbl(label), axis, amp_shape_str(x->shape, sx, sizeof sx));
 	if (start < 0 || len < 1 || start > x->shape.d[a] - len)
 		return amp_fail(ctx, AMP_ESHAPE,
-		                "Slice '%s': [%lld, %lld) is outside [0, %lld) on axis %d of x %s",
-		                lbl(label), (long long)start, (long long)(start + len),
+		                "Slice '%s': start %lld, length %lld is outside [0, %lld) on axis %d "
+		                "of x %s",
+		                lbl(label), (long long)start, (long long)len,
 		                (long long)x->shape.d[a], a, amp_shape_str(x->shape, sx, sizeof sx));
 	if (!(in[0] = amp_cast_to(ctx, x, call.exec, label)))
 		return amp_oom(ctx);

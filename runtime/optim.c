@@ -193,6 +193,10 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		                "(gradient_accumulation_steps)",
 		                (long long)ctx->step, (long long)ctx->micro_done,
 		                (long long)ctx->cfg.accum_steps);
+	if (ctx->backward_failed)
+		return amp_fail(ctx, AMP_ESTATE,
+		                "amp_optim_step: the backward of step %lld failed; its gradients are "
+		                "incomplete (end the step and run it again)", (long long)ctx->step);
 	ctx->optim_done = 1;
 	/* Data parallel: the backend has completed the step's reductions (at the end of backward,
 	 * or does now in a step without one), so that every rank unscales, checks and decides on

@@ -320,7 +320,7 @@ const char *amp_shape_str(amp_shape s, char *buf, size_t len)
 	return buf;
 }
 
-static int shape_valid(amp_shape s)
+int amp_shape_valid(amp_shape s)
 {
 	if (s.ndim < 0 || s.ndim > AMP_MAX_DIMS)
 		return 0;
@@ -337,7 +337,7 @@ static int shape_valid(amp_shape s)
 /* Code for a tensor allocation that returned NULL (the message is already set). */
 static int alloc_error(const amp_ctx *ctx, amp_shape s)
 {
-	return shape_valid(s) ? amp_oom(ctx) : AMP_ESHAPE;
+	return amp_shape_valid(s) ? amp_oom(ctx) : AMP_ESHAPE;
 }
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -347,7 +347,7 @@ static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_
                                int persistent, int raw)
 {
 	char sb[64];
-	if (!shape_valid(shape)) {
+	if (!amp_shape_valid(shape)) {
 		amp_fail(ctx, AMP_ESHAPE, "invalid tensor shape %s", amp_shape_str(shape, sb, sizeof sb));
 		return NULL;
 	}
@@ -448,8 +448,9 @@ int amp_tensor_new(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_tensor **out
 	int rc = need_step(ctx, "amp_tensor_new");
 	if (rc)
 		return rc;
-	if (!out)
-		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_new: NULL out");
+	if (!out || !amp_dtype_valid((int)dt))
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_new: %s",
+		                out ? "unknown dtype" : "NULL out");
 	*out = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
 	return *out ? AMP_OK : alloc_error(ctx, shape);
 }
@@ -513,10 +514,16 @@ amp_tensor *amp_tensor_grad(const amp_tensor *t)
 	return t ? t->grad : NULL;
 }
 
+const char amp_released_why[] =
+    "the tensor was released by memory_optimize after the backward that used it (read what "
+    "is needed before amp_backward)";
+
 int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
 {
 	if (!ctx || !t || !dst)
 		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_read_f32: NULL argument");
+	if (t->released)
+		return amp_fail(ctx, AMP_ESTATE, "amp_tensor_read_f32: %s", amp_released_why);
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	if (amp_dt(t->dtype)->is_float) {
 		amp_dt(t->dtype)->to_f32(t->data, dst, t->numel);
@@ -666,10 +673,14 @@ int amp_step_begin(amp_ctx *ctx)
 	if (ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_step_begin: step %lld is still open",
 		                (long long)ctx->step);
+	int rc = amp_config_check(ctx); /* keys set through amp_config_set since amp_ctx_new */
+	if (rc)
+		return rc;
 	ctx->step++;
 	ctx->in_step = 1;
 	ctx->backward_done = 0;
 	ctx->optim_done = 0;
+	ctx->backward_failed = 0;
 	ctx->tape = NULL;
 	ctx->samples = 0;
 	ctx->step_loss = NAN;
@@ -742,6 +753,13 @@ int amp_step_end(amp_ctx *ctx)
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena; a
 	 * master gradient no optimizer took is widened out of it first. */
 	for (amp_param *p = ctx->params; p; p = p->next) {
+		if (ctx->backward_failed) {
+			/* a backward that stopped part way (memory_limit, an error) leaves some master
+			 * gradients added to and others not: none of it may reach an update */
+			p->grad_kept = NULL;
+			p->grad_counted = 0;
+			p->grad_stale = p->master->grad != NULL;
+		}
 		if (p->grad_kept)
 			amp_param_grad_settle(p);
 		p->working = NULL;

@@ -386,6 +386,12 @@ int amp_kernels_select(const char *name)
 	return (int)t->isa;
 }
 
+const char *amp_kernels_selection(void)
+{
+	const amp_kernel_table *t = kt();
+	return t == &auto_table ? "auto" : paths[t->isa].name;
+}
+
 amp_isa amp_kernels_isa(void)
 {
 	return kt()->isa;

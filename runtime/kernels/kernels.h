@@ -46,6 +46,8 @@ typedef enum {
  * amp_kernels_select_error says why).  Thread-safe; kernels already running on other threads
  * finish on the path they started with. */
 int amp_kernels_select(const char *name);
+/* What the active selection was made as: "auto" or the path's name. */
+const char *amp_kernels_selection(void);
 /* Applies $AMP_KERNELS once (thread-safe; the kernels also do it lazily on first use, unless a
  * select() came first).  Returns 0, or -1 if $AMP_KERNELS names no path this CPU has (auto is
  * used then; amp_kernels_env_error says why). */

@@ -163,6 +163,8 @@ Test(autograd, tensors_and_shapes)
 	cr_assert_eq(amp_tensor_numel(s), 1);
 	cr_assert_eq(amp_tensor_item(ctx, s), 0.5);
 	cr_assert_eq(amp_tensor_from_f32(ctx, v, amp_shape1(1), AMP_I32, &s), AMP_EINVAL);
+	expect_err(ctx, amp_tensor_new(ctx, (amp_dtype)1000, amp_shape1(4), &t), AMP_EINVAL,
+	           "unknown dtype");
 
 	static const amp_shape bad[] = {
 	    {1, {0, 0, 0, 0}},

@@ -174,7 +174,7 @@ Test(config, file_every_key)
 	cr_assert_eq(ctx->scaler.min_scale, 2.0);
 	cr_assert_eq(ctx->scaler.max_scale, 65536.0);
 	cr_assert_eq(ctx->cfg.seed, 42u);
-	cr_assert_eq(ctx->cfg.num_threads, 2);
+	cr_assert_str_eq(amp_config_get(ctx, "num_threads"), "2");
 	cr_assert_str_eq(amp_config_get(ctx, "kernels"), "scalar");
 	cr_assert_eq(amp_loss_scale(ctx), 1024.0);
 	amp_ctx_free(ctx);
@@ -362,7 +362,7 @@ Test(config, env_without_file)
 	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
 	cr_assert_eq(ctx->scaler.dynamic, 0);
 	cr_assert_eq(amp_loss_scale(ctx), 256.0);
-	cr_assert_eq(ctx->cfg.num_threads, 2);
+	cr_assert_str_eq(amp_config_get(ctx, "num_threads"), "2");
 	amp_ctx_free(ctx);
 }
 
@@ -475,18 +475,115 @@ Test(config, init_scale_clamped_to_range)
 	amp_ctx_free(ctx);
 }
 
-Test(config, long_line_is_an_error)
+/* Lines of any length are read whole: a long comment is a comment, and a value that goes on
+ * past a thousand characters is one value (here not a number), never a second line. */
+Test(config, long_lines_read_whole)
 {
-	char text[2100];
-	memset(text, ' ', sizeof text);
-	memcpy(text, "seed = 1", 8);
-	text[sizeof text - 3] = '2';
-	text[sizeof text - 2] = '\n';
-	text[sizeof text - 1] = 0;
+	char text[4200];
+	memset(text, '#', 3000);
+	snprintf(text + 3000, sizeof text - 3000, "\nseed = 7\n");
 	write_cfg(text);
+	amp_ctx *ctx;
+	char err[256] = "";
+	cr_assert_eq(amp_ctx_new(cfgpath, &ctx, err, sizeof err), AMP_OK, "%s", err);
+	cr_assert_str_eq(amp_config_get(ctx, "seed"), "7");
+	amp_ctx_free(ctx);
+	memset(text, ' ', 2100);
+	memcpy(text, "seed = 1", 8);
+	snprintf(text + 2100, sizeof text - 2100, "2\nseed = 3\n");
+	write_cfg(text);
+	expect_fail(AMP_ECONFIG, err, sizeof err);
+	expect_msg(err, "amp.cfg:1: seed: ");
+}
+
+/* A file that cannot be read to its end is an error, not a short file: a directory (its
+ * read fails), a NUL byte (not text). */
+Test(config, unreadable_or_binary_file)
+{
+	char err[256] = "";
+	amp_ctx *ctx = (amp_ctx *)0x1;
+	cr_assert_eq(amp_ctx_new(tmpdir, &ctx, err, sizeof err), AMP_EIO, "%s", err);
+	cr_assert_null(ctx);
+	expect_msg(err, "cannot read config");
+	setenv("AMP_CONFIG", tmpdir, 1);
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, err, sizeof err), AMP_EIO, "%s", err);
+	unsetenv("AMP_CONFIG");
+	FILE *f = fopen(cfgpath, "w");
+	cr_assert_not_null(f);
+	fwrite("seed = 1\nseed\0 = 2\n", 1, 20, f);
+	fclose(f);
+	expect_fail(AMP_ECONFIG, err, sizeof err);
+	expect_msg(err, "amp.cfg:2: a NUL byte");
+}
+
+/* loss_scale_min above loss_scale_max is refused whichever was set last: from a file or the
+ * environment when the context is made, through amp_config_set at the next step. */
+Test(config, scale_min_above_max_refused)
+{
+	write_cfg("loss_scale_min = 1000\n");
+	setenv("AMP_LOSS_SCALE_MAX", "10", 1);
 	char err[256] = "";
 	expect_fail(AMP_ECONFIG, err, sizeof err);
-	expect_msg(err, "amp.cfg:1: ");
+	expect_msg(err, "loss_scale_min (1000, from ");
+	expect_msg(err, "amp.cfg:1) is above loss_scale_max (10, from environment AMP_LOSS_SCALE_MAX)");
+	unsetenv("AMP_LOSS_SCALE_MAX");
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	/* raised together, min first: fine once both are set */
+	cr_assert_eq(amp_config_set(ctx, "loss_scale_min", "1e8"), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "loss_scale_max", "1e9"), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "loss_scale_max", "1e7"), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(ctx), "is above loss_scale_max (1e+07, from amp_config_set)"),
+	          "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_config_set(ctx, "loss_scale_max", "1e9"), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_loss_scale(ctx), 1e8);
+	amp_ctx_free(ctx);
+	/* a scale past the float range would make every seed gradient Inf */
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "loss_scale", "1e39"), AMP_ECONFIG);
+	cr_assert_eq(amp_config_set(ctx, "loss_scale_max", "1e39"), AMP_ECONFIG);
+	cr_assert_eq(amp_config_set(ctx, "loss_scale", "1e38"), AMP_OK);
+	amp_ctx_free(ctx);
+}
+
+/* A mode changed after the first step must keep the kind of loss scaling the scaler started
+ * with (fp16 modes dynamic, bf16 modes static 1): bf16 -> fp16 would run FP16 unscaled. */
+Test(config, later_mode_keeps_the_scaling)
+{
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "allow_mix_precision_bf16"), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "allow_mix_precision"), AMP_ESTATE);
+	cr_assert(strstr(amp_ctx_error(ctx), "allow_mix_precision needs dynamic loss scaling"),
+	          "%s", amp_ctx_error(ctx));
+	cr_assert_str_eq(amp_config_get(ctx, "precision_mode"), "allow_mix_precision_bf16");
+	cr_assert_eq(ctx->half, AMP_BF16);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "force_bf16"), AMP_OK);
+	amp_ctx_free(ctx);
+}
+
+/* num_threads and kernels are the process's: a context reads what another one set. */
+Test(config, threads_and_kernels_are_the_process_s)
+{
+	amp_ctx *a, *b;
+	cr_assert_eq(amp_ctx_new(NULL, &a, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_ctx_new(NULL, &b, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(a, "kernels", "scalar"), AMP_OK);
+	cr_assert_eq(amp_config_set(a, "num_threads", "1"), AMP_OK);
+	cr_assert_eq(amp_config_set(b, "kernels", "auto"), AMP_OK);
+	cr_assert_eq(amp_config_set(b, "num_threads", "2"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(a, "kernels"), "auto");
+	cr_assert_str_eq(amp_config_get(a, "num_threads"), "2");
+	cr_assert_eq(amp_config_set(a, "kernels", "scalar"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(b, "kernels"), "scalar");
+	cr_assert_eq(amp_config_set(a, "kernels", "auto"), AMP_OK);
+	cr_assert_eq(amp_config_set(a, "num_threads", "1"), AMP_OK);
+	amp_ctx_free(a);
+	amp_ctx_free(b);
 }
 
 Test(config, last_line_without_newline)

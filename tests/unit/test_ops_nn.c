@@ -673,6 +673,10 @@ Test(ops_nn, reshape)
 	              strstr(amp_ctx_error(f.ctx), "(5,5)"),
 	          "message: %s", amp_ctx_error(f.ctx));
 	cr_expect_eq(amp_reshape(f.ctx, "view", f.in[0], amp_shape2(-4, -6), &f.out), AMP_ESHAPE);
+	/* extents whose product wraps around to 24 */
+	cr_expect_eq(amp_reshape(f.ctx, "view", f.in[0], amp_shape2(((int64_t)1 << 62) + 6, 4),
+	                         &f.out),
+	             AMP_ESHAPE);
 	amp_ctx_free(f.ctx);
 
 	/* In inference the alias of a parameter carries no gradient state. */

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "amp/amp_dist.h"
@@ -398,8 +399,8 @@ static void net_new(net *n, const char *mode, const char *extra_key, const char 
 	cr_assert_eq(amp_optim_adamw_new(n->ctx, &ao, &n->opt), AMP_OK);
 }
 
-/* One training step on data that depends only on the step index; returns the loss. */
-static double net_step(net *n)
+/* Begins a step and runs its forward pass on data that depends only on the step index. */
+static amp_tensor *net_forward(net *n)
 {
 	amp_ctx *ctx = n->ctx;
 	cr_assert_eq(amp_step_begin(ctx), AMP_OK, "%s", amp_ctx_error(ctx));
@@ -418,7 +419,14 @@ static double net_step(net *n)
 	cr_assert_eq(amp_dropout(ctx, "drop", a, 0.2f, &d), AMP_OK);
 	cr_assert_eq(amp_linear(ctx, "fc2", d, n->w2, n->b2, &lo), AMP_OK);
 	cr_assert_eq(amp_cross_entropy(ctx, "ce", lo, tt, &loss), AMP_OK);
-	cr_assert_eq(amp_backward(ctx, loss), AMP_OK, "%s", amp_ctx_error(ctx));
+	return loss;
+}
+
+/* One training step (net_forward, backward, update); returns the loss. */
+static double net_step(net *n)
+{
+	amp_ctx *ctx = n->ctx;
+	cr_assert_eq(amp_backward(ctx, net_forward(n)), AMP_OK, "%s", amp_ctx_error(ctx));
 	cr_assert_eq(amp_optim_step(n->opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
 	double l = ctx->step_loss;
 	cr_assert_eq(amp_step_end(ctx), AMP_OK);
@@ -667,6 +675,76 @@ Test(checkpoint, damaged_newer_and_mismatched_refused)
 	rmtmp();
 }
 
+/* A checkpoint saved under one kind of loss scaling is refused under another (its scale would
+ * run under the wrong rules): bf16's static 1 into a dynamic fp16 context, and back; a static
+ * scale into a context with another. */
+Test(checkpoint, other_loss_scaling_refused)
+{
+	mktmp();
+	net n;
+	net_new(&n, "allow_mix_precision_bf16", NULL, NULL);
+	net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("bf16.ckpt")), AMP_OK);
+	amp_ctx_free(n.ctx);
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("fp16.ckpt")), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("bf16.ckpt")), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(n.ctx), "saved with a static loss scale of 1, this context "
+	                                       "has dynamic loss scaling"),
+	          "%s", amp_ctx_error(n.ctx));
+	cr_assert_eq(n.ctx->scaler.dynamic, 1);
+	amp_ctx_free(n.ctx);
+	net_new(&n, "allow_mix_precision_bf16", NULL, NULL);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("fp16.ckpt")), AMP_ECONFIG);
+	amp_ctx_free(n.ctx);
+	net_new(&n, "allow_mix_precision_bf16", "loss_scale", "1024");
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("bf16.ckpt")), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(n.ctx), "this context has a static loss scale of 1024"),
+	          "%s", amp_ctx_error(n.ctx));
+	amp_ctx_free(n.ctx);
+	net_new(&n, "allow_mix_precision_bf16", NULL, NULL);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("bf16.ckpt")), AMP_OK, "%s",
+	             amp_ctx_error(n.ctx));
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
+/* Saving replaces the file the path names: through a symbolic link its target (the link
+ * stays), and never a file that is not a regular one (a FIFO here; a device alike), which
+ * loading refuses without waiting for a writer. */
+Test(checkpoint, links_followed_and_special_files_refused)
+{
+	mktmp();
+	net n;
+	net_new(&n, "force_fp32", NULL, NULL);
+	net_step(&n);
+	char target[512];
+	snprintf(target, sizeof target, "%s", in_tmp("ckpt-1"));
+	cr_assert_eq(amp_checkpoint_save(n.ctx, target), AMP_OK);
+	cr_assert_eq(symlink("ckpt-1", in_tmp("latest")), 0);
+	net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("latest")), AMP_OK, "%s",
+	             amp_ctx_error(n.ctx));
+	struct stat st;
+	cr_assert_eq(lstat(in_tmp("latest"), &st), 0);
+	cr_assert(S_ISLNK(st.st_mode), "the link was replaced");
+	cr_assert_eq(amp_checkpoint_load(n.ctx, target), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	cr_assert_eq(amp_step_index(n.ctx), 1, "the target holds the second save");
+	cr_assert_eq(mkfifo(in_tmp("fifo"), 0600), 0);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("fifo")), AMP_EIO);
+	cr_assert(strstr(amp_ctx_error(n.ctx), "exists and is not a regular file"), "%s",
+	          amp_ctx_error(n.ctx));
+	cr_assert_eq(lstat(in_tmp("fifo"), &st), 0);
+	cr_assert(S_ISFIFO(st.st_mode), "the FIFO was replaced");
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("fifo")), AMP_EIO);
+	cr_assert(strstr(amp_ctx_error(n.ctx), "not a regular file"), "%s", amp_ctx_error(n.ctx));
+	cr_assert_eq(symlink("nowhere", in_tmp("dangling")), 0);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("dangling")), AMP_EIO);
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
 Test(checkpoint, between_steps_only)
 {
 	mktmp();
@@ -745,6 +823,15 @@ Test(memory_optimize, releases_during_backward)
 		amp_run_stats_get(ctx, &st[on]);
 		cr_assert_eq(h->released, on, "the hidden activation released with it on");
 		cr_assert_eq(loss->released, 0, "the loss is kept");
+		/* what was released cannot be read or used again: said, not garbage */
+		float hv[NB * NH];
+		amp_tensor *late;
+		cr_assert_eq(amp_tensor_read_f32(ctx, h, hv), on ? AMP_ESTATE : AMP_OK);
+		cr_assert_eq(amp_relu(ctx, "late", h, &late), on ? AMP_ESTATE : AMP_OK);
+		if (on)
+			cr_assert(strstr(amp_ctx_error(ctx), "ReLU 'late': input 0: the tensor was "
+			                                     "released by memory_optimize"),
+			          "%s", amp_ctx_error(ctx));
 		cr_assert_float_eq(amp_tensor_item(ctx, loss), log((double)NC), 1e-3);
 		cr_assert_eq(amp_step_end(ctx), AMP_OK);
 		amp_ctx_free(ctx);
@@ -786,6 +873,63 @@ Test(memory_limit, refuses_the_step_naming_the_op)
 	          amp_ctx_error(ctx));
 	free(xv);
 	amp_ctx_free(ctx);
+}
+
+/* After a warm-up step, a step whose backward memory_limit stops part way under limit:
+ * 1 if it stopped with some master gradient already written in it (else it was refused
+ * before, or not at all).  The step is left open. */
+static int partial_backward(net *n, uint64_t limit)
+{
+	net_step(n);
+	amp_tensor *loss = net_forward(n);
+	char v[32];
+	snprintf(v, sizeof v, "%llu", (unsigned long long)limit);
+	cr_assert_eq(amp_config_set(n->ctx, "memory_limit", v), AMP_OK);
+	if (amp_backward(n->ctx, loss) != AMP_ELIMIT)
+		return 0;
+	amp_tensor *ps[4] = {n->w1, n->b1, n->w2, n->b2};
+	int written = 0;
+	for (int i = 0; i < 4; i++)
+		written |= !ps[i]->param->grad_stale;
+	return written;
+}
+
+/* A step whose backward memory_limit stopped part way (some master gradients added to, others
+ * not) leaves nothing behind: the optimizer refuses it, and after it the training goes on as
+ * if the step had had no backward at all. */
+Test(memory_limit, a_backward_stopped_part_way_leaves_no_gradient)
+{
+	/* a limit that stops the backward after it wrote a master gradient */
+	uint64_t limit = 0;
+	for (uint64_t l = 200000; l > 1024 && !limit; l -= 256) {
+		net t;
+		net_new(&t, "force_fp32", NULL, NULL);
+		if (partial_backward(&t, l))
+			limit = l;
+		amp_ctx_free(t.ctx);
+	}
+	cr_assert_neq(limit, 0, "no limit stops the backward part way");
+	float got[NW], want[NW];
+	net n;
+	net_new(&n, "force_fp32", NULL, NULL);
+	cr_assert(partial_backward(&n, limit));
+	cr_assert_eq(amp_optim_step(n.opt, NULL), AMP_ESTATE);
+	cr_assert(strstr(amp_ctx_error(n.ctx), "backward of step 1 failed"), "%s",
+	          amp_ctx_error(n.ctx));
+	cr_assert_eq(amp_step_end(n.ctx), AMP_OK);
+	cr_assert_eq(amp_config_set(n.ctx, "memory_limit", "0"), AMP_OK);
+	net_step(&n);
+	net_weights(&n, got);
+	amp_ctx_free(n.ctx);
+	/* the same steps, the second without a backward */
+	net_new(&n, "force_fp32", NULL, NULL);
+	net_step(&n);
+	(void)net_forward(&n);
+	cr_assert_eq(amp_step_end(n.ctx), AMP_OK);
+	net_step(&n);
+	net_weights(&n, want);
+	amp_ctx_free(n.ctx);
+	cr_assert_eq(memcmp(got, want, sizeof got), 0, "the stopped backward reached the update");
 }
 
 /* With memory_optimize the backward of the same step fits a limit that refuses it without. */

@@ -107,7 +107,10 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *   loss_scale_growth_factor    default 2;  loss_scale_backoff_factor  default 0.5
  *   loss_scale_min, loss_scale_max  clamps (default 1 and 16777216)
  *   seed                RNG seed for initialisation and dropout (default 1)
- *   num_threads         kernel threads (default 1; also AMP_NUM_THREADS)
+ *   num_threads         kernel threads (default 1; also AMP_NUM_THREADS).  This key and
+ *                       kernels are the process's, not the context's (one thread pool, one
+ *                       dispatch table): the last context to set one sets it for all, and
+ *                       amp_config_get reads what is in force
  *   kernels             auto or a kernel path: scalar, avx2, avx512, avx512-bf16, avx512-fp16,
  *                       amx-bf16 (also AMP_KERNELS); one this CPU lacks is refused, naming
  *                       the paths it has
