@@ -75,6 +75,7 @@ typedef struct input {
 	char end[32], exit_status[16], exit_signal[16], complete[8];
 	int64_t world_size;     /* meta world_size, 0 if none */
 	char command[1024];     /* meta command */
+	char run_id[24];        /* meta run_id (the data-parallel runtime's), "" if none */
 	int merged;             /* already a merged profile (meta merged_from) */
 } input;
 
@@ -96,7 +97,9 @@ static const struct {
     {"nonfinite", "callsite", "callsites"}, {"nonfinite", "stats_id", "tensor_stats"},
     {"nonfinite", "thread", "threads"},   {"comm", "id", "comm"},
     {"comm", "thread", "threads"},        {"loss_scale", "thread", "threads"},
-    {"memory", "thread", "threads"},
+    {"memory", "thread", "threads"},      {"loss_scale", "cause_callsite", "callsites"},
+    {"loss_scale", "cause_fwd_callsite", "callsites"},
+    {"nonfinite", "src_callsite", "callsites"}, {"nonfinite", "fwd_callsite", "callsites"},
 };
 static const struct {
 	const char *table, *column;
@@ -125,7 +128,8 @@ static int exec(sqlite3 *db, const char *sql)
 	char *msg = NULL;
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK)
 		return 0;
-	prof_error(NULL, "merge: %s", msg ? msg : sqlite3_errmsg(db));
+	if (!amp_profile_damaged(NULL, 0)) /* else the caller names the damaged input */
+		prof_error(NULL, "merge: %s", msg ? msg : sqlite3_errmsg(db));
 	sqlite3_free(msg);
 	return -1;
 }
@@ -158,9 +162,17 @@ static int copy_table(sqlite3 *db, const char *table, const input *in, const int
 		} else if (!src_has(db, table, c)) {
 			continue;
 		} else {
-			for (size_t i = 0; i < sizeof refs / sizeof refs[0] && !e; i++)
-				if (strcmp(refs[i].table, table) == 0 && strcmp(refs[i].column, c) == 0)
-					e = sqlite3_mprintf("\"%w\" + %" PRId64, c, offset[table_index(refs[i].target)]);
+			for (size_t i = 0; i < sizeof refs / sizeof refs[0] && !e; i++) {
+				if (strcmp(refs[i].table, table) != 0 || strcmp(refs[i].column, c) != 0)
+					continue;
+				int64_t off = offset[table_index(refs[i].target)];
+				/* a call site an earlier rank has too is that rank's row (site_map) */
+				e = strcmp(refs[i].target, "callsites") == 0 && strcmp(table, "callsites") != 0
+				        ? sqlite3_mprintf("coalesce((SELECT dst FROM temp.site_map WHERE src = "
+				                          "\"%w\" + %" PRId64 "), \"%w\" + %" PRId64 ")",
+				                          c, off, c, off)
+				        : sqlite3_mprintf("\"%w\" + %" PRId64, c, off);
+			}
 			for (size_t i = 0; i < sizeof times / sizeof times[0] && !e; i++)
 				if (strcmp(times[i].table, table) == 0 && strcmp(times[i].column, c) == 0)
 					e = sqlite3_mprintf("\"%w\" + %" PRId64, c, in->shift_ns);
@@ -227,17 +239,55 @@ static int read_input(input *in, int index)
 	                                             " WHERE key = 'world_size'", NULL);
 	in->command[0] = 0;
 	amp_profile_meta_get(db, "command", in->command, sizeof in->command);
+	in->run_id[0] = 0;
+	amp_profile_meta_get(db, "run_id", in->run_id, sizeof in->run_id);
 	char from[8] = "";
 	in->merged = amp_profile_meta_get(db, "merged_from", from, sizeof from) == AMP_PROFILE_OK;
 	amp_profile_close(db);
 	return 0;
 }
 
+/* path as a read-only SQLite URI ("file:run%3F.db?mode=ro"), sqlite3_mprintf'd. */
+static char *readonly_uri(const char *path)
+{
+	char *uri = sqlite3_mprintf("file:");
+	for (const char *p = path; *p && uri; p++) {
+		char *next = *p == '%' || *p == '?' || *p == '#'
+		                 ? sqlite3_mprintf("%s%%%02X", uri, (unsigned char)*p)
+		                 : sqlite3_mprintf("%s%c", uri, *p);
+		sqlite3_free(uri);
+		uri = next;
+	}
+	char *ro = uri ? sqlite3_mprintf("%s?mode=ro", uri) : NULL;
+	sqlite3_free(uri);
+	return ro;
+}
+
+/* The call sites this input just added (ids from first) that an earlier input has too (the
+ * same code: module, offset and frames) map to the earlier row in temp.site_map and are
+ * dropped, so that a merged profile lists each site once, with every rank's ops. */
+static int fold_sites(sqlite3 *db, int64_t first)
+{
+	char *sql = sqlite3_mprintf(
+	    "INSERT INTO temp.site_map SELECT src, dst FROM (SELECT n.id AS src, (SELECT min(o.id)"
+	    " FROM main.callsites o WHERE o.id < %lld AND o.module IS n.module AND o.offset IS"
+	    " n.offset AND o.frames IS n.frames) AS dst FROM main.callsites n WHERE n.id >= %lld)"
+	    " WHERE dst IS NOT NULL;"
+	    " DELETE FROM main.callsites WHERE id IN (SELECT src FROM temp.site_map)",
+	    (long long)first, (long long)first);
+	int rc = sql ? exec(db, sql) : -1;
+	sqlite3_free(sql);
+	return rc;
+}
+
 /* run_facts: this input's meta is the run's (the lowest rank given, rank 0 normally). */
 static int merge_one(sqlite3 *db, const input *in, int run_facts)
 {
-	/* read-only: a profile another ampprof may still hold is not written to */
-	char *sql = sqlite3_mprintf("ATTACH DATABASE %Q AS src", in->path);
+	/* read-only, as every reader of a profile: an input is never written to (its -wal, left
+	 * by a killed rank, is read where it is, not folded into it) */
+	char *uri = readonly_uri(in->path);
+	char *sql = uri ? sqlite3_mprintf("ATTACH DATABASE %Q AS src", uri) : NULL;
+	sqlite3_free(uri);
 	int rc = sql ? exec(db, sql) : -1;
 	sqlite3_free(sql);
 	if (rc)
@@ -257,12 +307,16 @@ static int merge_one(sqlite3 *db, const input *in, int run_facts)
 		         tables[i]);
 		amp_profile_query_int64(db, &offset[i], q, NULL);
 	}
+	rc = exec(db, "CREATE TEMP TABLE IF NOT EXISTS site_map(src INTEGER PRIMARY KEY, dst INTEGER);"
+	              " DELETE FROM temp.site_map");
 	for (size_t i = 0; i < N_TABLES && rc == 0; i++) {
 		int64_t have = 0;
 		amp_profile_query_int64(db, &have, "SELECT count(*) FROM src.sqlite_master WHERE"
 		                                   " type = 'table' AND name = ?1", "t", tables[i]);
 		if (have)
 			rc = copy_table(db, tables[i], in, offset);
+		if (rc == 0 && have && strcmp(tables[i], "callsites") == 0)
+			rc = fold_sites(db, offset[i]);
 	}
 	/* op types other producers named: the first profile's ids stand, new names are added */
 	if (rc == 0)
@@ -383,6 +437,13 @@ int prof_cmd_merge(int argc, char **argv)
 			goto out_free;
 		}
 		for (int j = 0; j < i; j++)
+			if (in[j].run_id[0] && in[i].run_id[0] && strcmp(in[j].run_id, in[i].run_id)) {
+				prof_error("merge the rank profiles one mpirun wrote",
+				           "'%s' and '%s' are ranks of different runs (run ids %s and %s)",
+				           in[j].path, in[i].path, in[j].run_id, in[i].run_id);
+				goto out_free;
+			}
+		for (int j = 0; j < i; j++)
 			if (in[j].rank == in[i].rank) {
 				prof_error("each rank's profile once: ampprof -o run.%r.db",
 				           "'%s' and '%s' are both rank %" PRId64, in[j].path, in[i].path,
@@ -442,6 +503,12 @@ int prof_cmd_merge(int argc, char **argv)
 		amp_progress_set(&pr, "rank profiles", (uint64_t)k);
 		if (merge_one(db, x, k == 0) != 0) {
 			amp_progress_end(&pr);
+			char why[256];
+			if (amp_profile_damaged(why, sizeof why)) {
+				prof_error("record the run again, or merge the other ranks without it",
+				           "'%s' is damaged: %s", x->path, why);
+				code = PROF_EXIT_PROFILE;
+			}
 			goto out_db;
 		}
 		char v[32];

@@ -29,6 +29,7 @@ typedef struct summary {
 	char command[1024], end[64], exit_status[32], exit_signal[32], dropped[32];
 	char incomplete[1024];       /* meta incomplete: what the run did not record, "" if all */
 	double native_share;         /* NAN if unknown */
+	int engines;                 /* the profile records engines (version 2 on) */
 	char half_types[16];         /* "" for an FP32 run */
 	int64_t ranks;               /* of a merged profile (steps counts each step once, step_ns
 	                                adds every rank's); 1 otherwise */
@@ -97,6 +98,7 @@ static int load_summary(sqlite3 *db, summary *s)
 	sqlite3_finalize(st);
 	/* version 2 columns: a version-1 profile has neither (unknown) */
 	s->native_share = (double)NAN;
+	s->engines = 0;
 	s->half_types[0] = '\0';
 	s->ranks = 1;
 	if (sqlite3_prepare_v2(db, "SELECT ranks FROM run_summary", -1, &st, NULL) == SQLITE_OK &&
@@ -110,6 +112,7 @@ static int load_summary(sqlite3 *db, summary *s)
 	sqlite3_finalize(st);
 	if (sqlite3_prepare_v2(db, "SELECT native_half_share, half_types FROM run_summary", -1, &st,
 	                       NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+		s->engines = 1;
 		s->native_share = col_real(st, 0);
 		if (sqlite3_column_type(st, 1) != SQLITE_NULL)
 			snprintf(s->half_types, sizeof s->half_types, "%s", sqlite3_column_text(st, 1));
@@ -394,7 +397,10 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	        s.fp16_thr, b);
 	pct(a, sizeof a, s.native_share);
 	fprintf(f, "  native half  %s of op time on half engines%s\n", a,
-	        s.native_share == s.native_share ? "" : " (the profile predates engines)");
+	        s.native_share == s.native_share ? ""
+	        : !s.engines                     ? " (the profile predates engines)"
+	        : s.op_count > 0                 ? " (no op recorded its engine)"
+	                                         : " (no op ran)");
 	pct(a, sizeof a, s.copy_share);
 	fprintf(f, "  copy share   %s of step time  %s (threshold %.0f %%)\n", a,
 	        mark(s.copy_share, s.copy_thr, 1), s.copy_thr);

@@ -25,7 +25,7 @@
  * every loop over sqlite3_step would take a damaged table for a short one.  SQLite logs each
  * corruption where it detects it, so one log callback sees them all, whichever query met it. */
 
-static pthread_once_t damage_once = PTHREAD_ONCE_INIT;
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int damage_claimed, damage_code; /* the first damage's writer claims damage_msg */
 static char damage_msg[256];
 
@@ -42,15 +42,17 @@ static void damage_log(void *arg, int code, const char *msg)
 }
 
 /* Before SQLite's first use in the process (the tools' first call is an open or a create);
- * later, SQLite refuses the setting and damage goes unseen as before. */
-static void damage_watch(void)
+ * later, SQLite refuses the settings (damage then goes unseen, as before).  URI file names
+ * as Debian's build has them anyway: ampprof merge attaches its inputs read-only by URI. */
+static void sqlite_setup(void)
 {
 	sqlite3_config(SQLITE_CONFIG_LOG, damage_log, NULL);
+	sqlite3_config(SQLITE_CONFIG_URI, 1);
 }
 
 int amp_profile_damaged(char *msg, size_t len)
 {
-	pthread_once(&damage_once, damage_watch);
+	pthread_once(&setup_once, sqlite_setup);
 	if (!__atomic_load_n(&damage_code, __ATOMIC_ACQUIRE))
 		return 0;
 	if (msg && len)
@@ -299,7 +301,7 @@ static int remove_old_output(const char *path, const struct stat *sb, char *err,
 
 int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen)
 {
-	pthread_once(&damage_once, damage_watch);
+	pthread_once(&setup_once, sqlite_setup);
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	char *msg = NULL;
@@ -585,7 +587,7 @@ int amp_profile_open(const char *path, int writable, sqlite3 **out, char *err, s
 	char detail[256];
 
 	*out = NULL;
-	pthread_once(&damage_once, damage_watch);
+	pthread_once(&setup_once, sqlite_setup);
 	rc = check_header(path, err, errlen);
 	if (rc != AMP_PROFILE_OK)
 		goto out;

@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef enum { B_IDLE = 0, B_POSTED = 1, B_DONE = 2 } bucket_state;
 
@@ -690,9 +692,24 @@ static int broadcast(dist *d, amp_ctx *ctx)
 	return AMP_OK;
 }
 
-static void note_meta(dist *d, amp_ctx *ctx)
+/* The run's profile meta: rank, world size, the all-reduce settings, and a run id rank 0
+ * draws and every rank records, by which ampprof merge tells the ranks of one run from
+ * profiles of another. */
+static int note_meta(dist *d, amp_ctx *ctx)
 {
 	char v[64];
+	uint64_t id = 0;
+	if (d->rank == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		snprintf(v, sizeof v, "%lld.%ld.%ld", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+		id = hash_text(v);
+	}
+	int err = MPI_Bcast(&id, 1, MPI_UINT64_T, 0, d->comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "run id");
+	snprintf(v, sizeof v, "%016llx", (unsigned long long)id);
+	amp_dist_meta("run_id", v);
 	snprintf(v, sizeof v, "%d", d->rank);
 	amp_dist_meta("rank", v);
 	snprintf(v, sizeof v, "%d", d->size);
@@ -701,6 +718,7 @@ static void note_meta(dist *d, amp_ctx *ctx)
 	amp_dist_meta("allreduce_bucket_kb", amp_config_get(ctx, "allreduce_bucket_kb"));
 	snprintf(v, sizeof v, "%d", d->n_buckets);
 	amp_dist_meta("allreduce_buckets", v);
+	return AMP_OK;
 }
 
 int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
@@ -737,7 +755,7 @@ int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
 	}
 	rc = check_same(d, ctx);
 	if (rc == AMP_OK)
-		note_meta(d, ctx);
+		rc = note_meta(d, ctx);
 	/* The start-up barriers: every rank leaves each at about the same instant, which is what
 	 * the merge of the ranks' profiles aligns their clocks on (the median over the rounds, so
 	 * that a rank descheduled on its way out of one does not move the others). */

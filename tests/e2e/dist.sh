@@ -263,6 +263,12 @@ done
 check "merged: every op row joins its own rank's signature" \
 	"$(sqlite3 merged.db "SELECT count(*) FROM ops")" \
 	"$(( $(sqlite3 pfp32.0.db "SELECT count(*) FROM ops") + $(sqlite3 pfp32.1.db "SELECT count(*) FROM ops") ))"
+check "merged: each call site once, whichever ranks ran it" \
+	"$(sqlite3 merged.db "SELECT count(*) = count(DISTINCT coalesce(module, '') || ':' || coalesce(offset, '') || ':' || coalesce(frames, '')) FROM callsites")" 1
+check "merged: both ranks' ops point at the shared call sites" \
+	"$(sqlite3 merged.db "SELECT count(DISTINCT e.rank) FROM op_events e JOIN op_sigs s ON s.id = e.sig JOIN callsites c ON c.id = s.callsite")" 2
+check "merged: every call-site reference resolves" \
+	"$(sqlite3 merged.db "SELECT (SELECT count(*) FROM op_sigs WHERE callsite NOT IN (SELECT id FROM callsites)) + (SELECT count(*) FROM tensor_stats WHERE callsite NOT IN (SELECT id FROM callsites)) + (SELECT count(*) FROM loss_scale WHERE cause_callsite NOT IN (SELECT id FROM callsites)) + (SELECT count(*) FROM nonfinite WHERE callsite NOT IN (SELECT id FROM callsites))")" 0
 check "merged: threads keep their rank" \
 	"$(sqlite3 merged.db "SELECT count(*) FROM op_events e JOIN threads t ON t.id = e.thread WHERE t.rank <> e.rank")" 0
 check_true "merged: aligned on the median barrier round (both ranks leave it at one time)" \
@@ -343,9 +349,41 @@ check "ampview: one row per rank under Ranks" \
 "$B/bin/ampview" --headless --width=100 --height=40 pfp32.0.db >view1.out 2>&1
 check "ampview: no rank block for one rank" "$(grep -c '^ Ranks ' view1.out)" 0
 # merge errors
-"$B/bin/ampprof" merge -o dup.db pfp32.0.db pfp16.0.db >/dev/null 2>dup.err
+cp pfp32.0.db dup0.db
+"$B/bin/ampprof" merge -o dup.db pfp32.0.db dup0.db >/dev/null 2>dup.err
 check "merge refuses two profiles of one rank" "$?" 6
 grep -q "both rank 0" dup.err || bad "merge: duplicate rank message" "$(cat dup.err)"
+check "the ranks of one run share a run id" \
+	"$(sqlite3 pfp32.0.db "SELECT value FROM meta WHERE key = 'run_id'")" \
+	"$(sqlite3 pfp32.1.db "SELECT value FROM meta WHERE key = 'run_id'")"
+"$B/bin/ampprof" merge -o runs.db pfp32.0.db pfp16.1.db >/dev/null 2>runs.err
+check "merge refuses ranks of two runs" "$?" 6
+grep -q "'pfp32.0.db' and 'pfp16.1.db' are ranks of different runs (run ids [0-9a-f]* and [0-9a-f]*)" runs.err ||
+	bad "merge: ranks of two runs named" "$(cat runs.err)"
+check_true "merge of two runs: no output left" test ! -e runs.db
+# an input a killed rank left with its -wal: read where it is, the input untouched
+cp pfp32.1.db wal.1.db
+/usr/bin/python3 -c '
+import os, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("UPDATE steps SET loss = 42 WHERE step = 0")
+os._exit(0)  # as a SIGKILL would: no checkpoint, the -wal stays' wal.1.db
+sum_before=$(md5sum <wal.1.db)
+"$B/bin/ampprof" merge -o wal.db pfp32.0.db wal.1.db >/dev/null 2>wal.err
+check "merge of an input with a -wal: exit 0" "$?" 0
+check "merge reads the -wal's rows" "$(sqlite3 wal.db "SELECT loss FROM steps WHERE rank = 1 AND step = 0")" 42.0
+check "merge leaves the input as it was" "$(md5sum <wal.1.db)" "$sum_before"
+check_true "merge leaves the input's -wal" test -s wal.1.db-wal
+# a damaged input: exit 6, named
+cp pfp32.1.db bad.1.db
+root=$(sqlite3 bad.1.db "SELECT rootpage FROM sqlite_master WHERE name = 'op_events'")
+psize=$(sqlite3 bad.1.db "PRAGMA page_size")
+head -c "$psize" /dev/zero | tr '\0' '\377' |
+	dd of=bad.1.db bs="$psize" seek=$((root - 1)) count=1 conv=notrunc 2>/dev/null
+"$B/bin/ampprof" merge -o bad.db pfp32.0.db bad.1.db >/dev/null 2>bad.err
+check "merge of a damaged input: exit 6" "$?" 6
+grep -q "'bad.1.db' is damaged" bad.err || bad "merge: the damaged input named" "$(cat bad.err)"
 "$B/bin/ampprof" merge -o twice.db merged.db >/dev/null 2>twice.err
 check "merge refuses a merged profile" "$?" 6
 grep -q "'merged.db' is a merged profile already" twice.err || bad "merge: merged input message" "$(cat twice.err)"
@@ -355,7 +393,10 @@ grep -q "warning: 1 of the run's 2 rank profile(s) given, not rank 0's" one.err 
 	bad "merge: a missing rank is said" "$(cat one.err)"
 check "merge of rank 1 alone: the run's facts are kept" \
 	"$(sqlite3 one.db "SELECT count(*) FROM meta WHERE key = 'command' AND value LIKE '%dist_cases%'")" 1
-"$B/bin/ampprof" merge -o mixed.db pfp32.0.db bbn.1.db >/dev/null 2>mixed.err
+# profiles without a run id (an older runtime): the commands tell
+cp bbn.1.db norunid.1.db
+sqlite3 norunid.1.db "DELETE FROM meta WHERE key = 'run_id'"
+"$B/bin/ampprof" merge -o mixed.db pfp32.0.db norunid.1.db >/dev/null 2>mixed.err
 grep -q "profiled different commands" mixed.err || bad "merge: profiles of two runs are said" "$(cat mixed.err)"
 "$B/bin/ampprof" merge -o merged.db pfp32.0.db pfp32.1.db >/dev/null 2>exists.err
 check "merge keeps an existing output without --force" "$?" 4

@@ -84,6 +84,9 @@ out=$("$AMPPROF" report run.db 2>/dev/null)
 check_true "report: native half line" grep -q '^  native half  *0.0 % of op time on half engines$' <<<"$out"
 check_true "report json: both shares" grep -q '"half_share": [0-9.e-]*, "half_types": "fp16", "half_label": "FP16 share", "native_half_share": 0,' \
 	<<<"$("$AMPPROF" report --format=json run.db 2>/dev/null)"
+"$AMPPROF" -q -o noops.db -- "$PRODUCER" --steps 0
+check_true "report of a run without ops: its native half share is n/a because no op ran" \
+	grep -q '^  native half  n/a of op time on half engines (no op ran)$' <<<"$("$AMPPROF" report noops.db 2>/dev/null)"
 "$AMPPROF" -q -o native.db -- "$PRODUCER" --steps 4 --ops 12 --half bf16 --gemm-engine avx512-bf16 --mode allow_mix_precision_bf16; rc=$?
 check "producer bf16 run exits 0" "$rc" 0
 check "bf16: native share = MatMul time" "$(q native.db "SELECT abs(native_half_share - (SELECT CAST(sum(dur_ns) AS REAL) FROM ops WHERE engine = 'avx512-bf16') / (SELECT sum(dur_ns) FROM ops)) < 1e-12, half_types FROM overview")" "1|bf16"
