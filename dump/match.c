@@ -1,8 +1,8 @@
 /* match.c — pairing the dumped tensors of two runs (see match.h).
  *
- * Tensors are lined up per step, first on (seq, op, role, name), then what is left on
- * (op, role, name) in execution order.  Execution order is (step, seq): the runtime numbers
- * backward ops after the forward ones.
+ * Tensors are lined up per step by layer group (op, role, and the tensor's name or its op's
+ * label), in execution order within a group (match_group).  Execution order is (step, seq):
+ * the runtime numbers backward ops after the forward ones.
  */
 #include "match.h"
 
@@ -181,52 +181,69 @@ out:
 	return n;
 }
 
-/* Pairs the tensors of a and b (both sorted by exact_sort). */
-static int match(cmp_run *a, cmp_run *b)
+/* Pairs the tensors of one layer group (the same step, op, role and name in both runs), each
+ * side in execution order: the k-th with the k-th when both ran the group as often (a model
+ * with an op more elsewhere moves every later seq, so equal seqs say nothing there); when one
+ * side has fewer (a dump limit cut it), equal seqs first, then what is left in order. */
+static void match_group(cmp_tensor **ga, size_t na, cmp_tensor **gb, size_t nb)
 {
 	size_t i = 0, j = 0;
-	while (i < a->n && j < b->n) {
-		int c = exact_cmp(&a->v[i], &b->v[j]);
-		if (c == 0) {
-			a->v[i].peer = &b->v[j];
-			b->v[j].peer = &a->v[i];
+	if (na != nb)
+		while (i < na && j < nb) {
+			if (ga[i]->meta.seq == gb[j]->meta.seq) {
+				ga[i]->peer = gb[j];
+				gb[j]->peer = ga[i];
+			}
+			if (ga[i]->meta.seq <= gb[j]->meta.seq)
+				i++;
+			else
+				j++;
+		}
+	for (i = j = 0; i < na && j < nb;) {
+		if (ga[i]->peer) {
 			i++;
+		} else if (gb[j]->peer) {
 			j++;
-		} else if (c < 0) {
-			i++;
 		} else {
+			ga[i]->peer = gb[j];
+			gb[j]->peer = ga[i];
+			i++;
 			j++;
 		}
 	}
+}
 
-	/* what is left, by layer in execution order */
+/* Pairs the tensors of a and b by layer group (layer_cmp), in execution order. */
+static int match(cmp_run *a, cmp_run *b)
+{
 	cmp_tensor **la = malloc((a->n + 1) * sizeof *la), **lb = malloc((b->n + 1) * sizeof *lb);
-	size_t na = 0, nb = 0;
 	if (!la || !lb) {
 		free(la);
 		free(lb);
 		return -1;
 	}
-	for (i = 0; i < a->n; i++)
-		if (!a->v[i].peer)
-			la[na++] = &a->v[i];
-	for (j = 0; j < b->n; j++)
-		if (!b->v[j].peer)
-			lb[nb++] = &b->v[j];
-	qsort(la, na, sizeof *la, layer_sort);
-	qsort(lb, nb, sizeof *lb, layer_sort);
-	i = j = 0;
-	while (i < na && j < nb) {
+	for (size_t i = 0; i < a->n; i++)
+		la[i] = &a->v[i];
+	for (size_t j = 0; j < b->n; j++)
+		lb[j] = &b->v[j];
+	qsort(la, a->n, sizeof *la, layer_sort);
+	qsort(lb, b->n, sizeof *lb, layer_sort);
+	size_t i = 0, j = 0;
+	while (i < a->n && j < b->n) {
 		int c = layer_cmp(la[i], lb[j]);
-		if (c == 0) {
-			la[i]->peer = lb[j];
-			lb[j]->peer = la[i];
+		if (c < 0) {
 			i++;
+		} else if (c > 0) {
 			j++;
-		} else if (c < 0) {
-			i++;
 		} else {
-			j++;
+			size_t i1 = i, j1 = j;
+			while (i1 < a->n && layer_cmp(la[i1], la[i]) == 0)
+				i1++;
+			while (j1 < b->n && layer_cmp(lb[j1], lb[j]) == 0)
+				j1++;
+			match_group(la + i, i1 - i, lb + j, j1 - j);
+			i = i1;
+			j = j1;
 		}
 	}
 	free(la);

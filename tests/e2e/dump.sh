@@ -160,8 +160,25 @@ def compare_db(amp):
     dump(4, 3, "Exp", "output", "exp.out", ex, "step")
     dump(4, 4, "MatMul", "grad", "fc1.grad", grad, "step")
 
+def version_db(extra):
+    """Two versions of one model (v2 runs an identity Scale 'extra' after fc: every later seq
+    moves by one) whose label 's' stands twice; the values are the same."""
+    sql.append("INSERT INTO meta(key, value) VALUES ('command', './model %s');"
+               % ("v2" if extra else "v1"))
+    steps(1, scale=1.0)
+    ops = [("MatMul", "fc", 1.0), ("ReLU", "r", 1.0), ("Scale", "s", 2.0), ("Scale", "s", 3.0)]
+    if extra:
+        ops.insert(1, ("Scale", "extra", 1.0))
+    v = np.linspace(-1, 1, 8, dtype="<f4").reshape(2, 4)
+    for k, (o, label, f) in enumerate(ops):
+        v = np.maximum(v, 0) if o == "ReLU" else (v * f).astype("<f4")
+        sig(k + 1, o, label, "fp32", None)
+        op(0, k + 1, k + 1, 1000 + k * 100)
+        dump(0, k + 1, o, "output", label + ".out", v, "step")
+
 for name, make in (("run", run_db), ("fp32", lambda: compare_db(False)),
-                   ("amp", lambda: compare_db(True))):
+                   ("amp", lambda: compare_db(True)), ("v1", lambda: version_db(False)),
+                   ("v2", lambda: version_db(True))):
     sql.clear()
     make()
     with open(name + ".sql", "w") as f:
@@ -171,7 +188,7 @@ PY
 mkdb() { # mkdb KIND: KIND.db from the schema and KIND.sql
 	{ echo "PRAGMA synchronous = OFF;"; cat "$ROOT/schema/profile.sql" "$T/$1.sql"; } | sqlite3 "$T/$1.db"
 }
-if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp; then
+if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp || ! mkdb v1 || ! mkdb v2; then
 	e2e_abort "cannot build the synthetic profiles"
 fi
 cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 4;'
@@ -316,6 +333,12 @@ fi
 run "compare without --step" 1 --compare fp32.db amp.db --format=csv &&
 	expect "compare csv: threshold divergence of step 2 over, not first" "$T/out" '^2,4,5,LayerNorm,ln1,output,ln1\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,[^,]+,[^,]+,0\.0009765625,[^,]+,0,over,drift$' &&
 	expect "compare csv: a later non-finite mismatch (step 4) is FIRST" "$T/out" '^4,3,3,Exp,,output,exp\.out,fp32,fp16,"\(4,8\)",32,[^,]+,[^,]+,inf,inf,0\.0009765625,[^,]+,1,FIRST,nonfinite$'
+if run "compare of two versions of a model" 0 --compare v1.db v2.db --step 0; then
+	[ "$(grep -c ' ok  *-$' "$T/out")" -eq 4 ] && ok "compare of two versions: a label used twice pairs in order, past the added op" ||
+		bad "compare of two versions: pairs" "$(cat "$T/out")"
+	expect "compare of two versions: the second Scale 's' with the second" "$T/out" '^ +0 +4 +5 +Scale +s +output +s\.out .* ok +-$'
+	expect "compare of two versions: the added op noted" "$T/err" "1 dumped tensor of 'v2.db' has no counterpart in 'v1.db' \(first: step 0 seq 2 Scale output 'extra.out'\)"
+fi
 if run "compare json" 1 --compare fp32.db amp.db --format=json; then
 	if "$PY" - "$T/out" <<'PY'; then ok "compare json: metrics"; else bad "compare json: metrics" "$(cat "$T/out")"; fi
 import json, sys
