@@ -182,7 +182,7 @@ static int generate(amp_ctx *ctx, const model *m, const ex_vocab *vocab, const c
 {
 	const int64_t T = m->hp.ctx_len, V = m->hp.vocab;
 	size_t plen = strlen(prompt);
-	int64_t cap = (int64_t)plen + n;
+	int64_t cap = (int64_t)plen + n + 1; /* + the newline an empty prompt starts from */
 	int32_t *seq = malloc((size_t)cap * sizeof(int32_t)), pos[1024];
 	float *logits = malloc((size_t)(T * V) * sizeof(float));
 	double *p = malloc((size_t)V * sizeof(double));

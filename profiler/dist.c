@@ -268,3 +268,69 @@ int prof_report_dist_text(sqlite3 *db, FILE *f)
 	fprintf(f, "    (per step; busy = step - wait: what the rank computed)\n");
 	return 0;
 }
+
+/* `sep"key": v`, a NaN (no value) as null. */
+static void json_real_or_null(FILE *f, const char *sep, const char *key, double v)
+{
+	if (isnan(v))
+		fprintf(f, "%s\"%s\": null", sep, key);
+	else
+		amp_json_member_real(f, sep, key, v);
+}
+
+int prof_report_dist_json(sqlite3 *db, FILE *f)
+{
+	int64_t comm_rows = 0;
+	amp_profile_query_int64(db, &comm_rows, "SELECT count(*) FROM comm", NULL);
+	if (comm_rows == 0) {
+		fputs("null", f);
+		return 0;
+	}
+	double share = q_double(db, "SELECT comm_share FROM run_summary", NAN);
+	char dtype[16], world[16];
+	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);
+	q_text(db, "SELECT value FROM meta WHERE key IN ('ranks', 'world_size')"
+	           " ORDER BY key = 'ranks' DESC LIMIT 1", world, sizeof world);
+	json_real_or_null(f, "{", "share", share);
+	amp_json_member_real(f, ", ", "threshold", 0.10);
+	fprintf(f, ", \"ok\": %s", share == share ? (share > 0.10 ? "false" : "true") : "null");
+	fputs(", \"allreduce_dtype\": ", f);
+	if (dtype[0])
+		amp_json_string(f, dtype);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"world_size\": %s", world[0] ? world : "null");
+	json_real_or_null(f, ", ", "rank_spread",
+	                  q_double(db, "SELECT rank_spread FROM run_summary", NAN));
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT rank, steps, mean_step_ns, step_ns, compute_ns, comm_ns, "
+	                       "wait_ns, comm_bytes, end FROM rank_summary ORDER BY rank",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	/* per step, as the text table: busy = step - wait */
+	fputs(", \"ranks\": [", f);
+	for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+		int64_t steps = sqlite3_column_int64(st, 1);
+		double n = steps > 0 ? (double)steps : 1;
+		double step_ns = sqlite3_column_double(st, 3), wait = sqlite3_column_double(st, 6);
+		const char *end = (const char *)sqlite3_column_text(st, 8);
+		fprintf(f, "%s{\"rank\": %" PRId64 ", \"steps\": %" PRId64, i ? ", " : "",
+		        (int64_t)sqlite3_column_int64(st, 0), steps);
+		amp_json_member_real(f, ", ", "step_ns", sqlite3_column_double(st, 2));
+		amp_json_member_real(f, ", ", "busy_ns", (step_ns - wait) / n);
+		amp_json_member_real(f, ", ", "compute_ns", sqlite3_column_double(st, 4) / n);
+		amp_json_member_real(f, ", ", "comm_ns", sqlite3_column_double(st, 5) / n);
+		amp_json_member_real(f, ", ", "wait_ns", wait / n);
+		amp_json_member_real(f, ", ", "comm_bytes", sqlite3_column_double(st, 7) / n);
+		fputs(", \"end\": ", f);
+		if (end)
+			amp_json_string(f, end);
+		else
+			fputs("null", f);
+		fputc('}', f);
+	}
+	sqlite3_finalize(st);
+	fputs("]}", f);
+	return 0;
+}

@@ -211,6 +211,10 @@ int prof_dist_summary(sqlite3 *db, char **msg);
 int prof_dist_rules(sqlite3 *db);
 /* The report's communication lines and per-rank table (nothing without collectives). */
 int prof_report_dist_text(sqlite3 *db, FILE *f);
+/* The same as the JSON value of the report's "comm" member: {share, threshold, ok,
+ * allreduce_dtype, world_size, rank_spread, ranks: [{rank, steps, and per step step_ns,
+ * busy_ns, compute_ns, comm_ns, wait_ns, comm_bytes, end}]}, or null without collectives. */
+int prof_report_dist_json(sqlite3 *db, FILE *f);
 /* Expands %r (the MPI rank from the launcher's environment: OMPI_COMM_WORLD_RANK, PMIX_RANK,
  * PMI_RANK, SLURM_PROCID; 0 without one), %p (ampprof's pid) and %% in an --output pattern.
  * 0, or -1 with *bad set to the offending text (unknown %x, or too long). */

@@ -693,6 +693,9 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	json_int(f, s.ranks, 1);
 	fputs(", \"rank_steps\": ", f);
 	json_int(f, s.timed_steps, 1);
+	fputs(", \"comm\": ", f);
+	if (prof_report_dist_json(db, f) != 0)
+		return -1;
 	json_real(f, ", ", "fp16_share", s.have ? s.fp16_share : (double)NAN);
 	json_real(f, ", ", "half_share", s.have ? s.fp16_share : (double)NAN);
 	fputs(", \"half_types\": ", f);

@@ -73,26 +73,29 @@ static int train_epochs(run *r)
 		double t_epoch = ex_now();
 		ex_shuffle(r->order, n_train, &r->rng);
 		for (int64_t start = 0; start < n_train; start += opt->batch) {
-			int64_t n = n_train - start < opt->batch ? n_train - start : opt->batch;
-			int64_t from, count; /* this rank's part of the global batch */
-			ex_dist_shard(&r->dist, n, &from, &count);
-			n = count;
+			const int64_t global = n_train - start < opt->batch ? n_train - start : opt->batch;
+			int64_t from, n; /* this rank's part of the global batch */
+			ex_dist_shard(&r->dist, global, &from, &n);
 			ex_gather(&r->train, r->order, start + from, n, r->x, r->y);
 			if (r->cosine)
 				amp_optim_set_lr(r->sgd, (float)(opt->lr * 0.5 *
 				                                 (1 + cos(M_PI * (double)r->steps /
 				                                          (double)total_steps))));
 			double loss = NAN;
+			/* a rank whose share of a short last batch is empty still takes part in the
+			 * step's reductions (with no gradient of its own) */
 			if ((rc = amp_step_begin(r->ctx)) ||
-			    (rc = r->c->train(r->ctx, r->c->model, r->sgd, r->x, r->y, n, &loss)))
+			    (rc = n > 0 ? r->c->train(r->ctx, r->c->model, r->sgd, r->x, r->y, n, &loss)
+			                : amp_optim_step(r->sgd, NULL)))
 				return rc;
-			ex_loss_window_add(&r->losses, loss);
 			amp_step_set_samples(r->ctx, n);
 			if ((rc = amp_step_end(r->ctx)))
 				return rc;
+			loss = ex_dist_mean(&r->dist, loss, n); /* the global batch's */
+			ex_loss_window_add(&r->losses, loss);
 			r->steps++;
-			r->samples += n * r->dist.size; /* the global batch: throughput of the run */
-			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), n * r->dist.size);
+			r->samples += global; /* the global batch: throughput of the run */
+			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), global);
 			if (opt->steps && r->steps >= opt->steps) {
 				done = 1;
 				break;
@@ -294,10 +297,13 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		       prog.name, ex_precision_name(r.ctx), (long long)r.train.n, (long long)r.test_n,
 		       (long long)r.opt.batch, r.opt.lr, (long long)r.opt.epochs,
 		       r.dist.on ? ", data parallel" : "");
-	if (r.dist.on && r.dist.rank == 0)
-		printf("%s: %d ranks, %lld samples each per step, all-reduce in %s\n", prog.name,
-		       r.dist.size, (long long)(r.opt.batch / r.dist.size),
-		       amp_config_get(r.ctx, "allreduce_dtype"));
+	if (r.dist.on && r.dist.rank == 0) {
+		int64_t lo = r.opt.batch / r.dist.size, hi = (r.opt.batch + r.dist.size - 1) / r.dist.size;
+		char each[48];
+		snprintf(each, sizeof each, lo == hi ? "%lld" : "%lld-%lld", (long long)lo, (long long)hi);
+		printf("%s: %d ranks, %s samples each per step, all-reduce in %s\n", prog.name,
+		       r.dist.size, each, amp_config_get(r.ctx, "allreduce_dtype"));
+	}
 	if (resume_path && (rc = resume(&r, resume_path, err, sizeof err))) {
 		fprintf(stderr, "%s: --resume: %s\n", prog.name, err);
 		goto out;
@@ -317,6 +323,6 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	status = 0;
 out:
 	run_release(&r);
-	ex_dist_finish(&r.dist);
+	ex_dist_finish(&r.dist, status);
 	return status;
 }

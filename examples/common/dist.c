@@ -65,11 +65,32 @@ int64_t ex_dist_sum_i64(const ex_dist *d, int64_t v)
 	return v;
 }
 
-void ex_dist_finish(ex_dist *d)
+double ex_dist_mean(const ex_dist *d, double mean, int64_t n)
 {
 #ifdef AMP_HAVE_MPI
+	if (d->on) {
+		double mine[2] = {n > 0 ? mean * (double)n : 0.0, (double)n}, all[2] = {0, 0};
+		MPI_Allreduce(mine, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+		return all[1] > 0 ? all[0] / all[1] : mean;
+	}
+#else
+	(void)d;
+	(void)n;
+#endif
+	return mean;
+}
+
+void ex_dist_finish(ex_dist *d, int status)
+{
+#ifdef AMP_HAVE_MPI
+	if (d->on && status != 0) {
+		fflush(NULL);
+		MPI_Abort(MPI_COMM_WORLD, status);
+	}
 	if (d->on)
 		MPI_Finalize();
+#else
+	(void)status;
 #endif
 	d->on = 0;
 }

@@ -25,7 +25,11 @@ int ex_dist_attach(const ex_dist *d, amp_ctx *ctx);
 void ex_dist_shard(const ex_dist *d, int64_t n, int64_t *start, int64_t *count);
 /* Sum of v over the ranks (v itself without --dist). */
 int64_t ex_dist_sum_i64(const ex_dist *d, int64_t v);
-/* Stops MPI (after the context is freed). */
-void ex_dist_finish(ex_dist *d);
+/* The mean over the whole global batch of a per-sample mean (loss over this rank's n samples,
+ * NAN or anything when n is 0): the ranks' means weighted by their shares. */
+double ex_dist_mean(const ex_dist *d, double mean, int64_t n);
+/* Stops MPI (after the context is freed).  status != 0 (this rank failed): aborts the job
+ * instead, since the other ranks would wait for it in their next collective forever. */
+void ex_dist_finish(ex_dist *d, int status);
 
 #endif

@@ -221,6 +221,25 @@ check_true "mlp_fashion: fp16 all-reduce within 0.5 points ($a16 vs $a1)" \
 check "mlp_fashion --dist: one result line (rank 0 speaks)" "$(grep -c '^{' "$OUT/two.json")" 1
 grep -q "2 ranks, 64 samples each per step" "$OUT/two.json" || bad "mlp_fashion --dist: says how it splits"
 "$BIN/mlp_fashion" --help | grep -q -- "--dist" || bad "mlp_fashion --help lists --dist"
+# a rank whose share of a batch is empty (batch 1 on 2 ranks; a last batch of 60000 mod 458 = 2 on 3 ranks)
+# takes part in the step with no gradient of its own
+"${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --batch 1 --steps 6 --log-every 0 --test-limit 100 \
+	>"$OUT/b1.out" 2>&1
+check "mlp_fashion --dist --batch 1 on 2 ranks: exit 0 (rank 1 has no sample in any step)" "$?" 0
+"${MPI[@]}" -np 3 "$BIN/mlp_fashion" --dist --batch 458 --steps 132 --log-every 0 --test-limit 100 \
+	>"$OUT/b458.out" 2>&1
+check "mlp_fashion --dist, 3 ranks, a last batch of 2 samples: exit 0" "$?" 0
+grep -q "3 ranks, 152-153 samples each per step" "$OUT/b458.out" ||
+	bad "mlp_fashion --dist: an uneven split said as a range" "$(head -3 "$OUT/b458.out")"
+# a rank that fails mid-run (its own memory_limit) ends the job at once, not in a hang
+start=$(date +%s)
+"${MPI[@]}" -np 1 "$BIN/mlp_fashion" --dist --steps 20 --log-every 0 : \
+	-np 1 -x AMP_MEMORY_LIMIT=12m "$BIN/mlp_fashion" --dist --steps 20 --log-every 0 \
+	>"$OUT/abort.out" 2>&1
+rc=$?
+check_true "a rank failing mid-run: the job fails (exit $rc), within 60 s ($(( $(date +%s) - start )) s)" \
+	test "$rc" -ne 0 -a "$rc" -ne 124 -a $(( $(date +%s) - start )) -lt 60
+grep -q "training step: memory_limit" "$OUT/abort.out" || bad "a rank failing mid-run: says why" "$(cat "$OUT/abort.out")"
 
 # ---- profiles -----------------------------------------------------------------------------------
 cd "$OUT" || e2e_abort "cannot enter $OUT"
@@ -286,6 +305,16 @@ check_true "merged JSON: the loss history is rank 0's" /usr/bin/python3 -c '
 import json, sys
 a = json.load(open(sys.argv[1]))["history"]["steps"]; b = json.load(open(sys.argv[2]))["history"]["steps"]
 sys.exit(0 if len(a) == len(b) and a == b else 1)' merged.json rank0.json
+check "merged JSON: the communication figures of the text report" \
+	"$(/usr/bin/python3 -c '
+import json, sqlite3, sys
+c = json.load(open(sys.argv[1]))["comm"]
+db = sqlite3.connect(sys.argv[2])
+share, spread = db.execute("SELECT comm_share, rank_spread FROM run_summary").fetchone()
+ok = abs(c["share"] - share) < 1e-6 and abs(c["rank_spread"] - spread) < 1e-6
+print(ok, c["allreduce_dtype"], c["world_size"], [r["rank"] for r in c["ranks"]],
+      all(r["steps"] > 0 and r["busy_ns"] > 0 and r["end"] == "exited" for r in c["ranks"]))' merged.json merged.db)" \
+	"True fp32 2 [0, 1] True"
 check "merged JSON: ranks and rank-steps" \
 	"$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["ranks"], d["rank_steps"], d["steps"])' merged.json)" "2 24 12"
 grep -q "^  steps        12 on 2 ranks (24 rank-steps) in" merged-report.out ||

@@ -135,6 +135,10 @@ vl32=$(field "$OUT/lm_fp32" val_loss) vlb=$(field "$OUT/lm_bf16" val_loss)
 check_true "charlm bf16 val_loss within 0.05 nats of fp32's after 30 steps ($vlb vs $vl32)" \
 	cmp_num "$(awk -v a="${vlb:-9}" -v b="${vl32:-0}" 'BEGIN { d = a - b; print d < 0 ? -d : d }')" "<=" 0.05
 check_true "charlm prints a sample" grep -q -- '--- sample' "$OUT/lm"
+for len in 10 0; do
+	"$BIN/charlm" --steps 2 --eval-batches 1 --prompt '' --sample-len $len >"$OUT/lm_empty" 2>&1
+	check_true "charlm --prompt '' --sample-len $len: exit 0 (the newline it starts from has room)" test $? = 0
+done
 
 # ---- bert_kjv: the masked-character objective learns from context, amp beside fp32 -----------
 # The validation text's unigram entropy is 3.00 nats; an encoder that does not use the context
