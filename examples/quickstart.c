@@ -16,9 +16,13 @@
 		}                                                                           \
 	} while (0)
 
-int main(void)
+int main(int argc, char **argv)
 {
 	enum { BATCH = 64, HIDDEN = 64, STEPS = 1500 };
+	if (argc > 1) {
+		fprintf(stderr, "usage: %s (no options: it trains, prints and exits)\n", argv[0]);
+		return 2;
+	}
 	amp_ctx *ctx = NULL;
 	amp_tensor *w1, *b1, *w2, *b2;
 	amp_optim *opt;

@@ -21,7 +21,10 @@
 static const char *const rank_summary_sql =
     "DELETE FROM rank_summary;"
     "WITH r AS (SELECT rank FROM steps UNION SELECT rank FROM comm UNION SELECT rank FROM threads"
-    "  UNION SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM threads)),"
+    /* a profile whose rows name no rank is rank 0's (a killed ampprof leaves no threads
+     * rows, but its steps still say whose they are) */
+    "  UNION SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM threads) AND NOT EXISTS (SELECT 1 FROM"
+    "  steps) AND NOT EXISTS (SELECT 1 FROM comm)),"
     " s AS (SELECT rank, count(dur_ns) AS n, total(dur_ns) AS ns, avg(dur_ns) AS mean,"
     "  total(overflow = 1) AS ov FROM steps GROUP BY rank),"
     " o AS (SELECT rank, total(dur_ns) AS ns FROM op_events GROUP BY rank),"
@@ -62,6 +65,31 @@ static void q_text(sqlite3 *db, const char *sql, char *buf, size_t len)
 	amp_profile_query_text(db, buf, len, sql, NULL);
 }
 
+/* The rank whose busy time per step (step time minus its wait at the all-reduces) is the
+ * longest, if it exceeds the other ranks' mean by more than 10 %: 1 with *rank, *busy and
+ * *others (ns per step) set, 0 if none, -1 on an SQL error. */
+static int find_straggler(sqlite3 *db, int64_t *rank, double *busy, double *others)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "WITH b AS (SELECT rank, CAST(step_ns - coalesce(wait_ns, 0) AS REAL)"
+	                       "  / steps AS busy FROM rank_summary WHERE steps > 0)"
+	                       " SELECT b.rank, b.busy, (SELECT avg(o.busy) FROM b o"
+	                       "  WHERE o.rank <> b.rank) AS others FROM b"
+	                       " WHERE (SELECT count(*) FROM b) > 1 ORDER BY b.busy DESC LIMIT 1",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int found = 0;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*rank = sqlite3_column_int64(st, 0);
+		*busy = sqlite3_column_double(st, 1);
+		*others = sqlite3_column_double(st, 2);
+		found = *others > 0 && *busy > *others * 1.10;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
 /* Communication share above 10 %, with the buckets that cost most (waited longest). */
 static int rule_comm_share(sqlite3 *db)
 {
@@ -92,51 +120,76 @@ static int rule_comm_share(sqlite3 *db)
 	}
 	sqlite3_finalize(st);
 	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);
-	char msg[512];
+	int64_t slow = -1;
+	double busy = 0, others = 0;
+	int straggler = find_straggler(db, &slow, &busy, &others);
+	if (straggler < 0)
+		return -1;
+	char msg[512], remedy[256];
+	/* a wait for a straggler is its lateness, which fewer bytes do not shorten */
+	if (straggler)
+		snprintf(remedy, sizeof remedy,
+		         "the ranks wait mostly for rank %" PRId64 ", which computes %.1f %% longer "
+		         "(see straggler): even out their load first; the all-reduce's bytes are not "
+		         "what holds them", slow, (busy / others - 1) * 100);
+	else
+		snprintf(remedy, sizeof remedy, "%s",
+		         strcmp(dtype, "fp32") == 0
+		             ? "allreduce_dtype = fp16 halves the bytes; a larger allreduce_bucket_kb "
+		               "posts fewer, larger collectives"
+		             : "a larger allreduce_bucket_kb posts fewer, larger collectives; a larger "
+		               "batch per rank gives backward more to hide them behind");
 	snprintf(msg, sizeof msg,
 	         "communication takes %.1f %% of the step time (all-reduce not hidden behind "
 	         "backward, above 10 %%): %s",
-	         share * 100,
-	         strcmp(dtype, "fp32") == 0
-	             ? "allreduce_dtype = fp16 halves the bytes; a larger allreduce_bucket_kb "
-	               "posts fewer, larger collectives"
-	             : "a larger allreduce_bucket_kb posts fewer, larger collectives; a larger "
-	               "batch per rank gives backward more to hide them behind");
+	         share * 100, remedy);
 	return prof_advice_add(db, "comm_share", "warning", msg, ev, NULL, -1, -1);
 }
 
 /* A rank whose busy time per step exceeds the others' mean by more than 10 %. */
 static int rule_straggler(sqlite3 *db)
 {
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "WITH b AS (SELECT rank, CAST(step_ns - coalesce(wait_ns, 0) AS REAL)"
-	                       "  / steps AS busy FROM rank_summary WHERE steps > 0)"
-	                       " SELECT b.rank, b.busy, (SELECT avg(o.busy) FROM b o"
-	                       "  WHERE o.rank <> b.rank) AS others FROM b"
-	                       " WHERE (SELECT count(*) FROM b) > 1 ORDER BY b.busy DESC LIMIT 1",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return -1;
-	int rc = 0;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		int64_t rank = sqlite3_column_int64(st, 0);
-		double busy = sqlite3_column_double(st, 1), others = sqlite3_column_double(st, 2);
-		if (others > 0 && busy > others * 1.10) {
-			char msg[320], ev[256];
-			snprintf(msg, sizeof msg,
-			         "rank %" PRId64 " is a straggler: its steps compute %.1f %% longer than "
-			         "the other ranks', which wait for it at every all-reduce (an uneven "
-			         "shard, a slower core, or another load on its CPU)",
-			         rank, (busy / others - 1) * 100);
-			snprintf(ev, sizeof ev,
-			         "rank %" PRId64 ": %.3f ms busy per step\nothers: %.3f ms busy per step"
-			         " (step time minus the wait at the all-reduce)",
-			         rank, busy / 1e6, others / 1e6);
-			rc = prof_advice_add(db, "straggler", "warning", msg, ev, NULL, -1, -1);
-		}
-	}
-	sqlite3_finalize(st);
-	return rc;
+	int64_t rank = -1;
+	double busy = 0, others = 0;
+	int found = find_straggler(db, &rank, &busy, &others);
+	if (found <= 0)
+		return found;
+	char msg[320], ev[256];
+	snprintf(msg, sizeof msg,
+	         "rank %" PRId64 " is a straggler: its steps compute %.1f %% longer than the other "
+	         "ranks', which wait for it at every all-reduce (an uneven shard, a slower core, or "
+	         "another load on its CPU)",
+	         rank, (busy / others - 1) * 100);
+	snprintf(ev, sizeof ev,
+	         "rank %" PRId64 ": %.3f ms busy per step\nothers: %.3f ms busy per step"
+	         " (step time minus the wait at the all-reduce)",
+	         rank, busy / 1e6, others / 1e6);
+	return prof_advice_add(db, "straggler", "warning", msg, ev, NULL, -1, -1);
+}
+
+/* An FP16 all-reduce in a run without loss scaling (scale 1 throughout): the gradients go
+ * through FP16 as they are, and those below its smallest normal lose bits or vanish. */
+static int rule_unscaled_fp16_allreduce(sqlite3 *db)
+{
+	double bytes = q_double(db, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'"
+	                            " AND dtype = 'fp16' AND bucket IS NOT NULL", 0);
+	double steps = q_double(db, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'"
+	                            " AND dtype = 'fp16' AND bucket IS NOT NULL", 0);
+	double ranks = q_double(db, "SELECT count(DISTINCT rank) FROM comm WHERE kind = 'allreduce'", 1);
+	double top = q_double(db, "SELECT max(scale) FROM steps", NAN);
+	if (!(bytes > 0) || !(steps > 0) || !(top <= 1.0))
+		return 0;
+	char mode[64], msg[448], ev[256];
+	q_text(db, "SELECT value FROM meta WHERE key IN ('precision_mode', 'app.precision_mode')"
+	           " ORDER BY key = 'precision_mode' DESC LIMIT 1", mode, sizeof mode);
+	snprintf(msg, sizeof msg,
+	         "the gradient all-reduce sends FP16 in a run without loss scaling (%s, scale "
+	         "%.9g): gradients below 6.1e-05, FP16's smallest normal, lose bits or flush to zero "
+	         "on the way; allreduce_dtype = bf16 sends the same bytes with FP32's range",
+	         mode[0] ? mode : "?", top);
+	snprintf(ev, sizeof ev, "%.2f MB per step per rank in fp16; the loss scale stayed %.9g",
+	         bytes / steps / ranks / 1e6, top);
+	return prof_advice_add(db, "unscaled_fp16_allreduce", "warning", msg, ev, NULL, -1, -1);
 }
 
 /* FP32 all-reduce in a run whose loss scaling would let FP16 carry the gradients. */
@@ -214,7 +267,7 @@ int prof_dist_rules(sqlite3 *db)
 	if (!amp_profile_has_table(db, "comm"))
 		return 0;
 	if (rule_comm_share(db) || rule_straggler(db) || rule_fp32_allreduce(db) ||
-	    rule_one_rank_overflow(db))
+	    rule_unscaled_fp16_allreduce(db) || rule_one_rank_overflow(db))
 		return -1;
 	return 0;
 }

@@ -207,7 +207,8 @@ int prof_advice_add(sqlite3 *db, const char *rule, const char *severity, const c
 /* ---- data-parallel runs (dist.c, merge.c) ------------------------------------------------ */
 /* rank_summary and run_summary's comm_share, rank_spread, ranks (after the run summary). */
 int prof_dist_summary(sqlite3 *db, char **msg);
-/* The advice rules on communication: comm_share, straggler, fp32_allreduce, rank_overflow. */
+/* The advice rules on communication: comm_share, straggler, fp32_allreduce,
+ * unscaled_fp16_allreduce, rank_overflow. */
 int prof_dist_rules(sqlite3 *db);
 /* The report's communication lines and per-rank table (nothing without collectives). */
 int prof_report_dist_text(sqlite3 *db, FILE *f);

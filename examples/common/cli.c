@@ -9,6 +9,7 @@
 #include "amp_opt.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -184,8 +185,10 @@ static int check_common(const ex_program *prog, const ex_common *c)
 		return bad_arg(prog, c, "--steps: expected 0 or more");
 	if (c->batch < 1)
 		return bad_arg(prog, c, "--batch: expected at least 1");
-	if (!(c->lr > 0))
-		return bad_arg(prog, c, "--lr: expected a positive number");
+	/* the optimizers take a float: a rate it rounds to 0 or Inf would not train */
+	if (!(c->lr >= (double)FLT_MIN && c->lr <= (double)FLT_MAX))
+		return bad_arg(prog, c, "--lr: expected a positive number from %g to %g, got %g",
+		               (double)FLT_MIN, (double)FLT_MAX, c->lr);
 	if (c->seed < -1)
 		return bad_arg(prog, c, "--seed: expected a non-negative integer");
 	if (c->log_every < 0)

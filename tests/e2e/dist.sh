@@ -434,6 +434,25 @@ check "merge without -o is a usage error" "$?" 2
 "$B/bin/ampprof" -o 'x.%q.db' -- true >/dev/null 2>badpat.err
 check "--output with an unknown %x is a usage error" "$?" 2
 
+# a straggler (rank 1 on the scalar kernels): the communication advice names it as what the
+# ranks wait for, not the bytes
+"${MPI[@]}" -np 1 "$B/bin/ampprof" -q -o "st.%r.db" -- "$B/tests/dist_cases" --dist --steps 20 : \
+	-np 1 -x AMP_KERNELS=scalar "$B/bin/ampprof" -q -o "st.%r.db" -- "$B/tests/dist_cases" --dist \
+	--steps 20 >/dev/null 2>&1
+"$B/bin/ampprof" merge -o st.db st.0.db st.1.db >/dev/null 2>&1
+check "straggler: the advice names rank 1" \
+	"$(sqlite3 st.db "SELECT message LIKE 'rank 1 is a straggler:%' FROM advice WHERE rule = 'straggler'")" 1
+check "straggler: the communication advice says the wait is for it" \
+	"$(sqlite3 st.db "SELECT message LIKE '%the ranks wait mostly for rank 1,%' AND message NOT LIKE '%halves the bytes%' FROM advice WHERE rule = 'comm_share'")" 1
+# an FP16 all-reduce in a run without loss scaling
+AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$B/bin/ampprof" -q \
+	-o "u.%r.db" -- "$B/tests/dist_cases" --dist --steps 12 >/dev/null 2>&1
+"$B/bin/ampprof" merge -o u.db u.0.db u.1.db >/dev/null 2>&1
+check "unscaled fp16 all-reduce: advised, bf16 suggested" \
+	"$(sqlite3 u.db "SELECT count(*) FROM advice WHERE rule = 'unscaled_fp16_allreduce' AND message LIKE '%allreduce_dtype = bf16%'")" 1
+check "a scaled fp16 all-reduce is not" \
+	"$(sqlite3 m16.db "SELECT count(*) FROM advice WHERE rule = 'unscaled_fp16_allreduce'")" 0
+
 # a rank killed with SIGKILL at step 5: the other rank's profile stays valid, the merge says who
 "${MPI[@]}" -np 2 "$B/bin/ampprof" -q -o "k.%r.db" -- "$B/tests/dist_cases" --dist --steps 50 \
 	--die-rank 1 --die-step 5 >/dev/null 2>&1
@@ -445,4 +464,10 @@ check_true "killed rank: rank 0's profile is valid" test "$(sqlite3 k.0.db "PRAG
 check "killed rank: merge exit 0" "$?" 0
 grep -q "rank 1: k.1.db, killed by SIGKILL (incomplete)" k.out || bad "killed rank: the merge says how rank 1 ended" "$(cat k.out)"
 check "killed rank: merged meta" "$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'rank.1.end'"):$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'complete'")" "killed:0"
+# a rank profile whose ampprof died before finalize has no threads rows: it is still rank 1's
+cp pfp32.1.db nothreads.1.db
+sqlite3 nothreads.1.db "DELETE FROM threads; DELETE FROM run_summary; DELETE FROM rank_summary"
+"$B/bin/ampprof" report nothreads.1.db >/dev/null 2>&1
+check "a rank profile without threads rows: one rank, its own" \
+	"$(sqlite3 nothreads.1.db "SELECT group_concat(rank) FROM rank_summary")" 1
 e2e_finish

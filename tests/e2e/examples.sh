@@ -43,6 +43,13 @@ for ex in mlp_fashion cnn_fashion resnet_fashion charlm bert_kjv unstable; do
 	check_true "$ex unknown flag: exit 2, usage on stderr" \
 		test "$rc" = 2 -a ! -s "$OUT/u.out" -a -s "$OUT/u.err"
 done
+# a learning rate the optimizers' float cannot hold (Inf, or 0) is refused, not trained with
+for lr in 1e39 1e-300; do
+	"$BIN/mlp_fashion" --lr $lr >"$OUT/lr.out" 2>&1
+	check "mlp_fashion --lr $lr: exit 2" "$?" 2
+	grep -q -- "--lr: expected a positive number from 1.17549e-38 to 3.40282e+38" "$OUT/lr.out" ||
+		bad "mlp_fashion --lr $lr: says the range" "$(head -2 "$OUT/lr.out")"
+done
 "$BIN/mlp_fashion" --precision=int8 >/dev/null 2>"$OUT/p.err"
 check_true "bad --precision is a usage error" test $? = 2
 grep -q "expected fp32, amp, fp16 or bf16" "$OUT/p.err" || bad "bad --precision message" "$(head -1 "$OUT/p.err")"
