@@ -151,7 +151,10 @@ void amp_set_training(amp_ctx *ctx, int training);
 
 /* ---- steps ------------------------------------------------------------------------------- */
 /* A step brackets one iteration.  Tensors made during a step (activations, gradients of
- * activations, inputs) live in the step arena and are released by amp_step_end(). */
+ * activations, inputs) live in the step arena and are released by amp_step_end(): their
+ * handles must not be used after it (the next step reuses the memory, handles included, so
+ * such a use cannot be told apart).  With memory_optimize, a tensor the backward released is
+ * refused by every call (AMP_ESTATE). */
 int amp_step_begin(amp_ctx *ctx);
 int amp_step_end(amp_ctx *ctx);
 /* Index of the current (or last) step, from 0. */
@@ -361,7 +364,11 @@ void amp_optim_set_lr(amp_optim *opt, float lr);
  * gradient_clipping = c > 0, the global L2 norm of the unscaled gradients is taken after the
  * overflow check and, above c, every gradient is multiplied by c / (norm + 1e-6) before the
  * update; an overflowed step is skipped before any norm is taken.  Clears the gradients either
- * way.  *skipped (may be NULL) is set to 1 for a skipped step. */
+ * way.  *skipped (may be NULL) is set to 1 for a skipped step.  The gradients are the masters'
+ * as they stand: written by this step's amp_backward, or by hand (amp_tensor_grad, or
+ * amp_dist.h's amp_param_grad_set), or zero (momentum and weight decay still apply).  A step
+ * whose amp_backward failed part way is refused (AMP_ESTATE): amp_step_end discards what it
+ * wrote. */
 int amp_optim_step(amp_optim *opt, int *skipped);
 /* Global L2 norm of the unscaled gradients of the last optimizer step (before clipping), NAN
  * when gradient_clipping is off or the step overflowed; and whether that step clipped. */
