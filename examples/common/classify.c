@@ -38,7 +38,9 @@ typedef struct run {
 	/* What training did: steps, epochs begun, samples seen, seconds, the last losses. */
 	int64_t steps, epochs, samples;
 	double train_seconds;
-	ex_loss_window losses;
+	ex_loss_window losses; /* the steps' losses; with --dist this rank's loss times its share */
+	ex_loss_window shares; /* with --dist: this rank's share of each of those steps */
+	int64_t log_every;     /* --log-every, on every rank (only rank 0 prints) */
 	ex_dist dist;   /* --dist: this rank's share of each batch and of the test set */
 } run;
 
@@ -91,9 +93,13 @@ static int train_epochs(run *r)
 			amp_step_set_samples(r->ctx, n);
 			if ((rc = amp_step_end(r->ctx)))
 				return rc;
-			loss = ex_dist_mean(&r->dist, loss, n); /* the global batch's */
-			ex_loss_window_add(&r->losses, loss);
+			/* the global batch's loss, summed over the ranks only where it is shown (a
+			 * collective every step would be one more wait for the slowest rank) */
+			ex_loss_window_add(&r->losses, !r->dist.on ? loss : n > 0 ? loss * (double)n : 0);
+			ex_loss_window_add(&r->shares, (double)n);
 			r->steps++;
+			if (r->log_every && r->steps % r->log_every == 0)
+				loss = ex_dist_mean(&r->dist, loss, n);
 			r->samples += global; /* the global batch: throughput of the run */
 			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), global);
 			if (opt->steps && r->steps >= opt->steps) {
@@ -182,8 +188,24 @@ static int evaluate(run *r, double *accuracy)
 	return rc;
 }
 
+/* The mean training loss of the last EX_LOSS_WINDOW steps, of the global batches with --dist
+ * (a collective: every rank calls it). */
+static double final_loss(run *r)
+{
+	if (!r->dist.on)
+		return ex_loss_window_mean(&r->losses);
+	double v[2 * EX_LOSS_WINDOW];
+	memcpy(v, r->losses.loss, sizeof r->losses.loss);
+	memcpy(v + EX_LOSS_WINDOW, r->shares.loss, sizeof r->shares.loss);
+	ex_dist_sum(&r->dist, v, 2 * EX_LOSS_WINDOW);
+	ex_loss_window w = {.n = r->losses.n};
+	for (int k = 0; k < EX_LOSS_WINDOW; k++)
+		w.loss[k] = v[EX_LOSS_WINDOW + k] > 0 ? v[k] / v[EX_LOSS_WINDOW + k] : (double)NAN;
+	return ex_loss_window_mean(&w);
+}
+
 /* The summary line and, with --json, the result line. */
-static void report(const run *r, double accuracy)
+static void report(const run *r, double accuracy, double loss)
 {
 	const char *precision = ex_precision_name(r->ctx);
 	if (r->test_n < r->test.n)
@@ -200,7 +222,7 @@ static void report(const run *r, double accuracy)
 	ex_json_int(&j, "batch", r->opt.batch);
 	ex_json_num(&j, "test_accuracy", accuracy);
 	ex_json_int(&j, "test_samples", r->test_n); /* the first test_samples test images */
-	ex_json_num(&j, "final_loss", ex_loss_window_mean(&r->losses));
+	ex_json_num(&j, "final_loss", loss);
 	ex_json_throughput(&j, r->train_seconds, r->samples);
 	ex_json_run_print(&j, r->ctx);
 }
@@ -251,6 +273,7 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	}
 	if (ex_dist_init(&r.dist, dist, prog.name, &argc, &argv))
 		return 1;
+	r.log_every = r.opt.log_every;
 	if (r.dist.rank != 0)
 		r.opt.log_every = 0; /* rank 0 speaks for all */
 	if (stop_after < 0) {
@@ -318,8 +341,9 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		status = ex_fail(&prog, r.ctx, "evaluation", rc);
 		goto out;
 	}
+	double loss = final_loss(&r);
 	if (r.dist.rank == 0)
-		report(&r, accuracy);
+		report(&r, accuracy, loss);
 	status = 0;
 out:
 	run_release(&r);

@@ -80,6 +80,18 @@ double ex_dist_mean(const ex_dist *d, double mean, int64_t n)
 	return mean;
 }
 
+void ex_dist_sum(const ex_dist *d, double *v, int n)
+{
+#ifdef AMP_HAVE_MPI
+	if (d->on)
+		MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+	(void)d;
+	(void)v;
+	(void)n;
+#endif
+}
+
 void ex_dist_finish(ex_dist *d, int status)
 {
 #ifdef AMP_HAVE_MPI

@@ -28,6 +28,8 @@ int64_t ex_dist_sum_i64(const ex_dist *d, int64_t v);
 /* The mean over the whole global batch of a per-sample mean (loss over this rank's n samples,
  * NAN or anything when n is 0): the ranks' means weighted by their shares. */
 double ex_dist_mean(const ex_dist *d, double mean, int64_t n);
+/* v[0..n) = its sums over the ranks, in place (unchanged without --dist). */
+void ex_dist_sum(const ex_dist *d, double *v, int n);
 /* Stops MPI (after the context is freed).  status != 0 (this rank failed): aborts the job
  * instead, since the other ranks would wait for it in their next collective forever. */
 void ex_dist_finish(ex_dist *d, int status);

@@ -221,6 +221,14 @@ check_true "mlp_fashion: fp16 all-reduce within 0.5 points ($a16 vs $a1)" \
 check "mlp_fashion --dist: one result line (rank 0 speaks)" "$(grep -c '^{' "$OUT/two.json")" 1
 grep -q "2 ranks, 64 samples each per step" "$OUT/two.json" || bad "mlp_fashion --dist: says how it splits"
 "$BIN/mlp_fashion" --help | grep -q -- "--dist" || bad "mlp_fashion --help lists --dist"
+# the loss printed under --dist is the global batch's: in fp32 the same as one process's
+"$BIN/mlp_fashion" --precision=fp32 --steps 20 --log-every 10 --test-limit 100 2>/dev/null |
+	awk '/^step/ { print $2, $6 }' >"$OUT/loss1"
+"${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=fp32 --steps 20 --log-every 10 \
+	--test-limit 100 2>/dev/null | awk '/^step/ { print $2, $6 }' >"$OUT/loss2"
+check_true "mlp_fashion --dist fp32: the printed losses are the global batch's ($(tr '\n' ' ' <"$OUT/loss2")vs $(tr '\n' ' ' <"$OUT/loss1"))" \
+	awk 'NR == FNR { a[$1] = $2; next } { n++; d = $2 - a[$1]; if (d < 0) d = -d; if (d > 1e-5 * $2) bad = 1 }
+	     END { exit !(n == 2 && !bad) }' "$OUT/loss1" "$OUT/loss2"
 # a rank whose share of a batch is empty (batch 1 on 2 ranks; a last batch of 60000 mod 458 = 2 on 3 ranks)
 # takes part in the step with no gradient of its own
 "${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --batch 1 --steps 6 --log-every 0 --test-limit 100 \
