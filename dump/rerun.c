@@ -18,6 +18,7 @@ int dump_cmd_rerun(const dump_rerun_opts *ro, FILE *out)
 	prof_options po;
 	char step_text[32];
 
+	prof_signals_save(); /* the application inherits ampdump's ignored signals, as ampprof's */
 	memset(&po, 0, sizeof po);
 	snprintf(step_text, sizeof step_text, "%lld", (long long)ro->step);
 	/* ampprof's documented defaults, then what this command changes */

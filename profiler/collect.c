@@ -359,6 +359,33 @@ static void ranges_text(char *buf, size_t len, const amp_step_range *r, int n)
 	}
 }
 
+/* Appends word to buf[*used..len) as sh reads it back as one word: as it is when it holds
+ * only characters no shell treats specially, else in single quotes (' as '\''). */
+static void put_sh_word(char *buf, size_t len, size_t *used, const char *word)
+{
+	const char *plain = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-";
+	int quote = !*word || strspn(word, plain) != strlen(word);
+	char piece[8];
+	for (const char *p = quote ? "'" : ""; *used + 1 < len; ) {
+		if (p && *p) {
+			buf[(*used)++] = *p++;
+			continue;
+		}
+		if (!*word)
+			break;
+		if (quote && *word == '\'') {
+			snprintf(piece, sizeof piece, "'\\''");
+			p = piece;
+			word++;
+			continue;
+		}
+		buf[(*used)++] = *word++;
+	}
+	if (quote && *used + 1 < len)
+		buf[(*used)++] = '\'';
+	buf[*used] = '\0';
+}
+
 /* The meta known before launch; 0, or -1 if the database could not be written. */
 static int write_start_meta(collector *c, uint64_t start_mono)
 {
@@ -370,11 +397,14 @@ static int write_start_meta(collector *c, uint64_t start_mono)
 	if (o->application) {
 		bad |= meta_set(db, "command", "%s", o->application);
 	} else {
+		/* a command line sh reads back as these words (ampdump --application re-runs it) */
 		size_t used = 0;
 		buf[0] = '\0';
-		for (char **a = o->argv; *a && used < sizeof buf; a++)
-			used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s",
-			                         a == o->argv ? "" : " ", *a);
+		for (char **a = o->argv; *a && used + 1 < sizeof buf; a++) {
+			if (a != o->argv)
+				buf[used++] = ' ';
+			put_sh_word(buf, sizeof buf, &used, *a);
+		}
 		bad |= meta_set(db, "command", "%s", buf);
 	}
 	if (getcwd(buf, sizeof buf))
@@ -764,9 +794,11 @@ int prof_run(const prof_options *opts)
 	sa.sa_sigaction = on_signal;
 	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	/* a signal the job ignores (nohup: SIGHUP) is neither caught nor passed on */
+	const int passed_on[] = {SIGTERM, SIGHUP, SIGINT};
+	for (size_t i = 0; i < sizeof passed_on / sizeof passed_on[0]; i++)
+		if (!prof_signal_was_ignored(passed_on[i]))
+			sigaction(passed_on[i], &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa_child;
 	memset(&sa_child, 0, sizeof sa_child);

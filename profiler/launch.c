@@ -94,6 +94,28 @@ int prof_launch_check(const prof_options *opts)
 	return check_program(word);
 }
 
+/* The signals a launcher may have set for the job as a whole: ignored ones are inherited. */
+static const int job_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+static int job_ignored[sizeof job_signals / sizeof job_signals[0]];
+static sigset_t start_mask;
+
+void prof_signals_save(void)
+{
+	sigprocmask(SIG_SETMASK, NULL, &start_mask);
+	for (size_t i = 0; i < sizeof job_signals / sizeof job_signals[0]; i++) {
+		struct sigaction sa;
+		job_ignored[i] = sigaction(job_signals[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
+	}
+}
+
+int prof_signal_was_ignored(int sig)
+{
+	for (size_t i = 0; i < sizeof job_signals / sizeof job_signals[0]; i++)
+		if (job_signals[i] == sig)
+			return job_ignored[i];
+	return 0;
+}
+
 int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 {
 	int fds[2];
@@ -112,14 +134,11 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 	if (child == 0) {
 		int err = 0;
 		char fdtext[16];
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGHUP, SIG_DFL);
-		signal(SIGQUIT, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
+		/* the program starts as it would have without ampprof: the signal mask and the
+		 * ignored signals (nohup) it was started with, the others at their default */
+		sigprocmask(SIG_SETMASK, &start_mask, NULL);
+		for (size_t i = 0; i < sizeof job_signals / sizeof job_signals[0]; i++)
+			signal(job_signals[i], job_ignored[i] ? SIG_IGN : SIG_DFL);
 		int flags = fcntl(s->fd, F_GETFD);
 		if (flags < 0 || fcntl(s->fd, F_SETFD, flags & ~FD_CLOEXEC) != 0)
 			err = errno;

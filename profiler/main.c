@@ -582,6 +582,7 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	prof_signals_save();
 	if (argc < 2) {
 		amp_opt_usage(&profile_spec, stderr);
 		return PROF_EXIT_USAGE;

@@ -115,6 +115,12 @@ amp_ring_hdr *prof_session_ring(const prof_session *s, uint32_t i);
 void prof_session_ring_reset(const prof_session *s, uint32_t i, uint64_t pos);
 
 /* ---- launch (launch.c) ------------------------------------------------------------------- */
+/* Notes the signal mask and which of SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE ampprof was
+ * started with ignored (nohup, a shell's background job): the application inherits them as
+ * they were, and ampprof catches none of those itself.  First thing in main. */
+void prof_signals_save(void);
+/* 1 if sig was ignored when ampprof started (prof_signals_save). */
+int prof_signal_was_ignored(int sig);
 /* Checks that the application exists and is executable (first word of --application, or
  * argv[0] searched in PATH).  Returns 0, or PROF_EXIT_NOTFOUND / PROF_EXIT_NOEXEC (or
  * PROF_EXIT_USAGE for an empty --application) with a message printed. */

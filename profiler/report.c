@@ -308,6 +308,12 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 	} else if (n) {
 		fprintf(f, "  dumps        off (ampprof --dump=nonfinite dumps the origin's tensors)\n");
 	}
+	char unnamed[1400];
+	if (amp_profile_meta_get(db, "callsites_unnamed", unnamed, sizeof unnamed) == AMP_PROFILE_OK) {
+		fprintf(f, "  call sites   unnamed: ");
+		amp_text_put(f, unnamed); /* a path of the application's */
+		fputc('\n', f);
+	}
 	int64_t first = first_origin_step(db);
 	if (first >= 0) {
 		char cmd[4200];

@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 
+#include "profile_db.h"
 #include "writer_int.h"
 
 #define SYM_CHUNK 256
@@ -217,16 +218,34 @@ int prof_writer_symbolize(prof_writer *w)
 	int rc = -1;
 	if (!addrs || !syms)
 		goto out;
+	/* a module that cannot be read (its path cut short, no read permission) leaves its frames
+	 * unnamed: said on stderr and in meta, not only as '??' */
+	char unread[1200] = "";
+	size_t n_unread = 0, mods_unread = 0;
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
 		while (j < n && reqs[j].path == reqs[i].path) {
 			addrs[j - i] = reqs[j].addr;
 			j++;
 		}
-		prof_symbolize(prof_writer_text(w, reqs[i].path), addrs, j - i, syms);
+		const char *module = prof_writer_text(w, reqs[i].path);
+		if (prof_symbolize(module, addrs, j - i, syms) != 0 && module &&
+		    access(module, R_OK) != 0) {
+			if (!mods_unread++)
+				snprintf(unread, sizeof unread, "%s (%s)", module[0] ? module : "?",
+				         strerror(errno));
+			n_unread += j - i;
+		}
 		for (size_t k = i; k < j; k++)
 			reqs[k].sym = syms[k - i];
 		i = j;
+	}
+	if (n_unread) {
+		char v[1400];
+		snprintf(v, sizeof v, "%zu frame(s) in %zu module(s) could not be read, first %s",
+		         n_unread, mods_unread, unread);
+		fprintf(stderr, "ampprof: warning: call sites left unnamed: %s\n", v);
+		amp_profile_meta_set(w->db, "callsites_unnamed", v);
 	}
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(w->db,

@@ -83,7 +83,7 @@ void amp_trace_kernel_gemm(amp_ctx *ctx, amp_op_type op, const char *label, amp_
                            uint64_t bytes, amp_shape shape, int aligned)
 {
 	uint64_t seq = ctx->seq++;
-	ctx->stats.ops_dispatched++;
+	amp_count_op(ctx);
 	if (!AMP_TRACING())
 		return;
 	amp_trace_op rec = {
@@ -113,7 +113,7 @@ int amp_op_end(amp_ctx *ctx, amp_op_call *call, amp_tensor *out, amp_tensor *con
 	if (nodep)
 		*nodep = NULL;
 	uint64_t seq = ctx->seq++;
-	ctx->stats.ops_dispatched++;
+	amp_count_op(ctx);
 	if (AMP_TRACING()) {
 		amp_trace_op rec = {
 		    .op = call->op,

@@ -677,21 +677,20 @@ static int apply_env(amp_ctx *ctx)
 }
 
 /* ---- the live contexts ---------------------------------------------------------------------
- * A child process that goes on with its parent's context counts on from the parent's totals;
- * the ops it reports to ampprof must be its own, or the parent's would count twice.  At fork,
- * the child takes each live context's counters as the base the traced counters leave out. */
+ * The process's live contexts, for the data a forked child needs (amp_ctx_live_add).  The ops a
+ * child reports to ampprof must be its own, or the parent's would count twice: at fork the
+ * child's thread counters (amp_tl_ops) start again from 0. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static amp_ctx *live_head;
 static pthread_once_t live_once = PTHREAD_ONCE_INIT;
 
 static void live_prepare(void) { pthread_mutex_lock(&live_lock); }
 static void live_parent(void) { pthread_mutex_unlock(&live_lock); }
+__thread int64_t amp_tl_ops, amp_tl_copies;
+
 static void live_child(void)
 {
-	for (amp_ctx *c = live_head; c; c = c->live_next) {
-		c->fork_ops_base = c->stats.ops_dispatched;
-		c->fork_copies_base = c->stats.copies;
-	}
+	amp_tl_ops = amp_tl_copies = 0; /* the forking thread's, counted by the parent's ring */
 	pthread_mutex_unlock(&live_lock);
 }
 

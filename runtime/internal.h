@@ -228,10 +228,6 @@ struct amp_ctx {
 	const struct amp_dist_ops *dist; /* data-parallel backend (amp/amp_dist.h), or NULL */
 	void *dist_state;
 	amp_run_stats stats;
-	/* stats.ops_dispatched and stats.copies when this process forked from the one that made
-	 * the context (0 in that one): the counters sent to ampprof leave them out, since the
-	 * parent's ring already counted them */
-	int64_t fork_ops_base, fork_copies_base;
 	struct amp_ctx *live_prev, *live_next; /* the process's live contexts (ctx.c) */
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */
@@ -271,6 +267,21 @@ int64_t amp_shape_numel(amp_shape s);
 /* Checks the keys that must agree (loss_scale_min <= loss_scale_max): AMP_OK or
  * AMP_ECONFIG naming where each was set.  At amp_ctx_new and every amp_step_begin. */
 int amp_config_check(amp_ctx *ctx);
+/* The ops and copies this thread dispatched, whatever their context: what the thread's ring
+ * reports to ampprof as ops_dispatched and copies (ring-scoped counters are a thread's own
+ * totals; a context's would count twice when two contexts share a thread, or one context two
+ * threads).  A forked child starts them at 0: the parent's ring counted what came before. */
+extern __thread int64_t amp_tl_ops, amp_tl_copies;
+static inline void amp_count_op(amp_ctx *ctx)
+{
+	ctx->stats.ops_dispatched++;
+	amp_tl_ops++;
+}
+static inline void amp_count_copy(amp_ctx *ctx)
+{
+	ctx->stats.copies++;
+	amp_tl_copies++;
+}
 /* What an API call on a tensor memory_optimize released says. */
 extern const char amp_released_why[];
 /* 1 if s can be a tensor's shape: 0..AMP_MAX_DIMS dims, each extent >= 1, at most 2^40

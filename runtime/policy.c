@@ -64,7 +64,7 @@ static int cast_backward(amp_ctx *ctx, amp_node *node)
 	             : amp_grad_acc(ctx, src, g);
 	if (rc != AMP_OK)
 		return rc > 0 ? AMP_OK : rc;
-	ctx->stats.copies++;
+	amp_count_copy(ctx);
 	if (AMP_TRACING())
 		amp_trace_copy(AMP_COPY_CAST, (uint64_t)g->numel * (amp_dtype_size(g->dtype) +
 		                                                    amp_dtype_size(src->dtype)),
@@ -100,7 +100,7 @@ static amp_tensor *working_copy(amp_ctx *ctx, amp_param *p, amp_dtype dt, uint64
 	if (!p->work_valid) {
 		p->work_nonfinite = amp_cvt(dt, p->work, AMP_F32, m->data, m->numel);
 		p->work_valid = 1;
-		ctx->stats.copies++;
+		amp_count_copy(ctx);
 		if (AMP_TRACING())
 			amp_trace_copy(AMP_COPY_MASTER,
 			               (uint64_t)m->numel * (amp_dt(AMP_F32)->size + amp_dt(dt)->size),
@@ -132,7 +132,7 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 			return NULL;
 		/* of a half result, counted by the conversion */
 		int64_t nonfinite = amp_cvt(dt, c->data, t->dtype, t->data, t->numel);
-		ctx->stats.copies++;
+		amp_count_copy(ctx);
 		if (AMP_TRACING()) {
 			amp_trace_copy(AMP_COPY_CAST,
 			               (uint64_t)t->numel * (amp_dtype_size(t->dtype) + amp_dtype_size(dt)),

@@ -468,7 +468,7 @@ int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dty
 	if (!t)
 		return alloc_error(ctx, shape);
 	amp_store_f32(t, src);
-	ctx->stats.copies++;
+	amp_count_copy(ctx);
 	if (AMP_TRACING())
 		amp_trace_copy(AMP_COPY_H2D, (uint64_t)t->numel * amp_dtype_size(dt), AMP_F32, dt, t0,
 		               ctx->step, "input");
@@ -488,7 +488,7 @@ int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_t
 	if (!t)
 		return alloc_error(ctx, shape);
 	memcpy(t->data, src, (size_t)t->numel * sizeof(int32_t));
-	ctx->stats.copies++;
+	amp_count_copy(ctx);
 	if (AMP_TRACING())
 		amp_trace_copy(AMP_COPY_H2D, (uint64_t)t->numel * 4, AMP_I32, AMP_I32, t0, ctx->step,
 		               "input");
@@ -531,7 +531,7 @@ int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
 		for (int64_t i = 0; i < t->numel; i++)
 			dst[i] = (float)((const int32_t *)t->data)[i];
 	}
-	ctx->stats.copies++;
+	amp_count_copy(ctx);
 	if (AMP_TRACING())
 		amp_trace_copy(AMP_COPY_D2H, (uint64_t)t->numel * amp_dtype_size(t->dtype), t->dtype,
 		               AMP_F32, t0, ctx->step, "readback");
@@ -746,8 +746,8 @@ int amp_step_end(amp_ctx *ctx)
 		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak,
 		                 ctx->cfg.memory_optimize ? ctx->mem_unopt : NULL, ctx->mem_peak_unopt);
 		/* this process's own: a forked child leaves out what its parent counted */
-		amp_trace_counter("ops_dispatched", ctx->stats.ops_dispatched - ctx->fork_ops_base);
-		amp_trace_counter("copies", ctx->stats.copies - ctx->fork_copies_base);
+		amp_trace_counter("ops_dispatched", amp_tl_ops);
+		amp_trace_counter("copies", amp_tl_copies);
 	}
 	ctx->stats.steps++;
 	/* Step-scoped tensors (and working copies, grads of activations) go with the arena; a

@@ -45,7 +45,7 @@ int amp_trace_module_of(uintptr_t addr, uintptr_t *bias, const char **path)
 	return 1;
 }
 
-char amp_trace_exe_path[512];
+char amp_trace_exe_path[PATH_MAX];
 
 static uint32_t announce_module(trace_ring *r, uintptr_t bias, const char *path)
 {

@@ -11,6 +11,7 @@
 #ifndef AMP_TRACE_INT_H
 #define AMP_TRACE_INT_H
 
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -81,7 +82,7 @@ extern TRACE_HIDDEN amp_step_range amp_trace_steps[AMP_MAX_RANGES];
 extern TRACE_HIDDEN char amp_trace_spool[256];
 extern TRACE_HIDDEN pthread_key_t amp_trace_ring_key;
 extern TRACE_HIDDEN int amp_trace_key_ok;
-extern TRACE_HIDDEN char amp_trace_exe_path[512]; /* /proc/self/exe (trace_callsite.c) */
+extern TRACE_HIDDEN char amp_trace_exe_path[PATH_MAX]; /* /proc/self/exe (trace_callsite.c) */
 extern __thread trace_ring *amp_trace_tl_ring TRACE_HIDDEN
     __attribute__((tls_model("initial-exec")));
 extern __thread int amp_trace_tl_no_ring TRACE_HIDDEN __attribute__((tls_model("initial-exec")));

@@ -111,6 +111,12 @@ check "fork: ops_dispatched = ops rows (the parent's ops counted once)" \
 	"$(meta fork.db ops_dispatched)" "$(q fork.db 'SELECT count(*) FROM ops')"
 check "fork: copies = copy rows" "$(meta fork.db copies)" "$(q fork.db 'SELECT count(*) FROM copies')"
 
+# ---- contexts one after another in one thread, in two threads at once ------------------------
+"$AMPPROF" -q -o serial.db -- "$CASES" --serial 5 --steps 3 --threads 2 > /dev/null
+check "5 contexts in turn in each of 2 threads: ops_dispatched = ops rows" \
+	"$(meta serial.db ops_dispatched)" "$(q serial.db 'SELECT count(*) FROM ops')"
+check "... copies = copy rows" "$(meta serial.db copies)" "$(q serial.db 'SELECT count(*) FROM copies')"
+
 # ---- the spool directory of a killed ampprof --------------------------------------------------
 mkdir spool && cd spool
 "$AMPPROF" -q --dump=nonfinite -o k.db -- "$PRODUCER" --steps 200 --sleep-ms 10 & ap=$!
@@ -124,8 +130,12 @@ check "the next run in the directory removes it" "$rc|$(ls -a | grep '^\.ampprof
 cd ..
 
 # ---- SIGINT sent to ampprof alone reaches the application -----------------------------------
+# (with job control on: a script's background job without it ignores SIGINT, and so does the
+# program ampprof starts, as it would started alone)
 start=$(date +%s)
+set -m
 "$AMPPROF" -q -o int.db -- "$PRODUCER" --steps 300 --sleep-ms 20 & ap=$!
+set +m
 sleep 1
 kill -INT "$ap"; wait "$ap"; rc=$?
 check "SIGINT to ampprof: relayed, the application ends by it" \

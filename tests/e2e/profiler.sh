@@ -153,6 +153,37 @@ check "overflow steps without an origin: scaled-gradient overflows, handled" \
 "$AMPPROF" -q -o app.db --application="$PRODUCER --steps 3 --ops 5 && true"
 check "--application through sh" "$(q app.db 'SELECT count(*) FROM steps')" 3
 
+# meta command is a command line sh reads back as the same words (ampdump's re-run hint runs it)
+"$AMPPROF" -q -o words.db -- printf '[%s]' 'a b' '' "it's" 'a$b' >words.out 2>/dev/null
+check "meta command: sh reads the same words back" \
+	"$(sh -c "$(q words.db "SELECT value FROM meta WHERE key = 'command'")")" "$(cat words.out)"
+# the program starts with the signals its launcher ignored ignored (nohup: SIGHUP; a shell's
+# background job: SIGINT, SIGQUIT), the others at their default, as it would without ampprof
+sig_ignored() { # sig_ignored SIGNUM: from grep's own /proc status, launched by ampprof
+	local m
+	m=$("$AMPPROF" -q -f -o sig.db -- grep SigIgn /proc/self/status 2>/dev/null </dev/null | awk '{ print $2 }')
+	echo $(( (0x${m:-0} >> ($1 - 1)) & 1 ))
+}
+check "nohup ampprof: the program ignores SIGHUP" "$(export -f sig_ignored; AMPPROF=$AMPPROF nohup bash -c 'sig_ignored 1' 2>/dev/null)" 1
+check "ampprof: the program's SIGHUP at its default" "$(sig_ignored 1)" 0
+check "a background ampprof: the program ignores SIGINT" "$(export -f sig_ignored; AMPPROF=$AMPPROF bash -c 'bash -c "sig_ignored 2" & wait')" 1
+
+# call sites of a program under a long path: named up to the interned strings' length (a path
+# of 586 bytes once cut at 512), and past it said unnamed rather than left as '??' in silence
+mid=$PWD/long; for i in 1 2 3 4 5 6 7 8 9 10 11; do mid=$mid/dddddddddddddddddddddddddddddddddddddddddddddd; done
+deep=$mid; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do deep=$deep/eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee; done
+for d in "$mid" "$deep"; do
+	mkdir -p "$d" && cp "$PRODUCER" "$d/" && ln -s "$(dirname "$PRODUCER")/lib" "$d/lib"
+done
+"$AMPPROF" -q -o long.db -- "$mid/trace_producer" --steps 2 --ops 3 >/dev/null 2>&1
+check_true "a program under a ${#mid}-byte path: its call sites named" \
+	test "$(q long.db "SELECT count(*) FROM callsites WHERE file LIKE '%trace_producer.c'")" -gt 0
+check_true "... every one" test "$(q long.db "SELECT count(*) FROM callsites WHERE file = '??'")" = 0
+"$AMPPROF" -q -o deep.db -- "$deep/trace_producer" --steps 2 --ops 3 >/dev/null 2>deep.err
+check_true "under a ${#deep}-byte path: ampprof warns that call sites are unnamed" \
+	grep -q '^ampprof: warning: call sites left unnamed: [0-9]* frame(s) in 1 module(s) could not be read' deep.err
+check_true "... and the report says so" grep -q '^  call sites   unnamed: ' <<<"$("$AMPPROF" report deep.db 2>/dev/null)"
+
 # ---- reliability ----------------------------------------------------------------------------
 # the application is SIGKILLed mid-run
 "$AMPPROF" -q -o kill.db -- "$PRODUCER" --steps 100000 --ops 10 --sleep-ms 20 &

@@ -7,13 +7,14 @@
  * (an invalid operation, not an overflow).  The loss is then NaN, the gradients too, and the
  * loss scaler skips the step.
  *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
- *                 [--chdir DIR] [--label-prefix P]
+ *                 [--chdir DIR] [--label-prefix P] [--serial K]
  * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
  * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
  * goes on training the parent's context to the last step, while the parent waits for it and
  * stops.  --chdir DIR changes the working directory before the first step (dumps must still
  * reach the spool).  --label-prefix P puts P before every op's label (hostile text for the
- * tools' outputs: escapes, newlines, invalid UTF-8).
+ * tools' outputs: escapes, newlines, invalid UTF-8).  --serial K trains K contexts one after
+ * another in each thread (each made, trained for --steps and freed).
  */
 #include <amp/amp.h>
 #include <pthread.h>
@@ -31,9 +32,10 @@
 typedef struct cases_opts {
 	int steps, threads, procs, fork_at, n_bad;
 	int bad[MAX_BAD];
+	int serial;
 } cases_opts;
 
-static cases_opts g_opts = {6, 1, 0, -1, 0, {0}};
+static cases_opts g_opts = {6, 1, 0, -1, 0, {0}, 1};
 static const char *g_prefix = "";
 
 /* The label of an op: --label-prefix, then name (a static buffer per call site's name). */
@@ -117,9 +119,18 @@ out:
 	return status;
 }
 
+/* --serial contexts, one after another */
+static int train_serial(int id)
+{
+	int status = 0;
+	for (int k = 0; k < g_opts.serial && !status; k++)
+		status = train(id + k);
+	return status;
+}
+
 static void *thread_main(void *arg)
 {
-	return (void *)(intptr_t)train((int)(intptr_t)arg);
+	return (void *)(intptr_t)train_serial((int)(intptr_t)arg);
 }
 
 int main(int argc, char **argv)
@@ -146,6 +157,8 @@ int main(int argc, char **argv)
 			dir = v;
 		else if (strcmp(a, "--label-prefix") == 0)
 			g_prefix = v;
+		else if (strcmp(a, "--serial") == 0)
+			g_opts.serial = atoi(v);
 		else {
 			fprintf(stderr, "runtime_cases: unknown option '%s'\n", a);
 			return 2;
@@ -153,9 +166,9 @@ int main(int argc, char **argv)
 		i++;
 	}
 	if (g_opts.threads < 1 || g_opts.threads > MAX_THREADS || g_opts.procs < 0 ||
-	    g_opts.procs > MAX_THREADS || g_opts.steps < 1) {
-		fprintf(stderr, "runtime_cases: --threads 1..%d, --procs 0..%d, --steps at least 1\n",
-		        MAX_THREADS, MAX_THREADS);
+	    g_opts.procs > MAX_THREADS || g_opts.steps < 1 || g_opts.serial < 1) {
+		fprintf(stderr, "runtime_cases: --threads 1..%d, --procs 0..%d, --steps and --serial at "
+		        "least 1\n", MAX_THREADS, MAX_THREADS);
 		return 2;
 	}
 	if (dir && chdir(dir) != 0) {
@@ -186,7 +199,7 @@ int main(int argc, char **argv)
 	for (int t = 1; t < g_opts.threads; t++)
 		if (pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t) != 0)
 			return 1;
-	status |= train(0);
+	status |= train_serial(0);
 	for (int t = 1; t < g_opts.threads; t++) {
 		void *rc;
 		pthread_join(th[t], &rc);
