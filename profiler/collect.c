@@ -440,8 +440,17 @@ static int write_start_meta(collector *c, uint64_t start_mono)
 	if (o->stats_every > 0) {
 		bad |= meta_set(db, "options.stats_every", "%u", o->stats_every);
 	} else {
+		/* inherited from the environment: what the runtime takes (a whole 1..1000000),
+		 * else it takes statistics every step, and meta says so */
 		const char *every = getenv(PROF_STATS_EVERY_ENV);
-		bad |= meta_set(db, "options.stats_every", "%s", every && *every ? every : "1");
+		char *end = NULL;
+		long v = every && *every ? strtol(every, &end, 10) : 1;
+		if (every && *every && (*end || v < 1 || v > 1000000)) {
+			fprintf(stderr, "ampprof: warning: %s='%s' is not a whole number from 1 to 1000000 "
+			        "and is ignored: statistics every step\n", PROF_STATS_EVERY_ENV, every);
+			v = 1;
+		}
+		bad |= meta_set(db, "options.stats_every", "%ld", v);
 	}
 	bad |= meta_set(db, "options.dump", "%s", o->dump == AMP_DUMP_NONFINITE ? "nonfinite" : "off");
 	ranges_text(ranges, sizeof ranges, o->dump_steps, o->n_dump_steps);
@@ -764,6 +773,9 @@ int prof_run(const prof_options *opts)
 		           "%s", err);
 		return PROF_EXIT_FAILED;
 	}
+	/* the file made, to tell at the end whether it is still the one the path names */
+	struct stat made;
+	int have_made = stat(opts->output, &made) == 0;
 	c.reserve_fd = reserve_take(opts->output);
 	uint64_t start_mono = prof_now_ns();
 	c.start_mono = start_mono;
@@ -998,6 +1010,11 @@ int prof_run(const prof_options *opts)
 		prof_error(c.failed ? NULL : "keep the two files together (a copy needs both)",
 		           "the write-ahead log could not be folded into '%s' (%s): '%s-wal' holds "
 		           "part of the profile", opts->output, why, opts->output);
+	struct stat now;
+	int gone = stat(opts->output, &now) != 0;
+	if (have_made && (gone || now.st_dev != made.st_dev || now.st_ino != made.st_ino))
+		fprintf(stderr, "ampprof: warning: '%s' was %s while the run was recorded: the profile "
+		        "written is not there\n", opts->output, gone ? "removed" : "replaced");
 	code = app_code;
 out:
 	signal(SIGCHLD, SIG_DFL);

@@ -22,6 +22,8 @@ enum {
 	OPT_TABLE, OPT_STATS_EVERY, OPT_FAIL_ON, OPT_RINGS,
 };
 
+_Static_assert(AMP_MAX_RANGES == 16, "the --steps and --dump-steps hints name the limit");
+
 static const char *const profile_usage[] = {
     "ampprof [<options>] --application=<command>",
     "ampprof [<options>] -- <program> [<args>...]",
@@ -167,13 +169,14 @@ static int cmd_profile(int argc, char **argv)
 		case OPT_STEPS:
 			o.n_steps = prof_parse_ranges(val, o.steps, AMP_MAX_RANGES);
 			if (o.n_steps < 0)
-				return usage_error(sp, "expected steps like 10, 10-20, 100- or 1,5-7",
+				return usage_error(sp, "expected steps like 10, 10-20, 100- or 1,5-7 (at most 16 "
+				                       "ranges)",
 				                   "invalid value '%s' for --steps", val);
 			break;
 		case OPT_DUMP_STEPS:
 			o.n_dump_steps = prof_parse_ranges(val, o.dump_steps, AMP_MAX_RANGES);
 			if (o.n_dump_steps < 0)
-				return usage_error(sp, "expected steps like 10, 10-20 or 1,5-7",
+				return usage_error(sp, "expected steps like 10, 10-20 or 1,5-7 (at most 16 ranges)",
 				                   "invalid value '%s' for --dump-steps", val);
 			break;
 		case OPT_CALLSTACK:

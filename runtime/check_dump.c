@@ -40,7 +40,7 @@ static void session_config_init(void)
 		c->dump_steps = tc->dump_steps;
 		snprintf(g_spool, sizeof g_spool, "%s", tc->spool_dir ? tc->spool_dir : "");
 	}
-	const char *every = getenv(AMP_CHECK_STATS_EVERY_ENV);
+	const char *every = secure_getenv(AMP_CHECK_STATS_EVERY_ENV);
 	if (every && *every) {
 		char *end;
 		long v = strtol(every, &end, 10);

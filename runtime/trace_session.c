@@ -69,7 +69,9 @@ static int session_valid(const amp_session_hdr *s, size_t size)
 
 __attribute__((constructor)) static void trace_attach(void)
 {
-	const char *env = getenv(AMP_SESSION_ENV);
+	/* not in a setuid or setgid program: a session (its spool directory) from whoever started
+	 * it would have the program write as its owner */
+	const char *env = secure_getenv(AMP_SESSION_ENV);
 	if (!env || !*env)
 		return;
 	char *end;

@@ -153,6 +153,10 @@ check "overflow steps without an origin: scaled-gradient overflows, handled" \
 "$AMPPROF" -q -o app.db --application="$PRODUCER --steps 3 --ops 5 && true"
 check "--application through sh" "$(q app.db 'SELECT count(*) FROM steps')" 3
 
+# a program that removes the profile ampprof writes: said, not a summary of a file that is gone
+"$AMPPROF" -q -o rmdb.db --application="$PRODUCER --steps 2 --ops 2 && rm -f rmdb.db" 2>rmdb.err
+check_true "the output removed during the run: ampprof warns" \
+	grep -q "^ampprof: warning: 'rmdb.db' was removed while the run was recorded" rmdb.err
 # meta command is a command line sh reads back as the same words (ampdump's re-run hint runs it)
 "$AMPPROF" -q -o words.db -- printf '[%s]' 'a b' '' "it's" 'a$b' >words.out 2>/dev/null
 check "meta command: sh reads the same words back" \

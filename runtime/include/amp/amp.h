@@ -218,8 +218,8 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 int amp_param_load(amp_ctx *ctx, amp_tensor *param, const float *src);
 
 /* ---- ops ----------------------------------------------------------------------------------
- * Every op takes the context, a layer label (may be NULL) and its inputs, and stores a new
- * step-scoped tensor in *out.  The precision policy picks the dtype the op executes in and
+ * Every op takes the context, a layer label (may be NULL; a profile keeps its first 1008
+ * bytes) and its inputs, and stores a new step-scoped tensor in *out.  The precision policy picks the dtype the op executes in and
  * inserts casts; the result has that dtype.  Shapes are outermost first. */
 
 /* a (M,K) or (K,M) if trans_a; b (K,N) or (N,K) if trans_b -> (M,N). White list. */
