@@ -167,9 +167,21 @@ static void report_at_exit(void)
 		report(1);
 }
 
+/* fork: the child reports its own counts (the parent's process reported what came before, and
+ * counters of one name add up over processes); the budget already used stays used */
+static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
+static void fork_child(void)
+{
+	memset(&amp_check_cnt, 0, sizeof amp_check_cnt);
+	memset(&g_reported, 0, sizeof g_reported);
+	pthread_mutex_unlock(&g_mu);
+}
+
 static void register_exit(void)
 {
 	atexit(report_at_exit);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 void amp_check_first_state(void)

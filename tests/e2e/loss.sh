@@ -110,6 +110,10 @@ check "fork: exit 0, two processes, 8 steps" \
 check "fork: ops_dispatched = ops rows (the parent's ops counted once)" \
 	"$(meta fork.db ops_dispatched)" "$(q fork.db 'SELECT count(*) FROM ops')"
 check "fork: copies = copy rows" "$(meta fork.db copies)" "$(q fork.db 'SELECT count(*) FROM copies')"
+"$AMPPROF" -q -o forkd.db -- "$CASES" --fork-at 2 --bad-step 1 --bad-step 4 --steps 6 > /dev/null
+check "fork after a dump: dumps_written and nonfinite_origins count each process's own" \
+	"$(meta forkd.db dumps_written)|$(meta forkd.db nonfinite_origins)" \
+	"$(q forkd.db 'SELECT count(*) FROM dumps')|$(q forkd.db 'SELECT count(*) FROM nonfinite')"
 
 # ---- contexts one after another in one thread, in two threads at once ------------------------
 "$AMPPROF" -q -o serial.db -- "$CASES" --serial 5 --steps 3 --threads 2 > /dev/null
