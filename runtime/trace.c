@@ -87,6 +87,7 @@ void amp_trace_step_begin(int64_t step)
 	trace_ring *r = ring_get();
 	if (!r)
 		return;
+	amp_trace_callsites_check(r); /* once a step: a plugin reloaded between steps */
 	amp_rec_step *rec = ring_reserve(r, AMP_REC_SLOTS(amp_rec_step));
 	if (!rec)
 		return;

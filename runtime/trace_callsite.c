@@ -127,7 +127,35 @@ uint32_t amp_trace_callsite_define(trace_ring *r, uintptr_t key, uintptr_t fp, u
 	}
 	r->cs_keys[slot] = key;
 	r->cs_ids[slot] = id;
+	r->cs_live++;
 	return id;
+}
+
+static int load_counts_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	unsigned long long *counts = arg;
+	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+		return 1; /* a loader without the counts: never stale */
+	counts[0] = info->dlpi_adds;
+	counts[1] = info->dlpi_subs;
+	return 1; /* the same in every entry */
+}
+
+void amp_trace_callsites_check(trace_ring *r)
+{
+	unsigned long long counts[2] = {0, 0};
+	dl_iterate_phdr(load_counts_cb, counts);
+	if (counts[0] == r->dl_adds && counts[1] == r->dl_subs)
+		return;
+	/* an object unloaded since (dlclose; its addresses may hold another one now): the call
+	 * sites and modules known by address are defined again as they are met */
+	if (counts[1] != r->dl_subs && r->cs_keys) {
+		memset(r->cs_keys, 0, r->cs_cap * sizeof *r->cs_keys);
+		r->cs_live = 0;
+		r->n_mods = 0;
+	}
+	r->dl_adds = counts[0];
+	r->dl_subs = counts[1];
 }
 
 int amp_trace_callsite_table_grow(trace_ring *r)
@@ -142,7 +170,7 @@ int amp_trace_callsite_table_grow(trace_ring *r)
 	}
 	for (uint32_t i = 0; i < r->cs_cap; i++) {
 		if (!r->cs_keys[i])
-			continue;
+			continue; /* (cs_live stays: the same keys move) */
 		uint32_t j = (uint32_t)((r->cs_keys[i] * 0x9E3779B97F4A7C15ull) >> 40) & (cap - 1);
 		while (keys[j])
 			j = (j + 1) & (cap - 1);

@@ -64,10 +64,14 @@ typedef struct trace_ring {
 	/* call sites: key (return address) -> id */
 	uintptr_t *cs_keys;
 	uint32_t *cs_ids;
-	uint32_t cs_cap, n_callsites;
+	uint32_t cs_cap, n_callsites; /* n_callsites: the last id given */
+	uint32_t cs_live;             /* keys in the table */
 	/* modules already announced (by load bias) */
 	uintptr_t *mod_bias;
 	uint32_t n_mods, cap_mods;
+	/* the loader's load and unload counts when the two tables above were last valid: an
+	 * object unloaded and another loaded at its addresses make both stale */
+	unsigned long long dl_adds, dl_subs;
 	void *altstack;
 } trace_ring;
 
@@ -113,6 +117,9 @@ TRACE_HIDDEN int amp_trace_module_cb(struct dl_phdr_info *info, size_t size, voi
 TRACE_HIDDEN uint32_t amp_trace_callsite_define(trace_ring *r, uintptr_t key, uintptr_t fp,
                                                uint32_t slot);
 TRACE_HIDDEN int amp_trace_callsite_table_grow(trace_ring *r);
+/* Forgets r's call sites and modules when an object was unloaded since the last call (their
+ * addresses may hold another object now).  Once a step. */
+TRACE_HIDDEN void amp_trace_callsites_check(trace_ring *r);
 TRACE_HIDDEN void amp_trace_ring_close(trace_ring *r);
 /* Frees a thread's ring state once its ring is closed (the ring itself is the collector's to
  * reclaim); the alternate signal stack goes with it, unregistered first. */
@@ -254,7 +261,7 @@ static inline uint32_t callsite_capture(trace_ring *r, uintptr_t fp)
 		if (ret < amp_trace_rt_lo || ret >= amp_trace_rt_hi) {
 			if (ret < 4096)
 				return 0;
-			if (r->n_callsites + 1 >= r->cs_cap / 2 && amp_trace_callsite_table_grow(r) != 0)
+			if (r->cs_live + 1 >= r->cs_cap / 2 && amp_trace_callsite_table_grow(r) != 0)
 				return 0;
 			uint32_t j = (uint32_t)((ret * 0x9E3779B97F4A7C15ull) >> 40) & (r->cs_cap - 1);
 			for (;;) {

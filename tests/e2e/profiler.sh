@@ -188,6 +188,23 @@ check_true "under a ${#deep}-byte path: ampprof warns that call sites are unname
 	grep -q '^ampprof: warning: call sites left unnamed: [0-9]* frame(s) in 1 module(s) could not be read' deep.err
 check_true "... and the report says so" grep -q '^  call sites   unnamed: ' <<<"$("$AMPPROF" report deep.db 2>/dev/null)"
 
+# a plugin unloaded and another loaded at its addresses between steps: each op's call site is
+# in the object that ran it (call sites were known by return address alone)
+PLUG=$ROOT/tests/progs/plugin
+san=; ldd "$B/lib/libamprt.so" | grep -q libasan && san="-fsanitize=address,undefined" # make asan
+if cc -shared -fPIC -g -fno-omit-frame-pointer -DOP=amp_relu -I"$ROOT/runtime/include" \
+	"$PLUG/plug.c" -o plugA.so && cc -shared -fPIC -g -fno-omit-frame-pointer -DOP=amp_gelu \
+	-I"$ROOT/runtime/include" "$PLUG/plug.c" -o plugB.so &&
+	cc $san -g -fno-omit-frame-pointer -I"$ROOT/runtime/include" "$PLUG/host.c" -o host -L"$B/lib" \
+	-lamprt -ldl -Wl,-rpath,"$B/lib"; then
+	"$AMPPROF" -q -o reload.db -- ./host ./plugA.so ./plugB.so
+	check "a reloaded plugin: each op's call site in its own object" \
+		"$(q reload.db "SELECT group_concat(o.op || ':' || c.module, ' ') FROM ops o JOIN callsites c ON c.id = o.callsite ORDER BY o.id")" \
+		"ReLU:./plugA.so GELU:./plugB.so"
+else
+	bad "the plugin test builds"
+fi
+
 # ---- reliability ----------------------------------------------------------------------------
 # the application is SIGKILLed mid-run
 "$AMPPROF" -q -o kill.db -- "$PRODUCER" --steps 100000 --ops 10 --sleep-ms 20 &
