@@ -67,6 +67,21 @@ static int session_valid(const amp_session_hdr *s, size_t size)
 	return s->n_steps <= AMP_MAX_RANGES && s->n_dump_steps <= AMP_MAX_RANGES;
 }
 
+/* Rings this process still holds open are its previous image's (it exec'd: no atexit ran, and
+ * this image has claimed none yet, its constructors running first): they are closed, so that
+ * the collector drains and reclaims them as a thread's that ended (a program that exec'd
+ * itself 100 times took a ring each time and ran out of them). */
+static void close_previous_image(amp_session_hdr *s)
+{
+	uint32_t self = (uint32_t)getpid();
+	for (uint32_t i = 0; i < s->ring_count; i++) {
+		amp_ring_hdr *h = (amp_ring_hdr *)((unsigned char *)s + s->ring_offset +
+		                                   (uint64_t)i * s->ring_stride);
+		if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) == AMP_RING_OPEN && h->pid == self)
+			__atomic_store_n(&h->state, AMP_RING_CLOSED, __ATOMIC_RELEASE);
+	}
+}
+
 __attribute__((constructor)) static void trace_attach(void)
 {
 	/* not in a setuid or setgid program: a session (its spool directory) from whoever started
@@ -93,6 +108,7 @@ __attribute__((constructor)) static void trace_attach(void)
 	}
 	amp_trace_sess = map;
 	amp_trace_sess_size = (size_t)st.st_size;
+	close_previous_image(amp_trace_sess);
 	amp_trace_use_tsc = amp_trace_tsc_invariant();
 	amp_trace_callstack_on = (amp_trace_sess->flags & AMP_SESS_CALLSTACK) != 0;
 	amp_trace_drop_mode = (amp_trace_sess->flags & AMP_SESS_DROP) != 0;

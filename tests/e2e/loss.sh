@@ -115,6 +115,11 @@ check "fork after a dump: dumps_written and nonfinite_origins count each process
 	"$(meta forkd.db dumps_written)|$(meta forkd.db nonfinite_origins)" \
 	"$(q forkd.db 'SELECT count(*) FROM dumps')|$(q forkd.db 'SELECT count(*) FROM nonfinite')"
 
+# ---- a process that execs itself: each image's ring is reclaimed (they ran out at 64) --------
+"$AMPPROF" -q -o exec.db -- "$CASES" --steps 1 --exec 100 > /dev/null
+check "100 execs of one process: every image's step, complete, no ring missing" \
+	"$(q exec.db 'SELECT count(*) FROM steps')|$(meta exec.db complete)|$(meta exec.db rings_missing)" "101|1|0"
+
 # ---- contexts one after another in one thread, in two threads at once ------------------------
 "$AMPPROF" -q -o serial.db -- "$CASES" --serial 5 --steps 3 --threads 2 > /dev/null
 check "5 contexts in turn in each of 2 threads: ops_dispatched = ops rows" \

@@ -7,14 +7,15 @@
  * (an invalid operation, not an overflow).  The loss is then NaN, the gradients too, and the
  * loss scaler skips the step.
  *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
- *                 [--chdir DIR] [--label-prefix P] [--serial K]
+ *                 [--chdir DIR] [--label-prefix P] [--serial K] [--exec N]
  * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
  * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
  * goes on training the parent's context to the last step, while the parent waits for it and
  * stops.  --chdir DIR changes the working directory before the first step (dumps must still
  * reach the spool).  --label-prefix P puts P before every op's label (hostile text for the
  * tools' outputs: escapes, newlines, invalid UTF-8).  --serial K trains K contexts one after
- * another in each thread (each made, trained for --steps and freed).
+ * another in each thread (each made, trained for --steps and freed).  --exec N: then the process
+ * execs itself with --exec N-1 (N more images of it, one after another, in one process).
  */
 #include <amp/amp.h>
 #include <pthread.h>
@@ -136,6 +137,7 @@ static void *thread_main(void *arg)
 int main(int argc, char **argv)
 {
 	const char *dir = NULL;
+	int exec_more = 0, exec_at = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -159,6 +161,10 @@ int main(int argc, char **argv)
 			g_prefix = v;
 		else if (strcmp(a, "--serial") == 0)
 			g_opts.serial = atoi(v);
+		else if (strcmp(a, "--exec") == 0) {
+			exec_more = atoi(v);
+			exec_at = i + 1;
+		}
 		else {
 			fprintf(stderr, "runtime_cases: unknown option '%s'\n", a);
 			return 2;
@@ -204,6 +210,15 @@ int main(int argc, char **argv)
 		void *rc;
 		pthread_join(th[t], &rc);
 		status |= (int)(intptr_t)rc;
+	}
+	if (!status && exec_more > 0) {
+		char next[16];
+		snprintf(next, sizeof next, "%d", exec_more - 1);
+		argv[exec_at] = next;
+		fflush(NULL);
+		execv("/proc/self/exe", argv);
+		perror("runtime_cases: exec");
+		return 1;
 	}
 	return status;
 }
