@@ -42,9 +42,11 @@ static void softmax_forward(const float *x, float *y, int64_t rows, int64_t c, i
 		if (log_out) {
 			for (int64_t j = 0; j < n; j++)
 				sum += expf(xr[j] - m);
-			float lse = m + logf(sum);
+			/* (x - m) - log(sum), not x - (m + log(sum)): m + log(sum) rounded at the
+			 * magnitude of m (1e-3 apart at 1e4) would swamp log-probabilities near 0 */
+			float ls = logf(sum);
 			for (int64_t j = 0; j < n; j++)
-				yr[j] = xr[j] - lse;
+				yr[j] = (xr[j] - m) - ls;
 		} else {
 			for (int64_t j = 0; j < n; j++) {
 				yr[j] = expf(xr[j] - m);
@@ -383,7 +385,8 @@ int amp_cross_entropy(amp_ctx *ctx, const char *label, amp_tensor *logits, amp_t
 			pr[j] = expf(xr[j] - m);
 			sum += pr[j];
 		}
-		nll += (double)(m + logf(sum)) - (double)xr[tcopy[r]];
+		/* as LogSoftmax: the target's logit against the max first (exact in double) */
+		nll += (double)logf(sum) - ((double)xr[tcopy[r]] - (double)m);
 		float inv = 1.0f / sum;
 		for (int64_t j = 0; j < c; j++)
 			pr[j] *= inv;

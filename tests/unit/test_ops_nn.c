@@ -422,6 +422,37 @@ Test(ops_nn, log_softmax)
 	free(x), free(ref);
 }
 
+/* Large logits: the log-probabilities near 0 keep their precision (the row's max subtracted
+ * before the log of the sum is: at 1e4 the float spacing is 1e-3), in LogSoftmax and in
+ * CrossEntropy alike: absolute errors of the float sum's rounding, not of the logits' size. */
+Test(ops_nn, log_softmax_and_cross_entropy_of_large_logits)
+{
+	const float rows[3][2] = {{10000.0f, 9990.0f}, {-10000.0f, -10000.001f}, {3e4f, 3e4f - 20}};
+	for (int r = 0; r < 3; r++) {
+		amp_shape sh[1] = {amp_shape2(1, 2)};
+		float x[2] = {rows[r][0], rows[r][1]};
+		float *vals[1] = {x};
+		double d = (double)x[1] - (double)x[0];
+		double lse = log1p(exp(d)); /* log(1 + e^(x1 - x0)), relative to x0 */
+		double want[2] = {-lse, d - lse};
+		float y[2];
+		int64_t ny;
+		cr_assert_eq(opcheck_run("force_fp32", 1, sh, vals, fn_log_softmax, NULL, y, &ny),
+		             AMP_OK);
+		for (int j = 0; j < 2; j++)
+			cr_expect(fabs((double)y[j] - want[j]) <= 1e-6 * fmax(1.0, fabs(want[j])) + 1e-9,
+			          "LogSoftmax row %d [%d]: %.9g, want %.9g", r, j, (double)y[j], want[j]);
+		int32_t t[1] = {0};
+		int_arg arg = {t, amp_shape1(1)};
+		float ce;
+		cr_assert_eq(opcheck_run("force_fp32", 1, sh, vals, fn_cross_entropy, &arg, &ce, &ny),
+		             AMP_OK);
+		/* within a float's rounding of the sum near 1 (it was 4.5e-5 off: exactly 0) */
+		cr_expect(fabs((double)ce - lse) <= 1e-7, "CrossEntropy row %d: %.9g, want %.9g", r,
+		          (double)ce, lse);
+	}
+}
+
 /* ---- LayerNorm --------------------------------------------------------------------------- */
 
 Test(ops_nn, layer_norm)
