@@ -167,45 +167,51 @@ static int rule_straggler(sqlite3 *db)
 	return prof_advice_add(db, "straggler", "warning", msg, ev, NULL, -1, -1);
 }
 
+/* Bytes per step and rank of the gradient buckets all-reduced in dtype (the averaged
+ * parameters without gradients, bucket NULL, are fp32 whatever the setting); 0 if none. */
+static double bucket_bytes(sqlite3 *db, const char *dtype)
+{
+	char q[256];
+	snprintf(q, sizeof q, "SELECT total(bytes) / count(DISTINCT step) / count(DISTINCT rank)"
+	                      " FROM comm WHERE kind = 'allreduce' AND dtype = '%s' AND bucket IS"
+	                      " NOT NULL", dtype);
+	return q_double(db, q, 0);
+}
+
+/* The run's precision mode into mode[len] ("" if unknown). */
+static void run_mode(sqlite3 *db, char *mode, size_t len)
+{
+	q_text(db, "SELECT value FROM meta WHERE key IN ('precision_mode', 'app.precision_mode')"
+	           " ORDER BY key = 'precision_mode' DESC LIMIT 1", mode, len);
+}
+
 /* An FP16 all-reduce in a run without loss scaling (scale 1 throughout): the gradients go
  * through FP16 as they are, and those below its smallest normal lose bits or vanish. */
 static int rule_unscaled_fp16_allreduce(sqlite3 *db)
 {
-	double bytes = q_double(db, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'"
-	                            " AND dtype = 'fp16' AND bucket IS NOT NULL", 0);
-	double steps = q_double(db, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'"
-	                            " AND dtype = 'fp16' AND bucket IS NOT NULL", 0);
-	double ranks = q_double(db, "SELECT count(DISTINCT rank) FROM comm WHERE kind = 'allreduce'", 1);
+	double bytes = bucket_bytes(db, "fp16");
 	double top = q_double(db, "SELECT max(scale) FROM steps", NAN);
-	if (!(bytes > 0) || !(steps > 0) || !(top <= 1.0))
+	if (!(bytes > 0) || !(top <= 1.0))
 		return 0;
 	char mode[64], msg[448], ev[256];
-	q_text(db, "SELECT value FROM meta WHERE key IN ('precision_mode', 'app.precision_mode')"
-	           " ORDER BY key = 'precision_mode' DESC LIMIT 1", mode, sizeof mode);
+	run_mode(db, mode, sizeof mode);
 	snprintf(msg, sizeof msg,
 	         "the gradient all-reduce sends FP16 in a run without loss scaling (%s, scale "
 	         "%.9g): gradients below 6.1e-05, FP16's smallest normal, lose bits or flush to zero "
 	         "on the way; allreduce_dtype = bf16 sends the same bytes with FP32's range",
 	         mode[0] ? mode : "?", top);
 	snprintf(ev, sizeof ev, "%.2f MB per step per rank in fp16; the loss scale stayed %.9g",
-	         bytes / steps / ranks / 1e6, top);
+	         bytes / 1e6, top);
 	return prof_advice_add(db, "unscaled_fp16_allreduce", "warning", msg, ev, NULL, -1, -1);
 }
 
 /* FP32 all-reduce in a run whose loss scaling would let FP16 carry the gradients. */
 static int rule_fp32_allreduce(sqlite3 *db)
 {
-	/* the gradient buckets (the averaged parameters without gradients, bucket NULL, are fp32
-	 * whatever the setting) */
-	double bytes = q_double(db, "SELECT total(bytes) FROM comm WHERE kind = 'allreduce'"
-	                            " AND dtype = 'fp32' AND bucket IS NOT NULL", 0);
-	double steps = q_double(db, "SELECT count(DISTINCT step) FROM comm WHERE kind = 'allreduce'"
-	                            " AND dtype = 'fp32' AND bucket IS NOT NULL", 0);
-	double ranks = q_double(db, "SELECT count(DISTINCT rank) FROM comm WHERE kind = 'allreduce'", 1);
+	double bytes = bucket_bytes(db, "fp32");
 	char mode[64];
-	q_text(db, "SELECT value FROM meta WHERE key IN ('precision_mode', 'app.precision_mode')"
-	           " ORDER BY key = 'precision_mode' DESC LIMIT 1", mode, sizeof mode);
-	if (!(bytes > 0) || !(steps > 0) || !mode[0] || strcmp(mode, "force_fp32") == 0 ||
+	run_mode(db, mode, sizeof mode);
+	if (!(bytes > 0) || !mode[0] || strcmp(mode, "force_fp32") == 0 ||
 	    strcmp(mode, "must_keep_origin_dtype") == 0)
 		return 0;
 	char msg[384], ev[256];
@@ -215,7 +221,7 @@ static int rule_fp32_allreduce(sqlite3 *db)
 	         "loss scale applied before the cast keeps small gradients",
 	         mode);
 	snprintf(ev, sizeof ev, "%.2f MB per step per rank in fp32; fp16 would send %.2f MB",
-	         bytes / steps / ranks / 1e6, bytes / steps / ranks / 2e6);
+	         bytes / 1e6, bytes / 2e6);
 	return prof_advice_add(db, "fp32_allreduce", "info", msg, ev, NULL, -1, -1);
 }
 
