@@ -279,18 +279,41 @@ int prof_dist_rules(sqlite3 *db)
 }
 
 /* ---- report ------------------------------------------------------------------------------- */
-int prof_report_dist_text(sqlite3 *db, FILE *f)
+/* What the report says of a data-parallel run, text and JSON alike. */
+typedef struct comm_summary {
+	double share, spread;  /* run_summary's comm_share, rank_spread (NAN if none) */
+	char dtype[16];        /* meta allreduce_dtype, "" if none */
+	char world[16];        /* meta ranks (merged) or world_size, "" if none */
+} comm_summary;
+
+/* The per-rank rows, in rank order, for both reports. */
+static const char rank_rows_sql[] = "SELECT rank, steps, mean_step_ns, step_ns, compute_ns, "
+                                    "comm_ns, wait_ns, comm_bytes, end FROM rank_summary "
+                                    "ORDER BY rank";
+
+/* 1 with *s filled for a run with collectives, 0 without. */
+static int comm_summary_load(sqlite3 *db, comm_summary *s)
 {
 	int64_t comm_rows = 0;
 	amp_profile_query_int64(db, &comm_rows, "SELECT count(*) FROM comm", NULL);
 	if (comm_rows == 0)
 		return 0;
-	double share = q_double(db, "SELECT comm_share FROM run_summary", NAN);
-	double spread = q_double(db, "SELECT rank_spread FROM run_summary", NAN);
-	char dtype[16], world[16];
-	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);
+	s->share = q_double(db, "SELECT comm_share FROM run_summary", NAN);
+	s->spread = q_double(db, "SELECT rank_spread FROM run_summary", NAN);
+	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", s->dtype,
+	       sizeof s->dtype);
 	q_text(db, "SELECT value FROM meta WHERE key IN ('ranks', 'world_size')"
-	           " ORDER BY key = 'ranks' DESC LIMIT 1", world, sizeof world);
+	           " ORDER BY key = 'ranks' DESC LIMIT 1", s->world, sizeof s->world);
+	return 1;
+}
+
+int prof_report_dist_text(sqlite3 *db, FILE *f)
+{
+	comm_summary cs;
+	if (!comm_summary_load(db, &cs))
+		return 0;
+	const double share = cs.share, spread = cs.spread;
+	const char *dtype = cs.dtype, *world = cs.world;
 	fprintf(f, "  comm share   ");
 	if (share == share)
 		fprintf(f, "%.1f %% of step time  %s (threshold 10 %%)", share * 100,
@@ -303,10 +326,7 @@ int prof_report_dist_text(sqlite3 *db, FILE *f)
 		fprintf(f, ", rank spread %.1f %%", spread * 100);
 	fprintf(f, "\n");
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT rank, steps, mean_step_ns, step_ns, compute_ns, comm_ns, "
-	                       "wait_ns, comm_bytes, end FROM rank_summary ORDER BY rank",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, rank_rows_sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	fprintf(f, "  ranks:\n    %4s %6s %10s %10s %10s %10s %10s %10s  %s\n", "rank", "steps",
 	        "step ms", "busy ms", "compute ms", "comm ms", "wait ms", "MB", "end");
@@ -339,17 +359,13 @@ static void json_real_or_null(FILE *f, const char *sep, const char *key, double 
 
 int prof_report_dist_json(sqlite3 *db, FILE *f)
 {
-	int64_t comm_rows = 0;
-	amp_profile_query_int64(db, &comm_rows, "SELECT count(*) FROM comm", NULL);
-	if (comm_rows == 0) {
+	comm_summary cs;
+	if (!comm_summary_load(db, &cs)) {
 		fputs("null", f);
 		return 0;
 	}
-	double share = q_double(db, "SELECT comm_share FROM run_summary", NAN);
-	char dtype[16], world[16];
-	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);
-	q_text(db, "SELECT value FROM meta WHERE key IN ('ranks', 'world_size')"
-	           " ORDER BY key = 'ranks' DESC LIMIT 1", world, sizeof world);
+	const double share = cs.share;
+	const char *dtype = cs.dtype, *world = cs.world;
 	json_real_or_null(f, "{", "share", share);
 	amp_json_member_real(f, ", ", "threshold", 0.10);
 	fprintf(f, ", \"ok\": %s", share == share ? (share > 0.10 ? "false" : "true") : "null");
@@ -359,13 +375,9 @@ int prof_report_dist_json(sqlite3 *db, FILE *f)
 	else
 		fputs("null", f);
 	fprintf(f, ", \"world_size\": %s", world[0] ? world : "null");
-	json_real_or_null(f, ", ", "rank_spread",
-	                  q_double(db, "SELECT rank_spread FROM run_summary", NAN));
+	json_real_or_null(f, ", ", "rank_spread", cs.spread);
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT rank, steps, mean_step_ns, step_ns, compute_ns, comm_ns, "
-	                       "wait_ns, comm_bytes, end FROM rank_summary ORDER BY rank",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, rank_rows_sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	/* per step, as the text table: busy = step - wait */
 	fputs(", \"ranks\": [", f);
