@@ -2,7 +2,8 @@
  * counters reported into meta, and tensor dumps: the one place where the training thread
  * writes a file — raw little-endian elements in the session's 0700 spool directory, created
  * O_EXCL with mode 0600, then announced with amp_trace_dump(); the collector loads and unlinks
- * them.  The dump budget (bytes, dumps per step, steps with dumps) is per process, under g_mu.
+ * them.  The dump budget's bytes are the run's (the session's counter, every process drawing on
+ * it); its caps (dumps per step, steps with dumps) are per process, under g_mu.
  */
 #include "check_int.h"
 
@@ -88,7 +89,7 @@ int amp_check_in_dump_steps(const amp_check_config *cfg, int64_t step)
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 amp_check_counters amp_check_cnt;       /* dump fields under g_mu; checked/stats atomic */
 static amp_check_counters g_reported;  /* last values sent to meta */
-static uint64_t g_dump_used;           /* bytes reserved or written */
+static uint64_t g_dump_used;           /* bytes reserved or written, without a session */
 static int g_nf_steps, g_grad_nf_steps;
 static int g_spool_fd = -1;            /* -1: not opened yet, -2: cannot be opened */
 static uint64_t g_name_serial;
@@ -239,6 +240,27 @@ static void skip_locked(uint64_t bytes, uint64_t *reason)
 	amp_check_cnt.skipped_bytes += bytes;
 }
 
+/* The run's dump bytes: under ampprof the session's counter, which every process of the run
+ * (a forked child too) draws on, so that --dump-limit bounds the run; else this process's. */
+static uint64_t *dump_budget(void)
+{
+	uint64_t *shared = amp_trace_dump_used();
+	return shared ? shared : &g_dump_used;
+}
+
+/* Takes bytes of the budget if they fit under limit: 1, else 0. */
+static int budget_take(uint64_t bytes, uint64_t limit)
+{
+	uint64_t *b = dump_budget();
+	uint64_t used = __atomic_load_n(b, __ATOMIC_RELAXED);
+	do {
+		if (bytes > limit || used > limit - bytes)
+			return 0;
+	} while (!__atomic_compare_exchange_n(b, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
+	                                      __ATOMIC_RELAXED));
+	return 1;
+}
+
 void amp_check_dump_tensor(amp_ctx *ctx, struct amp_check_ctx *st, const amp_check_config *cfg,
                            const dump_what *w, const amp_tensor *t)
 {
@@ -275,11 +297,10 @@ void amp_check_dump_tensor(amp_ctx *ctx, struct amp_check_ctx *st, const amp_che
 		skip_locked(bytes, &amp_check_cnt.skipped_nospool);
 		goto refused;
 	}
-	if (bytes > cfg->dump_limit || g_dump_used > cfg->dump_limit - bytes) {
+	if (!budget_take(bytes, cfg->dump_limit)) {
 		skip_locked(bytes, &amp_check_cnt.skipped_limit);
 		goto refused;
 	}
-	g_dump_used += bytes;
 	dirfd = g_spool_fd;
 	if (w->reason == AMP_DUMP_REASON_NONFINITE)
 		st->nf_dumps++;
@@ -291,7 +312,7 @@ void amp_check_dump_tensor(amp_ctx *ctx, struct amp_check_ctx *st, const amp_che
 	int rc = spool_write(dirfd, file, sizeof file, t->data, (size_t)bytes);
 	pthread_mutex_lock(&g_mu);
 	if (rc != 0) {
-		g_dump_used -= bytes;
+		__atomic_sub_fetch(dump_budget(), bytes, __ATOMIC_ACQ_REL); /* not written */
 		skip_locked(bytes, &amp_check_cnt.failed);
 		if (w->reason == AMP_DUMP_REASON_NONFINITE)
 			st->nf_dumps--;

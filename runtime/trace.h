@@ -109,6 +109,9 @@ typedef struct amp_trace_config {
 	int callstack;                   /* call sites are recorded */
 } amp_trace_config;
 const amp_trace_config *amp_trace_session_config(void);
+/* The session's count of dump bytes reserved by the run's processes (against dump_limit), or
+ * NULL without a session. */
+uint64_t *amp_trace_dump_used(void);
 /* Nonzero if step is one of the session's --dump-steps. */
 int amp_trace_dump_step(int64_t step);
 

@@ -144,6 +144,11 @@ __attribute__((constructor)) static void trace_attach(void)
 	amp_trace_active = 1;
 }
 
+uint64_t *amp_trace_dump_used(void)
+{
+	return amp_trace_sess ? &amp_trace_sess->dump_used : NULL;
+}
+
 const amp_trace_config *amp_trace_session_config(void)
 {
 	return amp_trace_sess ? &amp_trace_cfg : NULL;

@@ -309,6 +309,9 @@ typedef struct amp_session_hdr {
 	uint32_t pad_v3;
 	amp_lost_counter lost[AMP_LOST_COUNTERS]; /* producer: ring-scoped counters of the threads
 	                                that found no ring */
+	uint64_t dump_used;          /* producer: dump bytes the run's processes reserved, against
+	                                dump_limit (one budget for the run, forks included; zero
+	                                from a collector that predates it, which is as fresh) */
 } amp_session_hdr;
 
 /* Header of one ring; slots follow at AMP_RING_HDR_SIZE.  head and tail sit on their own

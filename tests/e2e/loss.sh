@@ -119,6 +119,10 @@ check "fork after a dump: dumps_written and nonfinite_origins count each process
 "$AMPPROF" -q -o exec.db -- "$CASES" --steps 1 --exec 100 > /dev/null
 check "100 execs of one process: every image's step, complete, no ring missing" \
 	"$(q exec.db 'SELECT count(*) FROM steps')|$(meta exec.db complete)|$(meta exec.db rings_missing)" "101|1|0"
+# --dump-limit bounds the run, not each process: 4 processes dump 8 tensors of 512 bytes
+"$AMPPROF" -q --dump-limit=3000 -o plimit.db -- "$CASES" --procs 4 --bad-step 1 --steps 3 > /dev/null
+check "4 processes under --dump-limit=3000: 5 dumps written (2560 bytes), 3 refused by the limit" \
+	"$(q plimit.db 'SELECT count(*) || ":" || sum(bytes) FROM dumps')|$(meta plimit.db dumps_skipped_limit)" "5:2560|3"
 
 # ---- contexts one after another in one thread, in two threads at once ------------------------
 "$AMPPROF" -q -o serial.db -- "$CASES" --serial 5 --steps 3 --threads 2 > /dev/null
