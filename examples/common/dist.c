@@ -65,21 +65,6 @@ int64_t ex_dist_sum_i64(const ex_dist *d, int64_t v)
 	return v;
 }
 
-double ex_dist_mean(const ex_dist *d, double mean, int64_t n)
-{
-#ifdef AMP_HAVE_MPI
-	if (d->on) {
-		double mine[2] = {n > 0 ? mean * (double)n : 0.0, (double)n}, all[2] = {0, 0};
-		MPI_Allreduce(mine, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-		return all[1] > 0 ? all[0] / all[1] : mean;
-	}
-#else
-	(void)d;
-	(void)n;
-#endif
-	return mean;
-}
-
 void ex_dist_sum(const ex_dist *d, double *v, int n)
 {
 #ifdef AMP_HAVE_MPI
@@ -90,6 +75,15 @@ void ex_dist_sum(const ex_dist *d, double *v, int n)
 	(void)v;
 	(void)n;
 #endif
+}
+
+double ex_dist_mean(const ex_dist *d, double mean, int64_t n)
+{
+	if (!d->on)
+		return mean;
+	double v[2] = {n > 0 ? mean * (double)n : 0.0, (double)n};
+	ex_dist_sum(d, v, 2);
+	return v[1] > 0 ? v[0] / v[1] : mean;
 }
 
 void ex_dist_finish(ex_dist *d, int status)
