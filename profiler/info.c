@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "amp_events.h"
+#include "install_dirs.h" /* generated: AMP_INSTALL_LIBDIR */
 #include "amp_opt.h"
 #include "prof.h"
 #include "profile_db.h"
@@ -42,7 +43,7 @@ static void *load_library(const char *path, lib_api *api, char *used, size_t use
                           size_t err_len)
 {
 	char beside[4200] = "";
-	const char *tries[3];
+	const char *tries[4];
 	int n = 0;
 	if (path) {
 		tries[n++] = path;
@@ -58,13 +59,15 @@ static void *load_library(const char *path, lib_api *api, char *used, size_t use
 				tries[n++] = beside;
 			}
 		}
+		/* where `make install` put it, when LIBDIR is not BINDIR/../lib */
+		tries[n++] = AMP_INSTALL_LIBDIR "/libamprt.so";
 		tries[n++] = "libamprt.so.0";
 		tries[n++] = "libamprt.so";
 	}
 	void *h = NULL;
 	snprintf(err, err_len, "no libamprt found");
 	for (int i = 0; i < n && !h; i++) {
-		if (tries[i] == beside && access(beside, R_OK) != 0)
+		if (tries[i] != path && tries[i][0] == '/' && access(tries[i], R_OK) != 0)
 			continue;
 		h = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
 		if (h)

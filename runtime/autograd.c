@@ -32,6 +32,9 @@ int amp_op_begin(amp_ctx *ctx, amp_op_call *call, amp_op_type op, const char *la
 	for (int i = 0; i < n; i++) {
 		if (!in[i])
 			return amp_fail(ctx, AMP_EINVAL, "%s '%s': input %d is NULL", amp_op_name(op), lb, i);
+		if (in[i]->owner != ctx)
+			return amp_fail(ctx, AMP_EINVAL, "%s '%s': input %d: %s", amp_op_name(op), lb, i,
+			                amp_foreign_why);
 		if (in[i]->released)
 			return amp_fail(ctx, AMP_ESTATE, "%s '%s': input %d: %s", amp_op_name(op), lb, i,
 			                amp_released_why);
@@ -388,6 +391,8 @@ int amp_backward(amp_ctx *ctx, amp_tensor *loss)
 {
 	if (!ctx || !loss)
 		return amp_fail(ctx, AMP_EINVAL, "amp_backward: NULL argument");
+	if (loss->owner != ctx)
+		return amp_fail(ctx, AMP_EINVAL, "amp_backward: the loss: %s", amp_foreign_why);
 	if (!ctx->in_step)
 		return amp_fail(ctx, AMP_ESTATE, "amp_backward: no step begun");
 	if (ctx->backward_done)

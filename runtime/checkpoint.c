@@ -6,7 +6,10 @@
  *   header  "AMPCKPT\0", u32 format version, u32 header bytes (32), u64 payload bytes,
  *           u32 CRC-32 of the payload, u32 zero
  *   payload i64 step, u64 rng state, u64 op sequence, i64 steps ended, overflow, skipped and
- *           clipped step counts; the scaler: u32 dynamic, u32 zero, f64 scale, i64 clean steps;
+ *           clipped step counts; the scaler: u32 dynamic, u32 flags (bit 0: saved under an
+ *           FP32 mode, whose scaler was not in use; bits 1..: 1 + the index of the optimizer
+ *           whose moments the parameters hold, 0 for none or unknown; 0 in older files),
+ *           f64 scale, i64 clean steps;
  *           u32 parameter count, then per parameter (the context's order): u32 label bytes,
  *           label, u32 ndim, i64 d[4], f32 master[numel], u8 has first moment [f32 m[numel]],
  *           u8 has second moment [f32 v[numel]];
@@ -139,7 +142,12 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 	put_i64(&b, ctx->stats.skipped_steps);
 	put_i64(&b, ctx->stats.clipped_steps);
 	put_u32(&b, (uint32_t)ctx->scaler.dynamic);
-	put_u32(&b, 0);
+	uint32_t owner = 0, nth = 0;
+	for (amp_optim *o = ctx->optims; o; o = o->next, nth++)
+		if (o == ctx->state_owner)
+			owner = nth + 1;
+	put_u32(&b, (amp_mode_info_of(ctx->cfg.mode)->kind == AMP_KIND_FP32 ? 1u : 0u) |
+	                owner << 1);
 	put_f64(&b, ctx->scaler.scale);
 	put_i64(&b, ctx->scaler.clean_steps);
 	put_u32(&b, (uint32_t)ctx->n_params);
@@ -270,8 +278,10 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 	uint64_t rng = get_u64(r), seq = get_u64(r);
 	int64_t st_steps = get_i64(r), st_over = get_i64(r), st_skip = get_i64(r),
 	        st_clip = get_i64(r);
-	uint32_t dynamic = get_u32(r);
-	(void)get_u32(r);
+	uint32_t dynamic = get_u32(r), flags = get_u32(r);
+	int file_fp32 = (flags & 1u) != 0;
+	uint32_t owner = flags >> 1;
+	int ctx_fp32 = amp_mode_info_of(ctx->cfg.mode)->kind == AMP_KIND_FP32;
 	double scale = get_f64(r);
 	int64_t clean = get_i64(r);
 	uint32_t n_params = get_u32(r);
@@ -281,8 +291,9 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 		return bad(ctx, path, "damaged (step counter or loss scale out of range)");
 	/* The kind of scaling is the configuration's (precision_mode, loss_scale): a file that
 	 * disagrees was saved under another one, and its scale would run under the wrong rules. */
-	if ((dynamic != 0) != ctx->scaler.dynamic ||
-	    (!dynamic && scale != ctx->scaler.scale)) {
+	/* An FP32 mode scales nothing, on either side: its scaler waits unused. */
+	if (!file_fp32 && !ctx_fp32 &&
+	    ((dynamic != 0) != ctx->scaler.dynamic || (!dynamic && scale != ctx->scaler.scale))) {
 		char fs[48], cs[48];
 		snprintf(fs, sizeof fs, dynamic ? "dynamic loss scaling" : "a static loss scale of %g",
 		         scale);
@@ -374,7 +385,14 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 	}
 	if (r->off != r->len)
 		return bad(ctx, path, "damaged (bytes after the last section)");
+	if (owner > n_opt)
+		return bad(ctx, path, "damaged (the optimizer state's owner is out of range)");
 	if (apply) {
+		ctx->state_owner = NULL;
+		uint32_t i = 0;
+		for (amp_optim *o = ctx->optims; o; o = o->next)
+			if (++i == owner)
+				ctx->state_owner = o;
 		ctx->step = step;
 		ctx->rng_state = rng;
 		ctx->seq = seq;
@@ -382,8 +400,18 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 		ctx->stats.overflow_steps = st_over;
 		ctx->stats.skipped_steps = st_skip;
 		ctx->stats.clipped_steps = st_clip;
-		ctx->scaler.scale = scale;
-		ctx->scaler.clean_steps = clean;
+		if (!file_fp32 || ctx_fp32) { /* a scaler the file's run did not use is not taken */
+			ctx->scaler.dynamic = dynamic != 0;
+			ctx->scaler.scale = scale;
+			ctx->scaler.clean_steps = clean;
+		}
+		/* the gradients the context holds are not the checkpoint's: a run that saved
+		 * between steps had none (a rollback after a bad step must not take them along) */
+		for (amp_param *p = ctx->params; p; p = p->next) {
+			p->grad_kept = NULL;
+			p->grad_counted = 0;
+			p->grad_stale = p->master->grad != NULL;
+		}
 	}
 	return AMP_OK;
 }

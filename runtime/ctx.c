@@ -128,12 +128,15 @@ static const char *get_mode(amp_ctx *ctx, const config_key *k)
 	return modes[ctx->cfg.mode].name;
 }
 
-/* Parses "MatMul, Softmax" into the custom list table with the class of the key. */
+/* Parses "MatMul, Softmax" into the custom list table with the class of the key; an op the
+ * other list holds moves into this one (the later setting wins: the environment's over the
+ * file's), and the other list's text is rewritten without it. */
 static int set_list(amp_ctx *ctx, const config_key *k, const char *v)
 {
 	amp_op_list cls = strcmp(k->name, "custom_white_list") == 0 ? AMP_LIST_WHITE : AMP_LIST_BLACK;
 	char *text = cls == AMP_LIST_WHITE ? ctx->cfg.white_list_text : ctx->cfg.black_list_text;
 	signed char next[AMP_OP_COUNT];
+	int moved = 0; /* an op taken from the other list */
 	memcpy(next, ctx->cfg.custom, sizeof next);
 	for (int i = 0; i < AMP_OP_COUNT; i++)
 		if (next[i] == (signed char)cls)
@@ -156,10 +159,22 @@ static int set_list(amp_ctx *ctx, const config_key *k, const char *v)
 		int op = amp_op_from_name(name);
 		if (op < 0)
 			return amp_fail(ctx, AMP_ECONFIG, "%s: unknown op name '%s'", k->name, name);
+		if (next[op] >= 0 && next[op] != (signed char)cls)
+			moved = 1;
 		next[op] = (signed char)cls;
 	}
 	memcpy(ctx->cfg.custom, next, sizeof next);
 	snprintf(text, sizeof ctx->cfg.white_list_text, "%s", v);
+	if (moved) { /* the other list, as it now stands, is what it and the profile say */
+		char *ot = cls == AMP_LIST_WHITE ? ctx->cfg.black_list_text : ctx->cfg.white_list_text;
+		size_t off = 0;
+		ot[0] = 0;
+		for (int i = 0; i < AMP_OP_COUNT; i++)
+			if (next[i] >= 0 && next[i] != (signed char)cls &&
+			    off < sizeof ctx->cfg.white_list_text)
+				off += (size_t)snprintf(ot + off, sizeof ctx->cfg.white_list_text - off,
+				                        "%s%s", off ? ", " : "", amp_op_name((amp_op_type)i));
+	}
 	return 0;
 }
 
@@ -180,11 +195,12 @@ static int set_loss_scale(amp_ctx *ctx, const config_key *k, const char *v)
 		ctx->cfg.scaler_init.dynamic = 1;
 		return 0;
 	}
-	/* the seed gradient is a float: a larger scale would be Inf, every step skipped */
-	if (parse_double(v, &d) || d <= 0 || d > (double)FLT_MAX)
+	/* the seed gradient is a float: a larger scale would be Inf, every step skipped; below
+	 * 2^-126 the unscaling factor 1/scale would be */
+	if (parse_double(v, &d) || d < (double)FLT_MIN || d > (double)FLT_MAX)
 		return amp_fail(ctx, AMP_ECONFIG,
-		                "loss_scale: expected 'dynamic' or a positive number up to %g, got '%s'",
-		                (double)FLT_MAX, v);
+		                "loss_scale: expected 'dynamic' or a number in [%g, %g], got '%s'",
+		                (double)FLT_MIN, (double)FLT_MAX, v);
 	ctx->cfg.scaler_set = 1;
 	ctx->cfg.scaler_init.dynamic = 0;
 	ctx->cfg.static_scale = d;
@@ -215,7 +231,10 @@ static int set_scaler_number(amp_ctx *ctx, const config_key *k, const char *v)
 	if (parse_double(v, &d))
 		return amp_fail(ctx, AMP_ECONFIG, "%s: expected a number, got '%s'", k->name, v);
 	if (!(k->lo_closed ? d >= k->lo : d > k->lo) || d > k->hi || (interval && d != floor(d)))
-		return amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range", k->name, v);
+		return interval ? amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range (a whole "
+		                                             "number from 1)", k->name, v)
+		                : amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range [%g, %g]",
+		                           k->name, v, k->lo, k->hi);
 	char *field = (char *)&ctx->cfg.scaler_init + k->field;
 	if (interval) {
 		int64_t n = (int64_t)d;
@@ -429,12 +448,13 @@ static const config_key config_keys[] = {
     {"custom_white_list", set_list, get_list, 0, 0, 0, 0, 0},
     {"custom_black_list", set_list, get_list, 0, 0, 0, 0, 0},
     {"loss_scale", set_loss_scale, get_loss_scale, 0, 0, 0, 0, 1},
-    SCALER_NUM("loss_scale_init", scale, 0, FLT_MAX, 0),
+    /* scales in [2^-126, FLT_MAX]: 1/scale below it is Inf, every gradient NaN or Inf */
+    SCALER_NUM("loss_scale_init", scale, FLT_MIN, FLT_MAX, 1),
     SCALER_NUM("loss_scale_growth_interval", growth_interval, 1, 1e15, 1),
     SCALER_NUM("loss_scale_growth_factor", growth_factor, 1, DBL_MAX, 0),
     SCALER_NUM("loss_scale_backoff_factor", backoff_factor, 0, 0x1.fffffffffffffp-1, 0),
-    SCALER_NUM("loss_scale_min", min_scale, 0, FLT_MAX, 0),
-    SCALER_NUM("loss_scale_max", max_scale, 0, FLT_MAX, 0),
+    SCALER_NUM("loss_scale_min", min_scale, FLT_MIN, FLT_MAX, 1),
+    SCALER_NUM("loss_scale_max", max_scale, FLT_MIN, FLT_MAX, 1),
     {"seed", set_seed, get_seed, 0, 0, 0, 0, 0},
     {"num_threads", set_threads, get_threads, 0, 0, 0, 0, 0},
     {"kernels", set_kernels, get_kernels, 0, 0, 0, 0, 0},
@@ -456,6 +476,7 @@ static const config_key *find_key(const char *name)
 			return &config_keys[i];
 	return NULL;
 }
+
 
 /* The live scaler starts from the configured one: dynamic or static by the key or the mode,
  * a dynamic scale clamped to [min, max]. */
@@ -496,9 +517,17 @@ int amp_config_set(amp_ctx *ctx, const char *key, const char *value)
 	amp_precision_mode old_mode = ctx->cfg.mode;
 	int rc = k->set(ctx, k, value);
 	/* The mode picks the kind of loss scaling (dynamic in fp16, static 1 in bf16), which is
-	 * fixed from the first step on: a later mode must keep it. */
+	 * fixed from the first step on: a later mode must keep it.  An FP32 mode scales nothing:
+	 * any mode may follow it (the scaler, unused until then, starts of the new kind) and it
+	 * may follow any mode (the scaler waits as it was). */
 	if (rc == 0 && ctx->step >= 0 && k->set == set_mode &&
-	    scaler_dynamic(ctx) != ctx->scaler.dynamic) {
+	    scaler_dynamic(ctx) != ctx->scaler.dynamic &&
+	    modes[ctx->cfg.mode].kind != AMP_KIND_FP32 && /* FP32 scales nothing */
+	    modes[old_mode].kind == AMP_KIND_FP32) {
+		scaler_reset(ctx); /* unused so far: it starts now, of the kind the new mode needs */
+	} else if (rc == 0 && ctx->step >= 0 && k->set == set_mode &&
+	           scaler_dynamic(ctx) != ctx->scaler.dynamic &&
+	           modes[ctx->cfg.mode].kind != AMP_KIND_FP32) {
 		const char *want = scaler_dynamic(ctx) ? "dynamic" : "static";
 		ctx->cfg.mode = old_mode;
 		ctx->half = modes[old_mode].half;
@@ -795,11 +824,19 @@ void amp_set_training(amp_ctx *ctx, int training)
 
 double amp_loss_scale(const amp_ctx *ctx)
 {
+	if (!ctx)
+		return (double)NAN;
 	return modes[ctx->cfg.mode].kind == AMP_KIND_FP32 ? 1.0 : ctx->scaler.scale;
 }
 
 void amp_run_stats_get(const amp_ctx *ctx, amp_run_stats *out)
 {
+	if (!out)
+		return;
+	if (!ctx) {
+		*out = (amp_run_stats){0};
+		return;
+	}
 	*out = ctx->stats;
 	out->peak_bytes = ctx->mem_peak;
 	out->peak_param_act_bytes = ctx->mem_peak_param_act;

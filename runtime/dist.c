@@ -192,7 +192,7 @@ int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data, i
 		t = amp_arena_alloc(ctx, sizeof *t);
 		if (!t)
 			return amp_fail(ctx, AMP_ENOMEM, "out of memory");
-		*t = (amp_tensor){.dtype = dtype, .shape = g->shape, .numel = g->numel,
+		*t = (amp_tensor){.owner = ctx, .dtype = dtype, .shape = g->shape, .numel = g->numel,
 		                  .data = (void *)data, .id = ctx->next_tensor_id++};
 	}
 	p->grad_kept = t;

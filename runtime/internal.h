@@ -60,6 +60,7 @@ typedef struct amp_node amp_node;
 typedef struct amp_param amp_param;
 
 struct amp_tensor {
+	amp_ctx *owner;          /* the context that made it: a tensor of another one is refused */
 	amp_dtype dtype;
 	amp_shape shape;
 	int64_t numel;
@@ -90,6 +91,9 @@ struct amp_param {
 	 * as a cast of the master), NULL until its first use in the step. */
 	void *work;              /* persistent, work_dtype, master->numel elements; or NULL */
 	amp_dtype work_dtype;
+	void *work_alt;          /* the buffer of the other half type, when a parameter is used in
+	                            both (must_keep_origin_dtype): swapped in, refreshed, on a flip */
+	amp_dtype work_alt_dtype;
 	int work_valid;          /* work holds the master's current values, rounded */
 	int moved;               /* the master's values were written since amp_param_moved */
 	int64_t work_nonfinite;  /* NaN/Inf its last refresh wrote (a cast overflow) */
@@ -196,9 +200,13 @@ struct amp_ctx {
 	amp_param *params;       /* list, newest first */
 	int n_params;
 	struct amp_optim *optims;
+	struct amp_optim *state_owner; /* the optimizer whose state (moments) the parameters hold:
+	                                  another one that steps starts its own afresh */
 	amp_node *tape;          /* this step's nodes, newest first */
 	int training;
 	int in_step;
+	int config_traced;       /* the configuration went to the profile (at the first step this
+	                            context ran traced: step 0, or the first after a checkpoint) */
 	int in_backward;         /* ops run during backward are traced with phase backward */
 	int backward_done;
 	int optim_done;          /* amp_optim_step ran in this step */
@@ -284,6 +292,8 @@ static inline void amp_count_copy(amp_ctx *ctx)
 }
 /* What an API call on a tensor memory_optimize released says. */
 extern const char amp_released_why[];
+/* What an API call given a tensor of another context says. */
+extern const char amp_foreign_why[];
 /* 1 if s can be a tensor's shape: 0..AMP_MAX_DIMS dims, each extent >= 1, at most 2^40
  * elements (so that no byte count overflows). */
 int amp_shape_valid(amp_shape s);

@@ -185,6 +185,9 @@ static int bn_check(amp_ctx *ctx, const char *label, const amp_tensor *x, const 
 		    "BatchNorm2D '%s': running_mean and running_var must both be NULL or "
 		    "both fp32 (%lld) parameters (amp_param_new) for x %s",
 		    lb, (long long)c, sx);
+	if ((rm && rm->owner != ctx) || (rv && rv->owner != ctx))
+		return amp_fail(ctx, AMP_EINVAL, "BatchNorm2D '%s': running statistics: %s", lb,
+		                amp_foreign_why);
 	if (!ctx->training && !rm)
 		return amp_fail(ctx, AMP_EINVAL,
 		                "BatchNorm2D '%s': inference needs running_mean and running_var",

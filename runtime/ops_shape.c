@@ -232,6 +232,9 @@ int amp_embedding(amp_ctx *ctx, const char *label, amp_tensor *table, amp_tensor
 		                lbl(label), amp_shape_str(table->shape, st, sizeof st));
 	if (!ids)
 		return amp_fail(ctx, AMP_EINVAL, "Embedding '%s': ids is NULL", lbl(label));
+	if (ids->owner != ctx)
+		return amp_fail(ctx, AMP_EINVAL, "Embedding '%s': ids: %s", lbl(label),
+		                amp_foreign_why);
 	if (ids->dtype != AMP_I32)
 		return amp_fail(ctx, AMP_EDTYPE, "Embedding '%s': ids are %s, expected int32",
 		                lbl(label), amp_dtype_name(ids->dtype));

@@ -323,6 +323,9 @@ static int check_targets(amp_ctx *ctx, const char *label, const amp_tensor *logi
 		                lbl(label), amp_shape_str(logits->shape, sl, sizeof sl));
 	if (!targets)
 		return amp_fail(ctx, AMP_EINVAL, "CrossEntropy '%s': targets is NULL", lbl(label));
+	if (targets->owner != ctx)
+		return amp_fail(ctx, AMP_EINVAL, "CrossEntropy '%s': targets: %s", lbl(label),
+		                amp_foreign_why);
 	if (targets->dtype != AMP_I32)
 		return amp_fail(ctx, AMP_EDTYPE,
 		                "CrossEntropy '%s': targets are %s, expected int32", lbl(label),

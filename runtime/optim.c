@@ -48,10 +48,12 @@ static int optim_new(amp_ctx *ctx, optim_kind kind, amp_optim **out)
 
 int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out)
 {
-	if (!opt || !(opt->lr > 0) || opt->momentum < 0 || opt->momentum >= 1 ||
-	    opt->weight_decay < 0)
-		return amp_fail(ctx, AMP_EINVAL, "SGD: lr must be > 0, momentum in [0,1), "
-		                                 "weight_decay >= 0");
+	/* written so that NaN fails every test, and Inf the lr's and weight decay's */
+	if (!opt || !(opt->lr > 0 && isfinite(opt->lr)) ||
+	    !(opt->momentum >= 0 && opt->momentum < 1) ||
+	    !(opt->weight_decay >= 0 && isfinite(opt->weight_decay)))
+		return amp_fail(ctx, AMP_EINVAL, "SGD: lr must be finite and > 0, momentum in [0,1), "
+		                                 "weight_decay finite and >= 0");
 	int rc = optim_new(ctx, OPTIM_SGD, out);
 	if (rc == AMP_OK)
 		(*out)->sgd = *opt;
@@ -60,10 +62,11 @@ int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out)
 
 int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **out)
 {
-	if (!opt || !(opt->lr > 0) || opt->beta1 < 0 || opt->beta1 >= 1 || opt->beta2 < 0 ||
-	    opt->beta2 >= 1 || !(opt->eps > 0) || opt->weight_decay < 0)
-		return amp_fail(ctx, AMP_EINVAL, "AdamW: lr > 0, betas in [0,1), eps > 0, "
-		                                 "weight_decay >= 0");
+	if (!opt || !(opt->lr > 0 && isfinite(opt->lr)) || !(opt->beta1 >= 0 && opt->beta1 < 1) ||
+	    !(opt->beta2 >= 0 && opt->beta2 < 1) || !(opt->eps > 0 && isfinite(opt->eps)) ||
+	    !(opt->weight_decay >= 0 && isfinite(opt->weight_decay)))
+		return amp_fail(ctx, AMP_EINVAL, "AdamW: lr finite and > 0, betas in [0,1), eps finite "
+		                                 "and > 0, weight_decay finite and >= 0");
 	int rc = optim_new(ctx, OPTIM_ADAMW, out);
 	if (rc == AMP_OK)
 		(*out)->adamw = *opt;
@@ -72,7 +75,7 @@ int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **
 
 void amp_optim_set_lr(amp_optim *opt, float lr)
 {
-	if (opt && lr > 0) {
+	if (opt && lr >= 0 && isfinite(lr)) {
 		opt->sgd.lr = lr;
 		opt->adamw.lr = lr;
 	}
@@ -198,6 +201,20 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		                "amp_optim_step: the backward of step %lld failed; its gradients are "
 		                "incomplete (end the step and run it again)", (long long)ctx->step);
 	ctx->optim_done = 1;
+	if (ctx->state_owner != o) {
+		/* the parameters' moments are another optimizer's (or none yet): this one starts
+		 * from zero moments and its first update, as a new optimizer would */
+		if (ctx->state_owner)
+			for (amp_param *p = ctx->params; p; p = p->next) {
+				if (p->opt_m)
+					memset(p->opt_m->data, 0, (size_t)p->opt_m->numel * sizeof(float));
+				if (p->opt_v)
+					memset(p->opt_v->data, 0, (size_t)p->opt_v->numel * sizeof(float));
+			}
+		if (ctx->state_owner)
+			o->t = 0;
+		ctx->state_owner = o;
+	}
 	/* Data parallel: the backend has completed the step's reductions (at the end of backward,
 	 * or does now in a step without one), so that every rank unscales, checks and decides on
 	 * the same summed gradients (and skips together).  Its wait is a comm row of its own, not

@@ -78,15 +78,31 @@ static int cast_backward(amp_ctx *ctx, amp_node *node)
 static amp_tensor *working_copy(amp_ctx *ctx, amp_param *p, amp_dtype dt, uint64_t t0)
 {
 	amp_tensor *m = p->master;
-	if (!p->work || p->work_dtype != dt) {
+	if (p->work && p->work_dtype != dt && p->work_alt && p->work_alt_dtype == dt) {
+		/* fp16 <-> bf16 (must_keep_origin_dtype with inputs of both): the other buffer,
+		 * refreshed; this step's tensors over the first keep theirs */
+		void *w = p->work;
+		amp_dtype wd = p->work_dtype;
+		p->work = p->work_alt;
+		p->work_dtype = dt;
+		p->work_alt = w;
+		p->work_alt_dtype = wd;
+		p->work_valid = 0;
+	} else if (!p->work || p->work_dtype != dt) {
 		if (amp_mem_check(ctx, (uint64_t)m->numel * amp_dt(dt)->size))
 			return NULL;
+		void *old = p->work;
 		p->work = amp_persist_alloc(ctx, (size_t)m->numel * amp_dt(dt)->size);
 		if (!p->work) {
+			p->work = old;
 			amp_fail(ctx, AMP_ENOMEM, "out of memory for the working copy of '%s'", p->label);
 			return NULL;
 		}
 		amp_mem_account(ctx, AMP_MEM_WORKING, (int64_t)(m->numel * (int64_t)amp_dt(dt)->size));
+		if (old && !p->work_alt) { /* kept for a flip back: one per half type */
+			p->work_alt = old;
+			p->work_alt_dtype = p->work_dtype;
+		}
 		p->work_dtype = dt;
 		p->work_valid = 0;
 	}

@@ -369,6 +369,7 @@ static amp_tensor *tensor_make(amp_ctx *ctx, amp_dtype dt, amp_shape shape, amp_
 		         amp_shape_str(shape, sb, sizeof sb));
 		return NULL;
 	}
+	t->owner = ctx;
 	t->dtype = dt;
 	t->shape = shape;
 	for (int i = shape.ndim; i < AMP_MAX_DIMS; i++)
@@ -496,23 +497,31 @@ int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_t
 	return AMP_OK;
 }
 
-amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t->dtype; }
-amp_shape amp_tensor_shape(const amp_tensor *t) { return t->shape; }
-int64_t amp_tensor_numel(const amp_tensor *t) { return t->numel; }
+amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t ? t->dtype : AMP_F32; }
+amp_shape amp_tensor_shape(const amp_tensor *t) { return t ? t->shape : (amp_shape){0}; }
+int64_t amp_tensor_numel(const amp_tensor *t) { return t ? t->numel : 0; }
 void *amp_tensor_data(amp_tensor *t)
 {
+	if (!t || t->released)
+		return NULL;
 	if (t->param) /* the caller may write the master: its working copy is remade */
 		amp_param_touched(t->param);
 	return t->data;
 }
 amp_tensor *amp_tensor_grad(const amp_tensor *t)
 {
-	if (t && t->param) {
+	if (!t || t->released || (t->grad && t->grad->released))
+		return NULL;
+	if (t->param) {
 		amp_param_grad_settle(t->param);
 		t->param->grad_counted = 0; /* the caller may write it (data parallel sums, users) */
 	}
-	return t ? t->grad : NULL;
+	return t->grad;
 }
+
+const char amp_foreign_why[] =
+    "it belongs to another context (a tensor or parameter is used only in the context that "
+    "made it)";
 
 const char amp_released_why[] =
     "the tensor was released by memory_optimize after the backward that used it (read what "
@@ -522,6 +531,8 @@ int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst)
 {
 	if (!ctx || !t || !dst)
 		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_read_f32: NULL argument");
+	if (t->owner != ctx)
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_read_f32: %s", amp_foreign_why);
 	if (t->released)
 		return amp_fail(ctx, AMP_ESTATE, "amp_tensor_read_f32: %s", amp_released_why);
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
@@ -604,6 +615,12 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 	if (!ctx || !out)
 		return amp_fail(ctx, AMP_EINVAL, "amp_param_new: NULL argument");
 	*out = NULL;
+	const char *name = label ? label : "param";
+	if ((int)init < (int)AMP_INIT_ZEROS || (int)init > (int)AMP_INIT_KAIMING)
+		return amp_fail(ctx, AMP_EINVAL, "amp_param_new '%s': unknown init %d", name, (int)init);
+	if (init >= AMP_INIT_NORMAL && !isfinite(scale))
+		return amp_fail(ctx, AMP_EINVAL, "amp_param_new '%s': scale %g is not finite", name,
+		                (double)scale);
 	amp_param *p = amp_persist_alloc(ctx, sizeof *p);
 	if (!p)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
@@ -612,7 +629,6 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 	ctx->cur_what = NULL;
 	if (!t)
 		return alloc_error(ctx, shape);
-	const char *name = label ? label : "param";
 	p->label = amp_persist_alloc(ctx, strlen(name) + 1);
 	if (!p->label)
 		return amp_fail(ctx, AMP_ENOMEM, "out of memory");
@@ -650,8 +666,12 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 
 int amp_param_load(amp_ctx *ctx, amp_tensor *param, const float *src)
 {
-	if (!ctx || !param || !src || !param->param)
+	if (!ctx || !param || !src)
+		return amp_fail(ctx, AMP_EINVAL, "amp_param_load: NULL argument");
+	if (!param->param)
 		return amp_fail(ctx, AMP_EINVAL, "amp_param_load: not a parameter");
+	if (param->owner != ctx)
+		return amp_fail(ctx, AMP_EINVAL, "amp_param_load: %s", amp_foreign_why);
 	memcpy(param->data, src, (size_t)param->numel * sizeof(float));
 	amp_param_touched(param->param);
 	return AMP_OK;
@@ -697,8 +717,9 @@ int amp_step_begin(amp_ctx *ctx)
 	memset(ctx->mark_step_mem, 0, sizeof ctx->mark_step_mem);
 	memset(ctx->mark_step_mem_unopt, 0, sizeof ctx->mark_step_mem_unopt);
 	ctx->mark_tape = NULL;
-	if (ctx->step == 0 && AMP_TRACING()) {
+	if (!ctx->config_traced && AMP_TRACING()) {
 		char buf[64];
+		ctx->config_traced = 1;
 		amp_trace_meta("precision_mode", amp_config_get(ctx, "precision_mode"));
 		amp_trace_meta("custom_white_list", ctx->cfg.white_list_text);
 		amp_trace_meta("custom_black_list", ctx->cfg.black_list_text);
@@ -707,7 +728,11 @@ int amp_step_begin(amp_ctx *ctx)
 		amp_trace_meta("loss_scale_init", buf);
 		amp_trace_meta("loss_scale_growth_interval",
 		               amp_config_get(ctx, "loss_scale_growth_interval"));
-		amp_trace_meta("kernels", amp_isa_name(amp_kernels_isa()));
+		amp_trace_meta("loss_scale_min", amp_config_get(ctx, "loss_scale_min"));
+		amp_trace_meta("loss_scale_max", amp_config_get(ctx, "loss_scale_max"));
+		/* as configured (auto, or the path forced), and the widest path that ran */
+		amp_trace_meta("kernels", amp_kernels_selection());
+		amp_trace_meta("kernels_top", amp_isa_name(amp_kernels_isa()));
 		amp_trace_meta("seed", amp_config_get(ctx, "seed"));
 		amp_trace_meta("gradient_clipping", amp_config_get(ctx, "gradient_clipping"));
 		amp_trace_meta("gradient_accumulation_steps",
@@ -831,12 +856,13 @@ int amp_micro_batch_begin(amp_ctx *ctx)
 
 int64_t amp_step_index(const amp_ctx *ctx)
 {
-	return ctx->step;
+	return ctx ? ctx->step : -1;
 }
 
 void amp_step_set_samples(amp_ctx *ctx, int64_t samples)
 {
-	ctx->samples = samples;
+	if (ctx)
+		ctx->samples = samples;
 }
 
 void amp_ctx_free(amp_ctx *ctx)

@@ -230,6 +230,70 @@ Test(autograd, param_init_deterministic)
 	amp_tensor *t;
 	cr_assert_eq(amp_tensor_new(ctx, AMP_F32, amp_shape1(4), &t), AMP_OK);
 	expect_err(ctx, amp_param_load(ctx, t, a), AMP_EINVAL, "not a parameter");
+	expect_err(ctx, amp_param_load(ctx, w, NULL), AMP_EINVAL, "NULL argument");
+	/* an init outside the enum, a scale that is not finite: refused, nothing made */
+	amp_tensor *bad = NULL;
+	expect_err(ctx, amp_param_new(ctx, "u", amp_shape1(4), (amp_init)77, 1, &bad), AMP_EINVAL,
+	           "amp_param_new 'u': unknown init 77");
+	expect_err(ctx, amp_param_new(ctx, "v", amp_shape1(4), AMP_INIT_UNIFORM, NAN, &bad),
+	           AMP_EINVAL, "scale nan is not finite");
+	expect_err(ctx, amp_param_new(ctx, "v", amp_shape1(4), AMP_INIT_KAIMING, INFINITY, &bad),
+	           AMP_EINVAL, "not finite");
+	cr_assert_null(bad);
+	cr_assert_eq(amp_param_new(ctx, "z", amp_shape1(4), AMP_INIT_ZEROS, NAN, &bad), AMP_OK,
+	             "ZEROS and ONES take no scale");
+	amp_ctx_free(ctx);
+}
+
+/* A tensor or parameter of one context given to another is refused by name, whatever the
+ * call: before, the other context's backward wrote into its master gradient and, once it was
+ * freed, read freed memory. */
+Test(autograd, tensor_of_another_context_refused)
+{
+	amp_ctx *a = mkctx("allow_mix_precision"), *b = mkctx("allow_mix_precision");
+	amp_tensor *z, *w, *x, *y, *xb, *l, *ids;
+	cr_assert_eq(amp_param_new(b, "z", amp_shape2(3, 4), AMP_INIT_ONES, 0, &z), AMP_OK);
+	cr_assert_eq(amp_param_new(a, "w", amp_shape2(3, 4), AMP_INIT_ONES, 0, &w), AMP_OK);
+	cr_assert_eq(amp_step_begin(a), AMP_OK);
+	cr_assert_eq(amp_step_begin(b), AMP_OK);
+	cr_assert_eq(amp_tensor_new(a, AMP_F32, amp_shape2(2, 4), &x), AMP_OK);
+	cr_assert_eq(amp_tensor_new(b, AMP_F32, amp_shape2(2, 4), &xb), AMP_OK);
+	expect_err(a, amp_linear(a, "fc", x, z, NULL, &y), AMP_EINVAL,
+	           "Linear 'fc': input 1: it belongs to another context");
+	expect_err(a, amp_add(a, "add", x, xb, &y), AMP_EINVAL, "Add 'add': input 1: it belongs");
+	int32_t iv[2] = {0, 1};
+	cr_assert_eq(amp_tensor_from_i32(b, iv, amp_shape1(2), &ids), AMP_OK);
+	expect_err(a, amp_embedding(a, "emb", w, ids, &y), AMP_EINVAL, "Embedding 'emb': ids: it");
+	cr_assert_eq(amp_linear(a, "fc", x, w, NULL, &y), AMP_OK);
+	expect_err(a, amp_cross_entropy(a, "ce", y, ids, &l), AMP_EINVAL, "targets: it belongs");
+	cr_assert_eq(amp_sum(b, "s", xb, &l), AMP_OK);
+	expect_err(a, amp_backward(a, l), AMP_EINVAL, "amp_backward: the loss: it belongs");
+	float v[12];
+	expect_err(a, amp_tensor_read_f32(a, xb, v), AMP_EINVAL, "belongs to another context");
+	expect_err(a, amp_param_load(a, z, v), AMP_EINVAL, "belongs to another context");
+	amp_ctx_free(b);
+	amp_ctx_free(a);
+}
+
+/* The getters that return no code answer a NULL with a neutral value instead of crashing. */
+Test(autograd, getters_take_null)
+{
+	cr_assert_eq(amp_tensor_numel(NULL), 0);
+	cr_assert_eq(amp_tensor_shape(NULL).ndim, 0);
+	cr_assert_eq(amp_tensor_dtype(NULL), AMP_F32);
+	cr_assert_null(amp_tensor_data(NULL));
+	cr_assert_null(amp_tensor_grad(NULL));
+	cr_assert_eq(amp_step_index(NULL), -1);
+	amp_step_set_samples(NULL, 5);
+	cr_assert(isnan(amp_loss_scale(NULL)));
+	amp_run_stats st;
+	memset(&st, 0xff, sizeof st);
+	amp_run_stats_get(NULL, &st);
+	cr_assert_eq(st.steps, 0);
+	cr_assert_eq(st.peak_bytes, 0);
+	amp_ctx *ctx = mkctx("force_fp32");
+	amp_run_stats_get(ctx, NULL);
+	cr_assert_eq(amp_step_index(ctx), -1, "before the first step");
 	amp_ctx_free(ctx);
 }
 

@@ -256,6 +256,63 @@ Test(config, unknown_op_in_lists)
 	expect_msg(err, "amp.cfg:2: custom_black_list: unknown op name 'matmul'");
 }
 
+/* An op in both lists takes the later setting (the environment's over the file's) and leaves
+ * the other list: before, both lists still named it, in amp_config_get and in the profile,
+ * and its advice asked for a setting that was already there. */
+Test(config, op_moved_between_lists_leaves_the_other)
+{
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "custom_black_list", "Exp, Log"), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "custom_white_list", "MatMul, Exp"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "custom_black_list"), "Log");
+	cr_assert_str_eq(amp_config_get(ctx, "custom_white_list"), "MatMul, Exp");
+	cr_assert_eq(ctx->cfg.custom[AMP_OP_EXP], AMP_LIST_WHITE);
+	cr_assert_eq(amp_config_set(ctx, "custom_black_list", "Exp, MatMul, Sum"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "custom_white_list"), "");
+	cr_assert_eq(ctx->cfg.custom[AMP_OP_MATMUL], AMP_LIST_BLACK);
+	amp_ctx_free(ctx);
+}
+
+/* Scales below 2^-126 made 1/scale Inf and every step overflow: refused with the range. */
+Test(config, scales_below_flt_min_refused)
+{
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	const char *keys[] = {"loss_scale", "loss_scale_init", "loss_scale_min", "loss_scale_max"};
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(amp_config_set(ctx, keys[i], "1e-40"), AMP_ECONFIG, "%s", keys[i]);
+		cr_assert(strstr(amp_ctx_error(ctx), "1.17549e-38"), "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_config_set(ctx, keys[i], "1.1754943508222875e-38"), AMP_OK, "%s: %s",
+		             keys[i], amp_ctx_error(ctx));
+	}
+	amp_ctx_free(ctx);
+}
+
+/* An FP32 mode scales nothing: from it any mode may follow mid-run (its unused scaler starts
+ * of the new kind), and it may follow any mode. */
+Test(config, fp32_mode_switches_either_way)
+{
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "allow_mix_precision_bf16"), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "force_fp32"), AMP_OK, "%s",
+	             amp_ctx_error(ctx));
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "force_bf16"), AMP_OK, "%s",
+	             amp_ctx_error(ctx));
+	cr_assert_eq(ctx->scaler.dynamic, 0);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "force_fp32"), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "allow_mix_precision"), AMP_OK, "%s",
+	             amp_ctx_error(ctx));
+	cr_assert_eq(ctx->scaler.dynamic, 1, "fp16 after fp32: dynamic scaling starts");
+	cr_assert_gt(amp_loss_scale(ctx), 1.0);
+	/* between the scaling modes the rule stands */
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "force_bf16"), AMP_ESTATE);
+	amp_ctx_free(ctx);
+}
+
 Test(config, missing_file)
 {
 	char path[200], err[512] = "";

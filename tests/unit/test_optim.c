@@ -554,6 +554,10 @@ Test(optim, options_validated)
 	    {.lr = 0.1f, .momentum = 1},
 	    {.lr = 0.1f, .momentum = -0.5f},
 	    {.lr = 0.1f, .weight_decay = -1},
+	    {.lr = INFINITY},
+	    {.lr = 0.1f, .momentum = NAN},
+	    {.lr = 0.1f, .weight_decay = NAN},
+	    {.lr = 0.1f, .weight_decay = INFINITY},
 	};
 	for (size_t i = 0; i < sizeof bad_sgd / sizeof bad_sgd[0]; i++)
 		cr_assert_eq(amp_optim_sgd_new(ctx, &bad_sgd[i], &o), AMP_EINVAL, "case %zu", i);
@@ -564,6 +568,10 @@ Test(optim, options_validated)
 	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 1, .eps = 1e-8f},
 	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 0},
 	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = -1},
+	    {.lr = 1e-3f, .beta1 = NAN, .beta2 = 0.999f, .eps = 1e-8f},
+	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = NAN, .eps = 1e-8f},
+	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = INFINITY},
+	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = NAN},
 	};
 	for (size_t i = 0; i < sizeof bad_adam / sizeof bad_adam[0]; i++)
 		cr_assert_eq(amp_optim_adamw_new(ctx, &bad_adam[i], &o), AMP_EINVAL, "case %zu", i);
@@ -604,10 +612,47 @@ Test(optim, set_lr)
 	amp_sgd_options so = {.lr = 0.1f};
 	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &o), AMP_OK);
 	amp_optim_set_lr(o, 0.5f);
+	amp_optim_set_lr(o, NAN);      /* ignored */
+	amp_optim_set_lr(o, INFINITY); /* ignored */
 	int skipped;
 	lin_step(ctx, o, w, AMP_F32, 1.0f, &skipped);
 	for (int i = 0; i < 6; i++)
 		cr_assert_float_eq(((float *)w->data)[i], W0[i] - 0.5f * C0[i], 1e-6f);
+	/* 0 is a rate (a warm-up starts there): the next step leaves the weights alone */
+	float before[6];
+	memcpy(before, w->data, sizeof before);
+	amp_optim_set_lr(o, 0);
+	lin_step(ctx, o, w, AMP_F32, 1.0f, &skipped);
+	cr_assert_eq(memcmp(before, w->data, sizeof before), 0, "lr 0 took a step");
+	amp_ctx_free(ctx);
+}
+
+/* Two optimizers on one context: the parameters hold one set of moments, so the one that
+ * takes over from the other starts afresh (zero moments, its first update), as a new one
+ * would; before, SGD with momentum after AdamW stepped by 0.1 x (0.9 x Adam's m + g). */
+Test(optim, second_optimizer_starts_afresh)
+{
+	amp_ctx *ctx = mkctx("precision_mode", "force_fp32", NULL);
+	amp_tensor *w = mkparam(ctx);
+	amp_optim *adam, *sgd;
+	amp_adamw_options ao = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+	amp_sgd_options so = {.lr = 0.1f, .momentum = 0.9f};
+	cr_assert_eq(amp_optim_adamw_new(ctx, &ao, &adam), AMP_OK);
+	cr_assert_eq(amp_optim_sgd_new(ctx, &so, &sgd), AMP_OK);
+	int skipped;
+	for (int i = 0; i < 3; i++)
+		lin_step(ctx, adam, w, AMP_F32, 1.0f, &skipped);
+	float before[6];
+	memcpy(before, w->data, sizeof before);
+	lin_step(ctx, sgd, w, AMP_F32, 1.0f, &skipped);
+	for (int i = 0; i < 6; i++) /* a fresh momentum: the plain step lr * g */
+		cr_assert_float_eq(((float *)w->data)[i], before[i] - 0.1f * C0[i], 1e-6f, "%d", i);
+	/* back to AdamW: its first update again, |step| = lr for every element (m/sqrt(v) = 1) */
+	memcpy(before, w->data, sizeof before);
+	lin_step(ctx, adam, w, AMP_F32, 1.0f, &skipped);
+	for (int i = 0; i < 6; i++)
+		if (C0[i] != 0)
+			cr_assert_float_eq(fabsf(((float *)w->data)[i] - before[i]), 0.01f, 1e-5f, "%d", i);
 	amp_ctx_free(ctx);
 }
 

@@ -533,6 +533,35 @@ Test(policy, force_bf16_and_keep_origin)
 	amp_ctx_free(ctx);
 }
 
+/* Under must_keep_origin_dtype a parameter used by an fp16 and a bf16 input each step gets a
+ * working copy of each type: two buffers at most, however many steps (a new one every flip
+ * grew without bound: 262 KB a step here), and each op reads its own type's values. */
+Test(policy, keep_origin_flips_reuse_two_buffers)
+{
+	amp_ctx *ctx = mkctx("precision_mode", "must_keep_origin_dtype", NULL);
+	amp_tensor *w = param(ctx, "w", amp_shape2(3, 4));
+	for (int s = 0; s < 20; s++) {
+		cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+		amp_tensor *xh = input(ctx, AMP_F16, amp_shape2(2, 4), 5);
+		amp_tensor *xb = input(ctx, AMP_BF16, amp_shape2(2, 4), 5);
+		amp_tensor *yh = NULL, *yb = NULL;
+		cr_assert_eq(amp_linear(ctx, "h", xh, w, NULL, &yh), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_linear(ctx, "b", xb, w, NULL, &yb), AMP_OK, "%s", amp_ctx_error(ctx));
+		cr_assert_eq(amp_tensor_dtype(yh), AMP_F16);
+		cr_assert_eq(amp_tensor_dtype(yb), AMP_BF16);
+		float vh[6], vb[6];
+		cr_assert_eq(amp_tensor_read_f32(ctx, yh, vh), AMP_OK);
+		cr_assert_eq(amp_tensor_read_f32(ctx, yb, vb), AMP_OK);
+		for (int i = 0; i < 6; i++) /* the same product in two roundings */
+			cr_assert_float_eq(vh[i], vb[i], 0.02f * (fabsf(vh[i]) + 1), "step %d: %g vs %g",
+			                   s, (double)vh[i], (double)vb[i]);
+		cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	}
+	cr_assert_eq(ctx->mem[AMP_MEM_WORKING], (uint64_t)(2 * 12 * 2), "%llu",
+	             (unsigned long long)ctx->mem[AMP_MEM_WORKING]);
+	amp_ctx_free(ctx);
+}
+
 /* Under BF16 the parameters get BF16 working copies, made once per step, counted as working
  * memory, and their gradients still reach the FP32 masters. */
 Test(policy, bf16_working_copies)

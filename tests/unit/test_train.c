@@ -710,6 +710,68 @@ Test(checkpoint, other_loss_scaling_refused)
 	rmtmp();
 }
 
+/* An FP32 mode scales nothing: its checkpoints load under any mode, and any mode's load
+ * under it; the kind of scaling is checked between the scaling modes only. */
+Test(checkpoint, fp32_loads_across_scaling_kinds)
+{
+	mktmp();
+	net n;
+	net_new(&n, "force_fp32", NULL, NULL);
+	net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("fp32.ckpt")), AMP_OK);
+	amp_ctx_free(n.ctx);
+	net_new(&n, "allow_mix_precision_bf16", NULL, NULL);
+	net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, in_tmp("bf16.ckpt")), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("fp32.ckpt")), AMP_OK, "%s",
+	             amp_ctx_error(n.ctx));
+	cr_assert_eq(n.ctx->scaler.dynamic, 0, "the bf16 context keeps its own scaler");
+	cr_assert_eq(amp_loss_scale(n.ctx), 1.0);
+	amp_ctx_free(n.ctx);
+	net_new(&n, "force_fp32", NULL, NULL);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, in_tmp("bf16.ckpt")), AMP_OK, "%s",
+	             amp_ctx_error(n.ctx));
+	/* and on to bf16 mid-run: the scaler it took is bf16's */
+	cr_assert_eq(amp_config_set(n.ctx, "precision_mode", "allow_mix_precision_bf16"), AMP_OK,
+	             "%s", amp_ctx_error(n.ctx));
+	net_step(&n);
+	cr_assert_eq(amp_loss_scale(n.ctx), 1.0);
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
+/* Rolling back to a checkpoint after a bad step continues exactly as a run that never saw
+ * it: the gradients the bad step left are not the checkpoint's, and are dropped. */
+Test(checkpoint, rollback_drops_held_gradients)
+{
+	mktmp();
+	net a, b;
+	net_new(&a, "allow_mix_precision", NULL, NULL);
+	net_new(&b, "allow_mix_precision", NULL, NULL);
+	for (int i = 0; i < 3; i++) {
+		net_step(&a);
+		net_step(&b);
+	}
+	cr_assert_eq(amp_checkpoint_save(b.ctx, in_tmp("ok.ckpt")), AMP_OK);
+	/* b: a step whose backward ran but whose update the program chose not to take */
+	cr_assert_eq(amp_backward(b.ctx, net_forward(&b)), AMP_OK);
+	cr_assert_eq(amp_step_end(b.ctx), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(b.ctx, in_tmp("ok.ckpt")), AMP_OK, "%s",
+	             amp_ctx_error(b.ctx));
+	for (int i = 0; i < 3; i++) {
+		net_step(&a);
+		net_step(&b);
+	}
+	float wa[NW], wb[NW];
+	net_weights(&a, wa);
+	net_weights(&b, wb);
+	cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "the rolled-back run differs");
+	cr_assert_eq(amp_loss_scale(a.ctx), amp_loss_scale(b.ctx));
+	amp_ctx_free(a.ctx);
+	amp_ctx_free(b.ctx);
+	rmtmp();
+}
+
 /* Saving replaces the file the path names: through a symbolic link its target (the link
  * stays), and never a file that is not a regular one (a FIFO here; a device alike), which
  * loading refuses without waiting for a writer. */
@@ -832,6 +894,10 @@ Test(memory_optimize, releases_during_backward)
 			cr_assert(strstr(amp_ctx_error(ctx), "ReLU 'late': input 0: the tensor was "
 			                                     "released by memory_optimize"),
 			          "%s", amp_ctx_error(ctx));
+		/* no pointer into memory the step reuses; the metadata stays */
+		cr_assert_eq(amp_tensor_data(h) == NULL, on);
+		cr_assert_eq(amp_tensor_grad(h) == NULL, on || !h->grad);
+		cr_assert_eq(amp_tensor_numel(h), NB * NH);
 		cr_assert_float_eq(amp_tensor_item(ctx, loss), log((double)NC), 1e-3);
 		cr_assert_eq(amp_step_end(ctx), AMP_OK);
 		amp_ctx_free(ctx);

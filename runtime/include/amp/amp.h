@@ -3,8 +3,11 @@
  * A context owns everything: configuration, tensors (64-byte aligned, in a per-step arena or
  * persistent), the autograd tape, the loss scaler.  Every function returns AMP_OK (0) or a
  * negative AMP_E* code; amp_ctx_error() then holds a message naming the op, its layer label and
- * the shapes.  The library never prints, exits or aborts on bad input.  A context is used by one
- * thread at a time.
+ * the shapes.  The library never exits or aborts on bad input, and prints one thing only: a
+ * warning on stderr for an AMP_* environment variable that is no setting (a misspelt one,
+ * with the setting it resembles).  A tensor or parameter belongs to the context that made it;
+ * given to another, it is refused (AMP_EINVAL).  The getters that return no code answer NULL
+ * with a neutral value (0, NULL, NAN, -1).  A context is used by one thread at a time.
  */
 #ifndef AMP_AMP_H
 #define AMP_AMP_H
@@ -154,10 +157,12 @@ void amp_set_training(amp_ctx *ctx, int training);
  * activations, inputs) live in the step arena and are released by amp_step_end(): their
  * handles must not be used after it (the next step reuses the memory, handles included, so
  * such a use cannot be told apart).  With memory_optimize, a tensor the backward released is
- * refused by every call (AMP_ESTATE). */
+ * refused by every call (AMP_ESTATE); amp_tensor_data and amp_tensor_grad return NULL for it,
+ * its dtype, shape and numel stay readable. */
 int amp_step_begin(amp_ctx *ctx);
 int amp_step_end(amp_ctx *ctx);
-/* Index of the current (or last) step, from 0. */
+/* Index of the current (or last) step, from 0; -1 before the first amp_step_begin (and for a
+ * NULL context). */
 int64_t amp_step_index(const amp_ctx *ctx);
 /* Samples processed in this step, for throughput in the profile (optional). */
 void amp_step_set_samples(amp_ctx *ctx, int64_t samples);
@@ -185,7 +190,8 @@ int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_t
 amp_dtype amp_tensor_dtype(const amp_tensor *t);
 amp_shape amp_tensor_shape(const amp_tensor *t);
 int64_t amp_tensor_numel(const amp_tensor *t);
-/* Raw storage (float, uint16_t halves or int32_t); owned by the context. */
+/* Raw storage (float, uint16_t halves or int32_t); owned by the context.  NULL for a NULL
+ * tensor or one memory_optimize released. */
 void *amp_tensor_data(amp_tensor *t);
 /* Copies the tensor into dst (numel floats), converting halves (recorded as a d2h copy). */
 int amp_tensor_read_f32(amp_ctx *ctx, const amp_tensor *t, float *dst);
@@ -211,7 +217,8 @@ typedef enum {
 /* Trainable parameter: an FP32 master tensor that lives as long as the context.  Under AMP the
  * ops use a working copy in the mode's half type (FP16 or BF16) refreshed once per step
  * (recorded as a master copy).  label names
- * it in errors and profiles and is copied. */
+ * it in errors and profiles and is copied.  AMP_EINVAL for an init outside amp_init or a
+ * scale that is not finite (NORMAL, UNIFORM, KAIMING). */
 int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init init, float scale,
                   amp_tensor **out);
 /* Overwrites a parameter's master values from host floats (numel of them). */
@@ -358,6 +365,8 @@ typedef struct amp_adamw_options {
 /* Optimizers act on every parameter of the context.  Owned by the context. */
 int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out);
 int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **out);
+/* A new learning rate from the next amp_optim_step (0 included: a warm-up from 0, a decay to
+ * 0); ignored unless finite and >= 0. */
 void amp_optim_set_lr(amp_optim *opt, float lr);
 /* Unscales the master gradients, checks them for Inf/NaN, lets the loss scaler decide, and
  * updates the masters unless the step overflowed (then the step is skipped).  With
@@ -384,8 +393,11 @@ int amp_grad_clipped(const amp_ctx *ctx);
  * that never stopped (same binary, configuration and thread count).  The file is versioned and
  * checksummed; save writes a temporary file in the same directory, fsyncs it and renames it
  * over path, so a crash leaves the old checkpoint or the new one, never a torn one.  Load
- * returns AMP_EIO when the file cannot be read and AMP_EFORMAT when it is damaged, truncated,
- * of a newer format or does not fit the context (the message says which). */
+ * returns AMP_EIO when the file cannot be read, AMP_EFORMAT when it is damaged, truncated,
+ * of a newer format or does not fit the context, and AMP_ECONFIG when it was saved under
+ * another kind of loss scaling than the context's (a static scale of 1, as the BF16 modes
+ * default to, against dynamic scaling); the message says which.  A load that fails leaves the
+ * context as it was. */
 int amp_checkpoint_save(amp_ctx *ctx, const char *path);
 int amp_checkpoint_load(amp_ctx *ctx, const char *path);
 
