@@ -341,7 +341,7 @@ static int rule_fp16(sqlite3 *db, double thr)
 	}
 	if (n)
 		snprintf(msg, sizeof msg,
-		         "%s is %.1f %% (below %.0f %%): %d op type(s) run in FP32 but could "
+		         "%s is %.1f %% (below %g %%): %d op type(s) run in FP32 but could "
 		         "run in %s%s", label, share * 100.0, thr, n, half, what);
 	else {
 		/* every FP32 op is on the black list: say which take the time, and that the
@@ -364,7 +364,7 @@ static int rule_fp16(sqlite3 *db, double thr)
 		}
 		sqlite3_finalize(st);
 		snprintf(msg, sizeof msg,
-		         "%s is %.1f %% (below %.0f %%): the FP32 time is in black-list ops (%s)%s",
+		         "%s is %.1f %% (below %g %%): the FP32 time is in black-list ops (%s)%s",
 		         label, share * 100.0, thr, top[0] ? top : "none recorded",
 		         has_optim ? "; the optimizer updates the FP32 master weights by design: more "
 		                     "compute per update (a larger batch) raises the share"
@@ -390,12 +390,10 @@ static int rule_copies(sqlite3 *db, double thr)
 	                       "GROUP BY s.kind, s.label, s.callsite ORDER BY 5 DESC, 1, 2 LIMIT 5",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	int n = 0, casts = 0;
+	int n = 0;
 	int64_t top_site = -1;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *kind = col_text(st, 0);
-		if (strcmp(kind, "cast") == 0 || strcmp(kind, "master") == 0)
-			casts++;
 		if (n == 0 && sqlite3_column_type(st, 6) != SQLITE_NULL)
 			top_site = sqlite3_column_int64(st, 6);
 		buf_add(&ev, "%s%s %s at %s:%d: %.3f ms over %" PRId64 " copies", n ? "\n" : "", kind,
@@ -404,9 +402,14 @@ static int rule_copies(sqlite3 *db, double thr)
 		n++;
 	}
 	sqlite3_finalize(st);
+	/* casts dominate when their time is more than half of all copy time */
+	double cast_ns = query_double(db, "SELECT total(total_ns) FROM copy_sigs WHERE kind IN "
+	                                  "('cast', 'master')", 0);
+	double all_ns = query_double(db, "SELECT total(total_ns) FROM copy_sigs", 0);
+	int casts = all_ns > 0 && cast_ns > 0.5 * all_ns;
 	char msg[512];
 	snprintf(msg, sizeof msg,
-	         "memory copies take %.1f %% of step time (above %.0f %%)%s", share * 100.0, thr,
+	         "memory copies take %.1f %% of step time (above %g %%)%s", share * 100.0, thr,
 	         casts ? ": dtype casts dominate (cast thrash or repeated master-weight casts); keep "
 	                 "neighbouring ops in one precision or cache the casts"
 	               : "");
@@ -580,9 +583,16 @@ static int rule_scale(sqlite3 *db)
 	mode_in_force(db, mode, sizeof mode);
 	int is_static = !scale_is_dynamic(db);
 	int wide_range = strstr(mode, "bf16") != NULL || strstr(mode, "fp32") != NULL;
+	/* the floor is a finding only where the scale overflowed on it: a floor the run merely
+	 * started at (loss_scale_init = loss_scale_min) or reached without overflowing there is
+	 * the user's setting at work */
+	double over_at_floor = 0;
+	amp_profile_query_double(db, &over_at_floor,
+	                         "SELECT count(*) FROM run_steps WHERE scale <= ? AND overflow = 1",
+	                         "d", floor_cfg);
 	if (is_static) {
 		/* no floor or collapse rule */
-	} else if (min_scale <= floor_cfg) {
+	} else if (min_scale <= floor_cfg && over_at_floor > 0) {
 		double at_floor = 0;
 		amp_profile_query_double(db, &at_floor, "SELECT count(*) FROM run_steps WHERE scale <= ?",
 		                         "d", floor_cfg);
@@ -635,8 +645,9 @@ typedef struct grad_tally {
  * or raise the scale, to a value that keeps the run's largest gradient below 32768. */
 static int rule_grad_underflow(sqlite3 *db)
 {
-	char dtypes[128], sql[1024];
-	sql_name_list(dtypes, sizeof dtypes, AMP_DTYPE_COUNT, dtype_half, dtype_name);
+	/* FP16 only: the bins are FP16's range, which BF16 (FP32's range) does not have */
+	const char *dtypes = "('fp16')";
+	char sql[1024];
 	snprintf(sql, sizeof sql,
 	         "SELECT t.name, t.op, t.dtype, t.count, t.exp_hist, t.absmax, t.step, t.src_seq,"
 	         " t.thread, (SELECT scale FROM steps s WHERE s.step = t.step ORDER BY s.rowid"
@@ -691,7 +702,11 @@ static int rule_grad_underflow(sqlite3 *db)
 	for (int i = 0; i < n && rc == 0; i++) {
 		grad_tally *t = &g[i];
 		double share = t->tiny / t->count;
-		if (share < 0.5)
+		/* zeros alone are no sign of underflow (a ReLU's or a pooling's gradient holds as
+		 * many in FP32): the values left must be largely subnormal, or nearly none left */
+		double nonzero = t->count - t->zero;
+		double sub_share = nonzero > 0 ? (t->tiny - t->zero) / nonzero : 0;
+		if (share < 0.5 || !(sub_share >= 0.25 || t->zero >= 0.9 * t->count))
 			continue;
 		/* the layer: the forward op whose backward wrote the gradient */
 		char label[128] = "", file[512] = "";
@@ -1172,7 +1187,8 @@ static int rule_emulated(sqlite3 *db)
 	sql_name_list(emul, sizeof emul, AMP_ENGINE_COUNT, engine_emulating, engine_name);
 	elementwise_dtypes(elem, sizeof elem);
 	snprintf(sql, sizeof sql,
-	         "SELECT exec_dtype, op, engine, total(total_ns), total(calls), min(callsite) "
+	         "SELECT exec_dtype, op, engine, total(total_ns), total(calls), min(callsite), "
+	         "op IN (SELECT name FROM op_types WHERE list = 'white') "
 	         "FROM op_sigs WHERE exec_dtype IN %s AND engine IN %s AND (exec_dtype IN %s OR "
 	         "op IN (SELECT name FROM op_types WHERE list = 'white')) "
 	         "GROUP BY exec_dtype, op, engine ORDER BY 4 DESC, 2, 1", dtypes, emul, elem);
@@ -1183,7 +1199,7 @@ static int rule_emulated(sqlite3 *db)
 	advice_buf ev = {.used = 0};
 	char names[256] = "", first_op[64] = "", engines[64] = "";
 	size_t nl = 0;
-	int n = 0, fp16 = 0, bf16 = 0;
+	int n = 0, fp16 = 0, bf16 = 0, white = 0; /* white: a GEMM op, which has half kernels */
 	double t_all = 0;
 	int64_t site = -1;
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -1192,6 +1208,7 @@ static int rule_emulated(sqlite3 *db)
 		t_all += t;
 		fp16 |= strcmp(dt, "fp16") == 0;
 		bf16 |= strcmp(dt, "bf16") == 0;
+		white |= sqlite3_column_int(st, 6) != 0;
 		if (!has_word(engines, eng))
 			snprintf(engines + strlen(engines), sizeof engines - strlen(engines), "%s%s",
 			         engines[0] ? " " : "", eng);
@@ -1225,6 +1242,11 @@ static int rule_emulated(sqlite3 *db)
 	query_text(db, "SELECT value FROM meta WHERE key = 'cpu_vendor'", vendor, sizeof vendor);
 	int known = features[0] != '\0';
 	mode_in_force(db, mode, sizeof mode);
+	/* the kernel path as configured: "auto" (or, from an older library, the widest path's
+	 * name, which says nothing of a forced one) */
+	char forced[64] = "";
+	query_text(db, "SELECT value FROM meta WHERE key = 'kernels' AND EXISTS (SELECT 1 FROM meta"
+	               " WHERE key = 'kernels_top') AND value <> 'auto'", forced, sizeof forced);
 	/* what each emulated half type lacks here, and an engine of the other type it has */
 	char lacks[512] = "", alt[512] = "";
 	size_t ll = 0;
@@ -1248,10 +1270,18 @@ static int rule_emulated(sqlite3 *db)
 		if (!known)
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; %s arithmetic needs %s "
 			                       "(this profile does not say what the CPU has)", dt, need);
-		else if (has_one)
+		else if (has_one && forced[0])
+			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s but these "
+			                       "ops did not use it: the run forced kernels = %s", need,
+			                       forced);
+		else if (has_one && white)
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s but these "
 			                       "ops did not use it (a library built without the path, or "
 			                       "a path forced)", need);
+		else if (has_one)
+			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s and the "
+			                       "library used it where it has a %s kernel: these ops have "
+			                       "none (they compute in FP32 on %s storage)", need, dt, dt);
 		else if (slow[0])
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s, but on "
 			                       "%s cores it computes fewer products per cycle than FP32 "

@@ -381,6 +381,10 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		fputs("  INCOMPLETE   ", f);
 		amp_text_put(f, s.incomplete);
 		fputc('\n', f);
+	} else if (strcmp(s.end, "collecting") == 0) {
+		/* nothing finished the profile: ampprof is still at it, or was killed */
+		fputs("  INCOMPLETE   the collector never finished this profile (ampprof is still "
+		      "recording, or was killed): what it holds is what reached the disk\n", f);
 	}
 	if (!s.have) {
 		fprintf(f, "  (no summary: the profile was not finalized)\n");
@@ -398,7 +402,7 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	fprintf(f, "\n");
 	pct(a, sizeof a, s.fp16_share);
 	pct(b, sizeof b, s.fp16_flop_share);
-	fprintf(f, "  %-12s %s of op time  %s (threshold %.0f %%), %s of FLOPs\n",
+	fprintf(f, "  %-12s %s of op time  %s (threshold %g %%), %s of FLOPs\n",
 	        amp_profile_half_label(s.half_types), a, mark(s.fp16_share, s.fp16_thr, 0),
 	        s.fp16_thr, b);
 	pct(a, sizeof a, s.native_share);
@@ -408,7 +412,7 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	        : s.op_count > 0                 ? " (no op recorded its engine)"
 	                                         : " (no op ran)");
 	pct(a, sizeof a, s.copy_share);
-	fprintf(f, "  copy share   %s of step time  %s (threshold %.0f %%)\n", a,
+	fprintf(f, "  copy share   %s of step time  %s (threshold %g %%)\n", a,
 	        mark(s.copy_share, s.copy_thr, 1), s.copy_thr);
 	if (s.min_scale == s.min_scale)
 		fprintf(f, "  loss scale   %.9g .. %.9g, %" PRId64 " overflow step(s), %" PRId64

@@ -118,13 +118,19 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, double *step_ns, char
 	    {"phase", "1", AMP_DIFF_PHASE},
 	};
 	int64_t n = 0, t = 0;
+	int64_t timed = 0;
 	amp_profile_query_int64(db, &n, "SELECT count(*) FROM steps WHERE detail = 1", NULL);
+	amp_profile_query_int64(db, &timed,
+	                        "SELECT count(*) FROM steps WHERE detail = 1 AND dur_ns IS NOT NULL",
+	                        NULL);
 	amp_profile_query_int64(db, &t,
 	                        "SELECT coalesce(sum(dur_ns), 0) FROM steps WHERE detail = 1 "
 	                        "AND dur_ns IS NOT NULL",
 	                        NULL);
 	*steps = n;
-	*step_ns = n > 0 ? (double)t / (double)n : 0.0;
+	/* the mean of the steps that ended (a killed run's last one has no duration), as the
+	 * report's */
+	*step_ns = timed > 0 ? (double)t / (double)timed : 0.0;
 	for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
 		snprintf(sql, sizeof sql,
 		         "WITH src AS (%s) SELECT %s, (SELECT group_concat(d, ',') FROM (SELECT "

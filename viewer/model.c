@@ -507,7 +507,9 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		               : d >= (UINT64_C(1) << 62) ? INT64_C(1) << 62 : (int64_t)d + 1;
 	}
 	{
-		sqlite3_stmt *st = prep(m, "SELECT scale FROM steps ORDER BY step DESC LIMIT 1");
+		/* the last step that recorded one (a killed run's last step did not) */
+		sqlite3_stmt *st = prep(m, "SELECT scale FROM steps WHERE scale IS NOT NULL "
+		                           "ORDER BY step DESC LIMIT 1");
 		r->last_scale = NAN;
 		if (st && step_row(m, st) == SQLITE_ROW)
 			r->last_scale = col_dbl(st, 0, NAN);
@@ -843,7 +845,10 @@ long view_model_scale_buckets(view_model *m, view_scale_bucket *b, long n)
 		n = (long)span;
 	for (long i = 0; i < n; i++) {
 		b[i] = (view_scale_bucket){0};
-		u128 f = span * (u128)i / (u128)n, l = span * (u128)(i + 1) / (u128)n - 1;
+		/* column i holds the steps off with floor(off n / span) = i, the rule the rows
+		 * below are put in by: off from ceil(span i / n) to ceil(span (i + 1) / n) - 1 */
+		u128 f = (span * (u128)i + (u128)n - 1) / (u128)n,
+		     l = (span * (u128)(i + 1) + (u128)n - 1) / (u128)n - 1;
 		b[i].first = (int64_t)((uint64_t)r->first_step + (uint64_t)f);
 		b[i].last = (int64_t)((uint64_t)r->first_step + (uint64_t)l);
 		b[i].min_scale = INFINITY;
@@ -1051,6 +1056,9 @@ static uint64_t hash_str(const char *s)
 static int cmp_headroom(const void *pa, const void *pb)
 {
 	const name_agg *a = pa, *b = pb;
+	/* worst first: a tensor that went non-finite before one that may */
+	if (a->nonfinite != b->nonfinite)
+		return a->nonfinite < b->nonfinite ? 1 : -1;
 	double x = a->count ? (double)a->near_overflow / (double)a->count : 0;
 	double y = b->count ? (double)b->near_overflow / (double)b->count : 0;
 	if (x != y)

@@ -121,11 +121,23 @@ static void diff_draw(void *self, view_ctx *ctx, view_screen *s, int top, int ro
 	view_filter_draw(&p->filter, ctx, s, x, y, s->w - x - 1);
 	y++;
 	double ratio = p->d.step_ns[0] > 0 ? p->d.step_ns[1] / p->d.step_ns[0] : (double)NAN;
-	view_screen_printf(s, 1, y, s->w - 2, ratio > 1 ? VIEW_S_WARN : VIEW_S_GOOD, 0,
-	                   "step: %s -> %s, %.2fx (%s)",
-	                   view_fmt_ns((int64_t)p->d.step_ns[0], a, sizeof a),
-	                   view_fmt_ns((int64_t)p->d.step_ns[1], b, sizeof b), ratio,
-	                   ratio > 1 ? "B is slower" : "B is faster");
+	/* no ratio without a baseline; "same" within the 0.5 % the figure shows */
+	if (!(ratio == ratio))
+		view_screen_printf(s, 1, y, s->w - 2, VIEW_S_DIM, 0,
+		                   "step: %s -> %s (no ratio: %s has no traced step)",
+		                   view_fmt_ns((int64_t)p->d.step_ns[0], a, sizeof a),
+		                   view_fmt_ns((int64_t)p->d.step_ns[1], b, sizeof b),
+		                   p->d.step_ns[0] > 0 ? "B" : "A");
+	else
+		view_screen_printf(s, 1, y, s->w - 2,
+		                   ratio > 1.005 ? VIEW_S_WARN : ratio < 0.995 ? VIEW_S_GOOD
+		                                                               : VIEW_S_NORMAL,
+		                   0, "step: %s -> %s, %.2fx (%s)",
+		                   view_fmt_ns((int64_t)p->d.step_ns[0], a, sizeof a),
+		                   view_fmt_ns((int64_t)p->d.step_ns[1], b, sizeof b), ratio,
+		                   ratio > 1.005   ? "B is slower"
+		                   : ratio < 0.995 ? "B is faster"
+		                                   : "the same");
 	y += 2;
 	/* columns: mark 2 | kind 6 | name | dtype A 9 | dtype B 9 | A 8 | B 8 | delta 9 | ratio 6;
 	 * the dtypes give way before the name shrinks below 8 */

@@ -138,7 +138,8 @@ int view_term_init(int ascii, char *err, size_t errlen)
 		void *warm[1];
 		backtrace(warm, 1); /* loads libgcc now, not in a signal handler */
 	}
-	if (!initscr()) {
+	/* newterm, not initscr: initscr exits the process on an unknown TERM */
+	if (!newterm(NULL, stdout, stdin)) {
 		snprintf(err, errlen, "cannot start curses (TERM=%s)",
 		         getenv("TERM") ? getenv("TERM") : "");
 		return -1;

@@ -80,7 +80,9 @@ int amp_kernels_dpbf16_half_rate(void);
  * clamped); returns 0, or -1 if n < 1 (nothing changed).  Until it is called the count comes
  * from $AMP_NUM_THREADS, else 1.  Workers start lazily on the first GEMM that uses them.  Small
  * GEMMs stay on the calling thread; every C element is summed by one thread in the same
- * k order whatever the count, so results are bit-identical for any thread count.  Thread-safe. */
+ * k order whatever the count, so results are bit-identical for any thread count (but for the
+ * sign and payload of a NaN, which follow the operand order of the tile that computes it).
+ * Thread-safe. */
 int amp_kernels_set_threads(int n);
 /* The thread count the GEMMs use now (>= 1). */
 int amp_kernels_threads(void);
@@ -115,8 +117,14 @@ int64_t amp_cvt_widen_count(amp_dtype src_dt, const uint16_t *src, float *dst, i
  * beta is 0 (C overwritten, may hold garbage) or 1 (accumulate). */
 void amp_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-/* Same with fp16 A, B, C.  Products are summed in FP32 (partial sums promoted at least every 64
- * steps of k), beta applied in FP32, the result rounded once to fp16. */
+/* Same with fp16 A, B, C, beta applied in FP32, the result rounded once to fp16.  On FP32
+ * arithmetic (every path but avx512-fp16) the products and sums are FP32.  The native
+ * avx512-fp16 path (DESIGN's blocked promotion) forms products and partial sums of up to 32
+ * steps of k in FP16 and adds those partials in FP32: its error is bounded by about 32 FP16
+ * roundings per block, relative to the sum of |products| (not to |C|: cancelling terms, or a
+ * large one beside many small ones, lose what FP16 cannot hold), a product under 2^-24 is
+ * lost, and a partial sum past 65504 is Inf although C may be finite.  The tests hold every
+ * shape to that bound; on random data it is under 2e-3 of max|C|. */
 void amp_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                   int64_t ldc);

@@ -1016,10 +1016,13 @@ Test(decode, op_by_name_needs_a_name)
 }
 
 /* A static loss scale of 1 (the BF16 modes' default) is not a scale stuck at its floor, and in a
- * BF16 mode not an unusual one either; the same scale reached by dynamic scaling is. */
+ * BF16 mode not an unusual one either; the same scale reached by dynamic scaling is, when it
+ * overflows there (case 2), and is not when it merely sits on it (case 1: a loss_scale_init at
+ * the floor, no overflow: "gradients overflow even unscaled" would be false). */
 Test(finalize, static_scale_is_not_a_floor)
 {
-	for (int dynamic = 0; dynamic < 2; dynamic++) {
+	for (int c = 0; c < 3; c++) {
+		int dynamic = c > 0;
 		temp_profile t;
 		temp_profile_create(&t);
 		prof_options o;
@@ -1029,7 +1032,7 @@ Test(finalize, static_scale_is_not_a_floor)
 		prof_writer *w = prof_writer_new(t.db, &o, 0);
 		cr_assert_not_null(w);
 		for (int s = 0; s < 5; s++) {
-			put_step(w, s, 0.5, 1, 0);
+			put_step(w, s, 0.5, 1, c == 2 && s >= 2);
 			put_scale(w, s, 1, 1, dynamic ? AMP_SCALE_HOLD : AMP_SCALE_STATIC);
 		}
 		cr_assert_eq(prof_writer_finish(w), 0);
@@ -1042,7 +1045,9 @@ Test(finalize, static_scale_is_not_a_floor)
 		cr_assert_str_eq(query_text(t.db, "SELECT coalesce(group_concat(rule), '-') FROM "
 		                                  "(SELECT rule FROM advice WHERE rule LIKE "
 		                                  "'loss_scale%' ORDER BY id)"),
-		                 dynamic ? "loss_scale_floor,loss_scale_unusual" : "-");
+		                 c == 2 ? "loss_scale_floor,loss_scale_unusual"
+		                 : c    ? "loss_scale_unusual"
+		                        : "-");
 		temp_profile_release(&t);
 	}
 }
