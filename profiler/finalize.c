@@ -284,14 +284,30 @@ static int rule_fp16(sqlite3 *db, double thr)
 	                       "WHERE s.exec_dtype = 'fp32' AND t.list IN ('white', 'gray') "
 	                       "GROUP BY s.op ORDER BY 2 DESC, 1 LIMIT 8", -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	char names[512] = "", blocked[512] = "", listed[512] = "";
-	size_t nl = 0, bl = 0, wl = 0;
-	int n_names = 0, n_blocked = 0, n_listed = 0;
+	char names[512] = "", blocked[512] = "", listed[512] = "", ranged[512] = "";
+	size_t nl = 0, bl = 0, wl = 0, rl = 0;
+	int n_names = 0, n_blocked = 0, n_listed = 0, n_ranged = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *op = col_text(st, 0);
 		double t = sqlite3_column_double(st, 1);
+		/* an op whose FP32 values pass 32768 would overflow FP16 (or come near it): it is
+		 * no candidate for FP16, whatever the share (BF16 has FP32's range) */
+		double absmax = 0;
+		if (!bf16)
+			amp_profile_query_double(db, &absmax,
+			                         "SELECT max(absmax) FROM tensor_stats WHERE op = ? AND "
+			                         "dtype = 'fp32' AND role <> 'grad'", "t", op);
+		if (absmax > 32768.0) {
+			buf_add(&ev, "%s%s in fp32: its values reach %.3g, past FP16's range",
+			        n + n_ranged ? "\n" : "", op, absmax);
+			if (rl < sizeof ranged)
+				rl += (size_t)snprintf(ranged + rl, sizeof ranged - rl, "%s%s (%.3g)",
+				                       rl ? ", " : "", op, absmax);
+			n_ranged++;
+			continue;
+		}
 		buf_add(&ev, "%s%s in fp32: %.3f ms over %" PRId64 " calls (%.1f %% of op time)",
-		        n ? "\n" : "", op, t / 1e6, (int64_t)sqlite3_column_int64(st, 2),
+		        n + n_ranged ? "\n" : "", op, t / 1e6, (int64_t)sqlite3_column_int64(st, 2),
 		        total > 0 ? 100.0 * t / total : 0.0);
 		if (list_names(black, op)) {
 			if (bl < sizeof blocked)
@@ -332,6 +348,31 @@ static int rule_fp16(sqlite3 *db, double thr)
 			                       src, want, names);
 		}
 	}
+	if (rl && wu < sizeof what)
+		wu += (size_t)snprintf(what + wu, sizeof what - wu,
+		                       "; keep %s in FP32: %s values pass 32768 (FP16 ends at 65504)",
+		                       ranged, strchr(ranged, ',') ? "their" : "its");
+	/* the profile has no graph: an FP32 output past FP16's range may feed any of the ops
+	 * named, whose input would then overflow in the cast (cast_overflow) */
+	char big_op[64] = "", big_label[128] = "";
+	double big = 0;
+	if (!bf16 && n_names &&
+	    amp_profile_query_double(db, &big, "SELECT max(absmax) FROM tensor_stats WHERE "
+	                                       "dtype = 'fp32' AND role = 'output'", NULL) ==
+	        AMP_PROFILE_OK &&
+	    big > 65504.0 && wu < sizeof what) {
+		amp_profile_query_text(db, big_op, sizeof big_op,
+		                       "SELECT op FROM tensor_stats WHERE dtype = 'fp32' AND role = "
+		                       "'output' ORDER BY absmax DESC LIMIT 1", NULL);
+		amp_profile_query_text(db, big_label, sizeof big_label,
+		                       "SELECT name FROM tensor_stats WHERE dtype = 'fp32' AND role = "
+		                       "'output' ORDER BY absmax DESC LIMIT 1", NULL);
+		wu += (size_t)snprintf(what + wu, sizeof what - wu,
+		                       "; but an FP32 output reaches %.3g (%s '%s'), past FP16's 65504: "
+		                       "an op listed that reads it would overflow in its cast "
+		                       "(cast_overflow), so list only ops that do not",
+		                       big, big_op, big_label);
+	}
 	if (n_listed && wu < sizeof what) {
 		key_source_text(db, "precision_mode", src, sizeof src);
 		wu += (size_t)snprintf(what + wu, sizeof what - wu,
@@ -343,6 +384,10 @@ static int rule_fp16(sqlite3 *db, double thr)
 		snprintf(msg, sizeof msg,
 		         "%s is %.1f %% (below %g %%): %d op type(s) run in FP32 but could "
 		         "run in %s%s", label, share * 100.0, thr, n, half, what);
+	else if (n_ranged)
+		snprintf(msg, sizeof msg,
+		         "%s is %.1f %% (below %g %%): the FP32 time is in ops whose values pass "
+		         "FP16's range%s", label, share * 100.0, thr, what);
 	else {
 		/* every FP32 op is on the black list: say which take the time, and that the
 		 * optimizer's FP32 master update is there by design */
@@ -1417,13 +1462,19 @@ static const char *const scale_cause_sql =
  * are probes, 'isolated_spikes' when not; 'steady' without back-offs.  Also sets clean_steps
  * on hold and growth rows, and run_summary.skipped_share. */
 #define PROBE_STEPS 2 /* the first or second step at the new scale */
+/* The steps that ran an optimizer step: those with a loss-scaler decision (every update or
+ * skip makes one; an evaluation step none); all steps in a profile without decisions. */
+#define OPT_STEPS_SQL                                                                              \
+	"coalesce(nullif((SELECT count(*) FROM run_steps WHERE step IN (SELECT step FROM "         \
+	"loss_scale WHERE reason <> 'init')), 0), (SELECT count(*) FROM run_steps))"
+
 static int explain_scale(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL, *up = NULL;
 	int rc = -1;
 	if (sqlite3_exec(db, scale_cause_sql, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db, "UPDATE run_summary SET skipped_share = CAST(skipped_steps AS REAL) /"
-	                     " nullif(steps, 0)", NULL, NULL, NULL) != SQLITE_OK)
+	                     " nullif(" OPT_STEPS_SQL ", 0)", NULL, NULL, NULL) != SQLITE_OK)
 		return -1;
 	/* each rank's decisions in turn (a merged profile: identical histories), the lowest
 	 * rank's telling the story */
@@ -1541,7 +1592,7 @@ static int rule_scale_history(sqlite3 *db)
 	char history[32], steps[800];
 	query_text(db, "SELECT scale_history FROM run_summary", history, sizeof history);
 	query_text(db, "SELECT scale_history_steps FROM run_summary", steps, sizeof steps);
-	double nsteps = query_double(db, "SELECT steps FROM run_summary", 0);
+	double nsteps = query_double(db, "SELECT " OPT_STEPS_SQL, 0);
 	double skipped = query_double(db, "SELECT skipped_steps FROM run_summary", 0);
 	double backoffs = query_double(db, "SELECT count(*) FROM run_loss_scale WHERE reason IN "
 	                                   "('overflow', 'nan')", 0);

@@ -33,6 +33,7 @@ typedef struct lib_api {
 	const char *(*path_missing)(int);
 	const char *(*gemm_engine)(int);
 	const char *(*elementwise_engine)(void);
+	const char *(*elementwise_engine_of)(int); /* NULL in libraries older than it */
 	const char *(*path_active)(void);
 	const char *(*gemm_engine_note)(int); /* NULL in libraries older than it */
 } lib_api;
@@ -100,6 +101,7 @@ static void *load_library(const char *path, lib_api *api, char *used, size_t use
 		}
 	}
 	*(void **)&api->gemm_engine_note = dlsym(h, "amp_gemm_engine_note");
+	*(void **)&api->elementwise_engine_of = dlsym(h, "amp_elementwise_engine_of");
 	return h;
 }
 
@@ -215,7 +217,11 @@ int prof_cmd_info(int argc, char **argv)
 		for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
 			printf("%s\"%s\":\"%s\"", i ? "," : "", amp_dtype_code_name((unsigned)dtypes[i]),
 			       api.gemm_engine(dtypes[i]));
-		printf(",\"elementwise\":\"%s\"},\"engine_notes\":{", api.elementwise_engine());
+		printf(",\"elementwise\":\"%s\"", api.elementwise_engine());
+		for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes && api.elementwise_engine_of; i++)
+			printf(",\"elementwise_%s\":\"%s\"", amp_dtype_code_name((unsigned)dtypes[i]),
+			       api.elementwise_engine_of(dtypes[i]));
+		printf("},\"engine_notes\":{");
 		for (size_t i = 0, n = 0; i < sizeof dtypes / sizeof *dtypes; i++) {
 			const char *note = api.gemm_engine_note ? api.gemm_engine_note(dtypes[i]) : NULL;
 			if (!note)
@@ -245,7 +251,16 @@ int prof_cmd_info(int argc, char **argv)
 			                   (amp_engine)amp_engine_from_name(e)) == 0;
 			printf("%s%s GEMM on %s%s", i ? "; " : "", dt, e, emulated ? " (emulated)" : "");
 		}
-		printf("; elementwise on %s\n", api.elementwise_engine());
+		if (api.elementwise_engine_of) {
+			printf("; elementwise");
+			for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+				printf("%s %s on %s", i ? "," : "",
+				       amp_dtype_code_name((unsigned)dtypes[i]),
+				       api.elementwise_engine_of(dtypes[i]));
+			printf("\n");
+		} else {
+			printf("; elementwise on %s\n", api.elementwise_engine());
+		}
 		for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) {
 			const char *note = api.gemm_engine_note ? api.gemm_engine_note(dtypes[i]) : NULL;
 			if (note)

@@ -309,10 +309,13 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 		fprintf(f, "  dumps        off (ampprof --dump=nonfinite dumps the origin's tensors)\n");
 	}
 	char unnamed[1400];
+	const char *static_link = amp_profile_callsites_static(db);
 	if (amp_profile_meta_get(db, "callsites_unnamed", unnamed, sizeof unnamed) == AMP_PROFILE_OK) {
 		fprintf(f, "  call sites   unnamed: ");
 		amp_text_put(f, unnamed); /* a path of the application's */
 		fputc('\n', f);
+	} else if (static_link[0]) {
+		fprintf(f, "  call sites   %s\n", static_link);
 	}
 	int64_t first = first_origin_step(db);
 	if (first >= 0) {
@@ -425,7 +428,7 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		double skipped;
 		load_scale_history(db, history, sizeof history, steps, sizeof steps, &skipped);
 		if (history[0])
-			fprintf(f, "  scaling      %s%s%s; %" PRId64 " skipped (%.1f %% of the steps)\n",
+			fprintf(f, "  scaling      %s%s%s; %" PRId64 " skipped (%.1f %% of the optimizer steps)\n",
 			        strcmp(history, "probing") == 0 ? "probing (normal)"
 			        : strcmp(history, "isolated_spikes") == 0 ? "isolated spikes" : history,
 			        steps[0] ? " at steps " : "", steps, s.skipped_steps,

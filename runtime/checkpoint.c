@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,7 +373,10 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 		float lr = get_f32(r);
 		if (r->short_read)
 			return bad(ctx, path, "truncated (inside the optimizers)");
-		if (kind != (uint32_t)o->kind || t < 0 || !(lr > 0)) {
+		if (t < 0 || !(lr >= 0) || !isfinite(lr))
+			return bad(ctx, path, "damaged (an optimizer's update count or learning rate out "
+			                      "of range)");
+		if (kind != (uint32_t)o->kind) {
 			snprintf(why, sizeof why, "an optimizer is %s in the file, %s in this context",
 			         kind == OPTIM_SGD ? "SGD" : kind == OPTIM_ADAMW ? "AdamW" : "unknown",
 			         o->kind == OPTIM_SGD ? "SGD" : "AdamW");
@@ -400,7 +404,9 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 		ctx->stats.overflow_steps = st_over;
 		ctx->stats.skipped_steps = st_skip;
 		ctx->stats.clipped_steps = st_clip;
-		if (!file_fp32 || ctx_fp32) { /* a scaler the file's run did not use is not taken */
+		/* a scaler the file's run kept unused (saved under FP32) is taken when it is of the
+		 * context's kind (it waited there, as it was, for a scaling mode), not otherwise */
+		if (!file_fp32 || ctx_fp32 || (dynamic != 0) == ctx->scaler.dynamic) {
 			ctx->scaler.dynamic = dynamic != 0;
 			ctx->scaler.scale = scale;
 			ctx->scaler.clean_steps = clean;

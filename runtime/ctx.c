@@ -230,11 +230,17 @@ static int set_scaler_number(amp_ctx *ctx, const config_key *k, const char *v)
 	int interval = k->field == offsetof(amp_scaler, growth_interval);
 	if (parse_double(v, &d))
 		return amp_fail(ctx, AMP_ECONFIG, "%s: expected a number, got '%s'", k->name, v);
-	if (!(k->lo_closed ? d >= k->lo : d > k->lo) || d > k->hi || (interval && d != floor(d)))
-		return interval ? amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range (a whole "
-		                                             "number from 1)", k->name, v)
-		                : amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range [%g, %g]",
-		                           k->name, v, k->lo, k->hi);
+	if (!(k->lo_closed ? d >= k->lo : d > k->lo) || d > k->hi || (interval && d != floor(d))) {
+		if (interval)
+			return amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range (a whole number "
+			                                  "from 1)", k->name, v);
+		/* an upper bound just below what %g prints (the backoff factor's, below 1) is an
+		 * open end */
+		char hb[32];
+		snprintf(hb, sizeof hb, "%g", k->hi);
+		return amp_fail(ctx, AMP_ECONFIG, "%s: value '%s' out of range %c%g, %s%c", k->name, v,
+		                k->lo_closed ? '[' : '(', k->lo, hb, strtod(hb, NULL) > k->hi ? ')' : ']');
+	}
 	char *field = (char *)&ctx->cfg.scaler_init + k->field;
 	if (interval) {
 		int64_t n = (int64_t)d;

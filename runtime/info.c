@@ -50,6 +50,11 @@ const char *amp_elementwise_engine(void)
 	return amp_engine_name(amp_kernels_vec_engine());
 }
 
+const char *amp_elementwise_engine_of(amp_dtype dt)
+{
+	return amp_engine_name(dt == AMP_F16 ? amp_kernels_h16_engine() : amp_kernels_vec_engine());
+}
+
 const char *amp_kernel_path_active(void)
 {
 	return amp_isa_name(amp_kernels_isa());

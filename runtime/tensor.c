@@ -728,8 +728,11 @@ int amp_step_begin(amp_ctx *ctx)
 		amp_trace_meta("loss_scale_init", buf);
 		amp_trace_meta("loss_scale_growth_interval",
 		               amp_config_get(ctx, "loss_scale_growth_interval"));
-		amp_trace_meta("loss_scale_min", amp_config_get(ctx, "loss_scale_min"));
-		amp_trace_meta("loss_scale_max", amp_config_get(ctx, "loss_scale_max"));
+		/* exact (17 digits): the floor rule compares the steps' scales with it */
+		snprintf(buf, sizeof buf, "%.17g", ctx->cfg.scaler_init.min_scale);
+		amp_trace_meta("loss_scale_min", buf);
+		snprintf(buf, sizeof buf, "%.17g", ctx->cfg.scaler_init.max_scale);
+		amp_trace_meta("loss_scale_max", buf);
 		/* as configured (auto, or the path forced), and the widest path that ran */
 		amp_trace_meta("kernels", amp_kernels_selection());
 		amp_trace_meta("kernels_top", amp_isa_name(amp_kernels_isa()));

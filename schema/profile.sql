@@ -508,7 +508,8 @@ CREATE TABLE run_summary (
 	                          -- at growth), 'collapsing' (back-offs outpacing growth, the floor
 	                          -- in reach); NULL for a static scale or no scaler
 	scale_history_steps TEXT, -- the steps that show it, comma-separated (back-offs, growths)
-	skipped_share   REAL,     -- skipped optimizer steps / steps (0..1)
+	skipped_share   REAL,     -- skipped optimizer steps / optimizer steps (steps with a
+	                          -- loss_scale decision; all steps without any) (0..1)
 	fp16_ready      TEXT,     -- an FP32 run (no half types): 'ready' (its tensors fit FP16's
 	                          -- range), 'needs_loss_scale' (gradients would underflow without
 	                          -- one), 'overflows' (some tensor passes 65504); NULL otherwise

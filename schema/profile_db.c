@@ -725,6 +725,23 @@ int amp_profile_has_column(sqlite3 *db, const char *table, const char *column)
 	return found;
 }
 
+const char *amp_profile_callsites_static(sqlite3 *db)
+{
+	static const char warning[] =
+	    "every call site is the program's entry (__libc_start_call_main) or unknown: the "
+	    "program links libamprt statically, so its frames cannot be told from the library's "
+	    "(or it has no symbols); link it against libamprt.so (-lamprt with the shared library "
+	    "installed), with -g, to see its source lines";
+	int64_t all = 0, start = 0;
+	amp_profile_query_int64(db, &all, "SELECT count(*) FROM callsites", NULL);
+	amp_profile_query_int64(db, &start,
+	                        "SELECT count(*) FROM callsites WHERE function LIKE "
+	                        "'\\_\\_libc\\_start%' ESCAPE '\\' OR function = '?\?' OR "
+	                        "function IS NULL",
+	                        NULL);
+	return all > 0 && start == all ? warning : "";
+}
+
 const char *amp_profile_half_label(const char *half_types)
 {
 	if (!half_types || !*half_types || strcmp(half_types, "fp16") == 0)

@@ -92,6 +92,11 @@ int amp_profile_has_column(sqlite3 *db, const char *table, const char *column);
  * AMP_PROFILE_EIO (SQLite's message in the connection). */
 int amp_profile_shadow_rank(sqlite3 *db, int64_t rank, const char *const *tables, size_t n);
 
+/* What every call site of the profile says when the application linked libamprt statically
+ * (each one is the program's entry, __libc_start_call_main, or unknown): a sentence saying
+ * so and how to see the program's lines; "" otherwise (or without call sites).  Static. */
+const char *amp_profile_callsites_static(sqlite3 *db);
+
 /* The label of the half share for run_summary.half_types: "FP16 share" for 'fp16' and for
  * NULL or "" (an FP32 run, read as its FP16 readiness), "BF16 share" for 'bf16', "half share
  * (fp16+bf16)" when both ran.  Static string, never NULL. */

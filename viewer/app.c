@@ -176,7 +176,9 @@ void view_app_draw(view_app *a, view_screen *s)
 {
 	view_screen_clear(s);
 	if (s->w < 40 || s->h < 10) {
-		view_screen_puts(s, 0, 0, s->w, VIEW_S_WARN, VIEW_A_BOLD, "ampview needs 80x24");
+		/* it draws from 40x10 on; 80x24 shows every panel whole */
+		view_screen_puts(s, 0, 0, s->w, VIEW_S_WARN, VIEW_A_BOLD,
+		                 "ampview needs at least 40x10 (80x24 shows every panel whole)");
 		return;
 	}
 	a->ctx.status[0] = '\0';

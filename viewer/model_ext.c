@@ -2,14 +2,11 @@
  * beside the loss scale and the run's warnings (see model.h).  Each is one query through the
  * model's connection; what they return is owned by the caller.
  */
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 #include "model.h"
 #include "profile_db.h"
@@ -185,17 +182,7 @@ long view_model_loss_buckets(view_model *m, const view_scale_bucket *b, long n, 
 
 const char *view_model_callsite_warning(view_model *m)
 {
-	static const char warning[] =
-	    "every call site is __libc_start_call_main: the program links libamprt statically, "
-	    "so its frames look like the library's; link it with -lamprt against libamprt.so "
-	    "(not libamprt.a) to see its source lines";
-	int64_t all = 0, start = 0;
-	amp_profile_query_int64(view_model_db(m), &all, "SELECT count(*) FROM callsites", NULL);
-	amp_profile_query_int64(view_model_db(m), &start,
-	                        "SELECT count(*) FROM callsites WHERE function LIKE "
-	                        "'\\_\\_libc\\_start%' ESCAPE '\\'",
-	                        NULL);
-	return all > 0 && start == all ? warning : "";
+	return amp_profile_callsites_static(view_model_db(m));
 }
 
 int view_model_ended_since_open(view_model *m, const view_run *r)
@@ -209,18 +196,11 @@ int view_model_ended_since_open(view_model *m, const view_run *r)
 
 int view_model_being_written(view_model *m)
 {
-	char end[32] = "", pid[32] = "", host[256] = "", me[256] = "";
-	sqlite3 *db = view_model_db(m);
-	if (amp_profile_meta_get(db, "end", end, sizeof end) != AMP_PROFILE_OK ||
+	char end[32] = "";
+	if (amp_profile_meta_get(view_model_db(m), "end", end, sizeof end) != AMP_PROFILE_OK ||
 	    strcmp(end, "collecting") != 0)
 		return 0;
-	if (amp_profile_meta_get(db, "pid", pid, sizeof pid) != AMP_PROFILE_OK)
-		return 0;
-	if (amp_profile_meta_get(db, "host", host, sizeof host) == AMP_PROFILE_OK &&
-	    gethostname(me, sizeof me - 1) == 0 && strcmp(host, me) != 0)
-		return 0;
-	long p = strtol(pid, NULL, 10);
-	if (p <= 0)
-		return 0;
-	return kill((pid_t)p, 0) == 0 || errno == EPERM;
+	/* the collector (ampprof, or ampdump re-running a step) holds the profile's output lock
+	 * while it records; a killed one holds nothing, whatever became of its pid */
+	return amp_profile_live(view_model_run(m)->path) == 1;
 }

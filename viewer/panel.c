@@ -140,12 +140,15 @@ int view_prompt_key(char *buf, size_t len, int key, int digits_only)
 	if (key == VIEW_KEY_ESC)
 		return -1;
 	if (key == VIEW_KEY_BACKSPACE) {
+		/* a whole UTF-8 character: its continuation bytes and its lead byte */
+		while (n > 0 && ((unsigned char)buf[n - 1] & 0xC0) == 0x80)
+			buf[--n] = '\0';
 		if (n > 0)
 			buf[n - 1] = '\0';
 		return 0;
 	}
-	if (key >= 0x20 && key < 0x7F && n + 1 < len &&
-	    (!digits_only || (key >= '0' && key <= '9'))) {
+	int text = (key >= 0x20 && key < 0x7F) || (key >= 0x80 && key <= 0xFF && !digits_only);
+	if (text && n + 1 < len && (!digits_only || (key >= '0' && key <= '9'))) {
 		buf[n] = (char)key;
 		buf[n + 1] = '\0';
 	}

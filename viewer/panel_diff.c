@@ -120,14 +120,15 @@ static void diff_draw(void *self, view_ctx *ctx, view_screen *s, int top, int ro
 	    (long long)p->d.steps[0], (long long)p->d.steps[1]);
 	view_filter_draw(&p->filter, ctx, s, x, y, s->w - x - 1);
 	y++;
-	double ratio = p->d.step_ns[0] > 0 ? p->d.step_ns[1] / p->d.step_ns[0] : (double)NAN;
+	double ratio = p->d.step_ns[0] > 0 && p->d.step_ns[1] > 0 ? p->d.step_ns[1] / p->d.step_ns[0]
+	                                                          : (double)NAN;
 	/* no ratio without a baseline; "same" within the 0.5 % the figure shows */
 	if (!(ratio == ratio))
 		view_screen_printf(s, 1, y, s->w - 2, VIEW_S_DIM, 0,
 		                   "step: %s -> %s (no ratio: %s has no traced step)",
 		                   view_fmt_ns((int64_t)p->d.step_ns[0], a, sizeof a),
 		                   view_fmt_ns((int64_t)p->d.step_ns[1], b, sizeof b),
-		                   p->d.step_ns[0] > 0 ? "B" : "A");
+		                   p->d.step_ns[0] > 0 ? "B" : "A"); /* A's first if neither has */
 	else
 		view_screen_printf(s, 1, y, s->w - 2,
 		                   ratio > 1.005 ? VIEW_S_WARN : ratio < 0.995 ? VIEW_S_GOOD

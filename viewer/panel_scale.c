@@ -197,8 +197,12 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	int lrows = has_loss && rows >= 18 ? 3 : 0;
 	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5 - lrows - history;
 	int ch = ybot - ytop + 1;
-	if (ch < 3)
+	if (ch < 3) {
+		view_screen_printf(s, 1, top + 1, s->w - 2, VIEW_S_WARN, 0,
+		                   "too few rows for the chart: a terminal of %d rows shows it",
+		                   s->h + 3 - ch);
 		return;
+	}
 	double lo = VIEW_SCALE_LO, hi = VIEW_SCALE_HI;
 	for (long i = 0; i < p->n; i++)
 		if (p->b[i].n) {
@@ -218,10 +222,19 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	for (int i = 0; i < ax.n; i++) {
 		int y = axis_row(&ax, exp2(ax.lev[i]));
 		int band = ax.lev[i] == 3 || ax.lev[i] == 10;
-		axis_label(ax.lev[i], a, sizeof a);
-		view_screen_puts_right(s, 0, y, lw - 1, band ? VIEW_S_BAND : VIEW_S_DIM, 0, a);
 		if (band)
 			view_screen_fill(s, cx, y, (int)p->n, 1, VIEW_G_DOTTED, VIEW_S_BAND, 0);
+		/* levels that share a row (merged): the row is labelled once, by its lowest
+		 * level, with a '+' for the powers above it that it also holds */
+		if (i > 0 && axis_row(&ax, exp2(ax.lev[i - 1])) == y)
+			continue;
+		int shared = 0;
+		for (int j = i + 1; j < ax.n && axis_row(&ax, exp2(ax.lev[j])) == y; j++)
+			shared = 1, band |= ax.lev[j] == 3 || ax.lev[j] == 10;
+		axis_label(ax.lev[i], a, sizeof a);
+		if (shared)
+			snprintf(a + strlen(a), sizeof a - strlen(a), "+");
+		view_screen_puts_right(s, 0, y, lw - 1, band ? VIEW_S_BAND : VIEW_S_DIM, 0, a);
 		if (i > 0 && ax.lev[i] - ax.lev[i - 1] > 1 && !ax.merged) {
 			int yp = axis_row(&ax, exp2(ax.lev[i - 1]));
 			if (yp - y > 1) /* powers left out between these two rows */

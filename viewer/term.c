@@ -250,6 +250,7 @@ int view_term_key(void)
 	case 127:
 	case 8: return VIEW_KEY_BACKSPACE;
 	case '\t': return VIEW_KEY_TAB;
-	default: return ch >= 0x20 && ch < 0x7F ? (int)ch : 0;
+	/* text, UTF-8 bytes included (getch gives a multibyte character byte by byte) */
+	default: return (ch >= 0x20 && ch < 0x7F) || (ch >= 0x80 && ch <= 0xFF) ? (int)ch : 0;
 	}
 }

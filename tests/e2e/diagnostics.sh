@@ -300,6 +300,12 @@ check "amp: the origin is in the gradients (role grad), not in the forward" \
 check "report amp: exit 0" "$?" 0
 check_true "report amp: one overflow step, one skipped" grep -q "1 overflow step(s), 1 skipped" amp.report
 check_true "report amp: no forward sensitive-op overflow claimed" test "$(grep -c sensitive_op_overflow amp.report)" = 0
+# the profile has no graph: low_fp16_share, asking for Add, Scale and Mul on the white list,
+# says that Exp's FP32 output is past FP16's range (white-listing its reader Scale made the
+# run's loss Inf)
+check_true "amp: low_fp16_share warns that an FP32 output past 65504 (Exp 'rate') must not feed a listed op" \
+	grep -q "but an FP32 output reaches .* (Exp 'rate'), past FP16's 65504" \
+	<(q amp.db "SELECT message FROM advice WHERE rule = 'low_fp16_share'")
 check_true "report amp: overflow only in the scaled gradients, handled by the scaler (128 -> 64)" \
 	grep -Eq "scaled_grad_overflow: overflow only in the scaled gradients at step $BACKOFF .*handled by the loss scaler \(scale 128 -> 64\)" amp.report
 # NaN from an invalid operation: the runtime test program takes the log of negative values.
@@ -524,7 +530,7 @@ check "gradoverflow: each back-off linked to the gradient, its call site and its
 check "gradoverflow: hold decisions count their clean steps" \
 	"$(q f_gradoverflow.db "SELECT group_concat(clean_steps) FROM (SELECT clean_steps FROM loss_scale WHERE reason = 'hold' ORDER BY step)")" "1,2"
 "$AMPPROF" report f_gradoverflow.db >f_gradoverflow.report 2>&1
-check_true "report: the scale history line" grep -q "^  scaling      probing (normal) at steps 0,1; 2 skipped (50.0 % of the steps)$" f_gradoverflow.report
+check_true "report: the scale history line" grep -q "^  scaling      probing (normal) at steps 0,1; 2 skipped (50.0 % of the optimizer steps)$" f_gradoverflow.report
 check_true "report: the history advice with the first back-off's cause and forward call site" \
 	grep -Eq "loss_scale_history: loss scale history: probing .* first back-off at step 0 \(1048576 -> 524288, overflow\): Linear fc2/in1.grad at [^ ]*faults.c:[0-9]+, forward at [^ ]*faults.c:$(mline FAULTS_MLP_FC2)" f_gradoverflow.report
 "$AMPPROF" report --format=json f_gradoverflow.db >f_gradoverflow.json 2>&1

@@ -34,11 +34,15 @@ gen evil.db --evil-label='evil\e]2;PWNED\a\e[5mBLINK\e[0m' \
 gen abs.db --growth=4 --source-dir=/home/ada/ampkit  # absolute call-site paths
 gen empty.db --empty
 gen newer.db --newer-schema
-# a run still being recorded (end 'collecting', its program alive: this shell), and a static
-# link's call sites (every one __libc_start_call_main)
+# a run still being recorded (end 'collecting', its output lock held as its collector holds it
+# while it records), and a static link's call sites (every one __libc_start_call_main)
 cp "$tmp/unfin.db" "$tmp/live.db"
 sqlite3 "$tmp/live.db" "INSERT OR REPLACE INTO meta VALUES ('end', 'collecting'), ('pid', '$$'),
 	('host', '$(hostname)')"
+"$GEN" --hold=600 --output="$tmp/live.db" >"$tmp/hold.out" 2>&1 &
+holder=$!
+e2e_on_exit 'kill "$holder" 2>/dev/null'
+for _ in $(seq 200); do grep -q held "$tmp/hold.out" 2>/dev/null && break; sleep 0.05; done
 cp "$tmp/ex.db" "$tmp/static.db"
 sqlite3 "$tmp/static.db" "UPDATE callsites SET function = '__libc_start_call_main',
 	file = './csu/../sysdeps/x86/libc-start.c', line = 58"
@@ -154,10 +158,11 @@ grep -q '^  OP  *DTYPE  *CALLS  *TIME  *SHARE$' <<< "$out" \
 out=$(hl --panel=overview live.db)
 grep -q 'BEING WRITTEN' <<< "$out" && ! grep -q 'INCOMPLETE' <<< "$out" \
 	&& ok "a profile still being recorded says so, not INCOMPLETE" || bad "live profile" "$out"
-sqlite3 "$tmp/live.db" "UPDATE meta SET value = '999999999' WHERE key = 'pid'"
+kill "$holder"; wait "$holder" 2>/dev/null
 out=$(hl --panel=overview live.db)
 grep -q 'INCOMPLETE' <<< "$out" && ! grep -q 'BEING WRITTEN' <<< "$out" \
-	&& ok "its program gone, the same profile is INCOMPLETE" || bad "dead live profile" "$out"
+	&& ok "its collector gone (the lock with it), the same profile is INCOMPLETE, whatever its pid" \
+	|| bad "dead live profile" "$out"
 out=$(hl --panel=overview static.db)
 grep -q 'libamprt statically' <<< "$out" && grep -q 'libamprt.so' <<< "$out" \
 	&& ok "every call site in __libc_start_call_main: the warning says how to link" \
@@ -327,6 +332,8 @@ mask() {
 		fi
 }
 real='real-unstable-scale|--panel=scale|lines
+real-unstable-scale-short|--panel=scale --height=14|lines
+real-unstable-scale-tiny|--panel=scale --height=11|lines
 real-unstable-anomalies|--panel=anomalies|lines
 real-unstable-anomaly-step|--panel=scale --keys=<enter>|lines
 real-unstable-steps|--panel=steps --keys=:250<enter>|times

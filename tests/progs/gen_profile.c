@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "amp_events.h"
 #include "genprof.h"
+#include "profile_db.h"
 
 static void usage(FILE *f)
 {
@@ -41,7 +43,10 @@ static void usage(FILE *f)
 	    "    --fp16-threshold=<p>   meta threshold, percent             (70)\n"
 	    "    --memcpy-threshold=<p> meta threshold, percent             (15)\n"
 	    "    --seed=<n>             RNG seed                            (1)\n"
-	    "    --quiet                print nothing on success\n",
+	    "    --quiet                print nothing on success\n"
+	    "    --hold=<seconds>       write nothing: hold the output lock of the existing\n"
+	    "                           profile (as its collector does while it records),\n"
+	    "                           print 'held', and let go after <seconds> or SIGTERM\n",
 	    f);
 }
 
@@ -82,6 +87,7 @@ int main(int argc, char **argv)
 	genprof_opts o;
 	genprof_defaults(&o);
 	char site_file[512];
+	double hold = -1;
 	for (int i = 1; i < argc; i++) {
 		char *a = argv[i];
 		char *v = strchr(a, '=');
@@ -149,6 +155,8 @@ int main(int argc, char **argv)
 			o.seed = (uint64_t)d;
 		} else if (OPT("quiet")) {
 			o.quiet = 1;
+		} else if (OPT("hold") && NUM("hold") && d >= 0) {
+			hold = d;
 		} else {
 			fprintf(stderr, "gen_profile: bad option '%s'\n", argv[i]);
 			usage(stderr);
@@ -163,6 +171,18 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	char err[512];
+	if (hold >= 0) {
+		sqlite3 *db;
+		if (amp_profile_open(o.path, 1, &db, err, sizeof err) != AMP_PROFILE_OK) {
+			fprintf(stderr, "gen_profile: %s\n", err);
+			return 1;
+		}
+		printf("held\n");
+		fflush(stdout);
+		sleep((unsigned)hold);
+		amp_profile_close(db);
+		return 0;
+	}
 	uint64_t rows = 0;
 	if (genprof_write(&o, &rows, err, sizeof err) != 0) {
 		fprintf(stderr, "gen_profile: %s\n", err);

@@ -286,6 +286,12 @@ Test(config, scales_below_flt_min_refused)
 		cr_assert_eq(amp_config_set(ctx, keys[i], "1.1754943508222875e-38"), AMP_OK, "%s: %s",
 		             keys[i], amp_ctx_error(ctx));
 	}
+	/* an open end is shown open */
+	cr_assert_eq(amp_config_set(ctx, "loss_scale_backoff_factor", "0"), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(ctx), "out of range (0, 1)"), "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_config_set(ctx, "loss_scale_growth_factor", "1"), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(ctx), "out of range (1, 1.79769e+308]"), "%s",
+	          amp_ctx_error(ctx));
 	amp_ctx_free(ctx);
 }
 

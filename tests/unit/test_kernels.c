@@ -154,6 +154,11 @@ Test(dispatch, fallback_and_auto, .fini = kpath_restore)
 	amp_engine auto_f32 = amp_kernels_gemm_engine(AMP_F32);
 	cr_assert_eq(auto_f32, amp_kernels_has(AMP_ISA_AVX2) ? AMP_ENGINE_FP32_FMA : AMP_ENGINE_SCALAR);
 	cr_assert_eq(amp_kernels_vec_engine(), auto_f32);
+	/* the elementwise engines by dtype, as ampprof info prints them */
+	cr_assert_str_eq(amp_elementwise_engine_of(AMP_F32), amp_engine_name(auto_f32));
+	cr_assert_str_eq(amp_elementwise_engine_of(AMP_BF16), amp_engine_name(auto_f32));
+	cr_assert_str_eq(amp_elementwise_engine_of(AMP_F16),
+	                 amp_engine_name(amp_kernels_h16_engine()));
 	if (amp_kernels_has(AMP_ISA_AVX512_BF16)) {
 		/* Intel cores issue vdpbf16ps at half FP32 FMA's product rate: there auto takes the
 		 * bf16 GEMM from AMX or else from avx512 (FP32 FMA), and says why. */

@@ -740,6 +740,40 @@ Test(checkpoint, fp32_loads_across_scaling_kinds)
 	rmtmp();
 }
 
+/* A run that went fp16 -> force_fp32 and saved there keeps the scaler it will use again: a
+ * resume that goes back to fp16 has the scale the run had (it waited, unused, under FP32);
+ * and an lr of 0 (a warm-up's start) is saved and loaded like any other. */
+Test(checkpoint, scaler_kept_through_fp32_and_lr_zero)
+{
+	mktmp();
+	net a, b;
+	net_new(&a, "allow_mix_precision", NULL, NULL);
+	net_new(&b, "allow_mix_precision", NULL, NULL);
+	for (int i = 0; i < 7; i++)
+		net_step(&a); /* growth interval 3: the scale grew */
+	double grown = amp_loss_scale(a.ctx);
+	cr_assert_gt(grown, amp_loss_scale(b.ctx));
+	cr_assert_eq(amp_config_set(a.ctx, "precision_mode", "force_fp32"), AMP_OK);
+	net_step(&a);
+	amp_optim_set_lr(a.opt, 0);
+	cr_assert_eq(amp_checkpoint_save(a.ctx, in_tmp("f32.ckpt")), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(b.ctx, in_tmp("f32.ckpt")), AMP_OK, "%s",
+	             amp_ctx_error(b.ctx));
+	cr_assert_eq(amp_config_set(a.ctx, "precision_mode", "allow_mix_precision"), AMP_OK);
+	cr_assert_eq(amp_config_set(b.ctx, "precision_mode", "allow_mix_precision"), AMP_OK);
+	cr_assert_eq(amp_loss_scale(b.ctx), amp_loss_scale(a.ctx));
+	cr_assert_eq(amp_loss_scale(b.ctx), grown);
+	float w[NW];
+	net_weights(&b, w);
+	net_step(&b); /* lr 0 came back with the rest: the weights stay */
+	float w2[NW];
+	net_weights(&b, w2);
+	cr_assert_eq(memcmp(w, w2, sizeof w), 0, "lr 0 was not restored");
+	amp_ctx_free(a.ctx);
+	amp_ctx_free(b.ctx);
+	rmtmp();
+}
+
 /* Rolling back to a checkpoint after a bad step continues exactly as a run that never saw
  * it: the gradients the bad step left are not the checkpoint's, and are dropped. */
 Test(checkpoint, rollback_drops_held_gradients)

@@ -192,6 +192,25 @@ Test(keys, parse_names_and_characters)
 	cr_assert_eq(view_keys_parse("<nope>", k, 8), -1);
 }
 
+/* Filters take UTF-8 text (labels are UTF-8), byte by byte as getch gives it, and backspace
+ * takes back a whole character; a digits-only prompt takes none of it. */
+Test(keys, prompt_takes_utf8_and_backspaces_whole_characters)
+{
+	char buf[32] = "";
+	const char *in = "a\xe5\x90\x8d\xc3\xa9"; /* a 名 é */
+	for (const char *p = in; *p; p++)
+		cr_assert_eq(view_prompt_key(buf, sizeof buf, (unsigned char)*p, 0), 0);
+	cr_assert_str_eq(buf, in);
+	view_prompt_key(buf, sizeof buf, VIEW_KEY_BACKSPACE, 0);
+	cr_assert_str_eq(buf, "a\xe5\x90\x8d");
+	view_prompt_key(buf, sizeof buf, VIEW_KEY_BACKSPACE, 0);
+	cr_assert_str_eq(buf, "a");
+	char num[8] = "";
+	view_prompt_key(num, sizeof num, 0xc3, 1);
+	view_prompt_key(num, sizeof num, '7', 1);
+	cr_assert_str_eq(num, "7");
+}
+
 /* ---- model ---------------------------------------------------------------------------------- */
 static void newer(genprof_opts *o)
 {

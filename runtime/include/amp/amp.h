@@ -433,10 +433,12 @@ int amp_kernel_path_count(void);
 const char *amp_kernel_path_name(int i);
 const char *amp_kernel_path_missing(int i);
 /* The engine ("amx-bf16", "avx512-bf16", "fp32-fma", ...) the GEMMs of dtype dt (AMP_F32,
- * AMP_F16, AMP_BF16) run on with the active kernel path; the engine of the elementwise ops;
- * and the active path's name. */
+ * AMP_F16, AMP_BF16) run on with the active kernel path; the engine of the FP32 elementwise
+ * ops, and of those of dt (fp16 has its own where the CPU has FP16 arithmetic; bf16 converts
+ * in registers on the FP32 one); and the active path's name. */
 const char *amp_gemm_engine(amp_dtype dt);
 const char *amp_elementwise_engine(void);
+const char *amp_elementwise_engine_of(amp_dtype dt);
 const char *amp_kernel_path_active(void);
 /* Why the GEMMs of dt do not run on a half engine that this CPU has (a static sentence), or
  * NULL when they do or the CPU has none for dt: "auto" leaves out an engine that is slower than
