@@ -247,11 +247,116 @@ static FP16_TARGET void maxpool_plane_native(amp_dtype dt, const void *x, int64_
 /* ---- GEMM ----------------------------------------------------------------------------------- */
 
 /* The native GEMM on one thread's range of C (gemm_split_fn). */
+/* ---- partial sums past FP16's range ---------------------------------------------------------
+ * The native GEMM adds up to FP16N_KB products in FP16 before FP32 takes over: such a partial
+ * sum can pass 65504 (Inf, then NaN where an opposite Inf meets it) where the FP32 sum of the
+ * same products is finite.  MXCSR's sticky overflow and invalid flags (FP16 arithmetic sets
+ * them too) tell whether any operation of the call overflowed or was invalid; only then are
+ * the elements of C that came out non-finite summed again, one by one in FP32 (in k order, beta
+ * applied as the store applies it), so that an element is finite wherever the paths on FP32
+ * arithmetic make it finite.  An element is taken again because it is non-finite, whatever
+ * the split over threads: the bits stay the same for any thread count.  With beta != 0 the
+ * call keeps C as it was (a copy), since the GEMM writes over it. */
+#define FP16N_FLAGS (_MM_EXCEPT_OVERFLOW | _MM_EXCEPT_INVALID)
+
+/* FP32 sum of op(A)(i, :) op(B)(:, j) in k order. */
+static float fp16n_dot_f32(int trans_a, int trans_b, int64_t i, int64_t j, int64_t K,
+                           const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb)
+{
+	float s = 0;
+	for (int64_t k = 0; k < K; k++) {
+		float a = amp_f16_to_f32(trans_a ? A[k * lda + i] : A[i * lda + k]);
+		float b = amp_f16_to_f32(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+		s = fmaf(a, b, s);
+	}
+	return s;
+}
+
+/* Runs the native GEMM part with the flags cleared; returns the MXCSR flags it raised (the
+ * caller's restored, with them added). */
+static unsigned fp16n_run_flagged(void (*run)(void *), void *arg)
+{
+	unsigned csr = _mm_getcsr();
+	_mm_setcsr(csr & ~(unsigned)_MM_EXCEPT_MASK);
+	run(arg);
+	unsigned raised = _mm_getcsr() & (unsigned)_MM_EXCEPT_MASK;
+	_mm_setcsr(csr | raised);
+	return raised;
+}
+
+typedef struct fp16n_call {
+	int trans_a, trans_b, c_f32;
+	int64_t M, N, K;
+	const uint16_t *A, *B;
+	int64_t lda, ldb, ldc;
+	float beta;
+	void *C;
+	amp_stats *st;
+} fp16n_call;
+
+static void fp16n_run(void *arg)
+{
+	const fp16n_call *c = arg;
+	if (c->c_f32)
+		amp_gemm_f16_avx512fp16_acc32(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A, c->lda,
+		                              c->B, c->ldb, c->beta, c->C, c->ldc);
+	else
+		amp_gemm_f16_avx512fp16(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A, c->lda, c->B,
+		                        c->ldb, c->beta, c->C, c->ldc, c->st);
+}
+
+/* The part with its second look at the elements a partial sum made non-finite. */
+static void fp16n_part_checked(fp16n_call *c)
+{
+	size_t esz = c->c_f32 ? sizeof(float) : sizeof(uint16_t);
+	void *saved = NULL;
+	if (c->beta != 0.0f) {
+		saved = amp_kernels_workspace(AMP_WS_SAVED_C,
+		                              ((size_t)(c->M * c->N) * esz + sizeof(float) - 1) /
+		                                  sizeof(float));
+		for (int64_t i = 0; saved && i < c->M; i++)
+			memcpy((char *)saved + (size_t)(i * c->N) * esz,
+			       (const char *)c->C + (size_t)(i * c->ldc) * esz, (size_t)c->N * esz);
+	}
+	if (!(fp16n_run_flagged(fp16n_run, c) & FP16N_FLAGS))
+		return;
+	if (c->beta != 0.0f && !saved)
+		return; /* no memory for the copy: C stays as the GEMM left it */
+	int64_t fixed = 0;
+	for (int64_t i = 0; i < c->M; i++)
+		for (int64_t j = 0; j < c->N; j++) {
+			size_t at = (size_t)(i * c->ldc + j), was = (size_t)(i * c->N + j);
+			float v;
+			if (c->c_f32) {
+				v = ((const float *)c->C)[at];
+				if (isfinite(v))
+					continue;
+			} else if ((((const uint16_t *)c->C)[at] & 0x7c00u) != 0x7c00u) {
+				continue;
+			}
+			v = fp16n_dot_f32(c->trans_a, c->trans_b, i, j, c->K, c->A, c->lda, c->B,
+			                  c->ldb);
+			if (c->beta != 0.0f)
+				v += c->beta * (c->c_f32 ? ((const float *)saved)[was]
+				                         : amp_f16_to_f32(((const uint16_t *)saved)[was]));
+			if (c->c_f32)
+				((float *)c->C)[at] = v;
+			else
+				((uint16_t *)c->C)[at] = amp_f32_to_f16(v);
+			fixed++;
+		}
+	if (fixed && c->st) { /* the statistics are of the C it leaves */
+		amp_stats_init(c->st);
+		blind_stats_rows(amp_stats_f16, c->C, c->ldc, 0, c->M, 0, c->N, c->st);
+	}
+}
+
 static void fp16n_part(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                        const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
                        void *C, int64_t ldc, amp_stats *st)
 {
-	amp_gemm_f16_avx512fp16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+	fp16n_call c = {trans_a, trans_b, 0, M, N, K, A, B, lda, ldb, ldc, beta, C, st};
+	fp16n_part_checked(&c);
 }
 
 static void fp16n_part_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
@@ -259,7 +364,8 @@ static void fp16n_part_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, void *C, int64_t ldc, amp_stats *st)
 {
 	(void)st;
-	amp_gemm_f16_avx512fp16_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	fp16n_call c = {trans_a, trans_b, 1, M, N, K, A, B, lda, ldb, ldc, beta, C, NULL};
+	fp16n_part_checked(&c);
 }
 
 /* The fp16 slot (amp_gemm_fn): st arrives initialised and receives the statistics of C too.

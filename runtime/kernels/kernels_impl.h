@@ -93,7 +93,13 @@ typedef struct gemm_operand {
 int amp_kernels_parallel(int want, void (*fn)(void *arg, int t, int n), void *arg);
 
 /* GEMM scratch: packed A block, packed B block, fp32 accumulator for the fp16 GEMM. */
-typedef enum { AMP_WS_PACK_A = 0, AMP_WS_PACK_B = 1, AMP_WS_ACC = 2, AMP_WS_COUNT } amp_ws_slot;
+typedef enum {
+	AMP_WS_PACK_A = 0,
+	AMP_WS_PACK_B = 1,
+	AMP_WS_ACC = 2,
+	AMP_WS_SAVED_C = 3, /* C as it was, for the native fp16 GEMM's second look (beta != 0) */
+	AMP_WS_COUNT
+} amp_ws_slot;
 
 /* Returns this thread's buffer for `slot`, 64-byte aligned, holding at least nfloats floats
  * (contents unspecified), or NULL if it cannot be allocated.  Owned by the thread: valid until

@@ -20,6 +20,7 @@
  * result rounded once, NaN as any NaN; zero difference allowed.
  */
 #include <cpuid.h>
+#include <xmmintrin.h>
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
@@ -470,6 +471,60 @@ static void check_gemm_f16(const char *path)
 }
 
 PATH_TESTS(gemm, f16, check_gemm_f16)
+
+/* The native fp16 GEMM sums up to 32 products in FP16: [30000 x3, -30000 x3, 0.5 x58] . 1 passed
+ * 65504 in a partial sum (Inf, where FP32 arithmetic gives 29).  Its second look sums such
+ * elements again in FP32: 29, with beta 1 and C = 1 30, into an FP32 C 29; a result past
+ * FP16's range stays Inf; the bits do not depend on the thread count; the caller's MXCSR
+ * flags are kept. */
+Test(gemm, f16_native_partial_sums_past_fp16_range, .fini = kpath_restore)
+{
+	if (!kpath_force("avx512-fp16"))
+		return;
+	enum { K = 64, M = 200 };
+	static uint16_t a[M * K], b[K], c[M], c1[M];
+	for (int i = 0; i < M; i++)
+		for (int k = 0; k < K; k++) {
+			float v = k < 3 ? 30000.0f : k < 6 ? -30000.0f : 0.5f;
+			if (i % 3 == 1)
+				v = (float)((i * 7 + k * 13) % 17) - 8.0f; /* ordinary rows */
+			if (i % 3 == 2)
+				v = k < 6 ? 30000.0f : 0.5f; /* the true sum is past 65504 */
+			a[i * K + k] = amp_f32_to_f16(v);
+		}
+	for (int k = 0; k < K; k++)
+		b[k] = amp_f32_to_f16(1.0f);
+	_mm_setcsr(_mm_getcsr() | _MM_EXCEPT_INEXACT);
+	amp_stats st;
+	amp_gemm(AMP_F16, 0, 0, M, 1, K, a, K, b, 1, 0.0f, c, 1, &st);
+	cr_assert(_mm_getcsr() & _MM_EXCEPT_INEXACT, "the caller's flag is kept");
+	for (int i = 0; i < M; i++) {
+		float want = 0;
+		for (int k = 0; k < K; k++)
+			want += amp_f16_to_f32(a[i * K + k]);
+		float got = amp_f16_to_f32(c[i]);
+		if (i % 3 == 2)
+			cr_assert(isinf(got), "row %d: %g", i, (double)got);
+		else
+			cr_assert_eq(got, want, "row %d: %g, want %g", i, (double)got, (double)want);
+	}
+	cr_assert_eq(st.pinf, (uint64_t)(M / 3), "the statistics are of the C it leaves");
+	/* beta 1 on C = 1 */
+	for (int i = 0; i < M; i++)
+		c1[i] = amp_f32_to_f16(1.0f);
+	amp_gemm(AMP_F16, 0, 0, M, 1, K, a, K, b, 1, 1.0f, c1, 1, NULL);
+	cr_assert_eq(amp_f16_to_f32(c1[0]), 30.0f, "%g", (double)amp_f16_to_f32(c1[0]));
+	float c32[M];
+	amp_gemm_acc32(AMP_F16, 0, 0, M, 1, K, a, K, b, 1, 0.0f, c32, 1);
+	cr_assert_eq(c32[0], 29.0f, "%g", (double)c32[0]);
+	/* the same bits on 3 threads (a transposed view of the same rows: N = 200, split) */
+	static uint16_t ct1[M], ct3[M];
+	amp_gemm(AMP_F16, 0, 1, 1, M, K, b, K, a, K, 0.0f, ct1, M, NULL);
+	amp_kernels_set_threads(3);
+	amp_gemm(AMP_F16, 0, 1, 1, M, K, b, K, a, K, 0.0f, ct3, M, NULL);
+	cr_assert_eq(memcmp(ct1, ct3, sizeof ct1), 0, "bits differ across thread counts");
+	cr_assert_eq(memcmp(ct1, c, sizeof ct1), 0, "C^T differs from C");
+}
 
 /* Shapes for bf16: the fp16 ones, the mlp and conv shapes of the kernel bench (forward and both
  * backward products) and ragged ones. */
