@@ -91,9 +91,12 @@ static int open_one(const char *path, sqlite3 **db)
 /* "A path: 12 traced steps, 3.456 ms/step" (or the totals of a profile without steps). */
 static void print_side(char name, const char *path, int64_t steps, double step_ns)
 {
-	if (steps > 0)
+	if (steps > 0 && step_ns > 0)
 		printf("%c %s: %lld traced steps, %.3f ms/step\n", name, path, (long long)steps,
 		       step_ns / 1e6);
+	else if (steps > 0) /* a killed run in its first step: none ended */
+		printf("%c %s: %lld traced step(s), none ended (no time per step)\n", name, path,
+		       (long long)steps);
 	else
 		printf("%c %s: no traced steps, its figures are totals\n", name, path);
 }

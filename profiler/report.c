@@ -385,9 +385,10 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		amp_text_put(f, s.incomplete);
 		fputc('\n', f);
 	} else if (strcmp(s.end, "collecting") == 0) {
-		/* nothing finished the profile: ampprof is still at it, or was killed */
-		fputs("  INCOMPLETE   the collector never finished this profile (ampprof is still "
-		      "recording, or was killed): what it holds is what reached the disk\n", f);
+		/* nothing finished the profile and nothing records it (a live one is refused
+		 * before this, prof_refuse_live): its collector was killed */
+		fputs("  INCOMPLETE   the collector stopped before it finished this profile (ampprof "
+		      "was killed): what it holds is what reached the disk\n", f);
 	}
 	if (!s.have) {
 		fprintf(f, "  (no summary: the profile was not finalized)\n");

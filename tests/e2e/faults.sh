@@ -178,8 +178,10 @@ check "report on a locked unfinalized profile: exit 6, not 0" "$rc" 6
 check_true "report on a locked profile: says it is locked" grep -q "database is locked" <<<"$err"
 wait "$holder"
 sleep 1 # the killed run's application ends on its own (it finds its collector gone)
-"$AMPPROF" report killed.db >/dev/null 2>&1; rc=$?
+"$AMPPROF" report killed.db >killed.report 2>&1; rc=$?
 check "report once the lock is gone: summarized, exit 0" "$rc:$(q killed.db 'SELECT count(*) FROM run_summary')" "0:1"
+check_true "report of the killed collector's profile: INCOMPLETE, the collector stopped" \
+	grep -q '^  INCOMPLETE   the collector stopped before it finished this profile' killed.report
 
 # ---- the journal switch at finalize is checked --------------------------------------------------
 # a reader with the profile open when the run ends keeps it in WAL mode: ampprof says so, and
