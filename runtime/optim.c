@@ -201,20 +201,18 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		                "amp_optim_step: the backward of step %lld failed; its gradients are "
 		                "incomplete (end the step and run it again)", (long long)ctx->step);
 	ctx->optim_done = 1;
-	if (ctx->state_owner != o) {
-		/* the parameters' moments are another optimizer's (or none yet): this one starts
-		 * from zero moments and its first update, as a new optimizer would */
-		if (ctx->state_owner)
-			for (amp_param *p = ctx->params; p; p = p->next) {
-				if (p->opt_m)
-					memset(p->opt_m->data, 0, (size_t)p->opt_m->numel * sizeof(float));
-				if (p->opt_v)
-					memset(p->opt_v->data, 0, (size_t)p->opt_v->numel * sizeof(float));
-			}
-		if (ctx->state_owner)
-			o->t = 0;
-		ctx->state_owner = o;
+	if (ctx->state_owner && ctx->state_owner != o) {
+		/* the parameters' moments are another optimizer's: this one starts from zero
+		 * moments and its first update, as a new optimizer would */
+		for (amp_param *p = ctx->params; p; p = p->next) {
+			if (p->opt_m)
+				memset(p->opt_m->data, 0, (size_t)p->opt_m->numel * sizeof(float));
+			if (p->opt_v)
+				memset(p->opt_v->data, 0, (size_t)p->opt_v->numel * sizeof(float));
+		}
+		o->t = 0;
 	}
+	ctx->state_owner = o;
 	/* Data parallel: the backend has completed the step's reductions (at the end of backward,
 	 * or does now in a step without one), so that every rank unscales, checks and decides on
 	 * the same summed gradients (and skips together).  Its wait is a comm row of its own, not
