@@ -259,19 +259,6 @@ static FP16_TARGET void maxpool_plane_native(amp_dtype dt, const void *x, int64_
  * call keeps C as it was (a copy), since the GEMM writes over it. */
 #define FP16N_FLAGS (_MM_EXCEPT_OVERFLOW | _MM_EXCEPT_INVALID)
 
-/* FP32 sum of op(A)(i, :) op(B)(:, j) in k order. */
-static float fp16n_dot_f32(int trans_a, int trans_b, int64_t i, int64_t j, int64_t K,
-                           const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb)
-{
-	float s = 0;
-	for (int64_t k = 0; k < K; k++) {
-		float a = amp_f16_to_f32(trans_a ? A[k * lda + i] : A[i * lda + k]);
-		float b = amp_f16_to_f32(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
-		s = fmaf(a, b, s);
-	}
-	return s;
-}
-
 /* Runs the native GEMM part with the flags cleared; returns the MXCSR flags it raised (the
  * caller's restored, with them added). */
 static unsigned fp16n_run_flagged(void (*run)(void *), void *arg)
@@ -305,6 +292,15 @@ static void fp16n_run(void *arg)
 		                        c->ldb, c->beta, c->C, c->ldc, c->st);
 }
 
+/* Whether element (i, j) of the part's C is Inf or NaN. */
+static inline int fp16n_elem_nonfinite(const fp16n_call *c, int64_t i, int64_t j)
+{
+	size_t at = (size_t)(i * c->ldc + j);
+	if (c->c_f32)
+		return !isfinite(((const float *)c->C)[at]);
+	return (((const uint16_t *)c->C)[at] & 0x7c00u) == 0x7c00u;
+}
+
 /* The part with its second look at the elements a partial sum made non-finite. */
 static void fp16n_part_checked(fp16n_call *c)
 {
@@ -322,27 +318,34 @@ static void fp16n_part_checked(fp16n_call *c)
 		return;
 	if (c->beta != 0.0f && !saved)
 		return; /* no memory for the copy: C stays as the GEMM left it */
+	int64_t bad = 0;
+	for (int64_t i = 0; i < c->M; i++)
+		for (int64_t j = 0; j < c->N; j++)
+			bad += fp16n_elem_nonfinite(c, i, j);
+	if (bad == 0)
+		return;
+	/* the part again on FP32 arithmetic (the avx512 path's GEMM, vectorized: a few times
+	 * the native time, on this call only) into a buffer laid out as C with ldc N, the saved
+	 * C first when beta != 0; its elements replace the non-finite ones (a scalar dot product
+	 * per element made a step that overflowed everywhere 200 times slower) */
+	void *t = amp_kernels_workspace(AMP_WS_SECOND_C,
+	                                ((size_t)(c->M * c->N) * esz + sizeof(float) - 1) /
+	                                    sizeof(float));
+	if (!t)
+		return;
+	if (c->beta != 0.0f)
+		memcpy(t, saved, (size_t)(c->M * c->N) * esz);
+	amp_gemm_fn fp32 = c->c_f32 ? amp_kernels_avx512_table.gemm_acc32[AMP_F16]
+	                            : amp_kernels_avx512_table.gemm[AMP_F16];
+	fp32(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, t, c->N,
+	     NULL);
 	int64_t fixed = 0;
 	for (int64_t i = 0; i < c->M; i++)
 		for (int64_t j = 0; j < c->N; j++) {
-			size_t at = (size_t)(i * c->ldc + j), was = (size_t)(i * c->N + j);
-			float v;
-			if (c->c_f32) {
-				v = ((const float *)c->C)[at];
-				if (isfinite(v))
-					continue;
-			} else if ((((const uint16_t *)c->C)[at] & 0x7c00u) != 0x7c00u) {
+			if (!fp16n_elem_nonfinite(c, i, j))
 				continue;
-			}
-			v = fp16n_dot_f32(c->trans_a, c->trans_b, i, j, c->K, c->A, c->lda, c->B,
-			                  c->ldb);
-			if (c->beta != 0.0f)
-				v += c->beta * (c->c_f32 ? ((const float *)saved)[was]
-				                         : amp_f16_to_f32(((const uint16_t *)saved)[was]));
-			if (c->c_f32)
-				((float *)c->C)[at] = v;
-			else
-				((uint16_t *)c->C)[at] = amp_f32_to_f16(v);
+			memcpy((char *)c->C + (size_t)(i * c->ldc + j) * esz,
+			       (const char *)t + (size_t)(i * c->N + j) * esz, esz);
 			fixed++;
 		}
 	if (fixed && c->st) { /* the statistics are of the C it leaves */

@@ -97,7 +97,8 @@ typedef enum {
 	AMP_WS_PACK_A = 0,
 	AMP_WS_PACK_B = 1,
 	AMP_WS_ACC = 2,
-	AMP_WS_SAVED_C = 3, /* C as it was, for the native fp16 GEMM's second look (beta != 0) */
+	AMP_WS_SAVED_C = 3,  /* C as it was, for the native fp16 GEMM's second look (beta != 0) */
+	AMP_WS_SECOND_C = 4, /* that second look's C, on FP32 arithmetic */
 	AMP_WS_COUNT
 } amp_ws_slot;
 
