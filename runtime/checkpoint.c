@@ -13,7 +13,10 @@
  *           u32 parameter count, then per parameter (the context's order): u32 label bytes,
  *           label, u32 ndim, i64 d[4], f32 master[numel], u8 has first moment [f32 m[numel]],
  *           u8 has second moment [f32 v[numel]];
- *           u32 optimizer count, then per optimizer: u32 kind, i64 update count, f32 lr.
+ *           u32 optimizer count, then per optimizer: u32 kind, i64 update count, f32 lr;
+ *           (format 2 on) per parameter, in the same order: u8 has gradient [f32 g[numel]]:
+ *           the gradients held between steps (accumulated by steps without an update), which
+ *           the run that never stopped adds its next steps to.
  * Load validates everything (checksum, then every count, label and shape against the context)
  * before it changes anything, so a refused checkpoint leaves the context as it was.
  */
@@ -23,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +36,7 @@
 #include <unistd.h>
 
 #define CKPT_MAGIC "AMPCKPT"      /* 8 bytes with its NUL */
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
 #define CKPT_HDR 32u
 
 static uint32_t crc32_of(const unsigned char *p, size_t n)
@@ -173,6 +177,9 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 		float lr = o->kind == OPTIM_SGD ? o->sgd.lr : o->adamw.lr;
 		put(&b, &lr, sizeof lr);
 	}
+	for (amp_param *p = ctx->params; p; p = p->next) /* between steps: settled in FP32 */
+		put_state(&b, p->master->grad && !p->grad_stale ? p->master->grad : NULL,
+		          p->master->numel);
 	if (b.oom) {
 		amp_mem_free(b.p);
 		return amp_fail(ctx, AMP_ENOMEM, "amp_checkpoint_save: out of memory");
@@ -272,7 +279,7 @@ static int bad(amp_ctx *ctx, const char *path, const char *why)
 
 /* One pass over the payload: with apply = 0 it only checks that the file fits the context;
  * with apply = 1 (after a clean check) it loads it. */
-static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
+static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, int apply)
 {
 	char why[400], sa[64], sb[64];
 	int64_t step = get_i64(r);
@@ -288,7 +295,8 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 	uint32_t n_params = get_u32(r);
 	if (r->short_read)
 		return bad(ctx, path, "truncated (the file ends inside its header fields)");
-	if (step < -1 || !(scale > 0) || clean < 0)
+	/* a scale a scaler can hold (loss_scale's range: 1/scale finite) */
+	if (step < -1 || !(scale >= (double)FLT_MIN && scale <= (double)FLT_MAX) || clean < 0)
 		return bad(ctx, path, "damaged (step counter or loss scale out of range)");
 	/* The kind of scaling is the configuration's (precision_mode, loss_scale): a file that
 	 * disagrees was saved under another one, and its scale would run under the wrong rules. */
@@ -387,6 +395,17 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 			amp_optim_set_lr(o, lr);
 		}
 	}
+	/* the gradients held between steps: none before format 2 */
+	const unsigned char *grads = r->p + r->off;
+	for (amp_param *p = ctx->params; version >= 2 && p; p = p->next) {
+		uint8_t has_g = get_u8(r);
+		if (has_g > 1)
+			return bad(ctx, path, "damaged (gradient flags)");
+		if (has_g)
+			take(r, (size_t)p->master->numel * sizeof(float));
+		if (r->short_read)
+			return bad(ctx, path, "truncated (inside the gradients)");
+	}
 	if (r->off != r->len)
 		return bad(ctx, path, "damaged (bytes after the last section)");
 	if (owner > n_opt)
@@ -411,12 +430,23 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, int apply)
 			ctx->scaler.scale = scale;
 			ctx->scaler.clean_steps = clean;
 		}
-		/* the gradients the context holds are not the checkpoint's: a run that saved
-		 * between steps had none (a rollback after a bad step must not take them along) */
+		/* the gradients are the checkpoint's, not what the context holds (a rollback after
+		 * a bad step must not take its gradients along) */
 		for (amp_param *p = ctx->params; p; p = p->next) {
+			size_t bytes = (size_t)p->master->numel * sizeof(float);
+			int has_g = version >= 2 && *grads++;
 			p->grad_kept = NULL;
 			p->grad_counted = 0;
 			p->grad_stale = p->master->grad != NULL;
+			if (!has_g)
+				continue;
+			if (!p->master->grad &&
+			    !(p->master->grad = amp_alloc_persistent(ctx, AMP_F32, p->master->shape,
+			                                             AMP_MEM_GRADS)))
+				return amp_oom(ctx);
+			memcpy(p->master->grad->data, grads, bytes);
+			p->grad_stale = 0;
+			grads += bytes;
 		}
 	}
 	return AMP_OK;
@@ -489,10 +519,14 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 			rc = bad(ctx, path, "damaged (checksum mismatch)");
 		} else {
 			rbuf r = {buf + CKPT_HDR, (size_t)len, 0, 0};
-			rc = load_pass(ctx, path, &r, 0);
+			rc = load_pass(ctx, path, &r, version, 0);
 			if (rc == AMP_OK) {
 				r.off = 0;
-				rc = load_pass(ctx, path, &r, 1);
+				rc = load_pass(ctx, path, &r, version, 1);
+			}
+			if (rc == AMP_OK) {
+				ctx->ckpt_loads++;
+				ctx->ckpt_crc = crc;
 			}
 		}
 	}

@@ -324,9 +324,20 @@ static const char *get_kernels(amp_ctx *ctx, const config_key *k)
 	return amp_kernels_selection(); /* the process's, as num_threads */
 }
 
+/* The all-reduce's keys lay out its buckets, which the backend does once, when it attaches. */
+static int dist_attached(amp_ctx *ctx, const config_key *k)
+{
+	return ctx->dist ? amp_fail(ctx, AMP_ESTATE,
+	                            "%s: set before the data-parallel attach "
+	                            "(amp_mpi_attach lays the gradient buckets out by it)",
+	                            k->name)
+	                 : 0;
+}
+
 static int set_allreduce_dtype(amp_ctx *ctx, const config_key *k, const char *v)
 {
-	(void)k;
+	if (dist_attached(ctx, k))
+		return AMP_ESTATE;
 	if (strcmp(v, "fp32") == 0)
 		ctx->cfg.allreduce_dtype = AMP_F32;
 	else if (strcmp(v, "fp16") == 0)
@@ -347,7 +358,8 @@ static const char *get_allreduce_dtype(amp_ctx *ctx, const config_key *k)
 
 static int set_bucket_kb(amp_ctx *ctx, const config_key *k, const char *v)
 {
-	(void)k;
+	if (dist_attached(ctx, k))
+		return AMP_ESTATE;
 	double d;
 	if (parse_double(v, &d) || d < 1 || d > 1048576 || d != floor(d))
 		return amp_fail(ctx, AMP_ECONFIG, "allreduce_bucket_kb: expected 1..1048576, got '%s'", v);

@@ -5,8 +5,11 @@
  */
 #include "amp/amp_dist.h"
 #include "internal.h"
+#include "optim_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 _Static_assert((int)AMP_COMM_ALLREDUCE == (int)AMP_COMM_KIND_ALLREDUCE &&
                (int)AMP_COMM_BROADCAST == (int)AMP_COMM_KIND_BROADCAST &&
@@ -35,6 +38,64 @@ void *amp_dist_state(const amp_ctx *ctx, const amp_dist_ops *ops)
 int amp_dist_fail(amp_ctx *ctx, int code, const char *msg)
 {
 	return amp_fail(ctx, code, "%s", msg ? msg : "data-parallel backend failed");
+}
+
+/* v with the fewest digits that read back as v ("0.01", not "0.00999999978"). */
+static const char *shortest(float v, char *b, size_t n)
+{
+	for (int digits = 6; digits <= 9; digits++) {
+		snprintf(b, n, "%.*g", digits, (double)v);
+		if (strtof(b, NULL) == v)
+			break;
+	}
+	return b;
+}
+
+const char *amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len)
+{
+	if (!ctx || !name || !buf || len == 0)
+		return NULL;
+	size_t n = 0;
+	buf[0] = '\0';
+#define ADD(...)                                                                                   \
+	do {                                                                                       \
+		if (n < len)                                                                       \
+			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                      \
+	} while (0)
+	if (strcmp(name, "optimizers") == 0) {
+		char a[24], b[24], c[24], d[24], e[24];
+		for (amp_optim *o = ctx->optims; o; o = o->next) /* newest first */
+			if (o->kind == OPTIM_SGD)
+				ADD("%ssgd lr %s momentum %s weight_decay %s, %lld updates%s",
+				    n ? "; " : "", shortest(o->sgd.lr, a, sizeof a),
+				    shortest(o->sgd.momentum, b, sizeof b),
+				    shortest(o->sgd.weight_decay, c, sizeof c), (long long)o->t,
+				    o == ctx->state_owner ? ", holds the moments" : "");
+			else
+				ADD("%sadamw lr %s betas %s %s eps %s weight_decay %s, %lld "
+				    "updates%s",
+				    n ? "; " : "", shortest(o->adamw.lr, a, sizeof a),
+				    shortest(o->adamw.beta1, b, sizeof b),
+				    shortest(o->adamw.beta2, c, sizeof c),
+				    shortest(o->adamw.eps, d, sizeof d),
+				    shortest(o->adamw.weight_decay, e, sizeof e), (long long)o->t,
+				    o == ctx->state_owner ? ", holds the moments" : "");
+		if (!ctx->optims)
+			ADD("none");
+	} else if (strcmp(name, "loss scaler") == 0) {
+		ADD("%s, scale %.17g, %lld clean steps", ctx->scaler.dynamic ? "dynamic" : "static",
+		    ctx->scaler.scale, (long long)ctx->scaler.clean_steps);
+	} else if (strcmp(name, "checkpoints") == 0) {
+		if (ctx->ckpt_loads == 0)
+			ADD("none loaded");
+		else
+			ADD("%lld loaded, the last with checksum %08x", (long long)ctx->ckpt_loads,
+			    ctx->ckpt_crc);
+	} else {
+		return NULL;
+	}
+#undef ADD
+	return buf;
 }
 
 static amp_param *param_at(const amp_ctx *ctx, int i)

@@ -232,6 +232,8 @@ struct amp_ctx {
 	uint64_t seq;            /* op sequence number */
 	uint32_t next_tensor_id;
 	uint64_t rng_state;      /* dropout stream */
+	int64_t ckpt_loads;      /* checkpoints loaded into this context, and the last one's */
+	uint32_t ckpt_crc;       /* payload checksum: what data-parallel ranks compare */
 	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */
 	const struct amp_dist_ops *dist; /* data-parallel backend (amp/amp_dist.h), or NULL */
 	void *dist_state;

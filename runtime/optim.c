@@ -201,6 +201,17 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		                "amp_optim_step: the backward of step %lld failed; its gradients are "
 		                "incomplete (end the step and run it again)", (long long)ctx->step);
 	ctx->optim_done = 1;
+	/* Data parallel: the backend has completed the step's reductions (at the end of backward,
+	 * or does now in a step without one), so that every rank unscales, checks and decides on
+	 * the same summed gradients (and skips together).  Its wait is a comm row of its own, not
+	 * optimizer time.  (Before the moments change hands: what the ranks compare there is the
+	 * state their backward ended with.) */
+	double divisor = 1;
+	if (ctx->dist) {
+		int rc = ctx->dist->reduce(ctx->dist_state, ctx, &divisor);
+		if (rc != AMP_OK)
+			return rc;
+	}
 	if (ctx->state_owner && ctx->state_owner != o) {
 		/* the parameters' moments are another optimizer's: this one starts from zero
 		 * moments and its first update, as a new optimizer would */
@@ -213,16 +224,6 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		o->t = 0;
 	}
 	ctx->state_owner = o;
-	/* Data parallel: the backend has completed the step's reductions (at the end of backward,
-	 * or does now in a step without one), so that every rank unscales, checks and decides on
-	 * the same summed gradients (and skips together).  Its wait is a comm row of its own, not
-	 * optimizer time. */
-	double divisor = 1;
-	if (ctx->dist) {
-		int rc = ctx->dist->reduce(ctx->dist_state, ctx, &divisor);
-		if (rc != AMP_OK)
-			return rc;
-	}
 	ctx->cur_op = AMP_OP_OPTIMIZER;
 	ctx->cur_label = o->kind == OPTIM_SGD ? "sgd" : "adamw";
 	ctx->cur_what = NULL;

@@ -59,7 +59,8 @@ typedef struct dist {
 	int64_t *bad;          /* per parameter index: NaN/Inf in its sum this step (the ring
 	                          counts the shares each rank finishes; reduce adds them up),
 	                          then at n_params + index: the ranks where it has a gradient,
-	                          at 2 n_params + index: the ranks where its values moved */
+	                          at 2 n_params + index: the ranks where its values moved,
+	                          then SAME_SLOTS: the settings' fingerprint (same_fingerprint) */
 	char *ready;           /* per parameter index: its gradient is final this step */
 	int n_buckets;
 	bucket *b;
@@ -73,6 +74,11 @@ typedef struct dist {
 	int64_t n_buffer;
 	float *scratch;        /* largest parameter, fp32 (the broadcast) */
 } dist;
+
+enum { SAME_SLOTS = 4 };
+static int check_same(dist *d, amp_ctx *ctx, const char *who);
+static void same_fingerprint(amp_ctx *ctx, int64_t *slot);
+static int same_everywhere(const dist *d, const int64_t *sum);
 
 /* ---- buckets ------------------------------------------------------------------------------- */
 static int64_t numel_of(amp_ctx *ctx, int i)
@@ -400,12 +406,20 @@ static int finish(dist *d, amp_ctx *ctx)
 	 * ranks where each parameter has a gradient, where its values moved) */
 	for (int i = 0; i < d->n_params; i++)
 		d->bad[2 * d->n_params + i] = amp_param_moved(ctx, i);
+	int64_t *same = d->bad + 3 * d->n_params;
+	if (d->size > 1)
+		same_fingerprint(ctx, same);
 	int err = MPI_SUCCESS;
-	if (rc == AMP_OK && d->size > 1 &&
-	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 3 * d->n_params, MPI_INT64_T, MPI_SUM,
-	                         d->comm)) != MPI_SUCCESS)
-		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
 	int64_t step = amp_step_index(ctx);
+	if (rc == AMP_OK && d->size > 1 &&
+	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 3 * d->n_params + SAME_SLOTS, MPI_INT64_T,
+	                         MPI_SUM, d->comm)) != MPI_SUCCESS)
+		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
+	if (rc == AMP_OK && d->size > 1 && !same_everywhere(d, same)) {
+		char who[48];
+		snprintf(who, sizeof who, "amp_mpi (step %lld)", (long long)step);
+		rc = check_same(d, ctx, who);
+	}
 	for (int k = 0; k < d->n_buckets; k++) {
 		bucket *bk = &d->b[k];
 		if (rc == AMP_OK)
@@ -558,7 +572,7 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	d->order = calloc((size_t)n + 1, sizeof *d->order);
 	d->bucket_of = calloc((size_t)n + 1, sizeof *d->bucket_of);
 	d->numel = calloc((size_t)n + 1, sizeof *d->numel);
-	d->bad = calloc(3 * (size_t)n + 1, sizeof *d->bad);
+	d->bad = calloc(3 * (size_t)n + SAME_SLOTS, sizeof *d->bad);
 	d->ready = calloc((size_t)n + 1, 1);
 	d->b = calloc((size_t)n + 1, sizeof *d->b);
 	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b)
@@ -598,17 +612,48 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	return d->scratch ? AMP_OK : AMP_ENOMEM;
 }
 
-/* Settings every rank must share with rank 0: the all-reduce's (the rings exchange buffers laid
- * out by them) and the training's (the payload is the gradient scaled by each rank's own loss
- * scale and divided by its accumulation; a rank in another precision mode trains another
- * model).  "loss scale in force" is the scaler's current value (a checkpoint may have set it). */
-static const char *const same_keys[] = {
-    "allreduce_dtype",          "allreduce_bucket_kb",       "precision_mode",
-    "loss_scale",               "loss scale in force",       "loss_scale_growth_interval",
-    "loss_scale_growth_factor", "loss_scale_backoff_factor", "loss_scale_min",
-    "loss_scale_max",           "gradient_clipping",         "gradient_accumulation_steps",
+/* What every rank must hold alike with rank 0: the all-reduce's settings (the rings exchange
+ * buffers laid out by them), the training's (the payload is the gradient scaled by each
+ * rank's own loss scale and divided by its accumulation; a rank in another precision mode
+ * trains another model), and the state that decides the update: the loss scaler, the
+ * optimizers (their learning rates and update counts) and the checkpoints loaded.  Compared
+ * in full at attach; at every step a fingerprint of it rides on the NaN/Inf counts'
+ * all-reduce (same_everywhere), and a difference is named by the full comparison.  The
+ * checkpoints come before the state a load sets, so that a load on one rank is named as that.
+ */
+typedef struct same_key {
+	const char *name;
+	int state;         /* an amp_dist_shared_state name, else a configuration key */
+	const char *other; /* "another" or "other", before the name */
+	const char *remedy;
+} same_key;
+
+#define SETTINGS "every rank needs the same settings (set alike on every rank, at the same step)"
+static const same_key same_keys[] = {
+    {"allreduce_dtype", 0, "another", SETTINGS},
+    {"allreduce_bucket_kb", 0, "another", SETTINGS},
+    {"precision_mode", 0, "another", SETTINGS},
+    {"custom_white_list", 0, "another", SETTINGS},
+    {"custom_black_list", 0, "another", SETTINGS},
+    {"loss_scale", 0, "another", SETTINGS},
+    {"loss_scale_init", 0, "another", SETTINGS},
+    {"loss_scale_growth_interval", 0, "another", SETTINGS},
+    {"loss_scale_growth_factor", 0, "another", SETTINGS},
+    {"loss_scale_backoff_factor", 0, "another", SETTINGS},
+    {"loss_scale_min", 0, "another", SETTINGS},
+    {"loss_scale_max", 0, "another", SETTINGS},
+    {"gradient_clipping", 0, "another", SETTINGS},
+    {"gradient_accumulation_steps", 0, "another", SETTINGS},
+    {"checkpoints", 1, "other", "every rank loads the same checkpoint at the same point"},
+    {"loss scaler", 1, "another",
+     "every rank starts from the same loss scaler (the same checkpoint "
+     "loaded on every rank, or none)"},
+    {"optimizers", 1, "other",
+     "every rank creates the same optimizers and changes them alike "
+     "(amp_optim_set_lr at the same step)"},
 };
-enum { N_SAME = sizeof same_keys / sizeof same_keys[0] };
+#undef SETTINGS
+enum { N_SAME = sizeof same_keys / sizeof same_keys[0], VALUE_LEN = 200 };
 
 static uint64_t hash_text(const char *s)
 {
@@ -618,8 +663,19 @@ static uint64_t hash_text(const char *s)
 	return h;
 }
 
-/* Every rank has the same parameters (count and sizes) and settings (same_keys) as rank 0. */
-static int check_same(dist *d, amp_ctx *ctx)
+/* Key k's value on this rank, in buf (VALUE_LEN bytes). */
+static const char *value_of(amp_ctx *ctx, int k, char *buf)
+{
+	if (same_keys[k].state)
+		return amp_dist_shared_state(ctx, same_keys[k].name, buf, VALUE_LEN);
+	snprintf(buf, VALUE_LEN, "%s", amp_config_get(ctx, same_keys[k].name));
+	return buf;
+}
+
+/* Every rank has the same parameters (count and sizes) and same_keys as rank 0; who says
+ * where the check runs ("amp_mpi_attach", "step 12") for the message, which every rank gets,
+ * with both values. */
+static int check_same(dist *d, amp_ctx *ctx, const char *who)
 {
 	/* the sizes hashed in unsigned arithmetic (it wraps; a signed product would overflow) */
 	uint64_t h = 0;
@@ -628,15 +684,9 @@ static int check_same(dist *d, amp_ctx *ctx)
 	int64_t mine[2 + N_SAME], root[2 + N_SAME];
 	mine[0] = d->n_params;
 	mine[1] = (int64_t)(h >> 1);
-	for (int k = 0; k < N_SAME; k++) {
-		char v[64];
-		const char *val = v;
-		if (strcmp(same_keys[k], "loss scale in force") == 0)
-			snprintf(v, sizeof v, "%.17g", amp_loss_scale(ctx));
-		else
-			val = amp_config_get(ctx, same_keys[k]);
-		mine[2 + k] = (int64_t)(hash_text(val) >> 1);
-	}
+	char v[VALUE_LEN], there[VALUE_LEN];
+	for (int k = 0; k < N_SAME; k++)
+		mine[2 + k] = (int64_t)(hash_text(value_of(ctx, k, v)) >> 1);
 	memcpy(root, mine, sizeof root);
 	int err = MPI_Bcast(root, 2 + N_SAME, MPI_INT64_T, 0, d->comm);
 	if (err != MPI_SUCCESS)
@@ -652,23 +702,61 @@ static int check_same(dist *d, amp_ctx *ctx)
 		first[1] = d->rank == any[0] ? what : 0;
 		err = MPI_Allreduce(&first[1], &any[1], 1, MPI_INT, MPI_MAX, d->comm);
 	}
+	if (err == MPI_SUCCESS && any[0] < d->size && any[1] > 0) { /* both values, to all */
+		value_of(ctx, any[1] - 2, v);
+		memcpy(there, v, sizeof there);
+		err = MPI_Bcast(there, VALUE_LEN, MPI_CHAR, any[0], d->comm);
+		if (err == MPI_SUCCESS)
+			err = MPI_Bcast(v, VALUE_LEN, MPI_CHAR, 0, d->comm);
+	}
 	if (err != MPI_SUCCESS)
 		return mpi_fail(ctx, err, "parameter check");
 	if (any[0] >= d->size)
 		return AMP_OK;
-	char msg[320];
-	if (any[1] == 0)
-		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d's parameters differ from rank 0's in "
-		         "number or size (this rank, %d, has %d): every rank creates the same parameters "
-		         "in the same order", any[0], d->rank, d->n_params);
-	else if (d->rank == 0 && strcmp(same_keys[any[1] - 2], "loss scale in force") != 0)
-		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d has another %s than rank 0 (%s "
-		         "there): every rank needs the same settings", any[0], same_keys[any[1] - 2],
-		         amp_config_get(ctx, same_keys[any[1] - 2]));
-	else
-		snprintf(msg, sizeof msg, "amp_mpi_attach: rank %d has another %s than rank 0: every "
-		         "rank needs the same settings", any[0], same_keys[any[1] - 2]);
+	char msg[640];
+	if (any[1] == 0) {
+		snprintf(
+		    msg, sizeof msg,
+		    "%s: rank %d's parameters differ from rank 0's in number or "
+		    "size (this rank, %d, has %d): every rank creates the same parameters in the "
+		    "same order",
+		    who, any[0], d->rank, d->n_params);
+	} else {
+		const same_key *k = &same_keys[any[1] - 2];
+		snprintf(msg, sizeof msg,
+		         "%s: rank %d has %s %s than rank 0 ('%s' there, '%s' on "
+		         "rank 0): %s",
+		         who, any[0], k->other, k->name, there, v, k->remedy);
+	}
 	return amp_dist_fail(ctx, AMP_EINVAL, msg);
+}
+
+/* The fingerprint of same_keys at this step: two 24-bit words of their hash, each with its
+ * square, added up over the ranks by the NaN/Inf counts' all-reduce (dist.bad). */
+static void same_fingerprint(amp_ctx *ctx, int64_t *slot)
+{
+	char v[VALUE_LEN];
+	uint64_t h = 0;
+	for (int k = 0; k < N_SAME; k++)
+		h = h * 1099511628211u ^ hash_text(value_of(ctx, k, v));
+	for (int w = 0; w < 2; w++) {
+		int64_t x = (int64_t)((h >> (24 * w)) & 0xFFFFFF);
+		slot[2 * w] = x;
+		slot[2 * w + 1] = x * x;
+	}
+}
+
+/* Whether the ranks' fingerprints, summed, are all the same: for n values x_r, n sum(x_r^2)
+ * equals (sum x_r)^2 exactly when they are (Cauchy-Schwarz); in 128 bits, no overflow. */
+__extension__ typedef __int128 i128;
+static int same_everywhere(const dist *d, const int64_t *sum)
+{
+	for (int w = 0; w < 2; w++) {
+		i128 s = sum[2 * w], s2 = sum[2 * w + 1];
+		if ((i128)d->size * s2 != s * s)
+			return 0;
+	}
+	return 1;
 }
 
 static int broadcast(dist *d, amp_ctx *ctx)
@@ -753,7 +841,7 @@ int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
 		return amp_dist_fail(ctx, rc, rc == AMP_ENOMEM ? "out of memory"
 		                                               : "amp_mpi_attach: a bucket over 2^31 values");
 	}
-	rc = check_same(d, ctx);
+	rc = check_same(d, ctx, "amp_mpi_attach");
 	if (rc == AMP_OK)
 		rc = note_meta(d, ctx);
 	/* The start-up barriers: every rank leaves each at about the same instant, which is what

@@ -157,15 +157,64 @@ done
 "${MPI[@]}" -np 1 env AMP_ALLREDUCE_DTYPE=fp16 "$T/dist_cases" --dist --steps 2 : \
 	-np 1 "$T/dist_cases" --dist --steps 2 >/dev/null 2>"$OUT/mismatch.err"
 check_true "other all-reduce settings on rank 1: refused (exit non-zero)" test "$?" -ne 0
-grep -q "rank 1 has another allreduce_dtype than rank 0 (fp16 there)" "$OUT/mismatch.err" ||
-	bad "other all-reduce settings: the message names the rank and the setting" "$(head -3 "$OUT/mismatch.err")"
+grep -q "amp_mpi_attach: rank 1 has another allreduce_dtype than rank 0 ('fp32' there, 'fp16' on rank 0)" \
+	"$OUT/mismatch.err" ||
+	bad "other all-reduce settings: the message names the rank, the setting and both values" \
+		"$(head -3 "$OUT/mismatch.err")"
 # and other training settings: the payload is each rank's scaled gradient
 "${MPI[@]}" -np 1 env AMP_PRECISION_MODE=allow_mix_precision AMP_LOSS_SCALE_INIT=1024 \
 	"$T/dist_cases" --dist --steps 2 : -np 1 env AMP_PRECISION_MODE=allow_mix_precision \
 	"$T/dist_cases" --dist --steps 2 >/dev/null 2>"$OUT/mismatch2.err"
 check_true "another loss scale on rank 1: refused (exit non-zero)" test "$?" -ne 0
-grep -q "rank 1 has another loss scale in force than rank 0" "$OUT/mismatch2.err" ||
-	bad "another loss scale: the message names it" "$(head -3 "$OUT/mismatch2.err")"
+grep -q "rank 1 has another loss_scale_init than rank 0 ('128' there, '1024' on rank 0)" \
+	"$OUT/mismatch2.err" || bad "another loss scale: the message names it" "$(head -3 "$OUT/mismatch2.err")"
+# what decides the update, changed on one rank after attach: every rank fails that step, named
+"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 6 --lr-rank 1 --lr-step 3 >"$OUT/lr1.out" \
+	2>"$OUT/lr1.err"
+check_true "a learning rate changed on rank 1 alone: refused (exit non-zero)" test "$?" -ne 0
+check "a learning rate changed on rank 1 alone: both ranks name it at step 3" \
+	"$(grep -c "amp_mpi (step 3): rank 1 has other optimizers than rank 0 ('sgd lr 0.01 momentum 0.9 weight_decay 0, 3 updates, holds the moments' there, 'sgd lr 0.05 " "$OUT/lr1.err")" 2
+check "a learning rate changed on rank 1 alone: steps 0-2 ran" "$(grep -c '^rank 0 step' "$OUT/lr1.out")" 3
+"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 4 --set gradient_clipping=1 --set-step 2 \
+	--set-rank 1 >/dev/null 2>"$OUT/clip1.err"
+check_true "gradient_clipping set on rank 1 alone: refused (exit non-zero)" test "$?" -ne 0
+grep -q "amp_mpi (step 2): rank 1 has another gradient_clipping than rank 0 ('1' there, '0' on rank 0)" \
+	"$OUT/clip1.err" || bad "gradient_clipping on rank 1 alone: named" "$(head -3 "$OUT/clip1.err")"
+"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 4 --set custom_black_list=ReLU --set-step 1 \
+	--set-rank 0 >/dev/null 2>"$OUT/list0.err"
+check_true "a custom list set on rank 0 alone: refused (exit non-zero)" test "$?" -ne 0
+grep -q "amp_mpi (step 1): rank 1 has another custom_black_list than rank 0 ('' there, 'ReLU' on rank 0)" \
+	"$OUT/list0.err" || bad "a custom list on rank 0 alone: named" "$(head -3 "$OUT/list0.err")"
+"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 4 --set gradient_clipping=1 --set-step 2 \
+	>/dev/null 2>"$OUT/clip2.err"
+check "gradient_clipping set on every rank at the same step: exit 0" "$?" 0
+"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 3 --set allreduce_dtype=fp16 --set-step 1 \
+	>/dev/null 2>"$OUT/dtype1.err"
+check_true "allreduce_dtype after attach: refused (exit non-zero)" test "$?" -ne 0
+grep -q "allreduce_dtype: set before the data-parallel attach" "$OUT/dtype1.err" ||
+	bad "allreduce_dtype after attach: says when to set it" "$(head -3 "$OUT/dtype1.err")"
+# checkpoints: loaded on every rank, the run goes on; on one rank only (before or after attach),
+# or another file on each, every rank stops, named, instead of training apart or hanging
+AMP_PRECISION_MODE=allow_mix_precision "$T/dist_cases" --steps 4 --save "$OUT/a.ckpt" >/dev/null
+AMP_PRECISION_MODE=allow_mix_precision "$T/dist_cases" --steps 5 --save "$OUT/b.ckpt" >/dev/null
+AMP_PRECISION_MODE=allow_mix_precision "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 3 \
+	--load "$OUT/a.ckpt" --weights "$OUT/w.ck.%r" >/dev/null 2>"$OUT/ck.err"
+check "a checkpoint loaded on every rank: exit 0" "$?" 0
+check_true "a checkpoint loaded on every rank: identical weights" cmp -s "$OUT/w.ck.0" "$OUT/w.ck.1"
+for first in "" --load-first; do
+	AMP_PRECISION_MODE=allow_mix_precision "${MPI[@]}" -np 2 "$T/dist_cases" --dist \
+		--steps 3 --load "$OUT/a.ckpt" --load-rank 0 $first >/dev/null 2>"$OUT/ck1.err"
+	check_true "a checkpoint loaded on rank 0 alone ${first:-after attach}: refused (exit non-zero, no hang)" \
+		test "$?" -ne 0 -a "$?" -ne 124
+	grep -q "rank 1 has other checkpoints than rank 0 ('none loaded' there, '1 loaded, the last with checksum [0-9a-f]*' on rank 0): every rank loads the same checkpoint" \
+		"$OUT/ck1.err" || bad "a checkpoint on rank 0 alone ${first:-after attach}: named" "$(head -3 "$OUT/ck1.err")"
+done
+AMP_PRECISION_MODE=allow_mix_precision "${MPI[@]}" -np 1 "$T/dist_cases" --dist --steps 3 \
+	--load "$OUT/a.ckpt" : -np 1 "$T/dist_cases" --dist --steps 3 --load "$OUT/b.ckpt" \
+	>/dev/null 2>"$OUT/ck2.err"
+check_true "another checkpoint on each rank: refused (exit non-zero)" test "$?" -ne 0
+grep -q "rank 1 has other checkpoints than rank 0" "$OUT/ck2.err" ||
+	bad "another checkpoint on each rank: named" "$(head -3 "$OUT/ck2.err")"
 # and without the all-reduce the ranks would not agree (the test can fail)
 AMP_PRECISION_MODE=force_fp32 "$T/dist_cases" --steps 20 --batch 16 --weights "$OUT/w1.half" >/dev/null
 e=$(relerr "$OUT/w1.fp32" "$OUT/w1.half")

@@ -7,7 +7,8 @@
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
  *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--skip-update S]
  *              [--unused] [--no-backward S [--no-backward-rank R]] [--freeze P] [--bn]
- *              [--weights FILE]
+ *              [--weights FILE] [--lr-rank R --lr-step S] [--set KEY=VALUE --set-step S
+ *              [--set-rank R]] [--save FILE] [--load FILE [--load-rank R] [--load-first]]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
  * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
@@ -26,6 +27,11 @@
  * amp_optim_step, through amp_tensor_grad, on every rank: the parameter keeps its values, as
  * in one process.  --bn puts a BatchNorm over fc1's outputs (its running mean and variance,
  * parameters without gradients, written last with --weights).
+ * --lr-rank R --lr-step S: rank R alone lowers the learning rate to 0.01 before step S.
+ * --set KEY=VALUE --set-step S: amp_config_set before step S, on every rank or on rank R alone
+ * (--set-rank R).  --save FILE writes a checkpoint at the end (rank 0); --load FILE loads one
+ * after amp_mpi_attach (before it with --load-first), on every rank or on rank R alone
+ * (--load-rank R).
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -48,8 +54,9 @@
 
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
-	    split_bias, micro, skip_update, unused, no_backward, no_backward_rank, freeze, bn;
-	const char *weights;
+	    split_bias, micro, skip_update, unused, no_backward, no_backward_rank, freeze, bn,
+	    lr_rank, lr_step, set_step, set_rank, load_rank, load_first;
+	const char *weights, *set, *save, *load;
 } opts;
 
 static float g_x[DATA * IN];
@@ -68,7 +75,22 @@ static void make_data(void)
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){0, 20, 32, -1, -1, 0, -1, -1, 0, 1, -1, 0, -1, -1, -1, 0, NULL};
+	*o = (opts){.steps = 20,
+	            .batch = 32,
+	            .overflow_rank = -1,
+	            .overflow_step = -1,
+	            .die_rank = -1,
+	            .die_step = -1,
+	            .micro = 1,
+	            .skip_update = -1,
+	            .no_backward = -1,
+	            .no_backward_rank = -1,
+	            .freeze = -1,
+	            .lr_rank = -1,
+	            .lr_step = -1,
+	            .set_step = -1,
+	            .set_rank = -1,
+	            .load_rank = -1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--dist") == 0)
@@ -105,6 +127,24 @@ static int parse(int argc, char **argv, opts *o)
 			o->micro = atoi(argv[++i]);
 		else if (v && strcmp(a, "--weights") == 0)
 			o->weights = argv[++i];
+		else if (v && strcmp(a, "--lr-rank") == 0)
+			o->lr_rank = atoi(argv[++i]);
+		else if (v && strcmp(a, "--lr-step") == 0)
+			o->lr_step = atoi(argv[++i]);
+		else if (v && strcmp(a, "--set") == 0 && strchr(v, '='))
+			o->set = argv[++i];
+		else if (v && strcmp(a, "--set-step") == 0)
+			o->set_step = atoi(argv[++i]);
+		else if (v && strcmp(a, "--set-rank") == 0)
+			o->set_rank = atoi(argv[++i]);
+		else if (v && strcmp(a, "--save") == 0)
+			o->save = argv[++i];
+		else if (v && strcmp(a, "--load") == 0)
+			o->load = argv[++i];
+		else if (v && strcmp(a, "--load-rank") == 0)
+			o->load_rank = atoi(argv[++i]);
+		else if (strcmp(a, "--load-first") == 0)
+			o->load_first = 1;
 		else {
 			fprintf(stderr, "dist_cases: unknown argument '%s'\n", a);
 			return 2;
@@ -212,10 +252,15 @@ int main(int argc, char **argv)
 	                        &(amp_sgd_options){.lr = 0.05f, .momentum = 0.9f,
 	                                           .weight_decay = o.unused ? 0.01f : 0.0f},
 	                        &opt));
+	int load = o.load && (o.load_rank < 0 || rank == o.load_rank);
+	if (load && o.load_first)
+		CHECK(amp_checkpoint_load(ctx, o.load));
 #ifdef AMP_HAVE_MPI
 	if (o.dist)
 		CHECK(amp_mpi_attach(ctx, MPI_COMM_WORLD));
 #endif
+	if (load && !o.load_first)
+		CHECK(amp_checkpoint_load(ctx, o.load));
 	float *x = malloc((size_t)o.batch * IN * sizeof(float));
 	if (!x)
 		goto out;
@@ -229,6 +274,13 @@ int main(int argc, char **argv)
 		}
 		if (rank == o.overflow_rank && step == o.overflow_step)
 			x[3] = 3e38f;
+		if (rank == o.lr_rank && step == o.lr_step)
+			amp_optim_set_lr(opt, 0.01f);
+		if (o.set && step == o.set_step && (o.set_rank < 0 || rank == o.set_rank)) {
+			char key[64];
+			snprintf(key, sizeof key, "%.*s", (int)(strchr(o.set, '=') - o.set), o.set);
+			CHECK(amp_config_set(ctx, key, strchr(o.set, '=') + 1));
+		}
 		amp_tensor *xt, *yt, *h1, *a1, *h2, *a2, *b3 = p[5], *lg, *l = NULL;
 		int skipped = 0;
 		CHECK(amp_step_begin(ctx));
@@ -275,6 +327,8 @@ int main(int argc, char **argv)
 			       skipped);
 	}
 	free(x);
+	if (o.save && rank == 0)
+		CHECK(amp_checkpoint_save(ctx, o.save));
 	if (o.weights && write_weights(ctx, p, np, o.weights, rank)) {
 		fprintf(stderr, "dist_cases: cannot write %s\n", o.weights);
 		goto out;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "amp/amp_dist.h"
 #include "internal.h"
@@ -638,8 +639,8 @@ Test(checkpoint, damaged_newer_and_mismatched_refused)
 
 	snprintf(p, sizeof p, "%s", in_tmp("newer.ckpt"));
 	copy_file(good, p);
-	patch(p, 8, 2); /* format version 2 */
-	refused(&n, p, AMP_EFORMAT, "format version 2 is newer");
+	patch(p, 8, 3); /* format version 3 */
+	refused(&n, p, AMP_EFORMAT, "format version 3 is newer");
 
 	snprintf(p, sizeof p, "%s", in_tmp("magic.ckpt"));
 	copy_file(good, p);
@@ -803,6 +804,132 @@ Test(checkpoint, rollback_drops_held_gradients)
 	cr_assert_eq(amp_loss_scale(a.ctx), amp_loss_scale(b.ctx));
 	amp_ctx_free(a.ctx);
 	amp_ctx_free(b.ctx);
+	rmtmp();
+}
+
+/* A step that ran backward and no update leaves its gradient held for the next steps to add
+ * to; a checkpoint saved then holds it, and the resumed run goes on bit-identically with the
+ * run that never stopped (it used to lose it: the next update saw one step's gradient). */
+Test(checkpoint, resume_keeps_held_gradients)
+{
+	mktmp();
+	const char *ck = in_tmp("held.ckpt");
+	float wa[NW], wb[NW];
+	net n;
+	for (int run = 0; run < 2; run++) {
+		net_new(&n, "allow_mix_precision", NULL, NULL);
+		for (int s = 0; s < STEPS; s++) {
+			if (s != STOP - 1) {
+				net_step(&n);
+			} else { /* backward only: its gradient is held past the step */
+				cr_assert_eq(amp_backward(n.ctx, net_forward(&n)), AMP_OK);
+				cr_assert_eq(amp_step_end(n.ctx), AMP_OK);
+			}
+			if (run == 1 && s == STOP - 1) { /* a new process, as it were */
+				cr_assert_eq(amp_checkpoint_save(n.ctx, ck), AMP_OK, "%s",
+				             amp_ctx_error(n.ctx));
+				amp_ctx_free(n.ctx);
+				net_new(&n, "allow_mix_precision", NULL, NULL);
+				cr_assert_eq(amp_checkpoint_load(n.ctx, ck), AMP_OK, "%s",
+				             amp_ctx_error(n.ctx));
+			}
+		}
+		net_weights(&n, run ? wb : wa);
+		amp_ctx_free(n.ctx);
+	}
+	cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "the resumed run differs from the one that "
+	                                           "never stopped");
+	rmtmp();
+}
+
+/* A file of format 1 (before the held gradients were saved) still loads: its run resumes as
+ * before.  Made from a format-2 file saved with no gradient held: its gradient section is one
+ * zero byte per parameter, dropped, with the header's version, length and checksum. */
+Test(checkpoint, format1_files_load)
+{
+	mktmp();
+	char ck[512];
+	snprintf(ck, sizeof ck, "%s", in_tmp("v2.ckpt"));
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	for (int s = 0; s < STOP; s++)
+		net_step(&n);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, ck), AMP_OK);
+	float wa[NW], wb[NW];
+	for (int s = STOP; s < STEPS; s++)
+		net_step(&n);
+	net_weights(&n, wa);
+	amp_ctx_free(n.ctx);
+
+	long size = file_size(ck);
+	unsigned char *b = malloc((size_t)size);
+	FILE *f = fopen(ck, "rb");
+	cr_assert(b && f && fread(b, 1, (size_t)size, f) == (size_t)size);
+	fclose(f);
+	for (long i = size - 4; i < size; i++) /* 4 parameters, none with a gradient */
+		cr_assert_eq(b[i], 0);
+	size -= 4;
+	uint32_t version = 1, crc = (uint32_t)crc32(0, b + 32, (uInt)(size - 32));
+	uint64_t len = (uint64_t)size - 32;
+	memcpy(b + 8, &version, 4);
+	memcpy(b + 16, &len, 8);
+	memcpy(b + 24, &crc, 4);
+	const char *v1 = in_tmp("v1.ckpt");
+	f = fopen(v1, "wb");
+	cr_assert(f && fwrite(b, 1, (size_t)size, f) == (size_t)size);
+	fclose(f);
+	free(b);
+
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, v1), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	for (int s = STOP; s < STEPS; s++)
+		net_step(&n);
+	net_weights(&n, wb);
+	cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "the format-1 file resumed another run");
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
+/* Writes n bytes at payload offset off of checkpoint p, with the header's checksum made
+ * right again: a file whose damage the checksum cannot see. */
+static void patch_payload(const char *p, long off, const void *bytes, size_t n)
+{
+	long size = file_size(p);
+	unsigned char *b = malloc((size_t)size);
+	FILE *f = fopen(p, "r+b");
+	cr_assert(b && f && fread(b, 1, (size_t)size, f) == (size_t)size);
+	memcpy(b + 32 + off, bytes, n);
+	uint32_t crc = (uint32_t)crc32(0, b + 32, (uInt)(size - 32));
+	memcpy(b + 24, &crc, 4);
+	rewind(f);
+	cr_assert_eq(fwrite(b, 1, (size_t)size, f), (size_t)size);
+	fclose(f);
+	free(b);
+}
+
+/* A scale no scaler can hold (1/scale must be finite) is damage, even with a good checksum. */
+Test(checkpoint, scale_out_of_range_refused)
+{
+	mktmp();
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	net_step(&n);
+	char good[512], p[512];
+	snprintf(good, sizeof good, "%s", in_tmp("good.ckpt"));
+	snprintf(p, sizeof p, "%s", in_tmp("scale.ckpt"));
+	cr_assert_eq(amp_checkpoint_save(n.ctx, good), AMP_OK);
+	const double bad_scales[] = {1e-300, 0x1p-127, -1, INFINITY, NAN};
+	for (size_t i = 0; i < sizeof bad_scales / sizeof *bad_scales; i++) {
+		copy_file(good, p);
+		patch_payload(p, 64, &bad_scales[i], sizeof(double)); /* after 6 counters, 2 words */
+		refused(&n, p, AMP_EFORMAT, "loss scale out of range");
+	}
+	copy_file(good, p);
+	const double fine = 0x1p-126;
+	patch_payload(p, 64, &fine, sizeof fine);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, p), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	cr_assert_eq(amp_loss_scale(n.ctx), fine);
+	amp_ctx_free(n.ctx);
 	rmtmp();
 }
 

@@ -123,7 +123,8 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *                       summed in FP32 on every hop
  *   allreduce_bucket_kb data parallel: gradients are reduced in buckets of about this many KiB
  *                       of FP32 values, each started as soon as backward has produced it
- *                       (default 1024)
+ *                       (default 1024).  Both all-reduce keys are set before amp_mpi_attach
+ *                       (AMP_ESTATE after)
  *   gradient_clipping   max global L2 norm of the unscaled gradients (default 0: off); see
  *                       amp_optim_step
  *   gradient_accumulation_steps  micro-batches per optimizer step (default 1); see
@@ -387,7 +388,8 @@ int amp_grad_clipped(const amp_ctx *ctx);
 /* ---- checkpoints --------------------------------------------------------------------------
  * One file holds what a run needs to continue exactly where it stopped: every parameter's
  * master values, the optimizers' state (moments, update count, learning rate), the loss
- * scaler (scale, clean steps), the RNG state and the step counter.  Save between steps; load
+ * scaler (scale, clean steps), the RNG state, the step counter and the gradients held between
+ * steps (what steps without amp_optim_step accumulated).  Save between steps; load
  * into a context that created the same parameters (labels and shapes, in the same order) and
  * the same optimizers, before its next step: the run then continues bit-identically with one
  * that never stopped (same binary, configuration and thread count).  The file is versioned and

@@ -31,6 +31,16 @@
  * rank keeps the mean gradient, to which the next steps add, as one process keeps its
  * gradient; in such a step every rank runs backward, or none.
  *
+ * Every rank must hold what decides the update alike: the settings (precision mode, custom
+ * lists, loss scaling, gradient clipping and accumulation, the all-reduce's), the optimizers
+ * (learning rates, update counts) and the checkpoints loaded.  amp_mpi_attach compares them
+ * with rank 0's, and every step compares a fingerprint of them at no extra collective (it rides
+ * on the NaN/Inf counts' all-reduce): a rank that changed one alone (an amp_optim_set_lr, a
+ * checkpoint loaded on one rank, another file loaded) makes the step fail on every rank with
+ * AMP_EINVAL, naming the rank, what differs and both values, instead of training on silently
+ * or waiting forever.  allreduce_dtype and allreduce_bucket_kb are set before attaching
+ * (AMP_ESTATE after).
+ *
  * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
  * and the start-up barrier is what `ampprof merge` aligns the ranks' clocks on.
  */
@@ -48,9 +58,9 @@ extern "C" {
 /* Makes ctx data-parallel over comm (duplicated; every rank of comm calls it, collectively,
  * after creating the same parameters in the same order and before the first step):
  * a barrier, then every parameter broadcast from rank 0.  AMP_OK, or an error code with the
- * message in amp_ctx_error (parameters that differ in number or size across ranks, other
- * allreduce_dtype or allreduce_bucket_kb than rank 0's, an MPI failure).  The context keeps the communicator until amp_ctx_free, which must come before
- * MPI_Finalize. */
+ * message in amp_ctx_error (parameters that differ in number or size across ranks, settings,
+ * optimizers or checkpoints other than rank 0's, an MPI failure).  The context keeps the
+ * communicator until amp_ctx_free, which must come before MPI_Finalize. */
 int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm);
 /* This process's rank and the number of ranks of the attached communicator (0 and 1 for a
  * context without one). */
