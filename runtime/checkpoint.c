@@ -38,6 +38,11 @@
 #define CKPT_MAGIC "AMPCKPT"      /* 8 bytes with its NUL */
 #define CKPT_VERSION 2u
 #define CKPT_HDR 32u
+/* The payload's first fields, the run's counters (step, RNG state, op sequence, steps ended,
+ * overflowed, skipped, clipped), are each rank's own in a data-parallel run (its dropout
+ * stream, the evaluation steps its share took): what the ranks compare after a load is the
+ * rest, the training state. */
+#define RUN_COUNTERS 56u
 
 static uint32_t crc32_of(const unsigned char *p, size_t n)
 {
@@ -524,9 +529,12 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 				r.off = 0;
 				rc = load_pass(ctx, path, &r, version, 1);
 			}
-			if (rc == AMP_OK) {
+			if (rc == AMP_OK) { /* what data-parallel ranks compare (amp_dist_shared_state) */
 				ctx->ckpt_loads++;
-				ctx->ckpt_crc = crc;
+				ctx->ckpt_crc = len > RUN_COUNTERS
+				                    ? crc32_of(buf + CKPT_HDR + RUN_COUNTERS,
+				                               (size_t)len - RUN_COUNTERS)
+				                    : crc;
 			}
 		}
 	}

@@ -209,6 +209,16 @@ for first in "" --load-first; do
 	grep -q "rank 1 has other checkpoints than rank 0 ('none loaded' there, '1 loaded, the last with checksum [0-9a-f]*' on rank 0): every rank loads the same checkpoint" \
 		"$OUT/ck1.err" || bad "a checkpoint on rank 0 alone ${first:-after attach}: named" "$(head -3 "$OUT/ck1.err")"
 done
+# each rank its own file (its RNG state and counters its own, the training state the same)
+AMP_PRECISION_MODE=allow_mix_precision "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 4 \
+	--save "$OUT/r%r.ckpt" >/dev/null 2>"$OUT/ckr.err"
+check "per-rank checkpoints: saved (exit 0)" "$?" 0
+check_true "per-rank checkpoints: the files differ (each rank's RNG state)" \
+	test "$(cmp -s "$OUT/r0.ckpt" "$OUT/r1.ckpt"; echo $?)" = 1
+AMP_PRECISION_MODE=allow_mix_precision "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 3 \
+	--load "$OUT/r%r.ckpt" --weights "$OUT/w.ckr.%r" >/dev/null 2>"$OUT/ckr2.err"
+check "per-rank checkpoints: each rank loads its own, the run goes on (exit 0)" "$?" 0
+check_true "per-rank checkpoints: identical weights" cmp -s "$OUT/w.ckr.0" "$OUT/w.ckr.1"
 AMP_PRECISION_MODE=allow_mix_precision "${MPI[@]}" -np 1 "$T/dist_cases" --dist --steps 3 \
 	--load "$OUT/a.ckpt" : -np 1 "$T/dist_cases" --dist --steps 3 --load "$OUT/b.ckpt" \
 	>/dev/null 2>"$OUT/ck2.err"

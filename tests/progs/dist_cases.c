@@ -29,9 +29,9 @@
  * parameters without gradients, written last with --weights).
  * --lr-rank R --lr-step S: rank R alone lowers the learning rate to 0.01 before step S.
  * --set KEY=VALUE --set-step S: amp_config_set before step S, on every rank or on rank R alone
- * (--set-rank R).  --save FILE writes a checkpoint at the end (rank 0); --load FILE loads one
- * after amp_mpi_attach (before it with --load-first), on every rank or on rank R alone
- * (--load-rank R).
+ * (--set-rank R).  --save FILE writes a checkpoint at the end (rank 0; every rank its own
+ * when FILE has "%r"); --load FILE loads one after amp_mpi_attach (before it with
+ * --load-first), on every rank or on rank R alone (--load-rank R); "%r" is the rank.
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
  * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
@@ -157,15 +157,21 @@ static int parse(int argc, char **argv, opts *o)
 	return 0;
 }
 
+/* pattern with "%r" replaced by the rank, in path (512 bytes). */
+static const char *rank_path(char *path, const char *pattern, int rank)
+{
+	const char *r = strstr(pattern, "%r");
+	if (r)
+		snprintf(path, 512, "%.*s%d%s", (int)(r - pattern), pattern, rank, r + 2);
+	else
+		snprintf(path, 512, "%s", pattern);
+	return path;
+}
+
 static int write_weights(amp_ctx *ctx, amp_tensor **p, int n, const char *pattern, int rank)
 {
 	char path[512];
-	const char *r = strstr(pattern, "%r");
-	if (r)
-		snprintf(path, sizeof path, "%.*s%d%s", (int)(r - pattern), pattern, rank, r + 2);
-	else
-		snprintf(path, sizeof path, "%s", pattern);
-	FILE *f = fopen(path, "wb");
+	FILE *f = fopen(rank_path(path, pattern, rank), "wb");
 	if (!f)
 		return 1;
 	for (int i = 0; i < n; i++) {
@@ -253,14 +259,15 @@ int main(int argc, char **argv)
 	                                           .weight_decay = o.unused ? 0.01f : 0.0f},
 	                        &opt));
 	int load = o.load && (o.load_rank < 0 || rank == o.load_rank);
+	char ck[512];
 	if (load && o.load_first)
-		CHECK(amp_checkpoint_load(ctx, o.load));
+		CHECK(amp_checkpoint_load(ctx, rank_path(ck, o.load, rank)));
 #ifdef AMP_HAVE_MPI
 	if (o.dist)
 		CHECK(amp_mpi_attach(ctx, MPI_COMM_WORLD));
 #endif
 	if (load && !o.load_first)
-		CHECK(amp_checkpoint_load(ctx, o.load));
+		CHECK(amp_checkpoint_load(ctx, rank_path(ck, o.load, rank)));
 	float *x = malloc((size_t)o.batch * IN * sizeof(float));
 	if (!x)
 		goto out;
@@ -327,8 +334,8 @@ int main(int argc, char **argv)
 			       skipped);
 	}
 	free(x);
-	if (o.save && rank == 0)
-		CHECK(amp_checkpoint_save(ctx, o.save));
+	if (o.save && (rank == 0 || strstr(o.save, "%r")))
+		CHECK(amp_checkpoint_save(ctx, rank_path(ck, o.save, rank)));
 	if (o.weights && write_weights(ctx, p, np, o.weights, rank)) {
 		fprintf(stderr, "dist_cases: cannot write %s\n", o.weights);
 		goto out;

@@ -56,8 +56,9 @@ int amp_dist_fail(amp_ctx *ctx, int code, const char *msg);
 /* What every rank of a data-parallel run must hold alike besides the configuration (which
  * amp_config_get gives), as a text to compare: "optimizers" (each one's kind, hyperparameters
  * and update count, and which holds the moments), "loss scaler" (its kind, the scale in force
- * and the clean steps counted) or "checkpoints" (how many were loaded and the last one's
- * checksum).  Written into buf (len bytes, truncated); NULL for another name. */
+ * and the clean steps counted) or "checkpoints" (how many were loaded and a checksum of the
+ * last one's training state: its masters, moments, scaler, optimizers and gradients, not the
+ * counters and RNG state, which are each rank's own).  Written into buf (len bytes, truncated); NULL for another name. */
 const char *amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len);
 
 /* Parameters in registration order, i = 0 .. amp_param_count() - 1: the FP32 master tensor
