@@ -33,7 +33,7 @@ CFLAGS  ?= $(OPT) -g
 SAN     ?=
 CFLAGS  += $(SAN) $(WARN) -fno-omit-frame-pointer -fPIC -pthread -D_GNU_SOURCE -DAMP_VERSION=\"$(VERSION)\"
 CPPFLAGS += -Iruntime/include -Iruntime -Ischema -MMD -MP
-LDLIBS_RT := -lunwind -lm -lpthread -ldl
+LDLIBS_RT := -lunwind -lz -lm -lpthread -ldl
 LDLIBS_DB := -lsqlite3
 
 ifeq ($(V),1)
@@ -215,7 +215,7 @@ pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 gen_pc = printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' \
 	  'includedir=$(call pc_dir,$(INCLUDEDIR))' '' 'Name: amprt' \
 	  'Description: ampkit mixed-precision training runtime' 'Version: $(VERSION)' \
-	  'Requires.private: libunwind' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lamprt' \
+	  'Requires.private: libunwind zlib' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lamprt' \
 	  'Libs.private: -lm -lpthread -ldl'
 $(BUILD)/amprt.pc: FORCE
 	@mkdir -p $(dir $@)

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define CKPT_MAGIC "AMPCKPT"      /* 8 bytes with its NUL */
 #define CKPT_VERSION 2u
@@ -44,19 +45,10 @@
  * rest, the training state. */
 #define RUN_COUNTERS 56u
 
+/* CRC-32 (zlib's, the common one) of n bytes. */
 static uint32_t crc32_of(const unsigned char *p, size_t n)
 {
-	uint32_t table[256];
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-		table[i] = c;
-	}
-	uint32_t c = 0xFFFFFFFFu;
-	for (size_t i = 0; i < n; i++)
-		c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-	return c ^ 0xFFFFFFFFu;
+	return (uint32_t)crc32_z(0, p, n);
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */

@@ -36,8 +36,8 @@ export PKG_CONFIG_PATH=$P/lib/pkgconfig
 check "amprt.pc: prefix is the install prefix" "$(pkg-config --variable=prefix amprt)" "$P"
 check "amprt.pc: libdir" "$(pkg-config --variable=libdir amprt)" "$P/lib"
 check "amprt.pc: includedir" "$(pkg-config --variable=includedir amprt)" "$P/include"
-check_true "amprt.pc: Requires.private libunwind (static links get -lunwind)" \
-	grep -qw -- -lunwind <<<"$(pkg-config --static --libs amprt)"
+check_true "amprt.pc: Requires.private libunwind and zlib (static links get -lunwind -lz)" \
+	grep -w -- -lunwind <<<"$(pkg-config --static --libs amprt)" | grep -qw -- -lz
 check_true "amprt.pc: a shared link does not name libunwind" \
 	test -z "$(pkg-config --libs amprt | grep -w -- -lunwind)"
 
