@@ -256,7 +256,7 @@ struct amp_ctx {
 	amp_node *mark_tape;
 	void **persist;                  /* persistent blocks, freed with the context */
 	size_t n_persist, cap_persist;
-	char err[512];
+	char err[1024];
 	const char *config_source; /* while a file line or an AMP_* variable is applied: its name */
 	char getbuf[64];
 };
