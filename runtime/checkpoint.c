@@ -276,7 +276,8 @@ static int bad(amp_ctx *ctx, const char *path, const char *why)
 
 /* One pass over the payload: with apply = 0 it only checks that the file fits the context;
  * with apply = 1 (after a clean check) it loads it. */
-static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, int apply)
+static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, int apply,
+                     uint64_t *need)
 {
 	char why[400], sa[64], sb[64];
 	int64_t step = get_i64(r);
@@ -347,8 +348,10 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 			return bad(ctx, path, "truncated (inside a parameter's values)");
 		if (has_m > 1 || has_v > 1)
 			return bad(ctx, path, "damaged (optimizer state flags)");
-		if (!apply)
+		if (!apply) { /* the moments the load will allocate */
+			*need += (has_m && !p->opt_m ? bytes : 0) + (has_v && !p->opt_v ? bytes : 0);
 			continue;
+		}
 		memcpy(m->data, w, bytes);
 		amp_param_touched(p);
 		amp_tensor **slots[2] = {&p->opt_m, &p->opt_v};
@@ -400,6 +403,8 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 			return bad(ctx, path, "damaged (gradient flags)");
 		if (has_g)
 			take(r, (size_t)p->master->numel * sizeof(float));
+		if (has_g && !p->master->grad)
+			*need += (uint64_t)p->master->numel * sizeof(float);
 		if (r->short_read)
 			return bad(ctx, path, "truncated (inside the gradients)");
 	}
@@ -516,13 +521,21 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 			rc = bad(ctx, path, "damaged (checksum mismatch)");
 		} else {
 			rbuf r = {buf + CKPT_HDR, (size_t)len, 0, 0};
-			rc = load_pass(ctx, path, &r, version, 0);
+			uint64_t need = 0; /* bytes of tensors the load allocates */
+			rc = load_pass(ctx, path, &r, version, 0, &need);
+			if (rc == AMP_OK) { /* memory_limit refuses before anything changes */
+				ctx->cur_what = "amp_checkpoint_load";
+				ctx->cur_label = NULL;
+				rc = amp_mem_check(ctx, need);
+				ctx->cur_what = NULL;
+			}
 			if (rc == AMP_OK) {
 				r.off = 0;
-				rc = load_pass(ctx, path, &r, version, 1);
+				rc = load_pass(ctx, path, &r, version, 1, &need);
 			}
 			if (rc == AMP_OK) { /* what data-parallel ranks compare (amp_dist_shared_state) */
 				ctx->ckpt_loads++;
+				ctx->update_hist = 0; /* the updates' history starts again here */
 				ctx->ckpt_crc = len > RUN_COUNTERS
 				                    ? crc32_of(buf + CKPT_HDR + RUN_COUNTERS,
 				                               (size_t)len - RUN_COUNTERS)

@@ -51,37 +51,41 @@ static const char *shortest(float v, char *b, size_t n)
 	return b;
 }
 
-const char *amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len)
+int amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len)
 {
-	if (!ctx || !name || !buf || len == 0)
-		return NULL;
-	size_t n = 0;
+	if (!ctx || !name || (!buf && len))
+		return -1;
+	size_t n = 0; /* the length of the whole text, written or not */
+	char dummy[1];
+	if (!len) {
+		buf = dummy;
+		len = 1;
+	}
 	buf[0] = '\0';
-#define ADD(...)                                                                                   \
-	do {                                                                                       \
-		if (n < len)                                                                       \
-			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                      \
+#define ADD(...)                                                                                  \
+	do {                                                                                      \
+		int w_ = snprintf(buf + (n < len ? n : len - 1), n < len ? len - n : 1, __VA_ARGS__); \
+		n += w_ > 0 ? (size_t)w_ : 0;                                                      \
 	} while (0)
 	if (strcmp(name, "optimizers") == 0) {
 		char a[24], b[24], c[24], d[24], e[24];
 		for (amp_optim *o = ctx->optims; o; o = o->next) /* newest first */
 			if (o->kind == OPTIM_SGD)
-				ADD("%ssgd lr %s momentum %s weight_decay %s, %lld updates%s",
-				    n ? "; " : "", shortest(o->sgd.lr, a, sizeof a),
-				    shortest(o->sgd.momentum, b, sizeof b),
+				ADD("%ssgd lr %s momentum %s weight_decay %s, %lld updates%s", n ? "; " : "",
+				    shortest(o->sgd.lr, a, sizeof a), shortest(o->sgd.momentum, b, sizeof b),
 				    shortest(o->sgd.weight_decay, c, sizeof c), (long long)o->t,
 				    o == ctx->state_owner ? ", holds the moments" : "");
 			else
-				ADD("%sadamw lr %s betas %s %s eps %s weight_decay %s, %lld "
-				    "updates%s",
+				ADD("%sadamw lr %s betas %s %s eps %s weight_decay %s, %lld updates%s",
 				    n ? "; " : "", shortest(o->adamw.lr, a, sizeof a),
-				    shortest(o->adamw.beta1, b, sizeof b),
-				    shortest(o->adamw.beta2, c, sizeof c),
+				    shortest(o->adamw.beta1, b, sizeof b), shortest(o->adamw.beta2, c, sizeof c),
 				    shortest(o->adamw.eps, d, sizeof d),
 				    shortest(o->adamw.weight_decay, e, sizeof e), (long long)o->t,
 				    o == ctx->state_owner ? ", holds the moments" : "");
 		if (!ctx->optims)
 			ADD("none");
+	} else if (strcmp(name, "updates") == 0) {
+		ADD("hyperparameter hash %016llx", (unsigned long long)ctx->update_hist);
 	} else if (strcmp(name, "loss scaler") == 0) {
 		ADD("%s, scale %.17g, %lld clean steps", ctx->scaler.dynamic ? "dynamic" : "static",
 		    ctx->scaler.scale, (long long)ctx->scaler.clean_steps);
@@ -91,11 +95,37 @@ const char *amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, siz
 		else
 			ADD("%lld loaded, the last with checksum %08x", (long long)ctx->ckpt_loads,
 			    ctx->ckpt_crc);
+	} else if (strcmp(name, "custom lists") == 0) {
+		/* the lists in force, in the op table's order: the same lists however typed */
+		static const struct {
+			amp_op_list list;
+			const char *name;
+		} lists[] = {{AMP_LIST_WHITE, "white"}, {AMP_LIST_BLACK, "black"}};
+		for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+			int first = 1;
+			for (int i = 0; i < AMP_OP_COUNT; i++)
+				if (ctx->cfg.custom[i] == (signed char)lists[l].list) {
+					if (first)
+						ADD("%s%s: ", n ? "; " : "", lists[l].name);
+					ADD("%s%s", first ? "" : ", ", amp_op_name((amp_op_type)i));
+					first = 0;
+				}
+		}
+		if (n == 0)
+			ADD("none");
 	} else {
-		return NULL;
+		/* a configuration key, read without touching the buffer amp_config_get returns */
+		char keep[sizeof ctx->getbuf];
+		memcpy(keep, ctx->getbuf, sizeof keep);
+		const char *v = amp_config_get(ctx, name);
+		if (v)
+			ADD("%s", v);
+		memcpy(ctx->getbuf, keep, sizeof keep);
+		if (!v)
+			return -1;
 	}
 #undef ADD
-	return buf;
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 static amp_param *param_at(const amp_ctx *ctx, int i)

@@ -233,7 +233,9 @@ struct amp_ctx {
 	uint32_t next_tensor_id;
 	uint64_t rng_state;      /* dropout stream */
 	int64_t ckpt_loads;      /* checkpoints loaded into this context, and the last one's */
-	uint32_t ckpt_crc;       /* payload checksum: what data-parallel ranks compare */
+	uint32_t ckpt_crc;       /* training state's checksum: what data-parallel ranks compare */
+	uint64_t update_hist;    /* hash of every update's hyperparameters since the start or the
+	                            last load (ranks compare it: amp_dist_shared_state) */
 	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */
 	const struct amp_dist_ops *dist; /* data-parallel backend (amp/amp_dist.h), or NULL */
 	void *dist_state;

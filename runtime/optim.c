@@ -175,6 +175,26 @@ static int64_t count_grad(const amp_param *p)
 	         : amp_count_nonfinite_f32(g->data, g->numel);
 }
 
+/* The hyperparameters an update used, mixed into ctx->update_hist (FNV-1a over their bits):
+ * data-parallel ranks compare it, which catches a learning rate changed on one rank between
+ * its backward and its update (a time the ranks' comparison at the end of backward misses). */
+static void mix_update(amp_ctx *ctx, const amp_optim *o)
+{
+	float v[5] = {o->sgd.lr, o->sgd.momentum, o->sgd.weight_decay, 0, 0};
+	if (o->kind == OPTIM_ADAMW)
+		memcpy(v, (float[5]){o->adamw.lr, o->adamw.beta1, o->adamw.beta2, o->adamw.eps,
+		                     o->adamw.weight_decay},
+		       sizeof v);
+	unsigned char b[sizeof v + sizeof o->t + 1];
+	memcpy(b, v, sizeof v);
+	memcpy(b + sizeof v, &o->t, sizeof o->t);
+	b[sizeof b - 1] = (unsigned char)o->kind;
+	uint64_t h = ctx->update_hist ^ 1469598103934665603u;
+	for (size_t i = 0; i < sizeof b; i++)
+		h = (h ^ b[i]) * 1099511628211u;
+	ctx->update_hist = h;
+}
+
 int amp_optim_step(amp_optim *o, int *skipped)
 {
 	if (!o)
@@ -315,6 +335,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			*skipped = 1;
 	} else {
 		o->t++;
+		mix_update(ctx, o);
 		for (amp_param *p = ctx->params; p && rc == AMP_OK; p = p->next)
 			if (p->master->grad)
 				rc = update_param(o, p, fold);

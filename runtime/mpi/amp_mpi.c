@@ -73,11 +73,13 @@ typedef struct dist {
 	                          statistics), averaged over the ranks: their values (n_buffer) */
 	int64_t n_buffer;
 	float *scratch;        /* largest parameter, fp32 (the broadcast) */
+	char *text;            /* a value of same_keys, hashed each step (text_len bytes) */
+	size_t text_len;
 } dist;
 
-enum { SAME_SLOTS = 4 };
+enum { SAME_SLOTS = 6 };
 static int check_same(dist *d, amp_ctx *ctx, const char *who);
-static void same_fingerprint(amp_ctx *ctx, int64_t *slot);
+static void same_fingerprint(dist *d, amp_ctx *ctx, int64_t *slot);
 static int same_everywhere(const dist *d, const int64_t *sum);
 
 /* ---- buckets ------------------------------------------------------------------------------- */
@@ -408,7 +410,7 @@ static int finish(dist *d, amp_ctx *ctx)
 		d->bad[2 * d->n_params + i] = amp_param_moved(ctx, i);
 	int64_t *same = d->bad + 3 * d->n_params;
 	if (d->size > 1)
-		same_fingerprint(ctx, same);
+		same_fingerprint(d, ctx, same);
 	int err = MPI_SUCCESS;
 	int64_t step = amp_step_index(ctx);
 	if (rc == AMP_OK && d->size > 1 &&
@@ -549,6 +551,7 @@ static void hook_detach(void *state, amp_ctx *ctx)
 	free(d->ready);
 	free(d->scratch);
 	free(d->buffers);
+	free(d->text);
 	free(d);
 }
 
@@ -616,65 +619,116 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
  * buffers laid out by them), the training's (the payload is the gradient scaled by each
  * rank's own loss scale and divided by its accumulation; a rank in another precision mode
  * trains another model), and the state that decides the update: the loss scaler, the
- * optimizers (their learning rates and update counts) and the checkpoints loaded.  Compared
- * in full at attach; at every step a fingerprint of it rides on the NaN/Inf counts'
- * all-reduce (same_everywhere), and a difference is named by the full comparison.  The
- * checkpoints come before the state a load sets, so that a load on one rank is named as that.
- */
+ * optimizers (their learning rates and update counts, and the hyperparameters each update
+ * used) and the checkpoints loaded.  Compared in full at attach; at every step a fingerprint
+ * of it rides on the NaN/Inf counts' all-reduce (same_everywhere), and a difference is named
+ * by the full comparison.  The checkpoints come before the state a load sets, so that a load
+ * on one rank is named as that.  Values are amp_dist_shared_state's texts. */
 typedef struct same_key {
 	const char *name;
-	int state;         /* an amp_dist_shared_state name, else a configuration key */
 	const char *other; /* "another" or "other", before the name */
 	const char *remedy;
 } same_key;
 
 #define SETTINGS "every rank needs the same settings (set alike on every rank, at the same step)"
 static const same_key same_keys[] = {
-    {"allreduce_dtype", 0, "another", SETTINGS},
-    {"allreduce_bucket_kb", 0, "another", SETTINGS},
-    {"precision_mode", 0, "another", SETTINGS},
-    {"custom_white_list", 0, "another", SETTINGS},
-    {"custom_black_list", 0, "another", SETTINGS},
-    {"loss_scale", 0, "another", SETTINGS},
-    {"loss_scale_init", 0, "another", SETTINGS},
-    {"loss_scale_growth_interval", 0, "another", SETTINGS},
-    {"loss_scale_growth_factor", 0, "another", SETTINGS},
-    {"loss_scale_backoff_factor", 0, "another", SETTINGS},
-    {"loss_scale_min", 0, "another", SETTINGS},
-    {"loss_scale_max", 0, "another", SETTINGS},
-    {"gradient_clipping", 0, "another", SETTINGS},
-    {"gradient_accumulation_steps", 0, "another", SETTINGS},
-    {"checkpoints", 1, "other", "every rank loads the same checkpoint at the same point"},
-    {"loss scaler", 1, "another",
-     "every rank starts from the same loss scaler (the same checkpoint "
-     "loaded on every rank, or none)"},
-    {"optimizers", 1, "other",
-     "every rank creates the same optimizers and changes them alike "
-     "(amp_optim_set_lr at the same step)"},
+    {"allreduce_dtype", "another", SETTINGS},
+    {"allreduce_bucket_kb", "another", SETTINGS},
+    {"precision_mode", "another", SETTINGS},
+    {"custom lists", "other", SETTINGS},
+    {"loss_scale", "another", SETTINGS},
+    {"loss_scale_init", "another", SETTINGS},
+    {"loss_scale_growth_interval", "another", SETTINGS},
+    {"loss_scale_growth_factor", "another", SETTINGS},
+    {"loss_scale_backoff_factor", "another", SETTINGS},
+    {"loss_scale_min", "another", SETTINGS},
+    {"loss_scale_max", "another", SETTINGS},
+    {"gradient_clipping", "another", SETTINGS},
+    {"gradient_accumulation_steps", "another", SETTINGS},
+    {"checkpoints", "other", "every rank loads the same checkpoint at the same point"},
+    {"loss scaler", "another", "every rank starts from the same loss scaler (the same "
+                               "checkpoint loaded on every rank, or none)"},
+    {"optimizers", "other", "every rank creates the same optimizers and changes them alike "
+                            "(amp_optim_set_lr at the same step)"},
+    {"updates", "other", "every rank's updates use the same hyperparameters "
+                         "(amp_optim_set_lr on every rank at the same point of a step)"},
 };
 #undef SETTINGS
-enum { N_SAME = sizeof same_keys / sizeof same_keys[0], VALUE_LEN = 200 };
+enum { N_SAME = sizeof same_keys / sizeof same_keys[0] };
 
-static uint64_t hash_text(const char *s)
+static uint64_t hash_bytes(const char *s, size_t n)
 {
 	uint64_t h = 1469598103934665603u; /* FNV-1a */
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211u;
 	return h;
 }
 
-/* Key k's value on this rank, in buf (VALUE_LEN bytes). */
-static const char *value_of(amp_ctx *ctx, int k, char *buf)
+static uint64_t hash_text(const char *s)
 {
-	if (same_keys[k].state)
-		return amp_dist_shared_state(ctx, same_keys[k].name, buf, VALUE_LEN);
-	snprintf(buf, VALUE_LEN, "%s", amp_config_get(ctx, same_keys[k].name));
-	return buf;
+	return hash_bytes(s, s ? strlen(s) : 0);
+}
+
+/* The hash of key k's whole value on this rank (buf: scratch of len bytes, reallocated when
+ * the value is longer; NULL when memory runs out, which hashes as an empty value). */
+static uint64_t hash_value(amp_ctx *ctx, int k, char **buf, size_t *len)
+{
+	int n = amp_dist_shared_state(ctx, same_keys[k].name, *buf, *len);
+	if (n >= 0 && (size_t)n >= *len) {
+		char *b = realloc(*buf, (size_t)n + 1);
+		if (!b)
+			return 0;
+		*buf = b;
+		*len = (size_t)n + 1;
+		n = amp_dist_shared_state(ctx, same_keys[k].name, *buf, *len);
+	}
+	return hash_bytes(*buf, n > 0 ? (size_t)n : 0);
+}
+
+/* Key k's value on this rank, malloc'ed (NULL when memory runs out). */
+static char *value_of(amp_ctx *ctx, int k)
+{
+	int n = amp_dist_shared_state(ctx, same_keys[k].name, NULL, 0);
+	char *v = malloc(n > 0 ? (size_t)n + 1 : 1);
+	if (v)
+		amp_dist_shared_state(ctx, same_keys[k].name, v, n > 0 ? (size_t)n + 1 : 1);
+	return v;
+}
+
+/* Sends root's text (NULL: "") to every rank, where it returns malloc'ed (NULL when memory
+ * runs out there). */
+static int bcast_text(dist *d, const char *text, int root, char **out)
+{
+	int64_t n = d->rank == root && text ? (int64_t)strlen(text) : 0;
+	int err = MPI_Bcast(&n, 1, MPI_INT64_T, root, d->comm);
+	*out = err == MPI_SUCCESS ? calloc((size_t)n + 1, 1) : NULL;
+	if (err == MPI_SUCCESS && *out && d->rank == root && text)
+		memcpy(*out, text, (size_t)n);
+	/* in chunks, the same on every rank: one without the memory takes part through scratch */
+	char scratch[256];
+	for (int64_t off = 0; err == MPI_SUCCESS && off < n; off += (int64_t)sizeof scratch) {
+		int m = (int)(n - off < (int64_t)sizeof scratch ? n - off : (int64_t)sizeof scratch);
+		char *at = *out ? *out + off : scratch;
+		err = MPI_Bcast(at, m, MPI_CHAR, root, d->comm);
+	}
+	return err;
+}
+
+/* a and b for a message: whole when short, else from a little before where they first
+ * differ, each cut to about 100 characters. */
+static void excerpt(const char *a, const char *b, char *xa, char *xb, size_t len)
+{
+	size_t la = strlen(a), lb = strlen(b), i = 0, keep = 100, start;
+	while (i < la && i < lb && a[i] == b[i])
+		i++;
+	start = la <= keep && lb <= keep ? 0 : i > 30 ? i - 30 : 0;
+	snprintf(xa, len, "%s%.100s%s", start ? "..." : "", a + start, la - start > keep ? "..." : "");
+	snprintf(xb, len, "%s%.100s%s", start ? "..." : "", b + start, lb - start > keep ? "..." : "");
 }
 
 /* Every rank has the same parameters (count and sizes) and same_keys as rank 0; who says
- * where the check runs ("amp_mpi_attach", "step 12") for the message, which every rank gets,
- * with both values. */
+ * where the check runs ("amp_mpi_attach", "amp_mpi (step 12)") for the message, which every
+ * rank gets, with both values. */
 static int check_same(dist *d, amp_ctx *ctx, const char *who)
 {
 	/* the sizes hashed in unsigned arithmetic (it wraps; a signed product would overflow) */
@@ -684,9 +738,11 @@ static int check_same(dist *d, amp_ctx *ctx, const char *who)
 	int64_t mine[2 + N_SAME], root[2 + N_SAME];
 	mine[0] = d->n_params;
 	mine[1] = (int64_t)(h >> 1);
-	char v[VALUE_LEN], there[VALUE_LEN];
+	char *buf = NULL;
+	size_t len = 0;
 	for (int k = 0; k < N_SAME; k++)
-		mine[2 + k] = (int64_t)(hash_text(value_of(ctx, k, v)) >> 1);
+		mine[2 + k] = (int64_t)(hash_value(ctx, k, &buf, &len) >> 1);
+	free(buf);
 	memcpy(root, mine, sizeof root);
 	int err = MPI_Bcast(root, 2 + N_SAME, MPI_INT64_T, 0, d->comm);
 	if (err != MPI_SUCCESS)
@@ -702,56 +758,58 @@ static int check_same(dist *d, amp_ctx *ctx, const char *who)
 		first[1] = d->rank == any[0] ? what : 0;
 		err = MPI_Allreduce(&first[1], &any[1], 1, MPI_INT, MPI_MAX, d->comm);
 	}
+	char *there = NULL, *at0 = NULL;
 	if (err == MPI_SUCCESS && any[0] < d->size && any[1] > 0) { /* both values, to all */
-		value_of(ctx, any[1] - 2, v);
-		memcpy(there, v, sizeof there);
-		err = MPI_Bcast(there, VALUE_LEN, MPI_CHAR, any[0], d->comm);
+		char *v = d->rank == any[0] || d->rank == 0 ? value_of(ctx, any[1] - 2) : NULL;
+		err = bcast_text(d, v, any[0], &there);
 		if (err == MPI_SUCCESS)
-			err = MPI_Bcast(v, VALUE_LEN, MPI_CHAR, 0, d->comm);
+			err = bcast_text(d, v, 0, &at0);
+		free(v);
 	}
-	if (err != MPI_SUCCESS)
-		return mpi_fail(ctx, err, "parameter check");
-	if (any[0] >= d->size)
-		return AMP_OK;
-	char msg[640];
-	if (any[1] == 0) {
-		snprintf(
-		    msg, sizeof msg,
-		    "%s: rank %d's parameters differ from rank 0's in number or "
-		    "size (this rank, %d, has %d): every rank creates the same parameters in the "
-		    "same order",
-		    who, any[0], d->rank, d->n_params);
-	} else {
+	int rc = AMP_OK;
+	if (err != MPI_SUCCESS) {
+		rc = mpi_fail(ctx, err, "parameter check");
+	} else if (any[0] < d->size && any[1] == 0) {
+		char msg[400];
+		snprintf(msg, sizeof msg, "%s: rank %d's parameters differ from rank 0's in number or "
+		         "size (this rank, %d, has %d): every rank creates the same parameters in the "
+		         "same order", who, any[0], d->rank, d->n_params);
+		rc = amp_dist_fail(ctx, AMP_EINVAL, msg);
+	} else if (any[0] < d->size) {
 		const same_key *k = &same_keys[any[1] - 2];
-		snprintf(msg, sizeof msg,
-		         "%s: rank %d has %s %s than rank 0 ('%s' there, '%s' on "
-		         "rank 0): %s",
-		         who, any[0], k->other, k->name, there, v, k->remedy);
+		char xa[160], xb[160], msg[800];
+		excerpt(there ? there : "?", at0 ? at0 : "?", xa, xb, sizeof xa);
+		snprintf(msg, sizeof msg, "%s: rank %d has %s %s than rank 0 ('%s' there, '%s' on "
+		         "rank 0): %s", who, any[0], k->other, k->name, xa, xb, k->remedy);
+		rc = amp_dist_fail(ctx, AMP_EINVAL, msg);
 	}
-	return amp_dist_fail(ctx, AMP_EINVAL, msg);
+	free(there);
+	free(at0);
+	return rc;
 }
 
-/* The fingerprint of same_keys at this step: two 24-bit words of their hash, each with its
- * square, added up over the ranks by the NaN/Inf counts' all-reduce (dist.bad). */
-static void same_fingerprint(amp_ctx *ctx, int64_t *slot)
+/* The fingerprint of same_keys at this step: three 16-bit words of their hashes, each with its
+ * square, added up over the ranks by the NaN/Inf counts' all-reduce (dist.bad).  The words
+ * are short so that the sums cannot overflow: below 2^31 ranks, 2^31 * 2^32 < 2^63. */
+static void same_fingerprint(dist *d, amp_ctx *ctx, int64_t *slot)
 {
-	char v[VALUE_LEN];
 	uint64_t h = 0;
 	for (int k = 0; k < N_SAME; k++)
-		h = h * 1099511628211u ^ hash_text(value_of(ctx, k, v));
-	for (int w = 0; w < 2; w++) {
-		int64_t x = (int64_t)((h >> (24 * w)) & 0xFFFFFF);
+		h = h * 1099511628211u ^ hash_value(ctx, k, &d->text, &d->text_len);
+	for (int w = 0; w < SAME_SLOTS / 2; w++) {
+		int64_t x = (int64_t)((h >> (16 * w)) & 0xFFFF);
 		slot[2 * w] = x;
 		slot[2 * w + 1] = x * x;
 	}
 }
 
 /* Whether the ranks' fingerprints, summed, are all the same: for n values x_r, n sum(x_r^2)
- * equals (sum x_r)^2 exactly when they are (Cauchy-Schwarz); in 128 bits, no overflow. */
+ * equals (sum x_r)^2 exactly when they are (Cauchy-Schwarz).  (sum x_r)^2 < 2^62 below 2^15
+ * ranks; in 128 bits for more. */
 __extension__ typedef __int128 i128;
 static int same_everywhere(const dist *d, const int64_t *sum)
 {
-	for (int w = 0; w < 2; w++) {
+	for (int w = 0; w < SAME_SLOTS / 2; w++) {
 		i128 s = sum[2 * w], s2 = sum[2 * w + 1];
 		if ((i128)d->size * s2 != s * s)
 			return 0;

@@ -183,8 +183,30 @@ grep -q "amp_mpi (step 2): rank 1 has another gradient_clipping than rank 0 ('1'
 "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 4 --set custom_black_list=ReLU --set-step 1 \
 	--set-rank 0 >/dev/null 2>"$OUT/list0.err"
 check_true "a custom list set on rank 0 alone: refused (exit non-zero)" test "$?" -ne 0
-grep -q "amp_mpi (step 1): rank 1 has another custom_black_list than rank 0 ('' there, 'ReLU' on rank 0)" \
+grep -q "amp_mpi (step 1): rank 1 has other custom lists than rank 0 ('none' there, 'black: ReLU' on rank 0)" \
 	"$OUT/list0.err" || bad "a custom list on rank 0 alone: named" "$(head -3 "$OUT/list0.err")"
+# the lists in force are compared, not their text: the same list typed otherwise runs; lists
+# that differ only far into a long text are refused
+AMP_CUSTOM_BLACK_LIST=Linear,ReLU "${MPI[@]}" -np 1 "$T/dist_cases" --dist --steps 2 : \
+	-np 1 env "AMP_CUSTOM_BLACK_LIST= ReLU, Linear" "$T/dist_cases" --dist --steps 2 \
+	>/dev/null 2>"$OUT/list1.err"
+check "the same custom list typed otherwise on each rank: exit 0" "$?" 0
+long="MatMul, BatchMatMul, Conv2D, MaxPool2D, Add, Mul, Scale, BiasAdd, GELU, Softmax, LogSoftmax"
+long="$long, Log, Exp, Sqrt, Pow, LayerNorm, CrossEntropy, Sum, Mean, Reshape, Transpose, Embedding"
+long="$long, Dropout, Sub, Div, Neg, Abs, Maximum, Minimum, Clamp, Sigmoid, Tanh, Max, BatchNorm2D"
+AMP_CUSTOM_BLACK_LIST="$long" "${MPI[@]}" -np 1 "$T/dist_cases" --dist --steps 2 : \
+	-np 1 env "AMP_CUSTOM_BLACK_LIST=$long, ReLU" "$T/dist_cases" --dist --steps 2 \
+	>/dev/null 2>"$OUT/list2.err"
+check_true "long custom lists that differ in their last op: refused (exit non-zero)" test "$?" -ne 0
+grep -q "rank 1 has other custom lists than rank 0 ('\.\.\..*ReLU.*' there, '\.\.\..*' on rank 0)" \
+	"$OUT/list2.err" || bad "long custom lists: named, from where they differ" "$(head -3 "$OUT/list2.err")"
+# a learning rate changed on one rank between its backward and its update, then put back: the
+# next step finds that the updates differed
+"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 6 --lr-rank 1 --lr-step 2 --lr-between \
+	>/dev/null 2>"$OUT/lr2.err"
+check_true "a learning rate changed on rank 1 between backward and update: refused" test "$?" -ne 0
+grep -q "amp_mpi (step 3): rank 1 has other updates than rank 0" "$OUT/lr2.err" ||
+	bad "a learning rate between backward and update: named at the next step" "$(head -3 "$OUT/lr2.err")"
 "${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 4 --set gradient_clipping=1 --set-step 2 \
 	>/dev/null 2>"$OUT/clip2.err"
 check "gradient_clipping set on every rank at the same step: exit 0" "$?" 0

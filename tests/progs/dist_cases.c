@@ -7,7 +7,8 @@
  *   dist_cases [--dist] [--steps N] [--batch B] [--overflow-rank R --overflow-step S]
  *              [--die-rank R --die-step S] [--split-bias] [--micro M] [--skip-update S]
  *              [--unused] [--no-backward S [--no-backward-rank R]] [--freeze P] [--bn]
- *              [--weights FILE] [--lr-rank R --lr-step S] [--set KEY=VALUE --set-step S
+ *              [--weights FILE] [--lr-rank R --lr-step S [--lr-between]]
+ *              [--set KEY=VALUE --set-step S
  *              [--set-rank R]] [--save FILE] [--load FILE [--load-rank R] [--load-first]]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
@@ -27,7 +28,8 @@
  * amp_optim_step, through amp_tensor_grad, on every rank: the parameter keeps its values, as
  * in one process.  --bn puts a BatchNorm over fc1's outputs (its running mean and variance,
  * parameters without gradients, written last with --weights).
- * --lr-rank R --lr-step S: rank R alone lowers the learning rate to 0.01 before step S.
+ * --lr-rank R --lr-step S: rank R alone lowers the learning rate to 0.01 before step S; with
+ * --lr-between, between that step's backward and its update, and back to 0.05 after it.
  * --set KEY=VALUE --set-step S: amp_config_set before step S, on every rank or on rank R alone
  * (--set-rank R).  --save FILE writes a checkpoint at the end (rank 0; every rank its own
  * when FILE has "%r"); --load FILE loads one after amp_mpi_attach (before it with
@@ -55,7 +57,7 @@
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
 	    split_bias, micro, skip_update, unused, no_backward, no_backward_rank, freeze, bn,
-	    lr_rank, lr_step, set_step, set_rank, load_rank, load_first;
+	    lr_rank, lr_step, lr_between, set_step, set_rank, load_rank, load_first;
 	const char *weights, *set, *save, *load;
 } opts;
 
@@ -145,6 +147,8 @@ static int parse(int argc, char **argv, opts *o)
 			o->load_rank = atoi(argv[++i]);
 		else if (strcmp(a, "--load-first") == 0)
 			o->load_first = 1;
+		else if (strcmp(a, "--lr-between") == 0)
+			o->lr_between = 1;
 		else {
 			fprintf(stderr, "dist_cases: unknown argument '%s'\n", a);
 			return 2;
@@ -281,7 +285,8 @@ int main(int argc, char **argv)
 		}
 		if (rank == o.overflow_rank && step == o.overflow_step)
 			x[3] = 3e38f;
-		if (rank == o.lr_rank && step == o.lr_step)
+		int lr_here = rank == o.lr_rank && step == o.lr_step;
+		if (lr_here && !o.lr_between)
 			amp_optim_set_lr(opt, 0.01f);
 		if (o.set && step == o.set_step && (o.set_rank < 0 || rank == o.set_rank)) {
 			char key[64];
@@ -324,8 +329,12 @@ int main(int argc, char **argv)
 				memset(amp_tensor_data(g), 0, (size_t)amp_tensor_numel(g) * sizeof(float));
 		}
 		double scale = amp_loss_scale(ctx);
+		if (lr_here && o.lr_between)
+			amp_optim_set_lr(opt, 0.01f);
 		if (step != o.skip_update)
 			CHECK(amp_optim_step(opt, &skipped));
+		if (lr_here && o.lr_between)
+			amp_optim_set_lr(opt, 0.05f);
 		double loss = l ? amp_tensor_item(ctx, l) : 0.0;
 		amp_step_set_samples(ctx, n);
 		CHECK(amp_step_end(ctx));

@@ -842,6 +842,31 @@ Test(checkpoint, resume_keeps_held_gradients)
 	rmtmp();
 }
 
+/* A load that needs more memory than memory_limit leaves (the moments and held gradients it
+ * allocates) is refused before it changes anything. */
+Test(checkpoint, memory_limit_refuses_before_any_change)
+{
+	mktmp();
+	char ck[512];
+	snprintf(ck, sizeof ck, "%s", in_tmp("held.ckpt"));
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	net_step(&n);
+	cr_assert_eq(amp_backward(n.ctx, net_forward(&n)), AMP_OK); /* a gradient held */
+	cr_assert_eq(amp_step_end(n.ctx), AMP_OK);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, ck), AMP_OK);
+	amp_ctx_free(n.ctx);
+	char limit[32]; /* the masters fit, not the moments and gradients the load adds */
+	snprintf(limit, sizeof limit, "%d", NW * 4 + 4096);
+	net_new(&n, "allow_mix_precision", "memory_limit", limit);
+	refused(&n, ck, AMP_ELIMIT, "amp_checkpoint_load needs");
+	cr_assert_eq(amp_step_index(n.ctx), -1);
+	cr_assert_eq(amp_config_set(n.ctx, "memory_limit", "0"), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(n.ctx, ck), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
 /* A file of format 1 (before the held gradients were saved) still loads: its run resumes as
  * before.  Made from a format-2 file saved with no gradient held: its gradient section is one
  * zero byte per parameter, dropped, with the header's version, length and checksum. */
@@ -1602,4 +1627,86 @@ Test(dist, add_and_scale_round_once)
 			want[i] = yf[i] * 0.5f;
 		expect_rounded(dts[d], y2, want, N, "y / 2", yf);
 	}
+}
+
+/* ---- what data-parallel ranks compare (amp_dist_shared_state) ------------------------------ */
+
+static char *shared(amp_ctx *ctx, const char *name)
+{
+	static char buf[512];
+	int n = amp_dist_shared_state(ctx, name, buf, sizeof buf);
+	cr_assert(n >= 0 && (size_t)n < sizeof buf, "%s: %d", name, n);
+	return buf;
+}
+
+/* The lists in force, whatever their spelling; a key's value without overwriting the text
+ * amp_config_get returned; snprintf's contract; unknown names. */
+Test(dist_state, lists_keys_and_lengths)
+{
+	amp_ctx *a = mkctx("custom_black_list", "Linear,ReLU", "custom_white_list", "Softmax", NULL);
+	amp_ctx *b = mkctx("custom_white_list", " Softmax ", "custom_black_list", "ReLU , Linear", NULL);
+	char la[512];
+	snprintf(la, sizeof la, "%s", shared(a, "custom lists"));
+	cr_assert_str_eq(la, "white: Softmax; black: Linear, ReLU");
+	cr_assert_str_eq(shared(b, "custom lists"), la);
+	amp_ctx *c = mkctx(NULL);
+	cr_assert_str_eq(shared(c, "custom lists"), "none");
+
+	const char *seed = amp_config_get(a, "seed");
+	char was[64];
+	snprintf(was, sizeof was, "%s", seed);
+	cr_assert_str_eq(shared(a, "loss_scale_max"), amp_config_get(b, "loss_scale_max"));
+	cr_assert_str_eq(seed, was, "amp_config_get's text was overwritten");
+
+	char small[8];
+	int n = amp_dist_shared_state(a, "custom lists", small, sizeof small);
+	cr_assert_eq(n, (int)strlen(la));
+	cr_assert_str_eq(small, "white: ");
+	cr_assert_eq(amp_dist_shared_state(a, "custom lists", NULL, 0), n);
+	cr_assert_eq(amp_dist_shared_state(a, "no such thing", small, sizeof small), -1);
+	amp_ctx_free(a);
+	amp_ctx_free(b);
+	amp_ctx_free(c);
+}
+
+/* "updates" follows the hyperparameters each update used, so that a learning rate changed
+ * and put back between backward and the update shows; a load starts it again. */
+Test(dist_state, updates_follow_the_hyperparameters)
+{
+	mktmp();
+	char ck[512], ha[128], hb[128], oa[512], ob[512];
+	snprintf(ck, sizeof ck, "%s", in_tmp("u.ckpt"));
+	net a, b;
+	net_new(&a, "allow_mix_precision", NULL, NULL);
+	net_new(&b, "allow_mix_precision", NULL, NULL);
+	snprintf(ha, sizeof ha, "%s", shared(a.ctx, "updates"));
+	net_step(&a);
+	net_step(&b);
+	cr_assert_str_neq(shared(a.ctx, "updates"), ha, "an update leaves no trace");
+	snprintf(ha, sizeof ha, "%s", shared(a.ctx, "updates"));
+	cr_assert_str_eq(shared(b.ctx, "updates"), ha);
+	/* the same step on both; b's learning rate changed and put back around its update */
+	cr_assert_eq(amp_backward(a.ctx, net_forward(&a)), AMP_OK);
+	cr_assert_eq(amp_optim_step(a.opt, NULL), AMP_OK);
+	cr_assert_eq(amp_step_end(a.ctx), AMP_OK);
+	cr_assert_eq(amp_backward(b.ctx, net_forward(&b)), AMP_OK);
+	amp_optim_set_lr(b.opt, 0.5f);
+	cr_assert_eq(amp_optim_step(b.opt, NULL), AMP_OK);
+	amp_optim_set_lr(b.opt, 3e-3f);
+	cr_assert_eq(amp_step_end(b.ctx), AMP_OK);
+	snprintf(oa, sizeof oa, "%s", shared(a.ctx, "optimizers"));
+	snprintf(ob, sizeof ob, "%s", shared(b.ctx, "optimizers"));
+	cr_assert_str_eq(oa, ob, "the optimizers look alike now");
+	snprintf(ha, sizeof ha, "%s", shared(a.ctx, "updates"));
+	snprintf(hb, sizeof hb, "%s", shared(b.ctx, "updates"));
+	cr_assert_str_neq(ha, hb, "the updates that differed do not show");
+	/* both load the same file: the histories start again, alike */
+	cr_assert_eq(amp_checkpoint_save(a.ctx, ck), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(a.ctx, ck), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(b.ctx, ck), AMP_OK);
+	snprintf(ha, sizeof ha, "%s", shared(a.ctx, "updates"));
+	cr_assert_str_eq(shared(b.ctx, "updates"), ha);
+	amp_ctx_free(a.ctx);
+	amp_ctx_free(b.ctx);
+	rmtmp();
 }

@@ -53,13 +53,18 @@ void *amp_dist_state(const amp_ctx *ctx, const amp_dist_ops *ops);
 /* Sets the context's error message (amp_ctx_error) and returns code. */
 int amp_dist_fail(amp_ctx *ctx, int code, const char *msg);
 
-/* What every rank of a data-parallel run must hold alike besides the configuration (which
- * amp_config_get gives), as a text to compare: "optimizers" (each one's kind, hyperparameters
- * and update count, and which holds the moments), "loss scaler" (its kind, the scale in force
- * and the clean steps counted) or "checkpoints" (how many were loaded and a checksum of the
- * last one's training state: its masters, moments, scaler, optimizers and gradients, not the
- * counters and RNG state, which are each rank's own).  Written into buf (len bytes, truncated); NULL for another name. */
-const char *amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len);
+/* What every rank of a data-parallel run must hold alike, as a text to compare: a
+ * configuration key's value (as amp_config_get gives it, without overwriting the text that
+ * returned), or "custom lists" (the white and black lists in force, in one order however they
+ * were typed), "optimizers" (each one's kind, hyperparameters and update count, and which
+ * holds the moments), "updates" (a hash of the hyperparameters of every update since the
+ * start or the last checkpoint load), "loss scaler" (its kind, the scale in force and the
+ * clean steps counted) or "checkpoints" (how many were loaded and a checksum of the last
+ * one's training state: its masters, moments, scaler, optimizers and gradients, not the
+ * counters and RNG state, which are each rank's own).  Writes at most len bytes into buf (NUL
+ * included; buf may be NULL when len is 0) and returns the whole text's length, as snprintf
+ * does, or -1 for an unknown name. */
+int amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len);
 
 /* Parameters in registration order, i = 0 .. amp_param_count() - 1: the FP32 master tensor
  * (its gradient: amp_tensor_grad) and its label. */

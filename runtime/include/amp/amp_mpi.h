@@ -33,13 +33,15 @@
  *
  * Every rank must hold what decides the update alike: the settings (precision mode, custom
  * lists, loss scaling, gradient clipping and accumulation, the all-reduce's), the optimizers
- * (learning rates, update counts) and the checkpoints loaded.  amp_mpi_attach compares them
- * with rank 0's, and every step compares a fingerprint of them at no extra collective (it rides
- * on the NaN/Inf counts' all-reduce): a rank that changed one alone (an amp_optim_set_lr, a
- * checkpoint loaded on one rank, another file loaded) makes the step fail on every rank with
- * AMP_EINVAL, naming the rank, what differs and both values, instead of training on silently
- * or waiting forever.  allreduce_dtype and allreduce_bucket_kb are set before attaching
- * (AMP_ESTATE after).
+ * (learning rates, update counts, the hyperparameters each update used) and the checkpoints
+ * loaded (their training state; each rank may load its own file, whose RNG state and counters
+ * are its own).  amp_mpi_attach compares them with rank 0's, and every step compares a
+ * fingerprint of them at the end of backward at no extra collective (it rides on the NaN/Inf
+ * counts' all-reduce): a rank that changed one alone (an amp_optim_set_lr, a checkpoint loaded
+ * on one rank, another file loaded) makes the step fail on every rank with AMP_EINVAL, naming
+ * the rank, what differs and both values, instead of training on silently or waiting forever.
+ * A change made between amp_backward and amp_optim_step shows at the next step's comparison.
+ * allreduce_dtype and allreduce_bucket_kb are set before attaching (AMP_ESTATE after).
  *
  * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
  * and the start-up barrier is what `ampprof merge` aligns the ranks' clocks on.
