@@ -465,8 +465,10 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	/* The first divergence is the first Inf/NaN facing a finite value, in execution order:
 	 * over many steps rounding-level drift is flagged everywhere before an overflow, and the
 	 * overflow is what one hunts.  Failing that, the first tensor flagged. */
-	size_t first = npairs, n_flagged = 0, n_one_sided = 0;
+	size_t first = npairs, n_flagged = 0, n_one_sided = 0, n_done = 0, n_shape = 0;
 	for (size_t i = 0; i < npairs; i++) {
+		n_done += res[i].state == CMP_DONE;
+		n_shape += res[i].state == CMP_SHAPE;
 		if (res[i].state != CMP_DONE || !res[i].why)
 			continue;
 		n_flagged++;
@@ -503,14 +505,25 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
-	if (o->fmt == AMP_FMT_TEXT)
+	if (o->fmt == AMP_FMT_TEXT && n_done > 0)
 		print_summary(out, o, a_path, b_path, pairs, res, npairs, first, n_flagged,
 		              n_one_sided);
+	if (o->fmt == AMP_FMT_TEXT && n_shape > 0)
+		fprintf(out, "%zu of %zu tensors differ in shape and were not compared (runs of "
+		        "another batch or model?)\n", n_shape, npairs);
 	if (fflush(out) != 0 || ferror(out)) {
 		dump_error(NULL, "cannot write the output");
 		goto out;
 	}
-	code = n_flagged ? DUMP_EXIT_CMP_DIFFER : DUMP_EXIT_CMP_SAME;
+	if (n_done == 0) { /* a table of "shape" and "no-data" rows compares nothing */
+		dump_error("compare runs of the same program, batch and model, with their tensors "
+		           "dumped (ampprof --dump-steps)",
+		           "nothing was compared: of %zu tensors lined up, %zu differ in shape and %zu "
+		           "have no data", npairs, n_shape, npairs - n_shape);
+		goto out;
+	}
+	/* a tensor of another shape is a difference too, if not a numerical one */
+	code = n_flagged || n_shape ? DUMP_EXIT_CMP_DIFFER : DUMP_EXIT_CMP_SAME;
 	goto out;
 sql_error_a:
 	dump_sql_error(a.db, a_path);

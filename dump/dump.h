@@ -181,8 +181,10 @@ char *dump_sanitize_name(const char *name, char *out, size_t len);
 
 /* Writes an .npy file named file (no '/' allowed) in the directory dirfd.  data holds the
  * elements already in descr's layout (bytes of them; must match the shape).  An existing file
- * is refused unless force is set; symbolic links are never followed.  Returns 0, or -1 with
- * errno set (EEXIST, EINVAL for a bad name or size mismatch, or the system error). */
+ * is refused unless force is set; symbolic links are never followed, nor is anything but a
+ * regular file written (a FIFO is refused, not waited on).  Returns 0, or -1 with errno set
+ * (EEXIST, EINVAL for a bad name or size mismatch or a path that is not a regular file, ENXIO
+ * for a FIFO without a reader, or the system error). */
 int dump_npy_write(int dirfd, const char *file, int force, const char *descr, const int64_t *dims,
                    int ndim, const void *data, size_t bytes);
 

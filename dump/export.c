@@ -246,13 +246,16 @@ static int export_one(sqlite3 *db, int dirfd, const char *dir, const dump_ref *r
 	if (dump_npy_write(dirfd, r->file, force, dump_npy_descr(dt), dims, ndim, data, bytes) !=
 	    0) {
 		int e = errno;
+		int special = e == ENXIO || e == EINVAL; /* a FIFO, a device (dump_npy_write) */
 		dump_error(e == EEXIST                 ? "use --force to overwrite it"
 		           : e == EACCES || e == EROFS ? "give a writable directory with --npy DIR"
 		           : e == ELOOP
 		               ? "it is a symbolic link; ampdump does not write through links"
-		               : NULL,
+		           : special ? "ampdump writes regular files only: remove it, or give another "
+		                       "--npy DIR"
+		                     : NULL,
 		           "cannot write '%s/%s': %s", dir, r->file,
-		           e == EEXIST ? "file exists" : strerror(e));
+		           e == EEXIST ? "file exists" : special ? "not a regular file" : strerror(e));
 		goto out;
 	}
 	fprintf(out, "%s/%s\t%s %s\n", dir, r->file, dtype, shape);
@@ -300,6 +303,10 @@ int dump_cmd_npy(const char *db_path, int64_t step, const char *tensor, const ch
 	int failed = 0;
 	for (size_t i = 0; i < sel.n; i++)
 		failed |= export_one(db, dirfd, dir, &sel.v[i], force, out);
+	if (!failed && (fflush(out) != 0 || ferror(out))) { /* the list of files written */
+		dump_error(NULL, "cannot write the output");
+		failed = 1;
+	}
 	code = failed ? DUMP_EXIT_FAIL : DUMP_EXIT_OK;
 	goto out;
 sql_error:

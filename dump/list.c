@@ -86,7 +86,9 @@ int dump_cmd_list(const char *db_path, amp_format fmt, FILE *out)
 		goto sql_error;
 	sqlite3_finalize(st);
 	st = NULL;
-	if (amp_profile_query_int64(db, &steps, "SELECT count(*) FROM steps", NULL) != AMP_PROFILE_OK)
+	/* (a step several threads' contexts ran has a row for each) */
+	if (amp_profile_query_int64(db, &steps, "SELECT count(DISTINCT step) FROM steps", NULL) !=
+	    AMP_PROFILE_OK)
 		goto sql_error;
 
 	if (fmt == AMP_FMT_TEXT) {

@@ -69,7 +69,7 @@ enum {
 static const amp_opt options[] = {
     {OPT_DB, 0, "db", "<file>", "profile to read (also as the argument)", "profile.db"},
     {OPT_STEP, 0, "step", "<n>", "step to show, export, compare or dump (from 0)", NULL},
-    {OPT_RANK, 0, "rank", "<r>", "a merged profile (ampprof merge): the rank to read", "the lowest"},
+    {OPT_RANK, 0, "rank", "<r>", "a merged profile: the rank to read (--compare: in both)", "the lowest"},
     {OPT_LIST, 0, "list", NULL, "list the steps with anomalies or dumps", NULL},
     {OPT_HIST, 0, "hist", NULL, "exponent histograms on FP16's range, per tensor", NULL},
     {OPT_FORMAT, 0, "format", "<fmt>", "text, csv or json", "text"},
@@ -106,7 +106,8 @@ static const amp_opt_spec spec = {
               "\n"
               "Exit status: 0 ok, 1 bad input (unknown step or tensor, unreadable profile,\n"
               "unwritable directory), 2 usage error.  --compare exits as cmp(1) does: 0 when no\n"
-              "tensor is flagged, 1 when one is (a divergence), 2 on a usage error or bad input.\n",
+              "tensor is flagged, 1 when one is (a divergence) or differs in shape, 2 on a usage\n"
+              "error or bad input, or when nothing could be compared.\n",
 };
 
 typedef struct cli {
@@ -263,11 +264,11 @@ static int dump_main(int argc, char **argv, int *comparing)
 	*comparing = c.compare != 0;
 	if (c.help) {
 		amp_opt_help(&spec, stdout);
-		return fflush(stdout) == 0 ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
+		return fflush(stdout) == 0 && !ferror(stdout) ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
 	}
 	if (c.version) {
 		printf("ampdump %s\n", AMP_VERSION);
-		return fflush(stdout) == 0 ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
+		return fflush(stdout) == 0 && !ferror(stdout) ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
 	}
 	if (c.rank_text) {
 		int64_t r;

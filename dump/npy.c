@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -167,10 +168,19 @@ int dump_npy_write(int dirfd, const char *file, int force, const char *descr, co
 		errno = EINVAL;
 		return -1;
 	}
-	int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
+	/* non-blocking, so that a FIFO in its place is refused instead of waited on (no reader:
+	 * ENXIO; a reader: EINVAL, not a regular file, below) */
+	int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+	            (force ? O_TRUNC : O_EXCL);
 	int fd = openat(dirfd, file, flags, 0666);
 	if (fd < 0)
 		return -1;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
 	if (write_all(fd, header, hlen) != 0 || write_all(fd, data, bytes) != 0) {
 		int e = errno;
 		close(fd);

@@ -74,6 +74,54 @@ static int select_rank(sqlite3 *db, const char *path)
 	return 0;
 }
 
+/* A profile ampprof is still writing, or whose collector never finalized it, is read as it
+ * stands; the user is told (what it shows may change, or lack its last steps). */
+static void note_unfinished(sqlite3 *db, const char *path)
+{
+	char end[32] = "";
+	if (amp_profile_meta_get(db, "end", end, sizeof end) != AMP_PROFILE_OK ||
+	    strcmp(end, "collecting") != 0)
+		return;
+	if (amp_profile_live(path) == 1)
+		fprintf(stderr, "ampdump: note: '%s' is still being written (ampprof is recording it): "
+		        "what is shown is the steps so far\n", path);
+	else
+		fprintf(stderr, "ampdump: note: '%s' was never finalized (its collector was killed): "
+		        "its last steps may be missing (`ampprof report` says more)\n", path);
+}
+
+/* Dumps the run left out (--dump-limit reached, the caps) are missing from every listing,
+ * export and comparison: said once, with the reasons. */
+static void note_skipped_dumps(sqlite3 *db, const char *path)
+{
+	static const struct {
+		const char *key, *text;
+	} reasons[] = {
+	    {"dumps_skipped_limit", "--dump-limit reached"},
+	    {"dumps_skipped_step_cap", "the per-step cap"},
+	    {"dumps_skipped_steps_cap", "the cap on steps with non-finite dumps"},
+	    {"dumps_skipped_nospool", "no spool directory"},
+	    {"dumps_failed", "write errors"},
+	};
+	char v[32];
+	if (amp_profile_meta_get(db, "dumps_skipped", v, sizeof v) != AMP_PROFILE_OK ||
+	    strtoll(v, NULL, 10) <= 0)
+		return;
+	char why[256] = "";
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof reasons / sizeof *reasons && n < sizeof why; i++) {
+		char c[32];
+		long long k = amp_profile_meta_get(db, reasons[i].key, c, sizeof c) == AMP_PROFILE_OK
+		                  ? strtoll(c, NULL, 10)
+		                  : 0;
+		if (k > 0)
+			n += (size_t)snprintf(why + n, sizeof why - n, "%s%lld: %s", n ? ", " : "", k,
+			                      reasons[i].text);
+	}
+	fprintf(stderr, "ampdump: note: '%s': %s tensor dumps of the run were not kept (%s): they "
+	        "are missing here\n", path, v, why[0] ? why : "see `ampprof report`");
+}
+
 sqlite3 *dump_open_profile(const char *path)
 {
 	sqlite3 *db = NULL;
@@ -84,6 +132,8 @@ sqlite3 *dump_open_profile(const char *path)
 		char why[1024];
 		if (amp_profile_meta_get(db, "incomplete", why, sizeof why) == AMP_PROFILE_OK && why[0])
 			dump_error(NULL, "'%s' is INCOMPLETE: %s", path, why);
+		note_unfinished(db, path);
+		note_skipped_dumps(db, path);
 		if (select_rank(db, path) != 0) {
 			amp_profile_close(db);
 			return NULL;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../profiler/prof.h"
 #include "dump.h"
@@ -46,7 +47,17 @@ int dump_cmd_rerun(const dump_rerun_opts *ro, FILE *out)
 	        ro->application, (long long)ro->step, ro->output);
 	struct stat before, after;
 	int existed = stat(ro->output, &before) == 0;
+	/* the program's own output goes to stderr: stdout is ampdump's table (JSON, CSV) */
+	fflush(stdout);
+	int saved = dup(STDOUT_FILENO);
+	if (saved >= 0)
+		dup2(STDERR_FILENO, STDOUT_FILENO);
 	int status = prof_run(&po);
+	fflush(stdout);
+	if (saved >= 0) {
+		dup2(saved, STDOUT_FILENO);
+		close(saved);
+	}
 
 	/* ampprof printed why it failed; a database it did not (re)write is not this run's */
 	if (stat(ro->output, &after) != 0 ||

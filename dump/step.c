@@ -458,6 +458,34 @@ int dump_cmd_step(const char *db_path, int64_t step, amp_format fmt, FILE *out)
 			}
 			if (strcmp(cls, "cast_overflow") == 0)
 				fputs(": its FP32 input overflows the half type", out);
+			/* an underflow upstream is the cause: the report's verdict, said here too */
+			char src[128] = "", src_label[128] = "";
+			int64_t src_seq = -1;
+			if (strcmp(cls, "underflow") == 0 &&
+			    amp_profile_query_text(db, src, sizeof src,
+			                           "SELECT src_op FROM nonfinite WHERE step = ?1 AND "
+			                           "seq = ?2 AND src_op IS NOT NULL LIMIT 1",
+			                           "ii", (int64_t)step, origin_seq) == AMP_PROFILE_OK &&
+			    src[0]) {
+				amp_profile_query_text(db, src_label, sizeof src_label,
+				                       "SELECT coalesce(src_label, '') FROM nonfinite WHERE "
+				                       "step = ?1 AND seq = ?2 LIMIT 1",
+				                       "ii", (int64_t)step, origin_seq);
+				amp_profile_query_int64(db, &src_seq,
+				                        "SELECT src_seq FROM nonfinite WHERE step = ?1 AND "
+				                        "seq = ?2 LIMIT 1",
+				                        "ii", (int64_t)step, origin_seq);
+				fputs(": its input underflowed to zero in ", out);
+				amp_text_put(out, src);
+				if (src_label[0]) {
+					fputs(" '", out);
+					amp_text_put(out, src_label);
+					fputc('\'', out);
+				}
+				if (src_seq >= 0)
+					fprintf(out, " at seq %lld", (long long)src_seq);
+				fputs(", the cause", out);
+			}
 		}
 		fputc('\n', out);
 	}

@@ -400,6 +400,9 @@ check_true "underflow: the advice says to keep the Mul in FP32, and that Log is 
 	<(q f_underflow.db "SELECT message FROM advice WHERE rule = 'underflow'")
 check "underflow: no advice puts Log (already FP32) on the black list" \
 	"$(q f_underflow.db "SELECT count(*) FROM advice WHERE message LIKE '%custom_black_list = Log%'")" 0
+check_true "underflow: ampdump's origin line names the Mul as the cause" \
+	grep -q "origin (\*): Log at seq [0-9]* (log): its input underflowed to zero in Mul 'sq' at seq [0-9]*, the cause" \
+	<("$AMPDUMP" --step 2 --db f_underflow.db)
 
 # 9.2 an FP32 Scale makes 95454 and the white-list Linear casts it to FP16: the cast is the origin
 fault cast

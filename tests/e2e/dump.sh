@@ -513,6 +513,45 @@ run "compare json: no divergence" 0 --compare fp32.db fp32.db --format=json &&
 		ok "compare json: first_divergence null when nothing is flagged"
 	else bad "compare json: no divergence" "$(head -c 600 "$T/out")"; fi
 
+# ---- what the reader is told -----------------------------------------------------------------
+# tensors of another shape are not compared: said, and a difference (exit 1); nothing compared
+# at all is trouble (exit 2), never "no divergence"
+cp amp.db shape1.db && sqlite3 shape1.db "UPDATE dumps SET shape = '(7)' WHERE name = 'ln1.out'"
+run "compare: a tensor of another shape" 1 --compare fp32.db shape1.db --step 2 --rtol=1 --max-abs=1 &&
+	expect "compare: the tensor of another shape is said" "$T/out" '^1 of 5 tensors differ in shape and were not compared'
+cp amp.db shapes.db && sqlite3 shapes.db "UPDATE dumps SET shape = '(7)'"
+run "compare: every tensor of another shape" 2 --compare fp32.db shapes.db --step 2 &&
+	expect "compare: nothing compared, said" "$T/err" "^ampdump: nothing was compared: of 5 tensors lined up, 5 differ in shape and 0 have no data"
+# dumps the run did not keep, and a profile never finalized, are said on every read
+cp run.db skipped.db && sqlite3 skipped.db "INSERT OR REPLACE INTO meta VALUES ('dumps_skipped', '31'), ('dumps_skipped_limit', '31')"
+run "--list of a profile with dumps skipped" 0 --list --db skipped.db &&
+	expect "dumps skipped: said" "$T/err" "^ampdump: note: 'skipped.db': 31 tensor dumps of the run were not kept \(31: --dump-limit reached\): they are missing here$"
+cp run.db unfinished.db && sqlite3 unfinished.db "INSERT OR REPLACE INTO meta VALUES ('end', 'collecting')"
+run "--step of a profile never finalized" 0 --step 3 --db unfinished.db &&
+	expect "never finalized: said" "$T/err" "^ampdump: note: 'unfinished.db' was never finalized"
+# an export over a FIFO is refused, not waited on; a lost list of the files is an error
+run "npy export" 0 --step 3 --db run.db --npy fx
+f=$(head -1 "$T/out" | cut -f1)
+rm -f "$f" && mkfifo "$f"
+timeout 20 "$AMPDUMP" --step 3 --db run.db --npy fx --force >"$T/out" 2>"$T/err"
+check "npy export over a FIFO: refused (exit 1, no wait)" "$?" 1
+expect "npy export over a FIFO: says why" "$T/err" "not a regular file"
+rm -f "$f"
+"$AMPDUMP" --step 3 --db run.db --npy fx --force >/dev/full 2>"$T/err"
+check "npy export with stdout full: exit 1" "$?" 1
+"$AMPDUMP" --help >/dev/full 2>/dev/null
+check "--help with stdout full: exit 1" "$?" 1
+# a re-run: the program's output goes to stderr, ampdump's JSON alone to stdout
+if [ -x "$ROOT/$BUILD/bin/unstable" ] || [ -x "$BUILD/bin/unstable" ]; then
+	U=$(cd "$ROOT" && realpath "$BUILD/bin/unstable")
+	"$AMPDUMP" --application="$U --precision=fp16 --steps 252 --log-every 0" --step 250 \
+		--output=rerun.db --format=json >"$T/out" 2>"$T/err"
+	check "re-run --format=json: exit 0" "$?" 0
+	if "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rows"], d' "$T/out"; then
+		ok "re-run --format=json: stdout is one JSON document with the step's tensors"
+	else bad "re-run --format=json: not JSON" "$(head -5 "$T/out")"; fi
+fi
+
 # ---- names an application wrote: invalid UTF-8, terminal escapes, a newline -----------------
 # a, 0x80 (invalid), b, ESC [2J (clear screen), LF, "new", ESC ]0;t BEL (set the title)
 HOSTILE="X'6180621b5b324a0a6e65771b5d303b7407'"
