@@ -195,6 +195,9 @@ int dump_npy_write(int dirfd, const char *file, int force, const char *descr, co
 sqlite3 *dump_open_profile(const char *path);
 /* --rank: the rank of a merged profile that dump_open_profile reads (-1: the lowest). */
 void dump_select_rank(int64_t rank);
+/* Without --rank, --step reads the lowest rank where that step's non-finite values began (an
+ * overflow on one rank), else the lowest rank. */
+void dump_select_rank_for_step(int64_t step);
 
 /* Checks that step was reached in db (path for messages).  Returns 0, or 1 with a message
  * "step N was never reached (the run has M steps)". */

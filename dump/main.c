@@ -69,7 +69,8 @@ enum {
 static const amp_opt options[] = {
     {OPT_DB, 0, "db", "<file>", "profile to read (also as the argument)", "profile.db"},
     {OPT_STEP, 0, "step", "<n>", "step to show, export, compare or dump (from 0)", NULL},
-    {OPT_RANK, 0, "rank", "<r>", "a merged profile: the rank to read (--compare: in both)", "the lowest"},
+    {OPT_RANK, 0, "rank", "<r>", "a merged profile: the rank to read (--compare: in both)",
+     "where --step's non-finite values began, else the lowest"},
     {OPT_LIST, 0, "list", NULL, "list the steps with anomalies or dumps", NULL},
     {OPT_HIST, 0, "hist", NULL, "exponent histograms on FP16's range, per tensor", NULL},
     {OPT_FORMAT, 0, "format", "<fmt>", "text, csv or json", "text"},
@@ -293,6 +294,8 @@ static int dump_main(int argc, char **argv, int *comparing)
 	if (c.step_text && parse_step(c.step_text, &step) != 0)
 		return usage_error("invalid --step '%s': expected a step number (0, 1, 2, ...)",
 		                   c.step_text);
+	if (step >= 0 && !c.rank_text && !c.compare)
+		dump_select_rank_for_step(step);
 	const char *stray;
 
 	if (c.application) {

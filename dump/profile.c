@@ -31,10 +31,16 @@ void dump_error(const char *hint, const char *fmt, ...)
 }
 
 static int64_t g_rank = -1; /* --rank: the rank to read, -1 for the lowest */
+static int64_t g_rank_step = -1; /* --step without --rank: the rank of its origin */
 
 void dump_select_rank(int64_t rank)
 {
 	g_rank = rank;
+}
+
+void dump_select_rank_for_step(int64_t step)
+{
+	g_rank_step = step;
 }
 
 /* A merged data-parallel profile holds every rank's steps, statistics and dumps under the same
@@ -50,7 +56,15 @@ static int select_rank(sqlite3 *db, const char *path)
 		amp_profile_query_int64(db, &ranks, "SELECT count(DISTINCT rank) FROM steps", NULL);
 		amp_profile_query_int64(db, &lowest, "SELECT coalesce(min(rank), 0) FROM steps", NULL);
 	}
-	int64_t r = g_rank >= 0 ? g_rank : lowest;
+	int64_t r = g_rank >= 0 ? g_rank : lowest, origin = -1;
+	/* a step asked for: the rank where its non-finite values began, if one rank's did */
+	if (g_rank < 0 && g_rank_step >= 0 && ranks > 1 &&
+	    amp_profile_has_column(db, "nonfinite", "rank") &&
+	    amp_profile_query_int64(db, &origin,
+	                            "SELECT min(rank) FROM nonfinite WHERE step = ?1 AND "
+	                            "stats_id IS NOT NULL", "i", g_rank_step) == AMP_PROFILE_OK &&
+	    origin >= 0)
+		r = origin;
 	if (ranks < 2 && r == lowest)
 		return 0;
 	if (amp_profile_has_column(db, "steps", "rank"))
@@ -61,7 +75,11 @@ static int select_rank(sqlite3 *db, const char *path)
 		           (long long)r);
 		return -1;
 	}
-	if (g_rank < 0)
+	if (g_rank < 0 && origin >= 0)
+		fprintf(stderr, "ampdump: '%s' holds %lld ranks: reading rank %lld, where step %lld's "
+		        "non-finite values began (--rank to choose)\n", path, (long long)ranks,
+		        (long long)r, (long long)g_rank_step);
+	else if (g_rank < 0)
 		fprintf(stderr, "ampdump: '%s' holds %lld ranks: reading rank %lld (--rank to choose)\n",
 		        path, (long long)ranks, (long long)r);
 	static const char *const tables[] = {"steps", "tensor_stats", "dumps", "ops", "loss_scale",

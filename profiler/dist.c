@@ -18,6 +18,9 @@
 #include "prof.h"
 #include "profile_db.h"
 
+/* The least lateness a straggler has: 0.1 ms of busy time a step. */
+#define STRAGGLER_MIN_NS 1e5
+
 static const char *const rank_summary_sql =
     "DELETE FROM rank_summary;"
     "WITH r AS (SELECT rank FROM steps UNION SELECT rank FROM comm UNION SELECT rank FROM threads"
@@ -66,8 +69,8 @@ static void q_text(sqlite3 *db, const char *sql, char *buf, size_t len)
 }
 
 /* The rank whose busy time per step (step time minus its wait at the all-reduces) is the
- * longest, if it exceeds the other ranks' mean by more than 10 %: 1 with *rank, *busy and
- * *others (ns per step) set, 0 if none, -1 on an SQL error. */
+ * longest, if it exceeds the other ranks' mean by more than 10 % (and STRAGGLER_MIN_NS): 1
+ * with *rank, *busy and *others (ns per step) set, 0 if none, -1 on an SQL error. */
 static int find_straggler(sqlite3 *db, int64_t *rank, double *busy, double *others)
 {
 	sqlite3_stmt *st = NULL;
@@ -84,11 +87,15 @@ static int find_straggler(sqlite3 *db, int64_t *rank, double *busy, double *othe
 		*rank = sqlite3_column_int64(st, 0);
 		*busy = sqlite3_column_double(st, 1);
 		*others = sqlite3_column_double(st, 2);
-		found = *others > 0 && *busy > *others * 1.10;
+		/* and by 0.1 ms a step: steps of a fraction of a millisecond differ by more
+		 * than 10 % from scheduling noise alone */
+		found = *others > 0 && *busy > *others * 1.10 && *busy - *others > STRAGGLER_MIN_NS;
 	}
 	sqlite3_finalize(st);
 	return found;
 }
+
+static const char *advised_half(sqlite3 *db);
 
 /* Communication share above 10 %, with the buckets that cost most (waited longest). */
 static int rule_comm_share(sqlite3 *db)
@@ -132,13 +139,13 @@ static int rule_comm_share(sqlite3 *db)
 		         "the ranks wait mostly for rank %" PRId64 ", which computes %.1f %% longer "
 		         "(see straggler): even out their load first; the all-reduce's bytes are not "
 		         "what holds them", slow, (busy / others - 1) * 100);
+	else if (strcmp(dtype, "fp32") == 0 && advised_half(db))
+		snprintf(remedy, sizeof remedy, "allreduce_dtype = %s halves the bytes; a larger "
+		         "allreduce_bucket_kb posts fewer, larger collectives", advised_half(db));
 	else
 		snprintf(remedy, sizeof remedy, "%s",
-		         strcmp(dtype, "fp32") == 0
-		             ? "allreduce_dtype = fp16 halves the bytes; a larger allreduce_bucket_kb "
-		               "posts fewer, larger collectives"
-		             : "a larger allreduce_bucket_kb posts fewer, larger collectives; a larger "
-		               "batch per rank gives backward more to hide them behind");
+		         "a larger allreduce_bucket_kb posts fewer, larger collectives; a larger "
+		         "batch per rank gives backward more to hide them behind");
 	snprintf(msg, sizeof msg,
 	         "communication takes %.1f %% of the step time (all-reduce not hidden behind "
 	         "backward, above 10 %%): %s",
@@ -146,7 +153,7 @@ static int rule_comm_share(sqlite3 *db)
 	return prof_advice_add(db, "comm_share", "warning", msg, ev, NULL, -1, -1);
 }
 
-/* A rank whose busy time per step exceeds the others' mean by more than 10 %. */
+/* A rank whose busy time per step exceeds the others' mean by more than 10 % (and 0.1 ms). */
 static int rule_straggler(sqlite3 *db)
 {
 	int64_t rank = -1;
@@ -185,6 +192,18 @@ static void run_mode(sqlite3 *db, char *mode, size_t len)
 	           " ORDER BY key = 'precision_mode' DESC LIMIT 1", mode, len);
 }
 
+/* The half all-reduce dtype to advise for this run: fp16 where a loss scale above 1 lifts
+ * small gradients into its range before the cast, bf16 (FP32's range) where the scale stayed
+ * at 1 or below; NULL in a mode that keeps FP32 (no half type to send). */
+static const char *advised_half(sqlite3 *db)
+{
+	char mode[64];
+	run_mode(db, mode, sizeof mode);
+	if (strcmp(mode, "force_fp32") == 0 || strcmp(mode, "must_keep_origin_dtype") == 0)
+		return NULL;
+	return q_double(db, "SELECT max(scale) FROM steps", NAN) > 1.0 ? "fp16" : "bf16";
+}
+
 /* An FP16 all-reduce in a run without loss scaling (scale 1 throughout): the gradients go
  * through FP16 as they are, and those below its smallest normal lose bits or vanish. */
 static int rule_unscaled_fp16_allreduce(sqlite3 *db)
@@ -211,17 +230,20 @@ static int rule_fp32_allreduce(sqlite3 *db)
 	double bytes = bucket_bytes(db, "fp32");
 	char mode[64];
 	run_mode(db, mode, sizeof mode);
-	if (!(bytes > 0) || !mode[0] || strcmp(mode, "force_fp32") == 0 ||
-	    strcmp(mode, "must_keep_origin_dtype") == 0)
+	const char *half = advised_half(db);
+	if (!(bytes > 0) || !mode[0] || !half)
 		return 0;
 	char msg[384], ev[256];
 	snprintf(msg, sizeof msg,
 	         "the gradient all-reduce sends FP32 in a mixed-precision run (%s): "
-	         "allreduce_dtype = fp16 (or AMP_ALLREDUCE_DTYPE=fp16) sends half the bytes, the "
-	         "loss scale applied before the cast keeps small gradients",
-	         mode);
-	snprintf(ev, sizeof ev, "%.2f MB per step per rank in fp32; fp16 would send %.2f MB",
-	         bytes / 1e6, bytes / 2e6);
+	         "allreduce_dtype = %s (or AMP_ALLREDUCE_DTYPE=%s) sends half the bytes, %s",
+	         mode, half, half,
+	         strcmp(half, "fp16") == 0
+	             ? "the loss scale applied before the cast keeps small gradients"
+	             : "with FP32's range (the loss scale stayed at 1: FP16 would flush small "
+	               "gradients)");
+	snprintf(ev, sizeof ev, "%.2f MB per step per rank in fp32; %s would send %.2f MB",
+	         bytes / 1e6, half, bytes / 2e6);
 	return prof_advice_add(db, "fp32_allreduce", "info", msg, ev, NULL, -1, -1);
 }
 

@@ -820,10 +820,12 @@ static int rule_grad_underflow(sqlite3 *db)
 }
 
 /* Classifies the non-finite origins the writer listed in `nonfinite` (see profile.sql), adds a
- * row for each overflow step without a recorded origin, and copies in each step's loss and
- * loss-scaler decision.  A NaN with no Inf is an invalid operation only where overflowing
- * cannot make one: a GEMM or a reduction turns an Inf partial sum meeting its opposite into a
- * NaN, and an input that already held Inf (an overflowing cast) is an overflow too. */
+ * row for each overflow step without a recorded origin (on any rank: in a merged profile of a
+ * data-parallel run every rank skips the step one rank's origin overflowed), and copies in
+ * each step's loss and loss-scaler decision.  A NaN with no Inf is an invalid operation only
+ * where overflowing cannot make one: a GEMM or a reduction turns an Inf partial sum meeting its
+ * opposite into a NaN, and an input that already held Inf (an overflowing cast) is an overflow
+ * too. */
 static const char *const nonfinite_sql =
     "UPDATE nonfinite SET phase = CASE WHEN role = 'grad' THEN 'backward' ELSE 'forward' END"
     "  WHERE phase IS NULL AND stats_id IS NOT NULL;"
@@ -842,7 +844,8 @@ static const char *const nonfinite_sql =
     "  SELECT step, CASE WHEN loss IS NULL THEN 'forward_overflow'"
     "                    ELSE 'scaled_grad_overflow' END, thread FROM steps s"
     "  WHERE overflow = 1 AND NOT EXISTS (SELECT 1 FROM nonfinite n WHERE n.step = s.step"
-    "    AND (n.thread IS NULL OR s.thread IS NULL OR n.thread = s.thread));"
+    "    AND (n.rank IS NOT s.rank OR n.thread IS NULL OR s.thread IS NULL"
+    "      OR n.thread = s.thread));"
     "UPDATE nonfinite SET"
     "  loss = (SELECT loss FROM steps s WHERE s.step = nonfinite.step AND (nonfinite.thread IS"
     "    NULL OR s.thread = nonfinite.thread) ORDER BY s.rowid LIMIT 1),"

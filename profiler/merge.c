@@ -378,13 +378,15 @@ static const amp_opt_spec merge_spec = {
     .about = "Merges the per-rank profiles of a data-parallel run (ampprof -o run.%r.db under\n"
              "mpirun) into one database with a rank column on every event table.  Each rank's\n"
              "times are moved so that its start-up barrier ends where rank 0's does; the merge\n"
-             "prints how far apart the clocks were and how each rank ended.  The rank of a\n"
-             "profile is its meta 'rank' (written by libamprt_mpi), else its place on the\n"
-             "command line.  report, ampview and ampdump read the merged file.",
+             "prints how far apart the clocks were and how each rank ended.  Each input is a\n"
+             "rank's profile of one run: its meta 'rank', 'world_size' and 'run_id' are written\n"
+             "by libamprt_mpi (amp_mpi_attach).  report, ampview and ampdump read the merged\n"
+             "file.",
     .opts = merge_opts,
     .n_opts = sizeof merge_opts / sizeof merge_opts[0],
     .footer = "Exit status: 0, 2 usage error, 4 the output cannot be written, 6 an input\n"
-              "could not be read.\n",
+              "could not be read or is not a rank of the run (another run's, a rank given\n"
+              "twice, a merged profile, a profile of no data-parallel run).\n",
     .in_order = 0,
 };
 
@@ -434,6 +436,16 @@ int prof_cmd_merge(int argc, char **argv)
 		if (in[i].merged) {
 			prof_error("merge the ranks' own profiles (run.%r.db)",
 			           "'%s' is a merged profile already", in[i].path);
+			goto out_free;
+		}
+		/* a profile without a world size is not a rank's (amp_mpi_attach records it): a
+		 * single process's, whose steps would be taken for another rank's */
+		if (in[i].world_size <= 0) {
+			prof_error("merge the rank profiles of an mpirun whose program attached "
+			           "libamprt_mpi (amp_mpi_attach)",
+			           "'%s' is not a rank's profile of a data-parallel run (no rank and "
+			           "world size in its meta)",
+			           in[i].path);
 			goto out_free;
 		}
 		for (int j = 0; j < i; j++)
@@ -522,7 +534,8 @@ int prof_cmd_merge(int argc, char **argv)
 			goto out_db;
 		}
 		all_complete &= strcmp(x->complete, "1") == 0;
-		all_exited &= strcmp(x->end, "exited") == 0;
+		/* a rank that ended otherwise than with status 0 failed the run */
+		all_exited &= strcmp(x->end, "exited") == 0 && strcmp(x->exit_status, "0") == 0;
 		char *nf = sqlite3_mprintf("%s%s%s", files, k ? "\n" : "", x->path);
 		sqlite3_free(files);
 		files = nf;

@@ -206,21 +206,32 @@ static void load_dumps(sqlite3 *db, dump_counts *d)
 		d->on = 1;
 }
 
-/* First step with a recorded non-finite origin, or -1. */
-static int64_t first_origin_step(sqlite3 *db)
+/* First step with a recorded non-finite origin, or -1; in a profile of several ranks, the
+ * lowest rank that has it there (*rank, else -1). */
+static int64_t first_origin_step(sqlite3 *db, int64_t *rank)
 {
+	*rank = -1;
 	if (!amp_profile_has_table(db, "nonfinite"))
 		return -1;
-	return query_int(db, "SELECT min(step) FROM nonfinite WHERE stats_id IS NOT NULL", -1);
+	int64_t step = query_int(db, "SELECT min(step) FROM nonfinite WHERE stats_id IS NOT NULL", -1);
+	if (step >= 0 && amp_profile_has_column(db, "nonfinite", "rank") &&
+	    query_int(db, "SELECT count(DISTINCT rank) FROM steps", 1) > 1)
+		amp_profile_query_int64(db, rank,
+		                        "SELECT min(rank) FROM nonfinite WHERE stats_id IS NOT NULL AND "
+		                        "step = ?1", "i", step);
+	return step;
 }
 
-/* The ampdump command line that shows step (its origin first). */
-static void ampdump_command(char *buf, size_t len, int64_t step, const char *path)
+/* The ampdump command line that shows step (its origin first), on rank (-1: one rank). */
+static void ampdump_command(char *buf, size_t len, int64_t step, int64_t rank, const char *path)
 {
+	char r[32] = "";
+	if (rank >= 0)
+		snprintf(r, sizeof r, " --rank %" PRId64, rank);
 	if (strcmp(path, "profile.db") == 0)
-		snprintf(buf, len, "ampdump --step %" PRId64, step);
+		snprintf(buf, len, "ampdump --step %" PRId64 "%s", step, r);
 	else
-		snprintf(buf, len, "ampdump --step %" PRId64 " --db %s", step, path);
+		snprintf(buf, len, "ampdump --step %" PRId64 "%s --db %s", step, r, path);
 }
 
 /* Advice names ops and labels of the application: message and each evidence line are
@@ -317,13 +328,53 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 	} else if (static_link[0]) {
 		fprintf(f, "  call sites   %s\n", static_link);
 	}
-	int64_t first = first_origin_step(db);
+	int64_t origin_rank, first = first_origin_step(db, &origin_rank);
 	if (first >= 0) {
-		char cmd[4200];
-		ampdump_command(cmd, sizeof cmd, first, path);
-		fprintf(f, "  next         %s   (the first origin, step %" PRId64 ")\n", cmd, first);
+		char cmd[4200], on[40] = "";
+		ampdump_command(cmd, sizeof cmd, first, origin_rank, path);
+		if (origin_rank >= 0)
+			snprintf(on, sizeof on, ", rank %" PRId64, origin_rank);
+		fprintf(f, "  next         %s   (the first origin, step %" PRId64 "%s)\n", cmd, first,
+		        on);
 	}
 	return 0;
+}
+
+/* A merged profile one of whose ranks failed (meta end 'rank-failed'): how each rank ended,
+ * from its rank.N.* meta: the failed ranks first, those ended by SIGTERM after them (what a
+ * launcher sends the others when one rank dies), then those that exited with status 0. */
+static void print_rank_endings(sqlite3 *db, FILE *f)
+{
+	sqlite3_stmt *st = NULL;
+	fputs("failed on a rank:", f);
+	if (sqlite3_prepare_v2(
+	        db,
+	        "WITH e AS (SELECT CAST(substr(key, 6, length(key) - 9) AS INTEGER) AS r,"
+	        "  value AS how FROM meta WHERE key LIKE 'rank.%.end'),"
+	        " x AS (SELECT r, how, (SELECT value FROM meta WHERE key = 'rank.' || r ||"
+	        "  '.exit_status') AS status, (SELECT value FROM meta WHERE key = 'rank.' || r ||"
+	        "  '.exit_signal') AS sig FROM e)"
+	        " SELECT r, how, status, sig FROM x"
+	        " ORDER BY how = 'exited' AND coalesce(status, '') = '0',"
+	        "  coalesce(sig, '') = 'SIGTERM', how = 'exited', r",
+	        -1, &st, NULL) != SQLITE_OK) {
+		fputs(" see the ranks below\n", f);
+		return;
+	}
+	const char *sep = " ";
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *end = col_str(st, 1), *status = col_str(st, 2), *sig = col_str(st, 3);
+		fprintf(f, "%srank %lld ", sep, (long long)sqlite3_column_int64(st, 0));
+		if (strcmp(end, "exited") == 0)
+			fprintf(f, "exited with status %s", status[0] ? status : "?");
+		else if (sig[0])
+			fprintf(f, "%s (%s)", strcmp(end, "crash") == 0 ? "crashed" : "was killed", sig);
+		else
+			amp_text_put(f, end[0] ? end : "ended unknown");
+		sep = ", ";
+	}
+	sqlite3_finalize(st);
+	fputc('\n', f);
 }
 
 /* The lines of a profile whose recording stopped (meta end 'collector-failed'). */
@@ -371,7 +422,9 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	fprintf(f, "ampprof: %s: '", path);
 	amp_text_put(f, s.command);
 	fputs("' ", f);
-	if (strcmp(s.end, "exited") == 0)
+	if (strcmp(s.end, "rank-failed") == 0)
+		print_rank_endings(db, f);
+	else if (strcmp(s.end, "exited") == 0)
 		fprintf(f, "exited with status %s\n", s.exit_status);
 	else if (s.exit_signal[0])
 		fprintf(f, "%s (%s)\n", strcmp(s.end, "crash") == 0 ? "crashed" : "was killed",
@@ -827,10 +880,10 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	for (int i = 0; i < 5; i++)
 		fprintf(f, "%s\"%s\": %" PRId64, i ? ", " : "", dump_reasons[i].json, d.by_reason[i]);
 	fputs("}},\n \"next\": ", f);
-	int64_t origin_step = first_origin_step(db);
+	int64_t origin_rank, origin_step = first_origin_step(db, &origin_rank);
 	if (origin_step >= 0) {
 		char cmd[4200];
-		ampdump_command(cmd, sizeof cmd, origin_step, path);
+		ampdump_command(cmd, sizeof cmd, origin_step, origin_rank, path);
 		json_str(f, cmd);
 	} else {
 		fputs("null", f);

@@ -436,8 +436,12 @@ grep -q "^  comm share   [0-9.]* % of step time .*all-reduce in fp32, 2 rank(s),
 grep -qE "^ +1 +12 " report.out || bad "report: per-rank table" "$(cat report.out)"
 "$B/bin/ampdump" --step 4 --db merged.db >dump.out 2>&1
 check "ampdump reads the merged profile" "$?" 0
-grep -q "'merged.db' holds 2 ranks: reading rank 0 (--rank to choose)" dump.out ||
+grep -q "'merged.db' holds 2 ranks: reading rank 1, where step 4's non-finite values began (--rank to choose)" dump.out ||
 	bad "ampdump: says which rank of a merged profile it reads" "$(head -3 dump.out)"
+"$B/bin/ampdump" --step 3 --db merged.db >dump3.out 2>&1
+grep -q "'merged.db' holds 2 ranks: reading rank 0 (--rank to choose)" dump3.out ||
+	bad "ampdump: a step without non-finite values reads the lowest rank" "$(head -3 dump3.out)"
+"$B/bin/ampdump" --rank 0 --step 4 --db merged.db >dump.out 2>&1
 # the overflow at step 4 was rank 1's: its origin is there, with that rank's own dumps
 "$B/bin/ampdump" --rank 1 --step 4 --db merged.db >dump1.out 2>&1
 check "ampdump --rank 1: exit 0" "$?" 0
@@ -553,6 +557,37 @@ check_true "killed rank: rank 0's profile is valid" test "$(sqlite3 k.0.db "PRAG
 check "killed rank: merge exit 0" "$?" 0
 grep -q "rank 1: k.1.db, killed by SIGKILL (incomplete)" k.out || bad "killed rank: the merge says how rank 1 ended" "$(cat k.out)"
 check "killed rank: merged meta" "$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'rank.1.end'"):$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'complete'")" "killed:0"
+check_true "killed rank: the report's first line says how each rank ended, the killed one first" \
+	grep -q "failed on a rank: rank 1 was killed (SIGKILL), rank 0 was killed (SIGTERM)" \
+	<("$B/bin/ampprof" report k.db 2>&1 | head -1)
+# the overflow began on rank 1 (step 4): the report's next step names rank 1, ampdump reads it
+# by default, and rank 0 has no "no origin" row beside rank 1's origin
+"$B/bin/ampprof" report merged.db >mreport.out 2>&1
+check_true "merged report: next names the rank of the first origin" \
+	grep -Eq "^  next +ampdump --step 4 --rank 1 --db merged.db +\(the first origin, step 4, rank 1\)" mreport.out
+"$B/bin/ampdump" --step 4 --db merged.db >mstep.out 2>mstep.err
+check_true "ampdump --step 4 on the merged profile: reads rank 1, where the overflow began" \
+	grep -q "reading rank 1, where step 4's non-finite values began" mstep.err
+check_true "ampdump --step 4 on the merged profile: the origin is there" grep -q "origin (\*)" mstep.out
+check "merged: no origin-less row for step 4 beside rank 1's origin" \
+	"$(sqlite3 merged.db "SELECT count(*) FROM nonfinite WHERE step = 4 AND stats_id IS NULL")" 0
+# profiles of no data-parallel run are not ranks
+"$B/bin/ampprof" -q -o solo1.db -- "$B/tests/dist_cases" --steps 2 >/dev/null 2>&1
+"$B/bin/ampprof" -q -o solo2.db -- "$B/tests/dist_cases" --steps 2 >/dev/null 2>&1
+"$B/bin/ampprof" merge -o solo.db solo1.db solo2.db >/dev/null 2>solo.err
+check "merge of two single-process profiles: refused (exit 6)" "$?" 6
+grep -q "'solo1.db' is not a rank's profile of a data-parallel run" solo.err ||
+	bad "merge of single-process profiles: says why" "$(cat solo.err)"
+# a rank that exits with a failing status fails the merged run
+"${MPI[@]}" -np 1 "$B/bin/ampprof" -q -o "x.%r.db" -- "$B/tests/dist_cases" --dist --steps 3 : \
+	-np 1 "$B/bin/ampprof" -q -o "x.%r.db" -- sh -c "'$B/tests/dist_cases' --dist --steps 3; exit 3" \
+	>/dev/null 2>&1
+"$B/bin/ampprof" merge -o x.db x.0.db x.1.db >/dev/null 2>&1
+check "a rank that exited with status 3: merged end rank-failed" \
+	"$(sqlite3 x.db "SELECT value FROM meta WHERE key = 'end'")" rank-failed
+check_true "a rank that exited with status 3: the report's first line says so" \
+	grep -q "failed on a rank: rank 1 exited with status 3, rank 0 exited with status 0" \
+	<("$B/bin/ampprof" report x.db 2>&1 | head -1)
 # a rank profile whose ampprof died before finalize has no threads rows: it is still rank 1's
 cp pfp32.1.db nothreads.1.db
 sqlite3 nothreads.1.db "DELETE FROM threads; DELETE FROM run_summary; DELETE FROM rank_summary"
