@@ -69,7 +69,8 @@ static const char *const finalize_sql =
     " (SELECT CAST(total(calls) AS INTEGER) FROM copy_sigs)," \
     " (SELECT CAST(total(total_ns) AS INTEGER) FROM op_sigs)," \
     " (SELECT CAST(total(total_ns) AS INTEGER) FROM copy_sigs)," \
-    " (SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak) AS p FROM memory GROUP BY step))," \
+    " (SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak) AS p FROM memory" \
+    "   GROUP BY step, rank))," \
     " (SELECT CASE WHEN count(native_ns) = 0 THEN NULL" \
     "   ELSE total(native_ns) / nullif(total(total_ns), 0) END FROM op_summary)," \
     " (SELECT group_concat(exec_dtype, '+') FROM (SELECT DISTINCT exec_dtype FROM op_summary" \

@@ -1,7 +1,7 @@
 /* report_memory.c — the report's memory section and step history: tensor memory by category
  * (master weights, working copies, activations, gradients, optimizer state) at the peak and
  * over the steps, and the loss beside the loss scale step by step (JSON).  Summed over threads
- * per step.  Long runs are sampled every `stride` steps; a step that overflowed or skipped its
+ * per step and rank; in a merged profile each step is the rank with the largest peak's.  Long runs are sampled every `stride` steps; a step that overflowed or skipped its
  * update is always listed, so a backoff is never sampled away.
  */
 #include <inttypes.h>
@@ -18,9 +18,14 @@
 static const char *const cats[5] = {"master_weights", "working_copies", "activations", "grads",
                                     "optimizer_state"};
 
+/* A step's memory: every context's together, of the rank with the largest peak in a merged
+ * profile (each rank's memory is its own; SQLite takes the bare columns from max()'s row);
+ * column 9 is that rank. */
 #define MEM_BY_STEP                                                                                \
-	"SELECT step, sum(master_weights), sum(working_copies), sum(activations), sum(grads), "    \
-	"sum(optimizer_state), sum(total) AS total, sum(peak) AS peak FROM memory GROUP BY step"
+	"SELECT step, mw, wc, act, gr, os, tot AS total, max(pk) AS peak, rank FROM (SELECT step, "  \
+	"rank, sum(master_weights) AS mw, sum(working_copies) AS wc, sum(activations) AS act, "    \
+	"sum(grads) AS gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk FROM "   \
+	"memory GROUP BY step, rank) GROUP BY step"
 
 /* The stride that keeps a series of n rows within SERIES_MAX. */
 static int64_t stride_of(int64_t n)
@@ -35,18 +40,22 @@ void prof_report_memory_text(sqlite3 *db, FILE *f)
 	if (sqlite3_prepare_v2(
 	        db,
 	        "WITH m AS (" MEM_BY_STEP ") SELECT *, (SELECT total FROM m "
-	        "ORDER BY step DESC LIMIT 1) FROM m ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
+	        "ORDER BY step DESC LIMIT 1), (SELECT count(DISTINCT rank) FROM memory) FROM m "
+	        "ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
 	        -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	if (sqlite3_step(st) != SQLITE_ROW)
 		goto out;
-	fprintf(f, "  memory       at the peak (step %" PRId64 "):",
-	        (int64_t)sqlite3_column_int64(st, 0));
+	fprintf(f, "  memory       at the peak (step %" PRId64, (int64_t)sqlite3_column_int64(st, 0));
+	if (sqlite3_column_int64(st, 10) > 1) /* a merged profile: one rank's own */
+		fprintf(f, ", rank %" PRId64 ", the rank with the most",
+		        (int64_t)sqlite3_column_int64(st, 8));
+	fputs("):", f);
 	for (int c = 0; c < 5; c++) {
 		prof_bytes_text(b, sizeof b, (int64_t)sqlite3_column_int64(st, 1 + c));
 		fprintf(f, "%s %s %s", c ? "," : "", cats[c], b);
 	}
-	prof_bytes_text(b, sizeof b, (int64_t)sqlite3_column_int64(st, 8));
+	prof_bytes_text(b, sizeof b, (int64_t)sqlite3_column_int64(st, 9));
 	fprintf(f, "; last step %s\n", b);
 out:
 	sqlite3_finalize(st);
@@ -67,8 +76,10 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 		fputs("null", f);
 		return 0;
 	}
-	fprintf(f, "{\"peak_bytes\": %" PRId64 ", \"peak_step\": %" PRId64 ", \"at_peak\": {",
-	        (int64_t)sqlite3_column_int64(st, 7), (int64_t)sqlite3_column_int64(st, 0));
+	fprintf(f, "{\"peak_bytes\": %" PRId64 ", \"peak_step\": %" PRId64 ", \"peak_rank\": %" PRId64
+	        ", \"at_peak\": {",
+	        (int64_t)sqlite3_column_int64(st, 7), (int64_t)sqlite3_column_int64(st, 0),
+	        (int64_t)sqlite3_column_int64(st, 8));
 	for (int c = 0; c < 5; c++)
 		fprintf(f, "%s\"%s\": %" PRId64, c ? ", " : "", cats[c],
 		        (int64_t)sqlite3_column_int64(st, 1 + c));

@@ -494,7 +494,8 @@ CREATE TABLE run_summary (
 	op_ns           INTEGER,  -- total op time
 	copy_ns         INTEGER,  -- total copy time
 	peak_bytes      INTEGER,  -- peak tensor memory (the largest sum over a step's memory rows:
-	                          -- every context's and rank's)
+	                          -- every context's of one rank; in a merged profile the rank
+	                          -- with the most, each rank's memory being its own)
 	native_half_share REAL,   -- the native half share: op time on a half engine (amx-bf16,
 	                          -- avx512-bf16, avx512-fp16) / all op time (0..1); NULL if no op
 	                          -- has a known engine (a version-1 profile)

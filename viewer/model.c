@@ -386,9 +386,10 @@ static int read_summary(view_model *m)
 	}
 	sqlite3_finalize(st);
 	r->copy_share = r->step_ns > 0 ? (double)r->copy_ns / (double)r->step_ns : 0;
-	/* every context's and rank's of a step together, as the memory panel and the report */
+	/* every context's of a step together, of the rank that has the most (each rank's memory
+	 * is its own), as the memory panel and the report */
 	r->peak_bytes = query_i64(m, "SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak) AS p"
-	                             " FROM memory GROUP BY step)", 0);
+	                             " FROM memory GROUP BY step, rank)", 0);
 	return read_engines(m);
 }
 

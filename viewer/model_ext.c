@@ -36,10 +36,13 @@ static void like_pattern(const char *filter, char *buf, size_t len)
 	buf[k] = '\0';
 }
 
+/* A step's memory: every context's together, of the rank with the largest peak in a merged
+ * profile (each rank's memory is its own; SQLite takes the bare columns from max()'s row). */
 #define MEM_SELECT                                                                                 \
-	"SELECT step, sum(master_weights), sum(working_copies), sum(activations), sum(grads), "    \
-	"sum(optimizer_state), sum(total), sum(peak) FROM memory "                                 \
-	"WHERE CAST(step AS TEXT) LIKE ?1 ESCAPE '\\' GROUP BY step "
+	"SELECT step, mw, wc, act, gr, os, tot, max(pk) FROM (SELECT step, rank, "                 \
+	"sum(master_weights) AS mw, sum(working_copies) AS wc, sum(activations) AS act, "          \
+	"sum(grads) AS gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk "       \
+	"FROM memory WHERE CAST(step AS TEXT) LIKE ?1 ESCAPE '\\' GROUP BY step, rank) GROUP BY step "
 
 static int prepare(view_model *m, const char *sql, sqlite3_stmt **st)
 {
@@ -99,7 +102,7 @@ int view_model_memory_peak(view_model *m, view_mem_row *row)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = 1;
-	if (prepare(m, MEM_SELECT "ORDER BY sum(peak) DESC, sum(total) DESC, step LIMIT 1", &st))
+	if (prepare(m, MEM_SELECT "ORDER BY max(pk) DESC, tot DESC, step LIMIT 1", &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, "%", -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW) {

@@ -571,6 +571,13 @@ check_true "ampdump --step 4 on the merged profile: reads rank 1, where the over
 check_true "ampdump --step 4 on the merged profile: the origin is there" grep -q "origin (\*)" mstep.out
 check "merged: no origin-less row for step 4 beside rank 1's origin" \
 	"$(sqlite3 merged.db "SELECT count(*) FROM nonfinite WHERE step = 4 AND stats_id IS NULL")" 0
+# memory is each rank's own: the merged peak is the largest rank's, not the sum
+p0=$(sqlite3 pfp32.0.db "SELECT peak_bytes FROM overview")
+p1=$(sqlite3 pfp32.1.db "SELECT peak_bytes FROM overview")
+check "merged: the memory peak is the largest rank's ($p0, $p1)" \
+	"$(sqlite3 merged.db "SELECT peak_bytes FROM overview")" "$(( p0 > p1 ? p0 : p1 ))"
+check_true "merged report: the memory line names the rank" \
+	grep -Eq "^  memory +at the peak \(step [0-9]+, rank [01], the rank with the most\)" mreport.out
 # profiles of no data-parallel run are not ranks
 "$B/bin/ampprof" -q -o solo1.db -- "$B/tests/dist_cases" --steps 2 >/dev/null 2>&1
 "$B/bin/ampprof" -q -o solo2.db -- "$B/tests/dist_cases" --steps 2 >/dev/null 2>&1
