@@ -20,12 +20,16 @@ static const char *const cats[5] = {"master_weights", "working_copies", "activat
 
 /* A step's memory: every context's together, of the rank with the largest peak in a merged
  * profile (each rank's memory is its own; SQLite takes the bare columns from max()'s row);
- * column 9 is that rank. */
-#define MEM_BY_STEP                                                                                \
-	"SELECT step, mw, wc, act, gr, os, tot AS total, max(pk) AS peak, rank FROM (SELECT step, "  \
-	"rank, sum(master_weights) AS mw, sum(working_copies) AS wc, sum(activations) AS act, "    \
-	"sum(grads) AS gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk FROM "   \
-	"memory GROUP BY step, rank) GROUP BY step"
+ * column 9 is that rank.  MEM_BY(group, rank) with "step, rank" and "rank", or "step" and "0"
+ * in a profile whose memory has no rank column (before version 3). */
+#define MEM_BY(group, rank)                                                                        \
+	"SELECT step, mw, wc, act, gr, os, tot AS total, max(pk) AS peak, r FROM (SELECT step, "   \
+	rank " AS r, sum(master_weights) AS mw, sum(working_copies) AS wc, sum(activations) AS "  \
+	"act, sum(grads) AS gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk "  \
+	"FROM memory GROUP BY " group ") GROUP BY step"
+#define MEM_BY_STEP(db, before, after)                                                             \
+	(amp_profile_has_column(db, "memory", "rank") ? before MEM_BY("step, rank", "rank") after   \
+	                                              : before MEM_BY("step", "0") after)
 
 /* The stride that keeps a series of n rows within SERIES_MAX. */
 static int64_t stride_of(int64_t n)
@@ -39,15 +43,18 @@ void prof_report_memory_text(sqlite3 *db, FILE *f)
 	char b[64];
 	if (sqlite3_prepare_v2(
 	        db,
-	        "WITH m AS (" MEM_BY_STEP ") SELECT *, (SELECT total FROM m "
-	        "ORDER BY step DESC LIMIT 1), (SELECT count(DISTINCT rank) FROM memory) FROM m "
-	        "ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
+	        MEM_BY_STEP(db, "WITH m AS (",
+	                    ") SELECT *, (SELECT total FROM m ORDER BY step DESC LIMIT 1) FROM m "
+	                    "ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1"),
 	        -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	if (sqlite3_step(st) != SQLITE_ROW)
 		goto out;
 	fprintf(f, "  memory       at the peak (step %" PRId64, (int64_t)sqlite3_column_int64(st, 0));
-	if (sqlite3_column_int64(st, 10) > 1) /* a merged profile: one rank's own */
+	int64_t ranks = 1;
+	if (amp_profile_has_column(db, "memory", "rank"))
+		amp_profile_query_int64(db, &ranks, "SELECT count(DISTINCT rank) FROM memory", NULL);
+	if (ranks > 1) /* a merged profile: one rank's own */
 		fprintf(f, ", rank %" PRId64 ", the rank with the most",
 		        (int64_t)sqlite3_column_int64(st, 8));
 	fputs("):", f);
@@ -68,8 +75,8 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 	amp_profile_query_int64(db, &n, "SELECT count(DISTINCT step) FROM memory", NULL);
 	int64_t stride = stride_of(n);
 	fputs(",\n \"memory\": ", f);
-	if (sqlite3_prepare_v2(db, MEM_BY_STEP " ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1", -1, &st,
-	                       NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, MEM_BY_STEP(db, "", " ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1"), -1,
+	                       &st, NULL) != SQLITE_OK)
 		return -1;
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_finalize(st);
@@ -85,7 +92,8 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 		        (int64_t)sqlite3_column_int64(st, 1 + c));
 	sqlite3_finalize(st);
 	fprintf(f, "}, \"stride\": %" PRId64 ", \"steps\": [", stride);
-	if (sqlite3_prepare_v2(db, MEM_BY_STEP " ORDER BY step", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, MEM_BY_STEP(db, "", " ORDER BY step"), -1, &st, NULL) !=
+	    SQLITE_OK)
 		return -1;
 	int64_t i = 0, k = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {

@@ -388,8 +388,12 @@ static int read_summary(view_model *m)
 	r->copy_share = r->step_ns > 0 ? (double)r->copy_ns / (double)r->step_ns : 0;
 	/* every context's of a step together, of the rank that has the most (each rank's memory
 	 * is its own), as the memory panel and the report */
-	r->peak_bytes = query_i64(m, "SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak) AS p"
-	                             " FROM memory GROUP BY step, rank)", 0);
+	r->peak_bytes = query_i64(m, amp_profile_has_column(m->db, "memory", "rank")
+	                                 ? "SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak)"
+	                                   " AS p FROM memory GROUP BY step, rank)"
+	                                 : "SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak)"
+	                                   " AS p FROM memory GROUP BY step)",
+	                          0);
 	return read_engines(m);
 }
 
@@ -943,7 +947,7 @@ static void read_anomaly(sqlite3_stmt *st, void *row)
 
 long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, long max)
 {
-	char sql[320];
+	char sql[640];
 	snprintf(sql, sizeof sql, "SELECT step, min(scale), max(skipped) FROM steps WHERE %s "
 	                          "GROUP BY step ORDER BY step LIMIT ? OFFSET ?", anomaly_where(m));
 	long n = read_rows(m, prep_args(m, sql, (const int64_t[]){max, offset}, 2), rows,
@@ -952,16 +956,29 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 		return n;
 	/* the class finalize gave the origin (no nonfinite table: an older or unfinalized profile) */
 	int classes = amp_profile_has_table(m->db, "nonfinite");
+	/* several ranks: the detail shows one rank's tensors, the origin's (else the lowest with
+	 * non-finite values, else the lowest); counted in tensor_stats, as `steps` holds the
+	 * lowest rank's rows alone here (model_open) */
+	int ranked = amp_profile_has_column(m->db, "tensor_stats", "rank") &&
+	             amp_profile_has_column(m->db, "nonfinite", "rank") &&
+	             query_i64(m, "SELECT count(DISTINCT rank) FROM tensor_stats", 1) > 1;
 	snprintf(sql, sizeof sql,
 	         "SELECT t.op, t.name, coalesce(c.file, '?\?'), coalesce(c.line, 0), %s FROM "
 	         "tensor_stats t LEFT JOIN callsites c ON c.id = t.callsite WHERE t.step = ? AND "
-	         "t.origin = 1 ORDER BY t.seq LIMIT 1",
-	         classes ? "(SELECT class FROM nonfinite n WHERE n.step = t.step AND n.seq = t.seq "
-	                   "LIMIT 1)"
-	                 : "NULL");
+	         "t.origin = 1 ORDER BY t.seq%s LIMIT 1",
+	         !classes ? "NULL"
+	         : ranked ? "(SELECT class FROM nonfinite n WHERE n.step = t.step AND n.seq = t.seq "
+	                    "AND n.rank IS t.rank LIMIT 1)"
+	                  : "(SELECT class FROM nonfinite n WHERE n.step = t.step AND n.seq = t.seq "
+	                    "LIMIT 1)",
+	         ranked ? ", t.rank" : "");
 	sqlite3_stmt *org = prep(m, sql);
 	sqlite3_stmt *cnt = prep(m, "SELECT count(*) FROM tensor_stats WHERE step = ? AND "
 	                            "(nan > 0 OR inf > 0)");
+	sqlite3_stmt *rk = ranked ? prep(m, "SELECT rank FROM tensor_stats WHERE step = ? ORDER BY "
+	                                    "origin = 1 DESC, (nan > 0 OR inf > 0) DESC, rank "
+	                                    "LIMIT 1")
+	                          : NULL;
 	for (long i = 0; org && cnt && i < n; i++) {
 		view_anomaly *a = &rows[i];
 		sqlite3_bind_int64(org, 1, a->step);
@@ -980,15 +997,32 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 		if (step_row(m, cnt) == SQLITE_ROW)
 			a->nonfinite = col_i64(cnt, 0, 0);
 		sqlite3_reset(cnt);
+		a->rank = -1;
+		if (rk) {
+			sqlite3_bind_int64(rk, 1, a->step);
+			if (step_row(m, rk) == SQLITE_ROW)
+				a->rank = col_i64(rk, 0, -1);
+			sqlite3_reset(rk);
+		}
 	}
 	sqlite3_finalize(org);
 	sqlite3_finalize(cnt);
+	sqlite3_finalize(rk);
 	return n;
 }
 
-int64_t view_model_step_tstat_count(view_model *m, int64_t step)
+int64_t view_model_step_tstat_count(view_model *m, int64_t step, int64_t rank)
 {
-	return query_i64_arg(m, "SELECT count(*) FROM tensor_stats WHERE step = ?", step, 0);
+	sqlite3_stmt *st =
+	    rank < 0 ? prep_args(m, "SELECT count(*) FROM tensor_stats WHERE step = ?1",
+	                         (const int64_t[]){step}, 1)
+	             : prep_args(m, "SELECT count(*) FROM tensor_stats WHERE step = ?1 AND rank = ?2",
+	                         (const int64_t[]){step, rank}, 2);
+	int64_t n = 0;
+	if (st && step_row(m, st) == SQLITE_ROW)
+		n = col_i64(st, 0, 0);
+	sqlite3_finalize(st);
+	return n;
 }
 
 static void read_tstat(sqlite3_stmt *st, void *row)
@@ -1013,20 +1047,22 @@ static void read_tstat(sqlite3_stmt *st, void *row)
 	t->line = (int)col_i64(st, 16, 0);
 }
 
-long view_model_step_tstats(view_model *m, int64_t step, int64_t offset, view_tstat *rows, long max)
+long view_model_step_tstats(view_model *m, int64_t step, int64_t rank, int64_t offset,
+                            view_tstat *rows, long max)
 {
-	sqlite3_stmt *st =
-	    prep_args(m,
-	              "SELECT t.seq, t.op, t.role, t.name, t.dtype, t.count, t.nan, "
-	              "t.inf, CASE WHEN t.dtype = 'bf16' THEN 0 ELSE t.underflow END, "
-	              "CASE WHEN t.dtype = 'bf16' THEN 0 ELSE t.near_overflow END, t.min, t.max, "
-	              "t.absmax, "
-	              "t.origin, coalesce(c.function, '?\?'), coalesce(c.file, '?\?'), "
-	              "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
-	              "ON c.id = t.callsite WHERE t.step = ? "
-	              "ORDER BY t.origin DESC, (t.nan > 0 OR t.inf > 0) DESC, t.seq, "
-	              "t.id LIMIT ? OFFSET ?",
-	              (const int64_t[]){step, max, offset}, 3);
+	char sql[900];
+	snprintf(sql, sizeof sql,
+	         "SELECT t.seq, t.op, t.role, t.name, t.dtype, t.count, t.nan, "
+	         "t.inf, CASE WHEN t.dtype = 'bf16' THEN 0 ELSE t.underflow END, "
+	         "CASE WHEN t.dtype = 'bf16' THEN 0 ELSE t.near_overflow END, t.min, t.max, "
+	         "t.absmax, "
+	         "t.origin, coalesce(c.function, '?\?'), coalesce(c.file, '?\?'), "
+	         "coalesce(c.line, 0) FROM tensor_stats t LEFT JOIN callsites c "
+	         "ON c.id = t.callsite WHERE t.step = ?1 %s"
+	         "ORDER BY t.origin DESC, (t.nan > 0 OR t.inf > 0) DESC, t.seq, "
+	         "t.id LIMIT ?3 OFFSET ?4",
+	         rank >= 0 ? "AND t.rank = ?2 " : "AND ?2 < 0 ");
+	sqlite3_stmt *st = prep_args(m, sql, (const int64_t[]){step, rank, max, offset}, 4);
 	return read_rows(m, st, rows, sizeof *rows, max, read_tstat);
 }
 

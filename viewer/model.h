@@ -151,6 +151,8 @@ typedef struct view_anomaly {
 	char origin_op[64], origin_label[256];
 	char origin_file[512];
 	int origin_line;
+	int64_t rank; /* a profile of several ranks: the rank whose tensors the step's detail
+	                 shows (the origin's, else the lowest with non-finite values); else -1 */
 } view_anomaly;
 
 /* One checked tensor of a step (tensor_stats). */
@@ -233,10 +235,11 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 int64_t view_model_next_overflow(view_model *m, int64_t after, int dir);
 /* Index of step among the anomaly steps, or -1. */
 int64_t view_model_anomaly_index(view_model *m, int64_t step);
-/* Checked tensors of a step, origin first, then non-finite ones, then by seq. */
-long view_model_step_tstats(view_model *m, int64_t step, int64_t offset, view_tstat *rows,
-                            long max);
-int64_t view_model_step_tstat_count(view_model *m, int64_t step);
+/* Checked tensors of a step (of rank, or of every rank when rank < 0), origin first, then
+ * non-finite ones, then by seq. */
+long view_model_step_tstats(view_model *m, int64_t step, int64_t rank, int64_t offset,
+                            view_tstat *rows, long max);
+int64_t view_model_step_tstat_count(view_model *m, int64_t step, int64_t rank);
 /* FP16 headroom per layer, worst first; cached.  Returns the count or a VIEW_E* code. */
 long view_model_headroom(view_model *m, const view_headroom **rows);
 

@@ -37,12 +37,18 @@ static void like_pattern(const char *filter, char *buf, size_t len)
 }
 
 /* A step's memory: every context's together, of the rank with the largest peak in a merged
- * profile (each rank's memory is its own; SQLite takes the bare columns from max()'s row). */
-#define MEM_SELECT                                                                                 \
-	"SELECT step, mw, wc, act, gr, os, tot, max(pk) FROM (SELECT step, rank, "                 \
+ * profile (each rank's memory is its own; SQLite takes the bare columns from max()'s row).
+ * MEM_SELECT(group) with group "step, rank", or "step" in a profile whose memory has no rank
+ * column (before version 3). */
+#define MEM_SELECT(group)                                                                          \
+	"SELECT step, mw, wc, act, gr, os, tot, max(pk) FROM (SELECT step, "                       \
 	"sum(master_weights) AS mw, sum(working_copies) AS wc, sum(activations) AS act, "          \
 	"sum(grads) AS gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk "       \
-	"FROM memory WHERE CAST(step AS TEXT) LIKE ?1 ESCAPE '\\' GROUP BY step, rank) GROUP BY step "
+	"FROM memory WHERE CAST(step AS TEXT) LIKE ?1 ESCAPE '\\' GROUP BY " group ") GROUP BY step "
+#define MEM_QUERY(m, before, after)                                                                \
+	(amp_profile_has_column(view_model_db(m), "memory", "rank")                                \
+	     ? before MEM_SELECT("step, rank") after                                                \
+	     : before MEM_SELECT("step") after)
 
 static int prepare(view_model *m, const char *sql, sqlite3_stmt **st)
 {
@@ -71,7 +77,7 @@ int64_t view_model_memory_count(view_model *m, const char *filter)
 	sqlite3_stmt *st = NULL;
 	int64_t n = 0;
 	like_pattern(filter, pat, sizeof pat);
-	if (prepare(m, "SELECT count(*) FROM (" MEM_SELECT ")", &st))
+	if (prepare(m, MEM_QUERY(m, "SELECT count(*) FROM (", ")"), &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
 	if (sqlite3_step(st) == SQLITE_ROW)
@@ -87,7 +93,7 @@ long view_model_memory(view_model *m, const char *filter, int64_t offset, view_m
 	sqlite3_stmt *st = NULL;
 	long n = 0;
 	like_pattern(filter, pat, sizeof pat);
-	if (prepare(m, MEM_SELECT "ORDER BY step LIMIT ?2 OFFSET ?3", &st))
+	if (prepare(m, MEM_QUERY(m, "", "ORDER BY step LIMIT ?2 OFFSET ?3"), &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 2, max);
@@ -102,7 +108,7 @@ int view_model_memory_peak(view_model *m, view_mem_row *row)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = 1;
-	if (prepare(m, MEM_SELECT "ORDER BY max(pk) DESC, tot DESC, step LIMIT 1", &st))
+	if (prepare(m, MEM_QUERY(m, "", "ORDER BY max(pk) DESC, tot DESC, step LIMIT 1"), &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, "%", -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW) {

@@ -264,14 +264,17 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 	int64_t total = view_model_anomaly_count(ctx->model);
 	int x = 1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_BAD, VIEW_A_BOLD, "Step %lld",
 	                               (long long)an->step);
+	char on[40] = ""; /* several ranks: whose tensors the table shows */
+	if (an->rank >= 0)
+		snprintf(on, sizeof on, " \xc2\xb7 rank %lld", (long long)an->rank);
 	view_screen_printf(s, x, y++, s->w - x - 1, VIEW_S_NORMAL, 0,
-	                   " \xc2\xb7 scale %s \xc2\xb7 %s \xc2\xb7 %lld non-finite tensors "
+	                   "%s \xc2\xb7 scale %s \xc2\xb7 %s \xc2\xb7 %lld non-finite tensors "
 	                   "\xc2\xb7 anomaly %lld/%lld",
-	                   view_fmt_scale(an->scale, a, sizeof a),
+	                   on, view_fmt_scale(an->scale, a, sizeof a),
 	                   an->skipped ? "update skipped" : "update applied",
 	                   (long long)an->nonfinite, (long long)p->step_index + 1,
 	                   (long long)total);
-	int64_t count = view_model_step_tstat_count(ctx->model, an->step);
+	int64_t count = view_model_step_tstat_count(ctx->model, an->step, an->rank);
 	/* the table: mark 2 | seq 6 | op 11 | role 6 | name | dtype 5 | nan 6 | inf 6 | uf 7 | nof
 	 * 8 */
 	int namew = s->w - 2 - 6 - 1 - 11 - 1 - 6 - 1 - 1 - 5 - 6 - 6 - 7 - 1 - 8 - 1;
@@ -292,7 +295,8 @@ static void draw_detail(anomalies *p, view_ctx *ctx, view_screen *s, int top, in
 	view_list_fit(&p->tlist, count, list_rows);
 	if (p->tpage_top != p->tlist.top || p->tpage_rows != list_rows) {
 		p->ntpage =
-		    view_model_step_tstats(ctx->model, an->step, p->tlist.top, p->tpage, list_rows);
+		    view_model_step_tstats(ctx->model, an->step, an->rank, p->tlist.top, p->tpage,
+		                           list_rows);
 		if (p->ntpage < 0)
 			p->ntpage = 0;
 		p->tpage_top = p->tlist.top;

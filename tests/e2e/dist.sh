@@ -571,6 +571,12 @@ check_true "ampdump --step 4 on the merged profile: reads rank 1, where the over
 check_true "ampdump --step 4 on the merged profile: the origin is there" grep -q "origin (\*)" mstep.out
 check "merged: no origin-less row for step 4 beside rank 1's origin" \
 	"$(sqlite3 merged.db "SELECT count(*) FROM nonfinite WHERE step = 4 AND stats_id IS NULL")" 0
+# ampview's step detail shows the tensors of the rank where the overflow began, and says so
+"$B/bin/ampview" --headless --panel=anomalies --keys='<enter>' merged.db >manom.out 2>&1
+check_true "ampview step detail on the merged profile: rank 1's, said" \
+	grep -Eq "Step 4 .{1,3} rank 1 .{1,3} scale" manom.out
+check "ampview step detail on the merged profile: fc1's output once (one rank's tensors)" \
+	"$(grep -c ' Linear  *output fc1 ' manom.out)" 1
 # memory is each rank's own: the merged peak is the largest rank's, not the sum
 p0=$(sqlite3 pfp32.0.db "SELECT peak_bytes FROM overview")
 p1=$(sqlite3 pfp32.1.db "SELECT peak_bytes FROM overview")

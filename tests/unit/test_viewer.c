@@ -384,7 +384,8 @@ Test(model, summary_matches_the_generated_run, .init = setup, .fini = teardown)
 	cr_assert_eq(view_model_anomalies(m, 0, &an, 1), 1);
 	cr_assert(an.has_origin);
 	view_tstat ts[3];
-	cr_assert_eq(view_model_step_tstats(m, an.step, 0, ts, 3), 3);
+	cr_assert_eq(an.rank, -1, "one rank: the detail is not a rank's");
+	cr_assert_eq(view_model_step_tstats(m, an.step, an.rank, 0, ts, 3), 3);
 	cr_assert(ts[0].origin && ts[0].inf > 0);
 	cr_assert_eq(view_model_anomaly_index(m, an.step), 0);
 	cr_assert_eq(view_model_next_overflow(m, an.step, 1) > an.step, 1);
