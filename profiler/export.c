@@ -37,15 +37,21 @@ static void json_real_col(FILE *f, sqlite3_stmt *st, int i)
 
 /* The tracks: every thread of the profile (threads, or only named by its events) with its
  * real pid and tid; a thread the threads table lacks (a collector that died before writing
- * it) gets the run's pid and a tid above any Linux tid (pid_max <= 2^22). */
+ * it) gets the run's pid and a tid above any Linux tid (pid_max <= 2^22).  In a merged
+ * profile of several ranks the process of a track is its rank (pids of ranks on other hosts
+ * may be equal), and real_pid the pid.  Reads the temporary view xthreads (id, pid, tid,
+ * rank) that prof_export_chrome makes. */
 #define TRACKS_CTE \
-    "WITH ids(id) AS (SELECT id FROM threads UNION SELECT thread FROM steps" \
+    "WITH ids(id) AS (SELECT id FROM xthreads UNION SELECT thread FROM steps" \
     "  UNION SELECT thread FROM op_events UNION SELECT thread FROM copy_events)," \
-    " tr(id, pid, tid) AS (SELECT i.id, coalesce(t.pid, (SELECT CAST(value AS INTEGER) FROM meta" \
-    "  WHERE key = 'pid'), 1), coalesce(t.tid, 1073741824 + i.id) FROM ids i" \
-    "  LEFT JOIN threads t ON t.id = i.id WHERE i.id IS NOT NULL) "
+    " tr0(id, pid, tid, rank) AS (SELECT i.id, coalesce(t.pid, (SELECT CAST(value AS INTEGER)" \
+    "  FROM meta WHERE key = 'pid'), 1), coalesce(t.tid, 1073741824 + i.id)," \
+    "  coalesce(t.rank, 0) FROM ids i LEFT JOIN xthreads t ON t.id = i.id WHERE i.id IS NOT" \
+    "  NULL)," \
+    " tr(id, pid, tid, real_pid, rank) AS (SELECT id, CASE WHEN (SELECT count(DISTINCT rank)" \
+    "  FROM tr0) > 1 THEN rank ELSE pid END, tid, pid, rank FROM tr0) "
 
-enum trace_kind { TRACE_STEP, TRACE_OP, TRACE_COPY, TRACE_SCALE, TRACE_MEMORY };
+enum trace_kind { TRACE_STEP, TRACE_OP, TRACE_COPY, TRACE_SCALE, TRACE_MEMORY, TRACE_COMM };
 
 /* Writes the events of one query; every query's columns start with ts (ns), dur (ns), pid,
  * tid, thread (threads.id).  Returns 0 or -1 (SQLite error). */
@@ -107,6 +113,22 @@ static int emit_rows(sqlite3 *db, FILE *f, const char *sql, enum trace_kind kind
 			json_text(f, sqlite3_column_text(st, 9));
 			fprintf(f, ",\"step\":%" PRId64 "}}", (int64_t)sqlite3_column_int64(st, 10));
 			break;
+		case TRACE_COMM: /* kind, bytes, dtype, bucket, wait_ns, local_overflow, step */
+			fputs("{\"name\":", f);
+			json_text(f, sqlite3_column_text(st, 5));
+			fprintf(f, ",\"cat\":\"comm\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64
+			        ",\"tid\":%" PRId64 ",\"args\":{\"bytes\":%" PRId64 ",\"dtype\":",
+			        ts, dur, pid, tid, (int64_t)sqlite3_column_int64(st, 6));
+			json_text(f, sqlite3_column_text(st, 7));
+			fputs(",\"bucket\":", f);
+			if (sqlite3_column_type(st, 8) == SQLITE_NULL)
+				fputs("null", f);
+			else
+				fprintf(f, "%" PRId64, (int64_t)sqlite3_column_int64(st, 8));
+			fprintf(f, ",\"wait_us\":%.3f,\"local_overflow\":%d,\"step\":%" PRId64 "}}",
+			        (double)sqlite3_column_int64(st, 9) / 1e3, sqlite3_column_int(st, 10),
+			        (int64_t)sqlite3_column_int64(st, 11));
+			break;
 		case TRACE_SCALE: /* new_scale (finite: counters take numbers only) */
 			fprintf(f, "{\"name\":\"loss_scale\",\"cat\":\"loss_scale\",\"ph\":\"C\","
 			        "\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"id\":\"%" PRId64
@@ -148,17 +170,29 @@ static int emit_names(sqlite3 *db, FILE *f)
 	if (*base)
 		snprintf(prog, sizeof prog, "%.*s", (int)sizeof prog - 1, base); /* cut to fit */
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, TRACKS_CTE "SELECT DISTINCT pid FROM tr ORDER BY pid", -1, &st,
-	                       NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, TRACKS_CTE "SELECT pid, min(real_pid), min(rank),"
+	                       " (SELECT count(DISTINCT rank) FROM tr) FROM tr GROUP BY pid"
+	                       " ORDER BY pid", -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int rc, first = 1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		fputs(first ? "\n" : ",\n", f);
 		first = 0;
+		int64_t pid = sqlite3_column_int64(st, 0);
 		fprintf(f, "{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":%" PRId64
-		        ",\"args\":{\"name\":", (int64_t)sqlite3_column_int64(st, 0));
-		amp_json_string(f, prog);
+		        ",\"args\":{\"name\":", pid);
+		char name[200];
+		if (sqlite3_column_int64(st, 3) > 1) /* a rank of a merged profile */
+			snprintf(name, sizeof name, "rank %" PRId64 ": %s (pid %" PRId64 ")",
+			         (int64_t)sqlite3_column_int64(st, 2), prog,
+			         (int64_t)sqlite3_column_int64(st, 1));
+		else
+			snprintf(name, sizeof name, "%s", prog);
+		amp_json_string(f, name);
 		fputs("}}", f);
+		fprintf(f, ",\n{\"name\":\"process_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\","
+		        "\"pid\":%" PRId64 ",\"args\":{\"sort_index\":%" PRId64 "}}", pid,
+		        (int64_t)sqlite3_column_int64(st, 2));
 	}
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
@@ -166,14 +200,14 @@ static int emit_names(sqlite3 *db, FILE *f)
 	if (first) /* no thread at all: still one process, so the document is not empty */
 		fputs("\n{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":1,"
 		      "\"args\":{\"name\":\"ampkit\"}}", f);
-	if (sqlite3_prepare_v2(db, TRACKS_CTE "SELECT id, pid, tid FROM tr ORDER BY id", -1, &st,
-	                       NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, TRACKS_CTE "SELECT id, pid, tid, real_pid FROM tr ORDER BY id",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t id = sqlite3_column_int64(st, 0), pid = sqlite3_column_int64(st, 1),
-		        tid = sqlite3_column_int64(st, 2);
+		        tid = sqlite3_column_int64(st, 2), real_pid = sqlite3_column_int64(st, 3);
 		char name[48];
-		if (tid == pid)
+		if (tid == real_pid)
 			snprintf(name, sizeof name, "main");
 		else
 			snprintf(name, sizeof name, "thread %" PRId64, id);
@@ -189,6 +223,16 @@ static int emit_names(sqlite3 *db, FILE *f)
 
 int prof_export_chrome(sqlite3 *db, FILE *f)
 {
+	/* the threads with their rank (0 in a profile from before the rank column) */
+	if (sqlite3_exec(db,
+	                 amp_profile_has_column(db, "threads", "rank")
+	                     ? "CREATE TEMP VIEW IF NOT EXISTS xthreads AS SELECT id, pid, tid, rank"
+	                       " FROM threads"
+	                     : "CREATE TEMP VIEW IF NOT EXISTS xthreads AS SELECT id, pid, tid, 0 AS"
+	                       " rank FROM threads",
+	                 NULL, NULL, NULL) != SQLITE_OK)
+		return -1;
+	int comm = amp_profile_has_table(db, "comm");
 	int mem_thread = amp_profile_has_column(db, "memory", "thread");
 	int scale_thread = amp_profile_has_column(db, "loss_scale", "thread");
 	int64_t rows = 0;
@@ -240,7 +284,15 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 	                    " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
 	                    " FROM memory m JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
 	                    " ORDER BY m.t_ns, m.step",
-	              TRACE_MEMORY, &pr, &done) != 0) {
+	              TRACE_MEMORY, &pr, &done) != 0 ||
+	    /* the collectives of a data-parallel run: all-reduce buckets, broadcast, barriers */
+	    (comm && emit_rows(db, f,
+	                       TRACKS_CTE "SELECT c.start_ns, coalesce(c.dur_ns, 0), tr.pid, tr.tid,"
+	                       " tr.id, c.kind, coalesce(c.bytes, 0), c.dtype, c.bucket,"
+	                       " coalesce(c.wait_ns, 0), coalesce(c.local_overflow, 0), c.step"
+	                       " FROM comm c JOIN tr ON tr.id = coalesce(c.thread,"
+	                       " (SELECT min(id) FROM tr)) ORDER BY c.start_ns, c.id",
+	                       TRACE_COMM, &pr, &done) != 0)) {
 		amp_progress_end(&pr);
 		return -1;
 	}

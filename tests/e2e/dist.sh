@@ -577,6 +577,20 @@ check_true "ampview step detail on the merged profile: rank 1's, said" \
 	grep -Eq "Step 4 .{1,3} rank 1 .{1,3} scale" manom.out
 check "ampview step detail on the merged profile: fc1's output once (one rank's tensors)" \
 	"$(grep -c ' Linear  *output fc1 ' manom.out)" 1
+# the Chrome trace of the merged profile: a process per rank, named, with its collectives
+"$B/bin/ampprof" export --format=chrome --output=merged.json merged.db >/dev/null 2>&1
+if /usr/bin/python3 - merged.json <<'PY'; then ok "chrome export of the merged profile: a process per rank, named, with its all-reduce rows"; else bad "chrome export of the merged profile"; fi
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+assert sorted(names) == [0, 1], names
+assert all(names[r].startswith("rank %d: dist_cases (pid " % r) for r in names), names
+comm = [e for e in ev if e["cat"] == "comm"]
+for r in (0, 1):
+    assert sum(1 for e in comm if e["pid"] == r and e["name"] == "allreduce") == 12, r
+assert any(e["args"]["local_overflow"] == 1 and e["pid"] == 1 for e in comm)
+assert not any(e["args"]["local_overflow"] == 1 and e["pid"] == 0 for e in comm)
+PY
 # memory is each rank's own: the merged peak is the largest rank's, not the sum
 p0=$(sqlite3 pfp32.0.db "SELECT peak_bytes FROM overview")
 p1=$(sqlite3 pfp32.1.db "SELECT peak_bytes FROM overview")
