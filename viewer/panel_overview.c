@@ -128,14 +128,29 @@ static const char *panel_title(int id)
 /* Data parallel (more than one rank): the communication share and the ranks side by side,
  * each with a bar of its step split into busy time and the wait at the all-reduce.  Returns
  * the next free row (y itself for a single-rank profile, which draws nothing). */
-#define RANKS_SHOWN 8
+#define RANKS_SHOWN 8   /* rows of ranks; more are summed up in one line */
+#define RANKS_READ 1024 /* ranks read to find the busiest of those not shown */
 static int draw_ranks(view_ctx *ctx, view_screen *s, int y, int end)
 {
-	view_rank rk[RANKS_SHOWN];
+	static view_rank rk[RANKS_READ];
 	double share, spread;
-	long n = view_model_ranks(ctx->model, rk, RANKS_SHOWN, &share, &spread);
+	long n = view_model_ranks(ctx->model, rk, RANKS_READ, &share, &spread);
 	if (n < 2)
 		return y;
+	/* more ranks than rows: the first ones, then the busiest (a straggler) if it is not among
+	 * them, and a line for the rest */
+	long shown = n, busiest = 0;
+	for (long i = 1; i < n; i++)
+		if (rk[i].busy_ns > rk[busiest].busy_ns)
+			busiest = i;
+	int64_t busiest_rank = rk[busiest].rank;
+	if (n > RANKS_SHOWN) {
+		shown = RANKS_SHOWN - 1;
+		if (busiest >= shown)
+			rk[shown++] = rk[busiest];
+		else
+			shown++;
+	}
 	char a[32], b[32], c[32], d[32], e[32], line[160];
 	if (y < end && share == share) {
 		int high = share > 0.10;
@@ -153,10 +168,10 @@ static int draw_ranks(view_ctx *ctx, view_screen *s, int y, int end)
 		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_HEADER, VIEW_A_BOLD, line);
 	}
 	double max_ns = 0;
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < shown; i++)
 		if (rk[i].step_ns > max_ns)
 			max_ns = rk[i].step_ns;
-	for (long i = 0; i < n && y < end; i++, y++) {
+	for (long i = 0; i < shown && y < end; i++, y++) {
 		const view_rank *q = &rk[i];
 		int x = 13 + view_screen_printf(
 		                 s, 13, y, s->w - 14, VIEW_S_NORMAL, 0, "%4lld %7s %7s %7s %7s %7s  %-8.8s",
@@ -173,6 +188,11 @@ static int draw_ranks(view_ctx *ctx, view_screen *s, int y, int end)
 			view_screen_fill(s, x + 1 + busy, y, wait, 1, VIEW_G_LIGHT, VIEW_S_WARN, 0);
 		}
 	}
+	if (n > shown && y < end)
+		view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_DIM, 0,
+		                   "%ld more rank%s not shown (the busiest, rank %lld, is listed); "
+		                   "ampprof report lists every rank",
+		                   n - shown, n - shown == 1 ? "" : "s", (long long)busiest_rank);
 	return y + 1;
 }
 
