@@ -496,8 +496,9 @@ int prof_cmd_merge(int argc, char **argv)
 	}
 	sqlite3 *db = NULL;
 	char err[1024];
-	if (amp_profile_create(output, force, &db, err, sizeof err) != AMP_PROFILE_OK) {
-		prof_error(force ? NULL : "use --force to overwrite it", "%s", err);
+	int crc = amp_profile_create(output, force, &db, err, sizeof err);
+	if (crc != AMP_PROFILE_OK) {
+		prof_error(crc == AMP_PROFILE_EEXIST ? "use --force to overwrite it" : NULL, "%s", err);
 		code = PROF_EXIT_DB;
 		goto out_free;
 	}
