@@ -309,9 +309,12 @@ typedef struct comm_summary {
 } comm_summary;
 
 /* The per-rank rows, in rank order, for both reports. */
-static const char rank_rows_sql[] = "SELECT rank, steps, mean_step_ns, step_ns, compute_ns, "
-                                    "comm_ns, wait_ns, comm_bytes, end FROM rank_summary "
-                                    "ORDER BY rank";
+/* Column 9: the steps that all-reduced (evaluation steps have none), what the bytes are
+ * per. */
+static const char rank_rows_sql[] =
+    "SELECT r.rank, r.steps, r.mean_step_ns, r.step_ns, r.compute_ns, r.comm_ns, r.wait_ns,"
+    " r.comm_bytes, r.end, (SELECT count(DISTINCT c.step) FROM comm c WHERE c.rank IS r.rank"
+    " AND c.kind = 'allreduce') FROM rank_summary r ORDER BY r.rank";
 
 /* 1 with *s filled for a run with collectives, 0 without. */
 static int comm_summary_load(sqlite3 *db, comm_summary *s)
@@ -357,16 +360,18 @@ int prof_report_dist_text(sqlite3 *db, FILE *f)
 		double n = steps > 0 ? (double)steps : 1;
 		double step_ns = sqlite3_column_double(st, 3), wait = sqlite3_column_double(st, 6);
 		const char *end = (const char *)sqlite3_column_text(st, 8);
+		int64_t reduced = sqlite3_column_int64(st, 9);
 		fprintf(f, "    %4" PRId64 " %6" PRId64 " %10.3f %10.3f %10.3f %10.3f %10.3f %10.2f  ",
 		        (int64_t)sqlite3_column_int64(st, 0), steps, sqlite3_column_double(st, 2) / 1e6,
 		        (step_ns - wait) / n / 1e6, sqlite3_column_double(st, 4) / n / 1e6,
 		        sqlite3_column_double(st, 5) / n / 1e6, wait / n / 1e6,
-		        sqlite3_column_double(st, 7) / n / 1e6);
+		        sqlite3_column_double(st, 7) / (double)(reduced > 0 ? reduced : 1) / 1e6);
 		amp_text_put(f, end ? end : "?");
 		fputc('\n', f);
 	}
 	sqlite3_finalize(st);
-	fprintf(f, "    (per step; busy = step - wait: what the rank computed)\n");
+	fprintf(f, "    (per step; busy = step - wait: what the rank computed; comm adds up the\n"
+	        "    buckets, which overlap, so it may pass the step; MB per step that all-reduced)\n");
 	return 0;
 }
 
