@@ -70,7 +70,7 @@ static const amp_opt options[] = {
     {OPT_DB, 0, "db", "<file>", "profile to read (also as the argument)", "profile.db"},
     {OPT_STEP, 0, "step", "<n>", "step to show, export, compare or dump (from 0)", NULL},
     {OPT_RANK, 0, "rank", "<r>", "a merged profile: the rank to read (--compare: in both)",
-     "where --step's non-finite values began, else the lowest"},
+     "--step alone: where its non-finite values began; else the lowest"},
     {OPT_LIST, 0, "list", NULL, "list the steps with anomalies or dumps", NULL},
     {OPT_HIST, 0, "hist", NULL, "exponent histograms on FP16's range, per tensor", NULL},
     {OPT_FORMAT, 0, "format", "<fmt>", "text, csv or json", "text"},

@@ -221,6 +221,47 @@ static int emit_names(sqlite3 *db, FILE *f)
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* The track of a collective (a comm row c): the buckets' all-reduces are in flight together,
+ * beside the ops, so each bucket has a track of its own in its rank's process (slices on one
+ * track must nest): base + 2 + bucket, base + 1 for the averaged parameters without gradients
+ * (bucket NULL), base for the start-up broadcast and barriers.  Above the tids of threads the
+ * threads table lacks (1073741824 + id). */
+#define COMM_TID_BASE "1610612736"
+#define COMM_TID                                                                                   \
+	"(" COMM_TID_BASE " + CASE WHEN c.kind = 'allreduce' THEN 2 + coalesce(c.bucket, -1) ELSE 0" \
+	" END)"
+
+/* thread_name and thread_sort_index of the collectives' tracks.  Returns 0 or -1. */
+static int emit_comm_names(sqlite3 *db, FILE *f)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       TRACKS_CTE "SELECT DISTINCT tr.pid, " COMM_TID " AS t FROM comm c"
+	                       " JOIN tr ON tr.id = coalesce(c.thread, (SELECT min(id) FROM tr))"
+	                       " ORDER BY 1, 2",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int rc;
+	const int64_t base = 1610612736;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t pid = sqlite3_column_int64(st, 0), tid = sqlite3_column_int64(st, 1);
+		char name[64];
+		if (tid == base)
+			snprintf(name, sizeof name, "collectives (start-up)");
+		else if (tid == base + 1)
+			snprintf(name, sizeof name, "all-reduce (parameters without gradients)");
+		else
+			snprintf(name, sizeof name, "all-reduce bucket %" PRId64, tid - base - 2);
+		fprintf(f, ",\n{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":%" PRId64
+		        ",\"tid\":%" PRId64 ",\"args\":{\"name\":\"%s\"}}", pid, tid, name);
+		fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\","
+		        "\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"args\":{\"sort_index\":%" PRId64 "}}",
+		        pid, tid, tid - base + 1000000);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 int prof_export_chrome(sqlite3 *db, FILE *f)
 {
 	/* the threads with their rank (0 in a profile from before the rank column) */
@@ -285,14 +326,15 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 	                    " FROM memory m JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
 	                    " ORDER BY m.t_ns, m.step",
 	              TRACE_MEMORY, &pr, &done) != 0 ||
-	    /* the collectives of a data-parallel run: all-reduce buckets, broadcast, barriers */
-	    (comm && emit_rows(db, f,
-	                       TRACKS_CTE "SELECT c.start_ns, coalesce(c.dur_ns, 0), tr.pid, tr.tid,"
-	                       " tr.id, c.kind, coalesce(c.bytes, 0), c.dtype, c.bucket,"
-	                       " coalesce(c.wait_ns, 0), coalesce(c.local_overflow, 0), c.step"
-	                       " FROM comm c JOIN tr ON tr.id = coalesce(c.thread,"
-	                       " (SELECT min(id) FROM tr)) ORDER BY c.start_ns, c.id",
-	                       TRACE_COMM, &pr, &done) != 0)) {
+	    /* the collectives of a data-parallel run, on tracks of their own (COMM_TID) */
+	    (comm && (emit_comm_names(db, f) != 0 ||
+	              emit_rows(db, f,
+	                        TRACKS_CTE "SELECT c.start_ns, coalesce(c.dur_ns, 0), tr.pid, " COMM_TID
+	                        ", tr.id, c.kind, coalesce(c.bytes, 0), c.dtype, c.bucket,"
+	                        " coalesce(c.wait_ns, 0), coalesce(c.local_overflow, 0), c.step"
+	                        " FROM comm c JOIN tr ON tr.id = coalesce(c.thread,"
+	                        " (SELECT min(id) FROM tr)) ORDER BY c.start_ns, c.id",
+	                        TRACE_COMM, &pr, &done) != 0))) {
 		amp_progress_end(&pr);
 		return -1;
 	}

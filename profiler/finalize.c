@@ -841,9 +841,9 @@ static const char *const nonfinite_sql =
     "  ELSE 'scaled_grad_overflow' END"
     "  WHERE stats_id IS NOT NULL;"
     "DELETE FROM nonfinite WHERE stats_id IS NULL;"
-    "INSERT INTO nonfinite(step, class, thread)"
+    "INSERT INTO nonfinite(step, class, thread, rank)"
     "  SELECT step, CASE WHEN loss IS NULL THEN 'forward_overflow'"
-    "                    ELSE 'scaled_grad_overflow' END, thread FROM steps s"
+    "                    ELSE 'scaled_grad_overflow' END, thread, rank FROM steps s"
     "  WHERE overflow = 1 AND NOT EXISTS (SELECT 1 FROM nonfinite n WHERE n.step = s.step"
     "    AND (n.rank IS NOT s.rank OR n.thread IS NULL OR s.thread IS NULL"
     "      OR n.thread = s.thread));"
@@ -2156,8 +2156,8 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	    /* a profile written before the writer listed the origins: find them once */
 	    (!listed &&
 	     sqlite3_exec(db, "INSERT INTO nonfinite(step, op, label, phase, role, dtype, nan, inf,"
-	                      " neg_inf, callsite, seq, stats_id, thread) SELECT step, op, name,"
-	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread"
+	                      " neg_inf, callsite, seq, stats_id, thread, rank) SELECT step, op, name,"
+	                      " phase, role, dtype, nan, inf, neg_inf, callsite, seq, id, thread, rank"
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
 	    (amp_progress_set(&pr, "totals and indexes", 0),
 	     sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) ||

@@ -175,9 +175,10 @@ static int64_t count_grad(const amp_param *p)
 	         : amp_count_nonfinite_f32(g->data, g->numel);
 }
 
-/* The hyperparameters an update used, mixed into ctx->update_hist (FNV-1a over their bits):
- * data-parallel ranks compare it, which catches a learning rate changed on one rank between
- * its backward and its update (a time the ranks' comparison at the end of backward misses). */
+/* The hyperparameters an update used (the optimizer's, gradient clipping, accumulation),
+ * mixed into ctx->update_hist (FNV-1a over their bits): data-parallel ranks compare it, which
+ * catches a learning rate or clipping changed on one rank between its backward and its update
+ * (a time the ranks' comparison at the end of backward misses). */
 static void mix_update(amp_ctx *ctx, const amp_optim *o)
 {
 	float v[5] = {o->sgd.lr, o->sgd.momentum, o->sgd.weight_decay, 0, 0};
@@ -185,9 +186,14 @@ static void mix_update(amp_ctx *ctx, const amp_optim *o)
 		memcpy(v, (float[5]){o->adamw.lr, o->adamw.beta1, o->adamw.beta2, o->adamw.eps,
 		                     o->adamw.weight_decay},
 		       sizeof v);
-	unsigned char b[sizeof v + sizeof o->t + 1];
+	/* and what else the update reads of the configuration: clipping, accumulation */
+	double clip = ctx->cfg.clip_norm;
+	int64_t accum = ctx->cfg.accum_steps;
+	unsigned char b[sizeof v + sizeof o->t + sizeof clip + sizeof accum + 1];
 	memcpy(b, v, sizeof v);
 	memcpy(b + sizeof v, &o->t, sizeof o->t);
+	memcpy(b + sizeof v + sizeof o->t, &clip, sizeof clip);
+	memcpy(b + sizeof v + sizeof o->t + sizeof clip, &accum, sizeof accum);
 	b[sizeof b - 1] = (unsigned char)o->kind;
 	uint64_t h = ctx->update_hist ^ 1469598103934665603u;
 	for (size_t i = 0; i < sizeof b; i++)

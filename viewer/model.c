@@ -962,26 +962,37 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 	int ranked = amp_profile_has_column(m->db, "tensor_stats", "rank") &&
 	             amp_profile_has_column(m->db, "nonfinite", "rank") &&
 	             query_i64(m, "SELECT count(DISTINCT rank) FROM tensor_stats", 1) > 1;
+	/* the origin, and the count of non-finite tensors, of that rank (?2) */
 	snprintf(sql, sizeof sql,
 	         "SELECT t.op, t.name, coalesce(c.file, '?\?'), coalesce(c.line, 0), %s FROM "
-	         "tensor_stats t LEFT JOIN callsites c ON c.id = t.callsite WHERE t.step = ? AND "
-	         "t.origin = 1 ORDER BY t.seq%s LIMIT 1",
+	         "tensor_stats t LEFT JOIN callsites c ON c.id = t.callsite WHERE t.step = ?1 AND "
+	         "t.origin = 1 %s ORDER BY t.seq LIMIT 1",
 	         !classes ? "NULL"
 	         : ranked ? "(SELECT class FROM nonfinite n WHERE n.step = t.step AND n.seq = t.seq "
 	                    "AND n.rank IS t.rank LIMIT 1)"
 	                  : "(SELECT class FROM nonfinite n WHERE n.step = t.step AND n.seq = t.seq "
 	                    "LIMIT 1)",
-	         ranked ? ", t.rank" : "");
+	         ranked ? "AND t.rank = ?2" : "AND ?2 < 0");
 	sqlite3_stmt *org = prep(m, sql);
-	sqlite3_stmt *cnt = prep(m, "SELECT count(*) FROM tensor_stats WHERE step = ? AND "
-	                            "(nan > 0 OR inf > 0)");
+	sqlite3_stmt *cnt = prep(m, ranked ? "SELECT count(*) FROM tensor_stats WHERE step = ?1 AND "
+	                                     "(nan > 0 OR inf > 0) AND rank = ?2"
+	                                   : "SELECT count(*) FROM tensor_stats WHERE step = ?1 AND "
+	                                     "(nan > 0 OR inf > 0) AND ?2 < 0");
 	sqlite3_stmt *rk = ranked ? prep(m, "SELECT rank FROM tensor_stats WHERE step = ? ORDER BY "
 	                                    "origin = 1 DESC, (nan > 0 OR inf > 0) DESC, rank "
 	                                    "LIMIT 1")
 	                          : NULL;
 	for (long i = 0; org && cnt && i < n; i++) {
 		view_anomaly *a = &rows[i];
+		a->rank = -1;
+		if (rk) {
+			sqlite3_bind_int64(rk, 1, a->step);
+			if (step_row(m, rk) == SQLITE_ROW)
+				a->rank = col_i64(rk, 0, -1);
+			sqlite3_reset(rk);
+		}
 		sqlite3_bind_int64(org, 1, a->step);
+		sqlite3_bind_int64(org, 2, a->rank);
 		if (step_row(m, org) == SQLITE_ROW) {
 			a->has_origin = 1;
 			col_text(org, 0, a->origin_op, sizeof a->origin_op);
@@ -994,16 +1005,10 @@ long view_model_anomalies(view_model *m, int64_t offset, view_anomaly *rows, lon
 		}
 		sqlite3_reset(org);
 		sqlite3_bind_int64(cnt, 1, a->step);
+		sqlite3_bind_int64(cnt, 2, a->rank);
 		if (step_row(m, cnt) == SQLITE_ROW)
 			a->nonfinite = col_i64(cnt, 0, 0);
 		sqlite3_reset(cnt);
-		a->rank = -1;
-		if (rk) {
-			sqlite3_bind_int64(rk, 1, a->step);
-			if (step_row(m, rk) == SQLITE_ROW)
-				a->rank = col_i64(rk, 0, -1);
-			sqlite3_reset(rk);
-		}
 	}
 	sqlite3_finalize(org);
 	sqlite3_finalize(cnt);

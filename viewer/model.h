@@ -144,15 +144,16 @@ typedef struct view_anomaly {
 	int64_t step;
 	double scale;
 	int skipped;
-	int64_t nonfinite; /* checked tensors with NaN or Inf */
+	int64_t nonfinite; /* checked tensors with NaN or Inf (of rank, below, if set) */
 	int has_origin;
 	int origin_cast; /* the origin is the automatic cast in front of origin_op (the report's
 	                    class cast_overflow): its FP32 input overflowed the half type */
 	char origin_op[64], origin_label[256];
 	char origin_file[512];
 	int origin_line;
-	int64_t rank; /* a profile of several ranks: the rank whose tensors the step's detail
-	                 shows (the origin's, else the lowest with non-finite values); else -1 */
+	int64_t rank; /* a profile of several ranks: the rank the row describes, whose tensors
+	                 the step's detail shows (the lowest with an origin, else the lowest with
+	                 non-finite values, else the lowest); else -1 */
 } view_anomaly;
 
 /* One checked tensor of a step (tensor_stats). */

@@ -129,7 +129,7 @@ static const char *panel_title(int id)
  * each with a bar of its step split into busy time and the wait at the all-reduce.  Returns
  * the next free row (y itself for a single-rank profile, which draws nothing). */
 #define RANKS_SHOWN 8   /* rows of ranks; more are summed up in one line */
-#define RANKS_READ 1024 /* ranks read to find the busiest of those not shown */
+#define RANKS_READ 16384 /* ranks read to find the busiest of those not shown */
 static int draw_ranks(view_ctx *ctx, view_screen *s, int y, int end)
 {
 	static view_rank rk[RANKS_READ];
@@ -190,9 +190,10 @@ static int draw_ranks(view_ctx *ctx, view_screen *s, int y, int end)
 	}
 	if (n > shown && y < end)
 		view_screen_printf(s, 13, y++, s->w - 14, VIEW_S_DIM, 0,
-		                   "%ld more rank%s not shown (the busiest, rank %lld, is listed); "
+		                   "%s%ld more rank%s not shown (the busiest, rank %lld, is listed); "
 		                   "ampprof report lists every rank",
-		                   n - shown, n - shown == 1 ? "" : "s", (long long)busiest_rank);
+		                   n == RANKS_READ ? "at least " : "", n - shown,
+		                   n - shown == 1 ? "" : "s", (long long)busiest_rank);
 	return y + 1;
 }
 

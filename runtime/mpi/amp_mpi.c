@@ -708,7 +708,7 @@ static int bcast_text(dist *d, const char *text, int root, char **out)
 	char scratch[256];
 	for (int64_t off = 0; err == MPI_SUCCESS && off < n; off += (int64_t)sizeof scratch) {
 		int m = (int)(n - off < (int64_t)sizeof scratch ? n - off : (int64_t)sizeof scratch);
-		char *at = *out ? *out + off : scratch;
+		char *at = d->rank == root && text ? (char *)text + off : *out ? *out + off : scratch;
 		err = MPI_Bcast(at, m, MPI_CHAR, root, d->comm);
 	}
 	return err;

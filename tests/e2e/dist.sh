@@ -9,7 +9,8 @@
 #   profiles   -o run.%r.db, the comm rows (bytes, dtype, bucket, wait), fp16 bytes = half of
 #              fp32, ampprof merge (rank column, clock alignment), the report's communication
 #              share and per-rank table, the advice, a rank killed with SIGKILL
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$E2E_DIR/lib.sh"
 BUILD=${BUILD:-build}
 BIN=$BUILD/bin
 T=$BUILD/tests
@@ -591,6 +592,15 @@ for r in (0, 1):
 assert any(e["args"]["local_overflow"] == 1 and e["pid"] == 1 for e in comm)
 assert not any(e["args"]["local_overflow"] == 1 and e["pid"] == 0 for e in comm)
 PY
+# buckets in flight together: each on a track of its own, so that the trace's slices nest
+AMP_ALLREDUCE_BUCKET_KB=4 "${MPI[@]}" -np 2 "$B/bin/ampprof" -q -o "bk.%r.db" -- \
+	"$B/tests/dist_cases" --dist --steps 4 >/dev/null 2>&1
+"$B/bin/ampprof" merge -o bk.db bk.0.db bk.1.db >/dev/null 2>&1
+"$B/bin/ampprof" export --format=chrome --output=bk.json bk.db >/dev/null 2>&1
+check_true "chrome export, several buckets: the trace's slices nest (trace_check)" \
+	/usr/bin/python3 "$E2E_DIR/trace_check.py" bk.json
+check_true "chrome export, several buckets: a track per bucket, named" \
+	test "$(grep -o '"name":"all-reduce bucket [0-9]*"' bk.json | sort -u | wc -l)" -gt 1
 # memory is each rank's own: the merged peak is the largest rank's, not the sum
 p0=$(sqlite3 pfp32.0.db "SELECT peak_bytes FROM overview")
 p1=$(sqlite3 pfp32.1.db "SELECT peak_bytes FROM overview")

@@ -946,7 +946,7 @@ Test(checkpoint, scale_out_of_range_refused)
 	const double bad_scales[] = {1e-300, 0x1p-127, -1, INFINITY, NAN};
 	for (size_t i = 0; i < sizeof bad_scales / sizeof *bad_scales; i++) {
 		copy_file(good, p);
-		patch_payload(p, 64, &bad_scales[i], sizeof(double)); /* after 6 counters, 2 words */
+		patch_payload(p, 64, &bad_scales[i], sizeof(double)); /* after 7 counters, 2 words */
 		refused(&n, p, AMP_EFORMAT, "loss scale out of range");
 	}
 	copy_file(good, p);
@@ -1700,6 +1700,21 @@ Test(dist_state, updates_follow_the_hyperparameters)
 	snprintf(ha, sizeof ha, "%s", shared(a.ctx, "updates"));
 	snprintf(hb, sizeof hb, "%s", shared(b.ctx, "updates"));
 	cr_assert_str_neq(ha, hb, "the updates that differed do not show");
+	/* the same with gradient clipping, which the update reads too */
+	cr_assert_eq(amp_checkpoint_save(a.ctx, ck), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(a.ctx, ck), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(b.ctx, ck), AMP_OK);
+	cr_assert_eq(amp_backward(a.ctx, net_forward(&a)), AMP_OK);
+	cr_assert_eq(amp_optim_step(a.opt, NULL), AMP_OK);
+	cr_assert_eq(amp_step_end(a.ctx), AMP_OK);
+	cr_assert_eq(amp_backward(b.ctx, net_forward(&b)), AMP_OK);
+	cr_assert_eq(amp_config_set(b.ctx, "gradient_clipping", "0.5"), AMP_OK);
+	cr_assert_eq(amp_optim_step(b.opt, NULL), AMP_OK);
+	cr_assert_eq(amp_config_set(b.ctx, "gradient_clipping", "2"), AMP_OK);
+	cr_assert_eq(amp_step_end(b.ctx), AMP_OK);
+	snprintf(ha, sizeof ha, "%s", shared(a.ctx, "updates"));
+	snprintf(hb, sizeof hb, "%s", shared(b.ctx, "updates"));
+	cr_assert_str_neq(ha, hb, "clipping changed around the update does not show");
 	/* both load the same file: the histories start again, alike */
 	cr_assert_eq(amp_checkpoint_save(a.ctx, ck), AMP_OK);
 	cr_assert_eq(amp_checkpoint_load(a.ctx, ck), AMP_OK);

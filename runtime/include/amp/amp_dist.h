@@ -57,13 +57,13 @@ int amp_dist_fail(amp_ctx *ctx, int code, const char *msg);
  * configuration key's value (as amp_config_get gives it, without overwriting the text that
  * returned), or "custom lists" (the white and black lists in force, in one order however they
  * were typed), "optimizers" (each one's kind, hyperparameters and update count, and which
- * holds the moments), "updates" (a hash of the hyperparameters of every update since the
- * start or the last checkpoint load), "loss scaler" (its kind, the scale in force and the
- * clean steps counted) or "checkpoints" (how many were loaded and a checksum of the last
- * one's training state: its masters, moments, scaler, optimizers and gradients, not the
- * counters and RNG state, which are each rank's own).  Writes at most len bytes into buf (NUL
- * included; buf may be NULL when len is 0) and returns the whole text's length, as snprintf
- * does, or -1 for an unknown name. */
+ * holds the moments), "updates" (a hash of what every update read: hyperparameters, clipping,
+ * accumulation, since the start or the last checkpoint load), "loss scaler" (its kind, the
+ * scale in force and the clean steps counted) or "checkpoints" (how many were loaded and a
+ * checksum of the last one's training state: its masters, moments, scaler, optimizers and
+ * gradients, not the counters and RNG state, which are each rank's own).  Writes at most len
+ * bytes into buf (NUL included; buf may be NULL when len is 0) and returns the whole text's
+ * length, as snprintf does, or -1 for an unknown name. */
 int amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len);
 
 /* Parameters in registration order, i = 0 .. amp_param_count() - 1: the FP32 master tensor

@@ -40,7 +40,9 @@
  * counts' all-reduce): a rank that changed one alone (an amp_optim_set_lr, a checkpoint loaded
  * on one rank, another file loaded) makes the step fail on every rank with AMP_EINVAL, naming
  * the rank, what differs and both values, instead of training on silently or waiting forever.
- * A change made between amp_backward and amp_optim_step shows at the next step's comparison.
+ * A change to what the update reads (an optimizer's hyperparameters, gradient clipping, the
+ * accumulation) made between amp_backward and amp_optim_step shows at the next step's
+ * comparison, through a hash of every update's hyperparameters.
  * allreduce_dtype and allreduce_bucket_kb are set before attaching (AMP_ESTATE after).
  *
  * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
