@@ -40,6 +40,8 @@ static void ended_text(const view_run *r, char *buf, size_t len)
 		snprintf(buf, len, "unknown: the collector stopped before finalize");
 	else if (!strcmp(r->end, "collector-failed"))
 		snprintf(buf, len, "unknown: the collector failed");
+	else if (!strcmp(r->end, "rank-failed")) /* rank 0's own signal is not the story */
+		snprintf(buf, len, "a rank failed: each rank's end is in the Ranks block below");
 	else if (r->end[0] && r->exit_signal[0]) /* the status is 128 + the signal's number */
 		snprintf(buf, len, "%s, %s", r->end, r->exit_signal);
 	else if (r->end[0])

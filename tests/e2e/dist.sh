@@ -558,6 +558,8 @@ check_true "killed rank: rank 0's profile is valid" test "$(sqlite3 k.0.db "PRAG
 check "killed rank: merge exit 0" "$?" 0
 grep -q "rank 1: k.1.db, killed by SIGKILL (incomplete)" k.out || bad "killed rank: the merge says how rank 1 ended" "$(cat k.out)"
 check "killed rank: merged meta" "$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'rank.1.end'"):$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'complete'")" "killed:0"
+check_true "killed rank: ampview's overview says a rank failed, not rank 0's signal" \
+	grep -q "Ended       a rank failed" <("$B/bin/ampview" --headless --panel=overview k.db 2>&1)
 check_true "killed rank: the report's first line says how each rank ended, the killed one first" \
 	grep -q "failed on a rank: rank 1 was killed (SIGKILL), rank 0 was killed (SIGTERM)" \
 	<("$B/bin/ampprof" report k.db 2>&1 | head -1)
