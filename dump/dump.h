@@ -198,6 +198,10 @@ void dump_select_rank(int64_t rank);
 /* Without --rank, --step reads the lowest rank where that step's non-finite values began (an
  * overflow on one rank), else the lowest rank. */
 void dump_select_rank_for_step(int64_t step);
+/* --compare: the rank of the second profile (--rank A,B), set by dump_use_rank_second before
+ * it is opened; -1: the same as the first's. */
+void dump_select_rank_second(int64_t rank);
+void dump_use_rank_second(void);
 
 /* Checks that step was reached in db (path for messages).  Returns 0, or 1 with a message
  * "step N was never reached (the run has M steps)". */

@@ -69,7 +69,7 @@ enum {
 static const amp_opt options[] = {
     {OPT_DB, 0, "db", "<file>", "profile to read (also as the argument)", "profile.db"},
     {OPT_STEP, 0, "step", "<n>", "step to show, export, compare or dump (from 0)", NULL},
-    {OPT_RANK, 0, "rank", "<r>", "a merged profile: the rank to read (--compare: in both)",
+    {OPT_RANK, 0, "rank", "<r>", "a merged profile: the rank to read (--compare: r or a,b)",
      "--step alone: where its non-finite values began; else the lowest"},
     {OPT_LIST, 0, "list", NULL, "list the steps with anomalies or dumps", NULL},
     {OPT_HIST, 0, "hist", NULL, "exponent histograms on FP16's range, per tensor", NULL},
@@ -272,10 +272,19 @@ static int dump_main(int argc, char **argv, int *comparing)
 		return fflush(stdout) == 0 && !ferror(stdout) ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
 	}
 	if (c.rank_text) {
-		int64_t r;
-		if (parse_step(c.rank_text, &r) != 0)
-			return usage_error("--rank wants a rank, 0 or more (got '%s')", c.rank_text);
+		/* "A,B" with --compare: rank A of the first profile, rank B of the second */
+		char first[32];
+		const char *comma = strchr(c.rank_text, ',');
+		snprintf(first, sizeof first, "%.*s",
+		         (int)(comma ? (size_t)(comma - c.rank_text) : strlen(c.rank_text)), c.rank_text);
+		int64_t r, rb = -1;
+		if (parse_step(first, &r) != 0 || (comma && parse_step(comma + 1, &rb) != 0))
+			return usage_error("--rank wants a rank, 0 or more, or with --compare two, A,B "
+			                   "(got '%s')", c.rank_text);
+		if (comma && !c.compare)
+			return usage_error("--rank A,B (a rank for each profile) is for --compare");
 		dump_select_rank(r);
+		dump_select_rank_second(comma ? rb : r);
 	}
 
 	amp_format fmt = AMP_FMT_TEXT;

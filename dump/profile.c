@@ -32,6 +32,7 @@ void dump_error(const char *hint, const char *fmt, ...)
 
 static int64_t g_rank = -1; /* --rank: the rank to read, -1 for the lowest */
 static int64_t g_rank_step = -1; /* --step without --rank: the rank of its origin */
+static int64_t g_rank_second = -1; /* --rank A,B: B, for the second profile of --compare */
 
 void dump_select_rank(int64_t rank)
 {
@@ -41,6 +42,17 @@ void dump_select_rank(int64_t rank)
 void dump_select_rank_for_step(int64_t step)
 {
 	g_rank_step = step;
+}
+
+void dump_select_rank_second(int64_t rank)
+{
+	g_rank_second = rank;
+}
+
+void dump_use_rank_second(void)
+{
+	if (g_rank_second >= 0)
+		g_rank = g_rank_second;
 }
 
 /* A merged data-parallel profile holds every rank's steps, statistics and dumps under the same

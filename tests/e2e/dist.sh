@@ -603,6 +603,20 @@ check_true "chrome export, several buckets: the trace's slices nest (trace_check
 	/usr/bin/python3 "$E2E_DIR/trace_check.py" bk.json
 check_true "chrome export, several buckets: a track per bucket, named" \
 	test "$(grep -o '"name":"all-reduce bucket [0-9]*"' bk.json | sort -u | wc -l)" -gt 1
+# two ranks of one merged profile compared (--rank A,B): each rank's own dumps of step 1
+AMP_PRECISION_MODE=allow_mix_precision "${MPI[@]}" -np 2 "$B/bin/ampprof" -q -o "dd.%r.db" \
+	--dump-steps=1 -- "$B/tests/dist_cases" --dist --steps 3 >/dev/null 2>&1
+"$B/bin/ampprof" merge -o dd.db dd.0.db dd.1.db >/dev/null 2>&1
+"$B/bin/ampdump" --compare dd.db dd.db --rank 0,1 --step 1 --format=csv >dd01.csv 2>dd01.err
+rc=$?
+check_true "ampdump --compare --rank 0,1 of one merged profile: compared (exit $rc, 0 or 1)" \
+	test "$rc" -le 1
+check_true "ampdump --compare --rank 0,1: rank 1's inputs are not rank 0's (another shard)" \
+	/usr/bin/python3 -c 'import csv,sys; r=[x for x in csv.DictReader(open(sys.argv[1])) if x["name"] == "fc1/in0"]; assert r and float(r[0]["cosine"]) < 0.999, r' dd01.csv
+"$B/bin/ampdump" --compare dd.db dd.db --rank 1 --step 1 --format=csv >dd11.csv 2>/dev/null
+check "ampdump --compare --rank 1 of one merged profile against itself: no divergence" "$?" 0
+"$B/bin/ampdump" --step 1 --rank 0,1 --db dd.db >/dev/null 2>&1
+check "ampdump --rank 0,1 without --compare: a usage error" "$?" 2
 # memory is each rank's own: the merged peak is the largest rank's, not the sum
 p0=$(sqlite3 pfp32.0.db "SELECT peak_bytes FROM overview")
 p1=$(sqlite3 pfp32.1.db "SELECT peak_bytes FROM overview")
