@@ -124,29 +124,21 @@ static void note_unfinished(sqlite3 *db, const char *path)
  * export and comparison: said once, with the reasons. */
 static void note_skipped_dumps(sqlite3 *db, const char *path)
 {
-	static const struct {
-		const char *key, *text;
-	} reasons[] = {
-	    {"dumps_skipped_limit", "--dump-limit reached"},
-	    {"dumps_skipped_step_cap", "the per-step cap"},
-	    {"dumps_skipped_steps_cap", "the cap on steps with non-finite dumps"},
-	    {"dumps_skipped_nospool", "no spool directory"},
-	    {"dumps_failed", "write errors"},
-	};
 	char v[32];
 	if (amp_profile_meta_get(db, "dumps_skipped", v, sizeof v) != AMP_PROFILE_OK ||
 	    strtoll(v, NULL, 10) <= 0)
 		return;
 	char why[256] = "";
 	size_t n = 0;
-	for (size_t i = 0; i < sizeof reasons / sizeof *reasons && n < sizeof why; i++) {
+	for (int i = 0; i < AMP_DUMP_SKIP_REASONS && n < sizeof why; i++) {
 		char c[32];
-		long long k = amp_profile_meta_get(db, reasons[i].key, c, sizeof c) == AMP_PROFILE_OK
+		const amp_dump_skip_reason *r = &amp_dump_skip_reasons[i];
+		long long k = amp_profile_meta_get(db, r->key, c, sizeof c) == AMP_PROFILE_OK
 		                  ? strtoll(c, NULL, 10)
 		                  : 0;
 		if (k > 0)
 			n += (size_t)snprintf(why + n, sizeof why - n, "%s%lld: %s", n ? ", " : "", k,
-			                      reasons[i].text);
+			                      r->text);
 	}
 	fprintf(stderr, "ampdump: note: '%s': %s tensor dumps of the run were not kept (%s): they "
 	        "are missing here\n", path, v, why[0] ? why : "see `ampprof report`");

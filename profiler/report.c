@@ -155,18 +155,8 @@ void prof_bytes_text(char *buf, size_t len, int64_t b)
 typedef struct dump_counts {
 	int on;                      /* --dump=nonfinite or --dump-steps given */
 	int64_t written, bytes, skipped, skipped_bytes;
-	int64_t by_reason[5];        /* in the order of dump_reasons */
+	int64_t by_reason[AMP_DUMP_SKIP_REASONS]; /* in the order of amp_dump_skip_reasons */
 } dump_counts;
-
-static const struct {
-	const char *key, *json, *text;
-} dump_reasons[5] = {
-    {"dumps_skipped_limit", "limit", "--dump-limit reached"},
-    {"dumps_skipped_step_cap", "step_cap", "per-step cap"},
-    {"dumps_skipped_steps_cap", "steps_cap", "cap on steps with non-finite dumps"},
-    {"dumps_skipped_nospool", "nospool", "no spool directory"},
-    {"dumps_failed", "failed", "write errors"},
-};
 
 static int64_t meta_int(sqlite3 *db, const char *key, int64_t dflt)
 {
@@ -200,8 +190,8 @@ static void load_dumps(sqlite3 *db, dump_counts *d)
 	}
 	d->skipped = meta_int(db, "dumps_skipped", 0);
 	d->skipped_bytes = meta_int(db, "dumps_skipped_bytes", 0);
-	for (int i = 0; i < 5; i++)
-		d->by_reason[i] = meta_int(db, dump_reasons[i].key, 0);
+	for (int i = 0; i < AMP_DUMP_SKIP_REASONS; i++)
+		d->by_reason[i] = meta_int(db, amp_dump_skip_reasons[i].key, 0);
 	if (d->written > 0 || d->skipped > 0)
 		d->on = 1;
 }
@@ -309,10 +299,10 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 		if (d.skipped > 0) {
 			prof_bytes_text(b, sizeof b, d.skipped_bytes);
 			fprintf(f, " (%s:", b);
-			for (int i = 0, k = 0; i < 5; i++)
+			for (int i = 0, k = 0; i < AMP_DUMP_SKIP_REASONS; i++)
 				if (d.by_reason[i] > 0)
 					fprintf(f, "%s %" PRId64 " %s", k++ ? "," : "", d.by_reason[i],
-					        dump_reasons[i].text);
+					        amp_dump_skip_reasons[i].text);
 			fprintf(f, ")");
 		}
 		fprintf(f, "\n");
@@ -877,8 +867,8 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	fprintf(f, "],\n \"dumps\": {\"on\": %s, \"written\": %" PRId64 ", \"bytes\": %" PRId64
 	        ", \"skipped\": %" PRId64 ", \"skipped_bytes\": %" PRId64 ", \"skipped_by_reason\": {",
 	        d.on ? "true" : "false", d.written, d.bytes, d.skipped, d.skipped_bytes);
-	for (int i = 0; i < 5; i++)
-		fprintf(f, "%s\"%s\": %" PRId64, i ? ", " : "", dump_reasons[i].json, d.by_reason[i]);
+	for (int i = 0; i < AMP_DUMP_SKIP_REASONS; i++)
+		fprintf(f, "%s\"%s\": %" PRId64, i ? ", " : "", amp_dump_skip_reasons[i].json, d.by_reason[i]);
 	fputs("}},\n \"next\": ", f);
 	int64_t origin_rank, origin_step = first_origin_step(db, &origin_rank);
 	if (origin_step >= 0) {

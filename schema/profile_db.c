@@ -969,3 +969,11 @@ void amp_profile_discard(sqlite3 *db)
 		remove_profile_files(path);
 	close(held);
 }
+
+const amp_dump_skip_reason amp_dump_skip_reasons[AMP_DUMP_SKIP_REASONS] = {
+    {"dumps_skipped_limit", "limit", "--dump-limit reached"},
+    {"dumps_skipped_step_cap", "step_cap", "per-step cap"},
+    {"dumps_skipped_steps_cap", "steps_cap", "cap on steps with non-finite dumps"},
+    {"dumps_skipped_nospool", "nospool", "no spool directory"},
+    {"dumps_failed", "failed", "write errors"},
+};

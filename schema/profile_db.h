@@ -150,4 +150,12 @@ int amp_profile_meta_set(sqlite3 *db, const char *key, const char *value);
  * AMP_PROFILE_OK, AMP_PROFILE_ENOENT if the key is absent, or AMP_PROFILE_EIO. */
 int amp_profile_meta_get(sqlite3 *db, const char *key, char *buf, size_t len);
 
+/* Why dumps were not kept, as a run's meta counts them (the keys profile.sql lists beside
+ * dumps_skipped): the meta key, its name in ampprof's JSON, and its words for people. */
+typedef struct amp_dump_skip_reason {
+	const char *key, *json, *text;
+} amp_dump_skip_reason;
+enum { AMP_DUMP_SKIP_REASONS = 5 };
+extern const amp_dump_skip_reason amp_dump_skip_reasons[AMP_DUMP_SKIP_REASONS];
+
 #endif
