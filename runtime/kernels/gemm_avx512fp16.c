@@ -177,12 +177,34 @@ AVX512_TARGET static inline void fp16n_prefetch_rows(const uint16_t *a, int64_t 
 	}
 }
 
+/* c<r><j> = c<r><j> + buf[r * 64 + off ..]: the second block of a pair adds the first's sums
+ * (vaddph, one rounding) */
+#define FP16N_ADD(buf, j, off)                                                                     \
+	do {                                                                                       \
+		c0##j = _mm512_add_ph(c0##j, _mm512_load_ph(buf + 0 * FP16N_NR + (off)));          \
+		c1##j = _mm512_add_ph(c1##j, _mm512_load_ph(buf + 1 * FP16N_NR + (off)));          \
+		c2##j = _mm512_add_ph(c2##j, _mm512_load_ph(buf + 2 * FP16N_NR + (off)));          \
+		c3##j = _mm512_add_ph(c3##j, _mm512_load_ph(buf + 3 * FP16N_NR + (off)));          \
+		c4##j = _mm512_add_ph(c4##j, _mm512_load_ph(buf + 4 * FP16N_NR + (off)));          \
+		c5##j = _mm512_add_ph(c5##j, _mm512_load_ph(buf + 5 * FP16N_NR + (off)));          \
+		c6##j = _mm512_add_ph(c6##j, _mm512_load_ph(buf + 6 * FP16N_NR + (off)));          \
+		c7##j = _mm512_add_ph(c7##j, _mm512_load_ph(buf + 7 * FP16N_NR + (off)));          \
+	} while (0)
+#define FP16N_ADDS1() FP16N_ADD(s, 0, 0)
+#define FP16N_ADDS2()                                                                              \
+	do {                                                                                       \
+		FP16N_ADD(s, 0, 0);                                                                \
+		FP16N_ADD(s, 1, 32);                                                               \
+	} while (0)
+
 /* The first 32 NJ columns of fp16n_ukr_ref's tile (the others are not computed: the caller
  * stores only those).  zmm c<r><j> holds row r, columns 32j .. 32j+31 of a block's sums.
+ * Blocks go in pairs (gemm_blind.h): the first block's sums are stored, the second block
+ * starts from zero and adds them at its end, and the pair is promoted.
  * The promotion goes through memory: the sums are stored (store ports, idle here) and
  * converted by vcvtph2psx from memory, which saves the vextracti64x4 (port 5, shared with the
  * FMAs) that the upper 16 halves of a zmm would need; the 16 sums die at the stores, so the
- * compiler has no reason to spill them.  The first block of a tile (load 0) stores its FP32
+ * compiler has no reason to spill them.  The first pair of a tile (load 0) stores its FP32
  * sums instead of adding them to a zeroed accumulator: no memset, no adds, the model's order
  * (fp16n_ukr_ref does the same). */
 #define FP16N_UKR(NJ, NAME, ARS, AKS)                                                              \
@@ -212,10 +234,15 @@ AVX512_TARGET static inline void fp16n_prefetch_rows(const uint16_t *a, int64_t 
 				(void)b1;                                                          \
 				FP16N_STEP##NJ();                                                  \
 			}                                                                          \
+			int g = (int)(k0 / FP16N_KB) % FP16N_GROUP; /* block g of its group */     \
+			if (g > 0)                                                                 \
+				FP16N_ADDS##NJ();                                                  \
 			FP16N_SAVES(NJ);                                                           \
 			(void)c01, (void)c11, (void)c21, (void)c31, (void)c41, (void)c51,          \
 			    (void)c61, (void)c71;                                                  \
-			if (!load && k0 == 0)                                                      \
+			if (g < FP16N_GROUP - 1 && k1 < kc)                                        \
+				continue; /* the next block adds the sums in s */                  \
+			if (!load && k0 < FP16N_KP)                                                \
 				fp16n_promote_first(s, acc, 32 * NJ);                              \
 			else                                                                       \
 				fp16n_promote_add(s, acc, 32 * NJ);                                \
@@ -226,6 +253,18 @@ FP16N_UKR(2, fp16n_ukr_zmm2, 1, FP16N_MR)
 FP16N_UKR(1, fp16n_ukr_zmm1_direct, ars_arg, 1)
 FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 
+/* The second tile's sums (c<r>1) to s2. */
+#define FP16N_SAVES_B()                                                                            \
+	do {                                                                                       \
+		_mm512_store_ph(s2 + 0 * FP16N_NR, c01);                                           \
+		_mm512_store_ph(s2 + 1 * FP16N_NR, c11);                                           \
+		_mm512_store_ph(s2 + 2 * FP16N_NR, c21);                                           \
+		_mm512_store_ph(s2 + 3 * FP16N_NR, c31);                                           \
+		_mm512_store_ph(s2 + 4 * FP16N_NR, c41);                                           \
+		_mm512_store_ph(s2 + 5 * FP16N_NR, c51);                                           \
+		_mm512_store_ph(s2 + 6 * FP16N_NR, c61);                                           \
+		_mm512_store_ph(s2 + 7 * FP16N_NR, c71);                                           \
+	} while (0)
 /* Two tiles of <= 32 columns on one B micro-panel: 16 rows, 16 accumulators (c<r>0 for the
  * tile at ap, c<r>1 for the one at ap2), one B load and 16 FMAs a k step. */
 #define FP16N_UKR_PAIR(NAME, ARS, AKS)                                                             \
@@ -263,16 +302,16 @@ FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 				FP16N_QUAD1B(a8, 0, 1, 2, 3);                                      \
 				FP16N_QUAD1B(a12, 4, 5, 6, 7);                                     \
 			}                                                                          \
+			int g = (int)(k0 / FP16N_KB) % FP16N_GROUP; /* block g of its group */     \
+			if (g > 0) {                                                               \
+				FP16N_ADD(s, 0, 0);                                                \
+				FP16N_ADD(s2, 1, 0);                                               \
+			}                                                                          \
 			FP16N_SAVES(1);                                                            \
-			_mm512_store_ph(s2 + 0 * FP16N_NR, c01);                                   \
-			_mm512_store_ph(s2 + 1 * FP16N_NR, c11);                                   \
-			_mm512_store_ph(s2 + 2 * FP16N_NR, c21);                                   \
-			_mm512_store_ph(s2 + 3 * FP16N_NR, c31);                                   \
-			_mm512_store_ph(s2 + 4 * FP16N_NR, c41);                                   \
-			_mm512_store_ph(s2 + 5 * FP16N_NR, c51);                                   \
-			_mm512_store_ph(s2 + 6 * FP16N_NR, c61);                                   \
-			_mm512_store_ph(s2 + 7 * FP16N_NR, c71);                                   \
-			if (!load && k0 == 0) {                                                    \
+			FP16N_SAVES_B();                                                           \
+			if (g < FP16N_GROUP - 1 && k1 < kc)                                        \
+				continue; /* the next block adds the sums in s, s2 */              \
+			if (!load && k0 < FP16N_KP) {                                              \
 				fp16n_promote_first(s, acc, 32);                                   \
 				fp16n_promote_first(s2, acc2, 32);                                 \
 			} else {                                                                   \
@@ -284,25 +323,30 @@ FP16N_UKR(2, fp16n_ukr_zmm2_direct, ars_arg, 1)
 FP16N_UKR_PAIR(fp16n_ukr_pair, 1, FP16N_MR)
 FP16N_UKR_PAIR(fp16n_ukr_pair_direct, ars_arg, 1)
 
-/* fp16n_ukr_c_fn: one block (kc <= FP16N_KB) of 8 x 64 sums, A at any strides, stored as they
- * are to the rows < rows and columns < cols of C. */
+/* fp16n_ukr_c_fn: one group of blocks (kc <= FP16N_KP) of 8 x 64 sums, A at any strides,
+ * stored as they are to the rows < rows and columns < cols of C. */
 FP16_TARGET static void fp16n_ukr_c_zmm(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
                                         const uint16_t *bp, int64_t rows, int64_t cols, uint16_t *C,
                                         int64_t ldc)
 {
 	const int64_t s1 = ars * 2, s3 = ars * 6; /* bytes */
 	_Alignas(64) uint16_t s[FP16N_ACC_ELEMS];
-	__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;
-	__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;
-	__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;
-	__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;
-	for (int64_t k = 0; k < kc; k++) {
-		const uint16_t *a0 = ap + k * aks, *a4 = a0 + 4 * ars;
-		__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);
-		__m512h b1 = _mm512_load_ph(bp + k * FP16N_NR + 32);
-		FP16N_STEP2();
+	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
+		__m512h c00 = FP16N_Z, c10 = FP16N_Z, c20 = FP16N_Z, c30 = FP16N_Z;
+		__m512h c40 = FP16N_Z, c50 = FP16N_Z, c60 = FP16N_Z, c70 = FP16N_Z;
+		__m512h c01 = FP16N_Z, c11 = FP16N_Z, c21 = FP16N_Z, c31 = FP16N_Z;
+		__m512h c41 = FP16N_Z, c51 = FP16N_Z, c61 = FP16N_Z, c71 = FP16N_Z;
+		int64_t k1 = blind_min(kc, k0 + FP16N_KB);
+		for (int64_t k = k0; k < k1; k++) {
+			const uint16_t *a0 = ap + k * aks, *a4 = a0 + 4 * ars;
+			__m512h b0 = _mm512_load_ph(bp + k * FP16N_NR);
+			__m512h b1 = _mm512_load_ph(bp + k * FP16N_NR + 32);
+			FP16N_STEP2();
+		}
+		if (k0 > 0)
+			FP16N_ADDS2();
+		FP16N_SAVES(2);
 	}
-	FP16N_SAVES(2);
 	__mmask32 m0 = fp16n_mask32(cols), m1 = fp16n_mask32(cols > 32 ? cols - 32 : 0);
 	for (int64_t r = 0; r < rows; r++) {
 		_mm512_mask_storeu_epi16(C + r * ldc, m0, _mm512_load_si512(s + r * FP16N_NR));

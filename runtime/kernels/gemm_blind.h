@@ -45,8 +45,9 @@ void amp_gemm_bf16_amx_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, float *C, int64_t ldc);
 
 /* The same contract with fp16 A, B, C (IEEE binary16 bit patterns) and the statistics of
- * amp_stats_f16.  FP16 products and sums (vfmadd231ph) over blocks of FP16N_KB steps of k, each
- * block's partial sums promoted to an FP32 accumulator; C rounded once to fp16.  Without
+ * amp_stats_f16.  FP16 products and sums (vfmadd231ph) over blocks of FP16N_KB steps of k, the
+ * partial sums of each pair of blocks added in FP16 and promoted to an FP32 accumulator; C
+ * rounded once to fp16.  Without
  * AVX512-FP16 (amp_fp16n_cpu_ok() == 0) it runs the model's micro-kernel instead. */
 void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                              const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
@@ -616,30 +617,38 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
  * 32-half loads of packed B and 8 broadcasts of A ({1to32} memory operands of vfmadd231ph),
  * from the packed A or, for full tiles of an op(A) whose rows are contiguous in k, from op(A)
  * in place.  Tiles of <= 32 columns use one zmm of B and go in pairs (16 rows), so that 16
- * accumulators cover the FMA latency.  Every FP16N_KB steps the partial sums are converted to
- * FP32 and added to an FP32 accumulator (8 x 64 floats per tile, kept in the workspace across k
- * panels); the first block of a tile stores its sums instead.  Loops: N by FP16N_NC, M by
- * FP16N_MC, K by FP16N_KC (B packed once per panel and row block), all A micro-panels of the
- * row block, then per B micro-panel (in L1) every A micro-panel (from L2).  On Sapphire Rapids
- * the promotion's 2 conversions (2 port-0/5 uops each) and 2 adds per 32 FMAs of a zmm cap the
- * micro-kernel at about 84 % of the FMA peak; it measures 80 % on L1-resident panels.
+ * accumulators cover the FMA latency.  The blocks of FP16N_KB steps go in pairs: the first
+ * block's sums wait in memory, the second block starts from zero and adds them (one vaddph a
+ * zmm), and the pair's sums are converted to FP32 and added to an FP32 accumulator (8 x 64
+ * floats per tile, kept in the workspace across k panels); the first pair of a tile stores its
+ * sums instead.  Loops: N by FP16N_NC, M by FP16N_MC, K by FP16N_KC (B packed once per panel
+ * and row block), all A micro-panels of the row block, then per B micro-panel (in L1) every A
+ * micro-panel (from L2).  On Sapphire Rapids the promotion's 2 conversions (2 port-0/5 uops
+ * each) and 2 adds, with the pair's add, come to 7 uops per 48 FMAs of a zmm on the FMA ports
+ * (a cap of 87 % of the FMA peak); a promotion per block of 32, as before the pairs, was 6 per
+ * 32 (84 %), and measured 4-8 % slower in bench_kernels on every shape class.
  *
- * Why FP16N_KB = 32 (u = 2^-11, the fp16 unit roundoff): the worst case of an FP16 sum of b
- * products is b u sum |a b| (1.6 % at b = 32), so the bound that matters is statistical.  Each
- * FMA rounding is about uniform in +-u |s_j| (RMS u/sqrt(3) |s_j|), and with inputs in [-1,1]
- * (products of RMS sigma = 1/3) the partial sums grow like sigma sqrt(j): a block's error has RMS
- * (u/sqrt(3)) sigma b/sqrt(2).  The blocks' errors add as a random walk (the FP32 promotion adds
- * 2^-24 per block), so over K the RMS error is (u/sqrt(3)) sigma sqrt(b K / 2) against |C| of
- * RMS sigma sqrt(K): a norm-wise relative error of (u/sqrt(3)) sqrt(b/2), independent of K —
- * 1.1e-3 at b = 32, 1.6e-3 at b = 64 (no promotion: 1.3e-2 at K = 4096), plus the final fp16
- * rounding (2.8e-4).  b = 32 keeps the issue's 2e-3 with margin (the model measures 8.8e-4
- * norm-wise for K up to 4096; element-wise, max |C - R| / max |R| reaches 2.1e-3 at K = 33 and
- * max |C - R| / |R| 2.6e-3 on positive data at K = 32, where one block is the whole sum).  The
- * promotion costs 2 conversions and 2 adds per 32 FMAs of a zmm. */
-#define FP16N_KB        32
+ * Why blocks of FP16N_KB = 24 in pairs (u = 2^-11, the fp16 unit roundoff): the worst case of
+ * an FP16 sum of b products is b u sum |a b| (1.2 % at b = 24), so the bound that matters is
+ * statistical.  Each FMA rounding is about uniform in +-u |s_j| (RMS u/sqrt(3) |s_j|), and with
+ * inputs in [-1,1] (products of RMS sigma = 1/3) the partial sums grow like sigma sqrt(j): a
+ * block's error has RMS (u/sqrt(3)) sigma b/sqrt(2).  The blocks' errors add as a random walk
+ * (the FP32 promotion adds 2^-24 per pair), so over K the RMS error is (u/sqrt(3)) sigma
+ * sqrt(b K / 2) against |C| of RMS sigma sqrt(K): a norm-wise relative error of (u/sqrt(3))
+ * sqrt(b/2), independent of K (no promotion: 1.3e-2 at K = 4096), plus the final fp16 rounding
+ * (2.8e-4).  A pair adds one rounding of its sum, RMS (u/sqrt(3)) sigma sqrt(2b): sqrt(b/2)
+ * becomes sqrt(b/2 + 1) — sqrt(13) at b = 24, against sqrt(16) for single blocks of 32 and
+ * sqrt(17) for pairs of 32 (which failed the 2e-3 of an op test, MatMul 9x11x300: 2.14e-3).
+ * Simulated over K = 48 .. 4080 ([-1,1) data, FMAs rounded as vfmadd231ph rounds): 7.6e-4 ..
+ * 8.2e-4 norm-wise, 8.1e-4 .. 8.8e-4 in single blocks of 32.  The tests measure 8.4e-4
+ * norm-wise for K up to 4096, max |C - R| / max |R| 1.3e-3 and max |C - R| / |R| 1.9e-3 on
+ * positive data (2.1e-3 and 2.7e-3 in single blocks of 32). */
+#define FP16N_KB        24
+#define FP16N_GROUP     2 /* blocks per promotion */
+#define FP16N_KP        (FP16N_GROUP * FP16N_KB) /* k steps per promotion */
 #define FP16N_MR        8
 #define FP16N_NR        64
-#define FP16N_KC        256 /* k per panel, a multiple of FP16N_KB: a B micro-panel is 32 KB */
+#define FP16N_KC        240 /* k per panel, a multiple of FP16N_KP: a B micro-panel is 30 KB */
 #define FP16N_NC        512 /* columns per B panel: 256 KB */
 #define FP16N_DIRECT_B_ROWS 32 /* M up to which B is read in place (fp16n_gemm_drive) */
 #define FP16N_MC        512 /* rows whose FP32 sums are kept across k panels (1 MB) */
@@ -719,8 +728,8 @@ typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int6
 typedef void (*fp16n_ukr_fn)(int64_t kc, const uint16_t *ap, const uint16_t *ap2, int64_t ars,
                              int64_t aks, const uint16_t *bp, int64_t bks, float *acc, float *acc2,
                              int load, int64_t cols);
-/* Optional (the real kernel's; NULL in the model): for K <= FP16N_KB under beta 0 the one
- * block's fp16 sums are C itself, fp16(fp32(s)) being s for every s (NaNs from an FMA are
+/* Optional (the real kernel's; NULL in the model): for K <= FP16N_KP under beta 0 the one
+ * group's fp16 sums are C itself, fp16(fp32(s)) being s for every s (NaNs from an FMA are
  * quiet, so their payloads survive too): the tile's sums stored straight to C[0 .. rows)
  * [0 .. cols), without the promotion and the store's conversions (most of the time at K = 10). */
 typedef void (*fp16n_ukr_c_fn)(int64_t kc, const uint16_t *ap, int64_t ars, int64_t aks,
@@ -782,8 +791,10 @@ static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, i
 {
 	if (!load && kc == 0)
 		memset(acc, 0, FP16N_ACC_ELEMS * sizeof *acc);
+	uint16_t p[FP16N_ACC_ELEMS]; /* the sums of the group's earlier blocks */
 	for (int64_t k0 = 0; k0 < kc; k0 += FP16N_KB) {
-		uint16_t s[FP16N_ACC_ELEMS] = {0};
+		uint16_t s[FP16N_ACC_ELEMS] = {0}; /* the block's sums */
+		int g = (int)(k0 / FP16N_KB) % FP16N_GROUP; /* block g of its group */
 		int64_t k1 = blind_min(kc, k0 + FP16N_KB);
 		for (int64_t k = k0; k < k1; k++)
 			for (int r = 0; r < FP16N_MR; r++)
@@ -791,7 +802,14 @@ static inline void fp16n_ukr_ref1(int64_t kc, const uint16_t *ap, int64_t ars, i
 					s[r * FP16N_NR + c] = fp16n_fma_ref(ap[r * ars + k * aks],
 					                                    bp[k * bks + c],
 					                                    s[r * FP16N_NR + c]);
-		int first = !load && k0 == 0;
+		if (g > 0) /* fp16(s + p), one rounding: s * 1 + p */
+			for (int i = 0; i < FP16N_ACC_ELEMS; i++)
+				s[i] = fp16n_fma_ref(s[i], 0x3c00u, p[i]);
+		if (g < FP16N_GROUP - 1 && k1 < kc) {
+			memcpy(p, s, sizeof p);
+			continue;
+		}
+		int first = !load && k0 < FP16N_KP;
 		for (int i = 0; i < FP16N_ACC_ELEMS; i++)
 			acc[i] = first ? amp_f16_to_f32(s[i]) : acc[i] + amp_f16_to_f32(s[i]);
 	}
@@ -900,10 +918,10 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
 		return;
 	}
-	/* k panels start at multiples of FP16N_KC, itself a multiple of FP16N_KB: the promotion
-	 * points are the multiples of FP16N_KB whatever the panel */
+	/* k panels start at multiples of FP16N_KC, itself a multiple of FP16N_KP: the promotion
+	 * points are the multiples of FP16N_KP whatever the panel */
 	int64_t npanel = K > 0 ? (K + FP16N_KC - 1) / FP16N_KC : 1;
-	int sums_are_c = ukr_c != NULL && K > 0 && K <= FP16N_KB && beta == 0.0f && !c_f32;
+	int sums_are_c = ukr_c != NULL && K > 0 && K <= FP16N_KP && beta == 0.0f && !c_f32;
 	/* Thin M (a conv layer's 32 filters) with rows of op(B) contiguous in n: the full
 	 * 64-column tiles read B in place (its k stride b.rs), the same values as the packed copy,
 	 * so the same bits; only a narrower last tile is packed (a copy that pads with zeros).

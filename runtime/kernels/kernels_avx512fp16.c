@@ -248,7 +248,7 @@ static FP16_TARGET void maxpool_plane_native(amp_dtype dt, const void *x, int64_
 
 /* The native GEMM on one thread's range of C (gemm_split_fn). */
 /* ---- partial sums past FP16's range ---------------------------------------------------------
- * The native GEMM adds up to FP16N_KB products in FP16 before FP32 takes over: such a partial
+ * The native GEMM adds up to FP16N_KP products in FP16 before FP32 takes over: such a partial
  * sum can pass 65504 (Inf, then NaN where an opposite Inf meets it) where the FP32 sum of the
  * same products is finite.  MXCSR's sticky overflow and invalid flags (FP16 arithmetic sets
  * them too) tell whether any operation of the call overflowed or was invalid; only then are

@@ -4,11 +4,11 @@
  * R is the FP64 product of the (exact) half inputs plus beta C0; S = sum_k |a b| + |beta C0|.
  *   bf16 (AMX): every element |C - R| <= 2^-8 |R| + (K + 2) 2^-24 S (1 + 2^-8)  (FP32 sums, one
  *               bf16 rounding: a rigorous bound);
- *   fp16:       every element |C - R| <= 2^-11 |R| + 0.02 S (fp16 block sums of 32: rigorous),
- *               data in [-1,1) (the issue's bound): ||C - R||_F / ||R||_F <= 2e-3 (max |C - R|
- *               / max |R| is printed: fp16 block sums put it near 2e-3 at K about 32); data in
- * [0.5,1): max |C - R| / |R| <= 4e-3 (an fp16 sum of 32 positive terms alone reaches 2.3e-3
- * element-wise at K = 32; the FP32-promoting fp16 GEMM meets 2e-3 there), for K up to 4096. The max
+ *   fp16:       every element |C - R| <= 2^-11 |R| + 0.02 S (fp16 sums of pairs of blocks of 24:
+ *               at most (24 u + u) S, u = 2^-11, rigorous), data in [-1,1) (the issue's bound):
+ *               ||C - R||_F / ||R||_F <= 2e-3 and max |C - R| / max |R| <= 2e-3; data in
+ * [0.5,1): max |C - R| / |R| <= 2e-3 (one fp16 sum of 32 positive terms alone reaches 2.3e-3
+ * element-wise at K = 32; blocks of 24 stay under it), for K up to 4096.  The max
  * errors are printed.  AMP_TEST_QUICK=1 thins the shape sweeps.
  */
 #include <cpuid.h>
@@ -280,8 +280,8 @@ static void sweep(gemm_fn fn, const dtype_ops *dt, const char *what, int stride)
 	printf("%s: %d shapes, max error %.3g x the rigorous bound\n", what, runs, e.bound_ratio);
 }
 
-/* The FP16 accuracy targets of the issue: 2e-3 element-wise on positive data, norm-wise on
- * [-1,1) data, K up to 4096. */
+/* The FP16 accuracy targets of the issue: 2e-3 element-wise on positive data, norm-wise and
+ * against the largest |R| on [-1,1) data, K up to 4096. */
 static void fp16_accuracy(gemm_fn fn, const char *what)
 {
 	static const int64_t shapes[][3] = {{33, 65, 16},   {17, 64, 32},   {64, 64, 33},
@@ -298,7 +298,7 @@ static void fp16_accuracy(gemm_fn fn, const char *what)
 			problem_errors(&p, &FP16, &e);
 			double norm = sqrt(e.diff2 / e.ref2);
 			if (pos) {
-				cr_assert_leq(e.max_rel, 4e-3,
+				cr_assert_leq(e.max_rel, 2e-3,
 				              "%s %lldx%lldx%lld [0.5,1): max rel %.3g", what,
 				              (long long)p.M, (long long)p.N, (long long)p.K,
 				              e.max_rel);
@@ -317,15 +317,19 @@ static void fp16_accuracy(gemm_fn fn, const char *what)
 						                       r));
 						rmax = fmax(rmax, fabs(r));
 					}
+				cr_assert_leq(dmax / rmax, 2e-3,
+				              "%s %lldx%lldx%lld [-1,1): max err / max |R| %.3g", what,
+				              (long long)p.M, (long long)p.N, (long long)p.K,
+				              dmax / rmax);
 				worst_maxabs = fmax(worst_maxabs, dmax / rmax);
 			}
 			problem_free(&p);
 		}
-	cr_log_info("%s: [-1,1) data: norm-wise %.3g (tolerance 2e-3), max err / max |R| %.3g; "
-	            "[0.5,1) data: max rel %.3g (tolerance 4e-3); K <= 4096",
+	cr_log_info("%s: [-1,1) data: norm-wise %.3g, max err / max |R| %.3g; "
+	            "[0.5,1) data: max rel %.3g (tolerance 2e-3 each); K <= 4096",
 	            what, worst_norm, worst_maxabs, worst_rel);
-	printf("%s: [-1,1) data: norm-wise %.3g (tolerance 2e-3), max err / max |R| %.3g; "
-	       "[0.5,1) data: max rel %.3g (tolerance 4e-3); K <= 4096\n",
+	printf("%s: [-1,1) data: norm-wise %.3g, max err / max |R| %.3g; "
+	       "[0.5,1) data: max rel %.3g (tolerance 2e-3 each); K <= 4096\n",
 	       what, worst_norm, worst_maxabs, worst_rel);
 }
 
