@@ -126,7 +126,7 @@ FP16_TARGET static inline __m512 fp16n_cvt_mem(const uint16_t *p)
 }
 
 /* acc[r * 64 + j] = fp32(s[r * 64 + j]) for the 8 rows, j < w (a multiple of 32): the first
- * block of a tile. */
+ * pair of a tile. */
 FP16_TARGET static inline void fp16n_promote_first(const uint16_t *s, float *acc, int w)
 {
 #pragma GCC unroll 8
@@ -164,8 +164,8 @@ AVX512_TARGET static inline void fp16n_prefetch_acc(const float *acc, int w)
 
 /* A read in place: its 8 rows cross into new cache lines at the same k (every 32 steps when
  * the rows are aligned), 8 or 16 misses at once that the hardware prefetchers, each tracking
- * one load, did not hide; so each block asks for the lines of the next block's 32 halves of
- * every row (left > 32: a next block exists). */
+ * one load, did not hide; so each block asks for the lines of the next block's 24 halves of
+ * every row, its first and its last (left > FP16N_KB: a next block exists). */
 AVX512_TARGET static inline void fp16n_prefetch_rows(const uint16_t *a, int64_t ars, int64_t left)
 {
 	if (left <= FP16N_KB)

@@ -720,7 +720,7 @@ typedef void (*fp16n_pack_b_fn)(const blind_mat *b, int64_t k0, int64_t kc, int6
  * ap[r * ars + k * aks]: the packed A (ars 1, aks 8) or, for full 8-row tiles of an op(A) whose
  * rows are contiguous in k, op(A) itself (ars its row stride, aks 1), which saves the transposing
  * pack (most of the time of thin GEMMs, N <= 64, where each A panel meets one or two tiles);
- * the values, hence the bits, are the same.  load 0: the first block's FP32 sums are stored, not
+ * the values, hence the bits, are the same.  load 0: the first pair's FP32 sums are stored, not
  * added (so -0 stays -0).  Only columns < cols (<= 64) need be computed: the store reads no
  * others.  ap2, acc2: NULL, or a second tile on the same B with its A at ap2 (same strides),
  * computed as by a second call: the drive pairs tiles of <= 32 columns, whose 8 accumulators

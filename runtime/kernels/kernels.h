@@ -119,13 +119,13 @@ void amp_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, con
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 /* Same with fp16 A, B, C, beta applied in FP32, the result rounded once to fp16.  On FP32
  * arithmetic (every path but avx512-fp16) the products and sums are FP32.  The native
- * avx512-fp16 path (DESIGN's blocked promotion) forms products and partial sums of up to 32
- * steps of k in FP16 and adds those partials in FP32: its error is bounded by about 32 FP16
- * roundings per block, relative to the sum of |products| (not to |C|: cancelling terms, or a
- * large one beside many small ones, lose what FP16 cannot hold) and a product under 2^-24 is
- * lost; an element that a partial sum past 65504 made non-finite is summed again in FP32
- * (MXCSR's flags say when to look).  The tests hold every shape to that bound; on random data
- * it is under 2e-3 of max|C|. */
+ * avx512-fp16 path (DESIGN's blocked promotion) forms products and partial sums of up to 48
+ * steps of k in FP16 (blocks of 24, added in pairs) and adds those partials in FP32: its error
+ * is bounded by about 25 FP16 roundings per pair, relative to the sum of |products| (not to
+ * |C|: cancelling terms, or a large one beside many small ones, lose what FP16 cannot hold)
+ * and a product under 2^-24 is lost; an element that a partial sum past 65504 made non-finite
+ * is summed again in FP32 (MXCSR's flags say when to look).  The tests hold every shape to
+ * that bound; on random data it is under 2e-3 of max|C|. */
 void amp_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A,
                   int64_t lda, const uint16_t *B, int64_t ldb, float beta, uint16_t *C,
                   int64_t ldc);

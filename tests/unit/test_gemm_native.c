@@ -337,8 +337,8 @@ static void fp16_accuracy(gemm_fn fn, const char *what)
  * statistics of the final C. */
 static void same_bits(gemm_fn real, gemm_fn model, const dtype_ops *dt, const char *what)
 {
-	/* K <= 32 under beta 0 (s % 3 == 0: {45, 100, 10}, {33, 65, 17}) takes the fp16 kernel's
-	 * store of the block sums straight to C */
+	/* K <= 48 under beta 0 (s % 3 == 0: {45, 100, 10}, {600, 40, 40}, {33, 65, 17}) takes the
+	 * fp16 kernel's store of the group's sums straight to C */
 	static const int64_t shapes[][3] = {
 	    {1, 1, 0},     {17, 33, 15},  {33, 100, 784}, {100, 17, 600}, {128, 128, 1100},
 	    {40, 520, 64}, {600, 40, 40}, {20, 33, 32},   {9, 70, 31},    {45, 100, 10},
@@ -387,6 +387,40 @@ static void same_bits(gemm_fn real, gemm_fn model, const dtype_ops *dt, const ch
 			free(want);
 			problem_free(&p);
 		}
+}
+
+/* The real FP16 kernel gives the model's bits on random data too (integer data sum exactly in
+ * any order, so only these show that the blocks, the pairs and the promotions are the model's):
+ * K around the block (24), pair (48) and panel (240) boundaries, on every micro-kernel form
+ * (two tiles of <= 32 columns, one of <= 32, of 64; A read in place or packed; B read in place
+ * at M <= 32; the pair's sums stored straight to C at K <= 48 under beta 0). */
+static void fp16_same_bits_random(gemm_fn real, gemm_fn model, const char *what)
+{
+	static const int64_t ks[] = {1, 23, 24, 25, 40, 47, 48, 49, 72, 97, 239, 240, 241, 289, 481};
+	static const int64_t mn[][2] = {{17, 33}, {40, 30}, {8, 70}, {33, 100}, {16, 64}};
+	int runs = 0;
+	rng_state = 11;
+	for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+		for (int combo = 0; combo < 4; combo++, runs++) {
+			problem p;
+			size_t f = (i + (size_t)combo) % (sizeof mn / sizeof mn[0]);
+			problem_make(&p, &FP16, mn[f][0], mn[f][1], ks[i], combo & 1, combo >> 1,
+			             (i + (size_t)combo) % 2 ? 0.5f : 0.0f, i % 2 ? 0.5f : -1.0f, 0);
+			problem_run(&p, model, NULL);
+			uint16_t *want = malloc((size_t)(p.M * p.ldc) * 2);
+			cr_assert(want);
+			memcpy(want, p.C, (size_t)(p.M * p.ldc) * 2);
+			problem_run(&p, real, NULL);
+			cr_assert_eq(
+			    memcmp(want, p.C, (size_t)(p.M * p.ldc) * 2), 0,
+			    "%s %lldx%lldx%lld ta=%d tb=%d beta %g: not bit-identical to the model "
+			    "on random data",
+			    what, (long long)p.M, (long long)p.N, (long long)p.K, p.ta, p.tb,
+			    (double)p.beta);
+			free(want);
+			problem_free(&p);
+		}
+	printf("%s: %d random-data problems bit-identical to the model\n", what, runs);
 }
 
 /* ---- layouts --------------------------------------------------------------------------------- */
@@ -938,6 +972,7 @@ Test(gemm_native, fp16_real)
 	fp16_accuracy(amp_gemm_f16_avx512fp16, "avx512-fp16 kernel");
 	/* the same operations in the same order: bit-identical to the model on any data */
 	same_bits(amp_gemm_f16_avx512fp16, fp16n_model, &FP16, "avx512-fp16 kernel");
+	fp16_same_bits_random(amp_gemm_f16_avx512fp16, fp16n_model, "avx512-fp16 kernel");
 }
 
 /* The statistics of the models' C, and the kernels' entry points on this CPU (which run the

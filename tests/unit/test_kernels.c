@@ -472,7 +472,7 @@ static void check_gemm_f16(const char *path)
 
 PATH_TESTS(gemm, f16, check_gemm_f16)
 
-/* The native fp16 GEMM sums up to 32 products in FP16: [30000 x3, -30000 x3, 0.5 x58] . 1 passed
+/* The native fp16 GEMM sums up to 48 products in FP16: [30000 x3, -30000 x3, 0.5 x58] . 1 passed
  * 65504 in a partial sum (Inf, where FP32 arithmetic gives 29).  Its second look sums such
  * elements again in FP32: 29, with beta 1 and C = 1 30, into an FP32 C 29; a result past
  * FP16's range stays Inf; the bits do not depend on the thread count; the caller's MXCSR
