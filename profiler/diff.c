@@ -33,17 +33,21 @@ static const amp_opt_spec diff_spec = {
     .usage = diff_usage,
     .about = "Compares the timings of two profiles, A the baseline and B the run compared with\n"
              "it (FP32 against AMP, before against after a change): per op type, per layer\n"
-             "label and per step phase (forward, backward, optimizer, the copies by kind, the\n"
-             "whole step), the time per traced step of each, the change B - A and the ratio\n"
-             "B / A, the biggest movers first within each grouping.  Time per step, so that\n"
-             "runs of different lengths compare.  `ampdump --compare` compares the numerics.",
+             "label and per step phase (forward, backward, optimizer, the copies by kind, a\n"
+             "data-parallel run's gradient all-reduces ('comm', and 'comm wait' the part a\n"
+             "rank blocked on them), the whole step), the time per traced step of each, the\n"
+             "change B - A and the ratio B / A, the biggest movers first within each grouping.\n"
+             "Time per step, so that runs of different lengths compare; a merged profile's\n"
+             "per step of one rank (its ranks' steps averaged), so that it compares with one\n"
+             "process or another rank count.  `ampdump --compare` compares the numerics.",
     .opts = diff_opts,
     .n_opts = sizeof diff_opts / sizeof diff_opts[0],
     .footer = "Columns: kind, name, a_dtype, b_dtype (exec dtypes; copy kinds for 'copies'),\n"
               "a_calls, b_calls (in the traced steps), a_ms, b_ms (milliseconds per traced\n"
               "step), delta_ms (b_ms - a_ms), ratio (b_ms / a_ms; inf when only B has it).\n"
-              "JSON: {\"format_version\", \"a_steps\", \"b_steps\", \"rows\": [...]}.  A profile\n"
-              "without traced steps (a_steps or b_steps 0) shows its totals instead.\n"
+              "JSON: {\"format_version\", \"a_steps\", \"b_steps\", \"a_ranks\", \"b_ranks\",\n"
+              "\"rows\": [...]} (steps of all ranks).  A profile without traced steps (a_steps\n"
+              "or b_steps 0) shows its totals instead.\n"
               "\n"
               "Exit status: 0; 2 usage error; 4 the output could not be written; 6 a profile\n"
               "could not be read, or not all of it (damaged, or still being recorded).\n",
@@ -88,10 +92,14 @@ static int open_one(const char *path, sqlite3 **db)
 	return 0;
 }
 
-/* "A path: 12 traced steps, 3.456 ms/step" (or the totals of a profile without steps). */
-static void print_side(char name, const char *path, int64_t steps, double step_ns)
+/* "A path: 12 traced steps, 3.456 ms/step" (or the totals of a profile without steps); a merged
+ * profile's steps counted per rank: "24 traced steps of 2 ranks, 3.456 ms/step of a rank". */
+static void print_side(char name, const char *path, int64_t steps, int64_t ranks, double step_ns)
 {
-	if (steps > 0 && step_ns > 0)
+	if (steps > 0 && step_ns > 0 && ranks > 1)
+		printf("%c %s: %lld traced steps of %lld ranks, %.3f ms/step of a rank\n", name, path,
+		       (long long)steps, (long long)ranks, step_ns / 1e6);
+	else if (steps > 0 && step_ns > 0)
 		printf("%c %s: %lld traced steps, %.3f ms/step\n", name, path, (long long)steps,
 		       step_ns / 1e6);
 	else if (steps > 0) /* a killed run in its first step: none ended */
@@ -162,7 +170,9 @@ int prof_cmd_diff(int argc, char **argv)
 	code = PROF_EXIT_FAILED;
 	if (!(t = amp_table_new(diff_cols, C_N)) ||
 	    amp_table_set_member_int(t, "a_steps", d.steps[0], 0) < 0 ||
-	    amp_table_set_member_int(t, "b_steps", d.steps[1], 0) < 0)
+	    amp_table_set_member_int(t, "b_steps", d.steps[1], 0) < 0 ||
+	    amp_table_set_member_int(t, "a_ranks", d.ranks[0], 0) < 0 ||
+	    amp_table_set_member_int(t, "b_ranks", d.ranks[1], 0) < 0)
 		goto out;
 	long in_kind = 0;
 	for (size_t i = 0; i < d.nrows; i++) {
@@ -195,8 +205,8 @@ int prof_cmd_diff(int argc, char **argv)
 		goto out;
 	}
 	if (fmt == AMP_FMT_TEXT) {
-		print_side('A', path[0], d.steps[0], d.step_ns[0]);
-		print_side('B', path[1], d.steps[1], d.step_ns[1]);
+		print_side('A', path[0], d.steps[0], d.ranks[0], d.step_ns[0]);
+		print_side('B', path[1], d.steps[1], d.ranks[1], d.step_ns[1]);
 		printf("per traced step, biggest movers first; ratio = B / A\n\n");
 	}
 	errno = 0;

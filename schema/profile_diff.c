@@ -103,8 +103,31 @@ static const char *copy_source(sqlite3 *db)
 	                    "JOIN copy_sigs s ON s.id = e.sig GROUP BY e.sig";
 }
 
-static int read_side(sqlite3 *db, side *s, int64_t *steps, double *step_ns, char *err,
-                     size_t errlen)
+/* A data-parallel run's gradient all-reduces in the traced steps of each rank: their time
+ * ('comm', with the payload dtypes) and the part of it the rank blocked waiting ('comm wait').
+ * Nothing for a profile without them (one process, or a version before the comm table).  The
+ * tables are main's: ampview shadows `steps` with one rank's rows, where every rank's count. */
+static int read_comm(sqlite3 *db, side *s, char *err, size_t errlen)
+{
+	if (!amp_profile_has_column(db, "comm", "rank") ||
+	    !amp_profile_has_column(db, "steps", "rank"))
+		return 0;
+	static const char *const src =
+	    "SELECT c.dtype AS dtype, c.dur_ns AS dur, c.wait_ns AS wait FROM main.comm c JOIN "
+	    "main.steps s ON s.step = c.step AND s.rank = c.rank AND s.detail = 1 WHERE c.kind = "
+	    "'allreduce'";
+	char sql[768];
+	snprintf(sql, sizeof sql,
+	         "WITH src AS (%s), agg AS (SELECT count(*) AS n, coalesce(sum(dur), 0) AS t, "
+	         "coalesce(sum(wait), 0) AS w FROM src) SELECT 'comm', (SELECT group_concat(d, "
+	         "',') FROM (SELECT DISTINCT dtype AS d FROM src ORDER BY d)), n, t FROM agg WHERE "
+	         "n > 0 UNION ALL SELECT 'comm wait', '', n, w FROM agg WHERE n > 0",
+	         src);
+	return collect(db, sql, AMP_DIFF_PHASE, NULL, s, err, errlen);
+}
+
+static int read_side(sqlite3 *db, side *s, int64_t *steps, int64_t *ranks, double *step_ns,
+                     char *err, size_t errlen)
 {
 	char sql[1024];
 	const char *ops = op_source(db), *copies = copy_source(db);
@@ -119,15 +142,19 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, double *step_ns, char
 	};
 	int64_t n = 0, t = 0;
 	int64_t timed = 0;
-	amp_profile_query_int64(db, &n, "SELECT count(*) FROM steps WHERE detail = 1", NULL);
-	amp_profile_query_int64(db, &timed,
-	                        "SELECT count(*) FROM steps WHERE detail = 1 AND dur_ns IS NOT NULL",
-	                        NULL);
+	amp_profile_query_int64(db, &n, "SELECT count(*) FROM main.steps WHERE detail = 1", NULL);
+	amp_profile_query_int64(
+	    db, &timed, "SELECT count(*) FROM main.steps WHERE detail = 1 AND dur_ns IS NOT NULL",
+	    NULL);
 	amp_profile_query_int64(db, &t,
-	                        "SELECT coalesce(sum(dur_ns), 0) FROM steps WHERE detail = 1 "
+	                        "SELECT coalesce(sum(dur_ns), 0) FROM main.steps WHERE detail = 1 "
 	                        "AND dur_ns IS NOT NULL",
 	                        NULL);
 	*steps = n;
+	*ranks = 1;
+	if (amp_profile_has_column(db, "steps", "rank"))
+		amp_profile_query_int64(db, ranks,
+		                        "SELECT max(1, count(DISTINCT rank)) FROM main.steps", NULL);
 	/* the mean of the steps that ended (a killed run's last one has no duration), as the
 	 * report's */
 	*step_ns = timed > 0 ? (double)t / (double)timed : 0.0;
@@ -153,6 +180,8 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, double *step_ns, char
 	    "FROM src",
 	    copies);
 	if (collect(db, sql, AMP_DIFF_PHASE, NULL, s, err, errlen) < 0)
+		return -1;
+	if (read_comm(db, s, err, errlen) < 0)
 		return -1;
 	if (push(s, AMP_DIFF_PHASE, "step", "", n, t) < 0) {
 		snprintf(err, errlen, "out of memory");
@@ -181,7 +210,8 @@ int amp_diff_compute(sqlite3 *a, sqlite3 *b, amp_diff *out, char *err, size_t er
 	if (errlen)
 		err[0] = '\0';
 	for (int i = 0; i < 2; i++)
-		if (read_side(db[i], &s[i], &out->steps[i], &out->step_ns[i], err, errlen) < 0)
+		if (read_side(db[i], &s[i], &out->steps[i], &out->ranks[i], &out->step_ns[i], err,
+		              errlen) < 0)
 			goto out;
 	out->rows = calloc(s[0].n + s[1].n + 1, sizeof *out->rows);
 	if (!out->rows) {

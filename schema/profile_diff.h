@@ -1,8 +1,10 @@
 /* profile_diff.h — two profiles' timings side by side (`ampprof diff`, ampview's diff mode): per
- * op type, per layer (label) and per step phase (forward, backward, optimizer, copies and the
- * whole step), each run's time per traced step, the change and the ratio, the biggest movers
- * first, the way `perf diff` lines up two recordings.  Time is per traced step so that runs of
- * different lengths compare; FP32 against AMP, or before against after a change.
+ * op type, per layer (label) and per step phase (forward, backward, optimizer, copies, a
+ * data-parallel run's all-reduces and the whole step), each run's time per traced step, the
+ * change and the ratio, the biggest movers first, the way `perf diff` lines up two recordings.
+ * Time is per traced step so that runs of different lengths compare; FP32 against AMP, or
+ * before against after a change.  A merged profile's steps are counted per rank (each rank's
+ * traced steps), so its figures are per step of one rank, as a single process's.
  *
  * Reads only what finalize stores (op_sigs.calls/total_ns, copy_sigs) when both profiles were
  * finalized, else one scan of the events.  Depends on SQLite and profile_db.h only.
@@ -19,7 +21,8 @@
 typedef enum amp_diff_kind {
 	AMP_DIFF_OP,    /* op type ('Linear') */
 	AMP_DIFF_LAYER, /* layer label ('fc1'), all its op types and phases */
-	AMP_DIFF_PHASE, /* 'forward', 'backward', 'optimizer', 'copies', 'step' */
+	AMP_DIFF_PHASE, /* 'forward', 'backward', 'optimizer', 'copies', 'comm', 'comm wait',
+	                   'step' */
 	AMP_DIFF_KINDS
 } amp_diff_kind;
 
@@ -41,8 +44,9 @@ typedef struct amp_diff_row {
 
 /* The comparison of A (baseline, side 0) with B (side 1). */
 typedef struct amp_diff {
-	int64_t steps[2];   /* traced steps of each side (the divisor; 0: none, the rows of that
-	                       side are totals) */
+	int64_t steps[2];   /* traced steps of each side, of all its ranks (the divisor; 0: none,
+	                       the rows of that side are totals) */
+	int64_t ranks[2];   /* ranks of each side (1 but for a merged profile) */
 	double step_ns[2];  /* mean traced step time */
 	amp_diff_row *rows; /* kind by kind, within a kind by |delta_ns| descending */
 	size_t nrows;

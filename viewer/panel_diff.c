@@ -114,10 +114,12 @@ static void diff_draw(void *self, view_ctx *ctx, view_screen *s, int top, int ro
 	bb = bb ? bb + 1 : ctx->run->path;
 	int x = 1 + view_screen_printf(s, 1, y, s->w - 2, VIEW_S_HEADER, VIEW_A_BOLD, "%s -> %s",
 	                               ba, bb);
+	/* a merged profile's steps are those of all its ranks, its figures per step of a rank */
 	x += view_screen_printf(
 	    s, x, y, s->w - x - 1, VIEW_S_NORMAL, 0,
-	    " \xc2\xb7 per traced step (%lld, %lld) \xc2\xb7 biggest movers first",
-	    (long long)p->d.steps[0], (long long)p->d.steps[1]);
+	    " \xc2\xb7 per traced step%s (%lld, %lld) \xc2\xb7 biggest movers first",
+	    p->d.ranks[0] > 1 || p->d.ranks[1] > 1 ? " of a rank" : "", (long long)p->d.steps[0],
+	    (long long)p->d.steps[1]);
 	view_filter_draw(&p->filter, ctx, s, x, y, s->w - x - 1);
 	y++;
 	double ratio = p->d.step_ns[0] > 0 && p->d.step_ns[1] > 0 ? p->d.step_ns[1] / p->d.step_ns[0]

@@ -430,6 +430,31 @@ check "merged: advice on the fp32 all-reduce of an amp run" \
 	"$(sqlite3 merged.db "SELECT count(*) FROM advice WHERE rule = 'fp32_allreduce'")" 1
 "$B/bin/ampprof" merge -o m16.db pfp16.0.db pfp16.1.db >/dev/null
 check "fp16 run: no fp32_allreduce advice" "$(sqlite3 m16.db "SELECT count(*) FROM advice WHERE rule = 'fp32_allreduce'")" 0
+# diff of two merged profiles: per step of a rank, the all-reduces as their own phase
+"$B/bin/ampprof" diff merged.db m16.db >diff.out 2>&1
+check "diff of merged profiles: exit 0" "$?" 0
+grep -qE "^A merged.db: 24 traced steps of 2 ranks, [0-9.]+ ms/step of a rank$" diff.out ||
+	bad "diff: a merged side's steps are its ranks'" "$(head -3 diff.out)"
+check "diff: the all-reduces as a phase, fp32 against fp16, once per rank and step" \
+	"$("$B/bin/ampprof" diff --kind=phase --format=csv merged.db m16.db | grep '^phase,comm,' | cut -d, -f3-6)" \
+	"fp32,fp16,24,24"
+check "diff: the all-reduce time a rank blocked, its own row" \
+	"$("$B/bin/ampprof" diff --kind=phase --format=csv merged.db m16.db | grep -c '^phase,comm wait,')" 1
+check "diff: per step of a rank, the comm row is the mean all-reduce time of a rank's step" \
+	"$("$B/bin/ampprof" diff --kind=phase --format=json merged.db m16.db | /usr/bin/python3 -c '
+import json, sqlite3, sys
+d = json.load(sys.stdin)
+r = [x for x in d["rows"] if x["name"] == "comm"][0]
+def mean(db):
+    c = sqlite3.connect(db)
+    return c.execute("SELECT sum(c.dur_ns) / 1e6 / (SELECT count(*) FROM steps WHERE detail = 1) FROM comm c JOIN steps s ON s.step = c.step AND s.rank = c.rank AND s.detail = 1 WHERE c.kind = \x27allreduce\x27").fetchone()[0]
+print(d["a_ranks"], d["b_ranks"], abs(r["a_ms"] - mean("merged.db")) < 1e-4, abs(r["b_ms"] - mean("m16.db")) < 1e-4)')" \
+	"2 2 True True"
+"$B/bin/ampview" --headless --height=80 --diff=merged.db m16.db >vdiff.out 2>&1
+check "ampview diff of merged profiles: exit 0" "$?" 0
+grep -q "per traced step of a rank (24, 24)" vdiff.out ||
+	bad "ampview diff: steps of every rank, figures per step of a rank" "$(head -3 vdiff.out)"
+grep -qE "^  phase  comm  +fp32 +fp16 " vdiff.out || bad "ampview diff: the comm phase row" "$(cat vdiff.out)"
 "$B/bin/ampprof" report merged.db >report.out 2>&1
 check "report of the merged profile: exit 0" "$?" 0
 grep -q "^  comm share   [0-9.]* % of step time .*all-reduce in fp32, 2 rank(s), rank spread" report.out ||
