@@ -548,19 +548,53 @@ int amp_check_master_grad_stats(void)
 	return amp_check_config_now()->nan_check == AMP_NAN_CHECK_STEP;
 }
 
-int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p)
+/* Statistics of the values of t times mul (mul <= 1), as if they were unscaled in place: each
+ * block widened and multiplied in L1 (the same products as amp_vscale_f32's), its statistics
+ * merged into *s. */
+#define SCALED_BLOCK 2048
+static void stats_scaled(const amp_tensor *t, float mul, amp_stats *s)
+{
+	const amp_dtype_info *d = amp_dt(t->dtype);
+	float buf[SCALED_BLOCK];
+	amp_stats part;
+	amp_stats_init(s);
+	for (int64_t i0 = 0; i0 < t->numel; i0 += SCALED_BLOCK) {
+		int64_t n = t->numel - i0 < SCALED_BLOCK ? t->numel - i0 : SCALED_BLOCK;
+		d->to_f32((const char *)t->data + (size_t)i0 * d->size, buf, n);
+		amp_vscale_f32(buf, mul, buf, n);
+		amp_stats_f32(buf, n, &part);
+		amp_stats_merge(s, &part);
+	}
+}
+
+int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p, float mul)
 {
 	const amp_tensor *g = p->master->grad;
+	/* the values to read: the half gradient the update will widen, while it is kept */
+	const amp_tensor *v = p->grad_kept ? p->grad_kept : g;
 	const amp_check_config *cfg = amp_check_config_now();
 	if (cfg->nan_check != AMP_NAN_CHECK_STEP)
-		return amp_count_nonfinite_f32(g->data, g->numel);
+		return tensor_nonfinite(v);
 	uint64_t t0 = amp_check_now_ns();
 	struct amp_check_ctx *st = state(ctx, cfg);
 	if (!st)
-		return amp_count_nonfinite_f32(g->data, g->numel);
+		return tensor_nonfinite(v);
 	amp_stats s;
 	int have;
-	int64_t bad = scan(st, g, &s, &have);
+	int64_t bad;
+	if (mul == 1.0f) {
+		bad = scan(st, v, &s, &have);
+	} else {
+		/* as scan(): full statistics on statistics steps, else a count (a finite value
+		 * times mul <= 1 stays finite: the scaled values count the same) */
+		__atomic_add_fetch(&amp_check_cnt.checked, 1, __ATOMIC_RELAXED);
+		bad = st->full ? -1 : tensor_nonfinite(v);
+		if (bad != 0) {
+			stats_scaled(v, mul, &s);
+			bad = (int64_t)(s.nan + s.pinf + s.ninf);
+		}
+		have = st->full || bad != 0;
+	}
 	if (have) {
 		char name[96];
 		snprintf(name, sizeof name, "%s.grad", p->label ? p->label : "param");

@@ -69,9 +69,13 @@ void amp_check_cast(amp_ctx *ctx, const amp_tensor *src, const amp_tensor *dst,
                     int64_t dst_nonfinite);
 /* The loss handed to amp_backward (nan_check=step checks it here). */
 void amp_check_loss(amp_ctx *ctx, const amp_tensor *loss);
-/* Master gradient of p at optimizer time, already unscaled.  Returns its count of NaN and Inf
- * values (what amp_count_nonfinite_f32 would), computing statistics too under nan_check=step. */
-int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p);
+/* Master gradient of p at optimizer time, times mul (<= 1: the unscale the update will apply;
+ * 1 when it is unscaled already).  Returns its count of NaN and Inf values (what
+ * amp_count_nonfinite_f32 would), computing statistics too under nan_check=step: of the
+ * unscaled values, widened and multiplied block by block in L1, nothing written.  While p's
+ * gradient is kept in half (p->grad_kept) it is read there: widening is exact, so the values
+ * and statistics are those of the master gradient, whose dtype the record keeps. */
+int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p, float mul);
 /* 1 when amp_check_master_grad computes statistics (nan_check=step), 0 when it only counts
  * NaN and Inf (the optimizer may then count them itself, fused with its unscaling). */
 int amp_check_master_grad_stats(void);

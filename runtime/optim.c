@@ -260,14 +260,16 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	 * same for all of them). */
 	const float inv =
 	    (float)(1.0 / (ctx->step_scale * divisor * (double)ctx->cfg.accum_steps));
-	/* Where nothing reads the unscaled gradients before the update (no statistics of them, no
-	 * clipping norm), the unscale moves into the update's own pass, and this one only counts:
-	 * a finite gradient times inv <= 1 stays finite, so the scaled ones count the same. */
+	/* Where nothing reads the unscaled gradients in memory before the update (no clipping
+	 * norm), the unscale moves into the update's own pass, and this one only counts: a finite
+	 * gradient times inv <= 1 stays finite, so the scaled ones count the same.  Statistics of
+	 * the unscaled gradients (nan_check=step) read them block by block in L1, unscaled there
+	 * as the update will unscale them (the same products), without writing them. */
 	const int stats = AMP_TRACING() && amp_check_master_grad_stats();
-	const float fold = !stats && !(ctx->cfg.clip_norm > 0) && inv <= 1.0f ? inv : 1.0f;
+	const float fold = !(ctx->cfg.clip_norm > 0) && inv <= 1.0f ? inv : 1.0f;
 	/* Gradients kept in half stay so for the update to widen, unless something reads them
-	 * in FP32 before it: statistics, the clipping norm, an unscale in place (inv > 1). */
-	const int in_f32 = stats || ctx->cfg.clip_norm > 0 || (fold == 1.0f && inv != 1.0f);
+	 * in FP32 before it: the clipping norm, an unscale in place (inv > 1). */
+	const int in_f32 = ctx->cfg.clip_norm > 0 || (fold == 1.0f && inv != 1.0f);
 	int overflow = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next)
@@ -278,9 +280,9 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		if (!g)
 			continue;
 		if (stats) {
-			if (inv != 1.0f)
+			if (fold == 1.0f && inv != 1.0f)
 				amp_vscale_f32(g->data, inv, g->data, g->numel);
-			overflow |= amp_check_master_grad(ctx, p) != 0;
+			overflow |= amp_check_master_grad(ctx, p, fold) != 0;
 		} else if (fold != 1.0f || inv == 1.0f) {
 			/* counted as it was widened from its half gradient, or counted here */
 			overflow |= (p->grad_counted ? p->grad_nonfinite : count_grad(p)) != 0;

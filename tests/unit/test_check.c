@@ -993,6 +993,58 @@ static int train_step(amp_ctx *ctx, amp_optim *opt, amp_tensor *w, amp_tensor *b
 	return rc ? rc : rc_end;
 }
 
+/* nan_check=step: the master gradients' statistics come from the half gradients the update
+ * widens (in BF16 AMP, no loss scale) or from blocks unscaled in L1 (in FP16 AMP), without
+ * widening and unscaling them in memory first; they are those of the unscaled FP32 master
+ * gradients (here forced by gradient clipping, which reads the FP32 values), field for field,
+ * and still recorded as the FP32 master's. */
+Test(modes, step_checks_master_grads_read_in_place, .fini = checks_off)
+{
+	seen_rec want[2];
+	const char *names[2] = {"fc.grad", "fc.bias.grad"};
+	for (int run = 0; run < 4; run++) {
+		amp_check_config cfg = base_config();
+		cfg.nan_check = AMP_NAN_CHECK_STEP;
+		checks_on(&cfg);
+		amp_ctx *ctx =
+		    new_ctx(run < 2 ? "allow_mix_precision_bf16" : "allow_mix_precision_fp16");
+		/* runs 0, 2: clipping at a norm no gradient reaches, which widens and unscales them
+		 * in FP32 first */
+		if (run % 2 == 0)
+			cr_assert_eq(amp_config_set(ctx, "gradient_clipping", "1e30"), AMP_OK);
+		amp_tensor *w, *b;
+		amp_optim *opt;
+		amp_sgd_options so = {0.1f, 0, 0};
+		cr_assert_eq(amp_param_new(ctx, "fc", amp_shape2(4, 8), AMP_INIT_KAIMING, 1, &w),
+		             AMP_OK);
+		cr_assert_eq(amp_param_new(ctx, "fc.bias", amp_shape1(4), AMP_INIT_ZEROS, 0, &b),
+		             AMP_OK);
+		cr_assert_eq(amp_optim_sgd_new(ctx, &so, &opt), AMP_OK);
+		cr_assert_eq(train_step(ctx, opt, w, b), AMP_OK, "%s", amp_ctx_error(ctx));
+		for (int k = 0; k < 2; k++) {
+			const seen_rec *g = find_stats(AMP_OP_OPTIMIZER, AMP_ROLE_GRAD, names[k]);
+			cr_assert(g, "%s: no statistics", names[k]);
+			cr_expect_eq(g->st.dtype, AMP_F32, "%s: recorded as the FP32 master", names[k]);
+			if (run % 2 == 0) {
+				want[k] = *g;
+				continue;
+			}
+			const amp_trace_tstats *a = &want[k].st, *c = &g->st;
+			cr_expect(a->count == c->count && a->nan == c->nan && a->inf == c->inf &&
+			              a->underflow == c->underflow &&
+			              a->near_overflow == c->near_overflow && a->min == c->min &&
+			              a->max == c->max && a->absmax == c->absmax &&
+			              memcmp(a->exp_hist, c->exp_hist, sizeof a->exp_hist) == 0,
+			          "%s, run %d: statistics from the half gradient differ from the FP32 "
+			          "master's (min %g/%g max %g/%g)",
+			          names[k], run, a->min, c->min, a->max, c->max);
+			cr_expect(c->absmax > 0, "%s: a gradient that is not zero", names[k]);
+		}
+		amp_ctx_free(ctx);
+		checks_off();
+	}
+}
+
 /* nan_check=step: only the loss and the (unscaled) master gradients at optimizer time. */
 Test(modes, step_checks_loss_and_master_grads, .fini = checks_off)
 {
