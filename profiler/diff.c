@@ -42,9 +42,10 @@ static const amp_opt_spec diff_spec = {
              "process or another rank count.  `ampdump --compare` compares the numerics.",
     .opts = diff_opts,
     .n_opts = sizeof diff_opts / sizeof diff_opts[0],
-    .footer = "Columns: kind, name, a_dtype, b_dtype (exec dtypes; copy kinds for 'copies'),\n"
-              "a_calls, b_calls (in the traced steps), a_ms, b_ms (milliseconds per traced\n"
-              "step), delta_ms (b_ms - a_ms), ratio (b_ms / a_ms; inf when only B has it).\n"
+    .footer = "Columns: kind, name, a_dtype, b_dtype (exec dtypes; copy kinds for 'copies',\n"
+              "payload dtypes for 'comm'), a_calls, b_calls (in the traced steps, of every\n"
+              "rank of a merged profile), a_ms, b_ms (milliseconds per traced step), delta_ms\n"
+              "(b_ms - a_ms), ratio (b_ms / a_ms; inf when only B has it).\n"
               "JSON: {\"format_version\", \"a_steps\", \"b_steps\", \"a_ranks\", \"b_ranks\",\n"
               "\"rows\": [...]} (steps of all ranks).  A profile without traced steps (a_steps\n"
               "or b_steps 0) shows its totals instead.\n"
@@ -102,6 +103,9 @@ static void print_side(char name, const char *path, int64_t steps, int64_t ranks
 	else if (steps > 0 && step_ns > 0)
 		printf("%c %s: %lld traced steps, %.3f ms/step\n", name, path, (long long)steps,
 		       step_ns / 1e6);
+	else if (steps > 0 && ranks > 1) /* killed in their first step: none ended */
+		printf("%c %s: %lld traced step(s) of %lld ranks, none ended (no time per step)\n",
+		       name, path, (long long)steps, (long long)ranks);
 	else if (steps > 0) /* a killed run in its first step: none ended */
 		printf("%c %s: %lld traced step(s), none ended (no time per step)\n", name, path,
 		       (long long)steps);

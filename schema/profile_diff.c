@@ -103,19 +103,23 @@ static const char *copy_source(sqlite3 *db)
 	                    "JOIN copy_sigs s ON s.id = e.sig GROUP BY e.sig";
 }
 
-/* A data-parallel run's gradient all-reduces in the traced steps of each rank: their time
+/* A data-parallel run's gradient all-reduces (the buckets: not the averaging of parameters
+ * without gradients, bucket NULL, FP32 whatever the setting) in the traced steps of each rank,
+ * or in all its steps when none was traced (the totals the other rows give then): their time
  * ('comm', with the payload dtypes) and the part of it the rank blocked waiting ('comm wait').
  * Nothing for a profile without them (one process, or a version before the comm table).  The
  * tables are main's: ampview shadows `steps` with one rank's rows, where every rank's count. */
-static int read_comm(sqlite3 *db, side *s, char *err, size_t errlen)
+static int read_comm(sqlite3 *db, int traced, side *s, char *err, size_t errlen)
 {
 	if (!amp_profile_has_column(db, "comm", "rank") ||
 	    !amp_profile_has_column(db, "steps", "rank"))
 		return 0;
-	static const char *const src =
-	    "SELECT c.dtype AS dtype, c.dur_ns AS dur, c.wait_ns AS wait FROM main.comm c JOIN "
-	    "main.steps s ON s.step = c.step AND s.rank = c.rank AND s.detail = 1 WHERE c.kind = "
-	    "'allreduce'";
+	const char *src =
+	    traced ? "SELECT c.dtype AS dtype, c.dur_ns AS dur, c.wait_ns AS wait FROM main.comm c "
+	             "JOIN main.steps s ON s.step = c.step AND s.rank = c.rank AND s.detail = 1 "
+	             "WHERE c.kind = 'allreduce' AND c.bucket IS NOT NULL"
+	           : "SELECT dtype, dur_ns AS dur, wait_ns AS wait FROM main.comm WHERE kind = "
+	             "'allreduce' AND bucket IS NOT NULL";
 	char sql[768];
 	snprintf(sql, sizeof sql,
 	         "WITH src AS (%s), agg AS (SELECT count(*) AS n, coalesce(sum(dur), 0) AS t, "
@@ -181,7 +185,7 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, int64_t *ranks, doubl
 	    copies);
 	if (collect(db, sql, AMP_DIFF_PHASE, NULL, s, err, errlen) < 0)
 		return -1;
-	if (read_comm(db, s, err, errlen) < 0)
+	if (read_comm(db, n > 0, s, err, errlen) < 0)
 		return -1;
 	if (push(s, AMP_DIFF_PHASE, "step", "", n, t) < 0) {
 		snprintf(err, errlen, "out of memory");

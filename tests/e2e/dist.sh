@@ -447,9 +447,21 @@ d = json.load(sys.stdin)
 r = [x for x in d["rows"] if x["name"] == "comm"][0]
 def mean(db):
     c = sqlite3.connect(db)
-    return c.execute("SELECT sum(c.dur_ns) / 1e6 / (SELECT count(*) FROM steps WHERE detail = 1) FROM comm c JOIN steps s ON s.step = c.step AND s.rank = c.rank AND s.detail = 1 WHERE c.kind = \x27allreduce\x27").fetchone()[0]
+    return c.execute("SELECT sum(c.dur_ns) / 1e6 / (SELECT count(*) FROM steps WHERE detail = 1) FROM comm c JOIN steps s ON s.step = c.step AND s.rank = c.rank AND s.detail = 1 WHERE c.kind = \x27allreduce\x27 AND c.bucket IS NOT NULL").fetchone()[0]
 print(d["a_ranks"], d["b_ranks"], abs(r["a_ms"] - mean("merged.db")) < 1e-4, abs(r["b_ms"] - mean("m16.db")) < 1e-4)')" \
 	"2 2 True True"
+# the averaging of parameters without gradients (bucket NULL, always fp32) is not the gradients'
+cp m16.db m16n.db
+sqlite3 m16n.db "INSERT INTO comm (step, kind, bytes, dtype, bucket, start_ns, dur_ns, wait_ns, rank) VALUES (3, 'allreduce', 8, 'fp32', NULL, 0, 5000000, 5000000, 0)"
+check "diff: the comm row leaves out the averaging of parameters without gradients" \
+	"$("$B/bin/ampprof" diff --kind=phase --format=csv merged.db m16n.db | grep '^phase,comm,' | cut -d, -f3-6)" \
+	"fp32,fp16,24,24"
+# a profile without traced steps gives totals, its all-reduces included
+cp m16.db m16t.db
+sqlite3 m16t.db "UPDATE steps SET detail = 0"
+check "diff: a side without traced steps has its all-reduces' totals" \
+	"$("$B/bin/ampprof" diff --kind=phase --format=csv merged.db m16t.db | grep '^phase,comm,' | cut -d, -f3-6)" \
+	"fp32,fp16,24,24"
 "$B/bin/ampview" --headless --height=80 --diff=merged.db m16.db >vdiff.out 2>&1
 check "ampview diff of merged profiles: exit 0" "$?" 0
 grep -q "per traced step of a rank (24, 24)" vdiff.out ||
