@@ -79,19 +79,40 @@ static int take_hint(struct amp_check_ctx *st, const amp_tensor *t, amp_stats *s
 	return 0;
 }
 
-/* One pass over t: full statistics on statistics steps (*have = 1), taken from a kernel's
- * hint when there is one, else a non-finite count, followed by statistics if it found any.
- * Returns the NaN + Inf count. */
-static int64_t scan(struct amp_check_ctx *st, const amp_tensor *t, amp_stats *s, int *have)
+/* Statistics of the values of t times mul (mul <= 1), as if they were unscaled in place: each
+ * block widened and multiplied in L1 (the same products as amp_vscale_f32's), its statistics
+ * merged into *s. */
+#define SCALED_BLOCK 2048
+static void stats_scaled(const amp_tensor *t, float mul, amp_stats *s)
+{
+	const amp_dtype_info *d = amp_dt(t->dtype);
+	float buf[SCALED_BLOCK];
+	amp_stats part;
+	amp_stats_init(s);
+	for (int64_t i0 = 0; i0 < t->numel; i0 += SCALED_BLOCK) {
+		int64_t n = t->numel - i0 < SCALED_BLOCK ? t->numel - i0 : SCALED_BLOCK;
+		d->to_f32((const char *)t->data + (size_t)i0 * d->size, buf, n);
+		amp_vscale_f32(buf, mul, buf, n);
+		amp_stats_f32(buf, n, &part);
+		amp_stats_merge(s, &part);
+	}
+}
+
+/* One pass over t (its values times mul <= 1: 1 for t as it is): full statistics on
+ * statistics steps (*have = 1), taken from a kernel's hint when there is one, else a non-finite
+ * count (a finite value times mul stays finite: the same count), followed by statistics if it
+ * found any.  Returns the NaN + Inf count. */
+static int64_t scan(struct amp_check_ctx *st, const amp_tensor *t, float mul, amp_stats *s,
+                    int *have)
 {
 	__atomic_add_fetch(&amp_check_cnt.checked, 1, __ATOMIC_RELAXED);
-	int64_t bad;
-	if (st->full) {
-		if (!take_hint(st, t, s))
+	int64_t bad = st->full ? 1 : tensor_nonfinite(t);
+	if (bad != 0) {
+		if (mul != 1.0f)
+			stats_scaled(t, mul, s);
+		else if (!st->full || !take_hint(st, t, s))
 			tensor_stats(t, s);
 		bad = (int64_t)(s->nan + s->pinf + s->ninf);
-	} else if ((bad = tensor_nonfinite(t)) != 0) {
-		tensor_stats(t, s);
 	}
 	*have = st->full || bad != 0;
 	return bad;
@@ -287,7 +308,7 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 	if (cfg->nan_check == AMP_NAN_CHECK_OP && is_float(out) && !alias) {
 		amp_stats s;
 		int have, via_cast = 0;
-		int64_t bad = scan(st, out, &s, &have);
+		int64_t bad = scan(st, out, 1.0f, &s, &have);
 		int origin = bad && st->origin.step < 0 && inputs_finite(st, in, n, &via_cast);
 		if (have)
 			emit_stats(ctx, seq, call->op, phase, role, out, base, &s, origin, 0, 0);
@@ -359,7 +380,7 @@ static void check_cast_backward(amp_ctx *ctx, const amp_node *node)
 	char name[96];
 	amp_stats s;
 	int have;
-	int64_t bad = scan(st, src->grad, &s, &have);
+	int64_t bad = scan(st, src->grad, 1.0f, &s, &have);
 	int origin = bad && st->origin.step < 0 && !tensor_nonfinite(dy);
 	snprintf(name, sizeof name, "%s.cast.grad", base);
 	if (have)
@@ -430,7 +451,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 		amp_stats s[AMP_NODE_MAX_IN];
 		int have[AMP_NODE_MAX_IN], origin_at = -1;
 		for (int g = 0; g < ng; g++) {
-			int64_t bad = scan(st, grads[g], &s[g], &have[g]);
+			int64_t bad = scan(st, grads[g], 1.0f, &s[g], &have[g]);
 			grads[g]->nonfinite = bad; /* until its next writer (amp_grad_acc_kept) */
 			grads[g]->nonfinite_known = 1;
 			if (bad && origin_at < 0 && st->origin.step < 0)
@@ -548,25 +569,6 @@ int amp_check_master_grad_stats(void)
 	return amp_check_config_now()->nan_check == AMP_NAN_CHECK_STEP;
 }
 
-/* Statistics of the values of t times mul (mul <= 1), as if they were unscaled in place: each
- * block widened and multiplied in L1 (the same products as amp_vscale_f32's), its statistics
- * merged into *s. */
-#define SCALED_BLOCK 2048
-static void stats_scaled(const amp_tensor *t, float mul, amp_stats *s)
-{
-	const amp_dtype_info *d = amp_dt(t->dtype);
-	float buf[SCALED_BLOCK];
-	amp_stats part;
-	amp_stats_init(s);
-	for (int64_t i0 = 0; i0 < t->numel; i0 += SCALED_BLOCK) {
-		int64_t n = t->numel - i0 < SCALED_BLOCK ? t->numel - i0 : SCALED_BLOCK;
-		d->to_f32((const char *)t->data + (size_t)i0 * d->size, buf, n);
-		amp_vscale_f32(buf, mul, buf, n);
-		amp_stats_f32(buf, n, &part);
-		amp_stats_merge(s, &part);
-	}
-}
-
 int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p, float mul)
 {
 	const amp_tensor *g = p->master->grad;
@@ -581,20 +583,7 @@ int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p, float mul)
 		return tensor_nonfinite(v);
 	amp_stats s;
 	int have;
-	int64_t bad;
-	if (mul == 1.0f) {
-		bad = scan(st, v, &s, &have);
-	} else {
-		/* as scan(): full statistics on statistics steps, else a count (a finite value
-		 * times mul <= 1 stays finite: the scaled values count the same) */
-		__atomic_add_fetch(&amp_check_cnt.checked, 1, __ATOMIC_RELAXED);
-		bad = st->full ? -1 : tensor_nonfinite(v);
-		if (bad != 0) {
-			stats_scaled(v, mul, &s);
-			bad = (int64_t)(s.nan + s.pinf + s.ninf);
-		}
-		have = st->full || bad != 0;
-	}
+	int64_t bad = scan(st, v, mul, &s, &have);
 	if (have) {
 		char name[96];
 		snprintf(name, sizeof name, "%s.grad", p->label ? p->label : "param");
