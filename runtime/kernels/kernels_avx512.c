@@ -354,14 +354,183 @@ static inline uint64_t col_mask(int64_t c0, int64_t lanes, int64_t lo, int64_t h
 	return upto & ~((1ull << a) - 1);
 }
 
+/* ---- "same" convolutions: stride 1, output as large as the image --------------------------
+ * Then row (c,kh,kw) of col is plane c shifted by dh = kh - pad rows and dw = kw - pad columns,
+ * the pixels shifted in from outside the plane zeroed, and im2col and its adjoint run over the
+ * flat plane: one masked load and one store per 32 halves or 16 floats of a row (the rows of a
+ * 14 x 14 plane are 14 long; a chunk of the plane covers two of them).  Which lanes of a chunk
+ * are in the plane depends on dh (a run of whole rows) and on the lanes' columns and dw; the
+ * columns of a chunk's lanes are kept in a vector, one step of lanes % W per chunk. */
+#define SAME_K_MAX 8  /* filter rows and columns */
+#define SAME_SEG   32 /* chunks per segment of the plane whose lanes are tabled */
+
+static int conv_same(const amp_conv_shape *s)
+{
+	return s->stride == 1 && s->OH == s->H && s->OW == s->W && s->KH <= SAME_K_MAX &&
+	       s->KW <= SAME_K_MAX && s->W < 32768;
+}
+
+/* The columns (j % W) of the lanes of a chunk starting at element j of a plane, as 16-bit
+ * lanes (es 2: 32 of them) or 32-bit lanes (es 4: 16), and the step to the next chunk. */
+typedef struct same_cols {
+	__m512i col, step, w;
+	int half;
+} same_cols;
+
+static same_cols same_cols_init(int64_t W, size_t es)
+{
+	same_cols sc = {.half = es == 2};
+	int64_t lanes = sc.half ? 32 : 16;
+	uint16_t c16[32];
+	uint32_t c32[16];
+	for (int64_t l = 0; l < lanes; l++) {
+		c16[l] = (uint16_t)(l % W);
+		c32[l % 16] = (uint32_t)(l % W);
+	}
+	sc.col = sc.half ? _mm512_loadu_si512(c16) : _mm512_loadu_si512(c32);
+	sc.step =
+	    sc.half ? _mm512_set1_epi16((short)(lanes % W)) : _mm512_set1_epi32((int)(lanes % W));
+	sc.w = sc.half ? _mm512_set1_epi16((short)W) : _mm512_set1_epi32((int)W);
+	return sc;
+}
+
+static inline void same_cols_next(same_cols *sc)
+{
+	if (sc->half) {
+		__m512i c = _mm512_add_epi16(sc->col, sc->step);
+		sc->col =
+		    _mm512_min_epu16(c, _mm512_sub_epi16(c, sc->w)); /* c - W wraps if c < W */
+	} else {
+		__m512i c = _mm512_add_epi32(sc->col, sc->step);
+		sc->col = _mm512_min_epu32(c, _mm512_sub_epi32(c, sc->w));
+	}
+}
+
+/* Lanes whose column plus d is inside the plane: 0 <= col + d < W, unsigned. */
+static inline uint32_t same_cols_in(const same_cols *sc, int64_t d)
+{
+	if (sc->half)
+		return _mm512_cmplt_epu16_mask(
+		    _mm512_add_epi16(sc->col, _mm512_set1_epi16((short)d)), sc->w);
+	return _mm512_cmplt_epu32_mask(_mm512_add_epi32(sc->col, _mm512_set1_epi32((int)d)), sc->w);
+}
+
+/* The lanes of chunks [j0, j0 + n * lanes) of a plane in the plane for each tap row and tap
+ * column (a chunk's lanes of tap (kh, kw): row[kh][q] & col[kw][q]), and the lanes of each
+ * chunk inside the plane (end).  dir 1: entry j reads pixel j + shift (im2col); -1: pixel p is
+ * read by entry p - shift (its adjoint).  sc is at chunk j0 and is moved past the last. */
+typedef struct same_masks {
+	uint32_t row[SAME_K_MAX][SAME_SEG], col[SAME_K_MAX][SAME_SEG], end[SAME_SEG];
+} same_masks;
+
+static void same_masks_fill(same_masks *t, const amp_conv_shape *s, int64_t lanes, int dir,
+                            int64_t j0, int64_t n, same_cols *sc)
+{
+	const int64_t W = s->W, H = s->H, hw = H * W;
+	for (int64_t q = 0; q < n; q++, same_cols_next(sc)) {
+		int64_t j = j0 + q * lanes;
+		for (int64_t kw = 0; kw < s->KW; kw++)
+			t->col[kw][q] = same_cols_in(sc, dir * (kw - s->pad));
+		for (int64_t kh = 0; kh < s->KH; kh++) {
+			int64_t dh = dir * (kh - s->pad);
+			t->row[kh][q] = (uint32_t)col_mask(j, lanes, dh < 0 ? -dh * W : 0,
+			                                   dh > 0 ? (H - dh) * W : hw);
+		}
+		t->end[q] = (uint32_t)col_mask(j, lanes, 0, hw);
+	}
+}
+
+/* Segment by segment of the plane, tap by tap; a chunk's lanes are the same for every
+ * channel. */
+static void im2col_same_avx512(const amp_conv_shape *s, size_t es, const void *x, void *col)
+{
+	const int64_t hw = s->H * s->W, lanes = es == 2 ? 32 : 16, C = s->C;
+	const size_t cstride = (size_t)(s->KH * s->KW * hw) * es; /* from row (c,kh,kw) to c + 1 */
+	same_cols sc = same_cols_init(s->W, es);
+	same_masks t;
+	for (int64_t j0 = 0; j0 < hw; j0 += SAME_SEG * lanes) {
+		int64_t n = (hw - j0 + lanes - 1) / lanes;
+		n = n < SAME_SEG ? n : SAME_SEG;
+		same_masks_fill(&t, s, lanes, 1, j0, n, &sc);
+		for (int64_t kh = 0; kh < s->KH; kh++)
+			for (int64_t kw = 0; kw < s->KW; kw++) {
+				int64_t shift = (kh - s->pad) * s->W + kw - s->pad;
+				const char *src = (const char *)x + (size_t)(j0 + shift) * es;
+				char *dst =
+				    (char *)col + (size_t)((kh * s->KW + kw) * hw + j0) * es;
+				for (int64_t q = 0; q < n; q++) {
+					uint32_t m = t.row[kh][q] & t.col[kw][q];
+					/* the last chunk of a row is stored masked: the next row
+					 * may be written already */
+					uint32_t st = t.end[q];
+					const char *sp = src + (size_t)(q * lanes) * es;
+					char *dp = dst + (size_t)(q * lanes) * es;
+					for (int64_t c = 0; c < C;
+					     c++, sp += hw * es, dp += cstride) {
+						if (es == 2)
+							_mm512_mask_storeu_epi16(
+							    dp, st,
+							    _mm512_maskz_loadu_epi16(m, sp));
+						else
+							_mm512_mask_storeu_epi32(
+							    dp, (__mmask16)st,
+							    _mm512_maskz_loadu_epi32((__mmask16)m,
+							                             sp));
+					}
+				}
+			}
+	}
+}
+
+/* The adjoint: each pixel of a chunk of plane c adds the entries that read it, tap by tap in
+ * (kh, kw) order as col2im_add_f32 (the same sums). */
+static void col2im_same_avx512(const amp_conv_shape *s, const float *col, float *dx)
+{
+	const int64_t hw = s->H * s->W, taps = s->KH * s->KW, C = s->C;
+	same_cols sc = same_cols_init(s->W, sizeof(float));
+	same_masks t;
+	for (int64_t j0 = 0; j0 < hw; j0 += SAME_SEG * 16) {
+		int64_t n = (hw - j0 + 15) / 16;
+		n = n < SAME_SEG ? n : SAME_SEG;
+		same_masks_fill(&t, s, 16, -1, j0, n, &sc);
+		for (int64_t q = 0; q < n; q++) {
+			int64_t p0 = j0 + q * 16;
+			__mmask16 m[SAME_K_MAX * SAME_K_MAX], dm = (__mmask16)t.end[q];
+			for (int64_t kh = 0; kh < s->KH; kh++)
+				for (int64_t kw = 0; kw < s->KW; kw++)
+					m[kh * s->KW + kw] =
+					    (__mmask16)(t.row[kh][q] & t.col[kw][q]);
+			for (int64_t c = 0; c < C; c++) {
+				float *d = dx + c * hw + p0;
+				const float *r = col + c * taps * hw + p0;
+				__m512 acc = _mm512_maskz_loadu_ps(dm, d);
+				for (int64_t kh = 0, i = 0; kh < s->KH; kh++)
+					for (int64_t kw = 0; kw < s->KW; kw++, i++, r += hw) {
+						int64_t shift = (kh - s->pad) * s->W + kw - s->pad;
+						/* only the lanes that read it add (-0 stays -0) */
+						acc = _mm512_mask_add_ps(
+						    acc, m[i], acc,
+						    _mm512_maskz_loadu_ps(m[i], r - shift));
+					}
+				_mm512_mask_storeu_ps(d, dm, acc);
+			}
+		}
+	}
+}
+
 /* im2col at stride 1: each output row is one load and one store per 32 halves or 16 floats,
  * the padding lanes zeroed in registers (a load that would leave the image is masked instead,
  * so they are never read).  The masks depend on the filter column and the chunk only, so the
  * rows are the inner loop.  A row of one chunk is stored full width: the rows of col are
  * consecutive, so its lanes past the row are rewritten by the next rows' stores (the rows
- * near the end of col are stored masked).  Other strides go to im2col. */
+ * near the end of col are stored masked).  Same convolutions go to im2col_same_avx512, other
+ * strides to im2col. */
 static void im2col_avx512(const amp_conv_shape *s, size_t es, const void *x, void *col)
 {
+	if (conv_same(s)) {
+		im2col_same_avx512(s, es, x, col);
+		return;
+	}
 	if (s->stride != 1) {
 		im2col(s, es, x, col);
 		return;
@@ -414,9 +583,14 @@ static void im2col_avx512(const amp_conv_shape *s, size_t es, const void *x, voi
 
 /* col2im_add_f32 at stride 1, by input row: 16 pixels of a row gather their column entries
  * (one masked load per filter tap) in the (kh, kw) order of col2im_add_f32, so every pixel's
- * sum is the same, and are stored once.  Other strides go to col2im_add_f32. */
+ * sum is the same, and are stored once.  Same convolutions go to col2im_same_avx512, other
+ * strides to col2im_add_f32. */
 static void col2im_add_avx512(const amp_conv_shape *s, const float *col, float *dx)
 {
+	if (conv_same(s)) {
+		col2im_same_avx512(s, col, dx);
+		return;
+	}
 	if (s->stride != 1) {
 		col2im_add_f32(s, col, dx);
 		return;
