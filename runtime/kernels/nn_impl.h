@@ -89,10 +89,47 @@ IM2COL_ROW(uint16_t)
 IM2COL_ROW(uint32_t)
 #undef IM2COL_ROW
 
+/* A "same" convolution (stride 1, output the image's size): row (c,kh,kw) of col is plane c
+ * shifted by dh = kh - pad rows and dw = kw - pad columns, the pixels shifted in from outside
+ * zeroed.  The run of whole rows the shift keeps is one copy; entries outside it are zero, and
+ * so are the |dw| entries at the edge of each row that wrapped round from the next or the
+ * previous row.  (A copy that would start before the plane or end after it starts or ends
+ * at the plane's edge: the entries it leaves out are such wrapped ones.) */
+static void im2col_same(const amp_conv_shape *s, size_t es, const void *x, void *col)
+{
+	const int64_t W = s->W, hw = s->H * s->W;
+	char *dst = col;
+	for (int64_t c = 0; c < s->C; c++)
+		for (int64_t kh = 0; kh < s->KH; kh++)
+			for (int64_t kw = 0; kw < s->KW; kw++, dst += (size_t)hw * es) {
+				int64_t dh = kh - s->pad, dw = kw - s->pad, shift = dh * W + dw;
+				int64_t lo = dh < 0 ? -dh * W : 0,
+				        hi = dh > 0 ? (s->H - dh) * W : hw;
+				int64_t a = lo + shift < 0 ? -shift : lo;
+				int64_t b = hi + shift > hw ? hw - shift : hi;
+				if (b < a) /* a shift past the plane (pad >= H) */
+					a = b = 0;
+				const char *src = (const char *)x + (size_t)(c * hw + shift) * es;
+				memset(dst, 0, (size_t)a * es);
+				memcpy(dst + (size_t)a * es, src + (size_t)a * es,
+				       (size_t)(b - a) * es);
+				memset(dst + (size_t)b * es, 0, (size_t)(hw - b) * es);
+				/* columns ow with ow + dw outside [0, W): the first -dw or last dw
+				 */
+				int64_t z0 = dw < 0 ? 0 : W - dw, zn = dw < 0 ? -dw : dw;
+				for (int64_t r = lo; r < hi; r += W)
+					memset(dst + (size_t)(r + z0) * es, 0, (size_t)zn * es);
+			}
+}
+
 /* x: (C,H,W) one image -> col: (C*KH*KW, OH*OW): row (c,kh,kw), column (oh,ow), padding 0;
  * elements of es bytes (4: fp32, 2: a half), only copied. */
 static void im2col(const amp_conv_shape *s, size_t es, const void *x, void *col)
 {
+	if (s->stride == 1 && s->OH == s->H && s->OW == s->W && s->pad < s->W) {
+		im2col_same(s, es, x, col);
+		return;
+	}
 	int64_t ohw = s->OH * s->OW;
 	for (int64_t c = 0; c < s->C; c++)
 		for (int64_t kh = 0; kh < s->KH; kh++)

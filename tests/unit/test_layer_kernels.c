@@ -165,6 +165,7 @@ static const geo geos[] = {
     {2, 9, 3, 3, 1, 1},
     {1, 40, 1, 3, 1, 1},
     {3, 5, 32, 7, 1, 3},
+    {2, 2, 9, 7, 1, 3},
 };
 
 static amp_conv_shape shape_of(const geo *g)
