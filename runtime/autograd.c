@@ -377,6 +377,14 @@ static void dist_backward_begin(amp_ctx *ctx)
 	ctx->dist->backward_begin(ctx->dist_state, ctx);
 }
 
+/* The kernels' poll (amp_kernels_set_poll) while a backward's reductions run: they move on
+ * inside long GEMMs too (the MLP's 1024-wide dW: a few hundred us), not only between nodes. */
+static void dist_poll(void *arg)
+{
+	amp_ctx *ctx = arg;
+	ctx->dist->progress(ctx->dist_state, ctx);
+}
+
 static void dist_node_done(amp_ctx *ctx, amp_node *node)
 {
 	for (amp_param *p = ctx->params; p; p = p->next)
@@ -511,8 +519,10 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 	/* Data parallel: the ranks reduce the step's gradients once they are whole, in the last
 	 * micro-batch's backward (the earlier ones only add to them). */
 	const int reduce = ctx->dist && ctx->micro_done >= ctx->cfg.accum_steps;
-	if (reduce)
+	if (reduce) {
 		dist_backward_begin(ctx);
+		amp_kernels_set_poll(dist_poll, ctx);
+	}
 	/* memory_optimize: the tape is a list newest first, and a tensor's consumers come after
 	 * its producer, so once a node's backward has run, nothing left on the tape reads its
 	 * output or that output's gradient: both go back to the arena.  Nodes from before this
@@ -544,6 +554,8 @@ int amp_backward_seeded(amp_ctx *ctx, amp_tensor *out, const float *seed)
 			amp_tensor_release(ctx, node->out);
 		}
 	}
+	if (reduce)
+		amp_kernels_set_poll(NULL, NULL);
 	if (reduce && rc == AMP_OK)
 		rc = ctx->dist->backward_end(ctx->dist_state, ctx);
 	ctx->in_backward = 0;

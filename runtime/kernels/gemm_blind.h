@@ -572,7 +572,7 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 				pack_b(&b, k0, kc, (kc + AMX_KSTEP - 1) / AMX_KSTEP, n0, ncw,
 				       bp + p * pstride);
 			}
-			for (int64_t r0 = 0; r0 < M; r0 += 32)
+			for (int64_t r0 = 0; r0 < M; r0 += 32, amp_kernels_poll())
 				for (int64_t p = 0; p < npanel; p++) {
 					int64_t k0 = p * kpanel, more = p + 1 < npanel;
 					int64_t nr0 = more ? r0 : r0 + 32, nk0 = more ? k0 + kpanel : 0;
@@ -593,7 +593,7 @@ amx_gemm_drive(amx_pack_a_fn pack_a, amx_pack_b_fn pack_b, amx_ukr_fn ukr, amx_s
 					if (!bfused)
 						pack_b(&b, k0, kc, (kc + AMX_KSTEP - 1) / AMX_KSTEP,
 						       n0, ncw, bp);
-					for (int64_t r = 0; r < mcw; r += 32) {
+					for (int64_t r = 0; r < mcw; r += 32, amp_kernels_poll()) {
 						int64_t nr = r + 32 < mcw ? 32 : 0;
 						amx_row_step(&j, m0 + r, blind_min(32, mcw - r), k0, kc, p == 0,
 						             p == npanel - 1, bp, n0, ncw,
@@ -951,7 +951,7 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 				else if (mcw % FP16N_MR)
 					pack_a(&a, m0 + (mq - 1) * FP16N_MR, mcw % FP16N_MR, k0, kc,
 					       ap + (mq - 1) * FP16N_MR * kc);
-				for (int64_t q = 0; q < nq; q++) {
+				for (int64_t q = 0; q < nq; q++, amp_kernels_poll()) {
 					int64_t cols = blind_min(FP16N_NR, ncw - q * FP16N_NR);
 					for (int64_t mi = 0; mi < mq;) {
 						/* tile mi, and mi + 1 with it when narrow and read

@@ -310,7 +310,7 @@ static void gemm_macro(const gemm_operand *a, int64_t M, int64_t nc, int64_t p0,
 		return;
 	}
 #endif
-	for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
+	for (int64_t ic = 0; ic < M; ic += GEMM_MC, amp_kernels_poll()) {
 		int64_t mc = gemm_min(GEMM_MC, M - ic);
 		gemm_pack_a(a, ic, mc, p0, kc, ap);
 		for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {

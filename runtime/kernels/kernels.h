@@ -87,6 +87,20 @@ int amp_kernels_set_threads(int n);
 /* The thread count the GEMMs use now (>= 1). */
 int amp_kernels_threads(void);
 
+/* A function the long kernels (the GEMMs, between their blocks of rows) call on the thread
+ * that set it, at most every AMP_KERNELS_POLL_NS: data-parallel training's all-reduces move
+ * on there (MPI progresses them only inside its calls) instead of waiting for the next tape
+ * node.  The poll must not call a GEMM.  NULL: none (the default).  Per thread. */
+#define AMP_KERNELS_POLL_NS 50000
+void amp_kernels_set_poll(void (*fn)(void *arg), void *arg);
+extern __thread void (*amp_kernels_poll_fn)(void *arg);
+void amp_kernels_poll_due(void);
+static inline void amp_kernels_poll(void)
+{
+	if (__builtin_expect(amp_kernels_poll_fn != NULL, 0))
+		amp_kernels_poll_due();
+}
+
 /* ---- conversions (round to nearest even, subnormals, Inf and NaN preserved) ------------- */
 uint16_t amp_f32_to_f16(float f);
 float amp_f16_to_f32(uint16_t h);

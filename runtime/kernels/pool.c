@@ -137,6 +137,30 @@ int amp_kernels_threads(void)
 	return n;
 }
 
+/* ---- polls ---------------------------------------------------------------------------- */
+
+__thread void (*amp_kernels_poll_fn)(void *arg);
+static __thread void *poll_arg;
+static __thread uint64_t poll_next; /* CLOCK_MONOTONIC ns: the next poll is due */
+
+void amp_kernels_set_poll(void (*fn)(void *arg), void *arg)
+{
+	amp_kernels_poll_fn = fn;
+	poll_arg = arg;
+	poll_next = 0;
+}
+
+void amp_kernels_poll_due(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (now < poll_next)
+		return;
+	poll_next = now + AMP_KERNELS_POLL_NS;
+	amp_kernels_poll_fn(poll_arg);
+}
+
 /* Starts workers until the pool has n threads with the caller; returns the pool's size. */
 static int pool_grow(int n)
 {
@@ -187,6 +211,8 @@ int amp_kernels_parallel(int want, void (*fn)(void *arg, int t, int n), void *ar
 	int64_t end = now_ns() + CALLER_SPIN_NS;
 	for (unsigned i = 0; atomic_load(&job_done) < want; i++) {
 		cpu_relax();
+		if ((i & 255) == 255)
+			amp_kernels_poll(); /* the caller's poll, while the workers finish */
 		if ((i & 255) == 255 && now_ns() > end) {
 			pthread_mutex_lock(&pool_mu);
 			atomic_store(&caller_asleep, 1);

@@ -990,6 +990,101 @@ Test(pool, thread_count_setting, .fini = kpath_restore)
 	unsetenv("AMP_NUM_THREADS");
 }
 
+/* ---- polls from the GEMMs ---------------------------------------------------------------------
+ */
+
+#define POLL_MAX 4096
+
+typedef struct poll_log {
+	int n;
+	int off_thread; /* calls on another thread than the one that set the poll */
+	pthread_t owner;
+	uint64_t at[POLL_MAX];
+} poll_log;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void poll_record(void *arg)
+{
+	poll_log *l = arg;
+	l->off_thread += !pthread_equal(l->owner, pthread_self());
+	if (l->n < POLL_MAX)
+		l->at[l->n] = mono_ns();
+	l->n++;
+}
+
+/* A GEMM calls the poll of the thread that set it while it runs, not twice within
+ * AMP_KERNELS_POLL_NS, on no other thread (2 GEMM threads: the caller polls while it waits for
+ * the workers), without changing a bit of C; it stops once the poll is cleared.  Data-parallel
+ * training's all-reduces move on there. */
+static void check_polls(const char *path)
+{
+	if (!kpath_force(path))
+		return;
+	enum { M = 256, N = 384, K = 384 };
+	static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+	float *a32 = malloc(sizeof(float) * M * K), *b32 = malloc(sizeof(float) * K * N);
+	uint16_t *a = malloc(2 * M * K), *b = malloc(2 * K * N);
+	char *c0 = malloc(4 * M * N), *c1 = malloc(4 * M * N);
+	cr_assert(a32 && b32 && a && b && c0 && c1);
+	for (int i = 0; i < M * K; i++)
+		a32[i] = (float)((i * 37) % 101 - 50) / 64.0f;
+	for (int i = 0; i < K * N; i++)
+		b32[i] = (float)((i * 53) % 97 - 48) / 64.0f;
+	for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+		amp_dtype dt = dts[d];
+		const void *A = a32, *B = b32;
+		if (dt != AMP_F32) {
+			amp_cvt(dt, a, AMP_F32, a32, M * K);
+			amp_cvt(dt, b, AMP_F32, b32, K * N);
+			A = a, B = b;
+		}
+		size_t cbytes = (dt == AMP_F32 ? 4 : 2) * (size_t)M * N;
+		for (int threads = 1; threads <= 2; threads++) {
+			amp_kernels_set_threads(threads);
+			amp_gemm(dt, 0, 0, M, N, K, A, K, B, N, 0.0f, c0, N, NULL);
+			static poll_log log;
+			memset(&log, 0, sizeof log);
+			log.owner = pthread_self();
+			amp_kernels_set_poll(poll_record, &log);
+			int runs = 0;
+			uint64_t t0 = mono_ns();
+			/* long enough that a poll falls due: at least 4 intervals of GEMMs */
+			do {
+				amp_gemm(dt, 0, 0, M, N, K, A, K, B, N, 0.0f, c1, N, NULL);
+				cr_assert(memcmp(c0, c1, cbytes) == 0,
+				          "%s dtype %d: C changed under a poll", path, (int)dt);
+				runs++;
+			} while (mono_ns() - t0 < 4 * AMP_KERNELS_POLL_NS || runs < 3);
+			amp_kernels_set_poll(NULL, NULL);
+			/* on 2 threads the workers may take every share while the caller sleeps
+			 * (tests run side by side): then it has no poll to make */
+			if (threads == 1)
+				cr_assert_gt(log.n, 0, "%s dtype %d: %d GEMMs, no poll", path,
+				             (int)dt, runs);
+			cr_assert_eq(log.off_thread, 0, "%s: %d polls on another thread", path,
+			             log.off_thread);
+			/* (90 %: the kernel reads the clock before the call, the poll in it) */
+			for (int i = 1; i < log.n && i < POLL_MAX; i++)
+				cr_assert_geq(log.at[i] - log.at[i - 1],
+				              (uint64_t)AMP_KERNELS_POLL_NS * 9 / 10,
+				              "%s: polls %d and %d %llu ns apart", path, i - 1, i,
+				              (unsigned long long)(log.at[i] - log.at[i - 1]));
+			int n = log.n;
+			amp_gemm(dt, 0, 0, M, N, K, A, K, B, N, 0.0f, c1, N, NULL);
+			cr_assert_eq(log.n, n, "%s: a poll after it was cleared", path);
+		}
+	}
+	free(a32), free(b32), free(a), free(b), free(c0), free(c1);
+}
+
+PATH_TESTS(pool, polls, check_polls)
+
 /* ---- elementwise -------------------------------------------------------------------------------- */
 
 #define EW_MAX 10007
