@@ -87,10 +87,12 @@ int amp_kernels_set_threads(int n);
 /* The thread count the GEMMs use now (>= 1). */
 int amp_kernels_threads(void);
 
-/* A function the long kernels (the GEMMs, between their blocks of rows) call on the thread
- * that set it, at most every AMP_KERNELS_POLL_NS: data-parallel training's all-reduces move
- * on there (MPI progresses them only inside its calls) instead of waiting for the next tape
- * node.  The poll must not call a GEMM.  NULL: none (the default).  Per thread. */
+/* A function the long kernels (the GEMMs' blocked loop nests, between their blocks of rows;
+ * not the narrow and direct paths, which are short) call on the thread that set it, at most
+ * every AMP_KERNELS_POLL_NS: data-parallel training's all-reduces move on there (MPI
+ * progresses them only inside its calls) instead of waiting for the next tape node.  The
+ * poll must not call a GEMM (its packing buffers are in use).  NULL: none (the default).
+ * Per thread. */
 #define AMP_KERNELS_POLL_NS 50000
 void amp_kernels_set_poll(void (*fn)(void *arg), void *arg);
 extern __thread void (*amp_kernels_poll_fn)(void *arg);

@@ -26,7 +26,10 @@ typedef struct amp_dist_ops {
 	/* The master gradient of parameter i (registration order, amp_param_at) is final for
 	 * this step: no node left on the tape adds to it. */
 	void (*grad_ready)(void *state, amp_ctx *ctx, int i);
-	/* Between two tape nodes while reductions are outstanding: let them progress. */
+	/* Between two tape nodes, and from inside long kernels of a node (the GEMMs, between
+	 * blocks of rows, at most every 50 us): let the outstanding reductions progress.  It
+	 * must not run a GEMM or an op (a GEMM's packing buffers are in use) or fail the context;
+	 * vector kernels are fine. */
 	void (*progress)(void *state, amp_ctx *ctx);
 	/* The tape is done; parameters it never reached are final too.  AMP_OK or an error code,
 	 * which amp_backward returns. */
