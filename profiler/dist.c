@@ -345,8 +345,8 @@ int prof_report_dist_text(sqlite3 *db, FILE *f)
 		        share > 0.10 ? "HIGH" : "ok");
 	else
 		fprintf(f, "n/a");
-	fprintf(f, ", all-reduce in %s, %s rank(s)", dtype[0] ? dtype : "?",
-	        world[0] ? world : "?");
+	fprintf(f, ", all-reduce in %s, %s %s", dtype[0] ? dtype : "?", world[0] ? world : "?",
+	        strcmp(world, "1") == 0 ? "rank" : "ranks");
 	if (spread == spread)
 		fprintf(f, ", rank spread %.1f %%", spread * 100);
 	fprintf(f, "\n");

@@ -84,14 +84,29 @@ static const void *conv_columns(const conv_geom *g, amp_dtype dt, const void *x,
 
 /* The sum of v: (n) in 16 running partial sums combined in a fixed order: vectorized, and the
  * same result for the same input on every run (a single running sum would be one serial
- * chain of n dependent adds). */
+ * chain of n dependent adds).  The partial sums are four 4-lane vector variables (partial
+ * sum l is lane l % 4 of acc[l / 4]), which the compiler keeps in registers: as an array
+ * of 16 they went through memory, a store and a reload per 4 adds (3.5 % of a cnn_fashion
+ * run). */
+typedef float sum_vec __attribute__((vector_size(16)));
+
 static float sum_f32(const float *v, int64_t n)
 {
-	float part[16] = {0};
+	sum_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
 	int64_t i = 0;
-	for (; i + 16 <= n; i += 16)
-		for (int l = 0; l < 16; l++)
-			part[l] += v[i + l];
+	for (; i + 16 <= n; i += 16) {
+		sum_vec x0, x1, x2, x3;
+		memcpy(&x0, v + i, sizeof x0);
+		memcpy(&x1, v + i + 4, sizeof x1);
+		memcpy(&x2, v + i + 8, sizeof x2);
+		memcpy(&x3, v + i + 12, sizeof x3);
+		a0 += x0, a1 += x1, a2 += x2, a3 += x3;
+	}
+	float part[16];
+	memcpy(part, &a0, sizeof a0);
+	memcpy(part + 4, &a1, sizeof a1);
+	memcpy(part + 8, &a2, sizeof a2);
+	memcpy(part + 12, &a3, sizeof a3);
 	for (int l = 0; i < n; i++, l++)
 		part[l] += v[i];
 	for (int w = 8; w >= 1; w /= 2)

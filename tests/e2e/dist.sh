@@ -469,7 +469,7 @@ grep -q "per traced step of a rank (24, 24)" vdiff.out ||
 grep -qE "^  phase  comm  +fp32 +fp16 " vdiff.out || bad "ampview diff: the comm phase row" "$(cat vdiff.out)"
 "$B/bin/ampprof" report merged.db >report.out 2>&1
 check "report of the merged profile: exit 0" "$?" 0
-grep -q "^  comm share   [0-9.]* % of step time .*all-reduce in fp32, 2 rank(s), rank spread" report.out ||
+grep -q "^  comm share   [0-9.]* % of step time .*all-reduce in fp32, 2 ranks, rank spread" report.out ||
 	bad "report: communication share line" "$(cat report.out)"
 grep -qE "^ +1 +12 " report.out || bad "report: per-rank table" "$(cat report.out)"
 "$B/bin/ampdump" --step 4 --db merged.db >dump.out 2>&1
