@@ -114,8 +114,7 @@ static void im2col_same(const amp_conv_shape *s, size_t es, const void *x, void 
 				memcpy(dst + (size_t)a * es, src + (size_t)a * es,
 				       (size_t)(b - a) * es);
 				memset(dst + (size_t)b * es, 0, (size_t)(hw - b) * es);
-				/* columns ow with ow + dw outside [0, W): the first -dw or last dw
-				 */
+				/* columns with ow + dw outside [0, W): the first -dw, last dw */
 				int64_t z0 = dw < 0 ? 0 : W - dw, zn = dw < 0 ? -dw : dw;
 				for (int64_t r = lo; r < hi; r += W)
 					memset(dst + (size_t)(r + z0) * es, 0, (size_t)zn * es);

@@ -141,7 +141,7 @@ int amp_kernels_threads(void)
 
 __thread void (*amp_kernels_poll_fn)(void *arg);
 static __thread void *poll_arg;
-static __thread uint64_t poll_next; /* CLOCK_MONOTONIC ns: the next poll is due */
+static __thread int64_t poll_next; /* now_ns() when the next poll is due */
 
 void amp_kernels_set_poll(void (*fn)(void *arg), void *arg)
 {
@@ -152,9 +152,7 @@ void amp_kernels_set_poll(void (*fn)(void *arg), void *arg)
 
 void amp_kernels_poll_due(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	int64_t now = now_ns();
 	if (now < poll_next)
 		return;
 	poll_next = now + AMP_KERNELS_POLL_NS;
