@@ -217,7 +217,13 @@ AVX512_TARGET void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t
 	for (int64_t s = 0; s < ks; s++)
 		for (int64_t h = 0; h < 2; h++) {
 			int64_t live = rows - 16 * h;
-			__mmask16 mm = live >= 16 ? 0xffff : live <= 0 ? 0 : (__mmask16)((1u << live) - 1u);
+			uint16_t *o = out + (s * 2 + h) * AMX_TILE_ELEMS;
+			if (live <= 0) { /* a tile of padding rows: zeros, without the transpose */
+				for (int i = 0; i < 16; i++)
+					_mm512_storeu_si512(o + i * 32, _mm512_setzero_si512());
+				continue;
+			}
+			__mmask16 mm = live >= 16 ? 0xffff : (__mmask16)((1u << live) - 1u);
 			__m512i t[16];
 			for (int64_t p = 0; p < 16; p++) {
 				int64_t k = s * AMX_KSTEP + 2 * p;
@@ -229,7 +235,6 @@ AVX512_TARGET void amp_amx_pack_a_avx512(const blind_mat *a, int64_t m0, int64_t
 				t[p] = _mm512_permutexvar_epi16(vi, both);
 			}
 			amx_transpose16_epi32(t);
-			uint16_t *o = out + (s * 2 + h) * AMX_TILE_ELEMS;
 			for (int i = 0; i < 16; i++)
 				_mm512_storeu_si512(o + i * 32, t[i]);
 		}
@@ -278,6 +283,15 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 		for (int64_t s = 0; s < ks; s++) {
 			__mmask32 mk = amx_mask32(kc - s * AMX_KSTEP);
 			for (int64_t j = 0; j < 2; j++) {
+				uint16_t *o = out + ((nb * ks + s) * 2 + j) * AMX_TILE_ELEMS;
+				if (nb * 32 + j * 16 >=
+				    cols) { /* a tile of padding columns (the head's
+					     * 10 outputs): zeros, no transpose */
+					for (int p = 0; p < 16; p++)
+						_mm512_storeu_si512(o + p * 32,
+						                    _mm512_setzero_si512());
+					continue;
+				}
 				__m512i t[16];
 				for (int64_t c = 0; c < 16; c++) {
 					int64_t n = nb * 32 + j * 16 + c;
@@ -286,7 +300,6 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 					                : _mm512_setzero_si512();
 				}
 				amx_transpose16_epi32(t);
-				uint16_t *o = out + ((nb * ks + s) * 2 + j) * AMX_TILE_ELEMS;
 				for (int p = 0; p < 16; p++)
 					_mm512_storeu_si512(o + p * 32, t[p]);
 			}
