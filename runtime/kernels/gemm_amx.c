@@ -261,12 +261,23 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 					int64_t k = s * AMX_KSTEP + 2 * p;
 					const uint16_t *r0 = b->p + (k0 + k) * b->rs + n0, *r1 = r0 + b->rs;
 					for (int64_t nb = g; nb < gend; nb++) {
+						uint16_t *o =
+						    out + (((nb * ks + s) * 2) * 16 + p) * 32;
+						if (k >=
+						    kc) { /* padding rows (K = 9 or 10): zeros */
+							_mm512_storeu_si512(o,
+							                    _mm512_setzero_si512());
+							_mm512_storeu_si512(o + AMX_TILE_ELEMS,
+							                    _mm512_setzero_si512());
+							continue;
+						}
 						__mmask32 m = amx_mask32(cols - nb * 32);
-						__m512i x = k < kc ? _mm512_maskz_loadu_epi16(m, r0 + nb * 32)
-						                   : _mm512_setzero_si512();
-						__m512i y = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, r1 + nb * 32)
-						                       : _mm512_setzero_si512();
-						uint16_t *o = out + (((nb * ks + s) * 2) * 16 + p) * 32;
+						__m512i x =
+						    _mm512_maskz_loadu_epi16(m, r0 + nb * 32);
+						__m512i y =
+						    k + 1 < kc
+						        ? _mm512_maskz_loadu_epi16(m, r1 + nb * 32)
+						        : _mm512_setzero_si512();
 						_mm512_storeu_si512(o, _mm512_permutex2var_epi16(x, v0, y));
 						_mm512_storeu_si512(o + AMX_TILE_ELEMS,
 						                    _mm512_permutex2var_epi16(x, v1, y));
