@@ -263,8 +263,8 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 					for (int64_t nb = g; nb < gend; nb++) {
 						uint16_t *o =
 						    out + (((nb * ks + s) * 2) * 16 + p) * 32;
-						if (k >=
-						    kc) { /* padding rows (K = 9 or 10): zeros */
+						/* padding rows (K = 9 or 10): zeros */
+						if (k >= kc) {
 							_mm512_storeu_si512(o,
 							                    _mm512_setzero_si512());
 							_mm512_storeu_si512(o + AMX_TILE_ELEMS,
@@ -295,9 +295,9 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 			__mmask32 mk = amx_mask32(kc - s * AMX_KSTEP);
 			for (int64_t j = 0; j < 2; j++) {
 				uint16_t *o = out + ((nb * ks + s) * 2 + j) * AMX_TILE_ELEMS;
-				if (nb * 32 + j * 16 >=
-				    cols) { /* a tile of padding columns (the head's
-					     * 10 outputs): zeros, no transpose */
+				/* a tile of padding columns (the head's 10 outputs): zeros, no
+				 * transpose */
+				if (nb * 32 + j * 16 >= cols) {
 					for (int p = 0; p < 16; p++)
 						_mm512_storeu_si512(o + p * 32,
 						                    _mm512_setzero_si512());

@@ -383,10 +383,11 @@ static same_cols same_cols_init(int64_t W, size_t es)
 	int64_t lanes = sc.half ? 32 : 16;
 	uint16_t c16[32];
 	uint32_t c32[16];
-	for (int64_t l = 0; l < lanes; l++) {
-		c16[l] = (uint16_t)(l % W);
-		c32[l % 16] = (uint32_t)(l % W);
-	}
+	for (int64_t l = 0; l < lanes; l++)
+		if (sc.half)
+			c16[l] = (uint16_t)(l % W);
+		else
+			c32[l] = (uint32_t)(l % W);
 	sc.col = sc.half ? _mm512_loadu_si512(c16) : _mm512_loadu_si512(c32);
 	sc.step =
 	    sc.half ? _mm512_set1_epi16((short)(lanes % W)) : _mm512_set1_epi32((int)(lanes % W));
