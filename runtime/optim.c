@@ -104,10 +104,11 @@ static void refresh_working(amp_param *p, int64_t i0, int64_t n)
 }
 
 /* w: (n) fp32 master, g: (n) fp32 gradient, times inv its unscaled value (the unscale folded
- * into this pass: the same products, so the same bits as a pass of its own), cleared as it is
- * used; the working copy rewritten on the way.  A gradient kept in its own dtype (grad_kept:
- * a half one, or the ranks' sum) is widened block by block into L1, the same values as
- * widening it whole first. */
+ * into the update: the same products, so the same bits as a pass of its own); the working copy
+ * rewritten on the way.  The update itself is a kernel (amp_sgd_update_f32,
+ * amp_adamw_update_f32: vectors on the active path, the same bits on every path).  A gradient
+ * kept in its own dtype (grad_kept: a half one, or the ranks' sum) is widened block by block
+ * into L1, the same values as widening it whole first. */
 static int update_param(amp_optim *o, amp_param *p, float inv)
 {
 	amp_ctx *ctx = o->ctx;
@@ -129,37 +130,32 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 		v = p->opt_v->data;
 	}
 	const amp_adamw_options *a = &o->adamw;
-	const float c1 = 1.0f - (float)pow((double)a->beta1, (double)o->t);
-	const float c2 = 1.0f - (float)pow((double)a->beta2, (double)o->t);
-	const float decay = 1.0f - a->lr * a->weight_decay;
-	const float lr = o->sgd.lr, mu = o->sgd.momentum, wd = o->sgd.weight_decay;
+	const amp_adamw_coef coef = {
+	    .beta1 = a->beta1,
+	    .beta2 = a->beta2,
+	    .one_minus_beta1 = 1 - a->beta1,
+	    .one_minus_beta2 = 1 - a->beta2,
+	    .c1 = 1.0f - (float)pow((double)a->beta1, (double)o->t),
+	    .c2 = 1.0f - (float)pow((double)a->beta2, (double)o->t),
+	    .lr = a->lr,
+	    .eps = a->eps,
+	    .decay = 1.0f - a->lr * a->weight_decay,
+	};
 	p->work_nonfinite = 0;
 	for (int64_t i0 = 0; i0 < n; i0 += UPDATE_BLOCK) {
 		const int64_t len = n - i0 < UPDATE_BLOCK ? n - i0 : UPDATE_BLOCK;
-		float *gb = g + i0, *wb = wv + i0, *mb = m ? m + i0 : NULL, *vb = v ? v + i0 : NULL;
+		const float *gb = g + i0;
 		if (half) {
-			gb = gbuf;
 			amp_dt(half->dtype)->to_f32((const char *)half->data +
 			                                (size_t)i0 * amp_dtype_size(half->dtype),
 			                            gbuf, len);
+			gb = gbuf;
 		}
-		if (inv != 1.0f)
-			amp_vscale_f32(gb, inv, gb, len); /* still in L1 for the update */
-		if (o->kind == OPTIM_SGD && mu == 0) {
-			for (int64_t i = 0; i < len; i++)
-				wb[i] -= lr * (gb[i] + wd * wb[i]);
-		} else if (o->kind == OPTIM_SGD) {
-			for (int64_t i = 0; i < len; i++) {
-				mb[i] = mu * mb[i] + gb[i] + wd * wb[i];
-				wb[i] -= lr * mb[i];
-			}
-		} else {
-			for (int64_t i = 0; i < len; i++) {
-				mb[i] = a->beta1 * mb[i] + (1 - a->beta1) * gb[i];
-				vb[i] = a->beta2 * vb[i] + (1 - a->beta2) * gb[i] * gb[i];
-				wb[i] = wb[i] * decay - a->lr * (mb[i] / c1) / (sqrtf(vb[i] / c2) + a->eps);
-			}
-		}
+		if (o->kind == OPTIM_SGD)
+			amp_sgd_update_f32(wv + i0, m ? m + i0 : NULL, gb, inv, o->sgd.lr,
+			                   o->sgd.momentum, o->sgd.weight_decay, len);
+		else
+			amp_adamw_update_f32(wv + i0, m + i0, v + i0, gb, inv, &coef, len);
 		refresh_working(p, i0, len);
 	}
 	p->grad_kept = NULL;

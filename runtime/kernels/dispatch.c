@@ -170,6 +170,8 @@ static void fill_from(amp_kernel_table *t, const amp_kernel_table *f)
 	FILL(vmul_f32);
 	FILL(vscale_f32);
 	FILL(vaxpy_f32);
+	FILL(sgd_update_f32);
+	FILL(adamw_update_f32);
 	FILL(vadd_h16);
 	FILL(vsub_h16);
 	FILL(vmul_h16);
@@ -603,6 +605,18 @@ void amp_vscale_f32(const float *a, float s, float *dst, int64_t n)
 void amp_vaxpy_f32(float s, const float *a, float *dst, int64_t n)
 {
 	kt()->vaxpy_f32(s, a, dst, n);
+}
+
+void amp_sgd_update_f32(float *w, float *m, const float *g, float inv, float lr, float mu, float wd,
+                        int64_t n)
+{
+	kt()->sgd_update_f32(w, m, g, inv, lr, mu, wd, n);
+}
+
+void amp_adamw_update_f32(float *w, float *m, float *v, const float *g, float inv,
+                          const amp_adamw_coef *c, int64_t n)
+{
+	kt()->adamw_update_f32(w, m, v, g, inv, c, n);
 }
 
 amp_engine amp_vadd_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n)

@@ -4,6 +4,7 @@
  * The includer may define VEC_BYTES (16, 32, 64); without it the loops are plain scalar C.
  * No FMA contraction (-std=c11 implies -ffp-contract=off), so every path is bit-identical.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -87,6 +88,85 @@ static void vaxpy_f32(float s, const float *a, float *dst, int64_t n)
 #endif
 	for (; i < n; i++)
 		dst[i] = dst[i] + a[i] * s;
+}
+
+/* The optimizers' update of n parameters (optim.c): g[i] * inv is the unscaled gradient
+ * (inv 1: g[i] as it is, not multiplied); the same operations in the same order on every path:
+ *   SGD, m NULL (no momentum): w = w - lr (g + wd w)
+ *   SGD with momentum:        m = mu m + g + wd w;  w = w - lr m
+ * g is only read. */
+static void sgd_update_f32(float *w, float *m, const float *g, float inv, float lr, float mu,
+                           float wd, int64_t n)
+{
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	for (; i + VEC_F32 <= n; i += VEC_F32) {
+		vec_f32 gv = vload_f32(g + i), wv = vload_f32(w + i);
+		if (inv != 1.0f)
+			gv = gv * inv;
+		if (m) {
+			vec_f32 mv = mu * vload_f32(m + i) + gv + wd * wv;
+			vstore_f32(m + i, mv);
+			vstore_f32(w + i, wv - lr * mv);
+		} else {
+			vstore_f32(w + i, wv - lr * (gv + wd * wv));
+		}
+	}
+#endif
+	for (; i < n; i++) {
+		float gi = inv != 1.0f ? g[i] * inv : g[i];
+		if (m) {
+			m[i] = mu * m[i] + gi + wd * w[i];
+			w[i] -= lr * m[i];
+		} else {
+			w[i] -= lr * (gi + wd * w[i]);
+		}
+	}
+}
+
+#ifdef VEC_BYTES
+/* IEEE square roots, lane by lane (correctly rounded, as sqrtf). */
+static inline vec_f32 vsqrt_f32(vec_f32 x)
+{
+#if VEC_BYTES == 64
+	return (vec_f32)_mm512_sqrt_ps((__m512)x);
+#elif VEC_BYTES == 32
+	return (vec_f32)_mm256_sqrt_ps((__m256)x);
+#else
+	return (vec_f32)_mm_sqrt_ps((__m128)x);
+#endif
+}
+#endif
+
+/* AdamW (optim.c; c: its coefficients for this step, g as for sgd_update_f32):
+ *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g
+ *   w = w decay - lr (m / c1) / (sqrt(v / c2) + eps) */
+static void adamw_update_f32(float *w, float *m, float *v, const float *g, float inv,
+                             const amp_adamw_coef *c, int64_t n)
+{
+	const float b1 = c->beta1, b2 = c->beta2, nb1 = c->one_minus_beta1,
+	            nb2 = c->one_minus_beta2, c1 = c->c1, c2 = c->c2, lr = c->lr, eps = c->eps,
+	            decay = c->decay;
+	int64_t i = 0;
+#ifdef VEC_BYTES
+	for (; i + VEC_F32 <= n; i += VEC_F32) {
+		vec_f32 gv = vload_f32(g + i);
+		if (inv != 1.0f)
+			gv = gv * inv;
+		vec_f32 mv = b1 * vload_f32(m + i) + nb1 * gv;
+		vec_f32 vv = b2 * vload_f32(v + i) + nb2 * gv * gv;
+		vstore_f32(m + i, mv);
+		vstore_f32(v + i, vv);
+		vstore_f32(w + i,
+		           vload_f32(w + i) * decay - lr * (mv / c1) / (vsqrt_f32(vv / c2) + eps));
+	}
+#endif
+	for (; i < n; i++) {
+		float gi = inv != 1.0f ? g[i] * inv : g[i];
+		m[i] = b1 * m[i] + nb1 * gi;
+		v[i] = b2 * v[i] + nb2 * gi * gi;
+		w[i] = w[i] * decay - lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+	}
 }
 
 /* a: (n) fp32.  Non-finite means all exponent bits set (Inf or NaN). */

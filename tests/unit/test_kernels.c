@@ -1160,6 +1160,125 @@ static void check_elementwise(const char *path)
 
 PATH_TESTS(elementwise, bitexact, check_elementwise)
 
+/* The optimizers' update kernels against the scalar loops of their contract (kernels.h),
+ * bit for bit: SGD without and with momentum, AdamW, each with and without an unscale, every
+ * length up to 100 and a long one, at an odd offset too; NaN in a gradient reaches its weight;
+ * nothing past n is written. */
+static void ref_sgd(float *w, float *m, const float *g, float inv, float lr, float mu, float wd,
+                    int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		float gi = inv != 1.0f ? g[i] * inv : g[i];
+		if (m) {
+			float mi = mu * m[i];
+			mi = mi + gi;
+			float d = wd * w[i];
+			m[i] = mi + d;
+			float step = lr * m[i];
+			w[i] = w[i] - step;
+		} else {
+			float d = wd * w[i];
+			float step = lr * (gi + d);
+			w[i] = w[i] - step;
+		}
+	}
+}
+
+static void ref_adamw(float *w, float *m, float *v, const float *g, float inv,
+                      const amp_adamw_coef *c, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		float gi = inv != 1.0f ? g[i] * inv : g[i];
+		float a = c->beta1 * m[i], b = c->one_minus_beta1 * gi;
+		m[i] = a + b;
+		a = c->beta2 * v[i];
+		b = c->one_minus_beta2 * gi;
+		b = b * gi;
+		v[i] = a + b;
+		float num = c->lr * (m[i] / c->c1);
+		float den = sqrtf(v[i] / c->c2) + c->eps;
+		w[i] = w[i] * c->decay - num / den;
+	}
+}
+
+enum { OPT_N = 4099, OPT_CAP = OPT_N + 1 + EW_GUARD };
+
+static void check_optimizer_update(const char *path)
+{
+	FORCE_PATH(path);
+	rng_seed(777);
+	static float w0[OPT_CAP], m0[OPT_CAP], v0[OPT_CAP], g[OPT_CAP];
+	static float w[OPT_CAP], m[OPT_CAP], v[OPT_CAP], rw[OPT_CAP], rm[OPT_CAP], rv[OPT_CAP];
+	for (int i = 0; i < OPT_CAP; i++) {
+		w0[i] = rng_uniform(-2.0f, 2.0f);
+		m0[i] = rng_uniform(-0.1f, 0.1f);
+		v0[i] = rng_uniform(0.0f, 0.01f);
+		g[i] = ew_value();
+	}
+	g[5] = f32_of_bits(0x7fc00000u); /* a NaN gradient */
+	const amp_adamw_coef c = {.beta1 = 0.9f,
+	                          .beta2 = 0.999f,
+	                          .one_minus_beta1 = 1 - 0.9f,
+	                          .one_minus_beta2 = 1 - 0.999f,
+	                          .c1 = 0.271f,
+	                          .c2 = 0.00599f,
+	                          .lr = 3e-3f,
+	                          .eps = 1e-8f,
+	                          .decay = 1.0f - 3e-3f * 0.01f};
+	const float canary = f32_of_bits(0x7fc0dead);
+	int64_t checked = 0;
+	for (int64_t n = 0; n <= OPT_N; n = n < 100 ? n + 1 : (n < OPT_N ? OPT_N : n + 1))
+		for (int off = 0; off <= 1; off++)
+			for (int kind = 0; kind < 3; kind++)     /* sgd, sgd with momentum, adamw */
+				for (int sc = 0; sc < 2; sc++) { /* inv 1, inv 2^-7 */
+					float inv = sc ? 0x1p-7f : 1.0f;
+					for (int i = 0; i < OPT_CAP; i++) {
+						w[i] = rw[i] =
+						    i - off < n && i >= off ? w0[i] : canary;
+						m[i] = rm[i] =
+						    i - off < n && i >= off ? m0[i] : canary;
+						v[i] = rv[i] =
+						    i - off < n && i >= off ? v0[i] : canary;
+					}
+					float *mm = kind == 0 ? NULL : m + off;
+					if (kind < 2) {
+						amp_sgd_update_f32(w + off, mm, g + off, inv, 0.05f,
+						                   0.9f, 5e-4f, n);
+						ref_sgd(rw + off, kind ? rm + off : NULL, g + off,
+						        inv, 0.05f, 0.9f, 5e-4f, n);
+					} else {
+						amp_adamw_update_f32(w + off, m + off, v + off,
+						                     g + off, inv, &c, n);
+						ref_adamw(rw + off, rm + off, rv + off, g + off,
+						          inv, &c, n);
+					}
+					for (int i = 0; i < OPT_CAP; i++) {
+						cr_assert_eq(
+						    bits_of_f32(w[i]), bits_of_f32(rw[i]),
+						    "%s kind %d inv %g n=%lld off=%d: w[%d] %.9g, "
+						    "scalar loop %.9g",
+						    path, kind, (double)inv, (long long)n, off, i,
+						    (double)w[i], (double)rw[i]);
+						cr_assert_eq(bits_of_f32(m[i]), bits_of_f32(rm[i]),
+						             "%s kind %d n=%lld: m[%d]", path, kind,
+						             (long long)n, i);
+						cr_assert_eq(bits_of_f32(v[i]), bits_of_f32(rv[i]),
+						             "%s kind %d n=%lld: v[%d]", path, kind,
+						             (long long)n, i);
+					}
+					if (n > 5 && !off)
+						cr_assert(isnan(w[5]),
+						          "%s kind %d: a NaN gradient's "
+						          "weight is not NaN",
+						          path, kind);
+					checked += n;
+				}
+	cr_log_info("%s optimizer updates: %lld weights, the scalar loops' bits", path,
+	            (long long)checked);
+}
+
+PATH_TESTS(optimizer, update_bitexact, check_optimizer_update)
+
 static void check_nonfinite(const char *path)
 {
 	FORCE_PATH(path);
