@@ -183,18 +183,28 @@ static int add_row(amp_table *t, const cmp_tensor *a, const cmp_result *r, const
 	if (r->state != CMP_SHAPE)
 		e |= amp_table_set_int(t, K_COUNT, (int64_t)r->count);
 	if (r->state == CMP_DONE) {
-		e |= amp_table_set_real(t, K_COSINE, r->d.cosine);
-		e |= amp_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
+		/* with no position finite on both sides the cosine, the norm ratio and the
+		 * tolerance ratio measure nothing: left empty (null in JSON), not 1 */
+		int measured = r->d.finite > 0 || r->count == 0;
+		if (measured) {
+			e |= amp_table_set_real(t, K_COSINE, r->d.cosine);
+			e |= amp_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
+		}
 		e |= amp_table_set_real(t, K_MAX_ABS, r->d.max_abs);
 		e |= amp_table_set_real(t, K_MAX_REL, r->d.max_rel);
 		e |= amp_table_set_real(t, K_RTOL, r->rtol);
-		e |= amp_table_set_real(t, K_TOL_RATIO, r->c.worst);
+		if (measured)
+			e |= amp_table_set_real(t, K_TOL_RATIO, r->c.worst);
 		e |= amp_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
 	}
 	e |= amp_table_set_text(t, K_STATUS, status);
 	if (r->state == CMP_DONE && r->why) {
 		char why[64];
 		e |= amp_table_set_text(t, K_WHY, why_text(r->why, why, sizeof why));
+	} else if (r->state == CMP_SHAPE) {
+		char why[300];
+		snprintf(why, sizeof why, "b %s", b->meta.shape ? b->meta.shape : "?");
+		e |= amp_table_set_text(t, K_WHY, why);
 	}
 	return e ? -1 : 0;
 }
@@ -333,7 +343,8 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 		for (size_t i = 0; i < n; i++)
 			if (res[i].state == CMP_DONE) {
 				done++;
-				if (low == n || res[i].d.cosine < res[low].d.cosine)
+				if (!isnan(res[i].d.cosine) &&
+				    (low == n || res[i].d.cosine < res[low].d.cosine))
 					low = i;
 			}
 		fprintf(out, "no divergence: %zu of %zu tensors compared, none flagged", done, n);
@@ -345,10 +356,14 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 		return;
 	}
 	const cmp_result *r = &res[first];
-	fprintf(out, "first divergence: %s: cosine %s, max abs error %s; ",
-	        describe(pairs[first], where, sizeof where),
-	        amp_format_real(r->d.cosine, cos, sizeof cos),
-	        amp_format_real(r->d.max_abs, mabs, sizeof mabs));
+	if (isnan(r->d.cosine) && r->d.finite == 0)
+		fprintf(out, "first divergence: %s: no element finite on both sides; ",
+		        describe(pairs[first], where, sizeof where));
+	else
+		fprintf(out, "first divergence: %s: cosine %s, max abs error %s; ",
+		        describe(pairs[first], where, sizeof where),
+		        amp_format_real(r->d.cosine, cos, sizeof cos),
+		        amp_format_real(r->d.max_abs, mabs, sizeof mabs));
 	unsigned long long count = (unsigned long long)r->count;
 	const char *sep = "";
 	if (r->c.only_a && r->c.only_b) {

@@ -79,9 +79,11 @@ void dump_stats_compute(const unsigned char *data, dump_dtype dt, size_t n, dump
  * Positions where both are finite give the metrics; positions where both hold the same
  * non-finite value (NaN and NaN, +Inf and +Inf) agree and are skipped; any other position is a
  * mismatch, which makes max_abs and max_rel NaN (if a NaN is involved) or Inf.
- *   cosine  = a.b / (|a| |b|) over the finite positions; 1 if both are all zero (or there is
- *             no finite position), 0 if exactly one is all zero
- *   norm_ratio = |b| / |a| over the finite positions; 1 if both are all zero, Inf if only a is
+ *   cosine  = a.b / (|a| |b|) over the finite positions; 1 if both are all zero (or there are
+ *             no elements), 0 if exactly one is all zero; NaN when no position is finite on
+ *             both sides (undefined: the tables leave it empty, and no verdict rests on it)
+ *   norm_ratio = |b| / |a| over the finite positions; 1 if both are all zero, Inf if only a is;
+ *             NaN as the cosine
  *   max_abs = max |a - b|
  *   max_rel = max |a - b| / |a|, with 0/0 = 0 and x/0 = Inf */
 typedef struct dump_diff {

@@ -73,6 +73,8 @@ void dump_diff_compute(const double *a, const double *b, size_t n, dump_diff *ou
 	else if (cosine < -1.0)
 		cosine = -1.0;
 	double norm_ratio = na == nb ? 1.0 : na == 0.0 ? HUGE_VAL : sqrt(nb) / sqrt(na);
+	if (finite == 0 && n > 0)
+		cosine = norm_ratio = (double)NAN; /* nothing to measure them on */
 	if (mismatch) {
 		max_abs = nan_involved ? (double)NAN : HUGE_VAL;
 		max_rel = max_abs;
@@ -127,6 +129,8 @@ unsigned dump_verdict(const dump_diff *d, uint64_t over_max_abs, uint64_t over_c
 	unsigned why = 0;
 	if (d->mismatch)
 		why |= DUMP_FLAG_NONFINITE;
+	if (d->finite == 0) /* no cosine or norm to judge: the mismatches say it all */
+		return why | (over_ceiling ? DUMP_FLAG_CEILING : 0);
 	int moved = !(d->cosine >= l->min_cosine) || /* NaN is beyond */
 	            !(fabs(d->norm_ratio - 1.0) <= l->max_norm_diff);
 	if (moved && over_max_abs)

@@ -176,9 +176,24 @@ def version_db(extra):
         op(0, k + 1, k + 1, 1000 + k * 100)
         dump(0, k + 1, o, "output", label + ".out", v, "step")
 
+def nonfinite_db(b):
+    """A loss that is all NaN/Inf in b (no element finite on both sides), and a tensor whose
+    shape differs between the two."""
+    sql.append("INSERT INTO meta(key, value) VALUES ('command', './model %s');" % "ab"[b])
+    steps(1, scale=1.0)
+    sig(1, "Sum", "loss", "fp16" if b else "fp32", None)
+    sig(2, "MatMul", "fc", "fp32", None)
+    op(0, 1, 1, 1000)
+    op(0, 2, 2, 1100)
+    loss = np.array([np.nan, np.inf], dtype="<f2") if b else np.array([1.5, -2], dtype="<f4")
+    dump(0, 1, "Sum", "output", "loss.out", loss, "nonfinite" if b else "step")
+    dump(0, 2, "MatMul", "output", "fc.out",
+         np.arange(6, dtype="<f4").reshape((3, 2) if b else (2, 3)), "step")
+
 for name, make in (("run", run_db), ("fp32", lambda: compare_db(False)),
                    ("amp", lambda: compare_db(True)), ("v1", lambda: version_db(False)),
-                   ("v2", lambda: version_db(True))):
+                   ("v2", lambda: version_db(True)), ("nfa", lambda: nonfinite_db(0)),
+                   ("nfb", lambda: nonfinite_db(1))):
     sql.clear()
     make()
     with open(name + ".sql", "w") as f:
@@ -188,7 +203,8 @@ PY
 mkdb() { # mkdb KIND: KIND.db from the schema and KIND.sql
 	{ echo "PRAGMA synchronous = OFF;"; cat "$ROOT/schema/profile.sql" "$T/$1.sql"; } | sqlite3 "$T/$1.db"
 }
-if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp || ! mkdb v1 || ! mkdb v2; then
+if ! (cd "$T" && "$PY" gen.py) || ! mkdb run || ! mkdb fp32 || ! mkdb amp || ! mkdb v1 || ! mkdb v2 ||
+	! mkdb nfa || ! mkdb nfb; then
 	e2e_abort "cannot build the synthetic profiles"
 fi
 cp "$T/run.db" "$T/newer.db" && sqlite3 "$T/newer.db" 'PRAGMA user_version = 4;'
@@ -393,6 +409,20 @@ run "compare without a loss scale" 1 --compare fp32.db noscale.db --step 4 &&
 run "compare identical runs" 0 --compare fp32.db fp32.db && expect "compare identical: no divergence" "$T/out" '^no divergence: 9 of 9 tensors compared, none flagged; lowest cosine 1 '
 run "compare thresholds are options" 0 --compare fp32.db amp.db --step 2 --max-abs=10 --cosine=-1 &&
 	{ ! grep -q 'FIRST' "$T/out" && ok "compare: loose thresholds flag nothing" || bad "compare: loose thresholds" "$(cat "$T/out")"; }
+if run "compare with nothing finite on one side" 1 --compare nfa.db nfb.db --format=json; then
+	if "$PY" - "$T/out" <<'PY'; then ok "compare json: no finite pair, no cosine; B's shape"; else bad "compare json: no finite pair" "$(cat "$T/out")"; fi
+import json, sys
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+loss, fc = rows["loss.out"], rows["fc.out"]
+# nothing to measure a cosine or a norm on: null, not a perfect 1
+assert loss["cosine"] is None and loss["norm_ratio"] is None and loss["tol_ratio"] is None, loss
+assert loss["nonfinite"] == 2 and loss["why"] == "nonfinite" and loss["status"] == "FIRST", loss
+assert fc["status"] == "shape" and fc["shape"] == "(2,3)" and fc["why"] == "b (3,2)", fc
+PY
+fi
+run "compare with nothing finite on one side, text" 1 --compare nfa.db nfb.db &&
+	expect "compare: the summary says no element is finite on both sides" "$T/out" "^first divergence: step 0 seq 1 Sum \(loss\) output 'loss.out': no element finite on both sides; Inf/NaN in 'nfb.db' only at 2 of 2 elements" &&
+	expect "compare: empty cosine and norm ratio" "$T/out" '^ +0 +1 +1 +Sum +loss +output +loss\.out +fp32 +fp16 +\(2\) +2 +- +- +'
 run "compare NaN side" 0 --compare run.db run.db --step 3 &&
 	expect "compare same NaN/Inf positions agree" "$T/out" 'exp\.out .* 1 +1 +0 +0 +0\.0009765625 +0 +0 +ok +-$'
 run "bad --rtol" 2 --compare fp32.db amp.db --rtol=-1 && expect "bad --rtol named" "$T/err" "invalid --rtol '-1': expected a number >= 0"
