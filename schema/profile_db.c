@@ -732,14 +732,21 @@ const char *amp_profile_callsites_static(sqlite3 *db)
 	    "program links libamprt statically, so its frames cannot be told from the library's "
 	    "(or it has no symbols); link it against libamprt.so (-lamprt with the shared library "
 	    "installed), with -g, to see its source lines";
-	int64_t all = 0, start = 0;
+	static const char unresolved[] =
+	    "every call site is unnamed: ampprof names them from the program's memory map when "
+	    "the run ends, and this profile's collector stopped before that (or it is still "
+	    "recording)";
+	int64_t all = 0, start = 0, unnamed = 0;
 	amp_profile_query_int64(db, &all, "SELECT count(*) FROM callsites", NULL);
+	amp_profile_query_int64(db, &unnamed,
+	                        "SELECT count(*) FROM callsites WHERE function IS NULL", NULL);
 	amp_profile_query_int64(db, &start,
 	                        "SELECT count(*) FROM callsites WHERE function LIKE "
-	                        "'\\_\\_libc\\_start%' ESCAPE '\\' OR function = '?\?' OR "
-	                        "function IS NULL",
+	                        "'\\_\\_libc\\_start%' ESCAPE '\\' OR function = '?\?'",
 	                        NULL);
-	return all > 0 && start == all ? warning : "";
+	if (all > 0 && unnamed == all)
+		return unresolved; /* nothing symbolized them: no sign of static linking */
+	return all > 0 && start + unnamed == all && start > 0 ? warning : "";
 }
 
 const char *amp_profile_half_label(const char *half_types)

@@ -94,7 +94,9 @@ int amp_profile_shadow_rank(sqlite3 *db, int64_t rank, const char *const *tables
 
 /* What every call site of the profile says when the application linked libamprt statically
  * (each one is the program's entry, __libc_start_call_main, or unknown): a sentence saying
- * so and how to see the program's lines; "" otherwise (or without call sites).  Static. */
+ * so and how to see the program's lines; when none was named at all (the profile was not
+ * finalized: nothing symbolized them), a sentence saying that instead; "" otherwise (or
+ * without call sites).  Static. */
 const char *amp_profile_callsites_static(sqlite3 *db);
 
 /* The label of the half share for run_summary.half_types: "FP16 share" for 'fp16' and for

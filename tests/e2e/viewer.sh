@@ -46,6 +46,9 @@ for _ in $(seq 200); do grep -q held "$tmp/hold.out" 2>/dev/null && break; sleep
 cp "$tmp/ex.db" "$tmp/static.db"
 sqlite3 "$tmp/static.db" "UPDATE callsites SET function = '__libc_start_call_main',
 	file = './csu/../sysdeps/x86/libc-start.c', line = 58"
+# call sites never named (a collector killed before finalize symbolized them)
+cp "$tmp/ex.db" "$tmp/unnamed.db"
+sqlite3 "$tmp/unnamed.db" "UPDATE callsites SET function = NULL, file = NULL, line = NULL"
 printf 'just text\n' > "$tmp/text.db"
 sqlite3 "$tmp/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES (1);'
 
@@ -167,6 +170,10 @@ out=$(hl --panel=overview static.db)
 grep -q 'libamprt statically' <<< "$out" && grep -q 'libamprt.so' <<< "$out" \
 	&& ok "every call site in __libc_start_call_main: the warning says how to link" \
 	|| bad "static-link warning" "$out"
+out=$(hl --panel=overview unnamed.db)
+grep -q 'every call site is unnamed' <<< "$out" && ! grep -q 'statically' <<< "$out" \
+	&& ok "call sites never named: said so, not blamed on a static link" \
+	|| bad "unnamed call sites" "$out"
 out=$(hl --panel=overview ex.db)
 ! grep -q 'statically' <<< "$out" && ok "no static-link warning on a profile with real call sites" \
 	|| bad "spurious static warning" "$out"
