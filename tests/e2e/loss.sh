@@ -98,6 +98,17 @@ out=$("$AMPPROF" report drop.db)
 check_true "drop report: the figures cover a sample" grep -q "INCOMPLETE .*records dropped ($dropped_ops ops" <<<"$out"
 check_true "drop report: the advice is from a sample" grep -q "advice (from a sample" <<<"$out"
 check "drop: an advice row says so" "$(q drop.db "SELECT count(*) FROM advice WHERE rule = 'incomplete' AND message LIKE '%cover a sample%'")" 1
+
+# the loss scaler's record waits for ring space (a definition: never dropped); it is written
+# after the optimizer's op ends, so the wait is not billed to the optimizer's time
+"$AMPPROF" -q --drop --ring-size=1024 -o dropopt.db -- "$B/bin/unstable" --precision=amp \
+	--steps 100 --log-every 0 >/dev/null; rc=$?
+check "drop, real optimizer: exit 0, a scale record per step" \
+	"$rc|$(q dropopt.db "SELECT count(*) FROM loss_scale WHERE reason <> 'init'")" "0|100"
+check "drop, real optimizer: every scale record after its step's optimizer op ended" \
+	"$(q dropopt.db "SELECT count(*) FROM loss_scale l JOIN ops o ON o.step = l.step
+	                 AND o.thread = l.thread AND o.op = 'Optimizer'
+	                 WHERE l.reason <> 'init' AND l.t_ns < o.start_ns + o.dur_ns")" 0
 "$AMPPROF" report --format=json drop.db > drop.json
 check "drop json: sampled, ops dropped by kind" \
 	"$(/usr/bin/python3 -c 'import json,sys; d=json.load(open("drop.json")); print(d["sampled"], d["dropped"]["ops"])')" \
