@@ -1481,11 +1481,14 @@ static int explain_scale(sqlite3 *db)
 	    sqlite3_exec(db, "UPDATE run_summary SET skipped_share = CAST(skipped_steps AS REAL) /"
 	                     " nullif(" OPT_STEPS_SQL ", 0)", NULL, NULL, NULL) != SQLITE_OK)
 		return -1;
-	/* each rank's decisions in turn (a merged profile: identical histories), the lowest
-	 * rank's telling the story */
-	if (sqlite3_prepare_v2(db, "SELECT rowid, step, reason, old_scale, new_scale, rank"
-	                           " FROM loss_scale ORDER BY rank, step, rowid", -1, &st,
-	                           NULL) != SQLITE_OK ||
+	/* each history in turn: a rank's (a merged profile: identical histories), and within it
+	 * each context's thread (contexts of their own, one scaler each); the first one, the
+	 * lowest rank's first thread, tells the story */
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT rowid, step, reason, old_scale, new_scale, rank,"
+	                       " coalesce(thread, -1) FROM loss_scale"
+	                       " ORDER BY rank, coalesce(thread, -1), step, rowid",
+	                       -1, &st, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "UPDATE loss_scale SET clean_steps = ? WHERE rowid = ?", -1, &up,
 	                       NULL) != SQLITE_OK)
 		goto out;
@@ -1495,14 +1498,16 @@ static int explain_scale(sqlite3 *db)
 	double first = NAN, final = NAN;
 	char probe_steps[256] = "", spike_steps[256] = "", growth_steps[256] = "";
 	size_t pl = 0, sl = 0, gl = 0;
-	int64_t rank = 0;
-	int ranks = 0; /* ranks seen: the first one's rows tell the story, every row gets its
-	                  clean steps */
+	int64_t rank = 0, thread = 0;
+	int ranks = 0; /* histories seen: the first one's rows tell the story, every row gets
+	                  its clean steps */
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		int64_t step = sqlite3_column_int64(st, 1);
 		const char *reason = col_text(st, 2);
-		if (ranks == 0 || sqlite3_column_int64(st, 5) != rank) {
+		if (ranks == 0 || sqlite3_column_int64(st, 5) != rank ||
+		    sqlite3_column_int64(st, 6) != thread) {
 			rank = sqlite3_column_int64(st, 5);
+			thread = sqlite3_column_int64(st, 6);
 			ranks++;
 			clean = last_change = 0;
 			have_change = last_up = 0;

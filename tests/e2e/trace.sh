@@ -34,6 +34,9 @@ check "loss_scale: one row per step, decision and thread (no look-alike rows)" \
 	"$(q mt.db "SELECT count(DISTINCT thread), count(*) = count(DISTINCT step || '/' || reason || '/' || thread) FROM loss_scale")" "3|1"
 check "memory: one row per step and thread" \
 	"$(q mt.db "SELECT count(DISTINCT thread), count(*) = count(DISTINCT step || '/' || thread), count(*) FILTER (WHERE thread IS NULL) FROM memory")" "3|1|0"
+check "loss_scale: each context's clean steps counted on its own (12 steps: 1 .. 12 each)" \
+	"$(q mt.db "SELECT group_concat(c) FROM (SELECT thread, max(clean_steps) c FROM loss_scale
+	            WHERE reason = 'hold' GROUP BY thread ORDER BY thread)")" "12,12,12"
 check "the threads of loss_scale are those of steps" \
 	"$(q mt.db "SELECT group_concat(t) FROM (SELECT DISTINCT thread t FROM loss_scale EXCEPT SELECT DISTINCT thread FROM steps)")" ""
 "$BIN/ampprof" export --format=chrome "$T/mt.db" >"$T/mt.json"
