@@ -637,10 +637,15 @@ static int end_meta(collector *c, int status, int *app_code)
 	amp_profile_query_int64(c->db, &crash_rows, "SELECT count(*) FROM crashes", NULL);
 	const char *end = "exited";
 	int bad = 0;
-	if (WIFEXITED(status)) {
+	/* under --application the shell reports a command a signal ended as 128 + its number */
+	int shell_sig = c->opts->application && WIFEXITED(status) && WEXITSTATUS(status) > 128 &&
+	                        WEXITSTATUS(status) < 128 + 32
+	                    ? WEXITSTATUS(status) - 128
+	                    : 0;
+	if (WIFEXITED(status) && !shell_sig) {
 		*app_code = WEXITSTATUS(status);
-	} else if (WIFSIGNALED(status)) {
-		int sig = WTERMSIG(status);
+	} else if (WIFSIGNALED(status) || shell_sig) {
+		int sig = shell_sig ? shell_sig : WTERMSIG(status);
 		*app_code = 128 + sig;
 		end = crash_rows > 0 ? "crash" : sig == SIGKILL ? "killed" : "signal";
 		bad |= meta_set(c->db, "exit_signal", "%s", prof_signal_name(sig));
@@ -872,7 +877,10 @@ int prof_run(const prof_options *opts)
 				waiting = 0;
 				stop_waiting = 1;
 			} else if (sig != SIGINT || g_sigint_sent) {
-				kill(child, sig);
+				if (opts->application)
+					prof_signal_tree(child, sig); /* the shell's command too */
+				else
+					kill(child, sig);
 			}
 			g_sigint_sent = 0;
 		}

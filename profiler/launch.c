@@ -4,7 +4,9 @@
  * directly.  Before forking, the program is looked up so that a missing or non-executable one
  * gets a clear message; after forking, exec failures come back through a close-on-exec pipe.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -178,4 +180,69 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 	}
 	*pid = child;
 	return 0;
+}
+
+/* The parent pid of pid from /proc/<pid>/stat ("pid (comm) state ppid ..."; comm may hold
+ * spaces and parentheses, so the last ')' ends it), or -1. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *end = strrchr(buf, ')');
+	int ppid;
+	if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1)
+		return -1;
+	return (pid_t)ppid;
+}
+
+enum { TREE_MAX = 4096 };
+
+void prof_signal_tree(pid_t pid, int sig)
+{
+	static pid_t tree[TREE_MAX]; /* the collector's thread only */
+	int n = 0;
+	tree[n++] = pid;
+	DIR *d = opendir("/proc");
+	if (d) {
+		/* every process with its parent, then the descendants of pid by rounds */
+		static pid_t procs[TREE_MAX], parents[TREE_MAX];
+		int np = 0;
+		struct dirent *e;
+		while (np < TREE_MAX && (e = readdir(d)) != NULL) {
+			char *tail;
+			long v = strtol(e->d_name, &tail, 10);
+			if (*tail || v <= 0 || (pid_t)v == pid)
+				continue;
+			pid_t pp = parent_of((pid_t)v);
+			if (pp > 0)
+				procs[np] = (pid_t)v, parents[np++] = pp;
+		}
+		closedir(d);
+		for (int grew = 1; grew && n < TREE_MAX;) {
+			grew = 0;
+			for (int i = 0; i < np && n < TREE_MAX; i++) {
+				if (procs[i] == 0)
+					continue;
+				for (int k = 0; k < n; k++)
+					if (parents[i] == tree[k]) {
+						tree[n++] = procs[i];
+						procs[i] = 0; /* taken */
+						grew = 1;
+						break;
+					}
+			}
+		}
+	}
+	/* the program first, the shell last: a shell signalled first could exit and leave its
+	 * command to init before it is signalled */
+	for (int k = n - 1; k >= 0; k--)
+		kill(tree[k], sig);
 }

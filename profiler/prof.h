@@ -129,6 +129,10 @@ int prof_launch_check(const prof_options *opts);
  * child's pid; or, with a message printed, PROF_EXIT_NOTFOUND / PROF_EXIT_NOEXEC when the exec
  * failed (reported through a pipe), PROF_EXIT_FAILED when ampprof could not fork. */
 int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid);
+/* Sends sig to pid and to every process descended from it (found in /proc before any is
+ * signalled): under --application the shell stands between ampprof and the program, and a
+ * shell that waits for its command neither passes signals on nor dies with it. */
+void prof_signal_tree(pid_t pid, int sig);
 
 /* ---- decoding (decode.c) ----------------------------------------------------------------- */
 /* A record copied out of a ring and validated.  rec points into the caller's buffer. */

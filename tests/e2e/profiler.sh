@@ -226,8 +226,31 @@ check "segfault: meta end" "$(q segv.db "SELECT value FROM meta WHERE key = 'end
 check "segfault: crash row" "$(q segv.db 'SELECT signal FROM crashes')" SIGSEGV
 check_true "segfault: backtrace names the faulting function" grep -q "run_thread .*trace_producer.c" <<<"$(q segv.db 'SELECT frames FROM crashes')"
 check "segfault: steps before the crash" "$(q segv.db 'SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL')" 3
+# the same through --application: the shell between them reports 128 + the signal, which
+# is the program's crash, not an exit
+"$AMPPROF" -q -o segv_app.db --application="$PRODUCER --steps 10 --ops 10 --crash-at 3" \
+	2>/dev/null; rc=$?
+check "segfault under --application: exit 139, end crash, SIGSEGV" \
+	"$rc:$(q segv_app.db "SELECT group_concat(value, ',') FROM (SELECT value FROM meta WHERE key IN ('end', 'exit_signal') ORDER BY key)")" \
+	"139:crash,SIGSEGV"
 "$AMPPROF" -q -o abrt.db -- "$PRODUCER" --steps 10 --ops 10 --abort-at 2; rc=$?
 check "abort: exit 134 and crash row" "$rc:$(q abrt.db 'SELECT signal FROM crashes')" "134:SIGABRT"
+
+# SIGTERM to ampprof under --application reaches the program behind the shell, which a shell
+# waiting for its command would not pass on: ampprof ends, and the program with it
+"$AMPPROF" -q -o term_app.db --application="$PRODUCER --steps 100000 --ops 10 --sleep-ms 5" \
+	>/dev/null 2>&1 &
+ap=$!
+for _ in $(seq 100); do [ -s term_app.db ] && [ "$(q term_app.db 'SELECT count(*) FROM steps' 2>/dev/null)" -gt 0 ] 2>/dev/null && break; sleep 0.05; done
+kill -TERM "$ap"
+for _ in $(seq 100); do kill -0 "$ap" 2>/dev/null || break; sleep 0.05; done
+left=$(pgrep -f -- '--steps 100000 --ops 10 --sleep-ms 5' | tr '\n' ' ')
+check "SIGTERM under --application: ampprof ended, the program too" \
+	"$(kill -0 "$ap" 2>/dev/null && echo running || echo ended)|$left" "ended|"
+[ -n "$left" ] && kill -KILL $left 2>/dev/null
+wait "$ap"; rc=$?
+check "SIGTERM under --application: exit 143, end signal" \
+	"$rc:$(q term_app.db "SELECT value FROM meta WHERE key = 'end'")" "143:signal"
 
 # exit() mid-training
 "$AMPPROF" -q -o exit.db -- "$PRODUCER" --steps 10 --ops 10 --exit-at 4; rc=$?
