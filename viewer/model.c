@@ -512,12 +512,20 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		               : d >= (UINT64_C(1) << 62) ? INT64_C(1) << 62 : (int64_t)d + 1;
 	}
 	{
-		/* the last step that recorded one (a killed run's last step did not) */
+		/* the scale the run ended with: the scaler's last decision (at the end of the last
+		 * step, which the steps' scale in force during them does not show), else the scale
+		 * of the last step that recorded one (a killed run's last step did not) */
 		sqlite3_stmt *st = prep(m, "SELECT scale FROM steps WHERE scale IS NOT NULL "
 		                           "ORDER BY step DESC LIMIT 1");
 		r->last_scale = NAN;
 		if (st && step_row(m, st) == SQLITE_ROW)
 			r->last_scale = col_dbl(st, 0, NAN);
+		sqlite3_finalize(st);
+		st = prep(m, "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL AND "
+		             "step >= (SELECT max(step) FROM steps WHERE scale IS NOT NULL) "
+		             "ORDER BY step DESC, rowid DESC LIMIT 1");
+		if (st && step_row(m, st) == SQLITE_ROW)
+			r->last_scale = col_dbl(st, 0, r->last_scale);
 		sqlite3_finalize(st);
 	}
 	r->crashes = query_i64(m, "SELECT count(*) FROM crashes", 0);
