@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "amp_opt.h"
@@ -496,9 +497,19 @@ int prof_cmd_merge(int argc, char **argv)
 	}
 	sqlite3 *db = NULL;
 	char err[1024];
-	int crc = amp_profile_create(output, force, &db, err, sizeof err);
+	/* written beside the output and renamed over it at the end: a merge that fails part way
+	 * leaves the output as it was (a --force merge too), never half a profile */
+	struct stat out_st;
+	if (!force && lstat(output, &out_st) == 0) {
+		prof_error("use --force to overwrite it", "cannot create '%s': it exists", output);
+		code = PROF_EXIT_DB;
+		goto out_free;
+	}
+	char *tmp = sqlite3_mprintf("%s.merging-%d", output, (int)getpid());
+	int crc = tmp ? amp_profile_create(tmp, 1, &db, err, sizeof err) : AMP_PROFILE_EIO;
 	if (crc != AMP_PROFILE_OK) {
-		prof_error(crc == AMP_PROFILE_EEXIST ? "use --force to overwrite it" : NULL, "%s", err);
+		prof_error(NULL, "cannot write '%s': %s", output, tmp ? err : "out of memory");
+		sqlite3_free(tmp);
 		code = PROF_EXIT_DB;
 		goto out_free;
 	}
@@ -569,6 +580,14 @@ int prof_cmd_merge(int argc, char **argv)
 	if (prof_summarize(db, fp16, copy) != 0)
 		goto out_db;
 	amp_profile_close(db);
+	if (rename(tmp, output) != 0) {
+		prof_error(NULL, "cannot write '%s': %s", output, strerror(errno));
+		unlink(tmp);
+		sqlite3_free(tmp);
+		free(in);
+		return PROF_EXIT_DB;
+	}
+	sqlite3_free(tmp);
 	printf("ampprof merge: %d profile(s) into %s, clocks aligned on %s", n, output,
 	       barriers ? "the start-up barrier" : "the monotonic clock (no barrier recorded)");
 	if (barriers)
@@ -591,7 +610,8 @@ int prof_cmd_merge(int argc, char **argv)
 	return 0;
 out_db:
 	free(in);
-	amp_profile_discard(db);
+	amp_profile_discard(db); /* the temporary file: the output is untouched */
+	sqlite3_free(tmp);
 	return code == PROF_EXIT_PROFILE ? code : PROF_EXIT_DB;
 out_free:
 	free(in);

@@ -544,6 +544,11 @@ head -c "$psize" /dev/zero | tr '\0' '\377' |
 "$B/bin/ampprof" merge -o bad.db pfp32.0.db bad.1.db >/dev/null 2>bad.err
 check "merge of a damaged input: exit 6" "$?" 6
 grep -q "'bad.1.db' is damaged" bad.err || bad "merge: the damaged input named" "$(cat bad.err)"
+cp merged.db merged.keep
+"$B/bin/ampprof" merge --force -o merged.db pfp32.0.db bad.1.db >/dev/null 2>/dev/null
+check "merge --force of a damaged input: exit 6, the existing output as it was, no leftover" \
+	"$?|$(cmp -s merged.db merged.keep && echo same)|$(ls -a | grep -c 'merged\.db\.merging')" "6|same|0"
+rm -f merged.keep
 "$B/bin/ampprof" merge -o twice.db merged.db >/dev/null 2>twice.err
 check "merge refuses a merged profile" "$?" 6
 grep -q "'merged.db' is a merged profile already" twice.err || bad "merge: merged input message" "$(cat twice.err)"
