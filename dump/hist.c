@@ -61,12 +61,37 @@ static void binade(const amp_hist_tensor *t, int highest, char *buf, size_t len)
 	}
 }
 
+/* The steps whose tensor statistics carry a histogram, as "0, 10, 20" (the first few, then
+ * "..."), into buf; returns how many there are (0 when none, or on an error). */
+static long hist_steps(sqlite3 *db, char *buf, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	long n = 0;
+	size_t at = 0;
+	buf[0] = '\0';
+	if (sqlite3_prepare_v2(db, "SELECT DISTINCT step FROM tensor_stats WHERE exp_hist IS NOT NULL "
+	                           "ORDER BY step", -1, &st, NULL) != SQLITE_OK) {
+		sqlite3_finalize(st);
+		return 0;
+	}
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n < 8 && at < len)
+			at += (size_t)snprintf(buf + at, len - at, "%s%lld", n ? ", " : "",
+			                       (long long)sqlite3_column_int64(st, 0));
+		else if (n == 8 && at < len)
+			at += (size_t)snprintf(buf + at, len - at, ", ...");
+		n++;
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
 int dump_cmd_hist(const char *db_path, int64_t step, const char *tensor, amp_format fmt, FILE *out)
 {
 	amp_hist_tensor *h = NULL;
 	amp_table *t = NULL;
 	int code = DUMP_EXIT_FAIL;
-	char err[512], a[64], b[64], shape[64];
+	char err[512], a[64], b[64], shape[64], steps[200];
 	sqlite3 *db = step >= 0 ? dump_open_step(db_path, step) : dump_open_profile(db_path);
 	if (!db)
 		return DUMP_EXIT_FAIL;
@@ -80,6 +105,10 @@ int dump_cmd_hist(const char *db_path, int64_t step, const char *tensor, amp_for
 			dump_error("'ampdump --hist' lists the tensors with a histogram",
 			           "no tensor named '%s' has a histogram in '%s'%s", tensor,
 			           db_path, step >= 0 ? " at that step" : "");
+		else if (step >= 0 && hist_steps(db, steps, sizeof steps) > 0)
+			dump_error("'ampdump --hist' without --step adds up the whole run",
+			           "no exponent histogram at step %lld in '%s' (steps with one: %s)",
+			           (long long)step, db_path, steps);
 		else
 			dump_error("profile with statistics on (ampprof --stats-every)",
 			           "'%s' holds no exponent histogram", db_path);

@@ -580,6 +580,13 @@ if [ -x "$ROOT/$BUILD/bin/unstable" ] || [ -x "$BUILD/bin/unstable" ]; then
 	if "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rows"], d' "$T/out"; then
 		ok "re-run --format=json: stdout is one JSON document with the step's tensors"
 	else bad "re-run --format=json: not JSON" "$(head -5 "$T/out")"; fi
+	# histograms every 10 steps: a step without one is named as such, with the steps that have
+	"$(dirname "$AMPDUMP")/ampprof" -q -o hist10.db --stats-every=10 -- "$U" --steps 30 \
+		--log-every 0 >/dev/null 2>&1
+	run "--hist at a step without histograms" 1 --hist --step 5 hist10.db &&
+		expect "--hist --step 5: that step has none, the others are named" "$T/err" \
+			"no exponent histogram at step 5 in 'hist10.db' \(steps with one: 0, 10, 20\)"
+	run "--hist at a step with histograms" 0 --hist --step 10 hist10.db
 fi
 
 # ---- names an application wrote: invalid UTF-8, terminal escapes, a newline -----------------
