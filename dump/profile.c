@@ -166,8 +166,8 @@ sqlite3 *dump_open_profile(const char *path)
 	const char *hint = NULL;
 	switch (rc) {
 	case AMP_PROFILE_ENOENT:
-		hint = "record one with `ampprof --application=\"./train\" --output=FILE`, "
-		       "or name it with --db=FILE";
+		hint = "check the path, or record a profile with `ampprof --application=\"./train\" "
+		       "--output=FILE`";
 		break;
 	case AMP_PROFILE_ENOTPROFILE:
 		hint = "ampdump reads the databases that ampprof writes";
