@@ -166,8 +166,11 @@ sqlite3 *dump_open_profile(const char *path)
 	const char *hint = NULL;
 	switch (rc) {
 	case AMP_PROFILE_ENOENT:
-		hint = "check the path, or record a profile with `ampprof --application=\"./train\" "
-		       "--output=FILE`";
+		hint = strcmp(path, "profile.db") == 0
+		           ? "record one with `ampprof --application=\"./train\" "
+		             "--output=profile.db`, or name another with --db=FILE"
+		           : "check the path, or record a profile with "
+		             "`ampprof --application=\"./train\" --output=FILE`";
 		break;
 	case AMP_PROFILE_ENOTPROFILE:
 		hint = "ampdump reads the databases that ampprof writes";
