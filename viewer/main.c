@@ -29,6 +29,7 @@ typedef struct options {
 	const char *path;
 	int headless, ascii, panel;
 	int width, height;
+	int width_set, height_set; /* given on the command line */
 	const char *keys;
 	const char *baseline; /* --diff */
 	int panel_given;
@@ -141,10 +142,12 @@ static int parse_args(int argc, char **argv, options *o)
 		case OPT_WIDTH:
 			if (parse_int(val, 40, 1000, &o->width))
 				return usage_error("bad --width '%s' (40..1000)", val);
+			o->width_set = 1;
 			break;
 		case OPT_HEIGHT:
 			if (parse_int(val, 10, 1000, &o->height))
 				return usage_error("bad --height '%s' (10..1000)", val);
+			o->height_set = 1;
 			break;
 		case OPT_KEYS: o->keys = val; break;
 		case OPT_FP16:
@@ -169,6 +172,11 @@ static int parse_args(int argc, char **argv, options *o)
 			return usage_error("too many profiles: '%s'", argv[i]);
 		o->path = argv[i];
 	}
+	/* the headless render's own options would be silently lost on the terminal */
+	if (!o->headless && (o->keys || o->width_set || o->height_set))
+		return usage_error("--%s is for --headless (the terminal's size is the screen's, "
+		                   "and its keys are typed)",
+		                   o->keys ? "keys" : o->width_set ? "width" : "height");
 	return -1;
 }
 

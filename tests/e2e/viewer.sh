@@ -208,6 +208,8 @@ expect_err "unknown panel" 2 "unknown panel 'bogus'" --headless --panel=bogus ex
 expect_err "bad width" 2 "bad --width" --headless --width=x ex.db
 expect_err "unknown option" 2 "unknown option '--frobnicate'" --frobnicate
 expect_err "not a terminal" 1 "must be a terminal" ex.db
+expect_err "--keys without --headless" 2 "--keys is for --headless" --keys=3 ex.db
+expect_err "--width without --headless" 2 "--width is for --headless" --width=50 ex.db
 out=$("$AMPVIEW" --help) && grep -q '^usage: ampview' <<< "$out" && ok "--help on stdout, exit 0" || bad "--help" "$out"
 out=$("$AMPVIEW" --version) && grep -q '^ampview ' <<< "$out" && ok "--version" || bad "--version" "$out"
 
