@@ -1914,6 +1914,15 @@ static int rule_fp16_ready(sqlite3 *db)
 	double rows = query_double(db, "SELECT count(*) FROM tensor_stats WHERE dtype = 'fp32'", 0);
 	if (types[0] || rows <= 0)
 		return 0;
+	/* no half op recorded is not an FP32 run when the mode is a half one, or half tensors
+	 * were checked (a --steps range the run never reached records no op at all) */
+	char mode[64];
+	mode_in_force(db, mode, sizeof mode);
+	if ((mode[0] && strcmp(mode, "force_fp32") != 0 &&
+	     strcmp(mode, "must_keep_origin_dtype") != 0) ||
+	    query_double(db, "SELECT count(*) FROM tensor_stats WHERE dtype IN ('fp16', 'bf16')",
+	                 0) > 0)
+		return 0;
 	sqlite3_stmt *st = NULL;
 	advice_buf ev = {.used = 0};
 	char over[512] = "", under[512] = "";

@@ -453,10 +453,23 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	        amp_profile_half_label(s.half_types), a, mark(s.fp16_share, s.fp16_thr, 0),
 	        s.fp16_thr, b);
 	pct(a, sizeof a, s.native_share);
+	char range[240] = "";
+	if (s.op_count == 0) {
+		/* ops ran, but only the --steps range records them: one the run never reached */
+		char steps[160];
+		if (amp_profile_meta_get(db, "options.steps", steps, sizeof steps) ==
+		        AMP_PROFILE_OK &&
+		    strcmp(steps, "all") != 0 && steps[0])
+			snprintf(range, sizeof range,
+			         " (no op recorded: --steps=%s matched no step the "
+			         "run reached)",
+			         steps);
+	}
 	fprintf(f, "  native half  %s of op time on half engines%s\n", a,
 	        s.native_share == s.native_share ? ""
 	        : !s.engines                     ? " (the profile predates engines)"
 	        : s.op_count > 0                 ? " (no op recorded its engine)"
+	        : range[0]                       ? range
 	                                         : " (no op ran)");
 	pct(a, sizeof a, s.copy_share);
 	fprintf(f, "  copy share   %s of step time  %s (threshold %g %%)\n", a,

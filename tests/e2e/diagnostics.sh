@@ -598,6 +598,12 @@ check_true "mlp_fashion fp32: the advice says the run needs a loss scale" \
 	grep -Eq "gradient\(s\) would underflow without a loss scale: .*; the run needs one \(dynamic scaling, the FP16 default\); a static scale of [0-9]+ would keep" \
 	<(q mlp_fp32.db "SELECT message FROM advice WHERE rule = 'fp16_readiness'")
 check "half runs get no readiness verdict" "$(q mlp_amp.db "SELECT fp16_ready IS NULL FROM run_summary")" 1
+# a --steps range the run never reaches records no op: the run is still not an FP32 one
+out=$("$AMPPROF" -f -o past.db --steps=1000-2000 -- "$UNSTABLE" --precision=amp --steps 20 --log-every 0 2>&1)
+check "--steps past the run's end: no readiness verdict for an AMP run" \
+	"$(q past.db "SELECT fp16_ready IS NULL, (SELECT count(*) FROM advice WHERE rule = 'fp16_readiness') FROM run_summary")" "1|0"
+check_true "--steps past the run's end: the summary says the range matched no step" \
+	grep -q "no op recorded: --steps=1000-2000 matched no step the run reached" <<<"$out"
 
 # ---- 8. nothing left behind ------------------------------------------------------------------
 check "no spool directory left beside the outputs" "$(find "$T" -name '.ampprof-spool-*' | wc -l)" 0
