@@ -184,6 +184,28 @@ int prof_cmd_info(int argc, char **argv)
 	}
 	int json = strcmp(format, "json") == 0;
 	static const int dtypes[] = {AMP_DTYPE_F32, AMP_DTYPE_F16, AMP_DTYPE_BF16};
+	/* $AMP_KERNELS as programs run here will read it: a path forced, or a name they refuse
+	 * (the library itself falls back to "auto" here, and says nothing) */
+	const char *forced = getenv("AMP_KERNELS");
+	char env_note[300] = "";
+	if (forced && *forced && strcmp(forced, "auto") != 0) {
+		int found = -1;
+		for (int i = 0; i < api.path_count(); i++)
+			if (strcmp(api.path_name(i), forced) == 0)
+				found = i;
+		if (found < 0)
+			snprintf(env_note, sizeof env_note,
+			         "AMP_KERNELS=%.64s names no kernel path: "
+			         "programs run here refuse to start",
+			         forced);
+		else if (api.path_missing(found))
+			snprintf(env_note, sizeof env_note,
+			         "AMP_KERNELS=%.64s needs %s, which this CPU "
+			         "lacks: programs run here refuse to start",
+			         forced, api.path_missing(found));
+		if (env_note[0])
+			prof_error("unset it, or name a path this CPU runs", "%s", env_note);
+	}
 	if (json) {
 		printf("{\"format_version\":1,\"cpu\":");
 		json_str(stdout, model);
@@ -202,7 +224,15 @@ int prof_cmd_info(int argc, char **argv)
 		json_str(stdout, api.version());
 		printf(",\"schema_version\":%d,\"wire_version\":%u,\"library_wire_version\":%u",
 		       AMP_PROFILE_VERSION, AMP_WIRE_VERSION, api.wire_version());
-		printf(",\"active_path\":\"%s\",\"paths\":[", api.path_active());
+		printf(",\"active_path\":\"%s\",\"forced_by_env\":%s,\"env_error\":",
+		       api.path_active(),
+		       forced && *forced && strcmp(forced, "auto") && !env_note[0] ? "true"
+		                                                                   : "false");
+		if (env_note[0])
+			json_str(stdout, env_note);
+		else
+			printf("null");
+		printf(",\"paths\":[");
 		for (int i = 0; i < api.path_count(); i++) {
 			const char *miss = api.path_missing(i);
 			printf("%s{\"name\":\"%s\",\"runs\":%s,\"missing\":", i ? "," : "",
@@ -237,7 +267,14 @@ int prof_cmd_info(int argc, char **argv)
 		printf("versions         schema %d, wire %u (library %u)%s\n", AMP_PROFILE_VERSION,
 		       AMP_WIRE_VERSION, api.wire_version(),
 		       api.wire_version() == AMP_WIRE_VERSION ? "" : "  MISMATCH: rebuild one of them");
-		printf("kernel paths     (active: %s)\n", api.path_active());
+		if (env_note[0])
+			printf("kernel paths     (active here: %s; %s)\n", api.path_active(),
+			       env_note);
+		else if (forced && *forced && strcmp(forced, "auto") != 0)
+			printf("kernel paths     (active: %s, forced by AMP_KERNELS)\n",
+			       api.path_active());
+		else
+			printf("kernel paths     (active: %s)\n", api.path_active());
 		for (int i = 0; i < api.path_count(); i++) {
 			const char *miss = api.path_missing(i);
 			printf("  %-13s  %s%s\n", api.path_name(i), miss ? "not on this CPU: needs " : "runs",

@@ -1,5 +1,7 @@
 /* info.c — what the library and this CPU can do, for `ampprof info` and for programs that want
  * to say which engine their half types will run on (amp.h, "the library and the CPU"). */
+#include <string.h>
+
 #include "internal.h"
 
 const char *amp_version(void)
@@ -37,7 +39,9 @@ const char *amp_gemm_engine(amp_dtype dt)
 
 const char *amp_gemm_engine_note(amp_dtype dt)
 {
+	/* "auto"'s choice only: a path forced by name is the user's */
 	if (dt == AMP_BF16 && amp_kernels_dpbf16_half_rate() &&
+	    strcmp(amp_kernels_selection(), "auto") == 0 &&
 	    amp_kernels_gemm_engine(AMP_BF16) == AMP_ENGINE_FP32_FMA)
 		return "vdpbf16ps computes half the products per cycle of FP32 FMA on Intel cores, so "
 		       "bf16 products run on FP32 FMA (bf16 widened while packing); "

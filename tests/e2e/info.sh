@@ -64,6 +64,12 @@ AMP_KERNELS=scalar "$BIN/ampprof" info --format=json >"$OUT/json" 2>"$OUT/err"
 check_true "AMP_KERNELS=scalar: active path scalar" test "$(field 'd["active_path"]')" = scalar
 check_true "AMP_KERNELS=scalar: every GEMM on scalar" \
 	test "$(field '",".join(d["engines"][k] for k in ("fp32","fp16","bf16"))')" = "scalar,scalar,scalar"
+check_true "AMP_KERNELS=scalar: forced, and no note about auto's bf16 choice" \
+	test "$(field 'd["forced_by_env"], d["engine_notes"]')" = "True {}"
+AMP_KERNELS=bogus "$BIN/ampprof" info >"$OUT/text" 2>"$OUT/err"; rc=$?
+check_true "AMP_KERNELS=bogus: said on stderr and in the paths line, that programs refuse to start" \
+	test "$rc" = 0 -a -n "$(grep 'AMP_KERNELS=bogus names no kernel path: programs run here refuse to start' "$OUT/err")" \
+	-a -n "$(grep '^kernel paths .*AMP_KERNELS=bogus names no kernel path' "$OUT/text")"
 
 # errors
 "$BIN/ampprof" info --library=/nonexistent/libamprt.so >"$OUT/out" 2>"$OUT/err"
