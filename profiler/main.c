@@ -39,7 +39,7 @@ static const char *const profile_usage[] = {
 static const amp_opt profile_opts[] = {
     {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c", NULL},
     {'o', 'o', "output", "<file>", "database to write; %r is the MPI rank (from the\n"
-     "launcher's environment, 0 without one), %p the pid", "profile.db"},
+     "launcher's environment, 0 without one), %p ampprof's pid", "profile.db"},
     {'f', 'f', "force", NULL, "overwrite an existing output (a regular file\n"
      "that no other ampprof is writing)", NULL},
     {OPT_STEPS, 0, "steps", "<range>", "steps traced in full detail, e.g. 10-20,50\n"
@@ -264,7 +264,7 @@ static int cmd_profile(int argc, char **argv)
 	static char expanded[4096];
 	const char *bad;
 	if (prof_output_expand(o.output, expanded, sizeof expanded, &bad) != 0)
-		return usage_error(sp, "%r is the MPI rank, %p the pid, %% a '%'",
+		return usage_error(sp, "%r is the MPI rank, %p ampprof's pid, %% a '%'",
 		                   "invalid --output pattern at '%s'", bad);
 	o.output = expanded;
 	return prof_run(&o);
@@ -579,7 +579,7 @@ static int cmd_help(int argc, char **argv)
 		char *args[] = {argv[1], (char *)"--help", NULL};
 		return commands[i].run(2, args);
 	}
-	return usage_error(&profile_spec, "commands: report, export, info, diff",
+	return usage_error(&profile_spec, "commands: report, export, info, diff, merge, help",
 	                   "no command '%s'", argv[1]);
 }
 
