@@ -174,8 +174,14 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 	if (got == (ssize_t)sizeof err) {
 		while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
 			;
-		prof_error(NULL, "cannot run '%s': %s", opts->argv ? opts->argv[0] : "/bin/sh",
-		           strerror(err));
+		/* the file was there when it was checked: ENOENT from exec is then its interpreter
+		 * (a script's #! line) or its dynamic loader that is missing */
+		const char *prog = opts->argv ? opts->argv[0] : "/bin/sh";
+		if (err == ENOENT && opts->argv && access(prog, F_OK) == 0)
+			prof_error("check the interpreter on its #! line (or, for a binary, its loader)",
+			           "cannot run '%s': %s (its interpreter)", prog, strerror(err));
+		else
+			prof_error(NULL, "cannot run '%s': %s", prog, strerror(err));
 		return err == ENOENT || err == ENOTDIR ? PROF_EXIT_NOTFOUND : PROF_EXIT_NOEXEC;
 	}
 	*pid = child;

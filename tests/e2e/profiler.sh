@@ -43,6 +43,10 @@ check_true "missing application message" grep -q "cannot run './no-such-program'
 check_true "missing application: no db" test ! -e m.db
 printf '#!/bin/sh\n' > noexec.sh; chmod 644 noexec.sh
 "$AMPPROF" -o m.db -- ./noexec.sh 2>/dev/null; check "non-executable application exits 126" "$?" 126
+printf '#!/nonexistent/interp\n' > badinterp.sh; chmod 755 badinterp.sh
+err=$("$AMPPROF" -o m.db -- ./badinterp.sh 2>&1); rc=$?
+check_true "a script whose interpreter is missing: 127, the interpreter named, not the path" \
+	test "$rc" = 127 -a -n "$(grep "cannot run './badinterp.sh': No such file or directory (its interpreter)" <<<"$err")"
 err=$("$AMPPROF" -o /nonexistent-dir/p.db -- "$PRODUCER" 2>&1); rc=$?
 check "output directory missing exits 125 (ampprof failed)" "$rc" 125
 check_true "output directory message" grep -q "cannot create '/nonexistent-dir/p.db'" <<<"$err"
