@@ -144,6 +144,14 @@ int view_term_init(int ascii, char *err, size_t errlen)
 		         getenv("TERM") ? getenv("TERM") : "");
 		return -1;
 	}
+	/* a terminal that cannot place the cursor (TERM=dumb) would show a blank screen */
+	const char *cup = tigetstr("cup");
+	if (!cup || cup == (char *)-1) {
+		endwin();
+		snprintf(err, errlen, "the terminal (TERM=%s) cannot place the cursor",
+		         getenv("TERM") ? getenv("TERM") : "");
+		return -1;
+	}
 	active = 1;
 	restore_len = 0;
 	add_cap("sgr0");

@@ -394,6 +394,12 @@ grep -Eq "$red" <<< "$line" && grep -q 'HIGH' <<< "$line" \
 keys low q
 wait_for low 'EXIT=0' && ok "q quits with status 0" || bad "q" "$(plain low)"
 
+# a terminal that cannot place the cursor: refused with the headless hint, not a blank screen
+start dumb dumb C.UTF-8 ex.db
+wait_for dumb 'EXIT=' && plain dumb | grep -q 'TERM=dumb) cannot place the cursor' &&
+	plain dumb | grep -q 'EXIT=1' && ok "TERM=dumb: refused (exit 1), the reason said" ||
+	bad "TERM=dumb" "$(plain dumb)"
+
 start ex xterm-256color C.UTF-8 ex.db
 line=$(cap ex | grep 'FP16 share')
 grep -Eq "$green" <<< "$line" && ! grep -Eq "$red" <<< "$line" \
