@@ -189,6 +189,10 @@ static void jump_to(steps *p, view_ctx *ctx, int64_t step)
 		p->list.cursor = i;
 	} else {
 		p->list.cursor = view_model_step_index(ctx->model, step);
+		const view_run *r = view_model_run(ctx->model);
+		if (r && (step < r->first_step || step > r->last_step))
+			snprintf(p->msg, sizeof p->msg, "no step %lld: the run's steps are %lld .. %lld",
+			         (long long)step, (long long)r->first_step, (long long)r->last_step);
 	}
 	p->list.top = p->list.cursor - p->list.rows / 2;
 	view_list_fit(&p->list, p->match ? p->nmatch : view_model_step_count(ctx->model),
@@ -243,6 +247,8 @@ static int steps_key(void *self, view_ctx *ctx, int key)
 			p->jumping = ctx->input = 0;
 		if (r > 0 && p->jump[0])
 			jump_to(p, ctx, strtoll(p->jump, NULL, 10));
+		else if (r > 0)
+			snprintf(p->msg, sizeof p->msg, "no jump: type the step's number, then Enter");
 		return VIEW_F_HANDLED;
 	}
 	if (view_list_key(&p->list, key))

@@ -208,6 +208,10 @@ expect_err "unknown panel" 2 "unknown panel 'bogus'" --headless --panel=bogus ex
 expect_err "bad width" 2 "bad --width" --headless --width=x ex.db
 expect_err "unknown option" 2 "unknown option '--frobnicate'" --frobnicate
 expect_err "not a terminal" 1 "must be a terminal" ex.db
+out=$(hl --panel=steps '--keys=:99999<enter>' ex.db)
+grep -q "no step 99999: the run's steps are" <<< "$out" && ok "steps: a jump past the run says so" || bad "steps jump past the end" "$out"
+out=$(hl --panel=steps '--keys=:x<enter>' ex.db)
+grep -q "no jump: type the step's number" <<< "$out" && ok "steps: a jump without digits says so" || bad "steps jump without digits" "$out"
 expect_err "--keys without --headless" 2 "--keys is for --headless" --keys=3 ex.db
 expect_err "--width without --headless" 2 "--width is for --headless" --width=50 ex.db
 out=$("$AMPVIEW" --help) && grep -q '^usage: ampview' <<< "$out" && ok "--help on stdout, exit 0" || bad "--help" "$out"
