@@ -17,6 +17,7 @@
 
 static int active; /* curses is running */
 static int use_utf8, use_color;
+static int keys_utf8; /* the locale is UTF-8: get_wch gives characters whole */
 static struct termios saved_tio; /* the terminal as we found it */
 static int have_tio;
 static char restore_seq[256]; /* sgr0 cnorm rmkx rmcup, written by the handlers */
@@ -132,7 +133,8 @@ int view_term_init(int ascii, char *err, size_t errlen)
 		return -1;
 	}
 	const char *cs = nl_langinfo(CODESET);
-	use_utf8 = !ascii && cs && !strcmp(cs, "UTF-8");
+	keys_utf8 = cs && !strcmp(cs, "UTF-8");
+	use_utf8 = !ascii && keys_utf8;
 	have_tio = tcgetattr(STDIN_FILENO, &saved_tio) == 0;
 	{
 		void *warm[1];
@@ -228,6 +230,12 @@ void view_term_draw(const view_screen *s)
 int view_term_key(void)
 {
 	static int errors;
+	/* the bytes of a character get_wch gave whole, handed out one a call as the headless
+	 * keys are (the prompts and filters take UTF-8 bytes) */
+	static unsigned char pend[4];
+	static int npend, ipend;
+	if (ipend < npend)
+		return pend[ipend++];
 	wint_t ch;
 	int r = get_wch(&ch);
 	if (r == ERR)
@@ -258,7 +266,31 @@ int view_term_key(void)
 	case 127:
 	case 8: return VIEW_KEY_BACKSPACE;
 	case '\t': return VIEW_KEY_TAB;
-	/* text, UTF-8 bytes included (getch gives a multibyte character byte by byte) */
-	default: return (ch >= 0x20 && ch < 0x7F) || (ch >= 0x80 && ch <= 0xFF) ? (int)ch : 0;
+	default: break;
 	}
+	if (ch >= 0x20 && ch < 0x7F)
+		return (int)ch;
+	if (ch >= 0x80 && !keys_utf8) /* a byte of the locale's charset */
+		return ch <= 0xFF ? (int)ch : 0;
+	if (ch < 0xA0 || ch > 0x10FFFF || (ch >= 0xD800 && ch <= 0xDFFF))
+		return 0; /* C1 controls, and no character */
+	/* a character: its UTF-8 bytes */
+	if (ch < 0x800) {
+		pend[0] = (unsigned char)(0xC0 | ch >> 6);
+		pend[1] = (unsigned char)(0x80 | (ch & 0x3F));
+		npend = 2;
+	} else if (ch < 0x10000) {
+		pend[0] = (unsigned char)(0xE0 | ch >> 12);
+		pend[1] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+		pend[2] = (unsigned char)(0x80 | (ch & 0x3F));
+		npend = 3;
+	} else {
+		pend[0] = (unsigned char)(0xF0 | ch >> 18);
+		pend[1] = (unsigned char)(0x80 | ((ch >> 12) & 0x3F));
+		pend[2] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+		pend[3] = (unsigned char)(0x80 | (ch & 0x3F));
+		npend = 4;
+	}
+	ipend = 1;
+	return pend[0];
 }

@@ -404,6 +404,19 @@ wait_for dumb 'EXIT=' && plain dumb | grep -q 'TERM=dumb) cannot place the curso
 	plain dumb | grep -q 'EXIT=1' && ok "TERM=dumb: refused (exit 1), the reason said" ||
 	bad "TERM=dumb" "$(plain dumb)"
 
+# a filter typed in UTF-8 on the terminal matches as the same text given to --keys does
+cp "$tmp/ex.db" "$tmp/u8.db"
+sqlite3 "$tmp/u8.db" "UPDATE op_sigs SET label = 'débit' WHERE id = (SELECT min(id) FROM op_sigs)"
+start u8 xterm-256color C.UTF-8 u8.db
+keys u8 2
+keys u8 v
+keys u8 /
+T send-keys -t u8 -l 'débit'; sleep 0.3
+keys u8 Enter
+plain u8 | grep -q 'filter: débit' && ! plain u8 | grep -q 'no rows match' &&
+	plain u8 | grep -q '^▶.* débit ' && ok "a UTF-8 filter typed on the terminal matches" ||
+	bad "UTF-8 filter in the terminal" "$(plain u8)"
+
 start ex xterm-256color C.UTF-8 ex.db
 line=$(cap ex | grep 'FP16 share')
 grep -Eq "$green" <<< "$line" && ! grep -Eq "$red" <<< "$line" \
