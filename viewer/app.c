@@ -45,6 +45,7 @@ view_app *view_app_new(view_model *m, const char *baseline)
 	a->ctx.model = m;
 	a->ctx.run = view_model_run(m);
 	a->ctx.goto_step = -1;
+	a->ctx.goto_callsite = -1;
 	a->ctx.baseline = baseline;
 	for (int i = 0; i < VIEW_P_COUNT; i++) {
 		a->state[i] = classes[i]->create(&a->ctx);
@@ -217,6 +218,7 @@ int view_app_key(view_app *a, int key)
 			go(a, target, 1);
 			classes[target]->focus(a->state[target], &a->ctx, step);
 		}
+		a->ctx.goto_callsite = -1;
 		return VIEW_F_HANDLED;
 	}
 	if (f)

@@ -452,7 +452,7 @@ static int read_advice(view_model *m)
 	m->advice = calloc(n, sizeof *m->advice);
 	if (!m->advice)
 		return VIEW_ENOMEM;
-	sqlite3_stmt *st = prep(m, "SELECT rule, severity, message, evidence, step FROM advice "
+	sqlite3_stmt *st = prep(m, "SELECT rule, severity, message, evidence, step, callsite FROM advice "
 	                           "ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' "
 	                           "THEN 1 ELSE 2 END, id");
 	if (!st)
@@ -464,6 +464,7 @@ static int read_advice(view_model *m)
 		col_text(st, 2, a->message, sizeof a->message);
 		col_text(st, 3, a->evidence, sizeof a->evidence);
 		a->step = col_i64(st, 4, -1);
+		a->callsite = col_i64(st, 5, -1);
 	}
 	sqlite3_finalize(st);
 	return VIEW_OK;

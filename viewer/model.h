@@ -87,6 +87,7 @@ typedef struct view_advice {
 	char message[512];
 	char evidence[512];
 	int64_t step; /* -1 if none */
+	int64_t callsite; /* callsites.id concerned, -1 if none */
 } view_advice;
 
 /* A row of the Ops panel: op type (and layer label) with its exec dtype. */

@@ -57,6 +57,7 @@ typedef struct view_ctx {
 	const view_run *run;
 	int goto_panel;    /* with VIEW_F_GOTO: the panel to show */
 	int64_t goto_step; /* and the step it should focus, -1 for none */
+	int64_t goto_callsite; /* and the call site (callsites.id) it should select, -1 for none */
 	int input;         /* set by a panel while it reads text (filter, step number) */
 	char status[256];  /* the status line: prompt or message, set by the panel */
 	const char *baseline; /* --diff: the baseline profile's path (the diff panel's A), or NULL */

@@ -289,11 +289,29 @@ static int callsites_key(void *self, view_ctx *ctx, int key)
 	return VIEW_F_HANDLED;
 }
 
+/* From an advice: the call site it names selected (the filter dropped if it hid it). */
 static void callsites_focus(void *self, view_ctx *ctx, int64_t step)
 {
 	callsites *p = self;
-	(void)ctx, (void)step;
+	(void)step;
 	p->detail = 0;
+	if (ctx->goto_callsite < 0)
+		return;
+	for (int pass = 0; pass < 2; pass++) {
+		const view_callsite *c = NULL;
+		long n = rows_of(p, ctx, &c);
+		for (long k = 0; n > 0 && k < p->nindex; k++)
+			if (c[p->index[k]].id == ctx->goto_callsite) {
+				p->list.cursor = k;
+				p->list.top = k - p->list.rows / 2;
+				view_list_fit(&p->list, p->nindex, p->list.rows);
+				return;
+			}
+		if (!p->filter.text[0])
+			return;
+		p->filter.text[0] = '\0'; /* not among the filtered rows: all of them */
+		p->sorted_by = -1;
+	}
 }
 
 const view_panel_class view_panel_callsites = {

@@ -407,6 +407,7 @@ static int overview_key(void *self, view_ctx *ctx, int key)
 		if (o->advice.cursor >= (int64_t)n)
 			return VIEW_F_HANDLED;
 		ctx->goto_panel = advice_target(&adv[o->advice.cursor], &ctx->goto_step);
+		ctx->goto_callsite = adv[o->advice.cursor].callsite;
 		return VIEW_F_GOTO;
 	}
 	return VIEW_F_UNHANDLED;

@@ -262,6 +262,22 @@ advice_detail() {
 	awk '/^ Advice \(/ { a = 1; next } a && /^$/ { d = 1; next }
 		d && (/^   evidence:/ || !/^   /) { exit } d { sub(/^   /, ""); printf "%s%s", sep, $0; sep = " " }'
 }
+# Enter on an advice that names a call site but no step: the Sites panel, on that site
+pos=$(q u16.db "SELECT n FROM (SELECT row_number() OVER (ORDER BY CASE severity WHEN 'error'
+	THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, id) - 1 AS n, step, callsite FROM advice)
+	WHERE step IS NULL AND callsite IS NOT NULL LIMIT 1")
+if [ -n "$pos" ]; then
+	want=$(q u16.db "SELECT substr(c.file, length(rtrim(c.file, replace(c.file, '/', ''))) + 1)
+		|| ':' || c.line FROM callsites c WHERE c.id = (SELECT callsite FROM (SELECT
+		row_number() OVER (ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1
+		ELSE 2 END, id) - 1 AS n, callsite FROM advice) WHERE n = $pos)")
+	downs=$(for _ in $(seq "$pos"); do printf '<down>'; done)
+	out=$(hl --width=160 --height=40 "--keys=$downs<enter>" u16.db)
+	grep -Eq "^(▶|>) .*$want " <<< "$out" && ok "advice -> Enter: the Sites panel selects its call site ($want)" ||
+		bad "advice call site not selected (want $want)" "$out"
+else
+	bad "u16.db has no advice with a call site and no step" "$(q u16.db 'SELECT rule, step, callsite FROM advice')"
+fi
 out=$(hl80 --panel=overview u16.db)
 msg=$(q u16.db "SELECT message FROM advice ORDER BY CASE severity WHEN 'error' THEN 0
 	WHEN 'warning' THEN 1 ELSE 2 END, id LIMIT 1")
