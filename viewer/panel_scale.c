@@ -149,6 +149,32 @@ static int axis_row(const axis *ax, double v)
 	return ax->ybot - (int)lround(pos * (ax->ch - 1) / (ax->n - 1));
 }
 
+/* v in at most w columns: "%.3g", fewer digits and a bare exponent ("4.8e12") when that is
+ * too wide, so that a large loss keeps its magnitude on a narrow axis. */
+static void fit_number(double v, int w, char *buf, size_t len)
+{
+	char t[48];
+	for (int prec = 3; prec >= 1; prec--) {
+		snprintf(t, sizeof t, "%.*g", prec, v);
+		char *e = strchr(t, 'e');
+		if (e) { /* e+12 -> e12, e-05 -> e-5, in place */
+			char *o = e + 1, *x = e + 1;
+			if (*x == '-')
+				*o++ = *x++;
+			else if (*x == '+')
+				x++;
+			while (*x == '0' && x[1])
+				x++;
+			memmove(o, x, strlen(x) + 1);
+		}
+		if ((int)strlen(t) <= w)
+			break;
+	}
+	size_t n = strlen(t) < len ? strlen(t) : len - 1;
+	memcpy(buf, t, n);
+	buf[n] = '\0';
+}
+
 /* A scale as an axis label in w columns: "1024", "65536", else "2^20". */
 static void axis_label(int e, char *buf, size_t len)
 {
@@ -262,9 +288,9 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	/* the loss strip: each column's range of finite losses, linear between the run's */
 	if (lrows) {
 		int yl = ybot + 1;
-		snprintf(a, sizeof a, "%.3g", lmax);
+		fit_number(lmax, lw - 1, a, sizeof a);
 		view_screen_puts_right(s, 0, yl, lw - 1, VIEW_S_DIM, 0, a);
-		snprintf(a, sizeof a, "%.3g", lmin);
+		fit_number(lmin, lw - 1, a, sizeof a);
 		view_screen_puts_right(s, 0, yl + lrows - 1, lw - 1, VIEW_S_DIM, 0, a);
 		if (lrows > 2)
 			view_screen_puts_right(s, 0, yl + 1, lw - 1, VIEW_S_NORMAL, VIEW_A_BOLD, "loss");
