@@ -426,8 +426,22 @@ static int cmd_report(int argc, char **argv)
 	sqlite3 *db = NULL;
 	if (open_profile(path, &db) != 0)
 		return PROF_EXIT_PROFILE;
-	int rc = strcmp(format, "json") == 0 ? prof_report_json(db, stdout, path)
-	                                     : prof_report_text(db, stdout, path);
+	int rc, json = strcmp(format, "json") == 0;
+	if (json) {
+		/* a JSON document is whole or absent: written once it is complete and the profile
+		 * read without damage (a reader would choke on half of one) */
+		char *doc = NULL;
+		size_t len = 0;
+		FILE *m = open_memstream(&doc, &len);
+		rc = m ? prof_report_json(db, m, path) : -1;
+		if (m && fclose(m) != 0)
+			rc = -1;
+		if (rc == 0 && !amp_profile_damaged(NULL, 0))
+			fwrite(doc, 1, len, stdout);
+		free(doc);
+	} else {
+		rc = prof_report_text(db, stdout, path);
+	}
 	int64_t findings = 0;
 	if (rc == 0 && fail_on)
 		rc = count_findings(db, fail_on, &findings);
@@ -439,7 +453,9 @@ static int cmd_report(int argc, char **argv)
 	}
 	char why[256];
 	if (amp_profile_damaged(why, sizeof why))
-		prof_error("the report above is incomplete", "cannot read all of '%s': %s", path, why);
+		prof_error(json ? "no JSON was written: record the run again"
+		                : "the report above is incomplete",
+		           "cannot read all of '%s': %s", path, why);
 	else if (rc != 0)
 		prof_error(NULL, "cannot read '%s': %s", path, sqlite3_errmsg(db));
 	amp_profile_close(db);

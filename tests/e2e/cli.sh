@@ -167,6 +167,8 @@ if "$BIN/ampprof" -q -o "$OUT/w.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 
 	run "report of a damaged profile: exit 6, never 'advice: none' and 0" 6 "$BIN/ampprof" report "$OUT/bad.db"
 	check_true "report of a damaged profile: says so" grep -q "cannot read all of .*malformed" "$OUT/err"
 	run "report --format=json of a damaged profile: exit 6" 6 "$BIN/ampprof" report --format=json "$OUT/bad.db"
+	check_true "report --format=json of a damaged profile: no half document on stdout" \
+		test ! -s "$OUT/out" -a -n "$(grep 'no JSON was written' "$OUT/err")"
 	run "export of a damaged profile: exit 6" 6 "$BIN/ampprof" export --format=csv --table=advice \
 		--output="$OUT/prev.json" "$OUT/bad.db"
 	check_true "export of a damaged profile: the file it would replace kept as it was" \
