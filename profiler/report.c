@@ -751,12 +751,13 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		json_str(f, s.incomplete);
 	else
 		fputs("null", f);
+	/* without a summary (a read-only unfinalized profile) these are unknown, not 0 */
 	fputs(", \"steps\": ", f);
-	json_int(f, s.steps, 1);
+	json_int(f, s.have ? s.steps : -1, 1);
 	fputs(", \"wall_ns\": ", f);
-	json_int(f, s.wall_ns, 1);
+	json_int(f, s.have || s.wall_ns > 0 ? s.wall_ns : -1, 1);
 	fputs(", \"step_ns\": ", f);
-	json_int(f, s.step_ns, 1);
+	json_int(f, s.have ? s.step_ns : -1, 1);
 	/* a merged profile: step_ns adds the ranks' timed steps (rank_steps), steps counts each
 	 * step once */
 	fputs(", \"ranks\": ", f);
