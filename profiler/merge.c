@@ -497,11 +497,13 @@ int prof_cmd_merge(int argc, char **argv)
 	}
 	sqlite3 *db = NULL;
 	char err[1024];
-	/* written beside the output and renamed over it at the end: a merge that fails part way
-	 * leaves the output as it was (a --force merge too), never half a profile */
-	struct stat out_st;
-	if (!force && lstat(output, &out_st) == 0) {
-		prof_error("use --force to overwrite it", "cannot create '%s': it exists", output);
+	/* written beside the output and put in its place at the end (amp_profile_replace: the
+	 * rules of --output): a merge that fails part way leaves the output as it was (a --force
+	 * merge too), never half a profile */
+	int vrc = amp_profile_replace(NULL, output, force, err, sizeof err);
+	if (vrc != AMP_PROFILE_OK) { /* refused now, before the work */
+		prof_error(vrc == AMP_PROFILE_EEXIST ? "use --force to overwrite it" : NULL, "%s",
+		           err);
 		code = PROF_EXIT_DB;
 		goto out_free;
 	}
@@ -580,8 +582,8 @@ int prof_cmd_merge(int argc, char **argv)
 	if (prof_summarize(db, fp16, copy) != 0)
 		goto out_db;
 	amp_profile_close(db);
-	if (rename(tmp, output) != 0) {
-		prof_error(NULL, "cannot write '%s': %s", output, strerror(errno));
+	if (amp_profile_replace(tmp, output, force, err, sizeof err) != AMP_PROFILE_OK) {
+		prof_error(NULL, "%s", err);
 		unlink(tmp);
 		sqlite3_free(tmp);
 		free(in);

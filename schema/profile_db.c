@@ -299,6 +299,69 @@ static int remove_old_output(const char *path, const struct stat *sb, char *err,
 	return rc;
 }
 
+int amp_profile_replace(const char *tmp, const char *path, int force, char *err, size_t errlen)
+{
+	struct stat sb;
+	if (lstat(path, &sb) == 0) {
+		const char *why = not_regular(path, &sb);
+		if (why)
+			return fail(AMP_PROFILE_ENOTREG, err, errlen, "create", path, why);
+		if (!force)
+			return fail(AMP_PROFILE_EEXIST, err, errlen, "create", path, "file exists");
+		int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			/* the file lstat saw, unlocked: replaced under its lock (see
+			 * remove_old_output) */
+			struct stat fsb;
+			int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) ||
+			                 fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino
+			             ? 1
+			             : output_lock(fd);
+			int rc = AMP_PROFILE_OK;
+			if (lk > 0 || (lk == 0 && !same_file(path, fd)))
+				rc = fail(AMP_PROFILE_EBUSY, err, errlen, "create", path,
+				          "another ampprof is writing it (it holds the output "
+				          "lock); wait "
+				          "for that run to end or choose another output");
+			else if (lk < 0)
+				rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path,
+				          strerror(errno));
+			else if (tmp) {
+				remove_sidecars(
+				    path); /* a stale -wal would be read into the new file */
+				if (rename(tmp, path) != 0)
+					rc = fail(errno == EACCES || errno == EPERM
+					              ? AMP_PROFILE_EACCES
+					              : AMP_PROFILE_EIO,
+					          err, errlen, "create", path, strerror(errno));
+			}
+			close(fd);
+			return rc;
+		}
+		if (errno != ENOENT)
+			return fail(errno == EACCES || errno == EPERM ? AMP_PROFILE_EACCES
+			                                              : AMP_PROFILE_EIO,
+			            err, errlen, "create", path, strerror(errno));
+		/* gone meanwhile: as if there had been nothing */
+	}
+	if (!tmp)
+		return AMP_PROFILE_OK;
+	/* nothing there: tmp takes the name unless another file took it meanwhile */
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return AMP_PROFILE_OK;
+	if (errno == EINVAL || errno == ENOSYS) { /* a file system without it: link, unlink */
+		if (link(tmp, path) == 0) {
+			unlink(tmp);
+			return AMP_PROFILE_OK;
+		}
+	}
+	if (errno == EEXIST)
+		return fail(AMP_PROFILE_EEXIST, err, errlen, "create", path,
+		            force ? "another run created it at the same time" : "file exists");
+	return fail(errno == EACCES || errno == EPERM ? AMP_PROFILE_EACCES : AMP_PROFILE_EIO, err,
+	            errlen, "create", path, strerror(errno));
+}
+
 int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen)
 {
 	pthread_once(&setup_once, sqlite_setup);

@@ -47,6 +47,13 @@ const char *amp_profile_schema_sql(void);
  * failure *out is NULL, nothing at path was touched unless this call created it, and err (if
  * not NULL) holds "cannot create 'path': reason". */
 int amp_profile_create(const char *path, int force, sqlite3 **out, char *err, size_t errlen);
+/* Puts the finished profile at tmp (closed: one file, no sidecars) in place of path, with
+ * amp_profile_create's rules for what is there: nothing (never clobbering a file created
+ * meanwhile), or with force a regular file that no collector is writing (its output lock taken
+ * while its sidecars are removed and tmp renamed over it).  tmp is left where it was on a
+ * failure.  AMP_PROFILE_OK, or AMP_PROFILE_EEXIST, ENOTREG, EBUSY, EACCES, EIO with
+ * "cannot create 'path': reason" in err.  tmp NULL: only whether it could (nothing touched). */
+int amp_profile_replace(const char *tmp, const char *path, int force, char *err, size_t errlen);
 
 /* Opens and validates an existing profile, read-only unless writable is set.  Checks the file
  * header (SQLite magic, not truncated; a file whose -wal holds pages is left to SQLite, which

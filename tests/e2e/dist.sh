@@ -549,6 +549,34 @@ cp merged.db merged.keep
 check "merge --force of a damaged input: exit 6, the existing output as it was, no leftover" \
 	"$?|$(cmp -s merged.db merged.keep && echo same)|$(ls -a | grep -c 'merged\.db\.merging')" "6|same|0"
 rm -f merged.keep
+# --force onto a profile being recorded (its output lock held), or onto a symbolic link:
+# refused before any work, as --output is
+cp merged.db held.db
+"$B/tests/gen_profile" --hold=600 --output=held.db >held.out 2>&1 &
+holder=$!
+for _ in $(seq 200); do grep -q held held.out 2>/dev/null && break; sleep 0.05; done
+"$B/bin/ampprof" merge --force -o held.db pfp32.0.db pfp32.1.db >/dev/null 2>held.err
+check "merge --force onto a profile being recorded: exit 4, refused, the profile untouched" \
+	"$?|$(grep -c 'another ampprof is writing it' held.err)|$(cmp -s held.db merged.db && echo same)" "4|1|same"
+kill "$holder"; wait "$holder" 2>/dev/null
+ln -sf merged.db link.db
+"$B/bin/ampprof" merge --force -o link.db pfp32.0.db pfp32.1.db >/dev/null 2>link.err
+check "merge --force onto a symbolic link: exit 4, the link kept" \
+	"$?|$(grep -c 'symbolic link' link.err)|$(test -L link.db && echo link)" "4|1|link"
+# a stale -wal beside the output (a writer killed before its checkpoint) is not read into the
+# merged profile that replaces it
+cp merged.db stale.db
+/usr/bin/python3 - <<'PY'
+import os, sqlite3
+c = sqlite3.connect("stale.db")
+c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("UPDATE meta SET value = 'stale' WHERE key = 'command'"); c.execute("DELETE FROM steps")
+c.commit()
+os._exit(0)  # no checkpoint: the -wal stays
+PY
+"$B/bin/ampprof" merge --force -o stale.db pfp32.0.db pfp32.1.db >/dev/null 2>&1
+check "merge --force over a file with a stale -wal: the merged rows, not the stale ones" \
+	"$?|$(sqlite3 stale.db "SELECT count(*) > 0 FROM steps") |$(sqlite3 stale.db "SELECT count(*) FROM meta WHERE value = 'stale'")" "0|1 |0"
 "$B/bin/ampprof" merge -o twice.db merged.db >/dev/null 2>twice.err
 check "merge refuses a merged profile" "$?" 6
 grep -q "'merged.db' is a merged profile already" twice.err || bad "merge: merged input message" "$(cat twice.err)"
