@@ -2111,13 +2111,16 @@ out:
 /* The run's steps and loss-scale decisions, once each: a merged data-parallel profile has a
  * row per rank for each, and the ranks take every step and every scaler decision together
  * (their scale histories are identical), so the step counts, the scale's story and the rules
- * about it read the lowest rank's rows.  Times (step_ns, the shares) add up every rank's. */
+ * about it read the lowest rank's rows; and of those the first thread's, one context's scaler
+ * (threads that train contexts of their own each have one; explain_scale tells the same one).  Times (step_ns, the shares) add up every rank's. */
 static const char run_views_sql[] =
     "DROP VIEW IF EXISTS temp.run_steps; DROP VIEW IF EXISTS temp.run_loss_scale;"
     "CREATE TEMP VIEW run_steps AS SELECT * FROM main.steps"
     "  WHERE rank IS (SELECT min(rank) FROM main.steps);"
     "CREATE TEMP VIEW run_loss_scale AS SELECT * FROM main.loss_scale"
-    "  WHERE rank IS (SELECT min(rank) FROM main.loss_scale);";
+    "  WHERE rank IS (SELECT min(rank) FROM main.loss_scale)"
+    "  AND coalesce(thread, -1) = (SELECT min(coalesce(thread, -1)) FROM main.loss_scale"
+    "    WHERE rank IS (SELECT min(rank) FROM main.loss_scale));";
 
 /* One rank's own profile of a data-parallel run (meta rank, written by libamprt_mpi; not a
  * merged one) says that rank in its rows, as the merge of it will. */
