@@ -209,46 +209,62 @@ static pid_t parent_of(pid_t pid)
 	return (pid_t)ppid;
 }
 
-enum { TREE_MAX = 4096 };
-
 void prof_signal_tree(pid_t pid, int sig)
 {
-	static pid_t tree[TREE_MAX]; /* the collector's thread only */
-	int n = 0;
-	tree[n++] = pid;
+	/* every process with its parent (however many the host runs), then the descendants of
+	 * pid by rounds; the collector's thread only */
+	pid_t *procs = NULL, *parents = NULL, *tree = NULL;
+	size_t np = 0, cap = 0, n = 0;
 	DIR *d = opendir("/proc");
 	if (d) {
-		/* every process with its parent, then the descendants of pid by rounds */
-		static pid_t procs[TREE_MAX], parents[TREE_MAX];
-		int np = 0;
 		struct dirent *e;
-		while (np < TREE_MAX && (e = readdir(d)) != NULL) {
+		while ((e = readdir(d)) != NULL) {
 			char *tail;
 			long v = strtol(e->d_name, &tail, 10);
 			if (*tail || v <= 0 || (pid_t)v == pid)
 				continue;
 			pid_t pp = parent_of((pid_t)v);
-			if (pp > 0)
-				procs[np] = (pid_t)v, parents[np++] = pp;
+			if (pp <= 0)
+				continue;
+			if (np == cap) {
+				size_t nc = cap ? 2 * cap : 1024;
+				pid_t *a = realloc(procs, nc * sizeof *a),
+				      *b = a ? realloc(parents, nc * sizeof *b) : NULL;
+				if (a)
+					procs = a;
+				if (!b)
+					break; /* what was found so far */
+				parents = b;
+				cap = nc;
+			}
+			procs[np] = (pid_t)v, parents[np++] = pp;
 		}
 		closedir(d);
-		for (int grew = 1; grew && n < TREE_MAX;) {
-			grew = 0;
-			for (int i = 0; i < np && n < TREE_MAX; i++) {
-				if (procs[i] == 0)
-					continue;
-				for (int k = 0; k < n; k++)
-					if (parents[i] == tree[k]) {
-						tree[n++] = procs[i];
-						procs[i] = 0; /* taken */
-						grew = 1;
-						break;
-					}
-			}
+	}
+	tree = malloc((np + 1) * sizeof *tree);
+	if (!tree) { /* the shell alone, as without the tree */
+		kill(pid, sig);
+		free(procs), free(parents);
+		return;
+	}
+	tree[n++] = pid;
+	for (int grew = 1; grew;) {
+		grew = 0;
+		for (size_t i = 0; i < np; i++) {
+			if (procs[i] == 0)
+				continue;
+			for (size_t k = 0; k < n; k++)
+				if (parents[i] == tree[k]) {
+					tree[n++] = procs[i];
+					procs[i] = 0; /* taken */
+					grew = 1;
+					break;
+				}
 		}
 	}
 	/* the program first, the shell last: a shell signalled first could exit and leave its
 	 * command to init before it is signalled */
-	for (int k = n - 1; k >= 0; k--)
+	for (size_t k = n; k-- > 0;)
 		kill(tree[k], sig);
+	free(tree), free(procs), free(parents);
 }
