@@ -32,6 +32,30 @@ static int shell_word(const char *w)
 	return 0;
 }
 
+/* Whether name, as execvp would look for it (a path, else each directory of $PATH), is a file
+ * that exists: then an ENOENT from exec is its interpreter's or loader's. */
+static int file_exists_for_exec(const char *name)
+{
+	if (strchr(name, '/'))
+		return access(name, F_OK) == 0;
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;; p++) {
+		const char *q = strchr(p, ':');
+		size_t len = q ? (size_t)(q - p) : strlen(p);
+		char full[4096];
+		/* an empty entry is the current directory */
+		if (snprintf(full, sizeof full, "%.*s/%s", len ? (int)len : 1, len ? p : ".", name) <
+		        (int)sizeof full &&
+		    access(full, F_OK) == 0)
+			return 1;
+		if (!q)
+			return 0;
+		p = q;
+	}
+}
+
 /* Checks one program name as execvp would find it.  Returns 0, or PROF_EXIT_NOTFOUND or
  * PROF_EXIT_NOEXEC (message printed). */
 static int check_program(const char *name)
@@ -177,7 +201,7 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 		/* the file was there when it was checked: ENOENT from exec is then its interpreter
 		 * (a script's #! line) or its dynamic loader that is missing */
 		const char *prog = opts->argv ? opts->argv[0] : "/bin/sh";
-		if (err == ENOENT && opts->argv && access(prog, F_OK) == 0)
+		if (err == ENOENT && opts->argv && file_exists_for_exec(prog))
 			prof_error("check the interpreter on its #! line (or, for a binary, its loader)",
 			           "cannot run '%s': %s (its interpreter)", prog, strerror(err));
 		else
