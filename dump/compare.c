@@ -416,10 +416,10 @@ int dump_cmd_compare(const char *a_path, const char *b_path, const dump_compare_
 	int code = DUMP_EXIT_CMP_TROUBLE;
 	char hint[1400];
 
-	if (!(a.db = dump_open_profile(a_path)))
+	if (!(a.db = dump_open_profile_arg(a_path)))
 		goto out;
 	dump_use_rank_second(); /* --rank A,B */
-	if (!(b.db = dump_open_profile(b_path)))
+	if (!(b.db = dump_open_profile_arg(b_path)))
 		goto out;
 	if (o->step >= 0) {
 		cmp_run *runs[2] = {&a, &b};

@@ -195,6 +195,9 @@ int dump_npy_write(int dirfd, const char *file, int force, const char *descr, co
 /* ---- profile access shared by the subcommands (profile.c) ------------------------------- */
 /* Opens a profile read-only; on failure prints the reason with a hint and returns NULL. */
 sqlite3 *dump_open_profile(const char *path);
+/* The same for a command that takes its profiles as arguments only (--compare): the hint for
+ * a missing one does not offer --db. */
+sqlite3 *dump_open_profile_arg(const char *path);
 /* --rank: the rank of a merged profile that dump_open_profile reads (-1: the lowest). */
 void dump_select_rank(int64_t rank);
 /* Without --rank, --step reads the lowest rank where that step's non-finite values began (an

@@ -144,7 +144,19 @@ static void note_skipped_dumps(sqlite3 *db, const char *path)
 	        "are missing here\n", path, v, why[0] ? why : "see `ampprof report`");
 }
 
+static sqlite3 *open_profile(const char *path, int db_option);
+
 sqlite3 *dump_open_profile(const char *path)
+{
+	return open_profile(path, 1);
+}
+
+sqlite3 *dump_open_profile_arg(const char *path)
+{
+	return open_profile(path, 0);
+}
+
+static sqlite3 *open_profile(const char *path, int db_option)
 {
 	sqlite3 *db = NULL;
 	char err[1200];
@@ -166,7 +178,7 @@ sqlite3 *dump_open_profile(const char *path)
 	const char *hint = NULL;
 	switch (rc) {
 	case AMP_PROFILE_ENOENT:
-		hint = strcmp(path, "profile.db") == 0
+		hint = db_option && strcmp(path, "profile.db") == 0
 		           ? "record one with `ampprof --application=\"./train\" "
 		             "--output=profile.db`, or name another with --db=FILE"
 		           : "check the path, or record a profile with "
