@@ -148,7 +148,24 @@ int view_prompt_key(char *buf, size_t len, int key, int digits_only)
 		return 0;
 	}
 	int text = (key >= 0x20 && key < 0x7F) || (key >= 0x80 && key <= 0xFF && !digits_only);
-	if (text && n + 1 < len && (!digits_only || (key >= '0' && key <= '9'))) {
+	if (!text || (digits_only && !(key >= '0' && key <= '9')))
+		return 0;
+	/* a UTF-8 character goes in whole or not at all: a lead byte only if its sequence fits,
+	 * a continuation byte only after a sequence it continues */
+	if (key >= 0xC0) {
+		size_t need = key >= 0xF0 ? 4 : key >= 0xE0 ? 3 : 2;
+		if (n + need >= len)
+			return 0;
+	} else if (key >= 0x80) {
+		size_t i = n, cont = 0;
+		while (i > 0 && ((unsigned char)buf[i - 1] & 0xC0) == 0x80)
+			i--, cont++;
+		unsigned lead = i > 0 ? (unsigned char)buf[i - 1] : 0;
+		size_t want = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
+		if (cont >= want)
+			return 0; /* nothing to continue: dropped, as its lead was */
+	}
+	if (n + 1 < len) {
 		buf[n] = (char)key;
 		buf[n + 1] = '\0';
 	}

@@ -154,8 +154,12 @@ static int axis_row(const axis *ax, double v)
 static void fit_number(double v, int w, char *buf, size_t len)
 {
 	char t[48];
-	for (int prec = 3; prec >= 1; prec--) {
-		snprintf(t, sizeof t, "%.*g", prec, v);
+	for (int prec = 3; prec >= 0; prec--) {
+		/* then one digit with an exponent, which %g keeps fixed down to 1e-4 (-0.0001) */
+		if (prec)
+			snprintf(t, sizeof t, "%.*g", prec, v);
+		else
+			snprintf(t, sizeof t, "%.0e", v);
 		char *e = strchr(t, 'e');
 		if (e) { /* e+12 -> e12, e-05 -> e-5, in place */
 			char *o = e + 1, *x = e + 1;

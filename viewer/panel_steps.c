@@ -182,6 +182,10 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 
 static void jump_to(steps *p, view_ctx *ctx, int64_t step)
 {
+	const view_run *r = view_model_run(ctx->model);
+	if (r && (step < r->first_step || step > r->last_step))
+		snprintf(p->msg, sizeof p->msg, "no step %lld: the run's steps are %lld .. %lld",
+		         (long long)step, (long long)r->first_step, (long long)r->last_step);
 	if (p->match) { /* the first matching step at or after it */
 		int64_t i = 0;
 		while (i < p->nmatch - 1 && p->match[i] < step)
@@ -189,10 +193,6 @@ static void jump_to(steps *p, view_ctx *ctx, int64_t step)
 		p->list.cursor = i;
 	} else {
 		p->list.cursor = view_model_step_index(ctx->model, step);
-		const view_run *r = view_model_run(ctx->model);
-		if (r && (step < r->first_step || step > r->last_step))
-			snprintf(p->msg, sizeof p->msg, "no step %lld: the run's steps are %lld .. %lld",
-			         (long long)step, (long long)r->first_step, (long long)r->last_step);
 	}
 	p->list.top = p->list.cursor - p->list.rows / 2;
 	view_list_fit(&p->list, p->match ? p->nmatch : view_model_step_count(ctx->model),
