@@ -314,7 +314,9 @@ int amp_profile_replace(const char *tmp, const char *path, int force, char *err,
 			 * remove_old_output) */
 			struct stat fsb;
 			int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) ||
-			                 fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino
+			                 fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino ||
+			                 fsb.st_ctim.tv_sec != sb.st_ctim.tv_sec ||
+			                 fsb.st_ctim.tv_nsec != sb.st_ctim.tv_nsec
 			             ? 1
 			             : output_lock(fd);
 			int rc = AMP_PROFILE_OK;
@@ -346,15 +348,28 @@ int amp_profile_replace(const char *tmp, const char *path, int force, char *err,
 	}
 	if (!tmp)
 		return AMP_PROFILE_OK;
-	/* nothing there: tmp takes the name unless another file took it meanwhile */
-	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
-		return AMP_PROFILE_OK;
-	if (errno == EINVAL || errno == ENOSYS) { /* a file system without it: link, unlink */
-		if (link(tmp, path) == 0) {
-			unlink(tmp);
-			return AMP_PROFILE_OK;
-		}
+	/* nothing there: tmp takes the name unless another file took it meanwhile, under its own
+	 * output lock, kept while the sidecars a removed profile left at the name go (a stale
+	 * -wal would be read into this one) */
+	int fd = open(tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || output_lock(fd) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return fail(AMP_PROFILE_EIO, err, errlen, "create", path, strerror(e));
 	}
+	int moved = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0;
+	if (!moved && (errno == EINVAL || errno == ENOSYS) && link(tmp, path) == 0) {
+		unlink(tmp); /* a file system without it: link, unlink */
+		moved = 1;
+	}
+	int e = errno;
+	if (moved && same_file(path, fd))
+		remove_sidecars(path);
+	close(fd);
+	if (moved)
+		return AMP_PROFILE_OK;
+	errno = e;
 	if (errno == EEXIST)
 		return fail(AMP_PROFILE_EEXIST, err, errlen, "create", path,
 		            force ? "another run created it at the same time" : "file exists");

@@ -522,13 +522,14 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		if (st && step_row(m, st) == SQLITE_ROW)
 			r->last_scale = col_dbl(st, 0, NAN);
 		sqlite3_finalize(st);
-		/* the lowest thread's at the last step, as finalize's story (version 3 has the
+		/* the lowest thread's last decision, as finalize's story (version 3 has the
 		 * threads; before, one context's) */
 		st = prep(m,
 		          amp_profile_has_column(m->db, "loss_scale", "thread")
 		              ? "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL AND "
-		                "step >= (SELECT max(step) FROM steps WHERE scale IS NOT NULL) "
-		                "ORDER BY step DESC, coalesce(thread, -1), rowid DESC LIMIT 1"
+		                "coalesce(thread, -1) = (SELECT min(coalesce(thread, -1)) FROM "
+		                "loss_scale) AND step >= (SELECT max(step) FROM steps WHERE "
+		                "scale IS NOT NULL) ORDER BY step DESC, rowid DESC LIMIT 1"
 		              : "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL AND "
 		                "step >= (SELECT max(step) FROM steps WHERE scale IS NOT NULL) "
 		                "ORDER BY step DESC, rowid DESC LIMIT 1");

@@ -574,9 +574,15 @@ c.execute("UPDATE meta SET value = 'stale' WHERE key = 'command'"); c.execute("D
 c.commit()
 os._exit(0)  # no checkpoint: the -wal stays
 PY
+cp stale.db-wal orphan.db-wal; cp stale.db-shm orphan.db-shm # a removed profile's leftovers
 "$B/bin/ampprof" merge --force -o stale.db pfp32.0.db pfp32.1.db >/dev/null 2>&1
 check "merge --force over a file with a stale -wal: the merged rows, not the stale ones" \
 	"$?|$(sqlite3 stale.db "SELECT count(*) > 0 FROM steps") |$(sqlite3 stale.db "SELECT count(*) FROM meta WHERE value = 'stale'")" "0|1 |0"
+# the same -wal and -shm left at a name whose profile was removed: a merge without --force
+# onto that name reads its own rows
+"$B/bin/ampprof" merge -o orphan.db pfp32.0.db pfp32.1.db >/dev/null 2>&1
+check "merge onto a name with a removed profile's -wal: the merged rows, the -wal gone" \
+	"$?|$(sqlite3 -readonly orphan.db "SELECT count(*) > 0 FROM steps")|$(sqlite3 -readonly orphan.db "SELECT count(*) FROM meta WHERE value = 'stale'")" "0|1|0"
 "$B/bin/ampprof" merge -o twice.db merged.db >/dev/null 2>twice.err
 check "merge refuses a merged profile" "$?" 6
 grep -q "'merged.db' is a merged profile already" twice.err || bad "merge: merged input message" "$(cat twice.err)"
