@@ -269,6 +269,29 @@ static const char *not_regular(const char *path, const struct stat *sb)
 	return "is not a regular file; --force overwrites only regular files";
 }
 
+/* fd, opened on path, is the regular file lstat saw there (sb: the change time tells a new
+ * file on a reused inode apart) and no collector holds its output lock: then it takes that
+ * lock for the caller (released when fd closes).  AMP_PROFILE_OK, AMP_PROFILE_EBUSY or
+ * AMP_PROFILE_EIO, reported in err. */
+static int lock_old_output(const char *path, const struct stat *sb, int fd, char *err,
+                           size_t errlen)
+{
+	struct stat fsb;
+	int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) || fsb.st_dev != sb->st_dev ||
+	                 fsb.st_ino != sb->st_ino || fsb.st_ctim.tv_sec != sb->st_ctim.tv_sec ||
+	                 fsb.st_ctim.tv_nsec != sb->st_ctim.tv_nsec
+	             ? 1
+	             : output_lock(fd);
+	if (lk > 0 || (lk == 0 && !same_file(path, fd)))
+		return fail(
+		    AMP_PROFILE_EBUSY, err, errlen, "create", path,
+		    "another ampprof is writing it (it holds the output lock); wait for that "
+		    "run to end or choose another --output");
+	if (lk < 0)
+		return fail(AMP_PROFILE_EIO, err, errlen, "create", path, strerror(errno));
+	return AMP_PROFILE_OK;
+}
+
 /* --force: removes the regular file at path (sb: its lstat) and its sidecars, once it holds
  * the output lock of that very file, so that a profile another collector is writing is never
  * removed.  AMP_PROFILE_OK or the failure, reported in err. */
@@ -279,23 +302,29 @@ static int remove_old_output(const char *path, const struct stat *sb, char *err,
 		return errno == ENOENT ? AMP_PROFILE_OK /* gone meanwhile */
 		       : fail(errno == EACCES || errno == EPERM ? AMP_PROFILE_EACCES : AMP_PROFILE_EIO,
 		              err, errlen, "create", path, strerror(errno));
-	struct stat fsb;
-	int rc = AMP_PROFILE_OK;
-	/* the file lstat saw, not one created since in its place (an inode number may be reused
-	 * at once: the change time tells them apart) */
-	int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) || fsb.st_dev != sb->st_dev ||
-	                 fsb.st_ino != sb->st_ino || fsb.st_ctim.tv_sec != sb->st_ctim.tv_sec ||
-	                 fsb.st_ctim.tv_nsec != sb->st_ctim.tv_nsec
-	             ? 1 : output_lock(fd);
-	if (lk > 0 || (lk == 0 && !same_file(path, fd)))
-		rc = fail(AMP_PROFILE_EBUSY, err, errlen, "create", path,
-		          "another ampprof is writing it (it holds the output lock); wait for that "
-		          "run to end or choose another --output");
-	else if (lk < 0)
-		rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path, strerror(errno));
-	else
+	int rc = lock_old_output(path, sb, fd, err, errlen);
+	if (rc == AMP_PROFILE_OK)
 		remove_profile_files(path);
 	close(fd); /* only now: the lock is held until the file and its sidecars are gone */
+	return rc;
+}
+
+/* amp_profile_replace's --force case: fd is the file that lstat saw at path (sb), opened; tmp
+ * is renamed over it under its output lock, once its sidecars are gone (a stale -wal would
+ * be read into the new file), unless another collector holds that lock (see
+ * remove_old_output).  tmp NULL: the check alone.  Closes fd. */
+static int replace_locked(const char *tmp, const char *path, const struct stat *sb, int fd,
+                          char *err, size_t errlen)
+{
+	int rc = lock_old_output(path, sb, fd, err, errlen);
+	if (rc == AMP_PROFILE_OK && tmp) {
+		remove_sidecars(path);
+		if (rename(tmp, path) != 0)
+			rc = fail(errno == EACCES || errno == EPERM ? AMP_PROFILE_EACCES
+			                                            : AMP_PROFILE_EIO,
+			          err, errlen, "create", path, strerror(errno));
+	}
+	close(fd);
 	return rc;
 }
 
@@ -309,37 +338,8 @@ int amp_profile_replace(const char *tmp, const char *path, int force, char *err,
 		if (!force)
 			return fail(AMP_PROFILE_EEXIST, err, errlen, "create", path, "file exists");
 		int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (fd >= 0) {
-			/* the file lstat saw, unlocked: replaced under its lock (see
-			 * remove_old_output) */
-			struct stat fsb;
-			int lk = fstat(fd, &fsb) != 0 || !S_ISREG(fsb.st_mode) ||
-			                 fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino ||
-			                 fsb.st_ctim.tv_sec != sb.st_ctim.tv_sec ||
-			                 fsb.st_ctim.tv_nsec != sb.st_ctim.tv_nsec
-			             ? 1
-			             : output_lock(fd);
-			int rc = AMP_PROFILE_OK;
-			if (lk > 0 || (lk == 0 && !same_file(path, fd)))
-				rc = fail(AMP_PROFILE_EBUSY, err, errlen, "create", path,
-				          "another ampprof is writing it (it holds the output "
-				          "lock); wait "
-				          "for that run to end or choose another output");
-			else if (lk < 0)
-				rc = fail(AMP_PROFILE_EIO, err, errlen, "create", path,
-				          strerror(errno));
-			else if (tmp) {
-				remove_sidecars(
-				    path); /* a stale -wal would be read into the new file */
-				if (rename(tmp, path) != 0)
-					rc = fail(errno == EACCES || errno == EPERM
-					              ? AMP_PROFILE_EACCES
-					              : AMP_PROFILE_EIO,
-					          err, errlen, "create", path, strerror(errno));
-			}
-			close(fd);
-			return rc;
-		}
+		if (fd >= 0)
+			return replace_locked(tmp, path, &sb, fd, err, errlen);
 		if (errno != ENOENT)
 			return fail(errno == EACCES || errno == EPERM ? AMP_PROFILE_EACCES
 			                                              : AMP_PROFILE_EIO,
