@@ -287,8 +287,10 @@ check_true "report fp16: forward overflow named (sensitive_op_overflow, Exp, ste
 	grep -q "sensitive_op_overflow: Exp overflowed in FP16 (first at step $S)" fp16.report
 check_true "report fp16: classified as a forward overflow of Exp (rate) at step $S" \
 	grep -Eq "forward_overflow: forward overflow at step $S .*Exp \(rate\)" fp16.report
-"$AMPPROF" -q -o amp.db --dump=nonfinite -- "$UNSTABLE" --precision=amp --steps $((BACKOFF + 6)) \
-	--log-every 0 >/dev/null 2>amp.err
+# --fp16-threshold=100: the rule below is checked for what it says, whatever this host's timing
+# puts the half share at (it runs near 70 %)
+"$AMPPROF" -q -o amp.db --dump=nonfinite --fp16-threshold=100 -- "$UNSTABLE" --precision=amp \
+	--steps $((BACKOFF + 6)) --log-every 0 >/dev/null 2>amp.err
 check "unstable amp under ampprof: exit 0" "$?" 0
 check "amp: the only overflow is the documented back-off at step $BACKOFF, loss finite" \
 	"$(q amp.db 'SELECT group_concat(step), sum(loss IS NOT NULL AND abs(loss) < 1e308) FROM steps WHERE overflow = 1')" "$BACKOFF|1"
