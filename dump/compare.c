@@ -117,6 +117,13 @@ typedef struct cmp_result {
 	unsigned why;        /* CMP_DONE only: DUMP_FLAG_* bits, 0 if not flagged */
 } cmp_result;
 
+/* The pair's cosine, norm ratio and tolerance ratio measure something: some position is finite
+ * on both sides (or there are none at all).  Else they are left empty and not compared. */
+static int measured(const cmp_result *r)
+{
+	return r->state == CMP_DONE && (r->d.finite > 0 || r->count == 0);
+}
+
 /* Compares tensor a of ra with its peer in rb into *res. */
 static void compare_pair(cmp_run *ra, cmp_run *rb, const cmp_tensor *a, const dump_compare_opts *o,
                          cmp_result *res)
@@ -183,17 +190,14 @@ static int add_row(amp_table *t, const cmp_tensor *a, const cmp_result *r, const
 	if (r->state != CMP_SHAPE)
 		e |= amp_table_set_int(t, K_COUNT, (int64_t)r->count);
 	if (r->state == CMP_DONE) {
-		/* with no position finite on both sides the cosine, the norm ratio and the
-		 * tolerance ratio measure nothing: left empty (null in JSON), not 1 */
-		int measured = r->d.finite > 0 || r->count == 0;
-		if (measured) {
+		if (measured(r)) { /* else empty (null in JSON), not 1 */
 			e |= amp_table_set_real(t, K_COSINE, r->d.cosine);
 			e |= amp_table_set_real(t, K_NORM_RATIO, r->d.norm_ratio);
 		}
 		e |= amp_table_set_real(t, K_MAX_ABS, r->d.max_abs);
 		e |= amp_table_set_real(t, K_MAX_REL, r->d.max_rel);
 		e |= amp_table_set_real(t, K_RTOL, r->rtol);
-		if (measured)
+		if (measured(r))
 			e |= amp_table_set_real(t, K_TOL_RATIO, r->c.worst);
 		e |= amp_table_set_int(t, K_NONFINITE, (int64_t)r->d.mismatch);
 	}
@@ -343,7 +347,7 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 		for (size_t i = 0; i < n; i++)
 			if (res[i].state == CMP_DONE) {
 				done++;
-				if (!isnan(res[i].d.cosine) &&
+				if (measured(&res[i]) &&
 				    (low == n || res[i].d.cosine < res[low].d.cosine))
 					low = i;
 			}
@@ -356,7 +360,7 @@ static void print_summary(FILE *out, const dump_compare_opts *o, const char *a_p
 		return;
 	}
 	const cmp_result *r = &res[first];
-	if (isnan(r->d.cosine) && r->d.finite == 0)
+	if (!measured(r))
 		fprintf(out, "first divergence: %s: no element finite on both sides; ",
 		        describe(pairs[first], where, sizeof where));
 	else

@@ -106,18 +106,14 @@ static void sleep_on_wake(amp_session_hdr *h, uint32_t seen, uint64_t ns)
  * in full and reclaimed.  pid and tid come from the application: 0 is never a live owner. */
 static int owner_gone(uint32_t pid, uint32_t tid)
 {
-	char path[64], buf[512];
+	char path[64];
 	if (pid == 0 || tid == 0 || pid > (uint32_t)INT32_MAX || tid > (uint32_t)INT32_MAX)
 		return 1;
 	snprintf(path, sizeof path, "/proc/%u/task/%u/stat", pid, tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	char state;
+	if (prof_proc_stat(path, &state, NULL) != 0)
 		return errno == ENOENT || errno == ESRCH;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+	return state == 'Z' || state == 'X';
 }
 
 /* Whether process pid maps this run's session (its memfd, by inode): one of the run's

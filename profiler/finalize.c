@@ -2114,7 +2114,8 @@ out:
  * row per rank for each, and the ranks take every step and every scaler decision together
  * (their scale histories are identical), so the step counts, the scale's story and the rules
  * about it read the lowest rank's rows; and of those the first thread's, one context's scaler
- * (threads that train contexts of their own each have one; explain_scale tells the same one).  Times (step_ns, the shares) add up every rank's. */
+ * (threads that train contexts of their own each have one; explain_scale tells the same
+ * one).  Times (step_ns, the shares) add up every rank's. */
 static const char run_views_sql[] =
     "DROP VIEW IF EXISTS temp.run_steps; DROP VIEW IF EXISTS temp.run_loss_scale;"
     "CREATE TEMP VIEW run_steps AS SELECT * FROM main.steps"

@@ -187,22 +187,25 @@ int prof_cmd_info(int argc, char **argv)
 	/* $AMP_KERNELS as programs run here will read it: a path forced, or a name they refuse
 	 * (the library itself falls back to "auto" here, and says nothing) */
 	const char *forced = getenv("AMP_KERNELS");
-	char env_note[300] = "";
-	if (forced && *forced && strcmp(forced, "auto") != 0) {
+	const int by_env = forced && *forced && strcmp(forced, "auto") != 0;
+	char env_note[300] = ""; /* why programs refuse it, if they do */
+	if (by_env) {
 		int found = -1;
 		for (int i = 0; i < api.path_count(); i++)
 			if (strcmp(api.path_name(i), forced) == 0)
 				found = i;
 		if (found < 0)
-			snprintf(env_note, sizeof env_note,
-			         "AMP_KERNELS=%.64s names no kernel path: "
-			         "programs run here refuse to start",
-			         forced);
+			snprintf(
+			    env_note, sizeof env_note,
+			    "AMP_KERNELS=%.64s names no kernel path: programs run here refuse to "
+			    "start",
+			    forced);
 		else if (api.path_missing(found))
-			snprintf(env_note, sizeof env_note,
-			         "AMP_KERNELS=%.64s needs %s, which this CPU "
-			         "lacks: programs run here refuse to start",
-			         forced, api.path_missing(found));
+			snprintf(
+			    env_note, sizeof env_note,
+			    "AMP_KERNELS=%.64s needs %s, which this CPU lacks: programs run here "
+			    "refuse to start",
+			    forced, api.path_missing(found));
 		if (env_note[0])
 			prof_error("unset it, or name a path this CPU runs", "%s", env_note);
 	}
@@ -225,9 +228,7 @@ int prof_cmd_info(int argc, char **argv)
 		printf(",\"schema_version\":%d,\"wire_version\":%u,\"library_wire_version\":%u",
 		       AMP_PROFILE_VERSION, AMP_WIRE_VERSION, api.wire_version());
 		printf(",\"active_path\":\"%s\",\"forced_by_env\":%s,\"env_error\":",
-		       api.path_active(),
-		       forced && *forced && strcmp(forced, "auto") && !env_note[0] ? "true"
-		                                                                   : "false");
+		       api.path_active(), by_env && !env_note[0] ? "true" : "false");
 		if (env_note[0])
 			json_str(stdout, env_note);
 		else
@@ -270,7 +271,7 @@ int prof_cmd_info(int argc, char **argv)
 		if (env_note[0])
 			printf("kernel paths     (active here: %s; %s)\n", api.path_active(),
 			       env_note);
-		else if (forced && *forced && strcmp(forced, "auto") != 0)
+		else if (by_env)
 			printf("kernel paths     (active: %s, forced by AMP_KERNELS)\n",
 			       api.path_active());
 		else

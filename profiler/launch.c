@@ -6,9 +6,9 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <stdio.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -212,25 +212,32 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 	return 0;
 }
 
-/* The parent pid of pid from /proc/<pid>/stat ("pid (comm) state ppid ..."; comm may hold
- * spaces and parentheses, so the last ')' ends it), or -1. */
-static pid_t parent_of(pid_t pid)
+int prof_proc_stat(const char *path, char *state, pid_t *ppid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	char buf[512];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	ssize_t n = read(fd, buf, sizeof buf - 1);
+	int e = n < 0 ? errno : EINVAL;
 	close(fd);
-	if (n <= 0)
+	if (n <= 0) {
+		errno = e;
 		return -1;
+	}
 	buf[n] = '\0';
-	char *end = strrchr(buf, ')');
-	int ppid;
-	if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1)
+	char *end = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	char st;
+	int pp;
+	if (!end || sscanf(end + 1, " %c %d", &st, &pp) != 2) {
+		errno = EINVAL;
 		return -1;
-	return (pid_t)ppid;
+	}
+	if (state)
+		*state = st;
+	if (ppid)
+		*ppid = (pid_t)pp;
+	return 0;
 }
 
 void prof_signal_tree(pid_t pid, int sig)
@@ -247,8 +254,10 @@ void prof_signal_tree(pid_t pid, int sig)
 			long v = strtol(e->d_name, &tail, 10);
 			if (*tail || v <= 0 || (pid_t)v == pid)
 				continue;
-			pid_t pp = parent_of((pid_t)v);
-			if (pp <= 0)
+			char path[64];
+			pid_t pp;
+			snprintf(path, sizeof path, "/proc/%ld/stat", v);
+			if (prof_proc_stat(path, NULL, &pp) != 0 || pp <= 0)
 				continue;
 			if (np == cap) {
 				size_t nc = cap ? 2 * cap : 1024;

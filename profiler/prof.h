@@ -133,6 +133,10 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid);
  * signalled): under --application the shell stands between ampprof and the program, and a
  * shell that waits for its command neither passes signals on nor dies with it. */
 void prof_signal_tree(pid_t pid, int sig);
+/* The state letter and the parent pid from a /proc stat file ("pid (comm) state ppid ...",
+ * /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat; either pointer may be NULL).  0, or -1
+ * with errno (ENOENT: no such process; EINVAL: not read as one). */
+int prof_proc_stat(const char *path, char *state, pid_t *ppid);
 
 /* ---- decoding (decode.c) ----------------------------------------------------------------- */
 /* A record copied out of a ring and validated.  rec points into the caller's buffer. */

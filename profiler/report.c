@@ -461,8 +461,7 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		        AMP_PROFILE_OK &&
 		    strcmp(steps, "all") != 0 && steps[0])
 			snprintf(range, sizeof range,
-			         " (no op recorded: --steps=%s matched no step the "
-			         "run reached)",
+			         " (no op recorded: --steps=%s matched no step the run reached)",
 			         steps);
 	}
 	fprintf(f, "  native half  %s of op time on half engines%s\n", a,

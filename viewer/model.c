@@ -452,9 +452,9 @@ static int read_advice(view_model *m)
 	m->advice = calloc(n, sizeof *m->advice);
 	if (!m->advice)
 		return VIEW_ENOMEM;
-	sqlite3_stmt *st = prep(m, "SELECT rule, severity, message, evidence, step, callsite FROM advice "
-	                           "ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' "
-	                           "THEN 1 ELSE 2 END, id");
+	sqlite3_stmt *st = prep(m, "SELECT rule, severity, message, evidence, step, callsite "
+	                           "FROM advice ORDER BY CASE severity WHEN 'error' THEN 0 "
+	                           "WHEN 'warning' THEN 1 ELSE 2 END, id");
 	if (!st)
 		return VIEW_EDB;
 	while (m->nadvice < n && step_row(m, st) == SQLITE_ROW) {
@@ -524,15 +524,17 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		sqlite3_finalize(st);
 		/* the lowest thread's last decision, as finalize's story (version 3 has the
 		 * threads; before, one context's) */
-		st = prep(m,
-		          amp_profile_has_column(m->db, "loss_scale", "thread")
-		              ? "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL AND "
-		                "coalesce(thread, -1) = (SELECT min(coalesce(thread, -1)) FROM "
-		                "loss_scale) AND step >= (SELECT max(step) FROM steps WHERE "
-		                "scale IS NOT NULL) ORDER BY step DESC, rowid DESC LIMIT 1"
-		              : "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL AND "
-		                "step >= (SELECT max(step) FROM steps WHERE scale IS NOT NULL) "
-		                "ORDER BY step DESC, rowid DESC LIMIT 1");
+		char sql[400];
+		snprintf(
+		    sql, sizeof sql,
+		    "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL AND %s step >= "
+		    "(SELECT max(step) FROM steps WHERE scale IS NOT NULL) "
+		    "ORDER BY step DESC, rowid DESC LIMIT 1",
+		    amp_profile_has_column(m->db, "loss_scale", "thread")
+		        ? "coalesce(thread, -1) = (SELECT min(coalesce(thread, -1)) FROM "
+		          "loss_scale) AND"
+		        : "");
+		st = prep(m, sql);
 		if (st && step_row(m, st) == SQLITE_ROW)
 			r->last_scale = col_dbl(st, 0, r->last_scale);
 		sqlite3_finalize(st);

@@ -14,6 +14,7 @@
 #include <wchar.h>
 
 #include "panel.h"
+#include "sanitize.h"
 
 static int active; /* curses is running */
 static int use_utf8, use_color;
@@ -232,10 +233,10 @@ int view_term_key(void)
 	static int errors;
 	/* the bytes of a character get_wch gave whole, handed out one a call as the headless
 	 * keys are (the prompts and filters take UTF-8 bytes) */
-	static unsigned char pend[4];
+	static char pend[4];
 	static int npend, ipend;
 	if (ipend < npend)
-		return pend[ipend++];
+		return (unsigned char)pend[ipend++];
 	wint_t ch;
 	int r = get_wch(&ch);
 	if (r == ERR)
@@ -274,23 +275,7 @@ int view_term_key(void)
 		return ch <= 0xFF ? (int)ch : 0;
 	if (ch < 0xA0 || ch > 0x10FFFF || (ch >= 0xD800 && ch <= 0xDFFF))
 		return 0; /* C1 controls, and no character */
-	/* a character: its UTF-8 bytes */
-	if (ch < 0x800) {
-		pend[0] = (unsigned char)(0xC0 | ch >> 6);
-		pend[1] = (unsigned char)(0x80 | (ch & 0x3F));
-		npend = 2;
-	} else if (ch < 0x10000) {
-		pend[0] = (unsigned char)(0xE0 | ch >> 12);
-		pend[1] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
-		pend[2] = (unsigned char)(0x80 | (ch & 0x3F));
-		npend = 3;
-	} else {
-		pend[0] = (unsigned char)(0xF0 | ch >> 18);
-		pend[1] = (unsigned char)(0x80 | ((ch >> 12) & 0x3F));
-		pend[2] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
-		pend[3] = (unsigned char)(0x80 | (ch & 0x3F));
-		npend = 4;
-	}
+	npend = (int)view_utf8_put((uint32_t)ch, pend); /* a character: its UTF-8 bytes */
 	ipend = 1;
-	return pend[0];
+	return (unsigned char)pend[0];
 }
