@@ -1,9 +1,9 @@
 /* bench_kernels.c — the runtime's GEMMs and memory-bound kernels, held against yardsticks in one
  * run: OpenBLAS cblas_sgemm (dlopen()ed, never linked; "yardstick unavailable" without it) for
  * the FP32 GEMM, glibc memcpy bandwidth for the elementwise kernels, and the fp16 and bf16
- * GEMMs as ratios to the runtime's own fp32 GEMM, measured in the same interleaved repeats.
- * Says which kernel paths ran and which this CPU cannot run, and why.  Medians of interleaved
- * repeats; about 40 s on 2 cores.  Usage: bench_kernels [--quick]
+ * GEMMs as ratios to the runtime's own fp32 GEMM, measured in the same rounds of interleaved
+ * bursts (see WARM_S).  Says which kernel paths ran and which this CPU cannot run, and why.
+ * About a minute on 2 cores.  Usage: bench_kernels [--quick]
  */
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -203,12 +203,28 @@ static double gemm_err_bf16(const shape *s, const uint16_t *A, const uint16_t *B
 
 enum { V_F32, V_F16, V_BF16, V_YARD, V_F32_T2, V_COUNT };
 
+/* Each variant runs in bursts, the variants taking turns round after round: a burst's first
+ * call comes right after the other variants' bursts, then untimed calls until the burst is
+ * WARM_S old, then the timed calls, whose median is the burst's figure; the median over the
+ * rounds is the shape's.  Why not single calls in turn: a GEMM right after another kernel runs
+ * at that kernel's pace for a while.  Measured on the Intel class (1024x784x128 tn, fp16 after
+ * one fp32 GEMM): 252 GFLOP/s in the first call, 262-268 in the next four, 276-283, then
+ * 296-309 from about 7 ms on, which fp16 calls alone reach at once; a scalar dependency chain
+ * timed right after the fp32 GEMM runs at its usual speed, and cache state does not explain it
+ * (small fp32 GEMMs in L1 in between slow fp16 as much).  Single calls in turn thus gave each
+ * GEMM the pace its predecessor left, fp16 and bf16 that of fp32.  The first calls are kept as
+ * a second figure, "after a switch". */
+#define WARM_S 0.010
+
 /* The smallest bf16 / f32 and f16 / f32 ratios of each shape class, and the 1024^3 ones. */
 static const char *const classes[] = {"square", "mlp", "im2col/conv", "ragged"};
 #define N_CLASSES 4
 static double class_min[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 static double class_min16[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 static double big_bf16, big_f16;
+/* the same from the first call of each burst (after a switch) */
+static double cold_min[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
+static double cold_min16[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 /* The figure profiler/finalize.c's half_engines[] keeps for the emulated-half advice: the
  * smallest ratio over the square shapes and the mlp shapes with every dimension >= 128 (the
  * 10-wide classifier head is bound by its output, not by the engine). */
@@ -241,7 +257,8 @@ static void goals_summary(void)
 	printf("\nbf16 GEMM / fp32 GEMM, smallest ratio per shape class (bf16 engine %s):\n",
 	       amp_engine_name(eb));
 	for (int c = 0; c < N_CLASSES; c++)
-		printf("  %-12s %5.2f\n", classes[c], class_min[c]);
+		printf("  %-12s %5.2f   (after a switch: %5.2f)\n", classes[c], class_min[c],
+		       cold_min[c]);
 	if (eb == AMP_ENGINE_AMX_BF16) {
 		printf("  goal (amx-bf16): 1024^3 >= 6.00: %.2f, %s; mlp shapes >= 3.00: %.2f, %s\n",
 		       big_bf16, met(big_bf16 >= 6.0), class_min[1], met(class_min[1] >= 3.0));
@@ -261,7 +278,8 @@ static void goals_summary(void)
 	printf("fp16 GEMM / fp32 GEMM, smallest ratio per shape class (fp16 engine %s):\n",
 	       amp_engine_name(e16));
 	for (int c = 0; c < N_CLASSES; c++)
-		printf("  %-12s %5.2f\n", classes[c], class_min16[c]);
+		printf("  %-12s %5.2f   (after a switch: %5.2f)\n", classes[c], class_min16[c],
+		       cold_min16[c]);
 	if (e16 == AMP_ENGINE_AVX512_FP16) {
 		double sq = fmin(class_min16[0], class_min16[1]);
 		printf("  goal (avx512-fp16): square and mlp >= 1.80: %.2f, %s; ragged >= 1.50: %.2f, "
@@ -273,7 +291,44 @@ static void goals_summary(void)
 	}
 }
 
-static void bench_gemm(const shape *s, double budget_s)
+/* The operands of one shape, in fp32, fp16 and bf16. */
+typedef struct gemm_args {
+	const shape *s;
+	int64_t M, N, K, lda, ldb;
+	float *A, *B, *C, *C2;
+	uint16_t *Ah, *Bh, *Ch, *Ab, *Bb, *Cb;
+} gemm_args;
+
+/* One call of variant v (the caller set the thread count). */
+static void run_variant(const gemm_args *g, int v)
+{
+	const shape *s = g->s;
+	switch (v) {
+	case V_F32:
+		amp_gemm_f32(s->ta, s->tb, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, 0.0f, g->C,
+		             g->N);
+		break;
+	case V_F16:
+		amp_gemm_f16(s->ta, s->tb, g->M, g->N, g->K, g->Ah, g->lda, g->Bh, g->ldb, 0.0f,
+		             g->Ch, g->N);
+		break;
+	case V_BF16:
+		amp_gemm_bf16(s->ta, s->tb, g->M, g->N, g->K, g->Ab, g->lda, g->Bb, g->ldb, 0.0f,
+		              g->Cb, g->N);
+		break;
+	case V_YARD:
+		yard_sgemm(CBLAS_ROW_MAJOR, s->ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
+		           s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)g->M, (int)g->N, (int)g->K,
+		           1.0f, g->A, (int)g->lda, g->B, (int)g->ldb, 0.0f, g->C2, (int)g->N);
+		break;
+	default:
+		amp_gemm_f32(s->ta, s->tb, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, 0.0f,
+		             g->C2, g->N);
+		break;
+	}
+}
+
+static void bench_gemm(const shape *s, double budget_s, int rounds)
 {
 	int64_t M = s->M, N = s->N, K = s->K;
 	int64_t lda = s->ta ? M : K, ldb = s->tb ? K : N;
@@ -289,47 +344,45 @@ static void bench_gemm(const shape *s, double budget_s)
 	amp_cvt_f32_bf16(B, Bb, (int64_t)nb);
 
 	double flops = 2.0 * (double)M * (double)N * (double)K;
-	/* Repeats so that each variant gets about budget_s / V_COUNT; at least 5. */
-	int reps = (int)(budget_s / V_COUNT / (flops / 150e9 + 2e-6));
-	reps = reps < 5 ? 5 : reps > 401 ? 401 : reps;
-	double *times[V_COUNT];
-	for (int v = 0; v < V_COUNT; v++)
-		times[v] = xmalloc((size_t)reps * sizeof(double));
+	/* Timed calls per burst, so that each variant gets about budget_s / V_COUNT. */
+	int calls = (int)(budget_s / V_COUNT / rounds / (flops / 150e9 + 2e-6));
+	calls = calls < 3 ? 3 : calls > 41 ? 41 : calls;
+	double *steady[V_COUNT], *first[V_COUNT];
+	for (int v = 0; v < V_COUNT; v++) {
+		steady[v] = xmalloc((size_t)rounds * sizeof(double));
+		first[v] = xmalloc((size_t)rounds * sizeof(double));
+	}
+	double *burst = xmalloc((size_t)calls * sizeof(double));
 	int have_yard = yard_sgemm != NULL;
-	for (int r = -1; r < reps; r++) {  /* r = -1 warms up caches, pages and the pool */
+	gemm_args g = {s, M, N, K, lda, ldb, A, B, C, C2, Ah, Bh, Ch, Ab, Bb, Cb};
+	for (int r = 0; r < rounds; r++) {
 		for (int v = 0; v < V_COUNT; v++) {
 			if (v == V_YARD && !have_yard)
 				continue;
 			amp_kernels_set_threads(v == V_F32_T2 ? 2 : 1);
+			/* the call right after the other variants' burst, then untimed calls until
+			 * the burst is WARM_S old, then the timed ones */
 			double t0 = now_s();
-			switch (v) {
-			case V_F32:
-				amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
-				break;
-			case V_F16:
-				amp_gemm_f16(s->ta, s->tb, M, N, K, Ah, lda, Bh, ldb, 0.0f, Ch, N);
-				break;
-			case V_BF16:
-				amp_gemm_bf16(s->ta, s->tb, M, N, K, Ab, lda, Bb, ldb, 0.0f, Cb, N);
-				break;
-			case V_YARD:
-				yard_sgemm(CBLAS_ROW_MAJOR, s->ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
-				           s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)M, (int)N, (int)K, 1.0f,
-				           A, (int)lda, B, (int)ldb, 0.0f, C2, (int)N);
-				break;
-			default:
-				amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C2, N);
-				break;
+			run_variant(&g, v);
+			double t1 = now_s();
+			first[v][r] = t1 - t0;
+			while (now_s() - t0 < WARM_S)
+				run_variant(&g, v);
+			for (int c = 0; c < calls; c++) {
+				double a = now_s();
+				run_variant(&g, v);
+				burst[c] = now_s() - a;
 			}
-			double t = now_s() - t0;
-			if (r >= 0)
-				times[v][r] = t;
+			steady[v][r] = median(burst, calls);
 		}
 	}
 	amp_kernels_set_threads(1);
-	double med[V_COUNT];
-	for (int v = 0; v < V_COUNT; v++)
-		med[v] = v == V_YARD && !have_yard ? 0.0 : median(times[v], reps);
+	double med[V_COUNT], cold[V_COUNT];
+	for (int v = 0; v < V_COUNT; v++) {
+		int none = v == V_YARD && !have_yard;
+		med[v] = none ? 0.0 : median(steady[v], rounds);
+		cold[v] = none ? 0.0 : median(first[v], rounds);
+	}
 	/* The 2-thread C is compared bit for bit with the 1-thread one. */
 	amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
 	amp_kernels_set_threads(2);
@@ -348,6 +401,8 @@ static void bench_gemm(const shape *s, double budget_s)
 	int cl = class_of(s->what);
 	class_min[cl] = fmin(class_min[cl], gb / g32);
 	class_min16[cl] = fmin(class_min16[cl], g16 / g32);
+	cold_min[cl] = fmin(cold_min[cl], cold[V_F32] / cold[V_BF16]);
+	cold_min16[cl] = fmin(cold_min16[cl], cold[V_F32] / cold[V_F16]);
 	if (cl <= 1 && M >= 128 && N >= 128 && K >= 128) {
 		advice_bf16 = fmin(advice_bf16, gb / g32);
 		advice_f16 = fmin(advice_f16, g16 / g32);
@@ -362,8 +417,11 @@ static void bench_gemm(const shape *s, double budget_s)
 		printf(" %7s %6s", "-", "-");
 	printf(" %6.2f%s %9.2e %9.2e %9.2e\n", med[V_F32] / med[V_F32_T2], same ? " " : "!", e32,
 	       e16, eb);
-	for (int v = 0; v < V_COUNT; v++)
-		free(times[v]);
+	for (int v = 0; v < V_COUNT; v++) {
+		free(steady[v]);
+		free(first[v]);
+	}
+	free(burst);
 	free(A); free(B); free(C); free(C2); free(Ah); free(Bh); free(Ch); free(Ab); free(Bb);
 	free(Cb);
 }
@@ -450,14 +508,19 @@ int main(int argc, char **argv)
 		execv("/proc/self/exe", argv);  /* on failure, go on with the core it has */
 	}
 	int quick = argc == 2 && strcmp(argv[1], "--quick") == 0;
+	int rounds = quick ? 3 : 9; /* of the GEMM bursts */
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		printf("usage: bench_kernels [--quick]\n\n"
-		       "The runtime's FP32, FP16 and BF16 GEMMs on the kernel bench's shapes, in\n"
-		       "interleaved repeats (GFLOP/s, ratios to FP32, error against FP64, OpenBLAS's\n"
-		       "sgemm as the yardstick when installed), the goals of this CPU class, and the\n"
-		       "memory-bound kernels against memcpy.  Says which kernel paths ran and which this\n"
-		       "CPU lacks.  AMP_KERNELS forces a path; AMP_BENCH_YARD_CORE OpenBLAS's core.\n\n"
-		       "    --quick   a tenth of the repeats and smaller arrays (a smoke run)\n");
+		printf(
+		    "usage: bench_kernels [--quick]\n\n"
+		    "The runtime's FP32, FP16 and BF16 GEMMs on the kernel bench's shapes, in\n"
+		    "interleaved bursts (GFLOP/s, ratios to FP32, error against FP64, OpenBLAS's\n"
+		    "sgemm as the yardstick when installed), the goals of this CPU class, and the\n"
+		    "memory-bound kernels against memcpy.  Says which kernel paths ran and which "
+		    "this\n"
+		    "CPU lacks.  AMP_KERNELS forces a path; AMP_BENCH_YARD_CORE OpenBLAS's "
+		    "core.\n\n"
+		    "    --quick   3 rounds instead of 9, fewer timed calls, smaller arrays (a "
+		    "smoke run)\n");
 		return 0;
 	}
 	if (argc > 1 && !quick) {
@@ -488,16 +551,20 @@ int main(int argc, char **argv)
 	if (!cpu_has_avx512fp16())
 		printf("  (no AVX512-FP16: the fp16 GEMM is fp16 storage with fp32 FMA)\n");
 	printf("yardstick: %s\n", yard_name);
-	printf("GFLOP/s, medians of interleaved repeats, 1 thread unless said; f16 / bf16 = fp16 / bf16 "
-	       "in and out, fp32 sums;\nyard/rt = yardstick time / runtime f32 time (>1: runtime "
-	       "faster); 2t = runtime f32 speedup on 2 threads\n(! = 2-thread C differs in bits from "
-	       "1-thread C); err = max|C-R| / max|R| vs FP64 R, %d sampled entries.\n\n", ERR_SAMPLES);
+	printf("GFLOP/s, 1 thread unless said: the variants take turns in bursts, %d ms of untimed "
+	       "calls first,\nthe median of each burst's timed calls, the median over %d rounds; "
+	       "after a switch = the first call of\neach burst, right after the other variants; "
+	       "f16 / bf16 = fp16 / bf16 in and out, fp32 sums;\nyard/rt = yardstick time / "
+	       "runtime f32 time (>1: runtime faster); 2t = runtime f32 speedup on 2 threads\n(! = "
+	       "2-thread C differs in bits from 1-thread C); err = max|C-R| / max|R| vs FP64 R, %d "
+	       "sampled entries.\n\n",
+	       (int)(WARM_S * 1e3 + 0.5), rounds, ERR_SAMPLES);
 	printf("%-12s %-20s %7s %7s %6s %7s %6s %7s %6s %7s %9s %9s %9s\n", "shape", "MxNxK op",
 	       "rt f32", "rt f16", "16/32", "rt bf16", "b/32", "yard", "yd/rt", "2t", "err f32",
 	       "err f16", "err bf16");
 	double t0 = now_s();
 	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-		bench_gemm(&shapes[i], quick ? 0.1 : 1.0);
+		bench_gemm(&shapes[i], quick ? 0.1 : 1.0, rounds);
 	goals_summary();
 	printf("  max bf16 err vs FP64 (inputs bf16, relative to max|R|): %.2e\n", max_err_bf16);
 	bench_memory(quick ? (1 << 22) : (1 << 25), quick ? 3 : 9);
