@@ -203,17 +203,17 @@ static double gemm_err_bf16(const shape *s, const uint16_t *A, const uint16_t *B
 
 enum { V_F32, V_F16, V_BF16, V_YARD, V_F32_T2, V_COUNT };
 
-/* Each variant runs in bursts, the variants taking turns round after round: a burst's first
- * call comes right after the other variants' bursts, then untimed calls until the burst is
- * WARM_S old, then the timed calls, whose median is the burst's figure; the median over the
- * rounds is the shape's.  Why not single calls in turn: a GEMM right after another kernel runs
- * at that kernel's pace for a while.  Measured on the Intel class (1024x784x128 tn, fp16 after
- * one fp32 GEMM): 252 GFLOP/s in the first call, 262-268 in the next four, 276-283, then
- * 296-309 from about 7 ms on, which fp16 calls alone reach at once; a scalar dependency chain
+/* Each variant runs in bursts, the variants taking turns round after round: untimed calls
+ * until the burst is WARM_S old, then the timed calls, whose median is the burst's figure; the
+ * median over the rounds is the shape's.  Why not single calls in turn, as before: a GEMM right
+ * after another kernel runs at a pace that other kernel left, for several ms.  Measured on the
+ * Intel class (1024x784x128 tn, fp16 calls one after another right after one fp32 GEMM): 252
+ * GFLOP/s in the first call, 262-268 in the next four, 276-283 in the five after, then 296-309
+ * from about 7 ms on, which fp16 calls alone hold from the start; a scalar dependency chain
  * timed right after the fp32 GEMM runs at its usual speed, and cache state does not explain it
- * (small fp32 GEMMs in L1 in between slow fp16 as much).  Single calls in turn thus gave each
- * GEMM the pace its predecessor left, fp16 and bf16 that of fp32.  The first calls are kept as
- * a second figure, "after a switch". */
+ * (small fp32 GEMMs in L1 in between slow fp16 as much, a 3 MB memset less).  Single calls in
+ * turn thus measured fp16 and bf16 at the pace fp32 left (fp16 / fp32 1.58-1.69 on the mlp
+ * shapes, against 1.8-2.4 so). */
 #define WARM_S 0.010
 
 /* The smallest bf16 / f32 and f16 / f32 ratios of each shape class, and the 1024^3 ones. */
@@ -222,9 +222,6 @@ static const char *const classes[] = {"square", "mlp", "im2col/conv", "ragged"};
 static double class_min[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 static double class_min16[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 static double big_bf16, big_f16;
-/* the same from the first call of each burst (after a switch) */
-static double cold_min[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
-static double cold_min16[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 /* The figure profiler/finalize.c's half_engines[] keeps for the emulated-half advice: the
  * smallest ratio over the square shapes and the mlp shapes with every dimension >= 128 (the
  * 10-wide classifier head is bound by its output, not by the engine). */
@@ -257,8 +254,7 @@ static void goals_summary(void)
 	printf("\nbf16 GEMM / fp32 GEMM, smallest ratio per shape class (bf16 engine %s):\n",
 	       amp_engine_name(eb));
 	for (int c = 0; c < N_CLASSES; c++)
-		printf("  %-12s %5.2f   (after a switch: %5.2f)\n", classes[c], class_min[c],
-		       cold_min[c]);
+		printf("  %-12s %5.2f\n", classes[c], class_min[c]);
 	if (eb == AMP_ENGINE_AMX_BF16) {
 		printf("  goal (amx-bf16): 1024^3 >= 6.00: %.2f, %s; mlp shapes >= 3.00: %.2f, %s\n",
 		       big_bf16, met(big_bf16 >= 6.0), class_min[1], met(class_min[1] >= 3.0));
@@ -278,8 +274,7 @@ static void goals_summary(void)
 	printf("fp16 GEMM / fp32 GEMM, smallest ratio per shape class (fp16 engine %s):\n",
 	       amp_engine_name(e16));
 	for (int c = 0; c < N_CLASSES; c++)
-		printf("  %-12s %5.2f   (after a switch: %5.2f)\n", classes[c], class_min16[c],
-		       cold_min16[c]);
+		printf("  %-12s %5.2f\n", classes[c], class_min16[c]);
 	if (e16 == AMP_ENGINE_AVX512_FP16) {
 		double sq = fmin(class_min16[0], class_min16[1]);
 		printf("  goal (avx512-fp16): square and mlp >= 1.80: %.2f, %s; ragged >= 1.50: %.2f, "
@@ -347,11 +342,9 @@ static void bench_gemm(const shape *s, double budget_s, int rounds)
 	/* Timed calls per burst, so that each variant gets about budget_s / V_COUNT. */
 	int calls = (int)(budget_s / V_COUNT / rounds / (flops / 150e9 + 2e-6));
 	calls = calls < 3 ? 3 : calls > 41 ? 41 : calls;
-	double *steady[V_COUNT], *first[V_COUNT];
-	for (int v = 0; v < V_COUNT; v++) {
+	double *steady[V_COUNT];
+	for (int v = 0; v < V_COUNT; v++)
 		steady[v] = xmalloc((size_t)rounds * sizeof(double));
-		first[v] = xmalloc((size_t)rounds * sizeof(double));
-	}
 	double *burst = xmalloc((size_t)calls * sizeof(double));
 	int have_yard = yard_sgemm != NULL;
 	gemm_args g = {s, M, N, K, lda, ldb, A, B, C, C2, Ah, Bh, Ch, Ab, Bb, Cb};
@@ -360,14 +353,11 @@ static void bench_gemm(const shape *s, double budget_s, int rounds)
 			if (v == V_YARD && !have_yard)
 				continue;
 			amp_kernels_set_threads(v == V_F32_T2 ? 2 : 1);
-			/* the call right after the other variants' burst, then untimed calls until
-			 * the burst is WARM_S old, then the timed ones */
+			/* untimed calls (at least one) until the burst is WARM_S old */
 			double t0 = now_s();
-			run_variant(&g, v);
-			double t1 = now_s();
-			first[v][r] = t1 - t0;
-			while (now_s() - t0 < WARM_S)
+			do
 				run_variant(&g, v);
+			while (now_s() - t0 < WARM_S);
 			for (int c = 0; c < calls; c++) {
 				double a = now_s();
 				run_variant(&g, v);
@@ -377,12 +367,9 @@ static void bench_gemm(const shape *s, double budget_s, int rounds)
 		}
 	}
 	amp_kernels_set_threads(1);
-	double med[V_COUNT], cold[V_COUNT];
-	for (int v = 0; v < V_COUNT; v++) {
-		int none = v == V_YARD && !have_yard;
-		med[v] = none ? 0.0 : median(steady[v], rounds);
-		cold[v] = none ? 0.0 : median(first[v], rounds);
-	}
+	double med[V_COUNT];
+	for (int v = 0; v < V_COUNT; v++)
+		med[v] = v == V_YARD && !have_yard ? 0.0 : median(steady[v], rounds);
 	/* The 2-thread C is compared bit for bit with the 1-thread one. */
 	amp_gemm_f32(s->ta, s->tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
 	amp_kernels_set_threads(2);
@@ -401,8 +388,6 @@ static void bench_gemm(const shape *s, double budget_s, int rounds)
 	int cl = class_of(s->what);
 	class_min[cl] = fmin(class_min[cl], gb / g32);
 	class_min16[cl] = fmin(class_min16[cl], g16 / g32);
-	cold_min[cl] = fmin(cold_min[cl], cold[V_F32] / cold[V_BF16]);
-	cold_min16[cl] = fmin(cold_min16[cl], cold[V_F32] / cold[V_F16]);
 	if (cl <= 1 && M >= 128 && N >= 128 && K >= 128) {
 		advice_bf16 = fmin(advice_bf16, gb / g32);
 		advice_f16 = fmin(advice_f16, g16 / g32);
@@ -417,10 +402,8 @@ static void bench_gemm(const shape *s, double budget_s, int rounds)
 		printf(" %7s %6s", "-", "-");
 	printf(" %6.2f%s %9.2e %9.2e %9.2e\n", med[V_F32] / med[V_F32_T2], same ? " " : "!", e32,
 	       e16, eb);
-	for (int v = 0; v < V_COUNT; v++) {
+	for (int v = 0; v < V_COUNT; v++)
 		free(steady[v]);
-		free(first[v]);
-	}
 	free(burst);
 	free(A); free(B); free(C); free(C2); free(Ah); free(Bh); free(Ch); free(Ab); free(Bb);
 	free(Cb);
@@ -553,7 +536,6 @@ int main(int argc, char **argv)
 	printf("yardstick: %s\n", yard_name);
 	printf("GFLOP/s, 1 thread unless said: the variants take turns in bursts, %d ms of untimed "
 	       "calls first,\nthe median of each burst's timed calls, the median over %d rounds; "
-	       "after a switch = the first call of\neach burst, right after the other variants; "
 	       "f16 / bf16 = fp16 / bf16 in and out, fp32 sums;\nyard/rt = yardstick time / "
 	       "runtime f32 time (>1: runtime faster); 2t = runtime f32 speedup on 2 threads\n(! = "
 	       "2-thread C differs in bits from 1-thread C); err = max|C-R| / max|R| vs FP64 R, %d "
