@@ -942,6 +942,62 @@ Test(gemm_native, amx_blocking_same_bits)
 	on_amx_forms(blocking_same_bits, "blocking");
 }
 
+/* Rows of A contiguous in k are read in place by the FP16 loop nest, or copied when their
+ * stride is a multiple of 1024 halves and N >= 256 (fp16n_gemm_drive): the same values either
+ * way, so the same bits.  The same A at strides 1024 and 2048 (copied) and 1000 (in place), on
+ * random data, with beta 0 and beta 1. */
+static void a_stride_same_bits(gemm_fn fn, const char *what)
+{
+	static const int64_t strides[] = {1000, 1024, 2048};
+	const int64_t M = 37, N = 300, K = 200;
+	rng_state = 29;
+	uint16_t *a[3], *b = malloc((size_t)(K * N) * 2), *c[3], *c0 = malloc((size_t)(M * N) * 2);
+	cr_assert(b && c0);
+	for (int64_t i = 0; i < K * N; i++)
+		b[i] = FP16.from_f32(rng_uniform(-1.0f, 1.0f));
+	for (int64_t i = 0; i < M * N; i++)
+		c0[i] = FP16.from_f32(rng_uniform(-1.0f, 1.0f));
+	for (int s = 0; s < 3; s++) {
+		a[s] = calloc((size_t)(M * strides[s]), 2);
+		c[s] = malloc((size_t)(M * N) * 2);
+		cr_assert(a[s] && c[s]);
+	}
+	for (int64_t i = 0; i < M; i++)
+		for (int64_t k = 0; k < K; k++) {
+			uint16_t v = FP16.from_f32(rng_uniform(-1.0f, 1.0f));
+			for (int s = 0; s < 3; s++)
+				a[s][i * strides[s] + k] = v;
+		}
+	for (int beta = 0; beta < 2; beta++) {
+		for (int s = 0; s < 3; s++) {
+			memcpy(c[s], c0, (size_t)(M * N) * 2);
+			fn(0, 0, M, N, K, a[s], strides[s], b, N, (float)beta, c[s], N, NULL);
+		}
+		for (int s = 1; s < 3; s++)
+			cr_assert_eq(
+			    memcmp(c[0], c[s], (size_t)(M * N) * 2), 0,
+			    "%s: A at stride %lld (copied) differs from A at stride %lld (in "
+			    "place), beta %d",
+			    what, (long long)strides[s], (long long)strides[0], beta);
+	}
+	for (int s = 0; s < 3; s++)
+		free(a[s]), free(c[s]);
+	free(b), free(c0);
+}
+
+Test(gemm_native, fp16_a_in_place_or_copied_same_bits)
+{
+	a_stride_same_bits(fp16n_model, "avx512-fp16 model");
+	if (cpu_avx512bw())
+		a_stride_same_bits(amp_fp16n_gemm_model_avx512, "avx512-fp16 loop nest (avx512)");
+	if (cpu_leaf7_edx(23) && amp_fp16n_cpu_ok()) {
+		a_stride_same_bits(amp_gemm_f16_avx512fp16, "avx512-fp16 kernel");
+	} else {
+		printf("SKIPPED: avx512-fp16 kernel (A strides) needs avx512_fp16\n");
+		fflush(stdout);
+	}
+}
+
 /* ---- the real kernels --------------------------------------------------------------------------
  */
 
