@@ -1170,21 +1170,22 @@ static const struct half_engine {
 	const char *unused_on;       /* meta cpu_vendor whose cores run it slower than FP32 FMA,
 	                              * so that the library does not use it there, or NULL */
 } half_engines[] = {
-    /* bench_kernels on the Intel class with AMX (1 thread, medians of interleaved repeats):
+    /* bench_kernels on the Intel class with AMX (1 thread, each GEMM in its own bursts):
      * the smallest on the square and >= 128 MLP shapes, the median of three runs on
-     * 2026-12-04 (4.74, 4.87, 4.91; mlp fc2 fwd 128x1024x1024); 4.94 on 2026-12-02 */
+     * 2026-12-04, evening (5.24, 5.42, 5.43; mlp fc2 fwd 128x1024x1024); 4.74-4.91 that
+     * morning in single calls in turn, which gave bf16 the pace the fp32 GEMM left */
     {AMP_ENGINE_AMX_BF16, "bf16", {"amx_bf16", "amx_tile"}, "AMX-BF16",
-     "allow_mix_precision_bf16", 0, 4.87, "the Intel class", NULL},
+     "allow_mix_precision_bf16", 0, 5.42, "the Intel class", NULL},
     /* bench_kernels on the AMD class (Zen 5, 1 thread): smallest 1.76 (mlp fc1 dX), the table
      * of the README's Performance section.  Not measured on the Intel class (AMX serves bf16
      * there).  Intel cores issue vdpbf16ps at half the product rate of FP32 FMA (runtime/
      * kernels/dispatch.c, CPU_DPBF16_HALF_RATE): without AMX their bf16 runs on FP32 FMA. */
     {AMP_ENGINE_AVX512_BF16, "bf16", {"avx512_bf16", NULL}, "AVX512_BF16",
      "allow_mix_precision_bf16", 0, 1.76, "the AMD class", "GenuineIntel"},
-    /* bench_kernels on the Intel class, as for AMX: 1.62, 1.63, 1.65 (mlp fc1/fc2 dW) on
-     * 2026-12-04, after the FP16 GEMM's pairs of blocks of 24 (1.55 before them) */
+    /* bench_kernels on the Intel class, as for AMX: 1.77, 1.80, 1.81 (1024^3) on 2026-12-04,
+     * evening; 1.62-1.65 (mlp fc1/fc2 dW) that morning in single calls in turn */
     {AMP_ENGINE_AVX512_FP16, "fp16", {"avx512_fp16", NULL}, "AVX512-FP16",
-     "allow_mix_precision_fp16", 1, 1.63, "the Intel class", NULL},
+     "allow_mix_precision_fp16", 1, 1.80, "the Intel class", NULL},
 };
 #define N_HALF_ENGINES (sizeof half_engines / sizeof half_engines[0])
 

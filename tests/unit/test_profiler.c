@@ -845,7 +845,7 @@ Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
 	    {"avx512_bf16 avx512_fp16", "allow_mix_precision_bf16",
 	     "the CPU has AVX512_BF16, but on GenuineIntel cores it computes fewer products per "
 	     "cycle than FP32 FMA, so the library runs bf16 products on FP32 FMA; it has "
-	     "AVX512-FP16 (avx512-fp16, whose GEMM runs 1.63x the FP32 GEMM on the Intel class): "
+	     "AVX512-FP16 (avx512-fp16, whose GEMM runs 1.80x the FP32 GEMM on the Intel class): "
 	     "precision_mode = allow_mix_precision_fp16", "did not use it", "GenuineIntel", "bf16"},
 	    /* Intel with AVX512_BF16 only (no AMX, no AVX512-FP16): nothing beats FP32 FMA */
 	    {"avx512_bf16", "allow_mix_precision_bf16", "no half arithmetic of this CPU beats",
