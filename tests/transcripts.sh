@@ -36,7 +36,7 @@ bf16-run|build/bin/ampprof --force --quiet --output=bf16.db -- build/bin/mlp_fas
 bf16-report|build/bin/ampprof report bf16.db
 bf16-view|build/bin/ampview --headless --panel=overview bf16.db
 bf16-engines|sqlite3 -header -column bf16.db '"'"'select op, phase, exec_dtype, engine, count(*) as calls, round(sum(dur_ns)/1e6, 1) as ms from ops group by 1, 2, 3, 4 order by ms desc limit 8'"'"'
-fp16-run|build/bin/ampprof --force --quiet --output=fp16.db -- build/bin/mlp_fashion --precision=amp --epochs 1 --log-every 0
+fp16-run|AMP_KERNELS=avx512 build/bin/ampprof --force --quiet --output=fp16.db -- build/bin/mlp_fashion --precision=amp --epochs 1 --log-every 0
 fp16-report|build/bin/ampprof report fp16.db
 fp32-run|build/bin/ampprof --force --quiet --output=fp32-epoch.db -- build/bin/mlp_fashion --precision=fp32 --epochs 1 --log-every 0
 diff|build/bin/ampprof diff fp32-epoch.db bf16.db
