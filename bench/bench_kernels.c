@@ -3,7 +3,7 @@
  * the FP32 GEMM, glibc memcpy bandwidth for the elementwise kernels, and the fp16 and bf16
  * GEMMs as ratios to the runtime's own fp32 GEMM, measured in the same rounds of interleaved
  * bursts (see WARM_S).  Says which kernel paths ran and which this CPU cannot run, and why.
- * About a minute on 2 cores.  Usage: bench_kernels [--quick]
+ * About 20 s on 2 cores.  Usage: bench_kernels [--quick]
  */
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -495,17 +495,13 @@ int main(int argc, char **argv)
 	int quick = argc == 2 && strcmp(argv[1], "--quick") == 0;
 	int rounds = quick ? 3 : 9; /* of the GEMM bursts */
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		printf(
-		    "usage: bench_kernels [--quick]\n\n"
-		    "The runtime's FP32, FP16 and BF16 GEMMs on the kernel bench's shapes, in\n"
-		    "interleaved bursts (GFLOP/s, ratios to FP32, error against FP64, OpenBLAS's\n"
-		    "sgemm as the yardstick when installed), the goals of this CPU class, and the\n"
-		    "memory-bound kernels against memcpy.  Says which kernel paths ran and which "
-		    "this\n"
-		    "CPU lacks.  AMP_KERNELS forces a path; AMP_BENCH_YARD_CORE OpenBLAS's "
-		    "core.\n\n"
-		    "    --quick   3 rounds instead of 9, fewer timed calls, smaller arrays (a "
-		    "smoke run)\n");
+		printf("usage: bench_kernels [--quick]\n\n"
+		       "The runtime's FP32, FP16 and BF16 GEMMs on the kernel bench's shapes, in\n"
+		       "interleaved bursts (GFLOP/s, ratios to FP32, error against FP64, OpenBLAS's\n"
+		       "sgemm as the yardstick when installed), the goals of this CPU class, and the\n"
+		       "memory-bound kernels against memcpy.  Says which kernel paths ran and which this\n"
+		       "CPU lacks.  AMP_KERNELS forces a path; AMP_BENCH_YARD_CORE OpenBLAS's core.\n\n"
+		       "    --quick   3 rounds, fewer timed calls, smaller arrays (a smoke run)\n");
 		return 0;
 	}
 	if (argc > 1 && !quick) {
