@@ -988,8 +988,12 @@ static void a_stride_same_bits(gemm_fn fn, const char *what)
 Test(gemm_native, fp16_a_in_place_or_copied_same_bits)
 {
 	a_stride_same_bits(fp16n_model, "avx512-fp16 model");
-	if (cpu_avx512bw())
+	if (cpu_avx512bw()) {
 		a_stride_same_bits(amp_fp16n_gemm_model_avx512, "avx512-fp16 loop nest (avx512)");
+	} else {
+		printf("SKIPPED: avx512 loop nest (A strides) needs avx512bw\n");
+		fflush(stdout);
+	}
 	if (cpu_leaf7_edx(23) && amp_fp16n_cpu_ok()) {
 		a_stride_same_bits(amp_gemm_f16_avx512fp16, "avx512-fp16 kernel");
 	} else {
