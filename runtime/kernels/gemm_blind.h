@@ -905,9 +905,11 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_A, (size_t)(mcmax * kcmax / 2 + 16));
 	uint16_t *bp =
 	    (uint16_t *)amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(kcmax * ncmax / 2 + 16));
-	/* one k panel: each tile's FP32 sums are stored by the panel that made them, so two
-	 * tiles' worth in L1 serve every tile, not a workspace slot per tile (up to 1 MB streamed
-	 * through L2): 2-3 % on the mlp dW shapes, K = 128 */
+	/* k panels start at multiples of FP16N_KC, itself a multiple of FP16N_KP: the promotion
+	 * points are the multiples of FP16N_KP whatever the panel.  With one k panel each tile's
+	 * FP32 sums are stored by the panel that made them, so two tiles' worth in L1 serve every
+	 * tile, not a workspace slot per tile (up to 1 MB streamed through L2): 2-3 % on the mlp
+	 * dW shapes, K = 128 */
 	int64_t npanel = K > 0 ? (K + FP16N_KC - 1) / FP16N_KC : 1;
 	_Alignas(64) float acc_l1[2 * FP16N_ACC_ELEMS];
 	float *acc =
@@ -924,8 +926,6 @@ fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn uk
 			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
 		return;
 	}
-	/* k panels start at multiples of FP16N_KC, itself a multiple of FP16N_KP: the promotion
-	 * points are the multiples of FP16N_KP whatever the panel */
 	int sums_are_c = ukr_c != NULL && K > 0 && K <= FP16N_KP && beta == 0.0f && !c_f32;
 	/* Thin M (a conv layer's 32 filters) with rows of op(B) contiguous in n: the full
 	 * 64-column tiles read B in place (its k stride b.rs), the same values as the packed copy,
