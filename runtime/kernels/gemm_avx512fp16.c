@@ -654,39 +654,188 @@ AVX512_TARGET static void fp16n_store_t_avx512(const float *acc, int64_t rows, i
 	}
 }
 
+/* ---- narrow x w^T: the dot products of gemm_blind.h ------------------------------------------
+ * A tile of 4 rows of A by 5 rows of B: 20 zmm of 32 lanes' sums, 9 loads for 20 FMAs a step
+ * (10 outputs, two tiles across).  Rows past M or N repeat the tile's first; their sums are
+ * not stored. */
+#define FP16N_DOT_MR 4
+#define FP16N_DOT_NR 5
+#define FP16N_DOT_T  (FP16N_DOT_MR * FP16N_DOT_NR)
+_Static_assert(FP16N_GROUP == 2, "the dot tile adds the blocks of a pair");
+
+/* c[r * 5 + j] += A row r . B row j over the 32 halves at k (zero where m is clear). */
+FP16_TARGET static inline __attribute__((always_inline)) void
+fp16n_dot_step(__m512h *c, const uint16_t *const *a, const uint16_t *const *b, int64_t k,
+               __mmask32 m)
+{
+	__m512h bv[FP16N_DOT_NR];
+#pragma GCC unroll 5
+	for (int j = 0; j < FP16N_DOT_NR; j++)
+		bv[j] = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, b[j] + k));
+#pragma GCC unroll 4
+	for (int r = 0; r < FP16N_DOT_MR; r++) {
+		__m512h av = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, a[r] + k));
+#pragma GCC unroll 5
+		for (int j = 0; j < FP16N_DOT_NR; j++)
+			c[r * FP16N_DOT_NR + j] =
+			    _mm512_fmadd_ph(av, bv[j], c[r * FP16N_DOT_NR + j]);
+	}
+}
+
+/* c = the sums of steps [s0, s1) from zero; steps from `full` on (one at most) are masked by
+ * tail. */
+FP16_TARGET static inline __attribute__((always_inline)) void
+fp16n_dot_block(__m512h *c, const uint16_t *const *a, const uint16_t *const *b, int64_t s0,
+                int64_t s1, int64_t full, __mmask32 tail)
+{
+#pragma GCC unroll 20
+	for (int t = 0; t < FP16N_DOT_T; t++)
+		c[t] = FP16N_Z;
+	int64_t e = blind_min(s1, full);
+	for (int64_t s = s0; s < e; s++)
+		fp16n_dot_step(c, a, b, 32 * s, 0xffffffffu);
+	if (s1 > full)
+		fp16n_dot_step(c, a, b, 32 * full, tail);
+}
+
+/* The dot products of four outputs from their lanes' first halving, x_q[l] = f_q[l] + f_q[l +
+ * 16]: the rest of fp16n_dot_lanes' halvings (l + 8, l + 4, l + 2, l + 1) on the four at once,
+ * 128-bit quarters moved across them instead of each reduced alone.  Lane 4q holds output q. */
+AVX512_TARGET static inline __m512 fp16n_dot_reduce4(__m512 x0, __m512 x1, __m512 x2, __m512 x3)
+{
+	/* lanes 0-7 of y01: x0[l] + x0[l + 8], lanes 8-15: x1's; y23 likewise */
+	__m512 y01 =
+	    _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xee));
+	__m512 y23 =
+	    _mm512_add_ps(_mm512_shuffle_f32x4(x2, x3, 0x44), _mm512_shuffle_f32x4(x2, x3, 0xee));
+	/* quarter q of z: y_q[l] + y_q[l + 4] */
+	__m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(y01, y23, 0x88),
+	                         _mm512_shuffle_f32x4(y01, y23, 0xdd));
+	z = _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0xee));    /* l + 2 */
+	return _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0x55)); /* l + 1 */
+}
+
+FP16_TARGET static void fp16n_dot_zmm(int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                                      int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+                                      void *C, int64_t ldc, int c_f32)
+{
+	int64_t full = K / 32, steps = (K + 31) / 32;
+	__mmask32 tail = fp16n_mask32(K % 32);
+	_Alignas(64) uint16_t p[FP16N_DOT_T * 32]; /* a pair's sums */
+	_Alignas(64) float f[FP16N_DOT_T * 32];    /* the lanes' FP32 sums of earlier pairs */
+	_Alignas(
+	    64) float acc[FP16N_DOT_MR * FP16N_NR]; /* the tile's sums as the stores take them */
+	const __m512i quad = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+	for (int64_t i0 = 0; i0 < M; i0 += FP16N_DOT_MR)
+		for (int64_t j0 = 0; j0 < N; j0 += FP16N_DOT_NR) {
+			const uint16_t *a[FP16N_DOT_MR], *b[FP16N_DOT_NR];
+			for (int r = 0; r < FP16N_DOT_MR; r++)
+				a[r] = A + (i0 + r < M ? i0 + r : i0) * lda;
+			for (int j = 0; j < FP16N_DOT_NR; j++)
+				b[j] = B + (j0 + j < N ? j0 + j : j0) * ldb;
+			int64_t s0 = 0;
+			for (;; s0 += FP16N_KP) {
+				__m512h c[FP16N_DOT_T];
+				int64_t s1 = blind_min(steps, s0 + FP16N_KB);
+				fp16n_dot_block(c, a, b, s0, s1, full, tail);
+				if (s1 < steps) {
+					/* the pair's second block adds the first's sums */
+#pragma GCC unroll 20
+					for (int t = 0; t < FP16N_DOT_T; t++)
+						_mm512_store_ph(p + 32 * t, c[t]);
+					fp16n_dot_block(c, a, b, s1,
+					                blind_min(steps, s1 + FP16N_KB), full,
+					                tail);
+#pragma GCC unroll 20
+					for (int t = 0; t < FP16N_DOT_T; t++)
+						c[t] =
+						    _mm512_add_ph(c[t], _mm512_load_ph(p + 32 * t));
+				}
+#pragma GCC unroll 20
+				for (int t = 0; t < FP16N_DOT_T; t++)
+					_mm512_store_ph(p + 32 * t, c[t]);
+				if (s0 + FP16N_KP >= steps)
+					break; /* the last pair is promoted as it is reduced */
+#pragma GCC unroll 4
+				for (int h = 0; h < 32 * FP16N_DOT_T; h += 16) {
+					__m512 v = fp16n_cvt_mem(p + h);
+					_mm512_store_ps(
+					    f + h,
+					    s0 == 0 ? v : _mm512_add_ps(_mm512_load_ps(f + h), v));
+				}
+			}
+			/* the last promotion (stored by a first pair, else added) and the halvings
+			 */
+			for (int t0 = 0; t0 < FP16N_DOT_T; t0 += 4) {
+				__m512 x[4];
+#pragma GCC unroll 4
+				for (int q = 0; q < 4; q++) {
+					const uint16_t *ps = p + 32 * (t0 + q);
+					const float *fs = f + 32 * (t0 + q);
+					__m512 lo = fp16n_cvt_mem(ps), hi = fp16n_cvt_mem(ps + 16);
+					if (s0 > 0) {
+						lo = _mm512_add_ps(_mm512_load_ps(fs), lo);
+						hi = _mm512_add_ps(_mm512_load_ps(fs + 16), hi);
+					}
+					x[q] = _mm512_add_ps(lo, hi);
+				}
+				__m128 d = _mm512_castps512_ps128(_mm512_permutexvar_ps(
+				    quad, fp16n_dot_reduce4(x[0], x[1], x[2], x[3])));
+				_Alignas(16) float v[4];
+				_mm_store_ps(v, d);
+				for (int q = 0; q < 4; q++) {
+					int t = t0 + q;
+					acc[(t / FP16N_DOT_NR) * FP16N_NR + t % FP16N_DOT_NR] =
+					    v[q];
+				}
+			}
+			int64_t rows = blind_min(FP16N_DOT_MR, M - i0),
+			        cols = blind_min(FP16N_DOT_NR, N - j0);
+			if (c_f32)
+				amp_fp16n_store_f32_avx512(acc, rows, cols, beta,
+				                           (float *)C + i0 * ldc + j0, ldc);
+			else
+				amp_fp16n_store_avx512(acc, rows, cols, beta,
+				                       (uint16_t *)C + i0 * ldc + j0, ldc);
+		}
+}
+
 /* The shared loop nest on the FP16 micro-kernel and the AVX-512 packers.  When op(B) is B^T
  * it computes C^T = op(B)^T op(A)^T instead if that packs less (and the bits are the same: each
  * element sees the same products, fp16 multiplication commuting, in the same order): op(B)^T is
  * then B itself, rows contiguous in k, read in place, and the packed side is op(A)^T — a copy
  * for A^T (the tt GEMMs), or a transpose of the smaller operand when M < N (the forward nt
- * GEMMs of a layer, M = batch: the transposing pack of the weights took a sixth of their time). */
+ * GEMMs of a layer, M = batch: the transposing pack of the weights took a sixth of their time).
+ * Not when the GEMM runs as dot products (fp16n_dot_fits): their order differs, and row ranges
+ * of C must take the whole GEMM's path whatever their M. */
 __attribute__((always_inline)) static inline void
-fp16n_gemm_avx512(fp16n_ukr_fn ukr, fp16n_ukr_c_fn ukr_c, int trans_a, int trans_b, int64_t M,
-                  int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
-                  int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+fp16n_gemm_avx512(fp16n_ukr_fn ukr, fp16n_ukr_c_fn ukr_c, fp16n_dot_fn dot, int trans_a,
+                  int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                  const uint16_t *B, int64_t ldb, float beta, uint16_t *C, int64_t ldc,
+                  amp_stats *st)
 {
-	if (trans_b && (trans_a || M < N)) {
-		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, ukr, NULL,
-		                 fp16n_store_t_avx512, 0, !trans_a, N, M, K, B, ldb, A, lda, beta, C,
-		                 ldc, 0, 1, NULL);
+	if (trans_b && (trans_a || M < N) && !(dot && fp16n_dot_fits(trans_a, trans_b, N, K))) {
+		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, ukr, NULL, dot,
+		                 fp16n_store_t_avx512, 0, !trans_a, N, M, K, B, ldb, A, lda, beta,
+		                 C, ldc, 0, 1, NULL);
 		if (st) {
 			amp_stats_init(st);
 			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
 		}
 		return;
 	}
-	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, ukr, ukr_c,
+	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, ukr, ukr_c, dot,
 	                 amp_fp16n_store_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
 	                 ldc, 0, 0, st);
 }
 
-FP16_TARGET static void fp16n_gemm_zmm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                                       const uint16_t *A, int64_t lda, const uint16_t *B,
+FP16_TARGET static void fp16n_gemm_zmm(int dot, int trans_a, int trans_b, int64_t M, int64_t N,
+                                       int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
                                        int64_t ldb, float beta, uint16_t *C, int64_t ldc,
                                        amp_stats *st)
 {
-	fp16n_gemm_avx512(fp16n_ukr_zmm, fp16n_ukr_c_zmm, trans_a, trans_b, M, N, K, A, lda, B, ldb,
-	                  beta, C, ldc, st);
+	fp16n_gemm_avx512(fp16n_ukr_zmm, fp16n_ukr_c_zmm, dot ? fp16n_dot_zmm : NULL, trans_a,
+	                  trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
 }
 
 /* The same loop nests (and choice of the transposed problem) on the model's micro-kernel. */
@@ -695,24 +844,32 @@ AVX512_TARGET void amp_fp16n_gemm_model_avx512(int trans_a, int trans_b, int64_t
                                                const uint16_t *B, int64_t ldb, float beta,
                                                uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	fp16n_gemm_avx512(fp16n_ukr_ref, NULL, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	                  ldc, st);
+	fp16n_gemm_avx512(fp16n_ukr_ref, NULL, fp16n_dot_ref, trans_a, trans_b, M, N, K, A, lda, B,
+	                  ldb, beta, C, ldc, st);
 }
 
 /* Without AVX512-FP16 the model's micro-kernel and store stand in (the same operations in the
  * same order: the same bits, but for which payload survives when two NaNs meet), compiled for
  * any x86-64. */
+void amp_gemm_f16_avx512fp16_range(int dot, int trans_a, int trans_b, int64_t M, int64_t N,
+                                   int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                                   int64_t ldb, float beta, uint16_t *C, int64_t ldc, amp_stats *st)
+{
+	if (!amp_fp16n_cpu_ok()) {
+		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+		                 dot ? fp16n_dot_ref : NULL, fp16n_store_ref, trans_a, trans_b, M,
+		                 N, K, A, lda, B, ldb, beta, C, ldc, 0, 0, st);
+		return;
+	}
+	fp16n_gemm_zmm(dot, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+}
+
 void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                              const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st)
 {
-	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
-		                 fp16n_store_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta,
-		                 C, ldc, 0, 0, st);
-		return;
-	}
-	fp16n_gemm_zmm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, st);
+	amp_gemm_f16_avx512fp16_range(fp16n_dot_fits(trans_a, trans_b, N, K), trans_a, trans_b, M,
+	                              N, K, A, lda, B, ldb, beta, C, ldc, st);
 }
 
 /* The acc32 store for a transposed C (fp16n_store_t_avx512's for FP32): each 8 x 8 block of
@@ -759,31 +916,44 @@ AVX512_TARGET static void fp16n_store_t_f32_avx512(const float *acc, int64_t row
  * AVX512-FP16), on the transposed problem when op(B) is B^T, as fp16n_gemm_avx512 chooses
  * (the weight gradient of a convolution, G (O, OHW) . col^T: col is then read in place and
  * only the thin G is transposed while packing, not the columns of every image). */
-FP16_TARGET static void fp16n_gemm_zmm_acc32(int trans_a, int trans_b, int64_t M, int64_t N,
-                                             int64_t K, const uint16_t *A, int64_t lda,
+FP16_TARGET static void fp16n_gemm_zmm_acc32(int dot, int trans_a, int trans_b, int64_t M,
+                                             int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                                              const uint16_t *B, int64_t ldb, float beta, float *C,
                                              int64_t ldc)
 {
+	if (dot && fp16n_dot_fits(trans_a, trans_b, N, K)) {
+		fp16n_dot_zmm(M, N, K, A, lda, B, ldb, beta, C, ldc, 1);
+		return;
+	}
 	if (trans_b && (trans_a || M < N)) {
 		fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm,
-		                 NULL, fp16n_store_t_f32_avx512, 0, !trans_a, N, M, K, B, ldb, A,
-		                 lda, beta, C, ldc, 1, 1, NULL);
+		                 NULL, NULL, fp16n_store_t_f32_avx512, 0, !trans_a, N, M, K, B, ldb,
+		                 A, lda, beta, C, ldc, 1, 1, NULL);
 		return;
 	}
 	fp16n_gemm_drive(amp_fp16n_pack_a_avx512, amp_fp16n_pack_b_avx512, fp16n_ukr_zmm, NULL,
-	                 amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb,
-	                 beta, C, ldc, 1, 0, NULL);
+	                 NULL, amp_fp16n_store_f32_avx512, trans_a, trans_b, M, N, K, A, lda, B,
+	                 ldb, beta, C, ldc, 1, 0, NULL);
+}
+
+void amp_gemm_f16_avx512fp16_acc32_range(int dot, int trans_a, int trans_b, int64_t M, int64_t N,
+                                         int64_t K, const uint16_t *A, int64_t lda,
+                                         const uint16_t *B, int64_t ldb, float beta, float *C,
+                                         int64_t ldc)
+{
+	if (!amp_fp16n_cpu_ok()) {
+		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
+		                 dot ? fp16n_dot_ref : NULL, fp16n_store_f32_ref, trans_a, trans_b,
+		                 M, N, K, A, lda, B, ldb, beta, C, ldc, 1, 0, NULL);
+		return;
+	}
+	fp16n_gemm_zmm_acc32(dot, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 void amp_gemm_f16_avx512fp16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                                    const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                                    float beta, float *C, int64_t ldc)
 {
-	if (!amp_fp16n_cpu_ok()) {
-		fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
-		                 fp16n_store_f32_ref, trans_a, trans_b, M, N, K, A, lda, B, ldb,
-		                 beta, C, ldc, 1, 0, NULL);
-		return;
-	}
-	fp16n_gemm_zmm_acc32(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+	amp_gemm_f16_avx512fp16_acc32_range(fp16n_dot_fits(trans_a, trans_b, N, K), trans_a,
+	                                    trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

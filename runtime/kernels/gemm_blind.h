@@ -54,6 +54,17 @@ void amp_gemm_f16_avx512fp16(int trans_a, int trans_b, int64_t M, int64_t N, int
                              float beta, uint16_t *C, int64_t ldc, amp_stats *st);
 /* 1 if the CPU and OS support AVX512-FP16 (with F, BW, VL), else 0.  Probed once. */
 int amp_fp16n_cpu_ok(void);
+/* The two on a range of C of a larger GEMM (gemm_split.h), which takes the whole GEMM's path:
+ * dot = fp16n_dot_fits of the whole (a column range of a wider GEMM can be as narrow as one that
+ * runs as dot products; it must not, to keep the whole's bits). */
+void amp_gemm_f16_avx512fp16_range(int dot, int trans_a, int trans_b, int64_t M, int64_t N,
+                                   int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                                   int64_t ldb, float beta, uint16_t *C, int64_t ldc,
+                                   amp_stats *st);
+void amp_gemm_f16_avx512fp16_acc32_range(int dot, int trans_a, int trans_b, int64_t M, int64_t N,
+                                         int64_t K, const uint16_t *A, int64_t lda,
+                                         const uint16_t *B, int64_t ldb, float beta, float *C,
+                                         int64_t ldc);
 
 /* ---- shared by the kernels and the models -------------------------------------------------- */
 
@@ -884,20 +895,124 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
 		}
 }
 
+/* ---- narrow x w^T: dot products along k ----------------------------------------------------
+ * op(A) = A with rows contiguous in k, op(B) = B^T (B's rows contiguous in k) and few columns (a
+ * classifier's 10 outputs): the register tile of the loop nest above would hold N of its 64
+ * columns, and the transposed problem packs A^T.  Each element is instead a dot product of two
+ * contiguous rows, 32 k at a time: lane l of step s holds k = 32 s + l (zero past K).  Each lane
+ * sums its products as a column of the tile above sums its k: FP16 FMAs over blocks of
+ * FP16N_KB steps, the blocks in pairs, each pair's sum promoted to an FP32 accumulator (stored
+ * by the first pair, added by the others); then the 32 FP32 lanes are added by halves, l + 16,
+ * l + 8, l + 4, l + 2, l + 1, and C is stored as the loop nest's stores do (one rounding of the
+ * sum [+ beta C]).  A lane sums K / 32 products, not K: the promotions come 32 times less often
+ * per element, and the error is the same model's (above) or smaller.  The order depends on K
+ * only, and on the GEMM taking this path (fp16n_dot_fits: the transposes, N and K, never M), so
+ * row ranges of C computed apart have the bits of the whole. */
+#define FP16N_DOT_N    16 /* columns and depth from which x w^T runs as dot products */
+#define FP16N_DOT_KMIN 512
+
+/* 1 if the GEMM runs as dot products: op(A) = A, op(B) = B^T, N <= FP16N_DOT_N, K >=
+ * FP16N_DOT_KMIN.  Measured against the loop nest on 128 x N x K (Intel class, GFLOP/s): N =
+ * 10, K = 1024: 212 against 88; K = 512: 152 against 96; K = 256: 100 against 90 (each element's
+ * promotions and its sum of 32 lanes weigh more as K shrinks); N = 16, K = 1024: 158 against
+ * 143, K = 512: 138 against 146; N = 20, K = 1024: 168 against 177. */
+static inline int fp16n_dot_fits(int trans_a, int trans_b, int64_t N, int64_t K)
+{
+	return !trans_a && trans_b && N <= FP16N_DOT_N && K >= FP16N_DOT_KMIN;
+}
+
+/* C (M, N) = A (M, K) . B (N, K)^T [+ beta C], as above; c_f32: C fp32 (the sums stored). */
+typedef void (*fp16n_dot_fn)(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                             const uint16_t *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                             int c_f32);
+
+/* The 32 lanes' FP32 sums f added by halves (f is overwritten): the dot product. */
+static inline float fp16n_dot_lanes(float *f)
+{
+	for (int w = 16; w >= 1; w /= 2)
+		for (int l = 0; l < w; l++)
+			f[l] = f[l] + f[l + w];
+	return f[0];
+}
+
+/* C[i] = the stores' rounding of v [+ beta C[i]] (fp16n_store_ref / fp16n_store_f32_ref). */
+static inline void fp16n_dot_put(float v, float beta, void *C, int64_t i, int c_f32)
+{
+	if (c_f32) {
+		float *c = C;
+		if (beta != 0.0f) {
+			float p = beta * c[i];
+			v = v + p;
+		}
+		c[i] = v;
+		return;
+	}
+	uint16_t *c = C;
+	if (beta != 0.0f)
+		v = v + beta * amp_f16_to_f32(c[i]);
+	c[i] = amp_f32_to_f16(v);
+}
+
+/* The model of the dot products (fp16n_fma_ref for each lane's FMAs and the pairs' adds). */
+static inline void fp16n_dot_ref(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                                 const uint16_t *B, int64_t ldb, float beta, void *C, int64_t ldc,
+                                 int c_f32)
+{
+	int64_t steps = (K + 31) / 32;
+	for (int64_t i = 0; i < M; i++)
+		for (int64_t j = 0; j < N; j++) {
+			float f[32];
+			uint16_t p[32]; /* the pair's first block */
+			for (int64_t s0 = 0; s0 < steps; s0 += FP16N_KB) {
+				uint16_t s[32] = {0};
+				int g = (int)(s0 / FP16N_KB) % FP16N_GROUP;
+				int64_t s1 = blind_min(steps, s0 + FP16N_KB);
+				for (int64_t t = s0; t < s1; t++)
+					for (int l = 0; l < 32; l++) {
+						int64_t k = 32 * t + l;
+						uint16_t a = k < K ? A[i * lda + k] : 0;
+						uint16_t b = k < K ? B[j * ldb + k] : 0;
+						s[l] = fp16n_fma_ref(a, b, s[l]);
+					}
+				if (g > 0)
+					for (int l = 0; l < 32; l++)
+						s[l] = fp16n_fma_ref(s[l], 0x3c00u, p[l]);
+				if (g < FP16N_GROUP - 1 && s1 < steps) {
+					memcpy(p, s, sizeof p);
+					continue;
+				}
+				for (int l = 0; l < 32; l++)
+					f[l] = s0 < FP16N_KP ? amp_f16_to_f32(s[l])
+					                     : f[l] + amp_f16_to_f32(s[l]);
+			}
+			fp16n_dot_put(fp16n_dot_lanes(f), beta, C, i * ldc + j, c_f32);
+		}
+}
+
 /* The loop nest of amp_gemm_f16_avx512fp16, on the given packers, micro-kernel and store.
- * c_f32: C is fp32 and the store an acc32 one (st NULL).  ct: the problem is the transpose of
- * the caller's, C^T = op(B)^T op(A)^T: element (i, j) of this C goes to C[j * ldc + i], through
- * a store that writes its tile so (st NULL, ukr_c NULL; with c_f32 an acc32 one). */
+ * c_f32: C is fp32 and the store an acc32 one (st NULL).  dot: NULL (never), or the dot
+ * products that the GEMMs fp16n_dot_fits takes run on (only when ct is 0: callers do not
+ * transpose those).  ct: the
+ * problem is the transpose of the caller's, C^T = op(B)^T op(A)^T: element (i, j) of this C
+ * goes to C[j * ldc + i], through a store that writes its tile so (st NULL, ukr_c NULL; with
+ * c_f32 an acc32 one). */
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
-                 fp16n_ukr_c_fn ukr_c, fp16n_store_fn store, int trans_a, int trans_b, int64_t M,
-                 int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
-                 int64_t ldb, float beta, void *C, int64_t ldc, int c_f32, int ct, amp_stats *st)
+                 fp16n_ukr_c_fn ukr_c, fp16n_dot_fn dot, fp16n_store_fn store, int trans_a,
+                 int trans_b, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                 const uint16_t *B, int64_t ldb, float beta, void *C, int64_t ldc, int c_f32,
+                 int ct, amp_stats *st)
 {
 	size_t csize = c_f32 ? sizeof(float) : sizeof(uint16_t);
 	blind_mat a = blind_op_a(trans_a, A, lda), b = blind_op_b(trans_b, B, ldb);
 	if (st)
 		amp_stats_init(st);
+	if (dot && !ct && fp16n_dot_fits(trans_a, trans_b, N, K)) {
+		dot(M, N, K, A, lda, B, ldb, beta, C, ldc, c_f32);
+		if (st)
+			blind_stats_rows(amp_stats_f16, C, ldc, 0, M, 0, N, st);
+		return;
+	}
 	int64_t kcmax = blind_min(FP16N_KC, K);
 	int64_t ncmax = blind_min(FP16N_NC, (N + FP16N_NR - 1) / FP16N_NR * FP16N_NR);
 	int64_t mcmax = blind_min(FP16N_MC, (M + FP16N_MR - 1) / FP16N_MR * FP16N_MR);

@@ -34,6 +34,13 @@
  * and GEMM_UKR_DIRECT_PAIRS (with GEMM_UKR_NARROW, GEMM_KP 2) with gemm_ukr_direct_pairs: as
  *        gemm_ukr_narrow (out may be NULL: then c [+]= as gemm_ukr) for a full MR-row tile of
  *        bf16 A read in place, rows a + r * lda holding their k pairs (k contiguous, kc even).
+ * A path may define GEMM_DOT_N and GEMM_DOT_KMIN with
+ *   static void gemm_dot_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+ *                            const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+ *        C (M,N) = A (M,K) . B (N,K)^T + beta C, each element a dot product of two rows
+ *        contiguous in k (its order fixed by K alone): the fp32 x w^T GEMMs with N <=
+ *        GEMM_DOT_N and K >= GEMM_DOT_KMIN run on it (a classifier's few outputs, which a
+ *        register tile of NR columns would mostly leave empty), threads taking row ranges.
  * The half GEMMs (fp16, bf16) sum in an fp32 accumulator block and round to their type once at
  * the end.
  */
@@ -345,6 +352,7 @@ typedef struct gemm_job {
 	int64_t units;      /* NR-wide column or MR-high row units to share out */
 	amp_stats *parts;   /* with statistics: one per share, else NULL */
 	int c_f32;          /* half A and B, C fp32: the sums are stored, not rounded (acc32) */
+	int dot;            /* fp32 x w^T on gemm_dot_f32 (GEMM_DOT_N) */
 } gemm_job;
 
 
@@ -521,6 +529,14 @@ static void gemm_task(void *arg, int t, int n)
 	}
 	if (mb <= 0 || nb <= 0)
 		return;
+#ifdef GEMM_DOT_N
+	if (g->dot) {
+		gemm_dot_f32(mb, g->N, g->K, (const float *)g->a.p + i0 * g->a.rs, g->a.rs,
+		             (const float *)g->b.p, g->b.rs, g->beta, (float *)g->C + i0 * g->ldc,
+		             g->ldc);
+		return;
+	}
+#endif
 	if (g->c_f32 || g->a.dt == AMP_F32) {
 		gemm_block_c32(g, i0, mb, j0, nb);
 		return;
@@ -545,6 +561,9 @@ static void gemm_run_c(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
 	};
 	if (c_f32)
 		st = NULL;
+#ifdef GEMM_DOT_N
+	g.dot = dt == AMP_F32 && !trans_a && trans_b && N <= GEMM_DOT_N && K >= GEMM_DOT_KMIN;
+#endif
 	int want = amp_kernels_threads();
 	double work = (double)M * (double)N * (double)(K > 0 ? K : 1);
 	if (work < GEMM_PAR_MIN)
@@ -553,7 +572,7 @@ static void gemm_run_c(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
 		want *= 2;  /* two shares a thread: a thread that is held up delays only half as much */
 	int64_t mu = (M + GEMM_MR - 1) / GEMM_MR, nu = (N + GEMM_NR - 1) / GEMM_NR;
 	/* Each thread packs all of the operand it does not split: split the longer side. */
-	g.split_n = nu >= want && (N >= M || mu < want);
+	g.split_n = !g.dot && nu >= want && (N >= M || mu < want);
 	g.units = g.split_n ? nu : mu;
 	if (want > g.units)
 		want = (int)g.units;

@@ -4,8 +4,9 @@
  * C is cut into row ranges (or column ranges when it has few rows), each a whole number of the
  * kernel's blocks (unit rows or columns), and every thread runs the kernel on its own range with
  * its own workspace.  A range is a set of whole dot products over the same K, summed in an order
- * fixed by K alone, so C has the same bits for any thread count; the statistics of the ranges
- * are merged exactly (amp_stats_merge).
+ * fixed by K and by the path the kernel takes for the whole GEMM (which the caller passes on to
+ * the ranges where they could differ), so C has the same bits for any thread count; the
+ * statistics of the ranges are merged exactly (amp_stats_merge).
  */
 #ifndef AMP_KERNELS_GEMM_SPLIT_H
 #define AMP_KERNELS_GEMM_SPLIT_H

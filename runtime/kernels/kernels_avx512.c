@@ -339,6 +339,92 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 	return 1;
 }
 
+/* fp32 x w^T with few columns as dot products (gemm_impl.h): a tile of 4 rows of A by 5 rows of
+ * B, 20 zmm of 16 lanes' sums (lane l of step s: k = 16 s + l, zero past K), 9 loads for 20
+ * FMAs a step; then each element's lanes added by halves (l + 8, l + 4, l + 2, l + 1, four
+ * elements at once), C = that + beta C.  Measured against the loop nest on 128 x N x K (Intel
+ * class, GFLOP/s): N = 10, K = 1024: 88 against 49; K = 256: 100 against 54; K = 128: 71 against
+ * 56; K = 64: 44 against 53; N = 16, K = 1024: 77 against 85 (the loop nest's 32-column tile half
+ * full is better than 16 of the dot tiles' 20 outputs). */
+#define GEMM_DOT_N    15
+#define GEMM_DOT_KMIN 128
+#define GEMM_DOT_MR   4
+#define GEMM_DOT_NR   5
+
+static inline __attribute__((always_inline)) void
+gemm_dot_step(__m512 *c, const float *const *a, const float *const *b, int64_t k, __mmask16 m)
+{
+	__m512 bv[GEMM_DOT_NR];
+#pragma GCC unroll 5
+	for (int j = 0; j < GEMM_DOT_NR; j++)
+		bv[j] = _mm512_maskz_loadu_ps(m, b[j] + k);
+#pragma GCC unroll 4
+	for (int r = 0; r < GEMM_DOT_MR; r++) {
+		__m512 av = _mm512_maskz_loadu_ps(m, a[r] + k);
+#pragma GCC unroll 5
+		for (int j = 0; j < GEMM_DOT_NR; j++)
+			c[r * GEMM_DOT_NR + j] = _mm512_fmadd_ps(av, bv[j], c[r * GEMM_DOT_NR + j]);
+	}
+}
+
+/* The dot products of four outputs from their 16 lanes each: halvings l + 8, l + 4, l + 2, l + 1
+ * on the four at once (128-bit quarters moved across them).  Lane 4q holds output q. */
+static inline __m512 gemm_dot_reduce4(__m512 x0, __m512 x1, __m512 x2, __m512 x3)
+{
+	__m512 y01 =
+	    _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xee));
+	__m512 y23 =
+	    _mm512_add_ps(_mm512_shuffle_f32x4(x2, x3, 0x44), _mm512_shuffle_f32x4(x2, x3, 0xee));
+	__m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(y01, y23, 0x88),
+	                         _mm512_shuffle_f32x4(y01, y23, 0xdd));
+	z = _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0xee));
+	return _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0x55));
+}
+
+static void gemm_dot_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                         const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+	int64_t full = K / 16;
+	__mmask16 tail = mask_n(K % 16);
+	const __m512i quad = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+	for (int64_t i0 = 0; i0 < M; i0 += GEMM_DOT_MR)
+		for (int64_t j0 = 0; j0 < N; j0 += GEMM_DOT_NR) {
+			/* rows past M or N repeat the tile's first; their sums are not stored */
+			const float *a[GEMM_DOT_MR], *b[GEMM_DOT_NR];
+			for (int r = 0; r < GEMM_DOT_MR; r++)
+				a[r] = A + (i0 + r < M ? i0 + r : i0) * lda;
+			for (int j = 0; j < GEMM_DOT_NR; j++)
+				b[j] = B + (j0 + j < N ? j0 + j : j0) * ldb;
+			__m512 c[GEMM_DOT_MR * GEMM_DOT_NR];
+#pragma GCC unroll 20
+			for (int t = 0; t < GEMM_DOT_MR * GEMM_DOT_NR; t++)
+				c[t] = _mm512_setzero_ps();
+			for (int64_t s = 0; s < full; s++)
+				gemm_dot_step(c, a, b, 16 * s, 0xffffu);
+			if (K % 16)
+				gemm_dot_step(c, a, b, 16 * full, tail);
+			/* c indexed by constants only (unrolled), so that it stays in registers */
+			_Alignas(16) float sum[GEMM_DOT_MR * GEMM_DOT_NR];
+#pragma GCC unroll 5
+			for (int t = 0; t < GEMM_DOT_MR * GEMM_DOT_NR; t += 4)
+				_mm_store_ps(sum + t,
+				             _mm512_castps512_ps128(_mm512_permutexvar_ps(
+				                 quad, gemm_dot_reduce4(c[t], c[t + 1], c[t + 2],
+				                                        c[t + 3]))));
+			for (int r = 0; r < GEMM_DOT_MR && i0 + r < M; r++) {
+				int64_t w = N - j0 < GEMM_DOT_NR ? N - j0 : GEMM_DOT_NR;
+				__mmask16 m = mask_n(w);
+				float *d = C + (i0 + r) * ldc + j0;
+				__m512 v = _mm512_maskz_loadu_ps(m, sum + r * GEMM_DOT_NR);
+				if (beta != 0.0f)
+					v = _mm512_add_ps(
+					    v, _mm512_mul_ps(_mm512_set1_ps(beta),
+					                     _mm512_maskz_loadu_ps(m, d)));
+				_mm512_mask_storeu_ps(d, m, v);
+			}
+		}
+}
+
 #include "gemm_impl.h"
 #include "nn_impl.h"
 #define VECH16_ENGINE AMP_ENGINE_FP32_FMA

@@ -272,6 +272,7 @@ static unsigned fp16n_run_flagged(void (*run)(void *), void *arg)
 }
 
 typedef struct fp16n_call {
+	int dot; /* the whole GEMM runs as dot products (fp16n_dot_fits) */
 	int trans_a, trans_b, c_f32;
 	int64_t M, N, K;
 	const uint16_t *A, *B;
@@ -285,11 +286,13 @@ static void fp16n_run(void *arg)
 {
 	const fp16n_call *c = arg;
 	if (c->c_f32)
-		amp_gemm_f16_avx512fp16_acc32(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A, c->lda,
-		                              c->B, c->ldb, c->beta, c->C, c->ldc);
+		amp_gemm_f16_avx512fp16_acc32_range(c->dot, c->trans_a, c->trans_b, c->M, c->N,
+		                                    c->K, c->A, c->lda, c->B, c->ldb, c->beta, c->C,
+		                                    c->ldc);
 	else
-		amp_gemm_f16_avx512fp16(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A, c->lda, c->B,
-		                        c->ldb, c->beta, c->C, c->ldc, c->st);
+		amp_gemm_f16_avx512fp16_range(c->dot, c->trans_a, c->trans_b, c->M, c->N, c->K,
+		                              c->A, c->lda, c->B, c->ldb, c->beta, c->C, c->ldc,
+		                              c->st);
 }
 
 /* Whether element (i, j) of the part's C is Inf or NaN. */
@@ -354,33 +357,39 @@ static void fp16n_part_checked(fp16n_call *c)
 	}
 }
 
-static void fp16n_part(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                       const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
-                       void *C, int64_t ldc, amp_stats *st)
-{
-	fp16n_call c = {trans_a, trans_b, 0, M, N, K, A, B, lda, ldb, ldc, beta, C, st};
-	fp16n_part_checked(&c);
-}
-
-static void fp16n_part_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                             const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-                             float beta, void *C, int64_t ldc, amp_stats *st)
-{
-	(void)st;
-	fp16n_call c = {trans_a, trans_b, 1, M, N, K, A, B, lda, ldb, ldc, beta, C, NULL};
-	fp16n_part_checked(&c);
-}
+/* The range functions (gemm_split_fn) of a GEMM that runs as dot products (_dot) or not: fp16
+ * C, or fp32 C (acc32). */
+/* clang-format off */
+#define FP16N_PART(NAME, DOT, C_F32)                                                               \
+	static void NAME(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,                \
+	                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,           \
+	                 float beta, void *C, int64_t ldc, amp_stats *st)                          \
+	{                                                                                          \
+		fp16n_call c = {.dot = DOT, .trans_a = trans_a, .trans_b = trans_b,                \
+		                .c_f32 = C_F32, .M = M, .N = N, .K = K, .A = A, .B = B,            \
+		                .lda = lda, .ldb = ldb, .ldc = ldc, .beta = beta, .C = C,          \
+		                .st = C_F32 ? NULL : st};                                          \
+		fp16n_part_checked(&c);                                                            \
+	}
+/* clang-format on */
+FP16N_PART(fp16n_part, 0, 0)
+FP16N_PART(fp16n_part_dot, 1, 0)
+FP16N_PART(fp16n_part_acc32, 0, 1)
+FP16N_PART(fp16n_part_acc32_dot, 1, 1)
 
 /* The fp16 slot (amp_gemm_fn): st arrives initialised and receives the statistics of C too.
  * Split over the kernel threads in ranges of 64 rows or columns (whole register tiles): every
- * element's blocks of k are the same, so are its bits, for any thread count. */
+ * element's blocks of k are the same, so are its bits, for any thread count.  Whether the
+ * GEMM runs as dot products is decided here, on the whole (its N): such a GEMM (N <= 16) is cut
+ * into row ranges only, and no range of another one takes that path. */
 static void gemm_f16_native(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                             const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
                             void *C, int64_t ldc, amp_stats *st)
 {
 	amp_stats s;
-	gemm_split_run(fp16n_part, 64, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
-	               sizeof(uint16_t), st ? &s : NULL);
+	gemm_split_run(fp16n_dot_fits(trans_a, trans_b, N, K) ? fp16n_part_dot : fp16n_part, 64,
+	               trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t),
+	               st ? &s : NULL);
 	if (st)
 		amp_stats_merge(st, &s);
 }
@@ -392,8 +401,9 @@ static void gemm_f16_native_acc32(int trans_a, int trans_b, int64_t M, int64_t N
                                   float beta, void *C, int64_t ldc, amp_stats *st)
 {
 	(void)st;
-	gemm_split_run(fp16n_part_acc32, 64, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-	               ldc, sizeof(float), NULL);
+	gemm_split_run(
+	    fp16n_dot_fits(trans_a, trans_b, N, K) ? fp16n_part_acc32_dot : fp16n_part_acc32, 64,
+	    trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, sizeof(float), NULL);
 }
 
 const amp_kernel_table amp_kernels_avx512fp16_table = {

@@ -95,7 +95,8 @@ static void fp16n_model(int ta, int tb, int64_t M, int64_t N, int64_t K, const u
                         int64_t ldc, amp_stats *st)
 {
 	fp16n_gemm_drive(fp16n_pack_a_panels_ref, fp16n_pack_b_ref, fp16n_ukr_ref, NULL,
-	                 fp16n_store_ref, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, 0, st);
+	                 fp16n_dot_ref, fp16n_store_ref, ta, tb, M, N, K, A, lda, B, ldb, beta, C,
+	                 ldc, 0, 0, st);
 }
 
 /* The unpacked fallbacks (used when the workspace cannot be allocated). */
@@ -998,6 +999,103 @@ Test(gemm_native, fp16_a_in_place_or_copied_same_bits)
 		a_stride_same_bits(amp_gemm_f16_avx512fp16, "avx512-fp16 kernel");
 	} else {
 		printf("SKIPPED: avx512-fp16 kernel (A strides) needs avx512_fp16\n");
+		fflush(stdout);
+	}
+}
+
+/* x w^T with few columns runs as dot products along k (fp16n_dot_fits): on random data, where
+ * another order of the sums would show, fn gives fp16n_dot_ref's bits, K around the lanes' (32),
+ * blocks' (24 steps) and pairs' (48 steps) boundaries, rows and columns past the kernel's 4 x 5
+ * tile, beta 0 and 0.5, with an Inf and a NaN in A on some; acc32 (when given) its FP32 sums;
+ * and the FP16 accuracy targets hold for K = 4096. */
+static void dot_same_bits(gemm_fn fn,
+                          void (*acc32)(int, int, int64_t, int64_t, int64_t, const uint16_t *,
+                                        int64_t, const uint16_t *, int64_t, float, float *,
+                                        int64_t),
+                          const char *what)
+{
+	static const int64_t ks[] = {512, 513, 767, 768, 769, 1535, 1536, 1537, 3000};
+	static const int64_t mn[][2] = {{1, 1}, {4, 5}, {9, 16}, {33, 10}, {7, 3}};
+	int runs = 0;
+	rng_state = 19;
+	for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+		for (size_t f = 0; f < sizeof mn / sizeof mn[0]; f++, runs++) {
+			problem p;
+			float beta = (i + f) % 2 ? 0.5f : 0.0f;
+			problem_make(&p, &FP16, mn[f][0], mn[f][1], ks[i], 0, 1, beta, -1.0f, 0);
+			cr_assert(fp16n_dot_fits(0, 1, p.N, p.K));
+			if (f == 3 && i % 3 == 0) { /* row 1: +Inf; row 2: a NaN */
+				p.A[1 * p.lda + ks[i] / 2] = 0x7c00u;
+				p.A[2 * p.lda + 5] = 0x7e00u;
+			}
+			uint16_t *want = malloc((size_t)(p.M * p.ldc) * 2);
+			cr_assert(want);
+			memcpy(want, p.C0, (size_t)(p.M * p.ldc) * 2);
+			fp16n_dot_ref(p.M, p.N, p.K, p.A, p.lda, p.B, p.ldb, p.beta, want, p.ldc,
+			              0);
+			problem_run(&p, fn, NULL);
+			cr_assert(same_halves(want, p.C, (int)(p.M * p.ldc), 0),
+			          "%s %lldx%lldx%lld beta %g: not the dot products' bits", what,
+			          (long long)p.M, (long long)p.N, (long long)p.K, (double)p.beta);
+			if (acc32) {
+				float *c32 = malloc((size_t)(p.M * p.ldc) * 4);
+				float *w32 = malloc((size_t)(p.M * p.ldc) * 4);
+				cr_assert(c32 && w32);
+				for (int64_t e = 0; e < p.M * p.ldc; e++)
+					c32[e] = w32[e] = amp_f16_to_f32(p.C0[e]);
+				fp16n_dot_ref(p.M, p.N, p.K, p.A, p.lda, p.B, p.ldb, p.beta, w32,
+				              p.ldc, 1);
+				acc32(0, 1, p.M, p.N, p.K, p.A, p.lda, p.B, p.ldb, p.beta, c32,
+				      p.ldc);
+				for (int64_t e = 0; e < p.M * p.ldc; e++)
+					cr_assert(
+					    (isnan(c32[e]) && isnan(w32[e])) ||
+					        memcmp(&c32[e], &w32[e], 4) == 0,
+					    "%s acc32 %lldx%lldx%lld: element %lld not the dot "
+					    "products' sum",
+					    what, (long long)p.M, (long long)p.N, (long long)p.K,
+					    (long long)e);
+				free(c32), free(w32);
+			}
+			free(want);
+			problem_free(&p);
+		}
+	for (int pos = 0; pos < 2; pos++) {
+		problem p;
+		errs e = {0};
+		rng_state = 23;
+		problem_make(&p, &FP16, 40, 10, 4096, 0, 1, pos ? 1.0f : 0.0f, pos ? 0.5f : -1.0f,
+		             0);
+		problem_run(&p, fn, NULL);
+		problem_errors(&p, &FP16, &e);
+		if (pos)
+			cr_assert_leq(e.max_rel, 2e-3, "%s 40x10x4096 [0.5,1): max rel %.3g", what,
+			              e.max_rel);
+		else
+			cr_assert_leq(sqrt(e.diff2 / e.ref2), 2e-3,
+			              "%s 40x10x4096 [-1,1): norm-wise %.3g", what,
+			              sqrt(e.diff2 / e.ref2));
+		problem_free(&p);
+	}
+	printf("%s: %d narrow x w^T problems bit-identical to the dot products' model\n", what,
+	       runs);
+}
+
+Test(gemm_native, fp16_narrow_dot_products)
+{
+	dot_same_bits(fp16n_model, NULL, "avx512-fp16 model");
+	if (cpu_avx512bw()) {
+		dot_same_bits(amp_fp16n_gemm_model_avx512, NULL, "avx512-fp16 loop nest (avx512)");
+	} else {
+		printf("SKIPPED: avx512 loop nest (dot products) needs avx512bw\n");
+		fflush(stdout);
+	}
+	/* the entry points: the real kernel, or without AVX512-FP16 the model behind them */
+	dot_same_bits(amp_gemm_f16_avx512fp16, amp_gemm_f16_avx512fp16_acc32,
+	              amp_fp16n_cpu_ok() ? "avx512-fp16 kernel"
+	                                 : "avx512-fp16 entry point (model)");
+	if (!amp_fp16n_cpu_ok()) {
+		printf("SKIPPED: avx512-fp16 kernel (dot products) needs avx512_fp16\n");
 		fflush(stdout);
 	}
 }

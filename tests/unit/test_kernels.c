@@ -243,11 +243,12 @@ typedef struct gemm_case {
 } gemm_case;
 
 /* Edges of every blocking: row and column tails, N of one or two 16-wide vectors (the
- * in-place A path for N <= 64), K cut into several k blocks (K = 4096 too). */
+ * in-place A path for N <= 64), K cut into several k blocks (K = 4096 too), narrow x w^T (the
+ * dot products: N <= 16, K >= 128 in fp32, >= 512 in fp16). */
 static const gemm_case gemm_shapes[] = {
-	{1, 1, 1}, {3, 5, 7}, {1, 40, 3}, {29, 1, 50}, {17, 33, 65}, {64, 64, 64},
-	{13, 37, 300}, {100, 300, 784}, {300, 1100, 9}, {5, 1100, 300}, {3, 5, 0},
-	{37, 64, 129}, {25, 16, 700}, {40, 70, 4096}, {7, 33, 4096},
+    {1, 1, 1},     {3, 5, 7},       {1, 40, 3},     {29, 1, 50},    {17, 33, 65}, {64, 64, 64},
+    {13, 37, 300}, {100, 300, 784}, {300, 1100, 9}, {5, 1100, 300}, {3, 5, 0},    {37, 64, 129},
+    {25, 16, 700}, {40, 70, 4096},  {7, 33, 4096},  {9, 10, 1000},  {6, 13, 130},
 };
 
 /* Leading dimension for a rows x cols matrix in case number c: sometimes padded. */
@@ -811,9 +812,11 @@ PATH_TESTS(gemm, threads, check_threads)
 /* ---- thread count ------------------------------------------------------------------------------ */
 
 /* Above the serial threshold; split over N, over M (with the in-place A path: N <= 64),
- * ragged, and N over two column blocks. */
+ * ragged, N over two column blocks, a narrow x w^T (dot products, a ragged last row range), and
+ * an x w^T whose last column range alone would be narrow enough for the dot products. */
 static const gemm_case par_shapes[] = {
-	{96, 500, 300}, {700, 64, 200}, {301, 257, 129}, {130, 1030, 37},
+    {96, 500, 300},  {700, 64, 200},  {301, 257, 129},
+    {130, 1030, 37}, {520, 10, 1000}, {64, 70, 1000},
 };
 
 /* 1, 2, 3 and 5 threads must give the same bits, every layout, beta 0 and 1, fp32, fp16 and
@@ -1728,7 +1731,8 @@ Test(stats, merge_is_exact)
  * +Inf and -Inf in A's first row).  The engine it reports is amp_gemm's. */
 Test(gemm, acc32_stores_the_sums_that_gemm_rounds, .fini = kpath_restore)
 {
-	static const int64_t dims[][3] = {{7, 5, 13}, {33, 47, 100}, {128, 64, 288}, {9, 21, 700}};
+	static const int64_t dims[][3] = {
+	    {7, 5, 13}, {33, 47, 100}, {128, 64, 288}, {40, 10, 1100}, {9, 21, 700}};
 	static const amp_dtype halves[] = {AMP_F16, AMP_BF16};
 	for (size_t pi = 0; pi < sizeof all_paths / sizeof *all_paths; pi++) {
 		if (!kpath_force(all_paths[pi]))
