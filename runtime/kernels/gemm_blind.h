@@ -908,14 +908,15 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
  * per element, and the error is the same model's (above) or smaller.  The order depends on K
  * only, and on the GEMM taking this path (fp16n_dot_fits: the transposes, N and K, never M), so
  * row ranges of C computed apart have the bits of the whole. */
-#define FP16N_DOT_N    16 /* columns and depth from which x w^T runs as dot products */
+#define FP16N_DOT_N    24 /* columns and depth from which x w^T runs as dot products */
 #define FP16N_DOT_KMIN 512
 
 /* 1 if the GEMM runs as dot products: op(A) = A, op(B) = B^T, N <= FP16N_DOT_N, K >=
- * FP16N_DOT_KMIN.  Measured against the loop nest on 128 x N x K (Intel class, GFLOP/s): N =
- * 10, K = 1024: 212 against 88; K = 512: 152 against 96; K = 256: 100 against 90 (each element's
- * promotions and its sum of 32 lanes weigh more as K shrinks); N = 16, K = 1024: 158 against
- * 143, K = 512: 138 against 146; N = 20, K = 1024: 168 against 177. */
+ * FP16N_DOT_KMIN.  Measured against the loop nest on 128 x N x K, rows 64-byte aligned (Intel
+ * class, GFLOP/s): N = 10: K = 1024 288 against 91, K = 512 216 against 90, K = 256 136
+ * against 86, K = 128 84 against 88; N = 16: K = 1024 226 against 141, K = 512 176 against
+ * 143, K = 256 118 against 137; N = 20, 24, 32 (K = 1024): 286, 265, 248 against 173, 211, 271
+ * (each element's promotions and its sum of 32 lanes weigh more as K shrinks). */
 static inline int fp16n_dot_fits(int trans_a, int trans_b, int64_t N, int64_t K)
 {
 	return !trans_a && trans_b && N <= FP16N_DOT_N && K >= FP16N_DOT_KMIN;

@@ -342,11 +342,11 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 /* fp32 x w^T with few columns as dot products (gemm_impl.h): a tile of 4 rows of A by 5 rows of
  * B, 20 zmm of 16 lanes' sums (lane l of step s: k = 16 s + l, zero past K), 9 loads for 20
  * FMAs a step; then each element's lanes added by halves (l + 8, l + 4, l + 2, l + 1, four
- * elements at once), C = that + beta C.  Measured against the loop nest on 128 x N x K (Intel
- * class, GFLOP/s): N = 10, K = 1024: 88 against 49; K = 256: 100 against 54; K = 128: 71 against
- * 56; K = 64: 44 against 53; N = 16, K = 1024: 77 against 85 (the loop nest's 32-column tile half
- * full is better than 16 of the dot tiles' 20 outputs). */
-#define GEMM_DOT_N    15
+ * elements at once), C = that + beta C.  Measured against the loop nest on 128 x N x K, rows
+ * 64-byte aligned (Intel class, GFLOP/s): N = 10: K = 1024 149 against 50, K = 256 123 against
+ * 51, K = 128 100 against 52, K = 64 67 against 49; N = 16: K = 256 106 against 80, K = 128 85
+ * against 86; N = 20, 24, 32 (K = 1024): 146, 142, 135 against 93, 115, 154. */
+#define GEMM_DOT_N    24
 #define GEMM_DOT_KMIN 128
 #define GEMM_DOT_MR   4
 #define GEMM_DOT_NR   5

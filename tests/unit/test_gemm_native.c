@@ -1015,7 +1015,7 @@ static void dot_same_bits(gemm_fn fn,
                           const char *what)
 {
 	static const int64_t ks[] = {512, 513, 767, 768, 769, 1535, 1536, 1537, 3000};
-	static const int64_t mn[][2] = {{1, 1}, {4, 5}, {9, 16}, {33, 10}, {7, 3}};
+	static const int64_t mn[][2] = {{1, 1}, {4, 5}, {9, 16}, {33, 10}, {7, 23}};
 	int runs = 0;
 	rng_state = 19;
 	for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)

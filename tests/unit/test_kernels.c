@@ -244,7 +244,7 @@ typedef struct gemm_case {
 
 /* Edges of every blocking: row and column tails, N of one or two 16-wide vectors (the
  * in-place A path for N <= 64), K cut into several k blocks (K = 4096 too), narrow x w^T (the
- * dot products: N <= 16, K >= 128 in fp32, >= 512 in fp16). */
+ * dot products: N <= 24, K >= 128 in fp32, >= 512 in fp16). */
 static const gemm_case gemm_shapes[] = {
     {1, 1, 1},     {3, 5, 7},       {1, 40, 3},     {29, 1, 50},    {17, 33, 65}, {64, 64, 64},
     {13, 37, 300}, {100, 300, 784}, {300, 1100, 9}, {5, 1100, 300}, {3, 5, 0},    {37, 64, 129},
