@@ -507,8 +507,10 @@ static int gemm_dims(const char *op, const char *shape, double flops, double *m,
 /* GEMMs whose M, N or K is not a multiple of 8 miss the fast path (the runtime's aligned flag,
  * forward and backward).  They are ranked by the time padding could save, on a model: the fast
  * path runs at twice the rate, and padding each dimension to a multiple of 8 adds its work.  A
- * narrow GEMM (a single-column head: N = 1) would do 8 times the work padded, so padding saves
- * nothing there; those are counted, not recommended. */
+ * narrow GEMM, with a side of 16 or less (a classifier's head: N = 10, or N = 1 and 8 times the
+ * work padded), is counted, not recommended: the kernels run those as dot products or thin
+ * tiles, where padding adds work and no faster path (the fp16 head 128 x 10 x 1024 takes twice
+ * as long padded to N = 16). */
 static int rule_gemm(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
@@ -543,7 +545,7 @@ static int rule_gemm(sqlite3 *db)
 			continue;
 		double grow = ceil8(l->m) * ceil8(l->n) * ceil8(l->k) / (l->m * l->n * l->k);
 		l->save = l->ns * (1.0 - grow / 2.0);
-		if (l->save <= 0) {
+		if (l->save <= 0 || fmin(l->m, fmin(l->n, l->k)) <= 16) {
 			narrow++;
 			t_narrow += l->ns;
 			continue;
@@ -571,8 +573,10 @@ static int rule_gemm(sqlite3 *db)
 		        "than the fast path saves", narrow, t_narrow / 1e6);
 	char msg[1024], more[160] = "";
 	if (narrow)
-		snprintf(more, sizeof more, " (%d narrow GEMM(s), such as single-column heads, left "
-		         "out: padding them would not pay)", narrow);
+		snprintf(more, sizeof more,
+		         " (%d narrow GEMM(s), such as classifier heads, left "
+		         "out: padding them would not pay)",
+		         narrow);
 	snprintf(msg, sizeof msg,
 	         "%d GEMM shape(s) miss the fast path (M, N or K not a multiple of 8); padding could "
 	         "save about %.3f ms (%.1f %% of op time), most in %s '%s' (M %.0f, N %.0f, K %.0f): "

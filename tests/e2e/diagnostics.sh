@@ -450,7 +450,7 @@ check "gemm: gemm_unaligned names Linear at the 'wide' line, not the single-colu
 	"$(q f_gemm.db "SELECT rule, op, $(sline callsite) FROM advice WHERE rule = 'gemm_unaligned'")" \
 	"gemm_unaligned|Linear|$(mline FAULTS_GEMM_WIDE)"
 check_true "gemm: the message ranks 'wide' first with M, N, K and leaves the narrow head out" \
-	grep -Eq "^1 GEMM shape\(s\) miss the fast path \(M, N or K not a multiple of 8\); padding could save about [0-9.]+ ms \([0-9.]+ % of op time\), most in Linear 'wide' \(M 64, N 64, K 514\): .*\(1 narrow GEMM\(s\), such as single-column heads, left out" \
+	grep -Eq "^1 GEMM shape\(s\) miss the fast path \(M, N or K not a multiple of 8\); padding could save about [0-9.]+ ms \([0-9.]+ % of op time\), most in Linear 'wide' \(M 64, N 64, K 514\): .*\(1 narrow GEMM\(s\), such as classifier heads, left out" \
 	<(q f_gemm.db "SELECT message FROM advice WHERE rule = 'gemm_unaligned'")
 
 # 9.5 a white-list op kept in FP32 by custom_black_list: the advice names the key and where it
