@@ -35,12 +35,15 @@
  *        gemm_ukr_narrow (out may be NULL: then c [+]= as gemm_ukr) for a full MR-row tile of
  *        bf16 A read in place, rows a + r * lda holding their k pairs (k contiguous, kc even).
  * A path may define GEMM_DOT_N and GEMM_DOT_KMIN with
- *   static void gemm_dot_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
- *                            const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
- *        C (M,N) = A (M,K) . B (N,K)^T + beta C, each element a dot product of two rows
- *        contiguous in k (its order fixed by K alone): the fp32 x w^T GEMMs with N <=
- *        GEMM_DOT_N and K >= GEMM_DOT_KMIN run on it (a classifier's few outputs, which a
- *        register tile of NR columns would mostly leave empty), threads taking row ranges.
+ *   static void gemm_dots(amp_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+ *                        int64_t lda, const void *B, int64_t ldb, float beta, void *C,
+ *                        int64_t ldc, int c_f32);
+ *        C (M,N) = A (M,K) . B (N,K)^T + beta C, A and B of dtype dt, C of dtype dt (rounded
+ *        once, as gemm_narrow) or fp32 (c_f32, or dt fp32), each element a dot product of two
+ *        rows contiguous in k (its order fixed by K alone): the x w^T GEMMs with N <=
+ *        GEMM_DOT_N and K >= GEMM_DOT_KMIN (fp32) or GEMM_DOT_KMIN_HALF (half types) run on
+ *        it (a classifier's few outputs, which a register tile of NR columns would mostly
+ *        leave empty), threads taking row ranges.
  * The half GEMMs (fp16, bf16) sum in an fp32 accumulator block and round to their type once at
  * the end.
  */
@@ -352,7 +355,7 @@ typedef struct gemm_job {
 	int64_t units;      /* NR-wide column or MR-high row units to share out */
 	amp_stats *parts;   /* with statistics: one per share, else NULL */
 	int c_f32;          /* half A and B, C fp32: the sums are stored, not rounded (acc32) */
-	int dot;            /* fp32 x w^T on gemm_dot_f32 (GEMM_DOT_N) */
+	int dot;            /* x w^T on gemm_dots (GEMM_DOT_N) */
 } gemm_job;
 
 
@@ -514,6 +517,11 @@ static void gemm_block_c32(const gemm_job *g, int64_t i0, int64_t mb, int64_t j0
 	}
 }
 
+#ifdef GEMM_DOT_N
+static void gemm_dots(amp_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, float beta, void *C, int64_t ldc, int c_f32);
+#endif
+
 /* Thread t of n: its share of the units, as a row or column range of C. */
 static void gemm_task(void *arg, int t, int n)
 {
@@ -531,9 +539,14 @@ static void gemm_task(void *arg, int t, int n)
 		return;
 #ifdef GEMM_DOT_N
 	if (g->dot) {
-		gemm_dot_f32(mb, g->N, g->K, (const float *)g->a.p + i0 * g->a.rs, g->a.rs,
-		             (const float *)g->b.p, g->b.rs, g->beta, (float *)g->C + i0 * g->ldc,
-		             g->ldc);
+		amp_dtype dt = g->a.dt;
+		size_t es = dt == AMP_F32 ? sizeof(float) : sizeof(uint16_t);
+		int c_f32 = g->c_f32 || dt == AMP_F32;
+		void *c = (char *)g->C + (size_t)(i0 * g->ldc) * (c_f32 ? sizeof(float) : es);
+		gemm_dots(dt, mb, g->N, g->K, (const char *)g->a.p + (size_t)(i0 * g->a.rs) * es,
+		          g->a.rs, g->b.p, g->b.rs, g->beta, c, g->ldc, c_f32);
+		if (g->parts && !c_f32)
+			gemm_stats_rows(&g->parts[t], dt, c, mb, g->N, g->ldc);
 		return;
 	}
 #endif
@@ -545,10 +558,11 @@ static void gemm_task(void *arg, int t, int n)
 }
 
 /* Sets up the job and runs it on as many threads as it is worth; with c_f32, C is fp32 for
- * half A and B (no statistics then). */
+ * half A and B (no statistics then).  dots 0: never the dot products (GEMM_DOT_N), for a
+ * caller that runs a range of a larger GEMM which does not take them. */
 static void gemm_run_c(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
                        int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
-                       amp_dtype dt, amp_stats *st, int c_f32)
+                       amp_dtype dt, amp_stats *st, int c_f32, int dots)
 {
 	if (M <= 0 || N <= 0)
 		return;
@@ -562,7 +576,10 @@ static void gemm_run_c(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
 	if (c_f32)
 		st = NULL;
 #ifdef GEMM_DOT_N
-	g.dot = dt == AMP_F32 && !trans_a && trans_b && N <= GEMM_DOT_N && K >= GEMM_DOT_KMIN;
+	g.dot = dots && !trans_a && trans_b && N <= GEMM_DOT_N &&
+	        K >= (dt == AMP_F32 ? GEMM_DOT_KMIN : GEMM_DOT_KMIN_HALF);
+#else
+	(void)dots;
 #endif
 	int want = amp_kernels_threads();
 	double work = (double)M * (double)N * (double)(K > 0 ? K : 1);
@@ -601,7 +618,7 @@ static void gemm_run(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
                      int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
                      amp_dtype dt, amp_stats *st)
 {
-	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, dt, st, 0);
+	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, dt, st, 0, 1);
 }
 
 /* The GEMM slots (amp_gemm_fn): A, B, C of the slot's dtype as amp_gemm; st (or NULL) += the
@@ -639,7 +656,7 @@ static void gemm_bf16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int6
                             void *C, int64_t ldc, amp_stats *st)
 {
 	(void)st;
-	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_BF16, NULL, 1);
+	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_BF16, NULL, 1, 1);
 }
 
 #ifndef GEMM_BF16_ONLY
@@ -648,6 +665,6 @@ static void gemm_f16_acc32(int trans_a, int trans_b, int64_t M, int64_t N, int64
                            void *C, int64_t ldc, amp_stats *st)
 {
 	(void)st;
-	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F16, NULL, 1);
+	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F16, NULL, 1, 1);
 }
 #endif

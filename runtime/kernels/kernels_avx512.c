@@ -339,28 +339,48 @@ static int gemm_pack_fast(const gemm_operand *x, int64_t r0, int64_t nr, int64_t
 	return 1;
 }
 
-/* fp32 x w^T with few columns as dot products (gemm_impl.h): a tile of 4 rows of A by 5 rows of
- * B, 20 zmm of 16 lanes' sums (lane l of step s: k = 16 s + l, zero past K), 9 loads for 20
- * FMAs a step; then each element's lanes added by halves (l + 8, l + 4, l + 2, l + 1, four
- * elements at once), C = that + beta C.  Measured against the loop nest on 128 x N x K, rows
- * 64-byte aligned (Intel class, GFLOP/s): N = 10: K = 1024 149 against 50, K = 256 123 against
- * 51, K = 128 100 against 52, K = 64 67 against 49; N = 16: K = 256 106 against 80, K = 128 85
- * against 86; N = 20, 24, 32 (K = 1024): 146, 142, 135 against 93, 115, 154. */
+/* x w^T with few columns as dot products (gemm_impl.h), fp32 or a half type widened to fp32
+ * (gemm_dots): a tile of 4 rows of A by 5 rows of B, 20 zmm of 16 lanes' sums (lane l of step s: k
+ * = 16 s + l, zero past K), 9 loads for 20 FMAs a step; then each element's lanes added by halves
+ * (l + 8, l + 4, l + 2, l + 1, four elements at once), C = that + beta C (rounded once to a half
+ * C).  Measured against the loop nest on 128 x N x K, fp32, rows 64-byte aligned (Intel class,
+ * GFLOP/s): N = 10: K = 1024 149 against 50, K = 256 123 against 51, K = 128 100 against 52,
+ * K = 64 67 against 49; N = 16: K = 256 106 against 80, K = 128 85 against 86; N = 20, 24, 32
+ * (K = 1024): 146, 142, 135 against 93, 115, 154. */
 #define GEMM_DOT_N    24
 #define GEMM_DOT_KMIN 128
+/* Half storage (widened as loaded, B once into the workspace), 128 x N x K against the loop
+ * nest, FP16: N = 10, K = 1024 129 against 51; K = 512: N = 10 123 against 52, N = 16 98
+ * against 77, N = 24 106-112 against 107-114; K = 256: N = 16 74 against 76-81, N = 24
+ * 70-93 against 110-113. */
+#define GEMM_DOT_KMIN_HALF 512
 #define GEMM_DOT_MR   4
 #define GEMM_DOT_NR   5
 
-static inline __attribute__((always_inline)) void
-gemm_dot_step(__m512 *c, const float *const *a, const float *const *b, int64_t k, __mmask16 m)
+#include "gemm_impl.h"
+
+/* 16 values of dtype DT at p + k (elements), zero where m is clear, as fp32. */
+#define GEMM_DOT_LOAD(DT, p, k, m)                                                                 \
+	((DT) == AMP_F32 ? _mm512_maskz_loadu_ps(m, (const float *)(p) + (k))                      \
+	 : (DT) == AMP_F16                                                                         \
+	     ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)(p) + (k)))           \
+	     : _mm512_castsi512_ps(                                                                \
+	           _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(               \
+	                                 m, (const uint16_t *)(p) + (k))),                         \
+	                             16)))
+
+static inline __attribute__((always_inline)) void gemm_dot_step(__m512 *c, amp_dtype dt,
+                                                                amp_dtype dtb, const void *const *a,
+                                                                const void *const *b, int64_t k,
+                                                                __mmask16 m)
 {
 	__m512 bv[GEMM_DOT_NR];
 #pragma GCC unroll 5
 	for (int j = 0; j < GEMM_DOT_NR; j++)
-		bv[j] = _mm512_maskz_loadu_ps(m, b[j] + k);
+		bv[j] = GEMM_DOT_LOAD(dtb, b[j], k, m);
 #pragma GCC unroll 4
 	for (int r = 0; r < GEMM_DOT_MR; r++) {
-		__m512 av = _mm512_maskz_loadu_ps(m, a[r] + k);
+		__m512 av = GEMM_DOT_LOAD(dt, a[r], k, m);
 #pragma GCC unroll 5
 		for (int j = 0; j < GEMM_DOT_NR; j++)
 			c[r * GEMM_DOT_NR + j] = _mm512_fmadd_ps(av, bv[j], c[r * GEMM_DOT_NR + j]);
@@ -381,28 +401,35 @@ static inline __m512 gemm_dot_reduce4(__m512 x0, __m512 x1, __m512 x2, __m512 x3
 	return _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0x55));
 }
 
-static void gemm_dot_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                         const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+/* The dot products for A of dtype dt and B of dtype dtb (constants where it is inlined); C of
+ * dtype dt, or fp32 when c_f32 (the fp32 GEMM, and the acc32 slots' sums). */
+static inline __attribute__((always_inline)) void
+gemm_dot_dt(amp_dtype dt, amp_dtype dtb, int64_t M, int64_t N, int64_t K, const void *A,
+            int64_t lda, const void *B, int64_t ldb, float beta, void *C, int64_t ldc, int c_f32)
 {
+	size_t es = dt == AMP_F32 ? sizeof(float) : sizeof(uint16_t);
+	size_t esb = dtb == AMP_F32 ? sizeof(float) : sizeof(uint16_t);
 	int64_t full = K / 16;
 	__mmask16 tail = mask_n(K % 16);
 	const __m512i quad = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
 	for (int64_t i0 = 0; i0 < M; i0 += GEMM_DOT_MR)
 		for (int64_t j0 = 0; j0 < N; j0 += GEMM_DOT_NR) {
 			/* rows past M or N repeat the tile's first; their sums are not stored */
-			const float *a[GEMM_DOT_MR], *b[GEMM_DOT_NR];
+			const void *a[GEMM_DOT_MR], *b[GEMM_DOT_NR];
 			for (int r = 0; r < GEMM_DOT_MR; r++)
-				a[r] = A + (i0 + r < M ? i0 + r : i0) * lda;
+				a[r] = (const char *)A +
+				       (size_t)((i0 + r < M ? i0 + r : i0) * lda) * es;
 			for (int j = 0; j < GEMM_DOT_NR; j++)
-				b[j] = B + (j0 + j < N ? j0 + j : j0) * ldb;
+				b[j] = (const char *)B +
+				       (size_t)((j0 + j < N ? j0 + j : j0) * ldb) * esb;
 			__m512 c[GEMM_DOT_MR * GEMM_DOT_NR];
 #pragma GCC unroll 20
 			for (int t = 0; t < GEMM_DOT_MR * GEMM_DOT_NR; t++)
 				c[t] = _mm512_setzero_ps();
 			for (int64_t s = 0; s < full; s++)
-				gemm_dot_step(c, a, b, 16 * s, 0xffffu);
+				gemm_dot_step(c, dt, dtb, a, b, 16 * s, 0xffffu);
 			if (K % 16)
-				gemm_dot_step(c, a, b, 16 * full, tail);
+				gemm_dot_step(c, dt, dtb, a, b, 16 * full, tail);
 			/* c indexed by constants only (unrolled), so that it stays in registers */
 			_Alignas(16) float sum[GEMM_DOT_MR * GEMM_DOT_NR];
 #pragma GCC unroll 5
@@ -411,22 +438,74 @@ static void gemm_dot_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_
 				             _mm512_castps512_ps128(_mm512_permutexvar_ps(
 				                 quad, gemm_dot_reduce4(c[t], c[t + 1], c[t + 2],
 				                                        c[t + 3]))));
+			int64_t w = N - j0 < GEMM_DOT_NR ? N - j0 : GEMM_DOT_NR;
+			__mmask16 m = mask_n(w);
 			for (int r = 0; r < GEMM_DOT_MR && i0 + r < M; r++) {
-				int64_t w = N - j0 < GEMM_DOT_NR ? N - j0 : GEMM_DOT_NR;
-				__mmask16 m = mask_n(w);
-				float *d = C + (i0 + r) * ldc + j0;
 				__m512 v = _mm512_maskz_loadu_ps(m, sum + r * GEMM_DOT_NR);
+				int64_t at = (i0 + r) * ldc + j0;
+				if (c_f32 || dt == AMP_F32) {
+					float *d = (float *)C + at;
+					if (beta != 0.0f)
+						v = _mm512_add_ps(
+						    v, _mm512_mul_ps(_mm512_set1_ps(beta),
+						                     _mm512_maskz_loadu_ps(m, d)));
+					_mm512_mask_storeu_ps(d, m, v);
+					continue;
+				}
+				uint16_t *d = (uint16_t *)C + at;
 				if (beta != 0.0f)
 					v = _mm512_add_ps(
 					    v, _mm512_mul_ps(_mm512_set1_ps(beta),
-					                     _mm512_maskz_loadu_ps(m, d)));
-				_mm512_mask_storeu_ps(d, m, v);
+					                     GEMM_DOT_LOAD(dt, d, 0, m)));
+				_Alignas(64) float f[16];
+				_Alignas(32) uint16_t h[16];
+				_mm512_store_ps(f, v);
+				gemm_narrow(dt, f, h, w); /* the loop nest's rounding */
+				_mm256_mask_storeu_epi16(d, m,
+				                         _mm256_load_si256((const __m256i *)h));
 			}
 		}
 }
 
-#include "gemm_impl.h"
+/* Half A and B: B's few rows are widened once into the workspace (each is read for every
+ * 4 rows of A; widened as they were loaded, 128 x 10 x 1024 ran at 101 GFLOP/s against 142 for
+ * fp32), A as it is loaded. */
+static void gemm_dots(amp_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, float beta, void *C, int64_t ldc, int c_f32)
+{
+	if (dt == AMP_F32 || dt == AMP_I32) {
+		gemm_dot_dt(AMP_F32, AMP_F32, M, N, K, A, lda, B, ldb, beta, C, ldc, 1);
+		return;
+	}
+	float *bw = amp_kernels_workspace(AMP_WS_PACK_B, (size_t)(N * K));
+	if (bw)
+		for (int64_t j = 0; j < N; j++)
+			gemm_widen(dt, (const uint16_t *)B + j * ldb, K, bw + j * K);
+	if (dt == AMP_F16) {
+		if (bw)
+			gemm_dot_dt(AMP_F16, AMP_F32, M, N, K, A, lda, bw, K, beta, C, ldc, c_f32);
+		else
+			gemm_dot_dt(AMP_F16, AMP_F16, M, N, K, A, lda, B, ldb, beta, C, ldc, c_f32);
+		return;
+	}
+	if (bw)
+		gemm_dot_dt(AMP_BF16, AMP_F32, M, N, K, A, lda, bw, K, beta, C, ldc, c_f32);
+	else
+		gemm_dot_dt(AMP_BF16, AMP_BF16, M, N, K, A, lda, B, ldb, beta, C, ldc, c_f32);
+}
+
 #include "nn_impl.h"
+
+/* The fp16 GEMM of this path (c_f32 0) or its acc32 form (1) on its loop nest only, never the
+ * dot products: for a caller that computes a range of a larger GEMM which does not take them
+ * (kernels_avx512fp16.c's second look at sums that left FP16's range). */
+void amp_gemm_f16_avx512_nodots(int c_f32, int trans_a, int trans_b, int64_t M, int64_t N,
+                                int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb,
+                                float beta, void *C, int64_t ldc)
+{
+	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F16, NULL, c_f32,
+	           0);
+}
 #define VECH16_ENGINE AMP_ENGINE_FP32_FMA
 #include "vech16_impl.h"
 

@@ -338,10 +338,17 @@ static void fp16n_part_checked(fp16n_call *c)
 		return;
 	if (c->beta != 0.0f)
 		memcpy(t, saved, (size_t)(c->M * c->N) * esz);
-	amp_gemm_fn fp32 = c->c_f32 ? amp_kernels_avx512_table.gemm_acc32[AMP_F16]
-	                            : amp_kernels_avx512_table.gemm[AMP_F16];
-	fp32(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, t, c->N,
-	     NULL);
+	/* the range takes the whole GEMM's path there too: a column range of a wider GEMM can be
+	 * narrow enough for the dot products when the whole is not */
+	if (c->dot) {
+		amp_gemm_fn fp32 = c->c_f32 ? amp_kernels_avx512_table.gemm_acc32[AMP_F16]
+		                            : amp_kernels_avx512_table.gemm[AMP_F16];
+		fp32(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta,
+		     t, c->N, NULL);
+	} else {
+		amp_gemm_f16_avx512_nodots(c->c_f32, c->trans_a, c->trans_b, c->M, c->N, c->K, c->A,
+		                           c->lda, c->B, c->ldb, c->beta, t, c->N);
+	}
 	int64_t fixed = 0;
 	for (int64_t i = 0; i < c->M; i++)
 		for (int64_t j = 0; j < c->N; j++) {

@@ -82,6 +82,12 @@ extern const amp_kernel_table amp_kernels_avx512bf16_table;
 extern const amp_kernel_table amp_kernels_avx512fp16_table;
 extern const amp_kernel_table amp_kernels_amxbf16_table;
 
+/* The avx512 path's fp16 GEMM (c_f32 0) or its acc32 form (1), never as dot products
+ * (kernels_avx512.c). */
+void amp_gemm_f16_avx512_nodots(int c_f32, int trans_a, int trans_b, int64_t M, int64_t N,
+                                int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb,
+                                float beta, void *C, int64_t ldc);
+
 /* A GEMM operand as the packers see it: element (r, c) of op(X) is at p + r * rs + c * cs, in
  * elements of dtype dt (AMP_F32, AMP_F16 or AMP_BF16).  One of rs, cs is always 1. */
 typedef struct gemm_operand {

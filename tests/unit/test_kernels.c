@@ -527,6 +527,43 @@ Test(gemm, f16_native_partial_sums_past_fp16_range, .fini = kpath_restore)
 	cr_assert_eq(memcmp(ct1, c, sizeof ct1), 0, "C^T differs from C");
 }
 
+/* The same on the dot products of a narrow x w^T (N = 3, K = 1024): a lane sums k = l, l + 32,
+ * ..., so three 30000s 32 apart make a lane's FP16 sum Inf where the FP32 sum is finite; those
+ * elements come out as the FP32 sums, with the same bits on 1 and 3 threads. */
+Test(gemm, f16_native_dot_partial_sums_past_fp16_range, .fini = kpath_restore)
+{
+	if (!kpath_force("avx512-fp16"))
+		return;
+	enum { K = 1024, M = 1400, N = 3 };
+	static uint16_t a[M * K], w[N * K], c1[M * N], c3[M * N];
+	for (int i = 0; i < M; i++)
+		for (int k = 0; k < K; k++) {
+			float v = 0.5f;
+			if (i % 2 == 0 && k % 32 == 0 && k < 192)
+				v = k < 96 ? 30000.0f : -30000.0f;
+			if (i % 2 == 1)
+				v = (float)((i * 7 + k * 13) % 17) - 8.0f;
+			a[i * K + k] = amp_f32_to_f16(v);
+		}
+	for (int i = 0; i < N * K; i++)
+		w[i] = amp_f32_to_f16(1.0f);
+	amp_kernels_set_threads(1);
+	amp_stats st;
+	amp_gemm(AMP_F16, 0, 1, M, N, K, a, K, w, K, 0.0f, c1, N, &st);
+	for (int i = 0; i < M; i++) {
+		float want = 0;
+		for (int k = 0; k < K; k++)
+			want += amp_f16_to_f32(a[i * K + k]);
+		for (int j = 0; j < N; j++)
+			cr_assert_eq(amp_f16_to_f32(c1[i * N + j]), want, "row %d: %g, want %g", i,
+			             (double)amp_f16_to_f32(c1[i * N + j]), (double)want);
+	}
+	cr_assert_eq(st.pinf + st.ninf + st.nan, 0u, "the statistics are of the C it leaves");
+	amp_kernels_set_threads(3);
+	amp_gemm(AMP_F16, 0, 1, M, N, K, a, K, w, K, 0.0f, c3, N, NULL);
+	cr_assert_eq(memcmp(c1, c3, sizeof c1), 0, "bits differ across thread counts");
+}
+
 /* Shapes for bf16: the fp16 ones, the mlp and conv shapes of the kernel bench (forward and both
  * backward products) and ragged ones. */
 static const gemm_case gemm_bf16_shapes[] = {
