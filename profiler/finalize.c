@@ -507,10 +507,12 @@ static int gemm_dims(const char *op, const char *shape, double flops, double *m,
 /* GEMMs whose M, N or K is not a multiple of 8 miss the fast path (the runtime's aligned flag,
  * forward and backward).  They are ranked by the time padding could save, on a model: the fast
  * path runs at twice the rate, and padding each dimension to a multiple of 8 adds its work.  A
- * narrow GEMM, with a side of 16 or less (a classifier's head: N = 10, or N = 1 and 8 times the
- * work padded), is counted, not recommended: the kernels run those as dot products or thin
- * tiles, where padding adds work and no faster path (the fp16 head 128 x 10 x 1024 takes twice
- * as long padded to N = 16). */
+ * narrow GEMM is counted, not recommended: one that padding would make do more work than the
+ * fast path saves (a single-column head, N = 1: 8 times the work), and a Linear layer of at most
+ * NARROW_LINEAR_N outputs (a classifier's head), whose forward the kernels run as dot products
+ * (x w^T with N <= 24: FP16N_DOT_N, GEMM_DOT_N), where padding only adds work (the fp16 head
+ * 128 x 10 x 1024 takes twice as long padded to N = 16). */
+#define NARROW_LINEAR_N 24
 static int rule_gemm(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
@@ -545,7 +547,7 @@ static int rule_gemm(sqlite3 *db)
 			continue;
 		double grow = ceil8(l->m) * ceil8(l->n) * ceil8(l->k) / (l->m * l->n * l->k);
 		l->save = l->ns * (1.0 - grow / 2.0);
-		if (l->save <= 0 || fmin(l->m, fmin(l->n, l->k)) <= 16) {
+		if (l->save <= 0 || (!strcmp(l->op, "Linear") && l->n <= NARROW_LINEAR_N)) {
 			narrow++;
 			t_narrow += l->ns;
 			continue;
@@ -569,8 +571,12 @@ static int rule_gemm(sqlite3 *db)
 		        "save about %.3f ms", i ? "\n" : "", g[i].op, g[i].label, g[i].shape, g[i].m,
 		        g[i].n, g[i].k, g[i].ns / 1e6, g[i].calls, g[i].save / 1e6);
 	if (narrow)
-		buf_add(&ev, "\n%d narrow GEMM(s) left out (%.3f ms): padded, they would do more work "
-		        "than the fast path saves", narrow, t_narrow / 1e6);
+		buf_add(
+		    &ev,
+		    "\n%d narrow GEMM(s) left out (%.3f ms): padded, they would do more work "
+		    "than the fast path saves, or (a Linear layer of at most %d outputs) they run "
+		    "as dot products, which padding only slows",
+		    narrow, t_narrow / 1e6, NARROW_LINEAR_N);
 	char msg[1024], more[160] = "";
 	if (narrow)
 		snprintf(more, sizeof more,

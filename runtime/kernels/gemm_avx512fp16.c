@@ -723,8 +723,10 @@ FP16_TARGET static void fp16n_dot_zmm(int64_t M, int64_t N, int64_t K, const uin
 	__mmask32 tail = fp16n_mask32(K % 32);
 	_Alignas(64) uint16_t p[FP16N_DOT_T * 32]; /* a pair's sums */
 	_Alignas(64) float f[FP16N_DOT_T * 32];    /* the lanes' FP32 sums of earlier pairs */
-	_Alignas(
-	    64) float acc[FP16N_DOT_MR * FP16N_NR]; /* the tile's sums as the stores take them */
+	/* the tile's sums as the stores take them (16 lanes a row read, 5 written: zeroed once, so
+	 * that no stale lane raises an MXCSR flag in the beta add) */
+	_Alignas(64) float acc[FP16N_DOT_MR * FP16N_NR];
+	memset(acc, 0, sizeof acc);
 	const __m512i quad = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
 	for (int64_t i0 = 0; i0 < M; i0 += FP16N_DOT_MR)
 		for (int64_t j0 = 0; j0 < N; j0 += FP16N_DOT_NR) {

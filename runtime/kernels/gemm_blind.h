@@ -962,7 +962,7 @@ static inline void fp16n_dot_ref(int64_t M, int64_t N, int64_t K, const uint16_t
 	int64_t steps = (K + 31) / 32;
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t j = 0; j < N; j++) {
-			float f[32];
+			float f[32] = {0};
 			uint16_t p[32]; /* the pair's first block */
 			for (int64_t s0 = 0; s0 < steps; s0 += FP16N_KB) {
 				uint16_t s[32] = {0};

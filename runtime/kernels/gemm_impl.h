@@ -34,7 +34,7 @@
  * and GEMM_UKR_DIRECT_PAIRS (with GEMM_UKR_NARROW, GEMM_KP 2) with gemm_ukr_direct_pairs: as
  *        gemm_ukr_narrow (out may be NULL: then c [+]= as gemm_ukr) for a full MR-row tile of
  *        bf16 A read in place, rows a + r * lda holding their k pairs (k contiguous, kc even).
- * A path may define GEMM_DOT_N and GEMM_DOT_KMIN with
+ * A path may define GEMM_DOT_N, GEMM_DOT_KMIN and GEMM_DOT_KMIN_HALF with
  *   static void gemm_dots(amp_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
  *                        int64_t lda, const void *B, int64_t ldb, float beta, void *C,
  *                        int64_t ldc, int c_f32);

@@ -467,9 +467,9 @@ gemm_dot_dt(amp_dtype dt, amp_dtype dtb, int64_t M, int64_t N, int64_t K, const 
 		}
 }
 
-/* Half A and B: B's few rows are widened once into the workspace (each is read for every
- * 4 rows of A; widened as they were loaded, 128 x 10 x 1024 ran at 101 GFLOP/s against 142 for
- * fp32), A as it is loaded. */
+/* Half A and B: B's few rows are widened into the workspace once a call (a thread's share;
+ * each is read for every 4 rows of A; widened as they were loaded, 128 x 10 x 1024 ran at 101
+ * GFLOP/s against 142 for fp32), A as it is loaded. */
 static void gemm_dots(amp_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                       const void *B, int64_t ldb, float beta, void *C, int64_t ldc, int c_f32)
 {

@@ -339,7 +339,8 @@ static void fp16n_part_checked(fp16n_call *c)
 	if (c->beta != 0.0f)
 		memcpy(t, saved, (size_t)(c->M * c->N) * esz);
 	/* the range takes the whole GEMM's path there too: a column range of a wider GEMM can be
-	 * narrow enough for the dot products when the whole is not */
+	 * narrow enough for the dot products when the whole is not (nodots); when the whole runs
+	 * as dot products every range has its N and K, so the avx512 path decides alike for all */
 	if (c->dot) {
 		amp_gemm_fn fp32 = c->c_f32 ? amp_kernels_avx512_table.gemm_acc32[AMP_F16]
 		                            : amp_kernels_avx512_table.gemm[AMP_F16];
@@ -387,7 +388,8 @@ FP16N_PART(fp16n_part_acc32_dot, 1, 1)
 /* The fp16 slot (amp_gemm_fn): st arrives initialised and receives the statistics of C too.
  * Split over the kernel threads in ranges of 64 rows or columns (whole register tiles): every
  * element's blocks of k are the same, so are its bits, for any thread count.  Whether the
- * GEMM runs as dot products is decided here, on the whole (its N): such a GEMM (N <= 16) is cut
+ * GEMM runs as dot products is decided here, on the whole (its N): such a GEMM (N <=
+ * FP16N_DOT_N) is cut
  * into row ranges only, and no range of another one takes that path. */
 static void gemm_f16_native(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                             const void *A, int64_t lda, const void *B, int64_t ldb, float beta,

@@ -442,6 +442,10 @@ check_true "mlp_fashion amp: backward GEMMs recorded aligned (flag 1 on some)" \
 	test "$(q mlp_amp.db "SELECT count(*) FROM op_sigs WHERE phase = 'backward' AND op = 'Linear' AND aligned = 1")" -gt 0
 check "mlp_fashion amp: every backward GEMM has its forward op's aligned flag" \
 	"$(q mlp_amp.db "SELECT count(*) FROM op_sigs b JOIN op_sigs f ON f.op = b.op AND f.label = b.label AND f.shape = b.shape AND f.phase = 'forward' WHERE b.phase = 'backward' AND b.op IN ('Linear', 'MatMul', 'Conv2D') AND b.aligned <> f.aligned")" 0
+check "mlp_fashion amp: its only unaligned GEMMs, the 10-output head's (run as dot products), are not recommended for padding" \
+	"$(q mlp_amp.db "SELECT count(*) FROM advice WHERE rule = 'gemm_unaligned'")" 0
+check_true "mlp_fashion amp: the head's GEMMs are unaligned (flag 0) all the same" \
+	test "$(q mlp_amp.db "SELECT count(*) FROM op_sigs WHERE label = 'fc3' AND aligned = 0")" -gt 0
 fault gemm
 check "gemm: 'wide' (K = 514) is unaligned forward and backward, its output shape aligned" \
 	"$(q f_gemm.db "SELECT group_concat(phase || ':' || aligned) FROM (SELECT phase, aligned FROM op_sigs WHERE label = 'wide' ORDER BY phase)")" \

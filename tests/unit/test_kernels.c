@@ -529,7 +529,10 @@ Test(gemm, f16_native_partial_sums_past_fp16_range, .fini = kpath_restore)
 
 /* The same on the dot products of a narrow x w^T (N = 3, K = 1024): a lane sums k = l, l + 32,
  * ..., so three 30000s 32 apart make a lane's FP16 sum Inf where the FP32 sum is finite; those
- * elements come out as the FP32 sums, with the same bits on 1 and 3 threads. */
+ * elements come out as the FP32 sums, with the same bits on 1 and 3 threads.  And a wider x w^T
+ * (64 x 70) whose 2 threads take columns 0-63 and 64-69: the second range alone is narrow
+ * enough for the dot products, but its second look must sum as the whole does (random data,
+ * where another order shows). */
 Test(gemm, f16_native_dot_partial_sums_past_fp16_range, .fini = kpath_restore)
 {
 	if (!kpath_force("avx512-fp16"))
@@ -562,6 +565,26 @@ Test(gemm, f16_native_dot_partial_sums_past_fp16_range, .fini = kpath_restore)
 	amp_kernels_set_threads(3);
 	amp_gemm(AMP_F16, 0, 1, M, N, K, a, K, w, K, 0.0f, c3, N, NULL);
 	cr_assert_eq(memcmp(c1, c3, sizeof c1), 0, "bits differ across thread counts");
+
+	enum { M2 = 64, N2 = 70 };
+	static uint16_t b2[N2 * K], d1[M2 * N2], d2[M2 * N2];
+	rng_seed(31);
+	for (int i = 0; i < M2; i++)
+		for (int k = 0; k < K; k++)
+			a[i * K + k] =
+			    amp_f32_to_f16(i % 2 == 0 && k < 6 ? (k < 3 ? 30000.0f : -30000.0f)
+			                                       : rng_uniform(-1.0f, 1.0f));
+	for (int j = 0; j < N2; j++)
+		for (int k = 0; k < K; k++)
+			b2[j * K + k] = amp_f32_to_f16(k < 6 ? 1.0f : rng_uniform(-1.0f, 1.0f));
+	amp_kernels_set_threads(1);
+	amp_gemm(AMP_F16, 0, 1, M2, N2, K, a, K, b2, K, 0.0f, d1, N2, NULL);
+	amp_kernels_set_threads(2);
+	amp_gemm(AMP_F16, 0, 1, M2, N2, K, a, K, b2, K, 0.0f, d2, N2, NULL);
+	for (int e = 0; e < M2 * N2; e++)
+		cr_assert((d1[e] & 0x7c00u) != 0x7c00u, "element %d not finite", e);
+	cr_assert_eq(memcmp(d1, d2, sizeof d1), 0,
+	             "64x70: bits differ between 1 and 2 threads (the narrow range's second look)");
 }
 
 /* Shapes for bf16: the fp16 ones, the mlp and conv shapes of the kernel bench (forward and both
