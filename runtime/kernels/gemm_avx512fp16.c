@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <pthread.h>
 
+#include "kernels/dot_avx512.h"
 #include "kernels/gemm_blind.h"
 
 /* ---- CPU check ----------------------------------------------------------------------------- */
@@ -698,23 +699,6 @@ fp16n_dot_block(__m512h *c, const uint16_t *const *a, const uint16_t *const *b, 
 		fp16n_dot_step(c, a, b, 32 * full, tail);
 }
 
-/* The dot products of four outputs from their lanes' first halving, x_q[l] = f_q[l] + f_q[l +
- * 16]: the rest of fp16n_dot_lanes' halvings (l + 8, l + 4, l + 2, l + 1) on the four at once,
- * 128-bit quarters moved across them instead of each reduced alone.  Lane 4q holds output q. */
-AVX512_TARGET static inline __m512 fp16n_dot_reduce4(__m512 x0, __m512 x1, __m512 x2, __m512 x3)
-{
-	/* lanes 0-7 of y01: x0[l] + x0[l + 8], lanes 8-15: x1's; y23 likewise */
-	__m512 y01 =
-	    _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xee));
-	__m512 y23 =
-	    _mm512_add_ps(_mm512_shuffle_f32x4(x2, x3, 0x44), _mm512_shuffle_f32x4(x2, x3, 0xee));
-	/* quarter q of z: y_q[l] + y_q[l + 4] */
-	__m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(y01, y23, 0x88),
-	                         _mm512_shuffle_f32x4(y01, y23, 0xdd));
-	z = _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0xee));    /* l + 2 */
-	return _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0x55)); /* l + 1 */
-}
-
 FP16_TARGET static void fp16n_dot_zmm(int64_t M, int64_t N, int64_t K, const uint16_t *A,
                                       int64_t lda, const uint16_t *B, int64_t ldb, float beta,
                                       void *C, int64_t ldc, int c_f32)
@@ -782,7 +766,7 @@ FP16_TARGET static void fp16n_dot_zmm(int64_t M, int64_t N, int64_t K, const uin
 					x[q] = _mm512_add_ps(lo, hi);
 				}
 				__m128 d = _mm512_castps512_ps128(_mm512_permutexvar_ps(
-				    quad, fp16n_dot_reduce4(x[0], x[1], x[2], x[3])));
+				    quad, amp_dot_reduce4(x[0], x[1], x[2], x[3])));
 				_Alignas(16) float v[4];
 				_mm_store_ps(v, d);
 				for (int q = 0; q < 4; q++) {

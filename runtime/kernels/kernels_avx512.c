@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include "kernels/dot_avx512.h"
 #include "kernels/kernels_impl.h"
 
 #define VEC_BYTES 64
@@ -387,20 +388,6 @@ static inline __attribute__((always_inline)) void gemm_dot_step(__m512 *c, amp_d
 	}
 }
 
-/* The dot products of four outputs from their 16 lanes each: halvings l + 8, l + 4, l + 2, l + 1
- * on the four at once (128-bit quarters moved across them).  Lane 4q holds output q. */
-static inline __m512 gemm_dot_reduce4(__m512 x0, __m512 x1, __m512 x2, __m512 x3)
-{
-	__m512 y01 =
-	    _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xee));
-	__m512 y23 =
-	    _mm512_add_ps(_mm512_shuffle_f32x4(x2, x3, 0x44), _mm512_shuffle_f32x4(x2, x3, 0xee));
-	__m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(y01, y23, 0x88),
-	                         _mm512_shuffle_f32x4(y01, y23, 0xdd));
-	z = _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0xee));
-	return _mm512_add_ps(z, _mm512_shuffle_ps(z, z, 0x55));
-}
-
 /* The dot products for A of dtype dt and B of dtype dtb (constants where it is inlined); C of
  * dtype dt, or fp32 when c_f32 (the fp32 GEMM, and the acc32 slots' sums). */
 static inline __attribute__((always_inline)) void
@@ -436,7 +423,7 @@ gemm_dot_dt(amp_dtype dt, amp_dtype dtb, int64_t M, int64_t N, int64_t K, const 
 			for (int t = 0; t < GEMM_DOT_MR * GEMM_DOT_NR; t += 4)
 				_mm_store_ps(sum + t,
 				             _mm512_castps512_ps128(_mm512_permutexvar_ps(
-				                 quad, gemm_dot_reduce4(c[t], c[t + 1], c[t + 2],
+				                 quad, amp_dot_reduce4(c[t], c[t + 1], c[t + 2],
 				                                        c[t + 3]))));
 			int64_t w = N - j0 < GEMM_DOT_NR ? N - j0 : GEMM_DOT_NR;
 			__mmask16 m = mask_n(w);
