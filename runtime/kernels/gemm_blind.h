@@ -908,8 +908,8 @@ static inline void fp16n_gemm_unpacked(const blind_mat *a, const blind_mat *b, i
  * per element, and the error is the same model's (above) or smaller.  The order depends on K
  * only, and on the GEMM taking this path (fp16n_dot_fits: the transposes, N and K, never M), so
  * row ranges of C computed apart have the bits of the whole. */
-#define FP16N_DOT_N    24 /* columns and depth from which x w^T runs as dot products */
-#define FP16N_DOT_KMIN 512
+#define FP16N_DOT_N    24  /* x w^T runs as dot products with at most this many columns */
+#define FP16N_DOT_KMIN 512 /* and at least this K */
 
 /* 1 if the GEMM runs as dot products: op(A) = A, op(B) = B^T, N <= FP16N_DOT_N, K >=
  * FP16N_DOT_KMIN.  Measured against the loop nest on 128 x N x K, rows 64-byte aligned (Intel
@@ -993,10 +993,9 @@ static inline void fp16n_dot_ref(int64_t M, int64_t N, int64_t K, const uint16_t
 /* The loop nest of amp_gemm_f16_avx512fp16, on the given packers, micro-kernel and store.
  * c_f32: C is fp32 and the store an acc32 one (st NULL).  dot: NULL (never), or the dot
  * products that the GEMMs fp16n_dot_fits takes run on (only when ct is 0: callers do not
- * transpose those).  ct: the
- * problem is the transpose of the caller's, C^T = op(B)^T op(A)^T: element (i, j) of this C
- * goes to C[j * ldc + i], through a store that writes its tile so (st NULL, ukr_c NULL; with
- * c_f32 an acc32 one). */
+ * transpose those).  ct: the problem is the transpose of the caller's, C^T = op(B)^T op(A)^T:
+ * element (i, j) of this C goes to C[j * ldc + i], through a store that writes its tile so (st
+ * NULL, ukr_c NULL; with c_f32 an acc32 one). */
 __attribute__((always_inline)) static inline void
 fp16n_gemm_drive(fp16n_pack_a_fn pack_a, fp16n_pack_b_fn pack_b, fp16n_ukr_fn ukr,
                  fp16n_ukr_c_fn ukr_c, fp16n_dot_fn dot, fp16n_store_fn store, int trans_a,
