@@ -481,8 +481,6 @@ static void gemm_dots(amp_dtype dt, int64_t M, int64_t N, int64_t K, const void 
 		gemm_dot_dt(AMP_BF16, AMP_BF16, M, N, K, A, lda, B, ldb, beta, C, ldc, c_f32);
 }
 
-#include "nn_impl.h"
-
 /* The fp16 GEMM of this path (c_f32 0) or its acc32 form (1) on its loop nest only, never the
  * dot products: for a caller that computes a range of a larger GEMM which does not take them
  * (kernels_avx512fp16.c's second look at sums that left FP16's range). */
@@ -493,6 +491,8 @@ void amp_gemm_f16_avx512_nodots(int c_f32, int trans_a, int trans_b, int64_t M, 
 	gemm_run_c(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, AMP_F16, NULL, c_f32,
 	           0);
 }
+
+#include "nn_impl.h"
 #define VECH16_ENGINE AMP_ENGINE_FP32_FMA
 #include "vech16_impl.h"
 

@@ -389,8 +389,7 @@ FP16N_PART(fp16n_part_acc32_dot, 1, 1)
  * Split over the kernel threads in ranges of 64 rows or columns (whole register tiles): every
  * element's blocks of k are the same, so are its bits, for any thread count.  Whether the
  * GEMM runs as dot products is decided here, on the whole (its N): such a GEMM (N <=
- * FP16N_DOT_N) is cut
- * into row ranges only, and no range of another one takes that path. */
+ * FP16N_DOT_N) is cut into row ranges only, and no range of another one takes that path. */
 static void gemm_f16_native(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                             const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
                             void *C, int64_t ldc, amp_stats *st)
