@@ -221,6 +221,8 @@ static const char *const classes[] = {"square", "mlp", "im2col/conv", "ragged"};
 #define N_CLASSES 4
 static double class_min[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
 static double class_min16[N_CLASSES] = {1e9, 1e9, 1e9, 1e9};
+/* the shapes that gave them ("mlp fc3 fwd 128x10x1024 nt") */
+static char class_at[N_CLASSES][64], class_at16[N_CLASSES][64];
 static double big_bf16, big_f16;
 /* The figure profiler/finalize.c's half_engines[] keeps for the emulated-half advice: the
  * smallest ratio over the square shapes and the mlp shapes with every dimension >= 128 (the
@@ -254,11 +256,13 @@ static void goals_summary(void)
 	printf("\nbf16 GEMM / fp32 GEMM, smallest ratio per shape class (bf16 engine %s):\n",
 	       amp_engine_name(eb));
 	for (int c = 0; c < N_CLASSES; c++)
-		printf("  %-12s %5.2f\n", classes[c], class_min[c]);
+		printf("  %-12s %5.2f  (%s)\n", classes[c], class_min[c], class_at[c]);
 	if (eb == AMP_ENGINE_AMX_BF16) {
 		printf(
-		    "  goal (amx-bf16): 1024^3 >= 6.00: %.3f, %s; mlp shapes >= 3.00: %.3f, %s\n",
-		    big_bf16, met(big_bf16 >= 6.0), class_min[1], met(class_min[1] >= 3.0));
+		    "  goal (amx-bf16): 1024^3 >= 6.00: %.3f, %s; mlp shapes >= 3.00: %.3f (%s), "
+		    "%s\n",
+		    big_bf16, met(big_bf16 >= 6.0), class_min[1], class_at[1],
+		    met(class_min[1] >= 3.0));
 	} else if (eb == AMP_ENGINE_AVX512_BF16) {
 		double lo = 1e9;
 		for (int c = 0; c < N_CLASSES; c++)
@@ -275,13 +279,15 @@ static void goals_summary(void)
 	printf("fp16 GEMM / fp32 GEMM, smallest ratio per shape class (fp16 engine %s):\n",
 	       amp_engine_name(e16));
 	for (int c = 0; c < N_CLASSES; c++)
-		printf("  %-12s %5.2f\n", classes[c], class_min16[c]);
+		printf("  %-12s %5.2f  (%s)\n", classes[c], class_min16[c], class_at16[c]);
 	if (e16 == AMP_ENGINE_AVX512_FP16) {
-		double sq = fmin(class_min16[0], class_min16[1]);
+		int lo = class_min16[1] < class_min16[0];
+		double sq = class_min16[lo];
 		printf(
-		    "  goal (avx512-fp16): square and mlp >= 1.80: %.3f, %s; ragged >= 1.50: %.3f, "
-		    "%s (1024^3: %.3f)\n",
-		    sq, met(sq >= 1.8), class_min16[3], met(class_min16[3] >= 1.5), big_f16);
+		    "  goal (avx512-fp16): square and mlp >= 1.80: %.3f (%s), %s; ragged >= 1.50: "
+		    "%.3f, %s (1024^3: %.3f)\n",
+		    sq, class_at16[lo], met(sq >= 1.8), class_min16[3], met(class_min16[3] >= 1.5),
+		    big_f16);
 		printf("  the advice's figure (as for bf16): %.2f\n", advice_f16);
 	} else {
 		printf("  no goal: fp16 here is storage with %s arithmetic\n", amp_engine_name(e16));
@@ -388,8 +394,14 @@ static void bench_gemm(const shape *s, double budget_s, int rounds)
 	double g32 = flops / med[V_F32] * 1e-9, g16 = flops / med[V_F16] * 1e-9;
 	double gb = flops / med[V_BF16] * 1e-9;
 	int cl = class_of(s->what);
-	class_min[cl] = fmin(class_min[cl], gb / g32);
-	class_min16[cl] = fmin(class_min16[cl], g16 / g32);
+	if (gb / g32 < class_min[cl]) {
+		class_min[cl] = gb / g32;
+		snprintf(class_at[cl], sizeof class_at[cl], "%s %s", s->what, dims);
+	}
+	if (g16 / g32 < class_min16[cl]) {
+		class_min16[cl] = g16 / g32;
+		snprintf(class_at16[cl], sizeof class_at16[cl], "%s %s", s->what, dims);
+	}
 	if (cl <= 1 && M >= 128 && N >= 128 && K >= 128) {
 		advice_bf16 = fmin(advice_bf16, gb / g32);
 		advice_f16 = fmin(advice_f16, g16 / g32);
