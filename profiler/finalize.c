@@ -579,10 +579,8 @@ static int rule_gemm(sqlite3 *db)
 		    narrow, t_narrow / 1e6, NARROW_LINEAR_N);
 	char msg[1024], more[160] = "";
 	if (narrow)
-		snprintf(more, sizeof more,
-		         " (%d narrow GEMM(s), such as classifier heads, left "
-		         "out: padding them would not pay)",
-		         narrow);
+		snprintf(more, sizeof more, " (%d narrow GEMM(s), such as classifier heads, left out: "
+		         "padding them would not pay)", narrow);
 	snprintf(msg, sizeof msg,
 	         "%d GEMM shape(s) miss the fast path (M, N or K not a multiple of 8); padding could "
 	         "save about %.3f ms (%.1f %% of op time), most in %s '%s' (M %.0f, N %.0f, K %.0f): "

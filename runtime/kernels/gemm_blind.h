@@ -936,22 +936,13 @@ static inline float fp16n_dot_lanes(float *f)
 	return f[0];
 }
 
-/* C[i] = the stores' rounding of v [+ beta C[i]] (fp16n_store_ref / fp16n_store_f32_ref). */
+/* C[i] = v [+ beta C[i]] as the loop nest's stores write it: their model on a 1 x 1 tile. */
 static inline void fp16n_dot_put(float v, float beta, void *C, int64_t i, int c_f32)
 {
-	if (c_f32) {
-		float *c = C;
-		if (beta != 0.0f) {
-			float p = beta * c[i];
-			v = v + p;
-		}
-		c[i] = v;
-		return;
-	}
-	uint16_t *c = C;
-	if (beta != 0.0f)
-		v = v + beta * amp_f16_to_f32(c[i]);
-	c[i] = amp_f32_to_f16(v);
+	if (c_f32)
+		fp16n_store_f32_ref(&v, 1, 1, beta, (float *)C + i, 1);
+	else
+		fp16n_store_ref(&v, 1, 1, beta, (uint16_t *)C + i, 1);
 }
 
 /* The model of the dot products (fp16n_fma_ref for each lane's FMAs and the pairs' adds). */

@@ -246,9 +246,9 @@ typedef struct gemm_case {
  * in-place A path for N <= 64), K cut into several k blocks (K = 4096 too), narrow x w^T (the
  * dot products: N <= 24, K >= 128 in fp32, >= 512 in fp16). */
 static const gemm_case gemm_shapes[] = {
-    {1, 1, 1},     {3, 5, 7},       {1, 40, 3},     {29, 1, 50},    {17, 33, 65}, {64, 64, 64},
-    {13, 37, 300}, {100, 300, 784}, {300, 1100, 9}, {5, 1100, 300}, {3, 5, 0},    {37, 64, 129},
-    {25, 16, 700}, {40, 70, 4096},  {7, 33, 4096},  {9, 10, 1000},  {6, 13, 130},
+	{1, 1, 1}, {3, 5, 7}, {1, 40, 3}, {29, 1, 50}, {17, 33, 65}, {64, 64, 64},
+	{13, 37, 300}, {100, 300, 784}, {300, 1100, 9}, {5, 1100, 300}, {3, 5, 0},
+	{37, 64, 129}, {25, 16, 700}, {40, 70, 4096}, {7, 33, 4096}, {9, 10, 1000}, {6, 13, 130},
 };
 
 /* Leading dimension for a rows x cols matrix in case number c: sometimes padded. */
@@ -875,8 +875,8 @@ PATH_TESTS(gemm, threads, check_threads)
  * ragged, N over two column blocks, a narrow x w^T (dot products, a ragged last row range), and
  * an x w^T whose last column range alone would be narrow enough for the dot products. */
 static const gemm_case par_shapes[] = {
-    {96, 500, 300},  {700, 64, 200},  {301, 257, 129},
-    {130, 1030, 37}, {520, 10, 1000}, {64, 70, 1000},
+	{96, 500, 300}, {700, 64, 200}, {301, 257, 129}, {130, 1030, 37}, {520, 10, 1000},
+	{64, 70, 1000},
 };
 
 /* 1, 2, 3 and 5 threads must give the same bits, every layout, beta 0 and 1, fp32, fp16 and
