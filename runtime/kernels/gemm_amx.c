@@ -107,7 +107,9 @@ amx_ukr_body(int64_t ks, const amx_a_tiles *a, const uint16_t *bp, float *acc, i
 	else
 		AMX_EACH_ACC(_tile_zero);
 	for (int64_t s = 0; s < ks; s++) {
-		const uint16_t *a0 = a->p + s * a->step, *b0 = bp + s * 2 * AMX_TILE_ELEMS;
+		/* a block of <= 16 columns has one B tile per k step (amx_b_tiles) */
+		const uint16_t *a0 = a->p + s * a->step,
+		               *b0 = bp + s * (j1 ? 2 : 1) * AMX_TILE_ELEMS;
 		_tile_loadd(4, a0, lda);
 		if (i1)
 			_tile_loadd(5, a0 + a->half, lda);
@@ -151,16 +153,35 @@ AMX_TARGET static void amx_ukr_tiles(int64_t ks, const amx_a_tiles *a, const uin
 
 /* r[0..15] (16 x 16 dwords) transposed in place.  Stage d swaps bit d of the row index with bit
  * d of the column index: row i (bit d clear) takes its columns with bit d set from row i + d,
- * and row i + d its columns with bit d clear from row i.  The four stages make the transpose. */
-AVX512_TARGET static inline void amx_transpose16_epi32(__m512i r[16])
+ * and row i + d its columns with bit d clear from row i.  The four stages make the transpose.
+ * The index vectors are constants and the loops unrolled, so that r stays in registers (a
+ * loop over d that built its indexes at run time kept r on the stack: the head's B panel took
+ * a third of its GEMM). */
+/* clang-format off */
+#define AMX_TR_LO(d, c) ((c) & (d) ? 16 + (c) - (d) : (c))
+#define AMX_TR_HI(d, c) ((c) & (d) ? 16 + (c) : (c) + (d))
+#define AMX_TR_ROW(F, d)                                                                           \
+	{F(d, 0), F(d, 1), F(d, 2),  F(d, 3),  F(d, 4),  F(d, 5),  F(d, 6),  F(d, 7),               \
+	 F(d, 8), F(d, 9), F(d, 10), F(d, 11), F(d, 12), F(d, 13), F(d, 14), F(d, 15)}
+static const int32_t amx_tr_lo[4][16] __attribute__((aligned(64))) = {
+	AMX_TR_ROW(AMX_TR_LO, 8), AMX_TR_ROW(AMX_TR_LO, 4), AMX_TR_ROW(AMX_TR_LO, 2),
+	AMX_TR_ROW(AMX_TR_LO, 1)};
+static const int32_t amx_tr_hi[4][16] __attribute__((aligned(64))) = {
+	AMX_TR_ROW(AMX_TR_HI, 8), AMX_TR_ROW(AMX_TR_HI, 4), AMX_TR_ROW(AMX_TR_HI, 2),
+	AMX_TR_ROW(AMX_TR_HI, 1)};
+/* clang-format on */
+#undef AMX_TR_ROW
+#undef AMX_TR_HI
+#undef AMX_TR_LO
+
+AVX512_TARGET static inline __attribute__((always_inline)) void
+amx_transpose16_epi32(__m512i r[16])
 {
-	for (int d = 8; d > 0; d /= 2) {
-		int32_t ia[16], ib[16];
-		for (int c = 0; c < 16; c++) {
-			ia[c] = c & d ? 16 + c - d : c;
-			ib[c] = c & d ? 16 + c : c + d;
-		}
-		__m512i va = _mm512_loadu_si512(ia), vb = _mm512_loadu_si512(ib);
+#pragma GCC unroll 4
+	for (int s = 0; s < 4; s++) {
+		const int d = 8 >> s;
+		__m512i va = _mm512_load_si512(amx_tr_lo[s]), vb = _mm512_load_si512(amx_tr_hi[s]);
+#pragma GCC unroll 16
 		for (int i = 0; i < 16; i++) {
 			if (i & d)
 				continue;
@@ -262,13 +283,16 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 					const uint16_t *r0 = b->p + (k0 + k) * b->rs + n0, *r1 = r0 + b->rs;
 					for (int64_t nb = g; nb < gend; nb++) {
 						uint16_t *o =
-						    out + (((nb * ks + s) * 2) * 16 + p) * 32;
+						    out + amx_b_at(ks, cols, nb, s, 0) + p * 32;
+						int two = amx_b_tiles(cols - nb * 32) == 2;
 						/* padding rows (K = 9 or 10): zeros */
 						if (k >= kc) {
 							_mm512_storeu_si512(o,
 							                    _mm512_setzero_si512());
-							_mm512_storeu_si512(o + AMX_TILE_ELEMS,
-							                    _mm512_setzero_si512());
+							if (two)
+								_mm512_storeu_si512(
+								    o + AMX_TILE_ELEMS,
+								    _mm512_setzero_si512());
 							continue;
 						}
 						__mmask32 m = amx_mask32(cols - nb * 32);
@@ -279,8 +303,10 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 						        ? _mm512_maskz_loadu_epi16(m, r1 + nb * 32)
 						        : _mm512_setzero_si512();
 						_mm512_storeu_si512(o, _mm512_permutex2var_epi16(x, v0, y));
-						_mm512_storeu_si512(o + AMX_TILE_ELEMS,
-						                    _mm512_permutex2var_epi16(x, v1, y));
+						if (two)
+							_mm512_storeu_si512(
+							    o + AMX_TILE_ELEMS,
+							    _mm512_permutex2var_epi16(x, v1, y));
 					}
 				}
 		}
@@ -293,24 +319,18 @@ AVX512_TARGET void amp_amx_pack_b_avx512(const blind_mat *b, int64_t k0, int64_t
 	for (int64_t nb = 0; nb < nblk; nb++)
 		for (int64_t s = 0; s < ks; s++) {
 			__mmask32 mk = amx_mask32(kc - s * AMX_KSTEP);
-			for (int64_t j = 0; j < 2; j++) {
-				uint16_t *o = out + ((nb * ks + s) * 2 + j) * AMX_TILE_ELEMS;
-				/* a tile of padding columns (the head's 10 outputs): zeros, no
-				 * transpose */
-				if (nb * 32 + j * 16 >= cols) {
-					for (int p = 0; p < 16; p++)
-						_mm512_storeu_si512(o + p * 32,
-						                    _mm512_setzero_si512());
-					continue;
-				}
+			for (int64_t j = 0; j < amx_b_tiles(cols - nb * 32); j++) {
+				uint16_t *o = out + amx_b_at(ks, cols, nb, s, j);
+				int64_t n = nb * 32 + j * 16;
+				const uint16_t *src = b->p + (n0 + n) * b->cs + k0 + s * AMX_KSTEP;
 				__m512i t[16];
-				for (int64_t c = 0; c < 16; c++) {
-					int64_t n = nb * 32 + j * 16 + c;
-					const uint16_t *src = b->p + (n0 + n) * b->cs + k0 + s * AMX_KSTEP;
-					t[c] = n < cols ? _mm512_maskz_loadu_epi16(mk, src)
-					                : _mm512_setzero_si512();
-				}
+#pragma GCC unroll 16 /* t in registers */
+				for (int64_t c = 0; c < 16; c++)
+					t[c] = n + c < cols
+					           ? _mm512_maskz_loadu_epi16(mk, src + c * b->cs)
+					           : _mm512_setzero_si512();
 				amx_transpose16_epi32(t);
+#pragma GCC unroll 16
 				for (int p = 0; p < 16; p++)
 					_mm512_storeu_si512(o + p * 32, t[p]);
 			}

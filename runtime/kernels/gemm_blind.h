@@ -202,30 +202,50 @@ static inline void amx_pack_a_ref(const blind_mat *a, int64_t m0, int64_t rows, 
 	}
 }
 
+/* B tiles per k step of a packed 32-column block of cols columns: two, or one for a block of
+ * <= 16 columns (the last block of a narrow op(B), the head's 10 outputs), which the
+ * micro-kernel reads with one B tile (amx_live); a tile of nothing but padding would be written
+ * for nothing (and doubled the head's panel past L1). */
+static inline int64_t amx_b_tiles(int64_t cols)
+{
+	return cols > 16 ? 2 : 1;
+}
+
+/* Where tile j of k step s of 32-column block nb is in a panel of ks k steps and cols columns
+ * (elements from its start): every block but a narrow last one holds ks * 2 tiles. */
+static inline int64_t amx_b_at(int64_t ks, int64_t cols, int64_t nb, int64_t s, int64_t j)
+{
+	return ((nb * ks * 2) + s * amx_b_tiles(cols - nb * 32) + j) * AMX_TILE_ELEMS;
+}
+
+/* Elements of a packed panel of ks k steps and cols columns. */
+static inline int64_t amx_b_elems(int64_t ks, int64_t cols)
+{
+	int64_t nblk = (cols + 31) / 32;
+	return nblk ? amx_b_at(ks, cols, nblk - 1, ks, 0) : 0;
+}
+
 /* Packs op(B)[k0 .. k0+kc) [n0 .. n0+cols) into out, per 32-column block nb, k step s and
- * 16-column half j one B tile in the VNNI layout:
- *   out[(((nb * ks + s) * 2 + j) * 16 + p) * 32 + c * 2 + e] = op(B)(k0 + 32s + 2p + e,
- *                                                                  n0 + 32nb + 16j + c),
+ * 16-column half j (j = 0 only in a block of <= 16 columns) one B tile in the VNNI layout:
+ *   out[amx_b_at(ks, cols, nb, s, j) + p * 32 + c * 2 + e] = op(B)(k0 + 32s + 2p + e,
+ *                                                               n0 + 32nb + 16j + c),
  * zero past kc and cols (ks k steps, nblk = ceil(cols / 32) blocks). */
 static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t kc, int64_t ks,
                                        int64_t n0, int64_t cols, uint16_t *restrict out)
 {
-	int64_t nblk = (cols + 31) / 32;
 	if (cols % 32 || kc % AMX_KSTEP)
-		memset(out, 0, (size_t)(nblk * ks * 2 * AMX_TILE_ELEMS) * sizeof *out);
+		memset(out, 0, (size_t)amx_b_elems(ks, cols) * sizeof *out);
 	if (b->rs == 1 && b->cs != 1) {
 		/* op(B) = B^T: walk each column of op(B) (a row of B) along k; pairs are contiguous
 		 */
 		for (int64_t n = 0; n < cols; n++) {
 			const uint16_t *src = b->p + (n0 + n) * b->cs + k0;
-			uint16_t *o =
-			    out + (((n / 32) * ks * 2 + (n % 32) / 16) * 16) * 32 + (n % 16) * 2;
-			for (int64_t k = 0; k + 1 < kc; k += 2)
-				memcpy(o + ((k / AMX_KSTEP) * 2 * 16 + (k % AMX_KSTEP) / 2) * 32,
-				       src + k, 2 * sizeof *o);
-			if (kc % 2)
-				o[(((kc - 1) / AMX_KSTEP) * 2 * 16 + ((kc - 1) % AMX_KSTEP) / 2) *
-				  32] = src[kc - 1];
+			for (int64_t k = 0; k < kc; k += 2) {
+				uint16_t *o =
+				    out + amx_b_at(ks, cols, n / 32, k / AMX_KSTEP, (n % 32) / 16) +
+				    ((k % AMX_KSTEP) / 2) * 32 + (n % 16) * 2;
+				memcpy(o, src + k, (k + 1 < kc ? 2 : 1) * sizeof *o);
+			}
 		}
 		return;
 	}
@@ -235,8 +255,7 @@ static inline void amx_pack_b_vnni_ref(const blind_mat *b, int64_t k0, int64_t k
 		int pair = k + 1 < kc;
 		for (int64_t n = 0; n < cols; n += 16) {
 			int64_t w = blind_min(16, cols - n);
-			uint16_t *o =
-			    out + ((((n / 32) * ks + s) * 2 + (n % 32) / 16) * 16 + p) * 32;
+			uint16_t *o = out + amx_b_at(ks, cols, n / 32, s, (n % 32) / 16) + p * 32;
 			if (b->cs == 1 && pair) {
 				/* rows k, k+1 contiguous in n: interleave them */
 				for (int64_t c = 0; c < w; c++) {
@@ -361,7 +380,9 @@ static inline void amx_ukr_ref(int64_t ks, const amx_a_tiles *a, const uint16_t 
 				for (int r = 0; r < 16; r++)
 					memcpy(at[h] + r * 32, a->p + s * a->step + h * a->half + r * a->ld,
 					       64);
-		const uint16_t *b0 = bp + s * 2 * AMX_TILE_ELEMS, *b1 = b0 + AMX_TILE_ELEMS;
+		/* a block of <= 16 columns has one B tile per k step (amx_b_tiles) */
+		const uint16_t *b0 = bp + s * (live & 0x2u ? 2 : 1) * AMX_TILE_ELEMS;
+		const uint16_t *b1 = b0 + AMX_TILE_ELEMS;
 		for (int i = 0; i < 4; i++)
 			if (live & (1u << i))
 				amx_tile_dp_bf16_ref(t[i], at[i / 2], i % 2 ? b1 : b0);
@@ -423,11 +444,14 @@ static inline void amx_gemm_unpacked(const blind_mat *a, const blind_mat *b, int
 
 /* Rows of the next A block, spread over the nblk micro-kernel calls of this one (call nb of
  * nblk fetches its share), into L2 before they are packed: the packer's loads otherwise wait on
- * memory (op(A) with rows contiguous in k only; the transposing packer reads whole lines). */
+ * memory (op(A) with rows contiguous in k only; the transposing packer reads whole lines).  Not
+ * for a single column block (N <= 32): all the prefetches would go out at once before its one
+ * call, and on the head's forward (a 64 KB A block already in L2) they took a sixth of the
+ * time; the head's forward and the conv weight gradient ran 1.2x faster without them. */
 static inline void amx_prefetch_next_a(const blind_mat *a, int64_t m_next, int64_t rows,
                                        int64_t k0, int64_t kc, int64_t nb, int64_t nblk)
 {
-	if (a->cs != 1 || rows == 0)
+	if (a->cs != 1 || rows == 0 || nblk == 1)
 		return;
 	int64_t per = (rows + nblk - 1) / nblk;
 	for (int64_t r = nb * per; r < (nb + 1) * per && r < rows; r++) {
