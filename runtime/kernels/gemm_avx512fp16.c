@@ -440,21 +440,26 @@ AVX512_TARGET void amp_fp16n_store_f32_avx512(const float *acc, int64_t rows, in
 /* x[r] holds 32 consecutive halves of row r (r < 8); returns in c[j] the 8 rows of column
  * 8L + j in 128-bit lane L: three rounds of in-lane interleaves (16-, 32-, 64-bit), 24 shuffles
  * for 256 halves.  The scalar packers' element copies cost one load and one store each. */
-AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
+AVX512_TARGET static inline __attribute__((always_inline)) void fp16n_tr8(const __m512i x[8],
+                                                                          __m512i c[8])
 {
 	__m512i a[8], b[8];
+#pragma GCC unroll 4 /* here and below: unrolled, the arrays stay in registers */
 	for (int i = 0; i < 4; i++) {
 		a[2 * i] = _mm512_unpacklo_epi16(x[2 * i], x[2 * i + 1]);
 		a[2 * i + 1] = _mm512_unpackhi_epi16(x[2 * i], x[2 * i + 1]);
 	}
 	/* a[2i] lane L: columns 8L + 0..3 of rows 2i, 2i+1; a[2i+1]: columns 8L + 4..7 */
+#pragma GCC unroll 2
 	for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
 		for (int i = 0; i < 2; i++) {
 			b[4 * h + 2 * i] = _mm512_unpacklo_epi32(a[4 * h + i], a[4 * h + 2 + i]);
 			b[4 * h + 2 * i + 1] =
 			    _mm512_unpackhi_epi32(a[4 * h + i], a[4 * h + 2 + i]);
 		}
 	/* b[4h + q] lane L: columns 8L + 2q, 8L + 2q + 1 of rows 4h .. 4h+3 */
+#pragma GCC unroll 4
 	for (int q = 0; q < 4; q++) {
 		c[2 * q] = _mm512_unpacklo_epi64(b[q], b[4 + q]);
 		c[2 * q + 1] = _mm512_unpackhi_epi64(b[q], b[4 + q]);
@@ -462,7 +467,8 @@ AVX512_TARGET static inline void fp16n_tr8(const __m512i x[8], __m512i c[8])
 }
 
 /* o[L] = lane L of c[0], c[1], c[2], c[3] (a 4 x 4 transpose of 128-bit lanes). */
-AVX512_TARGET static inline void fp16n_lanes4(const __m512i c[4], __m512i o[4])
+AVX512_TARGET static inline __attribute__((always_inline)) void fp16n_lanes4(const __m512i c[4],
+                                                                             __m512i o[4])
 {
 	__m512i d0 = _mm512_shuffle_i64x2(c[0], c[1], 0x44),
 	        d1 = _mm512_shuffle_i64x2(c[0], c[1], 0xee);
@@ -483,6 +489,7 @@ AVX512_TARGET static void fp16n_pack_a_rows(const blind_mat *a, int64_t m0, int6
 		int64_t n = blind_min(32, kc - k);
 		__mmask32 km = fp16n_mask32(n);
 		__m512i x[8], c[8], o[8];
+#pragma GCC unroll 8
 		for (int r = 0; r < FP16N_MR; r++)
 			x[r] = r < rows
 			           ? _mm512_maskz_loadu_epi16(km, a->p + (m0 + r) * a->rs + k0 + k)
@@ -493,6 +500,7 @@ AVX512_TARGET static void fp16n_pack_a_rows(const blind_mat *a, int64_t m0, int6
 		fp16n_lanes4(c + 4, o + 4); /* o[4 + L] = k + 8L + 4..7 */
 		uint16_t *dst = out + k * FP16N_MR;
 		if (n == 32) {
+#pragma GCC unroll 4
 			for (int L = 0; L < 4; L++) {
 				_mm512_storeu_si512(dst + 64 * L, o[L]);
 				_mm512_storeu_si512(dst + 64 * L + 32, o[4 + L]);
