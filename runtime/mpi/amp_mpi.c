@@ -95,18 +95,29 @@ static int64_t share_len(const bucket *bk, int s)
 	return left <= 0 ? 0 : left < bk->chunk ? left : bk->chunk;
 }
 
-/* NaN/Inf values in share s of bucket bk (after its last addition), added to the counts of
- * the parameters whose values it holds. */
-static void count_share(dist *d, const bucket *bk, int s)
+/* The share received (bk->in) added into share s of bucket bk.  On the ring's last adding hop
+ * (last) the share's sums are final: its NaN/Inf values are counted too, into the counts of
+ * the parameters whose values it holds, block by block while the sums are in L1 (one pass
+ * over the share, not an add and then a count). */
+#define ADD_BLOCK 4096
+static void add_share(dist *d, const bucket *bk, int s, int last)
 {
 	size_t esz = amp_dtype_size(d->dtype);
 	int64_t lo = (int64_t)s * bk->chunk, hi = lo + share_len(bk, s), at = 0;
+	char *sum = bk->data;
+	const char *in = (const char *)bk->in - (size_t)lo * esz; /* indexed as the payload */
+	if (!last) {
+		amp_dist_add(d->dtype, sum + (size_t)lo * esz, in + (size_t)lo * esz, hi - lo);
+		return;
+	}
 	for (int k = bk->first; k < bk->first + bk->count && at < hi; k++) {
 		int i = d->order[k];
 		int64_t a = at > lo ? at : lo, b = at + d->numel[i] < hi ? at + d->numel[i] : hi;
-		if (a < b)
-			d->bad[i] += amp_dist_count_nonfinite(d->dtype, (char *)bk->data + (size_t)a * esz,
-			                                      b - a);
+		for (int64_t j = a; j < b; j += ADD_BLOCK) {
+			int64_t n = b - j < ADD_BLOCK ? b - j : ADD_BLOCK;
+			amp_dist_add(d->dtype, sum + (size_t)j * esz, in + (size_t)j * esz, n);
+			d->bad[i] += amp_dist_count_nonfinite(d->dtype, sum + (size_t)j * esz, n);
+		}
 		at += d->numel[i];
 	}
 }
@@ -224,12 +235,10 @@ static int ring_advance(dist *d, int k, int wait)
 			return err;
 		if (!done)
 			return MPI_SUCCESS;
-		if (bk->hop < p - 1) { /* the share received joins this rank's own */
-			int s = wrap(d, d->rank - bk->hop - 1);
-			amp_dist_add(d->dtype, share(d, bk, s), bk->in, share_len(bk, s));
-			if (bk->hop == p - 2) /* the share's whole sum: this rank counts it */
-				count_share(d, bk, s);
-		}
+		if (bk->hop <
+		    p - 1) /* the share received joins this rank's own; after the last
+		              such hop it is the share's whole sum, which this rank counts */
+			add_share(d, bk, wrap(d, d->rank - bk->hop - 1), bk->hop == p - 2);
 		if (++bk->hop < hops && (err = ring_post(d, bk, k)) != MPI_SUCCESS)
 			return err;
 	}
