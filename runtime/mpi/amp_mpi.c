@@ -235,9 +235,9 @@ static int ring_advance(dist *d, int k, int wait)
 			return err;
 		if (!done)
 			return MPI_SUCCESS;
-		if (bk->hop <
-		    p - 1) /* the share received joins this rank's own; after the last
-		              such hop it is the share's whole sum, which this rank counts */
+		/* the share received joins this rank's own; after the last such hop it is the
+		 * share's whole sum, which this rank counts */
+		if (bk->hop < p - 1)
 			add_share(d, bk, wrap(d, d->rank - bk->hop - 1), bk->hop == p - 2);
 		if (++bk->hop < hops && (err = ring_post(d, bk, k)) != MPI_SUCCESS)
 			return err;
