@@ -292,10 +292,13 @@ static int grad_acc(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g, int keep)
 		 * under a profiler); widened by the optimizer's update block by block (no pass of
 		 * its own, no FP32 copy written) */
 		t->param->grad_kept = g;
-		t->param->grad_nonfinite = g->nonfinite_known
-		                               ? g->nonfinite /* the checks' scan of it */
-		                               : amp_dt(g->dtype)->nonfinite(g->data, g->numel);
-		t->param->grad_counted = 1;
+		/* data parallel: the backend counts the sums over the ranks (alone, the optimizer
+		 * counts it), so a count of this rank's own would be a pass for nothing */
+		t->param->grad_counted = g->nonfinite_known || !ctx->dist;
+		t->param->grad_nonfinite =
+		    g->nonfinite_known ? g->nonfinite /* the checks' scan of it */
+		    : ctx->dist        ? 0
+		                       : amp_dt(g->dtype)->nonfinite(g->data, g->numel);
 		return 1;
 	}
 	if (fresh && t->param && g->dtype != AMP_F32) {
