@@ -2,7 +2,8 @@
  *
  *   throughput   2 ranks x 1 thread (mpirun -np 2 mlp_fashion --dist, global batch 2 x B)
  *                against 1 process x 1 thread at the same per-rank batch B     goal >= 1.8x
- *                (with the default fp32 all-reduce and with the fp16 one)
+ *                (with the default fp32 all-reduce, the fp16 one, and the fp16 one with
+ *                optimizer_sharding on: each rank updates its share of the parameters)
  *   bytes        FP16 all-reduce bytes / FP32's, read from the two profiles     goal 0.5
  *   time         FP16 all-reduce time (posted to complete) / FP32's             goal <= 0.6x
  *   overlap      share of the all-reduce time hidden behind backward (1 - wait / duration)
@@ -91,7 +92,8 @@ static int profile(const char *dtype, int steps, int batch, comm_fig *f)
 {
 	char cmd[5 * PATH_MAX], db[PATH_MAX + 32];
 	snprintf(cmd, sizeof cmd,
-	         "AMP_ALLREDUCE_DTYPE=%s " MPIRUN "%s/ampprof -q -f -o %s/%s.%%r.db -- %s/mlp_fashion "
+	         "AMP_ALLREDUCE_DTYPE=%s AMP_OPTIMIZER_SHARDING=off " MPIRUN
+	         "%s/ampprof -q -f -o %s/%s.%%r.db -- %s/mlp_fashion "
 	         "--dist --precision=amp --batch %d --steps %d --log-every 0 >/dev/null 2>&1",
 	         dtype, g_bin, g_tmp, dtype, g_bin, 2 * batch, steps);
 	if (system(cmd) != 0)
@@ -126,16 +128,22 @@ int main(int argc, char **argv)
 	int steps = 200, batch = 64, rounds = 3, bad = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			printf("usage: bench_dist [--steps N] [--batch B] [--rounds R]\n\n"
-			       "Data-parallel figures of mlp_fashion (amp) on 2 MPI ranks, measured in one "
-			       "run:\nthroughput of 2 ranks x 1 thread against 1 process at the same "
-			       "per-rank batch,\nbytes and time of the FP16 all-reduce against FP32's, "
-			       "and the share of the\nall-reduce hidden behind backward.\n\n"
-			       "    --steps N    training steps per run, >= 10      (200)\n"
-			       "    --batch B    samples per rank per step          (64)\n"
-			       "    --rounds R   alternating runs (1..9): the throughput keeps each     "
-			       "(3)\n"
-			       "                 side's best, the profiled figures their medians\n");
+			printf(
+			    "usage: bench_dist [--steps N] [--batch B] [--rounds R]\n\n"
+			    "Data-parallel figures of mlp_fashion (amp) on 2 MPI ranks, measured "
+			    "in one "
+			    "run:\nthroughput of 2 ranks x 1 thread against 1 process at the same "
+			    "per-rank batch\n(fp32 and fp16 all-reduce, and fp16 with the update "
+			    "sharded "
+			    "over the ranks),\nbytes and time of the FP16 all-reduce against "
+			    "FP32's, "
+			    "and the share of the\nall-reduce hidden behind backward.\n\n"
+			    "    --steps N    training steps per run, >= 10      (200)\n"
+			    "    --batch B    samples per rank per step          (64)\n"
+			    "    --rounds R   alternating runs (1..9): the throughput keeps each   "
+			    "  "
+			    "(3)\n"
+			    "                 side's best, the profiled figures their medians\n");
 			return 0;
 		}
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -170,30 +178,35 @@ int main(int argc, char **argv)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("bench_dist: mlp_fashion amp, %d steps, batch %d per rank, %ld CPU(s), best (throughput) "
 	       "and medians (profiles) of %d\n", steps, batch, cpus, rounds);
-	/* the one process, then 2 ranks with the default (fp32) and the fp16 all-reduce */
-	static const char *const dtypes[2] = {"fp32", "fp16"};
-	char cmd[3][2 * PATH_MAX];
+	/* the one process, then 2 ranks with the default (fp32) and the fp16 all-reduce, and the
+	 * fp16 one with the update sharded */
+	static const char *const dtypes[3] = {"fp32", "fp16", "fp16"};
+	static const char *const how[3] = {"fp32 all-reduce", "fp16 all-reduce",
+	                                   "fp16 all-reduce, sharded update"};
+	char cmd[4][2 * PATH_MAX];
 	snprintf(cmd[0], sizeof cmd[0],
 	         "AMP_NUM_THREADS=1 %s/mlp_fashion --precision=amp --batch %d --steps %d --log-every 0 "
 	         "--json 2>/dev/null", g_bin, batch, steps);
-	for (int k = 0; k < 2; k++)
-		snprintf(cmd[1 + k], sizeof cmd[1 + k],
-		         "AMP_NUM_THREADS=1 AMP_ALLREDUCE_DTYPE=%s " MPIRUN "%s/mlp_fashion --dist "
-		         "--precision=amp --batch %d --steps %d --log-every 0 --json 2>/dev/null",
-		         dtypes[k], g_bin, 2 * batch, steps);
-	double best[3] = {0, 0, 0};
+	for (int k = 0; k < 3; k++)
+		snprintf(
+		    cmd[1 + k], sizeof cmd[1 + k],
+		    "AMP_NUM_THREADS=1 AMP_ALLREDUCE_DTYPE=%s AMP_OPTIMIZER_SHARDING=%s " MPIRUN
+		    "%s/mlp_fashion --dist --precision=amp --batch %d --steps %d --log-every 0 "
+		    "--json 2>/dev/null",
+		    dtypes[k], k == 2 ? "on" : "off", g_bin, 2 * batch, steps);
+	double best[4] = {0, 0, 0, 0};
 	for (int r = 0; r < rounds; r++)
-		for (int k = 0; k < 3; k++) {
+		for (int k = 0; k < 4; k++) {
 			double v = run_json(cmd[k], "samples_per_sec");
 			if (v > best[k])
 				best[k] = v;
 		}
 	int status = 0;
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < 3; k++)
 		if (best[0] > 0 && best[1 + k] > 0)
-			printf("  throughput  1 process %.0f samples/s, 2 ranks (%s all-reduce) %.0f "
+			printf("  throughput  1 process %.0f samples/s, 2 ranks (%s) %.0f "
 			       "samples/s: %.2fx  (goal >= 1.8x)\n",
-			       best[0], dtypes[k], best[1 + k], best[1 + k] / best[0]);
+			       best[0], how[k], best[1 + k], best[1 + k] / best[0]);
 		else
 			printf("  throughput  a run failed\n"), status = 1;
 	/* the profiled runs alternate too; each figure is the median of its runs */

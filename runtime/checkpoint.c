@@ -135,6 +135,14 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 		return amp_fail(ctx, AMP_ESTATE,
 		                "amp_checkpoint_save: step %lld is open (save between steps)",
 		                (long long)ctx->step);
+	for (amp_param *p = ctx->params; p; p = p->next)
+		if (p->master_partial || p->moments_partial)
+			return amp_fail(
+			    ctx, AMP_ESTATE,
+			    "amp_checkpoint_save: optimizer_sharding left the master of '%s' "
+			    "and its moments current only in this rank's share: call "
+			    "amp_mpi_consolidate on every rank first",
+			    p->label);
 	wbuf b = {0};
 	put_i64(&b, ctx->step);
 	put_u64(&b, ctx->rng_state);
@@ -354,6 +362,8 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 		}
 		memcpy(m->data, w, bytes);
 		amp_param_touched(p);
+		p->master_partial = p->moments_partial =
+		    0; /* master and moments whole, as loaded */
 		amp_tensor **slots[2] = {&p->opt_m, &p->opt_v};
 		const void *src[2] = {mv, vv};
 		for (int k = 0; k < 2; k++) {

@@ -374,6 +374,25 @@ static const char *get_bucket_kb(amp_ctx *ctx, const config_key *k)
 	return ctx->getbuf;
 }
 
+/* optimizer_sharding = on | off: the ranks split each update (amp/amp_mpi.h). */
+static int set_sharding(amp_ctx *ctx, const config_key *k, const char *v)
+{
+	if (dist_attached(ctx, k))
+		return AMP_ESTATE;
+	int on = strcmp(v, "on") == 0;
+	if (!on && strcmp(v, "off") != 0)
+		return amp_fail(ctx, AMP_ECONFIG, "%s: expected 'on' or 'off', got '%s'", k->name,
+		                v);
+	ctx->cfg.optimizer_sharding = on;
+	return 0;
+}
+
+static const char *get_sharding(amp_ctx *ctx, const config_key *k)
+{
+	(void)k;
+	return ctx->cfg.optimizer_sharding ? "on" : "off";
+}
+
 /* gradient_clipping = <max norm>, 0 = off. */
 static int set_clip(amp_ctx *ctx, const config_key *k, const char *v)
 {
@@ -478,6 +497,7 @@ static const config_key config_keys[] = {
     {"kernels", set_kernels, get_kernels, 0, 0, 0, 0, 0},
     {"allreduce_dtype", set_allreduce_dtype, get_allreduce_dtype, 0, 0, 0, 0, 0},
     {"allreduce_bucket_kb", set_bucket_kb, get_bucket_kb, 0, 0, 0, 0, 0},
+    {"optimizer_sharding", set_sharding, get_sharding, 0, 0, 0, 0, 0},
     {"gradient_clipping", set_clip, get_clip, 0, 0, 0, 0, 0},
     {"gradient_accumulation_steps", set_accum, get_accum, 0, 0, 0, 0, 0},
     {"memory_optimize", set_memopt, get_memopt, 0, 0, 0, 0, 0},

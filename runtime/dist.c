@@ -4,6 +4,7 @@
  * of its own, so that libamprt never links a transport.
  */
 #include "amp/amp_dist.h"
+#include "check.h"
 #include "internal.h"
 #include "optim_int.h"
 
@@ -153,6 +154,49 @@ const char *amp_param_label(amp_ctx *ctx, int i)
 {
 	amp_param *p = param_at(ctx, i);
 	return p ? p->label : NULL;
+}
+
+int amp_dist_shardable(amp_ctx *ctx)
+{
+	return ctx && ctx->cfg.optimizer_sharding && ctx->cfg.accum_steps == 1 &&
+	       !(AMP_TRACING() && amp_check_master_grad_stats());
+}
+
+void *amp_param_shard_view(amp_ctx *ctx, int i, amp_dtype *dtype)
+{
+	amp_param *p = param_at(ctx, i);
+	*dtype = AMP_F32;
+	if (!p)
+		return NULL;
+	if (p->work && p->work_valid && p->f32_step != ctx->step) {
+		*dtype = p->work_dtype;
+		return p->work;
+	}
+	return p->master->data;
+}
+
+int amp_param_master_state(amp_ctx *ctx, int i, float **master, float **m, float **v)
+{
+	amp_param *p = param_at(ctx, i);
+	if (!p)
+		return AMP_EINVAL;
+	*master = p->master->data;
+	*m = p->opt_m ? p->opt_m->data : NULL;
+	*v = p->opt_v ? p->opt_v->data : NULL;
+	return AMP_OK;
+}
+
+void amp_param_master_gathered(amp_ctx *ctx, int i)
+{
+	amp_param *p = param_at(ctx, i);
+	if (p)
+		p->master_partial = p->moments_partial = 0;
+}
+
+int amp_param_master_partial(amp_ctx *ctx, int i)
+{
+	amp_param *p = param_at(ctx, i);
+	return p && (p->master_partial || p->moments_partial);
 }
 
 int amp_dist_tracing(void)

@@ -122,6 +122,15 @@ struct amp_param {
 	                            amp_tensor_grad) clears this, and the optimizer then counts for
 	                            itself */
 	int64_t grad_nonfinite;
+	/* Data parallel with optimizer_sharding: the elements [own_lo, own_hi) this rank updates
+	 * in this step (the whole tensor otherwise); master_partial when the master is current
+	 * only in the elements this rank updated last (the ranks gathered the working copy, not
+	 * the master), moments_partial the same of the optimizer moments (amp_mpi_consolidate
+	 * gathers both); f32_step the last step an op read the master itself (an FP32 use: the
+	 * ranks then gather the master, amp_param_shard_view) */
+	int64_t own_lo, own_hi;
+	int master_partial, moments_partial;
+	int64_t f32_step;
 	amp_param *next;
 };
 
@@ -180,6 +189,7 @@ typedef struct amp_config {
 	uint64_t seed;
 	amp_dtype allreduce_dtype;   /* data parallel: payload of the gradient all-reduce */
 	int64_t allreduce_bucket_kb; /* data parallel: gradient bucket size */
+	int optimizer_sharding;      /* data parallel: each rank updates its share (amp_mpi.h) */
 	double clip_norm;        /* gradient_clipping: 0 = off */
 	int64_t accum_steps;     /* gradient_accumulation_steps, >= 1 */
 	int memory_optimize;     /* memory_optimize = on */

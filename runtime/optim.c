@@ -5,6 +5,7 @@
  * look for Inf/NaN, let the scaler decide (every decision is a trace event), then update or
  * skip.  The scaler's state machine is amp_scaler_update(), kept pure for its tests.
  */
+#include "amp/amp_dist.h"
 #include "check.h"
 #include "internal.h"
 #include "optim_int.h"
@@ -142,7 +143,9 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 	    .decay = 1.0f - a->lr * a->weight_decay,
 	};
 	p->work_nonfinite = 0;
-	for (int64_t i0 = 0; i0 < n; i0 += UPDATE_BLOCK) {
+	/* with optimizer_sharding, the elements this rank owns (the ranks then exchange them) */
+	n = p->own_hi;
+	for (int64_t i0 = p->own_lo; i0 < n; i0 += UPDATE_BLOCK) {
 		const int64_t len = n - i0 < UPDATE_BLOCK ? n - i0 : UPDATE_BLOCK;
 		const float *gb = g + i0;
 		if (half) {
@@ -163,12 +166,15 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 	return AMP_OK;
 }
 
-/* NaN/Inf values of p's gradient, where it is: kept in its own dtype, or master->grad. */
+/* NaN/Inf values of p's gradient in the elements this rank updates, where it is: kept in its
+ * own dtype, or master->grad. */
 static int64_t count_grad(const amp_param *p)
 {
 	const amp_tensor *k = p->grad_kept, *g = p->master->grad;
-	return k ? amp_dt(k->dtype)->nonfinite(k->data, k->numel)
-	         : amp_count_nonfinite_f32(g->data, g->numel);
+	int64_t n = p->own_hi - p->own_lo;
+	return k ? amp_dt(k->dtype)->nonfinite(
+	               (const char *)k->data + (size_t)p->own_lo * amp_dtype_size(k->dtype), n)
+	         : amp_count_nonfinite_f32((const float *)g->data + p->own_lo, n);
 }
 
 /* The hyperparameters an update used (the optimizer's, gradient clipping, accumulation),
@@ -234,6 +240,18 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		if (rc != AMP_OK)
 			return rc;
 	}
+	/* Optimizer sharding: each rank holds the sums of its share of the elements, and
+	 * unscales, checks, clips and updates those; the backend then sends the updated values
+	 * to every rank (updated, below).  The verdict and the clipping norm are summed over the
+	 * ranks, so that every rank decides alike. */
+	int sharded = 0;
+	for (amp_param *p = ctx->params; p; p = p->next) {
+		p->own_lo = 0;
+		p->own_hi = p->master->numel;
+		if (ctx->dist && ctx->dist->owned && ctx->dist->sum && ctx->dist->updated)
+			sharded |= ctx->dist->owned(ctx->dist_state, ctx, p->index, &p->own_lo,
+			                            &p->own_hi);
+	}
 	if (ctx->state_owner && ctx->state_owner != o) {
 		/* the parameters' moments are another optimizer's: this one starts from zero
 		 * moments and its first update, as a new optimizer would */
@@ -266,7 +284,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	/* Gradients kept in half stay so for the update to widen, unless something reads them
 	 * in FP32 before it: the clipping norm, an unscale in place (inv > 1). */
 	const int in_f32 = ctx->cfg.clip_norm > 0 || (fold == 1.0f && inv != 1.0f);
-	int overflow = 0;
+	int overflow = 0, counted_here = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next)
 		if (in_f32 || !p->grad_kept)
@@ -275,6 +293,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		amp_tensor *g = p->master->grad;
 		if (!g)
 			continue;
+		counted_here |= stats || !p->grad_counted || !(fold != 1.0f || inv == 1.0f);
 		if (stats) {
 			if (fold == 1.0f && inv != 1.0f)
 				amp_vscale_f32(g->data, inv, g->data, g->numel);
@@ -286,8 +305,9 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			/* unscaled and counted block by block: one pass over memory, not two */
 			float *gv = g->data;
 			int64_t bad = 0;
-			for (int64_t i0 = 0; i0 < g->numel; i0 += UPDATE_BLOCK) {
-				int64_t n = g->numel - i0 < UPDATE_BLOCK ? g->numel - i0 : UPDATE_BLOCK;
+			for (int64_t i0 = p->own_lo; i0 < p->own_hi; i0 += UPDATE_BLOCK) {
+				int64_t n =
+				    p->own_hi - i0 < UPDATE_BLOCK ? p->own_hi - i0 : UPDATE_BLOCK;
 				amp_vscale_f32(gv + i0, inv, gv + i0, n);
 				bad += amp_count_nonfinite_f32(gv + i0, n);
 			}
@@ -295,6 +315,21 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		}
 		p->grad_counted = 0; /* used: a step that does not reach p counts again */
 		elems += (uint64_t)g->numel;
+	}
+
+	int rc = AMP_OK;
+	/* The backend's counts of the sums are alike on every rank; a count taken here covers
+	 * this rank's share only (a sharded step unscales, clips and updates that alone), and
+	 * then the ranks add their verdicts.  (Whether a gradient was counted here is alike on
+	 * every rank too: the backend counted every sum, and only the same calls on every rank
+	 * write a gradient after it.) */
+	if (sharded && counted_here) {
+		double v = overflow;
+		if ((rc = ctx->dist->sum(ctx->dist_state, ctx, &v)) != AMP_OK) {
+			ctx->cur_op = AMP_OP_COUNT;
+			return rc;
+		}
+		overflow = v > 0;
 	}
 
 	/* Clipping by the global norm, of the unscaled gradients (clipping scaled ones would clip
@@ -308,8 +343,12 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			if (!g)
 				continue;
 			const float *gv = g->data;
-			for (int64_t i = 0; i < g->numel; i++)
+			for (int64_t i = p->own_lo; i < p->own_hi; i++)
 				sq += (double)gv[i] * (double)gv[i];
+		}
+		if (sharded && (rc = ctx->dist->sum(ctx->dist_state, ctx, &sq)) != AMP_OK) {
+			ctx->cur_op = AMP_OP_COUNT;
+			return rc;
 		}
 		ctx->grad_norm = sqrt(sq);
 		if (ctx->grad_norm > ctx->cfg.clip_norm) {
@@ -323,7 +362,6 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		}
 	}
 
-	int rc = AMP_OK;
 	const int scaled = amp_mode_info_of(ctx->cfg.mode)->kind != AMP_KIND_FP32;
 	const double old_scale = ctx->scaler.scale;
 	amp_scale_reason why = AMP_SCALE_STATIC;
@@ -352,6 +390,23 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			p->grad_kept = NULL;
 			p->grad_stale = p->master->grad != NULL;
 		}
+	if (sharded) {
+		/* what the ranks now hold of each other's shares: the values the forward reads
+		 * (amp_param_shard_view), not the rest of the master nor the moments */
+		if (!overflow && rc == AMP_OK)
+			for (amp_param *p = ctx->params; p; p = p->next) {
+				if (!p->master->grad ||
+				    (p->own_lo == 0 && p->own_hi == p->master->numel))
+					continue;
+				amp_dtype dt; /* the master gathered is whole again */
+				p->master_partial =
+				    amp_param_shard_view(ctx, p->index, &dt) != p->master->data;
+				p->moments_partial |= p->opt_m != NULL;
+			}
+		int rc2 = ctx->dist->updated(ctx->dist_state, ctx, !overflow && rc == AMP_OK);
+		if (rc == AMP_OK)
+			rc = rc2;
+	}
 
 	amp_trace_kernel(ctx, AMP_OP_OPTIMIZER, o->kind == OPTIM_SGD ? "sgd" : "adamw", AMP_F32,
 	                 amp_kernels_vec_engine(), AMP_PHASE_OPTIMIZER, t0, elems * (o->kind == OPTIM_SGD ? 4 : 12),

@@ -129,9 +129,23 @@ static amp_tensor *working_copy(amp_ctx *ctx, amp_param *p, amp_dtype dt, uint64
 
 amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label)
 {
+	amp_param *p = t->param;
+	if (p && dt == t->dtype)
+		p->f32_step = ctx->step; /* the master itself read: a sharded update gathers it */
+	/* A master that a sharded update left current in this rank's share only (the ranks
+	 * gathered its working copy) cannot be read itself or make a working copy of it. */
+	if (p && p->master_partial &&
+	    (dt == t->dtype || !p->work || !p->work_valid || p->work_dtype != dt)) {
+		amp_fail(
+		    ctx, AMP_ESTATE,
+		    "parameter '%s': optimizer_sharding left its master current only in this "
+		    "rank's share (the ranks exchanged its %s working copy); it is now read in "
+		    "%s: call amp_mpi_consolidate on every rank first",
+		    p->label, p->work ? amp_dtype_name(p->work_dtype) : "half", amp_dtype_name(dt));
+		return NULL;
+	}
 	if (t->dtype == dt || !amp_dt(t->dtype)->is_float)
 		return t;
-	amp_param *p = t->param;
 	int working = p && amp_dt(dt)->is_half; /* a master's half working copy */
 	if (working && p->working && p->working->dtype == dt && p->working_step == ctx->step)
 		return p->working;

@@ -635,6 +635,8 @@ int amp_param_new(amp_ctx *ctx, const char *label, amp_shape shape, amp_init ini
 	strcpy(p->label, name);
 	p->master = t;
 	p->working_step = -1;
+	p->f32_step = -1;
+	p->own_hi = t->numel;
 	t->param = p;
 	t->requires_grad = 1;
 
@@ -674,6 +676,7 @@ int amp_param_load(amp_ctx *ctx, amp_tensor *param, const float *src)
 		return amp_fail(ctx, AMP_EINVAL, "amp_param_load: %s", amp_foreign_why);
 	memcpy(param->data, src, (size_t)param->numel * sizeof(float));
 	amp_param_touched(param->param);
+	param->param->master_partial = 0; /* all of it written: whole (not its moments) */
 	return AMP_OK;
 }
 

@@ -113,7 +113,10 @@ static int train_epochs(run *r)
 		if (r->dist.rank == 0)
 			printf("epoch %lld: %.1f s\n", (long long)epoch, dt);
 		/* between steps, before evaluation steps move the step counter; with --dist every
-		 * rank holds the same state, and rank 0 writes it */
+		 * rank holds the same state (made whole on every rank first: optimizer_sharding
+		 * leaves each rank's masters current in its share only), and rank 0 writes it */
+		if (r->checkpoint && !done && (rc = ex_dist_consolidate(&r->dist, r->ctx)))
+			return rc;
 		if (r->checkpoint && !done && r->dist.rank == 0) {
 			if ((rc = amp_checkpoint_save(r->ctx, r->checkpoint)))
 				return rc;
@@ -324,8 +327,11 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		int64_t lo = r.opt.batch / r.dist.size, hi = (r.opt.batch + r.dist.size - 1) / r.dist.size;
 		char each[48];
 		snprintf(each, sizeof each, lo == hi ? "%lld" : "%lld-%lld", (long long)lo, (long long)hi);
-		printf("%s: %d ranks, %s samples each per step, all-reduce in %s\n", prog.name,
-		       r.dist.size, each, amp_config_get(r.ctx, "allreduce_dtype"));
+		printf("%s: %d ranks, %s samples each per step, all-reduce in %s%s\n", prog.name,
+		       r.dist.size, each, amp_config_get(r.ctx, "allreduce_dtype"),
+		       strcmp(amp_config_get(r.ctx, "optimizer_sharding"), "on") == 0
+		           ? ", the update sharded over the ranks"
+		           : "");
 	}
 	if (resume_path && (rc = resume(&r, resume_path, err, sizeof err))) {
 		fprintf(stderr, "%s: --resume: %s\n", prog.name, err);

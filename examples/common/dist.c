@@ -44,6 +44,18 @@ int ex_dist_attach(const ex_dist *d, amp_ctx *ctx)
 	return AMP_OK;
 }
 
+int ex_dist_consolidate(const ex_dist *d, amp_ctx *ctx)
+{
+#ifdef AMP_HAVE_MPI
+	if (d->on)
+		return amp_mpi_consolidate(ctx);
+#else
+	(void)d;
+	(void)ctx;
+#endif
+	return AMP_OK;
+}
+
 void ex_dist_shard(const ex_dist *d, int64_t n, int64_t *start, int64_t *count)
 {
 	int64_t lo = n * d->rank / d->size, hi = n * (d->rank + 1) / d->size;

@@ -21,6 +21,9 @@ typedef struct ex_dist {
 int ex_dist_init(ex_dist *d, int on, const char *prog, int *argc, char ***argv);
 /* Makes ctx data-parallel (after its parameters exist): amp_mpi_attach over the world. */
 int ex_dist_attach(const ex_dist *d, amp_ctx *ctx);
+/* Every rank's masters and optimizer moments whole again (amp_mpi_consolidate: after
+ * optimizer_sharding, before a checkpoint); collective, on every rank. */
+int ex_dist_consolidate(const ex_dist *d, amp_ctx *ctx);
 /* This rank's part [*start, *start + *count) of n items. */
 void ex_dist_shard(const ex_dist *d, int64_t n, int64_t *start, int64_t *count);
 /* Sum of v over the ranks (v itself without --dist). */

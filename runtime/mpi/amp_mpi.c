@@ -60,10 +60,19 @@ typedef struct dist {
 	                          counts the shares each rank finishes; reduce adds them up),
 	                          then at n_params + index: the ranks where it has a gradient,
 	                          at 2 n_params + index: the ranks where its values moved,
-	                          then SAME_SLOTS: the settings' fingerprint (same_fingerprint) */
+	                          then SAME_SLOTS: the settings' fingerprint (same_fingerprint),
+	                          then SHARD_SLOT: the ranks that can shard the step's update */
 	char *ready;           /* per parameter index: its gradient is final this step */
 	int n_buckets;
 	bucket *b;
+	int64_t *offset;       /* per parameter index: where its values start in its bucket */
+	int shard;             /* optimizer_sharding: the rings stop after their reduce-scatter
+	                          hops, each rank updates the share whose sums it holds and the
+	                          updated values go round after the update (gather_updated) */
+	int hops_target;       /* the rings' hops this step: size - 1 when sharding (more when a
+	                          step turns out not to be sharded: complete_rings), else
+	                          2 (size - 1) */
+	int sharded_step;      /* every rank can shard this step's update (amp_dist_shardable) */
 	int next_post;         /* first bucket not yet posted */
 	int in_flight;         /* posted, not yet seen complete */
 	int began;             /* a backward began the buckets, not all of them complete */
@@ -77,7 +86,7 @@ typedef struct dist {
 	size_t text_len;
 } dist;
 
-enum { SAME_SLOTS = 6 };
+enum { SAME_SLOTS = 6, SHARD_SLOT = SAME_SLOTS, EXTRA_SLOTS = SAME_SLOTS + 1 };
 static int check_same(dist *d, amp_ctx *ctx, const char *who);
 static void same_fingerprint(dist *d, amp_ctx *ctx, int64_t *slot);
 static int same_everywhere(const dist *d, const int64_t *sum);
@@ -226,7 +235,7 @@ static int ring_post(dist *d, bucket *bk, int tag)
 static int ring_advance(dist *d, int k, int wait)
 {
 	bucket *bk = &d->b[k];
-	int p = d->size, hops = 2 * (p - 1);
+	int p = d->size, hops = d->hops_target;
 	while (bk->hop < hops) {
 		int done = 1, err;
 		err = wait ? MPI_Waitall(2, bk->req, MPI_STATUSES_IGNORE)
@@ -285,7 +294,7 @@ static void test_posted(dist *d)
 		if (bk->state != B_POSTED)
 			continue;
 		int err = ring_advance(d, k, 0);
-		if (err != MPI_SUCCESS || bk->hop == 2 * (d->size - 1))
+		if (err != MPI_SUCCESS || bk->hop == d->hops_target)
 			land(d, k, err);
 	}
 }
@@ -321,6 +330,8 @@ static void reset(dist *d)
 	d->in_flight = 0;
 	d->began = 0;
 	d->handed = 0;
+	d->hops_target = d->shard ? d->size - 1 : 2 * (d->size - 1);
+	d->sharded_step = 0;
 }
 
 /* Every parameter's gradient is final (the tape is done, or there was none): the buckets not
@@ -420,12 +431,14 @@ static int finish(dist *d, amp_ctx *ctx)
 	int64_t *same = d->bad + 3 * d->n_params;
 	if (d->size > 1)
 		same_fingerprint(d, ctx, same);
+	same[SHARD_SLOT] = d->shard && amp_dist_shardable(ctx);
 	int err = MPI_SUCCESS;
 	int64_t step = amp_step_index(ctx);
 	if (rc == AMP_OK && d->size > 1 &&
-	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 3 * d->n_params + SAME_SLOTS, MPI_INT64_T,
+	    (err = MPI_Allreduce(MPI_IN_PLACE, d->bad, 3 * d->n_params + EXTRA_SLOTS, MPI_INT64_T,
 	                         MPI_SUM, d->comm)) != MPI_SUCCESS)
 		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
+	d->sharded_step = rc == AMP_OK && d->shard && same[SHARD_SLOT] == d->size;
 	if (rc == AMP_OK && d->size > 1 && !same_everywhere(d, same)) {
 		char who[48];
 		snprintf(who, sizeof who, "amp_mpi (step %lld)", (long long)step);
@@ -435,8 +448,12 @@ static int finish(dist *d, amp_ctx *ctx)
 		bucket *bk = &d->b[k];
 		if (rc == AMP_OK)
 			rc = unpack(d, ctx, bk);
-		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k,
-		               (uint64_t)bk->elems * amp_dtype_size(d->dtype), bk->t_post,
+		/* a sharded step's rings stop halfway: half the bytes (the rest go round after the
+		 * update, complete_rings or gather_updated) */
+		uint64_t bytes = (uint64_t)bk->elems * amp_dtype_size(d->dtype);
+		if (d->hops_target < 2 * (d->size - 1))
+			bytes /= 2;
+		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k, bytes, bk->t_post,
 		               bk->waited ? bk->t_wait : bk->t_end, bk->t_end, bk->flags);
 	}
 	if (rc == AMP_OK)
@@ -466,6 +483,168 @@ static int check_params(dist *d, amp_ctx *ctx)
 	           ? AMP_OK
 	           : amp_dist_fail(ctx, AMP_ESTATE, "amp_mpi: parameters were added after "
 	                                            "amp_mpi_attach");
+}
+
+static const amp_dist_ops mpi_ops;
+
+/* ---- optimizer sharding ---------------------------------------------------------------------
+ * With optimizer_sharding on, a step whose update every rank can split (amp_dist_shardable,
+ * agreed in finish's all-reduce) leaves each rank with the sums of one share of every bucket
+ * (the rings stop after their size - 1 adding hops), the share ring_advance's last adding hop
+ * completes: share rank + 1.  The optimizer unscales, checks, clips and updates those elements
+ * only (owned), the verdict and the clipping norm summed over the ranks (sum), and then every
+ * rank sends the values it updated to the others (gather_updated): the working copy the
+ * forward pass reads, or the master (amp_param_shard_view).  The rest of a rank's master and
+ * moments is then stale until amp_mpi_consolidate.  A step that cannot be split (or ends
+ * without an update) completes its rings first (complete_rings) and runs as without sharding.
+ * Each element is updated by the same arithmetic on the same sum either way, so the bits do
+ * not change. */
+
+/* Elements [*lo, *hi) of parameter i in share s of its bucket (empty: *lo == *hi). */
+static void share_of_param(const dist *d, int i, int s, int64_t *lo, int64_t *hi)
+{
+	const bucket *bk = &d->b[d->bucket_of[i]];
+	int64_t a = (int64_t)s * bk->chunk, b = a + share_len(bk, s), off = d->offset[i];
+	a = a > off ? a : off;
+	b = b < off + d->numel[i] ? b : off + d->numel[i];
+	*lo = a < b ? a - off : 0;
+	*hi = a < b ? b - off : 0;
+}
+
+/* The rings of a step that turned out not to be sharded go on to their gather hops, so that
+ * every rank holds every sum (blocking: nothing is left to overlap them with). */
+static int complete_rings(dist *d, amp_ctx *ctx)
+{
+	int full = 2 * (d->size - 1);
+	if (d->hops_target == full)
+		return AMP_OK;
+	d->hops_target = full;
+	for (int k = 0; k < d->n_buckets; k++) {
+		bucket *bk = &d->b[k];
+		if (bk->err != MPI_SUCCESS || bk->hop >= full)
+			continue;
+		uint64_t t0 = amp_dist_clock();
+		int err = ring_post(d, bk, k);
+		if (err == MPI_SUCCESS)
+			err = ring_advance(d, k, 1);
+		if (err != MPI_SUCCESS)
+			return mpi_fail(ctx, err, "gradient all-reduce");
+		uint64_t t1 = amp_dist_clock();
+		amp_dist_trace(amp_step_index(ctx), AMP_COMM_ALLREDUCE, d->dtype, k,
+		               (uint64_t)bk->elems * amp_dtype_size(d->dtype) / 2, t0, t0, t1, 0);
+	}
+	return AMP_OK;
+}
+
+static int hook_owned(void *state, amp_ctx *ctx, int i, int64_t *lo, int64_t *hi)
+{
+	dist *d = state;
+	*lo = 0;
+	*hi = i >= 0 && i < d->n_params ? d->numel[i] : 0;
+	if (!d->sharded_step || i < 0 || i >= d->n_params)
+		return 0;
+	(void)ctx;
+	share_of_param(d, i, wrap(d, d->rank + 1), lo, hi);
+	return 1;
+}
+
+/* v summed over the ranks in rank order, the same bits on every rank (an MPI_SUM may add in
+ * another order on each). */
+static int hook_sum(void *state, amp_ctx *ctx, double *v)
+{
+	dist *d = state;
+	double all[64], *each = d->size <= 64 ? all : malloc((size_t)d->size * sizeof *each);
+	if (!each)
+		return amp_dist_fail(ctx, AMP_ENOMEM, "out of memory");
+	int err = MPI_Allgather(v, 1, MPI_DOUBLE, each, 1, MPI_DOUBLE, d->comm);
+	if (err == MPI_SUCCESS) {
+		*v = 0;
+		for (int r = 0; r < d->size; r++)
+			*v += each[r];
+	}
+	if (each != all)
+		free(each);
+	return err == MPI_SUCCESS ? AMP_OK : mpi_fail(ctx, err, "sharded update's sum");
+}
+
+/* The values at base (elements of esz bytes) of parameter i: every rank's share s = rank + 1
+ * to every rank, in place, by a ring of size - 1 hops (each rank passes on the share it
+ * received last), the same messages as the gradients' gather hops. */
+static int gather_shares(dist *d, int i, void *base, size_t esz)
+{
+	int next = wrap(d, d->rank + 1), prev = wrap(d, d->rank - 1);
+	for (int h = 0; h < d->size - 1; h++) {
+		int64_t slo, shi, rlo, rhi;
+		share_of_param(d, i, wrap(d, d->rank + 1 - h), &slo, &shi);
+		share_of_param(d, i, wrap(d, d->rank - h), &rlo, &rhi);
+		int err = MPI_Sendrecv(
+		    (char *)base + (size_t)slo * esz, (int)((shi - slo) * (int64_t)esz), MPI_BYTE,
+		    next, i, (char *)base + (size_t)rlo * esz, (int)((rhi - rlo) * (int64_t)esz),
+		    MPI_BYTE, prev, i, d->comm, MPI_STATUS_IGNORE);
+		if (err != MPI_SUCCESS)
+			return err;
+	}
+	return MPI_SUCCESS;
+}
+
+/* After a sharded update: each rank's updated values to every rank, bucket by bucket (a comm
+ * row each, of the bytes this rank sent). */
+static int hook_updated(void *state, amp_ctx *ctx, int updated)
+{
+	dist *d = state;
+	int sharded = d->sharded_step;
+	d->sharded_step = 0;
+	if (!sharded || !updated)
+		return AMP_OK;
+	for (int k = 0; k < d->n_buckets; k++) {
+		const bucket *bk = &d->b[k];
+		uint64_t t0 = amp_dist_clock(), sent = 0;
+		amp_dtype last = AMP_F32;
+		for (int j = bk->first; j < bk->first + bk->count; j++) {
+			int i = d->order[j];
+			if (!amp_param_has_grad(ctx, i))
+				continue; /* not updated on any rank: nothing moved */
+			amp_dtype dt;
+			void *v = amp_param_shard_view(ctx, i, &dt);
+			int64_t lo, hi;
+			share_of_param(d, i, wrap(d, d->rank + 1), &lo, &hi);
+			int err = gather_shares(d, i, v, amp_dtype_size(dt));
+			if (err != MPI_SUCCESS)
+				return mpi_fail(ctx, err, "sharded update's gather");
+			sent += (uint64_t)(hi - lo) * amp_dtype_size(dt) * (uint64_t)(d->size - 1);
+			last = dt;
+		}
+		uint64_t t1 = amp_dist_clock();
+		amp_dist_trace(amp_step_index(ctx), AMP_COMM_ALLREDUCE, last, k, sent, t0, t0, t1,
+		               0);
+	}
+	return AMP_OK;
+}
+
+int amp_mpi_consolidate(amp_ctx *ctx)
+{
+	dist *d = amp_dist_state(ctx, &mpi_ops);
+	if (!d || !d->shard)
+		return AMP_OK;
+	for (int i = 0; i < d->n_params; i++) {
+		float *w[3];
+		int rc = amp_param_master_state(ctx, i, &w[0], &w[1], &w[2]);
+		if (rc != AMP_OK)
+			return amp_dist_fail(ctx, rc, "amp_mpi_consolidate: parameters changed");
+		/* every rank gathers every parameter's: which ones a rank left partial depends on
+		 * the shares it owns, and a collective needs them all */
+		for (int s = 0; s < 3; s++) {
+			/* moments exist alike on every rank (every rank's update makes them) */
+			int have = w[s] != NULL, all = 0;
+			int err = MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, d->comm);
+			if (err == MPI_SUCCESS && all)
+				err = gather_shares(d, i, w[s], sizeof(float));
+			if (err != MPI_SUCCESS)
+				return mpi_fail(ctx, err, "amp_mpi_consolidate");
+		}
+		amp_param_master_gathered(ctx, i);
+	}
+	return AMP_OK;
 }
 
 static void hook_backward_begin(void *state, amp_ctx *ctx)
@@ -516,6 +695,8 @@ static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
 		hook_backward_begin(d, ctx);
 	if (d->began)
 		rc = finish(d, ctx);
+	if (rc == AMP_OK && !d->sharded_step)
+		rc = complete_rings(d, ctx);
 	d->handed = 0; /* the optimizer takes them */
 	*divisor = d->size;
 	return rc;
@@ -531,7 +712,7 @@ static int hook_step_end(void *state, amp_ctx *ctx)
 	int rc = AMP_OK;
 	if (d->began && d->size > 1)
 		rc = check_params(d, ctx) == AMP_OK ? finish(d, ctx) : AMP_ESTATE;
-	if (rc == AMP_OK && d->handed && d->size > 1)
+	if (rc == AMP_OK && d->handed && d->size > 1 && (rc = complete_rings(d, ctx)) == AMP_OK)
 		keep_mean(d, ctx);
 	land_all(d); /* after an error: nothing of the step may still be written to */
 	reset(d);
@@ -558,6 +739,7 @@ static void hook_detach(void *state, amp_ctx *ctx)
 	free(d->numel);
 	free(d->bad);
 	free(d->ready);
+	free(d->offset);
 	free(d->scratch);
 	free(d->buffers);
 	free(d->text);
@@ -572,6 +754,9 @@ static const amp_dist_ops mpi_ops = {
     .reduce = hook_reduce,
     .step_end = hook_step_end,
     .detach = hook_detach,
+    .owned = hook_owned,
+    .sum = hook_sum,
+    .updated = hook_updated,
 };
 
 /* Start-up barriers recorded for the clock alignment of `ampprof merge`. */
@@ -584,16 +769,19 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	d->order = calloc((size_t)n + 1, sizeof *d->order);
 	d->bucket_of = calloc((size_t)n + 1, sizeof *d->bucket_of);
 	d->numel = calloc((size_t)n + 1, sizeof *d->numel);
-	d->bad = calloc(3 * (size_t)n + SAME_SLOTS, sizeof *d->bad);
+	d->bad = calloc(3 * (size_t)n + EXTRA_SLOTS, sizeof *d->bad);
+	d->offset = calloc((size_t)n + 1, sizeof *d->offset);
 	d->ready = calloc((size_t)n + 1, 1);
 	d->b = calloc((size_t)n + 1, sizeof *d->b);
-	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b)
+	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b || !d->offset)
 		return AMP_ENOMEM;
 	int64_t largest = 1;
 	for (int k = 0; k < n; k++) {
 		int i = n - 1 - k; /* newest first: the order backward finishes them */
 		d->order[k] = i;
 		int64_t e = d->numel[i] = numel_of(ctx, i);
+		if (e > INT32_MAX / 4)
+			d->shard = 0; /* a gather's byte counts are ints: not this one */
 		if (e > largest)
 			largest = e;
 		bucket *bk = &d->b[d->n_buckets];
@@ -604,6 +792,7 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 		if (bk->count == 0)
 			bk->first = k;
 		bk->count++;
+		d->offset[i] = bk->elems;
 		bk->elems += e;
 		d->bucket_of[i] = d->n_buckets;
 		if (bk->elems * 4 >= cap_bytes || k == n - 1)
@@ -643,6 +832,7 @@ typedef struct same_key {
 static const same_key same_keys[] = {
     {"allreduce_dtype", "another", SETTINGS},
     {"allreduce_bucket_kb", "another", SETTINGS},
+    {"optimizer_sharding", "another", SETTINGS},
     {"precision_mode", "another", SETTINGS},
     {"custom lists", "other", SETTINGS},
     {"loss_scale", "another", SETTINGS},
@@ -655,12 +845,15 @@ static const same_key same_keys[] = {
     {"gradient_clipping", "another", SETTINGS},
     {"gradient_accumulation_steps", "another", SETTINGS},
     {"checkpoints", "other", "every rank loads the same checkpoint at the same point"},
-    {"loss scaler", "another", "every rank starts from the same loss scaler (the same "
-                               "checkpoint loaded on every rank, or none)"},
-    {"optimizers", "other", "every rank creates the same optimizers and changes them alike "
-                            "(amp_optim_set_lr at the same step)"},
-    {"updates", "other", "every rank's updates use the same hyperparameters "
-                         "(amp_optim_set_lr on every rank at the same point of a step)"},
+    {"loss scaler", "another",
+     "every rank starts from the same loss scaler (the same "
+     "checkpoint loaded on every rank, or none)"},
+    {"optimizers", "other",
+     "every rank creates the same optimizers and changes them alike "
+     "(amp_optim_set_lr at the same step)"},
+    {"updates", "other",
+     "every rank's updates use the same hyperparameters "
+     "(amp_optim_set_lr on every rank at the same point of a step)"},
 };
 #undef SETTINGS
 enum { N_SAME = sizeof same_keys / sizeof same_keys[0] };
@@ -902,7 +1095,9 @@ int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm)
 	d->dtype = strcmp(dt, "fp16") == 0 ? AMP_F16 : strcmp(dt, "bf16") == 0 ? AMP_BF16 : AMP_F32;
 	d->mpi_type = d->dtype == AMP_F32 ? MPI_FLOAT : MPI_UINT16_T;
 	int64_t kb = strtoll(amp_config_get(ctx, "allreduce_bucket_kb"), NULL, 10);
+	d->shard = d->size > 1 && strcmp(amp_config_get(ctx, "optimizer_sharding"), "on") == 0;
 	int rc = make_buckets(d, ctx, kb * 1024);
+	reset(d);
 	if (rc != AMP_OK) {
 		hook_detach(d, ctx);
 		return amp_dist_fail(ctx, rc, rc == AMP_ENOMEM ? "out of memory"

@@ -6,6 +6,10 @@
 #              whole batch (fp32, 20 steps, 1e-5 relative); FP16 all-reduce parity; an
 #              overflow on one rank only makes both skip and back off together; mlp_fashion
 #              --dist against one process in amp (2 epochs: within 0.5 accuracy points)
+#   sharding   optimizer_sharding = on gives the unsharded weights, losses and checkpoints bit
+#              for bit (fp32, fp16, bf16, 3 ranks, accumulation, steps without update, an
+#              overflow on one rank; clipping within 1e-6); a checkpoint before
+#              amp_mpi_consolidate is refused
 #   profiles   -o run.%r.db, the comm rows (bytes, dtype, bucket, wait), fp16 bytes = half of
 #              fp32, ampprof merge (rank column, clock alignment), the report's communication
 #              share and per-rank table, the advice, a rank killed with SIGKILL
@@ -330,6 +334,128 @@ rc=$?
 check_true "a rank failing mid-run: the job fails (exit $rc), within 60 s ($(( $(date +%s) - start )) s)" \
 	test "$rc" -ne 0 -a "$rc" -ne 124 -a $(( $(date +%s) - start )) -lt 60
 grep -q "training step: memory_limit" "$OUT/abort.out" || bad "a rank failing mid-run: says why" "$(cat "$OUT/abort.out")"
+
+# ---- optimizer sharding -------------------------------------------------------------------------
+# optimizer_sharding = on: the rings stop after their reduce-scatter hops, each rank updates the
+# share whose sums it holds, and the updated values go round after the update.  Each element's
+# update is the same arithmetic on the same sum, so the weights (amp_mpi_consolidate'd by
+# dist_cases) and the printed losses are those of the runs above, bit for bit; the steps that
+# cannot be split (accumulation) or end without an update run unsharded
+sharded() { # name np args...: the run with sharding on, into $OUT/sh.<name>.<rank>
+	local name=$1 np=$2
+	shift 2
+	AMP_OPTIMIZER_SHARDING=on "${MPI[@]}" -np "$np" "$T/dist_cases" --dist "$@" \
+		--weights "$OUT/sh.$name.%r" >"$OUT/sh.$name.out" 2>"$OUT/sh.$name.err"
+	check "sharded, $name: exit 0" "$?" 0
+	same=yes
+	for r in $(seq 1 $(( np - 1 ))); do
+		cmp -s "$OUT/sh.$name.0" "$OUT/sh.$name.$r" || same=no
+	done
+	check "sharded, $name: identical weights on every rank" "$same" yes
+}
+for mode in force_fp32 allow_mix_precision; do
+	for dt in fp32 fp16; do
+		AMP_PRECISION_MODE=$mode AMP_ALLREDUCE_DTYPE=$dt sharded "$mode.$dt" 2 --steps 20
+		check_true "sharded, $mode, all-reduce $dt: the unsharded weights, bit for bit" \
+			cmp -s "$OUT/sh.$mode.$dt.0" "$OUT/w.$mode.$dt.0"
+	done
+done
+AMP_PRECISION_MODE=allow_mix_precision_bf16 AMP_ALLREDUCE_DTYPE=bf16 sharded bf16 2 --steps 20
+AMP_PRECISION_MODE=allow_mix_precision_bf16 AMP_ALLREDUCE_DTYPE=bf16 "${MPI[@]}" -np 2 \
+	"$T/dist_cases" --dist --steps 20 --weights "$OUT/w.bf16.%r" >/dev/null 2>"$OUT/bf16.err"
+check_true "sharded, bf16: the unsharded weights, bit for bit" cmp -s "$OUT/sh.bf16.0" "$OUT/w.bf16.0"
+AMP_PRECISION_MODE=force_fp32 sharded 3ranks 3 --steps 5
+check_true "sharded, 3 ranks: the unsharded weights" cmp -s "$OUT/sh.3ranks.0" "$OUT/w3.0"
+AMP_PRECISION_MODE=force_fp32 sharded split 2 --steps 20 --split-bias
+check_true "sharded, split bias (parameters of 2 values in a shared bucket): the unsharded weights" \
+	cmp -s "$OUT/sh.split.0" "$OUT/w2.split.0"
+AMP_PRECISION_MODE=force_fp32 sharded micro 2 --steps 20 --micro 2
+check_true "sharded, 2 micro-batches (not split): the unsharded weights" \
+	cmp -s "$OUT/sh.micro.0" "$OUT/w2.micro.0"
+for kb in 1024 1; do
+	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb sharded "skipupd.$kb" 2 --steps 8 \
+		--skip-update 3
+	check_true "sharded, a step without the update ($kb KiB buckets): the unsharded weights" \
+		cmp -s "$OUT/sh.skipupd.$kb.0" "$OUT/w2.skipupd.$kb.0"
+done
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 AMP_ALLREDUCE_BUCKET_KB=1 \
+	sharded nobwd 2 --steps 8 --skip-update 2 --no-backward 3
+check_true "sharded, an update without backward: the unsharded weights" \
+	cmp -s "$OUT/sh.nobwd.0" "$OUT/w2.nobwd.0"
+AMP_PRECISION_MODE=force_fp32 sharded empty 3 --steps 4 --batch 2
+check_true "sharded, a rank with no samples: the unsharded weights" \
+	cmp -s "$OUT/sh.empty.0" "$OUT/w3.empty.0"
+for kb in 1 1024; do
+	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb sharded "freeze.$kb" 2 --steps 6 \
+		--freeze 2
+	check_true "sharded, a gradient zeroed after backward ($kb KiB buckets): the unsharded weights" \
+		cmp -s "$OUT/sh.freeze.$kb.0" "$OUT/w2.freeze.$kb.0"
+done
+AMP_PRECISION_MODE=force_fp32 sharded bn 2 --steps 5 --bn
+check_true "sharded, BatchNorm: the unsharded weights and running statistics" \
+	cmp -s "$OUT/sh.bn.0" "$OUT/w.bn.2.0"
+# an overflow on rank 1 alone: both skip step 3 and back off, as without sharding
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$T/dist_cases" \
+	--dist --steps 6 --overflow-rank 1 --overflow-step 3 --weights "$OUT/w.ovf.%r" \
+	>"$OUT/ovf.out" 2>/dev/null
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 sharded ovf 2 --steps 6 \
+	--overflow-rank 1 --overflow-step 3
+check "sharded, an overflow on rank 1 alone: the same steps, losses and scales" \
+	"$(cat "$OUT/sh.ovf.out")" "$(cat "$OUT/ovf.out")"
+grep -q "step 3 .* scale 128 skipped 1" "$OUT/sh.ovf.out" ||
+	bad "sharded, an overflow on rank 1 alone: step 3 skipped" "$(cat "$OUT/sh.ovf.out")"
+check_true "sharded, an overflow on rank 1 alone: the unsharded weights" \
+	cmp -s "$OUT/sh.ovf.0" "$OUT/w.ovf.0"
+# clipping by the global norm: the norm's squares are summed per rank, then over the ranks
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$T/dist_cases" \
+	--dist --steps 6 --set gradient_clipping=0.5 --set-step 1 --weights "$OUT/w.clip.%r" \
+	>/dev/null 2>&1
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 sharded clip 2 --steps 6 \
+	--set gradient_clipping=0.5 --set-step 1
+e=$(relerr "$OUT/w.clip.0" "$OUT/sh.clip.0")
+check_true "sharded, gradient clipping: the unsharded weights within 1e-6 (the norm's sum in another order: $e)" \
+	cmp_num "$e" "<=" 1e-6
+# the masters are whole only after amp_mpi_consolidate: a checkpoint before it is refused, by
+# name; after it, the checkpoint is the unsharded run's, byte for byte
+for sh in off on; do
+	AMP_OPTIMIZER_SHARDING=$sh AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 \
+		"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 6 --save "$OUT/ck.sh.$sh" >/dev/null \
+		2>"$OUT/ck.sh.err"
+	check "checkpoint, sharding $sh: exit 0" "$?" 0
+done
+check_true "sharded, consolidated: the unsharded run's checkpoint, byte for byte" \
+	cmp -s "$OUT/ck.sh.off" "$OUT/ck.sh.on"
+AMP_OPTIMIZER_SHARDING=on AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 \
+	"${MPI[@]}" -np 2 "$T/dist_cases" --dist --steps 6 --save "$OUT/ck.sh.nc" --no-consolidate \
+	>/dev/null 2>"$OUT/ck.nc.err"
+check_true "sharded, not consolidated: the checkpoint refused (exit non-zero)" test "$?" -ne 0
+grep -q "amp_checkpoint_save: optimizer_sharding left .* call amp_mpi_consolidate on every rank first" \
+	"$OUT/ck.nc.err" || bad "sharded, not consolidated: says why and what to do" "$(head -3 "$OUT/ck.nc.err")"
+# set on one rank alone: refused at attach, by name
+"${MPI[@]}" -np 1 env AMP_OPTIMIZER_SHARDING=on "$T/dist_cases" --dist --steps 2 : \
+	-np 1 "$T/dist_cases" --dist --steps 2 >/dev/null 2>"$OUT/sh.mismatch.err"
+check_true "optimizer_sharding on rank 0 alone: refused (exit non-zero)" test "$?" -ne 0
+grep -q "optimizer_sharding" "$OUT/sh.mismatch.err" ||
+	bad "optimizer_sharding on rank 0 alone: named" "$(head -3 "$OUT/sh.mismatch.err")"
+# mlp_fashion: the same losses and accuracy, and its checkpoint consolidated on every rank
+"${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=amp --steps 30 --log-every 10 \
+	--test-limit 500 2>/dev/null >"$OUT/mlp.unsharded"
+AMP_OPTIMIZER_SHARDING=on "${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=amp --steps 30 \
+	--log-every 10 --test-limit 500 2>/dev/null >"$OUT/mlp.sharded"
+# (the losses and the accuracy, not the times)
+check "mlp_fashion --dist, sharded: the unsharded losses and accuracy" \
+	"$(grep -E '^step|^test' "$OUT/mlp.sharded" | sed 's/ *[0-9]* samples\/s//')" \
+	"$(grep -E '^step|^test' "$OUT/mlp.unsharded" | sed 's/ *[0-9]* samples\/s//')"
+grep -q "all-reduce in fp32, the update sharded over the ranks" "$OUT/mlp.sharded" ||
+	bad "mlp_fashion --dist, sharded: says so" "$(head -3 "$OUT/mlp.sharded")"
+for sh in off on; do
+	AMP_OPTIMIZER_SHARDING=$sh "${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=amp \
+		--epochs 2 --steps 470 --checkpoint "$OUT/mlp.ck.$sh" --log-every 0 --test-limit 100 \
+		>"$OUT/mlp.ck.out" 2>&1
+	check "mlp_fashion --dist --checkpoint, sharding $sh: exit 0" "$?" 0
+done
+check_true "mlp_fashion --dist --checkpoint, sharded: the unsharded checkpoint, byte for byte" \
+	cmp -s "$OUT/mlp.ck.off" "$OUT/mlp.ck.on"
 
 # ---- profiles -----------------------------------------------------------------------------------
 cd "$OUT" || e2e_abort "cannot enter $OUT"

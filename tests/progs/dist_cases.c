@@ -10,6 +10,7 @@
  *              [--weights FILE] [--lr-rank R --lr-step S [--lr-between]]
  *              [--set KEY=VALUE --set-step S
  *              [--set-rank R]] [--save FILE] [--load FILE [--load-rank R] [--load-first]]
+ *              [--no-consolidate]
  * --overflow-rank R --overflow-step S put a huge value into rank R's inputs at step S, so that
  * only that rank's gradients overflow (under allow_mix_precision the FP16 GEMM sees it).
  * --die-rank R --die-step S: rank R kills itself with SIGKILL at the start of step S (the
@@ -35,7 +36,9 @@
  * when FILE has "%r"); --load FILE loads one after amp_mpi_attach (before it with
  * --load-first), on every rank or on rank R alone (--load-rank R); "%r" is the rank.
  * --weights FILE writes the FP32 master weights (every parameter, registration order, raw
- * little-endian floats) at the end; "%r" in FILE is the rank.  Each step prints one line
+ * little-endian floats) at the end; "%r" in FILE is the rank.  Under --dist every rank calls
+ * amp_mpi_consolidate after the last step (optimizer_sharding leaves the masters partial),
+ * unless --no-consolidate.  Each step prints one line
  * "step S loss L scale X skipped K" (rank 0 only unless --all-ranks).  The precision mode and
  * the all-reduce dtype come from AMP_PRECISION_MODE and AMP_ALLREDUCE_DTYPE.
  */
@@ -57,7 +60,7 @@
 typedef struct opts {
 	int dist, steps, batch, overflow_rank, overflow_step, all_ranks, die_rank, die_step,
 	    split_bias, micro, skip_update, unused, no_backward, no_backward_rank, freeze, bn,
-	    lr_rank, lr_step, lr_between, set_step, set_rank, load_rank, load_first;
+	    lr_rank, lr_step, lr_between, set_step, set_rank, load_rank, load_first, no_consolidate;
 	const char *weights, *set, *save, *load;
 } opts;
 
@@ -147,6 +150,8 @@ static int parse(int argc, char **argv, opts *o)
 			o->load_rank = atoi(argv[++i]);
 		else if (strcmp(a, "--load-first") == 0)
 			o->load_first = 1;
+		else if (strcmp(a, "--no-consolidate") == 0)
+			o->no_consolidate = 1;
 		else if (strcmp(a, "--lr-between") == 0)
 			o->lr_between = 1;
 		else {
@@ -343,6 +348,10 @@ int main(int argc, char **argv)
 			       skipped);
 	}
 	free(x);
+#ifdef AMP_HAVE_MPI
+	if (o.dist && !o.no_consolidate)
+		CHECK(amp_mpi_consolidate(ctx));
+#endif
 	if (o.save && (rank == 0 || strstr(o.save, "%r")))
 		CHECK(amp_checkpoint_save(ctx, rank_path(ck, o.save, rank)));
 	if (o.weights && write_weights(ctx, p, np, o.weights, rank)) {

@@ -46,6 +46,18 @@ typedef struct amp_dist_ops {
 	int (*step_end)(void *state, amp_ctx *ctx);
 	/* The context is being freed. */
 	void (*detach)(void *state, amp_ctx *ctx);
+	/* Optimizer sharding (each of these may be NULL: every rank updates every element).
+	 * After reduce: the elements [*lo, *hi) of parameter i whose sums over the ranks this
+	 * rank holds and updates (the whole tensor when the step is not sharded); returns
+	 * nonzero when the step is sharded (alike on every rank). */
+	int (*owned)(void *state, amp_ctx *ctx, int i, int64_t *lo, int64_t *hi);
+	/* *v summed over the ranks (a sharded step's clipping norm and NaN/Inf verdict).  AMP_OK
+	 * or an error code. */
+	int (*sum)(void *state, amp_ctx *ctx, double *v);
+	/* After amp_optim_step updated its elements (updated nonzero) or skipped the step: a
+	 * sharded step's updated values go to every rank (amp_param_shard_view says which
+	 * buffer of each parameter).  AMP_OK or an error code, which amp_optim_step returns. */
+	int (*updated)(void *state, amp_ctx *ctx, int updated);
 } amp_dist_ops;
 
 /* Attaches a backend (ops must outlive the context; state is the backend's).  One per
@@ -112,6 +124,26 @@ int amp_param_has_grad(amp_ctx *ctx, int i);
  * into the master gradients. */
 int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data,
                        int64_t nonfinite);
+
+/* ---- optimizer sharding --------------------------------------------------------------------- */
+/* Nonzero when this step's update may be split over the ranks (each updating the elements
+ * owned gives it): optimizer_sharding is on and nothing in the update reads every element of
+ * the gradients (master-gradient statistics under the profiler, accumulated micro-batches). */
+int amp_dist_shardable(amp_ctx *ctx);
+/* The buffer the ranks exchange for parameter i after a sharded update: the working copy the
+ * forward pass reads (*dtype its half type; the master then stays current only in the
+ * elements this rank updated, amp_param_master_gathered says when it is whole again), or the
+ * master itself (AMP_F32) when there is no current working copy or an op read the master in
+ * the step.  NULL for no parameter i. */
+void *amp_param_shard_view(amp_ctx *ctx, int i, amp_dtype *dtype);
+/* Parameter i's master and its optimizer moments (n floats each, or NULL): what
+ * amp_mpi_consolidate gathers. */
+int amp_param_master_state(amp_ctx *ctx, int i, float **master, float **m, float **v);
+/* Parameter i's master and moments are whole again on this rank (or were never partial). */
+void amp_param_master_gathered(amp_ctx *ctx, int i);
+/* Nonzero when parameter i's master or moments are current only in the elements this rank
+ * updated last. */
+int amp_param_master_partial(amp_ctx *ctx, int i);
 
 /* ---- profiling a collective --------------------------------------------------------------- */
 /* Kinds of a collective (the `comm` table's kind). */

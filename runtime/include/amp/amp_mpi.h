@@ -66,6 +66,13 @@ extern "C" {
  * optimizers or checkpoints other than rank 0's, an MPI failure).  The context keeps the
  * communicator until amp_ctx_free, which must come before MPI_Finalize. */
 int amp_mpi_attach(amp_ctx *ctx, MPI_Comm comm);
+/* With optimizer_sharding on, gathers every parameter's master and optimizer moments, which
+ * a sharded update leaves current on each rank only in the share it updated (the ranks
+ * exchange the values the forward pass reads, not these): call it on every rank (it is
+ * collective) before reading the masters, saving a checkpoint (amp_checkpoint_save refuses
+ * before) or using a parameter in another dtype (refused before, naming it).  AMP_OK (also
+ * without sharding: nothing to do), or an error code. */
+int amp_mpi_consolidate(amp_ctx *ctx);
 /* This process's rank and the number of ranks of the attached communicator (0 and 1 for a
  * context without one). */
 int amp_mpi_rank(const amp_ctx *ctx);
