@@ -66,7 +66,9 @@ PRAGMA user_version = 3;
 -- dumps_skipped_steps_cap: cap on steps with non-finite dumps, dumps_skipped_nospool,
 -- dumps_failed: write errors), nonfinite_origins, tensors_checked, tensor_stats_records and
 -- check_ns (process-wide totals, summed over processes); of a data-parallel run (libamprt_mpi):
--- rank, world_size, allreduce_dtype, allreduce_bucket_kb, allreduce_buckets.  Keys written by
+-- rank, world_size, allreduce_dtype, allreduce_bucket_kb, allreduce_buckets, optimizer_sharding
+-- (on: each bucket's comm rows are its reduce-scatter and, after the update, the gather of the
+-- updated values, both kind 'allreduce').  Keys written by
 -- `ampprof merge`: ranks, merged_from (the input files, one per line) and, per rank N,
 -- rank.N.file, rank.N.end, rank.N.exit_status, rank.N.exit_signal, rank.N.complete,
 -- rank.N.clock_offset_ns (what was added to its times to align its start-up barrier with

@@ -1064,6 +1064,7 @@ static int note_meta(dist *d, amp_ctx *ctx)
 	amp_dist_meta("world_size", v);
 	amp_dist_meta("allreduce_dtype", amp_dtype_name(d->dtype));
 	amp_dist_meta("allreduce_bucket_kb", amp_config_get(ctx, "allreduce_bucket_kb"));
+	amp_dist_meta("optimizer_sharding", d->shard ? "on" : "off");
 	snprintf(v, sizeof v, "%d", d->n_buckets);
 	amp_dist_meta("allreduce_buckets", v);
 	return AMP_OK;

@@ -731,8 +731,9 @@ Test(config, precision_modes_and_bf16_scaling)
 	amp_ctx_free(c);
 }
 
-/* The data-parallel keys (amp/amp_mpi.h): the all-reduce dtype and the bucket size, from the
- * API, a file and the environment, with errors that list what is accepted. */
+/* The data-parallel keys (amp/amp_mpi.h): the all-reduce dtype, the bucket size and the
+ * optimizer's sharding, from the API and the environment, with errors that list what is
+ * accepted. */
 Test(config, allreduce_keys)
 {
 	amp_ctx *ctx = NULL;
@@ -749,6 +750,17 @@ Test(config, allreduce_keys)
 	cr_assert_eq(amp_config_set(ctx, "allreduce_bucket_kb", "0"), AMP_ECONFIG);
 	cr_assert_eq(amp_config_set(ctx, "allreduce_bucket_kb", "64"), AMP_OK);
 	cr_assert_str_eq(amp_config_get(ctx, "allreduce_bucket_kb"), "64");
+	cr_assert_str_eq(amp_config_get(ctx, "optimizer_sharding"), "off");
+	cr_assert_eq(amp_config_set(ctx, "optimizer_sharding", "yes"), AMP_ECONFIG);
+	cr_assert(strstr(amp_ctx_error(ctx), "expected 'on' or 'off'") != NULL, "%s",
+	          amp_ctx_error(ctx));
+	cr_assert_eq(amp_config_set(ctx, "optimizer_sharding", "on"), AMP_OK);
+	cr_assert_str_eq(amp_config_get(ctx, "optimizer_sharding"), "on");
+	amp_ctx_free(ctx);
+	setenv("AMP_OPTIMIZER_SHARDING", "on", 1);
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, err, sizeof err), AMP_OK, "%s", err);
+	cr_assert_str_eq(amp_config_get(ctx, "optimizer_sharding"), "on");
+	unsetenv("AMP_OPTIMIZER_SHARDING");
 	amp_ctx_free(ctx);
 	setenv("AMP_ALLREDUCE_DTYPE", "fp16", 1);
 	cr_assert_eq(amp_ctx_new(NULL, &ctx, err, sizeof err), AMP_OK, "%s", err);

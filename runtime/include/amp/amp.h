@@ -125,6 +125,10 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *                       of FP32 values, each started as soon as backward has produced it
  *                       (default 1024).  Both all-reduce keys are set before amp_mpi_attach
  *                       (AMP_ESTATE after)
+ *   optimizer_sharding  data parallel: on | off (default off; also AMP_OPTIMIZER_SHARDING).  On,
+ *                       each rank updates its share of every parameter and the ranks exchange
+ *                       the updated values (amp/amp_mpi.h says what that changes); set before
+ *                       amp_mpi_attach
  *   gradient_clipping   max global L2 norm of the unscaled gradients (default 0: off); see
  *                       amp_optim_step
  *   gradient_accumulation_steps  micro-batches per optimizer step (default 1); see

@@ -45,6 +45,23 @@
  * comparison, through a hash of every update's hyperparameters.
  * allreduce_dtype and allreduce_bucket_kb are set before attaching (AMP_ESTATE after).
  *
+ * optimizer_sharding = on (also AMP_OPTIMIZER_SHARDING; set alike on every rank before
+ * attaching) splits the update: the rings stop after their reduce-scatter hops, so that each
+ * rank holds the sums of one share of every bucket; amp_optim_step unscales, checks, clips and
+ * updates those elements only (the Inf/NaN verdict and the clipping norm summed over the
+ * ranks), then every rank sends the values it updated to the others: the working copy the
+ * forward pass reads (the master itself for a parameter without one, or one an op read in
+ * FP32).  Each element's update is the same arithmetic on the same sum, so the weights,
+ * losses and checkpoints are those of an unsharded run, bit for bit; each rank streams half
+ * the optimizer's state a step (or a third, with three ranks).  What changes: between
+ * amp_backward and amp_optim_step a rank's gradients are the sums only in its share (a
+ * change to a gradient counts there only); after an update a rank's masters and moments are
+ * current only in its share, until amp_mpi_consolidate (collective) gathers them, which
+ * amp_checkpoint_save and a use of such a master in another dtype ask for (they fail, naming
+ * the parameter, before it).  A step with gradient accumulation, or with the master-gradient
+ * statistics of ampprof's --nan-check=step, is not split, nor is one that ends without an
+ * update.
+ *
  * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
  * and the start-up barrier is what `ampprof merge` aligns the ranks' clocks on.
  */
