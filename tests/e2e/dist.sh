@@ -43,6 +43,14 @@ print('%.3g' % (num / den if den else float('inf')))
 PY
 }
 cmp_num() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; }
+# ranks_same PREFIX N: "yes" when PREFIX.0 .. PREFIX.<N-1> (one file a rank) are identical
+ranks_same() {
+	local r
+	for r in $(seq 1 $(( $2 - 1 ))); do
+		cmp -s "$1.0" "$1.$r" || { echo no; return; }
+	done
+	echo yes
+}
 field() { tail -n 1 "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 
 # ---- training ---------------------------------------------------------------------------------
@@ -152,11 +160,8 @@ for n in 2 3; do
 	AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np $n "$T/dist_cases" --dist --steps 5 --bn \
 		--weights "$OUT/w.bn.$n.%r" >/dev/null 2>"$OUT/bn.err"
 	check "BatchNorm, $n ranks: exit 0" "$?" 0
-	same=yes
-	for r in $(seq 1 $(( n - 1 ))); do
-		cmp -s "$OUT/w.bn.$n.0" "$OUT/w.bn.$n.$r" || same=no
-	done
-	check "BatchNorm, $n ranks: identical weights and running statistics" "$same" yes
+	check "BatchNorm, $n ranks: identical weights and running statistics" \
+		"$(ranks_same "$OUT/w.bn.$n" $n)" yes
 done
 # ranks with other all-reduce settings are refused at attach, by name
 "${MPI[@]}" -np 1 env AMP_ALLREDUCE_DTYPE=fp16 "$T/dist_cases" --dist --steps 2 : \
@@ -341,77 +346,65 @@ grep -q "training step: memory_limit" "$OUT/abort.out" || bad "a rank failing mi
 # update is the same arithmetic on the same sum, so the weights (amp_mpi_consolidate'd by
 # dist_cases) and the printed losses are those of the runs above, bit for bit; the steps that
 # cannot be split (accumulation) or end without an update run unsharded
-sharded() { # name np args...: the run with sharding on, into $OUT/sh.<name>.<rank>
-	local name=$1 np=$2
-	shift 2
+sharded() { # name np want what args...: the run with sharding on, into $OUT/sh.<name>.<rank>,
+	# against the unsharded run's weights in want ("-": none)
+	local name=$1 np=$2 want=$3 what=$4
+	shift 4
 	AMP_OPTIMIZER_SHARDING=on "${MPI[@]}" -np "$np" "$T/dist_cases" --dist "$@" \
 		--weights "$OUT/sh.$name.%r" >"$OUT/sh.$name.out" 2>"$OUT/sh.$name.err"
-	check "sharded, $name: exit 0" "$?" 0
-	same=yes
-	for r in $(seq 1 $(( np - 1 ))); do
-		cmp -s "$OUT/sh.$name.0" "$OUT/sh.$name.$r" || same=no
-	done
-	check "sharded, $name: identical weights on every rank" "$same" yes
+	check "sharded, $what: exit 0" "$?" 0
+	check "sharded, $what: identical weights on every rank" "$(ranks_same "$OUT/sh.$name" "$np")" yes
+	[ "$want" = - ] ||
+		check_true "sharded, $what: the unsharded weights, bit for bit" cmp -s "$OUT/sh.$name.0" "$want"
 }
 for mode in force_fp32 allow_mix_precision; do
 	for dt in fp32 fp16; do
-		AMP_PRECISION_MODE=$mode AMP_ALLREDUCE_DTYPE=$dt sharded "$mode.$dt" 2 --steps 20
-		check_true "sharded, $mode, all-reduce $dt: the unsharded weights, bit for bit" \
-			cmp -s "$OUT/sh.$mode.$dt.0" "$OUT/w.$mode.$dt.0"
+		AMP_PRECISION_MODE=$mode AMP_ALLREDUCE_DTYPE=$dt sharded "$mode.$dt" 2 \
+			"$OUT/w.$mode.$dt.0" "$mode, all-reduce $dt" --steps 20
 	done
 done
-AMP_PRECISION_MODE=allow_mix_precision_bf16 AMP_ALLREDUCE_DTYPE=bf16 sharded bf16 2 --steps 20
 AMP_PRECISION_MODE=allow_mix_precision_bf16 AMP_ALLREDUCE_DTYPE=bf16 "${MPI[@]}" -np 2 \
 	"$T/dist_cases" --dist --steps 20 --weights "$OUT/w.bf16.%r" >/dev/null 2>"$OUT/bf16.err"
-check_true "sharded, bf16: the unsharded weights, bit for bit" cmp -s "$OUT/sh.bf16.0" "$OUT/w.bf16.0"
-AMP_PRECISION_MODE=force_fp32 sharded 3ranks 3 --steps 5
-check_true "sharded, 3 ranks: the unsharded weights" cmp -s "$OUT/sh.3ranks.0" "$OUT/w3.0"
-AMP_PRECISION_MODE=force_fp32 sharded split 2 --steps 20 --split-bias
-check_true "sharded, split bias (parameters of 2 values in a shared bucket): the unsharded weights" \
-	cmp -s "$OUT/sh.split.0" "$OUT/w2.split.0"
-AMP_PRECISION_MODE=force_fp32 sharded micro 2 --steps 20 --micro 2
-check_true "sharded, 2 micro-batches (not split): the unsharded weights" \
-	cmp -s "$OUT/sh.micro.0" "$OUT/w2.micro.0"
+AMP_PRECISION_MODE=allow_mix_precision_bf16 AMP_ALLREDUCE_DTYPE=bf16 sharded bf16 2 \
+	"$OUT/w.bf16.0" "bf16, all-reduce bf16" --steps 20
+AMP_PRECISION_MODE=force_fp32 sharded 3ranks 3 "$OUT/w3.0" "3 ranks" --steps 5
+AMP_PRECISION_MODE=force_fp32 sharded split 2 "$OUT/w2.split.0" \
+	"split bias (parameters of 2 values in a shared bucket)" --steps 20 --split-bias
+AMP_PRECISION_MODE=force_fp32 sharded micro 2 "$OUT/w2.micro.0" "2 micro-batches (not split)" \
+	--steps 20 --micro 2
 for kb in 1024 1; do
-	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb sharded "skipupd.$kb" 2 --steps 8 \
+	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb sharded "skipupd.$kb" 2 \
+		"$OUT/w2.skipupd.$kb.0" "a step without the update ($kb KiB buckets)" --steps 8 \
 		--skip-update 3
-	check_true "sharded, a step without the update ($kb KiB buckets): the unsharded weights" \
-		cmp -s "$OUT/sh.skipupd.$kb.0" "$OUT/w2.skipupd.$kb.0"
 done
 AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 AMP_ALLREDUCE_BUCKET_KB=1 \
-	sharded nobwd 2 --steps 8 --skip-update 2 --no-backward 3
-check_true "sharded, an update without backward: the unsharded weights" \
-	cmp -s "$OUT/sh.nobwd.0" "$OUT/w2.nobwd.0"
-AMP_PRECISION_MODE=force_fp32 sharded empty 3 --steps 4 --batch 2
-check_true "sharded, a rank with no samples: the unsharded weights" \
-	cmp -s "$OUT/sh.empty.0" "$OUT/w3.empty.0"
+	sharded nobwd 2 "$OUT/w2.nobwd.0" "an update without backward" --steps 8 --skip-update 2 \
+	--no-backward 3
+AMP_PRECISION_MODE=force_fp32 sharded empty 3 "$OUT/w3.empty.0" "a rank with no samples" \
+	--steps 4 --batch 2
 for kb in 1 1024; do
-	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb sharded "freeze.$kb" 2 --steps 6 \
+	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb sharded "freeze.$kb" 2 \
+		"$OUT/w2.freeze.$kb.0" "a gradient zeroed after backward ($kb KiB buckets)" --steps 6 \
 		--freeze 2
-	check_true "sharded, a gradient zeroed after backward ($kb KiB buckets): the unsharded weights" \
-		cmp -s "$OUT/sh.freeze.$kb.0" "$OUT/w2.freeze.$kb.0"
 done
-AMP_PRECISION_MODE=force_fp32 sharded bn 2 --steps 5 --bn
-check_true "sharded, BatchNorm: the unsharded weights and running statistics" \
-	cmp -s "$OUT/sh.bn.0" "$OUT/w.bn.2.0"
+AMP_PRECISION_MODE=force_fp32 sharded bn 2 "$OUT/w.bn.2.0" "BatchNorm (and its running statistics)" \
+	--steps 5 --bn
 # an overflow on rank 1 alone: both skip step 3 and back off, as without sharding
 AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$T/dist_cases" \
 	--dist --steps 6 --overflow-rank 1 --overflow-step 3 --weights "$OUT/w.ovf.%r" \
 	>"$OUT/ovf.out" 2>/dev/null
-AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 sharded ovf 2 --steps 6 \
-	--overflow-rank 1 --overflow-step 3
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 sharded ovf 2 "$OUT/w.ovf.0" \
+	"an overflow on rank 1 alone" --steps 6 --overflow-rank 1 --overflow-step 3
 check "sharded, an overflow on rank 1 alone: the same steps, losses and scales" \
 	"$(cat "$OUT/sh.ovf.out")" "$(cat "$OUT/ovf.out")"
 grep -q "step 3 .* scale 128 skipped 1" "$OUT/sh.ovf.out" ||
 	bad "sharded, an overflow on rank 1 alone: step 3 skipped" "$(cat "$OUT/sh.ovf.out")"
-check_true "sharded, an overflow on rank 1 alone: the unsharded weights" \
-	cmp -s "$OUT/sh.ovf.0" "$OUT/w.ovf.0"
 # clipping by the global norm: the norm's squares are summed per rank, then over the ranks
 AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$T/dist_cases" \
 	--dist --steps 6 --set gradient_clipping=0.5 --set-step 1 --weights "$OUT/w.clip.%r" \
 	>/dev/null 2>&1
-AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 sharded clip 2 --steps 6 \
-	--set gradient_clipping=0.5 --set-step 1
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 sharded clip 2 - \
+	"gradient clipping" --steps 6 --set gradient_clipping=0.5 --set-step 1
 e=$(relerr "$OUT/w.clip.0" "$OUT/sh.clip.0")
 check_true "sharded, gradient clipping: the unsharded weights within 1e-6 (the norm's sum in another order: $e)" \
 	cmp_num "$e" "<=" 1e-6
