@@ -150,8 +150,9 @@ static int resume(run *r, const char *path, char *err, size_t errlen)
 	r->steps = done;
 	r->epochs = done / per_epoch;
 	r->first_epoch = r->epochs + 1;
-	printf("resumed from %s: step %lld, epoch %lld\n", path, (long long)amp_step_index(r->ctx),
-	       (long long)r->epochs);
+	if (r->dist.rank == 0) /* rank 0 speaks for all */
+		printf("resumed from %s: step %lld, epoch %lld\n", path,
+		       (long long)amp_step_index(r->ctx), (long long)r->epochs);
 	return AMP_OK;
 }
 

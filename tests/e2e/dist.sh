@@ -449,6 +449,14 @@ for sh in off on; do
 done
 check_true "mlp_fashion --dist --checkpoint, sharded: the unsharded checkpoint, byte for byte" \
 	cmp -s "$OUT/mlp.ck.off" "$OUT/mlp.ck.on"
+for sh in off on; do
+	AMP_OPTIMIZER_SHARDING=$sh "${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=amp \
+		--epochs 2 --steps 480 --resume "$OUT/mlp.ck.$sh" --log-every 5 --test-limit 100 \
+		2>/dev/null | sed 's/ *[0-9]* samples\/s//' >"$OUT/mlp.res.$sh"
+done
+check "mlp_fashion --dist --resume, sharded: the unsharded losses and accuracy" \
+	"$(grep -E '^step|^test' "$OUT/mlp.res.on")" "$(grep -E '^step|^test' "$OUT/mlp.res.off")"
+check "mlp_fashion --dist --resume: said once (rank 0 speaks)" "$(grep -c '^resumed from' "$OUT/mlp.res.on")" 1
 
 # ---- profiles -----------------------------------------------------------------------------------
 cd "$OUT" || e2e_abort "cannot enter $OUT"
