@@ -129,20 +129,17 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			printf(
+			    /* clang-format off */
 			    "usage: bench_dist [--steps N] [--batch B] [--rounds R]\n\n"
-			    "Data-parallel figures of mlp_fashion (amp) on 2 MPI ranks, measured "
-			    "in one "
-			    "run:\nthroughput of 2 ranks x 1 thread against 1 process at the same "
-			    "per-rank batch\n(fp32 and fp16 all-reduce, and fp16 with the update "
-			    "sharded "
-			    "over the ranks),\nbytes and time of the FP16 all-reduce against "
-			    "FP32's, "
-			    "and the share of the\nall-reduce hidden behind backward.\n\n"
+			    "Data-parallel figures of mlp_fashion (amp) on 2 MPI ranks, measured in one run:\n"
+			    "throughput of 2 ranks x 1 thread against 1 process at the same per-rank batch\n"
+			    "(fp32 and fp16 all-reduce, and fp16 with the update sharded over the ranks),\n"
+			    "bytes and time of the FP16 all-reduce against FP32's, and the share of the\n"
+			    "all-reduce hidden behind backward.\n\n"
 			    "    --steps N    training steps per run, >= 10      (200)\n"
 			    "    --batch B    samples per rank per step          (64)\n"
-			    "    --rounds R   alternating runs (1..9): the throughput keeps each   "
-			    "  "
-			    "(3)\n"
+			    "    --rounds R   alternating runs (1..9): the throughput keeps each     (3)\n"
+			    /* clang-format on */
 			    "                 side's best, the profiled figures their medians\n");
 			return 0;
 		}

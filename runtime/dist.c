@@ -186,6 +186,19 @@ int amp_param_master_state(amp_ctx *ctx, int i, float **master, float **m, float
 	return AMP_OK;
 }
 
+void amp_param_exchanged(amp_ctx *ctx, int i, int master)
+{
+	amp_param *p = param_at(ctx, i);
+	if (!p)
+		return;
+	p->master_partial = !master;
+	p->moments_partial |= p->opt_m != NULL;
+	if (master) {
+		p->work_valid = 0; /* its other elements are another rank's update's */
+		p->working_step = -1;
+	}
+}
+
 void amp_param_master_gathered(amp_ctx *ctx, int i)
 {
 	amp_param *p = param_at(ctx, i);

@@ -284,7 +284,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	/* Gradients kept in half stay so for the update to widen, unless something reads them
 	 * in FP32 before it: the clipping norm, an unscale in place (inv > 1). */
 	const int in_f32 = ctx->cfg.clip_norm > 0 || (fold == 1.0f && inv != 1.0f);
-	int overflow = 0, counted_here = 0;
+	int overflow = 0;
 	uint64_t elems = 0;
 	for (amp_param *p = ctx->params; p; p = p->next)
 		if (in_f32 || !p->grad_kept)
@@ -293,7 +293,6 @@ int amp_optim_step(amp_optim *o, int *skipped)
 		amp_tensor *g = p->master->grad;
 		if (!g)
 			continue;
-		counted_here |= stats || !p->grad_counted || !(fold != 1.0f || inv == 1.0f);
 		if (stats) {
 			if (fold == 1.0f && inv != 1.0f)
 				amp_vscale_f32(g->data, inv, g->data, g->numel);
@@ -314,16 +313,14 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			overflow |= bad != 0;
 		}
 		p->grad_counted = 0; /* used: a step that does not reach p counts again */
-		elems += (uint64_t)g->numel;
+		elems += (uint64_t)(p->own_hi - p->own_lo); /* what this rank updates */
 	}
 
 	int rc = AMP_OK;
-	/* The backend's counts of the sums are alike on every rank; a count taken here covers
-	 * this rank's share only (a sharded step unscales, clips and updates that alone), and
-	 * then the ranks add their verdicts.  (Whether a gradient was counted here is alike on
-	 * every rank too: the backend counted every sum, and only the same calls on every rank
-	 * write a gradient after it.) */
-	if (sharded && counted_here) {
+	/* A sharded step's counts cover this rank's share (or are the backend's counts of the
+	 * sums, alike on every rank): the ranks add their verdicts, always, so that they skip or
+	 * update together whatever path each took. */
+	if (sharded) {
 		double v = overflow;
 		if ((rc = ctx->dist->sum(ctx->dist_state, ctx, &v)) != AMP_OK) {
 			ctx->cur_op = AMP_OP_COUNT;
@@ -391,19 +388,9 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			p->grad_stale = p->master->grad != NULL;
 		}
 	if (sharded) {
-		/* what the ranks now hold of each other's shares: the values the forward reads
-		 * (amp_param_shard_view), not the rest of the master nor the moments */
-		if (!overflow && rc == AMP_OK)
-			for (amp_param *p = ctx->params; p; p = p->next) {
-				if (!p->master->grad ||
-				    (p->own_lo == 0 && p->own_hi == p->master->numel))
-					continue;
-				amp_dtype dt; /* the master gathered is whole again */
-				p->master_partial =
-				    amp_param_shard_view(ctx, p->index, &dt) != p->master->data;
-				p->moments_partial |= p->opt_m != NULL;
-			}
-		int rc2 = ctx->dist->updated(ctx->dist_state, ctx, !overflow && rc == AMP_OK);
+		/* the ranks exchange what each updated (amp_param_exchanged marks what is left
+		 * partial); a rank whose update failed makes every rank's step fail */
+		int rc2 = ctx->dist->updated(ctx->dist_state, ctx, !overflow, rc == AMP_OK);
 		if (rc == AMP_OK)
 			rc = rc2;
 	}

@@ -130,8 +130,6 @@ static amp_tensor *working_copy(amp_ctx *ctx, amp_param *p, amp_dtype dt, uint64
 amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *label)
 {
 	amp_param *p = t->param;
-	if (p && dt == t->dtype)
-		p->f32_step = ctx->step; /* the master itself read: a sharded update gathers it */
 	/* A master that a sharded update left current in this rank's share only (the ranks
 	 * gathered its working copy) cannot be read itself or make a working copy of it. */
 	if (p && p->master_partial &&
@@ -144,6 +142,8 @@ amp_tensor *amp_cast_to(amp_ctx *ctx, amp_tensor *t, amp_dtype dt, const char *l
 		    p->label, p->work ? amp_dtype_name(p->work_dtype) : "half", amp_dtype_name(dt));
 		return NULL;
 	}
+	if (p && dt == t->dtype)
+		p->f32_step = ctx->step; /* the master itself read: a sharded update gathers it */
 	if (t->dtype == dt || !amp_dt(t->dtype)->is_float)
 		return t;
 	int working = p && amp_dt(dt)->is_half; /* a master's half working copy */

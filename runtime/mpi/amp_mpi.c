@@ -73,6 +73,8 @@ typedef struct dist {
 	                          step turns out not to be sharded: complete_rings), else
 	                          2 (size - 1) */
 	int sharded_step;      /* every rank can shard this step's update (amp_dist_shardable) */
+	int *agree;            /* 1 + 2 n_params ints: what the ranks agree on after a sharded
+	                          update (hook_updated) */
 	int next_post;         /* first bucket not yet posted */
 	int in_flight;         /* posted, not yet seen complete */
 	int began;             /* a backward began the buckets, not all of them complete */
@@ -410,6 +412,8 @@ static int average_buffers(dist *d, amp_ctx *ctx)
  * gradient (amp_param_grad_set: where it lies in the payload).  Every rank calls it at the
  * same point of the same step: the end of its backward, or amp_optim_step in a step without
  * one. */
+static int complete_rings(dist *d, amp_ctx *ctx);
+
 static int finish(dist *d, amp_ctx *ctx)
 {
 	post_all(d, ctx);
@@ -439,6 +443,9 @@ static int finish(dist *d, amp_ctx *ctx)
 	                         MPI_SUM, d->comm)) != MPI_SUCCESS)
 		rc = mpi_fail(ctx, err, "NaN/Inf counts of the sums");
 	d->sharded_step = rc == AMP_OK && d->shard && same[SHARD_SLOT] == d->size;
+	/* a step that cannot be split hands whole sums, as without sharding */
+	if (rc == AMP_OK && !d->sharded_step)
+		rc = complete_rings(d, ctx);
 	if (rc == AMP_OK && d->size > 1 && !same_everywhere(d, same)) {
 		char who[48];
 		snprintf(who, sizeof who, "amp_mpi (step %lld)", (long long)step);
@@ -451,8 +458,8 @@ static int finish(dist *d, amp_ctx *ctx)
 		/* a sharded step's rings stop halfway: half the bytes (the rest go round after the
 		 * update, complete_rings or gather_updated) */
 		uint64_t bytes = (uint64_t)bk->elems * amp_dtype_size(d->dtype);
-		if (d->hops_target < 2 * (d->size - 1))
-			bytes /= 2;
+		if (d->shard)
+			bytes /= 2; /* the other half's row: complete_rings' or hook_updated's */
 		amp_dist_trace(step, AMP_COMM_ALLREDUCE, d->dtype, k, bytes, bk->t_post,
 		               bk->waited ? bk->t_wait : bk->t_end, bk->t_end, bk->flags);
 	}
@@ -569,7 +576,8 @@ static int hook_sum(void *state, amp_ctx *ctx, double *v)
 
 /* The values at base (elements of esz bytes) of parameter i: every rank's share s = rank + 1
  * to every rank, in place, by a ring of size - 1 hops (each rank passes on the share it
- * received last), the same messages as the gradients' gather hops. */
+ * received last), the same messages as the gradients' gather hops.  Only between the rings
+ * (none in flight), so one tag serves. */
 static int gather_shares(dist *d, int i, void *base, size_t esz)
 {
 	int next = wrap(d, d->rank + 1), prev = wrap(d, d->rank - 1);
@@ -579,52 +587,88 @@ static int gather_shares(dist *d, int i, void *base, size_t esz)
 		share_of_param(d, i, wrap(d, d->rank - h), &rlo, &rhi);
 		int err = MPI_Sendrecv(
 		    (char *)base + (size_t)slo * esz, (int)((shi - slo) * (int64_t)esz), MPI_BYTE,
-		    next, i, (char *)base + (size_t)rlo * esz, (int)((rhi - rlo) * (int64_t)esz),
-		    MPI_BYTE, prev, i, d->comm, MPI_STATUS_IGNORE);
+		    next, 0, (char *)base + (size_t)rlo * esz, (int)((rhi - rlo) * (int64_t)esz),
+		    MPI_BYTE, prev, 0, d->comm, MPI_STATUS_IGNORE);
 		if (err != MPI_SUCCESS)
 			return err;
 	}
 	return MPI_SUCCESS;
 }
 
-/* After a sharded update: each rank's updated values to every rank, bucket by bucket (a comm
- * row each, of the bytes this rank sent). */
-static int hook_updated(void *state, amp_ctx *ctx, int updated)
+/* After a sharded update: first the ranks agree (one all-reduce) that every rank's update
+ * succeeded and, per parameter, on the buffer to exchange: the working copies when every rank
+ * names its working copy of one same dtype (amp_param_shard_view), else the masters; then each
+ * rank's updated values go to every rank, bucket by bucket (a comm row each, of the bytes this
+ * rank sent). */
+static int hook_updated(void *state, amp_ctx *ctx, int updated, int ok)
 {
 	dist *d = state;
-	int sharded = d->sharded_step;
+	int sharded = d->sharded_step, n = d->n_params, *v = d->agree;
 	d->sharded_step = 0;
-	if (!sharded || !updated)
+	if (!sharded)
+		return AMP_OK;
+	v[0] = !ok;
+	for (int i = 0; i < n; i++) {
+		amp_dtype dt;
+		void *b = amp_param_shard_view(ctx, i, &dt);
+		int code = !b || dt == AMP_F32 ? -1 : (int)dt; /* -1: the master */
+		v[1 + i] = code;
+		v[1 + n + i] = -code;
+	}
+	int err = MPI_Allreduce(MPI_IN_PLACE, v, 1 + 2 * n, MPI_INT, MPI_MAX, d->comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "sharded update's agreement");
+	if (v[0])
+		return amp_dist_fail(ctx, AMP_EIO,
+		                     "amp_mpi: a rank's part of the sharded update failed "
+		                     "(its own error says why): the step fails on every "
+		                     "rank");
+	if (!updated)
 		return AMP_OK;
 	for (int k = 0; k < d->n_buckets; k++) {
 		const bucket *bk = &d->b[k];
 		uint64_t t0 = amp_dist_clock(), sent = 0;
-		amp_dtype last = AMP_F32;
+		amp_dtype dtype = AMP_F32;
 		for (int j = bk->first; j < bk->first + bk->count; j++) {
 			int i = d->order[j];
 			if (!amp_param_has_grad(ctx, i))
 				continue; /* not updated on any rank: nothing moved */
-			amp_dtype dt;
-			void *v = amp_param_shard_view(ctx, i, &dt);
+			/* the masters when a rank names its master, or the ranks' dtypes differ */
+			int master = -v[1 + n + i] == -1 || v[1 + i] != -v[1 + n + i];
+			amp_dtype dt = AMP_F32;
+			void *buf;
+			if (master) {
+				float *m, *mom1, *mom2;
+				amp_param_master_state(ctx, i, &m, &mom1, &mom2);
+				buf = m;
+			} else {
+				buf = amp_param_shard_view(ctx, i, &dt);
+			}
 			int64_t lo, hi;
 			share_of_param(d, i, wrap(d, d->rank + 1), &lo, &hi);
-			int err = gather_shares(d, i, v, amp_dtype_size(dt));
-			if (err != MPI_SUCCESS)
-				return mpi_fail(ctx, err, "sharded update's gather");
+			if ((err = gather_shares(d, i, buf, amp_dtype_size(dt))) != MPI_SUCCESS)
+				return mpi_fail(ctx, err, "sharded update's exchange");
+			amp_param_exchanged(ctx, i, master);
 			sent += (uint64_t)(hi - lo) * amp_dtype_size(dt) * (uint64_t)(d->size - 1);
-			last = dt;
+			dtype = dt;
 		}
-		uint64_t t1 = amp_dist_clock();
-		amp_dist_trace(amp_step_index(ctx), AMP_COMM_ALLREDUCE, last, k, sent, t0, t0, t1,
-		               0);
+		if (sent)
+			amp_dist_trace(amp_step_index(ctx), AMP_COMM_ALLREDUCE, dtype, k, sent, t0,
+			               t0, amp_dist_clock(), 0);
 	}
 	return AMP_OK;
 }
 
-int amp_mpi_consolidate(amp_ctx *ctx)
+/* Every parameter's master and moments whole on every rank, when any rank has one partial. */
+static int consolidate(dist *d, amp_ctx *ctx)
 {
-	dist *d = amp_dist_state(ctx, &mpi_ops);
-	if (!d || !d->shard)
+	int any = 0, all = 0;
+	for (int i = 0; i < d->n_params; i++)
+		any |= amp_param_master_partial(ctx, i);
+	int err = MPI_Allreduce(&any, &all, 1, MPI_INT, MPI_MAX, d->comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(ctx, err, "amp_mpi_consolidate");
+	if (!all)
 		return AMP_OK;
 	for (int i = 0; i < d->n_params; i++) {
 		float *w[3];
@@ -635,8 +679,8 @@ int amp_mpi_consolidate(amp_ctx *ctx)
 		 * the shares it owns, and a collective needs them all */
 		for (int s = 0; s < 3; s++) {
 			/* moments exist alike on every rank (every rank's update makes them) */
-			int have = w[s] != NULL, all = 0;
-			int err = MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, d->comm);
+			int have = w[s] != NULL;
+			err = MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, d->comm);
 			if (err == MPI_SUCCESS && all)
 				err = gather_shares(d, i, w[s], sizeof(float));
 			if (err != MPI_SUCCESS)
@@ -645,6 +689,12 @@ int amp_mpi_consolidate(amp_ctx *ctx)
 		amp_param_master_gathered(ctx, i);
 	}
 	return AMP_OK;
+}
+
+int amp_mpi_consolidate(amp_ctx *ctx)
+{
+	dist *d = amp_dist_state(ctx, &mpi_ops);
+	return d && d->shard ? consolidate(d, ctx) : AMP_OK;
 }
 
 static void hook_backward_begin(void *state, amp_ctx *ctx)
@@ -695,8 +745,10 @@ static int hook_reduce(void *state, amp_ctx *ctx, double *divisor)
 		hook_backward_begin(d, ctx);
 	if (d->began)
 		rc = finish(d, ctx);
-	if (rc == AMP_OK && !d->sharded_step)
-		rc = complete_rings(d, ctx);
+	/* an update that is not split, after split ones, reads every element of the masters and
+	 * moments: whole first */
+	if (rc == AMP_OK && d->shard && !d->sharded_step)
+		rc = consolidate(d, ctx);
 	d->handed = 0; /* the optimizer takes them */
 	*divisor = d->size;
 	return rc;
@@ -712,7 +764,15 @@ static int hook_step_end(void *state, amp_ctx *ctx)
 	int rc = AMP_OK;
 	if (d->began && d->size > 1)
 		rc = check_params(d, ctx) == AMP_OK ? finish(d, ctx) : AMP_ESTATE;
-	if (rc == AMP_OK && d->handed && d->size > 1 && (rc = complete_rings(d, ctx)) == AMP_OK)
+	if (rc == AMP_OK && d->handed && d->size > 1 && d->sharded_step) {
+		/* the split step's rings go on to whole sums, handed again (a gradient read
+		 * since took the share's sums alone) */
+		rc = complete_rings(d, ctx);
+		for (int k = 0; k < d->n_buckets && rc == AMP_OK; k++)
+			rc = unpack(d, ctx, &d->b[k]);
+		d->sharded_step = 0;
+	}
+	if (rc == AMP_OK && d->handed && d->size > 1)
 		keep_mean(d, ctx);
 	land_all(d); /* after an error: nothing of the step may still be written to */
 	reset(d);
@@ -740,6 +800,7 @@ static void hook_detach(void *state, amp_ctx *ctx)
 	free(d->bad);
 	free(d->ready);
 	free(d->offset);
+	free(d->agree);
 	free(d->scratch);
 	free(d->buffers);
 	free(d->text);
@@ -771,9 +832,11 @@ static int make_buckets(dist *d, amp_ctx *ctx, int64_t cap_bytes)
 	d->numel = calloc((size_t)n + 1, sizeof *d->numel);
 	d->bad = calloc(3 * (size_t)n + EXTRA_SLOTS, sizeof *d->bad);
 	d->offset = calloc((size_t)n + 1, sizeof *d->offset);
+	d->agree = calloc(2 * (size_t)n + 1, sizeof *d->agree);
 	d->ready = calloc((size_t)n + 1, 1);
 	d->b = calloc((size_t)n + 1, sizeof *d->b);
-	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b || !d->offset)
+	if (!d->order || !d->bucket_of || !d->numel || !d->bad || !d->ready || !d->b ||
+	    !d->offset || !d->agree)
 		return AMP_ENOMEM;
 	int64_t largest = 1;
 	for (int k = 0; k < n; k++) {

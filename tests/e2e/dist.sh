@@ -382,6 +382,11 @@ AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 AMP_ALLREDUCE_BU
 	--no-backward 3
 AMP_PRECISION_MODE=force_fp32 sharded empty 3 "$OUT/w3.empty.0" "a rank with no samples" \
 	--steps 4 --batch 2
+# in amp the rank without samples has no working copies: the ranks exchange the masters
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 3 "$T/dist_cases" \
+	--dist --steps 4 --batch 2 --weights "$OUT/w3.empty.amp.%r" >/dev/null 2>&1
+AMP_PRECISION_MODE=allow_mix_precision AMP_ALLREDUCE_DTYPE=fp16 sharded empty.amp 3 \
+	"$OUT/w3.empty.amp.0" "amp, a rank with no samples (no working copies there)" --steps 4 --batch 2
 for kb in 1 1024; do
 	AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_BUCKET_KB=$kb sharded "freeze.$kb" 2 \
 		"$OUT/w2.freeze.$kb.0" "a gradient zeroed after backward ($kb KiB buckets)" --steps 6 \

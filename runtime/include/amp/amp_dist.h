@@ -54,10 +54,12 @@ typedef struct amp_dist_ops {
 	/* *v summed over the ranks (a sharded step's clipping norm and NaN/Inf verdict).  AMP_OK
 	 * or an error code. */
 	int (*sum)(void *state, amp_ctx *ctx, double *v);
-	/* After amp_optim_step updated its elements (updated nonzero) or skipped the step: a
-	 * sharded step's updated values go to every rank (amp_param_shard_view says which
-	 * buffer of each parameter).  AMP_OK or an error code, which amp_optim_step returns. */
-	int (*updated)(void *state, amp_ctx *ctx, int updated);
+	/* After a sharded amp_optim_step updated its elements (updated nonzero: the ranks agreed
+	 * on it) or skipped the step, ok zero when this rank's update failed: the updated values
+	 * go to every rank (the buffer the ranks agree on from amp_param_shard_view, then
+	 * amp_param_exchanged), unless a rank failed, which fails the step on every rank.  AMP_OK
+	 * or an error code, which amp_optim_step returns. */
+	int (*updated)(void *state, amp_ctx *ctx, int updated, int ok);
 } amp_dist_ops;
 
 /* Attaches a backend (ops must outlive the context; state is the backend's).  One per
@@ -130,12 +132,17 @@ int amp_param_grad_set(amp_ctx *ctx, int i, amp_dtype dtype, const void *data,
  * owned gives it): optimizer_sharding is on and nothing in the update reads every element of
  * the gradients (master-gradient statistics under the profiler, accumulated micro-batches). */
 int amp_dist_shardable(amp_ctx *ctx);
-/* The buffer the ranks exchange for parameter i after a sharded update: the working copy the
- * forward pass reads (*dtype its half type; the master then stays current only in the
- * elements this rank updated, amp_param_master_gathered says when it is whole again), or the
- * master itself (AMP_F32) when there is no current working copy or an op read the master in
- * the step.  NULL for no parameter i. */
+/* The buffer this rank would exchange for parameter i after a sharded update: the working
+ * copy the forward pass reads (*dtype its half type), or the master itself (AMP_F32) when there
+ * is no current working copy or an op read the master in the step.  NULL for no parameter i.
+ * The ranks must agree (the master when any rank names it, or the working copies' dtypes
+ * differ). */
 void *amp_param_shard_view(amp_ctx *ctx, int i, amp_dtype *dtype);
+/* After a sharded update of parameter i, the ranks exchanged its working copy (master 0: the
+ * master and moments stay current only in this rank's share) or its master (master 1: whole
+ * again; the working copy, current only in this rank's share, is made again at its next
+ * use).  Its moments stay this rank's share's. */
+void amp_param_exchanged(amp_ctx *ctx, int i, int master);
 /* Parameter i's master and its optimizer moments (n floats each, or NULL): what
  * amp_mpi_consolidate gathers. */
 int amp_param_master_state(amp_ctx *ctx, int i, float **master, float **m, float **v);

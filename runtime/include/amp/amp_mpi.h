@@ -51,16 +51,20 @@
  * updates those elements only (the Inf/NaN verdict and the clipping norm summed over the
  * ranks), then every rank sends the values it updated to the others: the working copy the
  * forward pass reads (the master itself for a parameter without one, or one an op read in
- * FP32).  Each element's update is the same arithmetic on the same sum, so the weights,
- * losses and checkpoints are those of an unsharded run, bit for bit; each rank streams half
- * the optimizer's state a step (or a third, with three ranks).  What changes: between
+ * FP32; the ranks agree on which, per parameter).  Each element's update is the same
+ * arithmetic on the same sum, so the weights, losses and checkpoints are those of an unsharded
+ * run, bit for bit (with gradient_clipping, to the rounding of the norm, whose squares are
+ * summed per rank first); each rank streams half the optimizer's state a step (or a third,
+ * with three ranks).  What changes: between
  * amp_backward and amp_optim_step a rank's gradients are the sums only in its share (a
  * change to a gradient counts there only); after an update a rank's masters and moments are
  * current only in its share, until amp_mpi_consolidate (collective) gathers them, which
  * amp_checkpoint_save and a use of such a master in another dtype ask for (they fail, naming
  * the parameter, before it).  A step with gradient accumulation, or with the master-gradient
- * statistics of ampprof's --nan-check=step, is not split, nor is one that ends without an
- * update.
+ * statistics of ampprof's --nan-check=step, is not split (its rings complete, and masters a
+ * split step left partial are gathered before its update), nor is one that ends without an
+ * update.  A parameter of more than 2^29 elements turns sharding off for the context (the
+ * profile's meta says optimizer_sharding off).
  *
  * Under ampprof each collective is a `comm` row (kind, bytes, dtype, bucket, duration, wait),
  * and the start-up barrier is what `ampprof merge` aligns the ranks' clocks on.
