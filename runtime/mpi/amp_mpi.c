@@ -68,7 +68,7 @@ typedef struct dist {
 	int64_t *offset;       /* per parameter index: where its values start in its bucket */
 	int shard;             /* optimizer_sharding: the rings stop after their reduce-scatter
 	                          hops, each rank updates the share whose sums it holds and the
-	                          updated values go round after the update (gather_updated) */
+	                          updated values go round after the update (hook_updated) */
 	int hops_target;       /* the rings' hops this step: size - 1 when sharding (more when a
 	                          step turns out not to be sharded: complete_rings), else
 	                          2 (size - 1) */
@@ -456,7 +456,7 @@ static int finish(dist *d, amp_ctx *ctx)
 		if (rc == AMP_OK)
 			rc = unpack(d, ctx, bk);
 		/* a sharded step's rings stop halfway: half the bytes (the rest go round after the
-		 * update, complete_rings or gather_updated) */
+		 * update, complete_rings or hook_updated) */
 		uint64_t bytes = (uint64_t)bk->elems * amp_dtype_size(d->dtype);
 		if (d->shard)
 			bytes /= 2; /* the other half's row: complete_rings' or hook_updated's */
@@ -500,10 +500,11 @@ static const amp_dist_ops mpi_ops;
  * (the rings stop after their size - 1 adding hops), the share ring_advance's last adding hop
  * completes: share rank + 1.  The optimizer unscales, checks, clips and updates those elements
  * only (owned), the verdict and the clipping norm summed over the ranks (sum), and then every
- * rank sends the values it updated to the others (gather_updated): the working copy the
- * forward pass reads, or the master (amp_param_shard_view).  The rest of a rank's master and
- * moments is then stale until amp_mpi_consolidate.  A step that cannot be split (or ends
- * without an update) completes its rings first (complete_rings) and runs as without sharding.
+ * rank sends the values it updated to the others (hook_updated): the working copies the
+ * forward pass reads, or the masters (the ranks agree which, amp_param_shard_view).  The rest
+ * of a rank's master and moments is then stale until amp_mpi_consolidate.  A step that cannot
+ * be split completes its rings in finish and gathers what earlier steps left partial before
+ * its update (hook_reduce); one that ends without an update completes them in step_end.
  * Each element is updated by the same arithmetic on the same sum either way, so the bits do
  * not change. */
 
@@ -724,7 +725,8 @@ static void hook_progress(void *state, amp_ctx *ctx)
 /* The rings still in flight complete when backward ends, not in amp_optim_step: nothing else
  * runs in between to overlap them with (MPI progresses them only inside its calls), and so
  * the gradients amp_backward leaves are the sums over the ranks, which the caller may read
- * and change (amp_tensor_grad) before amp_optim_step, as in one process. */
+ * and change (amp_tensor_grad) before amp_optim_step, as in one process (in a step the ranks
+ * split, the sums of the rank's share only: amp_mpi.h). */
 static int hook_backward_end(void *state, amp_ctx *ctx)
 {
 	dist *d = state;
