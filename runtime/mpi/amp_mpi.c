@@ -546,12 +546,12 @@ static int complete_rings(dist *d, amp_ctx *ctx)
 
 static int hook_owned(void *state, amp_ctx *ctx, int i, int64_t *lo, int64_t *hi)
 {
+	(void)ctx;
 	dist *d = state;
 	*lo = 0;
 	*hi = i >= 0 && i < d->n_params ? d->numel[i] : 0;
 	if (!d->sharded_step || i < 0 || i >= d->n_params)
 		return 0;
-	(void)ctx;
 	share_of_param(d, i, wrap(d, d->rank + 1), lo, hi);
 	return 1;
 }
@@ -637,14 +637,8 @@ static int hook_updated(void *state, amp_ctx *ctx, int updated, int ok)
 			/* the masters when a rank names its master, or the ranks' dtypes differ */
 			int master = -v[1 + n + i] == -1 || v[1 + i] != -v[1 + n + i];
 			amp_dtype dt = AMP_F32;
-			void *buf;
-			if (master) {
-				float *m, *mom1, *mom2;
-				amp_param_master_state(ctx, i, &m, &mom1, &mom2);
-				buf = m;
-			} else {
-				buf = amp_param_shard_view(ctx, i, &dt);
-			}
+			void *buf = master ? amp_tensor_data(amp_param_at(ctx, i))
+			                   : amp_param_shard_view(ctx, i, &dt);
 			int64_t lo, hi;
 			share_of_param(d, i, wrap(d, d->rank + 1), &lo, &hi);
 			if ((err = gather_shares(d, i, buf, amp_dtype_size(dt))) != MPI_SUCCESS)
