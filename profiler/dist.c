@@ -106,24 +106,33 @@ static int rule_comm_share(sqlite3 *db)
 	char ev[1024] = "", dtype[16];
 	size_t used = 0;
 	sqlite3_stmt *st = NULL;
+	/* n: the all-reduces of the bucket (with optimizer_sharding a gradient bucket's is two
+	 * rows, its reduce-scatter and the exchange after the update); the bytes a rank's */
 	if (sqlite3_prepare_v2(db,
-	                       "SELECT bucket, max(bytes), total(wait_ns), total(dur_ns), count(*)"
-	                       " FROM comm WHERE kind = 'allreduce' GROUP BY bucket"
-	                       " ORDER BY total(wait_ns) DESC, bucket LIMIT 3", -1, &st,
-	                       NULL) != SQLITE_OK)
+	                       "WITH c AS (SELECT bucket, bytes, wait_ns, dur_ns, rank, CASE WHEN"
+	                       "  bucket IS NOT NULL AND (SELECT value FROM meta WHERE key ="
+	                       "  'optimizer_sharding') = 'on' THEN 2 ELSE 1 END AS rows_per"
+	                       "  FROM comm WHERE kind = 'allreduce'),"
+	                       " b AS (SELECT bucket, total(wait_ns) AS w, total(dur_ns) AS d,"
+	                       "  total(bytes) AS by, count(DISTINCT rank) AS ranks,"
+	                       "  CAST(count(*) / max(rows_per) / count(DISTINCT rank) AS INTEGER)"
+	                       "  AS n FROM c GROUP BY bucket)"
+	                       " SELECT bucket, by / max(n * ranks, 1), w, d, n, ranks FROM b"
+	                       " ORDER BY w DESC, bucket LIMIT 3",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	while (sqlite3_step(st) == SQLITE_ROW && used < sizeof ev) {
 		char what[64] = "parameters without gradients (averaged)";
 		if (sqlite3_column_type(st, 0) != SQLITE_NULL)
 			snprintf(what, sizeof what, "bucket %" PRId64, (int64_t)sqlite3_column_int64(st, 0));
-		used += (size_t)snprintf(ev + used, sizeof ev - used,
-		                         "%s%s: %.2f MB, waited %.3f ms of %.3f ms over %" PRId64
-		                         " all-reduces",
-		                         used ? "\n" : "", what,
-		                         (double)sqlite3_column_int64(st, 1) / 1e6,
-		                         sqlite3_column_double(st, 2) / 1e6,
-		                         sqlite3_column_double(st, 3) / 1e6,
-		                         (int64_t)sqlite3_column_int64(st, 4));
+		int64_t n = sqlite3_column_int64(st, 4), ranks = sqlite3_column_int64(st, 5);
+		used += (size_t)snprintf(
+		    ev + used, sizeof ev - used,
+		    "%s%s: %.2f MB a rank, %" PRId64 " all-reduce%s on %" PRId64
+		    " rank%s: waited %.3f ms of %.3f ms (the ranks' times added)",
+		    used ? "\n" : "", what, sqlite3_column_double(st, 1) / 1e6, n,
+		    n == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s",
+		    sqlite3_column_double(st, 2) / 1e6, sqlite3_column_double(st, 3) / 1e6);
 	}
 	sqlite3_finalize(st);
 	q_text(db, "SELECT value FROM meta WHERE key = 'allreduce_dtype'", dtype, sizeof dtype);

@@ -384,7 +384,10 @@ CREATE TABLE nonfinite (
 -- Collectives of a data-parallel run (libamprt_mpi, wire v3), one row per collective and rank.
 -- An all-reduce is posted as soon as backward has produced its bucket's gradients and runs
 -- behind the rest of backward; wait_ns is the time the training thread then blocked on it,
--- waiting for the slowest rank (the part not hidden behind compute).
+-- waiting for the slowest rank (the part not hidden behind compute).  With optimizer_sharding
+-- on (meta), a gradient bucket's all-reduce is two rows of kind 'allreduce', each with half
+-- the bytes: its reduce-scatter, posted in backward, and the exchange of the updated values
+-- after the optimizer's step (in the dtype exchanged: the working copies' or the masters').
 CREATE TABLE comm (
 	id             INTEGER PRIMARY KEY,  -- row id, in arrival order
 	step           INTEGER,              -- step (-1: at start-up, before the first step)

@@ -599,8 +599,8 @@ static int gather_shares(dist *d, int i, void *base, size_t esz)
 /* After a sharded update: first the ranks agree (one all-reduce) that every rank's update
  * succeeded and, per parameter, on the buffer to exchange: the working copies when every rank
  * names its working copy of one same dtype (amp_param_shard_view), else the masters; then each
- * rank's updated values go to every rank, bucket by bucket (a comm row each, of the bytes this
- * rank sent). */
+ * rank's updated values go to every rank, bucket by bucket (a comm row each: half the bytes of
+ * the exchanged buffers, the reduce-scatter's row having the other half). */
 static int hook_updated(void *state, amp_ctx *ctx, int updated, int ok)
 {
 	dist *d = state;
@@ -628,7 +628,7 @@ static int hook_updated(void *state, amp_ctx *ctx, int updated, int ok)
 		return AMP_OK;
 	for (int k = 0; k < d->n_buckets; k++) {
 		const bucket *bk = &d->b[k];
-		uint64_t t0 = amp_dist_clock(), sent = 0;
+		uint64_t t0 = amp_dist_clock(), bytes = 0;
 		amp_dtype dtype = AMP_F32;
 		for (int j = bk->first; j < bk->first + bk->count; j++) {
 			int i = d->order[j];
@@ -639,17 +639,17 @@ static int hook_updated(void *state, amp_ctx *ctx, int updated, int ok)
 			amp_dtype dt = AMP_F32;
 			void *buf = master ? amp_tensor_data(amp_param_at(ctx, i))
 			                   : amp_param_shard_view(ctx, i, &dt);
-			int64_t lo, hi;
-			share_of_param(d, i, wrap(d, d->rank + 1), &lo, &hi);
 			if ((err = gather_shares(d, i, buf, amp_dtype_size(dt))) != MPI_SUCCESS)
 				return mpi_fail(ctx, err, "sharded update's exchange");
 			amp_param_exchanged(ctx, i, master);
-			sent += (uint64_t)(hi - lo) * amp_dtype_size(dt) * (uint64_t)(d->size - 1);
+			bytes += (uint64_t)d->numel[i] * amp_dtype_size(dt);
 			dtype = dt;
 		}
-		if (sent)
-			amp_dist_trace(amp_step_index(ctx), AMP_COMM_ALLREDUCE, dtype, k, sent, t0,
-			               t0, amp_dist_clock(), 0);
+		/* the second half of the bucket's all-reduce, as its reduce-scatter's row: half
+		 * the payload, of the dtype exchanged */
+		if (bytes)
+			amp_dist_trace(amp_step_index(ctx), AMP_COMM_ALLREDUCE, dtype, k, bytes / 2,
+			               t0, t0, amp_dist_clock(), 0);
 	}
 	return AMP_OK;
 }

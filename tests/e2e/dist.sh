@@ -746,6 +746,23 @@ check "straggler: the advice names rank 1" \
 	"$(sqlite3 st.db "SELECT message LIKE 'rank 1 is a straggler:%' FROM advice WHERE rule = 'straggler'")" 1
 check "straggler: the communication advice says the wait is for it" \
 	"$(sqlite3 st.db "SELECT message LIKE '%the ranks wait mostly for rank 1,%' AND message NOT LIKE '%halves the bytes%' FROM advice WHERE rule = 'comm_share'")" 1
+check "straggler: the evidence counts the bucket's all-reduces and its bytes a rank" \
+	"$(sqlite3 st.db "SELECT evidence LIKE 'bucket 0: 0.10 MB a rank, 20 all-reduces on 2 ranks: waited %' FROM advice WHERE rule = 'comm_share'")" 1
+# sharded, a bucket's all-reduce is two rows (reduce-scatter, exchange of the updated fp16
+# working copies), half the bytes each: the advice still counts 20 all-reduces
+AMP_OPTIMIZER_SHARDING=on "${MPI[@]}" -np 1 "$B/bin/ampprof" -q -o "sst.%r.db" -- "$B/tests/dist_cases" \
+	--dist --steps 20 : -np 1 -x AMP_KERNELS=scalar "$B/bin/ampprof" -q -o "sst.%r.db" -- \
+	"$B/tests/dist_cases" --dist --steps 20 >/dev/null 2>&1
+"$B/bin/ampprof" merge -o sst.db sst.0.db sst.1.db >/dev/null 2>&1
+check "sharded straggler: two rows a bucket, step and rank; the evidence counts all-reduces" \
+	"$(sqlite3 sst.db "SELECT count(*), total(n <> 2) FROM (SELECT count(*) AS n FROM comm WHERE kind = 'allreduce' AND bucket IS NOT NULL GROUP BY bucket, step, rank)")|$(sqlite3 sst.db "SELECT evidence LIKE 'bucket 0: 0.08 MB a rank, 20 all-reduces on 2 ranks: waited %' FROM advice WHERE rule = 'comm_share'")" \
+	"40|0.0|1"
+# on 3 ranks each row is still half the payload (masters exchanged in force_fp32)
+AMP_OPTIMIZER_SHARDING=on AMP_PRECISION_MODE=force_fp32 "${MPI[@]}" -np 3 "$B/bin/ampprof" -q \
+	-o "s3.%r.db" -- "$B/tests/dist_cases" --dist --steps 4 >/dev/null 2>&1
+check "sharded, 3 ranks: every row of a bucket half its fp32 payload" \
+	"$(sqlite3 s3.0.db "SELECT group_concat(DISTINCT bytes || ' ' || dtype), count(*) FROM comm WHERE kind = 'allreduce' AND bucket IS NOT NULL")" \
+	"52244 fp32|8"
 # an FP16 all-reduce in a run without loss scaling
 AMP_PRECISION_MODE=force_fp32 AMP_ALLREDUCE_DTYPE=fp16 "${MPI[@]}" -np 2 "$B/bin/ampprof" -q \
 	-o "u.%r.db" -- "$B/tests/dist_cases" --dist --steps 12 >/dev/null 2>&1
