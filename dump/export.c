@@ -293,7 +293,10 @@ int dump_cmd_npy(const char *db_path, int64_t step, const char *tensor, const ch
 			dump_error("`ampdump --list` shows the steps that have dumps",
 			           "nothing was dumped at step %lld in '%s'", (long long)step,
 			           db_path);
-			fprintf(stderr, "hint: %s\n", dump_rerun_hint(db, step, hint, sizeof hint));
+			/* the hint quotes the run's command line: sanitized */
+			fputs("hint: ", stderr);
+			amp_text_put(stderr, dump_rerun_hint(db, step, hint, sizeof hint));
+			fputc('\n', stderr);
 			goto out;
 		}
 	}

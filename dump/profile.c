@@ -239,8 +239,8 @@ int dump_check_step(sqlite3 *db, const char *path, int64_t step)
 		         "steps are numbered from 0 to %lld; `ampdump --list` shows the steps with "
 		         "anomalies or dumps",
 		         (long long)last);
-		dump_error(hint, "step %lld was never reached (the run has %lld steps)",
-		           (long long)step, (long long)last + 1);
+		dump_error(hint, "step %lld was never reached (the run in '%s' has %lld steps)",
+		           (long long)step, path, (long long)last + 1);
 		return DUMP_EXIT_FAIL;
 	}
 	return DUMP_EXIT_OK;

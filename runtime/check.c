@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,26 @@ static uint32_t tiny_at_nonfinite(amp_ctx *ctx, const amp_tensor *x, const amp_t
 /* ---- dumps -------------------------------------------------------------------------------- */
 
 /* ---- origin ------------------------------------------------------------------------------- */
+/* A checked tensor's name: its op's label (or the op) and a suffix ("/in0", ".grad", ...).  A
+ * profile keeps AMP_STRING_MAX bytes of a name, so a longer label is cut before the suffix, at
+ * a UTF-8 boundary: the names of one op's tensors stay distinct however long its label. */
+typedef char check_name[AMP_STRING_MAX + 1];
+__attribute__((format(printf, 3, 4))) static const char *
+tensor_name(check_name name, const char *base, const char *fmt, ...)
+{
+	char suffix[48];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(suffix, sizeof suffix, fmt, ap);
+	va_end(ap);
+	size_t room = AMP_STRING_MAX - strlen(suffix), n = strnlen(base, room);
+	while (n == room && n > 0 && ((unsigned char)base[n] & 0xC0) == 0x80)
+		room = --n; /* base[n] continues a sequence: cut before its first byte */
+	memcpy(name, base, n);
+	strcpy(name + n, suffix);
+	return name;
+}
+
 static const char *label_or_op(const char *label, amp_op_type op)
 {
 	return label && *label ? label : amp_op_name(op);
@@ -300,7 +321,7 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 	int backward = ctx->in_backward != 0;
 	int role = backward ? AMP_ROLE_GRAD : AMP_ROLE_OUTPUT;
 	amp_phase phase = backward ? AMP_PHASE_BACKWARD : AMP_PHASE_FORWARD;
-	char name[96];
+	check_name name;
 	/* An alias (reshape) holds the very values of its input: nothing new to check. */
 	int alias = n > 0 && in[0] && in[0]->data == out->data;
 	if (!alias && !backward)
@@ -322,14 +343,14 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 				uint32_t fl = producer_of(st, in[i]->data, &src);
 				if (in[i] != st->cast_bad)
 					fl |= tiny_at_nonfinite(ctx, in[i], out);
-				snprintf(name, sizeof name, "%s/in%d", base, i);
+				tensor_name(name, base, "/in%d", i);
 				emit_stats_now(ctx, seq, call->op, phase, AMP_ROLE_INPUT, in[i], name, fl, src);
 				dump_what w = {seq, call->op, AMP_ROLE_INPUT, "in", i, name,
 				               AMP_DUMP_REASON_NONFINITE, backward};
 				if (dump)
 					amp_check_dump_tensor(ctx, st, cfg, &w, in[i]);
 				if (in[i] == st->cast_bad && st->cast_src) {
-					snprintf(name, sizeof name, "%s/in%d.precast", base, i);
+					tensor_name(name, base, "/in%d.precast", i);
 					src = 0;
 					fl = AMP_TSTATS_CAST_SRC | producer_of(st, st->cast_src->data, &src);
 					emit_stats_now(ctx, seq, call->op, phase, AMP_ROLE_INPUT, st->cast_src,
@@ -347,7 +368,7 @@ void amp_check_op(amp_ctx *ctx, const amp_op_call *call, uint64_t seq, const amp
 	}
 	if (st->dump_all) {
 		for (int i = 0; i < n; i++) {
-			snprintf(name, sizeof name, "%s/in%d", base, i);
+			tensor_name(name, base, "/in%d", i);
 			dump_what w = {seq, call->op, AMP_ROLE_INPUT, "in", i, name, AMP_DUMP_REASON_STEP, 0};
 			amp_check_dump_tensor(ctx, st, cfg, &w, in[i]);
 		}
@@ -377,12 +398,12 @@ static void check_cast_backward(amp_ctx *ctx, const amp_node *node)
 	uint64_t seq = st->bw_valid ? st->bw_seq : st->last_seq;
 	amp_op_type op = st->bw_valid ? st->bw_op : st->last_op;
 	const char *base = node->label && *node->label ? node->label : "cast";
-	char name[96];
+	check_name name;
 	amp_stats s;
 	int have;
 	int64_t bad = scan(st, src->grad, 1.0f, &s, &have);
 	int origin = bad && st->origin.step < 0 && !tensor_nonfinite(dy);
-	snprintf(name, sizeof name, "%s.cast.grad", base);
+	tensor_name(name, base, ".cast.grad");
 	if (have)
 		emit_stats(ctx, seq, op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, src->grad, name, &s, origin,
 		           0, 0);
@@ -391,7 +412,7 @@ static void check_cast_backward(amp_ctx *ctx, const amp_node *node)
 		if (cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all) {
 			dump_what w = {seq, op, AMP_ROLE_GRAD, "grad", 0, name, AMP_DUMP_REASON_NONFINITE, 1};
 			amp_check_dump_tensor(ctx, st, cfg, &w, src->grad);
-			snprintf(name, sizeof name, "%s.cast.grad.fp32", base);
+			tensor_name(name, base, ".cast.grad.fp32");
 			w.tag = "dy";
 			amp_check_dump_tensor(ctx, st, cfg, &w, dy);
 		}
@@ -428,7 +449,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 	st->bw_seq = seq;
 	st->bw_op = node->op;
 	const char *base = label_or_op(node->label, node->op);
-	char name[96];
+	check_name name;
 	const amp_tensor *dy = node->out ? node->out->grad : NULL;
 
 	/* the gradients this node produced, one per distinct input */
@@ -474,7 +495,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 		for (int g = 0; g < ng; g++) {
 			if (!have[g])
 				continue;
-			snprintf(name, sizeof name, "%s/in%d.grad", base, idx[g]);
+			tensor_name(name, base, "/in%d.grad", idx[g]);
 			emit_stats(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, grads[g], name, &s[g],
 			           g == origin_at, fwd | param_grad(node->in[idx[g]]), node->seq);
 		}
@@ -482,7 +503,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 			set_origin(ctx, st, seq, node->op, AMP_PHASE_BACKWARD, node->label, &s[origin_at], 0);
 			int dump = cfg->dump == AMP_DUMP_NONFINITE && !st->dump_all;
 			if (is_float(dy)) {
-				snprintf(name, sizeof name, "%s.grad", base);
+				tensor_name(name, base, ".grad");
 				emit_stats_now(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_GRAD, dy, name, fwd,
 				               node->seq);
 				dump_what w = {seq, node->op, AMP_ROLE_GRAD, "dy", 0, name,
@@ -493,7 +514,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 			for (int i = 0; i < node->n_in && i < AMP_NODE_MAX_IN; i++) {
 				if (!is_float(node->in[i]))
 					continue;
-				snprintf(name, sizeof name, "%s/in%d", base, i);
+				tensor_name(name, base, "/in%d", i);
 				emit_stats_now(ctx, seq, node->op, AMP_PHASE_BACKWARD, AMP_ROLE_INPUT, node->in[i],
 				               name, fwd, node->seq);
 				dump_what w = {seq, node->op, AMP_ROLE_INPUT, "in", i, name,
@@ -502,7 +523,7 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 					amp_check_dump_tensor(ctx, st, cfg, &w, node->in[i]);
 			}
 			for (int g = 0; dump && g < ng; g++) {
-				snprintf(name, sizeof name, "%s/in%d.grad", base, idx[g]);
+				tensor_name(name, base, "/in%d.grad", idx[g]);
 				dump_what w = {seq, node->op, AMP_ROLE_GRAD, "grad", idx[g], name,
 				               AMP_DUMP_REASON_NONFINITE, 1};
 				amp_check_dump_tensor(ctx, st, cfg, &w, grads[g]);
@@ -511,11 +532,11 @@ void amp_check_backward(amp_ctx *ctx, const amp_node *node, uint64_t seq_before)
 		amp_node_inputs_release(ctx, back, n_back);
 	}
 	if (st->dump_all) {
-		snprintf(name, sizeof name, "%s.grad", base);
+		tensor_name(name, base, ".grad");
 		dump_what w = {seq, node->op, AMP_ROLE_GRAD, "dy", 0, name, AMP_DUMP_REASON_STEP, 0};
 		amp_check_dump_tensor(ctx, st, cfg, &w, dy);
 		for (int g = 0; g < ng; g++) {
-			snprintf(name, sizeof name, "%s/in%d.grad", base, idx[g]);
+			tensor_name(name, base, "/in%d.grad", idx[g]);
 			dump_what wg = {seq, node->op, AMP_ROLE_GRAD, "grad", idx[g], name,
 			                AMP_DUMP_REASON_STEP, 0};
 			amp_check_dump_tensor(ctx, st, cfg, &wg, grads[g]);
@@ -585,8 +606,8 @@ int64_t amp_check_master_grad(amp_ctx *ctx, const amp_param *p, float mul)
 	int have;
 	int64_t bad = scan(st, v, mul, &s, &have);
 	if (have) {
-		char name[96];
-		snprintf(name, sizeof name, "%s.grad", p->label ? p->label : "param");
+		check_name name;
+		tensor_name(name, p->label ? p->label : "param", ".grad");
 		/* the optimizer's own op record takes the next seq */
 		emit_stats(ctx, ctx->seq, AMP_OP_OPTIMIZER, AMP_PHASE_OPTIMIZER, AMP_ROLE_GRAD, g, name,
 		           &s, 0, 0, 0);

@@ -511,6 +511,13 @@ static int check_header(const char *path, char *err, size_t errlen)
 {
 	unsigned char h[100];
 	struct stat st;
+	/* not opened: opening a FIFO for reading waits for a writer */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return fail(AMP_PROFILE_EIO, err, errlen, "open", path,
+		            S_ISFIFO(st.st_mode)   ? "is a pipe, not a file: a profile is read "
+		                                     "from a regular file"
+		            : S_ISSOCK(st.st_mode) ? "is a socket, not a regular file"
+		                                   : "is a device, not a regular file");
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		int e = errno;

@@ -60,7 +60,11 @@ compare|build/bin/ampprof -q -o amp.db --dump-steps=0 -- build/bin/mlp_fashion -
 compare|build/bin/ampdump --compare fp32.db amp.db --step 0
 compare-unstable|build/bin/ampprof -q -o un_fp32.db --dump-steps=250 -- build/bin/unstable --precision=fp32 --steps 251 | tail -1
 compare-unstable|build/bin/ampprof -q -o un_fp16.db --dump-steps=250 -- build/bin/unstable --precision=fp16 --steps 251 | tail -1
-compare-unstable|build/bin/ampdump --compare un_fp32.db un_fp16.db --step 250 | tail -1'
+compare-unstable|build/bin/ampdump --compare un_fp32.db un_fp16.db --step 250 | tail -1
+dist-run|mpirun -np 2 build/bin/ampprof -q -o dp.%r.db -- build/bin/mlp_fashion --dist --precision=amp --steps 100 --log-every 50
+dist-run|build/bin/ampprof merge -o dp.db dp.0.db dp.1.db
+dist-run|build/bin/ampprof report dp.db
+dist-view|build/bin/ampview --headless --width=100 dp.db | grep -A3 '"'"'^ Comm share'"'"''
 
 names() { cut -d'|' -f1 <<< "$table" | uniq; }
 commands_of() { awk -F'|' -v n="$1" '$1 == n { sub(/^[^|]*\|/, ""); print }' <<< "$table"; }
@@ -109,7 +113,10 @@ fi
 make -j2 all > /dev/null
 # what the blocks write, so that each command runs as on a clean clone
 [ $# -gt 0 ] || rm -rf npy profile.db bf16.db fp16.db fp32-epoch.db run.db fp32.db amp.db \
-	un_fp32.db un_fp16.db
+	un_fp32.db un_fp16.db dp.db dp.0.db dp.1.db
+# the data-parallel blocks' mpirun, as root (a fresh machine's user here) and on one host
+[ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
 out=$(mktemp -d "${TMPDIR:-/tmp}/ampkit-transcripts.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 while read -r name; do

@@ -433,7 +433,7 @@ run "--norm-diff without --compare" 2 --step 2 --norm-diff=1 --db fp32.db && exp
 
 # ---- bad input ------------------------------------------------------------------------------
 run "step never reached" 1 --step 1234 --db run.db &&
-	expect "step never reached: message" "$T/err" '^ampdump: step 1234 was never reached \(the run has 6 steps\)$' &&
+	expect "step never reached: message" "$T/err" '^ampdump: step 1234 was never reached \(the run in .run\.db. has 6 steps\)$' &&
 	expect "step never reached: hint" "$T/err" '^hint: .*ampdump --list'
 run "step with nothing recorded" 1 --step 1 --db run.db &&
 	expect "nothing recorded: message" "$T/err" "^ampdump: nothing was recorded at step 1 in 'run.db'" &&
@@ -467,7 +467,7 @@ fi
 run "npy at a step without dumps" 1 --step 1 --npy "$T/v" --db run.db &&
 	expect "npy nothing dumped: message" "$T/err" "nothing was dumped at step 1"
 run "compare step never reached" 2 --compare fp32.db amp.db --step 9 &&
-	expect "compare step never reached: message" "$T/err" "step 9 was never reached \(the run has 5 steps\)"
+	expect "compare step never reached: message" "$T/err" "step 9 was never reached \(the run in 'fp32\.db' has 5 steps\)"
 run "compare step not dumped" 2 --compare fp32.db amp.db --step 1 &&
 	expect "compare step not dumped: message" "$T/err" "nothing was dumped at step 1 in 'fp32.db'"
 run "compare no common step" 2 --compare fp32.db run.db &&
@@ -559,6 +559,14 @@ run "--list of a profile with dumps skipped" 0 --list --db skipped.db &&
 cp run.db unfinished.db && sqlite3 unfinished.db "INSERT OR REPLACE INTO meta VALUES ('end', 'collecting')"
 run "--step of a profile never finalized" 0 --step 3 --db unfinished.db &&
 	expect "never finalized: said" "$T/err" "^ampdump: note: 'unfinished.db' was never finalized"
+# a profile that is a pipe is refused, not waited on (opening a FIFO waits for a writer)
+mkfifo "$T/fifo.db"
+timeout 10 "$AMPDUMP" --list "$T/fifo.db" >"$T/out" 2>"$T/err"
+check "a FIFO as the profile: refused at once (exit 1)" "$?" 1
+expect "a FIFO as the profile: says it is a pipe" "$T/err" "fifo\.db.*is a pipe, not a file"
+timeout 10 "$AMPDUMP" --list <(cat run.db) >"$T/out" 2>"$T/err"
+check "a process substitution as the profile: refused (exit 1)" "$?" 1
+expect "a process substitution as the profile: says it is a pipe" "$T/err" "is a pipe, not a file"
 # an export over a FIFO is refused, not waited on; a lost list of the files is an error
 run "npy export" 0 --step 3 --db run.db --npy fx
 f=$(head -1 "$T/out" | cut -f1)
@@ -613,6 +621,15 @@ run "hostile names: csv" 0 --step 3 --db hostile.db --format=csv &&
 run "hostile names: text" 0 --step 3 --db hostile.db &&
 	expect "hostile names (text): one line per tensor, controls as '?'" "$T/out" 'a\?b\?\[2J\?new\?\]0;t\?'
 [ "$(wc -l <"$T/out")" -eq 10 ] && ok "hostile names (text): the newline forged no line" || bad "hostile names (text): line count" "$(cat "$T/out")"
+# the re-run hint quotes the run's command line, sanitized wherever it is printed
+sqlite3 hostile.db "UPDATE meta SET value = CAST(X'2e2f756e737461626c65201b5d303b540720782e1b5b33316d' AS TEXT) WHERE key = 'command'"
+for args in "--step 1 --db hostile.db" "--step 1 --db hostile.db --npy $T/hnpy"; do
+	# shellcheck disable=SC2086 # the words of args
+	run "hostile command: $args" 1 $args &&
+		expect "hostile command ($args): the hint, its controls as '?'" "$T/err" \
+			'^hint: .*--application=.\./unstable \?\]0;T\? x\.\?\[31m' &&
+		if LC_ALL=C grep -q $'\x1b' "$T/err"; then bad "hostile command ($args): an ESC byte reached stderr"; else ok "hostile command ($args): no ESC byte"; fi
+done
 run "hostile names: compare" 0 --compare hostile.db run.db --step 3 &&
 	if LC_ALL=C grep -q $'\x1b' "$T/out" "$T/err"; then bad "hostile names (compare): an ESC byte reached the output"; else ok "hostile names (compare): no ESC byte on stdout or stderr"; fi
 grep -q "no counterpart" "$T/err" && ok "hostile names (compare): the unmatched names are noted on stderr" || bad "hostile names (compare): no note" "$(cat "$T/err")"

@@ -464,7 +464,7 @@ typedef struct seen_rec {
 	int is_dump;
 	amp_trace_tstats st;
 	amp_trace_dump_ref d;
-	char name[96], file[96];
+	char name[AMP_STRING_MAX + 8], file[96];
 } seen_rec;
 static seen_rec seen[MAX_SEEN];
 static int n_seen;
@@ -674,6 +674,43 @@ Test(origin, fp32_to_fp16_cast_overflow, .fini = checks_off)
 	cr_expect_eq(src->st.dtype, AMP_F32);
 	cr_expect_eq(src->st.near_overflow, 1);
 	cr_expect_eq(src->st.absmax, 70000.0);
+	amp_ctx_free(ctx);
+}
+
+/* A label longer than a profile keeps (AMP_STRING_MAX bytes) is cut before the suffixes of its
+ * tensors' names, at a UTF-8 boundary: the cast input and its FP32 source stay two names. */
+Test(origin, long_label_keeps_the_suffixes, .fini = checks_off)
+{
+	amp_check_config cfg = base_config();
+	checks_on(&cfg);
+	amp_ctx *ctx = new_ctx("allow_mix_precision");
+	amp_tensor *w, *x, *y;
+	static char label[1200];
+	memset(label, 'L', 1001);
+	for (int i = 1001; i + 2 < (int)sizeof label - 1; i += 2)
+		memcpy(label + i, "\xc3\xa9",
+		       2); /* e acute: two bytes, the cut falls inside some */
+	cr_assert_eq(amp_param_new(ctx, "w", amp_shape2(2, 2), AMP_INIT_ONES, 1, &w), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	float xv[4] = {70000.0f, 1.0f, 2.0f, 3.0f};
+	cr_assert_eq(amp_tensor_from_f32(ctx, xv, amp_shape2(2, 2), AMP_F32, &x), AMP_OK);
+	cr_assert_eq(amp_matmul(ctx, label, x, w, 0, 0, &y), AMP_OK);
+	const char *want[2] = {"/in0", "/in0.precast"};
+	for (int k = 0; k < 2; k++) {
+		const seen_rec *r = NULL;
+		for (int i = 0; i < n_seen && !r; i++) {
+			size_t n = strlen(seen[i].name), m = strlen(want[k]);
+			if (!seen[i].is_dump && seen[i].st.role == AMP_ROLE_INPUT && n > m &&
+			    strcmp(seen[i].name + n - m, want[k]) == 0)
+				r = &seen[i];
+		}
+		cr_assert(r, "a name ending in %s", want[k]);
+		size_t n = strlen(r->name), base = n - strlen(want[k]);
+		cr_expect_leq(n, AMP_STRING_MAX, "%zu bytes", n);
+		cr_expect_gt(n, AMP_STRING_MAX - 2, "cut at most one character short: %zu", n);
+		cr_expect_eq(memcmp(r->name, label, base), 0, "the label's first bytes");
+		cr_expect_neq((unsigned char)r->name[base - 1], 0xc3, "not cut inside a character");
+	}
 	amp_ctx_free(ctx);
 }
 
