@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -70,6 +71,13 @@ typedef struct collector {
 	uint32_t abandoned;               /* a producer still recording when ampprof was stopped
 	                                     while it waited for it (the launched process gone) */
 	int failed_meta;                  /* meta could not say so either */
+	/* processes other than the launched one: those seen recording (an open ring's pid), and
+	 * the first of them that ampprof, their subreaper, reaped after a signal ended it */
+	uint32_t rec_pids[64];
+	unsigned n_rec_pids;
+	uint32_t killed_pid;
+	int killed_sig, killed_core;
+	uint64_t killed_ns;
 	uint64_t discarded;               /* records drained and not recorded since */
 	unsigned char buf[PROF_DECODE_BUF];
 } collector;
@@ -238,12 +246,55 @@ static int64_t drain_ring_at(collector *c, uint32_t i, int final, int *drained)
 	return done;
 }
 
+/* A pid seen recording (its ring open), remembered so that its end can be told once it is
+ * reaped: by then the collector may have reclaimed its ring. */
+static void note_recording(collector *c, uint32_t pid)
+{
+	for (unsigned k = 0; k < c->n_rec_pids; k++)
+		if (c->rec_pids[k] == pid)
+			return;
+	if (pid != 0 && c->n_rec_pids < sizeof c->rec_pids / sizeof c->rec_pids[0])
+		c->rec_pids[c->n_rec_pids++] = pid;
+}
+
+/* Reaps the launched process (*status, *child_done) and, ampprof being the run's subreaper, any
+ * process of the run orphaned by its parent's end: one that recorded and was ended by a signal
+ * (killed, crashed) is remembered, the profile then not whole. */
+static void reap(collector *c, pid_t child, int *status, int *child_done)
+{
+	int st;
+	pid_t r;
+	while ((r = waitpid(-1, &st, WNOHANG)) > 0) {
+		if (r == child) {
+			*status = st;
+			*child_done = 1;
+			continue;
+		}
+		if (!WIFSIGNALED(st) || c->killed_pid)
+			continue;
+		for (unsigned k = 0; k < c->n_rec_pids; k++)
+			if (c->rec_pids[k] == (uint32_t)r) {
+				c->killed_pid = (uint32_t)r;
+				c->killed_sig = WTERMSIG(st);
+				c->killed_core = WCOREDUMP(st);
+				c->killed_ns = prof_now_ns() - c->start_mono;
+			}
+	}
+	/* without the subreaper (prctl refused), the launched process alone */
+	if (r < 0 && errno == ECHILD && !*child_done && waitpid(child, &st, WNOHANG) == child) {
+		*status = st;
+		*child_done = 1;
+	}
+}
+
 /* Drains ring i; a ring whose owner ended (closed, or its thread gone) is then drained in full
  * and handed back for reuse.  Returns records written, or -1 on a db error. */
 static int64_t drain_ring(collector *c, uint32_t i, int final, int check_owner)
 {
 	amp_ring_hdr *rh = prof_session_ring(&c->sess, i);
 	uint32_t state = __atomic_load_n(&rh->state, __ATOMIC_ACQUIRE);
+	if (state == AMP_RING_OPEN)
+		note_recording(c, __atomic_load_n(&rh->pid, __ATOMIC_ACQUIRE));
 	int drained;
 	int64_t got = drain_ring_at(c, i, final, &drained);
 	if (got < 0 || final)
@@ -670,6 +721,12 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 	if (c->abandoned)
 		add_cause(why, sizeof why, "process %u of the run was still recording when ampprof "
 		          "was stopped: the rest of its run is not in the profile", c->abandoned);
+	if (c->killed_pid)
+		add_cause(why, sizeof why,
+		          "process %u of the run (not the launched one) was ended by "
+		          "%s%s at %.3f s: its recording stops there",
+		          c->killed_pid, prof_signal_name(c->killed_sig),
+		          c->killed_core ? " (core dumped)" : "", (double)c->killed_ns / 1e9);
 	if (c->failed)
 		add_cause(why, sizeof why, "recording stopped at %.3f s: the profile could not be "
 		          "written (%s; give it room, or write it elsewhere with -o)",
@@ -699,28 +756,6 @@ static int totals_meta(collector *c, int status, int app_code, uint64_t wall_ns)
 	if (bad && !sqlite3_get_autocommit(c->db))
 		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 	return bad ? -1 : 0;
-}
-
-/* Folds the WAL back into the file (journal mode DELETE), so the profile is one file.  0, or
- * -1 with the reason in why: another process has it open, or the disk is full; the profile is
- * then the file and its -wal, which every reader opens.  Through journal mode OFF: leaving WAL
- * ends with a write of page 1 (the file format bytes) in a transaction of its own, which in
- * mode DELETE takes a rollback journal, and a SIGKILL at that write would leave it hot, which
- * a read-only reader cannot roll back; without one, the one page is written or it is not (the
- * file then still says WAL, with every page checkpointed: read as it is).  DELETE then
- * journals whatever is written after. */
-static int fold_wal(sqlite3 *db, char *why, size_t len)
-{
-	char mode[16] = "";
-	int rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = OFF", NULL);
-	if (rc == AMP_PROFILE_OK && strcmp(mode, "off") == 0)
-		rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = DELETE",
-		                            NULL);
-	if (rc == AMP_PROFILE_OK && strcmp(mode, "delete") == 0)
-		return 0;
-	snprintf(why, len, "%s", rc == AMP_PROFILE_EIO ? sqlite3_errmsg(db)
-	                         : "another process has it open");
-	return -1;
 }
 
 /* Stderr lines for a recording that stopped: what happened, what the profile holds. */
@@ -820,6 +855,9 @@ int prof_run(const prof_options *opts)
 	sa_child.sa_flags = SA_NOCLDSTOP;
 	sigaction(SIGCHLD, &sa_child, NULL);
 
+	/* the run's processes that outlive their parent come to ampprof, which can then tell how
+	 * they ended */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	launched = 1; /* or tried: a launch that fails is recorded (end 'launch-failed') */
 	if ((launch = prof_launch(opts, &c.sess, &child)) != 0) {
 		amp_profile_meta_set(c.db, "end", "launch-failed");
@@ -880,11 +918,7 @@ int prof_run(const prof_options *opts)
 			}
 			g_sigint_sent = 0;
 		}
-		if (!child_done) {
-			pid_t r = waitpid(child, &status, WNOHANG);
-			if (r == child)
-				child_done = 1;
-		}
+		reap(&c, child, &status, &child_done);
 		if (child_done && !c.failed && !stop_waiting && now - last_waited >= OWNER_CHECK_NS) {
 			/* the launched process is gone, not necessarily the run */
 			if (!child_done_ns)
@@ -971,7 +1005,7 @@ int prof_run(const prof_options *opts)
 	prof_writer_free(c.w);
 	c.w = NULL;
 	char why[256];
-	int folded = fold_wal(c.db, why, sizeof why) == 0;
+	int folded = amp_profile_fold_wal(c.db, why, sizeof why) == 0;
 
 	uint32_t wire = __atomic_load_n(&c.sess.hdr->producer_wire, __ATOMIC_ACQUIRE);
 	if (!c.failed && events == 0 && c.sess.hdr->attached == 0 && wire != 0 &&

@@ -506,13 +506,19 @@ static int gemm_dims(const char *op, const char *shape, double flops, double *m,
 
 /* GEMMs whose M, N or K is not a multiple of 8 miss the fast path (the runtime's aligned flag,
  * forward and backward).  They are ranked by the time padding could save, on a model: the fast
- * path runs at twice the rate, and padding each dimension to a multiple of 8 adds its work.  A
+ * path runs GEMM_PAD_GAIN times the rate per FLOP, and padding each dimension to a multiple of
+ * 8 adds its work.  The kernels mask their edges rather than fall back to a slow loop, so the
+ * gain is small: measured on 2026-12-05 (Intel class, fp32, fp16 and bf16 engines, shapes from
+ * 37x100x30 to 1000^3 against the same padded), 0.95-1.19 per FLOP, median 1.03, and the padded
+ * GEMM as fast or slower in most; 1.05 here (docs/PERFORMANCE.md).  A model of twice the rate,
+ * as before, promised ten times what padding saved.  A
  * narrow GEMM is counted, not recommended: one that padding would make do more work than the
  * fast path saves (a single-column head, N = 1: 8 times the work), and a Linear layer of at most
  * NARROW_LINEAR_N outputs (a classifier's head), whose forward the kernels run as dot products
  * (x w^T with N <= 24: FP16N_DOT_N, GEMM_DOT_N), where padding only adds work (the fp16 head
  * 128 x 10 x 1024 takes twice as long padded to N = 16). */
 #define NARROW_LINEAR_N 24
+#define GEMM_PAD_GAIN   1.05
 static int rule_gemm(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
@@ -546,7 +552,7 @@ static int rule_gemm(sqlite3 *db)
 		if (!gemm_dims(l->op, l->shape, flops, &l->m, &l->n, &l->k))
 			continue;
 		double grow = ceil8(l->m) * ceil8(l->n) * ceil8(l->k) / (l->m * l->n * l->k);
-		l->save = l->ns * (1.0 - grow / 2.0);
+		l->save = l->ns * (1.0 - grow / GEMM_PAD_GAIN);
 		if (l->save <= 0 || (!strcmp(l->op, "Linear") && l->n <= NARROW_LINEAR_N)) {
 			narrow++;
 			t_narrow += l->ns;
@@ -670,13 +676,10 @@ static int rule_scale(sqlite3 *db)
 			         "(ampdump) and move it to custom_black_list", floor_cfg, at_floor);
 		rc |= add_advice(db, "loss_scale_floor", "error", msg, ev, NULL,
 		                 (int64_t)first_overflow, -1);
-	} else if (overflow >= 4 && (overflow / steps > 0.05 || last <= first / 256.0)) {
-		snprintf(msg, sizeof msg,
-		         "loss scale is collapsing: %.0f overflow step(s) out of %.0f, scale %.9g -> "
-		         "%.9g; check the ops that overflow in FP16", overflow, steps, first, last);
-		rc |= add_advice(db, "loss_scale_collapse", "warning", msg, ev, NULL,
-		                 (int64_t)first_overflow, -1);
 	}
+	/* a collapsing scale is loss_scale_history's finding: the classifier tells it from a
+	 * scaler that grows often and so overflows often (probing), which an overflow rate alone
+	 * does not */
 	if (last > 0 && (last < 8 || last > 1024) && !(is_static && wide_range)) {
 		snprintf(msg, sizeof msg,
 		         "final loss scale %.9g is outside the usual range [8, 1024]", last);
@@ -1484,6 +1487,25 @@ static const char *const scale_cause_sql =
 	"coalesce(nullif((SELECT count(*) FROM run_steps WHERE step IN (SELECT step FROM "         \
 	"loss_scale WHERE reason <> 'init')), 0), (SELECT count(*) FROM run_steps))"
 
+#define SCALE_STEPS_SHOWN 32 /* steps a history lists (scale_history_steps), then ",..." */
+
+/* Appends step to buf (len bytes), the comma-separated list of *n steps so far: the first
+ * SCALE_STEPS_SHOWN, each whole, then ",..." once. */
+static void steps_add(char *buf, size_t len, int *n, int64_t step)
+{
+	if (*n > SCALE_STEPS_SHOWN)
+		return;
+	char item[32];
+	if (*n == SCALE_STEPS_SHOWN)
+		snprintf(item, sizeof item, ",...");
+	else
+		snprintf(item, sizeof item, "%s%" PRId64, *n ? "," : "", step);
+	size_t used = strlen(buf);
+	if (used + strlen(item) < len)
+		memcpy(buf + used, item, strlen(item) + 1);
+	(*n)++;
+}
+
 static int explain_scale(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL, *up = NULL;
@@ -1507,8 +1529,10 @@ static int explain_scale(sqlite3 *db)
 	int have_change = 0; /* last_change is the step whose end made the scale in force */
 	int last_up = 0; /* the last change was a growth, the init or a probe */
 	double first = NAN, final = NAN;
-	char probe_steps[256] = "", spike_steps[256] = "", growth_steps[256] = "";
-	size_t pl = 0, sl = 0, gl = 0;
+	/* probes, spikes, both (back-offs) and growths, SCALE_STEPS_SHOWN of each */
+	char probe_steps[700] = "", spike_steps[700] = "", backoff_steps[700] = "",
+	     growth_steps[700] = "";
+	int pl = 0, sl = 0, bl = 0, gl = 0;
 	int64_t rank = 0, thread = 0;
 	int ranks = 0; /* histories seen: the first one's rows tell the story, every row gets
 	                  its clean steps */
@@ -1537,12 +1561,11 @@ static int explain_scale(sqlite3 *db)
 			if (story) {
 				backoffs++;
 				probes += probe;
-				if (probe && pl < sizeof probe_steps)
-					pl += (size_t)snprintf(probe_steps + pl, sizeof probe_steps - pl,
-					                       "%s%" PRId64, pl ? "," : "", step);
-				if (!probe && sl < sizeof spike_steps)
-					sl += (size_t)snprintf(spike_steps + sl, sizeof spike_steps - sl,
-					                       "%s%" PRId64, sl ? "," : "", step);
+				if (probe)
+					steps_add(probe_steps, sizeof probe_steps, &pl, step);
+				else
+					steps_add(spike_steps, sizeof spike_steps, &sl, step);
+				steps_add(backoff_steps, sizeof backoff_steps, &bl, step);
 			}
 			last_change = step;
 			have_change = 1;
@@ -1558,9 +1581,7 @@ static int explain_scale(sqlite3 *db)
 			if (strcmp(reason, "growth") == 0) {
 				if (story) {
 					growths++;
-					if (gl < sizeof growth_steps)
-						gl += (size_t)snprintf(growth_steps + gl, sizeof growth_steps - gl,
-						                       "%s%" PRId64, gl ? "," : "", step);
+					steps_add(growth_steps, sizeof growth_steps, &gl, step);
 				}
 				last_change = step;
 				have_change = last_up = 1;
@@ -1582,7 +1603,7 @@ static int explain_scale(sqlite3 *db)
 	} else if (backoffs >= 3 && backoffs > growths &&
 	           (final <= first / 8.0 || final <= 16.0 * floor_cfg)) {
 		history = "collapsing";
-		snprintf(shown, sizeof shown, "%s%s%s", probe_steps, pl && sl ? "," : "", spike_steps);
+		snprintf(shown, sizeof shown, "%s", backoff_steps);
 	} else if (2 * probes >= backoffs) {
 		history = "probing";
 		snprintf(shown, sizeof shown, "%s", probe_steps);

@@ -580,6 +580,12 @@ int prof_cmd_merge(int argc, char **argv)
 		copy = strtod(buf, NULL);
 	if (prof_summarize(db, fp16, copy) != 0)
 		goto out_db;
+	/* one file, as a recorded profile: a WAL profile cannot be read from a read-only
+	 * folder (its readers need the -shm) */
+	if (amp_profile_fold_wal(db, why, sizeof why) != 0) {
+		prof_error(NULL, "cannot write the merged profile: %s", why);
+		goto out_db;
+	}
 	amp_profile_close(db);
 	if (amp_profile_replace(tmp, output, force, err, sizeof err) != AMP_PROFILE_OK) {
 		prof_error(NULL, "%s", err);

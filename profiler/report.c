@@ -480,7 +480,7 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		fprintf(f, "  loss scale   n/a, %" PRId64 " overflow step(s), %" PRId64 " skipped\n",
 		        s.overflow_steps, s.skipped_steps);
 	{
-		char history[32], steps[512];
+		char history[32], steps[800];
 		double skipped;
 		load_scale_history(db, history, sizeof history, steps, sizeof steps, &skipped);
 		if (history[0])
@@ -793,7 +793,7 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	fputs(", \"skipped_steps\": ", f);
 	json_int(f, s.have ? s.skipped_steps : -1, 1);
 	{
-		char history[32], steps[512];
+		char history[32], steps[800];
 		double skipped;
 		load_scale_history(db, history, sizeof history, steps, sizeof steps, &skipped);
 		json_real(f, ", ", "skipped_share", skipped);
@@ -811,7 +811,10 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 			fprintf(f, "%s%lld", p == steps ? "" : ", ", v);
 			p = *end == ',' ? end + 1 : end;
 		}
-		fputs("]", f);
+		/* finalize lists the first 32, then ",..." */
+		size_t n = strlen(steps);
+		fprintf(f, "], \"scale_history_steps_more\": %s",
+		        n >= 3 && strcmp(steps + n - 3, "...") == 0 ? "true" : "false");
 	}
 	fputs(", \"peak_bytes\": ", f);
 	json_int(f, s.have ? s.peak_bytes : -1, 1);

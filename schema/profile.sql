@@ -443,7 +443,8 @@ CREATE TABLE advice (
 	                               -- 'scaled_grad_overflow' (one row per class of the
 	                               -- nonfinite table: step = its first step, op, callsite
 	                               -- of that step's origin), 'sensitive_op_overflow',
-	                               -- 'loss_scale_floor', 'loss_scale_collapse',
+	                               -- 'loss_scale_floor', 'loss_scale_collapse' (written
+	                               -- until 2026-12: loss_scale_history says collapsing),
 	                               -- 'loss_scale_unusual', 'low_fp16_share' (the half share
 	                               -- below its threshold), 'emulated_half' (half-typed ops
 	                               -- ran on FP32 or scalar arithmetic), 'copy_share',
@@ -513,7 +514,8 @@ CREATE TABLE run_summary (
 	                          -- 'isolated_spikes' (rare back-offs the growth made up for, not
 	                          -- at growth), 'collapsing' (back-offs outpacing growth, the floor
 	                          -- in reach); NULL for a static scale or no scaler
-	scale_history_steps TEXT, -- the steps that show it, comma-separated (back-offs, growths)
+	scale_history_steps TEXT, -- the steps that show it, comma-separated in step order
+	                          -- (back-offs, growths): the first 32, then ',...' if more
 	skipped_share   REAL,     -- skipped optimizer steps / optimizer steps (steps with a
 	                          -- loss_scale decision; all steps without any) (0..1)
 	fp16_ready      TEXT,     -- an FP32 run (no half types): 'ready' (its tensors fit FP16's

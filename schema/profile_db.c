@@ -1034,6 +1034,20 @@ int amp_profile_op_stats(sqlite3 *db, amp_op_stats *out, size_t max, size_t *n)
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? AMP_PROFILE_OK : AMP_PROFILE_EIO;
 }
 
+int amp_profile_fold_wal(sqlite3 *db, char *why, size_t len)
+{
+	char mode[16] = "";
+	int rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = OFF", NULL);
+	if (rc == AMP_PROFILE_OK && strcmp(mode, "off") == 0)
+		rc = amp_profile_query_text(db, mode, sizeof mode, "PRAGMA journal_mode = DELETE",
+		                            NULL);
+	if (rc == AMP_PROFILE_OK && strcmp(mode, "delete") == 0)
+		return 0;
+	snprintf(why, len, "%s",
+	         rc == AMP_PROFILE_EIO ? sqlite3_errmsg(db) : "another process has it open");
+	return -1;
+}
+
 void amp_profile_close(sqlite3 *db)
 {
 	if (db)

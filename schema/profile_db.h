@@ -143,6 +143,16 @@ typedef struct amp_op_stats {
  * an older profile are unknown).  Returns AMP_PROFILE_OK or AMP_PROFILE_EIO. */
 int amp_profile_op_stats(sqlite3 *db, amp_op_stats *out, size_t max, size_t *n);
 
+/* Folds the WAL back into the file (journal mode DELETE), so the profile is one file.  0, or
+ * -1 with the reason in why: another process has it open, or the disk is full; the profile is
+ * then the file and its -wal, which every reader opens.  Through journal mode OFF: leaving WAL
+ * ends with a write of page 1 (the file format bytes) in a transaction of its own, which in
+ * mode DELETE takes a rollback journal, and a SIGKILL at that write would leave it hot, which
+ * a read-only reader cannot roll back; without one, the one page is written or it is not (the
+ * file then still says WAL, with every page checkpointed: read as it is).  DELETE then
+ * journals whatever is written after. */
+int amp_profile_fold_wal(sqlite3 *db, char *why, size_t len);
+
 /* Closes a connection from amp_profile_create/open.  NULL is a no-op. */
 void amp_profile_close(sqlite3 *db);
 

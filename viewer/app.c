@@ -177,9 +177,24 @@ void view_app_draw(view_app *a, view_screen *s)
 {
 	view_screen_clear(s);
 	if (s->w < 40 || s->h < 10) {
-		/* it draws from 40x10 on; 80x24 shows every panel whole */
-		view_screen_puts(s, 0, 0, s->w, VIEW_S_WARN, VIEW_A_BOLD,
-		                 "ampview needs at least 40x10 (80x24 shows every panel whole)");
+		/* it draws from 40x10 on; 80x24 shows every panel whole.  The words wrapped, so
+		 * that the size shows on the smallest terminal */
+		static const char msg[] =
+		    "ampview needs at least 40x10 (80x24 shows every panel whole)";
+		char line[sizeof msg];
+		int row = 0, used = 0;
+		for (const char *p = msg; *p && row < s->h;) {
+			int n = (int)strcspn(p, " ");
+			if (used > 0 && used + 1 + n > s->w) {
+				view_screen_puts(s, 0, row++, s->w, VIEW_S_WARN, VIEW_A_BOLD, line);
+				used = 0;
+			}
+			used += snprintf(line + used, sizeof line - (size_t)used, "%s%.*s",
+			                 used ? " " : "", n, p);
+			p += n + (p[n] == ' ');
+		}
+		if (used > 0 && row < s->h)
+			view_screen_puts(s, 0, row, s->w, VIEW_S_WARN, VIEW_A_BOLD, line);
 		return;
 	}
 	a->ctx.status[0] = '\0';

@@ -540,6 +540,7 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		sqlite3_finalize(st);
 	}
 	r->crashes = query_i64(m, "SELECT count(*) FROM crashes", 0);
+	r->untraced_steps = query_i64(m, "SELECT count(*) FROM steps WHERE detail = 0", 0);
 	/* a NaN or Inf loss (loss_state, schema version 3) is a loss */
 	r->lossless_steps = query_i64(m,
 	                              amp_profile_has_column(m->db, "steps", "loss_state")

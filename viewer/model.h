@@ -70,7 +70,7 @@ typedef struct view_run {
 	char scaling[16];             /* meta loss_scale: "dynamic", "static", "" (not said) */
 	char scale_history[24];       /* run_summary.scale_history: "probing", "isolated_spikes",
 	                                 "collapsing", "steady"; "" (static scale, older profile) */
-	char scale_history_steps[128]; /* the steps that show it, "1,2,3" (truncated) */
+	char scale_history_steps[800]; /* the steps that show it, "1,2,3" (the first 32, ",...") */
 	double fp16_threshold;     /* percent, in force */
 	double memcpy_threshold;   /* percent, in force */
 	char threshold_source[16]; /* "option", "profile" or "default" */
@@ -80,6 +80,7 @@ typedef struct view_run {
 	char origin_function[256], origin_file[512];
 	int origin_line;
 	int64_t crashes; /* rows in crashes */
+	int64_t untraced_steps; /* steps with their duration only (ampprof --steps=A-B) */
 } view_run;
 
 typedef struct view_advice {

@@ -192,7 +192,7 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 {
 	scale *p = self;
 	const view_run *r = ctx->run;
-	char a[32], b[32], line[256];
+	char a[32], b[32], line[1024];
 	int end = top + rows;
 	int lw = 7, cx = lw + 1, cw = s->w - cx - 1;
 	load(p, ctx, cw);

@@ -78,8 +78,8 @@ static void draw_bar(view_screen *s, int x, int y, int w, const view_step *st, i
 		return;
 	double cols = (double)w * (double)st->dur_ns / (double)max_ns;
 	if (st->fp16_ns < 0) {
-		/* not traced in detail: the duration only */
-		view_screen_fill(s, x, y, (int)lround(cols), 1, VIEW_G_LIGHT, VIEW_S_OTHER, 0);
+		/* not traced in detail: the duration only, not to be read as time outside ops */
+		view_screen_fill(s, x, y, (int)lround(cols), 1, VIEW_G_HLINE, VIEW_S_DIM, 0);
 		return;
 	}
 	int64_t parts[4] = {st->fp16_ns, st->fp32_ns, st->copy_ns, st->other_ns};
@@ -116,8 +116,11 @@ static void steps_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	} legend[] = {{VIEW_G_FULL, VIEW_S_FP16, " FP16  "},
 	              {VIEW_G_DARK, VIEW_S_FP32, " FP32  "},
 	              {VIEW_G_MEDIUM, VIEW_S_COPY, " copies  "},
-	              {VIEW_G_LIGHT, VIEW_S_OTHER, " other"}};
-	for (int i = 0; i < 4 && x < s->w - 10; i++) {
+	              {VIEW_G_LIGHT, VIEW_S_OTHER, " other  "},
+	              {VIEW_G_HLINE, VIEW_S_DIM, " not traced"}};
+	/* the last entry only where some steps have their duration only */
+	int nlegend = view_model_run(ctx->model)->untraced_steps > 0 ? 5 : 4;
+	for (int i = 0; i < nlegend && x < s->w - 10; i++) {
 		view_screen_putc(s, x++, y, legend[i].g, legend[i].style, 0);
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_NORMAL, 0, legend[i].name);
 	}

@@ -51,6 +51,19 @@ static void restore_now(void)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
 }
 
+/* The keypad's application mode (smkx), which curses sets at start but not again when the
+ * program resumes from a stop (Ctrl-Z, fg): without it the arrows send other sequences and
+ * the first one read as Esc.  Async-signal-safe: written by the SIGCONT handler. */
+static char keypad_seq[64];
+static size_t keypad_len;
+
+static void on_cont(int sig)
+{
+	(void)sig;
+	if (active && keypad_len)
+		(void)!write(STDOUT_FILENO, keypad_seq, keypad_len);
+}
+
 static void put_str(const char *s)
 {
 	(void)!write(STDERR_FILENO, s, strlen(s));
@@ -167,6 +180,19 @@ int view_term_init(int ascii, char *err, size_t errlen)
 	noecho();
 	nonl();
 	keypad(stdscr, TRUE);
+	{
+		const char *smkx = tigetstr("smkx");
+		keypad_len = smkx && smkx != (char *)-1 && strlen(smkx) < sizeof keypad_seq
+		                 ? strlen(smkx)
+		                 : 0;
+		memcpy(keypad_seq, keypad_len ? smkx : "", keypad_len);
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_cont;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGCONT, &sa, NULL);
+	}
 	set_escdelay(25);
 	curs_set(0);
 	use_color = has_colors();
@@ -185,6 +211,7 @@ void view_term_end(void)
 	active = 0;
 	endwin();
 	set_handlers(SIG_DFL);
+	signal(SIGCONT, SIG_DFL);
 }
 
 void view_term_size(int *w, int *h)

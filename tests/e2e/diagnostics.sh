@@ -548,6 +548,17 @@ check "report json: scale_history, its steps, skipped_share" \
 	"probing [0, 1] 0.5"
 "$AMPVIEW" --headless --panel=scale --width=100 --height=18 f_gradoverflow.db >f_gradoverflow.scale 2>&1
 check_true "ampview loss-scale panel: the history line" grep -Eq "history: probing \(normal\) at steps 0,1 (·|\.) 2 skipped \(50.0 %\)" f_gradoverflow.scale
+# a scaler that grows at every clean step overflows every other step: probing, not collapsing
+# (no warning), its 101 back-offs listed as the first 32, whole, then ",..."
+AMP_LOSS_SCALE_GROWTH_INTERVAL=1 "$AMPPROF" -q -o f_probe.db -- "$FAULTS" --fault gradoverflow \
+	--steps 200 >/dev/null 2>&1
+check "growth at every step: probing, 32 steps then ',...', no warning of the scale" \
+	"$(q f_probe.db "SELECT scale_history, scale_history_steps, overflow_steps, (SELECT count(*) FROM advice WHERE severity <> 'info' AND rule LIKE 'loss_scale%') FROM run_summary")" \
+	"probing|0,1$(seq -s, 3 2 61 | sed 's/^/,/'),...|101|0"
+"$AMPPROF" report --format=json f_probe.db >f_probe.json 2>&1
+check "report json: the 32 steps listed and that there are more" \
+	"$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["scale_history_steps"]; print(len(s), s[-1], d["scale_history_steps_more"])' f_probe.json)" \
+	"32 61 True"
 # isolated spikes: unstable amp's one back-off, 299 steps into a settled scale, with its cause
 check "unstable amp: history isolated_spikes at the back-off step $BACKOFF" \
 	"$(q amp.db "SELECT scale_history, scale_history_steps FROM run_summary")" "isolated_spikes|$BACKOFF"

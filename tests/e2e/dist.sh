@@ -491,6 +491,12 @@ check "profile: the injected overflow is local to rank 1" \
 
 "$B/bin/ampprof" merge -o merged.db pfp32.0.db pfp32.1.db >merge.out 2>merge.err
 check "ampprof merge: exit 0" "$?" 0
+# one file (journal mode delete), as a recorded profile: readable from a read-only folder
+check "ampprof merge: one file, no -wal" "$(sqlite3 merged.db 'PRAGMA journal_mode')|$(ls merged.db-wal 2>/dev/null)" "delete|"
+mkdir -p ro && cp merged.db ro/ && chmod 444 ro/merged.db && chmod 555 ro && chmod 711 .
+check_true "ampprof merge: the merged profile reads from a read-only folder (as nobody)" \
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$B/bin/ampprof" report "$PWD/ro/merged.db"
+chmod 700 . && chmod 755 ro
 # on a terminal (script(1)), a progress line per rank profile, erased before the summary
 TERM=xterm AMP_PROGRESS_DELAY_MS=0 script -qec "'$B/bin/ampprof' merge -o merged-tty.db pfp32.0.db pfp32.1.db" /dev/null >merge-tty.out 2>&1
 check_true "ampprof merge on a terminal: a progress line (rank profiles i/2), erased" \

@@ -126,6 +126,17 @@ check "fork after a dump: dumps_written and nonfinite_origins count each process
 	"$(meta forkd.db dumps_written)|$(meta forkd.db nonfinite_origins)" \
 	"$(q forkd.db 'SELECT count(*) FROM dumps')|$(q forkd.db 'SELECT count(*) FROM nonfinite')"
 
+# ---- a child that outlives its parent (an orphan: ampprof, the run's subreaper, reaps it) ----
+"$AMPPROF" -q -o orphan.db -- "$CASES" --orphan-at 2 --steps 8 > /dev/null; rc=$?
+check "orphan: exit 0, all 8 steps, the profile whole" \
+	"$rc|$(q orphan.db 'SELECT count(*) FROM steps')|$(meta orphan.db complete)|$(meta orphan.db incomplete)" "0|8|1|missing"
+"$AMPPROF" -q -o orphank.db -- "$CASES" --orphan-at 2 --die-at 5 --steps 8 > /dev/null 2>&1; rc=$?
+check "orphan killed at step 5: the launched process's status (0), 5 steps, not complete" \
+	"$rc|$(q orphank.db 'SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL')|$(meta orphank.db complete)" "0|5|0"
+check_true "orphan killed: the profile says which process, by what, and that its recording stops" \
+	grep -Eq '^process [0-9]+ of the run \(not the launched one\) was ended by SIGKILL at [0-9.]+ s: its recording stops there$' \
+	<(meta orphank.db incomplete)
+
 # ---- a process that execs itself: each image's ring is reclaimed (they ran out at 64) --------
 "$AMPPROF" -q -o exec.db -- "$CASES" --steps 1 --exec 100 > /dev/null
 check "100 execs of one process: every image's step, complete, no ring missing" \

@@ -7,18 +7,22 @@
  * (an invalid operation, not an overflow).  The loss is then NaN, the gradients too, and the
  * loss scaler skips the step.
  *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
- *                 [--chdir DIR] [--label-prefix P] [--serial K] [--exec N]
+ *                 [--orphan-at S] [--die-at S] [--chdir DIR] [--label-prefix P] [--serial K]
+ *                 [--exec N]
  * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
  * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
  * goes on training the parent's context to the last step, while the parent waits for it and
- * stops.  --chdir DIR changes the working directory before the first step (dumps must still
- * reach the spool).  --label-prefix P puts P before every op's label (hostile text for the
+ * stops.  --orphan-at S forks at step S too, but the parent exits 0 at once: the child, an
+ * orphan, trains to the last step.  --die-at S: the process training at step S kills itself
+ * with SIGKILL there.  --chdir DIR changes the working directory before the first step (dumps must
+ * still reach the spool).  --label-prefix P puts P before every op's label (hostile text for the
  * tools' outputs: escapes, newlines, invalid UTF-8).  --serial K trains K contexts one after
  * another in each thread (each made, trained for --steps and freed).  --exec N: then the process
  * execs itself with --exec N-1 (N more images of it, one after another, in one process).
  */
 #include <amp/amp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +37,10 @@
 typedef struct cases_opts {
 	int steps, threads, procs, fork_at, n_bad;
 	int bad[MAX_BAD];
-	int serial;
+	int serial, orphan_at, die_at;
 } cases_opts;
 
-static cases_opts g_opts = {6, 1, 0, -1, 0, {0}, 1};
+static cases_opts g_opts = {6, 1, 0, -1, 0, {0}, 1, -1, -1};
 static const char *g_prefix = "";
 
 /* The label of an op: --label-prefix, then name (a static buffer per call site's name). */
@@ -73,6 +77,18 @@ static int train(int id)
 	    amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 1e-3f}, &opt) != AMP_OK)
 		goto fail;
 	for (int step = 0; step < g_opts.steps; step++) {
+		if (step == g_opts.die_at) {
+			fflush(NULL);
+			raise(SIGKILL);
+		}
+		if (step == g_opts.orphan_at) {
+			fflush(NULL);
+			pid_t pid = fork();
+			if (pid < 0)
+				goto fail;
+			if (pid > 0)
+				_exit(0);
+		}
 		if (step == g_opts.fork_at) {
 			fflush(NULL);
 			pid_t pid = fork();
@@ -153,6 +169,10 @@ int main(int argc, char **argv)
 			g_opts.procs = atoi(v);
 		else if (strcmp(a, "--fork-at") == 0)
 			g_opts.fork_at = atoi(v);
+		else if (strcmp(a, "--orphan-at") == 0)
+			g_opts.orphan_at = atoi(v);
+		else if (strcmp(a, "--die-at") == 0)
+			g_opts.die_at = atoi(v);
 		else if (strcmp(a, "--bad-step") == 0 && g_opts.n_bad < MAX_BAD)
 			g_opts.bad[g_opts.n_bad++] = atoi(v);
 		else if (strcmp(a, "--chdir") == 0)

@@ -70,11 +70,11 @@ static __attribute__((noinline)) void emit_op(int64_t step, uint64_t seq, int i)
 	op.label = label;
 	op.step = step;
 	op.seq = seq;
-	op.flops = op.op == AMP_OP_MATMUL ? 2u * 64 * 64 * 64 : 4096;
-	op.bytes = 3 * 64 * 64 * 2;
 	op.ndim = 2;
 	op.shape[0] = 64;
-	op.shape[1] = i % 4 == 3 ? 60 : 64;
+	op.shape[1] = i % 4 == 3 ? 62 : 64; /* one in four not a multiple of 8 (K is 64) */
+	op.flops = op.op == AMP_OP_MATMUL ? 2u * 64 * (uint64_t)op.shape[1] * 64 : 4096;
+	op.bytes = 3 * 64 * 64 * 2;
 	op.aligned = op.shape[1] % 8 == 0;
 	volatile double x = 0;
 	for (int k = 0; k < 200; k++)
