@@ -119,20 +119,24 @@ int prof_report_history_json(sqlite3 *db, FILE *f)
 	amp_profile_query_int64(db, &n, "SELECT count(DISTINCT step) FROM steps", NULL);
 	int64_t stride = stride_of(n);
 	fprintf(f, ",\n \"history\": {\"stride\": %" PRId64 ", \"steps\": [", stride);
-	/* the loss beside the scale used in the step, and the scaler's decision at its end; a
-	 * merged profile: the lowest rank's (the ranks' losses are of their own shares) */
+	/* the loss beside the scale used in the step, and the scaler's decision at its end, of one
+	 * context: at each step the row of the lowest thread (contexts of their own per thread
+	 * each have a loss and a scaler; a forked process goes on with its parent's context on
+	 * another thread) and of the lowest rank (a merged profile: the ranks' losses are of their
+	 * own shares) */
+	char sql[1024];
+	int v3 = amp_profile_has_column(db, "steps", "loss_state") &&
+	         amp_profile_has_column(db, "loss_scale", "thread");
 	int ranked = amp_profile_has_column(db, "steps", "rank");
-	if (sqlite3_prepare_v2(db,
-	                       ranked ? "SELECT s.step, min(s.loss), min(s.scale), max(s.overflow), "
-	                                "max(s.skipped), (SELECT new_scale FROM loss_scale l WHERE "
-	                                "l.step = s.step AND l.rank IS s.rank ORDER BY t_ns DESC "
-	                                "LIMIT 1) FROM steps s WHERE s.rank = (SELECT min(rank) FROM "
-	                                "steps) GROUP BY s.step ORDER BY s.step"
-	                              : "SELECT s.step, min(s.loss), min(s.scale), max(s.overflow), "
-	                                "max(s.skipped), (SELECT new_scale FROM loss_scale l WHERE "
-	                                "l.step = s.step ORDER BY t_ns DESC LIMIT 1) FROM steps s "
-	                                "GROUP BY s.step ORDER BY s.step",
-	                       -1, &st, NULL) != SQLITE_OK)
+	snprintf(sql, sizeof sql,
+	         "SELECT s.step, s.loss, s.scale, s.overflow, s.skipped, (SELECT new_scale FROM "
+	         "loss_scale l WHERE l.step = s.step%s%s ORDER BY t_ns DESC LIMIT 1), %s, "
+	         "min(coalesce(s.thread, -1)) FROM steps s%s GROUP BY s.step ORDER BY s.step",
+	         ranked ? " AND l.rank IS s.rank" : "",
+	         v3 ? " AND (l.thread IS s.thread OR l.thread IS NULL)" : "",
+	         v3 ? "s.loss_state" : "NULL",
+	         ranked ? " WHERE s.rank = (SELECT min(rank) FROM steps)" : "");
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int64_t i = 0, k = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -141,11 +145,19 @@ int prof_report_history_json(sqlite3 *db, FILE *f)
 			continue;
 		fprintf(f, "%s\n  {\"step\": %" PRId64, k++ ? "," : "",
 		        (int64_t)sqlite3_column_int64(st, 0));
-		/* a NULL loss is unknown or not finite (steps.loss): null, not a number */
-		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
-			fputs(", \"loss\": null", f);
-		else
+		/* a NULL loss is unknown (null) or not finite (loss_state): null with
+		 * "loss_nonfinite", as every non-finite number of the JSON */
+		const char *ls = (const char *)sqlite3_column_text(st, 6);
+		if (sqlite3_column_type(st, 1) != SQLITE_NULL)
 			amp_json_member_real(f, ", ", "loss", sqlite3_column_double(st, 1));
+		else if (ls && strcmp(ls, "nan") == 0)
+			amp_json_member_real(f, ", ", "loss", (double)NAN);
+		else if (ls && strcmp(ls, "inf") == 0)
+			amp_json_member_real(f, ", ", "loss", (double)INFINITY);
+		else if (ls && strcmp(ls, "-inf") == 0)
+			amp_json_member_real(f, ", ", "loss", -(double)INFINITY);
+		else
+			fputs(", \"loss\": null", f);
 		if (sqlite3_column_type(st, 2) == SQLITE_NULL)
 			fputs(", \"scale\": null", f);
 		else

@@ -226,9 +226,11 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 		                      " \xc2\xb7 SNAPSHOT: figures as they were");
 	else if (r->complete)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_GOOD, 0, " \xc2\xb7 complete");
-	else
+	else if (r->incomplete[0] || strcmp(r->end, "exited") != 0)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
 		                      " \xc2\xb7 INCOMPLETE: partial data");
+	/* else a run that exited with a status other than 0: every record is there, and the
+	 * end says how it ended */
 	view_screen_printf(s, x, y++, s->w - x - 1, VIEW_S_NORMAL, 0, " \xc2\xb7 wall %s",
 	                   view_fmt_ns(r->wall_ns, a, sizeof a));
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Steps");

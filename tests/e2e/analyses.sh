@@ -108,6 +108,7 @@ ovf = [s["step"] for s in h["steps"] if s["overflow"]]
 assert " ".join(map(str, ovf)) == "'"$want_ovf"'", ovf
 first = [s for s in h["steps"] if s["overflow"]][0]
 assert first["loss"] is None and first["new_scale"] == first["scale"] / 2, first
+assert first["loss_nonfinite"] == "'"$(q u16.db "SELECT loss_state FROM steps WHERE overflow = 1 ORDER BY step LIMIT 1")"'", first
 assert all(isinstance(s["scale"], (int, float)) for s in h["steps"])
 ' <<< "$json"; then
 	ok "report JSON: memory at the peak and per step, the loss beside the scale, every overflow ($want_ovf)"

@@ -32,6 +32,9 @@ check "20 threads at once: exit 0, 20 threads, 100 steps" \
 check "20 threads: ops rows = the runtime's ops_dispatched" "$(q thr20.db 'SELECT count(*) FROM ops')" \
 	"$(meta thr20.db ops_dispatched)"
 check "20 threads: complete, nothing missing" "$(meta thr20.db complete)|$(meta thr20.db rings_missing)" "1|0"
+check "20 threads: the JSON history is one context's, the lowest thread's, step by step" \
+	"$("$AMPPROF" report --format=json thr20.db | /usr/bin/python3 -c 'import json, sys; print(" ".join("%.6g" % s["loss"] for s in json.load(sys.stdin)["history"]["steps"]))')" \
+	"$(q thr20.db "SELECT group_concat(printf('%.6g', loss), ' ') FROM (SELECT loss FROM steps WHERE thread = (SELECT min(thread) FROM steps) ORDER BY step)")"
 
 "$AMPPROF" -q -o proc20.db --application="for i in \$(seq 20); do '$CASES' --steps 4 & done; wait" \
 	> /dev/null; rc=$?
