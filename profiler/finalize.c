@@ -808,21 +808,35 @@ static int rule_grad_underflow(sqlite3 *db)
 		double now = t->scale_hi > 0 ? t->scale_hi : 1, want = 0;
 		if (gmax > 0)
 			want = fmin(now * exp2(floor(log2(32768.0 / gmax))), 16777216.0);
-		char raise[160] = "";
+		char raise[200] = "";
 		if (want > now)
-			snprintf(raise, sizeof raise, " (loss_scale = %.9g keeps the run's largest "
-			         "gradient, %.3g, below 32768)", want, gmax);
+			snprintf(raise, sizeof raise,
+			         " (loss_scale = %.9g keeps the run's largest "
+			         "gradient below 32768: %.3g at the scale %.9g, %.3g at %.9g)",
+			         want, gmax, now, gmax * want / now, want);
 		if (dynamic)
 			snprintf(fix, sizeof fix, "raise the scale: loss_scale_init and loss_scale_min%s",
 			         raise);
 		else
 			snprintf(fix, sizeof fix, "enable dynamic loss scaling (loss_scale = dynamic) or "
 			         "raise the static scale%s", raise);
+		/* every value exactly zero may also be a gradient that is zero in any precision: a
+		 * parameter the loss does not depend on (a bias that a softmax or a normalization
+		 * cancels), which no scale mends */
+		char zero[320] = "";
+		if (t->zero >= t->count)
+			snprintf(zero, sizeof zero,
+			         "; or, every value being exactly zero, the loss may "
+			         "not depend on this parameter at all (a bias that a softmax or a "
+			         "normalization cancels), which no scale mends: a run in FP32 "
+			         "(precision_mode = force_fp32) tells which");
 		char msg[2048], ev[512];
 		snprintf(msg, sizeof msg,
-		         "gradient underflow: the gradient %.127s of %s is %.1f %% zero or subnormal in %.15s "
-		         "(%.1f %% exact zeros) %s: the layer stops learning; %s", t->name, layer,
-		         100.0 * share, t->dtype, 100.0 * t->zero / t->count, scale, fix);
+		         "gradient underflow: the gradient %.127s of %s is %.1f %% zero or "
+		         "subnormal in %.15s "
+		         "(%.1f %% exact zeros) %s: the layer stops learning; %s%s",
+		         t->name, layer, 100.0 * share, t->dtype, 100.0 * t->zero / t->count, scale,
+		         fix, zero);
 		snprintf(ev, sizeof ev, "%.63s %.127s: %.0f values over %" PRId64 " step(s), %.0f zero, %.0f "
 		         "subnormal, absmax %.3g", t->op, t->name, t->count, t->steps, t->zero,
 		         t->tiny - t->zero, t->absmax);
@@ -1891,14 +1905,35 @@ static int rule_forecast(sqlite3 *db)
 			         strcmp(role, "grad") == 0 ? "gradient (unscaled)" : "output", g);
 		site_text(where, sizeof where, (const char *)sqlite3_column_text(st, 8),
 		          sqlite3_column_int(st, 9));
-		buf_add(&ev, "%s%.127s: %s, overflows FP16 (%.9g) around step %.0f, %.0f step(s) after "
-		        "the last one fitted (absmax %.6g at step %" PRId64 ")%s%s", n ? "\n" : "", name,
-		        how, sqlite3_column_double(st, 6), at, sqlite3_column_double(st, 5),
-		        sqlite3_column_double(st, 11), (int64_t)sqlite3_column_int64(st, 7),
-		        where[0] ? ", called at " : "", where);
+		/* a tensor that went non-finite already (the fit reads its finite steps): said, so
+		 * that the forecast does not read as the first warning of it */
+		char already[160] = "";
+		int64_t first_bad = -1, bad_steps = 0;
+		if (amp_profile_query_int64(
+		        db, &bad_steps,
+		        "SELECT count(DISTINCT step) FROM tensor_stats WHERE name = ?"
+		        " AND role = ? AND (inf > 0 OR nan > 0)",
+		        "tt", name, role) == AMP_PROFILE_OK &&
+		    bad_steps > 0 &&
+		    amp_profile_query_int64(db, &first_bad,
+		                            "SELECT min(step) FROM tensor_stats WHERE name = ? AND"
+		                            " role = ? AND (inf > 0 OR nan > 0)",
+		                            "tt", name, role) == AMP_PROFILE_OK)
+			snprintf(already, sizeof already,
+			         " (it went non-finite already at step %" PRId64 ", %" PRId64
+			         " step(s) in all)",
+			         first_bad, bad_steps);
+		buf_add(&ev,
+		        "%s%.127s: %s, overflows FP16 (%.9g) around step %.0f%s, %.0f step(s) "
+		        "after the last one fitted (absmax %.6g at step %" PRId64 ")%s%s",
+		        n ? "\n" : "", name, how, sqlite3_column_double(st, 6), at, already,
+		        sqlite3_column_double(st, 5), sqlite3_column_double(st, 11),
+		        (int64_t)sqlite3_column_int64(st, 7), where[0] ? ", called at " : "",
+		        where);
 		if (!n) {
-			snprintf(first, sizeof first, "%.127s: %s, overflows FP16 around step %.0f", name,
-			         how, at);
+			snprintf(first, sizeof first,
+			         "%.127s: %s, overflows FP16 around step %.0f%s", name, how, at,
+			         already);
 			snprintf(first_op, sizeof first_op, "%s", op);
 			site = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 10);
 		}

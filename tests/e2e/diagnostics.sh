@@ -432,6 +432,9 @@ check "gradunder: gradient_underflow names Linear, the last step, fc's line" \
 check_true "gradunder: the share of zero values at the static scale 1, and the fix (dynamic scaling or a higher static scale)" \
 	grep -Eq "the gradient fc/in1.grad of layer 'fc' \(Linear, called at [^)]*faults.c:$(mline FAULTS_GRADUNDER_FC)\) is 100.0 % zero or subnormal in fp16 \(100.0 % exact zeros\) at the static loss scale 1: the layer stops learning; enable dynamic loss scaling \(loss_scale = dynamic\) or raise the static scale \(loss_scale = [0-9]+" \
 	<(q f_gradunder.db "SELECT message FROM advice WHERE rule = 'gradient_underflow'")
+check_true "gradunder: the scale advised with the largest gradient at both scales; all zeros: a parameter the loss may not depend on" \
+	grep -Eq "\(loss_scale = [0-9]+ keeps the run's largest gradient below 32768: [0-9.e+-]+ at the scale 1, [0-9.e+-]+ at [0-9]+\); or, every value being exactly zero, the loss may not depend on this parameter at all .* no scale mends: a run in FP32 \(precision_mode = force_fp32\) tells which$" \
+	<(q f_gradunder.db "SELECT message FROM advice WHERE rule = 'gradient_underflow'")
 check "gradunder: no floor or collapse verdict for the static scale (no 'overflow even unscaled')" \
 	"$(q f_gradunder.db "SELECT count(*) FROM advice WHERE rule IN ('loss_scale_floor', 'loss_scale_collapse') OR message LIKE '%even unscaled%'")" 0
 check "healthy runs (mlp_fashion amp, unstable fp16 and amp): no gradient_underflow" \
@@ -587,6 +590,10 @@ check "forecast: 'rate' is the nearest predicted overflow" \
 check_true "forecast advice: 'rate: Exp input grows 0.02 per step, ... overflows FP16 around step N'" \
 	grep -Eq "^overflow forecast: rate: Exp input grows 0\.0[12][0-9]* per step \(its output x1\.0[12][0-9]*\), overflows FP16 around step (2[1-8][0-9])" \
 	<(q fc200.db "SELECT message FROM advice WHERE rule = 'overflow_forecast'")
+check "forecast before the overflow: nothing said of one already" \
+	"$(q fc200.db "SELECT count(*) FROM advice WHERE rule = 'overflow_forecast' AND message LIKE '%already%'")" 0
+check "forecast after the overflow (fp16.db, past step $S): says it went non-finite already, and when" \
+	"$(q fp16.db "SELECT count(*) FROM advice WHERE rule = 'overflow_forecast' AND message LIKE '%rate: % (it went non-finite already at step $S, % step(s) in all)%'") $(q fp16.db "SELECT count(*) FROM advice WHERE rule = 'overflow_forecast'")" "1 1"
 "$AMPPROF" report --format=json fc200.db >fc200.json 2>&1
 check "forecast in the report's JSON: the nearest first, with its call site" \
 	"$("$PY" -c 'import json,sys; f=json.load(open(sys.argv[1]))["forecast"][0]; print(f["name"], f["op"], f["role"], f["last_step"], f["line"] > 0)' fc200.json)" \
