@@ -20,7 +20,9 @@ struct view_app {
 	int cur;
 	int stack[STACK_MAX];
 	int depth;
-	int help; /* help overlay shown */
+	int help;     /* help overlay shown */
+	int help_top; /* its first line shown, when it is taller than the screen */
+	int help_max; /* the largest help_top of the last frame drawn (0: it fits) */
 };
 
 static const view_keyhelp global_help[] = {
@@ -137,6 +139,8 @@ static void draw_status(view_app *a, view_screen *s)
 	view_screen_puts(s, 1, y, s->w - used - 2, VIEW_S_STATUS, 0, msg);
 }
 
+/* The help overlay: the global keys, then the panel's; on a screen too short for them all, a
+ * window over them that Up/Down (k/j) move (help_top), any other key closing it. */
 static void draw_help(view_app *a, view_screen *s)
 {
 	const view_keyhelp *ph = classes[a->cur]->help;
@@ -145,32 +149,39 @@ static void draw_help(view_app *a, view_screen *s)
 		n++;
 	while (ph && ph[np].keys)
 		np++;
+	int lines = n + (np ? np + 2 : 0); /* the panel's after a blank line and its heading */
 	int w = s->w - 4 < 70 ? s->w - 4 : 70;
-	int h = n + np + 5;
+	int h = lines + 3;
 	if (h > s->h - 2)
 		h = s->h - 2;
 	int x = (s->w - w) / 2, y = (s->h - h) / 2;
+	a->help_max = 0;
 	if (w < 20 || h < 4)
 		return;
+	int shown = h - 2; /* lines inside the box */
+	a->help_max = lines > shown ? lines - shown : 0;
+	if (a->help_top > a->help_max)
+		a->help_top = a->help_max;
 	view_screen_fill(s, x, y, w, h, ' ', VIEW_S_NORMAL, 0);
 	view_screen_box(s, x, y, w, h, VIEW_S_HEADER);
-	view_screen_puts(s, x + 2, y, w - 4, VIEW_S_HEADER, VIEW_A_BOLD, " Keys (any key closes) ");
-	int row = y + 1;
-	for (int i = 0; i < n && row < y + h - 1; i++, row++) {
-		view_screen_puts(s, x + 2, row, 16, VIEW_S_HEADER, VIEW_A_BOLD,
-		                 global_help[i].keys);
-		view_screen_puts(s, x + 19, row, w - 21, VIEW_S_NORMAL, 0, global_help[i].what);
+	view_screen_puts(s, x + 2, y, w - 4, VIEW_S_HEADER, VIEW_A_BOLD,
+	                 a->help_max ? " Keys (Up/Down scroll, any other key closes) "
+	                             : " Keys (any key closes) ");
+	for (int k = 0; k < shown && a->help_top + k < lines; k++) {
+		int i = a->help_top + k, row = y + 1 + k;
+		const view_keyhelp *e = i < n ? &global_help[i] : i >= n + 2 ? &ph[i - n - 2] : NULL;
+		if (e) {
+			view_screen_puts(s, x + 2, row, 16, VIEW_S_HEADER, VIEW_A_BOLD, e->keys);
+			view_screen_puts(s, x + 19, row, w - 21, VIEW_S_NORMAL, 0, e->what);
+		} else if (i == n + 1) {
+			char t[64];
+			snprintf(t, sizeof t, "%s panel", classes[a->cur]->title);
+			view_screen_puts(s, x + 2, row, w - 4, VIEW_S_HEADER, VIEW_A_UNDERLINE, t);
+		}
 	}
-	if (np && row < y + h - 1) {
-		char t[64];
-		snprintf(t, sizeof t, "%s panel", classes[a->cur]->title);
-		view_screen_puts(s, x + 2, ++row, w - 4, VIEW_S_HEADER, VIEW_A_UNDERLINE, t);
-		row++;
-	}
-	for (int i = 0; i < np && row < y + h - 1; i++, row++) {
-		view_screen_puts(s, x + 2, row, 16, VIEW_S_HEADER, VIEW_A_BOLD, ph[i].keys);
-		view_screen_puts(s, x + 19, row, w - 21, VIEW_S_NORMAL, 0, ph[i].what);
-	}
+	if (a->help_max) /* where the window is */
+		view_screen_printf(s, x + w - 12, y + h - 1, 10, VIEW_S_HEADER, 0, " %d/%d ",
+		                   a->help_top + shown < lines ? a->help_top + shown : lines, lines);
 }
 
 void view_app_draw(view_app *a, view_screen *s)
@@ -217,7 +228,12 @@ static void go(view_app *a, int panel, int push)
 int view_app_key(view_app *a, int key)
 {
 	if (a->help) {
-		a->help = 0;
+		if (a->help_max && (key == VIEW_KEY_DOWN || key == 'j'))
+			a->help_top += a->help_top < a->help_max;
+		else if (a->help_max && (key == VIEW_KEY_UP || key == 'k'))
+			a->help_top -= a->help_top > 0;
+		else if (key != VIEW_KEY_RESIZE)
+			a->help = 0;
 		return VIEW_F_HANDLED;
 	}
 	if (key == VIEW_KEY_RESIZE)
@@ -243,7 +259,10 @@ int view_app_key(view_app *a, int key)
 	switch (key) {
 	case 'q': return VIEW_F_QUIT;
 	case '?':
-	case VIEW_KEY_F1: a->help = 1; return VIEW_F_HANDLED;
+	case VIEW_KEY_F1:
+		a->help = 1;
+		a->help_top = 0;
+		return VIEW_F_HANDLED;
 	case VIEW_KEY_TAB: go(a, (a->cur + 1) % VIEW_P_COUNT, 0); return VIEW_F_HANDLED;
 	case VIEW_KEY_BTAB:
 		go(a, (a->cur + VIEW_P_COUNT - 1) % VIEW_P_COUNT, 0);

@@ -136,6 +136,15 @@ grep -q 'INCOMPLETE' <<< "$out" && grep -q 'crash, SIGSEGV' <<< "$out" \
 	&& ok "crashed run opens and is marked incomplete" || bad "crashed run" "$out"
 out=$(hl --panel=steps crash.db)
 grep -q 'unended' <<< "$out" && ok "crashed run: its last step is browsable, unended" || bad "crash steps" "$out"
+# a help taller than the screen scrolls: the panel's last key comes into view
+out=$(hl --panel=scale --width=80 --height=16 --keys='?' ex.db)
+if grep -q 'Up/Down scroll' <<< "$out" && ! grep -q 'anomalies of the overflow under' <<< "$out"; then
+	out=$(hl --panel=scale --width=80 --height=16 --keys='?jjjjjjjjjjjjjjjjjjjj' ex.db)
+	grep -q 'anomalies of the overflow under the cursor' <<< "$out" && grep -q ' 17/17 ' <<< "$out" \
+		&& ok "help at 80x16: scrolls to the Scale panel's last key" || bad "help scrolled" "$out"
+else
+	bad "help at 80x16: says it scrolls, the panel's keys cut" "$out"
+fi
 out=$(hl --panel=overview unfin.db)
 grep -q 'not finalized' <<< "$out" && ok "unfinalized profile: summaries computed" || bad "unfinalized" "$out"
 out=$(hl --panel=ops --keys='v/evil<enter><enter>' evil.db)
