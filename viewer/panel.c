@@ -77,6 +77,36 @@ int view_draw_tail(view_screen *scr, int x, int y, int w, int style, int attr, c
 	return 1 + view_screen_puts(scr, x + 1, y, w - 1, style, attr, text + i);
 }
 
+int view_draw_label(view_screen *scr, int x, int y, int w, int style, int attr, const char *text)
+{
+	if ((int)view_text_width(text) <= w)
+		return view_screen_puts(scr, x, y, w, style, attr, text);
+	/* "transformer.blocks.0.attn.softmax" -> "t.b.0.a.softmax": the components before the
+	 * last, from the left, cut to their first character (numbers kept whole) until it fits,
+	 * so that labels differing in an index stay apart; then its end, as view_draw_tail */
+	char buf[512];
+	snprintf(buf, sizeof buf, "%s", text);
+	size_t n = strlen(buf), last = n;
+	while (last > 0 && buf[last - 1] != '.' && buf[last - 1] != '/')
+		last--;
+	for (size_t i = 0; i < last && (int)view_text_width(buf) > w;) {
+		size_t e = i;
+		while (e < last && buf[e] != '.' && buf[e] != '/')
+			e++;
+		size_t digits = strspn(buf + i, "0123456789");
+		uint32_t cp;
+		size_t first = i < e ? view_utf8_next(buf + i, e - i, &cp) : 0;
+		if (digits < e - i && i + first < e) { /* cut it to its first character */
+			memmove(buf + i + first, buf + e, n - e + 1);
+			n -= e - i - first;
+			last -= e - i - first;
+			e = i + first;
+		}
+		i = e + 1;
+	}
+	return view_draw_tail(scr, x, y, w, style, attr, buf);
+}
+
 int view_draw_wrapped(view_screen *scr, int x, int y, int w, int end, int style, int attr,
                       const char *text)
 {

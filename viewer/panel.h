@@ -102,6 +102,10 @@ void view_list_fit(view_list *l, int64_t count, int rows);
 void view_draw_cursor(view_screen *scr, int x, int y, int w);
 /* Draws text in w columns keeping its end ("...odel.c:88"), left-aligned. */
 int view_draw_tail(view_screen *scr, int x, int y, int w, int style, int attr, const char *text);
+/* Draws a layer label in w columns: whole if it fits, else its dotted (or slashed) components
+ * before the last cut to their first character from the left, numbers kept ("t.b.0.a.softmax"),
+ * then its end as view_draw_tail. */
+int view_draw_label(view_screen *scr, int x, int y, int w, int style, int attr, const char *text);
 /* Draws text word-wrapped in columns [x, x + w) from row y on, drawing no row at or past end; a
  * '\n' starts a new row, a word longer than w is cut.  scr may be NULL to only count.
  * Returns the rows the whole text needs (which may be more than end - y). */

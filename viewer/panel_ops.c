@@ -173,8 +173,8 @@ static void draw_table(ops *o, view_ctx *ctx, view_screen *s, int top, int rows)
 		int st = r->candidate ? VIEW_S_HILITE : VIEW_S_NORMAL;
 		view_screen_puts(s, 2, y, opw, st, 0, r->op);
 		if (o->by_label)
-			view_draw_tail(s, 2 + opw + 1, y, labw, st, 0,
-			               r->label[0] ? r->label : "-");
+			view_draw_label(s, 2 + opw + 1, y, labw, st, 0,
+			                r->label[0] ? r->label : "-");
 		view_screen_printf(s, xd, y, 6, r->half ? VIEW_S_FP16 : st, 0, "%s%s", r->dtype,
 		                   r->candidate ? "*" : "");
 		view_screen_puts_right(s, cols[1], y, 7, st, 0,

@@ -212,7 +212,7 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	int since = !live && view_model_ended_since_open(ctx->model, r);
 	ended_text(r, line, sizeof line);
 	if (live)
-		snprintf(line, sizeof line, "not yet: the run is still being recorded");
+		snprintf(line, sizeof line, "not yet: being recorded");
 	else if (since)
 		snprintf(line, sizeof line, "after this view opened: reopen for the final figures");
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Ended");
@@ -220,10 +220,10 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	                              r->complete ? VIEW_S_NORMAL : VIEW_S_WARN, 0, line);
 	if (live)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
-		                      " \xc2\xb7 BEING WRITTEN: figures so far");
+		                      " \xc2\xb7 BEING WRITTEN: panels as first shown");
 	else if (since)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_WARN, VIEW_A_BOLD,
-		                      " \xc2\xb7 SNAPSHOT: figures as they were");
+		                      " \xc2\xb7 SNAPSHOT: panels as first shown");
 	else if (r->complete)
 		x += view_screen_puts(s, x, y, s->w - x - 1, VIEW_S_GOOD, 0, " \xc2\xb7 complete");
 	else if (r->incomplete[0] || strcmp(r->end, "exited") != 0)
