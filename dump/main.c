@@ -267,11 +267,11 @@ static int dump_main(int argc, char **argv, int *comparing)
 	*comparing = c.compare != 0;
 	if (c.help) {
 		amp_opt_help(&spec, stdout);
-		return fflush(stdout) == 0 && !ferror(stdout) ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
+		return amp_opt_stdout_done(&spec) == 0 ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
 	}
 	if (c.version) {
 		printf("ampdump %s\n", AMP_VERSION);
-		return fflush(stdout) == 0 && !ferror(stdout) ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
+		return amp_opt_stdout_done(&spec) == 0 ? DUMP_EXIT_OK : DUMP_EXIT_FAIL;
 	}
 	if (c.rank_text) {
 		/* "A,B" with --compare: rank A of the first profile, rank B of the second */

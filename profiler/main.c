@@ -101,7 +101,7 @@ static int print_version(void)
 {
 	printf("ampprof %s (profile schema %d, wire format %u)\n", AMP_VERSION, AMP_PROFILE_VERSION,
 	       AMP_WIRE_VERSION);
-	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+	return amp_opt_stdout_done(&profile_spec);
 }
 
 /* A usage error of spec: the message, the usage lines and the hint (or where the help is). */
@@ -123,7 +123,7 @@ static int usage_error(const amp_opt_spec *spec, const char *hint, const char *f
 static int print_help(const amp_opt_spec *spec)
 {
 	amp_opt_help(spec, stdout);
-	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+	return amp_opt_stdout_done(spec);
 }
 
 static int parse_pct(const char *text, double *out)

@@ -6,6 +6,7 @@
  */
 #include "amp_opt.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -182,6 +183,16 @@ static size_t first_line_len(const char *s)
 #define LEFT_MAX 28
 /* Widest help column before the default goes right after the text. */
 #define HELP_MAX 46
+
+int amp_opt_stdout_done(const amp_opt_spec *spec)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	int e = errno;
+	fprintf(stderr, "%s: cannot write to standard output: %s\n", spec->tool,
+	        e ? strerror(e) : "write error");
+	return 1;
+}
 
 void amp_opt_help(const amp_opt_spec *spec, FILE *f)
 {

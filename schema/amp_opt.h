@@ -70,6 +70,9 @@ int amp_opt_next(amp_opt_state *st, const char **value);
 /* Prints the --help text of spec: usage lines, about, the options with their help aligned in
  * one column and their defaults in another, the footer. */
 void amp_opt_help(const amp_opt_spec *spec, FILE *f);
+/* Flushes standard output after --help or --version: 0, or 1 (a full disk, a closed pipe) with
+ * "<tool>: cannot write to standard output: <reason>" on stderr. */
+int amp_opt_stdout_done(const amp_opt_spec *spec);
 
 /* Prints the usage lines of spec ("usage: ..." then "   or: ...") on f. */
 void amp_opt_usage(const amp_opt_spec *spec, FILE *f);

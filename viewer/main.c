@@ -160,10 +160,10 @@ static int parse_args(int argc, char **argv, options *o)
 				return usage_error(
 				    "bad --memcpy-threshold '%s' (a percentage, 0..100)", val);
 			break;
-		case OPT_HELP: amp_opt_help(&spec, stdout); return fflush(stdout) == 0 ? 0 : 1;
+		case OPT_HELP: amp_opt_help(&spec, stdout); return amp_opt_stdout_done(&spec);
 		case OPT_VERSION:
 			printf("ampview %s\n", AMP_VERSION);
-			return fflush(stdout) == 0 ? 0 : 1;
+			return amp_opt_stdout_done(&spec);
 		default: return usage_error("unhandled option");
 		}
 	}

@@ -160,6 +160,13 @@ if "$BIN/ampprof" -q -o "$OUT/w.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 
 		grep -q "cannot write '/dev/full': No space left on device" "$OUT/err"
 	run "report to a full stdout: exit 4" 4 sh -c '"$0" report "$1" >/dev/full' "$BIN/ampprof" "$OUT/w.db"
 	run "diff to a full stdout: exit 4" 4 sh -c '"$0" diff "$1" "$1" >/dev/full' "$BIN/ampprof" "$OUT/w.db"
+	for t in ampprof ampview ampdump; do
+		for o in --help --version; do
+			run "$t $o to a full stdout: exit 1" 1 sh -c '"$0" "$1" >/dev/full' "$BIN/$t" "$o"
+			check_true "$t $o to a full stdout: says why" \
+				grep -q "^$t: cannot write to standard output: No space left on device" "$OUT/err"
+		done
+	done
 	# one table's first page overwritten: every query that meets it stops short
 	cp "$OUT/w.db" "$OUT/bad.db"
 	pg=$(sqlite3 "$OUT/w.db" "SELECT min(pageno) FROM dbstat WHERE name = 'advice'")
