@@ -71,8 +71,8 @@ typedef struct collector {
 	uint32_t abandoned;               /* a producer still recording when ampprof was stopped
 	                                     while it waited for it (the launched process gone) */
 	int failed_meta;                  /* meta could not say so either */
-	/* processes other than the launched one: those seen recording (an open ring's pid), and
-	 * the first of them that ampprof, their subreaper, reaped after a signal ended it */
+	/* processes other than the launched one: the first 64 seen recording (an open ring's pid),
+	 * and the first of them that ampprof, their subreaper, reaped after a signal ended it */
 	uint32_t rec_pids[64];
 	unsigned n_rec_pids;
 	uint32_t killed_pid;
@@ -278,6 +278,7 @@ static void reap(collector *c, pid_t child, int *status, int *child_done)
 				c->killed_sig = WTERMSIG(st);
 				c->killed_core = WCOREDUMP(st);
 				c->killed_ns = prof_now_ns() - c->start_mono;
+				break;
 			}
 	}
 	/* without the subreaper (prctl refused), the launched process alone */

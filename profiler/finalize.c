@@ -810,10 +810,11 @@ static int rule_grad_underflow(sqlite3 *db)
 			want = fmin(now * exp2(floor(log2(32768.0 / gmax))), 16777216.0);
 		char raise[200] = "";
 		if (want > now)
-			snprintf(raise, sizeof raise,
-			         " (loss_scale = %.9g keeps the run's largest "
-			         "gradient below 32768: %.3g at the scale %.9g, %.3g at %.9g)",
-			         want, gmax, now, gmax * want / now, want);
+			snprintf(
+			    raise, sizeof raise,
+			    " (loss_scale = %.9g keeps the run's largest gradient below 32768: "
+			    "%.3g at the scale %.9g, %.3g at %.9g)",
+			    want, gmax, now, gmax * want / now, want);
 		if (dynamic)
 			snprintf(fix, sizeof fix, "raise the scale: loss_scale_init and loss_scale_min%s",
 			         raise);
@@ -825,18 +826,19 @@ static int rule_grad_underflow(sqlite3 *db)
 		 * cancels), which no scale mends */
 		char zero[320] = "";
 		if (t->zero >= t->count)
-			snprintf(zero, sizeof zero,
-			         "; or, every value being exactly zero, the loss may "
-			         "not depend on this parameter at all (a bias that a softmax or a "
-			         "normalization cancels), which no scale mends: a run in FP32 "
-			         "(precision_mode = force_fp32) tells which");
+			snprintf(
+			    zero, sizeof zero,
+			    "; or, every value being exactly zero, the loss may not depend on this "
+			    "parameter at all (a bias that a softmax or a normalization cancels), "
+			    "which no scale mends: a run in FP32 (precision_mode = force_fp32) "
+			    "tells which");
 		char msg[2048], ev[512];
-		snprintf(msg, sizeof msg,
-		         "gradient underflow: the gradient %.127s of %s is %.1f %% zero or "
-		         "subnormal in %.15s "
-		         "(%.1f %% exact zeros) %s: the layer stops learning; %s%s",
-		         t->name, layer, 100.0 * share, t->dtype, 100.0 * t->zero / t->count, scale,
-		         fix, zero);
+		snprintf(
+		    msg, sizeof msg,
+		    "gradient underflow: the gradient %.127s of %s is %.1f %% zero or subnormal "
+		    "in %.15s (%.1f %% exact zeros) %s: the layer stops learning; %s%s",
+		    t->name, layer, 100.0 * share, t->dtype, 100.0 * t->zero / t->count, scale, fix,
+		    zero);
 		snprintf(ev, sizeof ev, "%.63s %.127s: %.0f values over %" PRId64 " step(s), %.0f zero, %.0f "
 		         "subnormal, absmax %.3g", t->op, t->name, t->count, t->steps, t->zero,
 		         t->tiny - t->zero, t->absmax);

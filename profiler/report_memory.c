@@ -123,7 +123,8 @@ int prof_report_history_json(sqlite3 *db, FILE *f)
 	 * context: at each step the row of the lowest thread (contexts of their own per thread
 	 * each have a loss and a scaler; a forked process goes on with its parent's context on
 	 * another thread) and of the lowest rank (a merged profile: the ranks' losses are of their
-	 * own shares) */
+	 * own shares); SQLite gives the bare columns of a group the values of the row min() chose
+	 */
 	char sql[1024];
 	int v3 = amp_profile_has_column(db, "steps", "loss_state") &&
 	         amp_profile_has_column(db, "loss_scale", "thread");

@@ -84,7 +84,7 @@ int view_draw_label(view_screen *scr, int x, int y, int w, int style, int attr, 
 	/* "transformer.blocks.0.attn.softmax" -> "t.b.0.a.softmax": the components before the
 	 * last, from the left, cut to their first character (numbers kept whole) until it fits,
 	 * so that labels differing in an index stay apart; then its end, as view_draw_tail */
-	char buf[512];
+	char buf[1024]; /* a profile keeps 1008 bytes of a label */
 	snprintf(buf, sizeof buf, "%s", text);
 	size_t n = strlen(buf), last = n;
 	while (last > 0 && buf[last - 1] != '.' && buf[last - 1] != '/')
