@@ -225,6 +225,29 @@ static int list_names(const char *list, const char *op)
 	return 0;
 }
 
+/* The custom_black_list value that adds op to the run's own (meta custom_black_list), into
+ * buf: "Exp,Scale" after a run with Exp there, so that following the advice keeps what the list
+ * held; op alone when it was empty; the run's list when op is in it already. */
+static const char *black_list_with(sqlite3 *db, const char *op, char *buf, size_t len)
+{
+	char cur[512] = "";
+	query_text(db,
+	           "SELECT value FROM meta WHERE key IN ('custom_black_list', "
+	           "'app.custom_black_list') ORDER BY key = 'custom_black_list' DESC LIMIT 1",
+	           cur, sizeof cur);
+	size_t n = strlen(cur);
+	while (n > 0 && (cur[n - 1] == ' ' || cur[n - 1] == ',' || cur[n - 1] == '\t'))
+		cur[--n] = '\0';
+	const char *start = cur + strspn(cur, " ,\t");
+	if (!*start)
+		snprintf(buf, len, "%s", op);
+	else if (list_names(start, op))
+		snprintf(buf, len, "%s", start);
+	else
+		snprintf(buf, len, "%s,%s", start, op);
+	return buf;
+}
+
 /* Where a configuration key was set, from meta '<key>_source' ("amp.cfg:2", "environment
  * AMP_CUSTOM_BLACK_LIST", "amp_config_set"); "" if the runtime did not say. */
 static void key_source(sqlite3 *db, const char *key, char *buf, size_t len)
@@ -1034,15 +1057,19 @@ static int rule_nonfinite(sqlite3 *db)
 		else
 			snprintf(more, sizeof more, " (1 step)");
 		const char *severity = "error";
+		char bl[600]; /* custom_black_list with the op to move (black_list_with) */
 		int half = amp_dtype_code_is_half((unsigned)amp_dtype_code_from_name(dtype)) &&
 		           amp_dtype_code_from_name(dtype) >= 0;
 		if (strcmp(cls, "forward_overflow") == 0) {
 			if (have_origin && half)
 				snprintf(msg, sizeof msg,
-				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
-				         "non-finite in %s (%s)%s; run %s in FP32 (custom_black_list = %s) or "
-				         "keep its input in range", step, more, op, label, dtype, values, at, op,
-				         op);
+				         "forward overflow at step %" PRId64
+				         "%s: %s (%s) output went "
+				         "non-finite in %s (%s)%s; run %s in FP32 "
+				         "(custom_black_list = %s) or "
+				         "keep its input in range",
+				         step, more, op, label, dtype, values, at, op,
+				         black_list_with(db, op, bl, sizeof bl));
 			else if (have_origin) /* it ran in FP32 already: no list would change that */
 				snprintf(msg, sizeof msg,
 				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
@@ -1057,11 +1084,16 @@ static int rule_nonfinite(sqlite3 *db)
 			/* the op to fix is the one upstream that flushed the values */
 			if (have_src) {
 				snprintf(msg, sizeof msg,
-				         "underflow at step %" PRId64 "%s: %s (%s) ran in %s and flushed values "
-				         "to zero or subnormal%s; %s (%s) then produced %s from them in %s%s; the cause "
-				         "is the %s, not %s: run %s in FP32 (custom_black_list = %s) or scale "
-				         "its inputs up", step, more, src_op, src_label, src_dtype, src_at, op,
-				         label, values, dtype, at, src_op, op, src_op, src_op);
+				         "underflow at step %" PRId64
+				         "%s: %s (%s) ran in %s and flushed values "
+				         "to zero or subnormal%s; %s (%s) then produced %s from "
+				         "them in %s%s; the cause "
+				         "is the %s, not %s: run %s in FP32 (custom_black_list = "
+				         "%s) or scale "
+				         "its inputs up",
+				         step, more, src_op, src_label, src_dtype, src_at, op,
+				         label, values, dtype, at, src_op, op, src_op,
+				         black_list_with(db, src_op, bl, sizeof bl));
 				advice_op = src_op;
 				if (src_callsite > 0)
 					callsite = src_callsite;
@@ -1078,13 +1110,16 @@ static int rule_nonfinite(sqlite3 *db)
 				         src_at);
 			else
 				snprintf(src, sizeof src, "a leaf or parameter (%s)", src_tensor);
-			snprintf(msg, sizeof msg,
-			         "automatic cast overflow at step %" PRId64 "%s: the cast to %s in front of "
-			         "%s (%s)%s overflowed: its source '%s', %s, holds %.9g, above the %s "
-			         "maximum; the cast is the origin, not %s: keep those values in range "
-			         "(normalize or scale them down) or run %s in FP32 (custom_black_list = %s)",
-			         step, more, dtype, op, label, at, src_tensor, src, src_absmax, dtype, op, op,
-			         op);
+			snprintf(
+			    msg, sizeof msg,
+			    "automatic cast overflow at step %" PRId64
+			    "%s: the cast to %s in front of "
+			    "%s (%s)%s overflowed: its source '%s', %s, holds %.9g, above the %s "
+			    "maximum; the cast is the origin, not %s: keep those values in range "
+			    "(normalize or scale them down) or run %s in FP32 (custom_black_list = "
+			    "%s)",
+			    step, more, dtype, op, label, at, src_tensor, src, src_absmax, dtype,
+			    op, op, black_list_with(db, op, bl, sizeof bl));
 			if (have_src) {
 				advice_op = src_op;
 				if (src_callsite > 0)
@@ -1163,10 +1198,12 @@ static int rule_sensitive(sqlite3 *db)
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		char msg[512], ev[512];
 		const char *op = col_text(st, 0);
+		char bl[600];
 		snprintf(msg, sizeof msg,
 		         "%s overflowed in FP16 (first at step %" PRId64 "): add it to "
-		         "custom_black_list = %s so it runs in FP32", op,
-		         (int64_t)sqlite3_column_int64(st, 2), op);
+		         "custom_black_list = %s so it runs in FP32",
+		         op, (int64_t)sqlite3_column_int64(st, 2),
+		         black_list_with(db, op, bl, sizeof bl));
 		snprintf(ev, sizeof ev, "%s %s: %" PRId64 " tensor(s) with %" PRId64 " NaN, %" PRId64
 		         " Inf", op, col_text(st, 1), (int64_t)sqlite3_column_int64(st, 3),
 		         (int64_t)sqlite3_column_int64(st, 4), (int64_t)sqlite3_column_int64(st, 5));

@@ -31,7 +31,7 @@ static const char *const profile_usage[] = {
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
     "ampprof info [--format=text|json]",
     "ampprof help [<command>]",
-    "ampprof diff [--format=text|csv|json] <a.db> <b.db>",
+    "ampprof diff [--format=text|csv|json] [--kind=op|layer|phase] [--limit=<n>] <a.db> <b.db>",
     "ampprof merge -o <merged.db> <rank0.db> <rank1.db>...",
     NULL,
 };
@@ -602,6 +602,7 @@ static int cmd_help(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	prof_signals_save();
+	prof_set_invoked_as(argv[0]);
 	if (argc < 2) {
 		amp_opt_usage(&profile_spec, stderr);
 		return PROF_EXIT_USAGE;

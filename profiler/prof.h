@@ -295,5 +295,11 @@ uint64_t prof_ticks(void);       /* TSC ticks, or CLOCK_MONOTONIC ns without an 
 int prof_tsc_invariant(void);
 const char *prof_dtype_name(unsigned dt);
 const char *prof_signal_name(int signo);
+/* The tools' folder as ampprof was invoked ("build/bin" for build/bin/ampprof; unset when it
+ * was found on PATH), set once by main. */
+void prof_set_invoked_as(const char *argv0);
+/* How to run tool (ampdump) in a hint: beside ampprof when ampprof was invoked by a path and the
+ * tool is there ("build/bin/ampdump"), else its name (on PATH).  Into buf. */
+const char *prof_tool_command(const char *tool, char *buf, size_t len);
 
 #endif

@@ -212,16 +212,21 @@ static int64_t first_origin_step(sqlite3 *db, int64_t *rank)
 	return step;
 }
 
-/* The ampdump command line that shows step (its origin first), on rank (-1: one rank). */
-static void ampdump_command(char *buf, size_t len, int64_t step, int64_t rank, const char *path)
+/* The ampdump command line that shows step (its origin first), on rank (-1: one rank); with
+ * located, ampdump as a user here runs it (build/bin/ampdump beside build/bin/ampprof), else
+ * by its name (the JSON's, the same everywhere). */
+static void ampdump_command(char *buf, size_t len, int64_t step, int64_t rank, const char *path,
+                            int located)
 {
-	char r[32] = "";
+	char r[32] = "", tool[1100] = "ampdump";
 	if (rank >= 0)
 		snprintf(r, sizeof r, " --rank %" PRId64, rank);
+	if (located)
+		prof_tool_command("ampdump", tool, sizeof tool);
 	if (strcmp(path, "profile.db") == 0)
-		snprintf(buf, len, "ampdump --step %" PRId64 "%s", step, r);
+		snprintf(buf, len, "%s --step %" PRId64 "%s", tool, step, r);
 	else
-		snprintf(buf, len, "ampdump --step %" PRId64 "%s --db %s", step, r, path);
+		snprintf(buf, len, "%s --step %" PRId64 "%s --db %s", tool, step, r, path);
 }
 
 /* Advice names ops and labels of the application: message and each evidence line are
@@ -321,7 +326,7 @@ static int print_nonfinite(sqlite3 *db, FILE *f, const char *path)
 	int64_t origin_rank, first = first_origin_step(db, &origin_rank);
 	if (first >= 0) {
 		char cmd[4200], on[40] = "";
-		ampdump_command(cmd, sizeof cmd, first, origin_rank, path);
+		ampdump_command(cmd, sizeof cmd, first, origin_rank, path, 1);
 		if (origin_rank >= 0)
 			snprintf(on, sizeof on, ", rank %" PRId64, origin_rank);
 		fprintf(f, "  next         %s   (the first origin, step %" PRId64 "%s)\n", cmd, first,
@@ -473,10 +478,26 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 	pct(a, sizeof a, s.copy_share);
 	fprintf(f, "  copy share   %s of step time  %s (threshold %g %%)\n", a,
 	        mark(s.copy_share, s.copy_thr, 1), s.copy_thr);
-	if (s.min_scale == s.min_scale)
-		fprintf(f, "  loss scale   %.9g .. %.9g, %" PRId64 " overflow step(s), %" PRId64
-		        " skipped\n", s.min_scale, s.max_scale, s.overflow_steps, s.skipped_steps);
-	else
+	if (s.min_scale == s.min_scale) {
+		/* the range is of the scales the steps used; a back-off at the last steps leaves
+		 * the scale below it: said, as the advice's "final" */
+		double final = NAN;
+		char fin[64] = "";
+		amp_profile_query_double(
+		    db, &final,
+		    "SELECT new_scale FROM loss_scale WHERE new_scale IS NOT NULL"
+		    " AND rank IS (SELECT min(rank) FROM loss_scale)"
+		    " AND coalesce(thread, -1) = (SELECT min(coalesce(thread, -1))"
+		    " FROM loss_scale WHERE rank IS (SELECT min(rank) FROM"
+		    " loss_scale)) ORDER BY step DESC, rowid DESC LIMIT 1",
+		    NULL);
+		if (final < s.min_scale || final > s.max_scale)
+			snprintf(fin, sizeof fin, " (final %.9g)", final);
+		fprintf(f,
+		        "  loss scale   %.9g .. %.9g%s, %" PRId64 " overflow step(s), %" PRId64
+		        " skipped\n",
+		        s.min_scale, s.max_scale, fin, s.overflow_steps, s.skipped_steps);
+	} else
 		fprintf(f, "  loss scale   n/a, %" PRId64 " overflow step(s), %" PRId64 " skipped\n",
 		        s.overflow_steps, s.skipped_steps);
 	{
@@ -889,7 +910,7 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 	int64_t origin_rank, origin_step = first_origin_step(db, &origin_rank);
 	if (origin_step >= 0) {
 		char cmd[4200];
-		ampdump_command(cmd, sizeof cmd, origin_step, origin_rank, path);
+		ampdump_command(cmd, sizeof cmd, origin_step, origin_rank, path, 0);
 		json_str(f, cmd);
 	} else {
 		fputs("null", f);

@@ -235,3 +235,20 @@ const char *prof_signal_name(int signo)
 	snprintf(buf, sizeof buf, "signal %d", signo);
 	return buf;
 }
+
+static char invoked_dir[1024];
+
+void prof_set_invoked_as(const char *argv0)
+{
+	const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+	if (slash && (size_t)(slash - argv0) < sizeof invoked_dir)
+		snprintf(invoked_dir, sizeof invoked_dir, "%.*s", (int)(slash - argv0), argv0);
+}
+
+const char *prof_tool_command(const char *tool, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", invoked_dir, tool);
+	if (!invoked_dir[0] || access(buf, X_OK) != 0)
+		snprintf(buf, len, "%s", tool);
+	return buf;
+}

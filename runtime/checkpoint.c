@@ -329,7 +329,8 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 	for (amp_param *p = ctx->params; p; p = p->next) {
 		amp_tensor *m = p->master;
 		uint32_t ll = get_u32(r);
-		const char *label = ll <= 4096 ? take(r, ll) : NULL;
+		const char *label =
+		    take(r, ll); /* any length the file holds: save wrote it whole */
 		uint32_t ndim = get_u32(r);
 		amp_shape s = {0};
 		s.ndim = (int)(ndim <= AMP_MAX_DIMS ? ndim : 0);
@@ -441,6 +442,7 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 			ctx->scaler.dynamic = dynamic != 0;
 			ctx->scaler.scale = scale;
 			ctx->scaler.clean_steps = clean;
+			ctx->scaler_used = !file_fp32; /* a scaler in use when it was saved */
 		}
 		/* the gradients are the checkpoint's, not what the context holds (a rollback after
 		 * a bad step must not take its gradients along) */
@@ -502,7 +504,7 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 	}
 	close(fd);
 	int rc;
-	uint32_t version = 0, hdr_len = 0, crc = 0;
+	uint32_t version = 0, hdr_len = 0, crc = 0, zero = 0;
 	uint64_t len = 0;
 	if (got != size) {
 		rc = amp_fail(ctx, AMP_EIO, "checkpoint '%s': read error", path);
@@ -515,13 +517,14 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 		memcpy(&hdr_len, buf + 12, 4);
 		memcpy(&len, buf + 16, 8);
 		memcpy(&crc, buf + 24, 4);
+		memcpy(&zero, buf + 28, 4);
 		char why[160];
 		if (version > CKPT_VERSION) {
 			snprintf(why, sizeof why,
 			         "format version %u is newer than this libamprt reads (%u); use the "
 			         "libamprt that wrote it", version, CKPT_VERSION);
 			rc = bad(ctx, path, why);
-		} else if (version == 0 || hdr_len != CKPT_HDR) {
+		} else if (version == 0 || hdr_len != CKPT_HDR || zero != 0) {
 			rc = bad(ctx, path, "damaged header");
 		} else if (len != size - CKPT_HDR) {
 			snprintf(why, sizeof why, "truncated or damaged (%llu payload bytes, %llu expected)",

@@ -92,11 +92,14 @@ static int parse_double(const char *s, double *out)
 }
 
 typedef struct config_key config_key;
+/* The buffer of the key amp_config_get is reading. */
+#define GETBUF(ctx) ((ctx)->getbuf[(ctx)->get_slot])
+
 struct config_key {
 	const char *name;
 	/* Parses v into the context's configuration; 0 or an AMP_E* code (message set). */
 	int (*set)(amp_ctx *ctx, const config_key *k, const char *v);
-	/* The value as text, in ctx->getbuf or static storage. */
+	/* The value as text, in GETBUF(ctx) or static storage. */
 	const char *(*get)(amp_ctx *ctx, const config_key *k);
 	size_t field;         /* scaler keys: offset of the double or int64 in amp_scaler */
 	double lo, hi;        /* scaler keys: accepted range, lo < v <= hi (or lo <= v with
@@ -218,9 +221,9 @@ static const char *get_loss_scale(amp_ctx *ctx, const config_key *k)
 	(void)k;
 	if (scaler_dynamic(ctx))
 		return "dynamic";
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%.9g",
+	snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%.9g",
 	         ctx->cfg.scaler_set ? ctx->cfg.static_scale : 1.0);
-	return ctx->getbuf;
+	return GETBUF(ctx);
 }
 
 /* A number in the scaler at k->field, in k's range (growth_interval: a whole number). */
@@ -257,13 +260,13 @@ static const char *get_scaler_number(amp_ctx *ctx, const config_key *k)
 	if (k->field == offsetof(amp_scaler, growth_interval)) {
 		int64_t n;
 		memcpy(&n, field, sizeof n);
-		snprintf(ctx->getbuf, sizeof ctx->getbuf, "%lld", (long long)n);
+		snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%lld", (long long)n);
 	} else {
 		double d;
 		memcpy(&d, field, sizeof d);
-		snprintf(ctx->getbuf, sizeof ctx->getbuf, "%.9g", d);
+		snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%.9g", d);
 	}
-	return ctx->getbuf;
+	return GETBUF(ctx);
 }
 
 static int set_seed(amp_ctx *ctx, const config_key *k, const char *v)
@@ -285,8 +288,8 @@ static int set_seed(amp_ctx *ctx, const config_key *k, const char *v)
 static const char *get_seed(amp_ctx *ctx, const config_key *k)
 {
 	(void)k;
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%llu", (unsigned long long)ctx->cfg.seed);
-	return ctx->getbuf;
+	snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%llu", (unsigned long long)ctx->cfg.seed);
+	return GETBUF(ctx);
 }
 
 static int set_threads(amp_ctx *ctx, const config_key *k, const char *v)
@@ -303,8 +306,8 @@ static const char *get_threads(amp_ctx *ctx, const config_key *k)
 {
 	(void)k;
 	/* the process's, which the last context to set it chose */
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%d", amp_kernels_threads());
-	return ctx->getbuf;
+	snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%d", amp_kernels_threads());
+	return GETBUF(ctx);
 }
 
 static int set_kernels(amp_ctx *ctx, const config_key *k, const char *v)
@@ -370,8 +373,8 @@ static int set_bucket_kb(amp_ctx *ctx, const config_key *k, const char *v)
 static const char *get_bucket_kb(amp_ctx *ctx, const config_key *k)
 {
 	(void)k;
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%lld", (long long)ctx->cfg.allreduce_bucket_kb);
-	return ctx->getbuf;
+	snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%lld", (long long)ctx->cfg.allreduce_bucket_kb);
+	return GETBUF(ctx);
 }
 
 /* optimizer_sharding = on | off: the ranks split each update (amp/amp_mpi.h). */
@@ -407,8 +410,8 @@ static int set_clip(amp_ctx *ctx, const config_key *k, const char *v)
 static const char *get_clip(amp_ctx *ctx, const config_key *k)
 {
 	(void)k;
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%.9g", ctx->cfg.clip_norm);
-	return ctx->getbuf;
+	snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%.9g", ctx->cfg.clip_norm);
+	return GETBUF(ctx);
 }
 
 static int set_accum(amp_ctx *ctx, const config_key *k, const char *v)
@@ -426,8 +429,8 @@ static int set_accum(amp_ctx *ctx, const config_key *k, const char *v)
 static const char *get_accum(amp_ctx *ctx, const config_key *k)
 {
 	(void)k;
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%lld", (long long)ctx->cfg.accum_steps);
-	return ctx->getbuf;
+	snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%lld", (long long)ctx->cfg.accum_steps);
+	return GETBUF(ctx);
 }
 
 static int set_memopt(amp_ctx *ctx, const config_key *k, const char *v)
@@ -472,8 +475,9 @@ static int set_memlimit(amp_ctx *ctx, const config_key *k, const char *v)
 static const char *get_memlimit(amp_ctx *ctx, const config_key *k)
 {
 	(void)k;
-	snprintf(ctx->getbuf, sizeof ctx->getbuf, "%llu", (unsigned long long)ctx->cfg.memory_limit);
-	return ctx->getbuf;
+	snprintf(GETBUF(ctx), sizeof GETBUF(ctx), "%llu",
+	         (unsigned long long)ctx->cfg.memory_limit);
+	return GETBUF(ctx);
 }
 
 #define SCALER_NUM(key, member, lo, hi, closed)                                                   \
@@ -553,15 +557,29 @@ int amp_config_set(amp_ctx *ctx, const char *key, const char *value)
 		return amp_fail(ctx, AMP_ESTATE, "%s: the loss scaler is configured before the first step",
 		                key);
 	amp_precision_mode old_mode = ctx->cfg.mode;
+	/* a setting the user made in the environment, which the program now overrides: said, as
+	 * the variable would otherwise seem to do nothing (what the program sets wins) */
+	const char *was = ctx->cfg.source[k - config_keys];
+	char env_value[128] = "";
+	if (!ctx->config_source && strncmp(was, "environment ", 12) == 0) {
+		const char *v = getenv(was + 12);
+		snprintf(env_value, sizeof env_value, "%s", v ? v : "");
+	}
 	int rc = k->set(ctx, k, value);
+	if (rc == 0 && env_value[0] && strcmp(env_value, value) != 0)
+		fprintf(stderr,
+		        "libamprt: warning: environment %s=%s is overridden by the program: "
+		        "amp_config_set(%s, %s)\n",
+		        was + 12, env_value, key, value);
 	/* The mode picks the kind of loss scaling (dynamic in fp16, static 1 in bf16), which is
 	 * fixed from the first step on: a later mode must keep it.  An FP32 mode scales nothing:
-	 * any mode may follow it (the scaler, unused until then, starts of the new kind) and it
-	 * may follow any mode (the scaler waits as it was). */
+	 * it may follow any mode (the scaler waits as it was), and any mode may follow it while
+	 * the scaler is unused (FP32 from the first step: it starts of the new kind); a scaler
+	 * that decided steps before the FP32 ones is kept, as without them. */
 	if (rc == 0 && ctx->step >= 0 && k->set == set_mode &&
 	    scaler_dynamic(ctx) != ctx->scaler.dynamic &&
 	    modes[ctx->cfg.mode].kind != AMP_KIND_FP32 && /* FP32 scales nothing */
-	    modes[old_mode].kind == AMP_KIND_FP32) {
+	    modes[old_mode].kind == AMP_KIND_FP32 && !ctx->scaler_used) {
 		scaler_reset(ctx); /* unused so far: it starts now, of the kind the new mode needs */
 	} else if (rc == 0 && ctx->step >= 0 && k->set == set_mode &&
 	           scaler_dynamic(ctx) != ctx->scaler.dynamic &&
@@ -588,7 +606,10 @@ const char *amp_config_get(amp_ctx *ctx, const char *key)
 	if (!ctx || !key)
 		return NULL;
 	const config_key *k = find_key(key);
-	return k ? k->get(ctx, k) : NULL;
+	if (!k)
+		return NULL;
+	ctx->get_slot = (int)(k - config_keys);
+	return k->get(ctx, k);
 }
 
 static char *trim(char *s)

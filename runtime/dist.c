@@ -115,15 +115,12 @@ int amp_dist_shared_state(amp_ctx *ctx, const char *name, char *buf, size_t len)
 		if (n == 0)
 			ADD("none");
 	} else {
-		/* a configuration key, read without touching the buffer amp_config_get returns */
-		char keep[sizeof ctx->getbuf];
-		memcpy(keep, ctx->getbuf, sizeof keep);
+		/* a configuration key (its own buffer: a value the program holds of another key
+		 * stays as it was) */
 		const char *v = amp_config_get(ctx, name);
-		if (v)
-			ADD("%s", v);
-		memcpy(ctx->getbuf, keep, sizeof keep);
 		if (!v)
 			return -1;
+		ADD("%s", v);
 	}
 #undef ADD
 	return n > INT32_MAX ? INT32_MAX : (int)n;

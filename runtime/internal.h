@@ -206,6 +206,8 @@ struct amp_ctx {
 	amp_config cfg;
 	amp_dtype half;          /* the half type of the precision mode: FP16 or BF16 */
 	amp_scaler scaler;
+	int scaler_used; /* the live scaler decided a step (or came from a checkpoint):
+	                    a mode of another kind of scaling can no longer replace it */
 	amp_arena arena;
 	amp_param *params;       /* list, newest first */
 	int n_params;
@@ -270,7 +272,10 @@ struct amp_ctx {
 	size_t n_persist, cap_persist;
 	char err[1024];
 	const char *config_source; /* while a file line or an AMP_* variable is applied: its name */
-	char getbuf[64];
+	/* amp_config_get's values that are formatted, one buffer a key (a value stays valid across
+	 * reads of other keys); get_slot is the key being read */
+	char getbuf[AMP_CONFIG_KEYS][64];
+	int get_slot;
 };
 
 /* ---- errors ------------------------------------------------------------------------------ */

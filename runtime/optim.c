@@ -49,12 +49,16 @@ static int optim_new(amp_ctx *ctx, optim_kind kind, amp_optim **out)
 
 int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out)
 {
-	/* written so that NaN fails every test, and Inf the lr's and weight decay's */
-	if (!opt || !(opt->lr > 0 && isfinite(opt->lr)) ||
-	    !(opt->momentum >= 0 && opt->momentum < 1) ||
+	/* written so that NaN fails every test, and Inf the lr's and weight decay's; an lr of 0
+	 * as amp_optim_set_lr takes (a warm-up from 0) */
+	if (!opt || !out)
+		return amp_fail(ctx, AMP_EINVAL, "amp_optim_sgd_new: NULL %s",
+		                opt ? "out" : "options");
+	if (!(opt->lr >= 0 && isfinite(opt->lr)) || !(opt->momentum >= 0 && opt->momentum < 1) ||
 	    !(opt->weight_decay >= 0 && isfinite(opt->weight_decay)))
-		return amp_fail(ctx, AMP_EINVAL, "SGD: lr must be finite and > 0, momentum in [0,1), "
-		                                 "weight_decay finite and >= 0");
+		return amp_fail(ctx, AMP_EINVAL,
+		                "SGD: lr must be finite and >= 0, momentum in [0,1), "
+		                "weight_decay finite and >= 0");
 	int rc = optim_new(ctx, OPTIM_SGD, out);
 	if (rc == AMP_OK)
 		(*out)->sgd = *opt;
@@ -63,11 +67,15 @@ int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out)
 
 int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **out)
 {
-	if (!opt || !(opt->lr > 0 && isfinite(opt->lr)) || !(opt->beta1 >= 0 && opt->beta1 < 1) ||
+	if (!opt || !out)
+		return amp_fail(ctx, AMP_EINVAL, "amp_optim_adamw_new: NULL %s",
+		                opt ? "out" : "options");
+	if (!(opt->lr >= 0 && isfinite(opt->lr)) || !(opt->beta1 >= 0 && opt->beta1 < 1) ||
 	    !(opt->beta2 >= 0 && opt->beta2 < 1) || !(opt->eps > 0 && isfinite(opt->eps)) ||
 	    !(opt->weight_decay >= 0 && isfinite(opt->weight_decay)))
-		return amp_fail(ctx, AMP_EINVAL, "AdamW: lr finite and > 0, betas in [0,1), eps finite "
-		                                 "and > 0, weight_decay finite and >= 0");
+		return amp_fail(ctx, AMP_EINVAL,
+		                "AdamW: lr finite and >= 0, betas in [0,1), eps "
+		                "finite and > 0, weight_decay finite and >= 0");
 	int rc = optim_new(ctx, OPTIM_ADAMW, out);
 	if (rc == AMP_OK)
 		(*out)->adamw = *opt;
@@ -362,8 +370,10 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	const int scaled = amp_mode_info_of(ctx->cfg.mode)->kind != AMP_KIND_FP32;
 	const double old_scale = ctx->scaler.scale;
 	amp_scale_reason why = AMP_SCALE_STATIC;
-	if (scaled)
+	if (scaled) {
 		why = amp_scaler_update(&ctx->scaler, overflow);
+		ctx->scaler_used = 1;
+	}
 	if (overflow) {
 		ctx->step_overflow = 1;
 		ctx->step_skipped = 1;

@@ -462,8 +462,15 @@ int amp_tensor_from_f32(amp_ctx *ctx, const float *src, amp_shape shape, amp_dty
 	int rc = need_step(ctx, "amp_tensor_from_f32");
 	if (rc)
 		return rc;
-	if (!src || !out || !amp_dtype_valid((int)dt) || !amp_dt(dt)->is_float)
-		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_from_f32: bad argument");
+	if (!src || !out)
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_from_f32: NULL %s",
+		                src ? "out" : "src");
+	if (!amp_dtype_valid((int)dt) || !amp_dt(dt)->is_float)
+		return amp_fail(
+		    ctx, AMP_EINVAL,
+		    "amp_tensor_from_f32: dtype %d is not a float dtype (AMP_F32, AMP_F16 "
+		    "or AMP_BF16; integers: amp_tensor_from_i32)",
+		    (int)dt);
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *t = amp_alloc(ctx, dt, shape, AMP_MEM_ACTIVATIONS);
 	if (!t)
@@ -483,7 +490,8 @@ int amp_tensor_from_i32(amp_ctx *ctx, const int32_t *src, amp_shape shape, amp_t
 	if (rc)
 		return rc;
 	if (!src || !out)
-		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_from_i32: bad argument");
+		return amp_fail(ctx, AMP_EINVAL, "amp_tensor_from_i32: NULL %s",
+		                src ? "out" : "src");
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
 	amp_tensor *t = amp_alloc(ctx, AMP_I32, shape, AMP_MEM_ACTIVATIONS);
 	if (!t)
@@ -731,6 +739,10 @@ int amp_step_begin(amp_ctx *ctx)
 		amp_trace_meta("loss_scale_init", buf);
 		amp_trace_meta("loss_scale_growth_interval",
 		               amp_config_get(ctx, "loss_scale_growth_interval"));
+		amp_trace_meta("loss_scale_growth_factor",
+		               amp_config_get(ctx, "loss_scale_growth_factor"));
+		amp_trace_meta("loss_scale_backoff_factor",
+		               amp_config_get(ctx, "loss_scale_backoff_factor"));
 		/* exact (17 digits): the floor rule compares the steps' scales with it */
 		snprintf(buf, sizeof buf, "%.17g", ctx->cfg.scaler_init.min_scale);
 		amp_trace_meta("loss_scale_min", buf);
@@ -740,6 +752,7 @@ int amp_step_begin(amp_ctx *ctx)
 		amp_trace_meta("kernels", amp_kernels_selection());
 		amp_trace_meta("kernels_top", amp_isa_name(amp_kernels_isa()));
 		amp_trace_meta("seed", amp_config_get(ctx, "seed"));
+		amp_trace_meta("num_threads", amp_config_get(ctx, "num_threads"));
 		amp_trace_meta("gradient_clipping", amp_config_get(ctx, "gradient_clipping"));
 		amp_trace_meta("gradient_accumulation_steps",
 		               amp_config_get(ctx, "gradient_accumulation_steps"));

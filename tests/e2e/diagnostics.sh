@@ -479,6 +479,12 @@ check_true "blacklist from the environment: the variable is named, and the mode 
 	<(q f_blacklist_env.db "SELECT message FROM advice WHERE rule = 'low_fp16_share'")
 check "force_fp32 run: no loss-scale floor verdict (the scaler never ran)" \
 	"$(q f_blacklist_env.db "SELECT count(*) FROM advice WHERE rule LIKE 'loss_scale%'")" 0
+# advice to black-list an op adds it to the run's list: following it keeps Exp in FP32
+AMP_CUSTOM_BLACK_LIST=Exp "$AMPPROF" -q -o exp_bl.db -- "$UNSTABLE" --precision=fp16 \
+	--steps $((S + 10)) --log-every 0 >/dev/null 2>&1
+check_true "black list in force (Exp): the cast overflow's advice adds Scale to it, not instead" \
+	grep -q "run Scale in FP32 (custom_black_list = Exp,Scale)" \
+	<(q exp_bl.db "SELECT message FROM advice WHERE rule = 'cast_overflow'")
 
 # 9.6 a scaled-gradient overflow in the backward of fc2 also names fc2's forward call site
 fault gradoverflow
@@ -590,6 +596,8 @@ check "forecast: 'rate' is the nearest predicted overflow" \
 check_true "forecast advice: 'rate: Exp input grows 0.02 per step, ... overflows FP16 around step N'" \
 	grep -Eq "^overflow forecast: rate: Exp input grows 0\.0[12][0-9]* per step \(its output x1\.0[12][0-9]*\), overflows FP16 around step (2[1-8][0-9])" \
 	<(q fc200.db "SELECT message FROM advice WHERE rule = 'overflow_forecast'")
+check_true "report: a scale that backed off at the last steps is said beside the range (final)" \
+	grep -Eq "^  loss scale   [0-9.]+ \.\. [0-9.]+ \(final $(q fp16.db "SELECT new_scale FROM loss_scale ORDER BY step DESC, rowid DESC LIMIT 1" | sed 's/\.0$//')\), " <("$AMPPROF" report fp16.db)
 check "forecast before the overflow: nothing said of one already" \
 	"$(q fc200.db "SELECT count(*) FROM advice WHERE rule = 'overflow_forecast' AND message LIKE '%already%'")" 0
 check "forecast after the overflow (fp16.db, past step $S): says it went non-finite already, and when" \

@@ -329,7 +329,8 @@ check_true "summary: non-finite heading" grep -q "^  non-finite:" inv.err
 check_true "summary: NaN from an invalid operation, Log, step 2, call site" \
 	grep -Eq "invalid_operation: NaN from an invalid operation at step 2 \(first of 2 steps\): Log \(log\) output .*has NaN and no Inf .*runtime_cases\.c:$log_line" inv.err
 check_true "summary: dumps written and skipped" grep -Eq "^  dumps +4 written \(2\.0 KiB\), 0 skipped$" inv.err
-check_true "summary: suggests ampdump for the first origin" grep -q "ampdump --step 2 --db inv.db" inv.err
+check_true "summary: suggests ampdump for the first origin, the one beside ampprof ($B/bin)" \
+	grep -q "^  next         $B/bin/ampdump --step 2 --db inv.db " inv.err
 check "report = the summary" "$("$AMPPROF" report inv.db)" "$(cat inv.err)"
 check_true "json: nonfinite class, dumps and next" python3 -c '
 import json, sys
@@ -478,7 +479,7 @@ if [ -x "$UNSTABLE" ]; then
 		grep -Eq "info +scaled_grad_overflow: overflow only in the scaled gradients at step 299 \(1 step\): Linear \(.*\) backward .*the loss was finite; handled by the loss scaler \(scale 128 -> 64\)" unstable.report
 	check "unstable amp report: no forward overflow or invalid operation claimed" \
 		"$(grep -c 'forward_overflow\|invalid_operation' unstable.report)" 0
-	check_true "unstable amp report: ampdump --step 299" grep -q "next *ampdump --step 299 --db unstable.db" unstable.report
+	check_true "unstable amp report: ampdump --step 299" grep -q "next *[^ ]*/ampdump --step 299 --db unstable.db" unstable.report
 	# +Inf and -Inf counted apart: the origin's counts = its dumped fp16 values
 	check_true "unstable amp: origin -Inf/+Inf counts match its dump" python3 -c '
 import sqlite3, struct, sys
@@ -501,7 +502,7 @@ assert (neg, pos) == (ninf, inf - ninf) and inf > 0, (neg, pos, ninf, inf)
 	check_true "unstable fp16 summary: forward overflow named with op, label, step and call site" \
 		grep -Eq "error +forward_overflow: forward overflow at step $S \(first of [0-9]+ steps\): Exp \(rate\) output went non-finite in fp16 .*called at .*examples/unstable\.c:$exp_line" fp16.err
 	check_true "unstable fp16 summary: dumps and ampdump --step $S" \
-		grep -Eq "^  next +ampdump --step $S --db fp16\.db" fp16.err
+		grep -Eq "^  next +[^ ]*/ampdump --step $S --db fp16\.db" fp16.err
 	check_true "unstable fp16 json: forward_overflow first" python3 -c '
 import json, sys
 d = json.load(sys.stdin)

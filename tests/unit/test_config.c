@@ -319,6 +319,34 @@ Test(config, fp32_mode_switches_either_way)
 	amp_ctx_free(ctx);
 }
 
+/* A scaler that decided a step is not replaced through an FP32 mode: fp16 (dynamic), one
+ * update, fp32, then a bf16 mode (static) is refused as it is straight from fp16; fp16 again is
+ * fine and finds the scaler as it was. */
+Test(config, fp32_mode_keeps_a_used_scaler)
+{
+	amp_ctx *ctx;
+	amp_tensor *w, *loss;
+	amp_optim *opt;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "allow_mix_precision"), AMP_OK);
+	cr_assert_eq(amp_param_new(ctx, "w", amp_shape1(4), AMP_INIT_ONES, 0, &w), AMP_OK);
+	cr_assert_eq(amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 0.1f}, &opt), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_sum(ctx, "loss", w, &loss), AMP_OK);
+	cr_assert_eq(amp_backward(ctx, loss), AMP_OK);
+	cr_assert_eq(amp_optim_step(opt, NULL), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_step_end(ctx), AMP_OK);
+	amp_scaler used = ctx->scaler;
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "force_fp32"), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "allow_mix_precision_bf16"), AMP_ESTATE,
+	             "a used dynamic scaler is not dropped by way of fp32");
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "allow_mix_precision"), AMP_OK);
+	cr_assert_eq(ctx->scaler.dynamic, 1);
+	cr_assert_eq(ctx->scaler.clean_steps, used.clean_steps, "the scaler as it was");
+	cr_assert_eq(ctx->scaler.scale, used.scale);
+	amp_ctx_free(ctx);
+}
+
 Test(config, missing_file)
 {
 	char path[200], err[512] = "";
@@ -364,6 +392,46 @@ Test(config, env_unknown_variable_warns, .init = setup_stderr)
 	buf[n] = 0;
 	cr_assert_str_eq(buf, "libamprt: warning: environment AMP_PRECISON_MODE is not one of its "
 	                      "settings and is ignored (did you mean AMP_PRECISION_MODE?)\n");
+}
+
+/* The program's amp_config_set wins over the environment, and says so when it changes what
+ * the user set there (the variable would otherwise seem to do nothing); the same value, or a
+ * key the environment did not set, says nothing. */
+Test(config, env_overridden_by_the_program_warns, .init = setup_stderr)
+{
+	setenv("AMP_PRECISION_MODE", "allow_mix_precision_bf16", 1);
+	setenv("AMP_SEED", "7", 1);
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "seed", "7"), AMP_OK);              /* the same: silent */
+	cr_assert_eq(amp_config_set(ctx, "gradient_clipping", "1"), AMP_OK); /* not in the env */
+	cr_assert_eq(amp_config_set(ctx, "precision_mode", "force_fp32"), AMP_OK);
+	cr_assert_eq(ctx->cfg.mode, AMP_MODE_FORCE_FP32, "the program's setting wins");
+	cr_assert_str_eq(amp_config_get(ctx, "precision_mode"), "force_fp32");
+	amp_ctx_free(ctx);
+	fflush(stderr);
+	char buf[1024];
+	size_t n = fread(buf, 1, sizeof buf - 1, cr_get_redirected_stderr());
+	buf[n] = 0;
+	cr_assert_str_eq(buf, "libamprt: warning: environment AMP_PRECISION_MODE="
+	                      "allow_mix_precision_bf16 is overridden by the program: "
+	                      "amp_config_set(precision_mode, force_fp32)\n");
+}
+
+/* A value amp_config_get returned stays valid while other keys are read (each has its own
+ * buffer): two numbers in one printf. */
+Test(config, get_values_survive_reads_of_other_keys)
+{
+	amp_ctx *ctx;
+	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_config_set(ctx, "seed", "7"), AMP_OK);
+	const char *seed = amp_config_get(ctx, "seed");
+	const char *init = amp_config_get(ctx, "loss_scale_init");
+	const char *interval = amp_config_get(ctx, "loss_scale_growth_interval");
+	cr_assert_str_eq(seed, "7");
+	cr_assert_str_eq(init, "128");
+	cr_assert_str_eq(interval, "2000");
+	amp_ctx_free(ctx);
 }
 
 Test(config, amp_config_env_path)

@@ -548,7 +548,6 @@ Test(optim, options_validated)
 	amp_ctx *ctx = mkctx(NULL);
 	amp_optim *o = NULL;
 	amp_sgd_options bad_sgd[] = {
-	    {.lr = 0},
 	    {.lr = -1},
 	    {.lr = NAN},
 	    {.lr = 0.1f, .momentum = 1},
@@ -562,8 +561,14 @@ Test(optim, options_validated)
 	for (size_t i = 0; i < sizeof bad_sgd / sizeof bad_sgd[0]; i++)
 		cr_assert_eq(amp_optim_sgd_new(ctx, &bad_sgd[i], &o), AMP_EINVAL, "case %zu", i);
 	cr_assert_eq(amp_optim_sgd_new(ctx, NULL, &o), AMP_EINVAL);
+	/* an lr of 0, as amp_optim_set_lr takes it: a warm-up from 0 */
+	cr_assert_eq(amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 0}, &o), AMP_OK);
+	cr_assert_eq(
+	    amp_optim_adamw_new(
+	        ctx, &(amp_adamw_options){.lr = 0, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
+	        &o),
+	    AMP_OK);
 	amp_adamw_options bad_adam[] = {
-	    {.lr = 0, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
 	    {.lr = 1e-3f, .beta1 = 1, .beta2 = 0.999f, .eps = 1e-8f},
 	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 1, .eps = 1e-8f},
 	    {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 0},

@@ -517,6 +517,26 @@ Test(checkpoint, scaler_state_restored)
 	rmtmp();
 }
 
+/* A label of any length round-trips (labels are copied whole, the file holds its length). */
+Test(checkpoint, long_label_round_trip)
+{
+	mktmp();
+	static char label[5000];
+	memset(label, 'w', sizeof label - 1);
+	amp_ctx *a, *b;
+	amp_tensor *wa, *wb;
+	cr_assert_eq(amp_ctx_new(NULL, &a, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_ctx_new(NULL, &b, NULL, 0), AMP_OK);
+	cr_assert_eq(amp_param_new(a, label, amp_shape1(2), AMP_INIT_NORMAL, 1, &wa), AMP_OK);
+	cr_assert_eq(amp_param_new(b, label, amp_shape1(2), AMP_INIT_ZEROS, 0, &wb), AMP_OK);
+	cr_assert_eq(amp_checkpoint_save(a, in_tmp("l.ckpt")), AMP_OK, "%s", amp_ctx_error(a));
+	cr_assert_eq(amp_checkpoint_load(b, in_tmp("l.ckpt")), AMP_OK, "%s", amp_ctx_error(b));
+	cr_assert_eq(memcmp(amp_tensor_data(wa), amp_tensor_data(wb), 2 * sizeof(float)), 0);
+	amp_ctx_free(a);
+	amp_ctx_free(b);
+	rmtmp();
+}
+
 /* Save writes a temporary file and renames it: afterwards only the checkpoint is there, and
  * saving again replaces it whole. */
 Test(checkpoint, atomic_replace_leaves_no_temporary)

@@ -147,11 +147,14 @@ const char *amp_ctx_error(const amp_ctx *ctx);
  *                       of amp_run_stats), with an optional k, m or g suffix (KiB, MiB,
  *                       GiB); 0 (default) is no limit.  An allocation past it fails with
  *                       AMP_ELIMIT, naming the op, its layer and the bytes
- * Returns AMP_ECONFIG for an unknown key, bad value or unknown op name. */
+ * Returns AMP_ECONFIG for an unknown key, bad value or unknown op name; AMP_ESTATE for a
+ * loss_scale* key after the first step, memory_optimize inside a step, or a precision mode
+ * whose kind of loss scaling differs from the scaler's once it has decided a step. */
 int amp_config_set(amp_ctx *ctx, const char *key, const char *value);
 /* Reads an amp.cfg file of "key = value" lines ('#' starts a comment). */
 int amp_config_load(amp_ctx *ctx, const char *path);
-/* Current value of a key as text, or NULL for an unknown key. Valid until the next set. */
+/* Current value of a key as text, or NULL for an unknown key.  Valid until the next set (or
+ * read) of that key, whatever other keys are read meanwhile. */
 const char *amp_config_get(amp_ctx *ctx, const char *key);
 
 /* Training mode (default on) records the tape and applies dropout; off is inference. */
@@ -367,7 +370,10 @@ typedef struct amp_adamw_options {
 	float weight_decay;          /* decoupled, applied as p -= lr * wd * p */
 } amp_adamw_options;
 
-/* Optimizers act on every parameter of the context.  Owned by the context. */
+/* Optimizers act on every parameter of the context.  Owned by the context.  AMP_EINVAL for
+ * NULL options or out, or a value out of range: lr finite and >= 0 (0: a warm-up from 0,
+ * amp_optim_set_lr), momentum and betas in [0, 1), eps finite and > 0, weight_decay finite and
+ * >= 0. */
 int amp_optim_sgd_new(amp_ctx *ctx, const amp_sgd_options *opt, amp_optim **out);
 int amp_optim_adamw_new(amp_ctx *ctx, const amp_adamw_options *opt, amp_optim **out);
 /* A new learning rate from the next amp_optim_step (0 included: a warm-up from 0, a decay to
