@@ -9,8 +9,9 @@
 #   tests/transcripts.sh NAME...    the same for these blocks only (the profiles they read must
 #                                   be there from a whole run)
 #   tests/transcripts.sh --check    only check that the README's marked blocks and the table
-#                                   agree (the same names, the same "$ " command lines); fast,
-#                                   run by tests/e2e/analyses.sh
+#                                   agree (the same names, the same "$ " command lines) and
+#                                   that every block holds output; fast, run by
+#                                   tests/e2e/analyses.sh
 #
 # Run it from a clean clone (the paths it prints are the clone's): it needs nothing outside
 # the repository but the packages `make deps` installs, and writes its profiles (profile.db,
@@ -93,6 +94,16 @@ check() {
 		diff <(sort <<< "$want") <(sort <<< "$got") >&2 || true
 		return 1
 	fi
+	# a block with its commands and nothing they printed was never run (a rewrite fills it)
+	[ "${1:-}" = --commands-only ] && return 0
+	local empty
+	empty=$(awk '/^<!-- transcript [a-z0-9-]+ -->$/ { name = $3; inb = 1; out = 0; next }
+	             /^<!-- \/transcript -->$/ { if (inb && !out) print name; inb = 0; next }
+	             inb && !/^\$ / && !/^```$/ && !/^$/ { out = 1 }' "$README")
+	if [ -n "$empty" ]; then
+		echo "transcripts: block(s) without output: $(tr '\n' ' ' <<< "$empty")(run tests/transcripts.sh NAME)" >&2
+		return 1
+	fi
 	echo "transcripts: $(names | wc -l) blocks, $(wc -l <<< "$want") commands, README and table agree"
 }
 
@@ -101,7 +112,7 @@ if [ "${1:-}" = --check ]; then
 	exit
 fi
 case ${1:-} in -*) echo "usage: tests/transcripts.sh [--check | NAME...]" >&2; exit 2 ;; esac
-check > /dev/null || { check; exit 1; }
+check --commands-only > /dev/null || { check --commands-only; exit 1; }
 run_names=$(names)
 if [ $# -gt 0 ]; then
 	for n in "$@"; do
@@ -114,6 +125,8 @@ make -j2 all > /dev/null
 # what the blocks write, so that each command runs as on a clean clone
 [ $# -gt 0 ] || rm -rf npy profile.db bf16.db fp16.db fp32-epoch.db run.db fp32.db amp.db \
 	un_fp32.db un_fp16.db dp.db dp.0.db dp.1.db
+# the data-parallel block writes its profiles without --force: run alone, it starts afresh too
+! grep -qx dist-run <<< "$run_names" || rm -f dp.db dp.0.db dp.1.db
 # the data-parallel blocks' mpirun, as root (a fresh machine's user here) and on one host
 [ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
@@ -127,11 +140,13 @@ while read -r name; do
 			[ $first -eq 1 ] || echo
 			first=0
 			echo "\$ $cmd"
+			# stdin from /dev/null: a command that reads it (mpirun forwards it to rank 0)
+			# would eat the block's next commands
 			if [ "$cmd" = "make demo" ]; then
 				echo "..."
-				LC_ALL=C.UTF-8 bash tests/demo.sh 2>&1 || true
+				LC_ALL=C.UTF-8 bash tests/demo.sh </dev/null 2>&1 || true
 			else
-				LC_ALL=C.UTF-8 bash -c "$cmd" 2>&1 || true
+				LC_ALL=C.UTF-8 bash -c "$cmd" </dev/null 2>&1 || true
 			fi
 		done <<< "$(commands_of "$name")"
 		echo '```'
