@@ -798,7 +798,7 @@ check_true "killed rank: the report's first line says how each rank ended, the k
 # by default, and rank 0 has no "no origin" row beside rank 1's origin
 "$B/bin/ampprof" report merged.db >mreport.out 2>&1
 check_true "merged report: next names the rank of the first origin" \
-	grep -Eq "^  next +ampdump --step 4 --rank 1 --db merged.db +\(the first origin, step 4, rank 1\)" mreport.out
+	grep -Eq "^  next +$B/bin/ampdump --step 4 --rank 1 --db merged.db +\(the first origin, step 4, rank 1\)" mreport.out
 "$B/bin/ampdump" --step 4 --db merged.db >mstep.out 2>mstep.err
 check_true "ampdump --step 4 on the merged profile: reads rank 1, where the overflow began" \
 	grep -q "reading rank 1, where step 4's non-finite values began" mstep.err

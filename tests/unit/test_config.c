@@ -375,6 +375,15 @@ static void setup_stderr(void)
 	cr_redirect_stderr();
 }
 
+/* What the test wrote to the redirected stderr so far, into buf. */
+static const char *stderr_text(char *buf, size_t len)
+{
+	fflush(stderr);
+	size_t n = fread(buf, 1, len - 1, cr_get_redirected_stderr());
+	buf[n] = 0;
+	return buf;
+}
+
 Test(config, env_unknown_variable_warns, .init = setup_stderr)
 {
 	setenv("AMP_PRECISON_MODE", "force_fp16", 1);
@@ -386,12 +395,10 @@ Test(config, env_unknown_variable_warns, .init = setup_stderr)
 	amp_ctx_free(ctx);
 	cr_assert_eq(amp_ctx_new(NULL, &ctx, NULL, 0), AMP_OK); /* said once per process */
 	amp_ctx_free(ctx);
-	fflush(stderr);
 	char buf[1024];
-	size_t n = fread(buf, 1, sizeof buf - 1, cr_get_redirected_stderr());
-	buf[n] = 0;
-	cr_assert_str_eq(buf, "libamprt: warning: environment AMP_PRECISON_MODE is not one of its "
-	                      "settings and is ignored (did you mean AMP_PRECISION_MODE?)\n");
+	cr_assert_str_eq(stderr_text(buf, sizeof buf),
+	                 "libamprt: warning: environment AMP_PRECISON_MODE is not one of its "
+	                 "settings and is ignored (did you mean AMP_PRECISION_MODE?)\n");
 }
 
 /* The program's amp_config_set wins over the environment, and says so when it changes what
@@ -409,13 +416,11 @@ Test(config, env_overridden_by_the_program_warns, .init = setup_stderr)
 	cr_assert_eq(ctx->cfg.mode, AMP_MODE_FORCE_FP32, "the program's setting wins");
 	cr_assert_str_eq(amp_config_get(ctx, "precision_mode"), "force_fp32");
 	amp_ctx_free(ctx);
-	fflush(stderr);
 	char buf[1024];
-	size_t n = fread(buf, 1, sizeof buf - 1, cr_get_redirected_stderr());
-	buf[n] = 0;
-	cr_assert_str_eq(buf, "libamprt: warning: environment AMP_PRECISION_MODE="
-	                      "allow_mix_precision_bf16 is overridden by the program: "
-	                      "amp_config_set(precision_mode, force_fp32)\n");
+	cr_assert_str_eq(stderr_text(buf, sizeof buf),
+	                 "libamprt: warning: environment AMP_PRECISION_MODE="
+	                 "allow_mix_precision_bf16 is overridden by the program: "
+	                 "amp_config_set(precision_mode, force_fp32)\n");
 }
 
 /* A value amp_config_get returned stays valid while other keys are read (each has its own
