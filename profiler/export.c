@@ -38,18 +38,18 @@ static void json_real_col(FILE *f, sqlite3_stmt *st, int i)
 /* The tracks: every thread of the profile (threads, or only named by its events) with its
  * real pid and tid; a thread the threads table lacks (a collector that died before writing
  * it) gets the run's pid and a tid above any Linux tid (pid_max <= 2^22).  In a merged
- * profile of several ranks the process of a track is its rank (pids of ranks on other hosts
- * may be equal), and real_pid the pid.  Reads the temporary view xthreads (id, pid, tid,
- * rank) that prof_export_chrome makes. */
-#define TRACKS_CTE \
-    "WITH ids(id) AS (SELECT id FROM xthreads UNION SELECT thread FROM steps" \
-    "  UNION SELECT thread FROM op_events UNION SELECT thread FROM copy_events)," \
-    " tr0(id, pid, tid, rank) AS (SELECT i.id, coalesce(t.pid, (SELECT CAST(value AS INTEGER)" \
-    "  FROM meta WHERE key = 'pid'), 1), coalesce(t.tid, 1073741824 + i.id)," \
-    "  coalesce(t.rank, 0) FROM ids i LEFT JOIN xthreads t ON t.id = i.id WHERE i.id IS NOT" \
-    "  NULL)," \
-    " tr(id, pid, tid, real_pid, rank) AS (SELECT id, CASE WHEN (SELECT count(DISTINCT rank)" \
-    "  FROM tr0) > 1 THEN rank ELSE pid END, tid, pid, rank FROM tr0) "
+ * profile of several ranks the process of a track is its rank plus one (pids of ranks on other
+ * hosts may be equal; trace viewers treat pid 0 as the idle task), and real_pid the pid.  Reads the
+ * temporary view xthreads (id, pid, tid, rank) that prof_export_chrome makes. */
+#define TRACKS_CTE                                                                                 \
+	"WITH ids(id) AS (SELECT id FROM xthreads UNION SELECT thread FROM steps"                  \
+	"  UNION SELECT thread FROM op_events UNION SELECT thread FROM copy_events),"              \
+	" tr0(id, pid, tid, rank) AS (SELECT i.id, coalesce(t.pid, (SELECT CAST(value AS INTEGER)" \
+	"  FROM meta WHERE key = 'pid'), 1), coalesce(t.tid, 1073741824 + i.id),"                  \
+	"  coalesce(t.rank, 0) FROM ids i LEFT JOIN xthreads t ON t.id = i.id WHERE i.id IS NOT"   \
+	"  NULL),"                                                                                 \
+	" tr(id, pid, tid, real_pid, rank) AS (SELECT id, CASE WHEN (SELECT count(DISTINCT rank)"  \
+	"  FROM tr0) > 1 THEN rank + 1 ELSE pid END, tid, pid, rank FROM tr0) "
 
 enum trace_kind { TRACE_STEP, TRACE_OP, TRACE_COPY, TRACE_SCALE, TRACE_MEMORY, TRACE_COMM };
 

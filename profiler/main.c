@@ -486,7 +486,8 @@ static const amp_opt_spec export_spec = {
     .usage = export_usage,
     .about = "Writes a profile as a Chrome trace (chrome://tracing, Perfetto) or one of its\n"
              "tables as CSV.  The profile defaults to profile.db.  Strings are valid UTF-8\n"
-             "(invalid bytes become U+FFFD); CSV replaces control characters with U+FFFD;\n"
+             "(invalid bytes become U+FFFD); CSV replaces control characters other than\n"
+             "tab, CR and LF with U+FFFD (a field holding those is quoted, RFC 4180);\n"
              "a trace number that is not finite is null.",
     .opts = export_opts,
     .n_opts = sizeof export_opts / sizeof export_opts[0],
@@ -498,7 +499,7 @@ static const amp_opt_spec export_spec = {
 static int cmd_export(int argc, char **argv)
 {
 	const amp_opt_spec *sp = &export_spec;
-	const char *format = NULL, *table = "ops", *output = NULL, *val;
+	const char *format = NULL, *table = NULL, *output = NULL, *val;
 	amp_opt_state ps;
 	int c;
 	amp_opt_begin(&ps, sp, argc, argv);
@@ -520,6 +521,12 @@ static int cmd_export(int argc, char **argv)
 	if (!format)
 		return usage_error(sp, "use --format=chrome or --format=csv", "%s",
 		                   "export needs --format");
+	if (table && strcmp(format, "chrome") == 0)
+		return usage_error(sp,
+		                   "a Chrome trace holds every table's events; --table is for CSV",
+		                   "--table=%s cannot be used with --format=chrome", table);
+	if (!table)
+		table = "ops";
 	if (argc - ps.optind > 1)
 		return usage_error(sp, NULL, "too many arguments: '%s'", argv[ps.optind + 1]);
 	const char *path = ps.optind < argc ? argv[ps.optind] : "profile.db";

@@ -79,13 +79,34 @@ out:
 	return rc;
 }
 
+/* A traced step that did not end (a killed run's last one, on some rank) leaves its events
+ * out: the rows are per step that ended, as the header's time per step.  The events'
+ * filter then, "" without such a step. */
+#define ENDED_STEPS_ONLY                                                                           \
+	" JOIN main.steps st ON st.step = e.step AND st.rank IS e.rank AND st.detail = 1 AND"      \
+	" st.dur_ns IS NOT NULL"
+static int has_unended(sqlite3 *db)
+{
+	int64_t n = 0;
+	if (!amp_profile_has_column(db, "op_events", "rank"))
+		return 0;
+	amp_profile_query_int64(
+	    db, &n, "SELECT count(*) FROM main.steps WHERE detail = 1 AND dur_ns IS NULL", NULL);
+	return n > 0;
+}
+
 /* The op signatures with their calls and time: stored by finalize, or counted from the
- * events of a profile that was not finalized. */
+ * events of a profile that was not finalized or has a traced step that did not end. */
 static const char *op_source(sqlite3 *db)
 {
 	int64_t unset = 1;
 	amp_profile_query_int64(db, &unset, "SELECT count(*) FROM op_sigs WHERE calls IS NULL",
 	                        NULL);
+	if (has_unended(db))
+		return "SELECT s.op, s.label, s.phase, s.exec_dtype, count(*) AS n, sum(e.dur_ns) "
+		       "AS t "
+		       "FROM op_events e JOIN op_sigs s ON s.id = e.sig" ENDED_STEPS_ONLY
+		       " GROUP BY e.sig";
 	return unset == 0 ? "SELECT op, label, phase, exec_dtype, calls AS n, total_ns AS t "
 	                    "FROM op_sigs WHERE calls > 0"
 	                  : "SELECT s.op, s.label, s.phase, s.exec_dtype, count(*) AS n, "
@@ -98,6 +119,9 @@ static const char *copy_source(sqlite3 *db)
 	int64_t unset = 1;
 	amp_profile_query_int64(db, &unset, "SELECT count(*) FROM copy_sigs WHERE calls IS NULL",
 	                        NULL);
+	if (has_unended(db))
+		return "SELECT s.kind, count(*) AS n, sum(e.dur_ns) AS t FROM copy_events e JOIN "
+		       "copy_sigs s ON s.id = e.sig" ENDED_STEPS_ONLY " GROUP BY e.sig";
 	return unset == 0 ? "SELECT kind, calls AS n, total_ns AS t FROM copy_sigs WHERE calls > 0"
 	                  : "SELECT s.kind, count(*) AS n, sum(e.dur_ns) AS t FROM copy_events e "
 	                    "JOIN copy_sigs s ON s.id = e.sig GROUP BY e.sig";
@@ -117,7 +141,7 @@ static int read_comm(sqlite3 *db, int traced, side *s, char *err, size_t errlen)
 	const char *src =
 	    traced ? "SELECT c.dtype AS dtype, c.dur_ns AS dur, c.wait_ns AS wait FROM main.comm c "
 	             "JOIN main.steps s ON s.step = c.step AND s.rank = c.rank AND s.detail = 1 "
-	             "WHERE c.kind = 'allreduce' AND c.bucket IS NOT NULL"
+	             "AND s.dur_ns IS NOT NULL WHERE c.kind = 'allreduce' AND c.bucket IS NOT NULL"
 	           : "SELECT dtype, dur_ns AS dur, wait_ns AS wait FROM main.comm WHERE kind = "
 	             "'allreduce' AND bucket IS NOT NULL";
 	char sql[768];
@@ -145,7 +169,7 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, int64_t *ranks, doubl
 	    {"phase", "1", AMP_DIFF_PHASE},
 	};
 	int64_t n = 0, t = 0;
-	int64_t timed = 0;
+	int64_t timed = 0, all = 0, all_t = 0;
 	amp_profile_query_int64(db, &n, "SELECT count(*) FROM main.steps WHERE detail = 1", NULL);
 	amp_profile_query_int64(
 	    db, &timed, "SELECT count(*) FROM main.steps WHERE detail = 1 AND dur_ns IS NOT NULL",
@@ -154,7 +178,16 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, int64_t *ranks, doubl
 	                        "SELECT coalesce(sum(dur_ns), 0) FROM main.steps WHERE detail = 1 "
 	                        "AND dur_ns IS NOT NULL",
 	                        NULL);
-	*steps = n;
+	/* no traced step: the steps' own totals, as every other row's */
+	amp_profile_query_int64(db, &all,
+	                        "SELECT count(*) FROM main.steps WHERE dur_ns IS NOT NULL", NULL);
+	amp_profile_query_int64(
+	    db, &all_t,
+	    "SELECT coalesce(sum(dur_ns), 0) FROM main.steps WHERE dur_ns IS NOT "
+	    "NULL",
+	    NULL);
+	/* the traced steps that ended; all of them when none did (then no time per step) */
+	*steps = timed > 0 ? timed : n;
 	*ranks = 1;
 	if (amp_profile_has_column(db, "steps", "rank"))
 		amp_profile_query_int64(db, ranks,
@@ -187,7 +220,9 @@ static int read_side(sqlite3 *db, side *s, int64_t *steps, int64_t *ranks, doubl
 		return -1;
 	if (read_comm(db, n > 0, s, err, errlen) < 0)
 		return -1;
-	if (push(s, AMP_DIFF_PHASE, "step", "", n, t) < 0) {
+	/* the step row: the steps that ended (a killed run's last one has no duration); without a
+	 * traced step, the totals of all steps, as the other rows' */
+	if (push(s, AMP_DIFF_PHASE, "step", "", n > 0 ? timed : all, n > 0 ? t : all_t) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}

@@ -158,6 +158,10 @@ if "$BIN/ampprof" -q -o "$OUT/w.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 
 	run "export to a full device: exit 4" 4 "$BIN/ampprof" export --format=chrome --output=/dev/full "$OUT/w.db"
 	check_true "export to a full device: the reason, not 'not an error'" \
 		grep -q "cannot write '/dev/full': No space left on device" "$OUT/err"
+	run "export --format=chrome --table: a usage error" 2 "$BIN/ampprof" export --format=chrome \
+		--table=ops "$OUT/w.db"
+	check_true "export --format=chrome --table: says why" \
+		grep -q -- "--table=ops cannot be used with --format=chrome" "$OUT/err"
 	run "report to a full stdout: exit 4" 4 sh -c '"$0" report "$1" >/dev/full' "$BIN/ampprof" "$OUT/w.db"
 	run "diff to a full stdout: exit 4" 4 sh -c '"$0" diff "$1" "$1" >/dev/full' "$BIN/ampprof" "$OUT/w.db"
 	for t in ampprof ampview ampdump; do

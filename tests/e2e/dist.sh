@@ -600,6 +600,9 @@ sqlite3 m16t.db "UPDATE steps SET detail = 0"
 check "diff: a side without traced steps has its all-reduces' totals" \
 	"$("$B/bin/ampprof" diff --kind=phase --format=csv merged.db m16t.db | grep '^phase,comm,' | cut -d, -f3-6)" \
 	"fp32,fp16,24,24"
+check "diff: a side without traced steps has its steps' totals (step row)" \
+	"$("$B/bin/ampprof" diff --kind=phase --format=csv merged.db m16t.db | grep '^phase,step,' | cut -d, -f6)" \
+	"$(sqlite3 m16t.db "SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL")"
 "$B/bin/ampview" --headless --height=80 --diff=merged.db m16.db >vdiff.out 2>&1
 check "ampview diff of merged profiles: exit 0" "$?" 0
 grep -q "per traced step of a rank (24, 24)" vdiff.out ||
@@ -788,6 +791,19 @@ check_true "killed rank: rank 0's profile is valid" test "$(sqlite3 k.0.db "PRAG
 "$B/bin/ampprof" merge -o k.db k.0.db k.1.db >k.out 2>&1
 check "killed rank: merge exit 0" "$?" 0
 grep -q "rank 1: k.1.db, killed by SIGKILL (incomplete)" k.out || bad "killed rank: the merge says how rank 1 ended" "$(cat k.out)"
+# diff against the killed rank: per traced step that ended (its last, unended step's events
+# left out), the step row as the header's time per step
+check "diff with a killed rank: per step that ended, the step row the header's mean" \
+	"$("$B/bin/ampprof" diff --kind=phase --format=json merged.db k.1.db | /usr/bin/python3 -c '
+import json, sqlite3, sys
+d = json.load(sys.stdin)
+r = [x for x in d["rows"] if x["name"] == "step"][0]
+c = sqlite3.connect("k.1.db")
+n, t = c.execute("SELECT count(*), sum(dur_ns) FROM steps WHERE detail = 1 AND dur_ns IS NOT NULL").fetchone()
+ops = c.execute("SELECT count(*) FROM op_events e JOIN steps s ON s.step = e.step AND s.rank IS e.rank WHERE s.detail = 1 AND s.dur_ns IS NOT NULL AND e.sig IN (SELECT id FROM op_sigs WHERE phase = \x27forward\x27)").fetchone()[0]
+f = [x for x in d["rows"] if x["name"] == "forward"][0]
+print(d["b_steps"] == n, r["b_calls"] == n, abs(r["b_ms"] - t / 1e6 / n) < 1e-4, f["b_calls"] == ops)')" \
+	"True True True True"
 check "killed rank: merged meta" "$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'rank.1.end'"):$(sqlite3 k.db "SELECT value FROM meta WHERE key = 'complete'")" "killed:0"
 check_true "killed rank: ampview's overview says a rank failed, not rank 0's signal" \
 	grep -q "Ended       a rank failed" <("$B/bin/ampview" --headless --panel=overview k.db 2>&1)
@@ -817,13 +833,13 @@ if /usr/bin/python3 - merged.json <<'PY'; then ok "chrome export of the merged p
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 names = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
-assert sorted(names) == [0, 1], names
-assert all(names[r].startswith("rank %d: dist_cases (pid " % r) for r in names), names
+assert sorted(names) == [1, 2], names  # rank + 1: pid 0 is the idle task to trace viewers
+assert all(names[p].startswith("rank %d: dist_cases (pid " % (p - 1)) for p in names), names
 comm = [e for e in ev if e["cat"] == "comm"]
 for r in (0, 1):
-    assert sum(1 for e in comm if e["pid"] == r and e["name"] == "allreduce") == 12, r
-assert any(e["args"]["local_overflow"] == 1 and e["pid"] == 1 for e in comm)
-assert not any(e["args"]["local_overflow"] == 1 and e["pid"] == 0 for e in comm)
+    assert sum(1 for e in comm if e["pid"] == r + 1 and e["name"] == "allreduce") == 12, r
+assert any(e["args"]["local_overflow"] == 1 and e["pid"] == 2 for e in comm)
+assert not any(e["args"]["local_overflow"] == 1 and e["pid"] == 1 for e in comm)
 PY
 # buckets in flight together: each on a track of its own, so that the trace's slices nest
 AMP_ALLREDUCE_BUCKET_KB=4 "${MPI[@]}" -np 2 "$B/bin/ampprof" -q -o "bk.%r.db" -- \
