@@ -38,9 +38,9 @@ static void json_real_col(FILE *f, sqlite3_stmt *st, int i)
 /* The tracks: every thread of the profile (threads, or only named by its events) with its
  * real pid and tid; a thread the threads table lacks (a collector that died before writing
  * it) gets the run's pid and a tid above any Linux tid (pid_max <= 2^22).  In a merged
- * profile of several ranks the process of a track is its rank plus one (pids of ranks on other
- * hosts may be equal; trace viewers treat pid 0 as the idle task), and real_pid the pid.  Reads the
- * temporary view xthreads (id, pid, tid, rank) that prof_export_chrome makes. */
+ * profile of several ranks the process of a track is its rank plus one (pids of ranks on
+ * other hosts may be equal; trace viewers treat pid 0 as the idle task), and real_pid the
+ * pid.  Reads the temporary view xthreads (id, pid, tid, rank) that prof_export_chrome makes. */
 #define TRACKS_CTE                                                                                 \
 	"WITH ids(id) AS (SELECT id FROM xthreads UNION SELECT thread FROM steps"                  \
 	"  UNION SELECT thread FROM op_events UNION SELECT thread FROM copy_events),"              \

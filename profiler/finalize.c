@@ -1062,14 +1062,14 @@ static int rule_nonfinite(sqlite3 *db)
 		           amp_dtype_code_from_name(dtype) >= 0;
 		if (strcmp(cls, "forward_overflow") == 0) {
 			if (have_origin && half)
+				/* clang-format off */
 				snprintf(msg, sizeof msg,
-				         "forward overflow at step %" PRId64
-				         "%s: %s (%s) output went "
-				         "non-finite in %s (%s)%s; run %s in FP32 "
-				         "(custom_black_list = %s) or "
+				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
+				         "non-finite in %s (%s)%s; run %s in FP32 (custom_black_list = %s) or "
 				         "keep its input in range",
 				         step, more, op, label, dtype, values, at, op,
 				         black_list_with(db, op, bl, sizeof bl));
+				/* clang-format on */
 			else if (have_origin) /* it ran in FP32 already: no list would change that */
 				snprintf(msg, sizeof msg,
 				         "forward overflow at step %" PRId64 "%s: %s (%s) output went "
@@ -1083,17 +1083,15 @@ static int rule_nonfinite(sqlite3 *db)
 		} else if (strcmp(cls, "underflow") == 0) {
 			/* the op to fix is the one upstream that flushed the values */
 			if (have_src) {
+				/* clang-format off */
 				snprintf(msg, sizeof msg,
-				         "underflow at step %" PRId64
-				         "%s: %s (%s) ran in %s and flushed values "
-				         "to zero or subnormal%s; %s (%s) then produced %s from "
-				         "them in %s%s; the cause "
-				         "is the %s, not %s: run %s in FP32 (custom_black_list = "
-				         "%s) or scale "
-				         "its inputs up",
-				         step, more, src_op, src_label, src_dtype, src_at, op,
-				         label, values, dtype, at, src_op, op, src_op,
-				         black_list_with(db, src_op, bl, sizeof bl));
+				         "underflow at step %" PRId64 "%s: %s (%s) ran in %s and flushed values "
+				         "to zero or subnormal%s; %s (%s) then produced %s from them in %s%s; "
+				         "the cause is the %s, not %s: run %s in FP32 (custom_black_list = %s) "
+				         "or scale its inputs up",
+				         step, more, src_op, src_label, src_dtype, src_at, op, label, values,
+				         dtype, at, src_op, op, src_op, black_list_with(db, src_op, bl, sizeof bl));
+				/* clang-format on */
 				advice_op = src_op;
 				if (src_callsite > 0)
 					callsite = src_callsite;
@@ -1110,16 +1108,15 @@ static int rule_nonfinite(sqlite3 *db)
 				         src_at);
 			else
 				snprintf(src, sizeof src, "a leaf or parameter (%s)", src_tensor);
-			snprintf(
-			    msg, sizeof msg,
-			    "automatic cast overflow at step %" PRId64
-			    "%s: the cast to %s in front of "
-			    "%s (%s)%s overflowed: its source '%s', %s, holds %.9g, above the %s "
-			    "maximum; the cast is the origin, not %s: keep those values in range "
-			    "(normalize or scale them down) or run %s in FP32 (custom_black_list = "
-			    "%s)",
-			    step, more, dtype, op, label, at, src_tensor, src, src_absmax, dtype,
-			    op, op, black_list_with(db, op, bl, sizeof bl));
+			/* clang-format off */
+			snprintf(msg, sizeof msg,
+			         "automatic cast overflow at step %" PRId64 "%s: the cast to %s in front of "
+			         "%s (%s)%s overflowed: its source '%s', %s, holds %.9g, above the %s "
+			         "maximum; the cast is the origin, not %s: keep those values in range "
+			         "(normalize or scale them down) or run %s in FP32 (custom_black_list = %s)",
+			         step, more, dtype, op, label, at, src_tensor, src, src_absmax, dtype, op, op,
+			         black_list_with(db, op, bl, sizeof bl));
+			/* clang-format on */
 			if (have_src) {
 				advice_op = src_op;
 				if (src_callsite > 0)

@@ -329,8 +329,8 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 	for (amp_param *p = ctx->params; p; p = p->next) {
 		amp_tensor *m = p->master;
 		uint32_t ll = get_u32(r);
-		const char *label =
-		    take(r, ll); /* any length the file holds: save wrote it whole */
+		/* any length the file holds: save wrote it whole */
+		const char *label = take(r, ll);
 		uint32_t ndim = get_u32(r);
 		amp_shape s = {0};
 		s.ndim = (int)(ndim <= AMP_MAX_DIMS ? ndim : 0);
