@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "batch.h"
 #include "data.h"
@@ -73,6 +75,7 @@ static int train_epochs(run *r)
 		if (r->stop_after && epoch - r->first_epoch >= r->stop_after)
 			break;
 		double t_epoch = ex_now();
+		int cut = 0; /* --steps ended the run inside this epoch */
 		ex_shuffle(r->order, n_train, &r->rng);
 		for (int64_t start = 0; start < n_train; start += opt->batch) {
 			const int64_t global = n_train - start < opt->batch ? n_train - start : opt->batch;
@@ -104,6 +107,7 @@ static int train_epochs(run *r)
 			ex_meter_step(&meter, r->steps, epoch, loss, amp_loss_scale(r->ctx), global);
 			if (opt->steps && r->steps >= opt->steps) {
 				done = 1;
+				cut = start + opt->batch < n_train;
 				break;
 			}
 		}
@@ -115,16 +119,53 @@ static int train_epochs(run *r)
 		/* between steps, before evaluation steps move the step counter; with --dist every
 		 * rank holds the same state (made whole on every rank first: optimizer_sharding
 		 * leaves each rank's masters current in its share only), and rank 0 writes it */
-		if (r->checkpoint && !done && (rc = ex_dist_consolidate(&r->dist, r->ctx)))
+		if (r->checkpoint && !cut && (rc = ex_dist_consolidate(&r->dist, r->ctx)))
 			return rc;
-		if (r->checkpoint && !done && r->dist.rank == 0) {
+		if (r->checkpoint && !cut && r->dist.rank == 0) {
 			if ((rc = amp_checkpoint_save(r->ctx, r->checkpoint)))
 				return rc;
 			printf("checkpoint %s: step %lld, epoch %lld\n", r->checkpoint,
 			       (long long)amp_step_index(r->ctx), (long long)epoch);
 		}
+		/* a checkpoint is an epoch's end (--resume replays whole epochs): said, not left
+		 * for the user to find missing */
+		if (r->checkpoint && cut && r->dist.rank == 0)
+			printf(
+			    "checkpoint %s: not written for epoch %lld: --steps %lld ended the run "
+			    "inside it (checkpoints are taken at epoch ends)\n",
+			    r->checkpoint, (long long)epoch, (long long)opt->steps);
 	}
 	return AMP_OK;
+}
+
+/* Whether a --checkpoint path can be written, before any training: a regular file or none
+ * there, in a folder that exists and takes new files (the save writes a temporary file beside
+ * it and renames it).  0, or -1 with the reason in why. */
+static int checkpoint_path_ok(const char *path, char *why, size_t len)
+{
+	struct stat st;
+	if (!*path) {
+		snprintf(why, len, "an empty path");
+		return -1;
+	}
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		snprintf(why, len, "not a regular file");
+		return -1;
+	}
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	if (slash && slash == path)
+		snprintf(dir, sizeof dir, "/");
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(why, len, "its folder '%s' does not exist", dir);
+		return -1;
+	}
+	if (access(dir, W_OK | X_OK) != 0) {
+		snprintf(why, len, "its folder '%s' cannot be written", dir);
+		return -1;
+	}
+	return 0;
 }
 
 /* --resume: loads the checkpoint and replays the epochs' shuffles it covers, so that the run
@@ -282,6 +323,12 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		r.opt.log_every = 0; /* rank 0 speaks for all */
 	if (stop_after < 0) {
 		fprintf(stderr, "%s: --stop-after: expected N >= 0\n", prog.name);
+		return 2;
+	}
+	/* said now, not after an epoch of training */
+	char why[4200];
+	if (checkpoint && checkpoint_path_ok(checkpoint, why, sizeof why) != 0) {
+		fprintf(stderr, "%s: --checkpoint '%s': %s\n", prog.name, checkpoint, why);
 		return 2;
 	}
 	r.checkpoint = checkpoint;

@@ -90,6 +90,19 @@ check "mlp_fashion: resumed result = uninterrupted result" "$(res mlp2.out)" "$(
 "$MLP" --epochs 2 --batch 500 --resume mlp.ckpt >mlp4.out 2>&1
 check_true "mlp_fashion: resuming with another batch size (inside an epoch) refused" \
 	grep -q "inside an epoch of 120 steps (batch 500)" mlp4.out
+# --steps ending on an epoch's end takes its checkpoint; inside an epoch it says none was taken
+"$MLP" --epochs 2 --batch 1000 --steps 60 --test-limit 100 --checkpoint s60.ckpt >s60.out 2>&1
+check "mlp_fashion --steps 60 (one epoch of batch 1000): its checkpoint" \
+	"$(grep -c '^checkpoint s60.ckpt: step 59, epoch 1$' s60.out)|$(test -s s60.ckpt && echo written)" "1|written"
+"$MLP" --epochs 2 --batch 1000 --steps 30 --test-limit 100 --checkpoint s30.ckpt >s30.out 2>&1
+check "mlp_fashion --steps 30 (inside the epoch): no checkpoint, and says so" \
+	"$(grep -c '^checkpoint s30.ckpt: not written for epoch 1: --steps 30 ended the run inside it' s30.out)|$(test -e s30.ckpt && echo written)" "1|"
+# a checkpoint path that cannot be written is a usage error before any training
+"$MLP" --epochs 1 --checkpoint /nonexistent-dir/x.ckpt >mlp5.out 2>&1
+check "mlp_fashion: an unwritable --checkpoint refused at once (exit 2, nothing trained)" \
+	"$?|$(grep -c '^epoch 1' mlp5.out)" "2|0"
+check_true "mlp_fashion: an unwritable --checkpoint: says why" \
+	grep -q "^mlp_fashion: --checkpoint '/nonexistent-dir/x.ckpt': its folder '/nonexistent-dir' does not exist$" mlp5.out
 
 # ---- memory_optimize and memory_limit -------------------------------------------------------
 "$AMPPROF" -q -o mem0.db -- "$TRAIN" --steps 4 --print >mem0.out
