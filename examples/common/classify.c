@@ -5,6 +5,7 @@
  */
 #include "classify.h"
 
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,10 +131,9 @@ static int train_epochs(run *r)
 		/* a checkpoint is an epoch's end (--resume replays whole epochs): said, not left
 		 * for the user to find missing */
 		if (r->checkpoint && cut && r->dist.rank == 0)
-			printf(
-			    "checkpoint %s: not written for epoch %lld: --steps %lld ended the run "
-			    "inside it (checkpoints are taken at epoch ends)\n",
-			    r->checkpoint, (long long)epoch, (long long)opt->steps);
+			printf("checkpoint %s: not written for epoch %lld: --steps %lld ended the run "
+			       "inside it (checkpoints are taken at epoch ends)\n",
+			       r->checkpoint, (long long)epoch, (long long)opt->steps);
 	}
 	return AMP_OK;
 }
@@ -152,11 +152,9 @@ static int checkpoint_path_ok(const char *path, char *why, size_t len)
 		snprintf(why, len, "not a regular file");
 		return -1;
 	}
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-	if (slash && slash == path)
-		snprintf(dir, sizeof dir, "/");
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s", path);
+	const char *dir = dirname(buf); /* "." for a bare name, "/" for "/x" */
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(why, len, "its folder '%s' does not exist", dir);
 		return -1;
