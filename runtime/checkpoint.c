@@ -16,7 +16,9 @@
  *           u32 optimizer count, then per optimizer: u32 kind, i64 update count, f32 lr;
  *           (format 2 on) per parameter, in the same order: u8 has gradient [f32 g[numel]]:
  *           the gradients held between steps (accumulated by steps without an update), which
- *           the run that never stopped adds its next steps to.
+ *           the run that never stopped adds its next steps to;
+ *           (format 3 on) u32 note bytes, the program's note (amp_checkpoint_set_note: its
+ *           flags, say, that a resume must match), without a NUL.
  * Load validates everything (checksum, then every count, label and shape against the context)
  * before it changes anything, so a refused checkpoint leaves the context as it was.
  */
@@ -37,7 +39,7 @@
 #include <zlib.h>
 
 #define CKPT_MAGIC "AMPCKPT"      /* 8 bytes with its NUL */
-#define CKPT_VERSION 2u
+#define CKPT_VERSION 3u
 #define CKPT_HDR 32u
 /* The payload's first fields, the run's counters (step, RNG state, op sequence, steps ended,
  * overflowed, skipped, clipped), are each rank's own in a data-parallel run (its dropout
@@ -185,6 +187,9 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 	for (amp_param *p = ctx->params; p; p = p->next) /* between steps: settled in FP32 */
 		put_state(&b, p->master->grad && !p->grad_stale ? p->master->grad : NULL,
 		          p->master->numel);
+	size_t note_len = ctx->ckpt_note ? strlen(ctx->ckpt_note) : 0;
+	put_u32(&b, (uint32_t)note_len);
+	put(&b, ctx->ckpt_note, note_len);
 	if (b.oom) {
 		amp_mem_free(b.p);
 		return amp_fail(ctx, AMP_ENOMEM, "amp_checkpoint_save: out of memory");
@@ -242,6 +247,29 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 	return rc;
 }
 
+int amp_checkpoint_set_note(amp_ctx *ctx, const char *note)
+{
+	if (!ctx)
+		return AMP_EINVAL;
+	size_t len = note ? strlen(note) : 0;
+	if (len > AMP_CHECKPOINT_NOTE_MAX)
+		return amp_fail(ctx, AMP_EINVAL, "amp_checkpoint_set_note: %zu bytes, at most %d",
+		                len, AMP_CHECKPOINT_NOTE_MAX);
+	char *copy = NULL;
+	if (len && !(copy = amp_mem_realloc(NULL, len + 1)))
+		return amp_fail(ctx, AMP_ENOMEM, "amp_checkpoint_set_note: out of memory");
+	if (copy)
+		memcpy(copy, note, len + 1);
+	amp_mem_free(ctx->ckpt_note);
+	ctx->ckpt_note = copy;
+	return AMP_OK;
+}
+
+const char *amp_checkpoint_note(const amp_ctx *ctx)
+{
+	return ctx && ctx->ckpt_note ? ctx->ckpt_note : "";
+}
+
 /* ---- reading ----------------------------------------------------------------------------- */
 
 typedef struct rbuf {
@@ -282,10 +310,16 @@ static int bad(amp_ctx *ctx, const char *path, const char *why)
 	return amp_fail(ctx, AMP_EFORMAT, "checkpoint '%s': %s", path, why);
 }
 
-/* One pass over the payload: with apply = 0 it only checks that the file fits the context;
- * with apply = 1 (after a clean check) it loads it. */
+typedef struct note_view {
+	const char *p; /* into the file's bytes, not NUL-terminated */
+	size_t len;
+} note_view;
+
+/* One pass over the payload: with apply = 0 it only checks that the file fits the context
+ * (and finds the note, note_out not NULL); with apply = 1 (after a clean check) it loads
+ * the training state. */
 static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, int apply,
-                     uint64_t *need)
+                     uint64_t *need, note_view *note_out)
 {
 	char why[400], sa[64], sb[64];
 	int64_t step = get_i64(r);
@@ -419,6 +453,15 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 		if (r->short_read)
 			return bad(ctx, path, "truncated (inside the gradients)");
 	}
+	/* the note: none before format 3 */
+	uint32_t note_len = version >= 3 ? get_u32(r) : 0;
+	const char *note = take(r, note_len);
+	if (r->short_read)
+		return bad(ctx, path, "truncated (inside the note)");
+	if (note_len > AMP_CHECKPOINT_NOTE_MAX || memchr(note, '\0', note_len))
+		return bad(ctx, path, "damaged (the note)");
+	if (note_out)
+		*note_out = (note_view){note, note_len};
 	if (r->off != r->len)
 		return bad(ctx, path, "damaged (bytes after the last section)");
 	if (owner > n_opt)
@@ -535,7 +578,17 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 		} else {
 			rbuf r = {buf + CKPT_HDR, (size_t)len, 0, 0};
 			uint64_t need = 0; /* bytes of tensors the load allocates */
-			rc = load_pass(ctx, path, &r, version, 0, &need);
+			note_view nv = {NULL, 0};
+			char *note = NULL;
+			rc = load_pass(ctx, path, &r, version, 0, &need, &nv);
+			/* the note's copy made before anything changes */
+			if (rc == AMP_OK && nv.len && !(note = amp_mem_realloc(NULL, nv.len + 1)))
+				rc = amp_fail(ctx, AMP_ENOMEM, "checkpoint '%s': out of memory",
+				              path);
+			if (note) {
+				memcpy(note, nv.p, nv.len);
+				note[nv.len] = '\0';
+			}
 			if (rc == AMP_OK) { /* memory_limit refuses before anything changes */
 				ctx->cur_what = "amp_checkpoint_load";
 				ctx->cur_label = NULL;
@@ -544,8 +597,15 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 			}
 			if (rc == AMP_OK) {
 				r.off = 0;
-				rc = load_pass(ctx, path, &r, version, 1, &need);
+				rc = load_pass(ctx, path, &r, version, 1, &need, NULL);
 			}
+			if (rc ==
+			    AMP_OK) { /* the file's note replaces the context's (none: none) */
+				amp_mem_free(ctx->ckpt_note);
+				ctx->ckpt_note = note;
+				note = NULL;
+			}
+			amp_mem_free(note);
 			if (rc == AMP_OK) { /* what data-parallel ranks compare (amp_dist_shared_state) */
 				ctx->ckpt_loads++;
 				ctx->update_hist = 0; /* the updates' history starts again here */

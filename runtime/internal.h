@@ -246,6 +246,7 @@ struct amp_ctx {
 	uint64_t rng_state;      /* dropout stream */
 	int64_t ckpt_loads;      /* checkpoints loaded into this context, and the last one's */
 	uint32_t ckpt_crc;       /* training state's checksum: what data-parallel ranks compare */
+	char *ckpt_note;         /* the program's note (amp_checkpoint_set_note), or NULL */
 	uint64_t update_hist;    /* hash of every update's hyperparameters since the start or the
 	                            last load (ranks compare it: amp_dist_shared_state) */
 	struct amp_check_ctx *check; /* non-finite check state (check.c), NULL until first check */

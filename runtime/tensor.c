@@ -895,5 +895,6 @@ void amp_ctx_free(amp_ctx *ctx)
 	for (size_t i = 0; i < ctx->n_persist; i++)
 		amp_mem_free(ctx->persist[i]);
 	amp_mem_free(ctx->persist);
+	amp_mem_free(ctx->ckpt_note);
 	amp_mem_free(ctx);
 }

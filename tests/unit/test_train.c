@@ -659,8 +659,8 @@ Test(checkpoint, damaged_newer_and_mismatched_refused)
 
 	snprintf(p, sizeof p, "%s", in_tmp("newer.ckpt"));
 	copy_file(good, p);
-	patch(p, 8, 3); /* format version 3 */
-	refused(&n, p, AMP_EFORMAT, "format version 3 is newer");
+	patch(p, 8, 4); /* format version 4 */
+	refused(&n, p, AMP_EFORMAT, "format version 4 is newer");
 
 	snprintf(p, sizeof p, "%s", in_tmp("magic.ckpt"));
 	copy_file(good, p);
@@ -890,11 +890,37 @@ Test(checkpoint, memory_limit_refuses_before_any_change)
 /* A file of format 1 (before the held gradients were saved) still loads: its run resumes as
  * before.  Made from a format-2 file saved with no gradient held: its gradient section is one
  * zero byte per parameter, dropped, with the header's version, length and checksum. */
-Test(checkpoint, format1_files_load)
+/* A file of an older format, made from a format-3 file ck (no note) by cutting its last
+ * `cut` bytes and writing version into the header, at name. */
+static const char *older_format(const char *ck, long cut, uint32_t version, const char *name)
+{
+	long size = file_size(ck);
+	unsigned char *b = malloc((size_t)size);
+	FILE *f = fopen(ck, "rb");
+	cr_assert(b && f && fread(b, 1, (size_t)size, f) == (size_t)size);
+	fclose(f);
+	for (long i = size - cut; i < size; i++) /* no note; 4 parameters, none with a gradient */
+		cr_assert_eq(b[i], 0);
+	size -= cut;
+	uint32_t crc = (uint32_t)crc32(0, b + 32, (uInt)(size - 32));
+	uint64_t len = (uint64_t)size - 32;
+	memcpy(b + 8, &version, 4);
+	memcpy(b + 16, &len, 8);
+	memcpy(b + 24, &crc, 4);
+	const char *out = in_tmp(name);
+	f = fopen(out, "wb");
+	cr_assert(f && fwrite(b, 1, (size_t)size, f) == (size_t)size);
+	fclose(f);
+	free(b);
+	return out;
+}
+
+/* Files of formats 1 (no held gradients, no note) and 2 (no note) still load and resume. */
+Test(checkpoint, format1_and_2_files_load)
 {
 	mktmp();
 	char ck[512];
-	snprintf(ck, sizeof ck, "%s", in_tmp("v2.ckpt"));
+	snprintf(ck, sizeof ck, "%s", in_tmp("v3.ckpt"));
 	net n;
 	net_new(&n, "allow_mix_precision", NULL, NULL);
 	for (int s = 0; s < STOP; s++)
@@ -906,32 +932,81 @@ Test(checkpoint, format1_files_load)
 	net_weights(&n, wa);
 	amp_ctx_free(n.ctx);
 
-	long size = file_size(ck);
-	unsigned char *b = malloc((size_t)size);
-	FILE *f = fopen(ck, "rb");
-	cr_assert(b && f && fread(b, 1, (size_t)size, f) == (size_t)size);
-	fclose(f);
-	for (long i = size - 4; i < size; i++) /* 4 parameters, none with a gradient */
-		cr_assert_eq(b[i], 0);
-	size -= 4;
-	uint32_t version = 1, crc = (uint32_t)crc32(0, b + 32, (uInt)(size - 32));
-	uint64_t len = (uint64_t)size - 32;
-	memcpy(b + 8, &version, 4);
-	memcpy(b + 16, &len, 8);
-	memcpy(b + 24, &crc, 4);
-	const char *v1 = in_tmp("v1.ckpt");
-	f = fopen(v1, "wb");
-	cr_assert(f && fwrite(b, 1, (size_t)size, f) == (size_t)size);
-	fclose(f);
-	free(b);
+	/* format 3 ends with the note's length (0), format 2 before it with the 4 gradient flags */
+	const struct {
+		long cut;
+		uint32_t version;
+		const char *name;
+	} older[] = {{4, 2, "v2.ckpt"}, {8, 1, "v1.ckpt"}};
+	for (int i = 0; i < 2; i++) {
+		char path[512];
+		snprintf(path, sizeof path, "%s",
+		         older_format(ck, older[i].cut, older[i].version, older[i].name));
+		net_new(&n, "allow_mix_precision", NULL, NULL);
+		cr_assert_eq(amp_checkpoint_set_note(n.ctx, "set before the load"), AMP_OK);
+		cr_assert_eq(amp_checkpoint_load(n.ctx, path), AMP_OK, "%s", amp_ctx_error(n.ctx));
+		cr_assert_str_eq(amp_checkpoint_note(n.ctx), "",
+		                 "a format-%u file has no note: the context's is cleared",
+		                 older[i].version);
+		for (int s = STOP; s < STEPS; s++)
+			net_step(&n);
+		net_weights(&n, wb);
+		cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "the format-%u file resumed another run",
+		             older[i].version);
+		amp_ctx_free(n.ctx);
+	}
+	rmtmp();
+}
 
-	net_new(&n, "allow_mix_precision", NULL, NULL);
-	cr_assert_eq(amp_checkpoint_load(n.ctx, v1), AMP_OK, "%s", amp_ctx_error(n.ctx));
-	for (int s = STOP; s < STEPS; s++)
-		net_step(&n);
-	net_weights(&n, wb);
-	cr_assert_eq(memcmp(wa, wb, sizeof wa), 0, "the format-1 file resumed another run");
-	amp_ctx_free(n.ctx);
+/* The program's note goes with every save after it is set and comes back with the load,
+ * replacing the loading context's; NULL and "" clear it, past the limit is refused. */
+Test(checkpoint, note_round_trip)
+{
+	mktmp();
+	char ck[512];
+	snprintf(ck, sizeof ck, "%s", in_tmp("n.ckpt"));
+	net a, b;
+	net_new(&a, "allow_mix_precision", NULL, NULL);
+	net_new(&b, "allow_mix_precision", NULL, NULL);
+	cr_assert_str_eq(amp_checkpoint_note(a.ctx), "");
+	cr_assert_str_eq(amp_checkpoint_note(NULL), "");
+	const char *note = "batch 64\nlr 0.05\nlosses 3 0x1p+0 nan\n";
+	cr_assert_eq(amp_checkpoint_set_note(a.ctx, note), AMP_OK);
+	cr_assert_str_eq(amp_checkpoint_note(a.ctx), note);
+	net_step(&a);
+	cr_assert_eq(amp_checkpoint_save(a.ctx, ck), AMP_OK, "%s", amp_ctx_error(a.ctx));
+	cr_assert_eq(amp_checkpoint_set_note(b.ctx, "b's own"), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(b.ctx, ck), AMP_OK, "%s", amp_ctx_error(b.ctx));
+	cr_assert_str_eq(amp_checkpoint_note(b.ctx), note, "the loaded note replaces b's");
+
+	/* cleared: the next save has none, and its load clears the loader's */
+	cr_assert_eq(amp_checkpoint_set_note(a.ctx, NULL), AMP_OK);
+	cr_assert_str_eq(amp_checkpoint_note(a.ctx), "");
+	cr_assert_eq(amp_checkpoint_save(a.ctx, ck), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(b.ctx, ck), AMP_OK, "%s", amp_ctx_error(b.ctx));
+	cr_assert_str_eq(amp_checkpoint_note(b.ctx), "");
+	cr_assert_eq(amp_checkpoint_set_note(a.ctx, "x"), AMP_OK);
+	cr_assert_eq(amp_checkpoint_set_note(a.ctx, ""), AMP_OK);
+	cr_assert_str_eq(amp_checkpoint_note(a.ctx), "");
+
+	/* the largest note round-trips; one byte more is refused and the old note kept */
+	size_t max = AMP_CHECKPOINT_NOTE_MAX;
+	char *big = malloc(max + 2);
+	cr_assert(big);
+	memset(big, 'n', max + 1);
+	big[max] = '\0';
+	cr_assert_eq(amp_checkpoint_set_note(a.ctx, big), AMP_OK);
+	cr_assert_eq(amp_checkpoint_save(a.ctx, ck), AMP_OK);
+	cr_assert_eq(amp_checkpoint_load(b.ctx, ck), AMP_OK, "%s", amp_ctx_error(b.ctx));
+	cr_assert_eq(strlen(amp_checkpoint_note(b.ctx)), max);
+	big[max] = 'n';
+	big[max + 1] = '\0';
+	cr_assert_eq(amp_checkpoint_set_note(a.ctx, big), AMP_EINVAL);
+	cr_assert(strstr(amp_ctx_error(a.ctx), "at most"), "%s", amp_ctx_error(a.ctx));
+	cr_assert_eq(strlen(amp_checkpoint_note(a.ctx)), max, "a refused note changes nothing");
+	free(big);
+	amp_ctx_free(a.ctx);
+	amp_ctx_free(b.ctx);
 	rmtmp();
 }
 
@@ -974,6 +1049,35 @@ Test(checkpoint, scale_out_of_range_refused)
 	patch_payload(p, 64, &fine, sizeof fine);
 	cr_assert_eq(amp_checkpoint_load(n.ctx, p), AMP_OK, "%s", amp_ctx_error(n.ctx));
 	cr_assert_eq(amp_loss_scale(n.ctx), fine);
+	amp_ctx_free(n.ctx);
+	rmtmp();
+}
+
+/* A note with a NUL in it, or a length past its bytes, is damage even with a good checksum,
+ * and the refused load leaves the context's note as it was. */
+Test(checkpoint, damaged_note_refused)
+{
+	mktmp();
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	net_step(&n);
+	char good[512], p[512];
+	snprintf(good, sizeof good, "%s", in_tmp("good.ckpt"));
+	snprintf(p, sizeof p, "%s", in_tmp("note.ckpt"));
+	cr_assert_eq(amp_checkpoint_set_note(n.ctx, "abcd"), AMP_OK);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, good), AMP_OK);
+	cr_assert_eq(amp_checkpoint_set_note(n.ctx, "kept"), AMP_OK);
+	long payload = file_size(good) - 32; /* the note's 4 bytes end it, after their length */
+	copy_file(good, p);
+	patch_payload(p, payload - 2, "\0", 1);
+	refused(&n, p, AMP_EFORMAT, "damaged (the note)");
+	cr_assert_str_eq(amp_checkpoint_note(n.ctx), "kept");
+	copy_file(good, p);
+	uint32_t longer = 5;
+	patch_payload(p, payload - 8, &longer, 4);
+	refused(&n, p, AMP_EFORMAT, "truncated (inside the note)");
+	cr_assert_eq(amp_checkpoint_load(n.ctx, good), AMP_OK, "%s", amp_ctx_error(n.ctx));
+	cr_assert_str_eq(amp_checkpoint_note(n.ctx), "abcd");
 	amp_ctx_free(n.ctx);
 	rmtmp();
 }

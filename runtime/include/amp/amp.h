@@ -412,6 +412,15 @@ int amp_grad_clipped(const amp_ctx *ctx);
  * context as it was. */
 int amp_checkpoint_save(amp_ctx *ctx, const char *path);
 int amp_checkpoint_load(amp_ctx *ctx, const char *path);
+/* The program's note, saved with every later checkpoint: text of at most
+ * AMP_CHECKPOINT_NOTE_MAX bytes (the settings a resume must match, say, or what the program
+ * needs to continue that the context does not hold).  NULL or "" clears it.  A load replaces
+ * the context's note with the file's ("" for files from before notes), so that after
+ * amp_checkpoint_load amp_checkpoint_note returns what the saving run set; the string is the
+ * context's, valid until the next set, load or amp_ctx_free.  AMP_EINVAL past the limit. */
+#define AMP_CHECKPOINT_NOTE_MAX (1 << 20)
+int amp_checkpoint_set_note(amp_ctx *ctx, const char *note);
+const char *amp_checkpoint_note(const amp_ctx *ctx);
 
 /* ---- loss scaling and statistics --------------------------------------------------------- */
 double amp_loss_scale(const amp_ctx *ctx);
