@@ -264,21 +264,27 @@ int main(int argc, char **argv)
 	const ex_program prog = {"bert_kjv",
 	                         "Trains a BERT-style character encoder on the King James Bible "
 	                         "with the masked-token objective (AdamW).",
-	                         extra, (int)(sizeof extra / sizeof extra[0])};
+	                         extra, (int)(sizeof extra / sizeof extra[0]), 0};
 	ex_common opt = {.epochs = 1, .batch = 32, .lr = 3e-3, .seed = -1, .log_every = 50};
 	int status = ex_parse_args(&prog, &opt, argc, argv);
 	if (status)
 		return status == 1 ? 0 : 2;
-	if (ctx_len < 2 || ctx_len > 1024 || d_model < 1 || heads < 1 || d_model % heads ||
-	    layers < 1 || layers > MAX_LAYERS || opt.batch > 512 || eval_batches < 1 ||
-	    minutes < 0 || warmup < 0 || eval_every < 0 || ctx_len < 7) {
-		fprintf(stderr,
-		        "bert_kjv: bad model options: need 7 <= context <= 1024, heads dividing "
-		        "d-model, 1 <= layers <= %d, batch <= 512\n",
-		        MAX_LAYERS);
-		ex_usage(&prog, &opt, stderr);
-		return 2;
-	}
+	/* each option named with its range (the model's, and batch x context x width in int) */
+	if ((status = ex_check_int(&prog, &opt, "context", ctx_len, 7, 1024)) ||
+	    (status = ex_check_int(&prog, &opt, "d-model", d_model, 1, 4096)) ||
+	    (status = ex_check_int(&prog, &opt, "heads", heads, 1, d_model)) ||
+	    (status = ex_check_int(&prog, &opt, "layers", layers, 1, MAX_LAYERS)) ||
+	    (status = ex_check_int(&prog, &opt, "batch", opt.batch, 1, 512)) ||
+	    (status = ex_check_int(&prog, &opt, "eval-batches", eval_batches, 1, 1 << 20)) ||
+	    (status = ex_check_int(&prog, &opt, "warmup", warmup, 0, INT64_MAX)) ||
+	    (status = ex_check_int(&prog, &opt, "eval-every", eval_every, 0, INT64_MAX)))
+		return status;
+	if (d_model % heads)
+		return ex_usage_error(&prog, &opt, "--heads: %lld does not divide --d-model %lld",
+		                      (long long)heads, (long long)d_model);
+	if (!(minutes >= 0))
+		return ex_usage_error(&prog, &opt, "--minutes: expected 0 or more, got %g",
+		                      minutes);
 
 	char err[1024];
 	ex_text text = {0};

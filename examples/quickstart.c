@@ -7,6 +7,7 @@
 #include <amp/amp.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #define CHECK(call)                                                                         \
 	do {                                                                                \
@@ -19,9 +20,11 @@
 int main(int argc, char **argv)
 {
 	enum { BATCH = 64, HIDDEN = 64, STEPS = 1500 };
-	if (argc > 1) {
-		fprintf(stderr, "usage: %s (no options: it trains, prints and exits)\n", argv[0]);
-		return 2;
+	if (argc > 1) { /* no options; --help says so */
+		int help = argc == 2 && strcmp(argv[1], "--help") == 0;
+		fprintf(help ? stdout : stderr,
+		        "usage: %s (no options: it trains, prints and exits)\n", argv[0]);
+		return help ? 0 : 2;
 	}
 	amp_ctx *ctx = NULL;
 	amp_tensor *w1, *b1, *w2, *b2;

@@ -37,6 +37,8 @@
  * features; customers grow by GROWTH per day from a store-dependent base. */
 #define GROWTH         0.02
 #define BASE_CUSTOMERS 100.0
+/* --noise's largest log-normal spread: 10 standard deviations of it stay under e^40 orders */
+#define UNSTABLE_MAX_NOISE 4.0
 
 typedef struct world {
 	int64_t stores;
@@ -84,7 +86,8 @@ int main(int argc, char **argv)
 	const ex_program prog = {"unstable",
 	                         "Exp-link demand forecasting whose rates outgrow FP16 at a "
 	                         "documented step (Exp overflows in fp16; amp backs off).",
-	                         extra, (int)(sizeof extra / sizeof extra[0])};
+	                         extra, (int)(sizeof extra / sizeof extra[0]),
+	                         EX_NO_EPOCHS | EX_STEPS_LIMIT}; /* one step a day, no dataset */
 	ex_common opt = {.epochs = 1,
 	                 .steps = UNSTABLE_BACKOFF_STEP + 21,
 	                 .batch = 32,
@@ -94,10 +97,11 @@ int main(int argc, char **argv)
 	int status = ex_parse_args(&prog, &opt, argc, argv);
 	if (status)
 		return status == 1 ? 0 : 2;
-	if (opt.steps == 0 || noise < 0) {
-		fprintf(stderr, "unstable: --steps must be at least 1 and --noise at least 0\n");
-		return 2;
-	}
+	/* a spread past UNSTABLE_MAX_NOISE overflows the orders themselves (in double, then the
+	 * FP32 inputs), whatever the precision: not the FP16 story this program tells */
+	if (!(noise >= 0 && noise <= UNSTABLE_MAX_NOISE))
+		return ex_usage_error(&prog, &opt, "--noise: expected 0 to %g, got %g",
+		                      UNSTABLE_MAX_NOISE, noise);
 
 	amp_ctx *ctx = NULL;
 	world w = {0};

@@ -5,6 +5,7 @@
  */
 #include "classify.h"
 
+#include <float.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ typedef struct run {
 	const ex_classifier *c;
 	ex_common opt;
 	int cosine;            /* learning rate: cosine to 0 over the run, else constant */
+	double momentum, weight_decay; /* SGD's */
 	ex_images train, test; /* standardized */
 	int64_t test_n;        /* the first test_n test images are evaluated (--test-limit) */
 	amp_ctx *ctx;          /* owns the model's parameters and sgd */
@@ -57,20 +59,173 @@ static void run_release(run *r)
 	ex_images_free(&r->test);
 }
 
+/* The losses of the last EX_LOSS_WINDOW steps, of the global batches with --dist (a
+ * collective: every rank calls it). */
+static void global_window(const run *r, ex_loss_window *w)
+{
+	if (!r->dist.on) {
+		*w = r->losses;
+		return;
+	}
+	double v[2 * EX_LOSS_WINDOW];
+	memcpy(v, r->losses.loss, sizeof r->losses.loss);
+	memcpy(v + EX_LOSS_WINDOW, r->shares.loss, sizeof r->shares.loss);
+	ex_dist_sum(&r->dist, v, 2 * EX_LOSS_WINDOW);
+	*w = (ex_loss_window){.n = r->losses.n};
+	for (int k = 0; k < EX_LOSS_WINDOW; k++)
+		w->loss[k] = v[EX_LOSS_WINDOW + k] > 0 ? v[k] / v[EX_LOSS_WINDOW + k] : (double)NAN;
+}
+
+/* The mean training loss of the last EX_LOSS_WINDOW steps (a collective with --dist). */
+static double final_loss(const run *r)
+{
+	ex_loss_window w;
+	global_window(r, &w);
+	return ex_loss_window_mean(&w);
+}
+
+/* Steps of the learning-rate schedule: the cosine spans the whole run, all epochs or --steps
+ * if that ends it first. */
+static int64_t schedule_steps(const run *r)
+{
+	int64_t per_epoch = (r->train.n + r->opt.batch - 1) / r->opt.batch;
+	int64_t total = per_epoch * r->opt.epochs;
+	return r->opt.steps && r->opt.steps < total ? r->opt.steps : total;
+}
+
+/* ---- the checkpoint's note ------------------------------------------------------------------
+ * What --resume needs that the context does not hold: the settings the run was written with
+ * (a resume continues that run, so they must match) and the loss window (final_loss covers
+ * steps before the checkpoint too).  One "key value" line each; the keys name the flags. */
+#define NOTE_MAX 4096
+
+/* x in the fewest significant digits that read back as x (as the flag was typed, mostly). */
+static const char *shortest(double x, char *buf, size_t len)
+{
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(buf, len, "%.*g", digits, x);
+		if (strtod(buf, NULL) == x)
+			break;
+	}
+	return buf;
+}
+
+/* The settings lines: the flags that shape training (the schedule's length comes from
+ * --epochs and --steps, and matters only to the cosine). */
+static void note_settings(const run *r, char *buf, size_t len)
+{
+	char sched[64];
+	if (r->cosine)
+		snprintf(sched, sizeof sched, "cosine over %lld steps",
+		         (long long)schedule_steps(r));
+	else
+		snprintf(sched, sizeof sched, "constant");
+	char lr[32], mom[32], wd[32];
+	snprintf(buf, len,
+	         "example %s\nbatch %lld\nprecision %s\nseed %llu\nlr %s\nmomentum %s\n"
+	         "weight-decay %s\nschedule %s\n",
+	         r->c->name, (long long)r->opt.batch, ex_precision_name(r->ctx),
+	         (unsigned long long)ex_ctx_seed(r->ctx), shortest(r->opt.lr, lr, sizeof lr),
+	         shortest(r->momentum, mom, sizeof mom), shortest(r->weight_decay, wd, sizeof wd),
+	         sched);
+}
+
+/* The note of a checkpoint: the settings and the global loss window w (hex floats: exact). */
+static void note_make(const run *r, const ex_loss_window *w, char *buf, size_t len)
+{
+	note_settings(r, buf, len);
+	size_t n = strlen(buf);
+	n += (size_t)snprintf(buf + n, len - n, "losses %lld", (long long)w->n);
+	for (int k = 0; k < EX_LOSS_WINDOW && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, " %a", w->loss[k]);
+	if (n < len)
+		snprintf(buf + n, len - n, "\n");
+}
+
+/* The value of key's line in note (up to the line's end, *len bytes), or NULL. */
+static const char *note_value(const char *note, const char *key, size_t *len)
+{
+	size_t kl = strlen(key);
+	while (*note) {
+		const char *eol = strchr(note, '\n');
+		size_t ll = eol ? (size_t)(eol - note) : strlen(note);
+		if (ll > kl && strncmp(note, key, kl) == 0 && note[kl] == ' ') {
+			*len = ll - kl - 1;
+			return note + kl + 1;
+		}
+		note += ll + (eol != NULL);
+	}
+	return NULL;
+}
+
+/* 0 when the checkpoint's note (file) was written with this run's settings, else AMP_EINVAL
+ * with err naming the first flag that differs. */
+static int note_check(const run *r, const char *file, const char *path, char *err, size_t errlen)
+{
+	char mine[NOTE_MAX];
+	note_settings(r, mine, sizeof mine);
+	for (const char *line = mine; *line;) {
+		const char *sp = strchr(line, ' '), *eol = strchr(line, '\n');
+		char key[32];
+		snprintf(key, sizeof key, "%.*s", (int)(sp - line), line);
+		size_t flen = 0, mlen = (size_t)(eol - sp - 1);
+		const char *fv = note_value(file, key, &flen);
+		if (!fv || flen != mlen || memcmp(fv, sp + 1, mlen) != 0) {
+			char flag[40];
+			snprintf(flag, sizeof flag, strcmp(key, "example") == 0 ? "the %s" : "--%s",
+			         key);
+			snprintf(
+			    err, errlen,
+			    "checkpoint '%s' was written with %s %.*s, this run has %s %.*s (%sa "
+			    "resume continues that run: give it the flags it was written with)",
+			    path, flag, fv ? (int)(flen < 200 ? flen : 200) : 6, fv ? fv : "(none)",
+			    flag, (int)mlen, sp + 1,
+			    strcmp(key, "schedule") == 0 ? "--epochs and --steps set its length; "
+			                                 : "");
+			return AMP_EINVAL;
+		}
+		line = eol + 1;
+	}
+	return AMP_OK;
+}
+
+/* The loss window from the checkpoint's note: 0, or -1 when the line is missing or damaged.
+ * With --dist rank 0 holds the global losses (share 1) and the others nothing, so that
+ * global_window's sums give them back bit for bit. */
+static int note_losses(run *r, const char *file)
+{
+	size_t len;
+	const char *v = note_value(file, "losses", &len);
+	if (!v)
+		return -1;
+	char *end;
+	ex_loss_window w = {.n = strtoll(v, &end, 10)};
+	for (int k = 0; k < EX_LOSS_WINDOW; k++) {
+		const char *p = end;
+		w.loss[k] = strtod(p, &end);
+		if (end == p)
+			return -1;
+	}
+	if (w.n < 0 || end != v + len)
+		return -1;
+	ex_loss_window none = {.n = w.n}, ones = {.n = w.n};
+	for (int k = 0; k < EX_LOSS_WINDOW; k++)
+		ones.loss[k] = 1;
+	r->losses = r->dist.rank == 0 ? w : none;
+	r->shares = r->dist.rank == 0 ? ones : none;
+	return 0;
+}
+
 /* Trains for opt.epochs passes over the training set or opt.steps steps, whichever ends first,
  * printing progress lines and one line per epoch.  Returns AMP_OK or the failing step's code. */
 static int train_epochs(run *r)
 {
 	const ex_common *opt = &r->opt;
 	const int64_t n_train = r->train.n;
-	/* The cosine schedule spans the whole run: all epochs, or --steps if that ends it first. */
-	int64_t per_epoch = (n_train + opt->batch - 1) / opt->batch;
-	int64_t total_steps = per_epoch * opt->epochs;
-	if (opt->steps && opt->steps < total_steps)
-		total_steps = opt->steps;
+	const int64_t total_steps = schedule_steps(r);
 	ex_meter meter;
 	ex_meter_start(&meter, opt->log_every, "samples/s");
-	int done = 0, rc;
+	int done = opt->steps && r->steps >= opt->steps, rc; /* resumed at or past --steps */
 	int64_t epoch;
 	for (epoch = r->first_epoch; epoch <= opt->epochs && !done; epoch++) {
 		if (r->stop_after && epoch - r->first_epoch >= r->stop_after)
@@ -122,8 +277,14 @@ static int train_epochs(run *r)
 		 * leaves each rank's masters current in its share only), and rank 0 writes it */
 		if (r->checkpoint && !cut && (rc = ex_dist_consolidate(&r->dist, r->ctx)))
 			return rc;
+		ex_loss_window w;
+		if (r->checkpoint && !cut)
+			global_window(r, &w); /* a collective */
 		if (r->checkpoint && !cut && r->dist.rank == 0) {
-			if ((rc = amp_checkpoint_save(r->ctx, r->checkpoint)))
+			char note[NOTE_MAX];
+			note_make(r, &w, note, sizeof note);
+			if ((rc = amp_checkpoint_set_note(r->ctx, note)) ||
+			    (rc = amp_checkpoint_save(r->ctx, r->checkpoint)))
 				return rc;
 			printf("checkpoint %s: step %lld, epoch %lld\n", r->checkpoint,
 			       (long long)amp_step_index(r->ctx), (long long)epoch);
@@ -176,6 +337,9 @@ static int resume(run *r, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", amp_ctx_error(r->ctx));
 		return rc;
 	}
+	const char *note = amp_checkpoint_note(r->ctx);
+	if (*note && ((rc = note_check(r, note, path, err, errlen)) != AMP_OK))
+		return rc;
 	int64_t per_epoch = (r->train.n + r->opt.batch - 1) / r->opt.batch;
 	int64_t done = amp_step_index(r->ctx) + 1;
 	if (done % per_epoch) {
@@ -184,14 +348,26 @@ static int resume(run *r, const char *path, char *err, size_t errlen)
 		         (long long)done, (long long)per_epoch, (long long)r->opt.batch);
 		return AMP_EINVAL;
 	}
+	if (*note && note_losses(r, note) != 0) {
+		snprintf(err, errlen, "checkpoint '%s': its note's loss window is damaged", path);
+		return AMP_EINVAL;
+	}
 	for (int64_t e = 0; e < done / per_epoch; e++)
 		ex_shuffle(r->order, r->train.n, &r->rng);
 	r->steps = done;
 	r->epochs = done / per_epoch;
 	r->first_epoch = r->epochs + 1;
-	if (r->dist.rank == 0) /* rank 0 speaks for all */
-		printf("resumed from %s: step %lld, epoch %lld\n", path,
-		       (long long)amp_step_index(r->ctx), (long long)r->epochs);
+	if (r->dist.rank != 0) /* rank 0 speaks for all */
+		return AMP_OK;
+	printf("resumed from %s: step %lld, epoch %lld\n", path, (long long)amp_step_index(r->ctx),
+	       (long long)r->epochs);
+	if (!*note)
+		printf("resumed from %s: written without its flags (by an older ampkit): they are "
+		       "not checked, and final_loss covers only the steps after it\n",
+		       path);
+	if (r->opt.steps && done >= r->opt.steps)
+		printf("resumed from %s: --steps %lld already reached, nothing to train\n", path,
+		       (long long)r->opt.steps);
 	return AMP_OK;
 }
 
@@ -229,22 +405,6 @@ static int evaluate(run *r, double *accuracy)
 	free(logits);
 	free(y);
 	return rc;
-}
-
-/* The mean training loss of the last EX_LOSS_WINDOW steps, of the global batches with --dist
- * (a collective: every rank calls it). */
-static double final_loss(run *r)
-{
-	if (!r->dist.on)
-		return ex_loss_window_mean(&r->losses);
-	double v[2 * EX_LOSS_WINDOW];
-	memcpy(v, r->losses.loss, sizeof r->losses.loss);
-	memcpy(v + EX_LOSS_WINDOW, r->shares.loss, sizeof r->shares.loss);
-	ex_dist_sum(&r->dist, v, 2 * EX_LOSS_WINDOW);
-	ex_loss_window w = {.n = r->losses.n};
-	for (int k = 0; k < EX_LOSS_WINDOW; k++)
-		w.loss[k] = v[EX_LOSS_WINDOW + k] > 0 ? v[k] / v[EX_LOSS_WINDOW + k] : (double)NAN;
-	return ex_loss_window_mean(&w);
 }
 
 /* The summary line and, with --json, the result line. */
@@ -296,33 +456,33 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	     "evaluate on the first N test images only (0: all 10000);\n"
 	     "the summary and test_samples in --json say how many"},
 	};
-	const ex_program prog = {c->name, c->summary, extra, (int)(sizeof extra / sizeof extra[0])};
+	const ex_program prog = {c->name, c->summary, extra, (int)(sizeof extra / sizeof extra[0]),
+	                         0};
 	run r = {.c = c, .opt = *defaults, .first_epoch = 1};
 	int status = ex_parse_args(&prog, &r.opt, argc, argv);
 	if (status)
 		return status == 1 ? 0 : 2;
-	if (strcmp(schedule, "cosine") != 0 && strcmp(schedule, "constant") != 0) {
-		fprintf(stderr, "%s: --schedule: expected cosine or constant, got '%s'\n",
-		        prog.name, schedule);
-		ex_usage(&prog, &r.opt, stderr);
-		return 2;
-	}
-	r.cosine = schedule[0] == 'c';
-	if (test_limit < 0) {
-		fprintf(stderr, "%s: --test-limit: expected N >= 0, got %lld\n", prog.name,
-		        (long long)test_limit);
-		ex_usage(&prog, &r.opt, stderr);
-		return 2;
-	}
+	if (strcmp(schedule, "cosine") != 0 && strcmp(schedule, "constant") != 0)
+		return ex_usage_error(
+		    &prog, &r.opt, "--schedule: expected cosine or constant, got '%s'", schedule);
+	r.cosine = strcmp(schedule, "cosine") == 0; /* (both begin with a c) */
+	r.momentum = momentum;
+	r.weight_decay = weight_decay;
+	/* the optimizer's own domain, said as a usage error before the data is loaded */
+	if (!(momentum >= 0 && momentum < 1))
+		return ex_usage_error(&prog, &r.opt, "--momentum: expected 0 <= X < 1, got %g",
+		                      momentum);
+	if (!(weight_decay >= 0 && weight_decay <= (double)FLT_MAX))
+		return ex_usage_error(&prog, &r.opt, "--weight-decay: expected 0 or more, got %g",
+		                      weight_decay);
+	if ((status = ex_check_int(&prog, &r.opt, "test-limit", test_limit, 0, INT64_MAX)) ||
+	    (status = ex_check_int(&prog, &r.opt, "stop-after", stop_after, 0, INT64_MAX)))
+		return status;
 	if (ex_dist_init(&r.dist, dist, prog.name, &argc, &argv))
 		return 1;
 	r.log_every = r.opt.log_every;
 	if (r.dist.rank != 0)
 		r.opt.log_every = 0; /* rank 0 speaks for all */
-	if (stop_after < 0) {
-		fprintf(stderr, "%s: --stop-after: expected N >= 0\n", prog.name);
-		return 2;
-	}
 	/* said now, not after an epoch of training */
 	char why[4200];
 	if (checkpoint && checkpoint_path_ok(checkpoint, why, sizeof why) != 0) {
@@ -337,6 +497,13 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	if (ex_fashion_load(data_dir, "train", &r.train, err, sizeof err) ||
 	    ex_fashion_load(data_dir, "t10k", &r.test, err, sizeof err)) {
 		fprintf(stderr, "%s: %s\n", prog.name, err);
+		goto out;
+	}
+	if (r.opt.batch > r.train.n) { /* a step would take the whole set and say it took more */
+		status = ex_usage_error(&prog, &r.opt,
+		                        "--batch: expected at most %lld (the training "
+		                        "images), got %lld",
+		                        (long long)r.train.n, (long long)r.opt.batch);
 		goto out;
 	}
 	ex_images_standardize(&r.train, FASHION_MEAN, FASHION_STD);
@@ -373,8 +540,9 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 		int64_t lo = r.opt.batch / r.dist.size, hi = (r.opt.batch + r.dist.size - 1) / r.dist.size;
 		char each[48];
 		snprintf(each, sizeof each, lo == hi ? "%lld" : "%lld-%lld", (long long)lo, (long long)hi);
-		printf("%s: %d ranks, %s samples each per step, all-reduce in %s%s\n", prog.name,
-		       r.dist.size, each, amp_config_get(r.ctx, "allreduce_dtype"),
+		printf("%s: %d rank%s, %s samples each per step, all-reduce in %s%s\n", prog.name,
+		       r.dist.size, r.dist.size == 1 ? "" : "s", each,
+		       amp_config_get(r.ctx, "allreduce_dtype"),
 		       strcmp(amp_config_get(r.ctx, "optimizer_sharding"), "on") == 0
 		           ? ", the update sharded over the ranks"
 		           : "");

@@ -33,8 +33,9 @@ enum {
 	COMMON_N
 };
 
-/* The common flags as an option table bound to c (help text shared with the usage). */
-static void common_table(ex_common *c, ex_option t[COMMON_N])
+/* The common flags as an option table bound to c (help text shared with the usage); the rows
+ * prog's flags leave out have no name. */
+static void common_table(const ex_program *prog, ex_common *c, ex_option t[COMMON_N])
 {
 	t[COMMON_PRECISION] = (ex_option){"precision", EX_OPT_STRING, &c->precision, "MODE",
 	                                  "fp32 (force_fp32) | amp (allow_mix_precision,\n"
@@ -42,8 +43,10 @@ static void common_table(ex_common *c, ex_option t[COMMON_N])
 	                                  "bf16 (allow_mix_precision_bf16)"};
 	t[COMMON_EPOCHS] =
 	    (ex_option){"epochs", EX_OPT_INT, &c->epochs, "N", "passes over the training data"};
-	t[COMMON_STEPS] = (ex_option){"steps", EX_OPT_INT, &c->steps, "N",
-	                              "stop after N training steps (0: no limit)"};
+	t[COMMON_STEPS] =
+	    (ex_option){"steps", EX_OPT_INT, &c->steps, "N",
+	                prog->flags & EX_STEPS_LIMIT ? "training steps (days of data)"
+	                                             : "stop after N training steps (0: no limit)"};
 	t[COMMON_BATCH] = (ex_option){"batch", EX_OPT_INT, &c->batch, "N", "samples per step"};
 	t[COMMON_LR] = (ex_option){"lr", EX_OPT_FLOAT, &c->lr, "X", "learning rate"};
 	t[COMMON_SEED] = (ex_option){"seed", EX_OPT_INT, &c->seed, "N",
@@ -55,6 +58,8 @@ static void common_table(ex_common *c, ex_option t[COMMON_N])
 	t[COMMON_LOG_EVERY] = (ex_option){"log-every", EX_OPT_INT, &c->log_every, "N",
 	                                  "progress line every N steps (0: none)"};
 	t[COMMON_HELP] = (ex_option){"help", EX_OPT_FLAG, NULL, NULL, "show this help"};
+	if (prog->flags & EX_NO_EPOCHS)
+		t[COMMON_EPOCHS].name = NULL;
 }
 
 /* Every flag (common first, then the example's) as rows of an option table, with the value
@@ -125,14 +130,13 @@ static void build_table(ex_table *t, const ex_program *prog, const ex_option *co
 	                         .footer = "Long options may be abbreviated to any unambiguous "
 	                                   "prefix.\n"};
 	for (int i = 0; i < COMMON_N; i++)
-		add_row(t, &common[i]);
+		if (common[i].name)
+			add_row(t, &common[i]);
 	for (int i = 0; prog->extra && i < prog->n_extra; i++)
 		add_row(t, &prog->extra[i]);
 }
 
-static int bad_arg(const ex_program *prog, const ex_common *c, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad_arg(const ex_program *prog, const ex_common *c, const char *fmt, ...)
+int ex_usage_error(const ex_program *prog, const ex_common *c, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -141,7 +145,7 @@ static int bad_arg(const ex_program *prog, const ex_common *c, const char *fmt, 
 	va_end(ap);
 	ex_common copy = *c;
 	ex_option common[COMMON_N];
-	common_table(&copy, common);
+	common_table(prog, &copy, common);
 	static ex_table t; /* large; parsing is single-threaded */
 	build_table(&t, prog, common);
 	return amp_opt_error(&t.spec, NULL, "%s", msg);
@@ -155,14 +159,16 @@ static int set_value(const ex_program *prog, const ex_common *c, const ex_option
 	case EX_OPT_INT: {
 		long long x = strtoll(v, &end, 10);
 		if (errno || end == v || *end)
-			return bad_arg(prog, c, "--%s: expected an integer, got '%s'", o->name, v);
+			return ex_usage_error(prog, c, "--%s: expected an integer, got '%s'",
+			                      o->name, v);
 		*(int64_t *)o->value = x;
 		return 0;
 	}
 	case EX_OPT_FLOAT: {
 		double x = strtod(v, &end);
 		if (errno || end == v || *end || !isfinite(x))
-			return bad_arg(prog, c, "--%s: expected a number, got '%s'", o->name, v);
+			return ex_usage_error(prog, c, "--%s: expected a number, got '%s'", o->name,
+			                      v);
 		*(double *)o->value = x;
 		return 0;
 	}
@@ -172,41 +178,60 @@ static int set_value(const ex_program *prog, const ex_common *c, const ex_option
 	return 0;
 }
 
+#define EX_MAX_EPOCHS 1000000
+#define EX_MAX_BATCH  (1 << 24)
+
 /* Checks the values that have a fixed domain. */
 static int check_common(const ex_program *prog, const ex_common *c)
 {
 	if (c->precision && strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "amp") != 0 &&
 	    strcmp(c->precision, "fp16") != 0 && strcmp(c->precision, "bf16") != 0)
-		return bad_arg(prog, c, "--precision: expected fp32, amp, fp16 or bf16, got '%s'",
-		               c->precision);
-	if (c->epochs < 1)
-		return bad_arg(prog, c, "--epochs: expected at least 1");
-	if (c->steps < 0)
-		return bad_arg(prog, c, "--steps: expected 0 or more");
-	if (c->batch < 1)
-		return bad_arg(prog, c, "--batch: expected at least 1");
+		return ex_usage_error(prog, c,
+		                      "--precision: expected fp32, amp, fp16 or bf16, got '%s'",
+		                      c->precision);
+	/* bounded so that steps = epochs x steps an epoch, and batch x sample sizes, stay far
+	 * inside int64_t and size_t */
+	int rc;
+	if ((rc = ex_check_int(prog, c, "epochs", c->epochs, 1, EX_MAX_EPOCHS)) ||
+	    (rc = ex_check_int(prog, c, "steps", c->steps, prog->flags & EX_STEPS_LIMIT ? 1 : 0,
+	                       INT64_MAX)) ||
+	    (rc = ex_check_int(prog, c, "batch", c->batch, 1, EX_MAX_BATCH)))
+		return rc;
 	/* the optimizers take a float: a rate it rounds to 0 or Inf would not train */
 	if (!(c->lr >= (double)FLT_MIN && c->lr <= (double)FLT_MAX))
-		return bad_arg(prog, c, "--lr: expected a positive number from %g to %g, got %g",
-		               (double)FLT_MIN, (double)FLT_MAX, c->lr);
+		return ex_usage_error(prog, c,
+		                      "--lr: expected a positive number from %g to %g, got %g",
+		                      (double)FLT_MIN, (double)FLT_MAX, c->lr);
 	if (c->seed < -1)
-		return bad_arg(prog, c, "--seed: expected a non-negative integer");
+		return ex_usage_error(prog, c, "--seed: expected a non-negative integer");
 	if (c->log_every < 0)
-		return bad_arg(prog, c, "--log-every: expected 0 or more");
+		return ex_usage_error(prog, c, "--log-every: expected 0 or more");
 	return 0;
+}
+
+int ex_check_int(const ex_program *prog, const ex_common *c, const char *name, int64_t v,
+                 int64_t lo, int64_t hi)
+{
+	if (v >= lo && v <= hi)
+		return 0;
+	if (hi == INT64_MAX)
+		return ex_usage_error(prog, c, "--%s: expected at least %" PRId64 ", got %" PRId64,
+		                      name, lo, v);
+	return ex_usage_error(prog, c, "--%s: expected %" PRId64 " to %" PRId64 ", got %" PRId64,
+	                      name, lo, hi, v);
 }
 
 int ex_parse_args(const ex_program *prog, ex_common *c, int argc, char **argv)
 {
 	ex_option common[COMMON_N];
-	common_table(c, common);
+	common_table(prog, c, common);
 	static ex_table t; /* large; parsing is single-threaded */
 	build_table(&t, prog, common);
 	amp_opt_state st;
 	const char *v;
 	int id;
 	if (amp_opt_begin(&st, &t.spec, argc, argv) != 0)
-		return bad_arg(prog, c, "too many options in the table");
+		return ex_usage_error(prog, c, "too many options in the table");
 	while ((id = amp_opt_next(&st, &v)) != AMP_OPT_END) {
 		if (id == AMP_OPT_ERROR)
 			return 2;
@@ -220,7 +245,7 @@ int ex_parse_args(const ex_program *prog, ex_common *c, int argc, char **argv)
 			return rc;
 	}
 	if (st.optind < argc)
-		return bad_arg(prog, c, "unexpected argument '%s'", argv[st.optind]);
+		return ex_usage_error(prog, c, "unexpected argument '%s'", argv[st.optind]);
 	return check_common(prog, c);
 }
 
@@ -228,7 +253,7 @@ void ex_usage(const ex_program *prog, const ex_common *c, FILE *f)
 {
 	ex_common copy = *c;
 	ex_option common[COMMON_N];
-	common_table(&copy, common);
+	common_table(prog, &copy, common);
 	static ex_table t; /* large; printing the usage is single-threaded */
 	build_table(&t, prog, common);
 	amp_opt_help(&t.spec, f);
@@ -291,6 +316,8 @@ const char *ex_precision_name(amp_ctx *ctx)
 		return "bf16";
 	if (strcmp(m, "force_fp16") == 0)
 		return "fp16";
+	if (strcmp(m, "force_bf16") == 0)
+		return "force_bf16"; /* no --precision names it: the mode's own name */
 	return "keep";
 }
 

@@ -42,11 +42,18 @@ typedef struct ex_option {
 	const char *help; /* one line; the current value is shown beside it as the default */
 } ex_option;
 
+/* ex_program.flags: common flags an example has no use for, or narrows. */
+enum {
+	EX_NO_EPOCHS = 1u << 0,  /* no passes over a dataset: --epochs is not accepted */
+	EX_STEPS_LIMIT = 1u << 1 /* --steps is the run's length: at least 1 (no "0: no limit") */
+};
+
 typedef struct ex_program {
 	const char *name;       /* "mlp_fashion" */
 	const char *summary;    /* one line */
 	const ex_option *extra; /* the example's own flags, or NULL */
 	int n_extra;
+	unsigned flags; /* EX_NO_EPOCHS | EX_STEPS_LIMIT, or 0 */
 } ex_program;
 
 /* Parses argv into c and the extra options.  Returns 0 to go on, 1 after printing the usage
@@ -54,13 +61,21 @@ typedef struct ex_program {
 int ex_parse_args(const ex_program *prog, ex_common *c, int argc, char **argv);
 /* Prints the usage (with current values as defaults) to f. */
 void ex_usage(const ex_program *prog, const ex_common *c, FILE *f);
+/* A bad value found after parsing: prints "name: <message>", the usage line and the --help
+ * hint to stderr, as a parse error does, and returns 2 (the exit status). */
+int ex_usage_error(const ex_program *prog, const ex_common *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* 0 when lo <= v <= hi, else ex_usage_error naming --name and the range. */
+int ex_check_int(const ex_program *prog, const ex_common *c, const char *name, int64_t v,
+                 int64_t lo, int64_t hi);
 
 /* Creates the context from --config, then applies --precision and --seed on top.  On failure
  * prints "name: message" to stderr and returns -1 (*out is NULL).  A --precision whose mode
  * the runtime refuses (amp_config_set fails) is a usage error: the runtime's message is printed
  * and the process exits with status 2.  Free with amp_ctx_free. */
 int ex_ctx_open(const ex_program *prog, const ex_common *c, amp_ctx **out);
-/* Short name of the context's precision mode: "fp32", "amp", "fp16", "bf16" or "keep". */
+/* Short name of the context's precision mode: "fp32", "amp", "fp16", "bf16" (the --precision
+ * names), "force_bf16" (a mode only the config selects) or "keep" (must_keep_origin_dtype). */
 const char *ex_precision_name(amp_ctx *ctx);
 /* The context's seed (after --seed and the config). */
 uint64_t ex_ctx_seed(amp_ctx *ctx);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <zlib.h>
 
@@ -293,24 +294,37 @@ int ex_text_load_file(const char *path, ex_text *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);
 	FILE *f = fopen(path, "rb");
-	if (!f) {
+	struct stat st;
+	if (!f || fstat(fileno(f), &st) != 0) {
 		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		if (f)
+			fclose(f);
 		return -1;
 	}
 	int rc = -1;
-	long size;
-	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "'%s' is a directory, not a text file", path);
+		goto out;
+	}
+	/* read to the end, growing the buffer: a pipe (--text <(...)) has no size to ask */
+	size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 2 : 1 << 16;
+	for (;;) {
+		if (out->len + 1 >= cap || !out->data) {
+			cap = out->data ? cap * 2 : cap;
+			char *grown = realloc(out->data, cap);
+			if (!grown) {
+				snprintf(err, errlen, "'%s': out of memory (%zu bytes)", path, cap);
+				goto out;
+			}
+			out->data = grown;
+		}
+		size_t want = cap - 1 - out->len, n = fread(out->data + out->len, 1, want, f);
+		out->len += n;
+		if (n < want) /* the end, or an error */
+			break;
+	}
+	if (ferror(f)) {
 		snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-		goto out;
-	}
-	out->data = malloc((size_t)size + 1);
-	if (!out->data) {
-		snprintf(err, errlen, "'%s': out of memory", path);
-		goto out;
-	}
-	out->len = fread(out->data, 1, (size_t)size, f);
-	if (out->len != (size_t)size) {
-		snprintf(err, errlen, "cannot read '%s': short read", path);
 		goto out;
 	}
 	out->data[out->len] = 0;

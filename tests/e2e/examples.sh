@@ -63,8 +63,65 @@ done
 "$BIN/resnet_fashion" --test-limit=-5 >"$OUT/t.out" 2>"$OUT/t.err"
 rc=$?
 check_true "bad --test-limit: exit 2, message and usage on stderr" \
-	test "$rc" = 2 -a ! -s "$OUT/t.out" -a -n "$(grep "resnet_fashion: --test-limit: expected N >= 0, got -5" "$OUT/t.err")" \
+	test "$rc" = 2 -a ! -s "$OUT/t.out" -a -n "$(grep "resnet_fashion: --test-limit: expected at least 0, got -5" "$OUT/t.err")" \
 	-a -n "$(grep "^usage: resnet_fashion " "$OUT/t.err")"
+# usage_error EXAMPLE "MESSAGE" ARGS...: exit 2 with the message, the usage line and the hint
+# on stderr, nothing on stdout
+usage_error() {
+	local ex=$1 msg=$2
+	shift 2
+	"$BIN/$ex" "$@" >"$OUT/ue.out" 2>"$OUT/ue.err" </dev/null
+	local rc=$?
+	if [ "$rc" = 2 ] && [ ! -s "$OUT/ue.out" ] && grep -qxF -- "$ex: $msg" "$OUT/ue.err" &&
+		grep -q "^usage: $ex " "$OUT/ue.err" && grep -q "^hint: '$ex --help'" "$OUT/ue.err"; then
+		ok "$ex $*: usage error '$msg'"
+	else
+		bad "$ex $*: usage error '$msg'" "exit $rc: $(head -c 300 "$OUT/ue.err") $(head -c 200 "$OUT/ue.out")"
+	fi
+}
+usage_error mlp_fashion "--momentum: expected 0 <= X < 1, got -5" --momentum -5
+usage_error cnn_fashion "--weight-decay: expected 0 or more, got -1" --weight-decay -1
+usage_error mlp_fashion "--stop-after: expected at least 0, got -1" --stop-after -1
+usage_error mlp_fashion "--epochs: expected 1 to 1000000, got 4000000000000" --epochs 4000000000000
+usage_error mlp_fashion "--batch: expected at most 60000 (the training images), got 100000" --batch 100000
+usage_error charlm "--epochs: expected 1 to 1000000, got 4000000000000" --epochs 4000000000000
+usage_error charlm "--eval-batches: expected 1 to 1048576, got 0" --eval-batches 0
+usage_error charlm "--d-model: expected 1 to 4096, got 0" --d-model 0
+usage_error charlm "--heads: 3 does not divide --d-model 128" --heads 3
+usage_error charlm "--temperature: expected more than 0, got 0" --temperature 0
+usage_error bert_kjv "--context: expected 7 to 1024, got 5" --context 5
+usage_error bert_kjv "--batch: expected 1 to 512, got 1000" --batch 1000
+usage_error unstable "--steps: expected at least 1, got 0" --steps 0
+usage_error unstable "--noise: expected 0 to 4, got 1e+300" --noise 1e300
+usage_error unstable "unknown option '--epochs'" --epochs 2
+"$BIN/unstable" --help >"$OUT/uh" 2>&1
+check "unstable --help: no --epochs (one step a day, no dataset), --steps without '0: no limit'" \
+	"$(grep -c -- '--epochs' "$OUT/uh")|$(grep -c 'no limit' "$OUT/uh")" "0|0"
+"$BIN/quickstart" --help >"$OUT/qh" 2>"$OUT/qh.err"
+check "quickstart --help: exit 0, usage on stdout" \
+	"$?|$(grep -c '^usage: .*quickstart (no options' "$OUT/qh")|$(wc -c <"$OUT/qh.err")" "0|1|0"
+"$BIN/quickstart" --fast >"$OUT/qh" 2>"$OUT/qh.err"
+check "quickstart with an option: exit 2, usage on stderr" \
+	"$?|$(grep -c '^usage: ' "$OUT/qh.err")|$(wc -c <"$OUT/qh")" "2|1|0"
+# --text: a directory is said to be one; a pipe is read to its end
+"$BIN/charlm" --text "$OUT" --steps 1 >"$OUT/td.out" 2>&1
+check "charlm --text DIR: exit 1, says it is a directory" \
+	"$?|$(grep -c "^charlm: '$OUT' is a directory, not a text file$" "$OUT/td.out")" "1|1"
+"$BIN/charlm" --text <(yes 'In the beginning God created the heaven and the earth.' | head -n 400) \
+	--steps 2 --eval-batches 1 --sample-len 0 --log-every 0 --json >"$OUT/tp.out" 2>&1
+check "charlm --text <(pipe): trains on all of it (22000 characters)" \
+	"$?|$(grep -c '^charlm: .*, 22000 characters' "$OUT/tp.out")" "0|1"
+# the precision a config selects that no --precision names is called by its mode's name
+AMP_PRECISION_MODE=force_bf16 "$BIN/unstable" --steps 2 --log-every 0 --json >"$OUT/fb.out" 2>&1
+check "force_bf16 (from the environment) is labelled force_bf16, not keep" \
+	"$?|$(field "$OUT/fb.out" precision)" "0|force_bf16"
+# --schedule constant keeps the rate (it read as cosine: both names begin with a c)
+for sch in cosine constant; do
+	"$BIN/mlp_fashion" --schedule $sch --steps 20 --batch 500 --test-limit 100 --log-every 0 \
+		--json >"$OUT/sch_$sch" 2>&1
+done
+check_true "mlp_fashion --schedule constant trains otherwise than cosine" \
+	test "$(field "$OUT/sch_constant" final_loss)" != "$(field "$OUT/sch_cosine" final_loss)"
 
 "$BIN/mlp_fashion" --data "$OUT/nodata" --steps 1 >/dev/null 2>"$OUT/d.err"
 rc=$?

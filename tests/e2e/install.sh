@@ -46,6 +46,11 @@ make -s -C "$ROOT" BUILD="$ABS_BUILD" PREFIX="$T/other" install >"$T/install2.lo
 check "a second PREFIX: its amprt.pc names it" \
 	"$(PKG_CONFIG_PATH=$T/other/lib/pkgconfig pkg-config --variable=prefix amprt)" "$T/other"
 
+# The README shows quickstart.c from its first #include on, as the file is.
+check "README's program is examples/quickstart.c" \
+	"$(awk '/^```c$/ { getline; if ($0 == "#include <amp/amp.h>") on = 1 } on && /^```$/ { exit } on' "$ROOT/README.md" | md5sum)" \
+	"$(sed -n '/^#include <amp\/amp.h>$/,$p' "$ROOT/examples/quickstart.c" | md5sum)"
+
 # The newcomer's program, built through pkg-config alone, outside the source tree.
 mkdir -p "$T/src"
 cp "$ROOT/examples/quickstart.c" "$T/src/train.c"

@@ -87,9 +87,42 @@ check_true "mlp_fashion: resumed at step 59, epoch 1" grep -q '^resumed from mlp
 "$MLP" --epochs 2 --batch 1000 --json >mlp3.out 2>&1
 res() { tail -n 1 "$1" | grep -o '"steps":[0-9]*\|"test_accuracy":[0-9.e-]*\|"final_loss":[0-9.e-]*\|"final_scale":[0-9.e-]*' | tr '\n' ' '; }
 check "mlp_fashion: resumed result = uninterrupted result" "$(res mlp2.out)" "$(res mlp3.out)"
-"$MLP" --epochs 2 --batch 500 --resume mlp.ckpt >mlp4.out 2>&1
-check_true "mlp_fashion: resuming with another batch size (inside an epoch) refused" \
-	grep -q "inside an epoch of 120 steps (batch 500)" mlp4.out
+# the checkpoint carries the flags: a resume under others is refused, naming the flag, even
+# where the step count would fit (batch 2000: 30 steps an epoch)
+WITH="(a resume continues that run: give it the flags it was written with)"
+for flags in "--batch 500|--batch 1000, this run has --batch 500" \
+	"--batch 2000|--batch 1000, this run has --batch 2000" \
+	"--precision fp32|--precision amp, this run has --precision fp32" \
+	"--seed 5|--seed 1, this run has --seed 5" "--lr 0.1|--lr 0.05, this run has --lr 0.1" \
+	"--momentum 0.5|--momentum 0.9, this run has --momentum 0.5"; do
+	"$MLP" --epochs 2 --batch 1000 --resume mlp.ckpt ${flags%%|*} >mlp4.out 2>&1
+	check "mlp_fashion: resume with ${flags%%|*} refused (exit 1, says which flag)" \
+		"$?|$(grep -cxF "mlp_fashion: --resume: checkpoint 'mlp.ckpt' was written with ${flags#*|} $WITH" mlp4.out)|$(grep -c '^epoch' mlp4.out)" "1|1|0"
+done
+for flags in "--schedule constant|constant" "--epochs 3|cosine over 180 steps" \
+	"--steps 100|cosine over 100 steps"; do
+	"$MLP" --epochs 2 --batch 1000 --resume mlp.ckpt ${flags%%|*} >mlp4.out 2>&1
+	check "mlp_fashion: resume with ${flags%%|*} refused (the schedule and its length)" \
+		"$?|$(grep -cxF "mlp_fashion: --resume: checkpoint 'mlp.ckpt' was written with --schedule cosine over 120 steps, this run has --schedule ${flags#*|} (--epochs and --steps set its length; a resume continues that run: give it the flags it was written with)" mlp4.out)" "1|1"
+done
+# final_loss (the mean of the last 50 steps' losses) after a resume that ran fewer than 50
+# steps is the uninterrupted run's: the loss window is in the checkpoint
+"$MLP" --epochs 2 --batch 2000 --test-limit 100 --stop-after 1 --checkpoint b2k.ckpt >b2k1.out 2>&1
+"$MLP" --epochs 2 --batch 2000 --test-limit 100 --resume b2k.ckpt --json >b2k2.out 2>&1
+"$MLP" --epochs 2 --batch 2000 --test-limit 100 --json >b2k3.out 2>&1
+check "mlp_fashion: 30 steps after a resume, final_loss = the uninterrupted run's" \
+	"$(res b2k2.out)" "$(res b2k3.out)"
+# under the constant schedule a longer run continues from the checkpoint as if never stopped,
+# and a --steps already reached trains nothing (it trained one step more)
+C="--batch 2000 --test-limit 100 --schedule constant"
+"$MLP" $C --epochs 2 --checkpoint c2.ckpt >c2a.out 2>&1
+"$MLP" $C --epochs 3 --resume c2.ckpt --json >c2b.out 2>&1
+"$MLP" $C --epochs 3 --json >c2c.out 2>&1
+check "mlp_fashion --schedule constant: 2 epochs resumed to 3 = 3 epochs" "$(res c2b.out)" "$(res c2c.out)"
+"$MLP" $C --epochs 3 --steps 40 --resume c2.ckpt --json >c2d.out 2>&1
+check "mlp_fashion: resumed past --steps 40: says so, trains nothing (60 steps)" \
+	"$?|$(grep -c '^resumed from c2.ckpt: --steps 40 already reached, nothing to train$' c2d.out)|$(grep -c '^epoch' c2d.out)|$(res c2d.out | grep -o '"steps":[0-9]*')" \
+	'0|1|0|"steps":60'
 # --steps ending on an epoch's end takes its checkpoint; inside an epoch it says none was taken
 "$MLP" --epochs 2 --batch 1000 --steps 60 --test-limit 100 --checkpoint s60.ckpt >s60.out 2>&1
 check "mlp_fashion --steps 60 (one epoch of batch 1000): its checkpoint" \

@@ -334,7 +334,7 @@ Test(batch, meter_prints_every_n_steps, .init = cr_redirect_stdout)
 
 Test(cli, json_run_line, .init = cr_redirect_stdout)
 {
-	const ex_program prog = {"t", "test", NULL, 0};
+	const ex_program prog = {"t", "test", NULL, 0, 0};
 	ex_common c = {.precision = "fp32", .epochs = 1, .batch = 1, .lr = 1, .seed = 3};
 	amp_ctx *ctx;
 	cr_assert_eq(ex_ctx_open(&prog, &c, &ctx), 0);
@@ -373,7 +373,7 @@ Test(cli, flags, .init = cr_redirect_stderr)
 {
 	int64_t extra_n = 5;
 	const ex_option extra[] = {{"minutes", EX_OPT_INT, &extra_n, "N", "minutes"}};
-	const ex_program prog = {"t", "test", extra, 1};
+	const ex_program prog = {"t", "test", extra, 1, 0};
 	ex_common c = {.epochs = 2, .batch = 64, .lr = 0.1, .seed = -1};
 	char *ok[] = {"t",      "--precision=fp16", "--epochs", "3",       "--lr=0.5",
 	              "--json", "--minutes",        "7",        "--seed=9"};
@@ -403,7 +403,7 @@ Test(cli, flags, .init = cr_redirect_stderr)
 
 Test(cli, ctx_open_applies_precision_and_seed, .init = cr_redirect_stderr)
 {
-	const ex_program prog = {"t", "test", NULL, 0};
+	const ex_program prog = {"t", "test", NULL, 0, 0};
 	ex_common c = {.precision = "fp32", .epochs = 1, .batch = 1, .lr = 1, .seed = 77};
 	amp_ctx *ctx;
 	cr_assert_eq(ex_ctx_open(&prog, &c, &ctx), 0);
