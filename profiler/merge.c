@@ -448,6 +448,24 @@ int prof_cmd_merge(int argc, char **argv)
 			           in[i].path);
 			goto out_free;
 		}
+		/* the rank and world size amp_mpi_attach wrote: anything else is a profile whose
+		 * meta was edited or damaged, whose rows would land beside another rank's */
+		if (in[i].rank < 0 || in[i].rank >= in[i].world_size) {
+			prof_error("merge the rank profiles ampprof wrote",
+			           "'%s' says it is rank %" PRId64 " of a run of %" PRId64
+			           " ranks (its meta is damaged)",
+			           in[i].path, in[i].rank, in[i].world_size);
+			goto out_free;
+		}
+		for (int j = 0; j < i; j++)
+			if (in[j].world_size != in[i].world_size) {
+				prof_error("merge the rank profiles one mpirun wrote",
+				           "'%s' and '%s' are ranks of runs of %" PRId64
+				           " and %" PRId64 " ranks",
+				           in[j].path, in[i].path, in[j].world_size,
+				           in[i].world_size);
+				goto out_free;
+			}
 		for (int j = 0; j < i; j++)
 			if (in[j].run_id[0] && in[i].run_id[0] && strcmp(in[j].run_id, in[i].run_id)) {
 				prof_error("merge the rank profiles one mpirun wrote",

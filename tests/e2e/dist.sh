@@ -448,7 +448,7 @@ grep -q "all-reduce in fp32, the update sharded over the ranks" "$OUT/mlp.sharde
 	bad "mlp_fashion --dist, sharded: says so" "$(head -3 "$OUT/mlp.sharded")"
 for sh in off on; do
 	AMP_OPTIMIZER_SHARDING=$sh "${MPI[@]}" -np 2 "$BIN/mlp_fashion" --dist --precision=amp \
-		--epochs 2 --steps 470 --checkpoint "$OUT/mlp.ck.$sh" --log-every 0 --test-limit 100 \
+		--epochs 2 --steps 480 --checkpoint "$OUT/mlp.ck.$sh" --log-every 0 --test-limit 100 \
 		>"$OUT/mlp.ck.out" 2>&1
 	check "mlp_fashion --dist --checkpoint, sharding $sh: exit 0" "$?" 0
 done
@@ -461,7 +461,8 @@ for sh in off on; do
 done
 check "mlp_fashion --dist --resume, sharded: the unsharded losses and accuracy" \
 	"$(grep -E '^step|^test' "$OUT/mlp.res.on")" "$(grep -E '^step|^test' "$OUT/mlp.res.off")"
-check "mlp_fashion --dist --resume: said once (rank 0 speaks)" "$(grep -c '^resumed from' "$OUT/mlp.res.on")" 1
+check "mlp_fashion --dist --resume: said once (rank 0 speaks), steps 470, 475, 480 trained" \
+	"$(grep -c '^resumed from' "$OUT/mlp.res.on")|$(grep -c '^step' "$OUT/mlp.res.on")" "1|3"
 
 # ---- profiles -----------------------------------------------------------------------------------
 cd "$OUT" || e2e_abort "cannot enter $OUT"
@@ -662,6 +663,17 @@ check "merge refuses ranks of two runs" "$?" 6
 grep -q "'pfp32.0.db' and 'pfp16.1.db' are ranks of different runs (run ids [0-9a-f]* and [0-9a-f]*)" runs.err ||
 	bad "merge: ranks of two runs named" "$(cat runs.err)"
 check_true "merge of two runs: no output left" test ! -e runs.db
+# a rank's meta that no run wrote (edited or damaged): refused, named
+for forged in "rank|5|'f.1.db' says it is rank 5 of a run of 2 ranks (its meta is damaged)" \
+	"rank|-1|'f.1.db' says it is rank -1 of a run of 2 ranks (its meta is damaged)" \
+	"world_size|3|'pfp32.0.db' and 'f.1.db' are ranks of runs of 2 and 3 ranks"; do
+	IFS='|' read -r key value msg <<<"$forged"
+	cp pfp32.1.db f.1.db
+	sqlite3 f.1.db "UPDATE meta SET value = '$value' WHERE key = '$key'"
+	"$B/bin/ampprof" merge -o forged.db pfp32.0.db f.1.db >/dev/null 2>forged.err
+	check "merge refuses a rank profile with meta $key = $value (exit 6, named, no output)" \
+		"$?|$(grep -cF "$msg" forged.err)|$(test -e forged.db && echo written)" "6|1|"
+done
 # an input a killed rank left with its -wal: read where it is, the input untouched
 cp pfp32.1.db wal.1.db
 /usr/bin/python3 -c '
