@@ -71,7 +71,7 @@ static int emit_rows(sqlite3 *db, FILE *f, const char *sql, enum trace_kind kind
 			amp_progress_set(pr, "events", *done);
 		fputs(",\n", f);
 		switch (kind) {
-		case TRACE_STEP: /* step, loss, scale, overflow, skipped, samples */
+		case TRACE_STEP: /* step, loss, scale, overflow, skipped, samples, ended */
 			fprintf(f, "{\"name\":\"step %" PRId64 "\",\"cat\":\"step\",\"ph\":\"X\","
 			        "\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64 ",\"tid\":%" PRId64
 			        ",\"args\":{\"step\":%" PRId64 ",\"loss\":",
@@ -80,9 +80,12 @@ static int emit_rows(sqlite3 *db, FILE *f, const char *sql, enum trace_kind kind
 			json_real_col(f, st, 6);
 			fputs(",\"scale\":", f);
 			json_real_col(f, st, 7);
-			fprintf(f, ",\"overflow\":%d,\"skipped\":%d,\"samples\":%" PRId64 "}}",
+			fprintf(f,
+			        ",\"overflow\":%d,\"skipped\":%d,\"samples\":%" PRId64
+			        ",\"ended\":%s}}",
 			        sqlite3_column_int(st, 8), sqlite3_column_int(st, 9),
-			        (int64_t)sqlite3_column_int64(st, 10));
+			        (int64_t)sqlite3_column_int64(st, 10),
+			        sqlite3_column_int(st, 11) ? "true" : "false");
 			break;
 		case TRACE_OP: /* op, dtype, label, shape, step, seq, phase, engine */
 			fputs("{\"name\":", f);
@@ -290,51 +293,67 @@ int prof_export_chrome(sqlite3 *db, FILE *f)
 	        "\"traceEvents\":[", AMP_JSON_FORMAT_VERSION);
 	if (emit_names(db, f) != 0 ||
 	    emit_rows(db, f,
-	              TRACKS_CTE "SELECT s.start_ns, coalesce(s.dur_ns, 0), tr.pid, tr.tid, s.thread,"
-	              " s.step, s.loss, s.scale, coalesce(s.overflow, 0), coalesce(s.skipped, 0),"
-	              " coalesce(s.samples, 0) FROM steps s JOIN tr ON tr.id = s.thread"
-	              " ORDER BY s.start_ns, s.step", TRACE_STEP, &pr, &done) != 0 ||
-	    emit_rows(db, f,
-	              TRACKS_CTE "SELECT e.start_ns, e.dur_ns, tr.pid, tr.tid, e.thread, s.op,"
-	              " s.exec_dtype, coalesce(s.label, ''), s.shape, e.step, e.seq, s.phase,"
-	              " coalesce(s.engine, 'unknown') FROM op_events e JOIN op_sigs s ON s.id = e.sig"
-	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_OP, &pr, &done) != 0 ||
+	              /* a step that never ended (a killed run's last) lasts to the end of its
+	               * last op or copy, so that it holds them as a step does */
+	              TRACKS_CTE
+	              "SELECT s.start_ns, coalesce(s.dur_ns, max(0, max(coalesce((SELECT"
+	              " max(e.start_ns + e.dur_ns) FROM op_events e WHERE e.thread = s.thread AND"
+	              " e.step = s.step), s.start_ns), coalesce((SELECT max(e.start_ns + e.dur_ns)"
+	              " FROM copy_events e WHERE e.thread = s.thread AND e.step = s.step),"
+	              " s.start_ns)) - s.start_ns)), tr.pid, tr.tid, s.thread, s.step, s.loss,"
+	              " s.scale,"
+	              " coalesce(s.overflow, 0), coalesce(s.skipped, 0), coalesce(s.samples, 0),"
+	              " s.dur_ns IS NOT NULL FROM steps s JOIN tr ON tr.id = s.thread"
+	              " ORDER BY s.start_ns, s.step",
+	              TRACE_STEP, &pr, &done) != 0 ||
+	    emit_rows(
+	        db, f,
+	        TRACKS_CTE
+	        "SELECT e.start_ns, e.dur_ns, tr.pid, tr.tid, e.thread, s.op,"
+	        " s.exec_dtype, coalesce(s.label, ''), s.shape, e.step, e.seq, s.phase,"
+	        " coalesce(s.engine, 'unknown') FROM op_events e JOIN op_sigs s ON s.id = e.sig"
+	        " JOIN tr ON tr.id = e.thread ORDER BY e.id",
+	        TRACE_OP, &pr, &done) != 0 ||
 	    emit_rows(db, f,
 	              TRACKS_CTE "SELECT e.start_ns, e.dur_ns, tr.pid, tr.tid, e.thread, s.kind,"
-	              " s.src_dtype, s.dst_dtype, s.bytes, coalesce(s.label, ''), e.step"
-	              " FROM copy_events e JOIN copy_sigs s ON s.id = e.sig"
-	              " JOIN tr ON tr.id = e.thread ORDER BY e.id", TRACE_COPY, &pr, &done) != 0 ||
+	                         " s.src_dtype, s.dst_dtype, s.bytes, coalesce(s.label, ''), e.step"
+	                         " FROM copy_events e JOIN copy_sigs s ON s.id = e.sig"
+	                         " JOIN tr ON tr.id = e.thread ORDER BY e.id",
+	              TRACE_COPY, &pr, &done) != 0 ||
 	    /* rows of a version-2 profile have no thread: the first track's */
 	    emit_rows(db, f,
-	              scale_thread
-	                  ? TRACKS_CTE "SELECT l.t_ns, 0, tr.pid, tr.tid, tr.id, l.new_scale FROM"
-	                    " loss_scale l JOIN tr ON tr.id = coalesce(l.thread,"
-	                    " (SELECT min(id) FROM tr)) WHERE l.new_scale BETWEEN -1e308 AND 1e308"
-	                    " ORDER BY l.t_ns, l.step"
-	                  : TRACKS_CTE "SELECT l.t_ns, 0, tr.pid, tr.tid, tr.id, l.new_scale FROM"
-	                    " loss_scale l JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
-	                    " WHERE l.new_scale BETWEEN -1e308 AND 1e308 ORDER BY l.t_ns, l.step",
+	              scale_thread ? TRACKS_CTE
+	                  "SELECT l.t_ns, 0, tr.pid, tr.tid, tr.id, l.new_scale FROM"
+	                  " loss_scale l JOIN tr ON tr.id = coalesce(l.thread,"
+	                  " (SELECT min(id) FROM tr)) WHERE l.new_scale BETWEEN -1e308 AND 1e308"
+	                  " ORDER BY l.t_ns, l.step"
+	                           : TRACKS_CTE
+	                  "SELECT l.t_ns, 0, tr.pid, tr.tid, tr.id, l.new_scale FROM"
+	                  " loss_scale l JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
+	                  " WHERE l.new_scale BETWEEN -1e308 AND 1e308 ORDER BY l.t_ns, l.step",
 	              TRACE_SCALE, &pr, &done) != 0 ||
 	    emit_rows(db, f,
-	              mem_thread
-	                  ? TRACKS_CTE "SELECT m.t_ns, 0, tr.pid, tr.tid, tr.id, m.master_weights,"
-	                    " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
-	                    " FROM memory m JOIN tr ON tr.id = coalesce(m.thread,"
-	                    " (SELECT min(id) FROM tr)) ORDER BY m.t_ns, m.step"
-	                  : TRACKS_CTE "SELECT m.t_ns, 0, tr.pid, tr.tid, tr.id, m.master_weights,"
-	                    " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
-	                    " FROM memory m JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
-	                    " ORDER BY m.t_ns, m.step",
+	              mem_thread ? TRACKS_CTE
+	                  "SELECT m.t_ns, 0, tr.pid, tr.tid, tr.id, m.master_weights,"
+	                  " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
+	                  " FROM memory m JOIN tr ON tr.id = coalesce(m.thread,"
+	                  " (SELECT min(id) FROM tr)) ORDER BY m.t_ns, m.step"
+	                         : TRACKS_CTE
+	                  "SELECT m.t_ns, 0, tr.pid, tr.tid, tr.id, m.master_weights,"
+	                  " m.working_copies, m.activations, m.grads, m.optimizer_state, m.peak"
+	                  " FROM memory m JOIN tr ON tr.id = (SELECT min(id) FROM tr)"
+	                  " ORDER BY m.t_ns, m.step",
 	              TRACE_MEMORY, &pr, &done) != 0 ||
 	    /* the collectives of a data-parallel run, on tracks of their own (COMM_TID) */
-	    (comm && (emit_comm_names(db, f) != 0 ||
-	              emit_rows(db, f,
-	                        TRACKS_CTE "SELECT c.start_ns, coalesce(c.dur_ns, 0), tr.pid, " COMM_TID
-	                        ", tr.id, c.kind, coalesce(c.bytes, 0), c.dtype, c.bucket,"
-	                        " coalesce(c.wait_ns, 0), coalesce(c.local_overflow, 0), c.step"
-	                        " FROM comm c JOIN tr ON tr.id = coalesce(c.thread,"
-	                        " (SELECT min(id) FROM tr)) ORDER BY c.start_ns, c.id",
-	                        TRACE_COMM, &pr, &done) != 0))) {
+	    (comm &&
+	     (emit_comm_names(db, f) != 0 ||
+	      emit_rows(db, f,
+	                TRACKS_CTE "SELECT c.start_ns, coalesce(c.dur_ns, 0), tr.pid, " COMM_TID
+	                           ", tr.id, c.kind, coalesce(c.bytes, 0), c.dtype, c.bucket,"
+	                           " coalesce(c.wait_ns, 0), coalesce(c.local_overflow, 0), c.step"
+	                           " FROM comm c JOIN tr ON tr.id = coalesce(c.thread,"
+	                           " (SELECT min(id) FROM tr)) ORDER BY c.start_ns, c.id",
+	                TRACE_COMM, &pr, &done) != 0))) {
 		amp_progress_end(&pr);
 		return -1;
 	}

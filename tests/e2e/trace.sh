@@ -67,6 +67,29 @@ assert all(e["cat"] for e in d)
 PY
 check_true "3 threads: real pid/tid tracks named main/thread N, counters per thread and per memory category" test $? = 0
 
+# a step that never ended (a killed run's last: its dur_ns NULL) lasts to its last op's or
+# cast's end,
+# so that it holds its ops, and says ended: false (it was a zero-length slice)
+cp "$T/mt.db" "$T/unended.db"
+q unended.db "UPDATE steps SET dur_ns = NULL WHERE thread = (SELECT min(thread) FROM steps) AND step = 11"
+want=$(q unended.db "SELECT max(e.start_ns + e.dur_ns) - s.start_ns FROM steps s JOIN (SELECT
+	thread, step, start_ns, dur_ns FROM op_events UNION ALL SELECT thread, step, start_ns, dur_ns
+	FROM copy_events) e ON e.thread = s.thread AND e.step = s.step WHERE s.dur_ns IS NULL")
+"$BIN/ampprof" export --format=chrome "$T/unended.db" >"$T/unended.json"
+"$PY" - "$T/unended.json" "$want" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["traceEvents"]
+steps = [e for e in d if e["cat"] == "step"]
+un = [e for e in steps if not e["args"]["ended"]]
+assert len(un) == 1 and un[0]["args"]["step"] == 11, un
+assert round(un[0]["dur"] * 1000) == int(sys.argv[2]) > 0, (un[0]["dur"], sys.argv[2])
+assert sum(e["args"]["ended"] for e in steps) == len(steps) - 1
+PY
+check_true "an unended step: a slice to its last op's or cast's end, ended false (the others true)" test $? = 0
+"$PY" "$CHECK" "$T/unended.json" >"$T/check.out"
+check_true "an unended step: the trace passes trace_check (its ops nest in it)" test $? = 0 ||
+	cat "$T/check.out"
+
 # ---- a real training: ops, casts and steps of one thread ------------------------------------
 "$BIN/ampprof" -q -o "$T/amp.db" -- "$BIN/mlp_fashion" --precision=amp --steps 30 --log-every 0 >/dev/null 2>&1
 check "mlp_fashion amp: exit 0" "$?" 0
