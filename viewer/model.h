@@ -290,10 +290,20 @@ long view_model_hist(view_model *m, int64_t step, amp_hist_tensor **rows);
  * order.  Returns the count or a VIEW_E* code. */
 long view_model_steps_matching(view_model *m, const char *filter, int64_t **steps);
 
-/* Loss per chart column: min and max of the finite losses of steps [first[i], last[i]]
- * (NAN when none), n columns.  Returns n or a VIEW_E* code. */
-long view_model_loss_buckets(view_model *m, const view_scale_bucket *b, long n, double *lo,
-                             double *hi);
+/* The losses of one chart column: min and max of its steps' finite losses (NAN when none),
+ * and its steps whose loss was not finite ('nan', 'inf', '-inf' in steps.loss_state; profiles
+ * before it cannot tell): how many, the first of them and what it was. */
+typedef struct view_loss_bucket {
+	double lo, hi;
+	long nonfinite;
+	int64_t first_nonfinite;
+	char first_state[8];
+} view_loss_bucket;
+
+/* The losses of n chart columns, steps [b[i].first, b[i].last] each.  Returns n or a VIEW_E*
+ * code. */
+long view_model_loss_buckets(view_model *m, const view_scale_bucket *b, long n,
+                             view_loss_bucket *out);
 
 /* A reason to distrust the call sites: "" or a warning with the fix (every call site is
  * __libc_start_call_main: a static link).  Computed once. */

@@ -160,30 +160,47 @@ long view_model_steps_matching(view_model *m, const char *filter, int64_t **step
 	return n;
 }
 
-long view_model_loss_buckets(view_model *m, const view_scale_bucket *b, long n, double *lo,
-                             double *hi)
+long view_model_loss_buckets(view_model *m, const view_scale_bucket *b, long n,
+                             view_loss_bucket *out)
 {
 	sqlite3_stmt *st = NULL;
 	for (long i = 0; i < n; i++)
-		lo[i] = hi[i] = NAN;
+		out[i] = (view_loss_bucket){.lo = NAN, .hi = NAN};
 	if (n <= 0)
 		return 0;
-	if (prepare(m, "SELECT step, loss FROM steps WHERE loss IS NOT NULL ORDER BY step", &st))
+	int states = amp_profile_has_column(view_model_db(m), "steps", "loss_state");
+	if (prepare(m,
+	            states
+	                ? "SELECT step, loss, loss_state FROM steps WHERE loss IS NOT NULL OR"
+	                  " loss_state IN ('nan', 'inf', '-inf') ORDER BY step"
+	                : "SELECT step, loss, NULL FROM steps WHERE loss IS NOT NULL ORDER BY step",
+	            &st))
 		return VIEW_EDB;
 	long i = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		int64_t step = sqlite3_column_int64(st, 0);
-		double loss = sqlite3_column_double(st, 1);
+		const char *state = (const char *)sqlite3_column_text(st, 2);
 		while (i < n && step > b[i].last)
 			i++;
 		if (i == n)
 			break;
-		if (step < b[i].first || !isfinite(loss))
+		if (step < b[i].first)
 			continue;
-		if (isnan(lo[i]) || loss < lo[i])
-			lo[i] = loss;
-		if (isnan(hi[i]) || loss > hi[i])
-			hi[i] = loss;
+		view_loss_bucket *k = &out[i];
+		if (state && strcmp(state, "finite") != 0) {
+			if (k->nonfinite++ == 0) {
+				k->first_nonfinite = step;
+				snprintf(k->first_state, sizeof k->first_state, "%s", state);
+			}
+			continue;
+		}
+		double loss = sqlite3_column_double(st, 1);
+		if (sqlite3_column_type(st, 1) == SQLITE_NULL || !isfinite(loss))
+			continue;
+		if (isnan(k->lo) || loss < k->lo)
+			k->lo = loss;
+		if (isnan(k->hi) || loss > k->hi)
+			k->hi = loss;
 	}
 	sqlite3_finalize(st);
 	return n;

@@ -19,7 +19,7 @@ typedef struct scale {
 	long cursor;     /* column, -1: pick the first overflow */
 	int64_t pending; /* step to focus once loaded, -1 none */
 	char msg[128];
-	double loss_lo[COLS_MAX], loss_hi[COLS_MAX]; /* finite losses per column, NAN: none */
+	view_loss_bucket loss[COLS_MAX]; /* the losses of each column */
 	long loss_for; /* p->n the losses were read for, -1: not read */
 } scale;
 
@@ -198,9 +198,9 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	load(p, ctx, cw);
 	if (p->loss_for != p->n) {
 		p->loss_for = p->n;
-		if (view_model_loss_buckets(ctx->model, p->b, p->n, p->loss_lo, p->loss_hi) < 0)
+		if (view_model_loss_buckets(ctx->model, p->b, p->n, p->loss) < 0)
 			for (long i = 0; i < p->n; i++)
-				p->loss_lo[i] = p->loss_hi[i] = NAN;
+				p->loss[i] = (view_loss_bucket){.lo = NAN, .hi = NAN};
 	}
 
 	int x = 1 + view_screen_printf(s, 1, top, s->w - 2, VIEW_S_NORMAL, 0,
@@ -219,10 +219,10 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 	int has_loss = 0;
 	double lmin = INFINITY, lmax = -INFINITY;
 	for (long i = 0; i < p->n; i++)
-		if (!isnan(p->loss_lo[i])) {
+		if (!isnan(p->loss[i].lo)) {
 			has_loss = 1;
-			lmin = p->loss_lo[i] < lmin ? p->loss_lo[i] : lmin;
-			lmax = p->loss_hi[i] > lmax ? p->loss_hi[i] : lmax;
+			lmin = p->loss[i].lo < lmin ? p->loss[i].lo : lmin;
+			lmax = p->loss[i].hi > lmax ? p->loss[i].hi : lmax;
 		}
 	int lrows = has_loss && rows >= 18 ? 3 : 0;
 	int ymark = top + 1, yskip = top + 2, ytop = top + 3, ybot = end - 5 - lrows - history;
@@ -301,10 +301,10 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 		view_screen_fill(s, lw, yl, 1, lrows, VIEW_G_VLINE, VIEW_S_DIM, 0);
 		double span = lmax > lmin ? lmax - lmin : 1;
 		for (long i = 0; i < p->n; i++) {
-			if (isnan(p->loss_lo[i]))
+			if (isnan(p->loss[i].lo))
 				continue;
-			int rh = yl + (int)lround((lmax - p->loss_hi[i]) / span * (lrows - 1));
-			int rl = yl + (int)lround((lmax - p->loss_lo[i]) / span * (lrows - 1));
+			int rh = yl + (int)lround((lmax - p->loss[i].hi) / span * (lrows - 1));
+			int rl = yl + (int)lround((lmax - p->loss[i].lo) / span * (lrows - 1));
 			for (int y = rh + 1; y <= rl; y++)
 				view_screen_putc(s, cx + (int)i, y, VIEW_G_VLINE, VIEW_S_NORMAL, 0);
 			view_screen_putc(s, cx + (int)i, rh, VIEW_G_BULLET, VIEW_S_NORMAL, 0);
@@ -347,22 +347,39 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			         " \xc2\xb7 %lld overflow%s (first %lld), %lld skipped",
 			         (long long)k->overflows, k->overflows > 1 ? "s" : "",
 			         (long long)k->first_overflow, (long long)k->skipped);
-			x += view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_MARK, 0, line);
-			view_screen_puts(s, 1, ybot + 4, s->w - 2, VIEW_S_DIM, 0,
-			                 "Enter: the step's anomalies, origin first \xc2\xb7 n/N: markers");
+			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_MARK, 0, line);
 		} else {
-			x += view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0,
-			                      " \xc2\xb7 no overflow");
+			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0,
+			                 " \xc2\xb7 no overflow");
 		}
-		long ci = p->cursor;
-		if (!isnan(p->loss_lo[ci])) {
-			if (p->loss_lo[ci] == p->loss_hi[ci])
-				snprintf(line, sizeof line, " \xc2\xb7 loss %.4g", p->loss_lo[ci]);
+		/* the next line: the column's losses, a loss that was not finite first; then the
+		 * keys of a column with overflows where they fit (? lists them anyway) */
+		const view_loss_bucket *lb = &p->loss[p->cursor];
+		x = 1;
+		if (lb->nonfinite == 1 && k->first == k->last)
+			snprintf(line, sizeof line, "loss %s", lb->first_state);
+		else if (lb->nonfinite)
+			snprintf(line, sizeof line,
+			         "loss not finite on %ld step%s (first %s at %lld)", lb->nonfinite,
+			         lb->nonfinite > 1 ? "s" : "", lb->first_state,
+			         (long long)lb->first_nonfinite);
+		if (lb->nonfinite)
+			x += view_screen_puts(s, x, ybot + 4, s->w - x - 1, VIEW_S_WARN,
+			                      VIEW_A_BOLD, line);
+		if (!isnan(lb->lo)) {
+			const char *sep = lb->nonfinite ? ", finite " : "loss ";
+			if (lb->lo == lb->hi)
+				snprintf(line, sizeof line, "%s%.4g", sep, lb->lo);
 			else
-				snprintf(line, sizeof line, " \xc2\xb7 loss %.4g..%.4g", p->loss_lo[ci],
-				         p->loss_hi[ci]);
-			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0, line);
+				snprintf(line, sizeof line, "%s%.4g..%.4g", sep, lb->lo, lb->hi);
+			x += view_screen_puts(s, x, ybot + 4, s->w - x - 1, VIEW_S_NORMAL, 0, line);
 		}
+		const char *keys = "Enter: the step's anomalies \xc2\xb7 n/N: markers";
+		int kw = 0; /* columns: UTF-8 lead bytes (one column each here) */
+		for (const char *c = keys; *c; c++)
+			kw += ((unsigned char)*c & 0xc0) != 0x80;
+		if (k->overflows && x + (x > 1 ? 3 : 0) + kw <= s->w - 1)
+			view_screen_puts_right(s, 1, ybot + 4, s->w - 2, VIEW_S_DIM, 0, keys);
 	}
 	if (history) {
 		const char *h = r->scale_history;
