@@ -372,6 +372,59 @@ static void print_rank_endings(sqlite3 *db, FILE *f)
 	fputc('\n', f);
 }
 
+/* The crashes' query: signal, code, address, frames, pid and tid of the thread, rank; the
+ * first CRASHES_SHOWN in time.  Each crash's backtrace is printed up to CRASH_FRAMES_SHOWN
+ * frames (the innermost: where it crashed and the calls that led there). */
+#define CRASHES_SQL                                                                                \
+	"SELECT c.signal, c.code, c.addr, c.frames, t.pid, t.tid, c.rank FROM crashes c LEFT JOIN" \
+	" threads t ON t.id = c.thread ORDER BY c.t_ns, c.id LIMIT 4"
+#define CRASH_FRAMES_SHOWN 16
+
+/* "  crash" lines: where the application crashed, frame by frame (what meta end 'crash'
+ * alone does not say). */
+static void print_crashes(sqlite3 *db, FILE *f)
+{
+	sqlite3_stmt *st = NULL;
+	if (!amp_profile_has_table(db, "crashes") ||
+	    sqlite3_prepare_v2(db, CRASHES_SQL, -1, &st, NULL) != SQLITE_OK)
+		return;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		fputs("  crash        ", f);
+		amp_text_put(f, col_str(st, 0));
+		fprintf(f, " (code %d, address 0x%llx)", sqlite3_column_int(st, 1),
+		        (unsigned long long)sqlite3_column_int64(st, 2));
+		if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+			fprintf(f, " in pid %lld tid %lld", (long long)sqlite3_column_int64(st, 4),
+			        (long long)sqlite3_column_int64(st, 5));
+		if (sqlite3_column_int64(st, 6) > 0)
+			fprintf(f, " on rank %lld", (long long)sqlite3_column_int64(st, 6));
+		const char *p = col_str(st, 3);
+		if (!*p) {
+			fputs(", no backtrace\n", f);
+			continue;
+		}
+		fputs(":\n", f);
+		int n = 0;
+		for (; *p; n++) {
+			size_t len = strcspn(p, "\n");
+			if (n < CRASH_FRAMES_SHOWN) {
+				char *line = strndup(p, len);
+				fputs("                 ", f);
+				amp_text_put(f, line ? line : "");
+				fputc('\n', f);
+				free(line);
+			}
+			p += len + (p[len] == '\n');
+		}
+		if (n > CRASH_FRAMES_SHOWN)
+			fprintf(f,
+			        "                 ... %d more frame(s): ampprof export "
+			        "--table=crashes\n",
+			        n - CRASH_FRAMES_SHOWN);
+	}
+	sqlite3_finalize(st);
+}
+
 /* The lines of a profile whose recording stopped (meta end 'collector-failed'). */
 static void print_collector_failed(sqlite3 *db, FILE *f, const summary *s)
 {
@@ -438,6 +491,7 @@ int prof_report_text(sqlite3 *db, FILE *f, const char *path)
 		fputs("  INCOMPLETE   the collector stopped before it finished this profile (ampprof "
 		      "was killed): what it holds is what reached the disk\n", f);
 	}
+	print_crashes(db, f);
 	if (!s.have) {
 		fprintf(f, "  (no summary: the profile was not finalized)\n");
 		return 0;
@@ -771,6 +825,34 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		json_str(f, s.incomplete);
 	else
 		fputs("null", f);
+	fputs(", \"crashes\": [", f);
+	if (amp_profile_has_table(db, "crashes") &&
+	    sqlite3_prepare_v2(db, CRASHES_SQL, -1, &st, NULL) == SQLITE_OK) {
+		for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+			fputs(i ? ", {\"signal\": " : "{\"signal\": ", f);
+			json_str(f, col_str(st, 0));
+			fprintf(f, ", \"code\": %d, \"addr\": %lld, \"pid\": ",
+			        sqlite3_column_int(st, 1), (long long)sqlite3_column_int64(st, 2));
+			json_int(f,
+			         sqlite3_column_type(st, 4) == SQLITE_NULL
+			             ? -1
+			             : sqlite3_column_int64(st, 4),
+			         1);
+			fputs(", \"tid\": ", f);
+			json_int(f,
+			         sqlite3_column_type(st, 5) == SQLITE_NULL
+			             ? -1
+			             : sqlite3_column_int64(st, 5),
+			         1);
+			fprintf(f, ", \"rank\": %lld, \"frames\": ",
+			        (long long)sqlite3_column_int64(st, 6));
+			json_lines(f, sqlite3_column_text(st, 3));
+			fputc('}', f);
+		}
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	fputc(']', f);
 	/* without a summary (a read-only unfinalized profile) these are unknown, not 0 */
 	fputs(", \"steps\": ", f);
 	json_int(f, s.have ? s.steps : -1, 1);

@@ -13,6 +13,35 @@
 static const int g_fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define N_FATAL ((int)(sizeof g_fatal_signals / sizeof g_fatal_signals[0]))
 
+/* The backtrace of the code the signal interrupted, innermost first, into frames (at most
+ * max): libunwind's local cursor from this handler up, the handler's own frames and the
+ * kernel's signal trampoline left out (they are where the crash was reported, not where it
+ * happened).  libunwind marks as the signal frame the one the signal interrupted (its IP the
+ * faulting instruction): the backtrace starts there.  Without a signal frame in sight (an
+ * unwinder that cannot tell), every frame.  Returns the count. */
+static int crash_backtrace(uint64_t *frames, int max)
+{
+	enum { HANDLER_FRAMES = 8 }; /* the signal frame is searched among the first few */
+	uint64_t ips[AMP_CRASH_FRAMES + HANDLER_FRAMES];
+	int n = 0, sig = -1;
+	unw_context_t uc;
+	unw_cursor_t c;
+	if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
+		return 0;
+	do {
+		unw_word_t ip = 0;
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0)
+			break;
+		if (sig < 0 && n < HANDLER_FRAMES && unw_is_signal_frame(&c) > 0)
+			sig = n;
+		ips[n++] = (uint64_t)ip;
+	} while (n < (int)(sizeof ips / sizeof ips[0]) && unw_step(&c) > 0);
+	int from = sig >= 0 ? sig : 0, kept = 0;
+	for (int i = from; i < n && kept < max; i++)
+		frames[kept++] = ips[i];
+	return kept;
+}
+
 /* Async-signal-safe: plain stores into the mapped ring, libunwind's local unwinder, sigaction
  * and raise.  The record is written only by the thread that owns the ring. */
 static void trace_on_fatal(int signo, siginfo_t *si, void *uctx)
@@ -25,10 +54,8 @@ static void trace_on_fatal(int signo, siginfo_t *si, void *uctx)
 		unsigned slots = AMP_REC_SLOTS(amp_rec_crash);
 		amp_rec_crash *rec = ring_reserve(r, slots);
 		if (rec) {
-			void *frames[AMP_CRASH_FRAMES];
-			int n = unw_backtrace(frames, AMP_CRASH_FRAMES);
-			if (n < 0)
-				n = 0;
+			uint64_t frames[AMP_CRASH_FRAMES];
+			int n = crash_backtrace(frames, AMP_CRASH_FRAMES);
 			rec->signo = signo;
 			rec->code = si ? si->si_code : 0;
 			rec->addr = si ? (uint64_t)(uintptr_t)si->si_addr : 0;
@@ -36,7 +63,7 @@ static void trace_on_fatal(int signo, siginfo_t *si, void *uctx)
 			rec->nframes = (uint32_t)n;
 			rec->pad = 0;
 			for (int i = 0; i < AMP_CRASH_FRAMES; i++)
-				rec->frames[i] = i < n ? (uint64_t)(uintptr_t)frames[i] : 0;
+				rec->frames[i] = i < n ? frames[i] : 0;
 			ring_commit(r, rec, AMP_REC_CRASH, slots, 0);
 		}
 		amp_trace_ring_close(r);

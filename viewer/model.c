@@ -540,6 +540,23 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		sqlite3_finalize(st);
 	}
 	r->crashes = query_i64(m, "SELECT count(*) FROM crashes", 0);
+	r->crash_signal[0] = r->crash_frame[0] = '\0';
+	sqlite3_stmt *st =
+	    r->crashes > 0 ? prep(m, "SELECT signal, frames FROM crashes ORDER BY t_ns, id LIMIT 1")
+	                   : NULL;
+	if (st && step_row(m, st) == SQLITE_ROW) {
+		const char *sig = (const char *)sqlite3_column_text(st, 0);
+		const char *fr = (const char *)sqlite3_column_text(st, 1);
+		snprintf(r->crash_signal, sizeof r->crash_signal, "%s", sig ? sig : "");
+		snprintf(r->crash_frame, sizeof r->crash_frame, "%.*s",
+		         fr ? (int)strcspn(fr, "\n") : 0, fr ? fr : "");
+		/* 'function file:line (module+offset)': the module's part only where the frame
+		 * has nothing else */
+		char *mod = strstr(r->crash_frame, " (");
+		if (mod && mod > r->crash_frame)
+			*mod = '\0';
+	}
+	sqlite3_finalize(st);
 	r->untraced_steps = query_i64(m, "SELECT count(*) FROM steps WHERE detail = 0", 0);
 	/* a NaN or Inf loss (loss_state, schema version 3) is a loss */
 	r->lossless_steps = query_i64(m,

@@ -80,6 +80,8 @@ typedef struct view_run {
 	char origin_function[256], origin_file[512];
 	int origin_line;
 	int64_t crashes; /* rows in crashes */
+	/* the first crash: its signal, its innermost frame ("function file:line") */
+	char crash_signal[16], crash_frame[512];
 	int64_t untraced_steps; /* steps with their duration only (ampprof --steps=A-B) */
 } view_run;
 

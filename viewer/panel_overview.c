@@ -233,6 +233,16 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	 * end says how it ended */
 	view_screen_printf(s, x, y++, s->w - x - 1, VIEW_S_NORMAL, 0, " \xc2\xb7 wall %s",
 	                   view_fmt_ns(r->wall_ns, a, sizeof a));
+	/* where it crashed: the innermost frame (the report prints the whole backtrace) */
+	if (r->crashes > 0 && y < end) {
+		if (r->crash_frame[0])
+			snprintf(line, sizeof line, "%s in %s%s", r->crash_signal, r->crash_frame,
+			         " \xc2\xb7 backtrace: ampprof report");
+		else
+			snprintf(line, sizeof line, "%s, no backtrace recorded", r->crash_signal);
+		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Crashed");
+		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_BAD, VIEW_A_BOLD, line);
+	}
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Steps");
 	/* steps that ended without a loss and without an overflow (evaluation batches, say)
 	 * explain a count above the training steps asked for */

@@ -229,6 +229,22 @@ check "segfault: integrity" "$(integrity segv.db)" ok
 check "segfault: meta end" "$(q segv.db "SELECT value FROM meta WHERE key = 'end'")" crash
 check "segfault: crash row" "$(q segv.db 'SELECT signal FROM crashes')" SIGSEGV
 check_true "segfault: backtrace names the faulting function" grep -q "run_thread .*trace_producer.c" <<<"$(q segv.db 'SELECT frames FROM crashes')"
+# the backtrace starts at the faulting store, not in the signal handler that recorded it
+fault_line=$(grep -n '^			\*p = 1;$' "$ROOT/tests/progs/trace_producer.c" | cut -d: -f1)
+check "segfault: the first frame is the faulting line (trace_producer.c:$fault_line), no handler frame" \
+	"$(q segv.db 'SELECT frames FROM crashes' | head -1 | grep -o '^run_thread [^ ]*' | sed 's|.*/||')|$(q segv.db 'SELECT frames FROM crashes' | grep -c 'trace_on_fatal\|sigaction')" \
+	"trace_producer.c:$fault_line|0"
+"$AMPPROF" report segv.db >segv.rep 2>&1
+check "segfault: the report shows the crash and its backtrace from the faulting line" \
+	"$(grep -c '^  crash        SIGSEGV (code 1, address 0x40) in pid [0-9]* tid [0-9]*:$' segv.rep)|$(sed -n '/^  crash  /{n;p}' segv.rep | grep -o 'run_thread [^ ]*' | sed 's|.*/||')" \
+	"1|trace_producer.c:$fault_line"
+"$AMPPROF" report --format=json segv.db >segv.json 2>&1
+check "segfault: the JSON report's crashes" \
+	"$(/usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["crashes"]; print(len(c), c[0]["signal"], c[0]["frames"][0].split()[0])' segv.json)" \
+	"1 SIGSEGV run_thread"
+"$B/bin/ampview" --headless --width=120 segv.db >segv.view 2>&1
+check "segfault: ampview's overview says where it crashed" \
+	"$(grep -c "^ Crashed     SIGSEGV in run_thread .*/trace_producer.c:$fault_line . backtrace: ampprof report$" segv.view)" 1
 check "segfault: steps before the crash" "$(q segv.db 'SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL')" 3
 # the same through --application: the shell between them reports 128 + the signal, which
 # is the program's crash, not an exit
