@@ -567,15 +567,19 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 	                                  : "SELECT count(*) FROM steps WHERE loss IS NULL AND "
 	                                    "overflow = 0 AND dur_ns IS NOT NULL",
 	                              0);
-	read_origin(m);
-	if ((rc = read_advice(m)) != VIEW_OK) {
-		snprintf(err, errlen, "cannot open '%s': %s", path,
-		         rc == VIEW_ENOMEM ? "out of memory" : m->errmsg);
-		goto fail;
-	}
+	/* damage in what the overview's first lines hold refuses the profile; in tensor_stats
+	 * (the origin) or the advice, it is shown with the rest, said on every frame
+	 * (view_model_damaged), and ampview exits 1 */
 	if (m->damaged) {
 		rc = VIEW_EDB;
 		snprintf(err, errlen, "cannot open '%s': the profile is damaged (%s)", path, m->errmsg);
+		goto fail;
+	}
+	read_origin(m);
+	r->origin_unread = m->damaged;
+	if ((rc = read_advice(m)) != VIEW_OK && !m->damaged) {
+		snprintf(err, errlen, "cannot open '%s': %s", path,
+		         rc == VIEW_ENOMEM ? "out of memory" : m->errmsg);
 		goto fail;
 	}
 	if (opts && opts->fp16_threshold >= 0) {

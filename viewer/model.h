@@ -75,6 +75,7 @@ typedef struct view_run {
 	double memcpy_threshold;   /* percent, in force */
 	char threshold_source[16]; /* "option", "profile" or "default" */
 	int has_origin;            /* the first non-finite origin below is set */
+	int origin_unread;         /* tensor_stats could not be read (damaged): origin unknown */
 	int64_t origin_step, origin_seq;
 	char origin_op[64], origin_label[256], origin_role[16];
 	char origin_function[256], origin_file[512];

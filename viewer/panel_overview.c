@@ -348,6 +348,9 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 			snprintf(line, sizeof line, "at %s in %s", site, r->origin_function);
 			if (y < end)
 				view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_NORMAL, 0, line);
+		} else if (r->origin_unread) {
+			view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_WARN, VIEW_A_BOLD,
+			                 "unknown: the tensor statistics are damaged");
 		} else {
 			view_screen_puts(s, 13, y++, s->w - 14,
 			                 r->overflow_steps ? VIEW_S_WARN : VIEW_S_GOOD, 0,

@@ -340,6 +340,15 @@ if [ -n "$page" ] && [ "$page" -gt 1 ] 2>/dev/null; then
 else
 	bad "no leaf page of op_events found in damaged.db"
 fi
+# damage in tensor_stats (what the overview's origin reads at open): the profile is shown,
+# the origin said to be unknown, the damage said; the report shows it too (it was refused)
+"$GENPROF" --output=dmgts.db --ops=2000 --steps=40 --growth=4 2>/dev/null
+root=$(q dmgts.db "SELECT rootpage FROM sqlite_master WHERE name = 'tensor_stats'")
+head -c "$size" /dev/zero | tr '\0' '\377' | dd of=dmgts.db bs="$size" seek=$((root - 1)) conv=notrunc status=none
+out=$("$AMPVIEW" --headless --panel=overview dmgts.db 2>view.err); rc=$?
+check "ampview, tensor_stats damaged: shown (the overview), exit 1, the damage said" \
+	"$rc|$(grep -c '^ Steps ' <<<"$out")|$(grep -c '^ Non-finite  unknown: the tensor statistics are damaged$' <<<"$out")|$(grep -c DAMAGED <<<"$out")|$(grep -c "'dmgts.db' is damaged" view.err)" \
+	"1|1|1|1|1"
 
 # ---- a full disk -----------------------------------------------------------------------------
 TINY=$(mktemp -d "${TMPDIR:-/tmp}/ampkit-tiny.XXXXXX")
