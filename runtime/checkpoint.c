@@ -189,7 +189,8 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 		          p->master->numel);
 	size_t note_len = ctx->ckpt_note ? strlen(ctx->ckpt_note) : 0;
 	put_u32(&b, (uint32_t)note_len);
-	put(&b, ctx->ckpt_note, note_len);
+	if (note_len)
+		put(&b, ctx->ckpt_note, note_len);
 	if (b.oom) {
 		amp_mem_free(b.p);
 		return amp_fail(ctx, AMP_ENOMEM, "amp_checkpoint_save: out of memory");
