@@ -269,22 +269,10 @@ int main(int argc, char **argv)
 	int status = ex_parse_args(&prog, &opt, argc, argv);
 	if (status)
 		return status == 1 ? 0 : 2;
-	/* each option named with its range (the model's, and batch x context x width in int) */
-	if ((status = ex_check_int(&prog, &opt, "context", ctx_len, 7, 1024)) ||
-	    (status = ex_check_int(&prog, &opt, "d-model", d_model, 1, 4096)) ||
-	    (status = ex_check_int(&prog, &opt, "heads", heads, 1, d_model)) ||
-	    (status = ex_check_int(&prog, &opt, "layers", layers, 1, MAX_LAYERS)) ||
-	    (status = ex_check_int(&prog, &opt, "batch", opt.batch, 1, 512)) ||
-	    (status = ex_check_int(&prog, &opt, "eval-batches", eval_batches, 1, 1 << 20)) ||
-	    (status = ex_check_int(&prog, &opt, "warmup", warmup, 0, INT64_MAX)) ||
-	    (status = ex_check_int(&prog, &opt, "eval-every", eval_every, 0, INT64_MAX)))
+	const hparams hp = {ctx_len, d_model, layers, heads, 0};
+	if ((status =
+	         tf_check_options(&prog, &opt, &hp, 7, eval_batches, eval_every, warmup, minutes)))
 		return status;
-	if (d_model % heads)
-		return ex_usage_error(&prog, &opt, "--heads: %lld does not divide --d-model %lld",
-		                      (long long)heads, (long long)d_model);
-	if (!(minutes >= 0))
-		return ex_usage_error(&prog, &opt, "--minutes: expected 0 or more, got %g",
-		                      minutes);
 
 	char err[1024];
 	ex_text text = {0};

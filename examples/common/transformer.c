@@ -74,3 +74,26 @@ int tf_model_init(amp_ctx *ctx, model *m, int64_t head_out)
 		return rc;
 	return AMP_OK;
 }
+
+int tf_check_options(const ex_program *prog, const ex_common *opt, const hparams *hp,
+                     int64_t min_context, int64_t eval_batches, int64_t eval_every, int64_t warmup,
+                     double minutes)
+{
+	/* bounded so that batch x context x width stays far inside int */
+	int rc;
+	if ((rc = ex_check_int(prog, opt, "context", hp->ctx_len, min_context, 1024)) ||
+	    (rc = ex_check_int(prog, opt, "d-model", hp->d_model, 1, 4096)) ||
+	    (rc = ex_check_int(prog, opt, "heads", hp->heads, 1, hp->d_model)) ||
+	    (rc = ex_check_int(prog, opt, "layers", hp->layers, 1, MAX_LAYERS)) ||
+	    (rc = ex_check_int(prog, opt, "batch", opt->batch, 1, 512)) ||
+	    (rc = ex_check_int(prog, opt, "eval-batches", eval_batches, 1, 1 << 20)) ||
+	    (rc = ex_check_int(prog, opt, "warmup", warmup, 0, INT64_MAX)) ||
+	    (rc = ex_check_int(prog, opt, "eval-every", eval_every, 0, INT64_MAX)))
+		return rc;
+	if (hp->d_model % hp->heads)
+		return ex_usage_error(prog, opt, "--heads: %lld does not divide --d-model %lld",
+		                      (long long)hp->heads, (long long)hp->d_model);
+	if (!(minutes >= 0))
+		return ex_usage_error(prog, opt, "--minutes: expected 0 or more, got %g", minutes);
+	return 0;
+}

@@ -9,12 +9,20 @@
 #include <stdint.h>
 
 #include "amp/amp.h"
+#include "cli.h"
 
 #define MAX_LAYERS 8 /* blocks a model may have */
 
 typedef struct hparams {
 	int64_t ctx_len, d_model, layers, heads, vocab;
 } hparams;
+
+/* The flags both KJV examples share, each named with its range when out of it (ex_usage_error):
+ * the model's sizes (hp's vocab unused; the context from min_context), the batch, the
+ * evaluations, the warm-up, the time limit.  Returns 0, or 2 after the message. */
+int tf_check_options(const ex_program *prog, const ex_common *opt, const hparams *hp,
+                     int64_t min_context, int64_t eval_batches, int64_t eval_every, int64_t warmup,
+                     double minutes);
 
 /* Op labels of one block, "attn0.q" and so on, so that profiles tell the layers apart. */
 enum {
