@@ -372,12 +372,14 @@ static void print_rank_endings(sqlite3 *db, FILE *f)
 	fputc('\n', f);
 }
 
-/* The crashes' query: signal, code, address, frames, pid and tid of the thread, rank; the
- * first CRASHES_SHOWN in time.  Each crash's backtrace is printed up to CRASH_FRAMES_SHOWN
- * frames (the innermost: where it crashed and the calls that led there). */
+/* The crashes' query: signal, code, address, frames, pid and tid of the thread, rank, in
+ * time order (the text report shows the first CRASHES_SHOWN, the JSON all).  Each crash's
+ * backtrace is printed up to CRASH_FRAMES_SHOWN frames (the innermost: where it crashed and
+ * the calls that led there). */
 #define CRASHES_SQL                                                                                \
 	"SELECT c.signal, c.code, c.addr, c.frames, t.pid, t.tid, c.rank FROM crashes c LEFT JOIN" \
-	" threads t ON t.id = c.thread ORDER BY c.t_ns, c.id LIMIT 4"
+	" threads t ON t.id = c.thread ORDER BY c.t_ns, c.id"
+#define CRASHES_SHOWN      4
 #define CRASH_FRAMES_SHOWN 16
 
 /* "  crash" lines: where the application crashed, frame by frame (what meta end 'crash'
@@ -388,7 +390,13 @@ static void print_crashes(sqlite3 *db, FILE *f)
 	if (!amp_profile_has_table(db, "crashes") ||
 	    sqlite3_prepare_v2(db, CRASHES_SQL, -1, &st, NULL) != SQLITE_OK)
 		return;
+	int shown = 0, more = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (shown == CRASHES_SHOWN) {
+			more++;
+			continue;
+		}
+		shown++;
 		fputs("  crash        ", f);
 		amp_text_put(f, col_str(st, 0));
 		fprintf(f, " (code %d, address 0x%llx)", sqlite3_column_int(st, 1),
@@ -423,6 +431,9 @@ static void print_crashes(sqlite3 *db, FILE *f)
 			        n - CRASH_FRAMES_SHOWN);
 	}
 	sqlite3_finalize(st);
+	if (more)
+		fprintf(f, "  crash        ... %d more crash(es): ampprof export --table=crashes\n",
+		        more);
 }
 
 /* The lines of a profile whose recording stopped (meta end 'collector-failed'). */

@@ -14,32 +14,26 @@ static const int g_fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define N_FATAL ((int)(sizeof g_fatal_signals / sizeof g_fatal_signals[0]))
 
 /* The backtrace of the code the signal interrupted, innermost first, into frames (at most
- * max): libunwind's local cursor from this handler up, the handler's own frames and the
- * kernel's signal trampoline left out (they are where the crash was reported, not where it
- * happened).  libunwind marks as the signal frame the one the signal interrupted (its IP the
- * faulting instruction): the backtrace starts there.  Without a signal frame in sight (an
- * unwinder that cannot tell), every frame.  Returns the count. */
-static int crash_backtrace(uint64_t *frames, int max)
+ * max): libunwind's local cursor started from the interrupted context the kernel handed the
+ * handler (uctx), so that the first frame is the faulting instruction and neither this
+ * handler nor the signal trampoline appears (they are where the crash was reported, not where
+ * it happened).  Without that context, from here, every frame.  Returns the count. */
+static int crash_backtrace(void *uctx, uint64_t *frames, int max)
 {
-	enum { HANDLER_FRAMES = 8 }; /* the signal frame is searched among the first few */
-	uint64_t ips[AMP_CRASH_FRAMES + HANDLER_FRAMES];
-	int n = 0, sig = -1;
-	unw_context_t uc;
+	unw_context_t here;
 	unw_cursor_t c;
-	if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
-		return 0;
+	if (!uctx || unw_init_local2(&c, (unw_context_t *)uctx, UNW_INIT_SIGNAL_FRAME) != 0) {
+		if (unw_getcontext(&here) != 0 || unw_init_local(&c, &here) != 0)
+			return 0;
+	}
+	int n = 0;
 	do {
 		unw_word_t ip = 0;
 		if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0)
 			break;
-		if (sig < 0 && n < HANDLER_FRAMES && unw_is_signal_frame(&c) > 0)
-			sig = n;
-		ips[n++] = (uint64_t)ip;
-	} while (n < (int)(sizeof ips / sizeof ips[0]) && unw_step(&c) > 0);
-	int from = sig >= 0 ? sig : 0, kept = 0;
-	for (int i = from; i < n && kept < max; i++)
-		frames[kept++] = ips[i];
-	return kept;
+		frames[n++] = (uint64_t)ip;
+	} while (n < max && unw_step(&c) > 0);
+	return n;
 }
 
 /* Async-signal-safe: plain stores into the mapped ring, libunwind's local unwinder, sigaction
@@ -47,7 +41,6 @@ static int crash_backtrace(uint64_t *frames, int max)
 static void trace_on_fatal(int signo, siginfo_t *si, void *uctx)
 {
 	int saved_errno = errno;
-	(void)uctx;
 	trace_ring *r = amp_trace_tl_ring;
 	if (r && !amp_trace_tl_in_signal) {
 		amp_trace_tl_in_signal = 1;
@@ -55,7 +48,7 @@ static void trace_on_fatal(int signo, siginfo_t *si, void *uctx)
 		amp_rec_crash *rec = ring_reserve(r, slots);
 		if (rec) {
 			uint64_t frames[AMP_CRASH_FRAMES];
-			int n = crash_backtrace(frames, AMP_CRASH_FRAMES);
+			int n = crash_backtrace(uctx, frames, AMP_CRASH_FRAMES);
 			rec->signo = signo;
 			rec->code = si ? si->si_code : 0;
 			rec->addr = si ? (uint64_t)(uintptr_t)si->si_addr : 0;

@@ -551,9 +551,9 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		snprintf(r->crash_frame, sizeof r->crash_frame, "%.*s",
 		         fr ? (int)strcspn(fr, "\n") : 0, fr ? fr : "");
 		/* 'function file:line (module+offset)': the module's part only where the frame
-		 * has nothing else */
+		 * has nothing else (an unresolved '?? ??:0 (libfoo.so+0x1a2b)' keeps it) */
 		char *mod = strstr(r->crash_frame, " (");
-		if (mod && mod > r->crash_frame)
+		if (mod && mod > r->crash_frame && strncmp(r->crash_frame, "??", 2) != 0)
 			*mod = '\0';
 	}
 	sqlite3_finalize(st);
@@ -577,7 +577,7 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 	}
 	read_origin(m);
 	r->origin_unread = m->damaged;
-	if ((rc = read_advice(m)) != VIEW_OK && !m->damaged) {
+	if ((rc = read_advice(m)) == VIEW_ENOMEM || (rc != VIEW_OK && !m->damaged)) {
 		snprintf(err, errlen, "cannot open '%s': %s", path,
 		         rc == VIEW_ENOMEM ? "out of memory" : m->errmsg);
 		goto fail;

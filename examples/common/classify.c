@@ -5,6 +5,7 @@
  */
 #include "classify.h"
 
+#include <errno.h>
 #include <float.h>
 #include <libgen.h>
 #include <math.h>
@@ -189,24 +190,27 @@ static int note_check(const run *r, const char *file, const char *path, char *er
 	return AMP_OK;
 }
 
-/* The loss window from the checkpoint's note: 0, or -1 when the line is missing or damaged.
- * With --dist rank 0 holds the global losses (share 1) and the others nothing, so that
- * global_window's sums give them back bit for bit. */
-static int note_losses(run *r, const char *file)
+/* The loss window from the checkpoint's note, of a run that took `done` steps: 0, or -1
+ * when the line is missing or damaged.  With --dist rank 0 holds the global losses (share 1)
+ * and the others nothing, so that global_window's sums give them back bit for bit. */
+static int note_losses(run *r, const char *file, int64_t done)
 {
 	size_t len;
 	const char *v = note_value(file, "losses", &len);
 	if (!v)
 		return -1;
 	char *end;
+	errno = 0;
 	ex_loss_window w = {.n = strtoll(v, &end, 10)};
+	if (errno || w.n < 0 || w.n > done) /* a loss a step */
+		return -1;
 	for (int k = 0; k < EX_LOSS_WINDOW; k++) {
 		const char *p = end;
 		w.loss[k] = strtod(p, &end);
 		if (end == p)
 			return -1;
 	}
-	if (w.n < 0 || end != v + len)
+	if (end != v + len)
 		return -1;
 	ex_loss_window none = {.n = w.n}, ones = {.n = w.n};
 	for (int k = 0; k < EX_LOSS_WINDOW; k++)
@@ -348,7 +352,7 @@ static int resume(run *r, const char *path, char *err, size_t errlen)
 		         (long long)done, (long long)per_epoch, (long long)r->opt.batch);
 		return AMP_EINVAL;
 	}
-	if (*note && note_losses(r, note) != 0) {
+	if (*note && note_losses(r, note, done) != 0) {
 		snprintf(err, errlen, "checkpoint '%s': its note's loss window is damaged", path);
 		return AMP_EINVAL;
 	}
@@ -362,12 +366,16 @@ static int resume(run *r, const char *path, char *err, size_t errlen)
 	printf("resumed from %s: step %lld, epoch %lld\n", path, (long long)amp_step_index(r->ctx),
 	       (long long)r->epochs);
 	if (!*note)
-		printf("resumed from %s: written without its flags (by an older ampkit): they are "
-		       "not checked, and final_loss covers only the steps after it\n",
+		printf("resumed from %s: it has no note of the flags it was written with (an older "
+		       "ampkit, or another program): they are not checked, and final_loss covers "
+		       "only the steps after it\n",
 		       path);
 	if (r->opt.steps && done >= r->opt.steps)
 		printf("resumed from %s: --steps %lld already reached, nothing to train\n", path,
 		       (long long)r->opt.steps);
+	else if (r->epochs >= r->opt.epochs)
+		printf("resumed from %s: --epochs %lld already reached, nothing to train\n", path,
+		       (long long)r->opt.epochs);
 	return AMP_OK;
 }
 

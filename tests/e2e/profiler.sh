@@ -242,6 +242,17 @@ check "segfault: the report shows the crash and its backtrace from the faulting 
 check "segfault: the JSON report's crashes" \
 	"$(/usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["crashes"]; print(len(c), c[0]["signal"], c[0]["frames"][0].split()[0])' segv.json)" \
 	"1 SIGSEGV run_thread"
+# more crashes than the text shows (a merged run's ranks): the rest counted, the JSON has all
+cp segv.db segv5.db
+q segv5.db "INSERT INTO crashes (thread, signo, signal, code, addr, t_ns, frames, rank)
+	SELECT thread, signo, signal, code, addr, t_ns + 1, frames, value FROM crashes,
+	generate_series(1, 5)" 2>/dev/null ||
+	q segv5.db "INSERT INTO crashes (thread, signo, signal, code, addr, t_ns, frames, rank)
+	SELECT thread, signo, signal, code, addr, t_ns + 1, frames, 1 FROM crashes, (SELECT 1
+	UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5)"
+check "six crashes: the report shows 4 and counts the rest, the JSON holds all 6" \
+	"$("$AMPPROF" report segv5.db | grep -c '^  crash        SIG')|$("$AMPPROF" report segv5.db | grep -c '^  crash        ... 2 more crash(es): ampprof export --table=crashes$')|$("$AMPPROF" report --format=json segv5.db | /usr/bin/python3 -c 'import json, sys; print(len(json.load(sys.stdin)["crashes"]))')" \
+	"4|1|6"
 "$B/bin/ampview" --headless --width=120 segv.db >segv.view 2>&1
 check "segfault: ampview's overview says where it crashed" \
 	"$(grep -c "^ Crashed     SIGSEGV in run_thread .*/trace_producer.c:$fault_line . backtrace: ampprof report$" segv.view)" 1

@@ -119,6 +119,28 @@ C="--batch 2000 --test-limit 100 --schedule constant"
 "$MLP" $C --epochs 3 --resume c2.ckpt --json >c2b.out 2>&1
 "$MLP" $C --epochs 3 --json >c2c.out 2>&1
 check "mlp_fashion --schedule constant: 2 epochs resumed to 3 = 3 epochs" "$(res c2b.out)" "$(res c2c.out)"
+"$MLP" $C --epochs 2 --resume c2.ckpt --json >c2e.out 2>&1
+check "mlp_fashion: resumed at --epochs already reached: says so, trains nothing (60 steps)" \
+	"$?|$(grep -c '^resumed from c2.ckpt: --epochs 2 already reached, nothing to train$' c2e.out)|$(grep -c '^epoch' c2e.out)|$(res c2e.out | grep -o '"steps":[0-9]*')" \
+	'0|1|0|"steps":60'
+# a note whose loss count no run could have written (past the steps taken, past int64_t),
+# under a checksum made right again: refused as damaged
+for count in 61 99999999999999999999; do
+	/usr/bin/python3 - c2.ckpt c2bad.ckpt "$count" <<'PY'
+import re, struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+payload = b[32:]
+at = payload.rindex(b"example ")
+note = payload[at:]
+new = re.sub(rb"^losses [0-9]+", b"losses " + sys.argv[3].encode(), note, flags=re.M)
+payload = payload[:at - 4] + struct.pack("<I", len(new)) + new
+hdr = b[:16] + struct.pack("<Q", len(payload)) + struct.pack("<I", zlib.crc32(payload)) + b[28:32]
+open(sys.argv[2], "wb").write(hdr + payload)
+PY
+	"$MLP" $C --epochs 3 --resume c2bad.ckpt >c2bad.out 2>&1
+	check "mlp_fashion: a note's loss count $count refused as damaged (exit 1)" \
+		"$?|$(grep -c "^mlp_fashion: --resume: checkpoint 'c2bad.ckpt': its note's loss window is damaged$" c2bad.out)" "1|1"
+done
 "$MLP" $C --epochs 3 --steps 40 --resume c2.ckpt --json >c2d.out 2>&1
 check "mlp_fashion: resumed past --steps 40: says so, trains nothing (60 steps)" \
 	"$?|$(grep -c '^resumed from c2.ckpt: --steps 40 already reached, nothing to train$' c2d.out)|$(grep -c '^epoch' c2d.out)|$(res c2d.out | grep -o '"steps":[0-9]*')" \

@@ -43,6 +43,8 @@ sqlite3 "$tmp/live.db" "INSERT OR REPLACE INTO meta VALUES ('end', 'collecting')
 holder=$!
 e2e_on_exit 'kill "$holder" 2>/dev/null'
 for _ in $(seq 200); do grep -q held "$tmp/hold.out" 2>/dev/null && break; sleep 0.05; done
+cp "$tmp/crash.db" "$tmp/crashq.db" # a frame the symbolizer could not name: its module kept
+sqlite3 "$tmp/crashq.db" "UPDATE crashes SET frames = '?? ??:0 (libfoo.so+0x1a2b)'"
 cp "$tmp/ex.db" "$tmp/static.db"
 sqlite3 "$tmp/static.db" "UPDATE callsites SET function = '__libc_start_call_main',
 	file = './csu/../sysdeps/x86/libc-start.c', line = 58"
@@ -136,6 +138,9 @@ grep -q 'INCOMPLETE' <<< "$out" && grep -q 'crash, SIGSEGV' <<< "$out" \
 	&& ok "crashed run opens and is marked incomplete" || bad "crashed run" "$out"
 out=$(hl --panel=steps crash.db)
 grep -q 'unended' <<< "$out" && ok "crashed run: its last step is browsable, unended" || bad "crash steps" "$out"
+out=$(hl --panel=overview --width=100 crashq.db)
+grep -q '^ Crashed     SIGSEGV in ?? ??:0 (libfoo.so+0x1a2b) . backtrace: ampprof report$' <<< "$out" \
+	&& ok "crashed in an unnamed frame: its module and offset shown" || bad "unnamed crash frame" "$out"
 # a help taller than the screen scrolls: the panel's last key comes into view
 out=$(hl --panel=scale --width=80 --height=16 --keys='?' ex.db)
 if grep -q 'Up/Down scroll' <<< "$out" && ! grep -q 'anomalies of the overflow under' <<< "$out"; then
