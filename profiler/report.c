@@ -13,6 +13,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -372,15 +373,22 @@ static void print_rank_endings(sqlite3 *db, FILE *f)
 	fputc('\n', f);
 }
 
-/* The crashes' query: signal, code, address, frames, pid and tid of the thread, rank, in
- * time order (the text report shows the first CRASHES_SHOWN, the JSON all).  Each crash's
- * backtrace is printed up to CRASH_FRAMES_SHOWN frames (the innermost: where it crashed and
+/* The crashes' query: signal, code, address, frames, pid and tid of the thread, rank, signal
+ * number, in time order (the text report shows the first CRASHES_SHOWN, the JSON all).  Each
+ * crash's backtrace is printed up to CRASH_FRAMES_SHOWN frames (the innermost: where it crashed and
  * the calls that led there). */
 #define CRASHES_SQL                                                                                \
-	"SELECT c.signal, c.code, c.addr, c.frames, t.pid, t.tid, c.rank FROM crashes c LEFT JOIN" \
-	" threads t ON t.id = c.thread ORDER BY c.t_ns, c.id"
+	"SELECT c.signal, c.code, c.addr, c.frames, t.pid, t.tid, c.rank, c.signo FROM crashes c"  \
+	" LEFT JOIN threads t ON t.id = c.thread ORDER BY c.t_ns, c.id"
 #define CRASHES_SHOWN      4
 #define CRASH_FRAMES_SHOWN 16
+
+/* Whether a signal's si_addr is an address: the faulting one of SIGSEGV, SIGBUS, SIGILL and
+ * SIGFPE; a sent signal (an abort's SIGABRT) has the sender's pid and uid there instead. */
+static int crash_has_addr(int signo)
+{
+	return signo == SIGSEGV || signo == SIGBUS || signo == SIGILL || signo == SIGFPE;
+}
 
 /* "  crash" lines: where the application crashed, frame by frame (what meta end 'crash'
  * alone does not say). */
@@ -399,8 +407,11 @@ static void print_crashes(sqlite3 *db, FILE *f)
 		shown++;
 		fputs("  crash        ", f);
 		amp_text_put(f, col_str(st, 0));
-		fprintf(f, " (code %d, address 0x%llx)", sqlite3_column_int(st, 1),
-		        (unsigned long long)sqlite3_column_int64(st, 2));
+		if (crash_has_addr(sqlite3_column_int(st, 7)))
+			fprintf(f, " (code %d, address 0x%llx)", sqlite3_column_int(st, 1),
+			        (unsigned long long)sqlite3_column_int64(st, 2));
+		else
+			fprintf(f, " (code %d)", sqlite3_column_int(st, 1));
 		if (sqlite3_column_type(st, 4) != SQLITE_NULL)
 			fprintf(f, " in pid %lld tid %lld", (long long)sqlite3_column_int64(st, 4),
 			        (long long)sqlite3_column_int64(st, 5));
@@ -842,8 +853,12 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 		for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
 			fputs(i ? ", {\"signal\": " : "{\"signal\": ", f);
 			json_str(f, col_str(st, 0));
-			fprintf(f, ", \"code\": %d, \"addr\": %lld, \"pid\": ",
-			        sqlite3_column_int(st, 1), (long long)sqlite3_column_int64(st, 2));
+			fprintf(f, ", \"code\": %d, \"addr\": ", sqlite3_column_int(st, 1));
+			if (crash_has_addr(sqlite3_column_int(st, 7)))
+				fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 2));
+			else
+				fputs("null", f);
+			fputs(", \"pid\": ", f);
 			json_int(f,
 			         sqlite3_column_type(st, 4) == SQLITE_NULL
 			             ? -1

@@ -5,7 +5,10 @@
  * Layout (little-endian, the host's; a checkpoint is read on the machine class that wrote it):
  *   header  "AMPCKPT\0", u32 format version, u32 header bytes (32), u64 payload bytes,
  *           u32 CRC-32 of the payload, u32 zero
- *   payload i64 step, u64 rng state, u64 op sequence, i64 steps ended, overflow, skipped and
+ *   payload (format 3 on) u32 note bytes, the program's note (amp_checkpoint_set_note: the
+ *           settings a resume must match, say), without a NUL: first, so that a program
+ *           reads it (amp_checkpoint_read_note) without a context that fits the file;
+ *           i64 step, u64 rng state, u64 op sequence, i64 steps ended, overflow, skipped and
  *           clipped step counts; the scaler: u32 dynamic, u32 flags (bit 0: saved under an
  *           FP32 mode, whose scaler was not in use; bits 1..: 1 + the index of the optimizer
  *           whose moments the parameters hold, 0 for none or unknown; 0 in older files),
@@ -16,9 +19,7 @@
  *           u32 optimizer count, then per optimizer: u32 kind, i64 update count, f32 lr;
  *           (format 2 on) per parameter, in the same order: u8 has gradient [f32 g[numel]]:
  *           the gradients held between steps (accumulated by steps without an update), which
- *           the run that never stopped adds its next steps to;
- *           (format 3 on) u32 note bytes, the program's note (amp_checkpoint_set_note: its
- *           flags, say, that a resume must match), without a NUL.
+ *           the run that never stopped adds its next steps to.
  * Load validates everything (checksum, then every count, label and shape against the context)
  * before it changes anything, so a refused checkpoint leaves the context as it was.
  */
@@ -41,10 +42,10 @@
 #define CKPT_MAGIC "AMPCKPT"      /* 8 bytes with its NUL */
 #define CKPT_VERSION 3u
 #define CKPT_HDR 32u
-/* The payload's first fields, the run's counters (step, RNG state, op sequence, steps ended,
- * overflowed, skipped, clipped), are each rank's own in a data-parallel run (its dropout
- * stream, the evaluation steps its share took): what the ranks compare after a load is the
- * rest, the training state. */
+/* The payload's first fields after the note, the run's counters (step, RNG state, op
+ * sequence, steps ended, overflowed, skipped, clipped), are each rank's own in a data-parallel
+ * run (its dropout stream, the evaluation steps its share took): what the ranks compare after
+ * a load is the rest, the training state. */
 #define RUN_COUNTERS 56u
 
 /* CRC-32 (zlib's, the common one) of n bytes. */
@@ -146,6 +147,10 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 			    "amp_mpi_consolidate on every rank first",
 			    p->label);
 	wbuf b = {0};
+	size_t note_len = ctx->ckpt_note ? strlen(ctx->ckpt_note) : 0;
+	put_u32(&b, (uint32_t)note_len);
+	if (note_len)
+		put(&b, ctx->ckpt_note, note_len);
 	put_i64(&b, ctx->step);
 	put_u64(&b, ctx->rng_state);
 	put_u64(&b, ctx->seq);
@@ -187,10 +192,6 @@ int amp_checkpoint_save(amp_ctx *ctx, const char *path)
 	for (amp_param *p = ctx->params; p; p = p->next) /* between steps: settled in FP32 */
 		put_state(&b, p->master->grad && !p->grad_stale ? p->master->grad : NULL,
 		          p->master->numel);
-	size_t note_len = ctx->ckpt_note ? strlen(ctx->ckpt_note) : 0;
-	put_u32(&b, (uint32_t)note_len);
-	if (note_len)
-		put(&b, ctx->ckpt_note, note_len);
 	if (b.oom) {
 		amp_mem_free(b.p);
 		return amp_fail(ctx, AMP_ENOMEM, "amp_checkpoint_save: out of memory");
@@ -311,16 +312,10 @@ static int bad(amp_ctx *ctx, const char *path, const char *why)
 	return amp_fail(ctx, AMP_EFORMAT, "checkpoint '%s': %s", path, why);
 }
 
-typedef struct note_view {
-	const char *p; /* into the file's bytes, not NUL-terminated */
-	size_t len;
-} note_view;
-
-/* One pass over the payload: with apply = 0 it only checks that the file fits the context
- * (and finds the note, note_out not NULL); with apply = 1 (after a clean check) it loads
- * the training state. */
+/* One pass over the payload after the note (r positioned there): with apply = 0 it only
+ * checks that the file fits the context; with apply = 1 (after a clean check) it loads it. */
 static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, int apply,
-                     uint64_t *need, note_view *note_out)
+                     uint64_t *need)
 {
 	char why[400], sa[64], sb[64];
 	int64_t step = get_i64(r);
@@ -454,15 +449,6 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 		if (r->short_read)
 			return bad(ctx, path, "truncated (inside the gradients)");
 	}
-	/* the note: none before format 3 */
-	uint32_t note_len = version >= 3 ? get_u32(r) : 0;
-	const char *note = take(r, note_len);
-	if (r->short_read)
-		return bad(ctx, path, "truncated (inside the note)");
-	if (note_len > AMP_CHECKPOINT_NOTE_MAX || memchr(note, '\0', note_len))
-		return bad(ctx, path, "damaged (the note)");
-	if (note_out)
-		*note_out = (note_view){note, note_len};
 	if (r->off != r->len)
 		return bad(ctx, path, "damaged (bytes after the last section)");
 	if (owner > n_opt)
@@ -510,14 +496,22 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 	return AMP_OK;
 }
 
-int amp_checkpoint_load(amp_ctx *ctx, const char *path)
+/* A checkpoint file read whole and checked as far as it can be without a context: header,
+ * version, length, checksum, and the note (format 3 on).  On success *buf (amp_mem_free it)
+ * holds the file, *r the payload positioned after the note, *note / *note_len the note's bytes
+ * in *buf (not NUL-terminated).  Otherwise an AMP_E* code and the reason in why. */
+typedef struct ckpt_file {
+	unsigned char *buf;
+	uint32_t version, crc;
+	uint64_t len; /* payload bytes */
+	const char *note;
+	uint32_t note_len;
+	rbuf r;
+} ckpt_file;
+
+static int read_file(const char *path, ckpt_file *f, char *why, size_t wl)
 {
-	if (!ctx || !path)
-		return amp_fail(ctx, AMP_EINVAL, "amp_checkpoint_load: NULL argument");
-	if (ctx->in_step)
-		return amp_fail(ctx, AMP_ESTATE,
-		                "amp_checkpoint_load: step %lld is open (load between steps)",
-		                (long long)ctx->step);
+	memset(f, 0, sizeof *f);
 	/* non-blocking: a FIFO is refused below instead of waiting for a writer */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
@@ -525,17 +519,20 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		return amp_fail(ctx, AMP_EIO, "checkpoint '%s': cannot open: %s", path, strerror(e));
+		snprintf(why, wl, "checkpoint '%s': cannot open: %s", path, strerror(e));
+		return AMP_EIO;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return amp_fail(ctx, AMP_EIO, "checkpoint '%s': not a regular file", path);
+		snprintf(why, wl, "checkpoint '%s': not a regular file", path);
+		return AMP_EIO;
 	}
 	size_t size = (size_t)st.st_size;
 	unsigned char *buf = amp_mem_realloc(NULL, size ? size : 1);
 	if (!buf) {
 		close(fd);
-		return amp_fail(ctx, AMP_ENOMEM, "checkpoint '%s': out of memory", path);
+		snprintf(why, wl, "checkpoint '%s': out of memory", path);
+		return AMP_ENOMEM;
 	}
 	size_t got = 0;
 	while (got < size) {
@@ -547,76 +544,136 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 		got += (size_t)n;
 	}
 	close(fd);
-	int rc;
-	uint32_t version = 0, hdr_len = 0, crc = 0, zero = 0;
-	uint64_t len = 0;
+	uint32_t hdr_len = 0, zero = 0;
+	const char *bad_why = NULL;
+	char w[160];
 	if (got != size) {
-		rc = amp_fail(ctx, AMP_EIO, "checkpoint '%s': read error", path);
-	} else if (size < 8 || memcmp(buf, CKPT_MAGIC, 8) != 0) {
-		rc = bad(ctx, path, "not an ampkit checkpoint (bad magic)");
+		snprintf(why, wl, "checkpoint '%s': read error", path);
+		amp_mem_free(buf);
+		return AMP_EIO;
+	}
+	if (size < 8 || memcmp(buf, CKPT_MAGIC, 8) != 0) {
+		bad_why = "not an ampkit checkpoint (bad magic)";
 	} else if (size < CKPT_HDR) {
-		rc = bad(ctx, path, "truncated (shorter than its header)");
+		bad_why = "truncated (shorter than its header)";
 	} else {
-		memcpy(&version, buf + 8, 4);
+		memcpy(&f->version, buf + 8, 4);
 		memcpy(&hdr_len, buf + 12, 4);
-		memcpy(&len, buf + 16, 8);
-		memcpy(&crc, buf + 24, 4);
+		memcpy(&f->len, buf + 16, 8);
+		memcpy(&f->crc, buf + 24, 4);
 		memcpy(&zero, buf + 28, 4);
-		char why[160];
-		if (version > CKPT_VERSION) {
-			snprintf(why, sizeof why,
-			         "format version %u is newer than this libamprt reads (%u); use the "
-			         "libamprt that wrote it", version, CKPT_VERSION);
-			rc = bad(ctx, path, why);
-		} else if (version == 0 || hdr_len != CKPT_HDR || zero != 0) {
-			rc = bad(ctx, path, "damaged header");
-		} else if (len != size - CKPT_HDR) {
-			snprintf(why, sizeof why, "truncated or damaged (%llu payload bytes, %llu expected)",
-			         (unsigned long long)(size - CKPT_HDR), (unsigned long long)len);
-			rc = bad(ctx, path, why);
-		} else if (crc32_of(buf + CKPT_HDR, (size_t)len) != crc) {
-			rc = bad(ctx, path, "damaged (checksum mismatch)");
-		} else {
-			rbuf r = {buf + CKPT_HDR, (size_t)len, 0, 0};
-			uint64_t need = 0; /* bytes of tensors the load allocates */
-			note_view nv = {NULL, 0};
-			char *note = NULL;
-			rc = load_pass(ctx, path, &r, version, 0, &need, &nv);
-			/* the note's copy made before anything changes */
-			if (rc == AMP_OK && nv.len && !(note = amp_mem_realloc(NULL, nv.len + 1)))
-				rc = amp_fail(ctx, AMP_ENOMEM, "checkpoint '%s': out of memory",
-				              path);
-			if (note) {
-				memcpy(note, nv.p, nv.len);
-				note[nv.len] = '\0';
-			}
-			if (rc == AMP_OK) { /* memory_limit refuses before anything changes */
-				ctx->cur_what = "amp_checkpoint_load";
-				ctx->cur_label = NULL;
-				rc = amp_mem_check(ctx, need);
-				ctx->cur_what = NULL;
-			}
-			if (rc == AMP_OK) {
-				r.off = 0;
-				rc = load_pass(ctx, path, &r, version, 1, &need, NULL);
-			}
-			if (rc ==
-			    AMP_OK) { /* the file's note replaces the context's (none: none) */
-				amp_mem_free(ctx->ckpt_note);
-				ctx->ckpt_note = note;
-				note = NULL;
-			}
-			amp_mem_free(note);
-			if (rc == AMP_OK) { /* what data-parallel ranks compare (amp_dist_shared_state) */
-				ctx->ckpt_loads++;
-				ctx->update_hist = 0; /* the updates' history starts again here */
-				ctx->ckpt_crc = len > RUN_COUNTERS
-				                    ? crc32_of(buf + CKPT_HDR + RUN_COUNTERS,
-				                               (size_t)len - RUN_COUNTERS)
-				                    : crc;
-			}
+		if (f->version > CKPT_VERSION) {
+			snprintf(
+			    w, sizeof w,
+			    "format version %u is newer than this libamprt reads (%u); use the "
+			    "libamprt that wrote it",
+			    f->version, CKPT_VERSION);
+			bad_why = w;
+		} else if (f->version == 0 || hdr_len != CKPT_HDR || zero != 0) {
+			bad_why = "damaged header";
+		} else if (f->len != size - CKPT_HDR) {
+			snprintf(w, sizeof w,
+			         "truncated or damaged (%llu payload bytes, %llu expected)",
+			         (unsigned long long)(size - CKPT_HDR), (unsigned long long)f->len);
+			bad_why = w;
+		} else if (crc32_of(buf + CKPT_HDR, (size_t)f->len) != f->crc) {
+			bad_why = "damaged (checksum mismatch)";
 		}
 	}
-	amp_mem_free(buf);
+	if (!bad_why) {
+		f->r = (rbuf){buf + CKPT_HDR, (size_t)f->len, 0, 0};
+		/* the note: none before format 3 */
+		f->note_len = f->version >= 3 ? get_u32(&f->r) : 0;
+		f->note = take(&f->r, f->note_len);
+		if (f->r.short_read)
+			bad_why = "truncated (inside the note)";
+		else if (f->note_len > AMP_CHECKPOINT_NOTE_MAX ||
+		         memchr(f->note, '\0', f->note_len))
+			bad_why = "damaged (the note)";
+	}
+	if (bad_why) {
+		snprintf(why, wl, "checkpoint '%s': %s", path, bad_why);
+		amp_mem_free(buf);
+		return AMP_EFORMAT;
+	}
+	f->buf = buf;
+	return AMP_OK;
+}
+
+int amp_checkpoint_read_note(const char *path, char **note, char *err, size_t errlen)
+{
+	char why[PATH_MAX + 256];
+	if (note)
+		*note = NULL;
+	if (!path || !note) {
+		if (err && errlen)
+			snprintf(err, errlen, "amp_checkpoint_read_note: NULL argument");
+		return AMP_EINVAL;
+	}
+	ckpt_file f;
+	int rc = read_file(path, &f, why, sizeof why);
+	if (rc == AMP_OK && !(*note = malloc((size_t)f.note_len + 1))) {
+		snprintf(why, sizeof why, "checkpoint '%s': out of memory", path);
+		rc = AMP_ENOMEM;
+	}
+	if (rc == AMP_OK) {
+		memcpy(*note, f.note, f.note_len);
+		(*note)[f.note_len] = '\0';
+	} else if (err && errlen) {
+		snprintf(err, errlen, "%s", why);
+	}
+	amp_mem_free(f.buf);
+	return rc;
+}
+
+int amp_checkpoint_load(amp_ctx *ctx, const char *path)
+{
+	if (!ctx || !path)
+		return amp_fail(ctx, AMP_EINVAL, "amp_checkpoint_load: NULL argument");
+	if (ctx->in_step)
+		return amp_fail(ctx, AMP_ESTATE,
+		                "amp_checkpoint_load: step %lld is open (load between steps)",
+		                (long long)ctx->step);
+	char why[PATH_MAX + 256];
+	ckpt_file f;
+	int rc = read_file(path, &f, why, sizeof why);
+	if (rc != AMP_OK)
+		return amp_fail(ctx, rc, "%s", why);
+	rbuf r = f.r;
+	size_t at = r.off; /* the payload after the note */
+	uint64_t need = 0; /* bytes of tensors the load allocates */
+	char *note = NULL;
+	rc = load_pass(ctx, path, &r, f.version, 0, &need);
+	/* the note's copy made before anything changes */
+	if (rc == AMP_OK && f.note_len && !(note = amp_mem_realloc(NULL, f.note_len + 1u)))
+		rc = amp_fail(ctx, AMP_ENOMEM, "checkpoint '%s': out of memory", path);
+	if (note) {
+		memcpy(note, f.note, f.note_len);
+		note[f.note_len] = '\0';
+	}
+	if (rc == AMP_OK) { /* memory_limit refuses before anything changes */
+		ctx->cur_what = "amp_checkpoint_load";
+		ctx->cur_label = NULL;
+		rc = amp_mem_check(ctx, need);
+		ctx->cur_what = NULL;
+	}
+	if (rc == AMP_OK) {
+		r.off = at;
+		rc = load_pass(ctx, path, &r, f.version, 1, &need);
+	}
+	if (rc == AMP_OK) { /* the file's note replaces the context's (none: none) */
+		amp_mem_free(ctx->ckpt_note);
+		ctx->ckpt_note = note;
+		note = NULL;
+		/* what data-parallel ranks compare (amp_dist_shared_state): the training state */
+		ctx->ckpt_loads++;
+		ctx->update_hist = 0; /* the updates' history starts again here */
+		ctx->ckpt_crc = f.len > at + RUN_COUNTERS
+		                    ? crc32_of(f.buf + CKPT_HDR + at + RUN_COUNTERS,
+		                               (size_t)f.len - at - RUN_COUNTERS)
+		                    : f.crc;
+	}
+	amp_mem_free(note);
+	amp_mem_free(f.buf);
 	return rc;
 }

@@ -422,6 +422,48 @@ static int origin_from(view_model *m, sqlite3_stmt *st)
 
 /* The first non-finite origin: the origin row of the first overflow step (both served by
  * indexes).  Without any overflow step, tensor_stats is searched only if it is small. */
+/* The crash's frame to name, from its backtrace ('function file:line (module+offset)' a
+ * line, innermost first): the innermost outside the C library (an abort's or a raise's own
+ * frames are not where the program went wrong), else the innermost.  Its function, file and
+ * line, or the whole frame (crash_frame) when the symbolizer named no file. */
+static void crash_site(view_run *r, const char *frames)
+{
+	r->crash_frame[0] = r->crash_function[0] = r->crash_file[0] = '\0';
+	r->crash_line = 0;
+	if (!frames || !*frames)
+		return;
+	const char *pick = frames;
+	for (const char *p = frames; *p;) {
+		size_t n = strcspn(p, "\n");
+		const char *mod = memmem(p, n, " (", 2);
+		int libc = mod && (strncmp(mod + 2, "libc.so", 7) == 0 ||
+		                   strncmp(mod + 2, "ld-linux", 8) == 0 ||
+		                   strncmp(mod + 2, "libpthread", 10) == 0);
+		if (!libc) {
+			pick = p;
+			break;
+		}
+		p += n + (p[n] == '\n');
+	}
+	size_t n = strcspn(pick, "\n");
+	snprintf(r->crash_frame, sizeof r->crash_frame, "%.*s", (int)n, pick);
+	/* function, then file:line up to the module's " (" */
+	char *sp = strchr(r->crash_frame, ' ');
+	char *mod = strstr(r->crash_frame, " (");
+	char *colon = NULL;
+	if (sp && sp != mod)
+		for (char *c = sp + 1; *c && c != mod; c++)
+			if (*c == ':')
+				colon = c;
+	int line = colon ? atoi(colon + 1) : 0;
+	if (!sp || !colon || line <= 0 || strncmp(sp + 1, "??", 2) == 0)
+		return; /* no file: the frame as it is, module and offset included */
+	snprintf(r->crash_function, sizeof r->crash_function, "%.*s", (int)(sp - r->crash_frame),
+	         r->crash_frame);
+	snprintf(r->crash_file, sizeof r->crash_file, "%.*s", (int)(colon - sp - 1), sp + 1);
+	r->crash_line = line;
+}
+
 static void read_origin(view_model *m)
 {
 	int64_t first =
@@ -540,21 +582,13 @@ int view_model_open(const char *path, const view_model_opts *opts, view_model **
 		sqlite3_finalize(st);
 	}
 	r->crashes = query_i64(m, "SELECT count(*) FROM crashes", 0);
-	r->crash_signal[0] = r->crash_frame[0] = '\0';
 	sqlite3_stmt *st =
 	    r->crashes > 0 ? prep(m, "SELECT signal, frames FROM crashes ORDER BY t_ns, id LIMIT 1")
 	                   : NULL;
 	if (st && step_row(m, st) == SQLITE_ROW) {
 		const char *sig = (const char *)sqlite3_column_text(st, 0);
-		const char *fr = (const char *)sqlite3_column_text(st, 1);
 		snprintf(r->crash_signal, sizeof r->crash_signal, "%s", sig ? sig : "");
-		snprintf(r->crash_frame, sizeof r->crash_frame, "%.*s",
-		         fr ? (int)strcspn(fr, "\n") : 0, fr ? fr : "");
-		/* 'function file:line (module+offset)': the module's part only where the frame
-		 * has nothing else (an unresolved '?? ??:0 (libfoo.so+0x1a2b)' keeps it) */
-		char *mod = strstr(r->crash_frame, " (");
-		if (mod && mod > r->crash_frame && strncmp(r->crash_frame, "??", 2) != 0)
-			*mod = '\0';
+		crash_site(r, (const char *)sqlite3_column_text(st, 1));
 	}
 	sqlite3_finalize(st);
 	r->untraced_steps = query_i64(m, "SELECT count(*) FROM steps WHERE detail = 0", 0);

@@ -81,8 +81,11 @@ typedef struct view_run {
 	char origin_function[256], origin_file[512];
 	int origin_line;
 	int64_t crashes; /* rows in crashes */
-	/* the first crash: its signal, its innermost frame ("function file:line") */
-	char crash_signal[16], crash_frame[512];
+	/* the first crash: its signal and the frame to name (innermost outside the C library):
+	 * function, file and line when the symbolizer found them (crash_line > 0), else the
+	 * frame as recorded in crash_frame */
+	char crash_signal[16], crash_frame[512], crash_function[128], crash_file[512];
+	int crash_line;
 	int64_t untraced_steps; /* steps with their duration only (ampprof --steps=A-B) */
 } view_run;
 

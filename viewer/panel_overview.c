@@ -233,15 +233,34 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 	 * end says how it ended */
 	view_screen_printf(s, x, y++, s->w - x - 1, VIEW_S_NORMAL, 0, " \xc2\xb7 wall %s",
 	                   view_fmt_ns(r->wall_ns, a, sizeof a));
-	/* where it crashed: the innermost frame (the report prints the whole backtrace) */
+	/* where it crashed (the report prints the whole backtrace): a narrow screen keeps the
+	 * line number and shortens the path (view_fmt_site_fit) */
 	if (r->crashes > 0 && y < end) {
-		if (r->crash_frame[0])
-			snprintf(line, sizeof line, "%s in %s%s", r->crash_signal, r->crash_frame,
-			         " \xc2\xb7 backtrace: ampprof report");
-		else
+		const char *more = " \xc2\xb7 backtrace: ampprof report";
+		int w = s->w - 14;
+		if (r->crash_line > 0) {
+			char site[600];
+			int room =
+			    w - (int)strlen(r->crash_signal) - 5 - (int)strlen(r->crash_function);
+			view_fmt_site_fit(ctx->model, r->crash_file, r->crash_line, room, site,
+			                  sizeof site);
+			if ((int)strlen(site) > room) { /* still too wide: the file's own name */
+				const char *base = strrchr(r->crash_file, '/');
+				view_fmt_site(base ? base + 1 : r->crash_file, r->crash_line, site,
+				              sizeof site);
+			}
+			snprintf(line, sizeof line, "%s in %s %s", r->crash_signal,
+			         r->crash_function, site);
+		} else if (r->crash_frame[0]) {
+			snprintf(line, sizeof line, "%s in %s", r->crash_signal, r->crash_frame);
+		} else {
 			snprintf(line, sizeof line, "%s, no backtrace recorded", r->crash_signal);
+			more = "";
+		}
+		if ((int)strlen(line) + 29 <= w) /* the pointer to the backtrace where it fits */
+			snprintf(line + strlen(line), sizeof line - strlen(line), "%s", more);
 		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Crashed");
-		view_screen_puts(s, 13, y++, s->w - 14, VIEW_S_BAD, VIEW_A_BOLD, line);
+		view_screen_puts(s, 13, y++, w, VIEW_S_BAD, VIEW_A_BOLD, line);
 	}
 	view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Steps");
 	/* steps that ended without a loss and without an overflow (evaluation batches, say)

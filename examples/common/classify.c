@@ -6,8 +6,10 @@
 #include "classify.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +49,7 @@ typedef struct run {
 	ex_loss_window losses; /* the steps' losses; with --dist this rank's loss times its share */
 	ex_loss_window shares; /* with --dist: this rank's share of each of those steps */
 	int64_t log_every;     /* --log-every, on every rank (only rank 0 prints) */
+	const char *failed;    /* what failed in train_epochs when not a training step */
 	ex_dist dist;   /* --dist: this rank's share of each batch and of the test set */
 } run;
 
@@ -111,8 +114,27 @@ static const char *shortest(double x, char *buf, size_t len)
 	return buf;
 }
 
+/* The configuration keys that shape a run's numbers beyond the flags (amp.cfg, AMP_*): a
+ * resume under others is another run.  Not the ones a run is bit-identical across (threads,
+ * memory_optimize, optimizer_sharding, bucket sizes) nor the loss scale's start (the scale is
+ * the checkpoint's). */
+static const char *const note_config_keys[] = {
+    "custom_white_list",
+    "custom_black_list",
+    "loss_scale",
+    "loss_scale_growth_interval",
+    "loss_scale_growth_factor",
+    "loss_scale_backoff_factor",
+    "loss_scale_min",
+    "loss_scale_max",
+    "gradient_clipping",
+    "gradient_accumulation_steps",
+    "allreduce_dtype",
+};
+
 /* The settings lines: the flags that shape training (the schedule's length comes from
- * --epochs and --steps, and matters only to the cosine). */
+ * --epochs and --steps, and matters only to the cosine), the data-parallel ranks (they split
+ * each batch and sum in their order), and the configuration keys above ("config.<key>"). */
 static void note_settings(const run *r, char *buf, size_t len)
 {
 	char sched[64];
@@ -122,13 +144,19 @@ static void note_settings(const run *r, char *buf, size_t len)
 	else
 		snprintf(sched, sizeof sched, "constant");
 	char lr[32], mom[32], wd[32];
-	snprintf(buf, len,
-	         "example %s\nbatch %lld\nprecision %s\nseed %llu\nlr %s\nmomentum %s\n"
-	         "weight-decay %s\nschedule %s\n",
-	         r->c->name, (long long)r->opt.batch, ex_precision_name(r->ctx),
-	         (unsigned long long)ex_ctx_seed(r->ctx), shortest(r->opt.lr, lr, sizeof lr),
-	         shortest(r->momentum, mom, sizeof mom), shortest(r->weight_decay, wd, sizeof wd),
-	         sched);
+	size_t n = (size_t)snprintf(
+	    buf, len,
+	    "example %s\nbatch %lld\nprecision %s\nseed %llu\nlr %s\nmomentum %s\n"
+	    "weight-decay %s\nschedule %s\nranks %d\n",
+	    r->c->name, (long long)r->opt.batch, ex_precision_name(r->ctx),
+	    (unsigned long long)ex_ctx_seed(r->ctx), shortest(r->opt.lr, lr, sizeof lr),
+	    shortest(r->momentum, mom, sizeof mom), shortest(r->weight_decay, wd, sizeof wd), sched,
+	    r->dist.on ? r->dist.size : 1);
+	for (size_t i = 0; i < sizeof note_config_keys / sizeof *note_config_keys && n < len; i++) {
+		const char *v = amp_config_get(r->ctx, note_config_keys[i]);
+		n += (size_t)snprintf(buf + n, len - n, "config.%s %.200s\n", note_config_keys[i],
+		                      v && *v ? v : "-");
+	}
 }
 
 /* The note of a checkpoint: the settings and the global loss window w (hex floats: exact). */
@@ -167,18 +195,24 @@ static int note_check(const run *r, const char *file, const char *path, char *er
 	note_settings(r, mine, sizeof mine);
 	for (const char *line = mine; *line;) {
 		const char *sp = strchr(line, ' '), *eol = strchr(line, '\n');
-		char key[32];
+		char key[64];
 		snprintf(key, sizeof key, "%.*s", (int)(sp - line), line);
 		size_t flen = 0, mlen = (size_t)(eol - sp - 1);
 		const char *fv = note_value(file, key, &flen);
 		if (!fv || flen != mlen || memcmp(fv, sp + 1, mlen) != 0) {
-			char flag[40];
-			snprintf(flag, sizeof flag, strcmp(key, "example") == 0 ? "the %s" : "--%s",
-			         key);
+			char flag[96];
+			if (strcmp(key, "example") == 0)
+				snprintf(flag, sizeof flag, "the example");
+			else if (strcmp(key, "ranks") == 0)
+				snprintf(flag, sizeof flag, "data-parallel ranks");
+			else if (strncmp(key, "config.", 7) == 0)
+				snprintf(flag, sizeof flag, "the configuration's %s", key + 7);
+			else
+				snprintf(flag, sizeof flag, "--%s", key);
 			snprintf(
 			    err, errlen,
 			    "checkpoint '%s' was written with %s %.*s, this run has %s %.*s (%sa "
-			    "resume continues that run: give it the flags it was written with)",
+			    "resume continues that run: give it the settings it was written with)",
 			    path, flag, fv ? (int)(flen < 200 ? flen : 200) : 6, fv ? fv : "(none)",
 			    flag, (int)mlen, sp + 1,
 			    strcmp(key, "schedule") == 0 ? "--epochs and --steps set its length; "
@@ -288,8 +322,10 @@ static int train_epochs(run *r)
 			char note[NOTE_MAX];
 			note_make(r, &w, note, sizeof note);
 			if ((rc = amp_checkpoint_set_note(r->ctx, note)) ||
-			    (rc = amp_checkpoint_save(r->ctx, r->checkpoint)))
+			    (rc = amp_checkpoint_save(r->ctx, r->checkpoint))) {
+				r->failed = "saving the checkpoint";
 				return rc;
+			}
 			printf("checkpoint %s: step %lld, epoch %lld\n", r->checkpoint,
 			       (long long)amp_step_index(r->ctx), (long long)epoch);
 		}
@@ -313,21 +349,38 @@ static int checkpoint_path_ok(const char *path, char *why, size_t len)
 		snprintf(why, len, "an empty path");
 		return -1;
 	}
+	/* a symbolic link is written through (amp_checkpoint_save): its target is what counts */
+	char target[PATH_MAX];
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		if (!realpath(path, target)) {
+			snprintf(why, len, "a symbolic link to nowhere");
+			return -1;
+		}
+		path = target;
+	}
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
 		snprintf(why, len, "not a regular file");
 		return -1;
 	}
-	char buf[4096];
+	char buf[PATH_MAX + 64];
 	snprintf(buf, sizeof buf, "%s", path);
 	const char *dir = dirname(buf); /* "." for a bare name, "/" for "/x" */
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(why, len, "its folder '%s' does not exist", dir);
 		return -1;
 	}
-	if (access(dir, W_OK | X_OK) != 0) {
-		snprintf(why, len, "its folder '%s' cannot be written", dir);
+	/* the save writes a file beside it and renames it: whether the folder takes one is
+	 * known by making one (permissions alone do not tell for root, /proc or a read-only
+	 * mount) */
+	char probe[PATH_MAX + 96];
+	snprintf(probe, sizeof probe, "%s/.ampkit-probe.%ld", dir, (long)getpid());
+	int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(why, len, "its folder '%s' cannot be written (%s)", dir, strerror(errno));
 		return -1;
 	}
+	close(fd);
+	unlink(probe);
 	return 0;
 }
 
@@ -336,14 +389,20 @@ static int checkpoint_path_ok(const char *path, char *why, size_t len)
  * A checkpoint must end on an epoch (as --checkpoint writes them). */
 static int resume(run *r, const char *path, char *err, size_t errlen)
 {
-	int rc = amp_checkpoint_load(r->ctx, path);
-	if (rc) {
+	/* the flags first, from the note alone: a checkpoint of another example or precision
+	 * would stop the load on its parameters or its loss scaling, not naming the flag */
+	char *first = NULL;
+	int rc = AMP_OK;
+	if (amp_checkpoint_read_note(path, &first, NULL, 0) == AMP_OK && *first)
+		rc = note_check(r, first, path, err, errlen);
+	free(first);
+	if (rc)
+		return rc;
+	if ((rc = amp_checkpoint_load(r->ctx, path))) {
 		snprintf(err, errlen, "%s", amp_ctx_error(r->ctx));
 		return rc;
 	}
 	const char *note = amp_checkpoint_note(r->ctx);
-	if (*note && ((rc = note_check(r, note, path, err, errlen)) != AMP_OK))
-		return rc;
 	int64_t per_epoch = (r->train.n + r->opt.batch - 1) / r->opt.batch;
 	int64_t done = amp_step_index(r->ctx) + 1;
 	if (done % per_epoch) {
@@ -477,9 +536,10 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	r.momentum = momentum;
 	r.weight_decay = weight_decay;
 	/* the optimizer's own domain, said as a usage error before the data is loaded */
-	if (!(momentum >= 0 && momentum < 1))
-		return ex_usage_error(&prog, &r.opt, "--momentum: expected 0 <= X < 1, got %g",
-		                      momentum);
+	if (!(momentum >= 0 && (float)momentum < 1)) /* as the optimizer's float holds it */
+		return ex_usage_error(
+		    &prog, &r.opt, "--momentum: expected 0 <= X < 1, got %.9g%s", momentum,
+		    momentum >= 0 && momentum < 1 ? " (1 in the optimizer's float)" : "");
 	if (!(weight_decay >= 0 && weight_decay <= (double)FLT_MAX))
 		return ex_usage_error(&prog, &r.opt, "--weight-decay: expected 0 or more, got %g",
 		                      weight_decay);
@@ -561,7 +621,7 @@ int ex_classify_main(const ex_classifier *c, const ex_common *defaults, int argc
 	}
 
 	if ((rc = train_epochs(&r))) {
-		status = ex_fail(&prog, r.ctx, "training step", rc);
+		status = ex_fail(&prog, r.ctx, r.failed ? r.failed : "training step", rc);
 		goto out;
 	}
 	double accuracy;

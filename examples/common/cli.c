@@ -199,9 +199,9 @@ static int check_common(const ex_program *prog, const ex_common *c)
 		return rc;
 	/* the optimizers take a float: a rate it rounds to 0 or Inf would not train */
 	if (!(c->lr >= (double)FLT_MIN && c->lr <= (double)FLT_MAX))
-		return ex_usage_error(prog, c,
-		                      "--lr: expected a positive number from %g to %g, got %g",
-		                      (double)FLT_MIN, (double)FLT_MAX, c->lr);
+		return ex_usage_error(
+		    prog, c, "--lr: expected a positive number from %.9g to %.9g, got %.9g",
+		    (double)FLT_MIN, (double)FLT_MAX, c->lr);
 	if (c->seed < -1)
 		return ex_usage_error(prog, c, "--seed: expected a non-negative integer");
 	if (c->log_every < 0)

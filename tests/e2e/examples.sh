@@ -47,7 +47,7 @@ done
 for lr in 1e39 1e-300; do
 	"$BIN/mlp_fashion" --lr $lr >"$OUT/lr.out" 2>&1
 	check "mlp_fashion --lr $lr: exit 2" "$?" 2
-	grep -q -- "--lr: expected a positive number from 1.17549e-38 to 3.40282e+38" "$OUT/lr.out" ||
+	grep -q -- "--lr: expected a positive number from 1.17549435e-38 to 3.40282347e+38" "$OUT/lr.out" ||
 		bad "mlp_fashion --lr $lr: says the range" "$(head -2 "$OUT/lr.out")"
 done
 "$BIN/mlp_fashion" --precision=int8 >/dev/null 2>"$OUT/p.err"
@@ -80,6 +80,7 @@ usage_error() {
 	fi
 }
 usage_error mlp_fashion "--momentum: expected 0 <= X < 1, got -5" --momentum -5
+usage_error mlp_fashion "--momentum: expected 0 <= X < 1, got 0.99999999 (1 in the optimizer's float)" --momentum 0.99999999
 usage_error cnn_fashion "--weight-decay: expected 0 or more, got -1" --weight-decay -1
 usage_error mlp_fashion "--stop-after: expected at least 0, got -1" --stop-after -1
 usage_error mlp_fashion "--epochs: expected 1 to 1000000, got 4000000000000" --epochs 4000000000000

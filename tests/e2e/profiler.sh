@@ -254,6 +254,8 @@ check "six crashes: the report shows 4 and counts the rest, the JSON holds all 6
 	"$("$AMPPROF" report segv5.db | grep -c '^  crash        SIG')|$("$AMPPROF" report segv5.db | grep -c '^  crash        ... 2 more crash(es): ampprof export --table=crashes$')|$("$AMPPROF" report --format=json segv5.db | /usr/bin/python3 -c 'import json, sys; print(len(json.load(sys.stdin)["crashes"]))')" \
 	"4|1|6"
 "$B/bin/ampview" --headless --width=120 segv.db >segv.view 2>&1
+check "segfault: ampview at 60 columns keeps the line number (the path shortened)" \
+	"$("$B/bin/ampview" --headless --width=60 segv.db | grep -c "^ Crashed     SIGSEGV in run_thread trace_producer.c:$fault_line\$")" 1
 check "segfault: ampview's overview says where it crashed" \
 	"$(grep -c "^ Crashed     SIGSEGV in run_thread .*/trace_producer.c:$fault_line . backtrace: ampprof report$" segv.view)" 1
 check "segfault: steps before the crash" "$(q segv.db 'SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL')" 3
@@ -266,6 +268,12 @@ check "segfault under --application: exit 139, end crash, SIGSEGV" \
 	"139:crash,SIGSEGV"
 "$AMPPROF" -q -o abrt.db -- "$PRODUCER" --steps 10 --ops 10 --abort-at 2; rc=$?
 check "abort: exit 134 and crash row" "$rc:$(q abrt.db 'SELECT signal FROM crashes')" "134:SIGABRT"
+# an abort's si_addr is its sender's pid, not an address; ampview names the program's frame,
+# not the C library's raise and abort
+abort_line=$(grep -n '^			abort();$' "$ROOT/tests/progs/trace_producer.c" | cut -d: -f1)
+check "abort: the report gives no address, ampview names trace_producer.c:$abort_line" \
+	"$("$AMPPROF" report abrt.db | grep -c '^  crash        SIGABRT (code -6) in pid [0-9]* tid [0-9]*:$')|$("$B/bin/ampview" --headless --width=120 abrt.db | grep -c "^ Crashed     SIGABRT in run_thread .*/trace_producer.c:$abort_line ")" \
+	"1|1"
 
 # SIGTERM to ampprof under --application reaches the program behind the shell, which a shell
 # waiting for its command would not pass on: ampprof ends, and the program with it

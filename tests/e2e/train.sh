@@ -89,21 +89,30 @@ res() { tail -n 1 "$1" | grep -o '"steps":[0-9]*\|"test_accuracy":[0-9.e-]*\|"fi
 check "mlp_fashion: resumed result = uninterrupted result" "$(res mlp2.out)" "$(res mlp3.out)"
 # the checkpoint carries the flags: a resume under others is refused, naming the flag, even
 # where the step count would fit (batch 2000: 30 steps an epoch)
-WITH="(a resume continues that run: give it the flags it was written with)"
+WITH="(a resume continues that run: give it the settings it was written with)"
 for flags in "--batch 500|--batch 1000, this run has --batch 500" \
 	"--batch 2000|--batch 1000, this run has --batch 2000" \
 	"--precision fp32|--precision amp, this run has --precision fp32" \
 	"--seed 5|--seed 1, this run has --seed 5" "--lr 0.1|--lr 0.05, this run has --lr 0.1" \
-	"--momentum 0.5|--momentum 0.9, this run has --momentum 0.5"; do
+	"--momentum 0.5|--momentum 0.9, this run has --momentum 0.5" \
+	"--precision bf16|--precision amp, this run has --precision bf16"; do
 	"$MLP" --epochs 2 --batch 1000 --resume mlp.ckpt ${flags%%|*} >mlp4.out 2>&1
 	check "mlp_fashion: resume with ${flags%%|*} refused (exit 1, says which flag)" \
 		"$?|$(grep -cxF "mlp_fashion: --resume: checkpoint 'mlp.ckpt' was written with ${flags#*|} $WITH" mlp4.out)|$(grep -c '^epoch' mlp4.out)" "1|1|0"
 done
+# what the flags do not say: the configuration's keys that shape the numbers, the ranks, the
+# example (each stopped the load elsewhere, or went through)
+AMP_GRADIENT_CLIPPING=0.1 "$MLP" --epochs 2 --batch 1000 --resume mlp.ckpt >mlp4.out 2>&1
+check "mlp_fashion: resume under another gradient_clipping (environment) refused, named" \
+	"$?|$(grep -cxF "mlp_fashion: --resume: checkpoint 'mlp.ckpt' was written with the configuration's gradient_clipping 0, this run has the configuration's gradient_clipping 0.1 $WITH" mlp4.out)" "1|1"
+"$B/bin/cnn_fashion" --epochs 2 --batch 1000 --resume mlp.ckpt >mlp4.out 2>&1
+check "cnn_fashion: resume of mlp_fashion's checkpoint refused, naming the example" \
+	"$?|$(grep -cxF "cnn_fashion: --resume: checkpoint 'mlp.ckpt' was written with the example mlp_fashion, this run has the example cnn_fashion $WITH" mlp4.out)" "1|1"
 for flags in "--schedule constant|constant" "--epochs 3|cosine over 180 steps" \
 	"--steps 100|cosine over 100 steps"; do
 	"$MLP" --epochs 2 --batch 1000 --resume mlp.ckpt ${flags%%|*} >mlp4.out 2>&1
 	check "mlp_fashion: resume with ${flags%%|*} refused (the schedule and its length)" \
-		"$?|$(grep -cxF "mlp_fashion: --resume: checkpoint 'mlp.ckpt' was written with --schedule cosine over 120 steps, this run has --schedule ${flags#*|} (--epochs and --steps set its length; a resume continues that run: give it the flags it was written with)" mlp4.out)" "1|1"
+		"$?|$(grep -cxF "mlp_fashion: --resume: checkpoint 'mlp.ckpt' was written with --schedule cosine over 120 steps, this run has --schedule ${flags#*|} (--epochs and --steps set its length; a resume continues that run: give it the settings it was written with)" mlp4.out)" "1|1"
 done
 # final_loss (the mean of the last 50 steps' losses) after a resume that ran fewer than 50
 # steps is the uninterrupted run's: the loss window is in the checkpoint
@@ -129,11 +138,11 @@ for count in 61 99999999999999999999; do
 	/usr/bin/python3 - c2.ckpt c2bad.ckpt "$count" <<'PY'
 import re, struct, sys, zlib
 b = open(sys.argv[1], "rb").read()
-payload = b[32:]
-at = payload.rindex(b"example ")
-note = payload[at:]
+payload = b[32:]  # the note first: its length, its bytes
+n = struct.unpack("<I", payload[:4])[0]
+note = payload[4:4 + n]
 new = re.sub(rb"^losses [0-9]+", b"losses " + sys.argv[3].encode(), note, flags=re.M)
-payload = payload[:at - 4] + struct.pack("<I", len(new)) + new
+payload = struct.pack("<I", len(new)) + new + payload[4 + n:]
 hdr = b[:16] + struct.pack("<Q", len(payload)) + struct.pack("<I", zlib.crc32(payload)) + b[28:32]
 open(sys.argv[2], "wb").write(hdr + payload)
 PY
@@ -152,7 +161,15 @@ check "mlp_fashion --steps 60 (one epoch of batch 1000): its checkpoint" \
 "$MLP" --epochs 2 --batch 1000 --steps 30 --test-limit 100 --checkpoint s30.ckpt >s30.out 2>&1
 check "mlp_fashion --steps 30 (inside the epoch): no checkpoint, and says so" \
 	"$(grep -c '^checkpoint s30.ckpt: not written for epoch 1: --steps 30 ended the run inside it' s30.out)|$(test -e s30.ckpt && echo written)" "1|"
-# a checkpoint path that cannot be written is a usage error before any training
+# a checkpoint path that cannot be written is a usage error before any training: through a
+# symbolic link, its target (a dangling link; a file in a folder no file can be made in)
+ln -sf /nonexistent-dir/t.ckpt dangling.ckpt
+ln -sf /proc/version proc.ckpt
+for link in "dangling.ckpt|a symbolic link to nowhere" "proc.ckpt|its folder '/proc' cannot be written"; do
+	"$MLP" --epochs 1 --checkpoint "${link%%|*}" >lnk.out 2>&1
+	check "mlp_fashion --checkpoint ${link%%|*}: refused at once (exit 2, nothing trained, says why)" \
+		"$?|$(grep -c '^epoch 1' lnk.out)|$(grep -c "^mlp_fashion: --checkpoint '${link%%|*}': ${link#*|}" lnk.out)" "2|0|1"
+done
 "$MLP" --epochs 1 --checkpoint /nonexistent-dir/x.ckpt >mlp5.out 2>&1
 check "mlp_fashion: an unwritable --checkpoint refused at once (exit 2, nothing trained)" \
 	"$?|$(grep -c '^epoch 1' mlp5.out)" "2|0"

@@ -890,18 +890,25 @@ Test(checkpoint, memory_limit_refuses_before_any_change)
 /* A file of format 1 (before the held gradients were saved) still loads: its run resumes as
  * before.  Made from a format-2 file saved with no gradient held: its gradient section is one
  * zero byte per parameter, dropped, with the header's version, length and checksum. */
-/* A file of an older format, made from a format-3 file ck (no note) by cutting its last
- * `cut` bytes and writing version into the header, at name. */
-static const char *older_format(const char *ck, long cut, uint32_t version, const char *name)
+/* A file of an older format, made from a format-3 file ck without a note: the note's length
+ * (its payload's first 4 bytes, 0) cut, and for format 1 the last 4 bytes too (the gradient
+ * flags of its 4 parameters, none set); version written into the header, at name. */
+static const char *older_format(const char *ck, uint32_t version, const char *name)
 {
 	long size = file_size(ck);
 	unsigned char *b = malloc((size_t)size);
 	FILE *f = fopen(ck, "rb");
 	cr_assert(b && f && fread(b, 1, (size_t)size, f) == (size_t)size);
 	fclose(f);
-	for (long i = size - cut; i < size; i++) /* no note; 4 parameters, none with a gradient */
+	for (long i = 32; i < 36; i++) /* no note */
 		cr_assert_eq(b[i], 0);
-	size -= cut;
+	memmove(b + 32, b + 36, (size_t)(size - 36));
+	size -= 4;
+	if (version < 2) {
+		for (long i = size - 4; i < size; i++) /* no held gradient */
+			cr_assert_eq(b[i], 0);
+		size -= 4;
+	}
 	uint32_t crc = (uint32_t)crc32(0, b + 32, (uInt)(size - 32));
 	uint64_t len = (uint64_t)size - 32;
 	memcpy(b + 8, &version, 4);
@@ -932,16 +939,18 @@ Test(checkpoint, format1_and_2_files_load)
 	net_weights(&n, wa);
 	amp_ctx_free(n.ctx);
 
-	/* format 3 ends with the note's length (0), format 2 before it with the 4 gradient flags */
 	const struct {
-		long cut;
 		uint32_t version;
 		const char *name;
-	} older[] = {{4, 2, "v2.ckpt"}, {8, 1, "v1.ckpt"}};
+	} older[] = {{2, "v2.ckpt"}, {1, "v1.ckpt"}};
 	for (int i = 0; i < 2; i++) {
 		char path[512];
 		snprintf(path, sizeof path, "%s",
-		         older_format(ck, older[i].cut, older[i].version, older[i].name));
+		         older_format(ck, older[i].version, older[i].name));
+		char *note = NULL;
+		cr_assert_eq(amp_checkpoint_read_note(path, &note, NULL, 0), AMP_OK);
+		cr_assert_str_eq(note, "");
+		free(note);
 		net_new(&n, "allow_mix_precision", NULL, NULL);
 		cr_assert_eq(amp_checkpoint_set_note(n.ctx, "set before the load"), AMP_OK);
 		cr_assert_eq(amp_checkpoint_load(n.ctx, path), AMP_OK, "%s", amp_ctx_error(n.ctx));
@@ -976,6 +985,12 @@ Test(checkpoint, note_round_trip)
 	net_step(&a);
 	cr_assert_eq(amp_checkpoint_save(a.ctx, ck), AMP_OK, "%s", amp_ctx_error(a.ctx));
 	cr_assert_eq(amp_checkpoint_set_note(b.ctx, "b's own"), AMP_OK);
+	char *read = NULL;
+	cr_assert_eq(amp_checkpoint_read_note(ck, &read, NULL, 0), AMP_OK);
+	cr_assert_str_eq(read, note, "read without a context");
+	free(read);
+	cr_assert_eq(amp_checkpoint_read_note(in_tmp("none.ckpt"), &read, NULL, 0), AMP_EIO);
+	cr_assert_null(read);
 	cr_assert_eq(amp_checkpoint_load(b.ctx, ck), AMP_OK, "%s", amp_ctx_error(b.ctx));
 	cr_assert_str_eq(amp_checkpoint_note(b.ctx), note, "the loaded note replaces b's");
 
@@ -1041,12 +1056,13 @@ Test(checkpoint, scale_out_of_range_refused)
 	const double bad_scales[] = {1e-300, 0x1p-127, -1, INFINITY, NAN};
 	for (size_t i = 0; i < sizeof bad_scales / sizeof *bad_scales; i++) {
 		copy_file(good, p);
-		patch_payload(p, 64, &bad_scales[i], sizeof(double)); /* after 7 counters, 2 words */
+		patch_payload(p, 68, &bad_scales[i],
+		              sizeof(double)); /* note length, 7 counters, 2 words */
 		refused(&n, p, AMP_EFORMAT, "loss scale out of range");
 	}
 	copy_file(good, p);
 	const double fine = 0x1p-126;
-	patch_payload(p, 64, &fine, sizeof fine);
+	patch_payload(p, 68, &fine, sizeof fine);
 	cr_assert_eq(amp_checkpoint_load(n.ctx, p), AMP_OK, "%s", amp_ctx_error(n.ctx));
 	cr_assert_eq(amp_loss_scale(n.ctx), fine);
 	amp_ctx_free(n.ctx);
@@ -1067,14 +1083,18 @@ Test(checkpoint, damaged_note_refused)
 	cr_assert_eq(amp_checkpoint_set_note(n.ctx, "abcd"), AMP_OK);
 	cr_assert_eq(amp_checkpoint_save(n.ctx, good), AMP_OK);
 	cr_assert_eq(amp_checkpoint_set_note(n.ctx, "kept"), AMP_OK);
-	long payload = file_size(good) - 32; /* the note's 4 bytes end it, after their length */
+	/* the payload starts with the note's length (4) and its 4 bytes */
 	copy_file(good, p);
-	patch_payload(p, payload - 2, "\0", 1);
+	patch_payload(p, 4 + 2, "\0", 1);
 	refused(&n, p, AMP_EFORMAT, "damaged (the note)");
 	cr_assert_str_eq(amp_checkpoint_note(n.ctx), "kept");
+	char *note = NULL, err[256] = "";
+	cr_assert_eq(amp_checkpoint_read_note(p, &note, err, sizeof err), AMP_EFORMAT);
+	cr_assert_null(note);
+	cr_assert(strstr(err, "damaged (the note)"), "%s", err);
 	copy_file(good, p);
-	uint32_t longer = 5;
-	patch_payload(p, payload - 8, &longer, 4);
+	uint32_t longer = (uint32_t)file_size(good); /* past the payload's end */
+	patch_payload(p, 0, &longer, 4);
 	refused(&n, p, AMP_EFORMAT, "truncated (inside the note)");
 	cr_assert_eq(amp_checkpoint_load(n.ctx, good), AMP_OK, "%s", amp_ctx_error(n.ctx));
 	cr_assert_str_eq(amp_checkpoint_note(n.ctx), "abcd");
