@@ -100,8 +100,9 @@ static int64_t schedule_steps(const run *r)
 /* ---- the checkpoint's note ------------------------------------------------------------------
  * What --resume needs that the context does not hold: the settings the run was written with
  * (a resume continues that run, so they must match) and the loss window (final_loss covers
- * steps before the checkpoint too).  One "key value" line each; the keys name the flags. */
-#define NOTE_MAX 4096
+ * steps before the checkpoint too).  One "key value" line each; the keys name the flags, the
+ * ranks and configuration keys ("config.<key>", values cut at 200 bytes). */
+#define NOTE_MAX 4096 /* the settings take under 3 KB, the loss window under 1 KB */
 
 /* x in the fewest significant digits that read back as x (as the flag was typed, mostly). */
 static const char *shortest(double x, char *buf, size_t len)
@@ -188,7 +189,7 @@ static const char *note_value(const char *note, const char *key, size_t *len)
 }
 
 /* 0 when the checkpoint's note (file) was written with this run's settings, else AMP_EINVAL
- * with err naming the first flag that differs. */
+ * with err naming the first setting that differs (a note without it differs). */
 static int note_check(const run *r, const char *file, const char *path, char *err, size_t errlen)
 {
 	char mine[NOTE_MAX];
