@@ -102,7 +102,7 @@ static int64_t schedule_steps(const run *r)
  * (a resume continues that run, so they must match) and the loss window (final_loss covers
  * steps before the checkpoint too).  One "key value" line each; the keys name the flags, the
  * ranks and configuration keys ("config.<key>", values cut at 200 bytes). */
-#define NOTE_MAX 4096 /* the settings take under 3 KB, the loss window under 1 KB */
+#define NOTE_MAX 8192 /* the settings take under 3 KB, the loss window under 1.3 KB */
 
 /* x in the fewest significant digits that read back as x (as the flag was typed, mostly). */
 static const char *shortest(double x, char *buf, size_t len)
