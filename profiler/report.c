@@ -687,6 +687,14 @@ static void json_int(FILE *f, int64_t v, int null_if_negative)
 		fprintf(f, "%" PRId64, v);
 }
 
+static void json_int_or_null(FILE *f, sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		fputs("null", f);
+	else
+		fprintf(f, "%" PRId64, (int64_t)sqlite3_column_int64(st, i));
+}
+
 static void json_text_or_null(FILE *f, sqlite3_stmt *st, int i)
 {
 	if (sqlite3_column_type(st, i) == SQLITE_NULL)
@@ -859,17 +867,9 @@ int prof_report_json(sqlite3 *db, FILE *f, const char *path)
 			else
 				fputs("null", f);
 			fputs(", \"pid\": ", f);
-			json_int(f,
-			         sqlite3_column_type(st, 4) == SQLITE_NULL
-			             ? -1
-			             : sqlite3_column_int64(st, 4),
-			         1);
+			json_int_or_null(f, st, 4);
 			fputs(", \"tid\": ", f);
-			json_int(f,
-			         sqlite3_column_type(st, 5) == SQLITE_NULL
-			             ? -1
-			             : sqlite3_column_int64(st, 5),
-			         1);
+			json_int_or_null(f, st, 5);
 			fprintf(f, ", \"rank\": %lld, \"frames\": ",
 			        (long long)sqlite3_column_int64(st, 6));
 			json_lines(f, sqlite3_column_text(st, 3));
