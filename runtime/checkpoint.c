@@ -312,8 +312,12 @@ static int bad(amp_ctx *ctx, const char *path, const char *why)
 	return amp_fail(ctx, AMP_EFORMAT, "checkpoint '%s': %s", path, why);
 }
 
-/* One pass over the payload after the note (r positioned there): with apply = 0 it only
- * checks that the file fits the context; with apply = 1 (after a clean check) it loads it. */
+/* The passes of a load over the payload after the note (r positioned there): the check that
+ * the file fits the context (nothing changes), then the allocation of every tensor the load
+ * needs (moments and gradients the context lacks, zero and stale: the context means what it
+ * meant if one fails), then the copy, which cannot fail.  So a load that fails leaves the
+ * context as it was. */
+enum { LOAD_CHECK, LOAD_ALLOC, LOAD_APPLY };
 static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, int apply,
                      uint64_t *need)
 {
@@ -387,20 +391,28 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 			return bad(ctx, path, "truncated (inside a parameter's values)");
 		if (has_m > 1 || has_v > 1)
 			return bad(ctx, path, "damaged (optimizer state flags)");
-		if (!apply) { /* the moments the load will allocate */
+		if (apply == LOAD_CHECK) { /* the moments the load will allocate */
 			*need += (has_m && !p->opt_m ? bytes : 0) + (has_v && !p->opt_v ? bytes : 0);
+			continue;
+		}
+		amp_tensor **slots[2] = {&p->opt_m, &p->opt_v};
+		const void *src[2] = {mv, vv};
+		if (apply == LOAD_ALLOC) { /* zero moments: what a fresh state starts from */
+			for (int k = 0; k < 2; k++) {
+				if (src[k] && !*slots[k] &&
+				    !(*slots[k] = amp_alloc_persistent(ctx, AMP_F32, m->shape,
+				                                       AMP_MEM_OPTIMIZER)))
+					return amp_oom(ctx);
+				if (src[k])
+					memset((*slots[k])->data, 0, bytes);
+			}
 			continue;
 		}
 		memcpy(m->data, w, bytes);
 		amp_param_touched(p);
 		p->master_partial = p->moments_partial =
 		    0; /* master and moments whole, as loaded */
-		amp_tensor **slots[2] = {&p->opt_m, &p->opt_v};
-		const void *src[2] = {mv, vv};
 		for (int k = 0; k < 2; k++) {
-			if (src[k] && !*slots[k] &&
-			    !(*slots[k] = amp_alloc_persistent(ctx, AMP_F32, m->shape, AMP_MEM_OPTIMIZER)))
-				return amp_oom(ctx);
 			if (src[k])
 				memcpy((*slots[k])->data, src[k], bytes);
 			else if (*slots[k]) /* absent is zero: what a fresh state starts from */
@@ -431,7 +443,7 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 			         o->kind == OPTIM_SGD ? "SGD" : "AdamW");
 			return bad(ctx, path, why);
 		}
-		if (apply) {
+		if (apply == LOAD_APPLY) {
 			o->t = t;
 			amp_optim_set_lr(o, lr);
 		}
@@ -448,12 +460,19 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 			*need += (uint64_t)p->master->numel * sizeof(float);
 		if (r->short_read)
 			return bad(ctx, path, "truncated (inside the gradients)");
+		/* a gradient allocated ahead is stale (zero in meaning) until the copy */
+		if (apply == LOAD_ALLOC && has_g && !p->master->grad) {
+			if (!(p->master->grad = amp_alloc_persistent(ctx, AMP_F32, p->master->shape,
+			                                             AMP_MEM_GRADS)))
+				return amp_oom(ctx);
+			p->grad_stale = 1;
+		}
 	}
 	if (r->off != r->len)
 		return bad(ctx, path, "damaged (bytes after the last section)");
 	if (owner > n_opt)
 		return bad(ctx, path, "damaged (the optimizer state's owner is out of range)");
-	if (apply) {
+	if (apply == LOAD_APPLY) {
 		ctx->state_owner = NULL;
 		uint32_t i = 0;
 		for (amp_optim *o = ctx->optims; o; o = o->next)
@@ -484,11 +503,7 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 			p->grad_stale = p->master->grad != NULL;
 			if (!has_g)
 				continue;
-			if (!p->master->grad &&
-			    !(p->master->grad = amp_alloc_persistent(ctx, AMP_F32, p->master->shape,
-			                                             AMP_MEM_GRADS)))
-				return amp_oom(ctx);
-			memcpy(p->master->grad->data, grads, bytes);
+			memcpy(p->master->grad->data, grads, bytes); /* allocated by LOAD_ALLOC */
 			p->grad_stale = 0;
 			grads += bytes;
 		}
@@ -496,10 +511,12 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 	return AMP_OK;
 }
 
-/* A checkpoint file read whole and checked as far as it can be without a context: header,
- * version, length, checksum, and the note (format 3 on).  On success *buf (amp_mem_free it)
- * holds the file, *r the payload positioned after the note, *note / *note_len the note's bytes
- * in *buf (not NUL-terminated).  Otherwise an AMP_E* code and the reason in why. */
+/* A checkpoint file read and checked as far as it can be without a context: header, version,
+ * length, checksum, and the note (format 3 on).  Whole (note_only 0): *buf (amp_mem_free it)
+ * holds the file, r the payload positioned after the note.  note_only 1: *buf holds the header
+ * and the note alone, the rest streamed through the checksum (reading a note costs no memory
+ * of the size of the model).  Either way note / note_len point at the note's bytes in buf (not
+ * NUL-terminated).  Returns AMP_OK, or an AMP_E* code with the reason in why. */
 typedef struct ckpt_file {
 	unsigned char *buf;
 	uint32_t version, crc;
@@ -509,7 +526,22 @@ typedef struct ckpt_file {
 	rbuf r;
 } ckpt_file;
 
-static int read_file(const char *path, ckpt_file *f, char *why, size_t wl)
+/* Reads up to n bytes (to the end of the file); returns the count. */
+static size_t read_upto(int fd, void *p, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = read(fd, (char *)p + got, n - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	return got;
+}
+
+static int read_file(const char *path, ckpt_file *f, int note_only, char *why, size_t wl)
 {
 	memset(f, 0, sizeof *f);
 	/* non-blocking: a FIFO is refused below instead of waiting for a writer */
@@ -528,73 +560,112 @@ static int read_file(const char *path, ckpt_file *f, char *why, size_t wl)
 		return AMP_EIO;
 	}
 	size_t size = (size_t)st.st_size;
-	unsigned char *buf = amp_mem_realloc(NULL, size ? size : 1);
-	if (!buf) {
-		close(fd);
-		snprintf(why, wl, "checkpoint '%s': out of memory", path);
-		return AMP_ENOMEM;
-	}
-	size_t got = 0;
-	while (got < size) {
-		ssize_t n = read(fd, buf + got, size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
+	unsigned char hdr[CKPT_HDR];
+	size_t want = size < CKPT_HDR ? size : CKPT_HDR;
 	uint32_t hdr_len = 0, zero = 0;
 	const char *bad_why = NULL;
 	char w[160];
-	if (got != size) {
+	int rc = AMP_OK;
+	unsigned char *buf = NULL;
+	if (read_upto(fd, hdr, want) != want) {
 		snprintf(why, wl, "checkpoint '%s': read error", path);
-		amp_mem_free(buf);
-		return AMP_EIO;
+		rc = AMP_EIO;
+		goto out;
 	}
-	if (size < 8 || memcmp(buf, CKPT_MAGIC, 8) != 0) {
+	if (size < 8 || memcmp(hdr, CKPT_MAGIC, 8) != 0) {
 		bad_why = "not an ampkit checkpoint (bad magic)";
-	} else if (size < CKPT_HDR) {
+		goto out;
+	}
+	if (size < CKPT_HDR) {
 		bad_why = "truncated (shorter than its header)";
-	} else {
-		memcpy(&f->version, buf + 8, 4);
-		memcpy(&hdr_len, buf + 12, 4);
-		memcpy(&f->len, buf + 16, 8);
-		memcpy(&f->crc, buf + 24, 4);
-		memcpy(&zero, buf + 28, 4);
-		if (f->version > CKPT_VERSION) {
-			snprintf(
-			    w, sizeof w,
-			    "format version %u is newer than this libamprt reads (%u); use the "
-			    "libamprt that wrote it",
-			    f->version, CKPT_VERSION);
-			bad_why = w;
-		} else if (f->version == 0 || hdr_len != CKPT_HDR || zero != 0) {
-			bad_why = "damaged header";
-		} else if (f->len != size - CKPT_HDR) {
-			snprintf(w, sizeof w,
-			         "truncated or damaged (%llu payload bytes, %llu expected)",
-			         (unsigned long long)(size - CKPT_HDR), (unsigned long long)f->len);
-			bad_why = w;
-		} else if (crc32_of(buf + CKPT_HDR, (size_t)f->len) != f->crc) {
-			bad_why = "damaged (checksum mismatch)";
+		goto out;
+	}
+	memcpy(&f->version, hdr + 8, 4);
+	memcpy(&hdr_len, hdr + 12, 4);
+	memcpy(&f->len, hdr + 16, 8);
+	memcpy(&f->crc, hdr + 24, 4);
+	memcpy(&zero, hdr + 28, 4);
+	if (f->version > CKPT_VERSION) {
+		snprintf(
+		    w, sizeof w,
+		    "format version %u is newer than this libamprt reads (%u); use the libamprt "
+		    "that wrote it",
+		    f->version, CKPT_VERSION);
+		bad_why = w;
+	} else if (f->version == 0 || hdr_len != CKPT_HDR || zero != 0) {
+		bad_why = "damaged header";
+	} else if (f->len != size - CKPT_HDR) {
+		snprintf(w, sizeof w, "truncated or damaged (%llu payload bytes, %llu expected)",
+		         (unsigned long long)(size - CKPT_HDR), (unsigned long long)f->len);
+		bad_why = w;
+	}
+	if (bad_why)
+		goto out;
+	/* the note's length (format 3 on), checked before its bytes are taken */
+	unsigned char lenb[4] = {0};
+	uint32_t note_len = 0;
+	if (f->version >= 3) {
+		if (f->len < 4 || read_upto(fd, lenb, 4) != 4) {
+			bad_why = "truncated (inside the note)";
+			goto out;
+		}
+		memcpy(&note_len, lenb, 4);
+		if (note_len > AMP_CHECKPOINT_NOTE_MAX) {
+			bad_why = "damaged (the note)";
+			goto out;
+		}
+		if (note_len > f->len - 4) {
+			bad_why = "truncated (inside the note)";
+			goto out;
 		}
 	}
-	if (!bad_why) {
-		f->r = (rbuf){buf + CKPT_HDR, (size_t)f->len, 0, 0};
-		/* the note: none before format 3 */
-		f->note_len = f->version >= 3 ? get_u32(&f->r) : 0;
-		f->note = take(&f->r, f->note_len);
-		if (f->r.short_read)
-			bad_why = "truncated (inside the note)";
-		else if (f->note_len > AMP_CHECKPOINT_NOTE_MAX ||
-		         memchr(f->note, '\0', f->note_len))
-			bad_why = "damaged (the note)";
+	size_t head = (f->version >= 3 ? 4u : 0u) + note_len; /* payload bytes in buf */
+	size_t keep = note_only ? head : (size_t)f->len;
+	if (!(buf = amp_mem_realloc(NULL, CKPT_HDR + keep + 1))) {
+		snprintf(why, wl, "checkpoint '%s': out of memory", path);
+		rc = AMP_ENOMEM;
+		goto out;
 	}
+	memcpy(buf, hdr, CKPT_HDR);
+	memcpy(buf + CKPT_HDR, lenb, head ? 4 : 0);
+	size_t after = f->version >= 3 ? 4 : 0;
+	if (read_upto(fd, buf + CKPT_HDR + after, keep - after) != keep - after) {
+		snprintf(why, wl, "checkpoint '%s': read error", path);
+		rc = AMP_EIO;
+		goto out;
+	}
+	/* the checksum over the whole payload: what is in buf, then the rest in chunks */
+	uLong crc = crc32_z(0, buf + CKPT_HDR, keep);
+	for (uint64_t left = f->len - keep; left > 0;) {
+		unsigned char chunk[64 * 1024];
+		size_t n = left < sizeof chunk ? (size_t)left : sizeof chunk;
+		if (read_upto(fd, chunk, n) != n) {
+			snprintf(why, wl, "checkpoint '%s': read error", path);
+			rc = AMP_EIO;
+			goto out;
+		}
+		crc = crc32_z(crc, chunk, n);
+		left -= n;
+	}
+	if ((uint32_t)crc != f->crc) {
+		bad_why = "damaged (checksum mismatch)";
+		goto out;
+	}
+	f->r = (rbuf){buf + CKPT_HDR, keep, 0, 0};
+	f->note_len = f->version >= 3 ? get_u32(&f->r) : 0;
+	f->note = take(&f->r, f->note_len);
+	if (memchr(f->note, '\0', f->note_len))
+		bad_why = "damaged (the note)";
+out:
+	close(fd);
 	if (bad_why) {
 		snprintf(why, wl, "checkpoint '%s': %s", path, bad_why);
+		rc = AMP_EFORMAT;
+	}
+	if (rc != AMP_OK) {
 		amp_mem_free(buf);
-		return AMP_EFORMAT;
+		memset(f, 0, sizeof *f);
+		return rc;
 	}
 	f->buf = buf;
 	return AMP_OK;
@@ -611,7 +682,7 @@ int amp_checkpoint_read_note(const char *path, char **note, char *err, size_t er
 		return AMP_EINVAL;
 	}
 	ckpt_file f;
-	int rc = read_file(path, &f, why, sizeof why);
+	int rc = read_file(path, &f, 1, why, sizeof why);
 	if (rc == AMP_OK && !(*note = malloc((size_t)f.note_len + 1))) {
 		snprintf(why, sizeof why, "checkpoint '%s': out of memory", path);
 		rc = AMP_ENOMEM;
@@ -636,14 +707,14 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 		                (long long)ctx->step);
 	char why[PATH_MAX + 256];
 	ckpt_file f;
-	int rc = read_file(path, &f, why, sizeof why);
+	int rc = read_file(path, &f, 0, why, sizeof why);
 	if (rc != AMP_OK)
 		return amp_fail(ctx, rc, "%s", why);
 	rbuf r = f.r;
 	size_t at = r.off; /* the payload after the note */
 	uint64_t need = 0; /* bytes of tensors the load allocates */
 	char *note = NULL;
-	rc = load_pass(ctx, path, &r, f.version, 0, &need);
+	rc = load_pass(ctx, path, &r, f.version, LOAD_CHECK, &need);
 	/* the note's copy made before anything changes */
 	if (rc == AMP_OK && f.note_len && !(note = amp_mem_realloc(NULL, f.note_len + 1u)))
 		rc = amp_fail(ctx, AMP_ENOMEM, "checkpoint '%s': out of memory", path);
@@ -657,9 +728,9 @@ int amp_checkpoint_load(amp_ctx *ctx, const char *path)
 		rc = amp_mem_check(ctx, need);
 		ctx->cur_what = NULL;
 	}
-	if (rc == AMP_OK) {
+	for (int pass = LOAD_ALLOC; rc == AMP_OK && pass <= LOAD_APPLY; pass++) {
 		r.off = at;
-		rc = load_pass(ctx, path, &r, f.version, 1, &need);
+		rc = load_pass(ctx, path, &r, f.version, pass, &need);
 	}
 	if (rc == AMP_OK) { /* the file's note replaces the context's (none: none) */
 		amp_mem_free(ctx->ckpt_note);

@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "amp/amp_dist.h"
+#include "alloc.h"
 #include "internal.h"
 
 /* Context with key/value pairs applied in order (NULL-terminated). */
@@ -887,9 +888,53 @@ Test(checkpoint, memory_limit_refuses_before_any_change)
 	rmtmp();
 }
 
-/* A file of format 1 (before the held gradients were saved) still loads: its run resumes as
- * before.  Made from a format-2 file saved with no gradient held: its gradient section is one
- * zero byte per parameter, dropped, with the header's version, length and checksum. */
+/* A load whose allocations fail (moments and a held gradient the context lacks) leaves the
+ * context as it was: weights, step, note; the allocations come before any copy.  Then the
+ * same load succeeds and resumes the run. */
+Test(checkpoint, failed_allocation_changes_nothing)
+{
+	mktmp();
+	char ck[512];
+	snprintf(ck, sizeof ck, "%s", in_tmp("oom.ckpt"));
+	net n;
+	net_new(&n, "allow_mix_precision", NULL, NULL);
+	for (int s = 0; s < STOP; s++)
+		net_step(&n);
+	cr_assert_eq(amp_backward(n.ctx, net_forward(&n)), AMP_OK); /* a gradient held */
+	cr_assert_eq(amp_step_end(n.ctx), AMP_OK);
+	cr_assert_eq(amp_checkpoint_set_note(n.ctx, "saved"), AMP_OK);
+	cr_assert_eq(amp_checkpoint_save(n.ctx, ck), AMP_OK);
+	amp_ctx_free(n.ctx);
+	int failed = 0;
+	for (int64_t at = 0; at < 64; at++) {
+		net_new(&n, "allow_mix_precision", NULL, NULL); /* no moments, no gradient yet */
+		cr_assert_eq(amp_checkpoint_set_note(n.ctx, "mine"), AMP_OK);
+		float before[NW], after[NW];
+		net_weights(&n, before);
+		amp_mem_fail_at(at, 0);
+		int rc = amp_checkpoint_load(n.ctx, ck);
+		amp_mem_fail_at(-1, 0);
+		if (rc == AMP_OK) {
+			amp_ctx_free(n.ctx);
+			break; /* past the load's last allocation */
+		}
+		failed++;
+		cr_assert_eq(rc, AMP_ENOMEM, "allocation %lld: %s", (long long)at,
+		             amp_ctx_error(n.ctx));
+		net_weights(&n, after);
+		cr_assert_eq(memcmp(before, after, sizeof before), 0,
+		             "allocation %lld failed: the weights changed", (long long)at);
+		cr_assert_eq(amp_step_index(n.ctx), -1);
+		cr_assert_str_eq(amp_checkpoint_note(n.ctx), "mine");
+		cr_assert_eq(amp_checkpoint_load(n.ctx, ck), AMP_OK, "%s", amp_ctx_error(n.ctx));
+		cr_assert_eq(amp_step_index(n.ctx), STOP);
+		net_step(&n); /* and it trains on */
+		amp_ctx_free(n.ctx);
+	}
+	cr_assert_geq(failed, 3, "the load allocates moments and a gradient: %d failures", failed);
+	rmtmp();
+}
+
 /* A file of an older format, made from a format-3 file ck without a note: the note's length
  * (its payload's first 4 bytes, 0) cut, and for format 1 the last 4 bytes too (the gradient
  * flags of its 4 parameters, none set); version written into the header, at name. */
@@ -1096,6 +1141,15 @@ Test(checkpoint, damaged_note_refused)
 	uint32_t longer = (uint32_t)file_size(good); /* past the payload's end */
 	patch_payload(p, 0, &longer, 4);
 	refused(&n, p, AMP_EFORMAT, "truncated (inside the note)");
+	copy_file(good, p);
+	uint32_t huge = 0xffffffffu; /* past AMP_CHECKPOINT_NOTE_MAX: damage, not a short file */
+	patch_payload(p, 0, &huge, 4);
+	refused(&n, p, AMP_EFORMAT, "damaged (the note)");
+	/* read_note checks the whole payload's checksum, past the note, as a load does */
+	copy_file(good, p);
+	flip(p, file_size(good) - 1);
+	cr_assert_eq(amp_checkpoint_read_note(p, &note, err, sizeof err), AMP_EFORMAT);
+	cr_assert(strstr(err, "checksum mismatch"), "%s", err);
 	cr_assert_eq(amp_checkpoint_load(n.ctx, good), AMP_OK, "%s", amp_ctx_error(n.ctx));
 	cr_assert_str_eq(amp_checkpoint_note(n.ctx), "abcd");
 	amp_ctx_free(n.ctx);

@@ -423,10 +423,11 @@ int amp_checkpoint_set_note(amp_ctx *ctx, const char *note);
 const char *amp_checkpoint_note(const amp_ctx *ctx);
 /* The note of the checkpoint at path, read without loading it and without a context: what a
  * program checks before amp_checkpoint_load (its own settings against the saving run's; a
- * load of another model or scaling would stop at that first).  *note is malloc'd text ("" for
- * a file without a note; free() it), NULL on failure.  Returns AMP_OK, AMP_EIO (cannot be
- * read), AMP_EFORMAT (damaged, truncated, newer, not a checkpoint), AMP_ENOMEM or AMP_EINVAL
- * (NULL path or note), the reason in err (errlen bytes, may be NULL). */
+ * load of another model or scaling would stop at that first).  The whole file's checksum is
+ * checked as a load checks it, the file streamed (memory of the note's size, not the model's).
+ * *note is malloc'd text ("" for a file without a note; free() it), NULL on failure.  Returns
+ * AMP_OK, AMP_EIO (cannot be read), AMP_EFORMAT (damaged, truncated, newer, not a checkpoint),
+ * AMP_ENOMEM or AMP_EINVAL (NULL path or note), the reason in err (errlen bytes, may be NULL). */
 int amp_checkpoint_read_note(const char *path, char **note, char *err, size_t errlen);
 
 /* ---- loss scaling and statistics --------------------------------------------------------- */
