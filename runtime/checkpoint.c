@@ -397,15 +397,12 @@ static int load_pass(amp_ctx *ctx, const char *path, rbuf *r, uint32_t version, 
 		}
 		amp_tensor **slots[2] = {&p->opt_m, &p->opt_v};
 		const void *src[2] = {mv, vv};
-		if (apply == LOAD_ALLOC) { /* zero moments: what a fresh state starts from */
-			for (int k = 0; k < 2; k++) {
+		if (apply == LOAD_ALLOC) { /* zero (persistent tensors are): a fresh state's */
+			for (int k = 0; k < 2; k++)
 				if (src[k] && !*slots[k] &&
 				    !(*slots[k] = amp_alloc_persistent(ctx, AMP_F32, m->shape,
 				                                       AMP_MEM_OPTIMIZER)))
 					return amp_oom(ctx);
-				if (src[k])
-					memset((*slots[k])->data, 0, bytes);
-			}
 			continue;
 		}
 		memcpy(m->data, w, bytes);
@@ -619,7 +616,8 @@ static int read_file(const char *path, ckpt_file *f, int note_only, char *why, s
 			goto out;
 		}
 	}
-	size_t head = (f->version >= 3 ? 4u : 0u) + note_len; /* payload bytes in buf */
+	size_t after = f->version >= 3 ? 4 : 0; /* the note's length, read already */
+	size_t head = after + note_len;         /* payload bytes up to the note's end */
 	size_t keep = note_only ? head : (size_t)f->len;
 	if (!(buf = amp_mem_realloc(NULL, CKPT_HDR + keep + 1))) {
 		snprintf(why, wl, "checkpoint '%s': out of memory", path);
@@ -627,8 +625,7 @@ static int read_file(const char *path, ckpt_file *f, int note_only, char *why, s
 		goto out;
 	}
 	memcpy(buf, hdr, CKPT_HDR);
-	memcpy(buf + CKPT_HDR, lenb, head ? 4 : 0);
-	size_t after = f->version >= 3 ? 4 : 0;
+	memcpy(buf + CKPT_HDR, lenb, after);
 	if (read_upto(fd, buf + CKPT_HDR + after, keep - after) != keep - after) {
 		snprintf(why, wl, "checkpoint '%s': read error", path);
 		rc = AMP_EIO;
