@@ -88,12 +88,17 @@ static double final_loss(const run *r)
 	return ex_loss_window_mean(&w);
 }
 
+/* Steps of an epoch: the last batch may be short. */
+static int64_t steps_per_epoch(const run *r)
+{
+	return (r->train.n + r->opt.batch - 1) / r->opt.batch;
+}
+
 /* Steps of the learning-rate schedule: the cosine spans the whole run, all epochs or --steps
  * if that ends it first. */
 static int64_t schedule_steps(const run *r)
 {
-	int64_t per_epoch = (r->train.n + r->opt.batch - 1) / r->opt.batch;
-	int64_t total = per_epoch * r->opt.epochs;
+	int64_t total = steps_per_epoch(r) * r->opt.epochs;
 	return r->opt.steps && r->opt.steps < total ? r->opt.steps : total;
 }
 
@@ -404,7 +409,7 @@ static int resume(run *r, const char *path, char *err, size_t errlen)
 		return rc;
 	}
 	const char *note = amp_checkpoint_note(r->ctx);
-	int64_t per_epoch = (r->train.n + r->opt.batch - 1) / r->opt.batch;
+	int64_t per_epoch = steps_per_epoch(r);
 	int64_t done = amp_step_index(r->ctx) + 1;
 	if (done % per_epoch) {
 		snprintf(err, errlen, "checkpoint '%s' ends at step %lld, inside an epoch of %lld steps "
