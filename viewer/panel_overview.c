@@ -257,7 +257,8 @@ static void overview_draw(void *self, view_ctx *ctx, view_screen *s, int top, in
 			snprintf(line, sizeof line, "%s, no backtrace recorded", r->crash_signal);
 			more = "";
 		}
-		if ((int)strlen(line) + 29 <= w) /* the pointer to the backtrace where it fits */
+		if (strlen(line) + strlen(more) <=
+		    (size_t)w) /* the pointer to the backtrace, if it fits */
 			snprintf(line + strlen(line), sizeof line - strlen(line), "%s", more);
 		view_screen_puts(s, 1, y, 12, VIEW_S_HEADER, VIEW_A_BOLD, "Crashed");
 		view_screen_puts(s, 13, y++, w, VIEW_S_BAD, VIEW_A_BOLD, line);
