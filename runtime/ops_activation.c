@@ -6,16 +6,14 @@
  * half result that does not fit becomes Inf, as it would on the device.  ReLU, a selection,
  * works on a half tensor's bits instead (amp_relu_h16: nothing to convert or round), and an
  * fp16 BiasAdd is the fp16 row kernel (amp_binary_blocks); both record the engine those ran
- * on (avx512-fp16 where the path has fp16 arithmetic).
+ * on (avx512-fp16 where the path has fp16 arithmetic).  GELU is a kernel of its own
+ * (amp_gelu_f32, amp_gelu_grad_f32: libm-free, at the path's vector width).
  */
 #include "amp_half.h"
 #include "internal.h"
 
 #include <math.h>
 #include <string.h>
-
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_A 0.044715f
 
 static int oom(amp_ctx *ctx, amp_op_type op, const char *label)
 {
@@ -108,75 +106,6 @@ static uint64_t pointwise_flops(amp_op_type op)
 	}
 }
 
-/* GELU without libm: glibc's tanhf is a scalar call of some 40 ns, which made GELU a third of
- * a transformer step.  With E = exp(-2|u|), u = K (x + A x^3), the approximation is
- *   0.5 (1 + tanh u) = (x >= 0 ? 1 : E) / (1 + E),   sech^2 u = 4 E / (1 + E)^2,
- * both free of the cancellation 1 + tanh u suffers for negative x.  Everything below is
- * branch-free (selections on integer masks, which cannot trap), so the loops vectorize at the
- * baseline ISA, and has no FMA to contract there: the same bits on every CPU. */
-/* exp(v) for v in [-80, 0] within 2^-23: n = round(v log2 e) (read from the low mantissa bits
- * of v log2 e + 1.5 * 2^23), r = v - n ln 2 in two parts, exp(r) by its Taylor polynomial of
- * degree 7 on |r| <= ln2 / 2, and 2^n written into the exponent bits. */
-static inline float exp_nonpos(float v)
-{
-	const float log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f,
-	            ln2_lo = 1.42860682030941723e-6f, shifter = 12582912.0f;
-	float t = v * log2e + shifter;
-	float nf = t - shifter;
-	float r = (v - nf * ln2_hi) - nf * ln2_lo;
-	float p = 1.0f / 5040;
-	p = p * r + 1.0f / 720;
-	p = p * r + 1.0f / 120;
-	p = p * r + 1.0f / 24;
-	p = p * r + 1.0f / 6;
-	p = p * r + 0.5f;
-	p = p * r + 1.0f;
-	p = p * r + 1.0f;
-	return p * amp_half_f32_of_bits((amp_half_bits_of_f32(t) - 0x4B400000u + 127u) << 23);
-}
-
-/* E = exp(-2|u|) (0 past |u| = 40, where tanh u is +-1 in FP32, and for a NaN x), sel = 1 for
- * x >= 0 and E for x < 0, sat all ones where E was set to 0. */
-typedef struct gelu_parts {
-	float e, sel;
-	uint32_t sat;
-} gelu_parts;
-
-static inline gelu_parts gelu_split(float x)
-{
-	gelu_parts g;
-	const uint32_t forty = 0x42200000u; /* 40.0f */
-	float u = GELU_K * (x + GELU_A * x * x * x);
-	uint32_t ub = amp_half_bits_of_f32(u) & 0x7fffffffu;
-	g.sat = 0u - (uint32_t)(ub > forty);
-	float e = exp_nonpos(-2.0f * amp_half_f32_of_bits((ub & ~g.sat) | (forty & g.sat)));
-	g.e = amp_half_f32_of_bits(amp_half_bits_of_f32(e) & ~g.sat);
-	uint32_t neg = 0u - (amp_half_bits_of_f32(x) >> 31);
-	g.sel = amp_half_f32_of_bits((amp_half_bits_of_f32(g.e) & neg) |
-	                             (amp_half_bits_of_f32(1.0f) & ~neg));
-	return g;
-}
-
-static inline float gelu_f32(float x)
-{
-	gelu_parts g = gelu_split(x);
-	return x * g.sel / (1.0f + g.e);
-}
-
-/* d/dx of gelu_f32 (the derivative of the approximation itself, not of the exact GELU):
- * 0.5 (1 + tanh u) + 0.5 x sech^2(u) K (1 + 3 A x^2).  Saturated, the second term is exactly 0
- * (masked: for a huge x it would be 0 * Inf); a NaN x gives NaN. */
-static inline float gelu_grad_f32(float x)
-{
-	gelu_parts g = gelu_split(x);
-	float d = 1.0f + g.e;
-	float sech2 = 4.0f * g.e / (d * d);
-	float inner = 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-	uint32_t nan = 0u - (uint32_t)((amp_half_bits_of_f32(x) & 0x7fffffffu) > 0x7f800000u);
-	return g.sel / d + amp_half_f32_of_bits((amp_half_bits_of_f32(inner) & ~g.sat) |
-	                                        (amp_half_bits_of_f32(x) & nan));
-}
-
 /* 1 / (1 + exp(-x)), never exp of a large positive argument. */
 static float sigmoid_f32(float x)
 {
@@ -217,10 +146,7 @@ static void pointwise_forward(amp_op_type op, const float *x, float *y, int64_t 
 	case AMP_OP_RELU:
 		amp_relu_f32(x, y, n);
 		break;
-	case AMP_OP_GELU:
-		for (int64_t i = 0; i < n; i++)
-			y[i] = gelu_f32(x[i]);
-		break;
+	case AMP_OP_GELU: amp_gelu_f32(x, y, n); break;
 	case AMP_OP_LOG:
 		for (int64_t i = 0; i < n; i++)
 			y[i] = logf(x[i]);
@@ -275,10 +201,7 @@ static void pointwise_backward_kernel(amp_op_type op, const float *g, const floa
 	case AMP_OP_RELU:
 		amp_relu_grad_f32(x, g, dx, n);
 		break;
-	case AMP_OP_GELU:
-		for (int64_t i = 0; i < n; i++)
-			dx[i] = g[i] * gelu_grad_f32(x[i]);
-		break;
+	case AMP_OP_GELU: amp_gelu_grad_f32(x, g, dx, n); break;
 	case AMP_OP_LOG:
 		for (int64_t i = 0; i < n; i++)
 			dx[i] = g[i] / x[i];

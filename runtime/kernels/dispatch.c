@@ -185,6 +185,8 @@ static void fill_from(amp_kernel_table *t, const amp_kernel_table *f)
 	FILL(relu_h16);
 	FILL(relu_grad_f32);
 	FILL(relu_grad_h16);
+	FILL(gelu_f32);
+	FILL(gelu_grad_f32);
 	FILL(im2col);
 	FILL(col2im_add_f32);
 	FILL(maxpool_plane);
@@ -710,6 +712,16 @@ amp_engine amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx,
 	const amp_kernel_table *t = kt();
 	t->relu_grad_h16(x, g, dx, n, inf);
 	return relu_engine(t, inf);
+}
+
+void amp_gelu_f32(const float *x, float *y, int64_t n)
+{
+	kt()->gelu_f32(x, y, n);
+}
+
+void amp_gelu_grad_f32(const float *x, const float *g, float *dx, int64_t n)
+{
+	kt()->gelu_grad_f32(x, g, dx, n);
 }
 
 void amp_im2col(const amp_conv_shape *s, size_t es, const void *x, void *col)

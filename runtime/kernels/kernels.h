@@ -226,8 +226,9 @@ int64_t amp_count_nonfinite_f16(const uint16_t *a, int64_t n);
 /* a: (n) bf16; NaN and Inf are the patterns with all exponent bits set (0x7f80). */
 int64_t amp_count_nonfinite_bf16(const uint16_t *a, int64_t n);
 
-/* ---- layer kernels: ReLU, im2col, max pooling (nn_impl.h) ------------------------------
- * Selects, copies and adds only, so every path gives the same bits.  Half tensors are handled
+/* ---- layer kernels: ReLU, GELU, im2col, max pooling (nn_impl.h) ------------------------
+ * Selects, copies and adds only, or (GELU) one fixed sequence of IEEE operations, so every
+ * path gives the same bits.  Half tensors are handled
  * on their bits: inf is the dtype's +Inf pattern (0x7c00 fp16, 0x7f80 bf16). */
 /* y = x < 0 ? 0 : x (NaN and -0 pass through); y must not overlap x.  The half forms return
  * the engine they ran on: amp_kernels_h16_engine() for fp16 (inf 0x7c00; avx512-fp16 does it
@@ -239,6 +240,12 @@ amp_engine amp_relu_h16(const uint16_t *x, uint16_t *y, int64_t n, uint16_t inf)
 void amp_relu_grad_f32(const float *x, const float *g, float *dx, int64_t n);
 amp_engine amp_relu_grad_h16(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
                              uint16_t inf);
+
+/* GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and
+ * dx = g * dy/dx (the derivative of the approximation); fp32 arithmetic, the same bits on every
+ * path; y may be x, dx may be x or g. */
+void amp_gelu_f32(const float *x, float *y, int64_t n);
+void amp_gelu_grad_f32(const float *x, const float *g, float *dx, int64_t n);
 
 /* The geometry of one image's convolution: input (C,H,W), filters KH x KW at stride with pad
  * zeros on every side, output (OH,OW). */

@@ -68,6 +68,8 @@ typedef struct amp_kernel_table {
 	void (*relu_grad_f32)(const float *x, const float *g, float *dx, int64_t n);
 	void (*relu_grad_h16)(const uint16_t *x, const uint16_t *g, uint16_t *dx, int64_t n,
 	                      uint16_t inf);
+	void (*gelu_f32)(const float *x, float *y, int64_t n);
+	void (*gelu_grad_f32)(const float *x, const float *g, float *dx, int64_t n);
 	void (*im2col)(const amp_conv_shape *s, size_t es, const void *x, void *col);
 	void (*col2im_add_f32)(const amp_conv_shape *s, const float *col, float *dx);
 	/* fp16 2x2 windows at stride 2 run on vec_engine_h16, the rest on vec_engine */

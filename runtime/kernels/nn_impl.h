@@ -1,8 +1,10 @@
 /* nn_impl.h — the layer kernels that are not GEMMs: ReLU forward and backward on fp32 and on
- * 16-bit halves, the im2col copy and its adjoint, and max pooling.  Written once in plain C
- * (GCC vector extensions where the loop needs them) and included by each path file after its
- * conversions (cvt_h2f, cvt_b2f), so that its target pragma decides the instructions.
- * Every path gives the same bits: these kernels only select, copy and add in one fixed order.
+ * 16-bit halves, GELU forward and backward on fp32, the im2col copy and its adjoint, and max
+ * pooling.  Written once in plain C (GCC vector extensions where the loop needs them) and
+ * included by each path file after its conversions (cvt_h2f, cvt_b2f), so that its target
+ * pragma decides the instructions.
+ * Every path gives the same bits: these kernels only select, copy and add in one fixed order,
+ * or (GELU) run one sequence of IEEE operations on every lane.
  */
 #include <stdint.h>
 #include <string.h>
@@ -48,6 +50,126 @@ static void relu_grad_h16(const uint16_t *restrict x, const uint16_t *restrict g
 	for (int64_t i = 0; i < n; i++) {
 		const uint16_t gi = g[i], v = x[i];
 		dx[i] = v >= 1u && v <= inf ? gi : 0;
+	}
+}
+
+/* ---- GELU (tanh approximation) -------------------------------------------------------------
+ * gelu(x) = 0.5 x (1 + tanh u), u = K (x + A x^3), without libm (glibc's tanhf is a scalar call
+ * of some 40 ns, which made GELU a third of a transformer step).  With E = exp(-2|u|),
+ *   0.5 (1 + tanh u) = (x >= 0 ? 1 : E) / (1 + E),   sech^2 u = 4 E / (1 + E)^2,
+ * both free of the cancellation 1 + tanh u suffers for negative x.  Written once on a vector
+ * type (the path's width, 16 bytes on the scalar path: GCC lowers it to what the target has),
+ * branch-free (selections on integer masks, which cannot trap) and with no FMA to contract
+ * (-std=c11), so every path gives the same bits; a tail shorter than a vector goes through the
+ * same code in a padded vector. */
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+#ifdef VEC_BYTES
+#define GELU_VBYTES VEC_BYTES
+#else
+#define GELU_VBYTES 16
+#endif
+#define GELU_LANES (GELU_VBYTES / 4)
+typedef float gelu_vf __attribute__((vector_size(GELU_VBYTES)));
+typedef uint32_t gelu_vu __attribute__((vector_size(GELU_VBYTES)));
+
+/* exp(v) for v in [-80, 0] within 2^-23: n = round(v log2 e) (read from the low mantissa bits
+ * of v log2 e + 1.5 * 2^23), r = v - n ln 2 in two parts, exp(r) by its Taylor polynomial of
+ * degree 7 on |r| <= ln2 / 2, and 2^n written into the exponent bits. */
+static inline gelu_vf gelu_exp_nonpos(gelu_vf v)
+{
+	const float log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f,
+	            ln2_lo = 1.42860682030941723e-6f, shifter = 12582912.0f;
+	gelu_vf t = v * log2e + shifter;
+	gelu_vf nf = t - shifter;
+	gelu_vf r = (v - nf * ln2_hi) - nf * ln2_lo;
+	gelu_vf p = r * (1.0f / 5040) + 1.0f / 720;
+	p = p * r + 1.0f / 120;
+	p = p * r + 1.0f / 24;
+	p = p * r + 1.0f / 6;
+	p = p * r + 0.5f;
+	p = p * r + 1.0f;
+	p = p * r + 1.0f;
+	return p * (gelu_vf)((((gelu_vu)t - 0x4B400000u) + 127u) << 23);
+}
+
+/* E = exp(-2|u|) (0 past |u| = 40, where tanh u is +-1 in FP32, and for a NaN x), sel = 1 for
+ * x >= 0 and E for x < 0 (on the sign bit: -0 counts as negative, E being 1 there), sat all
+ * ones where E was set to 0. */
+typedef struct gelu_parts {
+	gelu_vf e, sel;
+	gelu_vu sat;
+} gelu_parts;
+
+static inline gelu_parts gelu_split(gelu_vf x)
+{
+	gelu_parts g;
+	const uint32_t forty = 0x42200000u; /* 40.0f */
+	gelu_vf u = GELU_K * (x + GELU_A * x * x * x);
+	gelu_vu ub = (gelu_vu)u & 0x7fffffffu;
+	g.sat = (gelu_vu)(ub > forty);
+	g.e = gelu_exp_nonpos(-2.0f * (gelu_vf)((ub & ~g.sat) | (forty & g.sat)));
+	g.e = (gelu_vf)((gelu_vu)g.e & ~g.sat);
+	gelu_vu neg = 0u - ((gelu_vu)x >> 31);
+	const gelu_vf one = (gelu_vf){0} + 1.0f;
+	g.sel = (gelu_vf)(((gelu_vu)g.e & neg) | ((gelu_vu)one & ~neg));
+	return g;
+}
+
+static inline gelu_vf gelu_v(gelu_vf x)
+{
+	gelu_parts g = gelu_split(x);
+	return x * g.sel / (1.0f + g.e);
+}
+
+/* d/dx of gelu_v (the derivative of the approximation itself, not of the exact GELU):
+ * 0.5 (1 + tanh u) + 0.5 x sech^2(u) K (1 + 3 A x^2).  Saturated, the second term is exactly 0
+ * (masked: for a huge x it would be 0 * Inf); a NaN x gives NaN. */
+static inline gelu_vf gelu_grad_v(gelu_vf x)
+{
+	gelu_parts g = gelu_split(x);
+	gelu_vf d = 1.0f + g.e;
+	gelu_vf sech2 = 4.0f * g.e / (d * d);
+	gelu_vf inner = 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+	gelu_vu nan = (gelu_vu)(((gelu_vu)x & 0x7fffffffu) > 0x7f800000u);
+	return g.sel / d + (gelu_vf)(((gelu_vu)inner & ~g.sat) | ((gelu_vu)x & nan));
+}
+
+/* x: (n) fp32 -> y: (n) fp32, gelu(x); y may be x. */
+static void gelu_f32(const float *x, float *y, int64_t n)
+{
+	int64_t i = 0;
+	gelu_vf v;
+	for (; i + GELU_LANES <= n; i += GELU_LANES) {
+		memcpy(&v, x + i, sizeof v);
+		v = gelu_v(v);
+		memcpy(y + i, &v, sizeof v);
+	}
+	if (i < n) {
+		v = (gelu_vf){0};
+		memcpy(&v, x + i, (size_t)(n - i) * sizeof(float));
+		v = gelu_v(v);
+		memcpy(y + i, &v, (size_t)(n - i) * sizeof(float));
+	}
+}
+
+/* x, g: (n) fp32 -> dx: (n) fp32, g gelu'(x); dx may be x or g. */
+static void gelu_grad_f32(const float *x, const float *g, float *dx, int64_t n)
+{
+	int64_t i = 0;
+	gelu_vf v, w;
+	for (; i + GELU_LANES <= n; i += GELU_LANES) {
+		memcpy(&v, x + i, sizeof v);
+		memcpy(&w, g + i, sizeof w);
+		v = w * gelu_grad_v(v);
+		memcpy(dx + i, &v, sizeof v);
+	}
+	if (i < n) {
+		v = w = (gelu_vf){0};
+		memcpy(&v, x + i, (size_t)(n - i) * sizeof(float));
+		memcpy(&w, g + i, (size_t)(n - i) * sizeof(float));
+		v = w * gelu_grad_v(v);
+		memcpy(dx + i, &v, (size_t)(n - i) * sizeof(float));
 	}
 }
 

@@ -1,6 +1,7 @@
-/* test_layer_kernels.c — the layer kernels of kernels.h (ReLU on fp32 and half bits, im2col,
- * its adjoint, max pooling) on every kernel path, against plain reference loops written here
- * from the definitions: bit-exact results, no write outside the output, NaN, -0 and ties.
+/* test_layer_kernels.c — the layer kernels of kernels.h (ReLU on fp32 and half bits, GELU,
+ * im2col, its adjoint, max pooling) on every kernel path, against plain reference loops written
+ * here from the definitions (GELU: FP64, and the scalar path's bits): bit-exact results, no
+ * write outside the output, NaN, -0 and ties.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -142,6 +143,104 @@ static void check_relu(const char *path)
 				          (long long)n);
 			free(x), free(g), free(y), free(dx);
 		}
+	}
+}
+
+/* ---- GELU ---------------------------------------------------------------------------------- */
+
+/* The tanh approximation and its derivative in FP64. */
+static void gelu_fp64(double x, double *y, double *d)
+{
+	const double k = 0.7978845608028654, a = 0.044715;
+	double t = tanh(k * (x + a * x * x * x));
+	*y = 0.5 * x * (1 + t);
+	*d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * a * x * x);
+}
+
+/* GELU forward and backward on the path: within FP32 rounding of FP64 on a dense grid of
+ * [-12, 12], the formula's limits at the special values, the bits of the scalar path on every
+ * input (the grid, tricky values, every length up to 70 and past it), in place too, and nothing
+ * written past the end. */
+static void check_gelu(const char *path)
+{
+	if (!kpath_force(path))
+		return;
+	enum { GRID = 24001, SPECIAL = 10, N = GRID + SPECIAL + 300 };
+	static float x[N], g[N], y[N + GUARD], dx[N + GUARD], y0[N], dx0[N], t[N];
+	const float special[SPECIAL] = {NAN,  INFINITY, -INFINITY, 1e30f,  -1e30f,
+	                                0.0f, -0.0f,    1e-30f,    -50.0f, 0x1p-140f};
+	rng_state = 11;
+	for (int i = 0; i < GRID; i++)
+		x[i] = -12.0f + 0.001f * (float)i;
+	for (int i = 0; i < SPECIAL; i++)
+		x[GRID + i] = special[i];
+	for (int i = GRID + SPECIAL; i < N; i++)
+		x[i] = tricky();
+	for (int i = 0; i < N; i++)
+		g[i] = i % 3 == 0 ? 1.0f : tricky();
+	memset(y, 0xa5, sizeof y);
+	memset(dx, 0xa5, sizeof dx);
+	amp_gelu_f32(x, y, N);
+	amp_gelu_grad_f32(x, g, dx, N);
+	for (int i = 0; i < GUARD; i++)
+		cr_assert(bits_f32(y[N + i]) == 0xa5a5a5a5u && bits_f32(dx[N + i]) == 0xa5a5a5a5u,
+		          "%s: gelu wrote past the end", path);
+	double worst_y = 0, worst_d = 0;
+	for (int i = 0; i < GRID; i++) {
+		double yr, dr;
+		gelu_fp64(x[i], &yr, &dr);
+		worst_y = fmax(worst_y, fabs((double)y[i] - yr) / fmax(1.0, fabs(yr)));
+		worst_d =
+		    fmax(worst_d, fabs((double)dx[i] / (double)g[i] - dr) / fmax(1.0, fabs(dr)));
+	}
+	cr_expect(worst_y <= 1e-6 && worst_d <= 1e-6,
+	          "%s: gelu max err %.3g, derivative %.3g vs FP64 (tol 1e-6)", path, worst_y,
+	          worst_d);
+	/* the limits: saturated ends, NaN kept; -Inf gives NaN as the formula does (-Inf times a
+	 * saturated 0); g is 1 at these indexes (i % 3 == 0) or not */
+	const float *ys = y + GRID, *ds = dx + GRID, *gs = g + GRID;
+	const float want_y[SPECIAL] = {NAN,  INFINITY, NAN,      1e30f, 0.0f,
+	                               0.0f, 0.0f,     0.5e-30f, 0.0f,  0x1p-141f};
+	const float want_d[SPECIAL] = {NAN, 1.0f, 0.0f, 1.0f, 0.0f, 0.5f, 0.5f, 0.5f, 0.0f, 0.5f};
+	for (int i = 0; i < SPECIAL; i++) {
+		float wd = want_d[i] * gs[i];
+		cr_expect(isnan(want_y[i]) ? isnan(ys[i]) : ys[i] == want_y[i],
+		          "%s: gelu(%a) = %a, want %a", path, (double)special[i], (double)ys[i],
+		          (double)want_y[i]);
+		cr_expect(isnan(wd) ? isnan(ds[i]) : ds[i] == wd,
+		          "%s: gelu'(%a) * %a = %a, want %a", path, (double)special[i],
+		          (double)gs[i], (double)ds[i], (double)wd);
+	}
+	/* in place: the same bits */
+	memcpy(t, x, sizeof t);
+	amp_gelu_f32(t, t, N);
+	cr_assert(memcmp(t, y, sizeof t) == 0, "%s: gelu in place differs", path);
+	memcpy(t, g, sizeof t);
+	amp_gelu_grad_f32(x, t, t, N);
+	cr_assert(memcmp(t, dx, sizeof t) == 0, "%s: gelu grad in place differs", path);
+	/* the scalar path's bits, on the whole input and on every short length (the tails) */
+	cr_assert_geq(amp_kernels_select("scalar"), 0);
+	amp_gelu_f32(x, y0, N);
+	amp_gelu_grad_f32(x, g, dx0, N);
+	for (int i = 0; i < N; i++)
+		cr_assert(bits_f32(y[i]) == bits_f32(y0[i]) && bits_f32(dx[i]) == bits_f32(dx0[i]),
+		          "%s: gelu(%a) = %a, gelu' %a; the scalar path %a, %a", path, (double)x[i],
+		          (double)y[i], (double)dx[i], (double)y0[i], (double)dx0[i]);
+	for (int64_t n = 1; n <= 70; n++) {
+		const float *xs = x + GRID + SPECIAL + n, *gn = g + GRID + SPECIAL + n;
+		cr_assert_geq(amp_kernels_select(path), 0);
+		memset(y, 0xa5, (size_t)(n + GUARD) * sizeof(float));
+		amp_gelu_f32(xs, y, n);
+		amp_gelu_grad_f32(xs, gn, dx, n);
+		cr_assert_geq(amp_kernels_select("scalar"), 0);
+		amp_gelu_f32(xs, y0, n);
+		amp_gelu_grad_f32(xs, gn, dx0, n);
+		cr_assert(memcmp(y, y0, (size_t)n * sizeof(float)) == 0 &&
+		              memcmp(dx, dx0, (size_t)n * sizeof(float)) == 0,
+		          "%s: gelu of %lld elements differs from the scalar path", path,
+		          (long long)n);
+		cr_assert(bits_f32(y[n]) == 0xa5a5a5a5u, "%s: gelu of %lld wrote past the end",
+		          path, (long long)n);
 	}
 }
 
@@ -326,5 +425,6 @@ static void check_maxpool(const char *path)
 	Test(layer, name##_amx_bf16, .fini = kpath_restore) { fn("amx-bf16"); }
 
 LAYER_TESTS(relu, check_relu)
+LAYER_TESTS(gelu, check_gelu)
 LAYER_TESTS(im2col, check_im2col)
 LAYER_TESTS(maxpool, check_maxpool)
