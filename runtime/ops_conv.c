@@ -302,7 +302,43 @@ int amp_conv2d(amp_ctx *ctx, const char *label, amp_tensor *x, amp_tensor *w, am
  * the same comparisons in the same order, so the same offsets (node->i: window, stride).
  * dx of each input plane: zero but at the argmax of each window, where the window's output
  * gradient is added; written plane by plane, through an fp32 plane buffer for half
- * gradients or one that is added to. */
+ * gradients or one that is added to.  Windows that do not overlap (stride >= k) give each
+ * input at most one window's gradient: a fresh half gradient of the op's dtype is then that
+ * gradient's bits scattered (maxpool_scatter_bits), no arithmetic. */
+
+/* A half value v as 0 + v in FP32 rounds it back: itself, but +0 for -0 and a NaN quiet
+ * (quiet: the dtype's quiet bit). */
+static inline uint16_t maxpool_zero_plus(uint16_t v, uint16_t inf, uint16_t quiet)
+{
+	if (v == 0x8000u)
+		return 0;
+	return (uint16_t)(v & 0x7fffu) > inf ? (uint16_t)(v | quiet) : v;
+}
+
+/* dx (planes of plane_in halves) = 0 but dx[arg[i]] = g[i] per plane, the windows' arguments
+ * distinct within a plane; recomputed (arg NULL) from x as the forward did. */
+static void maxpool_scatter_bits(const amp_node *node, const int32_t *arg, int32_t *abuf,
+                                 void *mbuf, uint16_t *dx)
+{
+	const amp_tensor *x = node->in[0], *y = node->out;
+	const uint16_t inf = (uint16_t)amp_dt(node->exec)->inf_bits;
+	const uint16_t quiet = node->exec == AMP_F16 ? 0x0200u : 0x0040u; /* bf16 */
+	int k = (int)node->i[0], stride = (int)node->i[1];
+	int64_t W = x->shape.d[3], plane_in = x->shape.d[2] * W;
+	int64_t OH = y->shape.d[2], OW = y->shape.d[3], plane_out = OH * OW;
+	int64_t planes = x->shape.d[0] * x->shape.d[1];
+	const uint16_t *g = y->grad->data;
+	memset(dx, 0, (size_t)(planes * plane_in) * sizeof(uint16_t));
+	for (int64_t p = 0; p < planes; p++, dx += plane_in, g += plane_out) {
+		const int32_t *ap = arg ? arg + p * plane_out : abuf;
+		if (!arg)
+			amp_maxpool_plane(node->exec, (const uint16_t *)x->data + p * plane_in, W,
+			                  k, stride, OH, OW, mbuf, abuf);
+		for (int64_t i = 0; i < plane_out; i++)
+			dx[ap[i]] = maxpool_zero_plus(g[i], inf, quiet);
+	}
+}
+
 static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 {
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
@@ -316,17 +352,24 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 	int fresh;
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	int direct = gx && fresh && gx->dtype == AMP_F32; /* scatter into the gradient itself */
-	float *pbuf = gx && !direct ? amp_arena_alloc_raw(ctx, (size_t)plane_in * sizeof(float)) : NULL;
-	float *gbuf = gx ? amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(float)) : NULL;
+	int on_bits = gx && fresh && k <= stride && amp_dt(node->exec)->is_half &&
+	              gx->dtype == node->exec && y->grad->dtype == node->exec;
+	float *pbuf = gx && !direct && !on_bits
+	                  ? amp_arena_alloc_raw(ctx, (size_t)plane_in * sizeof(float))
+	                  : NULL;
+	float *gbuf =
+	    gx && !on_bits ? amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(float)) : NULL;
 	/* recomputed: one plane's argmax, and the maxima the kernel writes beside them */
 	int32_t *abuf =
 	    gx && !arg ? amp_arena_alloc_raw(ctx, (size_t)plane_out * sizeof(int32_t)) : NULL;
 	void *mbuf = abuf ? amp_arena_alloc_raw(ctx, (size_t)plane_out * es) : NULL;
-	if (!gx || (!direct && !pbuf) || !gbuf || (!arg && !mbuf))
+	if (!gx || (!direct && !on_bits && !pbuf) || (!on_bits && !gbuf) || (!arg && !mbuf))
 		return amp_fail(ctx, AMP_ENOMEM, "MaxPool2D '%s': out of memory in backward",
 		                lbl(node->label));
+	if (on_bits)
+		maxpool_scatter_bits(node, arg, abuf, mbuf, gx->data);
 	const amp_dtype_info *gi = amp_dt(y->grad->dtype);
-	for (int64_t p = 0; p < planes; p++) {
+	for (int64_t p = 0; !on_bits && p < planes; p++) {
 		const float *g = gbuf;
 		if (y->grad->dtype == AMP_F32)
 			g = (const float *)y->grad->data + p * plane_out;
@@ -346,8 +389,10 @@ static int maxpool2d_backward(amp_ctx *ctx, amp_node *node)
 			amp_grad_block_end(gx, fresh, p * plane_in + j,
 			                   plane_in - j < AMP_BLOCK ? plane_in - j : AMP_BLOCK, d + j);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
-	                 AMP_PHASE_BACKWARD, t0, (uint64_t)y->numel * (arg ? 1 : (uint64_t)(k * k)),
+	/* the scatter's engine: none, unless the argmax was recomputed (the forward's kernel) */
+	amp_engine engine = on_bits && arg ? AMP_ENGINE_NONE : amp_kernels_vec_engine();
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, engine, AMP_PHASE_BACKWARD, t0,
+	                 (uint64_t)y->numel * (arg ? 1 : (uint64_t)(k * k)),
 	                 (uint64_t)(x->numel + y->numel) * es, y->shape);
 	return AMP_OK;
 }

@@ -4,8 +4,9 @@
  * Half tensors are computed in FP32 block by block (amp_block_read / amp_block_write: blocks
  * converted in L1, never an FP32 copy of a whole tensor); FP32 ones in place.  fp16 Add, Sub,
  * Mul and Scale forward go to the fp16 kernels instead (amp_vadd_h16 ...: native fp16
- * arithmetic where the path has it, the same bits as the FP32 blocks), and record the engine
- * those ran on.  This file is the model for every op: begin, cast, allocate, compute, end with
+ * arithmetic where the path has it, the same bits as the FP32 blocks), and so do their
+ * backwards' fp16 gradients of operands of the output's shape; each records the engine those
+ * ran on.  This file is the model for every op: begin, cast, allocate, compute, end with
  * a backward function.
  */
 #include "internal.h"
@@ -364,9 +365,49 @@ static const float *binary_local_grad(amp_op_type op, int w, const float *restri
 	return buf;
 }
 
+/* The gradient of input w of an fp16 Add, Sub or Mul when that input has the output's shape,
+ * on fp16 storage, each element the FP32 blocks' result rounded once (the same bits): into a
+ * fresh gradient a copy of g or its negation (no arithmetic), or for Mul g times the other
+ * operand (vmul_h16); into a gradient already there g added or subtracted (vadd_h16,
+ * vsub_h16).  Mul's product added to a gradient already there would be rounded twice: that one
+ * stays on the blocks, which round the sum once.  Returns 0 where it does not apply, else 1 and
+ * *engine, what the arithmetic ran on (none for a copy). */
+static int binary_grad_h16(amp_op_type op, int w, const bcast *p, amp_tensor *const in[2],
+                           const amp_tensor *gy, amp_tensor *gt, int fresh, amp_engine *engine)
+{
+	if (gy->dtype != AMP_F16 || gt->dtype != AMP_F16 || !p->full[w])
+		return 0;
+	const uint16_t *g = gy->data;
+	uint16_t *d = gt->data;
+	int64_t n = gt->numel;
+	int neg = op == AMP_OP_SUB && w == 1;
+	switch (op) {
+	case AMP_OP_ADD:
+	case AMP_OP_SUB:
+		if (!fresh) {
+			*engine = neg ? amp_vsub_h16(d, g, d, n) : amp_vadd_h16(d, g, d, n);
+			return 1;
+		}
+		if (neg)
+			for (int64_t i = 0; i < n; i++)
+				d[i] = (uint16_t)(g[i] ^ 0x8000u);
+		else
+			memcpy(d, g, (size_t)n * sizeof(uint16_t));
+		*engine = AMP_ENGINE_NONE;
+		return 1;
+	case AMP_OP_MUL:
+		if (!fresh || !p->full[1 - w] || in[1 - w]->dtype != AMP_F16)
+			return 0;
+		*engine = amp_vmul_h16(g, in[1 - w]->data, d, n);
+		return 1;
+	default: return 0;
+	}
+}
+
 /* Gradients of both inputs of a broadcast binary op: an input of the output's shape gets its
- * local gradient block by block; a broadcast one the sum of it over the repetitions, in
- * double. */
+ * local gradient block by block (or on fp16 storage: binary_grad_h16); a broadcast one the sum
+ * of it over the repetitions, in double.  The engine recorded is the FP32 blocks' if any
+ * gradient went through them, else the fp16 kernels' (none when both were copies). */
 static int binary_backward(amp_ctx *ctx, amp_node *node)
 {
 	uint64_t t0 = AMP_TRACING() ? amp_trace_clock() : 0;
@@ -378,6 +419,8 @@ static int binary_backward(amp_ctx *ctx, amp_node *node)
 	const float *va = NULL, *vb = NULL;
 	int rc = need_vals ? bcast_views(ctx, &p, in[0], in[1], &va, &vb) : AMP_OK;
 	float gbuf[AMP_BLOCK], abuf[AMP_BLOCK], bbuf[AMP_BLOCK], lbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
+	amp_engine engine = AMP_ENGINE_NONE;
+	int blocks = 0; /* a gradient went through the FP32 blocks */
 	for (int w = 0; w < 2 && rc == AMP_OK; w++) {
 		amp_tensor *t = in[w];
 		if (!t->requires_grad)
@@ -388,10 +431,18 @@ static int binary_backward(amp_ctx *ctx, amp_node *node)
 		if (p.full[w]) {
 			if (!(gt = amp_grad_open(ctx, t, &fresh)))
 				return amp_oom(ctx);
+			amp_engine ran;
+			if (node->exec == AMP_F16 &&
+			    binary_grad_h16(op, w, &p, in, gy, gt, fresh, &ran)) {
+				if (ran != AMP_ENGINE_NONE && engine == AMP_ENGINE_NONE)
+					engine = ran;
+				continue;
+			}
 		} else if (!(acc = amp_arena_alloc(ctx, (size_t)t->numel * sizeof(double)))) {
 			return amp_fail(ctx, AMP_ENOMEM, "%s '%s': out of memory", amp_op_name(op),
 			                node->label ? node->label : "-");
 		}
+		blocks = 1;
 		/* the operands this input's local gradient reads */
 		int two = op == AMP_OP_DIV ? w == 1 : op == AMP_OP_MAXIMUM || op == AMP_OP_MINIMUM;
 		int need_a = need_vals && (two || w == 1), need_b = need_vals && (two || w == 0);
@@ -431,8 +482,9 @@ static int binary_backward(amp_ctx *ctx, amp_node *node)
 			rc = amp_grad_acc_f32(ctx, t, g32);
 		}
 	}
-	amp_trace_kernel(ctx, op, node->label, node->exec, amp_kernels_vec_engine(),
-	                 AMP_PHASE_BACKWARD, t0, (uint64_t)gy->numel * (need_vals ? 4 : 2),
+	amp_trace_kernel(ctx, op, node->label, node->exec,
+	                 blocks ? amp_kernels_vec_engine() : engine, AMP_PHASE_BACKWARD, t0,
+	                 (uint64_t)gy->numel * (need_vals ? 4 : 2),
 	                 (uint64_t)gy->numel * 4 * amp_dtype_size(node->exec), gy->shape);
 	return rc;
 }
@@ -475,15 +527,19 @@ static int scale_backward(amp_ctx *ctx, amp_node *node)
 	amp_tensor *gx = amp_grad_open(ctx, x, &fresh);
 	if (!gx)
 		return amp_oom(ctx);
+	amp_engine engine = amp_kernels_vec_engine();
+	/* a fresh fp16 gradient of an fp16 chain on its storage, as the forward */
+	int h16 = node->exec == AMP_F16 && fresh && gx->dtype == AMP_F16 && gy->dtype == AMP_F16;
+	if (h16)
+		engine = amp_vscale_h16(gy->data, node->f[0], gx->data, x->numel);
 	float gbuf[AMP_BLOCK], dbuf[AMP_BLOCK];
-	for (int64_t i0 = 0; i0 < x->numel; i0 += AMP_BLOCK) {
+	for (int64_t i0 = 0; !h16 && i0 < x->numel; i0 += AMP_BLOCK) {
 		int64_t n = block_len(x->numel, i0);
 		float *dx = amp_grad_block_dst(gx, fresh, i0, dbuf);
 		amp_vscale_f32(amp_block_read(gy, i0, n, gbuf), node->f[0], dx, n);
 		amp_grad_block_end(gx, fresh, i0, n, dx);
 	}
-	amp_trace_kernel(ctx, node->op, node->label, node->exec, amp_kernels_vec_engine(),
-	                 AMP_PHASE_BACKWARD, t0,
+	amp_trace_kernel(ctx, node->op, node->label, node->exec, engine, AMP_PHASE_BACKWARD, t0,
 	                 (uint64_t)x->numel, (uint64_t)x->numel * 2 * amp_dtype_size(node->exec),
 	                 x->shape);
 	return AMP_OK;

@@ -53,24 +53,25 @@ check "force_bf16: three finite losses" "$(grep -c 'loss -\?[0-9]' force_bf16.ou
 check "force_bf16: the profile's steps carry the losses" \
 	"$(q force_bf16.db "SELECT count(*) FROM steps WHERE loss IS NOT NULL")" 3
 
-# force_fp16: the fp16 Add and Sub forwards read and write fp16 on the fp16 kernels, and the
-# engine column says which arithmetic ran: native fp16 (avx512-fp16) where the path has it,
-# FP32 on fp16 storage (fp32-fma) on a path without (EMU_KERNELS, lib.sh); the ops that still
-# convert to FP32 (Div, Sigmoid, the backwards) keep fp32-fma on both.  Same losses on both paths: the fp16
-# kernels give the FP32 blocks' bits.
+# force_fp16: the fp16 Add and Sub read and write fp16 on the fp16 kernels, and the engine
+# column says which arithmetic ran: native fp16 (avx512-fp16) where the path has it, FP32 on
+# fp16 storage (fp32-fma) on a path without (EMU_KERNELS, lib.sh); Add's backward only copies
+# the gradient (none), Sub's subtracts it from one already there; the ops that still convert
+# to FP32 (Div, Sigmoid) keep fp32-fma on both.  Same losses on both paths: the fp16 kernels
+# give the FP32 blocks' bits.
 fp16_engines() {
 	q "$1" "SELECT group_concat(r, ' ') FROM (SELECT DISTINCT op || '.' || phase || ':' || engine AS r FROM ops WHERE exec_dtype = 'fp16' AND op IN ('Add', 'Sub', 'Div', 'Sigmoid') ORDER BY r)"
 }
 AMP_KERNELS=$EMU_KERNELS "$AMPPROF" -q -o f16emu.db -- "$TOUR" --precision force_fp16 --steps 3 >f16emu.out 2>f16emu.err
 check "force_fp16 on $EMU_KERNELS exits 0" "$?" 0
 check "force_fp16 on $EMU_KERNELS: fp16 elementwise on fp32-fma" "$(fp16_engines f16emu.db)" \
-	"Add.backward:fp32-fma Add.forward:fp32-fma Div.backward:fp32-fma Div.forward:fp32-fma Sigmoid.backward:fp32-fma Sigmoid.forward:fp32-fma Sub.backward:fp32-fma Sub.forward:fp32-fma"
+	"Add.backward:none Add.forward:fp32-fma Div.backward:fp32-fma Div.forward:fp32-fma Sigmoid.backward:fp32-fma Sigmoid.forward:fp32-fma Sub.backward:fp32-fma Sub.forward:fp32-fma"
 if grep -qw avx512_fp16 /proc/cpuinfo; then
 	AMP_KERNELS=avx512-fp16 "$AMPPROF" -q -o f16nat.db -- "$TOUR" --precision force_fp16 --steps 3 >f16nat.out 2>f16nat.err
 	check "force_fp16 on avx512-fp16 exits 0" "$?" 0
-	check "force_fp16 on avx512-fp16: Add and Sub forward on avx512-fp16, the rest fp32-fma" \
+	check "force_fp16 on avx512-fp16: Add and Sub on avx512-fp16 (Add's backward a copy), the rest fp32-fma" \
 		"$(fp16_engines f16nat.db)" \
-		"Add.backward:fp32-fma Add.forward:avx512-fp16 Div.backward:fp32-fma Div.forward:fp32-fma Sigmoid.backward:fp32-fma Sigmoid.forward:fp32-fma Sub.backward:fp32-fma Sub.forward:avx512-fp16"
+		"Add.backward:none Add.forward:avx512-fp16 Div.backward:fp32-fma Div.forward:fp32-fma Sigmoid.backward:fp32-fma Sigmoid.forward:fp32-fma Sub.backward:avx512-fp16 Sub.forward:avx512-fp16"
 	check "force_fp16 on avx512-fp16: three finite losses" "$(grep -c 'loss -\?[0-9]' f16nat.out)" 3
 	check "force_fp16: the same losses on avx512-fp16 and $EMU_KERNELS" \
 		"$(grep 'loss' f16nat.out)" "$(grep 'loss' f16emu.out)"

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
+#include "amp_half.h"
 #include "kpath.h"
 #include "opcheck_cr.h"
 
@@ -458,4 +459,123 @@ Test(ops_elementwise, fp16_native_is_the_fp32_blocks_bits, .fini = kpath_restore
 	cr_assert_gt(nans, 0, "the data must reach NaN results");
 	cr_log_info("fp16 ops on avx512-fp16 vs avx512: %lld outputs (%lld NaN), max difference 0",
 	            (long long)compared, (long long)nans);
+}
+
+/* ---- fp16 gradients on fp16 storage -------------------------------------------------------
+ * The backward of an fp16 Add, Sub or Mul whose operand has the output's shape writes that
+ * operand's gradient on fp16 storage (a copy, a sign flip, vmul_h16; vadd_h16 or vsub_h16 into
+ * a gradient already there).  Each element must be the FP32 computation rounded once, as the
+ * FP32 blocks give it, on every path: checked against that rounding computed here, on data
+ * with subnormals, values near 65504, signed zeros, Inf and NaN.  a + a and a - a add into the
+ * gradient the first operand wrote; in a b + a, Mul adds g b to the gradient Add wrote, with
+ * the blocks' one rounding of g + g b (two roundings would differ).  Scale's gradient too. */
+
+enum {
+	GH_ADD,
+	GH_SUB,
+	GH_MUL,
+	GH_ADD_SELF,
+	GH_SUB_SELF,
+	GH_MUL_ADDED,
+	GH_SCALE_HALF,  /* Scale by 0.5: fp16 holds it, native on avx512-fp16 */
+	GH_SCALE_TENTH, /* by 0.1: it does not, FP32 arithmetic on every path */
+	GH_CASES
+};
+
+static float h2f(uint16_t h)
+{
+	return amp_half_f16_to_f32(h);
+}
+
+static int h16_same(uint16_t got, uint16_t want)
+{
+	return got == want || (h16_nan(got) && h16_nan(want));
+}
+
+static void check_grad_h16_case(const char *path, int c)
+{
+	enum { R = 37, C = 129, N = R * C };
+	amp_ctx *ctx = opcheck_ctx("force_fp16");
+	cr_assert_not_null(ctx);
+	uint64_t sa = 11 + (uint64_t)c, sb = 23 + (uint64_t)c, sg = 37 + (uint64_t)c;
+	static float va[N], vb[N], seed[N];
+	for (int i = 0; i < N; i++) {
+		va[i] = h2f(h16_bits(&sa));
+		vb[i] = h2f(h16_bits(&sb));
+		seed[i] = h2f(h16_bits(&sg));
+	}
+	amp_tensor *pa, *pb, *a, *b, *y = NULL;
+	cr_assert_eq(amp_param_new(ctx, "pa", amp_shape2(R, C), AMP_INIT_ZEROS, 0, &pa), AMP_OK);
+	cr_assert_eq(amp_param_new(ctx, "pb", amp_shape2(R, C), AMP_INIT_ZEROS, 0, &pb), AMP_OK);
+	cr_assert_eq(amp_param_load(ctx, pa, va), AMP_OK);
+	cr_assert_eq(amp_param_load(ctx, pb, vb), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	/* fp16 activations (Scale by 1 is exact), whose gradients are fp16 */
+	cr_assert_eq(amp_scale(ctx, "a", pa, 1.0f, &a), AMP_OK);
+	cr_assert_eq(amp_scale(ctx, "b", pb, 1.0f, &b), AMP_OK);
+	int self = c == GH_ADD_SELF || c == GH_SUB_SELF;
+	amp_tensor *rhs = self ? a : b, *ab = NULL;
+	const float s = c == GH_SCALE_HALF ? 0.5f : 0.1f;
+	int rc = c == GH_ADD || c == GH_ADD_SELF   ? amp_add(ctx, "y", a, rhs, &y)
+	         : c == GH_SUB || c == GH_SUB_SELF ? amp_sub(ctx, "y", a, rhs, &y)
+	         : c >= GH_SCALE_HALF              ? amp_scale(ctx, "y", a, s, &y)
+	                              : amp_mul(ctx, "ab", a, b, c == GH_MUL ? &y : &ab);
+	if (rc == AMP_OK && c == GH_MUL_ADDED)
+		rc = amp_add(ctx, "y", ab, a, &y);
+	cr_assert_eq(rc, AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert_eq(amp_tensor_dtype(y), AMP_F16);
+	cr_assert_eq(amp_backward_seeded(ctx, y, seed), AMP_OK, "%s", amp_ctx_error(ctx));
+	cr_assert(a->grad && a->grad->dtype == AMP_F16, "a's gradient is fp16");
+	const uint16_t *ad = a->data, *bd = b->data, *ga = a->grad->data;
+	const uint16_t *gb = self || c >= GH_SCALE_HALF ? NULL : b->grad->data;
+	for (int i = 0; i < N; i++) {
+		float g = seed[i], x = h2f(ad[i]), z = h2f(bd[i]);
+		uint16_t wa, wb = 0;
+		switch (c) {
+		case GH_ADD: wa = wb = amp_half_f32_to_f16(g); break;
+		case GH_SUB:
+			wa = amp_half_f32_to_f16(g);
+			wb = amp_half_f32_to_f16(-g);
+			break;
+		case GH_MUL:
+			wa = amp_half_f32_to_f16(g * z);
+			wb = amp_half_f32_to_f16(g * x);
+			break;
+		case GH_MUL_ADDED:
+			wa = amp_half_f32_to_f16(g + g * z);
+			wb = amp_half_f32_to_f16(g * x);
+			break;
+		case GH_ADD_SELF: wa = amp_half_f32_to_f16(g + g); break;
+		case GH_SUB_SELF: wa = amp_half_f32_to_f16(g + -g); break;
+		default: wa = amp_half_f32_to_f16(g * s); break;
+		}
+		cr_assert(h16_same(ga[i], wa),
+		          "%s case %d i=%d: da %04x, want %04x (g %a, a %a, b %a)", path, c, i,
+		          ga[i], wa, (double)g, (double)x, (double)z);
+		if (gb)
+			cr_assert(h16_same(gb[i], wb), "%s case %d i=%d: db %04x, want %04x", path,
+			          c, i, gb[i], wb);
+	}
+	amp_ctx_free(ctx);
+}
+
+static void check_grad_h16(const char *path)
+{
+	if (!kpath_force(path))
+		return;
+	for (int c = 0; c < GH_CASES; c++)
+		check_grad_h16_case(path, c);
+}
+
+Test(ops_elementwise, fp16_grad_scalar, .fini = kpath_restore)
+{
+	check_grad_h16("scalar");
+}
+Test(ops_elementwise, fp16_grad_avx512, .fini = kpath_restore)
+{
+	check_grad_h16("avx512");
+}
+Test(ops_elementwise, fp16_grad_avx512_fp16, .fini = kpath_restore)
+{
+	check_grad_h16("avx512-fp16");
 }

@@ -12,6 +12,7 @@
  */
 #include <criterion/criterion.h>
 
+#include "amp_half.h"
 #include "kpath.h"
 #include "opcheck.h"
 
@@ -829,4 +830,97 @@ Test(linalg, maxpool2d_propagates_nan)
 	cr_assert_eq(o[2], 13.0f);
 	cr_assert_eq(o[3], 15.0f);
 	amp_ctx_free(ctx);
+}
+
+/* ---- MaxPool2D's half gradient, bit for bit ------------------------------------------------
+ * A fresh fp16 or bf16 gradient of non-overlapping windows (stride >= k) is the output
+ * gradient's bits scattered to the argmaxes; overlapping windows add in FP32.  Either way each
+ * element must be what the FP32 sum of the gradients that reach it rounds to once: 0 + g is g,
+ * but +0 for -0 and a NaN quiet.  Checked against that rounding computed here from argmaxes
+ * found here (the first NaN of a window, else its first maximum), on data with ties, signed
+ * zeros, Inf and NaN, with the argmaxes saved and recomputed (memory_optimize). */
+
+static uint16_t pool_bits(uint64_t *s, amp_dtype dt)
+{
+	static const float pick[] = {-0.0f, 0.0f, 1.0f, -1.0f, 2.0f, INFINITY, -INFINITY, NAN};
+	uint64_t r = amp_rng_next(s);
+	float v = r % 4 == 0 ? pick[(r >> 8) % 8] : (float)((int64_t)(r >> 16) % 2001 - 1000) / 64;
+	return dt == AMP_F16 ? amp_half_f32_to_f16(v) : amp_half_f32_to_bf16(v);
+}
+
+static float pool_val(uint16_t h, amp_dtype dt)
+{
+	return dt == AMP_F16 ? amp_half_f16_to_f32(h) : amp_half_bf16_to_f32(h);
+}
+
+static void check_pool_grad_bits(amp_dtype dt, int k, int stride, int memopt)
+{
+	enum { N = 2, C = 3, H = 11, W = 13 };
+	const char *mode = dt == AMP_F16 ? "force_fp16" : "force_bf16";
+	amp_ctx *ctx = opcheck_ctx(mode);
+	cr_assert_not_null(ctx);
+	cr_assert_eq(amp_config_set(ctx, "memory_optimize", memopt ? "on" : "off"), AMP_OK);
+	uint64_t s = 5 + (uint64_t)(k * 10 + stride);
+	amp_tensor *p, *x, *y;
+	static float v[N * C * H * W];
+	for (int i = 0; i < N * C * H * W; i++)
+		v[i] = pool_val(pool_bits(&s, dt), dt);
+	cr_assert_eq(amp_param_new(ctx, "p", amp_shape4(N, C, H, W), AMP_INIT_ZEROS, 0, &p),
+	             AMP_OK);
+	cr_assert_eq(amp_param_load(ctx, p, v), AMP_OK);
+	cr_assert_eq(amp_step_begin(ctx), AMP_OK);
+	cr_assert_eq(amp_scale(ctx, "x", p, 1.0f, &x), AMP_OK); /* a half activation */
+	const uint16_t *xd = x->data;
+	cr_assert_eq(amp_maxpool2d(ctx, "pool", x, k, stride, &y), AMP_OK, "%s",
+	             amp_ctx_error(ctx));
+	int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1, ny = N * C * OH * OW;
+	float *seed = malloc((size_t)ny * sizeof(float));
+	float *sum = calloc(N * C * H * W, sizeof(float));
+	cr_assert(seed && sum);
+	for (int64_t i = 0; i < ny; i++)
+		seed[i] = pool_val(pool_bits(&s, dt), dt);
+	for (int64_t pl = 0; pl < N * C; pl++)
+		for (int64_t oh = 0; oh < OH; oh++)
+			for (int64_t ow = 0; ow < OW; ow++) {
+				int64_t best = -1;
+				float bv = 0;
+				for (int i = 0; i < k; i++)
+					for (int j = 0; j < k; j++) {
+						int64_t at = pl * H * W + (oh * stride + i) * W +
+						             ow * stride + j;
+						float xv = pool_val(xd[at], dt);
+						if (best >= 0 &&
+						    (isnan(bv) || !(xv > bv || isnan(xv))))
+							continue;
+						best = at, bv = xv;
+					}
+				sum[best] += seed[(pl * OH + oh) * OW + ow];
+			}
+	cr_assert_eq(amp_backward_seeded(ctx, y, seed), AMP_OK, "%s", amp_ctx_error(ctx));
+	/* x's half gradient reaches p's FP32 one through Scale by 1 and the cast back, both exact
+	 * (x's own may be released by memory_optimize) */
+	const amp_tensor *pg = amp_tensor_grad(p);
+	cr_assert(pg && pg->dtype == AMP_F32);
+	const float *gp = pg->data;
+	for (int i = 0; i < N * C * H * W; i++) {
+		uint16_t want =
+		    dt == AMP_F16 ? amp_half_f32_to_f16(sum[i]) : amp_half_f32_to_bf16(sum[i]);
+		float w = pool_val(want, dt);
+		cr_assert(memcmp(&gp[i], &w, sizeof w) == 0 || (isnan(gp[i]) && isnan(w)),
+		          "%s k %d stride %d memopt %d: dx[%d] %a, want %a", mode, k, stride,
+		          memopt, i, (double)gp[i], (double)w);
+	}
+	free(seed), free(sum);
+	amp_ctx_free(ctx);
+}
+
+Test(linalg, maxpool2d_half_grad_bits)
+{
+	static const amp_dtype dts[] = {AMP_F16, AMP_BF16};
+	static const int ks[][2] = {
+	    {2, 2}, {3, 3}, {2, 3}, {3, 2}}; /* k, stride; the last overlaps */
+	for (int d = 0; d < 2; d++)
+		for (int c = 0; c < 4; c++)
+			for (int m = 0; m <= 1; m++)
+				check_pool_grad_bits(dts[d], ks[c][0], ks[c][1], m);
 }
