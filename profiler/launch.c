@@ -56,9 +56,19 @@ static int file_exists_for_exec(const char *name)
 	}
 }
 
-/* Checks one program name as execvp would find it.  Returns 0, or PROF_EXIT_NOTFOUND or
- * PROF_EXIT_NOEXEC (message printed). */
-static int check_program(const char *name)
+/* The program at path is also the output: with --force the profile would replace it. */
+static int program_is_output(const char *path, const char *output)
+{
+	if (!output || !prof_same_file(path, output))
+		return 0;
+	prof_error("name another file with --output",
+	           "the output '%s' is the program '%s' (its profile would replace it)", output, path);
+	return 1;
+}
+
+/* Checks one program name as execvp would find it, and that it is not the output.  Returns 0,
+ * or PROF_EXIT_NOTFOUND, PROF_EXIT_NOEXEC or PROF_EXIT_USAGE (message printed). */
+static int check_program(const char *name, const char *output)
 {
 	struct stat st;
 	if (strchr(name, '/')) {
@@ -77,7 +87,7 @@ static int check_program(const char *name)
 			           name, "permission denied (not executable)");
 			return PROF_EXIT_NOEXEC;
 		}
-		return 0;
+		return program_is_output(name, output) ? PROF_EXIT_USAGE : 0;
 	}
 	const char *path = getenv("PATH");
 	if (!path || !*path)
@@ -88,7 +98,7 @@ static int check_program(const char *name)
 		size_t n = colon ? (size_t)(colon - p) : strlen(p);
 		snprintf(buf, sizeof buf, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", name);
 		if (stat(buf, &st) == 0 && !S_ISDIR(st.st_mode) && access(buf, X_OK) == 0)
-			return 0;
+			return program_is_output(buf, output) ? PROF_EXIT_USAGE : 0;
 		p += n + (colon ? 1 : 0);
 		if (!colon)
 			break;
@@ -100,7 +110,7 @@ static int check_program(const char *name)
 int prof_launch_check(const prof_options *opts)
 {
 	if (opts->argv)
-		return check_program(opts->argv[0]);
+		return check_program(opts->argv[0], opts->output);
 	/* first word of the shell command, when it is a plain word */
 	const char *s = opts->application;
 	while (*s == ' ' || *s == '\t' || *s == '\n')
@@ -117,7 +127,7 @@ int prof_launch_check(const prof_options *opts)
 	word[n] = '\0';
 	if (strpbrk(word, "$`'\"\\;&|<>(){}*?[]~=#") || shell_word(word))
 		return 0;
-	return check_program(word);
+	return check_program(word, opts->output);
 }
 
 /* The signals a launcher may have set for the job as a whole: ignored ones are inherited. */

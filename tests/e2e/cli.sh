@@ -154,6 +154,15 @@ if "$BIN/ampprof" -q -o "$OUT/w.db" -- "$PRODUCER" --steps 4 --ops 5 >/dev/null 
 		"$BIN/ampprof" export --format=csv --output="$OUT/./w2.db" "$OUT/w2.db"
 	check_true "export onto itself: the profile untouched, the reason said" \
 		test "$(stat -c %s "$OUT/w2.db")" = "$size" -a -n "$(grep "is the profile being exported" "$OUT/err")"
+	cp "$PRODUCER" "$OUT/prog"
+	psize=$(stat -c %s "$OUT/prog")
+	run "--force --output naming the program: refused" 2 \
+		"$BIN/ampprof" -q -f -o "$OUT/./prog" -- "$OUT/prog" --steps 1
+	run "--force --output naming the program (--application): refused" 2 \
+		"$BIN/ampprof" -q -f -o "$OUT/prog" --application="$OUT/prog --steps 1"
+	check_true "output naming the program: the program untouched, the reason said" \
+		test "$(stat -c %s "$OUT/prog")" = "$psize" -a -x "$OUT/prog" \
+		-a -n "$(grep "is the program" "$OUT/err")"
 	echo "previous" >"$OUT/prev.json"
 	run "export to a full device: exit 4" 4 "$BIN/ampprof" export --format=chrome --output=/dev/full "$OUT/w.db"
 	check_true "export to a full device: the reason, not 'not an error'" \
