@@ -96,6 +96,24 @@ static void on_signal(int sig, siginfo_t *si, void *uctx)
 	g_forward_sig = sig;
 }
 
+/* Once the run has ended no process is left to pass a signal to: the first one says what
+ * ampprof is doing, a second ends ampprof by that signal (the profile keeps the steps already
+ * committed, without its summary and end; readers call it incomplete). */
+static volatile sig_atomic_t g_finalize_signals;
+
+static void on_signal_finalizing(int sig)
+{
+	static const char msg[] = "\nampprof: the run has ended; finalizing the profile (interrupt "
+	                          "again to stop: it is then left incomplete)\n";
+	if (g_finalize_signals++ == 0) {
+		ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+		(void)w;
+		return;
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 /* Installed without SA_RESTART only to cut the collector's sleep short when the child ends. */
 static void on_child(int sig)
 {
@@ -965,6 +983,9 @@ int prof_run(const prof_options *opts)
 	}
 	signal(SIGCHLD, SIG_DFL);
 	prof_status_end(&c.status);
+	for (size_t i = 0; i < sizeof passed_on / sizeof passed_on[0]; i++)
+		if (!prof_signal_was_ignored(passed_on[i]))
+			signal(passed_on[i], on_signal_finalizing);
 
 	/* ---- how the run ended, finalize: every step checked; a failure stops recording as
 	 * a failure in the loop does, and the application's status is passed through all the
