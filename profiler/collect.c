@@ -877,13 +877,11 @@ int prof_run(const prof_options *opts)
 	/* the run's processes that outlive their parent come to ampprof, which can then tell how
 	 * they ended */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	launched = 1; /* or tried: a launch that fails is recorded (end 'launch-failed') */
 	if ((launch = prof_launch(opts, &c.sess, &child)) != 0) {
-		amp_profile_meta_set(c.db, "end", "launch-failed");
-		prof_writer_commit(c.w);
-		code = launch;
+		code = launch; /* nothing ran (fork or exec failed): no profile, as for a missing one */
 		goto out;
 	}
+	launched = 1;
 	if (meta_set(c.db, "pid", "%d", (int)child) != 0)
 		collector_fail(&c);
 

@@ -1,7 +1,8 @@
 /* launch.c — starting the application under a session.
  *
- * --application="cmd args" runs through /bin/sh -c, as msprof does; "-- prog args" is exec'd
- * directly.  Before forking, the program is looked up so that a missing or non-executable one
+ * --application="cmd args" runs through /bin/sh -c, as msprof does (a simple command as
+ * "exec cmd args", so that the program is the process ampprof started and signals reach it as
+ * they would without the shell); "-- prog args" is exec'd directly.  Before forking, the program is looked up so that a missing or non-executable one
  * gets a clear message; after forking, exec failures come back through a close-on-exec pipe.
  */
 #include <dirent.h>
@@ -152,11 +153,37 @@ int prof_signal_was_ignored(int sig)
 	return 0;
 }
 
+/* The script for sh -c: "exec " and app when app is one simple command (no operator,
+ * redirection, substitution or newline; not an assignment or a word the shell runs itself),
+ * else app as it is.  NULL when out of memory. */
+static char *application_script(const char *app)
+{
+	const char *w = app + strspn(app, " \t");
+	size_t n = strcspn(w, " \t");
+	char first[256];
+	int simple = !strpbrk(app, ";&|<>()`\n") && n > 0 && n < sizeof first;
+	if (simple) {
+		memcpy(first, w, n);
+		first[n] = '\0';
+		simple = !strchr(first, '=') && !shell_word(first);
+	}
+	char *script = malloc(strlen(app) + 6);
+	if (script)
+		sprintf(script, "%s%s", simple ? "exec " : "", app);
+	return script;
+}
+
 int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 {
+	char *script = NULL;
+	if (opts->application && !(script = application_script(opts->application))) {
+		prof_error(NULL, "cannot launch: out of memory");
+		return PROF_EXIT_FAILED;
+	}
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
 		prof_error(NULL, "cannot launch: %s", strerror(errno));
+		free(script);
 		return PROF_EXIT_FAILED;
 	}
 	fflush(NULL);
@@ -165,6 +192,7 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 		prof_error(NULL, "cannot launch: fork: %s", strerror(errno));
 		close(fds[0]);
 		close(fds[1]);
+		free(script);
 		return PROF_EXIT_FAILED;
 	}
 	if (child == 0) {
@@ -191,7 +219,7 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 			if (opts->argv)
 				execvp(opts->argv[0], opts->argv);
 			else
-				execl("/bin/sh", "sh", "-c", opts->application, (char *)NULL);
+				execl("/bin/sh", "sh", "-c", script, (char *)NULL);
 			err = errno;
 		}
 		ssize_t w = write(fds[1], &err, sizeof err);
@@ -199,6 +227,7 @@ int prof_launch(const prof_options *opts, const prof_session *s, pid_t *pid)
 		_exit(127);
 	}
 	close(fds[1]);
+	free(script);
 	int err = 0;
 	ssize_t got;
 	do

@@ -37,7 +37,7 @@ static const char *const profile_usage[] = {
 };
 
 static const amp_opt profile_opts[] = {
-    {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c", NULL},
+    {OPT_APPLICATION, 0, "application", "<cmd>", "command line run by /bin/sh -c (exec'd when one command)", NULL},
     {'o', 'o', "output", "<file>", "database to write; %r is the MPI rank (from the\n"
      "launcher's environment, 0 without one), %p ampprof's pid", "profile.db"},
     {'f', 'f', "force", NULL, "overwrite an existing output (a regular file\n"

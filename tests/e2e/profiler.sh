@@ -47,6 +47,8 @@ printf '#!/nonexistent/interp\n' > badinterp.sh; chmod 755 badinterp.sh
 err=$("$AMPPROF" -o m.db -- ./badinterp.sh 2>&1); rc=$?
 check_true "a script whose interpreter is missing: 127, the interpreter named, not the path" \
 	test "$rc" = 127 -a -n "$(grep "cannot run './badinterp.sh': No such file or directory (its interpreter)" <<<"$err")"
+check_true "a launch that fails leaves no profile, and says so" \
+	test ! -e m.db -a -n "$(grep "the application was not started; 'm.db' is removed" <<<"$err")"
 err=$("$AMPPROF" -o /nonexistent-dir/p.db -- "$PRODUCER" 2>&1); rc=$?
 check "output directory missing exits 125 (ampprof failed)" "$rc" 125
 check_true "output directory message" grep -q "cannot create '/nonexistent-dir/p.db'" <<<"$err"
@@ -259,9 +261,9 @@ check "segfault: ampview at 60 columns keeps the line number (the path shortened
 check "segfault: ampview's overview says where it crashed" \
 	"$(grep -c "^ Crashed     SIGSEGV in run_thread .*/trace_producer.c:$fault_line . backtrace: ampprof report$" segv.view)" 1
 check "segfault: steps before the crash" "$(q segv.db 'SELECT count(*) FROM steps WHERE dur_ns IS NOT NULL')" 3
-# the same through --application: the shell between them reports 128 + the signal, which
-# is the program's crash, not an exit
-"$AMPPROF" -q -o segv_app.db --application="$PRODUCER --steps 10 --ops 10 --crash-at 3" \
+# the same through --application, behind a shell that does not exec it (two commands): the
+# shell reports 128 + the signal, which is the program's crash, not an exit
+"$AMPPROF" -q -o segv_app.db --application="true; $PRODUCER --steps 10 --ops 10 --crash-at 3" \
 	2>/dev/null; rc=$?
 check "segfault under --application: exit 139, end crash, SIGSEGV" \
 	"$rc:$(q segv_app.db "SELECT group_concat(value, ',') FROM (SELECT value FROM meta WHERE key IN ('end', 'exit_signal') ORDER BY key)")" \
@@ -276,11 +278,14 @@ check "abort: the report gives no address, ampview names trace_producer.c:$abort
 	"1|1"
 
 # SIGTERM to ampprof under --application reaches the program behind the shell, which a shell
-# waiting for its command would not pass on: ampprof ends, and the program with it
+# waiting for its command would not pass on: ampprof ends, and the program with it.  A simple
+# command is exec'd by the shell: the program is ampprof's child itself
 "$AMPPROF" -q -o term_app.db --application="$PRODUCER --steps 100000 --ops 10 --sleep-ms 5" \
 	>/dev/null 2>&1 &
 ap=$!
 for _ in $(seq 100); do [ -s term_app.db ] && [ "$(q term_app.db 'SELECT count(*) FROM steps' 2>/dev/null)" -gt 0 ] 2>/dev/null && break; sleep 0.05; done
+check "--application with a simple command: the shell execs it" \
+	"$(cat /proc/"$(pgrep -P "$ap" | head -1)"/comm 2>/dev/null)" trace_producer
 kill -TERM "$ap"
 for _ in $(seq 100); do kill -0 "$ap" 2>/dev/null || break; sleep 0.05; done
 left=$(pgrep -f -- '--steps 100000 --ops 10 --sleep-ms 5' | tr '\n' ' ')
