@@ -5,7 +5,7 @@
  *   ampprof [options] -- prog args                   profile (exec'd directly)
  *   ampprof report [--format=text|json] [profile.db]
  *   ampprof export --format=chrome|csv [--table=T] [--output=FILE] [profile.db]
- *   ampprof info [--format=text|json]
+ *   ampprof info [--format=text|json] [--library=<file>]
  *   ampprof help [<command>]
  */
 #include <errno.h>
@@ -29,10 +29,10 @@ static const char *const profile_usage[] = {
     "ampprof [<options>] -- <program> [<args>...]",
     "ampprof report [--format=text|json] [--fail-on=error|warning] [<profile.db>]",
     "ampprof export --format=chrome|csv [--table=<t>] [--output=<file>] [<profile.db>]",
-    "ampprof info [--format=text|json]",
+    "ampprof info [--format=text|json] [--library=<file>]",
     "ampprof help [<command>]",
     "ampprof diff [--format=text|csv|json] [--kind=op|layer|phase] [--limit=<n>] <a.db> <b.db>",
-    "ampprof merge -o <merged.db> <rank0.db> <rank1.db>...",
+    "ampprof merge [--force] -o <merged.db> <rank0.db> <rank1.db>...",
     NULL,
 };
 
@@ -47,7 +47,8 @@ static const amp_opt profile_opts[] = {
     {OPT_CALLSTACK, 0, "callstack", "on|off", "record the user call site of every op", "on"},
     {OPT_NAN_CHECK, 0, "nan-check", "op|step|off", "non-finite checks", "op"},
     {OPT_STATS_EVERY, 0, "stats-every", "<n>", "full tensor statistics every n steps; the\n"
-     "other steps count non-finite values only", "1"},
+     "other steps count non-finite values only (default:\n"
+     "$AMPPROF_STATS_EVERY if set, as inherited)", "1"},
     {OPT_DUMP, 0, "dump", "nonfinite|off", "dump the tensors of the first non-finite op", "nonfinite"},
     {OPT_DUMP_STEPS, 0, "dump-steps", "<list>", "steps whose tensors are all dumped", NULL},
     {OPT_DUMP_LIMIT, 0, "dump-limit", "<size>", "total bytes of dumps, e.g. 1G", "256M"},

@@ -347,7 +347,8 @@ CREATE TABLE crashes (
 -- Added within schema version 1: a profile written before it has no such table.
 CREATE TABLE nonfinite (
 	step      INTEGER,  -- step
-	class     TEXT,     -- 'forward_overflow', 'scaled_grad_overflow' or 'invalid_operation'
+	class     TEXT,     -- 'forward_overflow', 'scaled_grad_overflow', 'invalid_operation',
+	                    -- 'underflow' or 'cast_overflow' (the classes above)
 	op        TEXT,     -- op type of the origin, NULL if no origin was recorded
 	label     TEXT,     -- name of the origin tensor (layer label, or label/inN.grad)
 	phase     TEXT,     -- phase of the origin op, NULL if unknown
@@ -452,7 +453,10 @@ CREATE TABLE advice (
 	                               -- 'cast_overflow' (classes of nonfinite),
 	                               -- 'gradient_underflow', 'loss_scale_history',
 	                               -- 'skipped_steps', 'overflow_forecast',
-	                               -- 'underflow_drift', 'fp16_readiness'
+	                               -- 'underflow_drift', 'fp16_readiness', 'incomplete'
+	                               -- (records are missing: meta incomplete); data parallel
+	                               -- runs: 'comm_share', 'straggler', 'fp32_allreduce',
+	                               -- 'unscaled_fp16_allreduce', 'rank_overflow'
 	severity TEXT NOT NULL,        -- 'info', 'warning' or 'error'
 	message  TEXT NOT NULL,        -- one-line finding with the suggested change
 	evidence TEXT,                 -- supporting figures, one item per line
