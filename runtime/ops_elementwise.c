@@ -366,8 +366,9 @@ static const float *binary_local_grad(amp_op_type op, int w, const float *restri
 }
 
 /* The gradient of input w of an fp16 Add, Sub or Mul when that input has the output's shape,
- * on fp16 storage, each element the FP32 blocks' result rounded once (the same bits): into a
- * fresh gradient a copy of g or its negation (no arithmetic), or for Mul g times the other
+ * on fp16 storage, each element the FP32 blocks' result rounded once (the same bits, but for a
+ * signalling NaN, which no arithmetic makes, kept as it is by a copy): into a fresh gradient a
+ * copy of g or its negation (no arithmetic), or for Mul g times the other
  * operand (vmul_h16); into a gradient already there g added or subtracted (vadd_h16,
  * vsub_h16).  Mul's product added to a gradient already there would be rounded twice: that one
  * stays on the blocks, which round the sum once.  Returns 0 where it does not apply, else 1 and
