@@ -97,36 +97,21 @@ static int state(amp_ctx *ctx, amp_tensor **slot, amp_shape shape)
 	return *slot ? AMP_OK : AMP_ENOMEM;
 }
 
-/* Elements an update pass covers before it rewrites them into the working copy: the block is
- * still in L1 when it is rounded, so master and working copy cost one pass over memory. */
-#define UPDATE_BLOCK 2048
+/* Elements the unscale-and-count pass (amp_optim_step) handles at a time: a block is unscaled
+ * and counted while it is in L1, one pass over memory. */
+#define UNSCALE_BLOCK 2048
 
-/* After the masters p->master[i0 .. i0+n) were updated: their working copy, if it is current,
- * follows them. */
-static void refresh_working(amp_param *p, int64_t i0, int64_t n)
-{
-	if (!p->work || !p->work_valid)
-		return;
-	const amp_dtype_info *di = amp_dt(p->work_dtype);
-	p->work_nonfinite += di->from_f32((const float *)p->master->data + i0,
-	                                  (char *)p->work + (size_t)i0 * di->size, n);
-}
-
-/* w: (n) fp32 master, g: (n) fp32 gradient, times inv its unscaled value (the unscale folded
- * into the update: the same products, so the same bits as a pass of its own); the working copy
- * rewritten on the way.  The update itself is a kernel (amp_sgd_update_f32,
- * amp_adamw_update_f32: vectors on the active path, the same bits on every path).  A gradient
- * kept in its own dtype (grad_kept: a half one, or the ranks' sum) is widened block by block
- * into L1, the same values as widening it whole first. */
+/* w: (n) fp32 master, its gradient times inv the unscaled one (the unscale folded into the
+ * update: the same products, so the same bits as a pass of its own), read where it is: kept
+ * in its own dtype (grad_kept: a half one, or the ranks' sum) or master->grad.  The update is
+ * a kernel (amp_sgd_update, amp_adamw_update: vectors on the active path, the same bits on
+ * every path) that widens a half gradient and rewrites the working copy, if it is current,
+ * element by element in the same pass over memory. */
 static int update_param(amp_optim *o, amp_param *p, float inv)
 {
 	amp_ctx *ctx = o->ctx;
 	amp_tensor *w = p->master;
-	float *wv = w->data;
 	const amp_tensor *half = p->grad_kept;
-	float *g = w->grad->data;
-	float gbuf[UPDATE_BLOCK];
-	int64_t n = w->numel;
 	float *m = NULL, *v = NULL;
 	if (o->kind == OPTIM_ADAMW || o->sgd.momentum != 0) {
 		if (state(ctx, &p->opt_m, w->shape))
@@ -150,25 +135,24 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 	    .eps = a->eps,
 	    .decay = 1.0f - a->lr * a->weight_decay,
 	};
-	p->work_nonfinite = 0;
 	/* with optimizer_sharding, the elements this rank owns (the ranks then exchange them) */
-	n = p->own_hi;
-	for (int64_t i0 = p->own_lo; i0 < n; i0 += UPDATE_BLOCK) {
-		const int64_t len = n - i0 < UPDATE_BLOCK ? n - i0 : UPDATE_BLOCK;
-		const float *gb = g + i0;
-		if (half) {
-			amp_dt(half->dtype)->to_f32((const char *)half->data +
-			                                (size_t)i0 * amp_dtype_size(half->dtype),
-			                            gbuf, len);
-			gb = gbuf;
-		}
-		if (o->kind == OPTIM_SGD)
-			amp_sgd_update_f32(wv + i0, m ? m + i0 : NULL, gb, inv, o->sgd.lr,
-			                   o->sgd.momentum, o->sgd.weight_decay, len);
-		else
-			amp_adamw_update_f32(wv + i0, m + i0, v + i0, gb, inv, &coef, len);
-		refresh_working(p, i0, len);
-	}
+	const int64_t lo = p->own_lo, n = p->own_hi - p->own_lo;
+	const amp_tensor *g = half ? half : w->grad;
+	const int work = p->work && p->work_valid;
+	const amp_update_io io = {
+	    .g = (const char *)g->data + (size_t)lo * amp_dtype_size(g->dtype),
+	    .gdt = g->dtype,
+	    .work = work ? (char *)p->work + (size_t)lo * amp_dtype_size(p->work_dtype) : NULL,
+	    .wdt = p->work_dtype,
+	};
+	float *wv = (float *)w->data + lo;
+	int64_t bad;
+	if (o->kind == OPTIM_SGD)
+		bad = amp_sgd_update(wv, m ? m + lo : NULL, &io, inv, o->sgd.lr, o->sgd.momentum,
+		                     o->sgd.weight_decay, n);
+	else
+		bad = amp_adamw_update(wv, m + lo, v + lo, &io, inv, &coef, n);
+	p->work_nonfinite = work ? bad : 0;
 	p->grad_kept = NULL;
 	p->grad_stale = 1; /* used: zero in meaning, the next step's first gradient written over */
 	return AMP_OK;
@@ -312,9 +296,9 @@ int amp_optim_step(amp_optim *o, int *skipped)
 			/* unscaled and counted block by block: one pass over memory, not two */
 			float *gv = g->data;
 			int64_t bad = 0;
-			for (int64_t i0 = p->own_lo; i0 < p->own_hi; i0 += UPDATE_BLOCK) {
+			for (int64_t i0 = p->own_lo; i0 < p->own_hi; i0 += UNSCALE_BLOCK) {
 				int64_t n =
-				    p->own_hi - i0 < UPDATE_BLOCK ? p->own_hi - i0 : UPDATE_BLOCK;
+				    p->own_hi - i0 < UNSCALE_BLOCK ? p->own_hi - i0 : UNSCALE_BLOCK;
 				amp_vscale_f32(gv + i0, inv, gv + i0, n);
 				bad += amp_count_nonfinite_f32(gv + i0, n);
 			}

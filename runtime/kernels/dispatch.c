@@ -170,8 +170,8 @@ static void fill_from(amp_kernel_table *t, const amp_kernel_table *f)
 	FILL(vmul_f32);
 	FILL(vscale_f32);
 	FILL(vaxpy_f32);
-	FILL(sgd_update_f32);
-	FILL(adamw_update_f32);
+	FILL(sgd_update);
+	FILL(adamw_update);
 	FILL(vadd_h16);
 	FILL(vsub_h16);
 	FILL(vmul_h16);
@@ -609,16 +609,16 @@ void amp_vaxpy_f32(float s, const float *a, float *dst, int64_t n)
 	kt()->vaxpy_f32(s, a, dst, n);
 }
 
-void amp_sgd_update_f32(float *w, float *m, const float *g, float inv, float lr, float mu, float wd,
-                        int64_t n)
+int64_t amp_sgd_update(float *w, float *m, const amp_update_io *io, float inv, float lr, float mu,
+                       float wd, int64_t n)
 {
-	kt()->sgd_update_f32(w, m, g, inv, lr, mu, wd, n);
+	return kt()->sgd_update(w, m, io, inv, lr, mu, wd, n);
 }
 
-void amp_adamw_update_f32(float *w, float *m, float *v, const float *g, float inv,
-                          const amp_adamw_coef *c, int64_t n)
+int64_t amp_adamw_update(float *w, float *m, float *v, const amp_update_io *io, float inv,
+                         const amp_adamw_coef *c, int64_t n)
 {
-	kt()->adamw_update_f32(w, m, v, g, inv, c, n);
+	return kt()->adamw_update(w, m, v, io, inv, c, n);
 }
 
 amp_engine amp_vadd_h16(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n)

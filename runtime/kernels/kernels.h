@@ -178,22 +178,32 @@ void amp_vscale_f32(const float *a, float s, float *dst, int64_t n);
 void amp_vaxpy_f32(float s, const float *a, float *dst, int64_t n);
 
 /* ---- the optimizers' update of FP32 master weights (n of them, in place) ------------------
+ * The gradient is read in its own dtype (io->gdt: fp32, or fp16 / bf16 widened exactly);
  * g[i] * inv is the unscaled gradient (inv 1: g[i], not multiplied); g is only read.  Every
  * path computes the same operations in the same order, each rounded to FP32 (no FMA): the
  * bits of optim.c's scalar loops.
  *   SGD: m NULL (no momentum) w = w - lr (g + wd w); else m = mu m + g + wd w, w = w - lr m.
  *   AdamW: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
- *          w = w decay - lr (m / c1) / (sqrt(v / c2) + eps). */
+ *          w = w decay - lr (m / c1) / (sqrt(v / c2) + eps).
+ * With a working copy (io->work, of dtype io->wdt: fp16 or bf16) each new w is also rounded
+ * into it, as amp_cvt_f32_f16 / amp_cvt_f32_bf16 would: the same pass over memory, not a
+ * second one.  They return the NaN and Inf values written to the working copy (0 without). */
 typedef struct amp_adamw_coef {
 	float beta1, beta2, one_minus_beta1, one_minus_beta2; /* 1 - b rounded to FP32 */
 	float c1, c2;                                         /* the bias corrections 1 - b^t */
 	float lr, eps;
 	float decay; /* 1 - lr weight_decay */
 } amp_adamw_coef;
-void amp_sgd_update_f32(float *w, float *m, const float *g, float inv, float lr, float mu, float wd,
-                        int64_t n);
-void amp_adamw_update_f32(float *w, float *m, float *v, const float *g, float inv,
-                          const amp_adamw_coef *c, int64_t n);
+typedef struct amp_update_io {
+	const void *g; /* (n) gradient of dtype gdt */
+	amp_dtype gdt;
+	void *work; /* (n) working copy of dtype wdt, or NULL */
+	amp_dtype wdt;
+} amp_update_io;
+int64_t amp_sgd_update(float *w, float *m, const amp_update_io *io, float inv, float lr, float mu,
+                       float wd, int64_t n);
+int64_t amp_adamw_update(float *w, float *m, float *v, const amp_update_io *io, float inv,
+                         const amp_adamw_coef *c, int64_t n);
 
 /* ---- elementwise on fp16 (n elements; dst may alias an input) ----------------------------
  * Each result is the one of computing in FP32 and rounding once to fp16 (what widening the

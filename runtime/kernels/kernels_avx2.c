@@ -9,6 +9,9 @@
 #include "kernels/kernels_impl.h"
 
 #define VEC_BYTES 32
+#define VEC_WIDEN_F16(p) ((vec_f32)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p))))
+#define VEC_NARROW_F16(p, v)                                                                       \
+	_mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((__m256)(v), _MM_FROUND_TO_NEAREST_INT))
 #include "vec_impl.h"
 
 /* Byte mask (two bits per half) of the NaN and Inf halves of h. */
@@ -510,8 +513,8 @@ const amp_kernel_table amp_kernels_avx2_table = {
 	.vmul_f32 = vmul_f32,
 	.vscale_f32 = vscale_f32,
 	.vaxpy_f32 = vaxpy_f32,
-	.sgd_update_f32 = sgd_update_f32,
-	.adamw_update_f32 = adamw_update_f32,
+	.sgd_update = sgd_update,
+	.adamw_update = adamw_update,
 	.vadd_h16 = vadd_h16,
 	.vsub_h16 = vsub_h16,
 	.vmul_h16 = vmul_h16,

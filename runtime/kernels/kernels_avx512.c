@@ -11,6 +11,9 @@
 #include "kernels/kernels_impl.h"
 
 #define VEC_BYTES 64
+#define VEC_WIDEN_F16(p) ((vec_f32)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p))))
+#define VEC_NARROW_F16(p, v)                                                                       \
+	_mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((__m512)(v), _MM_FROUND_TO_NEAREST_INT))
 #include "vec_impl.h"
 
 /* src: (n) fp32 -> dst: (n) fp16, round to nearest even.  Returns the NaN and Inf halves
@@ -864,8 +867,8 @@ const amp_kernel_table amp_kernels_avx512_table = {
 	.vmul_f32 = vmul_f32,
 	.vscale_f32 = vscale_f32,
 	.vaxpy_f32 = vaxpy_f32,
-	.sgd_update_f32 = sgd_update_f32,
-	.adamw_update_f32 = adamw_update_f32,
+	.sgd_update = sgd_update,
+	.adamw_update = adamw_update,
 	.vadd_h16 = vadd_h16,
 	.vsub_h16 = vsub_h16,
 	.vmul_h16 = vmul_h16,

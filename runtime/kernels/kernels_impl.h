@@ -46,10 +46,10 @@ typedef struct amp_kernel_table {
 	void (*vmul_f32)(const float *a, const float *b, float *dst, int64_t n);
 	void (*vscale_f32)(const float *a, float s, float *dst, int64_t n);
 	void (*vaxpy_f32)(float s, const float *a, float *dst, int64_t n);
-	void (*sgd_update_f32)(float *w, float *m, const float *g, float inv, float lr, float mu,
-	                       float wd, int64_t n);
-	void (*adamw_update_f32)(float *w, float *m, float *v, const float *g, float inv,
-	                         const amp_adamw_coef *c, int64_t n);
+	int64_t (*sgd_update)(float *w, float *m, const amp_update_io *io, float inv, float lr,
+	                      float mu, float wd, int64_t n);
+	int64_t (*adamw_update)(float *w, float *m, float *v, const amp_update_io *io, float inv,
+	                        const amp_adamw_coef *c, int64_t n);
 	void (*vadd_h16)(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
 	void (*vsub_h16)(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
 	void (*vmul_h16)(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);

@@ -16,6 +16,8 @@
 typedef float vec_f32 __attribute__((vector_size(VEC_BYTES)));
 typedef int32_t vec_i32 __attribute__((vector_size(VEC_BYTES)));
 typedef int16_t vec_i16 __attribute__((vector_size(VEC_BYTES)));
+typedef uint32_t vec_u32 __attribute__((vector_size(VEC_BYTES)));
+typedef uint16_t vec_u16h __attribute__((vector_size(VEC_BYTES / 2))); /* a vec_f32's halves */
 
 static inline vec_f32 vload_f32(const float *p)
 {
@@ -90,38 +92,168 @@ static void vaxpy_f32(float s, const float *a, float *dst, int64_t n)
 		dst[i] = dst[i] + a[i] * s;
 }
 
-/* The optimizers' update of n parameters (optim.c): g[i] * inv is the unscaled gradient
- * (inv 1: g[i] as it is, not multiplied); the same operations in the same order on every path:
- *   SGD, m NULL (no momentum): w = w - lr (g + wd w)
- *   SGD with momentum:        m = mu m + g + wd w;  w = w - lr m
- * g is only read. */
-static void sgd_update_f32(float *w, float *m, const float *g, float inv, float lr, float mu,
-                           float wd, int64_t n)
+/* ---- the optimizers' update (optim.c), one pass over memory -------------------------------
+ * Each element's gradient is read in its own dtype (fp16 and bf16 widened exactly in
+ * registers), the master and the moments are updated, and the new master rounded once into
+ * the working copy (io->work, if any) before the next element: no buffer between the steps.
+ * The arithmetic is the same on every path (kernels.h).  A vector path defines
+ *   VEC_WIDEN_F16(p)      VEC_F32 fp16 at p -> vec_f32 (exact)
+ *   VEC_NARROW_F16(p, v)  v rounded to nearest even -> VEC_F32 fp16 at p
+ * before it includes this file; bf16 is converted here in integer arithmetic. */
+
+/* fp16 from this magnitude up rounds to Inf (halfway past 65504, ties to the even Inf). */
+#define UPD_F16_INF 65520.0f
+
+static inline __attribute__((always_inline)) float upd_g1(const void *g, amp_dtype dt, int64_t i)
 {
-	int64_t i = 0;
+	if (dt == AMP_F16)
+		return amp_half_f16_to_f32(((const uint16_t *)g)[i]);
+	if (dt == AMP_BF16)
+		return amp_half_bf16_to_f32(((const uint16_t *)g)[i]);
+	return ((const float *)g)[i];
+}
+
+/* w rounded into work[i] (dt fp16 or bf16); returns 1 if that is Inf or NaN. */
+static inline __attribute__((always_inline)) int upd_work1(void *work, amp_dtype dt, int64_t i,
+                                                           float w)
+{
+	uint16_t h;
+	if (dt == AMP_F16) {
+		h = amp_half_f32_to_f16(w);
+		((uint16_t *)work)[i] = h;
+		return (h & 0x7c00u) == 0x7c00u;
+	}
+	h = amp_half_f32_to_bf16(w);
+	((uint16_t *)work)[i] = h;
+	return (h & 0x7f80u) == 0x7f80u;
+}
+
 #ifdef VEC_BYTES
-	for (; i + VEC_F32 <= n; i += VEC_F32) {
-		vec_f32 gv = vload_f32(g + i), wv = vload_f32(w + i);
-		if (inv != 1.0f)
-			gv = gv * inv;
-		if (m) {
-			vec_f32 mv = mu * vload_f32(m + i) + gv + wd * wv;
-			vstore_f32(m + i, mv);
-			vstore_f32(w + i, wv - lr * mv);
-		} else {
-			vstore_f32(w + i, wv - lr * (gv + wd * wv));
-		}
+static inline __attribute__((always_inline)) vec_f32 upd_g(const void *g, amp_dtype dt, int64_t i)
+{
+	if (dt == AMP_F16)
+		return VEC_WIDEN_F16((const uint16_t *)g + i);
+	if (dt == AMP_BF16) {
+		vec_u16h h;
+		memcpy(&h, (const uint16_t *)g + i, sizeof h);
+		return (vec_f32)(__builtin_convertvector(h, vec_u32) << 16);
 	}
+	return vload_f32((const float *)g + i);
+}
+
+/* w rounded into work + i; returns -1 in the lanes whose result is Inf or NaN. */
+static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dtype dt, int64_t i,
+                                                              vec_f32 w)
+{
+	if (dt == AMP_F16) {
+		VEC_NARROW_F16((uint16_t *)work + i, w);
+		vec_f32 a = (vec_f32)((vec_i32)w & 0x7fffffff);
+		return (a < UPD_F16_INF) == 0; /* NaN compares false: counted */
+	}
+	vec_u32 x = (vec_u32)w; /* as amp_half_f32_to_bf16 */
+	vec_u32 r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+	vec_u32 nan = (vec_u32)((x & 0x7fffffffu) > 0x7f800000u);
+	r = (r & ~nan) | (((x >> 16) | 0x40u) & nan);
+	vec_u16h h = __builtin_convertvector(r, vec_u16h);
+	memcpy((uint16_t *)work + i, &h, sizeof h);
+	return (vec_i32)((r & 0x7f80u) == 0x7f80u);
+}
 #endif
-	for (; i < n; i++) {
-		float gi = inv != 1.0f ? g[i] * inv : g[i];
-		if (m) {
-			m[i] = mu * m[i] + gi + wd * w[i];
-			w[i] -= lr * m[i];
-		} else {
-			w[i] -= lr * (gi + wd * w[i]);
-		}
-	}
+
+/* The elements [i, i + n) of a loop over vectors and then single elements: X(v, i) for each
+ * vector at i (vec_f32 v: the widened gradient), then S(x, i) for each single one (float x).
+ * bad += the NaN/Inf values written to the working copy; lanes count in int32, flushed every
+ * 2^20 vectors. */
+#ifdef VEC_BYTES
+#define UPD_LOOP(io, gdt, wdt, n, bad, X, S)                                                       \
+	do {                                                                                       \
+		int64_t i = 0;                                                                     \
+		while (i + VEC_F32 <= (n)) {                                                       \
+			int64_t end = (n) - VEC_F32;                                               \
+			if (end > i + ((int64_t)1 << 20))                                          \
+				end = i + ((int64_t)1 << 20);                                      \
+			vec_i32 acc = {0};                                                         \
+			for (; i <= end; i += VEC_F32) {                                           \
+				vec_f32 gv = upd_g((io)->g, gdt, i), wv;                           \
+				X(gv, wv, i);                                                      \
+				if (wdt != AMP_F32)                                                \
+					acc -= upd_work((io)->work, wdt, i, wv);                   \
+			}                                                                          \
+			for (int l = 0; l < VEC_F32; l++)                                          \
+				bad += acc[l];                                                     \
+		}                                                                                  \
+		for (; i < (n); i++) {                                                             \
+			float gi = upd_g1((io)->g, gdt, i), wi;                                    \
+			S(gi, wi, i);                                                              \
+			if (wdt != AMP_F32)                                                        \
+				bad += upd_work1((io)->work, wdt, i, wi);                          \
+		}                                                                                  \
+	} while (0)
+#else
+#define UPD_LOOP(io, gdt, wdt, n, bad, X, S)                                                       \
+	do {                                                                                       \
+		for (int64_t i = 0; i < (n); i++) {                                                \
+			float gi = upd_g1((io)->g, gdt, i), wi;                                    \
+			S(gi, wi, i);                                                              \
+			if (wdt != AMP_F32)                                                        \
+				bad += upd_work1((io)->work, wdt, i, wi);                          \
+		}                                                                                  \
+	} while (0)
+#endif
+
+/* Calls BODY(gdt, wdt) with both as constants, so that each pair gets a loop of its own (no
+ * dtype test per element); wdt AMP_F32 stands for no working copy. */
+#define UPD_DISPATCH(io, BODY)                                                                     \
+	do {                                                                                       \
+		amp_dtype w_ = (io)->work ? (io)->wdt : AMP_F32;                                   \
+		if ((io)->gdt == AMP_F16)                                                          \
+			return w_ == AMP_F16    ? BODY(AMP_F16, AMP_F16)                           \
+			       : w_ == AMP_BF16 ? BODY(AMP_F16, AMP_BF16)                          \
+			                        : BODY(AMP_F16, AMP_F32);                          \
+		if ((io)->gdt == AMP_BF16)                                                         \
+			return w_ == AMP_F16    ? BODY(AMP_BF16, AMP_F16)                          \
+			       : w_ == AMP_BF16 ? BODY(AMP_BF16, AMP_BF16)                         \
+			                        : BODY(AMP_BF16, AMP_F32);                         \
+		return w_ == AMP_F16    ? BODY(AMP_F32, AMP_F16)                                   \
+		       : w_ == AMP_BF16 ? BODY(AMP_F32, AMP_BF16)                                  \
+		                        : BODY(AMP_F32, AMP_F32);                                  \
+	} while (0)
+
+/* SGD (kernels.h): g times inv is the unscaled gradient (inv 1: not multiplied);
+ *   m NULL (no momentum): w = w - lr (g + wd w);  else m = mu m + g + wd w, w = w - lr m. */
+static inline __attribute__((always_inline)) int64_t
+sgd_body(float *w, float *m, const amp_update_io *io, amp_dtype gdt, amp_dtype wdt, float inv,
+         float lr, float mu, float wd, int64_t n)
+{
+	int64_t bad = 0;
+#define SGD_STEP(gx, wx, i)                                                                        \
+	do {                                                                                       \
+		if (inv != 1.0f)                                                                   \
+			gx = gx * inv;                                                             \
+		__typeof__(gx) w0;                                                                 \
+		memcpy(&w0, w + (i), sizeof w0);                                                   \
+		if (m) {                                                                           \
+			__typeof__(gx) m0;                                                         \
+			memcpy(&m0, m + (i), sizeof m0);                                           \
+			m0 = mu * m0 + gx + wd * w0;                                               \
+			memcpy(m + (i), &m0, sizeof m0);                                           \
+			wx = w0 - lr * m0;                                                         \
+		} else {                                                                           \
+			wx = w0 - lr * (gx + wd * w0);                                             \
+		}                                                                                  \
+		memcpy(w + (i), &wx, sizeof wx);                                                   \
+	} while (0)
+	UPD_LOOP(io, gdt, wdt, n, bad, SGD_STEP, SGD_STEP);
+#undef SGD_STEP
+	return bad;
+}
+
+static int64_t sgd_update(float *w, float *m, const amp_update_io *io, float inv, float lr,
+                          float mu, float wd, int64_t n)
+{
+#define SGD_BODY(G, W) sgd_body(w, m, io, G, W, inv, lr, mu, wd, n)
+	UPD_DISPATCH(io, SGD_BODY);
+#undef SGD_BODY
 }
 
 #ifdef VEC_BYTES
@@ -137,36 +269,52 @@ static inline vec_f32 vsqrt_f32(vec_f32 x)
 #endif
 }
 #endif
+static inline float vsqrt_1(float x)
+{
+	return sqrtf(x);
+}
 
-/* AdamW (optim.c; c: its coefficients for this step, g as for sgd_update_f32):
+/* AdamW (kernels.h; c: its coefficients for this step, g as for sgd_update):
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g
  *   w = w decay - lr (m / c1) / (sqrt(v / c2) + eps) */
-static void adamw_update_f32(float *w, float *m, float *v, const float *g, float inv,
-                             const amp_adamw_coef *c, int64_t n)
+static inline __attribute__((always_inline)) int64_t
+adamw_body(float *w, float *m, float *v, const amp_update_io *io, amp_dtype gdt, amp_dtype wdt,
+           float inv, const amp_adamw_coef *c, int64_t n)
 {
 	const float b1 = c->beta1, b2 = c->beta2, nb1 = c->one_minus_beta1,
 	            nb2 = c->one_minus_beta2, c1 = c->c1, c2 = c->c2, lr = c->lr, eps = c->eps,
 	            decay = c->decay;
-	int64_t i = 0;
-#ifdef VEC_BYTES
-	for (; i + VEC_F32 <= n; i += VEC_F32) {
-		vec_f32 gv = vload_f32(g + i);
-		if (inv != 1.0f)
-			gv = gv * inv;
-		vec_f32 mv = b1 * vload_f32(m + i) + nb1 * gv;
-		vec_f32 vv = b2 * vload_f32(v + i) + nb2 * gv * gv;
-		vstore_f32(m + i, mv);
-		vstore_f32(v + i, vv);
-		vstore_f32(w + i,
-		           vload_f32(w + i) * decay - lr * (mv / c1) / (vsqrt_f32(vv / c2) + eps));
-	}
-#endif
-	for (; i < n; i++) {
-		float gi = inv != 1.0f ? g[i] * inv : g[i];
-		m[i] = b1 * m[i] + nb1 * gi;
-		v[i] = b2 * v[i] + nb2 * gi * gi;
-		w[i] = w[i] * decay - lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
-	}
+	int64_t bad = 0;
+#define ADAMW_STEP(gx, wx, i, SQRT)                                                                \
+	do {                                                                                       \
+		if (inv != 1.0f)                                                                   \
+			gx = gx * inv;                                                             \
+		__typeof__(gx) m0, v0;                                                             \
+		memcpy(&m0, m + (i), sizeof m0);                                                   \
+		memcpy(&v0, v + (i), sizeof v0);                                                   \
+		memcpy(&wx, w + (i), sizeof wx);                                                   \
+		m0 = b1 * m0 + nb1 * gx;                                                           \
+		v0 = b2 * v0 + nb2 * gx * gx;                                                      \
+		memcpy(m + (i), &m0, sizeof m0);                                                   \
+		memcpy(v + (i), &v0, sizeof v0);                                                   \
+		wx = wx * decay - lr * (m0 / c1) / (SQRT(v0 / c2) + eps);                          \
+		memcpy(w + (i), &wx, sizeof wx);                                                   \
+	} while (0)
+#define ADAMW_VEC(gx, wx, i) ADAMW_STEP(gx, wx, i, vsqrt_f32)
+#define ADAMW_ONE(gx, wx, i) ADAMW_STEP(gx, wx, i, vsqrt_1)
+	UPD_LOOP(io, gdt, wdt, n, bad, ADAMW_VEC, ADAMW_ONE);
+#undef ADAMW_ONE
+#undef ADAMW_VEC
+#undef ADAMW_STEP
+	return bad;
+}
+
+static int64_t adamw_update(float *w, float *m, float *v, const amp_update_io *io, float inv,
+                            const amp_adamw_coef *c, int64_t n)
+{
+#define ADAMW_BODY(G, W) adamw_body(w, m, v, io, G, W, inv, c, n)
+	UPD_DISPATCH(io, ADAMW_BODY);
+#undef ADAMW_BODY
 }
 
 /* a: (n) fp32.  Non-finite means all exponent bits set (Inf or NaN). */
@@ -254,8 +402,6 @@ static int64_t cvt_f2b_int(const float *src, uint16_t *dst, int64_t n)
 {
 	int64_t bad = 0, i = 0;
 #ifdef VEC_BYTES
-	typedef uint32_t vec_u32 __attribute__((vector_size(VEC_BYTES)));
-	typedef uint16_t vec_u16n __attribute__((vector_size(VEC_BYTES / 2)));
 	while (i + VEC_F32 <= n) {
 		int64_t end = n - VEC_F32;
 		if (end > i + ((int64_t)1 << 20))
@@ -268,7 +414,7 @@ static int64_t cvt_f2b_int(const float *src, uint16_t *dst, int64_t n)
 			vec_u32 nan = (vec_u32)((x & 0x7fffffffu) > 0x7f800000u);
 			r = (r & ~nan) | (((x >> 16) | 0x40u) & nan);
 			acc -= (vec_i32)((r & 0x7f80u) == 0x7f80u);
-			vec_u16n h = __builtin_convertvector(r, vec_u16n);
+			vec_u16h h = __builtin_convertvector(r, vec_u16h);
 			memcpy(dst + i, &h, sizeof h);
 		}
 		for (int l = 0; l < VEC_F32; l++)
@@ -288,10 +434,8 @@ static void cvt_b2f(const uint16_t *src, float *dst, int64_t n)
 {
 	int64_t i = 0;
 #ifdef VEC_BYTES
-	typedef uint32_t vec_u32 __attribute__((vector_size(VEC_BYTES)));
-	typedef uint16_t vec_u16n __attribute__((vector_size(VEC_BYTES / 2)));
 	for (; i + VEC_F32 <= n; i += VEC_F32) {
-		vec_u16n h;
+		vec_u16h h;
 		memcpy(&h, src + i, sizeof h);
 		vec_u32 x = __builtin_convertvector(h, vec_u32) << 16;
 		memcpy(dst + i, &x, sizeof x);

@@ -1225,8 +1225,10 @@ PATH_TESTS(elementwise, bitexact, check_elementwise)
 
 /* The optimizers' update kernels against the scalar loops of their contract (kernels.h),
  * bit for bit: SGD without and with momentum, AdamW, each with and without an unscale, every
- * length up to 100 and a long one, at an odd offset too; NaN in a gradient reaches its weight;
- * nothing past n is written. */
+ * length up to 100 and a long one, at an odd offset too, for a gradient in fp32, fp16 and bf16
+ * and no working copy, an fp16 or a bf16 one (each element the new master rounded as
+ * amp_half_f32_to_f16 / _bf16 do, and the NaN/Inf among them counted); NaN in a gradient
+ * reaches its weight; nothing past n is written. */
 static void ref_sgd(float *w, float *m, const float *g, float inv, float lr, float mu, float wd,
                     int64_t n)
 {
@@ -1266,78 +1268,135 @@ static void ref_adamw(float *w, float *m, float *v, const float *g, float inv,
 
 enum { OPT_N = 4099, OPT_CAP = OPT_N + 1 + EW_GUARD };
 
+static uint16_t opt_round(amp_dtype dt, float x)
+{
+	return dt == AMP_F16 ? amp_half_f32_to_f16(x) : amp_half_f32_to_bf16(x);
+}
+
+static float opt_widen(amp_dtype dt, uint16_t h)
+{
+	return dt == AMP_F16 ? amp_half_f16_to_f32(h) : amp_half_bf16_to_f32(h);
+}
+
+/* The inputs of the optimizer cases: starting values, the gradient as fp32 (g, what the
+ * scalar loops read) and as stored (gh, for a half gradient: g is its widening). */
+static struct {
+	float w0[OPT_CAP], m0[OPT_CAP], v0[OPT_CAP], g0[OPT_CAP], g[OPT_CAP];
+	uint16_t gh[OPT_CAP];
+} opt_in;
+
+static const amp_adamw_coef opt_coef = {.beta1 = 0.9f,
+                                        .beta2 = 0.999f,
+                                        .one_minus_beta1 = 1 - 0.9f,
+                                        .one_minus_beta2 = 1 - 0.999f,
+                                        .c1 = 0.271f,
+                                        .c2 = 0.00599f,
+                                        .lr = 3e-3f,
+                                        .eps = 1e-8f,
+                                        .decay = 1.0f - 3e-3f * 0.01f};
+
+/* One update of n elements at offset off (kind: SGD, SGD with momentum, AdamW), gradient of
+ * dtype gdt, working copy of dtype wdt (fp32: none), against the scalar loops; returns the
+ * NaN/Inf values the working copy received. */
+static int64_t check_update_case(const char *path, amp_dtype gdt, amp_dtype wdt, int64_t n, int off,
+                                 int kind, float inv)
+{
+	static float w[OPT_CAP], m[OPT_CAP], v[OPT_CAP], rw[OPT_CAP], rm[OPT_CAP], rv[OPT_CAP];
+	static uint16_t work[OPT_CAP];
+	const float canary = f32_of_bits(0x7fc0dead);
+	const uint16_t hcanary = 0x7e5a;
+	for (int i = 0; i < OPT_CAP; i++) {
+		int in = i - off < n && i >= off;
+		w[i] = rw[i] = in ? opt_in.w0[i] : canary;
+		m[i] = rm[i] = in ? opt_in.m0[i] : canary;
+		v[i] = rv[i] = in ? opt_in.v0[i] : canary;
+		work[i] = hcanary;
+	}
+	const float *g = opt_in.g + off;
+	amp_update_io io = {.g = gdt == AMP_F32 ? (const void *)g : (const void *)(opt_in.gh + off),
+	                    .gdt = gdt,
+	                    .work = wdt == AMP_F32 ? NULL : work + off,
+	                    .wdt = wdt};
+	int64_t bad;
+	if (kind < 2) {
+		bad =
+		    amp_sgd_update(w + off, kind ? m + off : NULL, &io, inv, 0.05f, 0.9f, 5e-4f, n);
+		ref_sgd(rw + off, kind ? rm + off : NULL, g, inv, 0.05f, 0.9f, 5e-4f, n);
+	} else {
+		bad = amp_adamw_update(w + off, m + off, v + off, &io, inv, &opt_coef, n);
+		ref_adamw(rw + off, rm + off, rv + off, g, inv, &opt_coef, n);
+	}
+	const char *gn = amp_dtype_name(gdt), *wn = wdt == AMP_F32 ? "none" : amp_dtype_name(wdt);
+	int64_t want_bad = 0;
+	for (int i = 0; i < OPT_CAP; i++) {
+		cr_assert_eq(
+		    bits_of_f32(w[i]), bits_of_f32(rw[i]),
+		    "%s g %s work %s kind %d inv %g n=%lld off=%d: w[%d] %.9g, scalar loop "
+		    "%.9g",
+		    path, gn, wn, kind, (double)inv, (long long)n, off, i, (double)w[i],
+		    (double)rw[i]);
+		cr_assert_eq(bits_of_f32(m[i]), bits_of_f32(rm[i]), "%s kind %d n=%lld: m[%d]",
+		             path, kind, (long long)n, i);
+		cr_assert_eq(bits_of_f32(v[i]), bits_of_f32(rv[i]), "%s kind %d n=%lld: v[%d]",
+		             path, kind, (long long)n, i);
+		uint16_t want = hcanary;
+		if (i - off < n && i >= off && wdt != AMP_F32) {
+			want = opt_round(wdt, rw[i]);
+			uint16_t e = wdt == AMP_F16 ? 0x7c00 : 0x7f80;
+			want_bad += (want & e) == e;
+		}
+		cr_assert_eq(work[i], want,
+		             "%s g %s work %s kind %d n=%lld off=%d: work[%d] 0x%04x, want 0x%04x",
+		             path, gn, wn, kind, (long long)n, off, i, work[i], want);
+	}
+	cr_assert_eq(bad, want_bad,
+	             "%s g %s work %s kind %d n=%lld off=%d: %lld NaN/Inf counted, %lld written",
+	             path, gn, wn, kind, (long long)n, off, (long long)bad, (long long)want_bad);
+	if (n > 5 && !off)
+		cr_assert(isnan(w[5]), "%s kind %d: a NaN gradient's weight is not NaN", path,
+		          kind);
+	return want_bad;
+}
+
 static void check_optimizer_update(const char *path)
 {
 	FORCE_PATH(path);
 	rng_seed(777);
-	static float w0[OPT_CAP], m0[OPT_CAP], v0[OPT_CAP], g[OPT_CAP];
-	static float w[OPT_CAP], m[OPT_CAP], v[OPT_CAP], rw[OPT_CAP], rm[OPT_CAP], rv[OPT_CAP];
 	for (int i = 0; i < OPT_CAP; i++) {
-		w0[i] = rng_uniform(-2.0f, 2.0f);
-		m0[i] = rng_uniform(-0.1f, 0.1f);
-		v0[i] = rng_uniform(0.0f, 0.01f);
-		g[i] = ew_value();
+		opt_in.w0[i] = rng_uniform(-2.0f, 2.0f);
+		opt_in.m0[i] = rng_uniform(-0.1f, 0.1f);
+		opt_in.v0[i] = rng_uniform(0.0f, 0.01f);
+		opt_in.g0[i] = ew_value();
 	}
-	g[5] = f32_of_bits(0x7fc00000u); /* a NaN gradient */
-	const amp_adamw_coef c = {.beta1 = 0.9f,
-	                          .beta2 = 0.999f,
-	                          .one_minus_beta1 = 1 - 0.9f,
-	                          .one_minus_beta2 = 1 - 0.999f,
-	                          .c1 = 0.271f,
-	                          .c2 = 0.00599f,
-	                          .lr = 3e-3f,
-	                          .eps = 1e-8f,
-	                          .decay = 1.0f - 3e-3f * 0.01f};
-	const float canary = f32_of_bits(0x7fc0dead);
-	int64_t checked = 0;
-	for (int64_t n = 0; n <= OPT_N; n = n < 100 ? n + 1 : (n < OPT_N ? OPT_N : n + 1))
-		for (int off = 0; off <= 1; off++)
-			for (int kind = 0; kind < 3; kind++)     /* sgd, sgd with momentum, adamw */
-				for (int sc = 0; sc < 2; sc++) { /* inv 1, inv 2^-7 */
-					float inv = sc ? 0x1p-7f : 1.0f;
-					for (int i = 0; i < OPT_CAP; i++) {
-						w[i] = rw[i] =
-						    i - off < n && i >= off ? w0[i] : canary;
-						m[i] = rm[i] =
-						    i - off < n && i >= off ? m0[i] : canary;
-						v[i] = rv[i] =
-						    i - off < n && i >= off ? v0[i] : canary;
+	opt_in.g0[5] = f32_of_bits(0x7fc00000u); /* a NaN gradient */
+	opt_in.w0[9] = 1e5f;                     /* Inf in fp16, finite in bf16 */
+	opt_in.w0[11] = 3.4e38f;                 /* Inf in both */
+	opt_in.w0[12] = 65519.0f;                /* about the last finite fp16 */
+	static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+	int64_t checked = 0, counted = 0;
+	for (int gi = 0; gi < 3; gi++) {
+		amp_dtype gdt = dts[gi];
+		for (int i = 0; i < OPT_CAP; i++) {
+			if (gdt != AMP_F32)
+				opt_in.gh[i] = opt_round(gdt, opt_in.g0[i]);
+			opt_in.g[i] = gdt == AMP_F32 ? opt_in.g0[i] : opt_widen(gdt, opt_in.gh[i]);
+		}
+		for (int wi = 0; wi < 3; wi++) /* fp32: no working copy */
+			for (int64_t n = 0; n <= OPT_N;
+			     n = n < 100 ? n + 1 : (n < OPT_N ? OPT_N : n + 1))
+				for (int off = 0; off <= 1; off++)
+					for (int kind = 0; kind < 3; kind++) {
+						counted += check_update_case(path, gdt, dts[wi], n,
+						                             off, kind, 1.0f);
+						counted += check_update_case(path, gdt, dts[wi], n,
+						                             off, kind, 0x1p-7f);
+						checked += 2 * n;
 					}
-					float *mm = kind == 0 ? NULL : m + off;
-					if (kind < 2) {
-						amp_sgd_update_f32(w + off, mm, g + off, inv, 0.05f,
-						                   0.9f, 5e-4f, n);
-						ref_sgd(rw + off, kind ? rm + off : NULL, g + off,
-						        inv, 0.05f, 0.9f, 5e-4f, n);
-					} else {
-						amp_adamw_update_f32(w + off, m + off, v + off,
-						                     g + off, inv, &c, n);
-						ref_adamw(rw + off, rm + off, rv + off, g + off,
-						          inv, &c, n);
-					}
-					for (int i = 0; i < OPT_CAP; i++) {
-						cr_assert_eq(
-						    bits_of_f32(w[i]), bits_of_f32(rw[i]),
-						    "%s kind %d inv %g n=%lld off=%d: w[%d] %.9g, "
-						    "scalar loop %.9g",
-						    path, kind, (double)inv, (long long)n, off, i,
-						    (double)w[i], (double)rw[i]);
-						cr_assert_eq(bits_of_f32(m[i]), bits_of_f32(rm[i]),
-						             "%s kind %d n=%lld: m[%d]", path, kind,
-						             (long long)n, i);
-						cr_assert_eq(bits_of_f32(v[i]), bits_of_f32(rv[i]),
-						             "%s kind %d n=%lld: v[%d]", path, kind,
-						             (long long)n, i);
-					}
-					if (n > 5 && !off)
-						cr_assert(isnan(w[5]),
-						          "%s kind %d: a NaN gradient's "
-						          "weight is not NaN",
-						          path, kind);
-					checked += n;
-				}
-	cr_log_info("%s optimizer updates: %lld weights, the scalar loops' bits", path,
-	            (long long)checked);
+	}
+	cr_assert(counted > 0, "%s: no NaN/Inf was written to a working copy", path);
+	cr_log_info("%s optimizer updates: %lld weights, the scalar loops' bits; %lld NaN/Inf "
+	            "working-copy values counted",
+	            path, (long long)checked, (long long)counted);
 }
 
 PATH_TESTS(optimizer, update_bitexact, check_optimizer_update)
