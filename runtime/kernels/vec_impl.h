@@ -160,12 +160,13 @@ static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dt
 }
 #endif
 
-/* The elements [i, i + n) of a loop over vectors and then single elements: X(v, i) for each
- * vector at i (vec_f32 v: the widened gradient), then S(x, i) for each single one (float x).
+/* The elements [0, n) of a loop over vectors and then single elements: X(gv, wv, i) for each
+ * vector at i (gv: the widened gradient; X sets wv, the new master), then S(gi, wi, i) for
+ * each single one; g and work are locals (not io's fields, which a store could alias).
  * bad += the NaN/Inf values written to the working copy; lanes count in int32, flushed every
  * 2^20 vectors. */
 #ifdef VEC_BYTES
-#define UPD_LOOP(io, gdt, wdt, n, bad, X, S)                                                       \
+#define UPD_LOOP(g, work, gdt, wdt, n, bad, X, S)                                                  \
 	do {                                                                                       \
 		int64_t i = 0;                                                                     \
 		while (i + VEC_F32 <= (n)) {                                                       \
@@ -174,29 +175,29 @@ static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dt
 				end = i + ((int64_t)1 << 20);                                      \
 			vec_i32 acc = {0};                                                         \
 			for (; i <= end; i += VEC_F32) {                                           \
-				vec_f32 gv = upd_g((io)->g, gdt, i), wv;                           \
+				vec_f32 gv = upd_g(g, gdt, i), wv;                                 \
 				X(gv, wv, i);                                                      \
 				if (wdt != AMP_F32)                                                \
-					acc -= upd_work((io)->work, wdt, i, wv);                   \
+					acc -= upd_work(work, wdt, i, wv);                         \
 			}                                                                          \
 			for (int l = 0; l < VEC_F32; l++)                                          \
 				bad += acc[l];                                                     \
 		}                                                                                  \
 		for (; i < (n); i++) {                                                             \
-			float gi = upd_g1((io)->g, gdt, i), wi;                                    \
+			float gi = upd_g1(g, gdt, i), wi;                                          \
 			S(gi, wi, i);                                                              \
 			if (wdt != AMP_F32)                                                        \
-				bad += upd_work1((io)->work, wdt, i, wi);                          \
+				bad += upd_work1(work, wdt, i, wi);                                \
 		}                                                                                  \
 	} while (0)
 #else
-#define UPD_LOOP(io, gdt, wdt, n, bad, X, S)                                                       \
+#define UPD_LOOP(g, work, gdt, wdt, n, bad, X, S)                                                  \
 	do {                                                                                       \
 		for (int64_t i = 0; i < (n); i++) {                                                \
-			float gi = upd_g1((io)->g, gdt, i), wi;                                    \
+			float gi = upd_g1(g, gdt, i), wi;                                          \
 			S(gi, wi, i);                                                              \
 			if (wdt != AMP_F32)                                                        \
-				bad += upd_work1((io)->work, wdt, i, wi);                          \
+				bad += upd_work1(work, wdt, i, wi);                                \
 		}                                                                                  \
 	} while (0)
 #endif
@@ -225,6 +226,8 @@ static inline __attribute__((always_inline)) int64_t
 sgd_body(float *w, float *m, const amp_update_io *io, amp_dtype gdt, amp_dtype wdt, float inv,
          float lr, float mu, float wd, int64_t n)
 {
+	const void *g = io->g;
+	void *work = io->work;
 	int64_t bad = 0;
 #define SGD_STEP(gx, wx, i)                                                                        \
 	do {                                                                                       \
@@ -243,7 +246,7 @@ sgd_body(float *w, float *m, const amp_update_io *io, amp_dtype gdt, amp_dtype w
 		}                                                                                  \
 		memcpy(w + (i), &wx, sizeof wx);                                                   \
 	} while (0)
-	UPD_LOOP(io, gdt, wdt, n, bad, SGD_STEP, SGD_STEP);
+	UPD_LOOP(g, work, gdt, wdt, n, bad, SGD_STEP, SGD_STEP);
 #undef SGD_STEP
 	return bad;
 }
@@ -284,6 +287,8 @@ adamw_body(float *w, float *m, float *v, const amp_update_io *io, amp_dtype gdt,
 	const float b1 = c->beta1, b2 = c->beta2, nb1 = c->one_minus_beta1,
 	            nb2 = c->one_minus_beta2, c1 = c->c1, c2 = c->c2, lr = c->lr, eps = c->eps,
 	            decay = c->decay;
+	const void *g = io->g;
+	void *work = io->work;
 	int64_t bad = 0;
 #define ADAMW_STEP(gx, wx, i, SQRT)                                                                \
 	do {                                                                                       \
@@ -302,7 +307,7 @@ adamw_body(float *w, float *m, float *v, const amp_update_io *io, amp_dtype gdt,
 	} while (0)
 #define ADAMW_VEC(gx, wx, i) ADAMW_STEP(gx, wx, i, vsqrt_f32)
 #define ADAMW_ONE(gx, wx, i) ADAMW_STEP(gx, wx, i, vsqrt_1)
-	UPD_LOOP(io, gdt, wdt, n, bad, ADAMW_VEC, ADAMW_ONE);
+	UPD_LOOP(g, work, gdt, wdt, n, bad, ADAMW_VEC, ADAMW_ONE);
 #undef ADAMW_ONE
 #undef ADAMW_VEC
 #undef ADAMW_STEP
