@@ -414,7 +414,16 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 	float beta = g->beta;
 	gemm_operand a = gemm_shift(&g->a, i0), b = gemm_shift(&g->b, j0);
 	int64_t ncmax = gemm_min(GEMM_NC, (nb + GEMM_NR - 1) / GEMM_NR * GEMM_NR);
-	int64_t mrows = gemm_min(GEMM_F16_MROWS, mb);
+#ifdef GEMM_UKR_NARROW
+	/* One k block and no C to add in: the tiles round their sums straight into C and never
+	 * read the accumulator, so all rows go as one block (B packed once, not once per
+	 * GEMM_F16_MROWS rows) over an accumulator of one row at stride 0. */
+	const int direct = beta == 0.0f && K > 0 && K <= g->kc;
+#else
+	const int direct = 0;
+#endif
+	int64_t mstep = direct ? mb : GEMM_F16_MROWS, accld = direct ? 0 : ncmax;
+	int64_t mrows = direct ? 1 : gemm_min(GEMM_F16_MROWS, mb);
 	gemm_pt *bp = (gemm_pt *)amp_kernels_workspace(
 	    AMP_WS_PACK_B, GEMM_WS_FLOATS((GEMM_KC_MAX + GEMM_KP) * ncmax));
 	gemm_pt *ap = (gemm_pt *)amp_kernels_workspace(
@@ -436,8 +445,8 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 	}
 	for (int64_t jc = 0; jc < nb; jc += GEMM_NC) {
 		int64_t nc = gemm_min(GEMM_NC, nb - jc);
-		for (int64_t ib = 0; ib < mb; ib += GEMM_F16_MROWS) {
-			int64_t mc = gemm_min(GEMM_F16_MROWS, mb - ib);
+		for (int64_t ib = 0; ib < mb; ib += mstep) {
+			int64_t mc = gemm_min(mstep, mb - ib);
 			gemm_operand ab = gemm_shift(&a, ib);
 			uint16_t *cb = C + ib * ldc + jc;
 			if (beta != 0.0f) {
@@ -461,8 +470,8 @@ static void gemm_block_half(const gemm_job *g, int64_t i0, int64_t mb, int64_t j
 					out = cb, narrowed = 1;
 #endif
 				gemm_pack_b(&b, pc, kc, jc, nc, bp);
-				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, ncmax, pc > 0 || beta != 0.0f,
-				           out, ldc);
+				gemm_macro(&ab, mc, nc, pc, kc, bp, ap, acc, accld,
+				           pc > 0 || beta != 0.0f, out, ldc);
 			}
 			for (int64_t i = 0; i < mc && !narrowed; i++)
 				gemm_narrow(g->a.dt, acc + i * ncmax, cb + i * ldc, nc);
