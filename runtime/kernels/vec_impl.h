@@ -160,14 +160,29 @@ static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dt
 }
 #endif
 
+/* Elements ahead of the one being updated that the vector loop prefetches.  In a mixed-
+ * precision step nothing but the update reads the masters and the moments (the forward and
+ * backward read the working copy), so they arrive from far away; the four or five streams
+ * outrun what the hardware prefetchers fetch ahead (measured on AVX2: 10 % off the update of
+ * 1.86 M masters out of cache). */
+#define UPD_AHEAD 512
+
+/* Prefetches element i + UPD_AHEAD of the array at p (elements of es bytes), rw 1 for
+ * writing, 0 for reading; the address is computed in integers (past the end it is no
+ * pointer). */
+#define UPD_PREFETCH(p, i, es, rw)                                                                 \
+	__builtin_prefetch((const void *)((uintptr_t)(p) + (uintptr_t)(((i) + UPD_AHEAD) * (es))), \
+	                   rw)
+
 /* The elements [0, n) of a loop over vectors and then single elements: X(gv, wv, i) for each
- * vector at i (gv: the widened gradient; X sets wv, the new master), then S(gi, wi, i) for
- * each single one; g and work are locals (not io's fields, which a store could alias).
- * bad += the NaN/Inf values written to the working copy; lanes count in int32, flushed every
- * 2^20 vectors. */
+ * vector at i (gv: the widened gradient; X sets wv, the new master, and prefetches what it
+ * reads, UPD_PREFETCH), then S(gi, wi, i) for each single one; g and work are locals (not
+ * io's fields, which a store could alias).  bad += the NaN/Inf values written to the working
+ * copy; lanes count in int32, flushed every 2^20 vectors. */
 #ifdef VEC_BYTES
 #define UPD_LOOP(g, work, gdt, wdt, n, bad, X, S)                                                  \
 	do {                                                                                       \
+		const int64_t ges = gdt == AMP_F32 ? 4 : 2;                                        \
 		int64_t i = 0;                                                                     \
 		while (i + VEC_F32 <= (n)) {                                                       \
 			int64_t end = (n) - VEC_F32;                                               \
@@ -175,6 +190,9 @@ static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dt
 				end = i + ((int64_t)1 << 20);                                      \
 			vec_i32 acc = {0};                                                         \
 			for (; i <= end; i += VEC_F32) {                                           \
+				UPD_PREFETCH(g, i, ges, 0);                                        \
+				if (wdt != AMP_F32)                                                \
+					UPD_PREFETCH(work, i, 2, 1);                               \
 				vec_f32 gv = upd_g(g, gdt, i), wv;                                 \
 				X(gv, wv, i);                                                      \
 				if (wdt != AMP_F32)                                                \
@@ -246,7 +264,15 @@ sgd_body(float *w, float *m, const amp_update_io *io, amp_dtype gdt, amp_dtype w
 		}                                                                                  \
 		memcpy(w + (i), &wx, sizeof wx);                                                   \
 	} while (0)
-	UPD_LOOP(g, work, gdt, wdt, n, bad, SGD_STEP, SGD_STEP);
+#define SGD_VEC(gx, wx, i)                                                                         \
+	do {                                                                                       \
+		UPD_PREFETCH(w, i, 4, 1);                                                          \
+		if (m)                                                                             \
+			UPD_PREFETCH(m, i, 4, 1);                                                  \
+		SGD_STEP(gx, wx, i);                                                               \
+	} while (0)
+	UPD_LOOP(g, work, gdt, wdt, n, bad, SGD_VEC, SGD_STEP);
+#undef SGD_VEC
 #undef SGD_STEP
 	return bad;
 }
@@ -305,7 +331,13 @@ adamw_body(float *w, float *m, float *v, const amp_update_io *io, amp_dtype gdt,
 		wx = wx * decay - lr * (m0 / c1) / (SQRT(v0 / c2) + eps);                          \
 		memcpy(w + (i), &wx, sizeof wx);                                                   \
 	} while (0)
-#define ADAMW_VEC(gx, wx, i) ADAMW_STEP(gx, wx, i, vsqrt_f32)
+#define ADAMW_VEC(gx, wx, i)                                                                       \
+	do {                                                                                       \
+		UPD_PREFETCH(w, i, 4, 1);                                                          \
+		UPD_PREFETCH(m, i, 4, 1);                                                          \
+		UPD_PREFETCH(v, i, 4, 1);                                                          \
+		ADAMW_STEP(gx, wx, i, vsqrt_f32);                                                  \
+	} while (0)
 #define ADAMW_ONE(gx, wx, i) ADAMW_STEP(gx, wx, i, vsqrt_1)
 	UPD_LOOP(g, work, gdt, wdt, n, bad, ADAMW_VEC, ADAMW_ONE);
 #undef ADAMW_ONE
