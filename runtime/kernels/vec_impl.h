@@ -180,10 +180,9 @@ static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dt
  * io's fields, which a store could alias).  bad += the NaN/Inf values written to the working
  * copy; lanes count in int32, flushed every 2^20 vectors. */
 #ifdef VEC_BYTES
-#define UPD_LOOP(g, work, gdt, wdt, n, bad, X, S)                                                  \
+#define UPD_VECTORS(g, work, gdt, wdt, n, bad, X)                                                  \
 	do {                                                                                       \
 		const int64_t ges = gdt == AMP_F32 ? 4 : 2;                                        \
-		int64_t i = 0;                                                                     \
 		while (i + VEC_F32 <= (n)) {                                                       \
 			int64_t end = (n) - VEC_F32;                                               \
 			if (end > i + ((int64_t)1 << 20))                                          \
@@ -201,6 +200,14 @@ static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dt
 			for (int l = 0; l < VEC_F32; l++)                                          \
 				bad += acc[l];                                                     \
 		}                                                                                  \
+	} while (0)
+#else
+#define UPD_VECTORS(g, work, gdt, wdt, n, bad, X) ((void)0)
+#endif
+#define UPD_LOOP(g, work, gdt, wdt, n, bad, X, S)                                                  \
+	do {                                                                                       \
+		int64_t i = 0;                                                                     \
+		UPD_VECTORS(g, work, gdt, wdt, n, bad, X);                                         \
 		for (; i < (n); i++) {                                                             \
 			float gi = upd_g1(g, gdt, i), wi;                                          \
 			S(gi, wi, i);                                                              \
@@ -208,17 +215,6 @@ static inline __attribute__((always_inline)) vec_i32 upd_work(void *work, amp_dt
 				bad += upd_work1(work, wdt, i, wi);                                \
 		}                                                                                  \
 	} while (0)
-#else
-#define UPD_LOOP(g, work, gdt, wdt, n, bad, X, S)                                                  \
-	do {                                                                                       \
-		for (int64_t i = 0; i < (n); i++) {                                                \
-			float gi = upd_g1(g, gdt, i), wi;                                          \
-			S(gi, wi, i);                                                              \
-			if (wdt != AMP_F32)                                                        \
-				bad += upd_work1(work, wdt, i, wi);                                \
-		}                                                                                  \
-	} while (0)
-#endif
 
 /* Calls BODY(gdt, wdt) with both as constants, so that each pair gets a loop of its own (no
  * dtype test per element); wdt AMP_F32 stands for no working copy. */
