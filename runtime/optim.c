@@ -152,7 +152,7 @@ static int update_param(amp_optim *o, amp_param *p, float inv)
 		                     o->sgd.weight_decay, n);
 	else
 		bad = amp_adamw_update(wv, m + lo, v + lo, &io, inv, &coef, n);
-	p->work_nonfinite = work ? bad : 0;
+	p->work_nonfinite = bad; /* 0 without a working copy */
 	p->grad_kept = NULL;
 	p->grad_stale = 1; /* used: zero in meaning, the next step's first gradient written over */
 	return AMP_OK;
