@@ -160,20 +160,32 @@ static void gemm_ukr(int64_t kc, const float *restrict ap, const float *restrict
 		memcpy(c + r * ldc, tile + r * GEMM_NR, (size_t)nr * sizeof *tile);
 }
 
-/* v: 8 fp32 -> 8 bf16, rounded as cvt_f2b_int (vec_impl.h): to nearest even on the dropped
- * 16 bits, NaN quieted with its sign and top payload bits. */
-static inline __m128i narrow_bf16(__m256 v)
+/* v: 8 fp32 -> their bf16 in the low halves of 8 dwords, rounded as cvt_f2b_int (vec_impl.h):
+ * to nearest even on the dropped 16 bits, NaN quieted with its sign and top payload bits. */
+static inline __m256i round_bf16(__m256 v)
 {
-	__m256i x = _mm256_castps_si256(v);
+	__m256i x = _mm256_castps_si256(v), hi = _mm256_srli_epi32(x, 16);
 	__m256i r = _mm256_srli_epi32(
 	    _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)),
-	                     _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1))),
+	                     _mm256_and_si256(hi, _mm256_set1_epi32(1))),
 	    16);
-	__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-	                                 _mm256_set1_epi32(0x7f800000));
-	__m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-	r = _mm256_blendv_epi8(r, q, nan);
+	__m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+	return _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+}
+
+/* v: 8 fp32 -> 8 bf16 (round_bf16). */
+static inline __m128i narrow_bf16(__m256 v)
+{
+	__m256i r = round_bf16(v);
 	return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+/* lo, hi: 16 fp32 -> 16 bf16 in order (round_bf16): one pack and one lane shuffle for both. */
+static inline __m256i narrow2_bf16(__m256 lo, __m256 hi)
+{
+	/* packus interleaves the 128-bit lanes: lo 0-3, hi 0-3, lo 4-7, hi 4-7 */
+	__m256i p = _mm256_packus_epi32(round_bf16(lo), round_bf16(hi));
+	return _mm256_permute4x64_epi64(p, 0xd8);
 }
 
 /* As gemm_ukr, the result rounded once into out (mr, nr) of the GEMM's half dtype dt at row
@@ -194,6 +206,13 @@ static void gemm_ukr_narrow(int64_t kc, const float *restrict ap, const float *r
 #pragma GCC unroll 12
 		for (int r = 0; r < 2 * GEMM_MR; r++)
 			acc[r] = _mm256_load_ps(tile + 8 * r);
+	}
+	if (dt == AMP_BF16 && full) { /* a row's 16 in one store */
+#pragma GCC unroll 8
+		for (int r = 0; r < GEMM_MR; r++)
+			_mm256_storeu_si256((__m256i *)(out + r * ldo),
+			                    narrow2_bf16(acc[2 * r], acc[2 * r + 1]));
+		return;
 	}
 	__m128i h[2 * GEMM_MR];
 	if (dt == AMP_BF16) {
