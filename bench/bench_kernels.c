@@ -426,28 +426,35 @@ static void bench_gemm(const shape *s, double budget_s, int rounds)
 /* ---- memory-bound kernels --------------------------------------------------------------------- */
 
 enum { M_MEMCPY, M_CVT_F2H, M_CVT_H2F, M_CVT_F2B, M_CVT_B2F, M_VADD, M_VMUL, M_VSCALE, M_VAXPY,
-       M_NF32, M_NF16, M_NFB16, M_COUNT };
+       M_NF32, M_NF16, M_NFB16, M_SGD32, M_SGD16, M_COUNT };
 
 static const char *const mem_names[M_COUNT] = {
 	"memcpy (glibc)", "cvt fp32->fp16", "cvt fp16->fp32", "cvt fp32->bf16", "cvt bf16->fp32",
 	"vadd", "vmul", "vscale", "axpy", "count non-finite fp32", "count non-finite fp16",
-	"count non-finite bf16"};
-/* Bytes read + written per element. */
-static const int mem_bytes[M_COUNT] = {8, 6, 6, 6, 6, 12, 12, 8, 12, 4, 2, 2};
+	"count non-finite bf16", "sgd update fp32", "sgd update fp16 + copy"};
+/* Bytes read + written per element.  The SGD updates (momentum) read and write the master and
+ * its moment and read the gradient; the mixed-precision one reads an fp16 gradient and writes
+ * the fp16 working copy in the same pass. */
+static const int mem_bytes[M_COUNT] = {8, 6, 6, 6, 6, 12, 12, 8, 12, 4, 2, 2, 20, 20};
 
 static volatile int64_t sink;
 
 static void bench_memory(int64_t n, int reps)
 {
 	float *a = xmalloc((size_t)n * 4), *b = xmalloc((size_t)n * 4), *d = xmalloc((size_t)n * 4);
-	uint16_t *h = xmalloc((size_t)n * 2), *hb = xmalloc((size_t)n * 2);
+	float *w = xmalloc((size_t)n * 4), *mom = xmalloc((size_t)n * 4);
+	uint16_t *h = xmalloc((size_t)n * 2), *hb = xmalloc((size_t)n * 2), *hw = xmalloc((size_t)n * 2);
 	for (int64_t i = 0; i < n; i++) {
 		a[i] = rng_uniform(-4.0f, 4.0f);
 		b[i] = rng_uniform(-4.0f, 4.0f);
 		d[i] = 0.0f;
+		w[i] = rng_uniform(-1.0f, 1.0f);
+		mom[i] = 0.0f;
 	}
 	amp_cvt_f32_f16(a, h, n);
 	amp_cvt_f32_bf16(a, hb, n);
+	const amp_update_io io32 = {.g = a, .gdt = AMP_F32, .work = NULL, .wdt = AMP_F16};
+	const amp_update_io io16 = {.g = h, .gdt = AMP_F16, .work = hw, .wdt = AMP_F16};
 	double *times[M_COUNT];
 	for (int m = 0; m < M_COUNT; m++)
 		times[m] = xmalloc((size_t)reps * sizeof(double));
@@ -466,7 +473,9 @@ static void bench_memory(int64_t n, int reps)
 			case M_VAXPY: amp_vaxpy_f32(1e-3f, a, d, n); break;
 			case M_NF32: sink += amp_count_nonfinite_f32(a, n); break;
 			case M_NF16: sink += amp_count_nonfinite_f16(h, n); break;
-			default: sink += amp_count_nonfinite_bf16(hb, n); break;
+			case M_NFB16: sink += amp_count_nonfinite_bf16(hb, n); break;
+			case M_SGD32: amp_sgd_update(w, mom, &io32, 1.0f, 1e-6f, 0.9f, 0.0f, n); break;
+			default: sink += amp_sgd_update(w, mom, &io16, 1.0f / 128, 1e-6f, 0.9f, 0.0f, n);
 			}
 			double t = now_s() - t0;
 			if (r >= 0)
@@ -484,7 +493,7 @@ static void bench_memory(int64_t n, int reps)
 	}
 	for (int m = 0; m < M_COUNT; m++)
 		free(times[m]);
-	free(a); free(b); free(d); free(h); free(hb);
+	free(a); free(b); free(d); free(w); free(mom); free(h); free(hb); free(hw);
 }
 
 int main(int argc, char **argv)
