@@ -451,6 +451,17 @@ static void net_weights(net *n, float *out)
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
+/* In a fresh temporary folder: ck (cap bytes) = the path of file name there, and n a new
+ * allow_mix_precision net that has run STOP steps. */
+static void net_at_stop(net *n, char *ck, size_t cap, const char *name)
+{
+	mktmp();
+	snprintf(ck, cap, "%s", in_tmp(name));
+	net_new(n, "allow_mix_precision", NULL, NULL);
+	for (int s = 0; s < STOP; s++)
+		net_step(n);
+}
+
 static void resume_bit_identical(const char *mode)
 {
 	mktmp();
@@ -893,13 +904,9 @@ Test(checkpoint, memory_limit_refuses_before_any_change)
  * same load succeeds and resumes the run. */
 Test(checkpoint, failed_allocation_changes_nothing)
 {
-	mktmp();
 	char ck[512];
-	snprintf(ck, sizeof ck, "%s", in_tmp("oom.ckpt"));
 	net n;
-	net_new(&n, "allow_mix_precision", NULL, NULL);
-	for (int s = 0; s < STOP; s++)
-		net_step(&n);
+	net_at_stop(&n, ck, sizeof ck, "oom.ckpt");
 	cr_assert_eq(amp_backward(n.ctx, net_forward(&n)), AMP_OK); /* a gradient held */
 	cr_assert_eq(amp_step_end(n.ctx), AMP_OK);
 	cr_assert_eq(amp_checkpoint_set_note(n.ctx, "saved"), AMP_OK);
@@ -970,13 +977,9 @@ static const char *older_format(const char *ck, uint32_t version, const char *na
 /* Files of formats 1 (no held gradients, no note) and 2 (no note) still load and resume. */
 Test(checkpoint, format1_and_2_files_load)
 {
-	mktmp();
 	char ck[512];
-	snprintf(ck, sizeof ck, "%s", in_tmp("v3.ckpt"));
 	net n;
-	net_new(&n, "allow_mix_precision", NULL, NULL);
-	for (int s = 0; s < STOP; s++)
-		net_step(&n);
+	net_at_stop(&n, ck, sizeof ck, "v3.ckpt");
 	cr_assert_eq(amp_checkpoint_save(n.ctx, ck), AMP_OK);
 	float wa[NW], wb[NW];
 	for (int s = STOP; s < STEPS; s++)
