@@ -31,6 +31,14 @@ static inline void vstore_f32(float *p, vec_f32 v)
 	memcpy(p, &v, sizeof v);
 }
 
+/* VEC_F32 bf16 at p -> fp32, exact (a shift). */
+static inline vec_f32 vwiden_bf16(const uint16_t *p)
+{
+	vec_u16h h;
+	memcpy(&h, p, sizeof h);
+	return (vec_f32)(__builtin_convertvector(h, vec_u32) << 16);
+}
+
 /* The bits of VEC_F32 fp32 -> their bf16 in the low halves, amp_half_f32_to_bf16 lane by lane:
  * round to nearest even on the 16 dropped bits, NaN quieted (bit 6) with its sign and top
  * payload bits. */
@@ -143,11 +151,8 @@ static inline __attribute__((always_inline)) vec_f32 upd_g(const void *g, amp_dt
 {
 	if (dt == AMP_F16)
 		return VEC_WIDEN_F16((const uint16_t *)g + i);
-	if (dt == AMP_BF16) {
-		vec_u16h h;
-		memcpy(&h, (const uint16_t *)g + i, sizeof h);
-		return (vec_f32)(__builtin_convertvector(h, vec_u32) << 16);
-	}
+	if (dt == AMP_BF16)
+		return vwiden_bf16((const uint16_t *)g + i);
 	return vload_f32((const float *)g + i);
 }
 
@@ -471,12 +476,8 @@ static void cvt_b2f(const uint16_t *src, float *dst, int64_t n)
 {
 	int64_t i = 0;
 #ifdef VEC_BYTES
-	for (; i + VEC_F32 <= n; i += VEC_F32) {
-		vec_u16h h;
-		memcpy(&h, src + i, sizeof h);
-		vec_u32 x = __builtin_convertvector(h, vec_u32) << 16;
-		memcpy(dst + i, &x, sizeof x);
-	}
+	for (; i + VEC_F32 <= n; i += VEC_F32)
+		vstore_f32(dst + i, vwiden_bf16(src + i));
 #endif
 	for (; i < n; i++)
 		dst[i] = amp_half_bf16_to_f32(src[i]);
