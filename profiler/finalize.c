@@ -1216,9 +1216,10 @@ static int rule_sensitive(sqlite3 *db)
 /* The half engines, what they need and which mode uses them, for the emulated_half rule.
  * gemm_ratio is the engine's GEMM rate over the runtime's FP32 GEMM (fp32-fma): the smallest
  * ratio on the square shapes and the mlp shapes of at least 128 in every dimension, as
- * bench/bench_kernels prints it ("the advice's figure"), per CPU class measured; the bench
- * keeps these up to date.  0 means not measured yet: the advice then names the engine without
- * a ratio (a guessed ratio would be worse than none). */
+ * bench/bench_kernels prints it ("the advice's figure", naming this table) on the CPU class it
+ * runs on: a table the kernel bench's runs keep up to date, copied here by whoever measured a
+ * class (the advice says the figure is the kernel bench's).  0 means not measured yet: the
+ * advice then names the engine without a ratio (a guessed ratio would be worse than none). */
 static const struct half_engine {
 	amp_engine engine;
 	const char *dtype;           /* the half type it computes */
@@ -1359,6 +1360,10 @@ static int rule_emulated(sqlite3 *db)
 	char forced[64] = "";
 	query_text(db, "SELECT value FROM meta WHERE key = 'kernels' AND EXISTS (SELECT 1 FROM meta"
 	               " WHERE key = 'kernels_top') AND value <> 'auto'", forced, sizeof forced);
+	/* said after a reason that the forced path does not change */
+	char forced_note[96] = "";
+	if (forced[0])
+		snprintf(forced_note, sizeof forced_note, " (and the run forced kernels = %s)", forced);
 	/* what each emulated half type lacks here, and an engine of the other type it has */
 	char lacks[512] = "", alt[512] = "";
 	size_t ll = 0;
@@ -1397,11 +1402,11 @@ static int rule_emulated(sqlite3 *db)
 		else if (slow[0])
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU has %s, but on "
 			                       "%s cores it computes fewer products per cycle than FP32 "
-			                       "FMA, so the library runs %s products on FP32 FMA",
-			                       slow, vendor, dt);
+			                       "FMA, so the library runs %s products on FP32 FMA%s",
+			                       slow, vendor, dt, forced_note);
 		else
 			ll += (size_t)snprintf(lacks + ll, sizeof lacks - ll, "; the CPU lacks %s, so "
-			                       "%s is storage only here", need, dt);
+			                       "%s is storage only here%s", need, dt, forced_note);
 		if (ll >= sizeof lacks)
 			ll = sizeof lacks - 1;
 		if (has_one || !known || alt[0])
@@ -1413,11 +1418,12 @@ static int rule_emulated(sqlite3 *db)
 				continue;
 			char ratio[96] = "";
 			if (e->gemm_ratio > 0)
-				snprintf(ratio, sizeof ratio, ", whose GEMM runs %.2fx the FP32 GEMM on %s",
-				         e->gemm_ratio, e->measured_on);
-			snprintf(alt, sizeof alt, "; it has %s (%s%s): precision_mode = %s would run the "
-			         "white list in %s on it", e->feature_label, amp_engine_name(e->engine),
-			         ratio, e->mode, e->dtype);
+				snprintf(ratio, sizeof ratio, ", whose GEMM runs %.2fx the FP32 GEMM on %s "
+				         "in the kernel bench", e->gemm_ratio, e->measured_on);
+			/* a forced path may lack the engine too: the mode needs the automatic choice */
+			snprintf(alt, sizeof alt, "; it has %s (%s%s): precision_mode = %s%s would run "
+			         "the white list in %s on it", e->feature_label, amp_engine_name(e->engine),
+			         ratio, e->mode, forced[0] ? " with kernels = auto" : "", e->dtype);
 		}
 	}
 	/* A CPU with no half engine that the library uses: no mode helps, so the finding is

@@ -274,8 +274,10 @@ int prof_cmd_info(int argc, char **argv)
 		else if (by_env)
 			printf("kernel paths     (active: %s, forced by AMP_KERNELS)\n",
 			       api.path_active());
-		else
-			printf("kernel paths     (active: %s)\n", api.path_active());
+		else /* auto combines paths: "active" would name only the top one */
+			printf(
+			    "kernel paths     (auto: each kernel from the best path here that has "
+			    "one, the engines below)\n");
 		for (int i = 0; i < api.path_count(); i++) {
 			const char *miss = api.path_missing(i);
 			printf("  %-13s  %s%s\n", api.path_name(i), miss ? "not on this CPU: needs " : "runs",

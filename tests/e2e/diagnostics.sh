@@ -360,7 +360,7 @@ elif grep -qw avx512_bf16 /proc/cpuinfo; then
 	AMP_KERNELS=avx512-bf16 "$AMPPROF" -q -o bf16dp.db -- "$MLP" --precision=bf16 --steps 30 --log-every 0 >/dev/null 2>&1
 	native_bf16_checks bf16dp.db avx512-bf16
 else
-	echo "SKIPPED: bf16 engine checks need avx512_bf16 or amx_bf16"
+	echo "SKIPPED: avx512-bf16 needs avx512_bf16 (the bf16 engine checks; amx-bf16 would serve too)"
 fi
 # The same run forced onto a path without BF16 arithmetic: emulated, and the advice says so.
 AMP_KERNELS=$EMU_KERNELS "$AMPPROF" -q -o bf16emu.db -- "$MLP" --precision=bf16 --steps 10 --log-every 0 >/dev/null 2>&1
@@ -369,6 +369,18 @@ check "bf16 on the $EMU_KERNELS path: Linear on fp32-fma" \
 check "bf16 on the $EMU_KERNELS path: native half share 0" "$(q bf16emu.db "SELECT native_half_share FROM overview")" 0.0
 check "bf16 on the $EMU_KERNELS path: the emulated-half advice fires" \
 	"$(q bf16emu.db "SELECT count(*) FROM advice WHERE rule = 'emulated_half'")" 1
+# The FP16 AMP run on that path: its GEMMs on FP32 arithmetic, and the advice names them, their
+# share of op time (the ops table's own sum) and the forced path as the reason.
+AMP_KERNELS=$EMU_KERNELS "$AMPPROF" -q -o fp16emu.db -- "$MLP" --precision=amp --steps 10 --log-every 0 >/dev/null 2>&1
+check "fp16 on the $EMU_KERNELS path: Linear on fp32-fma" \
+	"$(q fp16emu.db "SELECT group_concat(DISTINCT engine) FROM ops WHERE op = 'Linear'")" fp32-fma
+check "fp16 on the $EMU_KERNELS path: native half share 0" "$(q fp16emu.db "SELECT native_half_share FROM overview")" 0.0
+adv=$(q fp16emu.db "SELECT message FROM advice WHERE rule = 'emulated_half'")
+share=$(q fp16emu.db "SELECT printf('%.1f', 100.0 * sum(CASE WHEN exec_dtype = 'fp16' AND engine IN ('fp32-fma', 'scalar') THEN dur_ns ELSE 0 END) / sum(dur_ns)) FROM ops")
+check_true "fp16 on the $EMU_KERNELS path: the advice names fp16 Linear and its share ($share %)" \
+	test -n "$(echo "$adv" | grep -F "for $share % of op time (fp16 Linear")"
+check_true "fp16 on the $EMU_KERNELS path: the advice gives the forced path as the reason" \
+	test -n "$(echo "$adv" | grep -F "forced kernels = $EMU_KERNELS")"
 
 # ---- 9. verdicts on programs with one known fault each (tests/progs/faults.c) ----------------
 FAULTS=$BUILD/tests/faults

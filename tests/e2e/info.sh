@@ -15,6 +15,10 @@ check_true "info: exit 0, nothing on stderr" test $? = 0 -a ! -s "$OUT/err"
 for key in cpu "half arithmetic" library versions "kernel paths" engines; do
 	check_true "info text has '$key'" grep -q "^$key " "$OUT/text"
 done
+# auto takes each kernel from the best path that has one (fp16 from avx512-fp16 on a CPU whose
+# top path is amx-bf16): the line does not name one path as if it ran everything
+check_true "info text: auto combines the paths" \
+	grep -q '^kernel paths .*(auto: each kernel from the best path here that has one' "$OUT/text"
 "$BIN/ampprof" info --format=json >"$OUT/json" 2>"$OUT/err"
 check_true "info --format=json: exit 0" test $? = 0
 check_true "info JSON parses, format_version 1" \

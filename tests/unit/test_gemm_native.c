@@ -489,9 +489,9 @@ Test(gemm_native, amx_pack_layouts)
 Test(gemm_native, amx_packers_vs_ref)
 {
 	if (!cpu_avx512bw()) {
-		printf("SKIPPED: avx512 packers need avx512bw\n");
+		printf("SKIPPED: avx512 needs avx512bw (the packers)\n");
 		fflush(stdout);
-		cr_skip_test("SKIPPED: avx512 packers need avx512bw");
+		cr_skip_test("SKIPPED: avx512 needs avx512bw (the packers)");
 	}
 	enum { LD = 97 };
 	static uint16_t src[LD * LD];
@@ -573,9 +573,9 @@ Test(gemm_native, fp16_pack_layouts)
 Test(gemm_native, fp16_pack_vector_vs_ref)
 {
 	if (!cpu_avx512bw()) {
-		printf("SKIPPED: avx512 packers need avx512bw\n");
+		printf("SKIPPED: avx512 needs avx512bw (the packers)\n");
 		fflush(stdout);
-		cr_skip_test("SKIPPED: avx512 packers need avx512bw");
+		cr_skip_test("SKIPPED: avx512 needs avx512bw (the packers)");
 	}
 	enum { R = 300, LD = 337 };
 	uint16_t *src = malloc((size_t)R * LD * 2);
@@ -739,16 +739,16 @@ Test(gemm_native, unpacked_fallbacks_vs_fp64)
 Test(gemm_native, stores_vs_model)
 {
 	if (!cpu_avx512bw()) {
-		printf("SKIPPED: avx512 stores need avx512bw\n");
+		printf("SKIPPED: avx512 needs avx512bw (the stores)\n");
 		fflush(stdout);
-		cr_skip_test("SKIPPED: avx512 stores need avx512bw");
+		cr_skip_test("SKIPPED: avx512 needs avx512bw (the stores)");
 	}
 	static const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffa00000u,
 	                                   0x00000001u, 0x80400000u, 0x7f7fffffu, 0x477fe000u,
 	                                   0x47800000u, 0x3f808000u, 0x3f818000u, 0x387fc000u};
 	int has_bf16 = cpu_avx512bf16();
 	if (!has_bf16) {
-		printf("SKIPPED: the vcvtneps2bf16 bf16 store needs avx512_bf16\n");
+		printf("SKIPPED: avx512-bf16 needs avx512_bf16 (the vcvtneps2bf16 store)\n");
 		fflush(stdout);
 	}
 	_Alignas(64) float acc[AMX_ACC_ELEMS];
@@ -810,9 +810,9 @@ Test(gemm_native, stores_vs_model)
 Test(gemm_native, real_loop_nests_vs_models)
 {
 	if (!cpu_avx512bw()) {
-		printf("SKIPPED: avx512 loop nests need avx512bw\n");
+		printf("SKIPPED: avx512 needs avx512bw (the loop nests)\n");
 		fflush(stdout);
-		cr_skip_test("SKIPPED: avx512 loop nests need avx512bw");
+		cr_skip_test("SKIPPED: avx512 needs avx512bw (the loop nests)");
 	}
 	same_bits(amp_amx_gemm_model_avx512, amx_model, &BF16, "amx-bf16 loop nest (avx512)");
 	same_bits(amp_fp16n_gemm_model_avx512, fp16n_model, &FP16,
@@ -885,7 +885,7 @@ static void on_amx_forms(void (*check)(gemm_fn fn, const char *what), const char
 	if (amp_amx_init() == 0)
 		check(amp_gemm_bf16_amx, "amx-bf16 kernel");
 	else {
-		printf("SKIPPED: amx-bf16 kernel (%s) needs amx_bf16\n", what);
+		printf("SKIPPED: amx-bf16 needs amx_bf16 (the kernel, %s)\n", what);
 		fflush(stdout);
 	}
 }
@@ -998,13 +998,13 @@ Test(gemm_native, fp16_a_in_place_or_copied_same_bits)
 	if (cpu_avx512bw()) {
 		a_stride_same_bits(amp_fp16n_gemm_model_avx512, "avx512-fp16 loop nest (avx512)");
 	} else {
-		printf("SKIPPED: avx512 loop nest (A strides) needs avx512bw\n");
+		printf("SKIPPED: avx512 needs avx512bw (the loop nest, A strides)\n");
 		fflush(stdout);
 	}
 	if (cpu_leaf7_edx(23) && amp_fp16n_cpu_ok()) {
 		a_stride_same_bits(amp_gemm_f16_avx512fp16, "avx512-fp16 kernel");
 	} else {
-		printf("SKIPPED: avx512-fp16 kernel (A strides) needs avx512_fp16\n");
+		printf("SKIPPED: avx512-fp16 needs avx512_fp16 (the kernel, A strides)\n");
 		fflush(stdout);
 	}
 }
@@ -1095,7 +1095,7 @@ Test(gemm_native, fp16_narrow_dot_products)
 	if (cpu_avx512bw()) {
 		dot_same_bits(amp_fp16n_gemm_model_avx512, NULL, "avx512-fp16 loop nest (avx512)");
 	} else {
-		printf("SKIPPED: avx512 loop nest (dot products) needs avx512bw\n");
+		printf("SKIPPED: avx512 needs avx512bw (the loop nest, dot products)\n");
 		fflush(stdout);
 	}
 	/* the entry points: the real kernel, or without AVX512-FP16 the model behind them */
@@ -1103,7 +1103,7 @@ Test(gemm_native, fp16_narrow_dot_products)
 	              amp_fp16n_cpu_ok() ? "avx512-fp16 kernel"
 	                                 : "avx512-fp16 entry point (model)");
 	if (!amp_fp16n_cpu_ok()) {
-		printf("SKIPPED: avx512-fp16 kernel (dot products) needs avx512_fp16\n");
+		printf("SKIPPED: avx512-fp16 needs avx512_fp16 (the kernel, dot products)\n");
 		fflush(stdout);
 	}
 }

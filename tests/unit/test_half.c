@@ -353,7 +353,7 @@ static void bf16_sweep_init(bf16_sweep *w)
 	kpath_restore();
 	w->hw = have_avx512bf16();
 	if (!w->hw)
-		printf("SKIPPED: vcvtneps2bf16 reference needs avx512_bf16\n");
+		printf("SKIPPED: avx512-bf16 needs avx512_bf16 (the vcvtneps2bf16 reference)\n");
 }
 
 /* Checks pats: (n) patterns, n a multiple of 16 up to SWEEP_CHUNK. */

@@ -768,6 +768,34 @@ Test(engines, fp16_emulated_on_a_bf16_cpu)
 	temp_profile_release(&t);
 }
 
+/* The same run forced onto a path below the CPU's (kernels = avx2): the advice says so, and
+ * the bf16 mode it names needs the automatic choice of paths, which a forced avx2 would deny. */
+Test(engines, fp16_emulated_on_a_forced_path)
+{
+	temp_profile t;
+	genprof_opts o;
+	genprof_defaults(&o);
+	gen_summarized(&t, &o);
+	cr_assert_eq(sqlite3_exec(t.db,
+	                          "DELETE FROM meta WHERE key IN ('kernels', 'kernels_top');"
+	                          "INSERT INTO meta (key, value) VALUES ('kernels', 'avx2'), "
+	                          "('kernels_top', 'avx512-bf16')",
+	                          NULL, NULL, NULL),
+	             SQLITE_OK, "%s", sqlite3_errmsg(t.db));
+	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+	const char *msg = advice_of(t.db, "emulated_half");
+	cr_log_info("%s", msg);
+	cr_assert(strstr(msg, "lacks AVX512-FP16, so fp16 is storage only here (and the run forced "
+	                      "kernels = avx2)"),
+	          "%s", msg);
+	cr_assert(strstr(msg, "precision_mode = allow_mix_precision_bf16 with kernels = auto would "
+	                      "run the white list in bf16"),
+	          "%s", msg);
+	cr_assert(strstr(msg, "1.76x the FP32 GEMM on the AMD class in the kernel bench"), "%s",
+	          msg);
+	temp_profile_release(&t);
+}
+
 /* A bf16 run with its GEMMs on avx512-bf16: the native share is the GEMMs' time; the bf16
  * gray ops converting in registers are not "emulated"; the low share is labelled BF16 and does
  * not recommend the mixed mode already in force. */
@@ -830,14 +858,14 @@ Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
 	static const struct {
 		const char *features, *mode, *has, *hasnt, *vendor, *half;
 	} cases[] = {
-	    {"avx512_bf16", "allow_mix_precision_bf16", "lacks AVX512-FP16", "precision_mode =",
-	     NULL, NULL},
+	    {"avx512_bf16", "allow_mix_precision_bf16", "lacks AVX512-FP16",
+	     "precision_mode =", NULL, NULL},
 	    {"avx512_bf16 avx512_fp16", "allow_mix_precision", "has AVX512-FP16 but these ops",
 	     "precision_mode =", NULL, NULL},
 	    {"none", "allow_mix_precision", "lacks AVX512-FP16", "precision_mode =", NULL, NULL},
 	    /* no half engine at all (the AVX2 class): what the half types buy, as information */
-	    {"none", "allow_mix_precision", "no half arithmetic of any type", "precision_mode =",
-	     NULL, NULL},
+	    {"none", "allow_mix_precision", "no half arithmetic of any type",
+	     "precision_mode =", NULL, NULL},
 	    /* AMX measured on the Intel class: its own ratio, not avx512-bf16's */
 	    {"amx_bf16 amx_tile", "force_fp16", "(amx-bf16, whose GEMM runs", "AMD class", NULL,
 	     NULL},
@@ -845,8 +873,10 @@ Test(engines, emulated_advice_follows_the_cpu_and_the_mode)
 	    {"avx512_bf16 avx512_fp16", "allow_mix_precision_bf16",
 	     "the CPU has AVX512_BF16, but on GenuineIntel cores it computes fewer products per "
 	     "cycle than FP32 FMA, so the library runs bf16 products on FP32 FMA; it has "
-	     "AVX512-FP16 (avx512-fp16, whose GEMM runs 1.80x the FP32 GEMM on the Intel class): "
-	     "precision_mode = allow_mix_precision_fp16", "did not use it", "GenuineIntel", "bf16"},
+	     "AVX512-FP16 (avx512-fp16, whose GEMM runs 1.80x the FP32 GEMM on the Intel class in "
+	     "the kernel bench): "
+	     "precision_mode = allow_mix_precision_fp16",
+	     "did not use it", "GenuineIntel", "bf16"},
 	    /* Intel with AVX512_BF16 only (no AMX, no AVX512-FP16): nothing beats FP32 FMA */
 	    {"avx512_bf16", "allow_mix_precision_bf16", "no half arithmetic of this CPU beats",
 	     "precision_mode =", "GenuineIntel", "bf16"},
