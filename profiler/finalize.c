@@ -69,8 +69,8 @@ static const char *const finalize_sql =
     " (SELECT CAST(total(calls) AS INTEGER) FROM copy_sigs)," \
     " (SELECT CAST(total(total_ns) AS INTEGER) FROM op_sigs)," \
     " (SELECT CAST(total(total_ns) AS INTEGER) FROM copy_sigs)," \
-    " (SELECT CAST(max(p) AS INTEGER) FROM (SELECT total(peak) AS p FROM memory" \
-    "   GROUP BY step, rank))," \
+    " coalesce((SELECT max(peak) FROM memory_sum), (SELECT CAST(max(p) AS INTEGER) FROM" \
+    "   (SELECT total(peak) AS p FROM memory GROUP BY step, rank)))," \
     " (SELECT CASE WHEN count(native_ns) = 0 THEN NULL" \
     "   ELSE total(native_ns) / nullif(total(total_ns), 0) END FROM op_summary)," \
     " (SELECT group_concat(exec_dtype, '+') FROM (SELECT DISTINCT exec_dtype FROM op_summary" \
@@ -1571,12 +1571,14 @@ static int explain_scale(sqlite3 *db)
 	                     " nullif(" OPT_STEPS_SQL ", 0)", NULL, NULL, NULL) != SQLITE_OK)
 		return -1;
 	/* each history in turn: a rank's (a merged profile: identical histories), and within it
-	 * each context's thread (contexts of their own, one scaler each); the first one, the
-	 * lowest rank's first thread, tells the story */
+	 * each context (one scaler each: contexts of their own threads, or one after another in a
+	 * thread); the first one, the lowest rank's first thread's first context, tells the story
+	 */
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT rowid, step, reason, old_scale, new_scale, rank,"
-	                       " coalesce(thread, -1) FROM loss_scale"
-	                       " ORDER BY rank, coalesce(thread, -1), step, rowid",
+	                       " coalesce(thread, -1), coalesce(context, 0) FROM loss_scale"
+	                       " ORDER BY rank, coalesce(thread, -1), coalesce(context, 0), step,"
+	                       " rowid",
 	                       -1, &st, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "UPDATE loss_scale SET clean_steps = ? WHERE rowid = ?", -1, &up,
 	                       NULL) != SQLITE_OK)
@@ -1589,16 +1591,17 @@ static int explain_scale(sqlite3 *db)
 	char probe_steps[700] = "", spike_steps[700] = "", backoff_steps[700] = "",
 	     growth_steps[700] = "";
 	int pl = 0, sl = 0, bl = 0, gl = 0;
-	int64_t rank = 0, thread = 0;
+	int64_t rank = 0, thread = 0, context = 0;
 	int ranks = 0; /* histories seen: the first one's rows tell the story, every row gets
 	                  its clean steps */
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		int64_t step = sqlite3_column_int64(st, 1);
 		const char *reason = col_text(st, 2);
 		if (ranks == 0 || sqlite3_column_int64(st, 5) != rank ||
-		    sqlite3_column_int64(st, 6) != thread) {
+		    sqlite3_column_int64(st, 6) != thread || sqlite3_column_int64(st, 7) != context) {
 			rank = sqlite3_column_int64(st, 5);
 			thread = sqlite3_column_int64(st, 6);
+			context = sqlite3_column_int64(st, 7);
 			ranks++;
 			clean = last_change = 0;
 			have_change = last_up = 0;
@@ -2289,7 +2292,8 @@ int prof_summarize(sqlite3 *db, double fp16_threshold, double memcpy_threshold)
 	                      " FROM tensor_stats WHERE origin = 1", NULL, NULL, &msg) != SQLITE_OK) ||
 	    (amp_progress_set(&pr, "totals and indexes", 0),
 	     sqlite3_exec(db, finalize_sql, NULL, NULL, &msg) != SQLITE_OK) ||
-	    (amp_progress_set(&pr, "summaries", 1), run_summary_sql(db, &msg) != SQLITE_OK ||
+	    (amp_progress_set(&pr, "summaries", 1), prof_memory_sum(db) != 0 ||
+	     run_summary_sql(db, &msg) != SQLITE_OK ||
 	     prof_dist_summary(db, &msg) != SQLITE_OK) ||
 	    (amp_progress_set(&pr, "op duration statistics", 2), op_duration_stats(db) != 0) ||
 	    (amp_progress_set(&pr, "non-finite values", 3),

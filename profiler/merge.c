@@ -97,7 +97,8 @@ static const struct {
     {"nonfinite", "callsite", "callsites"}, {"nonfinite", "stats_id", "tensor_stats"},
     {"nonfinite", "thread", "threads"},   {"comm", "id", "comm"},
     {"comm", "thread", "threads"},        {"loss_scale", "thread", "threads"},
-    {"memory", "thread", "threads"},      {"loss_scale", "cause_callsite", "callsites"},
+    {"memory", "thread", "threads"},      {"context_ends", "thread", "threads"},
+    {"loss_scale", "cause_callsite", "callsites"},
     {"loss_scale", "cause_fwd_callsite", "callsites"},
     {"nonfinite", "src_callsite", "callsites"}, {"nonfinite", "fwd_callsite", "callsites"},
 };
@@ -106,12 +107,13 @@ static const struct {
 } times[] = {
     {"op_events", "start_ns"}, {"copy_events", "start_ns"}, {"steps", "start_ns"},
     {"loss_scale", "t_ns"},    {"memory", "t_ns"},          {"crashes", "t_ns"},
-    {"comm", "start_ns"},
+    {"comm", "start_ns"},      {"context_ends", "t_ns"},
 };
 /* Copied table by table, referenced tables first. */
 static const char *const tables[] = {
     "strings", "threads", "callsites", "op_sigs", "op_events", "copy_sigs", "copy_events",
-    "steps", "loss_scale", "memory", "tensor_stats", "dumps", "crashes", "nonfinite", "comm",
+    "steps", "loss_scale", "memory", "context_ends", "tensor_stats", "dumps", "crashes",
+    "nonfinite", "comm",
 };
 #define N_TABLES (sizeof tables / sizeof tables[0])
 
@@ -302,7 +304,9 @@ static int merge_one(sqlite3 *db, const input *in, int run_facts)
 		char q[128];
 		snprintf(q, sizeof q, "SELECT coalesce(max(%s) + 1, 0) FROM main.%s",
 		         strcmp(tables[i], "steps") == 0 || strcmp(tables[i], "loss_scale") == 0 ||
-		                 strcmp(tables[i], "memory") == 0 || strcmp(tables[i], "nonfinite") == 0
+		                 strcmp(tables[i], "memory") == 0 ||
+		                 strcmp(tables[i], "context_ends") == 0 ||
+		                 strcmp(tables[i], "nonfinite") == 0
 		             ? "rowid" : "id",
 		         tables[i]);
 		amp_profile_query_int64(db, &offset[i], q, NULL);

@@ -221,6 +221,10 @@ int prof_advice_add(sqlite3 *db, const char *rule, const char *severity, const c
 /* ---- data-parallel runs (dist.c, merge.c) ------------------------------------------------ */
 /* rank_summary and run_summary's comm_share, rank_spread, ranks (after the run summary). */
 int prof_dist_summary(sqlite3 *db, char **msg);
+
+/* Fills memory_sum (schema/profile.sql) from the memory rows, when a rank had more than one
+ * context (memsum.c); empties it otherwise.  0, or -1 on an SQLite error. */
+int prof_memory_sum(sqlite3 *db);
 /* The advice rules on communication: comm_share, straggler, fp32_allreduce,
  * unscaled_fp16_allreduce, rank_overflow. */
 int prof_dist_rules(sqlite3 *db);

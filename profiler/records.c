@@ -290,6 +290,9 @@ int prof_writer_step_row(prof_writer *w, uint32_t ring, ring_map *rm, int64_t st
 	}
 	sqlite3_bind_int(st, 9, step_detailed(w->opts, step));
 	sqlite3_bind_int64(st, 10, rm->thread);
+	uint32_t ctx = s ? s->ctx : rm->open_step_ctx; /* an unended step: its begin's */
+	if (ctx)
+		sqlite3_bind_int64(st, 15, ctx);
 	if (step > w->last_step)
 		w->last_step = step;
 	return prof_writer_run(w, st, "steps");
@@ -692,6 +695,7 @@ static int write_step_begin(prof_writer *w, uint32_t ring, ring_map *rm, const u
 	rm->has_open_step = 1;
 	rm->open_step = s.step;
 	rm->open_step_t = s.t_begin;
+	rm->open_step_ctx = s.ctx;
 	return 0;
 }
 
@@ -716,6 +720,10 @@ static int write_scale(prof_writer *w, uint32_t ring, ring_map *rm, const unsign
 	sqlite3_bind_text(st, 5, amp_scale_reason_name((amp_scale_reason)s.reason), -1,
 	                  SQLITE_STATIC);
 	sqlite3_bind_int64(st, 6, ring);
+	if (s.ctx)
+		sqlite3_bind_int64(st, 7, s.ctx);
+	else
+		sqlite3_bind_null(st, 7);
 	return prof_writer_run(w, st, "loss_scale");
 }
 
@@ -723,6 +731,14 @@ static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 {
 	amp_rec_memory m;
 	memcpy(&m, p, sizeof m);
+	if (m.flags & AMP_MEMREC_END) {
+		sqlite3_stmt *st = w->st_ctx_end;
+		sqlite3_bind_int64(st, 1, ring);
+		sqlite3_bind_int64(st, 2, m.ctx);
+		sqlite3_bind_int64(st, 3, m.step);
+		sqlite3_bind_int64(st, 4, prof_writer_ns(w, rm->clock, m.t));
+		return prof_writer_run(w, st, "context_ends");
+	}
 	sqlite3_stmt *st = w->st_mem;
 	uint64_t total = 0;
 	sqlite3_bind_int64(st, 1, m.step);
@@ -750,6 +766,10 @@ static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 		sqlite3_bind_null(st, 16);
 		sqlite3_bind_null(st, 17);
 	}
+	if (m.ctx)
+		sqlite3_bind_int64(st, 18, m.ctx);
+	else
+		sqlite3_bind_null(st, 18);
 	return prof_writer_run(w, st, "memory");
 }
 

@@ -1,8 +1,9 @@
 /* report_memory.c — the report's memory section and step history: tensor memory by category
  * (master weights, working copies, activations, gradients, optimizer state) at the peak and
- * over the steps, and the loss beside the loss scale step by step (JSON).  Summed over threads
- * per step and rank; in a merged profile each step is the rank with the largest peak's.  Long runs are sampled every `stride` steps; a step that overflowed or skipped its
- * update is always listed, so a backoff is never sampled away.
+ * over the steps, and the loss beside the loss scale step by step (JSON).  A step's memory is
+ * its rank's contexts' together (amp_profile_memory_steps); in a merged profile each step is
+ * the rank with the largest peak's.  Long runs are sampled every `stride` steps; a step that
+ * overflowed or skipped its update is always listed, so a backoff is never sampled away.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -18,18 +19,22 @@
 static const char *const cats[5] = {"master_weights", "working_copies", "activations", "grads",
                                     "optimizer_state"};
 
-/* A step's memory: every context's together, of the rank with the largest peak in a merged
- * profile (each rank's memory is its own; SQLite takes the bare columns from max()'s row);
- * column 9 is that rank.  MEM_BY(group, rank) with "step, rank" and "rank", or "step" and "0"
- * in a profile whose memory has no rank column (before version 3). */
-#define MEM_BY(group, rank)                                                                        \
-	"SELECT step, mw, wc, act, gr, os, tot AS total, max(pk) AS peak, r FROM (SELECT step, "   \
-	rank " AS r, sum(master_weights) AS mw, sum(working_copies) AS wc, sum(activations) AS "  \
-	"act, sum(grads) AS gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk "  \
-	"FROM memory GROUP BY " group ") GROUP BY step"
-#define MEM_BY_STEP(db, before, after)                                                             \
-	(amp_profile_has_column(db, "memory", "rank") ? before MEM_BY("step, rank", "rank") after   \
-	                                              : before MEM_BY("step", "0") after)
+/* into sql: before, the steps' memory, after.  A step's memory is of the rank with the largest
+ * peak in a merged profile (each rank's memory is its own; SQLite takes the bare columns from
+ * max()'s row): columns step, the five categories, total, peak, and (column 8) that rank. */
+static const char *mem_by_step(sqlite3 *db, const char *before, const char *after, char *sql,
+                               size_t len)
+{
+	char steps[1024];
+	if (!amp_profile_memory_steps(db, NULL, steps, sizeof steps))
+		return NULL;
+	int n = snprintf(sql, len,
+	                 "%sSELECT step, master_weights, working_copies, activations, grads, "
+	                 "optimizer_state, total, max(peak) AS peak, rank FROM (%s) GROUP BY "
+	                 "step%s",
+	                 before, steps, after);
+	return n > 0 && (size_t)n < len ? sql : NULL;
+}
 
 /* The stride that keeps a series of n rows within SERIES_MAX. */
 static int64_t stride_of(int64_t n)
@@ -40,13 +45,12 @@ static int64_t stride_of(int64_t n)
 void prof_report_memory_text(sqlite3 *db, FILE *f)
 {
 	sqlite3_stmt *st = NULL;
-	char b[64];
-	if (sqlite3_prepare_v2(
-	        db,
-	        MEM_BY_STEP(db, "WITH m AS (",
-	                    ") SELECT *, (SELECT total FROM m ORDER BY step DESC LIMIT 1) FROM m "
-	                    "ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1"),
-	        -1, &st, NULL) != SQLITE_OK)
+	char b[64], sql[2048];
+	if (!mem_by_step(db, "WITH m AS (",
+	                 ") SELECT *, (SELECT total FROM m ORDER BY step DESC LIMIT 1) FROM m "
+	                 "ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
+	                 sql, sizeof sql) ||
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	if (sqlite3_step(st) != SQLITE_ROW)
 		goto out;
@@ -72,11 +76,12 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t n = 0;
+	char sql[2048];
 	amp_profile_query_int64(db, &n, "SELECT count(DISTINCT step) FROM memory", NULL);
 	int64_t stride = stride_of(n);
 	fputs(",\n \"memory\": ", f);
-	if (sqlite3_prepare_v2(db, MEM_BY_STEP(db, "", " ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1"), -1,
-	                       &st, NULL) != SQLITE_OK)
+	if (!mem_by_step(db, "", " ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1", sql, sizeof sql) ||
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_finalize(st);
@@ -92,8 +97,8 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 		        (int64_t)sqlite3_column_int64(st, 1 + c));
 	sqlite3_finalize(st);
 	fprintf(f, "}, \"stride\": %" PRId64 ", \"steps\": [", stride);
-	if (sqlite3_prepare_v2(db, MEM_BY_STEP(db, "", " ORDER BY step"), -1, &st, NULL) !=
-	    SQLITE_OK)
+	if (!mem_by_step(db, "", " ORDER BY step", sql, sizeof sql) ||
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int64_t i = 0, k = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -120,22 +125,26 @@ int prof_report_history_json(sqlite3 *db, FILE *f)
 	int64_t stride = stride_of(n);
 	fprintf(f, ",\n \"history\": {\"stride\": %" PRId64 ", \"steps\": [", stride);
 	/* the loss beside the scale used in the step, and the scaler's decision at its end, of one
-	 * context: at each step the row of the lowest thread (contexts of their own per thread
-	 * each have a loss and a scaler; a forked process goes on with its parent's context on
-	 * another thread) and of the lowest rank (a merged profile: the ranks' losses are of their
-	 * own shares); SQLite gives the bare columns of a group the values of the row min() chose
-	 */
+	 * context: at each step the row of the lowest thread and, within it, of the first context
+	 * (contexts of their own per thread, or one after another in a thread, each have a loss
+	 * and a scaler; a forked process goes on with its parent's context on another thread) and
+	 * of the lowest rank (a merged profile: the ranks' losses are of their own shares); SQLite
+	 * gives the bare columns of a group the values of the row min() chose */
 	char sql[1024];
 	int v3 = amp_profile_has_column(db, "steps", "loss_state") &&
 	         amp_profile_has_column(db, "loss_scale", "thread");
+	int ctx = amp_profile_has_column(db, "steps", "context") &&
+	          amp_profile_has_column(db, "loss_scale", "context");
 	int ranked = amp_profile_has_column(db, "steps", "rank");
 	snprintf(sql, sizeof sql,
 	         "SELECT s.step, s.loss, s.scale, s.overflow, s.skipped, (SELECT new_scale FROM "
-	         "loss_scale l WHERE l.step = s.step%s%s ORDER BY t_ns DESC LIMIT 1), %s, "
-	         "min(coalesce(s.thread, -1)) FROM steps s%s GROUP BY s.step ORDER BY s.step",
+	         "loss_scale l WHERE l.step = s.step%s%s%s ORDER BY t_ns DESC LIMIT 1), %s, "
+	         "min(coalesce(s.thread, -1) * 4294967296 + %s) FROM steps s%s GROUP BY s.step "
+	         "ORDER BY s.step",
 	         ranked ? " AND l.rank IS s.rank" : "",
 	         v3 ? " AND (l.thread IS s.thread OR l.thread IS NULL)" : "",
-	         v3 ? "s.loss_state" : "NULL",
+	         ctx ? " AND l.context IS s.context" : "", v3 ? "s.loss_state" : "NULL",
+	         ctx ? "coalesce(s.context, 0)" : "0",
 	         ranked ? " WHERE s.rank = (SELECT min(rank) FROM steps)" : "");
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;

@@ -207,16 +207,18 @@ static const struct {
 	 "INSERT INTO copy_events(step, sig, start_ns, dur_ns, thread) VALUES (?,?,?,?,?)"},
 	{offsetof(prof_writer, st_step),
 	 "INSERT INTO steps(step, start_ns, dur_ns, loss, scale, overflow, skipped, "
-	 "samples, detail, thread, loss_state, grad_norm, clipped, micro_batches) "
-	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "samples, detail, thread, loss_state, grad_norm, clipped, micro_batches, context) "
+	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_scale),
-	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason, thread) "
-	 "VALUES (?,?,?,?,?,?)"},
+	 "INSERT INTO loss_scale(step, t_ns, old_scale, new_scale, reason, thread, context) "
+	 "VALUES (?,?,?,?,?,?,?)"},
 	{offsetof(prof_writer, st_mem),
 	 "INSERT INTO memory(step, t_ns, master_weights, working_copies, activations, "
 	 "grads, optimizer_state, total, peak, thread, master_weights_unopt, working_copies_unopt, "
-	 "activations_unopt, grads_unopt, optimizer_state_unopt, total_unopt, peak_unopt) "
-	 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	 "activations_unopt, grads_unopt, optimizer_state_unopt, total_unopt, peak_unopt, "
+	 "context) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+	{offsetof(prof_writer, st_ctx_end),
+	 "INSERT INTO context_ends(thread, context, step, t_ns) VALUES (?,?,?,?)"},
 	{offsetof(prof_writer, st_meta), "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"},
 	{offsetof(prof_writer, st_tstats),
 	 "INSERT INTO tensor_stats(step, seq, op, role, name, dtype, count, nan, inf, "

@@ -83,6 +83,7 @@ typedef struct ring_map {
 	int has_open_step;
 	int64_t open_step;
 	uint64_t open_step_t;
+	uint32_t open_step_ctx;
 	unsigned clock;
 	ring_counter *counters;      /* the last value of each counter this ring sent */
 	uint32_t n_counters, cap_counters;
@@ -133,8 +134,8 @@ struct prof_writer {
 	int64_t last_step;
 	char spool[256];             /* spool directory of dump payloads, "" if none */
 	sqlite3_stmt *st_string, *st_callsite, *st_opsig, *st_op, *st_copysig, *st_copy, *st_step,
-	    *st_scale, *st_mem, *st_meta, *st_tstats, *st_dump, *st_crash, *st_nonfinite,
-	    *st_optype, *st_thread, *st_comm;
+	    *st_scale, *st_mem, *st_ctx_end, *st_meta, *st_tstats, *st_dump, *st_crash,
+	    *st_nonfinite, *st_optype, *st_thread, *st_comm;
 };
 
 /* ---- shared helpers (writer.c) ------------------------------------------------------------ */

@@ -396,7 +396,7 @@ int amp_optim_step(amp_optim *o, int *skipped)
 	 * space (definition records wait even under --drop) would otherwise bill the wait to
 	 * the optimizer's time */
 	if (scaled && AMP_TRACING())
-		amp_trace_scale(ctx->step, old_scale, ctx->scaler.scale, why);
+		amp_trace_scale(ctx->trace_id, ctx->step, old_scale, ctx->scaler.scale, why);
 	ctx->cur_op = AMP_OP_COUNT;
 	return rc;
 }

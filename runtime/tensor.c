@@ -759,12 +759,12 @@ int amp_step_begin(amp_ctx *ctx)
 		amp_trace_meta("memory_optimize", amp_config_get(ctx, "memory_optimize"));
 		amp_trace_meta("memory_limit", amp_config_get(ctx, "memory_limit"));
 		amp_config_trace_sources(ctx);
-		amp_trace_scale(0, ctx->scaler.scale, ctx->scaler.scale,
+		amp_trace_scale(ctx->trace_id, 0, ctx->scaler.scale, ctx->scaler.scale,
 		                ctx->scaler.dynamic ? AMP_SCALE_INIT : AMP_SCALE_STATIC);
 	}
 	ctx->step_t0 = amp_trace_clock();
 	if (AMP_TRACING())
-		amp_trace_step_begin(ctx->step);
+		amp_trace_step_begin(ctx->trace_id, ctx->step);
 	return AMP_OK;
 }
 
@@ -784,11 +784,13 @@ int amp_step_end(amp_ctx *ctx)
 		    .clipped = ctx->optim_done && ctx->grad_clipped,
 		    .micro_batches = ctx->micro_done,
 		};
-		amp_trace_step_end(ctx->step, ctx->step_t0, ctx->step_loss, ctx->backward_done,
-		                   ctx->step_scale, ctx->step_overflow, ctx->step_skipped, ctx->samples,
-		                   &info);
-		amp_trace_memory(ctx->step, ctx->mem, ctx->mem_peak,
-		                 ctx->cfg.memory_optimize ? ctx->mem_unopt : NULL, ctx->mem_peak_unopt);
+		amp_trace_step_end(ctx->trace_id, ctx->step, ctx->step_t0, ctx->step_loss,
+		                   ctx->backward_done, ctx->step_scale, ctx->step_overflow,
+		                   ctx->step_skipped, ctx->samples, &info);
+		amp_trace_memory(ctx->trace_id, ctx->step, ctx->mem, ctx->mem_peak,
+		                 ctx->cfg.memory_optimize ? ctx->mem_unopt : NULL,
+		                 ctx->mem_peak_unopt);
+		ctx->mem_traced = 1;
 		/* this process's own: a forked child leaves out what its parent counted */
 		amp_trace_counter("ops_dispatched", amp_tl_ops);
 		amp_trace_counter("copies", amp_tl_copies);
@@ -891,6 +893,8 @@ void amp_ctx_free(amp_ctx *ctx)
 	if (ctx->dist && ctx->dist->detach)
 		ctx->dist->detach(ctx->dist_state, ctx);
 	amp_ctx_live_remove(ctx);
+	if (ctx->mem_traced && AMP_TRACING())
+		amp_trace_memory_end(ctx->trace_id, ctx->step);
 	arena_release(&ctx->arena);
 	for (size_t i = 0; i < ctx->n_persist; i++)
 		amp_mem_free(ctx->persist[i]);

@@ -81,7 +81,7 @@ void amp_trace_copy(amp_copy_kind kind, uint64_t bytes, int src_dtype, int dst_d
 	ring_commit(r, rec, AMP_REC_COPY, 1, 0);
 }
 
-void amp_trace_step_begin(int64_t step)
+void amp_trace_step_begin(uint32_t ctx_id, int64_t step)
 {
 	uint64_t t = amp_trace_clock();
 	trace_ring *r = ring_get();
@@ -95,11 +95,12 @@ void amp_trace_step_begin(int64_t step)
 	rec->step = step;
 	rec->t_begin = t;
 	rec->grad_norm = (double)NAN;
+	rec->ctx = ctx_id;
 	ring_commit(r, rec, AMP_REC_STEP_BEGIN, AMP_REC_SLOTS(amp_rec_step), 0);
 }
 
-void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_loss, double scale,
-                        int overflow, int skipped, int64_t samples,
+void amp_trace_step_end(uint32_t ctx_id, int64_t step, uint64_t t_begin, double loss, int has_loss,
+                        double scale, int overflow, int skipped, int64_t samples,
                         const amp_trace_step_info *info)
 {
 	uint64_t t = amp_trace_clock();
@@ -119,7 +120,7 @@ void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_los
 	rec->skipped = (uint8_t)(skipped != 0);
 	rec->flags = has_loss ? AMP_STEP_LOSS : 0;
 	rec->clipped = (uint8_t)(info && info->clipped);
-	memset(rec->pad, 0, sizeof rec->pad);
+	rec->ctx = ctx_id;
 	rec->grad_norm = info ? info->grad_norm : (double)NAN;
 	rec->micro_batches = info ? info->micro_batches : 0;
 	ring_commit(r, rec, AMP_REC_STEP_END, AMP_REC_SLOTS(amp_rec_step), 0);
@@ -127,7 +128,8 @@ void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_los
 	ring_publish(r);
 }
 
-void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale_reason reason)
+void amp_trace_scale(uint32_t ctx_id, int64_t step, double old_scale, double new_scale,
+                     amp_scale_reason reason)
 {
 	trace_ring *r = ring_get();
 	if (!r)
@@ -140,7 +142,7 @@ void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale
 	rec->old_scale = old_scale;
 	rec->new_scale = new_scale;
 	rec->reason = (uint32_t)reason;
-	rec->pad = 0;
+	rec->ctx = ctx_id;
 	ring_commit(r, rec, AMP_REC_SCALE, 1, 0);
 }
 
@@ -166,8 +168,8 @@ void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket,
 	ring_commit(r, rec, AMP_REC_COMM, 1, 0);
 }
 
-void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak,
-                      const uint64_t *unopt, uint64_t peak_unopt)
+void amp_trace_memory(uint32_t ctx_id, int64_t step, const uint64_t bytes[AMP_MEM_NCAT],
+                      uint64_t peak, const uint64_t *unopt, uint64_t peak_unopt)
 {
 	trace_ring *r = ring_get();
 	if (!r)
@@ -185,8 +187,25 @@ void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t
 		memset(rec->bytes_unopt, 0, sizeof rec->bytes_unopt);
 	rec->peak_unopt = unopt ? peak_unopt : 0;
 	rec->flags = unopt ? AMP_MEMREC_UNOPT : 0;
-	rec->pad = 0;
+	rec->ctx = ctx_id;
 	ring_commit(r, rec, AMP_REC_MEMORY, AMP_REC_SLOTS(amp_rec_memory), 0);
+}
+
+void amp_trace_memory_end(uint32_t ctx_id, int64_t step)
+{
+	trace_ring *r = ring_get();
+	if (!r)
+		return;
+	amp_rec_memory *rec = ring_reserve_kind(r, AMP_REC_SLOTS(amp_rec_memory), AMP_DROP_MEMORY);
+	if (!rec)
+		return;
+	memset((char *)rec + sizeof rec->h, 0, sizeof *rec - sizeof rec->h);
+	rec->step = step;
+	rec->t = amp_trace_clock();
+	rec->flags = AMP_MEMREC_END;
+	rec->ctx = ctx_id;
+	ring_commit(r, rec, AMP_REC_MEMORY, AMP_REC_SLOTS(amp_rec_memory), 0);
+	ring_publish(r);
 }
 
 void amp_trace_meta(const char *key, const char *value)

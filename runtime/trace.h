@@ -58,7 +58,7 @@ void amp_trace_copy(amp_copy_kind kind, uint64_t bytes, int src_dtype, int dst_d
 
 /* Step boundaries.  loss is the unscaled loss when has_loss (NaN and Inf as computed), scale
  * the loss scale used. */
-void amp_trace_step_begin(int64_t step);
+void amp_trace_step_begin(uint32_t ctx_id, int64_t step);
 /* What a step's optimizer did beyond the loss scale: the gradient norm before clipping (NAN
  * when not taken), whether it clipped, and the micro-batches (backward passes) it held. */
 typedef struct amp_trace_step_info {
@@ -66,17 +66,20 @@ typedef struct amp_trace_step_info {
 	int clipped;
 	int64_t micro_batches;
 } amp_trace_step_info;
-void amp_trace_step_end(int64_t step, uint64_t t_begin, double loss, int has_loss, double scale,
-                        int overflow, int skipped, int64_t samples,
+void amp_trace_step_end(uint32_t ctx_id, int64_t step, uint64_t t_begin, double loss, int has_loss,
+                        double scale, int overflow, int skipped, int64_t samples,
                         const amp_trace_step_info *info);
 
-/* A loss-scaler decision at the end of `step`. */
-void amp_trace_scale(int64_t step, double old_scale, double new_scale, amp_scale_reason reason);
+/* A loss-scaler decision of context ctx_id (amp_ctx.trace_id) at the end of `step`. */
+void amp_trace_scale(uint32_t ctx_id, int64_t step, double old_scale, double new_scale,
+                     amp_scale_reason reason);
 
-/* Bytes by amp_mem_category at the end of `step`, and the peak so far; with memory_optimize,
- * unopt (else NULL) and peak_unopt are the same without it. */
-void amp_trace_memory(int64_t step, const uint64_t bytes[AMP_MEM_NCAT], uint64_t peak,
-                      const uint64_t *unopt, uint64_t peak_unopt);
+/* Bytes by amp_mem_category of context ctx_id at the end of `step`, and the peak so far;
+ * with memory_optimize, unopt (else NULL) and peak_unopt are the same without it. */
+void amp_trace_memory(uint32_t ctx_id, int64_t step, const uint64_t bytes[AMP_MEM_NCAT],
+                      uint64_t peak, const uint64_t *unopt, uint64_t peak_unopt);
+/* Context ctx_id was freed after `step` (AMP_MEMREC_END). */
+void amp_trace_memory_end(uint32_t ctx_id, int64_t step);
 
 /* A collective of a data-parallel backend (amp_rec_comm). */
 void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket, uint64_t bytes,

@@ -203,7 +203,10 @@ const char *amp_op_list_name(amp_op_list l);
  * Also in version 3: the step record spans two slots and carries the gradient norm, the clipping
  * flag and the micro-batch count (grad_norm, clipped, micro_batches); the memory record
  * carries the categories as they would be without memory_optimize (bytes_unopt, peak_unopt,
- * valid with AMP_MEMREC_UNOPT).
+ * valid with AMP_MEMREC_UNOPT).  Added within version 3 in zeroed padding: the context of a
+ * step, a memory and a scale record (amp_rec_step.ctx, amp_rec_memory.ctx, amp_rec_scale.ctx)
+ * and the memory record of a freed context (AMP_MEMREC_END), so that contexts that did not
+ * coexist are not added together.
  */
 #define AMP_WIRE_VERSION 3u
 #define AMP_SESSION_MAGIC 0x314e5353504d4161ull /* "aAMPSSN1" */
@@ -436,7 +439,8 @@ typedef struct amp_rec_step {
 	uint8_t flags;            /* AMP_STEP_* (added in wire version 3 in what was zeroed
 	                             padding: 0 from a producer that predates it) */
 	uint8_t clipped;          /* wire v3: gradient clipping scaled the gradients down */
-	uint8_t pad[4];
+	uint32_t ctx; /* added within wire v3: the stepping context (amp_rec_memory.ctx),
+	                 0 from a producer that predates it */
 	double grad_norm;         /* wire v3: global L2 norm of the unscaled gradients before
 	                             clipping; NAN when not taken (clipping off, overflow) */
 	int64_t micro_batches;    /* wire v3: backward passes (micro-batches) in the step */
@@ -453,12 +457,15 @@ typedef struct amp_rec_scale {
 	uint64_t t;
 	double old_scale, new_scale;
 	uint32_t reason;
-	uint32_t pad;
+	uint32_t ctx; /* the deciding context (amp_rec_memory.ctx); 0 from a producer before it */
 } amp_rec_scale;
 
 /* amp_rec_memory.flags */
 enum {
 	AMP_MEMREC_UNOPT = 1u << 0, /* bytes_unopt and peak_unopt are filled (memory_optimize on) */
+	/* added within wire v3: the context was freed (its tensor memory is gone; the byte
+	 * counts are 0); written only by a context that reported a step before */
+	AMP_MEMREC_END = 1u << 1,
 };
 
 typedef struct amp_rec_memory {
@@ -472,7 +479,10 @@ typedef struct amp_rec_memory {
 	uint64_t bytes_unopt[AMP_MEM_NCAT];
 	uint64_t peak_unopt;
 	uint32_t flags;           /* AMP_MEMREC_* */
-	uint32_t pad;
+	/* added within wire v3: the reporting context, numbered from 1 in its process in order
+	 * of creation (with the ring's thread it names a context of the run); 0 from a producer
+	 * that predates it, whose thread then stands for its context */
+	uint32_t ctx;
 } amp_rec_memory;
 
 /* key (h.len bytes... see klen) and value follow the fixed part: text[klen + vlen]. */

@@ -208,7 +208,8 @@ CREATE TABLE steps (
 	                   -- when no norm was taken
 	micro_batches INTEGER, -- backward passes (micro-batches) in the step: 1 without gradient
 	                   -- accumulation, gradient_accumulation_steps with it; 0 if none ran
-	rank     INTEGER DEFAULT 0  -- MPI rank
+	rank     INTEGER DEFAULT 0,  -- MPI rank
+	context  INTEGER   -- the stepping context, as memory.context (added within version 3)
 );
 
 -- One row per loss-scaler decision (of each context: one per producing thread), linked at
@@ -233,10 +234,13 @@ CREATE TABLE loss_scale (
 	                         -- before, when it was checked (scaled, as stored); the report
 	                         -- shows it times the scales: what pushed it past 65504
 	clean_steps    INTEGER,  -- growth and hold: consecutive clean steps at this decision
-	rank      INTEGER DEFAULT 0  -- MPI rank
+	rank      INTEGER DEFAULT 0,  -- MPI rank
+	context   INTEGER   -- the deciding context, as memory.context (added within version 3)
 );
 
--- Bytes by category at the end of each step, and the peak so far (of each context's thread).
+-- Bytes by category at the end of each step, and the peak so far, of each context (one row per
+-- context and step: contexts of their own threads, or one after another in a thread, each
+-- report theirs).
 CREATE TABLE memory (
 	step            INTEGER,  -- step
 	t_ns            INTEGER,  -- time of the report
@@ -257,6 +261,40 @@ CREATE TABLE memory (
 	optimizer_state_unopt INTEGER,  -- optimizer_state without memory_optimize
 	total_unopt           INTEGER,  -- total without memory_optimize
 	peak_unopt            INTEGER,  -- peak without memory_optimize
+	rank            INTEGER DEFAULT 0,  -- MPI rank
+	-- the reporting context in its process, numbered from 1 in order of creation; with
+	-- thread it names a context of the run (added within version 3; NULL from a runtime
+	-- that predates it: a thread's rows are then its one context's)
+	context         INTEGER
+);
+
+-- The contexts freed during the run (a context that reported its memory reports its end):
+-- their memory is gone from then on.  Added within version 3.
+CREATE TABLE context_ends (
+	thread  INTEGER,            -- threads.id of the context's thread
+	context INTEGER,            -- memory.context
+	step    INTEGER,            -- its last step
+	t_ns    INTEGER,            -- time it was freed
+	rank    INTEGER DEFAULT 0   -- MPI rank
+);
+
+-- Set at finalize when a rank had more than one context: the rank's tensor memory at the time
+-- of each report (memory row), every context alive then together, each with its last report
+-- (peak: the sum of their peaks so far).  A context is alive from its first report until it
+-- was freed (context_ends), or until a later image of its process thread (an exec) reported:
+-- contexts that did not coexist are not added.  Readers take "a step's memory"
+-- from here when it has rows, else from the sum of the step's memory rows
+-- (amp_profile_memory_steps).  Added within version 3.
+CREATE TABLE memory_sum (
+	step            INTEGER,  -- step of the report
+	t_ns            INTEGER,  -- time of the report
+	master_weights  INTEGER,  -- the categories, every alive context's together
+	working_copies  INTEGER,
+	activations     INTEGER,
+	grads           INTEGER,
+	optimizer_state INTEGER,
+	total           INTEGER,  -- sum of the categories
+	peak            INTEGER,  -- sum of the alive contexts' peaks so far
 	rank            INTEGER DEFAULT 0  -- MPI rank
 );
 

@@ -810,6 +810,29 @@ int amp_profile_has_column(sqlite3 *db, const char *table, const char *column)
 	return found;
 }
 
+const char *amp_profile_memory_steps(sqlite3 *db, const char *where, char *buf, size_t len)
+{
+	int64_t summed = 0;
+	if (amp_profile_has_table(db, "memory_sum"))
+		amp_profile_query_int64(db, &summed, "SELECT EXISTS (SELECT 1 FROM memory_sum)",
+		                        NULL);
+	int ranked = amp_profile_has_column(db, "memory", "rank");
+	const char *w = where ? " WHERE " : "", *cond = where ? where : "";
+	int n = summed ? snprintf(buf, len,
+	                          "SELECT step, rank, master_weights, working_copies, activations, "
+	                          "grads, optimizer_state, total, max(peak) AS peak FROM memory_sum"
+	                          "%s%s GROUP BY step, rank",
+	                          w, cond)
+	               : snprintf(buf, len,
+	                          "SELECT step, %s AS rank, sum(master_weights) AS master_weights, "
+	                          "sum(working_copies) AS working_copies, sum(activations) AS "
+	                          "activations, sum(grads) AS grads, sum(optimizer_state) AS "
+	                          "optimizer_state, sum(total) AS total, sum(peak) AS peak FROM "
+	                          "memory%s%s GROUP BY step%s",
+	                          ranked ? "rank" : "0", w, cond, ranked ? ", rank" : "");
+	return n > 0 && (size_t)n < len ? buf : NULL;
+}
+
 const char *amp_profile_callsites_static(sqlite3 *db)
 {
 	static const char warning[] =
@@ -954,8 +977,12 @@ int amp_profile_upgrade(sqlite3 *db)
 	    {"memory", "optimizer_state_unopt", "INTEGER"},
 	    {"memory", "total_unopt", "INTEGER"},
 	    {"memory", "peak_unopt", "INTEGER"},
+	    {"memory", "context", "INTEGER"},
+	    {"loss_scale", "context", "INTEGER"},
+	    {"steps", "context", "INTEGER"},
 	};
-	static const char *const tables[] = {"nonfinite", "forecast", "comm", "rank_summary"};
+	static const char *const tables[] = {"nonfinite",    "forecast",   "comm",
+	                                     "rank_summary", "memory_sum", "context_ends"};
 	int version = 0;
 	if (pragma_int(db, "PRAGMA user_version", &version) != SQLITE_OK)
 		return AMP_PROFILE_EIO;

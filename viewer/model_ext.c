@@ -36,23 +36,28 @@ static void like_pattern(const char *filter, char *buf, size_t len)
 	buf[k] = '\0';
 }
 
-/* A step's memory: every context's together, of the rank with the largest peak in a merged
- * profile (each rank's memory is its own; SQLite takes the bare columns from max()'s row).
- * MEM_SELECT(group) with group "step, rank", or "step" in a profile whose memory has no rank
- * column (before version 3). */
-#define MEM_SELECT(group)                                                                          \
-	"SELECT step, mw, wc, act, gr, os, tot, max(pk) FROM (SELECT step, "                       \
-	"sum(master_weights) AS mw, sum(working_copies) AS wc, sum(activations) AS act, "          \
-	"sum(grads) AS gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk "       \
-	"FROM memory WHERE CAST(step AS TEXT) LIKE ?1 ESCAPE '\\' GROUP BY " group ") GROUP BY step "
-#define MEM_QUERY(m, before, after)                                                                \
-	(amp_profile_has_column(view_model_db(m), "memory", "rank")                                \
-	     ? before MEM_SELECT("step, rank") after                                                \
-	     : before MEM_SELECT("step") after)
+/* into sql: before, the steps whose number matches ?1 (a LIKE pattern), after.  A step's
+ * memory (amp_profile_memory_steps) of the rank with the largest peak in a merged profile (each
+ * rank's memory is its own; SQLite takes the bare columns from max()'s row): step, the five
+ * categories, total, peak. */
+static const char *mem_query(view_model *m, const char *before, const char *after, char *sql,
+                             size_t len)
+{
+	char steps[1024];
+	if (!amp_profile_memory_steps(view_model_db(m), "CAST(step AS TEXT) LIKE ?1 ESCAPE '\\'",
+	                              steps, sizeof steps))
+		return NULL;
+	int n = snprintf(sql, len,
+	                 "%sSELECT step, master_weights, working_copies, activations, grads, "
+	                 "optimizer_state, total, max(peak) AS peak FROM (%s) GROUP BY step %s",
+	                 before, steps, after);
+	return n > 0 && (size_t)n < len ? sql : NULL;
+}
 
 static int prepare(view_model *m, const char *sql, sqlite3_stmt **st)
 {
-	if (sqlite3_prepare_v2(view_model_db(m), sql, -1, st, NULL) == SQLITE_OK)
+	*st = NULL;
+	if (sql && sqlite3_prepare_v2(view_model_db(m), sql, -1, st, NULL) == SQLITE_OK)
 		return 0;
 	sqlite3_finalize(*st);
 	*st = NULL;
@@ -73,11 +78,11 @@ static void mem_row(sqlite3_stmt *st, view_mem_row *r)
 
 int64_t view_model_memory_count(view_model *m, const char *filter)
 {
-	char pat[160];
+	char pat[160], sql[2048];
 	sqlite3_stmt *st = NULL;
 	int64_t n = 0;
 	like_pattern(filter, pat, sizeof pat);
-	if (prepare(m, MEM_QUERY(m, "SELECT count(*) FROM (", ")"), &st))
+	if (prepare(m, mem_query(m, "SELECT count(*) FROM (", ")", sql, sizeof sql), &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
 	if (sqlite3_step(st) == SQLITE_ROW)
@@ -89,11 +94,11 @@ int64_t view_model_memory_count(view_model *m, const char *filter)
 long view_model_memory(view_model *m, const char *filter, int64_t offset, view_mem_row *rows,
                        long max)
 {
-	char pat[160];
+	char pat[160], sql[2048];
 	sqlite3_stmt *st = NULL;
 	long n = 0;
 	like_pattern(filter, pat, sizeof pat);
-	if (prepare(m, MEM_QUERY(m, "", "ORDER BY step LIMIT ?2 OFFSET ?3"), &st))
+	if (prepare(m, mem_query(m, "", "ORDER BY step LIMIT ?2 OFFSET ?3", sql, sizeof sql), &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 2, max);
@@ -107,8 +112,10 @@ long view_model_memory(view_model *m, const char *filter, int64_t offset, view_m
 int view_model_memory_peak(view_model *m, view_mem_row *row)
 {
 	sqlite3_stmt *st = NULL;
+	char sql[2048];
 	int rc = 1;
-	if (prepare(m, MEM_QUERY(m, "", "ORDER BY max(pk) DESC, tot DESC, step LIMIT 1"), &st))
+	if (prepare(m, mem_query(m, "", "ORDER BY 8 DESC, 7 DESC, step LIMIT 1", sql, sizeof sql),
+	            &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, "%", -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW) {

@@ -155,6 +155,35 @@ check "5 contexts in turn in each of 2 threads: ops_dispatched = ops rows" \
 	"$(meta serial.db ops_dispatched)" "$(q serial.db 'SELECT count(*) FROM ops')"
 check "... copies = copy rows" "$(meta serial.db copies)" "$(q serial.db 'SELECT count(*) FROM copies')"
 
+# ---- memory and the scale history of contexts that did not live at the same time ------------
+# Each context reports its own memory; contexts one after another in a thread, or in images of
+# one process, are not added together (they were, at equal step numbers), and ones alive at
+# once in one thread are.  The report, its JSON and ampview say the same peak.
+PY=/usr/bin/python3
+json_peak() { "$AMPPROF" report --format=json "$1" | $PY -c 'import json,sys; print(json.load(sys.stdin)["memory"]["peak_bytes"])'; }
+view_peak() { "$AMPVIEW" --headless --panel=memory "$1" | sed -n 's/.* peak \(.*\) at step .*/\1/p'; }
+"$AMPPROF" -q -o one.db -- "$CASES" --steps 4 > /dev/null
+one=$(q one.db 'SELECT peak_bytes FROM overview')
+one_view=$(view_peak one.db)
+check_true "one context: a memory peak ($one bytes, $one_view in ampview)" test "${one:-0}" -gt 0 -a -n "$one_view"
+for args in "--serial 3" "--exec 2" "--exec-live 2"; do
+	"$AMPPROF" -q -f -o nc.db -- "$CASES" --steps 4 $args > /dev/null
+	check "contexts one after another ($args): the peak is one context's, in the overview, JSON and ampview" \
+		"$(q nc.db 'SELECT peak_bytes FROM overview')|$(json_peak nc.db)|$(view_peak nc.db)" "$one|$one|$one_view"
+done
+check "--exec-live 2: only the last image freed its context" "$(q nc.db 'SELECT count(*) FROM context_ends')" 1
+"$AMPPROF" -q -o inter.db -- "$CASES" --steps 4 --interleave 3 > /dev/null
+check "3 contexts alive at once in one thread: the peak is their sum, each freed" \
+	"$(q inter.db 'SELECT peak_bytes FROM overview')|$(json_peak inter.db)|$(q inter.db 'SELECT count(*) FROM context_ends')" \
+	"$((3 * one))|$((3 * one))|3"
+# the step history follows one context: the first one's losses, not a mix of both
+"$AMPPROF" -q -o ser2.db -- "$CASES" --steps 4 --serial 2 > /dev/null
+check "2 contexts in turn in a thread: the JSON history holds the first context's losses" \
+	"$("$AMPPROF" report --format=json ser2.db | $PY -c 'import json,sys; print(" ".join("%.6f" % s["loss"] for s in json.load(sys.stdin)["history"]["steps"]))')" \
+	"$(q ser2.db "SELECT group_concat(printf('%.6f', loss), ' ') FROM (SELECT loss FROM steps WHERE context = 1 ORDER BY step)")"
+check "... whose losses differ from the second's" \
+	"$(q ser2.db "SELECT count(*) FROM steps a JOIN steps b ON a.step = b.step AND a.context = 1 AND b.context = 2 WHERE a.loss <> b.loss")" 4
+
 # ---- the spool directory of a killed ampprof --------------------------------------------------
 mkdir spool && cd spool
 "$AMPPROF" -q --dump=nonfinite -o k.db -- "$PRODUCER" --steps 200 --sleep-ms 10 & ap=$!

@@ -119,7 +119,7 @@ check_true "report shows top ops" grep -q "MatMul" <<<"$out"
 check_true "report --format=json parses" python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["steps"] == 10 and len(d["top_ops"]) == 3' < <("$AMPPROF" report --format=json run.db)
 check_true "export chrome parses" python3 -c 'import json,sys; d=json.load(sys.stdin); assert sum(e.get("cat") == "op" for e in d["traceEvents"]) == 200' < <("$AMPPROF" export --format=chrome run.db)
 check "export csv rows" "$("$AMPPROF" export --format=csv run.db | wc -l)" 201
-check "export csv steps header" "$("$AMPPROF" export --format=csv --table=steps run.db | head -1)" "step,start_ns,dur_ns,loss,scale,overflow,skipped,samples,detail,thread,loss_state,grad_norm,clipped,micro_batches,rank"
+check "export csv steps header" "$("$AMPPROF" export --format=csv --table=steps run.db | head -1)" "step,start_ns,dur_ns,loss,scale,overflow,skipped,samples,detail,thread,loss_state,grad_norm,clipped,micro_batches,rank,context"
 
 # --steps: detail only for the chosen steps, step rows for all
 "$AMPPROF" -q -o steps.db --steps=2-3 -- "$PRODUCER" --steps 10 --ops 20

@@ -8,7 +8,7 @@
  * loss scaler skips the step.
  *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
  *                 [--orphan-at S] [--die-at S] [--chdir DIR] [--label-prefix P] [--serial K]
- *                 [--exec N]
+ *                 [--exec N] [--exec-live N] [--interleave K]
  * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
  * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
  * goes on training the parent's context to the last step, while the parent waits for it and
@@ -19,6 +19,9 @@
  * tools' outputs: escapes, newlines, invalid UTF-8).  --serial K trains K contexts one after
  * another in each thread (each made, trained for --steps and freed).  --exec N: then the process
  * execs itself with --exec N-1 (N more images of it, one after another, in one process).
+ * --exec-live N: the same, but each image execs right after its last step, its context not
+ * freed (no end of it reported: the next image's reports tell that it is gone).
+ * --interleave K: K contexts alive at once in one thread, trained step by step in turn.
  */
 #include <amp/amp.h>
 #include <pthread.h>
@@ -42,6 +45,22 @@ typedef struct cases_opts {
 
 static cases_opts g_opts = {6, 1, 0, -1, 0, {0}, 1, -1, -1};
 static const char *g_prefix = "";
+static char **g_argv;       /* the command line, for --exec and --exec-live */
+static int g_exec_more = 0; /* images still to exec */
+static int g_exec_at = -1;  /* argv index of its count */
+static int g_exec_live = 0; /* exec before the context is freed */
+
+/* Execs this program again with one image fewer to go; returns only on failure. */
+static int exec_again(void)
+{
+	char next[16];
+	snprintf(next, sizeof next, "%d", g_exec_more - 1);
+	g_argv[g_exec_at] = next;
+	fflush(NULL);
+	execv("/proc/self/exe", g_argv);
+	perror("runtime_cases: exec");
+	return 1;
+}
 
 /* The label of an op: --label-prefix, then name (a static buffer per call site's name). */
 static const char *label(char *buf, size_t len, const char *name)
@@ -58,24 +77,62 @@ static int is_bad(int step)
 	return 0;
 }
 
+/* A context with its weight and optimizer, or NULL with a message printed. */
+static amp_ctx *make_ctx(amp_tensor **w, amp_optim **opt)
+{
+	amp_ctx *ctx = NULL;
+	char err[256];
+	if (amp_ctx_new(NULL, &ctx, err, sizeof err) != AMP_OK) {
+		fprintf(stderr, "runtime_cases: %s\n", err);
+		return NULL;
+	}
+	if (amp_config_set(ctx, "precision_mode", "allow_mix_precision") != AMP_OK ||
+	    amp_param_new(ctx, "fc", amp_shape2(FEATURES, FEATURES), AMP_INIT_KAIMING, 1, w) !=
+	        AMP_OK ||
+	    amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 1e-3f}, opt) != AMP_OK) {
+		fprintf(stderr, "runtime_cases: %s\n", amp_ctx_error(ctx));
+		amp_ctx_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/* One training step of context id; 0, or -1 with the context's error set. */
+static int train_step(amp_ctx *ctx, amp_tensor *w, amp_optim *opt, int id, int step,
+                      double *loss_out, int *skipped)
+{
+	float x[BATCH * FEATURES], c[BATCH * FEATURES];
+	for (int i = 0; i < BATCH * FEATURES; i++) {
+		x[i] = (float)((i * 7 + step * 3 + id) % 17) / 8.0f - 1.0f;
+		c[i] = is_bad(step) ? -100.0f : 1.0f;
+	}
+	amp_tensor *xt, *ct, *h, *sq, *a, *y, *loss;
+	char l_fc[256], l_sq[256], l_shift[256], l_log[256], l_loss[256];
+	*skipped = 0;
+	if (amp_step_begin(ctx) != AMP_OK ||
+	    amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEATURES), AMP_F32, &xt) != AMP_OK ||
+	    amp_tensor_from_f32(ctx, c, amp_shape2(BATCH, FEATURES), AMP_F32, &ct) != AMP_OK ||
+	    amp_linear(ctx, label(l_fc, sizeof l_fc, "fc"), xt, w, NULL, &h) != AMP_OK ||
+	    amp_mul(ctx, label(l_sq, sizeof l_sq, "sq"), h, h, &sq) != AMP_OK ||
+	    amp_add(ctx, label(l_shift, sizeof l_shift, "shift"), sq, ct, &a) != AMP_OK ||
+	    amp_log(ctx, label(l_log, sizeof l_log, "log"), a, &y) != AMP_OK || /* RUNTIME_CASES_LOG_LINE */
+	    amp_mean(ctx, label(l_loss, sizeof l_loss, "loss"), y, &loss) != AMP_OK ||
+	    amp_backward(ctx, loss) != AMP_OK ||
+	    amp_optim_step(opt, skipped) != AMP_OK)
+		return -1;
+	*loss_out = amp_tensor_item(ctx, loss);
+	return amp_step_end(ctx) == AMP_OK ? 0 : -1;
+}
+
 /* Trains one context; returns 0 or 1 with a message printed. */
 static int train(int id)
 {
-	amp_ctx *ctx = NULL;
 	amp_tensor *w;
 	amp_optim *opt;
-	char err[256];
 	int status = 1;
-	float x[BATCH * FEATURES], c[BATCH * FEATURES];
-	if (amp_ctx_new(NULL, &ctx, err, sizeof err) != AMP_OK) {
-		fprintf(stderr, "runtime_cases: %s\n", err);
+	amp_ctx *ctx = make_ctx(&w, &opt);
+	if (!ctx)
 		return 1;
-	}
-	if (amp_config_set(ctx, "precision_mode", "allow_mix_precision") != AMP_OK ||
-	    amp_param_new(ctx, "fc", amp_shape2(FEATURES, FEATURES), AMP_INIT_KAIMING, 1, &w) !=
-	        AMP_OK ||
-	    amp_optim_sgd_new(ctx, &(amp_sgd_options){.lr = 1e-3f}, &opt) != AMP_OK)
-		goto fail;
 	for (int step = 0; step < g_opts.steps; step++) {
 		if (step == g_opts.die_at) {
 			fflush(NULL);
@@ -102,37 +159,48 @@ static int train(int id)
 				goto out;
 			}
 		}
-		for (int i = 0; i < BATCH * FEATURES; i++) {
-			x[i] = (float)((i * 7 + step * 3 + id) % 17) / 8.0f - 1.0f;
-			c[i] = is_bad(step) ? -100.0f : 1.0f;
-		}
-		amp_tensor *xt, *ct, *h, *sq, *a, *y, *loss;
-		char l_fc[256], l_sq[256], l_shift[256], l_log[256], l_loss[256];
+		double l = 0;
 		int skipped = 0;
-		if (amp_step_begin(ctx) != AMP_OK ||
-		    amp_tensor_from_f32(ctx, x, amp_shape2(BATCH, FEATURES), AMP_F32, &xt) != AMP_OK ||
-		    amp_tensor_from_f32(ctx, c, amp_shape2(BATCH, FEATURES), AMP_F32, &ct) != AMP_OK ||
-		    amp_linear(ctx, label(l_fc, sizeof l_fc, "fc"), xt, w, NULL, &h) != AMP_OK ||
-		    amp_mul(ctx, label(l_sq, sizeof l_sq, "sq"), h, h, &sq) != AMP_OK ||
-		    amp_add(ctx, label(l_shift, sizeof l_shift, "shift"), sq, ct, &a) != AMP_OK ||
-		    amp_log(ctx, label(l_log, sizeof l_log, "log"), a, &y) != AMP_OK || /* RUNTIME_CASES_LOG_LINE */
-		    amp_mean(ctx, label(l_loss, sizeof l_loss, "loss"), y, &loss) != AMP_OK ||
-		    amp_backward(ctx, loss) != AMP_OK ||
-		    amp_optim_step(opt, &skipped) != AMP_OK)
-			goto fail;
-		double l = amp_tensor_item(ctx, loss);
-		if (amp_step_end(ctx) != AMP_OK)
+		if (train_step(ctx, w, opt, id, step, &l, &skipped) != 0)
 			goto fail;
 		if (g_opts.threads == 1 && g_opts.procs == 0)
 			printf("step %d  loss %.6g  scale %g%s\n", step, l, amp_loss_scale(ctx),
 			       skipped ? "  (skipped)" : "");
 	}
 	status = 0;
+	if (g_exec_live && g_exec_more > 0 && id == 0)
+		status = exec_again(); /* the context is not freed */
 	goto out;
 fail:
 	fprintf(stderr, "runtime_cases: %s\n", amp_ctx_error(ctx));
 out:
 	amp_ctx_free(ctx);
+	return status;
+}
+
+/* --interleave K: K contexts alive at once in this thread, each step of each in turn */
+static int train_interleaved(int k)
+{
+	amp_ctx *ctx[MAX_THREADS] = {NULL};
+	amp_tensor *w[MAX_THREADS];
+	amp_optim *opt[MAX_THREADS];
+	int status = 1;
+	for (int i = 0; i < k; i++)
+		if (!(ctx[i] = make_ctx(&w[i], &opt[i])))
+			goto out;
+	for (int step = 0; step < g_opts.steps; step++)
+		for (int i = 0; i < k; i++) {
+			double l;
+			int skipped;
+			if (train_step(ctx[i], w[i], opt[i], i, step, &l, &skipped) != 0) {
+				fprintf(stderr, "runtime_cases: %s\n", amp_ctx_error(ctx[i]));
+				goto out;
+			}
+		}
+	status = 0;
+out:
+	for (int i = 0; i < k; i++)
+		amp_ctx_free(ctx[i]);
 	return status;
 }
 
@@ -153,7 +221,8 @@ static void *thread_main(void *arg)
 int main(int argc, char **argv)
 {
 	const char *dir = NULL;
-	int exec_more = 0, exec_at = -1;
+	int interleave = 0;
+	g_argv = argv;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -181,11 +250,13 @@ int main(int argc, char **argv)
 			g_prefix = v;
 		else if (strcmp(a, "--serial") == 0)
 			g_opts.serial = atoi(v);
-		else if (strcmp(a, "--exec") == 0) {
-			exec_more = atoi(v);
-			exec_at = i + 1;
-		}
-		else {
+		else if (strcmp(a, "--interleave") == 0)
+			interleave = atoi(v);
+		else if (strcmp(a, "--exec") == 0 || strcmp(a, "--exec-live") == 0) {
+			g_exec_more = atoi(v);
+			g_exec_at = i + 1;
+			g_exec_live = strcmp(a, "--exec-live") == 0;
+		} else {
 			fprintf(stderr, "runtime_cases: unknown option '%s'\n", a);
 			return 2;
 		}
@@ -201,6 +272,8 @@ int main(int argc, char **argv)
 		perror("runtime_cases: chdir");
 		return 1;
 	}
+	if (interleave > 0)
+		return interleave > MAX_THREADS ? 2 : train_interleaved(interleave);
 	if (g_opts.procs > 0) {
 		pid_t pids[MAX_THREADS];
 		int status = 0;
@@ -231,14 +304,7 @@ int main(int argc, char **argv)
 		pthread_join(th[t], &rc);
 		status |= (int)(intptr_t)rc;
 	}
-	if (!status && exec_more > 0) {
-		char next[16];
-		snprintf(next, sizeof next, "%d", exec_more - 1);
-		argv[exec_at] = next;
-		fflush(NULL);
-		execv("/proc/self/exe", argv);
-		perror("runtime_cases: exec");
-		return 1;
-	}
+	if (!status && g_exec_more > 0)
+		return exec_again();
 	return status;
 }

@@ -89,7 +89,7 @@ static void *run_thread(void *arg)
 	double scale = 128;
 	for (int64_t step = 0; step < g_opts.steps; step++) {
 		uint64_t t0 = amp_trace_clock();
-		amp_trace_step_begin(step);
+		amp_trace_step_begin(0, step);
 		uint64_t c0 = amp_trace_clock();
 		amp_trace_copy(AMP_COPY_H2D, 128 * 784 * 4, 0, 0, c0, step, "input");
 		for (int i = 0; i < g_opts.ops; i++) {
@@ -112,12 +112,14 @@ static void *run_thread(void *arg)
 			exit(42);
 		int overflow = step % 5 == 4;
 		double next = overflow ? scale / 2 : scale;
-		amp_trace_step_end(step, t0, 1.0 / (double)(step + 1), 1, scale, overflow, overflow,
-		                   128, NULL);
-		amp_trace_scale(step, scale, next, overflow ? AMP_SCALE_OVERFLOW : AMP_SCALE_HOLD);
+		amp_trace_step_end(0, step, t0, 1.0 / (double)(step + 1), 1, scale, overflow,
+		                   overflow, 128, NULL);
+		amp_trace_scale(0, step, scale, next,
+		                overflow ? AMP_SCALE_OVERFLOW : AMP_SCALE_HOLD);
 		scale = next;
 		uint64_t mem[AMP_MEM_NCAT] = {1000, 500, 2000 + (uint64_t)step, 1000, 2000};
-		amp_trace_memory(step, mem, 8000, NULL, 0);
+		amp_trace_memory(0, step, mem, 8000, NULL,
+		                 0); /* 0: as a producer without contexts */
 		if (g_opts.sleep_ms)
 			sleep_ms(g_opts.sleep_ms);
 	}
