@@ -343,11 +343,17 @@ static void scale_draw(void *self, view_ctx *ctx, view_screen *s, int top, int r
 			         view_fmt_scale(k->max_scale, b, sizeof b));
 		x += view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0, line);
 		if (k->overflows) {
-			snprintf(line, sizeof line,
-			         " \xc2\xb7 %lld overflow%s (first %lld), %lld skipped",
-			         (long long)k->overflows, k->overflows > 1 ? "s" : "",
-			         (long long)k->first_overflow, (long long)k->skipped);
-			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_MARK, 0, line);
+			/* shorter forms where the full one would be cut (a narrow terminal): the
+			 * counts matter more than the words */
+			long long o = (long long)k->overflows, f = (long long)k->first_overflow,
+			          sk = (long long)k->skipped;
+			int room = s->w - x - 1;
+			if (snprintf(line, sizeof line, " \xc2\xb7 %lld overflow%s (first %lld), %lld skipped",
+			             o, o > 1 ? "s" : "", f, sk) - 1 > room &&
+			    snprintf(line, sizeof line, " \xc2\xb7 %lld ovf (1st %lld), %lld skipped", o, f,
+			             sk) - 1 > room)
+				snprintf(line, sizeof line, " \xc2\xb7 %lld ovf, %lld skip", o, sk);
+			view_screen_puts(s, x, ybot + 3, room, VIEW_S_MARK, 0, line);
 		} else {
 			view_screen_puts(s, x, ybot + 3, s->w - x - 1, VIEW_S_NORMAL, 0,
 			                 " \xc2\xb7 no overflow");

@@ -96,6 +96,7 @@ anomaly-step-next|ex.db|--panel=anomalies --keys=<enter>NN
 callsites-filter|ex.db|--panel=callsites --keys=/model
 narrow-callsites|abs.db|--panel=callsites --width=60
 narrow-anomaly-step|ex.db|--panel=scale --keys=<enter> --width=60
+narrow-scale|ex.db|--panel=scale --keys=n --width=48
 live-overview|live.db|--panel=overview
 static-overview|static.db|--panel=overview
 static-callsites|static.db|--panel=callsites'
