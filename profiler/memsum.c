@@ -82,6 +82,16 @@ static int64_t gone_at(const thread_end *v, size_t n, int64_t thread)
 	return e ? e->gone_at : INT64_MAX;
 }
 
+/* a + b, held at the int64 limits: a producer's byte counts are untrusted (a damaged or
+ * hostile one sends anything), and SQL's total() of the same rows would not wrap either */
+static int64_t add_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (!__builtin_add_overflow(a, b, &r))
+		return r;
+	return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
 int prof_memory_sum(sqlite3 *db)
 {
 	if (sqlite3_exec(db, "DELETE FROM memory_sum", NULL, NULL, NULL) != SQLITE_OK)
@@ -145,9 +155,11 @@ int prof_memory_sum(sqlite3 *db)
 		c->gone_at = gone_at(ends, nends, thread);
 		int64_t sum[NCAT] = {0}, total = 0, peak = 0;
 		for (size_t i = 0; i < n; i++) {
-			for (int j = 0; j < NCAT; j++)
-				sum[j] += live[i].cat[j], total += live[i].cat[j];
-			peak += live[i].peak;
+			for (int j = 0; j < NCAT; j++) {
+				sum[j] = add_sat(sum[j], live[i].cat[j]);
+				total = add_sat(total, live[i].cat[j]);
+			}
+			peak = add_sat(peak, live[i].peak);
 		}
 		sqlite3_bind_int64(wr, 1, sqlite3_column_int64(rd, 3));
 		sqlite3_bind_int64(wr, 2, t);
