@@ -371,6 +371,7 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 	    {"loss_scale", "step, t_ns"}, {"memory", "step, t_ns"}, {"op_summary", "total_ns DESC, op"},
 	    {"callsites", "id"}, {"advice", "id"}, {"tensor_stats", "id"}, {"meta", "key"},
 	    {"crashes", "id"}, {"threads", "id"}, {"comm", "id"}, {"rank_summary", "rank"},
+	    {"memory_sum", "rank, t_ns"}, {"context_ends", "rank, t_ns"},
 	};
 	const char *order = NULL;
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
@@ -378,7 +379,8 @@ int prof_export_csv(sqlite3 *db, FILE *f, const char *table)
 			order = tables[i].order;
 	if (!order) {
 		prof_error("tables: ops, copies, steps, loss_scale, memory, op_summary, callsites, "
-		           "advice, tensor_stats, meta, crashes, threads, comm, rank_summary",
+		           "advice, tensor_stats, meta, crashes, threads, comm, rank_summary, "
+		           "memory_sum, context_ends",
 		           "cannot export table '%s': unknown table", table);
 		return -2;
 	}

@@ -2247,7 +2247,7 @@ static int own_rank(sqlite3 *db, char **msg)
 		return SQLITE_OK;
 	static const char *const tables[] = {"threads", "op_events", "copy_events", "steps",
 	                                     "loss_scale", "memory", "tensor_stats", "dumps",
-	                                     "crashes", "nonfinite", "comm"};
+	                                     "crashes", "nonfinite", "comm", "context_ends"};
 	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
 		if (!amp_profile_has_column(db, tables[i], "rank"))
 			continue;

@@ -477,7 +477,7 @@ static const char *const export_usage[] = {
 static const amp_opt export_opts[] = {
     {OPT_FORMAT, 0, "format", "chrome|csv", "Chrome trace (JSON) or CSV of one table", NULL},
     {OPT_TABLE, 0, "table", "<t>", "table written as CSV: ops, copies, steps,\n"
-     "loss_scale, memory, op_summary, callsites, advice,\ntensor_stats, meta, crashes, threads, comm,\nrank_summary", "ops"},
+     "loss_scale, memory, op_summary, callsites, advice,\ntensor_stats, meta, crashes, threads, comm,\nrank_summary, memory_sum, context_ends", "ops"},
     {'o', 'o', "output", "<file>", "file to write", "stdout"},
     {'h', 'h', "help", NULL, "show this help", NULL},
 };

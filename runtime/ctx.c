@@ -812,9 +812,6 @@ void amp_ctx_live_remove(amp_ctx *ctx)
 	pthread_mutex_unlock(&live_lock);
 }
 
-/* amp_ctx.trace_id of the last context made in this process (a forked child counts on) */
-static _Atomic uint32_t trace_ids;
-
 int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t errlen)
 {
 	if (!out)
@@ -862,7 +859,7 @@ int amp_ctx_new(const char *config_path, amp_ctx **out, char *errbuf, size_t err
 		return rc;
 	}
 	scaler_reset(ctx);
-	ctx->trace_id = ++trace_ids;
+	ctx->trace_id = amp_trace_context_id();
 	amp_ctx_live_add(ctx);
 	*out = ctx;
 	return AMP_OK;

@@ -254,7 +254,7 @@ struct amp_ctx {
 	void *dist_state;
 	amp_run_stats stats;
 	struct amp_ctx *live_prev, *live_next; /* the process's live contexts (ctx.c) */
-	uint32_t trace_id; /* this context in its process, from 1 (amp_rec_memory.ctx) */
+	uint32_t trace_id; /* this context in the run (amp_trace_context_id, amp_rec_memory.ctx) */
 	int mem_traced;    /* it reported its memory: its end is reported too */
 	uint64_t mem[AMP_MEM_NCAT];      /* live bytes by category */
 	uint64_t step_mem[AMP_MEM_NCAT]; /* of which step-scoped, released at step end */

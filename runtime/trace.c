@@ -196,7 +196,7 @@ void amp_trace_memory_end(uint32_t ctx_id, int64_t step)
 	trace_ring *r = ring_get();
 	if (!r)
 		return;
-	amp_rec_memory *rec = ring_reserve_kind(r, AMP_REC_SLOTS(amp_rec_memory), AMP_DROP_MEMORY);
+	amp_rec_memory *rec = ring_reserve(r, AMP_REC_SLOTS(amp_rec_memory)); /* a boundary */
 	if (!rec)
 		return;
 	memset((char *)rec + sizeof rec->h, 0, sizeof *rec - sizeof rec->h);

@@ -78,8 +78,12 @@ void amp_trace_scale(uint32_t ctx_id, int64_t step, double old_scale, double new
  * with memory_optimize, unopt (else NULL) and peak_unopt are the same without it. */
 void amp_trace_memory(uint32_t ctx_id, int64_t step, const uint64_t bytes[AMP_MEM_NCAT],
                       uint64_t peak, const uint64_t *unopt, uint64_t peak_unopt);
-/* Context ctx_id was freed after `step` (AMP_MEMREC_END). */
+/* Context ctx_id was freed after `step` (AMP_MEMREC_END; never dropped). */
 void amp_trace_memory_end(uint32_t ctx_id, int64_t step);
+/* A new context's id: the run's count of contexts made (amp_session_hdr.contexts: unique in
+ * the profiled run, every process's and image's), or the process's own when not profiled;
+ * never 0. */
+uint32_t amp_trace_context_id(void);
 
 /* A collective of a data-parallel backend (amp_rec_comm). */
 void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket, uint64_t bytes,

@@ -144,6 +144,17 @@ __attribute__((constructor)) static void trace_attach(void)
 	amp_trace_active = 1;
 }
 
+uint32_t amp_trace_context_id(void)
+{
+	static _Atomic uint32_t local; /* not profiled: the process's own count */
+	_Atomic uint32_t *n =
+	    amp_trace_sess ? (_Atomic uint32_t *)&amp_trace_sess->contexts : &local;
+	uint32_t id;
+	while ((id = __atomic_add_fetch(n, 1, __ATOMIC_RELAXED)) == 0)
+		; /* 0 means "no context" on the wire */
+	return id;
+}
+
 uint64_t *amp_trace_dump_used(void)
 {
 	return amp_trace_sess ? &amp_trace_sess->dump_used : NULL;

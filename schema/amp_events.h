@@ -309,7 +309,10 @@ typedef struct amp_session_hdr {
 	                                found the session, written whether it attached or not
 	                                (0: none did, or one predating wire version 2) */
 	/* wire v3 */
-	uint32_t pad_v3;
+	uint32_t contexts;           /* producer (added within wire v3, was zeroed padding): the
+	                                contexts made in the run, by every process; a context's
+	                                id (amp_rec_memory.ctx) is this count at its creation, so
+	                                it names one context in the whole run */
 	amp_lost_counter lost[AMP_LOST_COUNTERS]; /* producer: ring-scoped counters of the threads
 	                                that found no ring */
 	uint64_t dump_used;          /* producer: dump bytes the run's processes reserved, against
@@ -464,7 +467,8 @@ typedef struct amp_rec_scale {
 enum {
 	AMP_MEMREC_UNOPT = 1u << 0, /* bytes_unopt and peak_unopt are filled (memory_optimize on) */
 	/* added within wire v3: the context was freed (its tensor memory is gone; the byte
-	 * counts are 0); written only by a context that reported a step before */
+	 * counts are 0); written only by a context that reported a step before, and never
+	 * dropped */
 	AMP_MEMREC_END = 1u << 1,
 };
 
@@ -479,9 +483,9 @@ typedef struct amp_rec_memory {
 	uint64_t bytes_unopt[AMP_MEM_NCAT];
 	uint64_t peak_unopt;
 	uint32_t flags;           /* AMP_MEMREC_* */
-	/* added within wire v3: the reporting context, numbered from 1 in its process in order
-	 * of creation (with the ring's thread it names a context of the run); 0 from a producer
-	 * that predates it, whose thread then stands for its context */
+	/* added within wire v3: the reporting context, numbered from 1 in the run in order of
+	 * creation (amp_session_hdr.contexts; a forked child's copy of a context keeps its
+	 * number); 0 from a producer that predates it, whose thread then stands for its context */
 	uint32_t ctx;
 } amp_rec_memory;
 

@@ -262,9 +262,9 @@ CREATE TABLE memory (
 	total_unopt           INTEGER,  -- total without memory_optimize
 	peak_unopt            INTEGER,  -- peak without memory_optimize
 	rank            INTEGER DEFAULT 0,  -- MPI rank
-	-- the reporting context in its process, numbered from 1 in order of creation; with
-	-- thread it names a context of the run (added within version 3; NULL from a runtime
-	-- that predates it: a thread's rows are then its one context's)
+	-- the reporting context, numbered from 1 in the run in order of creation (every process's
+	-- and exec'd image's; a forked child's copy keeps its number); added within version 3,
+	-- NULL from a runtime that predates it (a thread's rows are then its one context's)
 	context         INTEGER
 );
 
@@ -281,8 +281,9 @@ CREATE TABLE context_ends (
 -- Set at finalize when a rank had more than one context: the rank's tensor memory at the time
 -- of each report (memory row), every context alive then together, each with its last report
 -- (peak: the sum of their peaks so far).  A context is alive from its first report until it
--- was freed (context_ends), or until a later image of its process thread (an exec) reported:
--- contexts that did not coexist are not added.  Readers take "a step's memory"
+-- was freed (context_ends), or, without a reported end (its process exited, was killed or
+-- exec'd with it), until its last report: contexts that did not coexist are not added (one
+-- kept without stepping and never freed is not counted past its last step).  Readers take "a step's memory"
 -- from here when it has rows, else from the sum of the step's memory rows
 -- (amp_profile_memory_steps).  Added within version 3.
 CREATE TABLE memory_sum (

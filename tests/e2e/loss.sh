@@ -172,6 +172,25 @@ for args in "--serial 3" "--exec 2" "--exec-live 2"; do
 		"$(q nc.db 'SELECT peak_bytes FROM overview')|$(json_peak nc.db)|$(view_peak nc.db)" "$one|$one|$one_view"
 done
 check "--exec-live 2: only the last image freed its context" "$(q nc.db 'SELECT count(*) FROM context_ends')" 1
+# contexts that ended without saying so: an orphaned parent's (it exited with it), a killed
+# process's; one context stepped by three threads in turn is one context, not three
+for args in "--orphan-at 2" "--serial 2 --orphan-at 1" "--hand-off 3"; do
+	"$AMPPROF" -q -f -o nc.db -- "$CASES" --steps 4 $args > /dev/null
+	check "$args: the peak is one context's" "$(q nc.db 'SELECT peak_bytes FROM overview')" "$one"
+done
+"$AMPPROF" -q -f -o nc.db -- sh -c "'$CASES' --steps 3 --die-at 2; '$CASES' --steps 3" > /dev/null 2>&1
+check "a process killed with its context, then another: the peak is one context's" \
+	"$(q nc.db 'SELECT peak_bytes FROM overview')" "$one"
+# ends are boundaries: drop mode keeps them (16 contexts, 2 at a time)
+"$AMPPROF" -q -f --drop --ring-size=1024 -o nc.db -- "$CASES" --steps 200 --serial 8 --threads 2 > /dev/null
+check "--drop: every context's end kept, the peak at most two contexts'" \
+	"$(q nc.db 'SELECT count(*) FROM context_ends')|$(q nc.db "SELECT peak_bytes <= $((2 * one)) FROM overview")" "16|1"
+# a rank's own profile: the ends are that rank's too when finalize gives the rows its rank
+"$AMPPROF" -q -f -o nc.db -- "$CASES" --steps 3 --serial 3 > /dev/null
+q nc.db "INSERT OR REPLACE INTO meta VALUES ('rank', '1'), ('world_size', '2'), ('run_id', 'x'); DELETE FROM run_summary" > /dev/null
+"$AMPPROF" report nc.db > /dev/null 2>&1
+check "rank 1's profile finalized again: its contexts' ends are rank 1's, the peak one context's" \
+	"$(q nc.db 'SELECT group_concat(DISTINCT rank) FROM context_ends')|$(q nc.db 'SELECT peak_bytes FROM overview')" "1|$one"
 "$AMPPROF" -q -o inter.db -- "$CASES" --steps 4 --interleave 3 > /dev/null
 check "3 contexts alive at once in one thread: the peak is their sum, each freed" \
 	"$(q inter.db 'SELECT peak_bytes FROM overview')|$(json_peak inter.db)|$(q inter.db 'SELECT count(*) FROM context_ends')" \

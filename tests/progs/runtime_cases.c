@@ -8,7 +8,7 @@
  * loss scaler skips the step.
  *   runtime_cases [--steps N] [--bad-step S]... [--threads T] [--procs P] [--fork-at S]
  *                 [--orphan-at S] [--die-at S] [--chdir DIR] [--label-prefix P] [--serial K]
- *                 [--exec N] [--exec-live N] [--interleave K]
+ *                 [--exec N] [--exec-live N] [--interleave K] [--hand-off T]
  * --threads T trains T contexts at once, one per thread (each its own trace ring); --procs P
  * trains P contexts at once, one per child process.  --fork-at S forks at step S: the child
  * goes on training the parent's context to the last step, while the parent waits for it and
@@ -22,6 +22,8 @@
  * --exec-live N: the same, but each image execs right after its last step, its context not
  * freed (no end of it reported: the next image's reports tell that it is gone).
  * --interleave K: K contexts alive at once in one thread, trained step by step in turn.
+ * --hand-off T: one context made by the main thread, trained for --steps steps by each of T
+ * threads in turn (one after another), then freed by the main thread.
  */
 #include <amp/amp.h>
 #include <pthread.h>
@@ -204,6 +206,46 @@ out:
 	return status;
 }
 
+/* --hand-off: one context, its steps in one thread after another */
+typedef struct hand_off {
+	amp_ctx *ctx;
+	amp_tensor *w;
+	amp_optim *opt;
+	int first, status;
+} hand_off;
+
+static void *hand_off_main(void *arg)
+{
+	hand_off *h = arg;
+	for (int s = 0; s < g_opts.steps && !h->status; s++) {
+		double l;
+		int skipped;
+		if (train_step(h->ctx, h->w, h->opt, 0, h->first + s, &l, &skipped) != 0) {
+			fprintf(stderr, "runtime_cases: %s\n", amp_ctx_error(h->ctx));
+			h->status = 1;
+		}
+	}
+	return NULL;
+}
+
+static int train_handed_off(int threads)
+{
+	hand_off h = {0};
+	if (!(h.ctx = make_ctx(&h.w, &h.opt)))
+		return 1;
+	for (int t = 0; t < threads && !h.status; t++) {
+		pthread_t th;
+		h.first = t * g_opts.steps;
+		if (pthread_create(&th, NULL, hand_off_main, &h) != 0) {
+			h.status = 1;
+			break;
+		}
+		pthread_join(th, NULL);
+	}
+	amp_ctx_free(h.ctx);
+	return h.status;
+}
+
 /* --serial contexts, one after another */
 static int train_serial(int id)
 {
@@ -221,7 +263,7 @@ static void *thread_main(void *arg)
 int main(int argc, char **argv)
 {
 	const char *dir = NULL;
-	int interleave = 0;
+	int interleave = 0, hand = 0;
 	g_argv = argv;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -252,6 +294,8 @@ int main(int argc, char **argv)
 			g_opts.serial = atoi(v);
 		else if (strcmp(a, "--interleave") == 0)
 			interleave = atoi(v);
+		else if (strcmp(a, "--hand-off") == 0)
+			hand = atoi(v);
 		else if (strcmp(a, "--exec") == 0 || strcmp(a, "--exec-live") == 0) {
 			g_exec_more = atoi(v);
 			g_exec_at = i + 1;
@@ -274,6 +318,8 @@ int main(int argc, char **argv)
 	}
 	if (interleave > 0)
 		return interleave > MAX_THREADS ? 2 : train_interleaved(interleave);
+	if (hand > 0)
+		return hand > MAX_THREADS ? 2 : train_handed_off(hand);
 	if (g_opts.procs > 0) {
 		pid_t pids[MAX_THREADS];
 		int status = 0;
