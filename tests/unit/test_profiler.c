@@ -706,6 +706,14 @@ static void gen_summarized(temp_profile *t, genprof_opts *o)
 	cr_assert_eq(prof_summarize(t->db, 70, 15), 0, "%s", sqlite3_errmsg(t->db));
 }
 
+/* The profile of gen_summarized changed by sql, then summarized again. */
+static void summarize_after(temp_profile *t, const char *sql)
+{
+	cr_assert_eq(sqlite3_exec(t->db, sql, NULL, NULL, NULL), SQLITE_OK, "%s",
+	             sqlite3_errmsg(t->db));
+	cr_assert_eq(prof_summarize(t->db, 70, 15), 0, "%s", sqlite3_errmsg(t->db));
+}
+
 static double query_real(sqlite3 *db, const char *sql)
 {
 	const char *v = query_text(db, sql);
@@ -776,13 +784,9 @@ Test(engines, fp16_emulated_on_a_forced_path)
 	genprof_opts o;
 	genprof_defaults(&o);
 	gen_summarized(&t, &o);
-	cr_assert_eq(sqlite3_exec(t.db,
-	                          "DELETE FROM meta WHERE key IN ('kernels', 'kernels_top');"
-	                          "INSERT INTO meta (key, value) VALUES ('kernels', 'avx2'), "
-	                          "('kernels_top', 'avx512-bf16')",
-	                          NULL, NULL, NULL),
-	             SQLITE_OK, "%s", sqlite3_errmsg(t.db));
-	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+	summarize_after(&t, "DELETE FROM meta WHERE key IN ('kernels', 'kernels_top');"
+	                    "INSERT INTO meta (key, value) VALUES ('kernels', 'avx2'), "
+	                    "('kernels_top', 'avx512-bf16')");
 	const char *msg = advice_of(t.db, "emulated_half");
 	cr_log_info("%s", msg);
 	cr_assert(strstr(msg, "lacks AVX512-FP16, so fp16 is storage only here (and the run forced "
@@ -840,10 +844,8 @@ Test(engines, low_share_in_black_list_ops)
 	o.fp16_share = 0.55;
 	o.overflow_steps = 0;
 	gen_summarized(&t, &o);
-	cr_assert_eq(sqlite3_exec(t.db, "UPDATE op_sigs SET op = 'Optimizer', label = NULL WHERE "
-	                                "exec_dtype = 'fp32'", NULL, NULL, NULL),
-	             SQLITE_OK, "%s", sqlite3_errmsg(t.db));
-	cr_assert_eq(prof_summarize(t.db, 70, 15), 0, "%s", sqlite3_errmsg(t.db));
+	summarize_after(&t, "UPDATE op_sigs SET op = 'Optimizer', label = NULL WHERE "
+	                    "exec_dtype = 'fp32'");
 	const char *low = advice_of(t.db, "low_fp16_share");
 	cr_assert(strstr(low, "the FP32 time is in black-list ops (Optimizer "), "%s", low);
 	cr_assert(strstr(low, "the optimizer updates the FP32 master weights by design"), "%s", low);
