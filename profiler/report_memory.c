@@ -19,23 +19,6 @@
 static const char *const cats[5] = {"master_weights", "working_copies", "activations", "grads",
                                     "optimizer_state"};
 
-/* into sql: before, the steps' memory, after.  A step's memory is of the rank with the largest
- * peak in a merged profile (each rank's memory is its own; SQLite takes the bare columns from
- * max()'s row): columns step, the five categories, total, peak, and (column 8) that rank. */
-static const char *mem_by_step(sqlite3 *db, const char *before, const char *after, char *sql,
-                               size_t len)
-{
-	char steps[1024];
-	if (!amp_profile_memory_steps(db, NULL, steps, sizeof steps))
-		return NULL;
-	int n = snprintf(sql, len,
-	                 "%sSELECT step, master_weights, working_copies, activations, grads, "
-	                 "optimizer_state, total, max(peak) AS peak, rank FROM (%s) GROUP BY "
-	                 "step%s",
-	                 before, steps, after);
-	return n > 0 && (size_t)n < len ? sql : NULL;
-}
-
 /* The stride that keeps a series of n rows within SERIES_MAX. */
 static int64_t stride_of(int64_t n)
 {
@@ -46,10 +29,10 @@ void prof_report_memory_text(sqlite3 *db, FILE *f)
 {
 	sqlite3_stmt *st = NULL;
 	char b[64], sql[2048];
-	if (!mem_by_step(db, "WITH m AS (",
-	                 ") SELECT *, (SELECT total FROM m ORDER BY step DESC LIMIT 1) FROM m "
-	                 "ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
-	                 sql, sizeof sql) ||
+	if (!amp_profile_memory_steps(db, "WITH m AS (", NULL,
+	                              ") SELECT *, (SELECT total FROM m ORDER BY step DESC LIMIT 1)"
+	                              " FROM m ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1",
+	                              sql, sizeof sql) ||
 	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	if (sqlite3_step(st) != SQLITE_ROW)
@@ -80,7 +63,8 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 	amp_profile_query_int64(db, &n, "SELECT count(DISTINCT step) FROM memory", NULL);
 	int64_t stride = stride_of(n);
 	fputs(",\n \"memory\": ", f);
-	if (!mem_by_step(db, "", " ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1", sql, sizeof sql) ||
+	if (!amp_profile_memory_steps(db, "", NULL, " ORDER BY 8 DESC, 7 DESC, 1 LIMIT 1", sql,
+	                              sizeof sql) ||
 	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	if (sqlite3_step(st) != SQLITE_ROW) {
@@ -97,7 +81,7 @@ int prof_report_memory_json(sqlite3 *db, FILE *f)
 		        (int64_t)sqlite3_column_int64(st, 1 + c));
 	sqlite3_finalize(st);
 	fprintf(f, "}, \"stride\": %" PRId64 ", \"steps\": [", stride);
-	if (!mem_by_step(db, "", " ORDER BY step", sql, sizeof sql) ||
+	if (!amp_profile_memory_steps(db, "", NULL, " ORDER BY step", sql, sizeof sql) ||
 	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int64_t i = 0, k = 0;

@@ -810,7 +810,8 @@ int amp_profile_has_column(sqlite3 *db, const char *table, const char *column)
 	return found;
 }
 
-const char *amp_profile_memory_steps(sqlite3 *db, const char *where, char *buf, size_t len)
+const char *amp_profile_memory_steps(sqlite3 *db, const char *before, const char *where,
+                                     const char *after, char *buf, size_t len)
 {
 	int64_t summed = 0;
 	if (amp_profile_has_table(db, "memory_sum"))
@@ -818,18 +819,24 @@ const char *amp_profile_memory_steps(sqlite3 *db, const char *where, char *buf, 
 		                        NULL);
 	int ranked = amp_profile_has_column(db, "memory", "rank");
 	const char *w = where ? " WHERE " : "", *cond = where ? where : "";
+	/* SQLite takes a group's bare columns from the row max() chose */
 	int n = summed ? snprintf(buf, len,
-	                          "SELECT step, rank, master_weights, working_copies, activations, "
-	                          "grads, optimizer_state, total, max(peak) AS peak FROM memory_sum"
-	                          "%s%s GROUP BY step, rank",
-	                          w, cond)
+	                          "%sSELECT step, master_weights, working_copies, activations, grads,"
+	                          " optimizer_state, total, max(peak) AS peak, rank FROM (SELECT"
+	                          " step, rank, master_weights, working_copies, activations, grads,"
+	                          " optimizer_state, total, max(peak) AS peak FROM memory_sum%s%s"
+	                          " GROUP BY step, rank) GROUP BY step%s",
+	                          before, w, cond, after)
 	               : snprintf(buf, len,
-	                          "SELECT step, %s AS rank, sum(master_weights) AS master_weights, "
-	                          "sum(working_copies) AS working_copies, sum(activations) AS "
-	                          "activations, sum(grads) AS grads, sum(optimizer_state) AS "
-	                          "optimizer_state, sum(total) AS total, sum(peak) AS peak FROM "
-	                          "memory%s%s GROUP BY step%s",
-	                          ranked ? "rank" : "0", w, cond, ranked ? ", rank" : "");
+	                          "%sSELECT step, mw AS master_weights, wc AS working_copies, act AS"
+	                          " activations, gr AS grads, os AS optimizer_state, tot AS total,"
+	                          " max(pk) AS peak, r AS rank FROM (SELECT step, %s AS r,"
+	                          " sum(master_weights) AS mw,"
+	                          " sum(working_copies) AS wc, sum(activations) AS act, sum(grads) AS"
+	                          " gr, sum(optimizer_state) AS os, sum(total) AS tot, sum(peak) AS pk"
+	                          " FROM memory%s%s GROUP BY step%s) GROUP BY step%s",
+	                          before, ranked ? "rank" : "0", w, cond, ranked ? ", rank" : "",
+	                          after);
 	return n > 0 && (size_t)n < len ? buf : NULL;
 }
 

@@ -94,14 +94,17 @@ int amp_profile_has_table(sqlite3 *db, const char *name);
 /* Nonzero if table (or view) has column (a version-1 profile lacks the version-2 columns). */
 int amp_profile_has_column(sqlite3 *db, const char *table, const char *column);
 
-/* "A step's memory", the one definition every reader uses: into buf (len bytes, 1024 are
- * enough), a query whose rows are (step, rank, master_weights, working_copies, activations,
- * grads, optimizer_state, total, peak), one per step and rank, the rank's contexts together.
- * From memory_sum when finalize filled it (a rank had contexts that may not have coexisted):
- * of the step's rows there, the one with the largest peak; else the sums of the step's memory
- * rows (one context, or a profile from before memory_sum).  where is NULL or a condition on
+/* "A step's memory", the one definition every reader uses: into buf (len bytes; 2048 leave
+ * room for a before and an after of a few hundred), before, then a query whose rows are
+ * (step, master_weights, working_copies, activations, grads, optimizer_state, total, peak,
+ * rank), one per step, then after.  A rank's memory is its contexts' together: from
+ * memory_sum when finalize filled it (a rank had contexts that may not have coexisted), of the
+ * step's rows there the one with the largest peak; else the sums of the step's memory rows
+ * (one context, or a profile from before memory_sum).  Each rank's memory is its own: a step's
+ * row is the rank with the largest peak (a merged profile).  where is NULL or a condition on
  * the column step (it may use parameters).  Returns buf, or NULL when it is too small. */
-const char *amp_profile_memory_steps(sqlite3 *db, const char *where, char *buf, size_t len);
+const char *amp_profile_memory_steps(sqlite3 *db, const char *before, const char *where,
+                                     const char *after, char *buf, size_t len);
 /* A merged data-parallel profile (ampprof merge) holds every rank's rows under the same step
  * numbers: temporary views named like the n tables, holding rank's rows only, shadow them for
  * the connection's unqualified queries (a reader that shows one rank).  AMP_PROFILE_OK, or

@@ -388,12 +388,11 @@ static int read_summary(view_model *m)
 	r->copy_share = r->step_ns > 0 ? (double)r->copy_ns / (double)r->step_ns : 0;
 	/* a step's memory (every context's alive then together), of the rank that has the most
 	 * (each rank's memory is its own), as the memory panel and the report */
-	char steps[1024], sql[1200];
-	r->peak_bytes = 0;
-	if (amp_profile_memory_steps(m->db, NULL, steps, sizeof steps)) {
-		snprintf(sql, sizeof sql, "SELECT CAST(max(peak) AS INTEGER) FROM (%s)", steps);
-		r->peak_bytes = query_i64(m, sql, 0);
-	}
+	char sql[2048];
+	r->peak_bytes = amp_profile_memory_steps(m->db, "SELECT CAST(max(peak) AS INTEGER) FROM (",
+	                                         NULL, ")", sql, sizeof sql)
+	                    ? query_i64(m, sql, 0)
+	                    : 0;
 	return read_engines(m);
 }
 

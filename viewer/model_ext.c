@@ -36,22 +36,13 @@ static void like_pattern(const char *filter, char *buf, size_t len)
 	buf[k] = '\0';
 }
 
-/* into sql: before, the steps whose number matches ?1 (a LIKE pattern), after.  A step's
- * memory (amp_profile_memory_steps) of the rank with the largest peak in a merged profile (each
- * rank's memory is its own; SQLite takes the bare columns from max()'s row): step, the five
- * categories, total, peak. */
+/* into sql: before, a step's memory (amp_profile_memory_steps: step, the five categories,
+ * total, peak) of the steps whose number matches ?1 (a LIKE pattern), after. */
 static const char *mem_query(view_model *m, const char *before, const char *after, char *sql,
                              size_t len)
 {
-	char steps[1024];
-	if (!amp_profile_memory_steps(view_model_db(m), "CAST(step AS TEXT) LIKE ?1 ESCAPE '\\'",
-	                              steps, sizeof steps))
-		return NULL;
-	int n = snprintf(sql, len,
-	                 "%sSELECT step, master_weights, working_copies, activations, grads, "
-	                 "optimizer_state, total, max(peak) AS peak FROM (%s) GROUP BY step %s",
-	                 before, steps, after);
-	return n > 0 && (size_t)n < len ? sql : NULL;
+	return amp_profile_memory_steps(view_model_db(m), before,
+	                                "CAST(step AS TEXT) LIKE ?1 ESCAPE '\\'", after, sql, len);
 }
 
 static int prepare(view_model *m, const char *sql, sqlite3_stmt **st)
@@ -98,7 +89,7 @@ long view_model_memory(view_model *m, const char *filter, int64_t offset, view_m
 	sqlite3_stmt *st = NULL;
 	long n = 0;
 	like_pattern(filter, pat, sizeof pat);
-	if (prepare(m, mem_query(m, "", "ORDER BY step LIMIT ?2 OFFSET ?3", sql, sizeof sql), &st))
+	if (prepare(m, mem_query(m, "", " ORDER BY step LIMIT ?2 OFFSET ?3", sql, sizeof sql), &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 2, max);
@@ -114,7 +105,7 @@ int view_model_memory_peak(view_model *m, view_mem_row *row)
 	sqlite3_stmt *st = NULL;
 	char sql[2048];
 	int rc = 1;
-	if (prepare(m, mem_query(m, "", "ORDER BY 8 DESC, 7 DESC, step LIMIT 1", sql, sizeof sql),
+	if (prepare(m, mem_query(m, "", " ORDER BY 8 DESC, 7 DESC, step LIMIT 1", sql, sizeof sql),
 	            &st))
 		return VIEW_EDB;
 	sqlite3_bind_text(st, 1, "%", -1, SQLITE_STATIC);
