@@ -720,10 +720,8 @@ static int write_scale(prof_writer *w, uint32_t ring, ring_map *rm, const unsign
 	sqlite3_bind_text(st, 5, amp_scale_reason_name((amp_scale_reason)s.reason), -1,
 	                  SQLITE_STATIC);
 	sqlite3_bind_int64(st, 6, ring);
-	if (s.ctx)
+	if (s.ctx) /* else NULL: prof_writer_run cleared the bindings */
 		sqlite3_bind_int64(st, 7, s.ctx);
-	else
-		sqlite3_bind_null(st, 7);
 	return prof_writer_run(w, st, "loss_scale");
 }
 
@@ -766,10 +764,8 @@ static int write_memory(prof_writer *w, uint32_t ring, ring_map *rm, const unsig
 		sqlite3_bind_null(st, 16);
 		sqlite3_bind_null(st, 17);
 	}
-	if (m.ctx)
+	if (m.ctx) /* else NULL, as the context of the step rows */
 		sqlite3_bind_int64(st, 18, m.ctx);
-	else
-		sqlite3_bind_null(st, 18);
 	return prof_writer_run(w, st, "memory");
 }
 

@@ -168,44 +168,45 @@ void amp_trace_comm(int64_t step, unsigned kind, unsigned dtype, int32_t bucket,
 	ring_commit(r, rec, AMP_REC_COMM, 1, 0);
 }
 
-void amp_trace_memory(uint32_t ctx_id, int64_t step, const uint64_t bytes[AMP_MEM_NCAT],
-                      uint64_t peak, const uint64_t *unopt, uint64_t peak_unopt)
+/* A memory record: bytes NULL for zeros, unopt NULL when memory_optimize is off; kind the
+ * amp_drop_kind drop mode may drop it as, or -1 for a boundary (never dropped). */
+static void put_memory(int kind, uint32_t ctx_id, int64_t step, const uint64_t *bytes,
+                       uint64_t peak, const uint64_t *unopt, uint64_t peak_unopt, uint32_t flags)
 {
 	trace_ring *r = ring_get();
 	if (!r)
 		return;
-	amp_rec_memory *rec = ring_reserve_kind(r, AMP_REC_SLOTS(amp_rec_memory), AMP_DROP_MEMORY);
+	amp_rec_memory *rec = ring_reserve_kind(r, AMP_REC_SLOTS(amp_rec_memory), kind);
 	if (!rec)
 		return;
 	rec->step = step;
 	rec->t = amp_trace_clock();
-	memcpy(rec->bytes, bytes, sizeof rec->bytes);
+	if (bytes)
+		memcpy(rec->bytes, bytes, sizeof rec->bytes);
+	else
+		memset(rec->bytes, 0, sizeof rec->bytes);
 	rec->peak = peak;
 	if (unopt)
 		memcpy(rec->bytes_unopt, unopt, sizeof rec->bytes_unopt);
 	else
 		memset(rec->bytes_unopt, 0, sizeof rec->bytes_unopt);
 	rec->peak_unopt = unopt ? peak_unopt : 0;
-	rec->flags = unopt ? AMP_MEMREC_UNOPT : 0;
+	rec->flags = flags | (unopt ? AMP_MEMREC_UNOPT : 0);
 	rec->ctx = ctx_id;
 	ring_commit(r, rec, AMP_REC_MEMORY, AMP_REC_SLOTS(amp_rec_memory), 0);
+	if (kind < 0)
+		ring_publish(r);
+}
+
+void amp_trace_memory(uint32_t ctx_id, int64_t step, const uint64_t bytes[AMP_MEM_NCAT],
+                      uint64_t peak, const uint64_t *unopt, uint64_t peak_unopt)
+{
+	put_memory(AMP_DROP_MEMORY, ctx_id, step, bytes, peak, unopt, peak_unopt, 0);
 }
 
 void amp_trace_memory_end(uint32_t ctx_id, int64_t step)
 {
-	trace_ring *r = ring_get();
-	if (!r)
-		return;
-	amp_rec_memory *rec = ring_reserve(r, AMP_REC_SLOTS(amp_rec_memory)); /* a boundary */
-	if (!rec)
-		return;
-	memset((char *)rec + sizeof rec->h, 0, sizeof *rec - sizeof rec->h);
-	rec->step = step;
-	rec->t = amp_trace_clock();
-	rec->flags = AMP_MEMREC_END;
-	rec->ctx = ctx_id;
-	ring_commit(r, rec, AMP_REC_MEMORY, AMP_REC_SLOTS(amp_rec_memory), 0);
-	ring_publish(r);
+	put_memory(-1, ctx_id, step, NULL, 0, NULL, 0, AMP_MEMREC_END);
 }
 
 void amp_trace_meta(const char *key, const char *value)
